@@ -1,0 +1,46 @@
+// Overflow-checked integer arithmetic for money. Every product of a price and a
+// quantity is computed in 128 bits and narrowed back to int64 only when it fits;
+// nothing wraps.
+//
+// Thread safety: pure functions.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+
+namespace mb {
+
+using int128 = __int128;
+
+// Returns false (and leaves *out alone) when a + b does not fit in int64.
+[[nodiscard]] constexpr bool CheckedAdd(int64_t a, int64_t b, int64_t* out) noexcept {
+  return !__builtin_add_overflow(a, b, out);
+}
+
+[[nodiscard]] constexpr bool CheckedSub(int64_t a, int64_t b, int64_t* out) noexcept {
+  return !__builtin_sub_overflow(a, b, out);
+}
+
+[[nodiscard]] constexpr bool FitsInt64(int128 v) noexcept {
+  return v >= std::numeric_limits<int64_t>::min() && v <= std::numeric_limits<int64_t>::max();
+}
+
+// a * b * c in 128 bits; false when the product does not fit in int64.
+// REQUIRES: |a|,|b|,|c| < 2^63 and |a*b| < 2^127 — true for int64 inputs when c == 1,
+// and checked here otherwise.
+[[nodiscard]] constexpr bool CheckedMul3(int64_t a, int64_t b, int64_t c, int64_t* out) noexcept {
+  int128 ab = static_cast<int128>(a) * b;
+  int128 r = 0;
+  if (__builtin_mul_overflow(ab, static_cast<int128>(c), &r) || !FitsInt64(r)) return false;
+  *out = static_cast<int64_t>(r);
+  return true;
+}
+
+// ceil(a * bps / 10000) for a >= 0, 0 <= bps <= 10000: never overflows, since the
+// result is at most a.
+[[nodiscard]] constexpr int64_t FeeCeil(int64_t a, int32_t bps) noexcept {
+  int128 num = static_cast<int128>(a) * bps;
+  return static_cast<int64_t>((num + 9999) / 10000);
+}
+
+}  // namespace mb

@@ -1,0 +1,88 @@
+// Commands: the engine's only input. A command carries everything the engine
+// needs, time included, so that the same command stream always yields the same
+// events. All types are trivially copyable and fixed-size: they travel through
+// rings and the journal as they are.
+//
+// Thread safety: plain values.
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+#include <variant>
+
+#include "common/fixed_string.h"
+#include "common/strong.h"
+#include "engine/types.h"
+
+namespace mb::engine {
+
+struct PlaceOrder {
+  AccountId account{};
+  MarketId market{};
+  Side side = Side::kBuy;
+  OrderType type = OrderType::kLimit;
+  TimeInForce tif = TimeInForce::kGtc;  // ignored for MARKET (always IOC) and LIMIT_MAKER (GTC)
+  StpMode stp = StpMode::kNone;
+  Price price{};         // LIMIT / LIMIT_MAKER only
+  Qty qty{};             // LIMIT, LIMIT_MAKER, MARKET by base quantity
+  Amount quote_qty{};    // MARKET by quote amount (then qty == 0)
+  ClientOrderId client_order_id{};  // empty: none
+};
+
+// Targets one open order by id, or by client order id when order_id == 0.
+struct CancelOrder {
+  AccountId account{};
+  MarketId market{};
+  OrderId order_id{};
+  ClientOrderId orig_client_order_id{};
+};
+
+struct CancelAll {
+  AccountId account{};
+  MarketId market{};
+};
+
+// new_qty is the new total quantity, filled part included (Binance semantics);
+// 0 leaves the quantity alone. new_price 0 leaves the price alone.
+struct AmendOrder {
+  AccountId account{};
+  MarketId market{};
+  OrderId order_id{};
+  ClientOrderId orig_client_order_id{};
+  Price new_price{};
+  Qty new_qty{};
+};
+
+struct Deposit {
+  AccountId account{};
+  AssetId asset{};
+  Amount amount{};
+  TransferRef ref{};  // idempotency key: a second deposit with the same ref is rejected
+};
+
+struct Withdraw {
+  AccountId account{};
+  AssetId asset{};
+  Amount amount{};
+  TransferRef ref{};
+};
+
+struct SetMarketStatus {
+  MarketId market{};
+  MarketStatus status = MarketStatus::kTrading;
+};
+
+// Variant index == CommandType.
+using CommandBody =
+    std::variant<PlaceOrder, CancelOrder, CancelAll, AmendOrder, Deposit, Withdraw, SetMarketStatus>;
+
+struct Command {
+  int64_t timestamp_ns = 0;  // wall time assigned at intake; the engine never reads a clock
+  CommandBody body;
+
+  CommandType type() const noexcept { return static_cast<CommandType>(body.index()); }
+};
+
+static_assert(std::is_trivially_copyable_v<Command>);
+
+}  // namespace mb::engine

@@ -1,0 +1,165 @@
+// Events: the engine's only output and the journal's content. Applying them in
+// order through Evolve() rebuilds the engine's state exactly; every balance
+// change is carried by an event field (see engine/ledger.h for the ledger view).
+//
+// Thread safety: plain values.
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+#include <variant>
+
+#include "common/fixed_string.h"
+#include "common/strong.h"
+#include "engine/types.h"
+
+namespace mb::engine {
+
+// A new order (or nothing, when rejected) passed every check. Locks `locked` of
+// the spend asset (quote for buys, base for sells): available -= locked,
+// locked += locked. The order is not in the book yet.
+struct OrderAccepted {
+  OrderId order_id{};
+  AccountId account{};
+  MarketId market{};
+  Side side = Side::kBuy;
+  OrderType type = OrderType::kLimit;
+  TimeInForce tif = TimeInForce::kGtc;
+  StpMode stp = StpMode::kNone;
+  Price price{};
+  Qty qty{};
+  Amount quote_qty{};
+  Amount locked{};
+  ClientOrderId client_order_id{};
+};
+
+// A command changed nothing. For duplicates, existing_id names the first
+// outcome (the order or the transfer that used the id/ref before).
+struct Rejected {
+  CommandType command = CommandType::kPlaceOrder;
+  RejectReason reason = RejectReason::kNone;
+  AccountId account{};
+  MarketId market{};
+  OrderId order_id{};        // the target of a cancel/amend, if any
+  uint64_t existing_id = 0;  // OrderId or TransferId of the first outcome, for duplicates
+  ClientOrderId client_order_id{};
+};
+
+// One fill at the maker's price. Settles: buyer locked quote -= notional, buyer
+// available base += base_qty - buyer fee; seller locked base -= base_qty, seller
+// available quote += notional - seller fee; the fee account receives both fees.
+// taker_released returns the rest of the taker's lock to available when this
+// fill completes the taker (a buy filled below its limit).
+struct Trade {
+  TradeId trade_id{};
+  MarketId market{};
+  Side taker_side = Side::kBuy;
+  OrderId maker_order_id{};
+  OrderId taker_order_id{};
+  AccountId maker_account{};
+  AccountId taker_account{};
+  Price price{};
+  Qty qty{};
+  Amount base_qty{};   // qty in base units
+  Amount notional{};   // quote units
+  Amount maker_fee{};  // in the asset the maker receives
+  Amount taker_fee{};  // in the asset the taker receives
+  Amount taker_released{};
+  bool maker_filled = false;  // the maker left the book
+  bool taker_filled = false;
+};
+
+// The taker's remainder enters the book at its limit price (FIFO tail).
+struct OrderRested {
+  OrderId order_id{};
+  MarketId market{};
+  Qty remaining{};
+};
+
+struct OrderCanceled {
+  OrderId order_id{};
+  AccountId account{};
+  MarketId market{};
+  Side side = Side::kBuy;
+  Qty remaining{};   // unfilled quantity removed
+  Amount released{};  // lock returned to available
+};
+
+struct OrderExpired {
+  OrderId order_id{};
+  AccountId account{};
+  MarketId market{};
+  Side side = Side::kBuy;
+  ExpireReason reason = ExpireReason::kIocRemainder;
+  Qty remaining{};
+  Amount released{};
+};
+
+// keeps_priority: quantity went down at the same price; the order stays where it
+// is in the queue. Otherwise the order left the book, and (like an accepted
+// order) trades and rests or fills in the events that follow.
+// lock_delta > 0 locks more of the spend asset, < 0 releases.
+struct OrderAmended {
+  OrderId order_id{};
+  AccountId account{};
+  MarketId market{};
+  Side side = Side::kBuy;
+  Price new_price{};
+  Qty new_qty{};        // new total quantity
+  Qty new_remaining{};
+  Amount lock_delta{};
+  bool keeps_priority = false;
+};
+
+struct Deposited {
+  TransferId transfer_id{};
+  AccountId account{};
+  AssetId asset{};
+  Amount amount{};
+  TransferRef ref{};
+};
+
+struct Withdrawn {
+  TransferId transfer_id{};
+  AccountId account{};
+  AssetId asset{};
+  Amount amount{};
+  TransferRef ref{};
+};
+
+struct MarketStatusChanged {
+  MarketId market{};
+  MarketStatus status = MarketStatus::kTrading;
+};
+
+enum class EventType : uint8_t {
+  kOrderAccepted = 0,
+  kRejected = 1,
+  kTrade = 2,
+  kOrderRested = 3,
+  kOrderCanceled = 4,
+  kOrderExpired = 5,
+  kOrderAmended = 6,
+  kDeposited = 7,
+  kWithdrawn = 8,
+  kMarketStatusChanged = 9,
+};
+
+// Variant index == EventType.
+using EventBody = std::variant<OrderAccepted, Rejected, Trade, OrderRested, OrderCanceled,
+                               OrderExpired, OrderAmended, Deposited, Withdrawn,
+                               MarketStatusChanged>;
+
+struct Event {
+  Sequence seq{};            // the command that caused it
+  int64_t timestamp_ns = 0;  // the command's timestamp
+  EventBody body;
+
+  EventType type() const noexcept { return static_cast<EventType>(body.index()); }
+};
+
+static_assert(std::is_trivially_copyable_v<Event>);
+
+std::string_view ToString(EventType v) noexcept;
+
+}  // namespace mb::engine

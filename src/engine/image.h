@@ -1,0 +1,79 @@
+// EngineImage: the whole engine state at one sequence, as plain data. The codec
+// (codec/snapshot.h) turns it into bytes; Engine::ExportImage / Engine::Restore
+// move it in and out of the live structures. Ordering is canonical, so two
+// engines with the same history export identical images.
+//
+// Thread safety: plain values.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "common/strong.h"
+#include "engine/types.h"
+
+namespace mb::engine {
+
+// 128-bit hash of a client order id or transfer reference (XXH3-128).
+struct Key128 {
+  uint64_t lo = 0;
+  uint64_t hi = 0;
+  friend bool operator==(const Key128&, const Key128&) = default;
+};
+
+struct ImageOrder {
+  OrderId id{};
+  AccountId account{};
+  MarketId market{};
+  Side side = Side::kBuy;
+  OrderType type = OrderType::kLimit;
+  TimeInForce tif = TimeInForce::kGtc;
+  StpMode stp = StpMode::kNone;
+  Price price{};
+  Qty qty{};
+  Qty remaining{};
+  Amount locked{};
+  int64_t created_ns = 0;
+  bool has_client_id = false;
+  Key128 client_id{};
+};
+
+struct ImageBalance {
+  AccountId account{};
+  AssetId asset{};
+  Amount available{};
+  Amount locked{};
+};
+
+// A client order id of a closed order that stays reserved (oldest first).
+struct ImageClientId {
+  AccountId account{};
+  Key128 client_id{};
+  OrderId order_id{};
+};
+
+struct ImageTransfer {
+  Key128 ref{};
+  TransferId id{};
+};
+
+struct ImageAssetTotals {
+  Amount deposited{};
+  Amount withdrawn{};
+};
+
+struct EngineImage {
+  uint64_t config_hash = 0;  // Engine::ConfigHash() of the configuration it ran with
+  Sequence last_sequence{};
+  TradeId next_trade_id{1};
+  std::vector<MarketStatus> market_status;     // by MarketId
+  std::vector<ImageAssetTotals> asset_totals;  // by AssetId
+  std::vector<ImageBalance> balances;          // non-zero only, by (account, asset)
+  // Resting orders in priority order: by market, bids best-first then asks
+  // best-first, FIFO within a level.
+  std::vector<ImageOrder> orders;
+  std::vector<ImageClientId> recent_client_ids;  // oldest first
+  std::vector<ImageTransfer> transfers;          // by ref (lo, hi) ascending
+};
+
+}  // namespace mb::engine

@@ -1,0 +1,56 @@
+// Static definition of assets and markets, and the engine's sizing. Loaded
+// from configuration (app/config), validated here so that every definition the
+// engine runs with is consistent: prices in ticks times quantities in lots are
+// always a whole number of quote units.
+//
+// Thread safety: immutable after Validate().
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "common/strong.h"
+#include "engine/types.h"
+
+namespace mb::engine {
+
+struct AssetSpec {
+  std::string symbol;  // "BTC"
+  int32_t scale = 8;   // decimal places of the smallest unit, 0..18
+};
+
+struct MarketSpec {
+  std::string symbol;  // "BTCUSDT"
+  AssetId base{};
+  AssetId quote{};
+  // Sizes in smallest units of the asset they are denominated in:
+  int64_t tick_units = 0;  // price increment, in quote units per whole base unit
+  int64_t lot_units = 0;   // quantity increment, in base units
+  // Derived by Validate(): quote units of one tick x one lot. A price of p ticks
+  // and a quantity of q lots have notional p * q * notional_per_tick_lot.
+  int64_t notional_per_tick_lot = 0;
+  Qty min_qty{1};
+  Qty max_qty{0};
+  Price max_price{0};
+  Amount min_notional{0};  // quote units
+  int32_t maker_fee_bps = 0;
+  int32_t taker_fee_bps = 0;
+  MarketStatus status = MarketStatus::kTrading;  // initial status
+};
+
+struct EngineConfig {
+  std::vector<AssetSpec> assets;    // AssetId = index
+  std::vector<MarketSpec> markets;  // MarketId = index
+  uint32_t max_accounts = 100'000;  // valid AccountIds are 0..max_accounts-1
+  AccountId fee_account{0};         // collects fees; may not trade
+  uint32_t expected_open_orders = 1 << 16;  // pools are sized for this at start
+  uint32_t client_id_memory = 1 << 16;      // closed orders whose client ids stay reserved
+
+  // Checks every definition and fills the derived fields. The message names the
+  // offending market or asset and field, e.g. "markets[1] (ETHUSDT).lot_size: ...".
+  Status Validate();
+};
+
+}  // namespace mb::engine

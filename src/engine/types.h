@@ -1,0 +1,84 @@
+// Closed sets of the engine's domain: sides, order types, time in force,
+// self-trade prevention modes, market states and reject reasons. Each value is
+// part of the binary codec: never renumber, only append.
+//
+// Thread safety: plain values.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+namespace mb::engine {
+
+enum class Side : uint8_t { kBuy = 0, kSell = 1 };
+
+enum class OrderType : uint8_t {
+  kLimit = 0,
+  kLimitMaker = 1,  // post-only: rejected if any part would take liquidity
+  kMarket = 2,      // by base quantity (qty > 0) or by quote amount (quote_qty > 0)
+};
+
+enum class TimeInForce : uint8_t { kGtc = 0, kIoc = 1, kFok = 2 };
+
+enum class StpMode : uint8_t {
+  kNone = 0,         // self-trades are allowed
+  kExpireTaker = 1,  // the incoming order expires when it meets its own account's order
+  kExpireMaker = 2,  // the resting order of the same account expires; matching goes on
+  kExpireBoth = 3,   // both expire
+};
+
+enum class MarketStatus : uint8_t { kTrading = 0, kHalted = 1, kCancelOnly = 2 };
+
+enum class CommandType : uint8_t {
+  kPlaceOrder = 0,
+  kCancelOrder = 1,
+  kCancelAll = 2,
+  kAmendOrder = 3,
+  kDeposit = 4,
+  kWithdraw = 5,
+  kSetMarketStatus = 6,
+};
+
+// Why a command changed nothing. Every reject is an event, never an error.
+enum class RejectReason : uint8_t {
+  kNone = 0,
+  kUnknownMarket = 1,
+  kUnknownAccount = 2,
+  kUnknownAsset = 3,
+  kUnauthorized = 4,          // the fee account may not trade
+  kMarketNotTrading = 5,      // halted, or cancel-only for anything but cancels
+  kInvalidOrderType = 6,      // an inconsistent type / time-in-force / side combination
+  kInvalidPrice = 7,          // <= 0 or above the market's maximum price
+  kInvalidQuantity = 8,       // <= 0, outside min/max quantity, or amend to <= filled
+  kMinNotional = 9,           // price x quantity below the market's minimum notional
+  kOverflow = 10,             // a product or a balance would not fit in int64
+  kInsufficientBalance = 11,  // available balance below what the order must lock
+  kWouldTakeLiquidity = 12,   // LIMIT_MAKER would cross the book
+  kFokNotFillable = 13,       // FOK cannot be filled completely right now
+  kDuplicateClientOrderId = 14,
+  kUnknownOrder = 15,         // no such open order for this account and market
+  kDuplicateTransfer = 16,    // a deposit/withdrawal reference already used
+  kInvalidAmount = 17,        // deposit/withdrawal amount <= 0
+  kInvalidStatus = 18,        // unknown market status value
+  kNoChange = 19,             // amend that changes neither price nor quantity
+};
+
+// Why an order left the book or the matching loop without filling completely.
+enum class ExpireReason : uint8_t {
+  kIocRemainder = 0,     // IOC / FOK / MARKET remainder after matching
+  kSelfTradePrevention = 1,
+  kNoLiquidity = 2,      // market order met an empty book or exhausted its budget
+};
+
+std::string_view ToString(Side v) noexcept;
+std::string_view ToString(OrderType v) noexcept;
+std::string_view ToString(TimeInForce v) noexcept;
+std::string_view ToString(StpMode v) noexcept;
+std::string_view ToString(MarketStatus v) noexcept;
+std::string_view ToString(CommandType v) noexcept;
+std::string_view ToString(RejectReason v) noexcept;
+std::string_view ToString(ExpireReason v) noexcept;
+
+constexpr Side Opposite(Side s) noexcept { return s == Side::kBuy ? Side::kSell : Side::kBuy; }
+
+}  // namespace mb::engine
