@@ -10,7 +10,7 @@
 
 namespace mb {
 
-using int128 = __int128;
+__extension__ typedef __int128 int128;  // NOLINT(modernize-use-using): pedantic-clean spelling
 
 // Returns false (and leaves *out alone) when a + b does not fit in int64.
 [[nodiscard]] constexpr bool CheckedAdd(int64_t a, int64_t b, int64_t* out) noexcept {
