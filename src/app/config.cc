@@ -1,1 +1,498 @@
-// placeholder
+#include "app/config.h"
+
+#include <fmt/format.h>
+#include <toml++/toml.h>
+
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "common/checked.h"
+#include "common/decimal.h"
+#include "common/status.h"
+#include "common/strong.h"
+#include "engine/market.h"
+#include "engine/types.h"
+
+namespace mb::app {
+namespace {
+
+using engine::AssetSpec;
+using engine::EngineConfig;
+using engine::MarketSpec;
+using engine::MarketStatus;
+
+constexpr std::string_view kTopKeys[] = {"engine", "assets", "markets"};
+constexpr std::string_view kEngineKeys[] = {"max_accounts", "fee_account", "expected_open_orders",
+                                            "client_id_memory"};
+constexpr std::string_view kAssetKeys[] = {"symbol", "scale"};
+constexpr std::string_view kMarketKeys[] = {
+    "symbol",  "base",      "quote",        "tick_size",     "step_size",     "min_qty",
+    "max_qty", "max_price", "min_notional", "maker_fee_bps", "taker_fee_bps", "status"};
+constexpr MarketStatus kStatuses[] = {MarketStatus::kTrading, MarketStatus::kHalted,
+                                      MarketStatus::kCancelOnly};
+
+constexpr std::size_t kMaxItems = 65534;  // per kind; ids are uint16
+constexpr int64_t kU32Max = std::numeric_limits<uint32_t>::max();
+constexpr int64_t kI32Min = std::numeric_limits<int32_t>::min();
+constexpr int64_t kI32Max = std::numeric_limits<int32_t>::max();
+
+std::string_view TypeName(toml::node_type t) {
+  switch (t) {
+    case toml::node_type::none:
+      return "nothing";
+    case toml::node_type::table:
+      return "a table";
+    case toml::node_type::array:
+      return "an array";
+    case toml::node_type::string:
+      return "a string";
+    case toml::node_type::integer:
+      return "an integer";
+    case toml::node_type::floating_point:
+      return "a float";
+    case toml::node_type::boolean:
+      return "a boolean";
+    case toml::node_type::date:
+      return "a date";
+    case toml::node_type::time:
+      return "a time";
+    case toml::node_type::date_time:
+      return "a date-time";
+  }
+  return "an unknown type";
+}
+
+std::string Join(std::span<const std::string_view> items) {
+  std::string out;
+  for (std::string_view s : items) {
+    if (!out.empty()) out += ", ";
+    out += s;
+  }
+  return out;
+}
+
+std::string Dot(std::string_view path, std::string_view key) {
+  return path.empty() ? std::string(key) : fmt::format("{}.{}", path, key);
+}
+
+// "markets.BTCUSDT", or "markets[2]" while the item has no usable symbol.
+std::string ItemPath(std::string_view kind, std::size_t index, std::string_view symbol) {
+  return symbol.empty() ? fmt::format("{}[{}]", kind, index) : fmt::format("{}.{}", kind, symbol);
+}
+
+std::string_view SymbolOf(const toml::table& t) {
+  const toml::node* n = t.get("symbol");
+  const auto* s = n != nullptr ? n->as_string() : nullptr;
+  return s != nullptr ? std::string_view(s->get()) : std::string_view();
+}
+
+// Field names of engine::EngineConfig::Validate() messages -> configuration keys.
+std::string_view ConfigKey(std::string_view kind, std::string_view field) {
+  if (kind == "markets") {
+    if (field == "tick_units") return "tick_size";
+    if (field == "lot_units" || field == "notional_per_tick_lot") return "step_size";
+  }
+  return field;
+}
+
+int64_t Pow10(int scale) {
+  int64_t p = 1;
+  for (int k = 0; k < scale; ++k) p *= 10;
+  return p;
+}
+
+struct AssetRef {
+  AssetId id{};
+  uint32_t line = 0;
+};
+
+class Loader {
+ public:
+  explicit Loader(std::string_view source) : source_(source) {}
+
+  Result<EngineConfig> Load(std::string_view text) {
+    toml::table root;
+    try {
+      root = toml::parse(text, std::string_view(source_));
+    } catch (const toml::parse_error& e) {
+      return InvalidArgument(fmt::format("{}:{}: syntax error at column {}: {}", source_,
+                                         e.source().begin.line, e.source().begin.column,
+                                         e.description()));
+    }
+    EngineConfig config;
+    MB_RETURN_IF_ERROR(CheckKeys(root, "", kTopKeys));
+    MB_RETURN_IF_ERROR(ReadEngine(root, &config));
+    MB_RETURN_IF_ERROR(ReadAssets(root, &config));
+    MB_RETURN_IF_ERROR(ReadMarkets(root, &config));
+    if (Status s = config.Validate(); !s.ok()) return Locate(s, root, config);
+    return config;
+  }
+
+ private:
+  Status At(const toml::source_region& where, std::string_view path,
+            std::string_view detail) const {
+    return InvalidArgument(fmt::format("{}:{}: {}: {}", source_, where.begin.line, path, detail));
+  }
+  Status At(const toml::node& node, std::string_view path, std::string_view detail) const {
+    return At(node.source(), path, detail);
+  }
+  Status NoLine(std::string_view path, std::string_view detail) const {
+    return InvalidArgument(fmt::format("{}: {}: {}", source_, path, detail));
+  }
+
+  // Runs before the required keys are read, so that a typo is reported as
+  // itself rather than as the key it was meant to be.
+  Status CheckKeys(const toml::table& t, std::string_view path,
+                   std::span<const std::string_view> allowed) const {
+    for (auto&& [key, node] : t) {
+      bool known = false;
+      for (std::string_view k : allowed) known = known || k == key.str();
+      if (!known) {
+        return At(key.source(), Dot(path, key.str()),
+                  fmt::format("unknown key (expected {})", Join(allowed)));
+      }
+    }
+    return Status::Ok();
+  }
+
+  Status Get(const toml::table& t, std::string_view path, std::string_view key,
+             const toml::node** out) const {
+    *out = t.get(key);
+    if (*out == nullptr) return At(t, Dot(path, key), "missing required key");
+    return Status::Ok();
+  }
+
+  Status GetInt(const toml::table& t, std::string_view path, std::string_view key, int64_t lo,
+                int64_t hi, int64_t* out) const {
+    const toml::node* n = nullptr;
+    MB_RETURN_IF_ERROR(Get(t, path, key, &n));
+    const auto* v = n->as_integer();
+    if (v == nullptr) {
+      std::string hint = n->is_string() ? " (write it without quotes)" : "";
+      return At(*n, Dot(path, key),
+                fmt::format("must be an integer, got {}{}", TypeName(n->type()), hint));
+    }
+    if (v->get() < lo || v->get() > hi) {
+      return At(*n, Dot(path, key), fmt::format("{} is outside {}..{}", v->get(), lo, hi));
+    }
+    *out = v->get();
+    return Status::Ok();
+  }
+
+  Status GetString(const toml::table& t, std::string_view path, std::string_view key,
+                   std::string* out, const toml::node** where) const {
+    MB_RETURN_IF_ERROR(Get(t, path, key, where));
+    const auto* v = (*where)->as_string();
+    if (v == nullptr) {
+      return At(**where, Dot(path, key),
+                fmt::format("must be a string, got {}", TypeName((*where)->type())));
+    }
+    *out = v->get();
+    return Status::Ok();
+  }
+
+  // A decimal is a TOML string: a TOML float has already lost exactness, and
+  // an integer is refused too so that every decimal in the file looks alike.
+  Status GetDecimalText(const toml::table& t, std::string_view path, std::string_view key,
+                        std::string* out, const toml::node** where) const {
+    MB_RETURN_IF_ERROR(Get(t, path, key, where));
+    const toml::node& n = **where;
+    if (const auto* v = n.as_string()) {
+      *out = v->get();
+      return Status::Ok();
+    }
+    if (n.is_floating_point()) {
+      return At(
+          n, Dot(path, key),
+          fmt::format("a TOML float is not exact; quote the number, e.g. {} = \"0.01\"", key));
+    }
+    if (const auto* v = n.as_integer()) {
+      return At(n, Dot(path, key),
+                fmt::format("decimals are strings; quote the number: {} = \"{}\"", key, v->get()));
+    }
+    return At(n, Dot(path, key),
+              fmt::format("must be a decimal string like \"0.01\", got {}", TypeName(n.type())));
+  }
+
+  // The text as units of 10^-scale of `asset`.
+  Status ToUnits(const toml::node& where, std::string_view path, const std::string& text,
+                 const AssetSpec& asset, int64_t* out) const {
+    const DecimalError e = TryParseDecimal(text, asset.scale, /*allow_negative=*/false, out);
+    if (e == DecimalError::kOk) return Status::Ok();
+    if (e == DecimalError::kTooManyDecimals) {
+      return At(where, path,
+                fmt::format("{} has more decimal places than {}'s scale {}", text, asset.symbol,
+                            asset.scale));
+    }
+    Result<int64_t> r = ParseDecimal(text, asset.scale);
+    return At(where, path, r.status().message());
+  }
+
+  // The text as a whole number of steps of `step_units`.
+  Status ToSteps(const toml::node& where, std::string_view path, const std::string& text,
+                 const AssetSpec& asset, int64_t step_units, std::string_view step_key,
+                 int64_t* out) const {
+    int64_t units = 0;
+    MB_RETURN_IF_ERROR(ToUnits(where, path, text, asset, &units));
+    if (units % step_units != 0) {
+      return At(where, path,
+                fmt::format("{} is not a multiple of {} {}", text, step_key,
+                            FormatDecimalShort(step_units, asset.scale)));
+    }
+    *out = units / step_units;
+    return Status::Ok();
+  }
+
+  // A required, non-empty array of tables: [[assets]] or [[markets]].
+  Status GetTableArray(const toml::table& root, std::string_view key,
+                       const toml::array** out) const {
+    const toml::node* n = root.get(key);
+    if (n == nullptr) {
+      return NoLine(key, fmt::format("missing; define at least one [[{}]] table", key));
+    }
+    *out = n->as_array();
+    if (*out == nullptr) {
+      return At(
+          *n, key,
+          fmt::format("must be an array of tables ([[{}]]), got {}", key, TypeName(n->type())));
+    }
+    if ((*out)->empty()) return At(*n, key, fmt::format("define at least one [[{}]] table", key));
+    if (!(*out)->is_array_of_tables()) {
+      return At(
+          *n, key,
+          fmt::format("must be an array of tables ([[{}]]), got an array of other values", key));
+    }
+    // Ids are uint16 (see EngineConfig::Validate); refuse before they would wrap.
+    if ((*out)->size() > kMaxItems) {
+      return At(
+          *n, key,
+          fmt::format("{} entries do not fit a uint16 id (at most {})", (*out)->size(), kMaxItems));
+    }
+    return Status::Ok();
+  }
+
+  Status ReadEngine(const toml::table& root, EngineConfig* c) const {
+    const toml::node* n = root.get("engine");
+    if (n == nullptr) return NoLine("engine", "missing required table [engine]");
+    const toml::table* t = n->as_table();
+    if (t == nullptr) {
+      return At(*n, "engine",
+                fmt::format("must be a table ([engine]), got {}", TypeName(n->type())));
+    }
+    MB_RETURN_IF_ERROR(CheckKeys(*t, "engine", kEngineKeys));
+    int64_t v = 0;
+    MB_RETURN_IF_ERROR(GetInt(*t, "engine", "max_accounts", 0, kU32Max, &v));
+    c->max_accounts = static_cast<uint32_t>(v);
+    MB_RETURN_IF_ERROR(GetInt(*t, "engine", "fee_account", 0, kU32Max, &v));
+    c->fee_account = AccountId{static_cast<uint32_t>(v)};
+    MB_RETURN_IF_ERROR(GetInt(*t, "engine", "expected_open_orders", 0, kU32Max, &v));
+    c->expected_open_orders = static_cast<uint32_t>(v);
+    MB_RETURN_IF_ERROR(GetInt(*t, "engine", "client_id_memory", 0, kU32Max, &v));
+    c->client_id_memory = static_cast<uint32_t>(v);
+    return Status::Ok();
+  }
+
+  Status ReadAssets(const toml::table& root, EngineConfig* c) {
+    const toml::array* assets = nullptr;
+    MB_RETURN_IF_ERROR(GetTableArray(root, "assets", &assets));
+    for (std::size_t i = 0; i < assets->size(); ++i) {
+      const toml::table& t = *assets->get(i)->as_table();
+      const std::string path = ItemPath("assets", i, SymbolOf(t));
+      MB_RETURN_IF_ERROR(CheckKeys(t, path, kAssetKeys));
+      AssetSpec a;
+      const toml::node* symbol = nullptr;
+      MB_RETURN_IF_ERROR(GetString(t, path, "symbol", &a.symbol, &symbol));
+      int64_t scale = 0;
+      MB_RETURN_IF_ERROR(GetInt(t, path, "scale", 0, kMaxDecimalScale, &scale));
+      a.scale = static_cast<int32_t>(scale);
+      if (auto it = assets_.find(a.symbol); it != assets_.end()) {
+        return At(*symbol, Dot(path, "symbol"),
+                  fmt::format("duplicate asset symbol {} (first defined at line {})", a.symbol,
+                              it->second.line));
+      }
+      assets_.emplace(a.symbol,
+                      AssetRef{AssetId{static_cast<uint16_t>(i)}, symbol->source().begin.line});
+      c->assets.push_back(std::move(a));
+    }
+    return Status::Ok();
+  }
+
+  Status ReadAssetRef(const toml::table& t, std::string_view path, std::string_view key,
+                      const EngineConfig& c, AssetId* out) const {
+    std::string symbol;
+    const toml::node* n = nullptr;
+    MB_RETURN_IF_ERROR(GetString(t, path, key, &symbol, &n));
+    auto it = assets_.find(symbol);
+    if (it == assets_.end()) {
+      std::string known;
+      for (const AssetSpec& a : c.assets) known += (known.empty() ? "" : ", ") + a.symbol;
+      return At(*n, Dot(path, key),
+                fmt::format("unknown asset \"{}\" (defined: {})", symbol, known));
+    }
+    *out = it->second.id;
+    return Status::Ok();
+  }
+
+  Status ReadMarkets(const toml::table& root, EngineConfig* c) const {
+    const toml::array* markets = nullptr;
+    MB_RETURN_IF_ERROR(GetTableArray(root, "markets", &markets));
+    std::map<std::string, uint32_t, std::less<>> seen;  // symbol -> line
+    for (std::size_t i = 0; i < markets->size(); ++i) {
+      const toml::table& t = *markets->get(i)->as_table();
+      const std::string path = ItemPath("markets", i, SymbolOf(t));
+      MB_RETURN_IF_ERROR(CheckKeys(t, path, kMarketKeys));
+      MarketSpec m;
+      const toml::node* n = nullptr;
+      MB_RETURN_IF_ERROR(GetString(t, path, "symbol", &m.symbol, &n));
+      if (auto it = seen.find(m.symbol); it != seen.end()) {
+        return At(*n, Dot(path, "symbol"),
+                  fmt::format("duplicate market symbol {} (first defined at line {})", m.symbol,
+                              it->second));
+      }
+      seen.emplace(m.symbol, n->source().begin.line);
+
+      MB_RETURN_IF_ERROR(ReadAssetRef(t, path, "base", *c, &m.base));
+      MB_RETURN_IF_ERROR(ReadAssetRef(t, path, "quote", *c, &m.quote));
+      const AssetSpec& base = c->assets[Raw(m.base)];
+      const AssetSpec& quote = c->assets[Raw(m.quote)];
+
+      // Sizes first: the limits below are counted in them.
+      std::string tick_text;
+      MB_RETURN_IF_ERROR(GetDecimalText(t, path, "tick_size", &tick_text, &n));
+      MB_RETURN_IF_ERROR(ToUnits(*n, Dot(path, "tick_size"), tick_text, quote, &m.tick_units));
+      if (m.tick_units == 0) return At(*n, Dot(path, "tick_size"), "must be greater than 0");
+      std::string step_text;
+      MB_RETURN_IF_ERROR(GetDecimalText(t, path, "step_size", &step_text, &n));
+      MB_RETURN_IF_ERROR(ToUnits(*n, Dot(path, "step_size"), step_text, base, &m.lot_units));
+      if (m.lot_units == 0) return At(*n, Dot(path, "step_size"), "must be greater than 0");
+      // Validate() checks this too; here it can speak in the file's terms.
+      const int128 tick_lot = static_cast<int128>(m.tick_units) * m.lot_units;
+      if (tick_lot % Pow10(base.scale) != 0) {
+        return At(
+            *n, Dot(path, "step_size"),
+            fmt::format("tick_size {} × step_size {} is not a whole number of {} units "
+                        "(the smallest is {}); make one of them larger",
+                        tick_text, step_text, quote.symbol, FormatDecimalShort(1, quote.scale)));
+      }
+
+      std::string text;
+      int64_t v = 0;
+      MB_RETURN_IF_ERROR(GetDecimalText(t, path, "min_qty", &text, &n));
+      MB_RETURN_IF_ERROR(
+          ToSteps(*n, Dot(path, "min_qty"), text, base, m.lot_units, "step_size", &v));
+      m.min_qty = Qty{v};
+      MB_RETURN_IF_ERROR(GetDecimalText(t, path, "max_qty", &text, &n));
+      MB_RETURN_IF_ERROR(
+          ToSteps(*n, Dot(path, "max_qty"), text, base, m.lot_units, "step_size", &v));
+      m.max_qty = Qty{v};
+      MB_RETURN_IF_ERROR(GetDecimalText(t, path, "max_price", &text, &n));
+      MB_RETURN_IF_ERROR(
+          ToSteps(*n, Dot(path, "max_price"), text, quote, m.tick_units, "tick_size", &v));
+      m.max_price = Price{v};
+      MB_RETURN_IF_ERROR(GetDecimalText(t, path, "min_notional", &text, &n));
+      MB_RETURN_IF_ERROR(ToUnits(*n, Dot(path, "min_notional"), text, quote, &v));
+      m.min_notional = Amount{v};
+
+      MB_RETURN_IF_ERROR(GetInt(t, path, "maker_fee_bps", kI32Min, kI32Max, &v));
+      m.maker_fee_bps = static_cast<int32_t>(v);
+      MB_RETURN_IF_ERROR(GetInt(t, path, "taker_fee_bps", kI32Min, kI32Max, &v));
+      m.taker_fee_bps = static_cast<int32_t>(v);
+
+      if (t.contains("status")) {  // optional
+        MB_RETURN_IF_ERROR(GetString(t, path, "status", &text, &n));
+        bool found = false;
+        for (MarketStatus s : kStatuses) {
+          if (engine::ToString(s) == text) {
+            m.status = s;
+            found = true;
+          }
+        }
+        if (!found) {
+          return At(
+              *n, Dot(path, "status"),
+              fmt::format("unknown status \"{}\" (expected TRADING, HALTED or CANCEL_ONLY)", text));
+        }
+      }
+      c->markets.push_back(std::move(m));
+    }
+    return Status::Ok();
+  }
+
+  // Turns a Validate() message ("markets[2] (ETHBTC).lot_units: ...",
+  // "assets[0] (BTC).scale: ...", "fee_account: ...", "markets: ...") into one
+  // that names the file, the line of the offending key and its configuration
+  // name. engine/market.cc writes those prefixes; anything else keeps the file
+  // name only.
+  Status Locate(const Status& s, const toml::table& root, const EngineConfig& c) const {
+    const std::string& msg = s.message();
+    for (std::string_view kind : {std::string_view("assets"), std::string_view("markets")}) {
+      const std::string count_prefix = fmt::format("{}: ", kind);
+      if (msg.rfind(count_prefix, 0) == 0) {
+        const toml::node* n = root.get(kind);
+        if (n == nullptr) return NoLine(kind, std::string_view(msg).substr(count_prefix.size()));
+        return At(*n, kind, std::string_view(msg).substr(count_prefix.size()));
+      }
+      const std::size_t size = kind == "assets" ? c.assets.size() : c.markets.size();
+      for (std::size_t i = 0; i < size; ++i) {
+        const std::string& symbol = kind == "assets" ? c.assets[i].symbol : c.markets[i].symbol;
+        const std::string prefix = fmt::format("{}[{}] ({}).", kind, i, symbol);
+        if (msg.rfind(prefix, 0) != 0) continue;
+        const std::size_t colon = msg.find(": ", prefix.size());
+        if (colon == std::string::npos) break;
+        const std::string_view field =
+            std::string_view(msg).substr(prefix.size(), colon - prefix.size());
+        const std::string_view key = ConfigKey(kind, field);
+        const toml::table& t = *root.get(kind)->as_array()->get(i)->as_table();
+        const toml::node* n = t.get(key);
+        return At(n != nullptr ? *n : static_cast<const toml::node&>(t),
+                  Dot(ItemPath(kind, i, symbol), key), std::string_view(msg).substr(colon + 2));
+      }
+    }
+    for (std::string_view key : kEngineKeys) {
+      const std::string prefix = fmt::format("{}: ", key);
+      if (msg.rfind(prefix, 0) != 0) continue;
+      const toml::table* engine = root.at_path("engine").as_table();
+      const toml::node* n = engine != nullptr ? engine->get(key) : nullptr;
+      if (n == nullptr) break;
+      return At(*n, Dot("engine", key), std::string_view(msg).substr(prefix.size()));
+    }
+    return Status(s.code(), fmt::format("{}: {}", source_, msg));
+  }
+
+  std::string source_;
+  std::map<std::string, AssetRef, std::less<>> assets_;
+};
+
+}  // namespace
+
+Result<engine::EngineConfig> ParseConfig(std::string_view toml_text, std::string_view source_name) {
+  return Loader(source_name).Load(toml_text);
+}
+
+Result<engine::EngineConfig> LoadConfig(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) {
+    const int err = errno;
+    std::string why = fmt::format("{}: cannot open: {}", path, std::strerror(err));
+    return err == ENOENT ? NotFound(std::move(why)) : IoError(std::move(why));
+  }
+  std::string text;
+  char buf[1 << 16];
+  std::size_t n = 0;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
+  const bool failed = std::ferror(f) != 0;
+  std::fclose(f);
+  if (failed) return IoError(fmt::format("{}: read failed", path));
+  return ParseConfig(text, path);
+}
+
+}  // namespace mb::app

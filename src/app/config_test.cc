@@ -1,1 +1,355 @@
-// placeholder
+#include "app/config.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "common/strong.h"
+#include "engine/market.h"
+#include "engine/types.h"
+
+namespace mb::app {
+namespace {
+
+using engine::EngineConfig;
+using engine::MarketStatus;
+
+// A small valid configuration. Tests replace numbered lines, so keep the
+// numbering in the comments right when editing.
+const char* const kBase[] = {
+    "[engine]",                   // 1
+    "max_accounts = 1000",        // 2
+    "fee_account = 0",            // 3
+    "expected_open_orders = 64",  // 4
+    "client_id_memory = 32",      // 5
+    "",                           // 6
+    "[[assets]]",                 // 7
+    "symbol = \"BTC\"",           // 8
+    "scale = 8",                  // 9
+    "",                           // 10
+    "[[assets]]",                 // 11
+    "symbol = \"USDT\"",          // 12
+    "scale = 6",                  // 13
+    "",                           // 14
+    "[[markets]]",                // 15
+    "symbol = \"BTCUSDT\"",       // 16
+    "base = \"BTC\"",             // 17
+    "quote = \"USDT\"",           // 18
+    "tick_size = \"0.01\"",       // 19
+    "step_size = \"0.0001\"",     // 20
+    "min_qty = \"0.0001\"",       // 21
+    "max_qty = \"9000\"",         // 22
+    "max_price = \"1000000\"",    // 23
+    "min_notional = \"5\"",       // 24
+    "maker_fee_bps = 10",         // 25
+    "taker_fee_bps = 20",         // 26
+    "status = \"TRADING\"",       // 27
+};
+
+// kBase with some lines (1-based) replaced; "" blanks a line, keeping the
+// numbering of the rest.
+std::string Edit(const std::map<int, std::string>& edits = {}, const std::string& tail = "") {
+  std::string out;
+  int line = 1;
+  for (const char* text : kBase) {
+    auto it = edits.find(line);
+    out += it != edits.end() ? it->second : text;
+    out += '\n';
+    ++line;
+  }
+  return out + tail;
+}
+
+constexpr const char* kName = "test.toml";
+
+TEST(ParseConfig, ReadsTheBaseConfiguration) {
+  Result<EngineConfig> r = ParseConfig(Edit(), kName);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const EngineConfig& c = *r;
+  EXPECT_EQ(c.max_accounts, 1000u);
+  EXPECT_EQ(c.fee_account, AccountId{0});
+  EXPECT_EQ(c.expected_open_orders, 64u);
+  EXPECT_EQ(c.client_id_memory, 32u);
+  ASSERT_EQ(c.assets.size(), 2u);
+  EXPECT_EQ(c.assets[1].symbol, "USDT");
+  EXPECT_EQ(c.assets[1].scale, 6);
+  ASSERT_EQ(c.markets.size(), 1u);
+  const engine::MarketSpec& m = c.markets[0];
+  EXPECT_EQ(m.symbol, "BTCUSDT");
+  EXPECT_EQ(m.base, AssetId{0});
+  EXPECT_EQ(m.quote, AssetId{1});
+  EXPECT_EQ(m.tick_units, 10'000);  // 0.01 at scale 6
+  EXPECT_EQ(m.lot_units, 10'000);   // 0.0001 at scale 8
+  EXPECT_EQ(m.notional_per_tick_lot, 1);
+  EXPECT_EQ(m.min_qty, Qty{1});
+  EXPECT_EQ(m.max_qty, Qty{90'000'000});
+  EXPECT_EQ(m.max_price, Price{100'000'000});
+  EXPECT_EQ(m.min_notional, Amount{5'000'000});
+  EXPECT_EQ(m.maker_fee_bps, 10);
+  EXPECT_EQ(m.taker_fee_bps, 20);
+  EXPECT_EQ(m.status, MarketStatus::kTrading);
+}
+
+TEST(ParseConfig, StatusIsOptionalAndParsed) {
+  Result<EngineConfig> r = ParseConfig(Edit({{27, ""}}), kName);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->markets[0].status, MarketStatus::kTrading);
+  r = ParseConfig(Edit({{27, "status = \"HALTED\""}}), kName);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->markets[0].status, MarketStatus::kHalted);
+  r = ParseConfig(Edit({{27, "status = \"CANCEL_ONLY\""}}), kName);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->markets[0].status, MarketStatus::kCancelOnly);
+}
+
+TEST(ParseConfig, AcceptsExactTrailingZerosAndInlineComments) {
+  Result<EngineConfig> r = ParseConfig(Edit({{19, "tick_size = \"0.0100000000\"  # quote per base"},
+                                             {22, "max_qty = \"9000.0000\""}}),
+                                       kName);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->markets[0].tick_units, 10'000);
+  EXPECT_EQ(r->markets[0].max_qty, Qty{90'000'000});
+}
+
+struct Bad {
+  const char* name;
+  std::string text;
+  std::string prefix;  // "<file>:<line>: <field>: "
+  std::string detail;  // a substring of the rest
+};
+
+TEST(ParseConfig, RefusesEachKindOfErrorNamingFileLineAndField) {
+  const std::string second_market =
+      "\n[[markets]]\n"         // 29
+      "symbol = \"BTCUSDT\"\n"  // 30
+      "base = \"BTC\"\n";
+  const std::vector<Bad> cases = {
+      // Syntax.
+      {"unterminated string", Edit({{20, "step_size = \"0.0001"}}),
+       "test.toml:20: ", "syntax error"},
+      {"missing value", Edit({{3, "fee_account = "}}), "test.toml:3: ", "syntax error"},
+      {"key defined twice", Edit({{10, "scale = 8"}}), "test.toml:10: ", "syntax error"},
+      // Unknown keys.
+      {"misspelt market key", Edit({{19, "tick_sise = \"0.01\""}}),
+       "test.toml:19: markets.BTCUSDT.tick_sise: ", "unknown key (expected symbol, base"},
+      {"misspelt engine key", Edit({{6, "max_acounts = 5"}}),
+       "test.toml:6: engine.max_acounts: ", "unknown key"},
+      {"misspelt asset key", Edit({{10, "precision = 8"}}),
+       "test.toml:10: assets.BTC.precision: ", "unknown key (expected symbol, scale)"},
+      {"unknown table", Edit({}, "[gateway]\nport = 1\n"),
+       "test.toml:28: gateway: ", "unknown key (expected engine, assets, markets)"},
+      // Missing keys: the line is the table's.
+      {"missing max_qty", Edit({{22, ""}}),
+       "test.toml:15: markets.BTCUSDT.max_qty: ", "missing required key"},
+      {"missing scale", Edit({{13, ""}}),
+       "test.toml:11: assets.USDT.scale: ", "missing required key"},
+      {"missing fee_account", Edit({{3, ""}}),
+       "test.toml:1: engine.fee_account: ", "missing required key"},
+      {"missing market symbol", Edit({{16, ""}}),
+       "test.toml:15: markets[0].symbol: ", "missing required key"},
+      {"missing [engine]", Edit({{1, ""}, {2, ""}, {3, ""}, {4, ""}, {5, ""}}),
+       "test.toml: engine: ", "missing required table [engine]"},
+      {"no markets",
+       Edit({{15, ""},
+             {16, ""},
+             {17, ""},
+             {18, ""},
+             {19, ""},
+             {20, ""},
+             {21, ""},
+             {22, ""},
+             {23, ""},
+             {24, ""},
+             {25, ""},
+             {26, ""},
+             {27, ""}}),
+       "test.toml: markets: ", "define at least one [[markets]] table"},
+      // Wrong TOML types.
+      {"float instead of string", Edit({{19, "tick_size = 0.01"}}),
+       "test.toml:19: markets.BTCUSDT.tick_size: ",
+       "a TOML float is not exact; quote the number, e.g. tick_size = \"0.01\""},
+      {"float min_notional", Edit({{24, "min_notional = 5.0"}}),
+       "test.toml:24: markets.BTCUSDT.min_notional: ", "a TOML float is not exact"},
+      {"integer instead of string", Edit({{22, "max_qty = 9000"}}),
+       "test.toml:22: markets.BTCUSDT.max_qty: ",
+       "decimals are strings; quote the number: max_qty = \"9000\""},
+      {"string instead of integer", Edit({{25, "maker_fee_bps = \"10\""}}),
+       "test.toml:25: markets.BTCUSDT.maker_fee_bps: ",
+       "must be an integer, got a string (write it without quotes)"},
+      {"float fee", Edit({{26, "taker_fee_bps = 0.1"}}),
+       "test.toml:26: markets.BTCUSDT.taker_fee_bps: ", "must be an integer, got a float"},
+      {"integer symbol", Edit({{12, "symbol = 5"}}),
+       "test.toml:12: assets[1].symbol: ", "must be a string, got an integer"},
+      {"assets a table", Edit({{7, "[assets]"}, {11, ""}, {12, ""}, {13, ""}}),
+       "test.toml:7: assets: ", "must be an array of tables ([[assets]]), got a table"},
+      // Bad decimals.
+      {"exponent", Edit({{22, "max_qty = \"1e5\""}}), "test.toml:22: markets.BTCUSDT.max_qty: ",
+       "\"1e5\" is not a decimal number: exponents are not accepted"},
+      {"negative", Edit({{24, "min_notional = \"-5\""}}),
+       "test.toml:24: markets.BTCUSDT.min_notional: ", "negative values are not allowed"},
+      {"whitespace", Edit({{23, "max_price = \" 1000000\""}}),
+       "test.toml:23: markets.BTCUSDT.max_price: ", "whitespace is not allowed"},
+      {"nan", Edit({{19, "tick_size = \"NaN\""}}),
+       "test.toml:19: markets.BTCUSDT.tick_size: ", "NaN and infinity"},
+      {"overflow", Edit({{22, "max_qty = \"100000000000\""}}),
+       "test.toml:22: markets.BTCUSDT.max_qty: ", "out of range"},
+      // Too many decimal places.
+      {"tick finer than the quote scale", Edit({{13, "scale = 2"}, {19, "tick_size = \"0.001\""}}),
+       "test.toml:19: markets.BTCUSDT.tick_size: ",
+       "0.001 has more decimal places than USDT's scale 2"},
+      {"step finer than the base scale", Edit({{20, "step_size = \"0.000000001\""}}),
+       "test.toml:20: markets.BTCUSDT.step_size: ",
+       "0.000000001 has more decimal places than BTC's scale 8"},
+      // Not a multiple of the step.
+      {"min_qty off-step", Edit({{21, "min_qty = \"0.00015\""}}),
+       "test.toml:21: markets.BTCUSDT.min_qty: ", "0.00015 is not a multiple of step_size 0.0001"},
+      {"max_price off-tick", Edit({{23, "max_price = \"1000000.005\""}}),
+       "test.toml:23: markets.BTCUSDT.max_price: ",
+       "1000000.005 is not a multiple of tick_size 0.01"},
+      // References and duplicates.
+      {"unknown quote asset", Edit({{18, "quote = \"USDC\""}}),
+       "test.toml:18: markets.BTCUSDT.quote: ", "unknown asset \"USDC\" (defined: BTC, USDT)"},
+      {"unknown base asset", Edit({{17, "base = \"ETH\""}}),
+       "test.toml:17: markets.BTCUSDT.base: ", "unknown asset \"ETH\""},
+      {"duplicate asset", Edit({{12, "symbol = \"BTC\""}}),
+       "test.toml:12: assets.BTC.symbol: ", "duplicate asset symbol BTC (first defined at line 8)"},
+      {"duplicate market", Edit({}, second_market), "test.toml:30: markets.BTCUSDT.symbol: ",
+       "duplicate market symbol BTCUSDT (first defined at line 16)"},
+      // tick x lot.
+      {"tick x lot not whole", Edit({{20, "step_size = \"0.00001\""}, {21, "min_qty = \"1\""}}),
+       "test.toml:20: markets.BTCUSDT.step_size: ",
+       "tick_size 0.01 × step_size 0.00001 is not a whole number of USDT units (the smallest is "
+       "0.000001)"},
+      {"zero tick", Edit({{19, "tick_size = \"0.00\""}}),
+       "test.toml:19: markets.BTCUSDT.tick_size: ", "must be greater than 0"},
+      {"zero step", Edit({{20, "step_size = \"0\""}}),
+       "test.toml:20: markets.BTCUSDT.step_size: ", "must be greater than 0"},
+      // Ranges checked here.
+      {"scale 19", Edit({{9, "scale = 19"}}),
+       "test.toml:9: assets.BTC.scale: ", "19 is outside 0..18"},
+      {"negative max_accounts", Edit({{2, "max_accounts = -1"}}),
+       "test.toml:2: engine.max_accounts: ", "-1 is outside 0..4294967295"},
+      {"unknown status", Edit({{27, "status = \"OPEN\""}}),
+       "test.toml:27: markets.BTCUSDT.status: ",
+       "unknown status \"OPEN\" (expected TRADING, HALTED or CANCEL_ONLY)"},
+      {"lowercase status", Edit({{27, "status = \"trading\""}}),
+       "test.toml:27: markets.BTCUSDT.status: ", "unknown status \"trading\""},
+      // Rules of EngineConfig::Validate(), located in the file.
+      {"fee above 100%", Edit({{25, "maker_fee_bps = 20000"}}),
+       "test.toml:25: markets.BTCUSDT.maker_fee_bps: ", "20000 is outside 0..10000 bps"},
+      {"negative fee", Edit({{26, "taker_fee_bps = -1"}}),
+       "test.toml:26: markets.BTCUSDT.taker_fee_bps: ", "-1 is outside 0..10000 bps"},
+      {"max_qty below min_qty", Edit({{22, "max_qty = \"0\""}}),
+       "test.toml:22: markets.BTCUSDT.max_qty: ", "0 lots is below min_qty 1 lots"},
+      {"zero min_qty", Edit({{21, "min_qty = \"0\""}}),
+       "test.toml:21: markets.BTCUSDT.min_qty: ", "must be at least 1 lot"},
+      {"zero max_price", Edit({{23, "max_price = \"0\""}}),
+       "test.toml:23: markets.BTCUSDT.max_price: ", "must be at least 1 tick"},
+      {"max notional overflow", Edit({{23, "max_price = \"9000000000000\""}}),
+       "test.toml:23: markets.BTCUSDT.max_price: ",
+       "does not fit in int64; lower max_price or max_qty"},
+      {"base == quote", Edit({{18, "quote = \"BTC\""}}),
+       "test.toml:18: markets.BTCUSDT.quote: ", "same asset as base (BTC)"},
+      {"lowercase asset symbol", Edit({{8, "symbol = \"btc\""}, {17, "base = \"btc\""}}),
+       "test.toml:8: assets.btc.symbol: ", "must be uppercase letters and digits"},
+      {"empty market symbol", Edit({{16, "symbol = \"\""}}),
+       "test.toml:16: markets[0].symbol: ", "must not be empty"},
+      {"fee account out of range", Edit({{3, "fee_account = 1000"}}),
+       "test.toml:3: engine.fee_account: ", "1000 is not below max_accounts 1000"},
+      {"one account", Edit({{2, "max_accounts = 1"}}),
+       "test.toml:2: engine.max_accounts: ", "must be at least 2"},
+      {"no open orders", Edit({{4, "expected_open_orders = 0"}}),
+       "test.toml:4: engine.expected_open_orders: ", "must be at least 1"},
+  };
+  for (const Bad& b : cases) {
+    SCOPED_TRACE(b.name);
+    Result<EngineConfig> r = ParseConfig(b.text, kName);
+    ASSERT_FALSE(r.ok()) << b.text;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    const std::string& msg = r.status().message();
+    EXPECT_EQ(msg.rfind(b.prefix, 0), 0u) << msg;
+    EXPECT_NE(msg.find(b.detail, b.prefix.size()), std::string::npos) << msg;
+  }
+}
+
+TEST(LoadConfig, LoadsTheShippedFile) {
+  Result<EngineConfig> r = LoadConfig(MB_SOURCE_DIR "/config/matchbook.toml");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const EngineConfig& c = *r;
+  EXPECT_EQ(c.max_accounts, 100'000u);
+  EXPECT_EQ(c.fee_account, AccountId{0});
+  EXPECT_EQ(c.expected_open_orders, 65'536u);
+  EXPECT_EQ(c.client_id_memory, 65'536u);
+
+  ASSERT_EQ(c.assets.size(), 3u);
+  const char* symbols[] = {"BTC", "ETH", "USDT"};
+  for (std::size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(c.assets[i].symbol, symbols[i]);
+    EXPECT_EQ(c.assets[i].scale, 8);
+  }
+
+  struct Want {
+    const char* symbol;
+    uint16_t base, quote;
+    int64_t tick_units, lot_units, npt, min_qty, max_qty, max_price, min_notional;
+  };
+  const Want want[] = {
+      // BTCUSDT: tick 0.01 USDT, step 0.00001 BTC, max 9000 BTC at 1000000 USDT, min 5 USDT.
+      {"BTCUSDT", 0, 2, 1'000'000, 1'000, 10, 1, 900'000'000, 100'000'000, 500'000'000},
+      // ETHUSDT: tick 0.01 USDT, step 0.0001 ETH, max 9000 ETH at 100000 USDT, min 5 USDT.
+      {"ETHUSDT", 1, 2, 1'000'000, 10'000, 100, 1, 90'000'000, 10'000'000, 500'000'000},
+      // ETHBTC: tick 0.00001 BTC, step 0.001 ETH, max 100000 ETH at 10 BTC, min 0.0001 BTC.
+      {"ETHBTC", 1, 0, 1'000, 100'000, 1, 1, 100'000'000, 1'000'000, 10'000},
+  };
+  ASSERT_EQ(c.markets.size(), 3u);
+  for (std::size_t i = 0; i < 3; ++i) {
+    const engine::MarketSpec& m = c.markets[i];
+    const Want& w = want[i];
+    SCOPED_TRACE(w.symbol);
+    EXPECT_EQ(m.symbol, w.symbol);
+    EXPECT_EQ(m.base, AssetId{w.base});
+    EXPECT_EQ(m.quote, AssetId{w.quote});
+    EXPECT_EQ(m.tick_units, w.tick_units);
+    EXPECT_EQ(m.lot_units, w.lot_units);
+    EXPECT_EQ(m.notional_per_tick_lot, w.npt);
+    EXPECT_EQ(m.min_qty, Qty{w.min_qty});
+    EXPECT_EQ(m.max_qty, Qty{w.max_qty});
+    EXPECT_EQ(m.max_price, Price{w.max_price});
+    EXPECT_EQ(m.min_notional, Amount{w.min_notional});
+    EXPECT_EQ(m.maker_fee_bps, 10);
+    EXPECT_EQ(m.taker_fee_bps, 10);
+    EXPECT_EQ(m.status, MarketStatus::kTrading);
+  }
+}
+
+TEST(LoadConfig, NamesTheFileInErrors) {
+  const std::string path = ::testing::TempDir() + "/matchbook_config_test.toml";
+  {
+    std::FILE* f = std::fopen(path.c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    const std::string text = Edit({{19, "tick_size = 0.01"}});
+    ASSERT_EQ(std::fwrite(text.data(), 1, text.size(), f), text.size());
+    std::fclose(f);
+  }
+  Result<EngineConfig> r = LoadConfig(path);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message().rfind(path + ":19: markets.BTCUSDT.tick_size: ", 0), 0u)
+      << r.status().message();
+  std::remove(path.c_str());
+}
+
+TEST(LoadConfig, MissingFileIsNotFound) {
+  Result<EngineConfig> r = LoadConfig("/nonexistent/matchbook.toml");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(r.status().message().rfind("/nonexistent/matchbook.toml: cannot open", 0), 0u)
+      << r.status().message();
+}
+
+}  // namespace
+}  // namespace mb::app

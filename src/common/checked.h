@@ -14,11 +14,17 @@ __extension__ typedef __int128 int128;  // NOLINT(modernize-use-using): pedantic
 
 // Returns false (and leaves *out alone) when a + b does not fit in int64.
 [[nodiscard]] constexpr bool CheckedAdd(int64_t a, int64_t b, int64_t* out) noexcept {
-  return !__builtin_add_overflow(a, b, out);
+  int64_t r = 0;
+  if (__builtin_add_overflow(a, b, &r)) return false;
+  *out = r;
+  return true;
 }
 
 [[nodiscard]] constexpr bool CheckedSub(int64_t a, int64_t b, int64_t* out) noexcept {
-  return !__builtin_sub_overflow(a, b, out);
+  int64_t r = 0;
+  if (__builtin_sub_overflow(a, b, &r)) return false;
+  *out = r;
+  return true;
 }
 
 [[nodiscard]] constexpr bool FitsInt64(int128 v) noexcept {

@@ -463,8 +463,8 @@ class Engine::Impl {
             if (side == Side::kBuy) {
               if (!CheckedMul3(o.price.value, o.remaining.value, spec.notional_per_tick_lot,
                                &need) ||
-                  o.locked.value < need) {
-                return fail("buy order " + std::to_string(Raw(o.id)) + " under-locked");
+                  o.locked.value != need) {
+                return fail("buy order " + std::to_string(Raw(o.id)) + " lock != price x remaining");
               }
             } else if (o.locked.value != o.remaining.value * spec.lot_units) {
               return fail("sell order " + std::to_string(Raw(o.id)) + " lock != remaining");
@@ -761,6 +761,14 @@ class Engine::Impl {
   void ApplyRested(const OrderRested& r) {
     uint32_t i = Lookup(r.order_id);
     MB_CHECK(i != kNil && orders_[i].level == kNil && orders_[i].remaining == r.remaining);
+    Order& o = orders_[i];
+    if (r.released.value != 0) {
+      Balance& b = BalRef(o.account, SpendAsset(cfg_.markets[Raw(o.market)], o.side));
+      b.locked -= r.released;
+      b.available += r.released;
+      o.locked -= r.released;
+      MB_CHECK(o.locked.value >= 0);
+    }
     InsertIntoBook(i);
   }
 
@@ -1028,7 +1036,12 @@ class Engine::Impl {
     }
     const Order& t = orders_[ti];
     if (t.type != OrderType::kMarket && t.tif == TimeInForce::kGtc) {
-      Emit(OrderRested{taker_id, market, t.remaining});
+      // A resting order locks exactly what it can still spend.
+      const int64_t keep =
+          side == Side::kBuy ? t.price.value * t.remaining.value * m.notional_per_tick_lot
+                             : t.locked.value;
+      Emit(OrderRested{taker_id, taker_account, market, side, t.remaining,
+                       Amount{t.locked.value - keep}});
     } else {
       Emit(OrderExpired{taker_id, taker_account, market, side,
                         any_price ? ExpireReason::kNoLiquidity : ExpireReason::kIocRemainder,

@@ -69,11 +69,16 @@ struct Trade {
   bool taker_filled = false;
 };
 
-// The taker's remainder enters the book at its limit price (FIFO tail).
+// The taker's remainder enters the book at its limit price (FIFO tail). A buy
+// that filled below its limit returns the price-improvement surplus here, so a
+// resting order locks exactly what it can still spend (price x remaining).
 struct OrderRested {
   OrderId order_id{};
+  AccountId account{};
   MarketId market{};
+  Side side = Side::kBuy;
   Qty remaining{};
+  Amount released{};
 };
 
 struct OrderCanceled {

@@ -1,5 +1,5 @@
 // EngineImage: the whole engine state at one sequence, as plain data. The codec
-// (codec/snapshot.h) turns it into bytes; Engine::ExportImage / Engine::Restore
+// (codec/codec.h) turns it into bytes; Engine::ExportImage / Engine::Restore
 // move it in and out of the live structures. Ordering is canonical, so two
 // engines with the same history export identical images.
 //

@@ -96,8 +96,13 @@ void AppendLedgerEntries(const EngineConfig& config, const Event& event,
       l.Add(w.account, w.asset, Bucket::kAvailable, -w.amount.value, LedgerReason::kWithdrawal);
       break;
     }
+    case EventType::kOrderRested: {
+      const auto& r = std::get<OrderRested>(event.body);
+      Lines l(event.seq, RefKind::kOrder, Raw(r.order_id), out);
+      l.Move(r.account, SpendAsset(config.markets[Raw(r.market)], r.side), -r.released.value);
+      break;
+    }
     case EventType::kRejected:
-    case EventType::kOrderRested:
     case EventType::kMarketStatusChanged:
       break;
   }

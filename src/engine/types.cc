@@ -1,1 +1,200 @@
-// placeholder
+// Short, stable names of the engine's enums, for logs, tools and the API.
+// Binance-facing values use Binance's spelling (BUY, LIMIT_MAKER, GTC,
+// EXPIRE_TAKER, TRADING); internal ones use their enumerator name without the
+// k. Names are part of the journal inspector's output: never rename.
+#include "engine/types.h"
+
+#include <string_view>
+
+#include "engine/event.h"
+#include "engine/ledger.h"
+
+namespace mb::engine {
+
+std::string_view ToString(Side v) noexcept {
+  switch (v) {
+    case Side::kBuy:
+      return "BUY";
+    case Side::kSell:
+      return "SELL";
+  }
+  return "UNKNOWN";
+}
+
+std::string_view ToString(OrderType v) noexcept {
+  switch (v) {
+    case OrderType::kLimit:
+      return "LIMIT";
+    case OrderType::kLimitMaker:
+      return "LIMIT_MAKER";
+    case OrderType::kMarket:
+      return "MARKET";
+  }
+  return "UNKNOWN";
+}
+
+std::string_view ToString(TimeInForce v) noexcept {
+  switch (v) {
+    case TimeInForce::kGtc:
+      return "GTC";
+    case TimeInForce::kIoc:
+      return "IOC";
+    case TimeInForce::kFok:
+      return "FOK";
+  }
+  return "UNKNOWN";
+}
+
+std::string_view ToString(StpMode v) noexcept {
+  switch (v) {
+    case StpMode::kNone:
+      return "NONE";
+    case StpMode::kExpireTaker:
+      return "EXPIRE_TAKER";
+    case StpMode::kExpireMaker:
+      return "EXPIRE_MAKER";
+    case StpMode::kExpireBoth:
+      return "EXPIRE_BOTH";
+  }
+  return "UNKNOWN";
+}
+
+std::string_view ToString(MarketStatus v) noexcept {
+  switch (v) {
+    case MarketStatus::kTrading:
+      return "TRADING";
+    case MarketStatus::kHalted:
+      return "HALTED";
+    case MarketStatus::kCancelOnly:
+      return "CANCEL_ONLY";
+  }
+  return "UNKNOWN";
+}
+
+std::string_view ToString(CommandType v) noexcept {
+  switch (v) {
+    case CommandType::kPlaceOrder:
+      return "PlaceOrder";
+    case CommandType::kCancelOrder:
+      return "CancelOrder";
+    case CommandType::kCancelAll:
+      return "CancelAll";
+    case CommandType::kAmendOrder:
+      return "AmendOrder";
+    case CommandType::kDeposit:
+      return "Deposit";
+    case CommandType::kWithdraw:
+      return "Withdraw";
+    case CommandType::kSetMarketStatus:
+      return "SetMarketStatus";
+  }
+  return "UNKNOWN";
+}
+
+std::string_view ToString(RejectReason v) noexcept {
+  switch (v) {
+    case RejectReason::kNone:
+      return "None";
+    case RejectReason::kUnknownMarket:
+      return "UnknownMarket";
+    case RejectReason::kUnknownAccount:
+      return "UnknownAccount";
+    case RejectReason::kUnknownAsset:
+      return "UnknownAsset";
+    case RejectReason::kUnauthorized:
+      return "Unauthorized";
+    case RejectReason::kMarketNotTrading:
+      return "MarketNotTrading";
+    case RejectReason::kInvalidOrderType:
+      return "InvalidOrderType";
+    case RejectReason::kInvalidPrice:
+      return "InvalidPrice";
+    case RejectReason::kInvalidQuantity:
+      return "InvalidQuantity";
+    case RejectReason::kMinNotional:
+      return "MinNotional";
+    case RejectReason::kOverflow:
+      return "Overflow";
+    case RejectReason::kInsufficientBalance:
+      return "InsufficientBalance";
+    case RejectReason::kWouldTakeLiquidity:
+      return "WouldTakeLiquidity";
+    case RejectReason::kFokNotFillable:
+      return "FokNotFillable";
+    case RejectReason::kDuplicateClientOrderId:
+      return "DuplicateClientOrderId";
+    case RejectReason::kUnknownOrder:
+      return "UnknownOrder";
+    case RejectReason::kDuplicateTransfer:
+      return "DuplicateTransfer";
+    case RejectReason::kInvalidAmount:
+      return "InvalidAmount";
+    case RejectReason::kInvalidStatus:
+      return "InvalidStatus";
+    case RejectReason::kNoChange:
+      return "NoChange";
+  }
+  return "UNKNOWN";
+}
+
+std::string_view ToString(ExpireReason v) noexcept {
+  switch (v) {
+    case ExpireReason::kIocRemainder:
+      return "IocRemainder";
+    case ExpireReason::kSelfTradePrevention:
+      return "SelfTradePrevention";
+    case ExpireReason::kNoLiquidity:
+      return "NoLiquidity";
+  }
+  return "UNKNOWN";
+}
+
+std::string_view ToString(EventType v) noexcept {
+  switch (v) {
+    case EventType::kOrderAccepted:
+      return "OrderAccepted";
+    case EventType::kRejected:
+      return "Rejected";
+    case EventType::kTrade:
+      return "Trade";
+    case EventType::kOrderRested:
+      return "OrderRested";
+    case EventType::kOrderCanceled:
+      return "OrderCanceled";
+    case EventType::kOrderExpired:
+      return "OrderExpired";
+    case EventType::kOrderAmended:
+      return "OrderAmended";
+    case EventType::kDeposited:
+      return "Deposited";
+    case EventType::kWithdrawn:
+      return "Withdrawn";
+    case EventType::kMarketStatusChanged:
+      return "MarketStatusChanged";
+  }
+  return "UNKNOWN";
+}
+
+std::string_view ToString(LedgerReason v) noexcept {
+  switch (v) {
+    case LedgerReason::kOrderLock:
+      return "OrderLock";
+    case LedgerReason::kOrderRelease:
+      return "OrderRelease";
+    case LedgerReason::kTradeSpend:
+      return "TradeSpend";
+    case LedgerReason::kTradeReceive:
+      return "TradeReceive";
+    case LedgerReason::kFee:
+      return "Fee";
+    case LedgerReason::kFeeIncome:
+      return "FeeIncome";
+    case LedgerReason::kDeposit:
+      return "Deposit";
+    case LedgerReason::kWithdrawal:
+      return "Withdrawal";
+  }
+  return "UNKNOWN";
+}
+
+}  // namespace mb::engine

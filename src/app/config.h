@@ -1,0 +1,40 @@
+// Loads the engine configuration (assets, markets, sizing) from a TOML file.
+// The format is documented at the top of config/matchbook.toml; in short:
+//
+//   [engine]     max_accounts, fee_account, expected_open_orders, client_id_memory
+//   [[assets]]   symbol, scale                       (AssetId = position)
+//   [[markets]]  symbol, base, quote, tick_size, step_size, min_qty, max_qty,
+//                max_price, min_notional, maker_fee_bps, taker_fee_bps,
+//                status (optional, default "TRADING")  (MarketId = position)
+//
+// Decimals are TOML strings parsed exactly (common/decimal.h); TOML floats are
+// refused. Every key is required except markets.status, and unknown keys are
+// errors, so a typo never silently becomes a default. The result has passed
+// EngineConfig::Validate(), so its derived fields are filled.
+//
+// Errors are kInvalidArgument (kNotFound / kIoError when the file cannot be
+// read) with a message "<file>:<line>: <field>: <what is wrong>", e.g.
+//   config/matchbook.toml:23: markets.BTCUSDT.tick_size: 0.001 has more decimal
+//   places than USDT's scale 2
+// where <line> is the line of the offending key (or of its table when the key
+// is missing, or of the syntax error). Errors about the whole file (a missing
+// [engine] table, no [[assets]]) have no line: "<file>: <field>: ...".
+//
+// Thread safety: pure functions.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+#include "engine/market.h"
+
+namespace mb::app {
+
+// Reads and parses the file at `path`; messages name it as given.
+Result<engine::EngineConfig> LoadConfig(const std::string& path);
+
+// Parses TOML text; `source_name` names it in messages (usually its path).
+Result<engine::EngineConfig> ParseConfig(std::string_view toml_text, std::string_view source_name);
+
+}  // namespace mb::app

@@ -1,0 +1,180 @@
+#include "app/format.h"
+
+#include <fmt/format.h>
+
+#include "common/decimal.h"
+
+namespace mb::app {
+namespace {
+
+const engine::MarketSpec& Spec(const engine::EngineConfig& c, MarketId m) {
+  return c.markets.at(Raw(m));
+}
+int Scale(const engine::EngineConfig& c, AssetId a) { return c.assets.at(Raw(a)).scale; }
+
+std::string Sym(const engine::EngineConfig& c, MarketId m) {
+  return Raw(m) < c.markets.size() ? c.markets[Raw(m)].symbol : fmt::format("market#{}", Raw(m));
+}
+
+}  // namespace
+
+std::string FormatPrice(const engine::EngineConfig& c, MarketId m, Price p) {
+  const auto& s = Spec(c, m);
+  return FormatDecimal(p.value * s.tick_units, Scale(c, s.quote));
+}
+
+std::string FormatQty(const engine::EngineConfig& c, MarketId m, Qty q) {
+  const auto& s = Spec(c, m);
+  return FormatDecimal(q.value * s.lot_units, Scale(c, s.base));
+}
+
+std::string FormatAmount(const engine::EngineConfig& c, AssetId a, Amount v) {
+  return FormatDecimal(v.value, Scale(c, a)) + " " + c.assets.at(Raw(a)).symbol;
+}
+
+std::string FormatEvent(const engine::EngineConfig& c, const engine::Event& e) {
+  using namespace engine;  // NOLINT(google-build-using-namespace): local, many types
+  std::string head = fmt::format("#{} {}", Raw(e.seq), ToString(e.type()));
+  auto valid_market = [&](MarketId m) { return Raw(m) < c.markets.size(); };
+  switch (e.type()) {
+    case EventType::kOrderAccepted: {
+      const auto& a = std::get<OrderAccepted>(e.body);
+      const auto& s = Spec(c, a.market);
+      std::string size = a.quote_qty.value != 0
+                             ? "for " + FormatAmount(c, s.quote, a.quote_qty)
+                             : FormatQty(c, a.market, a.qty);
+      std::string price =
+          a.type == OrderType::kMarket ? std::string("MARKET") : FormatPrice(c, a.market, a.price);
+      return fmt::format("{} order={} acct={} {} {} {} {} @ {} {} stp={} locked={}{}", head,
+                         Raw(a.order_id), Raw(a.account), Sym(c, a.market), ToString(a.side),
+                         ToString(a.type), size, price, ToString(a.tif), ToString(a.stp),
+                         FormatAmount(c, a.side == Side::kBuy ? s.quote : s.base, a.locked),
+                         a.client_order_id.empty()
+                             ? std::string()
+                             : fmt::format(" clientOrderId={}", a.client_order_id.view()));
+    }
+    case EventType::kRejected: {
+      const auto& r = std::get<Rejected>(e.body);
+      return fmt::format("{} {} acct={} reason={}{}{}", head, ToString(r.command),
+                         Raw(r.account), ToString(r.reason),
+                         Raw(r.order_id) ? fmt::format(" order={}", Raw(r.order_id)) : "",
+                         r.existing_id ? fmt::format(" first={}", r.existing_id) : "");
+    }
+    case EventType::kTrade: {
+      const auto& t = std::get<Trade>(e.body);
+      const auto& s = Spec(c, t.market);
+      bool taker_buys = t.taker_side == Side::kBuy;
+      return fmt::format(
+          "{} id={} {} {} @ {} notional={} maker={} (acct {}, fee {}) taker={} (acct {} {}, fee "
+          "{}){}{}{}",
+          head, Raw(t.trade_id), Sym(c, t.market), FormatQty(c, t.market, t.qty),
+          FormatPrice(c, t.market, t.price), FormatAmount(c, s.quote, t.notional),
+          Raw(t.maker_order_id), Raw(t.maker_account),
+          FormatAmount(c, taker_buys ? s.quote : s.base, t.maker_fee), Raw(t.taker_order_id),
+          Raw(t.taker_account), ToString(t.taker_side),
+          FormatAmount(c, taker_buys ? s.base : s.quote, t.taker_fee),
+          t.maker_filled ? " maker-filled" : "", t.taker_filled ? " taker-filled" : "",
+          t.taker_released.value
+              ? " released=" + FormatAmount(c, taker_buys ? s.quote : s.base, t.taker_released)
+              : "");
+    }
+    case EventType::kOrderRested: {
+      const auto& r = std::get<OrderRested>(e.body);
+      if (!valid_market(r.market)) return fmt::format("{} order={}", head, Raw(r.order_id));
+      const auto& s = Spec(c, r.market);
+      return fmt::format("{} order={} acct={} {} remaining={}{}", head, Raw(r.order_id),
+                         Raw(r.account), Sym(c, r.market), FormatQty(c, r.market, r.remaining),
+                         r.released.value != 0
+                             ? " released=" + FormatAmount(c, r.side == Side::kBuy ? s.quote
+                                                                                    : s.base,
+                                                           r.released)
+                             : std::string());
+    }
+    case EventType::kOrderCanceled:
+    case EventType::kOrderExpired: {
+      OrderId id;
+      AccountId acct;
+      MarketId m;
+      Side side;
+      Qty remaining;
+      Amount released;
+      std::string why;
+      if (e.type() == EventType::kOrderCanceled) {
+        const auto& x = std::get<OrderCanceled>(e.body);
+        id = x.order_id, acct = x.account, m = x.market, side = x.side, remaining = x.remaining,
+        released = x.released;
+      } else {
+        const auto& x = std::get<OrderExpired>(e.body);
+        id = x.order_id, acct = x.account, m = x.market, side = x.side, remaining = x.remaining,
+        released = x.released;
+        why = fmt::format(" reason={}", ToString(x.reason));
+      }
+      const auto& s = Spec(c, m);
+      return fmt::format("{} order={} acct={} {} remaining={} released={}{}", head, Raw(id),
+                         Raw(acct), Sym(c, m), FormatQty(c, m, remaining),
+                         FormatAmount(c, side == Side::kBuy ? s.quote : s.base, released), why);
+    }
+    case EventType::kOrderAmended: {
+      const auto& a = std::get<OrderAmended>(e.body);
+      const auto& s = Spec(c, a.market);
+      return fmt::format("{} order={} {} price={} qty={} remaining={} lock_delta={}{}", head,
+                         Raw(a.order_id), Sym(c, a.market), FormatPrice(c, a.market, a.new_price),
+                         FormatQty(c, a.market, a.new_qty), FormatQty(c, a.market, a.new_remaining),
+                         FormatAmount(c, a.side == Side::kBuy ? s.quote : s.base, a.lock_delta),
+                         a.keeps_priority ? " keeps-priority" : " requeued");
+    }
+    case EventType::kDeposited: {
+      const auto& d = std::get<Deposited>(e.body);
+      return fmt::format("{} id={} acct={} {} ref={}", head, Raw(d.transfer_id), Raw(d.account),
+                         FormatAmount(c, d.asset, d.amount), d.ref.view());
+    }
+    case EventType::kWithdrawn: {
+      const auto& w = std::get<Withdrawn>(e.body);
+      return fmt::format("{} id={} acct={} {} ref={}", head, Raw(w.transfer_id), Raw(w.account),
+                         FormatAmount(c, w.asset, w.amount), w.ref.view());
+    }
+    case EventType::kMarketStatusChanged: {
+      const auto& s = std::get<MarketStatusChanged>(e.body);
+      return fmt::format("{} {} -> {}", head, Sym(c, s.market), ToString(s.status));
+    }
+  }
+  return head;
+}
+
+std::string FormatState(const engine::Engine& engine) {
+  using engine::Side;
+  const auto& c = engine.config();
+  std::string out;
+  out += fmt::format("sequence {}  state hash {:016x}  open orders {}\n",
+                     Raw(engine.last_sequence()), engine.StateHash(), engine.open_orders());
+  out += "markets:\n";
+  for (std::size_t i = 0; i < c.markets.size(); ++i) {
+    MarketId m{static_cast<uint16_t>(i)};
+    const auto& s = c.markets[i];
+    auto bid = engine.BestBid(m);
+    auto ask = engine.BestAsk(m);
+    out += fmt::format(
+        "  {:<10} {:<11} tick {} step {} min notional {} fees maker/taker {}/{} bps  bid {}  ask "
+        "{}\n",
+        s.symbol, engine::ToString(engine.market_status(m)), FormatPrice(c, m, Price{1}),
+        FormatQty(c, m, Qty{1}), FormatAmount(c, s.quote, s.min_notional), s.maker_fee_bps,
+        s.taker_fee_bps, bid ? FormatPrice(c, m, *bid) : "-", ask ? FormatPrice(c, m, *ask) : "-");
+  }
+  out += "balances (non-zero):\n";
+  bool any = false;
+  for (uint32_t a = 0; a < c.max_accounts; ++a) {
+    for (std::size_t s = 0; s < c.assets.size(); ++s) {
+      AssetId asset{static_cast<uint16_t>(s)};
+      auto b = engine.balance(AccountId{a}, asset);
+      if (b.available.value == 0 && b.locked.value == 0) continue;
+      any = true;
+      out += fmt::format("  account {:<6}{} available {}  locked {}\n", a,
+                         AccountId{a} == c.fee_account ? " (fees)" : "       ",
+                         FormatAmount(c, asset, b.available), FormatAmount(c, asset, b.locked));
+    }
+  }
+  if (!any) out += "  (none)\n";
+  return out;
+}
+
+}  // namespace mb::app

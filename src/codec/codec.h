@@ -1,0 +1,149 @@
+// The binary codec: a hand-written, fixed-layout, little-endian encoding of the
+// engine's commands, events and snapshot images. It is what the journal stores
+// and what replay reads back, so the bytes are a contract: every layout is
+// written up in docs/journal_format.md, and the golden tests in codec_test.cc
+// pin it.
+//
+//   command := u8 CommandType | body | i64 timestamp_ns
+//   event   := u8 EventType | u64 seq | i64 timestamp_ns | body
+//
+// Every field is written one by one (never a memcpy of a struct), so padding
+// and in-memory layout never leak onto disk. Each record type has one fixed
+// size (kCommandSize / kEventSize below). Decoding validates everything it
+// reads: enum values must be in range, bools must be 0 or 1, a FixedString's
+// length must be <= its capacity with zero padding after it. So every value
+// has exactly one encoding and Encode(Decode(bytes)) == bytes.
+//
+// Hot path (Encode, Decode, EncodedSize): noexcept, no allocation, no
+// exceptions; errors are a small enum. Cold path (snapshot images): Status /
+// Result with a kCorruption message naming what is wrong.
+//
+// Thread safety: pure functions over caller-owned buffers; no shared state.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "common/status.h"
+#include "engine/command.h"
+#include "engine/event.h"
+#include "engine/image.h"
+
+namespace mb::codec {
+
+// ---------------------------------------------------------------------------
+// Record sizes, in bytes, type byte and timestamp (and seq) included. Indexed
+// by CommandType / EventType. codec.cc static_asserts them against the field
+// lists, so they can't drift from the code.
+// ---------------------------------------------------------------------------
+
+inline constexpr std::array<std::size_t, 7> kCommandSize = {
+    80,  // kPlaceOrder
+    60,  // kCancelOrder
+    15,  // kCancelAll
+    76,  // kAmendOrder
+    88,  // kDeposit
+    88,  // kWithdraw
+    12,  // kSetMarketStatus
+};
+inline constexpr std::size_t kMaxCommandSize = 88;
+
+inline constexpr std::array<std::size_t, 10> kEventSize = {
+    104,  // kOrderAccepted
+    78,   // kRejected
+    110,  // kTrade
+    48,   // kOrderRested
+    48,   // kOrderCanceled
+    49,   // kOrderExpired
+    65,   // kOrderAmended
+    104,  // kDeposited
+    104,  // kWithdrawn
+    20,   // kMarketStatusChanged
+};
+inline constexpr std::size_t kMaxEventSize = 110;
+
+static_assert(kCommandSize.size() == std::variant_size_v<engine::CommandBody>);
+static_assert(kEventSize.size() == std::variant_size_v<engine::EventBody>);
+
+// ---------------------------------------------------------------------------
+// Commands and events (hot path)
+// ---------------------------------------------------------------------------
+
+// Why bytes did not decode. Never renumber; append.
+enum class DecodeError : uint8_t {
+  kOk = 0,
+  kTruncated = 1,      // fewer bytes than the record's type needs (or no bytes at all)
+  kUnknownType = 2,    // the type byte names no command / event type
+  kBadEnum = 3,        // an enum field holds a value outside its type
+  kBadString = 4,      // a string's length exceeds its capacity, or its padding is not zero
+  kBadBool = 5,        // a bool byte other than 0 or 1
+  kTrailingBytes = 6,  // DecodeExact only: bytes left over after the record
+};
+
+std::string_view ToString(DecodeError e) noexcept;
+
+// consumed: the record's size when error == kOk, else 0.
+struct [[nodiscard]] DecodeResult {
+  DecodeError error = DecodeError::kOk;
+  std::size_t consumed = 0;
+
+  bool ok() const noexcept { return error == DecodeError::kOk; }
+};
+
+// Size of one record of that type; 0 for a type value out of range.
+[[nodiscard]] std::size_t EncodedSize(engine::CommandType type) noexcept;
+[[nodiscard]] std::size_t EncodedSize(engine::EventType type) noexcept;
+[[nodiscard]] std::size_t EncodedSize(const engine::Command& command) noexcept;
+[[nodiscard]] std::size_t EncodedSize(const engine::Event& event) noexcept;
+
+// Writes one record at the start of `out`. Returns the bytes written
+// (== EncodedSize), or 0, writing nothing, when `out` is too small.
+// REQUIRES: every FixedString has len <= capacity (FixedString::Assign keeps
+// that; a longer len is a bug: asserted in debug, clamped in release).
+// Enum fields are written as they are; an out-of-range value (a bug upstream)
+// is written too, and Decode will refuse it.
+[[nodiscard]] std::size_t Encode(const engine::Command& command, std::span<std::byte> out) noexcept;
+[[nodiscard]] std::size_t Encode(const engine::Event& event, std::span<std::byte> out) noexcept;
+
+// Decodes the one record at the start of `in`; bytes after it are left alone
+// (consumed tells where the next record starts). *out is written only on kOk.
+// Never reads outside `in`; any input is safe.
+DecodeResult Decode(std::span<const std::byte> in, engine::Command* out) noexcept;
+DecodeResult Decode(std::span<const std::byte> in, engine::Event* out) noexcept;
+
+// As Decode, but `in` must be exactly one record: kTrailingBytes otherwise.
+DecodeResult DecodeExact(std::span<const std::byte> in, engine::Command* out) noexcept;
+DecodeResult DecodeExact(std::span<const std::byte> in, engine::Event* out) noexcept;
+
+// Convenience for tests and tools (allocates).
+std::vector<std::byte> EncodeToVector(const engine::Command& command);
+std::vector<std::byte> EncodeToVector(const engine::Event& event);
+
+// ---------------------------------------------------------------------------
+// Snapshot images (cold path)
+// ---------------------------------------------------------------------------
+
+// The first 8 bytes of every image. Fixed forever: the digits are part of the
+// name, not the version (that is kImageFormatVersion).
+inline constexpr std::array<char, 8> kImageMagic = {'M', 'B', 'S', 'N', 'A', 'P', '0', '1'};
+// The layout this build writes and the only one it reads.
+inline constexpr uint16_t kImageFormatVersion = 1;
+// Magic, version, three u64 header fields, six section counts, checksum.
+inline constexpr std::size_t kMinImageSize = 8 + 2 + 3 * 8 + 2 * 4 + 4 * 8 + 8;
+
+// header | sections (market statuses, asset totals, balances, orders, recent
+// client ids, transfers; each a count then fixed-size records) | u64 XXH3-64 of
+// every byte before it. No compression: the journal layer adds that.
+std::vector<std::byte> EncodeImage(const engine::EngineImage& image);
+
+// Checks the magic, the checksum, the version, every count against the bytes
+// left (before allocating anything) and every field; any failure is
+// kCorruption with a message naming the section, record and problem.
+Result<engine::EngineImage> DecodeImage(std::span<const std::byte> in);
+
+}  // namespace mb::codec
