@@ -40,9 +40,8 @@ std::string FormatEvent(const engine::EngineConfig& c, const engine::Event& e) {
     case EventType::kOrderAccepted: {
       const auto& a = std::get<OrderAccepted>(e.body);
       const auto& s = Spec(c, a.market);
-      std::string size = a.quote_qty.value != 0
-                             ? "for " + FormatAmount(c, s.quote, a.quote_qty)
-                             : FormatQty(c, a.market, a.qty);
+      std::string size = a.quote_qty.value != 0 ? "for " + FormatAmount(c, s.quote, a.quote_qty)
+                                                : FormatQty(c, a.market, a.qty);
       std::string price =
           a.type == OrderType::kMarket ? std::string("MARKET") : FormatPrice(c, a.market, a.price);
       return fmt::format("{} order={} acct={} {} {} {} {} @ {} {} stp={} locked={}{}", head,
@@ -55,8 +54,8 @@ std::string FormatEvent(const engine::EngineConfig& c, const engine::Event& e) {
     }
     case EventType::kRejected: {
       const auto& r = std::get<Rejected>(e.body);
-      return fmt::format("{} {} acct={} reason={}{}{}", head, ToString(r.command),
-                         Raw(r.account), ToString(r.reason),
+      return fmt::format("{} {} acct={} reason={}{}{}", head, ToString(r.command), Raw(r.account),
+                         ToString(r.reason),
                          Raw(r.order_id) ? fmt::format(" order={}", Raw(r.order_id)) : "",
                          r.existing_id ? fmt::format(" first={}", r.existing_id) : "");
     }
@@ -82,13 +81,12 @@ std::string FormatEvent(const engine::EngineConfig& c, const engine::Event& e) {
       const auto& r = std::get<OrderRested>(e.body);
       if (!valid_market(r.market)) return fmt::format("{} order={}", head, Raw(r.order_id));
       const auto& s = Spec(c, r.market);
-      return fmt::format("{} order={} acct={} {} remaining={}{}", head, Raw(r.order_id),
-                         Raw(r.account), Sym(c, r.market), FormatQty(c, r.market, r.remaining),
-                         r.released.value != 0
-                             ? " released=" + FormatAmount(c, r.side == Side::kBuy ? s.quote
-                                                                                    : s.base,
-                                                           r.released)
-                             : std::string());
+      return fmt::format(
+          "{} order={} acct={} {} remaining={}{}", head, Raw(r.order_id), Raw(r.account),
+          Sym(c, r.market), FormatQty(c, r.market, r.remaining),
+          r.released.value != 0
+              ? " released=" + FormatAmount(c, r.side == Side::kBuy ? s.quote : s.base, r.released)
+              : std::string());
     }
     case EventType::kOrderCanceled:
     case EventType::kOrderExpired: {

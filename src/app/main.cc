@@ -6,9 +6,9 @@
 //
 // Without --config the demo configuration compiled into the binary is used
 // (config/matchbook.toml at build time).
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <string>
 
@@ -38,9 +38,11 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("matchbook 0.1.0"));
 
   std::string config_path;
-  auto* serve = app.add_subcommand("serve", "Start the engine on a configuration and print its state");
-  serve->add_option("-c,--config", config_path,
-                    "Configuration file (TOML); default: the embedded demo configuration")
+  auto* serve =
+      app.add_subcommand("serve", "Start the engine on a configuration and print its state");
+  serve
+      ->add_option("-c,--config", config_path,
+                   "Configuration file (TOML); default: the embedded demo configuration")
       ->envname("MATCHBOOK_CONFIG")
       ->check(CLI::ExistingFile);
 

@@ -31,14 +31,20 @@ __extension__ typedef __int128 int128;  // NOLINT(modernize-use-using): pedantic
   return v >= std::numeric_limits<int64_t>::min() && v <= std::numeric_limits<int64_t>::max();
 }
 
-// a * b * c in 128 bits; false when the product does not fit in int64.
-// REQUIRES: |a|,|b|,|c| < 2^63 and |a*b| < 2^127 — true for int64 inputs when c == 1,
-// and checked here otherwise.
+// a * b * c without wrapping; false (leaving *out alone) when the product does
+// not fit in int64. Two 64-bit overflow-checked multiplications: if a * b
+// already overflows, so does a * b * c unless c == 0, so the answer is exact
+// without 128-bit arithmetic on the common path.
 [[nodiscard]] constexpr bool CheckedMul3(int64_t a, int64_t b, int64_t c, int64_t* out) noexcept {
-  int128 ab = static_cast<int128>(a) * b;
-  int128 r = 0;
-  if (__builtin_mul_overflow(ab, static_cast<int128>(c), &r) || !FitsInt64(r)) return false;
-  *out = static_cast<int64_t>(r);
+  int64_t ab = 0;
+  int64_t r = 0;
+  if (__builtin_mul_overflow(a, b, &ab)) {
+    if (c != 0) return false;
+    *out = 0;
+    return true;
+  }
+  if (__builtin_mul_overflow(ab, c, &r)) return false;
+  *out = r;
   return true;
 }
 

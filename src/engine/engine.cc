@@ -6,28 +6,32 @@
 #include <algorithm>
 #include <cassert>
 #include <limits>
+#include <map>
 #include <string>
 
 #include "common/checked.h"
 #include "engine/internal/flat_map.h"
+#include "engine/internal/node_pool.h"
 
 namespace mb::engine {
 namespace {
 
 constexpr uint32_t kNil = UINT32_MAX;
 
-// One order, open or being matched. 104 bytes; pooled, addressed by index.
+// One order, open or being matched. 96 bytes; pooled, addressed by index.
 struct Order {
   OrderId id{};
   Price price{};
-  Qty qty{};           // total ordered (lots); 0 for a quote-budget order
-  Qty remaining{};     // lots still open
-  Amount locked{};     // this order's share of the account's locked balance
-  Amount quote_left{};  // quote-budget orders: quote still to spend (buy) / receive (sell)
+  // Total ordered (lots). A quote-budget MARKET order (by_quote) has no lot
+  // size and keeps here, in quote units, what it may still spend (buy) or has
+  // still to receive (sell); such an order never rests.
+  int64_t qty_or_budget = 0;
+  Qty remaining{};  // lots still open
+  Amount locked{};  // this order's share of the account's locked balance
   int64_t created_ns = 0;
   Key128 client_id{};
-  uint32_t prev = kNil;  // FIFO neighbours within the price level
-  uint32_t next = kNil;
+  uint32_t prev = kNil;       // FIFO neighbours within the price level
+  uint32_t next = kNil;       // also the free-list link of a pooled slot
   uint32_t acct_prev = kNil;  // the account's open orders
   uint32_t acct_next = kNil;
   uint32_t level = kNil;  // index into levels_, kNil while not in the book
@@ -39,7 +43,16 @@ struct Order {
   StpMode stp = StpMode::kNone;
   bool has_client_id = false;
   bool by_quote = false;
+
+  Qty qty() const noexcept { return Qty{qty_or_budget}; }
 };
+static_assert(sizeof(Order) == 96);
+
+// The levels of one book side, ordered best first: key = price for asks and
+// -price for bids. Nodes come from the engine's NodePool, so adding or removing
+// a level costs O(log levels) and no malloc, wherever in the book it is.
+using LevelMap = std::map<int64_t, uint32_t, std::less<>,
+                          internal::PoolAllocator<std::pair<const int64_t, uint32_t>>>;
 
 struct Level {
   Price price{};
@@ -47,21 +60,14 @@ struct Level {
   uint32_t head = kNil;
   uint32_t tail = kNil;
   uint32_t count = 0;
-};
-
-// Levels of one side sorted by how good they are, best at the back, so that the
-// busy end of the book is the cheap end to insert into and erase from.
-struct LevelRef {
-  int64_t key = 0;  // bids: price; asks: -price
-  uint32_t index = 0;
-};
-
-struct BookSide {
-  std::vector<LevelRef> levels;
+  LevelMap::iterator where{};  // this level's entry in its side's map
 };
 
 struct MarketBook {
-  BookSide sides[2];
+  explicit MarketBook(internal::NodePool* pool)
+      : sides{LevelMap(internal::PoolAllocator<LevelMap::value_type>(pool)),
+              LevelMap(internal::PoolAllocator<LevelMap::value_type>(pool))} {}
+  LevelMap sides[2];
 };
 
 struct ClientKey {
@@ -83,7 +89,7 @@ Key128 HashString(std::string_view s) noexcept {
   return Key128{h.low64, h.high64};
 }
 
-int64_t LevelKey(Side side, Price p) noexcept { return side == Side::kBuy ? p.value : -p.value; }
+int64_t LevelKey(Side side, Price p) noexcept { return side == Side::kBuy ? -p.value : p.value; }
 
 template <class E>
 bool EnumInRange(E v, E last) noexcept {
@@ -114,16 +120,17 @@ class Engine::Impl {
         n_assets_(cfg_.assets.size()),
         balances_(static_cast<std::size_t>(cfg_.max_accounts) * n_assets_),
         account_head_(cfg_.max_accounts, kNil),
-        books_(cfg_.markets.size()),
+        level_nodes_(std::max<std::size_t>(cfg_.expected_open_orders / 16, 1024)),
         index_(cfg_.expected_open_orders),
-        client_ids_(cfg_.expected_open_orders / 4 + cfg_.client_id_memory),
+        client_ids_(cfg_.expected_open_orders / 16 + cfg_.client_id_memory),
         transfers_(1024),
         status_(cfg_.markets.size()),
         deposited_(n_assets_),
         withdrawn_(n_assets_) {
+    books_.reserve(cfg_.markets.size());
+    for (std::size_t m = 0; m < cfg_.markets.size(); ++m) books_.emplace_back(&level_nodes_);
     orders_.reserve(cfg_.expected_open_orders);
-    free_orders_.reserve(cfg_.expected_open_orders);
-    levels_.reserve(std::min<std::size_t>(cfg_.expected_open_orders, 1u << 20));
+    levels_.reserve(std::max<std::size_t>(cfg_.expected_open_orders / 16, 1024));
     recent_.resize(cfg_.client_id_memory);
     for (std::size_t m = 0; m < cfg_.markets.size(); ++m) status_[m] = cfg_.markets[m].status;
     key_of_.pool = &orders_;
@@ -136,14 +143,29 @@ class Engine::Impl {
     seq_ = Sequence{Raw(last_seq_) + 1};
     ts_ = c.timestamp_ns;
     switch (c.body.index()) {
-      case 0: Place(*std::get_if<PlaceOrder>(&c.body)); break;
-      case 1: Cancel(*std::get_if<CancelOrder>(&c.body)); break;
-      case 2: CancelAllOrders(*std::get_if<CancelAll>(&c.body)); break;
-      case 3: Amend(*std::get_if<AmendOrder>(&c.body)); break;
-      case 4: DepositFunds(*std::get_if<Deposit>(&c.body)); break;
-      case 5: WithdrawFunds(*std::get_if<Withdraw>(&c.body)); break;
-      case 6: SetStatus(*std::get_if<SetMarketStatus>(&c.body)); break;
-      default: MB_CHECK(false);
+      case 0:
+        Place(*std::get_if<PlaceOrder>(&c.body));
+        break;
+      case 1:
+        Cancel(*std::get_if<CancelOrder>(&c.body));
+        break;
+      case 2:
+        CancelAllOrders(*std::get_if<CancelAll>(&c.body));
+        break;
+      case 3:
+        Amend(*std::get_if<AmendOrder>(&c.body));
+        break;
+      case 4:
+        DepositFunds(*std::get_if<Deposit>(&c.body));
+        break;
+      case 5:
+        WithdrawFunds(*std::get_if<Withdraw>(&c.body));
+        break;
+      case 6:
+        SetStatus(*std::get_if<SetMarketStatus>(&c.body));
+        break;
+      default:
+        MB_CHECK(false);
     }
     out_ = nullptr;
   }
@@ -153,10 +175,17 @@ class Engine::Impl {
   void Apply(const Event& e) noexcept {
     last_seq_ = e.seq;
     switch (e.body.index()) {
-      case 0: ApplyAccepted(*std::get_if<OrderAccepted>(&e.body), e.timestamp_ns); break;
-      case 1: break;  // Rejected: only the sequence moves
-      case 2: ApplyTrade(*std::get_if<Trade>(&e.body)); break;
-      case 3: ApplyRested(*std::get_if<OrderRested>(&e.body)); break;
+      case 0:
+        ApplyAccepted(*std::get_if<OrderAccepted>(&e.body), e.timestamp_ns);
+        break;
+      case 1:
+        break;  // Rejected: only the sequence moves
+      case 2:
+        ApplyTrade(*std::get_if<Trade>(&e.body));
+        break;
+      case 3:
+        ApplyRested(*std::get_if<OrderRested>(&e.body));
+        break;
       case 4: {
         const auto& x = *std::get_if<OrderCanceled>(&e.body);
         ApplyClose(x.order_id, x.released);
@@ -167,15 +196,22 @@ class Engine::Impl {
         ApplyClose(x.order_id, x.released);
         break;
       }
-      case 6: ApplyAmended(*std::get_if<OrderAmended>(&e.body)); break;
-      case 7: ApplyDeposited(*std::get_if<Deposited>(&e.body)); break;
-      case 8: ApplyWithdrawn(*std::get_if<Withdrawn>(&e.body)); break;
+      case 6:
+        ApplyAmended(*std::get_if<OrderAmended>(&e.body));
+        break;
+      case 7:
+        ApplyDeposited(*std::get_if<Deposited>(&e.body));
+        break;
+      case 8:
+        ApplyWithdrawn(*std::get_if<Withdrawn>(&e.body));
+        break;
       case 9: {
         const auto& x = *std::get_if<MarketStatusChanged>(&e.body);
         status_[Raw(x.market)] = x.status;
         break;
       }
-      default: MB_CHECK(false);
+      default:
+        MB_CHECK(false);
     }
   }
 
@@ -199,17 +235,17 @@ class Engine::Impl {
 
   std::optional<Price> Best(MarketId m, Side s) const noexcept {
     if (Raw(m) >= books_.size()) return std::nullopt;
-    const auto& lv = books_[Raw(m)].sides[Raw(s)].levels;
+    const LevelMap& lv = books_[Raw(m)].sides[Raw(s)];
     if (lv.empty()) return std::nullopt;
-    return levels_[lv.back().index].price;
+    return levels_[lv.begin()->second].price;
   }
 
   std::vector<LevelView> Depth(MarketId m, Side s, std::size_t max_levels) const {
     std::vector<LevelView> out;
     if (Raw(m) >= books_.size()) return out;
-    const auto& lv = books_[Raw(m)].sides[Raw(s)].levels;
-    for (auto it = lv.rbegin(); it != lv.rend() && out.size() < max_levels; ++it) {
-      const Level& l = levels_[it->index];
+    const LevelMap& lv = books_[Raw(m)].sides[Raw(s)];
+    for (auto it = lv.begin(); it != lv.end() && out.size() < max_levels; ++it) {
+      const Level& l = levels_[it->second];
       out.push_back(LevelView{l.price, l.total, l.count});
     }
     return out;
@@ -218,9 +254,9 @@ class Engine::Impl {
   std::vector<OrderView> Orders(MarketId m, Side s) const {
     std::vector<OrderView> out;
     if (Raw(m) >= books_.size()) return out;
-    const auto& lv = books_[Raw(m)].sides[Raw(s)].levels;
-    for (auto it = lv.rbegin(); it != lv.rend(); ++it) {
-      for (uint32_t i = levels_[it->index].head; i != kNil; i = orders_[i].next) {
+    const LevelMap& lv = books_[Raw(m)].sides[Raw(s)];
+    for (const auto& [key, li] : lv) {
+      for (uint32_t i = levels_[li].head; i != kNil; i = orders_[i].next) {
         out.push_back(View(orders_[i]));
       }
     }
@@ -316,21 +352,19 @@ class Engine::Impl {
       for (std::size_t a = 0; a < n_assets_; ++a) {
         const Balance& b = balances_[acct * n_assets_ + a];
         if (b.available.value != 0 || b.locked.value != 0) {
-          img.balances.push_back(ImageBalance{AccountId{acct},
-                                              AssetId{static_cast<uint16_t>(a)}, b.available,
-                                              b.locked});
+          img.balances.push_back(ImageBalance{AccountId{acct}, AssetId{static_cast<uint16_t>(a)},
+                                              b.available, b.locked});
         }
       }
     }
     for (std::size_t m = 0; m < books_.size(); ++m) {
       for (int s = 0; s < 2; ++s) {
-        const auto& lv = books_[m].sides[s].levels;
-        for (auto it = lv.rbegin(); it != lv.rend(); ++it) {
-          for (uint32_t i = levels_[it->index].head; i != kNil; i = orders_[i].next) {
+        for (const auto& [key, li] : books_[m].sides[s]) {
+          for (uint32_t i = levels_[li].head; i != kNil; i = orders_[i].next) {
             const Order& o = orders_[i];
-            img.orders.push_back(ImageOrder{o.id, o.account, o.market, o.side, o.type, o.tif,
-                                            o.stp, o.price, o.qty, o.remaining, o.locked,
-                                            o.created_ns, o.has_client_id, o.client_id});
+            img.orders.push_back(ImageOrder{o.id, o.account, o.market, o.side, o.type, o.tif, o.stp,
+                                            o.price, o.qty(), o.remaining, o.locked, o.created_ns,
+                                            o.has_client_id, o.client_id});
           }
         }
       }
@@ -390,7 +424,7 @@ class Engine::Impl {
       n = Order{};
       n.id = o.id;
       n.price = o.price;
-      n.qty = o.qty;
+      n.qty_or_budget = o.qty.value;
       n.remaining = o.remaining;
       n.locked = o.locked;
       n.created_ns = o.created_ns;
@@ -437,11 +471,12 @@ class Engine::Impl {
       const MarketSpec& spec = cfg_.markets[m];
       for (int s = 0; s < 2; ++s) {
         Side side = static_cast<Side>(s);
-        const auto& lv = books_[m].sides[s].levels;
-        for (std::size_t k = 0; k < lv.size(); ++k) {
-          const Level& l = levels_[lv[k].index];
-          if (lv[k].key != LevelKey(side, l.price)) return fail("level key does not match price");
-          if (k > 0 && lv[k - 1].key >= lv[k].key) return fail("levels out of order");
+        for (auto it = books_[m].sides[s].begin(); it != books_[m].sides[s].end(); ++it) {
+          const uint32_t li = it->second;
+          const Level& l = levels_[li];
+          if (it->first != LevelKey(side, l.price) || l.where != it) {
+            return fail("level key does not match price");
+          }
           int64_t total = 0;
           uint32_t count = 0;
           uint32_t prev = kNil;
@@ -452,11 +487,10 @@ class Engine::Impl {
             total += o.remaining.value;
             if (o.prev != prev) return fail("broken FIFO links");
             prev = i;
-            if (o.level != lv[k].index || o.price != l.price || o.side != side ||
-                Raw(o.market) != m) {
+            if (o.level != li || o.price != l.price || o.side != side || Raw(o.market) != m) {
               return fail("order " + std::to_string(Raw(o.id)) + " is in the wrong level");
             }
-            if (o.remaining.value <= 0 || o.remaining > o.qty) {
+            if (o.remaining.value <= 0 || o.remaining > o.qty()) {
               return fail("order " + std::to_string(Raw(o.id)) + " is over-filled or empty");
             }
             int64_t need = 0;
@@ -464,7 +498,8 @@ class Engine::Impl {
               if (!CheckedMul3(o.price.value, o.remaining.value, spec.notional_per_tick_lot,
                                &need) ||
                   o.locked.value != need) {
-                return fail("buy order " + std::to_string(Raw(o.id)) + " lock != price x remaining");
+                return fail("buy order " + std::to_string(Raw(o.id)) +
+                            " lock != price x remaining");
               }
             } else if (o.locked.value != o.remaining.value * spec.lot_units) {
               return fail("sell order " + std::to_string(Raw(o.id)) + " lock != remaining");
@@ -526,22 +561,22 @@ class Engine::Impl {
   }
 
   static OrderView View(const Order& o) noexcept {
-    return OrderView{o.id,    o.account, o.market,    o.side,      o.type,   o.tif,
-                     o.stp,   o.price,   o.by_quote ? Qty{0} : o.qty, o.remaining,
-                     o.locked, o.created_ns};
+    return OrderView{o.id,        o.account, o.market,
+                     o.side,      o.type,    o.tif,
+                     o.stp,       o.price,   o.by_quote ? Qty{0} : o.qty(),
+                     o.remaining, o.locked,  o.created_ns};
   }
 
   template <class Body>
   void Emit(const Body& body) noexcept {
-    Event e{seq_, ts_, EventBody{body}};
-    Apply(e);
-    out_->push_back(e);
+    out_->push_back(Event{seq_, ts_, EventBody{body}});
+    Apply(out_->back());
   }
 
   uint32_t AllocOrder() {
-    if (!free_orders_.empty()) {
-      uint32_t i = free_orders_.back();
-      free_orders_.pop_back();
+    if (free_order_ != kNil) {
+      uint32_t i = free_order_;
+      free_order_ = orders_[i].next;
       return i;
     }
     orders_.emplace_back();
@@ -559,23 +594,12 @@ class Engine::Impl {
 
   void InsertIntoBook(uint32_t i) {
     Order& o = orders_[i];
-    auto& lv = books_[Raw(o.market)].sides[Raw(o.side)].levels;
-    int64_t key = LevelKey(o.side, o.price);
-    // Most inserts land at or near the best level: scan from the back.
-    std::size_t pos = lv.size();
-    while (pos > 0 && lv[pos - 1].key > key) {
-      if (lv.size() - pos > 8) {
-        pos = static_cast<std::size_t>(
-            std::lower_bound(lv.begin(), lv.begin() + static_cast<std::ptrdiff_t>(pos), key,
-                             [](const LevelRef& r, int64_t k) { return r.key < k; }) -
-            lv.begin());
-        break;
-      }
-      --pos;
-    }
+    LevelMap& lv = books_[Raw(o.market)].sides[Raw(o.side)];
+    const int64_t key = LevelKey(o.side, o.price);
+    auto hint = lv.lower_bound(key);
     uint32_t li;
-    if (pos > 0 && lv[pos - 1].key == key) {
-      li = lv[pos - 1].index;
+    if (hint != lv.end() && hint->first == key) {
+      li = hint->second;
     } else {
       if (!free_levels_.empty()) {
         li = free_levels_.back();
@@ -584,8 +608,7 @@ class Engine::Impl {
         levels_.emplace_back();
         li = static_cast<uint32_t>(levels_.size() - 1);
       }
-      levels_[li] = Level{o.price, Qty{0}, kNil, kNil, 0};
-      lv.insert(lv.begin() + static_cast<std::ptrdiff_t>(pos), LevelRef{key, li});
+      levels_[li] = Level{o.price, Qty{0}, kNil, kNil, 0, lv.emplace_hint(hint, key, li)};
     }
     Level& l = levels_[li];
     o.level = li;
@@ -617,17 +640,7 @@ class Engine::Impl {
     l.total -= o.remaining;
     --l.count;
     if (l.count == 0) {
-      auto& lv = books_[Raw(o.market)].sides[Raw(o.side)].levels;
-      int64_t key = LevelKey(o.side, o.price);
-      std::size_t pos = lv.size() - 1;
-      if (lv[pos].key != key) {
-        pos = static_cast<std::size_t>(
-            std::lower_bound(lv.begin(), lv.end(), key,
-                             [](const LevelRef& r, int64_t k) { return r.key < k; }) -
-            lv.begin());
-      }
-      MB_CHECK(pos < lv.size() && lv[pos].key == key);
-      lv.erase(lv.begin() + static_cast<std::ptrdiff_t>(pos));
+      books_[Raw(o.market)].sides[Raw(o.side)].erase(l.where);
       free_levels_.push_back(o.level);
     }
     o.level = kNil;
@@ -672,7 +685,8 @@ class Engine::Impl {
     UnlinkAccount(i);
     index_.Erase(Raw(o.id), key_of_);
     if (o.has_client_id) ReserveClientId(ClientKey{o.account, o.client_id}, o.id);
-    free_orders_.push_back(i);
+    o.next = free_order_;
+    free_order_ = i;
   }
 
   // ---- evolve ------------------------------------------------------------
@@ -685,9 +699,9 @@ class Engine::Impl {
     o.id = a.order_id;
     o.price = a.price;
     o.by_quote = a.quote_qty.value != 0;
-    o.qty = a.qty;
+    o.qty_or_budget = a.qty.value;
     o.remaining = a.qty;
-    o.quote_left = a.quote_qty;
+    if (o.by_quote) o.qty_or_budget = a.quote_qty.value;
     o.locked = a.locked;
     o.created_ns = ts;
     o.account = a.account;
@@ -736,7 +750,7 @@ class Engine::Impl {
     levels_[maker.level].total -= t.qty;
     taker.locked -= taker_spend;
     if (taker.by_quote) {
-      taker.quote_left -= t.notional;
+      taker.qty_or_budget -= t.notional.value;
     } else {
       taker.remaining -= t.qty;
     }
@@ -796,12 +810,12 @@ class Engine::Impl {
     MB_CHECK(b.available.value >= 0 && o.locked.value >= 0);
     if (a.keeps_priority) {
       levels_[o.level].total -= o.remaining - a.new_remaining;
-      o.qty = a.new_qty;
+      o.qty_or_budget = a.new_qty.value;
       o.remaining = a.new_remaining;
     } else {
       if (o.level != kNil) RemoveFromBook(i);
       o.price = a.new_price;
-      o.qty = a.new_qty;
+      o.qty_or_budget = a.new_qty.value;
       o.remaining = a.new_remaining;
     }
   }
@@ -834,9 +848,9 @@ class Engine::Impl {
   Walk DryWalk(const MarketSpec& m, MarketId mid, Side side, AccountId account, StpMode stp,
                Price limit, int64_t max_lots, int64_t budget) const noexcept {
     Walk w;
-    const auto& lv = books_[Raw(mid)].sides[Raw(Opposite(side))].levels;
-    for (auto it = lv.rbegin(); it != lv.rend(); ++it) {
-      const Level& l = levels_[it->index];
+    const LevelMap& lv = books_[Raw(mid)].sides[Raw(Opposite(side))];
+    for (auto it = lv.begin(); it != lv.end(); ++it) {
+      const Level& l = levels_[it->second];
       if (limit.value != 0 && !Crosses(side, limit, l.price)) break;
       int64_t lot_cost = 0;
       if (!CheckedMul3(l.price.value, 1, m.notional_per_tick_lot, &lot_cost)) {
@@ -891,8 +905,7 @@ class Engine::Impl {
     if (p.type == OrderType::kLimitMaker && p.tif != TimeInForce::kGtc) {
       return reject(RejectReason::kInvalidOrderType);
     }
-    if (market_order ? ((p.qty.value != 0) == (p.quote_qty.value != 0))
-                     : p.quote_qty.value != 0) {
+    if (market_order ? ((p.qty.value != 0) == (p.quote_qty.value != 0)) : p.quote_qty.value != 0) {
       return reject(RejectReason::kInvalidOrderType);
     }
     Key128 cid{};
@@ -977,13 +990,13 @@ class Engine::Impl {
     const MarketId market = taker.market;
     const bool any_price = taker.type == OrderType::kMarket;
     const bool by_quote = taker.by_quote;
-    auto& lv = books_[Raw(market)].sides[Raw(Opposite(side))].levels;
+    const LevelMap& lv = books_[Raw(market)].sides[Raw(Opposite(side))];
     const int32_t maker_bps = m.maker_fee_bps;
     const int32_t taker_bps = m.taker_fee_bps;
 
     while (!lv.empty()) {
       const Order& t = orders_[ti];
-      const Level& l = levels_[lv.back().index];
+      const Level& l = levels_[lv.begin()->second];
       if (!any_price && !Crosses(side, t.price, l.price)) break;
       const uint32_t mi = l.head;
       const Order& maker = orders_[mi];
@@ -995,14 +1008,13 @@ class Engine::Impl {
         }
         if (stp == StpMode::kExpireMaker) continue;
         const Order& tt = orders_[ti];
-        Emit(OrderExpired{taker_id, taker_account, market, side,
-                          ExpireReason::kSelfTradePrevention, by_quote ? Qty{0} : tt.remaining,
-                          tt.locked});
+        Emit(OrderExpired{taker_id, taker_account, market, side, ExpireReason::kSelfTradePrevention,
+                          by_quote ? Qty{0} : tt.remaining, tt.locked});
         return;
       }
       int64_t take = std::min(t.remaining.value, maker.remaining.value);
       const int64_t lot_cost = l.price.value * m.notional_per_tick_lot;
-      if (by_quote) take = std::min(maker.remaining.value, t.quote_left.value / lot_cost);
+      if (by_quote) take = std::min(maker.remaining.value, t.qty_or_budget / lot_cost);
       if (take <= 0) break;
       const int64_t base_qty = take * m.lot_units;
       const int64_t notional = lot_cost * take;
@@ -1010,8 +1022,7 @@ class Engine::Impl {
       const int64_t buyer_fee = FeeCeil(base_qty, side == Side::kBuy ? taker_bps : maker_bps);
       const int64_t seller_fee = FeeCeil(notional, side == Side::kBuy ? maker_bps : taker_bps);
       const int64_t taker_spend = side == Side::kBuy ? notional : base_qty;
-      const bool taker_filled =
-          by_quote ? t.quote_left.value == notional : t.remaining.value == take;
+      const bool taker_filled = by_quote ? t.qty_or_budget == notional : t.remaining.value == take;
       const bool maker_filled = maker.remaining.value == take;
       const int64_t released = taker_filled ? t.locked.value - taker_spend : 0;
       Trade tr;
@@ -1037,9 +1048,9 @@ class Engine::Impl {
     const Order& t = orders_[ti];
     if (t.type != OrderType::kMarket && t.tif == TimeInForce::kGtc) {
       // A resting order locks exactly what it can still spend.
-      const int64_t keep =
-          side == Side::kBuy ? t.price.value * t.remaining.value * m.notional_per_tick_lot
-                             : t.locked.value;
+      const int64_t keep = side == Side::kBuy
+                               ? t.price.value * t.remaining.value * m.notional_per_tick_lot
+                               : t.locked.value;
       Emit(OrderRested{taker_id, taker_account, market, side, t.remaining,
                        Amount{t.locked.value - keep}});
     } else {
@@ -1068,8 +1079,7 @@ class Engine::Impl {
 
   void Cancel(const CancelOrder& c) noexcept {
     auto reject = [&](RejectReason r) {
-      Reject(CommandType::kCancelOrder, r, c.account, c.market, c.order_id,
-             c.orig_client_order_id);
+      Reject(CommandType::kCancelOrder, r, c.account, c.market, c.order_id, c.orig_client_order_id);
     };
     if (Raw(c.market) >= books_.size()) return reject(RejectReason::kUnknownMarket);
     if (Raw(c.account) >= cfg_.max_accounts) return reject(RejectReason::kUnknownAccount);
@@ -1083,9 +1093,7 @@ class Engine::Impl {
   }
 
   void CancelAllOrders(const CancelAll& c) noexcept {
-    auto reject = [&](RejectReason r) {
-      Reject(CommandType::kCancelAll, r, c.account, c.market);
-    };
+    auto reject = [&](RejectReason r) { Reject(CommandType::kCancelAll, r, c.account, c.market); };
     if (Raw(c.market) >= books_.size()) return reject(RejectReason::kUnknownMarket);
     if (Raw(c.account) >= cfg_.max_accounts) return reject(RejectReason::kUnknownAccount);
     if (status_[Raw(c.market)] == MarketStatus::kHalted) {
@@ -1105,8 +1113,7 @@ class Engine::Impl {
 
   void Amend(const AmendOrder& a) noexcept {
     auto reject = [&](RejectReason r) {
-      Reject(CommandType::kAmendOrder, r, a.account, a.market, a.order_id,
-             a.orig_client_order_id);
+      Reject(CommandType::kAmendOrder, r, a.account, a.market, a.order_id, a.orig_client_order_id);
     };
     if (Raw(a.market) >= books_.size()) return reject(RejectReason::kUnknownMarket);
     if (Raw(a.account) >= cfg_.max_accounts) return reject(RejectReason::kUnknownAccount);
@@ -1118,10 +1125,10 @@ class Engine::Impl {
     const Order& o = orders_[i];
     const MarketSpec& m = cfg_.markets[Raw(a.market)];
     const Price price = a.new_price.value == 0 ? o.price : a.new_price;
-    const Qty qty = a.new_qty.value == 0 ? o.qty : a.new_qty;
-    if (price == o.price && qty == o.qty) return reject(RejectReason::kNoChange);
+    const Qty qty = a.new_qty.value == 0 ? o.qty() : a.new_qty;
+    if (price == o.price && qty == o.qty()) return reject(RejectReason::kNoChange);
     if (price.value < 1 || price > m.max_price) return reject(RejectReason::kInvalidPrice);
-    const int64_t filled = o.qty.value - o.remaining.value;
+    const int64_t filled = o.qty().value - o.remaining.value;
     if (qty < m.min_qty || qty > m.max_qty || qty.value <= filled) {
       return reject(RejectReason::kInvalidQuantity);
     }
@@ -1138,7 +1145,7 @@ class Engine::Impl {
       (void)CheckedMul3(remaining.value, m.lot_units, 1, &new_lock);
     }
     const int64_t delta = new_lock - o.locked.value;
-    const bool keeps_priority = price == o.price && qty < o.qty;
+    const bool keeps_priority = price == o.price && qty < o.qty();
     if (!keeps_priority) {
       if (o.type == OrderType::kLimitMaker) {
         auto best = Best(a.market, Opposite(o.side));
@@ -1215,9 +1222,10 @@ class Engine::Impl {
   std::vector<Balance> balances_;       // [account * n_assets + asset]
   std::vector<uint32_t> account_head_;  // first open order of each account
   std::vector<Order> orders_;
-  std::vector<uint32_t> free_orders_;
+  uint32_t free_order_ = kNil;  // head of the free slots, linked through Order::next
   std::vector<Level> levels_;
   std::vector<uint32_t> free_levels_;
+  internal::NodePool level_nodes_;  // before books_: their maps allocate from it
   std::vector<MarketBook> books_;
   OrderKeyOf key_of_;
   internal::IndexTable<OrderKeyOf> index_;
