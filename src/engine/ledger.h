@@ -44,8 +44,9 @@ struct LedgerEntry {
 
 // Appends the ledger lines of one event to *out. Lines of one trade sum to zero
 // per asset (the fee account's income balances the fees paid); a lock or a
-// release sums to zero per account and asset. Events other than balance-moving
-// ones (rejects, rests, market status) append nothing.
+// release sums to zero per account and asset. Rejects and market status changes
+// append nothing. A price-improvement release (Trade.taker_released,
+// OrderRested.released) is referenced to the order, not the trade.
 void AppendLedgerEntries(const EngineConfig& config, const Event& event,
                          std::vector<LedgerEntry>* out);
 
