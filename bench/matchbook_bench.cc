@@ -1,1 +1,698 @@
-// placeholder
+// matchbook-bench: the engine's single-book benchmarks.
+//
+//   matchbook-bench engine [--commands N] [--seed S] [--json] [--clock tsc|steady]
+//                          [--memory-orders N] [--check]
+//       Replays the exchange-core single-book mix (engine_workload.h) from a
+//       pre-generated command array: one pass without per-command clock reads
+//       for throughput, one pass timing every command for latency percentiles,
+//       and a memory pass for bytes per resting order. With --json the last
+//       line printed is one JSON object.
+//   matchbook-bench gbench [Google Benchmark flags]
+//       Per-operation cases on a steady ~1,000-order book.
+//
+// Clocks: per-command latency uses the TSC (lfence; rdtsc; lfence on both
+// sides), converted to ns with a ratio calibrated against steady_clock over the
+// whole timed pass; --clock steady uses steady_clock::now() instead. The cost
+// of an empty timed region is measured and printed; it is NOT subtracted from
+// the latencies.
+//
+// Thread safety: single-threaded program.
+#include <benchmark/benchmark.h>
+#include <fmt/core.h>
+#include <malloc.h>
+#include <unistd.h>
+#include <x86intrin.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/engine.h"
+#include "engine_workload.h"
+
+namespace mb::bench {
+namespace {
+
+using engine::Command;
+using engine::Engine;
+using engine::EventBuffer;
+using engine::EventType;
+using engine::Side;
+using engine::TimeInForce;
+using SteadyClock = std::chrono::steady_clock;
+
+// ------------------------------------------------------------------ clocks
+
+inline uint64_t ReadTsc() noexcept {
+  _mm_lfence();
+  uint64_t t = __rdtsc();
+  _mm_lfence();
+  return t;
+}
+
+inline uint64_t ReadSteadyNs() noexcept {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(SteadyClock::now().time_since_epoch())
+          .count());
+}
+
+enum class ClockKind { kTsc, kSteady };
+
+// Median cost, in ns, of an empty timed region (two back-to-back reads).
+double EmptyRegionNs(ClockKind kind, double ns_per_tick) {
+  constexpr int kPairs = 200'000;
+  std::vector<uint64_t> d(kPairs);
+  for (int i = 0; i < kPairs; ++i) {
+    uint64_t a = kind == ClockKind::kTsc ? ReadTsc() : ReadSteadyNs();
+    uint64_t b = kind == ClockKind::kTsc ? ReadTsc() : ReadSteadyNs();
+    d[static_cast<std::size_t>(i)] = b - a;
+  }
+  std::nth_element(d.begin(), d.begin() + kPairs / 2, d.end());
+  double v = static_cast<double>(d[kPairs / 2]);
+  return kind == ClockKind::kTsc ? v * ns_per_tick : v;
+}
+
+// ------------------------------------------------------------------ memory
+
+struct MemorySample {
+  uint64_t heap = 0;  // mallinfo2: bytes in use from malloc (uordblks) + mmapped chunks (hblkhd)
+  uint64_t rss = 0;   // /proc/self/statm resident pages x page size
+};
+
+MemorySample SampleMemory() {
+  MemorySample s;
+  struct mallinfo2 mi = mallinfo2();
+  s.heap = mi.uordblks + mi.hblkhd;
+  std::ifstream statm("/proc/self/statm");
+  uint64_t size = 0;
+  uint64_t resident = 0;
+  if (statm >> size >> resident) {
+    s.rss = resident * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  }
+  return s;
+}
+
+struct MemoryResult {
+  uint64_t orders = 0;
+  double heap_per_order = 0;            // whole growth (engine construction + placing) / orders
+  double heap_construct_per_order = 0;  // the part already taken when the engine was built
+  double rss_per_order = 0;
+  std::size_t price_levels = 0;
+};
+
+// Places `orders` non-crossing resting orders (bids on 10,000 prices below
+// 3,000,000 ticks, asks on 10,000 above, alternating, 1..20 lots, 1,000
+// accounts) into an engine sized for them, and divides the process's memory
+// growth by the order count.
+MemoryResult MeasureBytesPerOrder(uint64_t orders) {
+  constexpr uint32_t kAccounts = 1000;
+  constexpr int64_t kCenter = 3'000'000;
+  constexpr uint64_t kLevelsPerSide = 10'000;
+  MemoryResult r;
+  r.orders = orders;
+  MemorySample before = SampleMemory();
+  {
+    Engine e(BenchConfig(kAccounts, static_cast<uint32_t>(orders)));
+    EventBuffer buf;
+    buf.reserve(64);
+    for (const Command& c : FundAccounts(kAccounts)) {
+      e.Process(c, &buf);
+      buf.clear();
+    }
+    MemorySample built = SampleMemory();
+    for (uint64_t k = 0; k < orders; ++k) {
+      Side side = (k & 1) ? Side::kSell : Side::kBuy;
+      int64_t off = static_cast<int64_t>((k >> 1) % kLevelsPerSide);
+      int64_t price = side == Side::kBuy ? kCenter - 1 - off : kCenter + off;
+      Command c =
+          MakeLimit(AccountId{static_cast<uint32_t>(1 + k % kAccounts)}, side, price,
+                    static_cast<int64_t>(1 + k % 20), TimeInForce::kGtc, static_cast<int64_t>(k));
+      e.Process(c, &buf);
+      MB_CHECK(buf.back().type() == EventType::kOrderRested);
+      buf.clear();
+    }
+    MemorySample after = SampleMemory();
+    MB_CHECK(e.open_orders() == orders);
+    r.price_levels = e.Depth(kBenchMarket, Side::kBuy, SIZE_MAX).size() +
+                     e.Depth(kBenchMarket, Side::kSell, SIZE_MAX).size();
+    auto per = [&](uint64_t a, uint64_t b) {
+      return (static_cast<double>(a) - static_cast<double>(b)) / static_cast<double>(orders);
+    };
+    r.heap_per_order = per(after.heap, before.heap);
+    r.heap_construct_per_order = per(built.heap, before.heap);
+    r.rss_per_order = per(after.rss, before.rss);
+  }
+  return r;
+}
+
+// ------------------------------------------------------------------ engine run
+
+struct EngineArgs {
+  std::size_t commands = 3'000'000;
+  uint64_t seed = 1;
+  bool json = false;
+  ClockKind clock = ClockKind::kTsc;
+  uint64_t memory_orders = 1'000'000;
+  bool check = false;
+};
+
+void PrepareEngine(Engine* e, const Workload& w, EventBuffer* buf) {
+  for (const Command& c : w.setup) {
+    e->Process(c, buf);
+    MB_CHECK(buf->front().type() != EventType::kRejected);
+    buf->clear();
+  }
+}
+
+double Percentile(const std::vector<uint64_t>& sorted, double q) {
+  std::size_t n = sorted.size();
+  std::size_t idx = static_cast<std::size_t>(q * static_cast<double>(n));
+  if (idx >= n) idx = n - 1;
+  return static_cast<double>(sorted[idx]);
+}
+
+int RunEngine(const EngineArgs& args) {
+  // Memory first, in a fresh process, so that no freed block of a later phase
+  // is reused and hides growth.
+  MemoryResult mem = MeasureBytesPerOrder(args.memory_orders);
+
+  MixSpec spec;
+  spec.seed = args.seed;
+  spec.commands = args.commands;
+  spec.check_invariants = args.check;
+  auto g0 = SteadyClock::now();
+  Workload w = GenerateExchangeCoreMix(spec);
+  double gen_s = std::chrono::duration<double>(SteadyClock::now() - g0).count();
+  MB_CHECK(w.stats.rejected == 0);
+  const std::size_t n = w.commands.size();
+
+  // Pass 1: throughput. No clock read per command.
+  uint64_t tp_events = 0;
+  double tp_seconds = 0;
+  {
+    Engine e(w.config);
+    EventBuffer buf;
+    buf.reserve(4096);
+    PrepareEngine(&e, w, &buf);
+    auto t0 = SteadyClock::now();
+    for (const Command& c : w.commands) {
+      e.Process(c, &buf);
+      tp_events += buf.size();
+      buf.clear();
+    }
+    tp_seconds = std::chrono::duration<double>(SteadyClock::now() - t0).count();
+  }
+
+  // Pass 2: latency. One timed region per command; bookkeeping outside it.
+  std::vector<uint64_t> lat(n, 0);  // ticks (tsc) or ns (steady); pages touched before timing
+  uint64_t events = 0;
+  uint64_t trades = 0;
+  uint64_t trading = 0;
+  double ns_per_tick = 1.0;
+  double lat_pass_s = 0;
+  {
+    Engine e(w.config);
+    EventBuffer buf;
+    buf.reserve(4096);
+    PrepareEngine(&e, w, &buf);
+    uint64_t n0 = ReadSteadyNs();
+    uint64_t c0 = args.clock == ClockKind::kTsc ? ReadTsc() : n0;
+    for (std::size_t i = 0; i < n; ++i) {
+      uint64_t a = 0;
+      uint64_t b = 0;
+      if (args.clock == ClockKind::kTsc) {
+        a = ReadTsc();
+        e.Process(w.commands[i], &buf);
+        b = ReadTsc();
+      } else {
+        a = ReadSteadyNs();
+        e.Process(w.commands[i], &buf);
+        b = ReadSteadyNs();
+      }
+      lat[i] = b - a;
+      events += buf.size();
+      uint64_t t = 0;
+      for (const auto& ev : buf) t += ev.type() == EventType::kTrade;
+      trades += t;
+      trading += t != 0;
+      buf.clear();
+    }
+    uint64_t n1 = ReadSteadyNs();
+    uint64_t c1 = args.clock == ClockKind::kTsc ? ReadTsc() : n1;
+    lat_pass_s = static_cast<double>(n1 - n0) / 1e9;
+    if (args.clock == ClockKind::kTsc) {
+      ns_per_tick = static_cast<double>(n1 - n0) / static_cast<double>(c1 - c0);
+    }
+  }
+  MB_CHECK(events == tp_events);       // both replays emitted the same stream
+  MB_CHECK(events == w.stats.events);  // ... as the generator's shadow engine
+  MB_CHECK(trades == w.stats.trades);
+  std::sort(lat.begin(), lat.end());
+  auto ns = [&](double v) { return v * ns_per_tick; };
+  const double p50 = ns(Percentile(lat, 0.50));
+  const double p90 = ns(Percentile(lat, 0.90));
+  const double p99 = ns(Percentile(lat, 0.99));
+  const double p999 = ns(Percentile(lat, 0.999));
+  const double p9999 = ns(Percentile(lat, 0.9999));
+  const double maxv = ns(static_cast<double>(lat.back()));
+  // Commands slower than 10 us: on a VM mostly interrupts (timer ticks, VM
+  // exits) landing inside a timed region; their rate tells them apart.
+  const uint64_t slow_threshold = static_cast<uint64_t>(10'000.0 / ns_per_tick);
+  const auto slow =
+      static_cast<uint64_t>(lat.end() - std::lower_bound(lat.begin(), lat.end(), slow_threshold));
+  const double overhead_ns = EmptyRegionNs(args.clock, ns_per_tick);
+  const double throughput = static_cast<double>(n) / tp_seconds;
+  const double trade_share = static_cast<double>(trading) / static_cast<double>(n);
+  const double events_per_cmd = static_cast<double>(events) / static_cast<double>(n);
+  const char* clock_name = args.clock == ClockKind::kTsc ? "tsc" : "steady_clock";
+
+  fmt::print("matchbook-bench engine: exchange-core single-book mix, seed {}\n", args.seed);
+  fmt::print(
+      "  generated {} commands in {:.2f} s (+{} setup commands, untimed): "
+      "GTC {:.2f}%  IOC {:.2f}%  cancel {:.2f}%  move {:.2f}%\n",
+      n, gen_s, w.setup.size(), 100.0 * static_cast<double>(w.stats.gtc) / static_cast<double>(n),
+      100.0 * static_cast<double>(w.stats.ioc) / static_cast<double>(n),
+      100.0 * static_cast<double>(w.stats.cancel) / static_cast<double>(n),
+      100.0 * static_cast<double>(w.stats.move) / static_cast<double>(n));
+  fmt::print(
+      "  book while replaying: {:.0f} resting orders on {:.0f} price levels on average "
+      "(max {} orders)\n",
+      w.stats.mean_open_orders, w.stats.mean_price_levels, w.stats.max_open_orders);
+  fmt::print("\n  {:<34} {:>16}\n", "figure", "value");
+  auto row = [](std::string_view k, const std::string& v) {
+    fmt::print("  {:<34} {:>16}\n", k, v);
+  };
+  row("commands", fmt::format("{}", n));
+  row("seconds (throughput pass)", fmt::format("{:.3f}", tp_seconds));
+  row("throughput (commands/s)", fmt::format("{:.0f}", throughput));
+  row("latency p50 (ns)", fmt::format("{:.0f}", p50));
+  row("latency p90 (ns)", fmt::format("{:.0f}", p90));
+  row("latency p99 (ns)", fmt::format("{:.0f}", p99));
+  row("latency p99.9 (ns)", fmt::format("{:.0f}", p999));
+  row("latency p99.99 (ns)", fmt::format("{:.0f}", p9999));
+  row("latency max (ns)", fmt::format("{:.0f}", maxv));
+  row("commands >= 10 us", fmt::format("{}", slow));
+  row("trade share (commands w/ trade)", fmt::format("{:.2f}%", 100.0 * trade_share));
+  row("trades", fmt::format("{}", trades));
+  row("events/command", fmt::format("{:.3f}", events_per_cmd));
+  row("bytes_per_resting_order (heap)", fmt::format("{:.1f}", mem.heap_per_order));
+  fmt::print(
+      "\n  latency pass: {:.3f} s with a {} read around every command; an empty timed "
+      "region costs {:.1f} ns (median), included above, not subtracted{}\n",
+      lat_pass_s, clock_name, overhead_ns,
+      args.clock == ClockKind::kTsc ? fmt::format("; {:.4f} ns/tick", ns_per_tick) : "");
+  fmt::print("  {} commands took >= 10 us: {:.0f} per second of the timed pass\n", slow,
+             static_cast<double>(slow) / lat_pass_s);
+  fmt::print(
+      "  memory: {} resting orders on {} price levels, engine sized for them: heap "
+      "(mallinfo2 uordblks+hblkhd) {:.1f} B/order, of which {:.1f} at construction; "
+      "RSS (/proc/self/statm) {:.1f} B/order\n",
+      mem.orders, mem.price_levels, mem.heap_per_order, mem.heap_construct_per_order,
+      mem.rss_per_order);
+  if (args.json) {
+    fmt::print(
+        "{{\"bench\":\"engine\",\"commands\":{},\"seed\":{},\"seconds\":{:.6f},"
+        "\"throughput_per_s\":{:.0f},\"p50_ns\":{:.0f},\"p90_ns\":{:.0f},\"p99_ns\":{:.0f},"
+        "\"p999_ns\":{:.0f},\"p9999_ns\":{:.0f},\"max_ns\":{:.0f},\"trades\":{},"
+        "\"trading_commands\":{},\"trade_share\":{:.5f},\"events\":{},"
+        "\"events_per_command\":{:.4f},"
+        "\"bytes_per_resting_order\":{:.1f},\"bytes_per_resting_order_rss\":{:.1f},"
+        "\"clock\":\"{}\",\"clock_overhead_ns\":{:.1f},\"mean_open_orders\":{:.0f},"
+        "\"mean_price_levels\":{:.0f},\"slow_10us\":{}}}\n",
+        n, args.seed, tp_seconds, throughput, p50, p90, p99, p999, p9999, maxv, trades, trading,
+        trade_share, events, events_per_cmd, mem.heap_per_order, mem.rss_per_order, clock_name,
+        overhead_ns, w.stats.mean_open_orders, w.stats.mean_price_levels, slow);
+  }
+  std::fflush(stdout);
+  return 0;
+}
+
+// ------------------------------------------------------------------ gbench
+
+// A steady book for the per-operation cases: the exchange-core mix's initial
+// ~1,000 orders, but with both sides pushed kGap ticks away from the center so
+// that a sweep zone of up to 2 * kGap one-order levels fits between them.
+constexpr int64_t kCenter = 3'000'000;
+constexpr int64_t kGap = 10'000;
+constexpr uint32_t kAccounts = 1000;
+constexpr int kBatch = 1000;  // operations between two PauseTiming() restores
+
+class SteadyBook {
+ public:
+  SteadyBook() : engine_(BenchConfig(kAccounts, 1 << 16)), rng_(7) {
+    buf_.reserve(4096);
+    for (const Command& c : FundAccounts(kAccounts)) Run(c);
+    MixSpec spec;
+    spec.commands = 0;
+    Workload w = GenerateExchangeCoreMix(spec);
+    for (std::size_t i = kAccounts * 2; i < w.setup.size(); ++i) {
+      Command c = w.setup[i];
+      auto* p = std::get_if<engine::PlaceOrder>(&c.body);
+      p->price.value += p->side == Side::kBuy ? -kGap : kGap;
+      Run(c);
+    }
+  }
+
+  void Run(const Command& c) {
+    engine_.Process(c, &buf_);
+    MB_CHECK(buf_.front().type() != EventType::kRejected);
+    buf_.clear();
+  }
+  OrderId NextId() const { return OrderId{Raw(engine_.last_sequence()) + 1}; }
+  AccountId Account() { return AccountId{static_cast<uint32_t>(1 + rng_.Below(kAccounts))}; }
+  // A non-crossing resting price inside the book's band.
+  int64_t BandPrice(Side side) {
+    int64_t off = static_cast<int64_t>(rng_.Below(static_cast<uint64_t>(MixSpec{}.half_band)));
+    return side == Side::kBuy ? kCenter - kGap - 1 - off : kCenter + kGap + off;
+  }
+  engine::CancelOrder CancelOf(OrderId id, AccountId account) const {
+    engine::CancelOrder c;
+    c.account = account;
+    c.market = kBenchMarket;
+    c.order_id = id;
+    return c;
+  }
+
+  Engine engine_;
+  EventBuffer buf_;
+  Rng rng_;
+};
+
+Command Wrap(engine::CommandBody body) {
+  Command c;
+  c.body = body;
+  return c;
+}
+
+// Place a GTC limit order that rests (random price in the band, either side).
+void BM_PlaceResting(benchmark::State& state) {
+  SteadyBook b;
+  std::vector<Command> places;
+  for (int k = 0; k < kBatch; ++k) {
+    Side side = b.rng_.Below(2) ? Side::kBuy : Side::kSell;
+    places.push_back(MakeLimit(b.Account(), side, b.BandPrice(side), b.rng_.Between(1, 20),
+                               TimeInForce::kGtc, 0));
+  }
+  uint64_t first = Raw(b.NextId());
+  const std::size_t base_orders = b.engine_.open_orders();
+  const TradeId base_trades = b.engine_.next_trade_id();
+  int k = 0;
+  for (auto _ : state) {
+    b.engine_.Process(places[static_cast<std::size_t>(k)], &b.buf_);
+    b.buf_.clear();
+    if (++k == kBatch) {
+      state.PauseTiming();
+      for (int j = 0; j < kBatch; ++j) {
+        const auto& p = std::get<engine::PlaceOrder>(places[static_cast<std::size_t>(j)].body);
+        b.Run(Wrap(b.CancelOf(OrderId{first + static_cast<uint64_t>(j)}, p.account)));
+      }
+      first = Raw(b.NextId());
+      k = 0;
+      state.ResumeTiming();
+    }
+  }
+  // Every place rested (none rejected, none traded).
+  MB_CHECK(b.engine_.open_orders() == base_orders + static_cast<std::size_t>(k));
+  MB_CHECK(b.engine_.next_trade_id() == base_trades);
+  state.SetItemsProcessed(state.iterations());
+}
+
+// An IOC that takes `levels` whole one-order levels (one maker each), at the
+// top of a sweep zone refilled every kBatch operations.
+void SweepLevels(benchmark::State& state, int levels) {
+  SteadyBook b;
+  const int64_t zone_lo = kCenter - kGap;  // above the best bid (kCenter - kGap - 1)
+  const int zone_levels = kBatch * levels;
+  MB_CHECK(zone_levels <= 2 * kGap);
+  constexpr int64_t kLots = 5;
+  auto refill = [&] {
+    for (int j = 0; j < zone_levels; ++j) {
+      b.Run(MakeLimit(b.Account(), Side::kSell, zone_lo + j, kLots, TimeInForce::kGtc, 0));
+    }
+  };
+  std::vector<Command> takers;
+  for (int k = 0; k < kBatch; ++k) {
+    takers.push_back(MakeLimit(b.Account(), Side::kBuy, zone_lo + k * levels + levels - 1,
+                               kLots * levels, TimeInForce::kIoc, 0));
+  }
+  refill();
+  const uint64_t base_trades = Raw(b.engine_.next_trade_id());
+  int k = 0;
+  for (auto _ : state) {
+    b.engine_.Process(takers[static_cast<std::size_t>(k)], &b.buf_);
+    b.buf_.clear();
+    if (++k == kBatch) {
+      state.PauseTiming();
+      refill();
+      k = 0;
+      state.ResumeTiming();
+    }
+  }
+  // Each taker made exactly `levels` trades, one per level.
+  MB_CHECK(Raw(b.engine_.next_trade_id()) - base_trades ==
+           static_cast<uint64_t>(state.iterations()) * static_cast<uint64_t>(levels));
+  state.SetItemsProcessed(state.iterations());
+}
+
+void BM_PlaceCross1Level(benchmark::State& state) { SweepLevels(state, 1); }
+void BM_PlaceCross10Levels(benchmark::State& state) { SweepLevels(state, 10); }
+
+// Cancel a resting order (in random order among kBatch placed in the band).
+void BM_Cancel(benchmark::State& state) {
+  SteadyBook b;
+  std::vector<Command> places;
+  std::vector<int> order(kBatch);
+  for (int k = 0; k < kBatch; ++k) {
+    Side side = b.rng_.Below(2) ? Side::kBuy : Side::kSell;
+    places.push_back(MakeLimit(b.Account(), side, b.BandPrice(side), b.rng_.Between(1, 20),
+                               TimeInForce::kGtc, 0));
+    order[static_cast<std::size_t>(k)] = k;
+  }
+  for (int k = kBatch - 1; k > 0; --k) {
+    std::swap(order[static_cast<std::size_t>(k)],
+              order[b.rng_.Below(static_cast<uint64_t>(k) + 1)]);
+  }
+  std::vector<Command> cancels(kBatch);
+  auto refill = [&] {
+    uint64_t first = Raw(b.NextId());
+    for (const Command& c : places) b.Run(c);
+    for (int j = 0; j < kBatch; ++j) {
+      int o = order[static_cast<std::size_t>(j)];
+      const auto& p = std::get<engine::PlaceOrder>(places[static_cast<std::size_t>(o)].body);
+      cancels[static_cast<std::size_t>(j)] =
+          Wrap(b.CancelOf(OrderId{first + static_cast<uint64_t>(o)}, p.account));
+    }
+  };
+  const std::size_t base_orders = b.engine_.open_orders();
+  refill();
+  int k = 0;
+  for (auto _ : state) {
+    b.engine_.Process(cancels[static_cast<std::size_t>(k)], &b.buf_);
+    b.buf_.clear();
+    if (++k == kBatch) {
+      state.PauseTiming();
+      refill();
+      k = 0;
+      state.ResumeTiming();
+    }
+  }
+  // Every cancel found its order.
+  MB_CHECK(b.engine_.open_orders() == base_orders + static_cast<std::size_t>(kBatch - k));
+  state.SetItemsProcessed(state.iterations());
+}
+
+// Move a resting order to a nearby price and back (new_price only): it leaves
+// its level and joins the tail of another. The book never changes size.
+void BM_AmendPrice(benchmark::State& state) {
+  SteadyBook b;
+  std::vector<Command> there;
+  std::vector<Command> back;
+  for (Side side : {Side::kBuy, Side::kSell}) {
+    for (const engine::OrderView& o : b.engine_.Orders(kBenchMarket, side)) {
+      int64_t step = b.rng_.Between(1, 8);
+      int64_t to = side == Side::kBuy ? o.price.value - step : o.price.value + step;
+      engine::AmendOrder a;
+      a.account = o.account;
+      a.market = kBenchMarket;
+      a.order_id = o.id;
+      a.new_price = Price{to};
+      there.push_back(Wrap(a));
+      a.new_price = o.price;
+      back.push_back(Wrap(a));
+    }
+  }
+  const std::size_t n = there.size();
+  const std::size_t base_orders = b.engine_.open_orders();
+  const TradeId base_trades = b.engine_.next_trade_id();
+  const Sequence base_seq = b.engine_.last_sequence();
+  std::size_t k = 0;
+  bool out = true;
+  for (auto _ : state) {
+    b.engine_.Process(out ? there[k] : back[k], &b.buf_);
+    b.buf_.clear();
+    if (++k == n) {
+      k = 0;
+      out = !out;
+    }
+  }
+  // No move crossed or was rejected: the last one left its order at its target.
+  MB_CHECK(b.engine_.open_orders() == base_orders && b.engine_.next_trade_id() == base_trades);
+  if (Raw(b.engine_.last_sequence()) > Raw(base_seq)) {
+    std::size_t last = k == 0 ? n - 1 : k - 1;
+    const Command& c = (k == 0 ? !out : out) ? there[last] : back[last];
+    const auto& a = std::get<engine::AmendOrder>(c.body);
+    MB_CHECK(b.engine_.FindOrder(a.order_id)->price == a.new_price);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+
+// Reduce a resting order's quantity by one lot: it keeps its place. Orders of
+// 10^9 lots never run out.
+void BM_AmendQtyDown(benchmark::State& state) {
+  SteadyBook b;
+  constexpr int kOrders = 1000;
+  constexpr int64_t kBigLots = 1'000'000'000;
+  std::vector<Command> amends;
+  for (int j = 0; j < kOrders; ++j) {
+    OrderId id = b.NextId();
+    AccountId acct = b.Account();
+    b.Run(MakeLimit(acct, Side::kSell, b.BandPrice(Side::kSell), kBigLots, TimeInForce::kGtc, 0));
+    engine::AmendOrder a;
+    a.account = acct;
+    a.market = kBenchMarket;
+    a.order_id = id;
+    a.new_qty = Qty{kBigLots};
+    amends.push_back(Wrap(a));
+  }
+  const std::size_t base_orders = b.engine_.open_orders();
+  std::size_t k = 0;
+  for (auto _ : state) {
+    Command& c = amends[k];
+    std::get_if<engine::AmendOrder>(&c.body)->new_qty.value -= 1;
+    b.engine_.Process(c, &b.buf_);
+    b.buf_.clear();
+    if (++k == amends.size()) k = 0;
+  }
+  // Every amend applied: each order's quantity is what the last command said.
+  MB_CHECK(b.engine_.open_orders() == base_orders);
+  for (const Command& c : amends) {
+    const auto& a = std::get<engine::AmendOrder>(c.body);
+    if (a.new_qty.value < kBigLots) MB_CHECK(b.engine_.FindOrder(a.order_id)->qty == a.new_qty);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+
+BENCHMARK(BM_PlaceResting);
+BENCHMARK(BM_PlaceCross1Level);
+BENCHMARK(BM_PlaceCross10Levels);
+BENCHMARK(BM_Cancel);
+BENCHMARK(BM_AmendPrice);
+BENCHMARK(BM_AmendQtyDown);
+
+// ------------------------------------------------------------------ CLI
+
+constexpr std::string_view kUsage =
+    R"(usage:
+  matchbook-bench engine [--commands N] [--seed S] [--json] [--clock tsc|steady]
+                         [--memory-orders N] [--check]
+      Replays the exchange-core single-book mix (9% GTC, 3% IOC, 6% cancel,
+      82% move; ~1,000 resting orders on ~750 price levels; 1,000 accounts)
+      from a command array generated up front from the seed. Prints throughput
+      (a pass without per-command clock reads), latency percentiles (a pass
+      timing each command), trade share, events/command, and bytes per resting
+      order (1,000,000 orders placed into a fresh engine). --json makes the last
+      line one JSON object. Defaults: --commands 3000000 --seed 1 --clock tsc
+      --memory-orders 1000000. --check runs Engine::CheckInvariants() after
+      every command while generating (slow; to diagnose the engine).
+  matchbook-bench gbench [Google Benchmark flags, e.g. --benchmark_filter=Cancel]
+      Per-operation cases on a steady ~1,000-order book: place resting, place
+      crossing 1 level, place crossing 10 levels, cancel, amend price, amend
+      quantity down.
+  matchbook-bench --help
+)";
+
+bool ParseU64(std::string_view s, uint64_t* out) {
+  if (s.empty()) return false;
+  uint64_t v = 0;
+  for (char ch : s) {
+    if (ch == '_' || ch == ',') continue;
+    if (ch < '0' || ch > '9') return false;
+    v = v * 10 + static_cast<uint64_t>(ch - '0');
+  }
+  *out = v;
+  return true;
+}
+
+int Usage(int code) {
+  std::fputs(kUsage.data(), code == 0 ? stdout : stderr);
+  return code;
+}
+
+int Main(int argc, char** argv) {
+  if (argc < 2) return Usage(2);
+  std::string_view cmd = argv[1];
+  if (cmd == "--help" || cmd == "-h" || cmd == "help") return Usage(0);
+  if (cmd == "gbench") {
+    std::vector<char*> args;
+    args.push_back(argv[0]);
+    for (int i = 2; i < argc; ++i) args.push_back(argv[i]);
+    int n = static_cast<int>(args.size());
+    benchmark::Initialize(&n, args.data());
+    if (benchmark::ReportUnrecognizedArguments(n, args.data())) return 2;
+    benchmark::RunSpecifiedBenchmarks();
+    benchmark::Shutdown();
+    return 0;
+  }
+  if (cmd != "engine") {
+    std::fprintf(stderr, "unknown subcommand '%s'\n", argv[1]);
+    return Usage(2);
+  }
+  EngineArgs a;
+  for (int i = 2; i < argc; ++i) {
+    std::string_view arg = argv[i];
+    std::string_view value;
+    bool has_value = false;
+    if (auto eq = arg.find('='); eq != std::string_view::npos) {
+      value = arg.substr(eq + 1);
+      arg = arg.substr(0, eq);
+      has_value = true;
+    }
+    auto next = [&]() -> bool {
+      if (has_value) return true;
+      if (i + 1 >= argc) return false;
+      value = argv[++i];
+      return true;
+    };
+    uint64_t v = 0;
+    if (arg == "--json") {
+      a.json = true;
+    } else if (arg == "--check") {
+      a.check = true;
+    } else if (arg == "--help" || arg == "-h") {
+      return Usage(0);
+    } else if (arg == "--commands" && next() && ParseU64(value, &v) && v > 0) {
+      a.commands = static_cast<std::size_t>(v);
+    } else if (arg == "--seed" && next() && ParseU64(value, &v)) {
+      a.seed = v;
+    } else if (arg == "--memory-orders" && next() && ParseU64(value, &v) && v > 0 &&
+               v <= UINT32_MAX) {
+      a.memory_orders = v;
+    } else if (arg == "--clock" && next() && (value == "tsc" || value == "steady")) {
+      a.clock = value == "tsc" ? ClockKind::kTsc : ClockKind::kSteady;
+    } else {
+      std::fprintf(stderr, "bad argument '%s'\n", argv[i]);
+      return Usage(2);
+    }
+  }
+  return RunEngine(a);
+}
+
+}  // namespace
+}  // namespace mb::bench
+
+int main(int argc, char** argv) { return mb::bench::Main(argc, argv); }

@@ -1,1 +1,1909 @@
-// placeholder
+// Property test: the real engine (engine::Engine) and the reference engine
+// (tests/reference_engine.*) run the same seeded random command stream and must
+// emit identical events, command by command, while every invariant of
+// DESIGN.md §2 holds after each command; a journal replay, a snapshot restore
+// and a second run all reproduce the live engine; the ledger view of the
+// events reproduces every balance.
+//
+//   MB_SEED=<n>                 seed of the command stream (default kDefaultSeed)
+//   MB_PROPERTY_COMMANDS=<n>    stream length (default 100000)
+//   MB_REPLAY_EVERY=<n>         compare the replayed engine's StateHash every n commands (100;
+//                               1 checks after every command but StateHash costs ~0.2 ms)
+//   MB_SHRINK=1                 on an event mismatch or a broken invariant, search a small
+//                               failing command sequence and print it
+//   MB_PROPERTY_CLEAN=1         never put values in the fields an order type ignores or refuses
+//                               (MARKET price / tif, LIMIT quote_qty)
+//
+// Plus hand-written scenarios that pin tricky rules on both engines.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <chrono>
+#include <csignal>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <map>
+#include <optional>
+#include <random>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "codec/codec.h"
+#include "common/checked.h"
+#include "engine/engine.h"
+#include "engine/ledger.h"
+#include "reference_engine.h"
+
+namespace mb::testing {
+namespace {
+
+using engine::Balance;
+using engine::CommandType;
+using engine::Engine;
+using engine::EngineConfig;
+using engine::Event;
+using engine::EventType;
+using engine::ExpireReason;
+using engine::MarketStatus;
+using engine::OrderType;
+using engine::RejectReason;
+using engine::Side;
+using engine::StpMode;
+using engine::TimeInForce;
+
+constexpr uint64_t kDefaultSeed = 0x4d42'5052'4f50'0001;  // "MBPROP" 1
+constexpr uint64_t kDefaultCommands = 100'000;
+constexpr uint64_t kSnapshotEvery = 10'000;
+constexpr uint32_t kAccounts = 50;
+constexpr std::size_t kAssets = 3;
+constexpr std::size_t kMarkets = 3;
+
+uint64_t EnvU64(const char* name, uint64_t fallback) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return fallback;
+  return std::strtoull(v, nullptr, 0);
+}
+
+// ---------------------------------------------------------------------------
+// Configuration: the demo's assets and markets (the ticks and lots of
+// config/matchbook.toml), with limits small enough that rejects happen, odd fee
+// rates so that fees round, and a small client-id memory so that ids recycle.
+
+// BTC, ETH, USDT (scale 8).
+// BTCUSDT: tick 0.01 USDT, lot 0.00001 BTC -> npt 10; min notional 10 USDT.
+// ETHUSDT: tick 0.01 USDT, lot 0.0001 ETH  -> npt 100; min notional 1 USDT.
+// ETHBTC:  tick 0.00001 BTC, lot 0.001 ETH -> npt 1; max 500 lots, min 2 lots.
+EngineConfig DemoConfig() {
+  EngineConfig c;
+  c.assets = {{"BTC", 8}, {"ETH", 8}, {"USDT", 8}};
+  engine::MarketSpec btc;
+  btc.symbol = "BTCUSDT";
+  btc.base = AssetId{0};
+  btc.quote = AssetId{2};
+  btc.tick_units = 1'000'000;
+  btc.lot_units = 1'000;
+  btc.min_qty = Qty{1};
+  btc.max_qty = Qty{10'000'000};
+  btc.max_price = Price{10'000'000'000};
+  btc.min_notional = Amount{1'000'000'000};
+  btc.maker_fee_bps = 7;
+  btc.taker_fee_bps = 13;
+  engine::MarketSpec eth;
+  eth.symbol = "ETHUSDT";
+  eth.base = AssetId{1};
+  eth.quote = AssetId{2};
+  eth.tick_units = 1'000'000;
+  eth.lot_units = 10'000;
+  eth.min_qty = Qty{1};
+  eth.max_qty = Qty{50'000};
+  eth.max_price = Price{1'000'000'000};
+  eth.min_notional = Amount{100'000'000};
+  eth.maker_fee_bps = 0;
+  eth.taker_fee_bps = 10;
+  engine::MarketSpec ethbtc;
+  ethbtc.symbol = "ETHBTC";
+  ethbtc.base = AssetId{1};
+  ethbtc.quote = AssetId{0};
+  ethbtc.tick_units = 1'000;
+  ethbtc.lot_units = 100'000;
+  ethbtc.min_qty = Qty{2};
+  ethbtc.max_qty = Qty{500};
+  ethbtc.max_price = Price{10'000'000};
+  ethbtc.min_notional = Amount{20'000};
+  ethbtc.maker_fee_bps = 3;
+  ethbtc.taker_fee_bps = 25;
+  c.markets = {btc, eth, ethbtc};
+  c.max_accounts = kAccounts;
+  c.fee_account = AccountId{0};
+  c.expected_open_orders = 4096;
+  c.client_id_memory = 64;  // small, so that reserved ids are evicted and reusable
+  return c;
+}
+
+EngineConfig ValidConfig() {
+  EngineConfig c = DemoConfig();
+  Status st = c.Validate();
+  MB_CHECK(st.ok());
+  return c;
+}
+
+// ---------------------------------------------------------------------------
+// Field lists: one place that names every field of every command and event,
+// used for equality, printing and hashing.
+
+template <class T>
+struct Fields;
+
+#define MB_FIELDS(Type, names, ...)                                  \
+  template <>                                                        \
+  struct Fields<Type> {                                              \
+    static constexpr std::string_view kType = #Type;                 \
+    static constexpr std::string_view kNames = names;                \
+    static auto Tie(const Type& x) { return std::tie(__VA_ARGS__); } \
+  }
+
+MB_FIELDS(engine::PlaceOrder,
+          "account,market,side,type,tif,stp,price,qty,quote_qty,client_order_id", x.account,
+          x.market, x.side, x.type, x.tif, x.stp, x.price, x.qty, x.quote_qty, x.client_order_id);
+MB_FIELDS(engine::CancelOrder, "account,market,order_id,orig_client_order_id", x.account, x.market,
+          x.order_id, x.orig_client_order_id);
+MB_FIELDS(engine::CancelAll, "account,market", x.account, x.market);
+MB_FIELDS(engine::AmendOrder, "account,market,order_id,orig_client_order_id,new_price,new_qty",
+          x.account, x.market, x.order_id, x.orig_client_order_id, x.new_price, x.new_qty);
+MB_FIELDS(engine::Deposit, "account,asset,amount,ref", x.account, x.asset, x.amount, x.ref);
+MB_FIELDS(engine::Withdraw, "account,asset,amount,ref", x.account, x.asset, x.amount, x.ref);
+MB_FIELDS(engine::SetMarketStatus, "market,status", x.market, x.status);
+
+MB_FIELDS(engine::OrderAccepted,
+          "order_id,account,market,side,type,tif,stp,price,qty,quote_qty,locked,client_order_id",
+          x.order_id, x.account, x.market, x.side, x.type, x.tif, x.stp, x.price, x.qty,
+          x.quote_qty, x.locked, x.client_order_id);
+MB_FIELDS(engine::Rejected, "command,reason,account,market,order_id,existing_id,client_order_id",
+          x.command, x.reason, x.account, x.market, x.order_id, x.existing_id, x.client_order_id);
+MB_FIELDS(engine::Trade,
+          "trade_id,market,taker_side,maker_order_id,taker_order_id,maker_account,taker_account,"
+          "price,qty,base_qty,notional,maker_fee,taker_fee,taker_released,maker_filled,"
+          "taker_filled",
+          x.trade_id, x.market, x.taker_side, x.maker_order_id, x.taker_order_id, x.maker_account,
+          x.taker_account, x.price, x.qty, x.base_qty, x.notional, x.maker_fee, x.taker_fee,
+          x.taker_released, x.maker_filled, x.taker_filled);
+MB_FIELDS(engine::OrderRested, "order_id,account,market,side,remaining,released", x.order_id,
+          x.account, x.market, x.side, x.remaining, x.released);
+MB_FIELDS(engine::OrderCanceled, "order_id,account,market,side,remaining,released", x.order_id,
+          x.account, x.market, x.side, x.remaining, x.released);
+MB_FIELDS(engine::OrderExpired, "order_id,account,market,side,reason,remaining,released",
+          x.order_id, x.account, x.market, x.side, x.reason, x.remaining, x.released);
+MB_FIELDS(engine::OrderAmended,
+          "order_id,account,market,side,new_price,new_qty,new_remaining,lock_delta,keeps_priority",
+          x.order_id, x.account, x.market, x.side, x.new_price, x.new_qty, x.new_remaining,
+          x.lock_delta, x.keeps_priority);
+MB_FIELDS(engine::Deposited, "transfer_id,account,asset,amount,ref", x.transfer_id, x.account,
+          x.asset, x.amount, x.ref);
+MB_FIELDS(engine::Withdrawn, "transfer_id,account,asset,amount,ref", x.transfer_id, x.account,
+          x.asset, x.amount, x.ref);
+MB_FIELDS(engine::MarketStatusChanged, "market,status", x.market, x.status);
+
+#undef MB_FIELDS
+
+template <class T>
+constexpr std::size_t CountNames() {
+  std::size_t n = 1;
+  for (char c : Fields<T>::kNames) n += c == ',' ? 1 : 0;
+  return n;
+}
+
+template <class T>
+constexpr bool kNamesMatch =
+    CountNames<T>() == std::tuple_size_v<decltype(Fields<T>::Tie(std::declval<const T&>()))>;
+
+// Counts an aggregate's fields: the most initializers T{...} accepts. Guards
+// the lists above against a field added to a header and not to them.
+struct AnyField {
+  template <class U>
+  constexpr operator U() const noexcept;  // NOLINT(google-explicit-constructor): unevaluated only
+};
+template <class T, class... A>
+constexpr std::size_t FieldCount() {
+  if constexpr (requires { T{std::declval<A>()..., AnyField{}}; }) {
+    return FieldCount<T, A..., AnyField>();
+  } else {
+    return sizeof...(A);
+  }
+}
+
+template <class... Ts>
+constexpr bool AllNamesMatch(std::variant<Ts...>*) {
+  return ((kNamesMatch<Ts> && CountNames<Ts>() == FieldCount<Ts>()) && ...);
+}
+static_assert(FieldCount<engine::Trade>() == 16 && FieldCount<engine::OrderRested>() == 6);
+static_assert(AllNamesMatch(static_cast<engine::EventBody*>(nullptr)));
+static_assert(AllNamesMatch(static_cast<engine::CommandBody*>(nullptr)));
+
+template <class>
+struct IsFixed : std::false_type {};
+template <class Tag>
+struct IsFixed<Fixed<Tag>> : std::true_type {};
+template <class>
+struct IsFixedString : std::false_type {};
+template <std::size_t N>
+struct IsFixedString<FixedString<N>> : std::true_type {};
+
+template <class V>
+void PrintValue(std::ostream& os, const V& v) {
+  if constexpr (std::is_same_v<V, bool>) {
+    os << (v ? "true" : "false");
+  } else if constexpr (std::is_enum_v<V>) {
+    if constexpr (requires { engine::ToString(v); }) {
+      os << engine::ToString(v);
+      os << '(' << static_cast<uint64_t>(Raw(v)) << ')';
+    } else {
+      os << static_cast<uint64_t>(Raw(v));
+    }
+  } else if constexpr (IsFixed<V>::value) {
+    os << v.value;
+  } else if constexpr (IsFixedString<V>::value) {
+    os << '"' << v.view() << '"';
+  } else {
+    os << v;
+  }
+}
+
+template <class T>
+void PrintStruct(std::ostream& os, const T& x) {
+  os << Fields<T>::kType.substr(Fields<T>::kType.rfind(':') + 1) << '{';
+  std::string_view names = Fields<T>::kNames;
+  bool first = true;
+  std::apply(
+      [&](const auto&... v) {
+        auto one = [&](const auto& value) {
+          const std::size_t comma = names.find(',');
+          if (!first) os << ", ";
+          first = false;
+          os << names.substr(0, comma) << '=';
+          PrintValue(os, value);
+          names = comma == std::string_view::npos ? std::string_view{} : names.substr(comma + 1);
+        };
+        (one(v), ...);
+      },
+      Fields<T>::Tie(x));
+  os << '}';
+}
+
+std::string ToText(const engine::Command& c) {
+  std::ostringstream os;
+  os << "t=" << c.timestamp_ns << ' ';
+  std::visit([&](const auto& body) { PrintStruct(os, body); }, c.body);
+  return os.str();
+}
+
+std::string ToText(const Event& e) {
+  std::ostringstream os;
+  os << "seq=" << Raw(e.seq) << " t=" << e.timestamp_ns << ' ';
+  std::visit([&](const auto& body) { PrintStruct(os, body); }, e.body);
+  return os.str();
+}
+
+std::string ToText(const std::vector<Event>& events) {
+  std::string s;
+  for (const Event& e : events) s += "    " + ToText(e) + "\n";
+  if (events.empty()) s = "    (no events)\n";
+  return s;
+}
+
+bool SameEvent(const Event& a, const Event& b) {
+  if (a.seq != b.seq || a.timestamp_ns != b.timestamp_ns || a.body.index() != b.body.index()) {
+    return false;
+  }
+  return std::visit(
+      [&](const auto& x) {
+        using T = std::decay_t<decltype(x)>;
+        return Fields<T>::Tie(x) == Fields<T>::Tie(std::get<T>(b.body));
+      },
+      a.body);
+}
+
+bool SameEvents(const std::vector<Event>& a, const std::vector<Event>& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (!SameEvent(a[i], b[i])) return false;
+  }
+  return true;
+}
+
+// FNV-1a over every field of every event, in a fixed little-endian layout:
+// equal hashes mean byte-identical event streams (up to collisions).
+class EventHasher {
+ public:
+  void Add(const Event& e) {
+    U64(Raw(e.seq));
+    U64(static_cast<uint64_t>(e.timestamp_ns));
+    U64(e.body.index());
+    std::visit(
+        [&](const auto& x) {
+          using T = std::decay_t<decltype(x)>;
+          std::apply([&](const auto&... v) { (Value(v), ...); }, Fields<T>::Tie(x));
+        },
+        e.body);
+  }
+  uint64_t value() const { return h_; }
+
+ private:
+  void Byte(uint8_t b) {
+    h_ ^= b;
+    h_ *= 0x100000001b3ULL;
+  }
+  void U64(uint64_t v) {
+    for (int i = 0; i < 8; ++i) Byte(static_cast<uint8_t>(v >> (8 * i)));
+  }
+  template <class V>
+  void Value(const V& v) {
+    if constexpr (std::is_same_v<V, bool>) {
+      Byte(v ? 1 : 0);
+    } else if constexpr (std::is_enum_v<V>) {
+      U64(static_cast<uint64_t>(Raw(v)));
+    } else if constexpr (IsFixed<V>::value) {
+      U64(static_cast<uint64_t>(v.value));
+    } else if constexpr (IsFixedString<V>::value) {
+      Byte(v.len);
+      for (char c : v.view()) Byte(static_cast<uint8_t>(c));
+    } else {
+      U64(static_cast<uint64_t>(v));
+    }
+  }
+  uint64_t h_ = 0xcbf29ce484222325ULL;
+};
+
+// ---------------------------------------------------------------------------
+// The random command stream. It looks at the reference engine's state to aim
+// at open orders, own orders (self-trades), used client ids and references.
+
+class Generator {
+ public:
+  Generator(uint64_t seed, const EngineConfig& config, bool dirty)
+      : rng_(seed), config_(config), dirty_(dirty) {}
+
+  engine::Command Next(const ReferenceEngine& ref) {
+    engine::Command c;
+    ts_ += R(1, 5000);
+    c.timestamp_ns = ts_;
+    c.body = Body(ref);
+    ++count_;
+    return c;
+  }
+
+  // Remembers ids the engines handed out, to aim at them later.
+  void Observe(const std::vector<Event>& events) {
+    for (const Event& e : events) {
+      if (const auto* a = std::get_if<engine::OrderAccepted>(&e.body)) {
+        Remember(&recent_orders_, &recent_next_, a->order_id, 512);
+      }
+    }
+  }
+
+ private:
+  // Uniform in [0, n).
+  uint64_t U(uint64_t n) { return rng_() % n; }
+  // Uniform in [lo, hi].
+  int64_t R(int64_t lo, int64_t hi) {
+    return lo + static_cast<int64_t>(U(static_cast<uint64_t>(hi - lo) + 1));
+  }
+  bool P(uint64_t per_mille) { return U(1000) < per_mille; }
+  // A ring of the last `cap` values.
+  template <class T>
+  static void Remember(std::vector<T>* v, std::size_t* next, T x, std::size_t cap) {
+    if (v->size() < cap) {
+      v->push_back(x);
+    } else {
+      (*v)[*next % cap] = x;
+    }
+    ++*next;
+  }
+  template <class T>
+  const T& Pick(const std::vector<T>& v) {
+    return v[U(v.size())];
+  }
+
+  static int64_t Mid(std::size_t m) {
+    static constexpr std::array<int64_t, kMarkets> kMid = {3'000'000, 200'000, 6'000};
+    return kMid[m];
+  }
+  Price NearPrice(std::size_t m) { return Price{Mid(m) + R(-8, 8)}; }
+  Qty NormalQty(std::size_t m) {
+    if (P(30)) return Qty{R(400, 3000)};  // sweeps several levels
+    static constexpr std::array<int64_t, kMarkets> kMax = {400, 300, 560};
+    return Qty{R(1, kMax[m])};
+  }
+  Amount QuoteBudget(std::size_t m) {
+    static constexpr std::array<int64_t, kMarkets> kLo = {1'000'000'000, 100'000'000, 20'000};
+    static constexpr std::array<int64_t, kMarkets> kHi = {30'000'000'000, 10'000'000'000,
+                                                          3'000'000};
+    if (P(30)) return Amount{R(1, kLo[m])};  // below min notional
+    return Amount{R(kLo[m], kHi[m])};
+  }
+  AccountId Trader() { return AccountId{static_cast<uint32_t>(R(1, kAccounts - 1))}; }
+  MarketId Market() { return MarketId{static_cast<uint16_t>(U(kMarkets))}; }
+  StpMode Stp() {
+    const uint64_t r = U(10);
+    if (r < 4) return StpMode::kNone;
+    if (r < 6) return StpMode::kExpireTaker;
+    if (r < 8) return StpMode::kExpireMaker;
+    return StpMode::kExpireBoth;
+  }
+
+  ClientOrderId FreshCid(AccountId a) {
+    ClientOrderId cid =
+        ClientOrderId::From("c" + std::to_string(Raw(a)) + "-" + std::to_string(next_cid_++));
+    return cid;
+  }
+  ClientOrderId NewOrderCid(AccountId a) {
+    auto& used = cids_[a];
+    if (!used.empty() && P(150)) return Pick(used);  // duplicate on purpose
+    ClientOrderId cid;
+    if (P(50)) {
+      cid = ClientOrderId::From("shared-" + std::to_string(U(8)));  // same id, other accounts
+    } else {
+      cid = FreshCid(a);
+    }
+    if (used.size() < 24) {
+      used.push_back(cid);
+    } else {
+      used[U(used.size())] = cid;
+    }
+    return cid;
+  }
+
+  TransferRef NewRef() {
+    if (!refs_.empty() && P(70)) return Pick(refs_);  // duplicate on purpose
+    TransferRef r = TransferRef::From("tx-" + std::to_string(next_ref_++));
+    if (refs_.size() < 256) {
+      refs_.push_back(r);
+    } else {
+      refs_[U(refs_.size())] = r;
+    }
+    return r;
+  }
+
+  // A random open order, if any (optionally of one market).
+  const RefOrder* AnyOpen(const ReferenceEngine& ref, std::optional<MarketId> market) {
+    std::vector<OrderId> ids = ref.OpenOrderIds();
+    if (ids.empty()) return nullptr;
+    for (int tries = 0; tries < 8; ++tries) {
+      const RefOrder* o = ref.FindOrder(Pick(ids));
+      if (!market || o->market == *market) return o;
+    }
+    return nullptr;
+  }
+
+  engine::CommandBody Body(const ReferenceEngine& ref) {
+    // Warm-up: fund every trader in every asset.
+    const uint64_t warmup = (kAccounts - 1) * kAssets;
+    if (count_ < warmup) {
+      engine::Deposit d;
+      d.account = AccountId{static_cast<uint32_t>(1 + count_ / kAssets)};
+      d.asset = AssetId{static_cast<uint16_t>(count_ % kAssets)};
+      d.amount = FundingAmount(d.asset);
+      d.ref = TransferRef::From("tx-" + std::to_string(next_ref_++));
+      return d;
+    }
+    // A market that is not trading goes back to trading after a while.
+    for (std::size_t m = 0; m < kMarkets; ++m) {
+      if (ref.market_status(MarketId{static_cast<uint16_t>(m)}) != MarketStatus::kTrading &&
+          P(25)) {
+        return engine::SetMarketStatus{MarketId{static_cast<uint16_t>(m)}, MarketStatus::kTrading};
+      }
+    }
+    const uint64_t roll = U(1000);
+    if (roll < 330) return Limit(ref, TimeInForce::kGtc);
+    if (roll < 380) return Limit(ref, TimeInForce::kIoc);
+    if (roll < 420) return Limit(ref, TimeInForce::kFok);
+    if (roll < 480) return Maker(ref);
+    if (roll < 520) return MarketOrder(ref, false);
+    if (roll < 560) return MarketOrder(ref, true);
+    if (roll < 660) return Cancel(ref);
+    if (roll < 675) return CancelAllCmd(ref);
+    if (roll < 790) return Amend(ref);
+    if (roll < 835) return DepositCmd(ref);
+    if (roll < 870) return WithdrawCmd(ref);
+    if (roll < 873) return StatusCmd();
+    return BadInput(ref);
+  }
+
+  Amount FundingAmount(AssetId asset) {
+    switch (Raw(asset)) {
+      case 0:
+        return Amount{R(5'000'000, 2'000'000'000)};  // 0.05 .. 20 BTC
+      case 1:
+        return Amount{R(50'000'000, 20'000'000'000)};  // 0.5 .. 200 ETH
+      default:
+        return Amount{R(10'000'000'000, 20'000'000'000'000)};  // 100 .. 200k USDT
+    }
+  }
+
+  // A new order's common fields; sometimes aimed at an own resting order of
+  // the opposite side so that self-trade prevention triggers.
+  engine::PlaceOrder Base(const ReferenceEngine& ref) {
+    engine::PlaceOrder p;
+    p.market = Market();
+    p.side = P(500) ? Side::kBuy : Side::kSell;
+    p.account = Trader();
+    p.stp = Stp();
+    p.price = NearPrice(Raw(p.market));
+    if (P(800)) {  // passive: builds depth behind the touch
+      const int64_t away = R(0, 30);
+      p.price = Price{Mid(Raw(p.market)) + (p.side == Side::kBuy ? -away : away)};
+    }
+    p.qty = NormalQty(Raw(p.market));
+    if (P(120)) {  // aimed at an own order across the spread: self-trade prevention
+      std::vector<RefOrder> opp = ref.Orders(p.market, engine::Opposite(p.side));
+      if (!opp.empty()) {
+        const RefOrder& o = opp[U(std::min<std::size_t>(opp.size(), 6))];  // near the top
+        p.account = o.account;
+        p.price = Price{o.price.value + (p.side == Side::kBuy ? R(0, 3) : -R(0, 3))};
+      }
+    }
+    if (P(500)) p.client_order_id = NewOrderCid(p.account);
+    return p;
+  }
+
+  engine::PlaceOrder Limit(const ReferenceEngine& ref, TimeInForce tif) {
+    engine::PlaceOrder p = Base(ref);
+    p.type = OrderType::kLimit;
+    p.tif = tif;
+    if (dirty_ && P(30)) p.quote_qty = Amount{R(1, 1'000'000)};
+    return p;
+  }
+
+  engine::PlaceOrder Maker(const ReferenceEngine& ref) {
+    engine::PlaceOrder p = Base(ref);
+    p.type = OrderType::kLimitMaker;
+    p.tif = P(950) ? TimeInForce::kGtc : (P(500) ? TimeInForce::kIoc : TimeInForce::kFok);
+    // Post-only orders mostly sit just outside the spread.
+    const std::size_t m = Raw(p.market);
+    if (P(700)) {
+      p.price = Price{p.side == Side::kBuy ? Mid(m) - R(0, 10) : Mid(m) + R(0, 10)};
+    }
+    return p;
+  }
+
+  engine::PlaceOrder MarketOrder(const ReferenceEngine& ref, bool by_quote) {
+    engine::PlaceOrder p = Base(ref);
+    p.type = OrderType::kMarket;
+    p.tif = TimeInForce::kIoc;
+    if (dirty_) {
+      if (P(200)) p.tif = static_cast<TimeInForce>(U(3));
+      if (P(800)) p.price = Price{0};
+    } else {
+      p.price = Price{0};
+    }
+    if (by_quote) {
+      p.qty = Qty{0};
+      p.quote_qty = QuoteBudget(Raw(p.market));
+      if (P(100)) {
+        // A budget that buys whole lots at the best price: filled exactly.
+        auto best = p.side == Side::kBuy ? ref.BestAsk(p.market) : ref.BestBid(p.market);
+        if (best) {
+          p.quote_qty =
+              Amount{best->value * config_.markets[Raw(p.market)].notional_per_tick_lot * R(1, 5)};
+        }
+      }
+    }
+    return p;
+  }
+
+  // Targets an open order: own (valid), foreign, closed, or unknown.
+  struct Target {
+    AccountId account{};
+    MarketId market{};
+    OrderId id{};
+    ClientOrderId cid{};
+    const RefOrder* order = nullptr;  // when it is a valid target
+  };
+  Target PickTarget(const ReferenceEngine& ref) {
+    Target t;
+    t.market = Market();
+    t.account = Trader();
+    const uint64_t r = U(100);
+    if (r < 70) {
+      if (const RefOrder* o = AnyOpen(ref, std::nullopt)) {
+        t.account = o->account;
+        t.market = o->market;
+        t.order = o;
+        if (!o->client_id.empty() && P(350)) {
+          t.cid = ClientOrderId::From(o->client_id);
+        } else {
+          t.id = o->id;
+          if (P(100)) t.cid = ClientOrderId::From("ignored");  // order_id wins
+        }
+        if (P(40)) {  // the right order, the wrong market
+          t.market = MarketId{static_cast<uint16_t>((Raw(t.market) + 1) % kMarkets)};
+          t.order = nullptr;
+        }
+        return t;
+      }
+    }
+    if (r < 80) {
+      if (const RefOrder* o = AnyOpen(ref, std::nullopt)) {  // someone else's order
+        t.market = o->market;
+        t.id = o->id;
+        t.account = AccountId{(Raw(o->account) % (kAccounts - 1)) + 1};
+        return t;
+      }
+    }
+    if (r < 90 && !recent_orders_.empty()) {  // probably filled or canceled by now
+      t.id = Pick(recent_orders_);
+      if (const RefOrder* o = ref.FindOrder(t.id)) {
+        t.account = o->account;
+        t.market = o->market;
+        t.order = o;
+      }
+      return t;
+    }
+    if (r < 96 && !cids_[t.account].empty()) {  // a client id, maybe of a closed order
+      t.cid = Pick(cids_[t.account]);
+      return t;
+    }
+    if (P(500)) {
+      t.id = OrderId{static_cast<uint64_t>(R(1, 1'000'000'000))};
+    }  // else: neither id nor client id
+    return t;
+  }
+
+  engine::CancelOrder Cancel(const ReferenceEngine& ref) {
+    Target t = PickTarget(ref);
+    engine::CancelOrder c;
+    c.account = t.account;
+    c.market = t.market;
+    c.order_id = t.id;
+    c.orig_client_order_id = t.cid;
+    return c;
+  }
+
+  engine::CancelAll CancelAllCmd(const ReferenceEngine& ref) {
+    engine::CancelAll c;
+    c.market = Market();
+    c.account = Trader();
+    if (P(700)) {
+      if (const RefOrder* o = AnyOpen(ref, std::nullopt)) {
+        c.account = o->account;
+        c.market = o->market;
+      }
+    }
+    return c;
+  }
+
+  engine::AmendOrder Amend(const ReferenceEngine& ref) {
+    Target t = PickTarget(ref);
+    engine::AmendOrder a;
+    a.account = t.account;
+    a.market = t.market;
+    a.order_id = t.id;
+    a.orig_client_order_id = t.cid;
+    if (t.order == nullptr) {
+      a.new_price = P(500) ? NearPrice(Raw(t.market)) : Price{0};
+      a.new_qty = Qty{R(0, 50)};
+      return a;
+    }
+    return AmendBody(t);
+  }
+
+  engine::AmendOrder AmendBody(const Target& t) {
+    engine::AmendOrder a;
+    a.account = t.account;
+    a.market = t.market;
+    a.order_id = t.id;
+    a.orig_client_order_id = t.cid;
+    const RefOrder& o = *t.order;
+    const int64_t filled = o.qty.value - o.remaining.value;
+    const uint64_t r = U(100);
+    if (r < 30) {  // price change (may cross), sometimes with a quantity
+      a.new_price = Price{o.price.value + R(-6, 6)};
+      if (a.new_price.value == o.price.value) a.new_price.value += 1;
+      if (P(300)) a.new_qty = Qty{filled + R(1, 2 * o.remaining.value + 1)};
+    } else if (r < 55) {  // quantity down, same price: keeps priority
+      if (o.remaining.value > 1) {
+        a.new_qty = Qty{filled + R(1, o.remaining.value - 1)};
+      } else {
+        a.new_qty = Qty{o.qty.value};
+      }
+      if (P(300)) a.new_price = o.price;
+    } else if (r < 75) {  // quantity up
+      a.new_qty = Qty{o.qty.value + R(1, 300)};
+      if (P(300)) a.new_price = o.price;
+    } else if (r < 82) {  // no change, spelled two ways
+      if (P(500)) {
+        a.new_price = o.price;
+        a.new_qty = o.qty;
+      }
+    } else {  // invalid
+      switch (U(6)) {
+        case 0:
+          a.new_qty = Qty{std::max<int64_t>(filled, 0) - R(0, 1)};  // <= filled (or 0)
+          break;
+        case 1:
+          a.new_price = Price{-R(1, 100)};
+          break;
+        case 2:
+          a.new_price = Price{config_.markets[Raw(o.market)].max_price.value + R(1, 10)};
+          break;
+        case 3:
+          a.new_qty = Qty{config_.markets[Raw(o.market)].max_qty.value + R(1, 10)};
+          break;
+        case 4:
+          a.new_qty = Qty{std::numeric_limits<int64_t>::max()};
+          break;
+        default:
+          a.new_qty = Qty{filled + 1};  // tiny: often below min notional
+          a.new_price = Price{o.price.value + 1};
+          break;
+      }
+    }
+    return a;
+  }
+
+  engine::Deposit DepositCmd(const ReferenceEngine& ref) {
+    engine::Deposit d;
+    d.account = P(30) ? AccountId{0} : Trader();
+    d.asset = AssetId{static_cast<uint16_t>(U(kAssets))};
+    d.amount = FundingAmount(d.asset);
+    d.ref = NewRef();
+    const uint64_t r = U(100);
+    if (r < 3) {
+      d.amount = Amount{-R(0, 1000)};
+    } else if (r < 6 && ref.balance(d.account, d.asset).available.value > 0) {
+      d.amount = Amount{std::numeric_limits<int64_t>::max() - R(0, 1000)};  // overflows
+    }
+    return d;
+  }
+
+  engine::Withdraw WithdrawCmd(const ReferenceEngine& ref) {
+    engine::Withdraw w;
+    w.account = P(50) ? AccountId{0} : Trader();
+    w.asset = AssetId{static_cast<uint16_t>(U(kAssets))};
+    const int64_t avail = ref.balance(w.account, w.asset).available.value;
+    const uint64_t r = U(100);
+    if (r < 15) {
+      w.amount = Amount{avail};  // everything
+    } else if (r < 30) {
+      w.amount = Amount{avail + R(1, 1000)};  // a little too much
+    } else if (r < 33) {
+      w.amount = Amount{-R(0, 5)};
+    } else {
+      w.amount = Amount{avail > 0 ? R(1, std::max<int64_t>(avail / 4, 1)) : R(1, 1000)};
+    }
+    w.ref = NewRef();
+    return w;
+  }
+
+  engine::SetMarketStatus StatusCmd() {
+    engine::SetMarketStatus s;
+    s.market = Market();
+    s.status = P(500) ? MarketStatus::kHalted : MarketStatus::kCancelOnly;
+    if (P(100)) s.status = MarketStatus::kTrading;
+    return s;
+  }
+
+  engine::CommandBody BadInput(const ReferenceEngine& ref) {
+    switch (U(16)) {
+      case 0: {  // unknown market
+        engine::PlaceOrder p = Limit(ref, TimeInForce::kGtc);
+        p.market = MarketId{static_cast<uint16_t>(R(kMarkets, 65535))};
+        return p;
+      }
+      case 1: {  // unknown or fee account
+        engine::PlaceOrder p = Limit(ref, TimeInForce::kGtc);
+        p.account =
+            P(500) ? AccountId{0} : AccountId{static_cast<uint32_t>(R(kAccounts, 4'000'000'000))};
+        return p;
+      }
+      case 2: {  // enum values out of range
+        engine::PlaceOrder p = Limit(ref, TimeInForce::kGtc);
+        switch (U(4)) {
+          case 0:
+            p.side = static_cast<Side>(R(2, 255));
+            break;
+          case 1:
+            p.type = static_cast<OrderType>(R(3, 255));
+            break;
+          case 2:
+            p.tif = static_cast<TimeInForce>(R(3, 255));
+            break;
+          default:
+            p.stp = static_cast<StpMode>(R(4, 255));
+            break;
+        }
+        return p;
+      }
+      case 3: {  // bad prices
+        engine::PlaceOrder p = Limit(ref, TimeInForce::kGtc);
+        const int64_t max = config_.markets[Raw(p.market)].max_price.value;
+        const std::array<int64_t, 5> prices = {0, -1, -R(2, 1'000'000), max + 1,
+                                               std::numeric_limits<int64_t>::max()};
+        p.price = Price{prices[U(prices.size())]};
+        if (P(200)) p.price = Price{max};  // valid, but expensive
+        return p;
+      }
+      case 4: {  // bad quantities
+        engine::PlaceOrder p = Limit(ref, TimeInForce::kGtc);
+        const int64_t max = config_.markets[Raw(p.market)].max_qty.value;
+        const std::array<int64_t, 6> qtys = {0,
+                                             -1,
+                                             max + 1,
+                                             std::numeric_limits<int64_t>::max(),
+                                             std::numeric_limits<int64_t>::min(),
+                                             max};
+        p.qty = Qty{qtys[U(qtys.size())]};
+        if (P(300)) p.type = OrderType::kMarket, p.price = Price{0};
+        return p;
+      }
+      case 5: {  // the largest valid order: insufficient balance, never overflow
+        engine::PlaceOrder p = Limit(ref, TimeInForce::kGtc);
+        p.price = config_.markets[Raw(p.market)].max_price;
+        p.qty = config_.markets[Raw(p.market)].max_qty;
+        return p;
+      }
+      case 6: {  // MARKET with both or neither of qty and quote_qty, or a bad budget
+        engine::PlaceOrder p = MarketOrder(ref, false);
+        switch (U(4)) {
+          case 0:
+            p.qty = Qty{0};
+            break;
+          case 1:
+            p.quote_qty = Amount{R(1, 1'000'000'000)};
+            break;
+          case 2:
+            p.qty = Qty{0};
+            p.quote_qty = Amount{-R(1, 1000)};
+            break;
+          default:
+            p.qty = Qty{0};
+            p.quote_qty = Amount{std::numeric_limits<int64_t>::max()};
+            break;
+        }
+        return p;
+      }
+      case 7: {  // MARKET by qty beyond max, or negative
+        engine::PlaceOrder p = MarketOrder(ref, false);
+        p.qty = Qty{P(500) ? config_.markets[Raw(p.market)].max_qty.value + R(1, 100) : -R(1, 9)};
+        return p;
+      }
+      case 8: {  // cancel in an unknown market / for an unknown account
+        engine::CancelOrder c = Cancel(ref);
+        if (P(500)) {
+          c.market = MarketId{static_cast<uint16_t>(R(kMarkets, 100))};
+        } else {
+          c.account = AccountId{static_cast<uint32_t>(R(kAccounts, 1'000'000))};
+        }
+        return c;
+      }
+      case 9: {
+        engine::CancelAll c = CancelAllCmd(ref);
+        if (P(500)) {
+          c.market = MarketId{static_cast<uint16_t>(R(kMarkets, 100))};
+        } else {
+          c.account = P(500) ? AccountId{0} : AccountId{kAccounts};
+        }
+        return c;
+      }
+      case 10: {
+        engine::AmendOrder a = Amend(ref);
+        if (P(500)) {
+          a.market = MarketId{static_cast<uint16_t>(R(kMarkets, 100))};
+        } else {
+          a.account = AccountId{static_cast<uint32_t>(R(kAccounts, 1'000'000))};
+        }
+        return a;
+      }
+      case 11: {  // deposit: unknown account / asset
+        engine::Deposit d = DepositCmd(ref);
+        if (P(500)) {
+          d.account = AccountId{static_cast<uint32_t>(R(kAccounts, 1'000'000))};
+        } else {
+          d.asset = AssetId{static_cast<uint16_t>(R(kAssets, 65535))};
+        }
+        return d;
+      }
+      case 12: {
+        engine::Withdraw w = WithdrawCmd(ref);
+        if (P(500)) {
+          w.account = AccountId{static_cast<uint32_t>(R(kAccounts, 1'000'000))};
+        } else {
+          w.asset = AssetId{static_cast<uint16_t>(R(kAssets, 65535))};
+        }
+        return w;
+      }
+      case 13: {  // status: unknown market or value
+        engine::SetMarketStatus s;
+        s.market = Market();
+        if (P(500)) {
+          s.market = MarketId{static_cast<uint16_t>(R(kMarkets, 65535))};
+        } else {
+          s.status = static_cast<MarketStatus>(R(3, 255));
+        }
+        return s;
+      }
+      case 14: {  // MARKET buy of a huge quantity: walks the whole book
+        engine::PlaceOrder p = MarketOrder(ref, false);
+        p.side = Side::kBuy;
+        p.qty = config_.markets[Raw(p.market)].max_qty;
+        return p;
+      }
+      default: {  // a FOK far through the book
+        engine::PlaceOrder p = Limit(ref, TimeInForce::kFok);
+        p.qty = Qty{R(200, 5000)};
+        p.price = Price{Mid(Raw(p.market)) + (p.side == Side::kBuy ? 20 : -20)};
+        return p;
+      }
+    }
+  }
+
+  std::mt19937_64 rng_;
+  const EngineConfig& config_;
+  bool dirty_;
+  uint64_t count_ = 0;
+  int64_t ts_ = 1'700'000'000'000'000'000;
+  uint64_t next_cid_ = 1;
+  uint64_t next_ref_ = 1;
+  std::vector<OrderId> recent_orders_;
+  std::size_t recent_next_ = 0;
+  std::map<AccountId, std::vector<ClientOrderId>> cids_;
+  std::vector<TransferRef> refs_;
+};
+
+// ---------------------------------------------------------------------------
+// State checks
+
+std::string BalanceText(Balance b) {
+  return "{available " + std::to_string(b.available.value) + ", locked " +
+         std::to_string(b.locked.value) + "}";
+}
+
+std::string OrderText(const engine::OrderView& o) {
+  std::ostringstream os;
+  os << "id=" << Raw(o.id) << " account=" << Raw(o.account) << " side=" << engine::ToString(o.side)
+     << " type=" << engine::ToString(o.type) << " tif=" << engine::ToString(o.tif)
+     << " stp=" << engine::ToString(o.stp) << " price=" << o.price.value << " qty=" << o.qty.value
+     << " remaining=" << o.remaining.value << " locked=" << o.locked.value
+     << " created_ns=" << o.created_ns;
+  return os.str();
+}
+
+engine::OrderView View(const RefOrder& o) {
+  engine::OrderView v;
+  v.id = o.id;
+  v.account = o.account;
+  v.market = o.market;
+  v.side = o.side;
+  v.type = o.type;
+  v.tif = o.tif;
+  v.stp = o.stp;
+  v.price = o.price;
+  v.qty = o.qty;
+  v.remaining = o.remaining;
+  v.locked = o.locked;
+  v.created_ns = o.created_ns;
+  return v;
+}
+
+bool SameOrder(const engine::OrderView& a, const engine::OrderView& b) {
+  return std::tie(a.id, a.account, a.market, a.side, a.type, a.tif, a.stp, a.price, a.qty,
+                  a.remaining, a.locked,
+                  a.created_ns) == std::tie(b.id, b.account, b.market, b.side, b.type, b.tif, b.stp,
+                                            b.price, b.qty, b.remaining, b.locked, b.created_ns);
+}
+
+// The invariants of DESIGN.md §2 on the real engine, re-checked from its
+// queries, and its state against the reference's. `deep` adds the books order
+// by order. Returns "" when all hold.
+std::string CheckState(const Engine& real, const ReferenceEngine& ref, bool deep) {
+  std::ostringstream err;
+  if (Status st = real.CheckInvariants(); !st.ok()) {
+    err << "real.CheckInvariants(): " << st.message() << "\n";
+  }
+  if (Status st = ref.CheckInvariants(); !st.ok()) {
+    err << "reference CheckInvariants(): " << st.message() << "\n";
+  }
+  const EngineConfig& config = real.config();
+  for (std::size_t a = 0; a < config.assets.size(); ++a) {
+    const AssetId asset{static_cast<uint16_t>(a)};
+    int128 held = 0;
+    for (uint32_t acc = 0; acc < config.max_accounts; ++acc) {
+      const Balance b = real.balance(AccountId{acc}, asset);
+      const Balance want = ref.balance(AccountId{acc}, asset);
+      if (b.available.value < 0 || b.locked.value < 0) {
+        err << "negative balance: account " << acc << " asset " << a << " " << BalanceText(b)
+            << "\n";
+      }
+      if (!(b == want)) {
+        err << "balance of account " << acc << " asset " << a << ": real " << BalanceText(b)
+            << ", reference " << BalanceText(want) << "\n";
+      }
+      held += static_cast<int128>(b.available.value) + b.locked.value;
+    }
+    const int128 net =
+        static_cast<int128>(real.total_deposited(asset).value) - real.total_withdrawn(asset).value;
+    if (held != net) {
+      err << "conservation broken for asset " << a << ": balances " << static_cast<int64_t>(held)
+          << " != deposited - withdrawn " << static_cast<int64_t>(net) << "\n";
+    }
+    if (real.total_deposited(asset) != ref.total_deposited(asset) ||
+        real.total_withdrawn(asset) != ref.total_withdrawn(asset)) {
+      err << "transfer totals of asset " << a << " differ\n";
+    }
+  }
+  for (std::size_t m = 0; m < config.markets.size(); ++m) {
+    const MarketId market{static_cast<uint16_t>(m)};
+    const auto bid = real.BestBid(market);
+    const auto ask = real.BestAsk(market);
+    if (bid && ask && !(*bid < *ask)) {
+      err << "market " << m << " crossed: bid " << bid->value << " >= ask " << ask->value << "\n";
+    }
+    if (bid != ref.BestBid(market) || ask != ref.BestAsk(market)) {
+      err << "market " << m << " best prices differ from the reference\n";
+    }
+    if (real.market_status(market) != ref.market_status(market)) {
+      err << "market " << m << " status differs\n";
+    }
+  }
+  if (Raw(real.last_sequence()) != ref.last_sequence()) err << "last_sequence differs\n";
+  if (Raw(real.next_trade_id()) != ref.next_trade_id()) err << "next_trade_id differs\n";
+  if (real.open_orders() != ref.open_orders()) {
+    err << "open orders: real " << real.open_orders() << ", reference " << ref.open_orders()
+        << "\n";
+  }
+  if (deep) {
+    for (std::size_t m = 0; m < config.markets.size(); ++m) {
+      const MarketId market{static_cast<uint16_t>(m)};
+      for (Side side : {Side::kBuy, Side::kSell}) {
+        const std::vector<engine::OrderView> got = real.Orders(market, side);
+        const std::vector<RefOrder> want = ref.Orders(market, side);
+        const std::size_t n = std::max(got.size(), want.size());
+        for (std::size_t i = 0; i < n; ++i) {
+          if (i < got.size() && i < want.size() && SameOrder(got[i], View(want[i]))) continue;
+          err << "market " << m << " " << engine::ToString(side) << " book differs at position "
+              << i << ":\n    real:      " << (i < got.size() ? OrderText(got[i]) : "(none)")
+              << "\n    reference: " << (i < want.size() ? OrderText(View(want[i])) : "(none)")
+              << "\n";
+          break;
+        }
+        const auto depth = real.Depth(market, side, 1'000'000);
+        const auto want_depth = ref.Depth(market, side, 1'000'000);
+        bool same = depth.size() == want_depth.size();
+        for (std::size_t i = 0; same && i < depth.size(); ++i) {
+          same = depth[i].price == want_depth[i].price && depth[i].qty == want_depth[i].qty &&
+                 depth[i].orders == want_depth[i].orders;
+        }
+        if (!same) err << "market " << m << " " << engine::ToString(side) << " depth differs\n";
+      }
+    }
+  }
+  return err.str();
+}
+
+// ---------------------------------------------------------------------------
+// The ledger view: AppendLedgerEntries over every event, summed per (account,
+// asset, bucket), must reproduce the balances.
+
+class LedgerSums {
+ public:
+  explicit LedgerSums(const EngineConfig& config)
+      : config_(config), sums_(config.max_accounts * config.assets.size() * 2, 0) {}
+
+  // Adds one event's lines; checks each trade sums to zero per asset and each
+  // lock / release to zero per account and asset. Returns "" when they do.
+  std::string Add(const Event& e) {
+    lines_.clear();
+    engine::AppendLedgerEntries(config_, e, &lines_);
+    std::map<std::pair<uint32_t, uint16_t>, int128> per_account_asset;
+    std::map<uint16_t, int128> per_asset;
+    for (const engine::LedgerEntry& l : lines_) {
+      if (Raw(l.account) >= config_.max_accounts || Raw(l.asset) >= config_.assets.size()) {
+        return "ledger line for an unknown account or asset";
+      }
+      int64_t& s = sums_[Index(l.account, l.asset, l.bucket)];
+      if (!CheckedAdd(s, l.delta, &s)) return "ledger sum overflow";
+      per_account_asset[{Raw(l.account), Raw(l.asset)}] += l.delta;
+      per_asset[Raw(l.asset)] += l.delta;
+      if (Raw(l.seq) != Raw(e.seq)) return "ledger line with another sequence";
+    }
+    switch (e.type()) {
+      case EventType::kTrade:
+        for (const auto& [asset, sum] : per_asset) {
+          if (sum != 0)
+            return "trade ledger lines do not sum to zero for asset " + std::to_string(asset);
+        }
+        break;
+      case EventType::kOrderAccepted:
+      case EventType::kOrderCanceled:
+      case EventType::kOrderExpired:
+      case EventType::kOrderAmended:
+        for (const auto& [key, sum] : per_account_asset) {
+          if (sum != 0) return "lock/release ledger lines do not sum to zero";
+        }
+        break;
+      default:
+        break;
+    }
+    return "";
+  }
+
+  // "" when every balance equals its ledger sums.
+  std::string Compare(const Engine& real) const {
+    for (uint32_t acc = 0; acc < config_.max_accounts; ++acc) {
+      for (std::size_t a = 0; a < config_.assets.size(); ++a) {
+        const AssetId asset{static_cast<uint16_t>(a)};
+        const Balance b = real.balance(AccountId{acc}, asset);
+        const int64_t avail = sums_[Index(AccountId{acc}, asset, engine::Bucket::kAvailable)];
+        const int64_t locked = sums_[Index(AccountId{acc}, asset, engine::Bucket::kLocked)];
+        if (b.available.value != avail || b.locked.value != locked) {
+          return "account " + std::to_string(acc) + " asset " + std::to_string(a) + ": balance " +
+                 BalanceText(b) + ", ledger sums {available " + std::to_string(avail) +
+                 ", locked " + std::to_string(locked) + "}";
+        }
+      }
+    }
+    return "";
+  }
+
+  // Continues from the engine's balances after a reported mismatch.
+  void Resync(const Engine& real) {
+    for (uint32_t acc = 0; acc < config_.max_accounts; ++acc) {
+      for (std::size_t a = 0; a < config_.assets.size(); ++a) {
+        const AssetId asset{static_cast<uint16_t>(a)};
+        const Balance b = real.balance(AccountId{acc}, asset);
+        sums_[Index(AccountId{acc}, asset, engine::Bucket::kAvailable)] = b.available.value;
+        sums_[Index(AccountId{acc}, asset, engine::Bucket::kLocked)] = b.locked.value;
+      }
+    }
+  }
+
+ private:
+  std::size_t Index(AccountId acc, AssetId asset, engine::Bucket bucket) const {
+    return (Raw(acc) * config_.assets.size() + Raw(asset)) * 2 + Raw(bucket);
+  }
+
+  const EngineConfig& config_;
+  std::vector<int64_t> sums_;
+  std::vector<engine::LedgerEntry> lines_;
+};
+
+// What the stream exercised, printed at the end so that coverage is visible.
+class Coverage {
+ public:
+  void Add(const std::vector<Event>& events) {
+    for (const Event& e : events) {
+      ++by_type_[std::string(engine::ToString(e.type()))];
+      if (const auto* r = std::get_if<engine::Rejected>(&e.body)) {
+        ++rejects_[std::string(engine::ToString(r->command)) + "/" +
+                   std::string(engine::ToString(r->reason))];
+      }
+      if (const auto* x = std::get_if<engine::OrderExpired>(&e.body)) {
+        ++other_["expired/" + std::string(engine::ToString(x->reason))];
+      }
+      if (const auto* a = std::get_if<engine::OrderAmended>(&e.body)) {
+        ++other_[a->keeps_priority ? "amend/keeps_priority" : "amend/loses_priority"];
+      }
+      if (const auto* t = std::get_if<engine::Trade>(&e.body)) {
+        if (t->taker_released.value != 0) ++other_["trade/taker_released"];
+        if (t->maker_account == t->taker_account) ++other_["trade/self"];
+      }
+    }
+  }
+  std::string Text() const {
+    std::string s;
+    auto dump = [&](const char* title, const std::map<std::string, uint64_t>& m) {
+      s += std::string("  ") + title + ":";
+      for (const auto& [k, v] : m) s += " " + k + "=" + std::to_string(v);
+      s += "\n";
+    };
+    dump("events", by_type_);
+    dump("rejects", rejects_);
+    dump("other", other_);
+    return s;
+  }
+
+ private:
+  std::map<std::string, uint64_t> by_type_;
+  std::map<std::string, uint64_t> rejects_;
+  std::map<std::string, uint64_t> other_;
+};
+
+// ---------------------------------------------------------------------------
+// Shrinking a failing stream (MB_SHRINK=1): delta debugging over the commands,
+// keeping any event mismatch between the two engines.
+
+std::optional<std::size_t> FirstMismatch(const EngineConfig& config,
+                                         const std::vector<engine::Command>& commands) {
+  Engine real(config);
+  ReferenceEngine ref(config);
+  engine::EventBuffer events;
+  for (std::size_t i = 0; i < commands.size(); ++i) {
+    events.clear();
+    real.Process(commands[i], &events);
+    if (!SameEvents(events, ref.Process(commands[i]))) return i;
+    if (!real.CheckInvariants().ok()) return i;
+  }
+  return std::nullopt;
+}
+
+std::string Shrink(const EngineConfig& config, std::vector<engine::Command> commands) {
+  const auto start = std::chrono::steady_clock::now();
+  auto out_of_time = [&] {
+    return std::chrono::steady_clock::now() - start > std::chrono::minutes(3);
+  };
+  auto first = FirstMismatch(config, commands);
+  if (!first) return "  (shrink: the failure did not reproduce)\n";
+  commands.resize(*first + 1);
+  std::size_t parts = 2;
+  while (commands.size() >= 2 && !out_of_time()) {
+    const std::size_t chunk = (commands.size() + parts - 1) / parts;
+    bool reduced = false;
+    for (std::size_t begin = 0; begin < commands.size() && !out_of_time(); begin += chunk) {
+      std::vector<engine::Command> rest(commands.begin(),
+                                        commands.begin() + static_cast<std::ptrdiff_t>(begin));
+      const std::size_t end = std::min(commands.size(), begin + chunk);
+      rest.insert(rest.end(), commands.begin() + static_cast<std::ptrdiff_t>(end), commands.end());
+      if (auto f = FirstMismatch(config, rest)) {
+        rest.resize(*f + 1);
+        commands = std::move(rest);
+        parts = std::max<std::size_t>(parts - 1, 2);
+        reduced = true;
+        break;
+      }
+    }
+    if (!reduced) {
+      if (parts >= commands.size()) break;
+      parts = std::min(commands.size(), parts * 2);
+    }
+  }
+  // Print the small stream with both engines' events.
+  std::string s = "  shrunk to " + std::to_string(commands.size()) + " commands:\n";
+  Engine real(config);
+  ReferenceEngine ref(config);
+  engine::EventBuffer events;
+  for (std::size_t i = 0; i < commands.size(); ++i) {
+    events.clear();
+    real.Process(commands[i], &events);
+    const std::vector<Event> want = ref.Process(commands[i]);
+    s += "  [" + std::to_string(i) + "] " + ToText(commands[i]) + "\n";
+    if (SameEvents(events, want)) {
+      s += ToText(events);
+    } else {
+      s += "   real:\n" + ToText(events) + "   reference:\n" + ToText(want);
+    }
+  }
+  if (Status st = real.CheckInvariants(); !st.ok()) {
+    s += "  then real.CheckInvariants(): " + st.message() + "\n";
+  }
+  return s;
+}
+
+// ---------------------------------------------------------------------------
+// The property test
+
+volatile std::sig_atomic_t g_running = 0;
+uint64_t g_seed = 0;
+uint64_t g_index = 0;
+
+extern "C" void OnAbort(int) {
+  if (g_running != 0) {
+    std::fprintf(stderr, "\n[property] aborted at command #%llu (seq %llu), MB_SEED=%llu\n",
+                 static_cast<unsigned long long>(g_index),
+                 static_cast<unsigned long long>(g_index + 1),
+                 static_cast<unsigned long long>(g_seed));
+  }
+}
+
+TEST(PropertyTest, RealEngineMatchesReference) {
+  const uint64_t seed = EnvU64("MB_SEED", kDefaultSeed);
+  const uint64_t n = EnvU64("MB_PROPERTY_COMMANDS", kDefaultCommands);
+  const uint64_t replay_every = std::max<uint64_t>(1, EnvU64("MB_REPLAY_EVERY", 100));
+  const bool dirty = EnvU64("MB_PROPERTY_CLEAN", 0) == 0;
+  std::printf("[property] MB_SEED=%llu MB_PROPERTY_COMMANDS=%llu\n",
+              static_cast<unsigned long long>(seed), static_cast<unsigned long long>(n));
+  g_seed = seed;
+  g_running = 1;
+  std::signal(SIGABRT, OnAbort);
+  const auto started = std::chrono::steady_clock::now();
+
+  const EngineConfig config = ValidConfig();
+  Engine real(config);
+  Engine replay(config);
+  std::optional<Engine> restored;
+  ReferenceEngine ref(config);
+  Generator gen(seed, config, dirty);
+  LedgerSums ledger(config);
+  EventHasher hasher;
+  Coverage coverage;
+  std::vector<engine::Command> commands;
+  commands.reserve(n);
+  engine::EventBuffer events;
+  engine::EventBuffer restored_events;
+  uint64_t ledger_mismatches = 0;
+  std::string first_ledger_mismatch;
+
+  auto header = [&](uint64_t i, const engine::Command& cmd) {
+    return "MB_SEED=" + std::to_string(seed) + ", command #" + std::to_string(i) + " (seq " +
+           std::to_string(i + 1) + "):\n  " + ToText(cmd) + "\n";
+  };
+
+  for (uint64_t i = 0; i < n; ++i) {
+    g_index = i;
+    const engine::Command cmd = gen.Next(ref);
+    commands.push_back(cmd);
+    events.clear();
+    real.Process(cmd, &events);
+    const std::vector<Event> want = ref.Process(cmd);
+    if (!SameEvents(events, want)) {
+      std::string msg = header(i, cmd) + "  events differ\n  real:\n" + ToText(events) +
+                        "  reference:\n" + ToText(want);
+      if (EnvU64("MB_SHRINK", 0) != 0) msg += Shrink(config, commands);
+      g_running = 0;
+      FAIL() << msg;
+    }
+    gen.Observe(want);
+    coverage.Add(events);
+
+    // Replay through Apply, the ledger view, the event hash.
+    std::string ledger_err;
+    for (const Event& e : events) {
+      replay.Apply(e);
+      hasher.Add(e);
+      if (std::string err = ledger.Add(e); !err.empty() && ledger_err.empty()) {
+        ledger_err = err + " in " + ToText(e);
+      }
+    }
+    if (ledger_err.empty()) ledger_err = ledger.Compare(real);
+    if (!ledger_err.empty()) {
+      if (ledger_mismatches++ == 0) {
+        first_ledger_mismatch = header(i, cmd) + "  events:\n" + ToText(events) + "  " + ledger_err;
+      }
+      ledger.Resync(real);
+    }
+
+    // A restored snapshot keeps running in step with the live engine.
+    if (restored) {
+      restored_events.clear();
+      restored->Process(cmd, &restored_events);
+      if (!SameEvents(restored_events, events)) {
+        g_running = 0;
+        FAIL() << header(i, cmd) << "  the engine restored from the last snapshot diverged\n"
+               << "  live:\n"
+               << ToText(events) << "  restored:\n"
+               << ToText(restored_events);
+      }
+    }
+
+    const bool deep = (i + 1) % 100 == 0 || i + 1 == n;
+    if (std::string err = CheckState(real, ref, deep); !err.empty()) {
+      g_running = 0;
+      std::string msg = header(i, cmd) + "  events:\n" + ToText(events) + "  " + err;
+      if (EnvU64("MB_SHRINK", 0) != 0) msg += Shrink(config, commands);
+      FAIL() << msg;
+    }
+    if ((i + 1) % replay_every == 0 || i + 1 == n) {
+      if (replay.StateHash() != real.StateHash()) {
+        g_running = 0;
+        FAIL() << header(i, cmd) << "  the engine replaying the events through Apply() has "
+               << "another StateHash than the live engine\n  events:\n"
+               << ToText(events);
+      }
+    }
+
+    if ((i + 1) % kSnapshotEvery == 0) {
+      if (restored && restored->StateHash() != real.StateHash()) {
+        g_running = 0;
+        FAIL() << header(i, cmd) << "  the restored engine's state drifted";
+      }
+      const engine::EngineImage image = real.ExportImage();
+      const std::vector<std::byte> bytes = codec::EncodeImage(image);
+      Result<engine::EngineImage> decoded = codec::DecodeImage(bytes);
+      if (!decoded.ok()) {
+        g_running = 0;
+        FAIL() << header(i, cmd) << "  DecodeImage: " << decoded.status().message();
+      }
+      Engine fresh(config);
+      if (Status st = fresh.Restore(*decoded); !st.ok()) {
+        g_running = 0;
+        FAIL() << header(i, cmd) << "  Restore: " << st.message();
+      }
+      if (fresh.StateHash() != real.StateHash()) {
+        g_running = 0;
+        FAIL() << header(i, cmd) << "  restored StateHash differs from the live engine's";
+      }
+      if (codec::EncodeImage(fresh.ExportImage()) != bytes) {
+        g_running = 0;
+        FAIL() << header(i, cmd) << "  a restored engine exports another image";
+      }
+      restored.emplace(std::move(fresh));
+      std::printf("[property] %llu commands, %zu open orders\n",
+                  static_cast<unsigned long long>(i + 1), real.open_orders());
+    }
+  }
+  g_running = 0;
+
+  // Determinism: the same commands through a new engine give the same events.
+  Engine again(config);
+  EventHasher again_hasher;
+  for (const engine::Command& cmd : commands) {
+    events.clear();
+    again.Process(cmd, &events);
+    for (const Event& e : events) again_hasher.Add(e);
+  }
+  EXPECT_EQ(again_hasher.value(), hasher.value())
+      << "MB_SEED=" << seed << ": a second run emitted other events";
+  EXPECT_EQ(again.StateHash(), real.StateHash()) << "MB_SEED=" << seed;
+
+  EXPECT_EQ(ledger_mismatches, 0u)
+      << "MB_SEED=" << seed << ": the ledger view of the events "
+      << "does not reproduce the balances (" << ledger_mismatches << " commands); first:\n"
+      << first_ledger_mismatch;
+
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  std::printf(
+      "[property] %llu commands in %.1f s, %zu open orders at the end, event hash %016llx\n%s",
+      static_cast<unsigned long long>(n), secs, real.open_orders(),
+      static_cast<unsigned long long>(hasher.value()), coverage.Text().c_str());
+}
+
+// The generator itself is reproducible: same seed, same commands.
+TEST(PropertyTest, SameSeedSameCommands) {
+  const EngineConfig config = ValidConfig();
+  auto run = [&](uint64_t seed) {
+    ReferenceEngine ref(config);
+    Generator gen(seed, config, true);
+    std::vector<engine::Command> out;
+    for (int i = 0; i < 3000; ++i) {
+      out.push_back(gen.Next(ref));
+      gen.Observe(ref.Process(out.back()));
+    }
+    return out;
+  };
+  const auto a = run(7);
+  const auto b = run(7);
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) ASSERT_EQ(ToText(a[i]), ToText(b[i])) << i;
+}
+
+// ---------------------------------------------------------------------------
+// Scenarios: small hand-written streams that pin the trickiest rules. Each
+// command runs on both engines, which must agree; the expectations are the
+// numbers docs/engine.md gives, checked on the real engine's events.
+
+constexpr MarketId kBtcUsdt{0};  // npt 10, lot 1000, maker 7 / taker 13 bps
+constexpr MarketId kEthUsdt{1};  // npt 100, lot 10000, maker 0 / taker 10 bps
+constexpr MarketId kEthBtc{2};   // npt 1, lot 100000, maker 3 / taker 25 bps
+constexpr AssetId kBtc{0};
+constexpr AssetId kEth{1};
+constexpr AssetId kUsdt{2};
+constexpr AccountId kFee{0};
+constexpr AccountId kAlice{1};
+constexpr AccountId kBob{2};
+constexpr AccountId kCarol{3};
+
+class Scenario : public ::testing::Test {
+ protected:
+  Scenario() : config_(ValidConfig()), real_(config_), ref_(config_), ledger_(config_) {
+    for (AccountId a : {kAlice, kBob, kCarol}) {
+      Fund(a, kBtc, 100'000'000'000);       // 1000 BTC
+      Fund(a, kEth, 1'000'000'000'000);     // 10000 ETH
+      Fund(a, kUsdt, 100'000'000'000'000);  // 1M USDT
+    }
+  }
+
+  std::vector<Event> Run(engine::CommandBody body) {
+    engine::Command c;
+    c.timestamp_ns = ts_ += 10;
+    c.body = body;
+    engine::EventBuffer got;
+    real_.Process(c, &got);
+    const std::vector<Event> want = ref_.Process(c);
+    EXPECT_TRUE(SameEvents(got, want)) << ToText(c) << "\n real:\n"
+                                       << ToText(got) << " reference:\n"
+                                       << ToText(want);
+    for (const Event& e : got) {
+      std::string err = ledger_.Add(e);
+      EXPECT_EQ(err, "") << ToText(e);
+    }
+    EXPECT_EQ(CheckState(real_, ref_, true), "") << ToText(c);
+    return got;
+  }
+
+  void Fund(AccountId a, AssetId asset, int64_t amount) {
+    engine::Deposit d;
+    d.account = a;
+    d.asset = asset;
+    d.amount = Amount{amount};
+    d.ref = TransferRef::From("fund-" + std::to_string(next_ref_++));
+    Run(d);
+  }
+
+  std::vector<Event> Place(AccountId a, MarketId m, Side side, OrderType type, TimeInForce tif,
+                           int64_t price, int64_t qty, StpMode stp = StpMode::kNone,
+                           int64_t quote_qty = 0, std::string_view cid = "") {
+    engine::PlaceOrder p;
+    p.account = a;
+    p.market = m;
+    p.side = side;
+    p.type = type;
+    p.tif = tif;
+    p.stp = stp;
+    p.price = Price{price};
+    p.qty = Qty{qty};
+    p.quote_qty = Amount{quote_qty};
+    p.client_order_id = ClientOrderId::From(cid);
+    return Run(p);
+  }
+  std::vector<Event> Limit(AccountId a, MarketId m, Side side, int64_t price, int64_t qty,
+                           StpMode stp = StpMode::kNone, TimeInForce tif = TimeInForce::kGtc) {
+    return Place(a, m, side, OrderType::kLimit, tif, price, qty, stp);
+  }
+
+  uint64_t NextSeq() const { return Raw(real_.last_sequence()) + 1; }
+  Balance Bal(AccountId a, AssetId asset) const { return real_.balance(a, asset); }
+  void ExpectLedgerMatches() { EXPECT_EQ(ledger_.Compare(real_), ""); }
+
+  EngineConfig config_;
+  Engine real_;
+  ReferenceEngine ref_;
+  LedgerSums ledger_;
+  int64_t ts_ = 1'000'000;
+  uint64_t next_ref_ = 1;
+};
+
+template <class T>
+const T& As(const std::vector<Event>& events, std::size_t i) {
+  static const T kEmpty{};
+  if (i >= events.size() || !std::holds_alternative<T>(events[i].body)) {
+    ADD_FAILURE() << "event " << i << " is not " << Fields<T>::kType << ":\n" << ToText(events);
+    return kEmpty;
+  }
+  return std::get<T>(events[i].body);
+}
+
+TEST_F(Scenario, PriceImprovementIsReleasedByTheCompletingFill) {
+  Limit(kAlice, kBtcUsdt, Side::kSell, 3'000'000, 50);
+  const Balance before = Bal(kBob, kUsdt);
+  const auto ev = Limit(kBob, kBtcUsdt, Side::kBuy, 3'000'010, 50);
+  ASSERT_EQ(ev.size(), 2u) << ToText(ev);
+  EXPECT_EQ(As<engine::OrderAccepted>(ev, 0).locked.value, 3'000'010LL * 50 * 10);
+  const auto& t = As<engine::Trade>(ev, 1);
+  EXPECT_EQ(t.price.value, 3'000'000);
+  EXPECT_EQ(t.notional.value, 1'500'000'000);
+  EXPECT_EQ(t.base_qty.value, 50'000);
+  EXPECT_EQ(t.taker_fee.value, 65);         // ceil(50000 * 13 / 10000) BTC units
+  EXPECT_EQ(t.maker_fee.value, 1'050'000);  // ceil(1.5e9 * 7 / 10000) USDT units
+  EXPECT_EQ(t.taker_released.value, 10LL * 50 * 10);
+  EXPECT_TRUE(t.maker_filled);
+  EXPECT_TRUE(t.taker_filled);
+  EXPECT_EQ(Bal(kBob, kUsdt).available.value, before.available.value - 1'500'000'000);
+  EXPECT_EQ(Bal(kBob, kUsdt).locked.value, 0);
+  EXPECT_EQ(Bal(kFee, kBtc).available.value, 65);
+  EXPECT_EQ(Bal(kFee, kUsdt).available.value, 1'050'000);
+  ExpectLedgerMatches();
+}
+
+TEST_F(Scenario, PriceImprovementIsReleasedWhenTheRemainderRests) {
+  Limit(kAlice, kBtcUsdt, Side::kSell, 3'000'000, 50);
+  const uint64_t id = NextSeq();
+  const auto ev = Limit(kBob, kBtcUsdt, Side::kBuy, 3'000'010, 80);
+  ASSERT_EQ(ev.size(), 3u) << ToText(ev);
+  EXPECT_EQ(As<engine::Trade>(ev, 1).taker_released.value, 0);
+  EXPECT_FALSE(As<engine::Trade>(ev, 1).taker_filled);
+  // 80 lots locked at the limit, 50 bought 10 ticks below it: the surplus comes
+  // back as the 30 left rest, which then lock exactly price x remaining x npt.
+  const auto& r = As<engine::OrderRested>(ev, 2);
+  EXPECT_EQ(r.remaining.value, 30);
+  EXPECT_EQ(r.account, kBob);
+  EXPECT_EQ(r.side, Side::kBuy);
+  EXPECT_EQ(r.released.value, 10LL * 50 * 10);
+  const int64_t exact = 3'000'010LL * 30 * 10;
+  EXPECT_EQ(Bal(kBob, kUsdt).locked.value, exact);
+  engine::CancelOrder c;
+  c.account = kBob;
+  c.market = kBtcUsdt;
+  c.order_id = OrderId{id};
+  const auto cev = Run(c);
+  EXPECT_EQ(As<engine::OrderCanceled>(cev, 0).released.value, exact);
+  EXPECT_EQ(As<engine::OrderCanceled>(cev, 0).remaining.value, 30);
+  EXPECT_EQ(Bal(kBob, kUsdt).locked.value, 0);
+  ExpectLedgerMatches();
+}
+
+// The rested remainder of a price-improved buy later fills as a maker with
+// nothing left locked, and the ledger follows every step.
+TEST_F(Scenario, RestedRemainderFillsAsMakerWithNothingLeftLocked) {
+  Limit(kAlice, kBtcUsdt, Side::kSell, 3'000'000, 50);
+  Limit(kBob, kBtcUsdt, Side::kBuy, 3'000'010, 100);  // 50 filled below the limit, 50 rest
+  const auto ev = Limit(kCarol, kBtcUsdt, Side::kSell, 3'000'010, 50);
+  ASSERT_EQ(ev.size(), 2u) << ToText(ev);
+  EXPECT_TRUE(As<engine::Trade>(ev, 1).maker_filled);
+  EXPECT_EQ(Bal(kBob, kUsdt).locked.value, 0);
+  ExpectLedgerMatches();
+}
+
+// A rested sell returns nothing.
+TEST_F(Scenario, RestedSellReleasesNothing) {
+  Limit(kAlice, kBtcUsdt, Side::kBuy, 3'000'010, 50);
+  const auto ev = Limit(kBob, kBtcUsdt, Side::kSell, 3'000'000, 80);
+  ASSERT_EQ(ev.size(), 3u) << ToText(ev);
+  EXPECT_EQ(As<engine::Trade>(ev, 1).price.value, 3'000'010);
+  EXPECT_EQ(As<engine::OrderRested>(ev, 2).released.value, 0);
+  EXPECT_EQ(Bal(kBob, kBtc).locked.value, 30 * 1'000);
+}
+
+TEST_F(Scenario, StpExpireTaker) {
+  Limit(kAlice, kBtcUsdt, Side::kSell, 3'000'000, 50);
+  Limit(kBob, kBtcUsdt, Side::kSell, 3'000'000, 50);
+  const uint64_t id = NextSeq();
+  const auto ev = Limit(kAlice, kBtcUsdt, Side::kBuy, 3'000'000, 100, StpMode::kExpireTaker);
+  ASSERT_EQ(ev.size(), 2u) << ToText(ev);
+  const auto& x = As<engine::OrderExpired>(ev, 1);
+  EXPECT_EQ(Raw(x.order_id), id);
+  EXPECT_EQ(x.reason, ExpireReason::kSelfTradePrevention);
+  EXPECT_EQ(x.remaining.value, 100);
+  EXPECT_EQ(x.released.value, 3'000'000LL * 100 * 10);
+  EXPECT_EQ(real_.open_orders(), 2u);
+}
+
+TEST_F(Scenario, StpExpireMakerThenTrades) {
+  const uint64_t own = NextSeq();
+  Limit(kAlice, kBtcUsdt, Side::kSell, 3'000'000, 50);
+  Limit(kBob, kBtcUsdt, Side::kSell, 3'000'000, 50);
+  const auto ev = Limit(kAlice, kBtcUsdt, Side::kBuy, 3'000'000, 100, StpMode::kExpireMaker);
+  ASSERT_EQ(ev.size(), 4u) << ToText(ev);
+  const auto& x = As<engine::OrderExpired>(ev, 1);
+  EXPECT_EQ(Raw(x.order_id), own);
+  EXPECT_EQ(x.reason, ExpireReason::kSelfTradePrevention);
+  EXPECT_EQ(x.released.value, 50'000);
+  EXPECT_EQ(As<engine::Trade>(ev, 2).maker_account, kBob);
+  EXPECT_EQ(As<engine::OrderRested>(ev, 3).remaining.value, 50);
+}
+
+TEST_F(Scenario, StpExpireBoth) {
+  Limit(kAlice, kBtcUsdt, Side::kSell, 3'000'000, 50);
+  Limit(kBob, kBtcUsdt, Side::kSell, 3'000'000, 50);
+  const auto ev = Limit(kAlice, kBtcUsdt, Side::kBuy, 3'000'000, 100, StpMode::kExpireBoth);
+  ASSERT_EQ(ev.size(), 3u) << ToText(ev);
+  EXPECT_EQ(As<engine::OrderExpired>(ev, 1).account, kAlice);
+  EXPECT_EQ(As<engine::OrderExpired>(ev, 1).side, Side::kSell);
+  EXPECT_EQ(As<engine::OrderExpired>(ev, 2).side, Side::kBuy);
+  EXPECT_EQ(real_.open_orders(), 1u);
+}
+
+TEST_F(Scenario, StpNoneTradesWithItself) {
+  Limit(kAlice, kBtcUsdt, Side::kSell, 3'000'000, 50);
+  const auto ev = Limit(kAlice, kBtcUsdt, Side::kBuy, 3'000'000, 50, StpMode::kNone);
+  ASSERT_EQ(ev.size(), 2u) << ToText(ev);
+  const auto& t = As<engine::Trade>(ev, 1);
+  EXPECT_EQ(t.maker_account, kAlice);
+  EXPECT_EQ(t.taker_account, kAlice);
+  EXPECT_EQ(t.taker_fee.value, 65);
+  EXPECT_EQ(t.maker_fee.value, 1'050'000);
+  ExpectLedgerMatches();
+}
+
+// The taker's mode decides: a NONE taker trades with its own EXPIRE_TAKER maker.
+TEST_F(Scenario, StpTakerModeDecides) {
+  Limit(kAlice, kBtcUsdt, Side::kSell, 3'000'000, 50, StpMode::kExpireTaker);
+  const auto ev = Limit(kAlice, kBtcUsdt, Side::kBuy, 3'000'000, 50, StpMode::kNone);
+  ASSERT_EQ(ev.size(), 2u) << ToText(ev);
+  As<engine::Trade>(ev, 1);
+}
+
+TEST_F(Scenario, QuoteBudgetBuyStopsOnDust) {
+  Limit(kAlice, kEthBtc, Side::kSell, 6'000, 4);
+  Limit(kBob, kEthBtc, Side::kSell, 6'001, 5);
+  const auto ev = Place(kCarol, kEthBtc, Side::kBuy, OrderType::kMarket, TimeInForce::kIoc, 0, 0,
+                        StpMode::kNone, 24'000 + 12'002 + 5'000);
+  ASSERT_EQ(ev.size(), 4u) << ToText(ev);
+  EXPECT_EQ(As<engine::OrderAccepted>(ev, 0).locked.value, 41'002);
+  EXPECT_EQ(As<engine::Trade>(ev, 1).qty.value, 4);
+  EXPECT_EQ(As<engine::Trade>(ev, 2).qty.value, 2);  // floor(17002 / 6001)
+  EXPECT_FALSE(As<engine::Trade>(ev, 2).taker_filled);
+  const auto& x = As<engine::OrderExpired>(ev, 3);
+  EXPECT_EQ(x.reason, ExpireReason::kNoLiquidity);
+  EXPECT_EQ(x.released.value, 5'000);
+  EXPECT_EQ(Bal(kCarol, kBtc).locked.value, 0);
+  ExpectLedgerMatches();
+}
+
+TEST_F(Scenario, QuoteBudgetBuySpentExactlyIsFilled) {
+  Limit(kAlice, kEthBtc, Side::kSell, 6'000, 4);
+  Limit(kBob, kEthBtc, Side::kSell, 6'001, 5);
+  const auto ev = Place(kCarol, kEthBtc, Side::kBuy, OrderType::kMarket, TimeInForce::kIoc, 0, 0,
+                        StpMode::kNone, 24'000 + 6'001 * 2);
+  ASSERT_EQ(ev.size(), 3u) << ToText(ev);
+  EXPECT_TRUE(As<engine::Trade>(ev, 2).taker_filled);
+  EXPECT_EQ(As<engine::Trade>(ev, 2).taker_released.value, 0);
+}
+
+TEST_F(Scenario, QuoteBudgetSellLocksWhatTheWalkSells) {
+  Limit(kAlice, kEthBtc, Side::kBuy, 6'000, 4);
+  Limit(kBob, kEthBtc, Side::kBuy, 5'999, 4);
+  const auto ev = Place(kCarol, kEthBtc, Side::kSell, OrderType::kMarket, TimeInForce::kIoc, 0, 0,
+                        StpMode::kNone, 30'000);
+  // 4 lots at 6000 (24000), 1 lot at 5999 (5999); 1 left: dust.
+  ASSERT_EQ(ev.size(), 4u) << ToText(ev);
+  EXPECT_EQ(As<engine::OrderAccepted>(ev, 0).locked.value, 5 * 100'000);
+  EXPECT_EQ(As<engine::Trade>(ev, 1).qty.value, 4);
+  EXPECT_EQ(As<engine::Trade>(ev, 2).qty.value, 1);
+  EXPECT_EQ(As<engine::OrderExpired>(ev, 3).reason, ExpireReason::kNoLiquidity);
+  EXPECT_EQ(As<engine::OrderExpired>(ev, 3).released.value, 0);
+  ExpectLedgerMatches();
+}
+
+TEST_F(Scenario, MarketBuyByQtyLocksTheWalkCost) {
+  Limit(kAlice, kBtcUsdt, Side::kSell, 3'000'000, 40);
+  Limit(kBob, kBtcUsdt, Side::kSell, 3'000'005, 40);
+  const auto ev = Place(kCarol, kBtcUsdt, Side::kBuy, OrderType::kMarket, TimeInForce::kIoc, 0, 60);
+  ASSERT_EQ(ev.size(), 3u) << ToText(ev);
+  EXPECT_EQ(As<engine::OrderAccepted>(ev, 0).locked.value,
+            3'000'000LL * 40 * 10 + 3'000'005LL * 20 * 10);
+  EXPECT_TRUE(As<engine::Trade>(ev, 2).taker_filled);
+  EXPECT_EQ(As<engine::Trade>(ev, 2).taker_released.value, 0);
+}
+
+TEST_F(Scenario, MarketBuyWalkSkipsOwnOrdersWithExpireMaker) {
+  Limit(kCarol, kBtcUsdt, Side::kSell, 3'000'000, 40);
+  Limit(kBob, kBtcUsdt, Side::kSell, 3'000'005, 40);
+  const auto ev = Place(kCarol, kBtcUsdt, Side::kBuy, OrderType::kMarket, TimeInForce::kIoc, 0, 60,
+                        StpMode::kExpireMaker);
+  ASSERT_EQ(ev.size(), 4u) << ToText(ev);
+  EXPECT_EQ(As<engine::OrderAccepted>(ev, 0).locked.value, 3'000'005LL * 40 * 10);
+  As<engine::OrderExpired>(ev, 1);
+  As<engine::Trade>(ev, 2);
+  EXPECT_EQ(As<engine::OrderExpired>(ev, 3).reason, ExpireReason::kNoLiquidity);
+  EXPECT_EQ(As<engine::OrderExpired>(ev, 3).remaining.value, 20);
+  EXPECT_EQ(As<engine::OrderExpired>(ev, 3).released.value, 0);
+}
+
+TEST_F(Scenario, FokStopsAtOwnOrderWithExpireTaker) {
+  Limit(kAlice, kBtcUsdt, Side::kSell, 3'000'000, 50);
+  Limit(kBob, kBtcUsdt, Side::kSell, 3'000'001, 50);
+  const auto ev =
+      Limit(kAlice, kBtcUsdt, Side::kBuy, 3'000'001, 80, StpMode::kExpireTaker, TimeInForce::kFok);
+  ASSERT_EQ(ev.size(), 1u) << ToText(ev);
+  EXPECT_EQ(As<engine::Rejected>(ev, 0).reason, RejectReason::kFokNotFillable);
+  EXPECT_EQ(real_.open_orders(), 2u);
+}
+
+TEST_F(Scenario, FokSkipsOwnOrderWithExpireMaker) {
+  Limit(kAlice, kBtcUsdt, Side::kSell, 3'000'000, 50);
+  Limit(kBob, kBtcUsdt, Side::kSell, 3'000'001, 50);
+  auto ev =
+      Limit(kAlice, kBtcUsdt, Side::kBuy, 3'000'001, 80, StpMode::kExpireMaker, TimeInForce::kFok);
+  ASSERT_EQ(ev.size(), 1u) << ToText(ev);  // only Bob's 50 count
+  EXPECT_EQ(As<engine::Rejected>(ev, 0).reason, RejectReason::kFokNotFillable);
+  ev = Limit(kAlice, kBtcUsdt, Side::kBuy, 3'000'001, 50, StpMode::kExpireMaker, TimeInForce::kFok);
+  ASSERT_EQ(ev.size(), 3u) << ToText(ev);
+  As<engine::OrderExpired>(ev, 1);
+  EXPECT_TRUE(As<engine::Trade>(ev, 2).taker_filled);
+  EXPECT_EQ(As<engine::Trade>(ev, 2).taker_released.value, 0);
+  EXPECT_EQ(real_.open_orders(), 0u);
+}
+
+TEST_F(Scenario, FokWithStpNoneCountsOwnOrders) {
+  Limit(kAlice, kBtcUsdt, Side::kSell, 3'000'000, 50);
+  Limit(kBob, kBtcUsdt, Side::kSell, 3'000'001, 50);
+  const auto ev =
+      Limit(kAlice, kBtcUsdt, Side::kBuy, 3'000'001, 80, StpMode::kNone, TimeInForce::kFok);
+  ASSERT_EQ(ev.size(), 3u) << ToText(ev);
+  EXPECT_EQ(As<engine::Trade>(ev, 1).maker_account, kAlice);
+  EXPECT_EQ(As<engine::Trade>(ev, 2).qty.value, 30);
+  EXPECT_TRUE(As<engine::Trade>(ev, 2).taker_filled);
+  EXPECT_EQ(As<engine::Trade>(ev, 2).taker_released.value, 50LL * 1 * 10);
+  ExpectLedgerMatches();
+}
+
+TEST_F(Scenario, AmendDownKeepsPriorityUpLosesIt) {
+  const uint64_t a = NextSeq();
+  Limit(kAlice, kEthUsdt, Side::kBuy, 200'000, 50);
+  const uint64_t b = NextSeq();
+  Limit(kBob, kEthUsdt, Side::kBuy, 200'000, 50);
+  engine::AmendOrder am;
+  am.account = kAlice;
+  am.market = kEthUsdt;
+  am.order_id = OrderId{a};
+  am.new_qty = Qty{30};
+  auto ev = Run(am);
+  ASSERT_EQ(ev.size(), 1u) << ToText(ev);
+  EXPECT_TRUE(As<engine::OrderAmended>(ev, 0).keeps_priority);
+  EXPECT_EQ(As<engine::OrderAmended>(ev, 0).lock_delta.value, -200'000LL * 20 * 100);
+  auto orders = real_.Orders(kEthUsdt, Side::kBuy);
+  ASSERT_EQ(orders.size(), 2u);
+  EXPECT_EQ(Raw(orders[0].id), a);
+  am.new_qty = Qty{60};
+  ev = Run(am);
+  ASSERT_EQ(ev.size(), 2u) << ToText(ev);
+  EXPECT_FALSE(As<engine::OrderAmended>(ev, 0).keeps_priority);
+  EXPECT_EQ(As<engine::OrderRested>(ev, 1).remaining.value, 60);
+  orders = real_.Orders(kEthUsdt, Side::kBuy);
+  ASSERT_EQ(orders.size(), 2u);
+  EXPECT_EQ(Raw(orders[0].id), b);
+  ExpectLedgerMatches();
+}
+
+TEST_F(Scenario, AmendPriceCrossesAndTrades) {
+  Limit(kAlice, kEthUsdt, Side::kSell, 200'010, 40);
+  const uint64_t id = NextSeq();
+  Limit(kBob, kEthUsdt, Side::kBuy, 200'000, 50);
+  engine::AmendOrder am;
+  am.account = kBob;
+  am.market = kEthUsdt;
+  am.order_id = OrderId{id};
+  am.new_price = Price{200'020};
+  const auto ev = Run(am);
+  ASSERT_EQ(ev.size(), 3u) << ToText(ev);
+  EXPECT_EQ(As<engine::OrderAmended>(ev, 0).lock_delta.value, 20LL * 50 * 100);
+  EXPECT_EQ(As<engine::Trade>(ev, 1).price.value, 200'010);
+  EXPECT_EQ(As<engine::Trade>(ev, 1).taker_order_id, OrderId{id});
+  EXPECT_EQ(As<engine::OrderRested>(ev, 2).remaining.value, 10);
+  EXPECT_EQ(As<engine::OrderRested>(ev, 2).released.value, 10LL * 40 * 100);
+  ExpectLedgerMatches();
+}
+
+TEST_F(Scenario, ClientIdsStayReservedAfterTheOrderCloses) {
+  const uint64_t first = NextSeq();
+  Place(kAlice, kEthUsdt, Side::kBuy, OrderType::kLimit, TimeInForce::kIoc, 200'000, 10,
+        StpMode::kNone, 0, "my-order");  // expires at once: closed
+  auto ev = Place(kAlice, kEthUsdt, Side::kBuy, OrderType::kLimit, TimeInForce::kGtc, 200'000, 10,
+                  StpMode::kNone, 0, "my-order");
+  ASSERT_EQ(ev.size(), 1u) << ToText(ev);
+  EXPECT_EQ(As<engine::Rejected>(ev, 0).reason, RejectReason::kDuplicateClientOrderId);
+  EXPECT_EQ(As<engine::Rejected>(ev, 0).existing_id, first);
+  // Another account may use the same id.
+  ev = Place(kBob, kEthUsdt, Side::kBuy, OrderType::kLimit, TimeInForce::kGtc, 200'000, 10,
+             StpMode::kNone, 0, "my-order");
+  As<engine::OrderAccepted>(ev, 0);
+  engine::CancelOrder c;
+  c.account = kBob;
+  c.market = kEthUsdt;
+  c.orig_client_order_id = ClientOrderId::From("my-order");
+  ev = Run(c);
+  As<engine::OrderCanceled>(ev, 0);
+  ev = Run(c);  // closed: no longer open
+  EXPECT_EQ(As<engine::Rejected>(ev, 0).reason, RejectReason::kUnknownOrder);
+}
+
+TEST_F(Scenario, LimitMakerNeverTakes) {
+  Limit(kAlice, kEthUsdt, Side::kSell, 200'010, 40);
+  auto ev =
+      Place(kBob, kEthUsdt, Side::kBuy, OrderType::kLimitMaker, TimeInForce::kGtc, 200'010, 10);
+  EXPECT_EQ(As<engine::Rejected>(ev, 0).reason, RejectReason::kWouldTakeLiquidity);
+  // Even against its own account's order.
+  ev = Place(kAlice, kEthUsdt, Side::kBuy, OrderType::kLimitMaker, TimeInForce::kGtc, 200'011, 10);
+  EXPECT_EQ(As<engine::Rejected>(ev, 0).reason, RejectReason::kWouldTakeLiquidity);
+  ev = Place(kBob, kEthUsdt, Side::kBuy, OrderType::kLimitMaker, TimeInForce::kGtc, 200'009, 10);
+  ASSERT_EQ(ev.size(), 2u) << ToText(ev);
+  As<engine::OrderRested>(ev, 1);
+}
+
+TEST_F(Scenario, CancelOnlyAllowsCancelsHaltedNothing) {
+  const uint64_t id = NextSeq();
+  Limit(kAlice, kEthUsdt, Side::kBuy, 200'000, 10);
+  Run(engine::SetMarketStatus{kEthUsdt, MarketStatus::kCancelOnly});
+  auto ev = Limit(kAlice, kEthUsdt, Side::kBuy, 200'000, 10);
+  EXPECT_EQ(As<engine::Rejected>(ev, 0).reason, RejectReason::kMarketNotTrading);
+  Run(engine::SetMarketStatus{kEthUsdt, MarketStatus::kHalted});
+  engine::CancelOrder c;
+  c.account = kAlice;
+  c.market = kEthUsdt;
+  c.order_id = OrderId{id};
+  ev = Run(c);
+  EXPECT_EQ(As<engine::Rejected>(ev, 0).reason, RejectReason::kMarketNotTrading);
+  Run(engine::SetMarketStatus{kEthUsdt, MarketStatus::kCancelOnly});
+  ev = Run(c);
+  As<engine::OrderCanceled>(ev, 0);
+}
+
+}  // namespace
+}  // namespace mb::testing

@@ -1,0 +1,188 @@
+// A slow, obviously-correct second implementation of docs/engine.md, for the
+// property test: plain std containers, one function per rule, no pools, no
+// hashing, no decide/evolve split. It shares no code with src/engine/engine.cc;
+// only the domain types (engine/*.h) and common/checked.h.
+//
+// The property test drives this and engine::Engine with the same commands and
+// requires identical events. Where docs/engine.md is silent, the choice made
+// here is marked "READING (Qn):" in the code:
+//
+//   Q2  A MARKET order's price and tif are ignored, not rejected; it holds (and
+//       OrderAccepted shows) price 0 and tif IOC.
+//   Q3  kInvalidOrderType for any enum value out of range, a MARKET's ignored
+//       tif included. An order "has" qty / quote_qty when it is non-zero: a
+//       MARKET with qty < 0 and no quote_qty is kInvalidQuantity.
+//   Q6  Amend "unchanged" compares effective values: new_price 0 or equal to
+//       the price, and new_qty 0 or equal to the quantity, is kNoChange.
+//   Q8  A deposit is kOverflow when the available balance or the asset's
+//       deposited total would not fit in int64.
+//   Q10 An empty TransferRef is a reference like any other (a second empty
+//       ref is kDuplicateTransfer).
+//   Q12 An amended order keeps its creation time (OrderView.created_ns).
+//
+// Thread safety: none; one test thread owns a ReferenceEngine.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/checked.h"
+#include "common/status.h"
+#include "common/strong.h"
+#include "engine/command.h"
+#include "engine/engine.h"
+#include "engine/event.h"
+#include "engine/market.h"
+
+namespace mb::testing {
+
+// One order, open or being matched.
+struct RefOrder {
+  OrderId id{};
+  AccountId account{};
+  MarketId market{};
+  engine::Side side = engine::Side::kBuy;
+  engine::OrderType type = engine::OrderType::kLimit;
+  engine::TimeInForce tif = engine::TimeInForce::kGtc;
+  engine::StpMode stp = engine::StpMode::kNone;
+  Price price{};         // 0 for MARKET
+  Qty qty{};             // total lots (0 for MARKET by quote)
+  Qty remaining{};       // lots still to fill (0 for MARKET by quote)
+  Amount quote_qty{};    // MARKET by quote: the budget
+  Amount budget_left{};  // MARKET by quote: quote still to spend (buy) or to receive (sell)
+  Amount locked{};       // what the order still holds locked of its spend asset
+  int64_t created_ns = 0;
+  std::string client_id;  // empty: none
+};
+
+// A client order id that stays reserved after its order closed.
+struct RefReservedClientId {
+  AccountId account{};
+  std::string client_id;
+  OrderId order_id{};
+};
+
+class ReferenceEngine {
+ public:
+  // REQUIRES: config.Validate() returned Ok (notional_per_tick_lot filled).
+  explicit ReferenceEngine(engine::EngineConfig config);
+
+  // Sequences the command and returns its events (at least one).
+  std::vector<engine::Event> Process(const engine::Command& command);
+
+  // --- queries ---
+  const engine::EngineConfig& config() const { return config_; }
+  uint64_t last_sequence() const { return seq_; }
+  uint64_t next_trade_id() const { return next_trade_id_; }
+  engine::Balance balance(AccountId account, AssetId asset) const;
+  engine::MarketStatus market_status(MarketId market) const;
+  std::optional<Price> BestBid(MarketId market) const;
+  std::optional<Price> BestAsk(MarketId market) const;
+  // Up to max_levels levels of one side, best first.
+  std::vector<engine::LevelView> Depth(MarketId market, engine::Side side,
+                                       std::size_t max_levels) const;
+  // Open orders of one market side in priority order.
+  std::vector<RefOrder> Orders(MarketId market, engine::Side side) const;
+  const RefOrder* FindOrder(OrderId id) const;
+  // Ids of all open orders, ascending.
+  std::vector<OrderId> OpenOrderIds() const;
+  std::size_t open_orders() const { return index_.size(); }
+  Amount total_deposited(AssetId asset) const;
+  Amount total_withdrawn(AssetId asset) const;
+  // The order id an (account, client id) pair is reserved by, open or recently closed.
+  std::optional<OrderId> FindClientId(AccountId account, const std::string& client_id) const;
+  // Reserved client ids of closed orders, oldest first.
+  const std::deque<RefReservedClientId>& reserved_client_ids() const { return closed_ids_; }
+  std::size_t transfer_refs() const { return transfers_.size(); }
+
+  // The engine.md invariants, checked from scratch: conservation per asset, no
+  // negative balance, locked == sum of open orders' locks, no over-fill, books
+  // not crossed and well formed, client-id registry consistent.
+  Status CheckInvariants() const;
+
+ private:
+  using Bids = std::map<Price, std::deque<RefOrder>, std::greater<Price>>;
+  using Asks = std::map<Price, std::deque<RefOrder>>;
+  struct Book {
+    Bids bids;
+    Asks asks;
+  };
+  // Where an open order rests.
+  struct Location {
+    MarketId market{};
+    engine::Side side = engine::Side::kBuy;
+    Price price{};
+  };
+  enum class MatchOutcome { kOpen, kFilled, kExpired };
+
+  void Emit(engine::EventBody body);
+  void Reject(engine::CommandType command, engine::RejectReason reason, AccountId account,
+              MarketId market, OrderId order_id, uint64_t existing_id, const ClientOrderId& cid);
+
+  void DoPlace(const engine::PlaceOrder& c);
+  void DoCancel(const engine::CancelOrder& c);
+  void DoCancelAll(const engine::CancelAll& c);
+  void DoAmend(const engine::AmendOrder& c);
+  void DoDeposit(const engine::Deposit& c);
+  void DoWithdraw(const engine::Withdraw& c);
+  void DoSetMarketStatus(const engine::SetMarketStatus& c);
+
+  // Matches a taker against the opposite side of its book, emitting trades and
+  // self-trade expiries. The taker is not in the book.
+  MatchOutcome Match(RefOrder& taker);
+  // After Match: rest a GTC limit remainder, or expire the rest.
+  void Finish(RefOrder& taker, MatchOutcome outcome);
+  void ExpireOrder(RefOrder& order, engine::ExpireReason reason);
+  // The order has left the book for good: its client id becomes reserved-closed.
+  void CloseOrder(const RefOrder& order);
+
+  // A dry walk of the book as matching would do it (self-trade prevention
+  // included). Result in 128 bits, before any overflow check.
+  struct Walk {
+    int128 lots = 0;
+    int128 base = 0;
+    int128 notional = 0;
+  };
+  Walk DryWalk(const RefOrder& taker) const;
+
+  RefOrder* FindOpen(OrderId id);
+  // Resolves a cancel/amend target: by id, or by client id when id == 0. Only
+  // open orders of that account in that market.
+  RefOrder* ResolveTarget(AccountId account, MarketId market, OrderId id, const ClientOrderId& cid);
+  void RemoveFromBook(OrderId id);
+  void AddToBook(const RefOrder& order);
+
+  engine::Balance& Bal(AccountId account, AssetId asset);
+  AssetId SpendAsset(const RefOrder& o) const;
+  bool Crosses(const RefOrder& taker, Price level_price) const;
+
+  engine::EngineConfig config_;
+  uint64_t seq_ = 0;
+  uint64_t next_trade_id_ = 1;
+  int64_t now_ns_ = 0;
+  std::vector<engine::Event> out_;
+
+  std::vector<engine::MarketStatus> status_;
+  std::vector<Book> books_;
+  std::map<OrderId, Location> index_;
+  // Keyed by BalanceKey(account, asset): account in the high bits, asset in the low 16.
+  static uint64_t BalanceKey(AccountId account, AssetId asset) {
+    return (uint64_t{Raw(account)} << 16) | Raw(asset);
+  }
+  static AccountId KeyAccount(uint64_t key) { return AccountId{static_cast<uint32_t>(key >> 16)}; }
+  static AssetId KeyAsset(uint64_t key) { return AssetId{static_cast<uint16_t>(key & 0xffff)}; }
+  std::map<uint64_t, engine::Balance> balances_;
+  std::vector<Amount> deposited_;
+  std::vector<Amount> withdrawn_;
+  std::map<std::pair<AccountId, std::string>, OrderId> client_ids_;  // open + reserved
+  std::deque<RefReservedClientId> closed_ids_;                       // oldest first
+  std::map<std::string, TransferId> transfers_;
+};
+
+}  // namespace mb::testing
