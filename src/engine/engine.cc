@@ -174,45 +174,7 @@ class Engine::Impl {
 
   void Apply(const Event& e) noexcept {
     last_seq_ = e.seq;
-    switch (e.body.index()) {
-      case 0:
-        ApplyAccepted(*std::get_if<OrderAccepted>(&e.body), e.timestamp_ns);
-        break;
-      case 1:
-        break;  // Rejected: only the sequence moves
-      case 2:
-        ApplyTrade(*std::get_if<Trade>(&e.body));
-        break;
-      case 3:
-        ApplyRested(*std::get_if<OrderRested>(&e.body));
-        break;
-      case 4: {
-        const auto& x = *std::get_if<OrderCanceled>(&e.body);
-        ApplyClose(x.order_id, x.released);
-        break;
-      }
-      case 5: {
-        const auto& x = *std::get_if<OrderExpired>(&e.body);
-        ApplyClose(x.order_id, x.released);
-        break;
-      }
-      case 6:
-        ApplyAmended(*std::get_if<OrderAmended>(&e.body));
-        break;
-      case 7:
-        ApplyDeposited(*std::get_if<Deposited>(&e.body));
-        break;
-      case 8:
-        ApplyWithdrawn(*std::get_if<Withdrawn>(&e.body));
-        break;
-      case 9: {
-        const auto& x = *std::get_if<MarketStatusChanged>(&e.body);
-        status_[Raw(x.market)] = x.status;
-        break;
-      }
-      default:
-        MB_CHECK(false);
-    }
+    std::visit([&](const auto& body) { Evolve(body, e.timestamp_ns); }, e.body);
   }
 
   // ---------------------------------------------------------------- queries
@@ -569,8 +531,10 @@ class Engine::Impl {
 
   template <class Body>
   void Emit(const Body& body) noexcept {
+    // The same Evolve() that Apply() dispatches to, called on the concrete type.
     out_->push_back(Event{seq_, ts_, EventBody{body}});
-    Apply(out_->back());
+    last_seq_ = seq_;
+    Evolve(body, ts_);
   }
 
   uint32_t AllocOrder() {
@@ -583,7 +547,14 @@ class Engine::Impl {
     return static_cast<uint32_t>(orders_.size() - 1);
   }
 
-  uint32_t Lookup(OrderId id) const noexcept { return index_.Find(Raw(id), key_of_); }
+  // Decide has usually just looked the order up; evolve then finds it in the
+  // one-entry cache. A retired slot's id is cleared, so a hit is always live.
+  uint32_t Lookup(OrderId id) const noexcept {
+    if (last_found_ < orders_.size() && orders_[last_found_].id == id) return last_found_;
+    uint32_t i = index_.Find(Raw(id), key_of_);
+    last_found_ = i;
+    return i;
+  }
 
   // Crosses: can a taker on `side` with limit `limit` trade at `level_price`?
   static bool Crosses(Side side, Price limit, Price level_price) noexcept {
@@ -685,13 +656,20 @@ class Engine::Impl {
     UnlinkAccount(i);
     index_.Erase(Raw(o.id), key_of_);
     if (o.has_client_id) ReserveClientId(ClientKey{o.account, o.client_id}, o.id);
+    o.id = OrderId{0};
     o.next = free_order_;
     free_order_ = i;
   }
 
   // ---- evolve ------------------------------------------------------------
 
-  void ApplyAccepted(const OrderAccepted& a, int64_t ts) {
+  void Evolve(const Rejected&, int64_t) noexcept {}  // only the sequence moves
+
+  void Evolve(const OrderCanceled& x, int64_t) { ApplyClose(x.order_id, x.released); }
+  void Evolve(const OrderExpired& x, int64_t) { ApplyClose(x.order_id, x.released); }
+  void Evolve(const MarketStatusChanged& x, int64_t) noexcept { status_[Raw(x.market)] = x.status; }
+
+  void Evolve(const OrderAccepted& a, int64_t ts) {
     const MarketSpec& m = cfg_.markets[Raw(a.market)];
     uint32_t i = AllocOrder();
     Order& o = orders_[i];
@@ -723,7 +701,7 @@ class Engine::Impl {
     LinkAccount(i);
   }
 
-  void ApplyTrade(const Trade& t) {
+  void Evolve(const Trade& t, int64_t) {
     const MarketSpec& m = cfg_.markets[Raw(t.market)];
     uint32_t mi = Lookup(t.maker_order_id);
     uint32_t ti = Lookup(t.taker_order_id);
@@ -772,7 +750,7 @@ class Engine::Impl {
     }
   }
 
-  void ApplyRested(const OrderRested& r) {
+  void Evolve(const OrderRested& r, int64_t) {
     uint32_t i = Lookup(r.order_id);
     MB_CHECK(i != kNil && orders_[i].level == kNil && orders_[i].remaining == r.remaining);
     Order& o = orders_[i];
@@ -798,7 +776,7 @@ class Engine::Impl {
     Retire(i);
   }
 
-  void ApplyAmended(const OrderAmended& a) {
+  void Evolve(const OrderAmended& a, int64_t) {
     uint32_t i = Lookup(a.order_id);
     MB_CHECK(i != kNil);
     Order& o = orders_[i];
@@ -820,13 +798,13 @@ class Engine::Impl {
     }
   }
 
-  void ApplyDeposited(const Deposited& d) {
+  void Evolve(const Deposited& d, int64_t) {
     BalRef(d.account, d.asset).available += d.amount;
     deposited_[Raw(d.asset)] += d.amount;
     transfers_.Put(HashString(d.ref.view()), d.transfer_id);
   }
 
-  void ApplyWithdrawn(const Withdrawn& w) {
+  void Evolve(const Withdrawn& w, int64_t) {
     Balance& b = BalRef(w.account, w.asset);
     b.available -= w.amount;
     MB_CHECK(b.available.value >= 0);
@@ -1222,7 +1200,9 @@ class Engine::Impl {
   std::vector<Balance> balances_;       // [account * n_assets + asset]
   std::vector<uint32_t> account_head_;  // first open order of each account
   std::vector<Order> orders_;
-  uint32_t free_order_ = kNil;  // head of the free slots, linked through Order::next
+  uint32_t free_order_ = kNil;
+  mutable uint32_t last_found_ =
+      kNil;  // Lookup()'s one-entry cache  // head of the free slots, linked through Order::next
   std::vector<Level> levels_;
   std::vector<uint32_t> free_levels_;
   internal::NodePool level_nodes_;  // before books_: their maps allocate from it
