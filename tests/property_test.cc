@@ -125,6 +125,12 @@ EngineConfig DemoConfig() {
   c.fee_account = AccountId{0};
   c.expected_open_orders = 4096;
   c.client_id_memory = 64;  // small, so that reserved ids are evicted and reusable
+  // MB_PRICE_WINDOW narrows the engine's direct-indexed price window so that
+  // levels spill to its ordered map and the window re-centres (the reference
+  // engine has no such structure; events must not change).
+  if (const char* w = std::getenv("MB_PRICE_WINDOW")) {
+    c.price_window_ticks = static_cast<uint32_t>(std::strtoul(w, nullptr, 10));
+  }
   return c;
 }
 

@@ -6,10 +6,10 @@
 #include <algorithm>
 #include <cassert>
 #include <limits>
-#include <map>
 #include <string>
 
 #include "common/checked.h"
+#include "engine/internal/book_side.h"
 #include "engine/internal/flat_map.h"
 #include "engine/internal/node_pool.h"
 
@@ -48,27 +48,21 @@ struct Order {
 };
 static_assert(sizeof(Order) == 96);
 
-// The levels of one book side, ordered best first: key = price for asks and
-// -price for bids. Nodes come from the engine's NodePool, so adding or removing
-// a level costs O(log levels) and no malloc, wherever in the book it is.
-using LevelMap = std::map<int64_t, uint32_t, std::less<>,
-                          internal::PoolAllocator<std::pair<const int64_t, uint32_t>>>;
-
 struct Level {
   Price price{};
   Qty total{};
   uint32_t head = kNil;
   uint32_t tail = kNil;
   uint32_t count = 0;
-  LevelMap::iterator where{};  // this level's entry in its side's map
 };
 
+// Each side's levels, keyed best first (see LevelKey); values index levels_.
 struct MarketBook {
-  explicit MarketBook(internal::NodePool* pool)
-      : sides{LevelMap(internal::PoolAllocator<LevelMap::value_type>(pool)),
-              LevelMap(internal::PoolAllocator<LevelMap::value_type>(pool))} {}
-  LevelMap sides[2];
+  MarketBook(internal::NodePool* pool, uint32_t window)
+      : sides{internal::BookSide(pool, window), internal::BookSide(pool, window)} {}
+  internal::BookSide sides[2];
 };
+static_assert(internal::BookSide::kNone == kNil);
 
 struct ClientKey {
   AccountId account{};
@@ -89,6 +83,7 @@ Key128 HashString(std::string_view s) noexcept {
   return Key128{h.low64, h.high64};
 }
 
+// Smaller key, better price: asks by price, bids by -price.
 int64_t LevelKey(Side side, Price p) noexcept { return side == Side::kBuy ? -p.value : p.value; }
 
 template <class E>
@@ -128,7 +123,8 @@ class Engine::Impl {
         deposited_(n_assets_),
         withdrawn_(n_assets_) {
     books_.reserve(cfg_.markets.size());
-    for (std::size_t m = 0; m < cfg_.markets.size(); ++m) books_.emplace_back(&level_nodes_);
+    for (std::size_t m = 0; m < cfg_.markets.size(); ++m)
+      books_.emplace_back(&level_nodes_, cfg_.price_window_ticks);
     orders_.reserve(cfg_.expected_open_orders);
     levels_.reserve(std::max<std::size_t>(cfg_.expected_open_orders / 16, 1024));
     recent_.resize(cfg_.client_id_memory);
@@ -197,17 +193,18 @@ class Engine::Impl {
 
   std::optional<Price> Best(MarketId m, Side s) const noexcept {
     if (Raw(m) >= books_.size()) return std::nullopt;
-    const LevelMap& lv = books_[Raw(m)].sides[Raw(s)];
-    if (lv.empty()) return std::nullopt;
-    return levels_[lv.begin()->second].price;
+    uint32_t li = books_[Raw(m)].sides[Raw(s)].Best();
+    if (li == kNil) return std::nullopt;
+    return levels_[li].price;
   }
 
   std::vector<LevelView> Depth(MarketId m, Side s, std::size_t max_levels) const {
     std::vector<LevelView> out;
     if (Raw(m) >= books_.size()) return out;
-    const LevelMap& lv = books_[Raw(m)].sides[Raw(s)];
-    for (auto it = lv.begin(); it != lv.end() && out.size() < max_levels; ++it) {
-      const Level& l = levels_[it->second];
+    const internal::BookSide& side = books_[Raw(m)].sides[Raw(s)];
+    for (uint32_t li = side.Best(); li != kNil && out.size() < max_levels;
+         li = side.Next(LevelKey(s, levels_[li].price))) {
+      const Level& l = levels_[li];
       out.push_back(LevelView{l.price, l.total, l.count});
     }
     return out;
@@ -216,8 +213,8 @@ class Engine::Impl {
   std::vector<OrderView> Orders(MarketId m, Side s) const {
     std::vector<OrderView> out;
     if (Raw(m) >= books_.size()) return out;
-    const LevelMap& lv = books_[Raw(m)].sides[Raw(s)];
-    for (const auto& [key, li] : lv) {
+    const internal::BookSide& side = books_[Raw(m)].sides[Raw(s)];
+    for (uint32_t li = side.Best(); li != kNil; li = side.Next(LevelKey(s, levels_[li].price))) {
       for (uint32_t i = levels_[li].head; i != kNil; i = orders_[i].next) {
         out.push_back(View(orders_[i]));
       }
@@ -321,7 +318,10 @@ class Engine::Impl {
     }
     for (std::size_t m = 0; m < books_.size(); ++m) {
       for (int s = 0; s < 2; ++s) {
-        for (const auto& [key, li] : books_[m].sides[s]) {
+        const internal::BookSide& side = books_[m].sides[s];
+        const Side sd = static_cast<Side>(s);
+        for (uint32_t li = side.Best(); li != kNil;
+             li = side.Next(LevelKey(sd, levels_[li].price))) {
           for (uint32_t i = levels_[li].head; i != kNil; i = orders_[i].next) {
             const Order& o = orders_[i];
             img.orders.push_back(ImageOrder{o.id, o.account, o.market, o.side, o.type, o.tif, o.stp,
@@ -433,12 +433,16 @@ class Engine::Impl {
       const MarketSpec& spec = cfg_.markets[m];
       for (int s = 0; s < 2; ++s) {
         Side side = static_cast<Side>(s);
-        for (auto it = books_[m].sides[s].begin(); it != books_[m].sides[s].end(); ++it) {
-          const uint32_t li = it->second;
+        const internal::BookSide& bs = books_[m].sides[s];
+        std::size_t level_count = 0;
+        int64_t prev_key = 0;
+        for (uint32_t li = bs.Best(); li != kNil; li = bs.Next(LevelKey(side, levels_[li].price))) {
           const Level& l = levels_[li];
-          if (it->first != LevelKey(side, l.price) || l.where != it) {
-            return fail("level key does not match price");
-          }
+          const int64_t key = LevelKey(side, l.price);
+          if (bs.Find(key) != li) return fail("level key does not match price");
+          if (level_count > 0 && key <= prev_key) return fail("levels out of order");
+          prev_key = key;
+          ++level_count;
           int64_t total = 0;
           uint32_t count = 0;
           uint32_t prev = kNil;
@@ -474,6 +478,7 @@ class Engine::Impl {
             return fail("level totals mismatch at price " + std::to_string(l.price.value));
           }
         }
+        if (level_count != bs.size()) return fail("book side holds unreachable levels");
       }
       auto bid = Best(MarketId{static_cast<uint16_t>(m)}, Side::kBuy);
       auto ask = Best(MarketId{static_cast<uint16_t>(m)}, Side::kSell);
@@ -565,13 +570,10 @@ class Engine::Impl {
 
   void InsertIntoBook(uint32_t i) {
     Order& o = orders_[i];
-    LevelMap& lv = books_[Raw(o.market)].sides[Raw(o.side)];
+    internal::BookSide& side = books_[Raw(o.market)].sides[Raw(o.side)];
     const int64_t key = LevelKey(o.side, o.price);
-    auto hint = lv.lower_bound(key);
-    uint32_t li;
-    if (hint != lv.end() && hint->first == key) {
-      li = hint->second;
-    } else {
+    uint32_t li = side.Find(key);
+    if (li == kNil) {
       if (!free_levels_.empty()) {
         li = free_levels_.back();
         free_levels_.pop_back();
@@ -579,7 +581,8 @@ class Engine::Impl {
         levels_.emplace_back();
         li = static_cast<uint32_t>(levels_.size() - 1);
       }
-      levels_[li] = Level{o.price, Qty{0}, kNil, kNil, 0, lv.emplace_hint(hint, key, li)};
+      levels_[li] = Level{o.price, Qty{0}, kNil, kNil, 0};
+      side.Insert(key, li);
     }
     Level& l = levels_[li];
     o.level = li;
@@ -611,7 +614,7 @@ class Engine::Impl {
     l.total -= o.remaining;
     --l.count;
     if (l.count == 0) {
-      books_[Raw(o.market)].sides[Raw(o.side)].erase(l.where);
+      books_[Raw(o.market)].sides[Raw(o.side)].Erase(LevelKey(o.side, o.price));
       free_levels_.push_back(o.level);
     }
     o.level = kNil;
@@ -826,9 +829,10 @@ class Engine::Impl {
   Walk DryWalk(const MarketSpec& m, MarketId mid, Side side, AccountId account, StpMode stp,
                Price limit, int64_t max_lots, int64_t budget) const noexcept {
     Walk w;
-    const LevelMap& lv = books_[Raw(mid)].sides[Raw(Opposite(side))];
-    for (auto it = lv.begin(); it != lv.end(); ++it) {
-      const Level& l = levels_[it->second];
+    const Side opp = Opposite(side);
+    const internal::BookSide& bs = books_[Raw(mid)].sides[Raw(opp)];
+    for (uint32_t li = bs.Best(); li != kNil; li = bs.Next(LevelKey(opp, levels_[li].price))) {
+      const Level& l = levels_[li];
       if (limit.value != 0 && !Crosses(side, limit, l.price)) break;
       int64_t lot_cost = 0;
       if (!CheckedMul3(l.price.value, 1, m.notional_per_tick_lot, &lot_cost)) {
@@ -968,13 +972,13 @@ class Engine::Impl {
     const MarketId market = taker.market;
     const bool any_price = taker.type == OrderType::kMarket;
     const bool by_quote = taker.by_quote;
-    const LevelMap& lv = books_[Raw(market)].sides[Raw(Opposite(side))];
+    const internal::BookSide& book = books_[Raw(market)].sides[Raw(Opposite(side))];
     const int32_t maker_bps = m.maker_fee_bps;
     const int32_t taker_bps = m.taker_fee_bps;
 
-    while (!lv.empty()) {
+    for (uint32_t li = book.Best(); li != kNil; li = book.Best()) {
       const Order& t = orders_[ti];
-      const Level& l = levels_[lv.begin()->second];
+      const Level& l = levels_[li];
       if (!any_price && !Crosses(side, t.price, l.price)) break;
       const uint32_t mi = l.head;
       const Order& maker = orders_[mi];

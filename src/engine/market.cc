@@ -203,6 +203,10 @@ Status EngineConfig::Validate() {
   if (client_id_memory < 1) {
     return InvalidArgument("client_id_memory: must be at least 1, got 0");
   }
+  if (price_window_ticks < 64 || (price_window_ticks & (price_window_ticks - 1)) != 0) {
+    return InvalidArgument("price_window_ticks: must be a power of two >= 64, got " +
+                           std::to_string(price_window_ticks));
+  }
   return Status::Ok();
 }
 

@@ -41,12 +41,16 @@ struct MarketSpec {
 };
 
 struct EngineConfig {
-  std::vector<AssetSpec> assets;    // AssetId = index
-  std::vector<MarketSpec> markets;  // MarketId = index
-  uint32_t max_accounts = 100'000;  // valid AccountIds are 0..max_accounts-1
-  AccountId fee_account{0};         // collects fees; may not trade
+  std::vector<AssetSpec> assets;            // AssetId = index
+  std::vector<MarketSpec> markets;          // MarketId = index
+  uint32_t max_accounts = 100'000;          // valid AccountIds are 0..max_accounts-1
+  AccountId fee_account{0};                 // collects fees; may not trade
   uint32_t expected_open_orders = 1 << 16;  // pools are sized for this at start
   uint32_t client_id_memory = 1 << 16;      // closed orders whose client ids stay reserved
+  // Width, in ticks, of each book side's direct-indexed price window (a power of
+  // two >= 64): levels within it are found in O(1), others in O(log n). Tuning
+  // only: it changes no outcome, so it is not part of the configuration hash.
+  uint32_t price_window_ticks = 1 << 13;
 
   // Checks every definition and fills the derived fields. The message names the
   // offending market or asset and field, e.g. "markets[1] (ETHUSDT).lot_size: ...".
