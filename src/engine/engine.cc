@@ -574,9 +574,9 @@ class Engine::Impl {
     const int64_t key = LevelKey(o.side, o.price);
     uint32_t li = side.Find(key);
     if (li == kNil) {
-      if (!free_levels_.empty()) {
-        li = free_levels_.back();
-        free_levels_.pop_back();
+      if (free_level_ != kNil) {
+        li = free_level_;
+        free_level_ = levels_[li].head;
       } else {
         levels_.emplace_back();
         li = static_cast<uint32_t>(levels_.size() - 1);
@@ -615,7 +615,8 @@ class Engine::Impl {
     --l.count;
     if (l.count == 0) {
       books_[Raw(o.market)].sides[Raw(o.side)].Erase(LevelKey(o.side, o.price));
-      free_levels_.push_back(o.level);
+      l.head = free_level_;
+      free_level_ = o.level;
     }
     o.level = kNil;
     o.prev = o.next = kNil;
@@ -1208,7 +1209,7 @@ class Engine::Impl {
   mutable uint32_t last_found_ =
       kNil;  // Lookup()'s one-entry cache  // head of the free slots, linked through Order::next
   std::vector<Level> levels_;
-  std::vector<uint32_t> free_levels_;
+  uint32_t free_level_ = kNil;      // free Level slots, linked through Level::head
   internal::NodePool level_nodes_;  // before books_: their maps allocate from it
   std::vector<MarketBook> books_;
   OrderKeyOf key_of_;
