@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds and runs every test: the Debug build (with -Werror), the same suite
-# under AddressSanitizer + UBSan, and a short libFuzzer run of the codec.
+# under AddressSanitizer + UBSan and in the optimised release build (the one the
+# README's run command builds), and a short libFuzzer run of the codec.
 # Usage: scripts/test.sh            (everything)
 #        MB_TEST_PRESETS="dev" scripts/test.sh   (a subset of presets)
 set -euo pipefail
@@ -9,7 +10,7 @@ cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh
 
 jobs=$(nproc)
-for preset in ${MB_TEST_PRESETS:-dev asan}; do
+for preset in ${MB_TEST_PRESETS:-dev asan release}; do
   echo "=== ${preset}: configure, build, test"
   cmake --preset "${preset}" >/dev/null
   cmake --build --preset "${preset}" -j "${jobs}"
