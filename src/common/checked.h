@@ -32,9 +32,10 @@ __extension__ typedef __int128 int128;  // NOLINT(modernize-use-using): pedantic
 }
 
 // a * b * c without wrapping; false (leaving *out alone) when the product does
-// not fit in int64. Two 64-bit overflow-checked multiplications: if a * b
-// already overflows, so does a * b * c unless c == 0, so the answer is exact
-// without 128-bit arithmetic on the common path.
+// not fit in int64. Two 64-bit overflow-checked multiplications: for c >= 0, if
+// a * b already overflows, so does a * b * c unless c == 0, so the answer is
+// exact. REQUIRES: c >= 0 (a negative c may report a fitting product as an
+// overflow: it errs only toward refusing). Every caller passes c >= 1.
 [[nodiscard]] constexpr bool CheckedMul3(int64_t a, int64_t b, int64_t c, int64_t* out) noexcept {
   int64_t ab = 0;
   int64_t r = 0;

@@ -355,31 +355,72 @@ class Engine::Impl {
     if (img.market_status.size() != status_.size() || img.asset_totals.size() != n_assets_) {
       return InvalidArgument("snapshot market/asset counts differ from the configuration");
     }
+    // An image is checked against everything the engine itself could produce:
+    // ids within the sequence, values within the market's limits, canonical
+    // order, no duplicates. The caller then checks the invariants.
+    const uint64_t last = Raw(img.last_sequence);
+    auto bad = [](const std::string& what) { return InvalidArgument("snapshot " + what); };
+    if (Raw(img.next_trade_id) < 1 || Raw(img.next_trade_id) > last + 1) {
+      return bad("next trade id is out of range");
+    }
     last_seq_ = img.last_sequence;
     next_trade_ = img.next_trade_id;
     for (std::size_t m = 0; m < status_.size(); ++m) {
       if (!EnumInRange(img.market_status[m], MarketStatus::kCancelOnly)) {
-        return InvalidArgument("snapshot market status out of range");
+        return bad("market status out of range");
       }
       status_[m] = img.market_status[m];
     }
     for (std::size_t a = 0; a < n_assets_; ++a) {
-      deposited_[a] = img.asset_totals[a].deposited;
-      withdrawn_[a] = img.asset_totals[a].withdrawn;
-    }
-    for (const auto& b : img.balances) {
-      if (Raw(b.account) >= cfg_.max_accounts || Raw(b.asset) >= n_assets_) {
-        return InvalidArgument("snapshot balance for an unknown account or asset");
+      const ImageAssetTotals& t = img.asset_totals[a];
+      if (t.withdrawn.value < 0 || t.withdrawn > t.deposited) {
+        return bad("totals of asset " + cfg_.assets[a].symbol + " are inconsistent");
       }
+      deposited_[a] = t.deposited;
+      withdrawn_[a] = t.withdrawn;
+    }
+    uint64_t prev_balance = 0;
+    for (std::size_t k = 0; k < img.balances.size(); ++k) {
+      const ImageBalance& b = img.balances[k];
+      if (Raw(b.account) >= cfg_.max_accounts || Raw(b.asset) >= n_assets_) {
+        return bad("balance for an unknown account or asset");
+      }
+      const uint64_t pos = uint64_t{Raw(b.account)} * n_assets_ + Raw(b.asset);
+      if ((k > 0 && pos <= prev_balance) || b.available.value < 0 || b.locked.value < 0) {
+        return bad("balances are duplicated, out of order or negative");
+      }
+      prev_balance = pos;
       BalRef(b.account, b.asset) = Balance{b.available, b.locked};
     }
-    for (const auto& o : img.orders) {
+    uint64_t prev_book = 0;  // (market, side) of the previous order
+    int64_t prev_key = 0;
+    for (std::size_t k = 0; k < img.orders.size(); ++k) {
+      const ImageOrder& o = img.orders[k];
+      const std::string what = "order " + std::to_string(Raw(o.id));
       if (Raw(o.market) >= books_.size() || Raw(o.account) >= cfg_.max_accounts ||
-          !EnumInRange(o.side, Side::kSell) || !EnumInRange(o.type, OrderType::kMarket) ||
-          !EnumInRange(o.tif, TimeInForce::kFok) || !EnumInRange(o.stp, StpMode::kExpireBoth) ||
-          o.remaining.value <= 0 || o.remaining > o.qty || o.price.value <= 0 ||
-          o.type == OrderType::kMarket || index_.Find(Raw(o.id), key_of_) != kNil) {
-        return InvalidArgument("snapshot order " + std::to_string(Raw(o.id)) + " is inconsistent");
+          o.account == cfg_.fee_account || !EnumInRange(o.side, Side::kSell) ||
+          !EnumInRange(o.stp, StpMode::kExpireBoth) || o.tif != TimeInForce::kGtc ||
+          (o.type != OrderType::kLimit && o.type != OrderType::kLimitMaker)) {
+        return bad(what + " cannot rest in a book");
+      }
+      const MarketSpec& m = cfg_.markets[Raw(o.market)];
+      if (Raw(o.id) < 1 || Raw(o.id) > last || Lookup(o.id) != kNil) {
+        return bad(what + " has an id outside the sequence or twice");
+      }
+      if (o.price.value < 1 || o.price > m.max_price || o.qty < m.min_qty || o.qty > m.max_qty ||
+          o.remaining.value <= 0 || o.remaining > o.qty || o.locked.value < 0) {
+        return bad(what + " is outside its market's limits");
+      }
+      const uint64_t book = uint64_t{Raw(o.market)} * 2 + Raw(o.side);
+      const int64_t key = LevelKey(o.side, o.price);
+      if (k > 0 && (book < prev_book || (book == prev_book && key < prev_key))) {
+        return bad(what + " is not in priority order");
+      }
+      prev_book = book;
+      prev_key = key;
+      const ClientKey ck{o.account, o.client_id};
+      if (o.has_client_id && client_ids_.Find(ck) != nullptr) {
+        return bad(what + " reuses an open order's client id");
       }
       uint32_t i = AllocOrder();
       Order& n = orders_[i];
@@ -400,7 +441,7 @@ class Engine::Impl {
       n.has_client_id = o.has_client_id;
       index_.Insert(i, key_of_);
       LinkAccount(i);
-      if (n.has_client_id) client_ids_.Put(ClientKey{n.account, n.client_id}, n.id);
+      if (n.has_client_id) client_ids_.Put(ck, n.id);
       InsertIntoBook(i);
     }
     if (img.recent_client_ids.size() > recent_.size()) {
@@ -408,6 +449,9 @@ class Engine::Impl {
     }
     for (const auto& r : img.recent_client_ids) {
       ClientKey k{r.account, r.client_id};
+      if (Raw(r.account) >= cfg_.max_accounts || Raw(r.order_id) < 1 || Raw(r.order_id) > last) {
+        return InvalidArgument("snapshot reserves a client id for an impossible order");
+      }
       if (client_ids_.Find(k) != nullptr) {
         return InvalidArgument("snapshot reserves a client id twice");
       }
@@ -415,9 +459,16 @@ class Engine::Impl {
       recent_[(recent_head_ + recent_count_) % recent_.size()] = RecentId{k, r.order_id};
       ++recent_count_;
     }
-    for (const auto& t : img.transfers) {
-      if (transfers_.Find(t.ref) != nullptr) {
-        return InvalidArgument("snapshot holds a transfer reference twice");
+    for (std::size_t k = 0; k < img.transfers.size(); ++k) {
+      const ImageTransfer& t = img.transfers[k];
+      if (Raw(t.id) < 1 || Raw(t.id) > last) {
+        return InvalidArgument("snapshot holds a transfer id outside the sequence");
+      }
+      if (k > 0) {
+        const Key128& p = img.transfers[k - 1].ref;
+        if (p.lo > t.ref.lo || (p.lo == t.ref.lo && p.hi >= t.ref.hi)) {
+          return InvalidArgument("snapshot transfers are duplicated or out of order");
+        }
       }
       transfers_.Put(t.ref, t.id);
     }
@@ -450,7 +501,9 @@ class Engine::Impl {
             const Order& o = orders_[i];
             ++count;
             ++seen;
-            total += o.remaining.value;
+            if (!CheckedAdd(total, o.remaining.value, &total)) {
+              return fail("level total overflows at price " + std::to_string(l.price.value));
+            }
             if (o.prev != prev) return fail("broken FIFO links");
             prev = i;
             if (o.level != li || o.price != l.price || o.side != side || Raw(o.market) != m) {
@@ -467,7 +520,8 @@ class Engine::Impl {
                 return fail("buy order " + std::to_string(Raw(o.id)) +
                             " lock != price x remaining");
               }
-            } else if (o.locked.value != o.remaining.value * spec.lot_units) {
+            } else if (!CheckedMul3(o.remaining.value, spec.lot_units, 1, &need) ||
+                       o.locked.value != need) {
               return fail("sell order " + std::to_string(Raw(o.id)) + " lock != remaining");
             }
             AssetId spend = side == Side::kBuy ? spec.quote : spec.base;

@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <ostream>
@@ -2236,6 +2237,59 @@ TEST_F(ImageTest, RestoreWithAnotherConfigurationFailsAndChangesNothing) {
   const uint64_t different_hash = different.StateHash();
   EXPECT_FALSE(different.Restore(engine_.ExportImage()).ok());
   EXPECT_EQ(different.StateHash(), different_hash);
+}
+
+// Images the engine could never have exported are refused, whole, and the
+// engine restored into keeps its state: ids beyond the sequence, values beyond
+// the market's limits, impossible totals, duplicates, non-canonical order.
+TEST_F(ImageTest, RestoreRefusesImagesTheEngineCouldNotHaveMade) {
+  Scenario();
+  const EngineImage good = engine_.ExportImage();
+  ASSERT_GE(good.orders.size(), 2u);
+  ASSERT_FALSE(good.balances.empty());
+  const int64_t max_price = config_.markets[0].max_price.value;
+  const std::vector<std::pair<std::string, std::function<void(EngineImage&)>>> corruptions = {
+      {"order id beyond the sequence",
+       [](EngineImage& i) { i.orders[0].id = OrderId{Raw(i.last_sequence) + 1}; }},
+      {"order id 0", [](EngineImage& i) { i.orders[0].id = OrderId{0}; }},
+      {"price above max_price", [&](EngineImage& i) { i.orders[0].price = Price{max_price + 1}; }},
+      {"remaining above quantity",
+       [](EngineImage& i) { i.orders[0].remaining = Qty{i.orders[0].qty.value + 1}; }},
+      {"huge sell remaining",
+       [](EngineImage& i) {
+         for (auto& o : i.orders) {
+           if (o.side == Side::kSell) o.qty = o.remaining = Qty{int64_t{1} << 60};
+         }
+       }},
+      {"a MARKET order resting", [](EngineImage& i) { i.orders[0].type = OrderType::kMarket; }},
+      {"an IOC order resting", [](EngineImage& i) { i.orders[0].tif = TimeInForce::kIoc; }},
+      {"withdrawn above deposited",
+       [](EngineImage& i) { i.asset_totals[0].withdrawn = Amount{INT64_MAX}; }},
+      {"negative withdrawn",
+       [](EngineImage& i) { i.asset_totals[0].withdrawn = Amount{-INT64_MAX}; }},
+      {"duplicated balance", [](EngineImage& i) { i.balances.push_back(i.balances.back()); }},
+      {"two open orders with one client id",
+       [](EngineImage& i) {
+         i.orders[1].has_client_id = true;
+         i.orders[1].client_id = i.orders[0].client_id;
+         i.orders[1].account = i.orders[0].account;
+         i.orders[0].has_client_id = true;
+       }},
+      {"orders out of priority order", [](EngineImage& i) { std::swap(i.orders[0], i.orders[1]); }},
+      {"next trade id 0", [](EngineImage& i) { i.next_trade_id = TradeId{0}; }},
+      {"transfer id beyond the sequence",
+       [](EngineImage& i) { i.transfers[0].id = TransferId{Raw(i.last_sequence) + 5}; }},
+  };
+  for (const auto& [name, corrupt] : corruptions) {
+    EngineImage bad = good;
+    corrupt(bad);
+    Engine fresh(config_);
+    const uint64_t before = fresh.StateHash();
+    EXPECT_FALSE(fresh.Restore(bad).ok()) << name;
+    EXPECT_EQ(fresh.StateHash(), before) << name;
+  }
+  Engine fresh(config_);
+  EXPECT_TRUE(fresh.Restore(good).ok());
 }
 
 TEST_F(ImageTest, ReplayingTheEventsThroughApplyGivesTheSameState) {
