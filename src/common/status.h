@@ -37,7 +37,9 @@ class [[nodiscard]] Status {
   std::string message_;
 };
 
-inline Status InvalidArgument(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
+inline Status InvalidArgument(std::string m) {
+  return {StatusCode::kInvalidArgument, std::move(m)};
+}
 inline Status OutOfRange(std::string m) { return {StatusCode::kOutOfRange, std::move(m)}; }
 inline Status NotFound(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }
 inline Status Corruption(std::string m) { return {StatusCode::kCorruption, std::move(m)}; }
@@ -46,7 +48,7 @@ inline Status IoError(std::string m) { return {StatusCode::kIoError, std::move(m
 template <class T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : value_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Result(T value) : value_(std::move(value)) {}          // NOLINT(google-explicit-constructor)
   Result(Status status) : status_(std::move(status)) {}  // NOLINT(google-explicit-constructor)
 
   bool ok() const { return status_.ok(); }
@@ -66,17 +68,17 @@ class [[nodiscard]] Result {
 
 }  // namespace mb
 
-#define MB_RETURN_IF_ERROR(expr)        \
-  do {                                  \
-    ::mb::Status mb_status_ = (expr);   \
+#define MB_RETURN_IF_ERROR(expr)             \
+  do {                                       \
+    ::mb::Status mb_status_ = (expr);        \
     if (!mb_status_.ok()) return mb_status_; \
   } while (0)
 
 // A broken invariant in release builds: log and abort.
-#define MB_CHECK(cond)                                                              \
-  do {                                                                              \
-    if (!(cond)) {                                                                  \
+#define MB_CHECK(cond)                                                                   \
+  do {                                                                                   \
+    if (!(cond)) {                                                                       \
       std::fprintf(stderr, "MB_CHECK failed: %s at %s:%d\n", #cond, __FILE__, __LINE__); \
-      std::abort();                                                                 \
-    }                                                                               \
+      std::abort();                                                                      \
+    }                                                                                    \
   } while (0)

@@ -40,9 +40,9 @@ using Price = Fixed<PriceTag>;    // ticks of the market's tick size
 using Qty = Fixed<QtyTag>;        // lots of the market's lot (step) size
 using Amount = Fixed<AmountTag>;  // smallest units of one asset (10^-scale)
 
-enum class Sequence : uint64_t {};   // global command sequence, starts at 1
-enum class OrderId : uint64_t {};    // == the Sequence of the command that placed it
-enum class TradeId : uint64_t {};    // dense counter, starts at 1
+enum class Sequence : uint64_t {};    // global command sequence, starts at 1
+enum class OrderId : uint64_t {};     // == the Sequence of the command that placed it
+enum class TradeId : uint64_t {};     // dense counter, starts at 1
 enum class TransferId : uint64_t {};  // == the Sequence of the deposit/withdrawal
 enum class AccountId : uint32_t {};
 enum class MarketId : uint16_t {};

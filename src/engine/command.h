@@ -23,9 +23,9 @@ struct PlaceOrder {
   OrderType type = OrderType::kLimit;
   TimeInForce tif = TimeInForce::kGtc;  // ignored for MARKET (always IOC) and LIMIT_MAKER (GTC)
   StpMode stp = StpMode::kNone;
-  Price price{};         // LIMIT / LIMIT_MAKER only
-  Qty qty{};             // LIMIT, LIMIT_MAKER, MARKET by base quantity
-  Amount quote_qty{};    // MARKET by quote amount (then qty == 0)
+  Price price{};                    // LIMIT / LIMIT_MAKER only
+  Qty qty{};                        // LIMIT, LIMIT_MAKER, MARKET by base quantity
+  Amount quote_qty{};               // MARKET by quote amount (then qty == 0)
   ClientOrderId client_order_id{};  // empty: none
 };
 
@@ -73,8 +73,8 @@ struct SetMarketStatus {
 };
 
 // Variant index == CommandType.
-using CommandBody =
-    std::variant<PlaceOrder, CancelOrder, CancelAll, AmendOrder, Deposit, Withdraw, SetMarketStatus>;
+using CommandBody = std::variant<PlaceOrder, CancelOrder, CancelAll, AmendOrder, Deposit, Withdraw,
+                                 SetMarketStatus>;
 
 struct Command {
   int64_t timestamp_ns = 0;  // wall time assigned at intake; the engine never reads a clock

@@ -86,7 +86,7 @@ struct OrderCanceled {
   AccountId account{};
   MarketId market{};
   Side side = Side::kBuy;
-  Qty remaining{};   // unfilled quantity removed
+  Qty remaining{};    // unfilled quantity removed
   Amount released{};  // lock returned to available
 };
 
@@ -110,7 +110,7 @@ struct OrderAmended {
   MarketId market{};
   Side side = Side::kBuy;
   Price new_price{};
-  Qty new_qty{};        // new total quantity
+  Qty new_qty{};  // new total quantity
   Qty new_remaining{};
   Amount lock_delta{};
   bool keeps_priority = false;
@@ -151,9 +151,9 @@ enum class EventType : uint8_t {
 };
 
 // Variant index == EventType.
-using EventBody = std::variant<OrderAccepted, Rejected, Trade, OrderRested, OrderCanceled,
-                               OrderExpired, OrderAmended, Deposited, Withdrawn,
-                               MarketStatusChanged>;
+using EventBody =
+    std::variant<OrderAccepted, Rejected, Trade, OrderRested, OrderCanceled, OrderExpired,
+                 OrderAmended, Deposited, Withdrawn, MarketStatusChanged>;
 
 struct Event {
   Sequence seq{};            // the command that caused it

@@ -8,8 +8,7 @@ class Lines {
   Lines(Sequence seq, RefKind kind, uint64_t ref, std::vector<LedgerEntry>* out)
       : seq_(seq), kind_(kind), ref_(ref), out_(out) {}
 
-  void Add(AccountId account, AssetId asset, Bucket bucket, int64_t delta,
-           LedgerReason reason) {
+  void Add(AccountId account, AssetId asset, Bucket bucket, int64_t delta, LedgerReason reason) {
     if (delta == 0) return;
     out_->push_back(LedgerEntry{seq_, account, asset, bucket, delta, reason, kind_, ref_});
   }
@@ -57,8 +56,7 @@ void AppendLedgerEntries(const EngineConfig& config, const Event& event,
       l.Add(buyer, m.base, Bucket::kAvailable, -buyer_fee, LedgerReason::kFee);
       l.Add(config.fee_account, m.base, Bucket::kAvailable, buyer_fee, LedgerReason::kFeeIncome);
       l.Add(seller, m.quote, Bucket::kAvailable, -seller_fee, LedgerReason::kFee);
-      l.Add(config.fee_account, m.quote, Bucket::kAvailable, seller_fee,
-            LedgerReason::kFeeIncome);
+      l.Add(config.fee_account, m.quote, Bucket::kAvailable, seller_fee, LedgerReason::kFeeIncome);
       if (t.taker_released.value != 0) {
         // The price-improvement surplus goes back to the taker, referenced to its order.
         Lines r(event.seq, RefKind::kOrder, Raw(t.taker_order_id), out);

@@ -19,12 +19,12 @@ namespace mb::engine {
 enum class Bucket : uint8_t { kAvailable = 0, kLocked = 1 };
 
 enum class LedgerReason : uint8_t {
-  kOrderLock = 0,       // available -> locked when an order is accepted or amended up
-  kOrderRelease = 1,    // locked -> available on cancel, expiry, amend down, price improvement
-  kTradeSpend = 2,      // locked funds paid to the counterparty
-  kTradeReceive = 3,    // funds received from the counterparty, before fee
-  kFee = 4,             // fee paid (negative) by a trader
-  kFeeIncome = 5,       // fee credited to the fee account
+  kOrderLock = 0,     // available -> locked when an order is accepted or amended up
+  kOrderRelease = 1,  // locked -> available on cancel, expiry, amend down, price improvement
+  kTradeSpend = 2,    // locked funds paid to the counterparty
+  kTradeReceive = 3,  // funds received from the counterparty, before fee
+  kFee = 4,           // fee paid (negative) by a trader
+  kFeeIncome = 5,     // fee credited to the fee account
   kDeposit = 6,
   kWithdrawal = 7,
 };

@@ -56,18 +56,18 @@ enum class RejectReason : uint8_t {
   kWouldTakeLiquidity = 12,   // LIMIT_MAKER would cross the book
   kFokNotFillable = 13,       // FOK cannot be filled completely right now
   kDuplicateClientOrderId = 14,
-  kUnknownOrder = 15,         // no such open order for this account and market
-  kDuplicateTransfer = 16,    // a deposit/withdrawal reference already used
-  kInvalidAmount = 17,        // deposit/withdrawal amount <= 0
-  kInvalidStatus = 18,        // unknown market status value
-  kNoChange = 19,             // amend that changes neither price nor quantity
+  kUnknownOrder = 15,       // no such open order for this account and market
+  kDuplicateTransfer = 16,  // a deposit/withdrawal reference already used
+  kInvalidAmount = 17,      // deposit/withdrawal amount <= 0
+  kInvalidStatus = 18,      // unknown market status value
+  kNoChange = 19,           // amend that changes neither price nor quantity
 };
 
 // Why an order left the book or the matching loop without filling completely.
 enum class ExpireReason : uint8_t {
-  kIocRemainder = 0,     // IOC / FOK / MARKET remainder after matching
+  kIocRemainder = 0,  // IOC / FOK / MARKET remainder after matching
   kSelfTradePrevention = 1,
-  kNoLiquidity = 2,      // market order met an empty book or exhausted its budget
+  kNoLiquidity = 2,  // market order met an empty book or exhausted its budget
 };
 
 std::string_view ToString(Side v) noexcept;
