@@ -45,8 +45,7 @@ std::string Describe(const RefOrder& o) {
 ReferenceEngine::ReferenceEngine(EngineConfig config) : config_(std::move(config)) {
   for (const MarketSpec& m : config_.markets) status_.push_back(m.status);
   books_.resize(config_.markets.size());
-  deposited_.resize(config_.assets.size());
-  withdrawn_.resize(config_.assets.size());
+  supply_.resize(config_.assets.size());
 }
 
 std::vector<Event> ReferenceEngine::Process(const engine::Command& command) {
@@ -700,10 +699,11 @@ void ReferenceEngine::DoDeposit(const engine::Deposit& c) {
   if (dup != transfers_.end()) return reject(RejectReason::kDuplicateTransfer, Raw(dup->second));
   Balance& b = Bal(c.account, c.asset);
   int64_t sum = 0;
-  // READING (Q8): the deposit overflows when the available balance or the
-  // asset's deposited total would not fit.
+  // The deposit overflows when the account's balance (available + locked) or
+  // the asset's supply would not fit.
   if (!CheckedAdd(b.available.value, c.amount.value, &sum) ||
-      !CheckedAdd(deposited_[Raw(c.asset)].value, c.amount.value, &sum)) {
+      !CheckedAdd(b.locked.value, sum, &sum) ||
+      !CheckedAdd(supply_[Raw(c.asset)].value, c.amount.value, &sum)) {
     return reject(RejectReason::kOverflow);
   }
   engine::Deposited e;
@@ -714,7 +714,7 @@ void ReferenceEngine::DoDeposit(const engine::Deposit& c) {
   e.ref = c.ref;
   Emit(e);
   b.available += c.amount;
-  deposited_[Raw(c.asset)] += c.amount;
+  supply_[Raw(c.asset)] += c.amount;
   transfers_[Str(c.ref)] = e.transfer_id;
 }
 
@@ -738,7 +738,7 @@ void ReferenceEngine::DoWithdraw(const engine::Withdraw& c) {
   e.ref = c.ref;
   Emit(e);
   b.available -= c.amount;
-  withdrawn_[Raw(c.asset)] += c.amount;
+  supply_[Raw(c.asset)] -= c.amount;
   transfers_[Str(c.ref)] = e.transfer_id;
 }
 
@@ -827,8 +827,7 @@ std::vector<OrderId> ReferenceEngine::OpenOrderIds() const {
   return ids;
 }
 
-Amount ReferenceEngine::total_deposited(AssetId asset) const { return deposited_.at(Raw(asset)); }
-Amount ReferenceEngine::total_withdrawn(AssetId asset) const { return withdrawn_.at(Raw(asset)); }
+Amount ReferenceEngine::supply(AssetId asset) const { return supply_.at(Raw(asset)); }
 
 std::optional<OrderId> ReferenceEngine::FindClientId(AccountId account,
                                                      const std::string& client_id) const {
@@ -852,7 +851,7 @@ Status ReferenceEngine::CheckInvariants() const {
     held[Raw(KeyAsset(key))] += static_cast<i128>(b.available.value) + b.locked.value;
   }
   for (std::size_t a = 0; a < config_.assets.size(); ++a) {
-    if (held[a] != static_cast<i128>(deposited_[a].value) - withdrawn_[a].value) {
+    if (held[a] != supply_[a].value) {
       return fail("conservation broken for asset " + std::to_string(a));
     }
   }

@@ -93,8 +93,7 @@ class ReferenceEngine {
   // Ids of all open orders, ascending.
   std::vector<OrderId> OpenOrderIds() const;
   std::size_t open_orders() const { return index_.size(); }
-  Amount total_deposited(AssetId asset) const;
-  Amount total_withdrawn(AssetId asset) const;
+  Amount supply(AssetId asset) const;  // deposits - withdrawals
   // The order id an (account, client id) pair is reserved by, open or recently closed.
   std::optional<OrderId> FindClientId(AccountId account, const std::string& client_id) const;
   // Reserved client ids of closed orders, oldest first.
@@ -178,8 +177,7 @@ class ReferenceEngine {
   static AccountId KeyAccount(uint64_t key) { return AccountId{static_cast<uint32_t>(key >> 16)}; }
   static AssetId KeyAsset(uint64_t key) { return AssetId{static_cast<uint16_t>(key & 0xffff)}; }
   std::map<uint64_t, engine::Balance> balances_;
-  std::vector<Amount> deposited_;
-  std::vector<Amount> withdrawn_;
+  std::vector<Amount> supply_;  // deposits - withdrawals, per asset
   std::map<std::pair<AccountId, std::string>, OrderId> client_ids_;  // open + reserved
   std::deque<RefReservedClientId> closed_ids_;                       // oldest first
   std::map<std::string, TransferId> transfers_;

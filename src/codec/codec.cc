@@ -173,8 +173,8 @@ constexpr void VisitFields(V& v, T& x) {
     auto& [ref, id] = x;
     v(ref, id);
   } else if constexpr (kIs<T, ImageAssetTotals>) {
-    auto& [deposited, withdrawn] = x;
-    v(deposited, withdrawn);
+    auto& [supply] = x;
+    v(supply);
   } else if constexpr (kIs<T, MarketStatus>) {
     v(x);  // market_status entries are bare enums
   } else {
@@ -390,7 +390,7 @@ template <class T>
 constexpr std::size_t kImageRecordSize = RecordSize<T>();
 
 static_assert(kImageRecordSize<engine::MarketStatus> == 1);
-static_assert(kImageRecordSize<engine::ImageAssetTotals> == 16);
+static_assert(kImageRecordSize<engine::ImageAssetTotals> == 8);
 static_assert(kImageRecordSize<engine::ImageBalance> == 22);
 static_assert(kImageRecordSize<engine::ImageOrder> == 75);
 static_assert(kImageRecordSize<engine::ImageClientId> == 28);

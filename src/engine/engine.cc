@@ -120,8 +120,7 @@ class Engine::Impl {
         client_ids_(cfg_.expected_open_orders / 16 + cfg_.client_id_memory),
         transfers_(1024),
         status_(cfg_.markets.size()),
-        deposited_(n_assets_),
-        withdrawn_(n_assets_) {
+        supply_(n_assets_) {
     books_.reserve(cfg_.markets.size());
     for (std::size_t m = 0; m < cfg_.markets.size(); ++m)
       books_.emplace_back(&level_nodes_, cfg_.price_window_ticks);
@@ -223,8 +222,7 @@ class Engine::Impl {
   }
 
   std::size_t open_orders() const noexcept { return index_.size(); }
-  Amount total_deposited(AssetId a) const noexcept { return deposited_.at(Raw(a)); }
-  Amount total_withdrawn(AssetId a) const noexcept { return withdrawn_.at(Raw(a)); }
+  Amount supply(AssetId a) const noexcept { return supply_.at(Raw(a)); }
 
   uint64_t ConfigHash() const {
     Hasher h;
@@ -260,10 +258,7 @@ class Engine::Impl {
     h.Add(uint64_t{Raw(img.last_sequence)});
     h.Add(uint64_t{Raw(img.next_trade_id)});
     for (MarketStatus s : img.market_status) h.Add(uint64_t{Raw(s)});
-    for (const auto& t : img.asset_totals) {
-      h.Add(t.deposited.value);
-      h.Add(t.withdrawn.value);
-    }
+    for (const auto& t : img.asset_totals) h.Add(t.supply.value);
     for (const auto& b : img.balances) {
       h.Add(uint64_t{Raw(b.account)});
       h.Add(uint64_t{Raw(b.asset)});
@@ -305,7 +300,7 @@ class Engine::Impl {
     img.next_trade_id = next_trade_;
     img.market_status = status_;
     for (std::size_t a = 0; a < n_assets_; ++a) {
-      img.asset_totals.push_back(ImageAssetTotals{deposited_[a], withdrawn_[a]});
+      img.asset_totals.push_back(ImageAssetTotals{supply_[a]});
     }
     for (uint32_t acct = 0; acct < cfg_.max_accounts; ++acct) {
       for (std::size_t a = 0; a < n_assets_; ++a) {
@@ -373,11 +368,10 @@ class Engine::Impl {
     }
     for (std::size_t a = 0; a < n_assets_; ++a) {
       const ImageAssetTotals& t = img.asset_totals[a];
-      if (t.withdrawn.value < 0 || t.withdrawn > t.deposited) {
-        return bad("totals of asset " + cfg_.assets[a].symbol + " are inconsistent");
+      if (t.supply.value < 0) {
+        return bad("supply of asset " + cfg_.assets[a].symbol + " is negative");
       }
-      deposited_[a] = t.deposited;
-      withdrawn_[a] = t.withdrawn;
+      supply_[a] = t.supply;
     }
     uint64_t prev_balance = 0;
     for (std::size_t k = 0; k < img.balances.size(); ++k) {
@@ -552,7 +546,7 @@ class Engine::Impl {
       sums[i % n_assets_] += static_cast<int128>(b.available.value) + b.locked.value;
     }
     for (std::size_t a = 0; a < n_assets_; ++a) {
-      if (sums[a] != static_cast<int128>(deposited_[a].value) - withdrawn_[a].value) {
+      if (sums[a] != supply_[a].value) {
         return fail("conservation broken for asset " + cfg_.assets[a].symbol);
       }
     }
@@ -858,7 +852,7 @@ class Engine::Impl {
 
   void Evolve(const Deposited& d, int64_t) {
     BalRef(d.account, d.asset).available += d.amount;
-    deposited_[Raw(d.asset)] += d.amount;
+    supply_[Raw(d.asset)] += d.amount;
     transfers_.Put(HashString(d.ref.view()), d.transfer_id);
   }
 
@@ -866,7 +860,7 @@ class Engine::Impl {
     Balance& b = BalRef(w.account, w.asset);
     b.available -= w.amount;
     MB_CHECK(b.available.value >= 0);
-    withdrawn_[Raw(w.asset)] += w.amount;
+    supply_[Raw(w.asset)] -= w.amount;
     transfers_.Put(HashString(w.ref.view()), w.transfer_id);
   }
 
@@ -1213,7 +1207,7 @@ class Engine::Impl {
     int64_t sum = 0;
     if (!CheckedAdd(Bal(d.account, d.asset).available.value, d.amount.value, &sum) ||
         !CheckedAdd(Bal(d.account, d.asset).locked.value, sum, &sum) ||
-        !CheckedAdd(deposited_[Raw(d.asset)].value, d.amount.value, &sum)) {
+        !CheckedAdd(supply_[Raw(d.asset)].value, d.amount.value, &sum)) {
       return reject(RejectReason::kOverflow);
     }
     Emit(Deposited{TransferId{Raw(seq_)}, d.account, d.asset, d.amount, d.ref});
@@ -1233,10 +1227,7 @@ class Engine::Impl {
     if (w.amount > Bal(w.account, w.asset).available) {
       return reject(RejectReason::kInsufficientBalance);
     }
-    int64_t sum = 0;
-    if (!CheckedAdd(withdrawn_[Raw(w.asset)].value, w.amount.value, &sum)) {
-      return reject(RejectReason::kOverflow);
-    }
+    // amount <= available <= supply: the supply cannot go negative.
     Emit(Withdrawn{TransferId{Raw(seq_)}, w.account, w.asset, w.amount, w.ref});
   }
 
@@ -1274,8 +1265,7 @@ class Engine::Impl {
   std::size_t recent_count_ = 0;
   internal::FlatMap<Key128, TransferId, Key128Hash> transfers_;
   std::vector<MarketStatus> status_;
-  std::vector<Amount> deposited_;
-  std::vector<Amount> withdrawn_;
+  std::vector<Amount> supply_;  // deposits - withdrawals, per asset
   Sequence last_seq_{0};
   TradeId next_trade_{1};
 
@@ -1320,12 +1310,7 @@ std::vector<OrderView> Engine::Orders(MarketId market, Side side) const {
   return impl_->Orders(market, side);
 }
 std::size_t Engine::open_orders() const noexcept { return impl_->open_orders(); }
-Amount Engine::total_deposited(AssetId asset) const noexcept {
-  return impl_->total_deposited(asset);
-}
-Amount Engine::total_withdrawn(AssetId asset) const noexcept {
-  return impl_->total_withdrawn(asset);
-}
+Amount Engine::supply(AssetId asset) const noexcept { return impl_->supply(asset); }
 uint64_t Engine::StateHash() const { return impl_->StateHash(); }
 uint64_t Engine::ConfigHash() const { return impl_->ConfigHash(); }
 Status Engine::CheckInvariants() const { return impl_->CheckInvariants(); }

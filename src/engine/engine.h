@@ -95,8 +95,8 @@ class Engine {
   // Open orders of one market side in priority order.
   std::vector<OrderView> Orders(MarketId market, Side side) const;
   std::size_t open_orders() const noexcept;
-  Amount total_deposited(AssetId asset) const noexcept;
-  Amount total_withdrawn(AssetId asset) const noexcept;
+  // Deposits minus withdrawals of an asset: what all accounts hold in total.
+  Amount supply(AssetId asset) const noexcept;
 
   // Hash over accounts, books (in priority order), ids, reserved client ids,
   // transfers and market states. Equal histories give equal hashes.

@@ -196,7 +196,7 @@ std::string Dump(const EngineImage& im) {
   os << "next_trade " << Raw(im.next_trade_id) << '\n';
   for (MarketStatus s : im.market_status) os << "status " << ToString(s) << '\n';
   for (const ImageAssetTotals& t : im.asset_totals) {
-    os << "totals " << t.deposited.value << ' ' << t.withdrawn.value << '\n';
+    os << "supply " << t.supply.value << '\n';
   }
   for (const ImageBalance& b : im.balances) {
     os << "balance " << Raw(b.account) << ' ' << Raw(b.asset) << ' ' << b.available.value << ' '
@@ -1157,10 +1157,11 @@ TEST_F(EngineTest, FeeAccountMayNotTradeButMayWithdrawItsFees) {
   ASSERT_EQ(Types(ev), "OrderAccepted Trade");
   EXPECT_EQ(Bal(kFee, kUsdt), B(5'005, 0));
   EXPECT_EQ(Bal(kFee, kBtc), B(10, 0));
+  const Amount supply_before = engine_.supply(kBtc);
   ev = Run(WithdrawCmd(kFee, kBtc, 10, "fees-out"));
   ASSERT_EQ(Types(ev), "Withdrawn");
   EXPECT_EQ(Bal(kFee, kBtc), B(0, 0));
-  EXPECT_EQ(engine_.total_withdrawn(kBtc), Amount{10});
+  EXPECT_EQ(engine_.supply(kBtc), supply_before - Amount{10});
 }
 
 // ---------------------------------------------------------------------------
@@ -1980,7 +1981,7 @@ TEST_F(EngineTest, DepositAndWithdrawal) {
   EXPECT_EQ(d.amount, Amount{5'000});
   EXPECT_EQ(d.ref.view(), "r1");
   EXPECT_EQ(Bal(kAlice, kUsdt), B(5'000, 0));
-  EXPECT_EQ(engine_.total_deposited(kUsdt), Amount{5'000});
+  EXPECT_EQ(engine_.supply(kUsdt), Amount{5'000});
 
   ev = Run(WithdrawCmd(kAlice, kUsdt, 2'000, "w1"));
   ASSERT_EQ(Types(ev), "Withdrawn");
@@ -1991,7 +1992,7 @@ TEST_F(EngineTest, DepositAndWithdrawal) {
   EXPECT_EQ(w.amount, Amount{2'000});
   EXPECT_EQ(w.ref.view(), "w1");
   EXPECT_EQ(Bal(kAlice, kUsdt), B(3'000, 0));
-  EXPECT_EQ(engine_.total_withdrawn(kUsdt), Amount{2'000});
+  EXPECT_EQ(engine_.supply(kUsdt), Amount{3'000});
 }
 
 TEST_F(EngineTest, TransferReferencesAreIdempotentAcrossDepositsAndWithdrawals) {
@@ -2263,10 +2264,9 @@ TEST_F(ImageTest, RestoreRefusesImagesTheEngineCouldNotHaveMade) {
        }},
       {"a MARKET order resting", [](EngineImage& i) { i.orders[0].type = OrderType::kMarket; }},
       {"an IOC order resting", [](EngineImage& i) { i.orders[0].tif = TimeInForce::kIoc; }},
-      {"withdrawn above deposited",
-       [](EngineImage& i) { i.asset_totals[0].withdrawn = Amount{INT64_MAX}; }},
-      {"negative withdrawn",
-       [](EngineImage& i) { i.asset_totals[0].withdrawn = Amount{-INT64_MAX}; }},
+      {"supply above what the balances hold",
+       [](EngineImage& i) { i.asset_totals[0].supply = Amount{INT64_MAX}; }},
+      {"negative supply", [](EngineImage& i) { i.asset_totals[0].supply = Amount{-INT64_MAX}; }},
       {"duplicated balance", [](EngineImage& i) { i.balances.push_back(i.balances.back()); }},
       {"two open orders with one client id",
        [](EngineImage& i) {

@@ -57,9 +57,10 @@ struct ImageTransfer {
   TransferId id{};
 };
 
+// Deposits minus withdrawals of one asset: what all accounts (the fee account
+// included) hold of it in total.
 struct ImageAssetTotals {
-  Amount deposited{};
-  Amount withdrawn{};
+  Amount supply{};
 };
 
 struct EngineImage {
