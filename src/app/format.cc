@@ -44,13 +44,12 @@ std::string FormatEvent(const engine::EngineConfig& c, const engine::Event& e) {
                                                 : FormatQty(c, a.market, a.qty);
       std::string price =
           a.type == OrderType::kMarket ? std::string("MARKET") : FormatPrice(c, a.market, a.price);
-      return fmt::format("{} order={} acct={} {} {} {} {} @ {} {} stp={} locked={}{}", head,
-                         Raw(a.order_id), Raw(a.account), Sym(c, a.market), ToString(a.side),
-                         ToString(a.type), size, price, ToString(a.tif), ToString(a.stp),
-                         FormatAmount(c, a.side == Side::kBuy ? s.quote : s.base, a.locked),
-                         a.client_order_id.empty()
-                             ? std::string()
-                             : fmt::format(" clientOrderId={}", a.client_order_id.view()));
+      return fmt::format(
+          "{} order={} acct={} {} {} {} {} @ {} {} stp={} locked={}{}", head, Raw(a.order_id),
+          Raw(a.account), Sym(c, a.market), ToString(a.side), ToString(a.type), size, price,
+          ToString(a.tif), ToString(a.stp), FormatAmount(c, SpendAsset(s, a.side), a.locked),
+          a.client_order_id.empty() ? std::string()
+                                    : fmt::format(" clientOrderId={}", a.client_order_id.view()));
     }
     case EventType::kRejected: {
       const auto& r = std::get<Rejected>(e.body);
@@ -69,24 +68,23 @@ std::string FormatEvent(const engine::EngineConfig& c, const engine::Event& e) {
           head, Raw(t.trade_id), Sym(c, t.market), FormatQty(c, t.market, t.qty),
           FormatPrice(c, t.market, t.price), FormatAmount(c, s.quote, t.notional),
           Raw(t.maker_order_id), Raw(t.maker_account),
-          FormatAmount(c, taker_buys ? s.quote : s.base, t.maker_fee), Raw(t.taker_order_id),
+          FormatAmount(c, SpendAsset(s, t.taker_side), t.maker_fee), Raw(t.taker_order_id),
           Raw(t.taker_account), ToString(t.taker_side),
           FormatAmount(c, taker_buys ? s.base : s.quote, t.taker_fee),
           t.maker_filled ? " maker-filled" : "", t.taker_filled ? " taker-filled" : "",
           t.taker_released.value
-              ? " released=" + FormatAmount(c, taker_buys ? s.quote : s.base, t.taker_released)
+              ? " released=" + FormatAmount(c, SpendAsset(s, t.taker_side), t.taker_released)
               : "");
     }
     case EventType::kOrderRested: {
       const auto& r = std::get<OrderRested>(e.body);
       if (!valid_market(r.market)) return fmt::format("{} order={}", head, Raw(r.order_id));
       const auto& s = Spec(c, r.market);
-      return fmt::format(
-          "{} order={} acct={} {} remaining={}{}", head, Raw(r.order_id), Raw(r.account),
-          Sym(c, r.market), FormatQty(c, r.market, r.remaining),
-          r.released.value != 0
-              ? " released=" + FormatAmount(c, r.side == Side::kBuy ? s.quote : s.base, r.released)
-              : std::string());
+      return fmt::format("{} order={} acct={} {} remaining={}{}", head, Raw(r.order_id),
+                         Raw(r.account), Sym(c, r.market), FormatQty(c, r.market, r.remaining),
+                         r.released.value != 0
+                             ? " released=" + FormatAmount(c, SpendAsset(s, r.side), r.released)
+                             : std::string());
     }
     case EventType::kOrderCanceled:
     case EventType::kOrderExpired: {
@@ -110,7 +108,7 @@ std::string FormatEvent(const engine::EngineConfig& c, const engine::Event& e) {
       const auto& s = Spec(c, m);
       return fmt::format("{} order={} acct={} {} remaining={} released={}{}", head, Raw(id),
                          Raw(acct), Sym(c, m), FormatQty(c, m, remaining),
-                         FormatAmount(c, side == Side::kBuy ? s.quote : s.base, released), why);
+                         FormatAmount(c, SpendAsset(s, side), released), why);
     }
     case EventType::kOrderAmended: {
       const auto& a = std::get<OrderAmended>(e.body);
@@ -118,7 +116,7 @@ std::string FormatEvent(const engine::EngineConfig& c, const engine::Event& e) {
       return fmt::format("{} order={} {} price={} qty={} remaining={} lock_delta={}{}", head,
                          Raw(a.order_id), Sym(c, a.market), FormatPrice(c, a.market, a.new_price),
                          FormatQty(c, a.market, a.new_qty), FormatQty(c, a.market, a.new_remaining),
-                         FormatAmount(c, a.side == Side::kBuy ? s.quote : s.base, a.lock_delta),
+                         FormatAmount(c, SpendAsset(s, a.side), a.lock_delta),
                          a.keeps_priority ? " keeps-priority" : " requeued");
     }
     case EventType::kDeposited: {

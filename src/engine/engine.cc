@@ -518,7 +518,7 @@ class Engine::Impl {
                        o.locked.value != need) {
               return fail("sell order " + std::to_string(Raw(o.id)) + " lock != remaining");
             }
-            AssetId spend = side == Side::kBuy ? spec.quote : spec.base;
+            AssetId spend = SpendAsset(spec, side);
             order_locks[Raw(o.account) * n_assets_ + Raw(spend)] += o.locked.value;
           }
           if (l.tail != prev) return fail("level tail mismatch");
@@ -570,9 +570,6 @@ class Engine::Impl {
   }
   Balance& BalRef(AccountId a, AssetId s) noexcept {
     return balances_[Raw(a) * n_assets_ + Raw(s)];
-  }
-  static AssetId SpendAsset(const MarketSpec& m, Side s) noexcept {
-    return s == Side::kBuy ? m.quote : m.base;
   }
 
   static OrderView View(const Order& o) noexcept {

@@ -27,8 +27,6 @@ class Lines {
   std::vector<LedgerEntry>* out_;
 };
 
-AssetId SpendAsset(const MarketSpec& m, Side s) { return s == Side::kBuy ? m.quote : m.base; }
-
 }  // namespace
 
 void AppendLedgerEntries(const EngineConfig& config, const Event& event,

@@ -40,6 +40,11 @@ struct MarketSpec {
   MarketStatus status = MarketStatus::kTrading;  // initial status
 };
 
+// The asset an order on `side` spends and locks: quote for buys, base for sells.
+inline AssetId SpendAsset(const MarketSpec& m, Side side) noexcept {
+  return side == Side::kBuy ? m.quote : m.base;
+}
+
 struct EngineConfig {
   std::vector<AssetSpec> assets;            // AssetId = index
   std::vector<MarketSpec> markets;          // MarketId = index
