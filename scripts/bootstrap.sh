@@ -8,6 +8,7 @@ packages=(
   clang-14 libclang-rt-14-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libtomlplusplus-dev libxxhash-dev libcli11-dev libfmt-dev
+  libzstd-dev libconcurrentqueue-dev libboost1.81-dev
 )
 
 missing=()

@@ -20,6 +20,7 @@ enum class StatusCode : uint8_t {
   kCorruption,       // stored bytes fail a checksum or structural check
   kIoError,          // the operating system refused a read or write
   kInternal,         // a broken invariant; a bug
+  kUnavailable,      // refused for now (queue full, journal failing, shutting down, in use); retry later
 };
 
 class [[nodiscard]] Status {
@@ -44,6 +45,7 @@ inline Status OutOfRange(std::string m) { return {StatusCode::kOutOfRange, std::
 inline Status NotFound(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }
 inline Status Corruption(std::string m) { return {StatusCode::kCorruption, std::move(m)}; }
 inline Status IoError(std::string m) { return {StatusCode::kIoError, std::move(m)}; }
+inline Status Unavailable(std::string m) { return {StatusCode::kUnavailable, std::move(m)}; }
 
 template <class T>
 class [[nodiscard]] Result {
