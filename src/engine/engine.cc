@@ -108,6 +108,47 @@ class Hasher {
 
 }  // namespace
 
+uint64_t HashImage(const EngineImage& img) {
+  Hasher h;
+  h.Add(img.config_hash);
+  h.Add(uint64_t{Raw(img.last_sequence)});
+  h.Add(uint64_t{Raw(img.next_trade_id)});
+  for (MarketStatus s : img.market_status) h.Add(uint64_t{Raw(s)});
+  for (const auto& t : img.asset_totals) h.Add(t.supply.value);
+  for (const auto& b : img.balances) {
+    h.Add(uint64_t{Raw(b.account)});
+    h.Add(uint64_t{Raw(b.asset)});
+    h.Add(b.available.value);
+    h.Add(b.locked.value);
+  }
+  for (const auto& o : img.orders) {
+    h.Add(uint64_t{Raw(o.id)});
+    h.Add(uint64_t{Raw(o.account)});
+    h.Add(uint64_t{Raw(o.market)});
+    h.Add(uint64_t{Raw(o.side)} | uint64_t{Raw(o.type)} << 8 | uint64_t{Raw(o.tif)} << 16 |
+          uint64_t{Raw(o.stp)} << 24 | uint64_t{o.has_client_id} << 32);
+    h.Add(o.price.value);
+    h.Add(o.qty.value);
+    h.Add(o.remaining.value);
+    h.Add(o.locked.value);
+    h.Add(o.created_ns);
+    h.Add(o.client_id.lo);
+    h.Add(o.client_id.hi);
+  }
+  for (const auto& c : img.recent_client_ids) {
+    h.Add(uint64_t{Raw(c.account)});
+    h.Add(c.client_id.lo);
+    h.Add(c.client_id.hi);
+    h.Add(uint64_t{Raw(c.order_id)});
+  }
+  for (const auto& t : img.transfers) {
+    h.Add(t.ref.lo);
+    h.Add(t.ref.hi);
+    h.Add(uint64_t{Raw(t.id)});
+  }
+  return h.Digest();
+}
+
 class Engine::Impl {
  public:
   explicit Impl(EngineConfig config)
@@ -251,47 +292,7 @@ class Engine::Impl {
     return h.Digest();
   }
 
-  uint64_t StateHash() const {
-    EngineImage img = ExportImage();
-    Hasher h;
-    h.Add(img.config_hash);
-    h.Add(uint64_t{Raw(img.last_sequence)});
-    h.Add(uint64_t{Raw(img.next_trade_id)});
-    for (MarketStatus s : img.market_status) h.Add(uint64_t{Raw(s)});
-    for (const auto& t : img.asset_totals) h.Add(t.supply.value);
-    for (const auto& b : img.balances) {
-      h.Add(uint64_t{Raw(b.account)});
-      h.Add(uint64_t{Raw(b.asset)});
-      h.Add(b.available.value);
-      h.Add(b.locked.value);
-    }
-    for (const auto& o : img.orders) {
-      h.Add(uint64_t{Raw(o.id)});
-      h.Add(uint64_t{Raw(o.account)});
-      h.Add(uint64_t{Raw(o.market)});
-      h.Add(uint64_t{Raw(o.side)} | uint64_t{Raw(o.type)} << 8 | uint64_t{Raw(o.tif)} << 16 |
-            uint64_t{Raw(o.stp)} << 24 | uint64_t{o.has_client_id} << 32);
-      h.Add(o.price.value);
-      h.Add(o.qty.value);
-      h.Add(o.remaining.value);
-      h.Add(o.locked.value);
-      h.Add(o.created_ns);
-      h.Add(o.client_id.lo);
-      h.Add(o.client_id.hi);
-    }
-    for (const auto& c : img.recent_client_ids) {
-      h.Add(uint64_t{Raw(c.account)});
-      h.Add(c.client_id.lo);
-      h.Add(c.client_id.hi);
-      h.Add(uint64_t{Raw(c.order_id)});
-    }
-    for (const auto& t : img.transfers) {
-      h.Add(t.ref.lo);
-      h.Add(t.ref.hi);
-      h.Add(uint64_t{Raw(t.id)});
-    }
-    return h.Digest();
-  }
+  uint64_t StateHash() const { return HashImage(ExportImage()); }
 
   EngineImage ExportImage() const {
     EngineImage img;

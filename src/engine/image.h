@@ -77,4 +77,7 @@ struct EngineImage {
   std::vector<ImageTransfer> transfers;          // by ref (lo, hi) ascending
 };
 
+// The state hash of an image: Engine::StateHash() == HashImage(ExportImage()).
+uint64_t HashImage(const EngineImage& image);
+
 }  // namespace mb::engine

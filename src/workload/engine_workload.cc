@@ -1,4 +1,4 @@
-#include "engine_workload.h"
+#include "workload/engine_workload.h"
 
 #include <algorithm>
 #include <cinttypes>

@@ -1,0 +1,618 @@
+#include "exchange/exchange.h"
+
+#include <time.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <deque>
+#include <latch>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "concurrency/ring.h"
+#include "concurrency/wait.h"
+
+namespace mb::exchange {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int64_t WallNanos() noexcept {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+}
+
+bool IsPowerOfTwo(uint32_t v) { return v >= 2 && (v & (v - 1)) == 0; }
+
+struct InboundSlot {
+  engine::Command command;
+  Completion* completion = nullptr;
+  uint64_t tag = 0;
+  bool notify_sequenced = false;
+};
+
+struct CommandEntry {
+  Completion* completion = nullptr;
+  uint64_t tag = 0;
+  uint32_t begin = 0;  // events [begin, end) of the batch
+  uint32_t end = 0;
+};
+
+struct SnapshotJob {
+  engine::EngineImage image;
+  uint64_t record_checksum = 0;
+};
+
+// One engine batch on its way to the journal. Reused through the pool.
+struct Batch {
+  engine::EventBuffer events;
+  std::vector<CommandEntry> commands;
+  std::unique_ptr<SnapshotJob> snapshot;  // taken after this batch, if any
+  uint64_t last_seq = 0;
+
+  void Clear() {
+    events.clear();
+    commands.clear();
+    snapshot.reset();
+    last_seq = 0;
+  }
+};
+
+}  // namespace
+
+std::string_view ToString(SubmitResult r) noexcept {
+  switch (r) {
+    case SubmitResult::kOk:
+      return "ok";
+    case SubmitResult::kFull:
+      return "inbound queue full";
+    case SubmitResult::kRefusing:
+      return "journal not writable";
+    case SubmitResult::kClosed:
+      return "shutting down";
+  }
+  return "?";
+}
+
+class Exchange::Impl {
+ public:
+  explicit Impl(ExchangeOptions options)
+      : opt_(std::move(options)),
+        inbound_(opt_.inbound_capacity),
+        to_journal_(opt_.batch_pool),
+        free_(opt_.batch_pool),
+        engine_wait_(opt_.engine_stage.wait),
+        journal_wait_(opt_.journal_stage.wait),
+        free_wait_(opt_.engine_stage.wait) {
+    if (!opt_.log) {
+      opt_.log = [](std::string_view line) {
+        std::fprintf(stderr, "%.*s\n", static_cast<int>(line.size()), line.data());
+      };
+    }
+  }
+
+  ~Impl() { (void)Close(); }
+
+  Status Start() {
+    auto dir = journal::DataDir::Open(opt_.data_dir, journal::OpenMode::kReadWrite);
+    if (!dir.ok()) return dir.status();
+    dir_.emplace(std::move(dir).value());
+
+    engine_ = std::make_unique<engine::Engine>(opt_.engine);
+    journal::RecoveryOptions ro;
+    ro.repair = true;
+    auto report = journal::Recover(*dir_, engine_.get(), ro);
+    if (!report.ok()) return report.status();
+    recovery_ = std::move(report).value();
+    for (const std::string& note : recovery_.notes) opt_.log(note);
+    if (recovery_.journal.tail) opt_.log(journal::Describe(*recovery_.journal.tail));
+    opt_.log(journal::Describe(recovery_));
+
+    auto writer = journal::JournalWriter::Open(*dir_, opt_.journal, engine_->ConfigHash(),
+                                               recovery_.journal);
+    if (!writer.ok()) return writer.status();
+    writer_ = std::move(writer).value();
+    durable_seq_.store(recovery_.recovered_seq, std::memory_order_relaxed);
+    last_checksum_ = recovery_.journal.last_checksum;
+    last_snapshot_seq_ = recovery_.snapshot_seq;
+    last_snapshot_time_ = Clock::now();
+
+    for (uint32_t i = 0; i < opt_.batch_pool; ++i) {
+      auto b = std::make_unique<Batch>();
+      b->events.reserve(static_cast<std::size_t>(opt_.max_batch) * 4);
+      b->commands.reserve(opt_.max_batch);
+      MB_CHECK(free_.TryPush(b.get()));
+      pool_.push_back(std::move(b));
+    }
+
+    opt_.log(fmt::format("data directory {}; journal fsync policy {}, segments of {} MiB",
+                         opt_.data_dir.string(), journal::DescribeFsyncPolicy(opt_.journal),
+                         opt_.journal.segment_bytes >> 20));
+    opt_.log(fmt::format("numa: {}", concurrency::DescribeNumaTopology()));
+    std::latch started(3);
+    snapshot_thread_ = std::thread([this, &started] {
+      Announce(concurrency::ApplyToCurrentThread({"mb-snapshot", {}, -1, false, 0}), started);
+      SnapshotLoop();
+    });
+    journal_thread_ = std::thread([this, &started] {
+      Announce(concurrency::ApplyToCurrentThread(opt_.journal_stage), started);
+      JournalLoop();
+    });
+    engine_thread_ = std::thread([this, &started] {
+      Announce(concurrency::ApplyToCurrentThread(opt_.engine_stage), started);
+      EngineLoop();
+    });
+    started.wait();
+    running_ = true;
+    return Status::Ok();
+  }
+
+  // ---------------------------------------------------------------- intake
+
+  SubmitResult Submit(const engine::Command& command, Completion* completion, uint64_t tag,
+                      bool notify) noexcept {
+    // Close() sets closed_ and then waits for in_submit_ to drain; a Submit
+    // either sees closed_ or is counted before Close() looks (both seq_cst).
+    in_submit_.fetch_add(1, std::memory_order_seq_cst);
+    SubmitResult r = SubmitResult::kOk;
+    if (closed_.load(std::memory_order_seq_cst)) {
+      r = SubmitResult::kClosed;
+    } else if (refusing_.load(std::memory_order_acquire)) {
+      r = SubmitResult::kRefusing;
+      refused_journal_.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      const int64_t s = inbound_.TryClaim();
+      if (s < 0) {
+        r = SubmitResult::kFull;
+        refused_full_.fetch_add(1, std::memory_order_relaxed);
+      } else {
+        InboundSlot& slot = inbound_.Slot(s);
+        slot.command = command;
+        slot.completion = completion;
+        slot.tag = tag;
+        slot.notify_sequenced = notify;
+        inbound_.Publish(s);
+        submitted_.fetch_add(1, std::memory_order_relaxed);
+      }
+    }
+    in_submit_.fetch_sub(1, std::memory_order_seq_cst);
+    if (r == SubmitResult::kOk) engine_wait_.Wake();
+    return r;
+  }
+
+  std::string RefusalReason() const {
+    std::lock_guard<std::mutex> lock(refusal_mu_);
+    return refusal_;
+  }
+
+  void RequestSnapshot() noexcept {
+    snapshot_requested_.store(true, std::memory_order_release);
+    engine_wait_.WakeAlways();
+  }
+
+  // ---------------------------------------------------------------- engine
+
+  void EngineLoop() {
+    int64_t last_ts = 0;
+    for (;;) {
+      const int64_t begin = inbound_.next();
+      const int64_t end = inbound_.Available(opt_.max_batch);
+      if (end == begin) {
+        if (engine_stop_.load(std::memory_order_acquire)) break;
+        if (SnapshotDue()) EmitSnapshotBatch();
+        engine_wait_.Idle([this] {
+          return inbound_.HasAvailable() || engine_stop_.load(std::memory_order_acquire) ||
+                 snapshot_requested_.load(std::memory_order_acquire);
+        });
+        continue;
+      }
+      engine_wait_.Reset();
+      if (refusing_.load(std::memory_order_acquire)) {
+        RefuseSlots(begin, end, Outcome::State::kRefusing);
+        continue;
+      }
+      Batch* b = AcquireBatch();
+      int64_t now = WallNanos();
+      if (now < last_ts) now = last_ts;  // timestamps never go back in sequence order
+      last_ts = now;
+      for (int64_t s = begin; s < end; ++s) {
+        InboundSlot& slot = inbound_.Slot(s);
+        if (slot.command.timestamp_ns == 0) slot.command.timestamp_ns = now;
+        const auto first = static_cast<uint32_t>(b->events.size());
+        engine_->Process(slot.command, &b->events);
+        const auto last = static_cast<uint32_t>(b->events.size());
+        b->commands.push_back({slot.completion, slot.tag, first, last});
+        if (slot.notify_sequenced && slot.completion != nullptr) {
+          slot.completion->OnSequenced(slot.tag, b->events[first].seq,
+                                       {b->events.data() + first, last - first});
+        }
+      }
+      inbound_.Release(end);
+      b->last_seq = Raw(engine_->last_sequence());
+      events_since_snapshot_ += b->events.size();
+      if (SnapshotDue()) TakeSnapshot(b);
+      PushBatch(b);
+    }
+  }
+
+  Batch* AcquireBatch() {
+    for (;;) {
+      if (Batch** pb = free_.Front()) {
+        Batch* b = *pb;
+        free_.Pop();
+        free_wait_.Reset();
+        return b;
+      }
+      free_wait_.Idle([this] { return !free_.Empty(); });
+    }
+  }
+
+  void PushBatch(Batch* b) {
+    MB_CHECK(to_journal_.TryPush(b));  // the pool is no larger than the queue
+    batches_.fetch_add(1, std::memory_order_relaxed);
+    journal_wait_.Wake();
+  }
+
+  void RefuseSlots(int64_t begin, int64_t end, Outcome::State state) {
+    for (int64_t s = begin; s < end; ++s) {
+      const InboundSlot& slot = inbound_.Slot(s);
+      if (slot.completion != nullptr) {
+        Outcome o;
+        o.state = state;
+        slot.completion->OnDone(slot.tag, o);
+      }
+    }
+    inbound_.Release(end);
+  }
+
+  bool SnapshotDue() const {
+    if (snapshot_requested_.load(std::memory_order_acquire)) return true;
+    if (Raw(engine_->last_sequence()) == last_snapshot_seq_) return false;
+    if (opt_.snapshots.every_events != 0 &&
+        events_since_snapshot_ >= opt_.snapshots.every_events) {
+      return true;
+    }
+    return opt_.snapshots.every_seconds != 0 &&
+           Clock::now() - last_snapshot_time_ >= std::chrono::seconds(opt_.snapshots.every_seconds);
+  }
+
+  // A snapshot with nothing new to journal: an empty batch carries it, so it
+  // still reaches the snapshot thread only after everything before it is durable.
+  void EmitSnapshotBatch() {
+    if (Raw(engine_->last_sequence()) == last_snapshot_seq_) {
+      snapshot_requested_.store(false, std::memory_order_release);
+      return;
+    }
+    Batch* b = AcquireBatch();
+    b->last_seq = Raw(engine_->last_sequence());
+    TakeSnapshot(b);
+    PushBatch(b);
+  }
+
+  // Engine thread: the image is copied here (the one stall a snapshot costs
+  // the engine); encoding, compression and the write happen on the snapshot thread.
+  void TakeSnapshot(Batch* b) {
+    snapshot_requested_.store(false, std::memory_order_release);
+    b->snapshot = std::make_unique<SnapshotJob>();
+    b->snapshot->image = engine_->ExportImage();
+    last_snapshot_seq_ = Raw(engine_->last_sequence());
+    last_snapshot_time_ = Clock::now();
+    events_since_snapshot_ = 0;
+  }
+
+  // ---------------------------------------------------------------- journal
+
+  void JournalLoop() {
+    std::deque<Batch*> written;  // appended, not yet durable
+    auto backoff = std::chrono::milliseconds(10);
+    for (;;) {
+      bool appended = false;
+      while (Batch** pb = to_journal_.Front()) {
+        Batch* b = *pb;
+        to_journal_.Pop();
+        for (const CommandEntry& c : b->commands) {
+          last_checksum_ = writer_->Append(
+              std::span<const engine::Event>(b->events.data() + c.begin, c.end - c.begin));
+        }
+        if (b->snapshot) b->snapshot->record_checksum = last_checksum_;
+        written.push_back(b);
+        appended = true;
+      }
+      if (!written.empty()) {
+        Status s = writer_->Write();
+        if (s.ok() && (writer_->SyncDue(Clock::now()) ||
+                       journal_stop_.load(std::memory_order_acquire))) {
+          s = writer_->Sync();
+        }
+        if (appended || !s.ok()) write_groups_.fetch_add(1, std::memory_order_relaxed);
+        if (!s.ok()) {
+          write_errors_.fetch_add(1, std::memory_order_relaxed);
+          EnterRefusing(s);
+          if (journal_stop_.load(std::memory_order_acquire) && give_up_.load()) {
+            FailWritten(&written);
+            break;
+          }
+          std::this_thread::sleep_for(backoff);
+          backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));
+          continue;
+        }
+        backoff = std::chrono::milliseconds(10);
+        if (refusing_.load(std::memory_order_relaxed)) LeaveRefusing();
+        CompleteDurable(&written);
+      }
+      if (!written.empty() || appended) {
+        journal_wait_.Reset();
+        // Interval policy: sleep until the sync falls due (or new work comes).
+        if (!written.empty() && to_journal_.Empty()) {
+          const auto deadline = writer_->NextSyncDeadline();
+          if (deadline != Clock::time_point::max() && deadline > Clock::now()) {
+            journal_wait_.Idle([this] { return !to_journal_.Empty(); });
+          }
+        }
+        continue;
+      }
+      if (journal_stop_.load(std::memory_order_acquire) && to_journal_.Empty()) break;
+      journal_wait_.Idle([this] {
+        return !to_journal_.Empty() || journal_stop_.load(std::memory_order_acquire);
+      });
+    }
+  }
+
+  void CompleteDurable(std::deque<Batch*>* written) {
+    const uint64_t durable = writer_->durable_seq();
+    while (!written->empty() && written->front()->last_seq <= durable) {
+      Batch* b = written->front();
+      written->pop_front();
+      durable_seq_.store(b->last_seq, std::memory_order_release);
+      for (const CommandEntry& c : b->commands) {
+        if (c.completion == nullptr) continue;
+        Outcome o;
+        o.state = Outcome::State::kDurable;
+        o.seq = b->events[c.begin].seq;
+        o.events = {b->events.data() + c.begin, c.end - c.begin};
+        c.completion->OnDone(c.tag, o);
+      }
+      if (opt_.on_durable && !b->events.empty()) opt_.on_durable(b->events);
+      if (b->snapshot) {
+        std::lock_guard<std::mutex> lock(snapshot_mu_);
+        snapshot_jobs_.push_back(std::move(b->snapshot));
+        snapshot_cv_.notify_one();
+      }
+      b->Clear();
+      MB_CHECK(free_.TryPush(b));
+      free_wait_.Wake();
+    }
+  }
+
+  // Close() with a journal that never recovered: the commands still in
+  // memory were never durable; their submitters learn it.
+  void FailWritten(std::deque<Batch*>* written) {
+    for (Batch* b : *written) {
+      for (const CommandEntry& c : b->commands) {
+        if (c.completion == nullptr) continue;
+        Outcome o;
+        o.state = Outcome::State::kNotDurable;
+        o.seq = b->events[c.begin].seq;
+        c.completion->OnDone(c.tag, o);
+      }
+      not_durable_ += b->commands.size();
+      b->Clear();
+    }
+    written->clear();
+  }
+
+  void EnterRefusing(const Status& s) {
+    {
+      std::lock_guard<std::mutex> lock(refusal_mu_);
+      const bool first = refusal_.empty();
+      refusal_ = fmt::format("journal write failing, new commands refused until it recovers: {}",
+                             s.message());
+      if (first) opt_.log(refusal_);
+    }
+    refusing_.store(true, std::memory_order_release);
+  }
+
+  void LeaveRefusing() {
+    refusing_.store(false, std::memory_order_release);
+    std::lock_guard<std::mutex> lock(refusal_mu_);
+    refusal_.clear();
+    opt_.log("journal writes succeed again; taking commands");
+  }
+
+  // ---------------------------------------------------------------- snapshots
+
+  void SnapshotLoop() {
+    for (;;) {
+      std::unique_ptr<SnapshotJob> job;
+      {
+        std::unique_lock<std::mutex> lock(snapshot_mu_);
+        snapshot_cv_.wait(lock, [this] { return !snapshot_jobs_.empty() || snapshot_stop_; });
+        if (snapshot_jobs_.empty()) return;
+        job = std::move(snapshot_jobs_.front());
+        snapshot_jobs_.pop_front();
+      }
+      WriteSnapshotJob(*job);
+    }
+  }
+
+  void WriteSnapshotJob(const SnapshotJob& job) {
+    const auto start = Clock::now();
+    journal::SnapshotMeta meta;
+    meta.record_checksum = job.record_checksum;
+    auto path = journal::WriteSnapshot(*dir_, job.image, &meta, opt_.snapshots.zstd_level,
+                                       opt_.snapshots.keep);
+    if (!path.ok()) {
+      opt_.log(fmt::format("snapshot at sequence {} failed: {}", meta.seq,
+                           path.status().message()));
+      return;
+    }
+    snapshots_.fetch_add(1, std::memory_order_relaxed);
+    opt_.log(fmt::format("snapshot at sequence {}: {} ({} bytes, {} raw) state hash {:016x} in "
+                         "{:.3f} s",
+                         meta.seq, path->string(), meta.compressed_size, meta.raw_size,
+                         meta.state_hash,
+                         std::chrono::duration<double>(Clock::now() - start).count()));
+    if (opt_.on_snapshot) opt_.on_snapshot(meta);
+  }
+
+  // ---------------------------------------------------------------- shutdown
+
+  Status Close() {
+    if (!running_) return close_status_;
+    running_ = false;
+    closed_.store(true, std::memory_order_seq_cst);
+    while (in_submit_.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();
+    // Every claimed slot is now published; the engine drains them, then stops.
+    engine_stop_.store(true, std::memory_order_release);
+    engine_wait_.WakeAlways();
+    engine_thread_.join();
+    // Give a failing journal a bounded time to recover before giving up.
+    journal_stop_.store(true, std::memory_order_release);
+    journal_wait_.WakeAlways();
+    const auto deadline = Clock::now() + std::chrono::seconds(10);
+    while (!to_journal_.Empty() || refusing_.load()) {
+      if (Clock::now() > deadline) {
+        give_up_.store(true);
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      journal_wait_.WakeAlways();
+    }
+    journal_wait_.WakeAlways();
+    journal_thread_.join();
+
+    Status result;
+    if (not_durable_ > 0) {
+      result = IoError(fmt::format("{} commands could not be made durable: {}", not_durable_,
+                                   RefusalReason()));
+    } else if (opt_.snapshots.on_shutdown &&
+               Raw(engine_->last_sequence()) != last_snapshot_seq_ &&
+               Raw(engine_->last_sequence()) != 0) {
+      SnapshotJob job;
+      job.image = engine_->ExportImage();
+      job.record_checksum = last_checksum_;
+      WriteSnapshotJob(job);
+    }
+    {
+      std::lock_guard<std::mutex> lock(snapshot_mu_);
+      snapshot_stop_ = true;
+      snapshot_cv_.notify_one();
+    }
+    snapshot_thread_.join();
+    writer_.reset();
+    dir_.reset();  // releases the data directory's lock
+    close_status_ = result;
+    opt_.log(fmt::format("closed at sequence {}, state hash {:016x}", Raw(engine_->last_sequence()),
+                         engine_->StateHash()));
+    return result;
+  }
+
+  // ---------------------------------------------------------------- gauges
+
+  uint64_t durable_seq() const noexcept { return durable_seq_.load(std::memory_order_acquire); }
+  std::size_t inbound_remaining() const noexcept { return inbound_.remaining(); }
+  const journal::RecoveryReport& recovery() const noexcept { return recovery_; }
+  const engine::EngineConfig& config() const noexcept { return opt_.engine; }
+  ExchangeStats stats() const noexcept {
+    ExchangeStats s;
+    s.submitted = submitted_.load(std::memory_order_relaxed);
+    s.refused_full = refused_full_.load(std::memory_order_relaxed);
+    s.refused_journal = refused_journal_.load(std::memory_order_relaxed);
+    s.batches = batches_.load(std::memory_order_relaxed);
+    s.write_groups = write_groups_.load(std::memory_order_relaxed);
+    s.write_errors = write_errors_.load(std::memory_order_relaxed);
+    s.snapshots = snapshots_.load(std::memory_order_relaxed);
+    return s;
+  }
+  uint64_t ClosedStateHash() const {
+    MB_CHECK(!running_);
+    return engine_->StateHash();
+  }
+
+ private:
+  void Announce(const std::string& line, std::latch& started) {
+    opt_.log(fmt::format("thread {}", line));
+    started.count_down();
+  }
+
+  ExchangeOptions opt_;
+  std::optional<journal::DataDir> dir_;
+  std::unique_ptr<engine::Engine> engine_;  // engine thread only, while running
+  std::unique_ptr<journal::JournalWriter> writer_;  // journal thread only, while running
+  journal::RecoveryReport recovery_;
+
+  concurrency::MpscRing<InboundSlot> inbound_;
+  concurrency::SpscRing<Batch*> to_journal_;  // engine -> journal
+  concurrency::SpscRing<Batch*> free_;        // journal -> engine
+  std::vector<std::unique_ptr<Batch>> pool_;
+  concurrency::Waiter engine_wait_;   // the engine parks here; producers wake it
+  concurrency::Waiter journal_wait_;  // the journal parks here; the engine wakes it
+  concurrency::Waiter free_wait_;     // the engine waits for a free batch here
+
+  // Engine thread only.
+  uint64_t events_since_snapshot_ = 0;
+  uint64_t last_snapshot_seq_ = 0;
+  Clock::time_point last_snapshot_time_;
+  // Journal thread only (read by Close() after the join).
+  uint64_t last_checksum_ = 0;
+  uint64_t not_durable_ = 0;
+
+  std::atomic<uint64_t> durable_seq_{0};
+  std::atomic<bool> refusing_{false};
+  mutable std::mutex refusal_mu_;
+  std::string refusal_;  // GUARDED_BY(refusal_mu_)
+
+  std::atomic<bool> snapshot_requested_{false};
+  std::mutex snapshot_mu_;
+  std::condition_variable snapshot_cv_;
+  std::deque<std::unique_ptr<SnapshotJob>> snapshot_jobs_;  // GUARDED_BY(snapshot_mu_)
+  bool snapshot_stop_ = false;                              // GUARDED_BY(snapshot_mu_)
+
+  std::atomic<int64_t> in_submit_{0};
+  std::atomic<bool> closed_{false};
+  std::atomic<bool> engine_stop_{false};
+  std::atomic<bool> journal_stop_{false};
+  std::atomic<bool> give_up_{false};
+  bool running_ = false;
+  Status close_status_;
+
+  std::atomic<uint64_t> submitted_{0}, refused_full_{0}, refused_journal_{0}, batches_{0},
+      write_groups_{0}, write_errors_{0}, snapshots_{0};
+
+  std::thread engine_thread_, journal_thread_, snapshot_thread_;
+};
+
+Exchange::Exchange(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Exchange::~Exchange() = default;
+
+Result<std::unique_ptr<Exchange>> Exchange::Open(ExchangeOptions options) {
+  if (!IsPowerOfTwo(options.inbound_capacity) || !IsPowerOfTwo(options.batch_pool)) {
+    return InvalidArgument(fmt::format(
+        "inbound_capacity ({}) and batch_pool ({}) must be powers of two >= 2",
+        options.inbound_capacity, options.batch_pool));
+  }
+  if (options.max_batch == 0) return InvalidArgument("max_batch must be at least 1");
+  auto impl = std::make_unique<Impl>(std::move(options));
+  MB_RETURN_IF_ERROR(impl->Start());
+  return std::unique_ptr<Exchange>(new Exchange(std::move(impl)));
+}
+
+SubmitResult Exchange::Submit(const engine::Command& command, Completion* completion,
+                              uint64_t tag, bool notify_sequenced) noexcept {
+  return impl_->Submit(command, completion, tag, notify_sequenced);
+}
+std::string Exchange::RefusalReason() const { return impl_->RefusalReason(); }
+void Exchange::RequestSnapshot() noexcept { impl_->RequestSnapshot(); }
+Status Exchange::Close() { return impl_->Close(); }
+uint64_t Exchange::durable_seq() const noexcept { return impl_->durable_seq(); }
+std::size_t Exchange::inbound_remaining() const noexcept { return impl_->inbound_remaining(); }
+const journal::RecoveryReport& Exchange::recovery() const noexcept { return impl_->recovery(); }
+const engine::EngineConfig& Exchange::config() const noexcept { return impl_->config(); }
+ExchangeStats Exchange::stats() const noexcept { return impl_->stats(); }
+uint64_t Exchange::ClosedStateHash() const { return impl_->ClosedStateHash(); }
+
+}  // namespace mb::exchange

@@ -1,0 +1,290 @@
+// The pipeline end to end: submit -> engine -> journal -> completion, restart
+// recovery (journal only, and snapshot + journal), back-pressure and refusal.
+#include "exchange/exchange.h"
+
+#include <sys/resource.h>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <csignal>
+#include <filesystem>
+#include <latch>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "workload/engine_workload.h"
+
+namespace mb::exchange {
+namespace {
+
+namespace fs = std::filesystem;
+
+class Collector : public Completion {
+ public:
+  void OnSequenced(uint64_t tag, Sequence seq, std::span<const engine::Event>) noexcept override {
+    std::lock_guard<std::mutex> lock(mu_);
+    sequenced_[tag] = Raw(seq);
+  }
+  void OnDone(uint64_t tag, const Outcome& o) noexcept override {
+    std::lock_guard<std::mutex> lock(mu_);
+    done_[tag] = {o.state, Raw(o.seq), o.events.size()};
+    ++count_;
+  }
+  struct Done {
+    Outcome::State state;
+    uint64_t seq;
+    std::size_t events;
+  };
+  std::map<uint64_t, Done> done() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return done_;
+  }
+  std::map<uint64_t, uint64_t> sequenced() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return sequenced_;
+  }
+  uint64_t count() const { return count_.load(); }
+
+ private:
+  std::mutex mu_;
+  std::map<uint64_t, Done> done_;
+  std::map<uint64_t, uint64_t> sequenced_;
+  std::atomic<uint64_t> count_{0};
+};
+
+class ExchangeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::temp_directory_path() /
+            ("mb_exchange_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+    fs::remove_all(root_);
+    bench::MixSpec spec;
+    spec.seed = 7;
+    spec.commands = 20000;
+    spec.accounts = 50;
+    spec.target_orders = 200;
+    workload_ = bench::GenerateExchangeCoreMix(spec);
+    all_ = workload_.setup;
+    all_.insert(all_.end(), workload_.commands.begin(), workload_.commands.end());
+  }
+  void TearDown() override { fs::remove_all(root_); }
+
+  ExchangeOptions Options() {
+    ExchangeOptions o;
+    o.engine = workload_.config;
+    o.data_dir = root_;
+    o.log = [this](std::string_view line) {
+      std::lock_guard<std::mutex> lock(log_mu_);
+      log_ += std::string(line) + "\n";
+    };
+    return o;
+  }
+
+  // Submits commands [from, to) in order, retrying while the ring is full.
+  void SubmitRange(Exchange* ex, Collector* c, std::size_t from, std::size_t to) {
+    for (std::size_t i = from; i < to; ++i) {
+      SubmitResult r;
+      while ((r = ex->Submit(all_[i], c, i, i % 7 == 0)) == SubmitResult::kFull) {
+        std::this_thread::yield();
+      }
+      ASSERT_EQ(r, SubmitResult::kOk) << i;
+    }
+  }
+
+  // The same commands on a plain engine: the reference state.
+  uint64_t ReferenceHash(std::size_t n) {
+    engine::Engine e(workload_.config);
+    engine::EventBuffer ev;
+    for (std::size_t i = 0; i < n; ++i) {
+      ev.clear();
+      e.Process(all_[i], &ev);
+    }
+    return e.StateHash();
+  }
+
+  std::string log() {
+    std::lock_guard<std::mutex> lock(log_mu_);
+    return log_;
+  }
+
+  fs::path root_;
+  bench::Workload workload_;
+  std::vector<engine::Command> all_;
+  std::mutex log_mu_;
+  std::string log_;
+};
+
+TEST_F(ExchangeTest, CompletesEveryCommandDurablyInOrder) {
+  auto ex = Exchange::Open(Options());
+  ASSERT_TRUE(ex.ok()) << ex.status().message();
+  Collector c;
+  const std::size_t n = 5000;
+  SubmitRange(ex->get(), &c, 0, n);
+  ASSERT_TRUE((*ex)->Close().ok());
+  const auto done = c.done();
+  ASSERT_EQ(done.size(), n);
+  for (const auto& [tag, d] : done) {
+    EXPECT_EQ(d.state, Outcome::State::kDurable);
+    EXPECT_EQ(d.seq, tag + 1) << "one producer: sequence order is submission order";
+    EXPECT_GE(d.events, 1u);
+  }
+  const auto seqd = c.sequenced();
+  EXPECT_EQ(seqd.size(), (n + 6) / 7) << "OnSequenced only for those that asked";
+  for (const auto& [tag, seq] : seqd) EXPECT_EQ(seq, tag + 1);
+  EXPECT_EQ((*ex)->durable_seq(), n);
+  EXPECT_EQ((*ex)->ClosedStateHash(), ReferenceHash(n));
+  EXPECT_NE(log().find("thread mb-engine:"), std::string::npos) << log();
+  EXPECT_NE(log().find("numa:"), std::string::npos);
+}
+
+TEST_F(ExchangeTest, RestartRecoversFromJournalAndSnapshot) {
+  const std::size_t n1 = 3000, n2 = 6000;
+  {
+    auto o = Options();
+    o.snapshots.on_shutdown = false;  // first restart: journal only
+    auto ex = Exchange::Open(o);
+    ASSERT_TRUE(ex.ok()) << ex.status().message();
+    Collector c;
+    SubmitRange(ex->get(), &c, 0, n1);
+    ASSERT_TRUE((*ex)->Close().ok());
+  }
+  {
+    auto ex = Exchange::Open(Options());
+    ASSERT_TRUE(ex.ok()) << ex.status().message();
+    EXPECT_EQ((*ex)->recovery().recovered_seq, n1);
+    EXPECT_EQ((*ex)->recovery().snapshot_seq, 0u);
+    EXPECT_EQ((*ex)->recovery().state_hash, ReferenceHash(n1));
+    Collector c;
+    SubmitRange(ex->get(), &c, n1, n2);
+    ASSERT_TRUE((*ex)->Close().ok());  // takes the shutdown snapshot
+    EXPECT_EQ(c.done().begin()->second.seq, n1 + 1);
+  }
+  auto ex = Exchange::Open(Options());
+  ASSERT_TRUE(ex.ok()) << ex.status().message();
+  EXPECT_EQ((*ex)->recovery().snapshot_seq, n2) << log();
+  EXPECT_EQ((*ex)->recovery().replayed_records, 0u);
+  EXPECT_EQ((*ex)->recovery().state_hash, ReferenceHash(n2));
+  ASSERT_TRUE((*ex)->Close().ok());
+}
+
+TEST_F(ExchangeTest, PeriodicAndRequestedSnapshots) {
+  auto o = Options();
+  o.snapshots.every_events = 2000;
+  o.snapshots.keep = 2;
+  std::mutex mu;
+  std::vector<journal::SnapshotMeta> snaps;
+  o.on_snapshot = [&](const journal::SnapshotMeta& m) {
+    std::lock_guard<std::mutex> lock(mu);
+    snaps.push_back(m);
+  };
+  auto ex = Exchange::Open(o);
+  ASSERT_TRUE(ex.ok());
+  Collector c;
+  SubmitRange(ex->get(), &c, 0, 8000);
+  ASSERT_TRUE((*ex)->Close().ok());
+  std::lock_guard<std::mutex> lock(mu);
+  ASSERT_GE(snaps.size(), 2u);
+  for (const auto& m : snaps) EXPECT_EQ(m.state_hash, ReferenceHash(m.seq)) << m.seq;
+  std::size_t files = 0;
+  for (const auto& e : fs::directory_iterator(root_ / "snapshots")) files += e.path().extension() == ".mbs";
+  EXPECT_EQ(files, 2u) << "keep = 2";
+}
+
+TEST_F(ExchangeTest, SecondOpenOfTheSameDirectoryIsRefused) {
+  auto a = Exchange::Open(Options());
+  ASSERT_TRUE(a.ok());
+  auto b = Exchange::Open(Options());
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(b.status().message().find("in use by another process"), std::string::npos)
+      << b.status().message();
+}
+
+// A stalled engine (a callback that blocks, which real callers must not do)
+// fills the inbound ring: Submit fails fast with kFull instead of waiting.
+TEST_F(ExchangeTest, FullRingFailsFast) {
+  auto o = Options();
+  o.inbound_capacity = 8;
+  auto ex = Exchange::Open(o);
+  ASSERT_TRUE(ex.ok());
+  struct Blocker : Completion {
+    std::latch release{1};
+    std::atomic<bool> entered{false};
+    void OnSequenced(uint64_t, Sequence, std::span<const engine::Event>) noexcept override {
+      entered = true;
+      release.wait();
+    }
+    void OnDone(uint64_t, const Outcome&) noexcept override {}
+  } blocker;
+  ASSERT_EQ((*ex)->Submit(all_[0], &blocker, 0, true), SubmitResult::kOk);
+  while (!blocker.entered) std::this_thread::yield();
+  Collector c;
+  int ok = 0;
+  SubmitResult r;
+  while ((r = (*ex)->Submit(all_[static_cast<std::size_t>(1 + ok)], &c, 1, false)) == SubmitResult::kOk) ++ok;
+  EXPECT_EQ(r, SubmitResult::kFull);
+  // The blocked command's slot is released with its batch, after it.
+  EXPECT_EQ(ok, 7);
+  EXPECT_EQ((*ex)->inbound_remaining(), 0u);
+  EXPECT_GE((*ex)->stats().refused_full, 1u);
+  blocker.release.count_down();
+  ASSERT_TRUE((*ex)->Close().ok());
+  EXPECT_EQ(c.count(), 7u);
+}
+
+// A real write error (the file-size limit makes write() fail with EFBIG):
+// new commands are refused with the reason, nothing acknowledged is lost, and
+// intake resumes once writes succeed again.
+TEST_F(ExchangeTest, WriteErrorsRefuseThenRecover) {
+  std::signal(SIGXFSZ, SIG_IGN);
+  rlimit old{};
+  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &old), 0);
+  auto o = Options();
+  o.snapshots.on_shutdown = false;
+  auto ex = Exchange::Open(o);
+  ASSERT_TRUE(ex.ok());
+  Collector c;
+  SubmitRange(ex->get(), &c, 0, 100);
+  while ((*ex)->durable_seq() < 100) std::this_thread::yield();
+
+  const auto seg = fs::directory_iterator(root_ / "journal")->path();
+  rlimit small = old;
+  small.rlim_cur = fs::file_size(seg) + 100;  // room for a record or two, not more
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+  std::size_t i = 100;
+  SubmitResult r = SubmitResult::kOk;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (std::chrono::steady_clock::now() < deadline) {
+    r = (*ex)->Submit(all_[i], &c, i, false);
+    if (r == SubmitResult::kRefusing) break;
+    if (r == SubmitResult::kOk) ++i;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  ASSERT_EQ(r, SubmitResult::kRefusing);
+  EXPECT_NE((*ex)->RefusalReason().find("File too large"), std::string::npos)
+      << (*ex)->RefusalReason();
+  const uint64_t taken = i;
+  EXPECT_LT((*ex)->durable_seq(), taken) << "what could not be written is not durable";
+
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &old), 0);
+  while ((r = (*ex)->Submit(all_[i], &c, i, false)) != SubmitResult::kOk) {
+    ASSERT_NE(r, SubmitResult::kClosed);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ++i;
+  ASSERT_TRUE((*ex)->Close().ok());
+  EXPECT_NE(log().find("journal writes succeed again"), std::string::npos) << log();
+  // Every command taken completed; those refused after intake changed nothing.
+  uint64_t durable = 0;
+  for (const auto& [tag, d] : c.done()) durable += d.state == Outcome::State::kDurable;
+  EXPECT_EQ(c.done().size(), i);
+  auto again = Exchange::Open(Options());
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_EQ((*again)->recovery().recovered_seq, durable) << "every durable command, once";
+  ASSERT_TRUE((*again)->Close().ok());
+}
+
+}  // namespace
+}  // namespace mb::exchange

@@ -1,0 +1,251 @@
+#include "journal/reader.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "codec/codec.h"
+#include "common/progress.h"
+#include "journal/format.h"
+
+namespace mb::journal {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// A read-only mapping of one file.
+class Mapping {
+ public:
+  Mapping() = default;
+  Mapping(const Mapping&) = delete;
+  Mapping& operator=(const Mapping&) = delete;
+  ~Mapping() {
+    if (data_ != nullptr) ::munmap(data_, size_);
+  }
+
+  Status Open(const fs::path& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return ErrnoStatus(path, "open", errno);
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) {
+      const int err = errno;
+      ::close(fd);
+      return ErrnoStatus(path, "stat", err);
+    }
+    size_ = static_cast<std::size_t>(st.st_size);
+    if (size_ > 0) {
+      void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+      if (p == MAP_FAILED) {
+        const int err = errno;
+        ::close(fd);
+        return ErrnoStatus(path, "mmap", err);
+      }
+      data_ = p;
+      ::madvise(p, size_, MADV_SEQUENTIAL);
+    }
+    ::close(fd);
+    return Status::Ok();
+  }
+
+  std::span<const std::byte> bytes() const {
+    return {static_cast<const std::byte*>(data_), size_};
+  }
+
+ private:
+  void* data_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+// Is there a whole, valid record with a sequence >= expected anywhere in
+// [from, end)? A cheap filter (plausible sequence) before the checksum.
+bool ValidRecordAfter(std::span<const std::byte> seg, std::size_t from, uint64_t expected) {
+  if (seg.size() < kRecordHeaderSize) return false;
+  const uint64_t window = seg.size() / kRecordHeaderSize + 1;
+  for (std::size_t y = from; y + kRecordHeaderSize <= seg.size(); ++y) {
+    const uint64_t seq = GetU64(seg.data() + y + 8);
+    if (seq < expected || seq - expected > window) continue;
+    const ParsedRecord r = ParseRecord(seg.subspan(y));
+    if (r.error == RecordError::kOk) return true;
+  }
+  return false;
+}
+
+// Frames that start in a torn region, following plausible length fields.
+uint64_t CountPartialRecords(std::span<const std::byte> tail) {
+  uint64_t n = 0;
+  std::size_t off = 0;
+  while (off < tail.size()) {
+    ++n;
+    if (tail.size() - off < kRecordHeaderSize) break;
+    const uint32_t len = GetU32(tail.data() + off);
+    if (len > kMaxRecordPayload) break;
+    off += kRecordHeaderSize + len;
+  }
+  return n;
+}
+
+Status Truncate(const fs::path& path, uint64_t size) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus(path, "open for repair", errno);
+  Status s;
+  if (::ftruncate(fd, static_cast<off_t>(size)) != 0) s = ErrnoStatus(path, "truncate", errno);
+  if (s.ok() && ::fsync(fd) != 0) s = ErrnoStatus(path, "fsync", errno);
+  ::close(fd);
+  return s;
+}
+
+}  // namespace
+
+Result<ScanResult> ScanJournal(const DataDir& dir, const ScanOptions& options,
+                               const RecordFn& on_record) {
+  if (options.repair && dir.mode() != OpenMode::kReadWrite) {
+    return Status(StatusCode::kInternal, "journal repair needs a read-write data directory");
+  }
+  auto listed = dir.ListSegments();
+  if (!listed.ok()) return listed.status();
+  const std::vector<FileEntry>& segments = *listed;
+
+  ScanResult result;
+  uint64_t total_bytes = 0;
+  for (const FileEntry& f : segments) {
+    std::error_code ec;
+    total_bytes += fs::file_size(f.path, ec);
+  }
+  Progress progress(options.progress_label, total_bytes, "bytes", options.progress && isatty(2));
+  uint64_t bytes_done = 0;
+
+  uint64_t expected = 0;  // next sequence; 0 before the first segment
+  for (std::size_t i = 0; i < segments.size(); ++i) {
+    const FileEntry& f = segments[i];
+    const bool last = i + 1 == segments.size();
+    const std::string name = f.path.string();
+    Mapping map;
+    MB_RETURN_IF_ERROR(map.Open(f.path));
+    const std::span<const std::byte> seg = map.bytes();
+
+    if (seg.size() < kSegmentHeaderSize && last) {
+      // A roll interrupted before its header was whole: the segment holds no
+      // record. It is the tail.
+      TailDamage t{f.path, 0, seg.size(), 0, "segment header incomplete", false};
+      if (options.repair) {
+        if (::unlink(f.path.c_str()) != 0) return ErrnoStatus(f.path, "remove", errno);
+        MB_RETURN_IF_ERROR(SyncDir(dir.journal_dir()));
+        t.repaired = true;
+      }
+      result.tail = t;
+      break;
+    }
+    auto header = DecodeSegmentHeader(seg, name);
+    if (!header.ok()) return header.status();
+    if (header->first_seq != f.seq) {
+      return Corruption(fmt::format("{}: header says first sequence {}, the file name says {}",
+                                    name, header->first_seq, f.seq));
+    }
+    if (options.config_hash != 0 && header->config_hash != options.config_hash) {
+      return Corruption(fmt::format(
+          "{}: written with another configuration (config hash {:016x}, this one is {:016x}); "
+          "the markets and assets must not change under an existing journal",
+          name, header->config_hash, options.config_hash));
+    }
+    if (i == 0) {
+      result.first_seq = header->first_seq;
+      if (header->first_seq == 0) {
+        return Corruption(fmt::format("{}: first sequence 0 (sequences start at 1)", name));
+      }
+    } else if (header->first_seq != expected) {
+      return Corruption(fmt::format(
+          "{}: starts at sequence {} but the previous segment ends at {} (records missing or "
+          "duplicated)",
+          name, header->first_seq, expected - 1));
+    }
+    expected = header->first_seq;
+    ++result.segments;
+
+    // Skip the records of a segment that ends before deliver_from.
+    const bool skip = !options.check_all && !last && segments[i + 1].seq <= options.deliver_from;
+    std::size_t off = kSegmentHeaderSize;
+    if (skip) {
+      expected = segments[i + 1].seq;
+      off = seg.size();
+    }
+    while (off < seg.size()) {
+      const ParsedRecord r = ParseRecord(seg.subspan(off));
+      if (r.error == RecordError::kOk && r.header.seq == expected) {
+        ++result.records_checked;
+        result.last_checksum = r.header.checksum;
+        if (expected >= options.deliver_from && on_record) {
+          JournalRecord rec{expected, r.header.checksum, r.payload, &f.path, off};
+          MB_RETURN_IF_ERROR(on_record(rec));
+          ++result.records_delivered;
+        }
+        off += r.size;
+        ++expected;
+        if ((expected & 4095) == 0) progress.Update(bytes_done + off);
+        continue;
+      }
+      const std::string what =
+          r.error == RecordError::kOk
+              ? fmt::format("record has sequence {}, expected {}", r.header.seq, expected)
+              : std::string(ToString(r.error));
+      if (!last || r.error == RecordError::kOk || r.error == RecordError::kUnknownType ||
+          ValidRecordAfter(seg, off + 1, expected)) {
+        return Corruption(fmt::format(
+            "{}: corrupt record at offset {} (sequence {}): {}; valid records follow it, so "
+            "this is damage inside the journal, not a torn tail — refusing to skip it. "
+            "Restore the data directory from a copy, or move this segment and everything "
+            "after it away if losing those records is acceptable",
+            name, off, expected, what));
+      }
+      TailDamage t{f.path, off, seg.size() - off, CountPartialRecords(seg.subspan(off)), what,
+                   false};
+      if (options.repair) {
+        MB_RETURN_IF_ERROR(Truncate(f.path, off));
+        t.repaired = true;
+      }
+      result.tail = t;
+      break;
+    }
+    bytes_done += seg.size();
+    const uint64_t kept = result.tail && result.tail->segment == f.path ? result.tail->offset
+                                                                          : seg.size();
+    result.bytes += kept;
+    result.last_segment = f.path;
+    result.last_segment_first_seq = header->first_seq;
+    result.last_segment_size = kept;
+  }
+  progress.Finish(bytes_done);
+  result.last_seq = expected == 0 ? 0 : expected - 1;
+  return result;
+}
+
+Status DecodeOutcome(const JournalRecord& record, engine::EventBuffer* out) {
+  std::span<const std::byte> in = record.payload;
+  if (in.empty()) {
+    return Corruption(fmt::format("record {}: no events (every command has at least one)",
+                                  record.seq));
+  }
+  while (!in.empty()) {
+    engine::Event ev;
+    const codec::DecodeResult r = codec::Decode(in, &ev);
+    if (!r.ok()) {
+      return Corruption(fmt::format("record {}: event {} does not decode: {}", record.seq,
+                                    out->size(), codec::ToString(r.error)));
+    }
+    if (Raw(ev.seq) != record.seq) {
+      return Corruption(fmt::format("record {}: holds an event of sequence {}", record.seq,
+                                    Raw(ev.seq)));
+    }
+    out->push_back(ev);
+    in = in.subspan(r.consumed);
+  }
+  return Status::Ok();
+}
+
+}  // namespace mb::journal

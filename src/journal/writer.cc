@@ -1,0 +1,224 @@
+#include "journal/writer.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "codec/codec.h"
+#include "journal/format.h"
+
+namespace mb::journal {
+
+namespace fs = std::filesystem;
+
+Status ParseFsyncPolicy(std::string_view text, JournalOptions* options) {
+  if (text == "fsync") {
+    options->policy = FsyncPolicy::kFsync;
+    return Status::Ok();
+  }
+  if (text == "none") {
+    options->policy = FsyncPolicy::kNone;
+    return Status::Ok();
+  }
+  constexpr std::string_view kInterval = "interval:";
+  if (text.starts_with(kInterval)) {
+    const std::string_view ms = text.substr(kInterval.size());
+    uint32_t v = 0;
+    auto [p, ec] = std::from_chars(ms.data(), ms.data() + ms.size(), v);
+    if (ec == std::errc() && p == ms.data() + ms.size() && v >= 1 && v <= 60000) {
+      options->policy = FsyncPolicy::kInterval;
+      options->interval_ms = v;
+      return Status::Ok();
+    }
+  }
+  return InvalidArgument(fmt::format(
+      "fsync policy \"{}\": expected \"fsync\", \"interval:<ms>\" (1..60000) or \"none\"", text));
+}
+
+std::string DescribeFsyncPolicy(const JournalOptions& options) {
+  switch (options.policy) {
+    case FsyncPolicy::kFsync:
+      return "fsync";
+    case FsyncPolicy::kInterval:
+      return fmt::format("interval:{}", options.interval_ms);
+    case FsyncPolicy::kNone:
+      return "none";
+  }
+  return "?";
+}
+
+std::byte* JournalWriter::Buffer::Grow(std::size_t n) {
+  if (size + n > capacity) {
+    std::size_t cap = capacity == 0 ? (1u << 20) : capacity;
+    while (cap < size + n) cap *= 2;
+    auto bigger = std::make_unique_for_overwrite<std::byte[]>(cap);
+    if (size > 0) std::memcpy(bigger.get(), data.get(), size);
+    data = std::move(bigger);
+    capacity = cap;
+  }
+  std::byte* p = data.get() + size;
+  size += n;
+  return p;
+}
+
+JournalWriter::JournalWriter(const DataDir& dir, const JournalOptions& options,
+                             uint64_t config_hash)
+    : journal_dir_(dir.journal_dir()), options_(options), config_hash_(config_hash) {}
+
+JournalWriter::~JournalWriter() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+Result<std::unique_ptr<JournalWriter>> JournalWriter::Open(const DataDir& dir,
+                                                           const JournalOptions& options,
+                                                           uint64_t config_hash,
+                                                           const ScanResult& scan) {
+  if (dir.mode() != OpenMode::kReadWrite) {
+    return Status(StatusCode::kInternal, "the journal writer needs a read-write data directory");
+  }
+  std::unique_ptr<JournalWriter> w(new JournalWriter(dir, options, config_hash));
+  w->next_seq_ = scan.last_seq + 1;
+  w->written_seq_ = w->durable_seq_ = scan.last_seq;
+  w->total_bytes_ = scan.bytes;
+  if (!scan.last_segment.empty()) {
+    MB_RETURN_IF_ERROR(w->OpenSegment(scan.last_segment, scan.last_segment_size));
+  } else {
+    MB_RETURN_IF_ERROR(w->CreateSegment(w->next_seq_));
+  }
+  return w;
+}
+
+Status JournalWriter::OpenSegment(const fs::path& path, uint64_t size) {
+  fd_ = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd_ < 0) return ErrnoStatus(path, "open for append", errno);
+  path_ = path;
+  file_size_ = synced_size_ = size;
+  return Status::Ok();
+}
+
+Status JournalWriter::CreateSegment(uint64_t first_seq) {
+  const fs::path path = journal_dir_ / SegmentFileName(first_seq);
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) return ErrnoStatus(path, "create segment", errno);
+  std::array<std::byte, kSegmentHeaderSize> header{};
+  EncodeSegmentHeader({kSegmentFormatVersion, first_seq, config_hash_}, header);
+  Status s = WriteAll(fd, header, path);
+  if (s.ok() && ::fdatasync(fd) != 0) s = ErrnoStatus(path, "fdatasync", errno);
+  if (s.ok()) s = SyncDir(journal_dir_);
+  if (!s.ok()) {
+    ::close(fd);
+    ::unlink(path.c_str());
+    return s;
+  }
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = fd;
+  path_ = path;
+  file_size_ = synced_size_ = kSegmentHeaderSize;
+  total_bytes_ += kSegmentHeaderSize;
+  return Status::Ok();
+}
+
+uint64_t JournalWriter::Append(std::span<const engine::Event> events) {
+  if (pending_.size == 0) pending_first_seq_ = next_seq_;
+  std::size_t payload = 0;
+  for (const engine::Event& e : events) payload += codec::EncodedSize(e);
+  std::byte* rec = pending_.Grow(kRecordHeaderSize + payload);
+  std::byte* p = rec + kRecordHeaderSize;
+  for (const engine::Event& e : events) {
+    p += codec::Encode(e, std::span<std::byte>(p, codec::kMaxEventSize));
+  }
+  const std::span<const std::byte> body(rec + kRecordHeaderSize, payload);
+  EncodeRecordHeader(RecordType::kCommandOutcome, next_seq_, body,
+                     std::span<std::byte, kRecordHeaderSize>(rec, kRecordHeaderSize));
+  ++next_seq_;
+  return GetU64(rec + 16);
+}
+
+Status JournalWriter::Roll() {
+  if (options_.policy != FsyncPolicy::kNone && unsynced_.size > 0) {
+    MB_RETURN_IF_ERROR(Sync());
+  }
+  return CreateSegment(pending_first_seq_);
+}
+
+Status JournalWriter::Write() {
+  if (pending_.size == 0) return Status::Ok();
+  if (file_size_ >= options_.segment_bytes) MB_RETURN_IF_ERROR(Roll());
+  std::size_t done = 0;
+  while (done < pending_.size) {
+    const ssize_t n = ::pwrite(fd_, pending_.data.get() + done, pending_.size - done,
+                               static_cast<off_t>(file_size_ + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = n < 0 ? errno : EIO;
+      // Cut off what this call wrote, so the retry starts at a record boundary.
+      if (::ftruncate(fd_, static_cast<off_t>(file_size_)) != 0) {
+        // The file may now end in a partial record; recovery treats it as a
+        // torn tail. Nothing acknowledged is in it.
+      }
+      return ErrnoStatus(path_, "write", err);
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  file_size_ += pending_.size;
+  total_bytes_ += pending_.size;
+  written_seq_ = next_seq_ - 1;
+  if (options_.policy == FsyncPolicy::kNone) {
+    durable_seq_ = written_seq_;
+  } else {
+    if (unsynced_.size == 0) unsynced_since_ = std::chrono::steady_clock::now();
+    std::memcpy(unsynced_.Grow(pending_.size), pending_.data.get(), pending_.size);
+  }
+  pending_.Clear();
+  return Status::Ok();
+}
+
+Status JournalWriter::Sync() {
+  if (unsynced_.size == 0) return Status::Ok();
+  if (::fdatasync(fd_) != 0) {
+    const int err = errno;
+    // The kernel may have dropped the dirty pages it failed to write: write
+    // them again from memory, from the last durable length.
+    const uint64_t lost = file_size_ - synced_size_;
+    if (::ftruncate(fd_, static_cast<off_t>(synced_size_)) != 0) {
+      // As in Write(): a partial tail is a torn tail to recovery.
+    }
+    total_bytes_ -= lost;
+    file_size_ = synced_size_;
+    Buffer requeue;
+    std::memcpy(requeue.Grow(unsynced_.size + pending_.size), unsynced_.data.get(),
+                unsynced_.size);
+    if (pending_.size > 0) {
+      std::memcpy(requeue.data.get() + unsynced_.size, pending_.data.get(), pending_.size);
+    }
+    pending_ = std::move(requeue);
+    pending_first_seq_ = durable_seq_ + 1;
+    unsynced_.Clear();
+    written_seq_ = durable_seq_;
+    return ErrnoStatus(path_, "fdatasync", err);
+  }
+  synced_size_ = file_size_;
+  durable_seq_ = written_seq_;
+  unsynced_.Clear();
+  return Status::Ok();
+}
+
+bool JournalWriter::SyncDue(std::chrono::steady_clock::time_point now) const noexcept {
+  if (unsynced_.size == 0) return false;
+  if (options_.policy == FsyncPolicy::kFsync) return true;
+  return now >= NextSyncDeadline();
+}
+
+std::chrono::steady_clock::time_point JournalWriter::NextSyncDeadline() const noexcept {
+  if (unsynced_.size == 0 || options_.policy != FsyncPolicy::kInterval) {
+    return std::chrono::steady_clock::time_point::max();
+  }
+  return unsynced_since_ + std::chrono::milliseconds(options_.interval_ms);
+}
+
+}  // namespace mb::journal
