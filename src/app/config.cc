@@ -30,7 +30,16 @@ using engine::EngineConfig;
 using engine::MarketSpec;
 using engine::MarketStatus;
 
-constexpr std::string_view kTopKeys[] = {"engine", "assets", "markets"};
+constexpr std::string_view kTopKeys[] = {"engine", "assets",    "markets",
+                                         "server", "journal",   "snapshots", "threads"};
+constexpr std::string_view kServerKeys[] = {"data_dir"};
+constexpr std::string_view kJournalKeys[] = {"fsync", "segment_mb"};
+constexpr std::string_view kSnapshotKeys[] = {"every_events", "every_seconds", "keep",
+                                              "zstd_level", "on_shutdown"};
+constexpr std::string_view kThreadsKeys[] = {"inbound_capacity", "max_batch", "engine",
+                                             "journal"};
+constexpr std::string_view kStageKeys[] = {"wait", "spins", "yields", "park_us",
+                                           "cpu",  "realtime", "rt_priority"};
 constexpr std::string_view kEngineKeys[] = {"max_accounts", "fee_account", "expected_open_orders",
                                             "client_id_memory"};
 constexpr std::string_view kAssetKeys[] = {"symbol", "scale"};
@@ -119,7 +128,7 @@ class Loader {
  public:
   explicit Loader(std::string_view source) : source_(source) {}
 
-  Result<EngineConfig> Load(std::string_view text) {
+  Result<Config> Load(std::string_view text) {
     toml::table root;
     try {
       root = toml::parse(text, std::string_view(source_));
@@ -134,7 +143,10 @@ class Loader {
     MB_RETURN_IF_ERROR(ReadAssets(root, &config));
     MB_RETURN_IF_ERROR(ReadMarkets(root, &config));
     if (Status s = config.Validate(); !s.ok()) return Locate(s, root, config);
-    return config;
+    Config full;
+    full.engine = std::move(config);
+    MB_RETURN_IF_ERROR(ReadRuntime(root, &full.runtime));
+    return full;
   }
 
  private:
@@ -277,6 +289,117 @@ class Loader {
           *n, key,
           fmt::format("{} entries do not fit a uint16 id (at most {})", (*out)->size(), kMaxItems));
     }
+    return Status::Ok();
+  }
+
+  // An optional table: nullptr when absent; an error when it is not a table.
+  Status OptionalTable(const toml::table& parent, std::string_view path, std::string_view key,
+                       std::span<const std::string_view> allowed, const toml::table** out) const {
+    *out = nullptr;
+    const toml::node* n = parent.get(key);
+    if (n == nullptr) return Status::Ok();
+    *out = n->as_table();
+    if (*out == nullptr) {
+      return At(*n, Dot(path, key),
+                fmt::format("must be a table, got {}", TypeName(n->type())));
+    }
+    return CheckKeys(**out, Dot(path, key), allowed);
+  }
+
+  template <class T>
+  Status OptionalInt(const toml::table* t, std::string_view path, std::string_view key,
+                     int64_t lo, int64_t hi, T* out) const {
+    if (t == nullptr || t->get(key) == nullptr) return Status::Ok();
+    int64_t v = 0;
+    MB_RETURN_IF_ERROR(GetInt(*t, path, key, lo, hi, &v));
+    *out = static_cast<T>(v);
+    return Status::Ok();
+  }
+
+  Status OptionalBool(const toml::table* t, std::string_view path, std::string_view key,
+                      bool* out) const {
+    if (t == nullptr || t->get(key) == nullptr) return Status::Ok();
+    const toml::node& n = *t->get(key);
+    const auto* v = n.as_boolean();
+    if (v == nullptr) {
+      return At(n, Dot(path, key), fmt::format("must be true or false, got {}", TypeName(n.type())));
+    }
+    *out = v->get();
+    return Status::Ok();
+  }
+
+  Status OptionalString(const toml::table* t, std::string_view path, std::string_view key,
+                        std::string* out, const toml::node** where) const {
+    *where = nullptr;
+    if (t == nullptr || t->get(key) == nullptr) return Status::Ok();
+    return GetString(*t, path, key, out, where);
+  }
+
+  Status ReadStage(const toml::table* threads, std::string_view name,
+                   concurrency::StageConfig* stage) const {
+    const toml::table* t = nullptr;
+    if (threads != nullptr) {
+      MB_RETURN_IF_ERROR(OptionalTable(*threads, "threads", name, kStageKeys, &t));
+    }
+    const std::string path = Dot("threads", name);
+    std::string wait;
+    const toml::node* where = nullptr;
+    MB_RETURN_IF_ERROR(OptionalString(t, path, "wait", &wait, &where));
+    if (where != nullptr) {
+      auto kind = concurrency::ParseWaitKind(wait);
+      if (!kind.ok()) return At(*where, Dot(path, "wait"), kind.status().message());
+      stage->wait.kind = *kind;
+    }
+    MB_RETURN_IF_ERROR(OptionalInt(t, path, "spins", 0, 1'000'000'000, &stage->wait.spins));
+    MB_RETURN_IF_ERROR(OptionalInt(t, path, "yields", 0, 1'000'000'000, &stage->wait.yields));
+    MB_RETURN_IF_ERROR(OptionalInt(t, path, "park_us", 1, 1'000'000, &stage->wait.park_us));
+    MB_RETURN_IF_ERROR(OptionalInt(t, path, "cpu", -1, 4095, &stage->cpu));
+    MB_RETURN_IF_ERROR(OptionalBool(t, path, "realtime", &stage->realtime));
+    MB_RETURN_IF_ERROR(OptionalInt(t, path, "rt_priority", 1, 99, &stage->rt_priority));
+    return Status::Ok();
+  }
+
+  Status ReadRuntime(const toml::table& root, RuntimeConfig* r) const {
+    const toml::table* t = nullptr;
+    const toml::node* where = nullptr;
+    MB_RETURN_IF_ERROR(OptionalTable(root, "", "server", kServerKeys, &t));
+    MB_RETURN_IF_ERROR(OptionalString(t, "server", "data_dir", &r->data_dir, &where));
+    if (where != nullptr && r->data_dir.empty()) {
+      return At(*where, "server.data_dir", "must not be empty");
+    }
+
+    MB_RETURN_IF_ERROR(OptionalTable(root, "", "journal", kJournalKeys, &t));
+    std::string fsync;
+    MB_RETURN_IF_ERROR(OptionalString(t, "journal", "fsync", &fsync, &where));
+    if (where != nullptr) {
+      if (Status s = journal::ParseFsyncPolicy(fsync, &r->journal); !s.ok()) {
+        return At(*where, "journal.fsync", s.message());
+      }
+    }
+    uint64_t segment_mb = r->journal.segment_bytes >> 20;
+    MB_RETURN_IF_ERROR(OptionalInt(t, "journal", "segment_mb", 1, 65536, &segment_mb));
+    r->journal.segment_bytes = segment_mb << 20;
+
+    MB_RETURN_IF_ERROR(OptionalTable(root, "", "snapshots", kSnapshotKeys, &t));
+    MB_RETURN_IF_ERROR(OptionalInt(t, "snapshots", "every_events", 0,
+                                   std::numeric_limits<int64_t>::max(),
+                                   &r->snapshots.every_events));
+    MB_RETURN_IF_ERROR(
+        OptionalInt(t, "snapshots", "every_seconds", 0, kU32Max, &r->snapshots.every_seconds));
+    MB_RETURN_IF_ERROR(OptionalInt(t, "snapshots", "keep", 1, 1000, &r->snapshots.keep));
+    MB_RETURN_IF_ERROR(OptionalInt(t, "snapshots", "zstd_level", 1, 19, &r->snapshots.zstd_level));
+    MB_RETURN_IF_ERROR(OptionalBool(t, "snapshots", "on_shutdown", &r->snapshots.on_shutdown));
+
+    MB_RETURN_IF_ERROR(OptionalTable(root, "", "threads", kThreadsKeys, &t));
+    MB_RETURN_IF_ERROR(
+        OptionalInt(t, "threads", "inbound_capacity", 2, 1 << 26, &r->inbound_capacity));
+    if ((r->inbound_capacity & (r->inbound_capacity - 1)) != 0) {
+      return At(*t->get("inbound_capacity"), "threads.inbound_capacity",
+                fmt::format("{} is not a power of two", r->inbound_capacity));
+    }
+    MB_RETURN_IF_ERROR(OptionalInt(t, "threads", "max_batch", 1, 1 << 20, &r->max_batch));
+    MB_RETURN_IF_ERROR(ReadStage(t, "engine", &r->engine_stage));
+    MB_RETURN_IF_ERROR(ReadStage(t, "journal", &r->journal_stage));
     return Status::Ok();
   }
 
@@ -474,11 +597,36 @@ class Loader {
 
 }  // namespace
 
-Result<engine::EngineConfig> ParseConfig(std::string_view toml_text, std::string_view source_name) {
+exchange::ExchangeOptions ExchangeOptionsFrom(const Config& config) {
+  exchange::ExchangeOptions o;
+  o.engine = config.engine;
+  o.data_dir = config.runtime.data_dir;
+  o.journal = config.runtime.journal;
+  o.snapshots = config.runtime.snapshots;
+  o.inbound_capacity = config.runtime.inbound_capacity;
+  o.max_batch = config.runtime.max_batch;
+  o.engine_stage = config.runtime.engine_stage;
+  o.journal_stage = config.runtime.journal_stage;
+  return o;
+}
+
+Result<Config> ParseFullConfig(std::string_view toml_text, std::string_view source_name) {
   return Loader(source_name).Load(toml_text);
 }
 
+Result<engine::EngineConfig> ParseConfig(std::string_view toml_text, std::string_view source_name) {
+  auto full = ParseFullConfig(toml_text, source_name);
+  if (!full.ok()) return full.status();
+  return std::move(full->engine);
+}
+
 Result<engine::EngineConfig> LoadConfig(const std::string& path) {
+  auto full = LoadFullConfig(path);
+  if (!full.ok()) return full.status();
+  return std::move(full->engine);
+}
+
+Result<Config> LoadFullConfig(const std::string& path) {
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (f == nullptr) {
     const int err = errno;
@@ -492,7 +640,7 @@ Result<engine::EngineConfig> LoadConfig(const std::string& path) {
   const bool failed = std::ferror(f) != 0;
   std::fclose(f);
   if (failed) return IoError(fmt::format("{}: read failed", path));
-  return ParseConfig(text, path);
+  return ParseFullConfig(text, path);
 }
 
 }  // namespace mb::app

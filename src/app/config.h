@@ -7,6 +7,17 @@
 //                max_price, min_notional, maker_fee_bps, taker_fee_bps,
 //                status (optional, default "TRADING")  (MarketId = position)
 //
+// and the optional runtime tables (every key optional, defaults below):
+//
+//   [server]     data_dir ("data")
+//   [journal]    fsync ("fsync" | "interval:<ms>" | "none"), segment_mb (128)
+//   [snapshots]  every_events (10000000; 0 = never), every_seconds (3600; 0 = never),
+//                keep (3), zstd_level (1), on_shutdown (true)
+//   [threads]    inbound_capacity (65536, a power of two), max_batch (4096)
+//   [threads.engine], [threads.journal]
+//                wait ("back-off" | "yield" | "busy-spin"), spins (200), yields (20),
+//                park_us (1000), cpu (-1: unpinned), realtime (false), rt_priority (10)
+//
 // Decimals are TOML strings parsed exactly (common/decimal.h); TOML floats are
 // refused. Every key is required except markets.status, and unknown keys are
 // errors, so a typo never silently becomes a default. The result has passed
@@ -27,9 +38,33 @@
 #include <string_view>
 
 #include "common/status.h"
+#include "concurrency/thread.h"
 #include "engine/market.h"
+#include "exchange/exchange.h"
+#include "journal/writer.h"
 
 namespace mb::app {
+
+// How the exchange runs (not part of the engine's state; may change between runs).
+struct RuntimeConfig {
+  std::string data_dir = "data";
+  journal::JournalOptions journal;
+  exchange::SnapshotOptions snapshots;
+  uint32_t inbound_capacity = 1u << 16;
+  uint32_t max_batch = 4096;
+  concurrency::StageConfig engine_stage{"mb-engine", {}, -1, false, 10};
+  concurrency::StageConfig journal_stage{"mb-journal", {}, -1, false, 10};
+};
+
+struct Config {
+  engine::EngineConfig engine;
+  RuntimeConfig runtime;
+};
+
+Result<Config> LoadFullConfig(const std::string& path);
+// The pipeline's options for `config` (log: stderr).
+exchange::ExchangeOptions ExchangeOptionsFrom(const Config& config);
+Result<Config> ParseFullConfig(std::string_view toml_text, std::string_view source_name);
 
 // Reads and parses the file at `path`; messages name it as given.
 Result<engine::EngineConfig> LoadConfig(const std::string& path);

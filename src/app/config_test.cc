@@ -142,7 +142,21 @@ TEST(ParseConfig, RefusesEachKindOfErrorNamingFileLineAndField) {
       {"misspelt asset key", Edit({{10, "precision = 8"}}),
        "test.toml:10: assets.BTC.precision: ", "unknown key (expected symbol, scale)"},
       {"unknown table", Edit({}, "[gateway]\nport = 1\n"),
-       "test.toml:28: gateway: ", "unknown key (expected engine, assets, markets)"},
+       "test.toml:28: gateway: ",
+       "unknown key (expected engine, assets, markets, server, journal, snapshots, threads)"},
+      // Runtime tables: optional, but what is there is checked as strictly.
+      {"bad fsync policy", Edit({}, "[journal]\nfsync = \"sometimes\"\n"),
+       "test.toml:29: journal.fsync: ", "fsync policy \"sometimes\": expected"},
+      {"misspelt journal key", Edit({}, "[journal]\nfsnyc = \"none\"\n"),
+       "test.toml:29: journal.fsnyc: ", "unknown key (expected fsync, segment_mb)"},
+      {"bad wait strategy", Edit({}, "[threads.engine]\nwait = \"spin\"\n"),
+       "test.toml:29: threads.engine.wait: ", "unknown wait strategy \"spin\""},
+      {"ring not a power of two", Edit({}, "[threads]\ninbound_capacity = 1000\n"),
+       "test.toml:29: threads.inbound_capacity: ", "1000 is not a power of two"},
+      {"bool as integer", Edit({}, "[snapshots]\non_shutdown = 1\n"),
+       "test.toml:29: snapshots.on_shutdown: ", "must be true or false"},
+      {"cpu out of range", Edit({}, "[threads.journal]\ncpu = -2\n"),
+       "test.toml:29: threads.journal.cpu: ", "-2 is outside -1..4095"},
       // Missing keys: the line is the table's.
       {"missing max_qty", Edit({{22, ""}}),
        "test.toml:15: markets.BTCUSDT.max_qty: ", "missing required key"},
@@ -349,6 +363,35 @@ TEST(LoadConfig, MissingFileIsNotFound) {
   EXPECT_EQ(r.status().code(), StatusCode::kNotFound);
   EXPECT_EQ(r.status().message().rfind("/nonexistent/matchbook.toml: cannot open", 0), 0u)
       << r.status().message();
+}
+
+TEST(ParseConfig, RuntimeTablesAreOptionalAndParsed) {
+  auto base = ParseFullConfig(Edit(), "test.toml");
+  ASSERT_TRUE(base.ok()) << base.status().message();
+  EXPECT_EQ(base->runtime.data_dir, "data");
+  EXPECT_EQ(base->runtime.journal.policy, journal::FsyncPolicy::kFsync);
+  EXPECT_EQ(base->runtime.engine_stage.wait.kind, concurrency::WaitKind::kBackOff);
+
+  const std::string text = Edit() +
+                           "[server]\ndata_dir = \"/var/lib/mb\"\n"
+                           "[journal]\nfsync = \"interval:5\"\nsegment_mb = 16\n"
+                           "[snapshots]\nevery_events = 0\nkeep = 5\non_shutdown = false\n"
+                           "[threads]\ninbound_capacity = 1024\n"
+                           "[threads.engine]\nwait = \"busy-spin\"\ncpu = 1\nrealtime = true\n";
+  auto c = ParseFullConfig(text, "test.toml");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->runtime.data_dir, "/var/lib/mb");
+  EXPECT_EQ(c->runtime.journal.policy, journal::FsyncPolicy::kInterval);
+  EXPECT_EQ(c->runtime.journal.interval_ms, 5u);
+  EXPECT_EQ(c->runtime.journal.segment_bytes, uint64_t{16} << 20);
+  EXPECT_EQ(c->runtime.snapshots.every_events, 0u);
+  EXPECT_EQ(c->runtime.snapshots.keep, 5u);
+  EXPECT_FALSE(c->runtime.snapshots.on_shutdown);
+  EXPECT_EQ(c->runtime.inbound_capacity, 1024u);
+  EXPECT_EQ(c->runtime.engine_stage.wait.kind, concurrency::WaitKind::kBusySpin);
+  EXPECT_EQ(c->runtime.engine_stage.cpu, 1);
+  EXPECT_TRUE(c->runtime.engine_stage.realtime);
+  EXPECT_EQ(c->runtime.journal_stage.cpu, -1) << "the other stage keeps its defaults";
 }
 
 }  // namespace

@@ -1,33 +1,209 @@
 // matchbook — the exchange's server and operator command line.
 //
-//   matchbook serve  [--config FILE]   start the engine on a configuration and print its state
-//   matchbook demo   [--config FILE]   run a scripted trading session and print every event
+//   matchbook serve  [--config FILE] [--data-dir DIR] [--fsync POLICY] [--recover-only]
+//       recover the exchange from its data directory and run the pipeline until
+//       SIGINT / SIGTERM (then: stop intake, drain, snapshot)
+//   matchbook demo   [--config FILE] [--data-dir DIR]
+//       run a scripted trading session and print every event; with --data-dir also
+//       through the pipeline into a new data directory
 //   matchbook config check FILE        validate a configuration file
+//   matchbook journal dump   [DIR] [--from SEQ] [--to SEQ]   print journal records and events
+//   matchbook journal verify [DIR]     check every segment and record (read-only)
+//   matchbook verify [DIR]             replay the journal from scratch, check invariants and
+//                                      every snapshot against the replay (read-only)
 //
 // Without --config the demo configuration compiled into the binary is used
-// (config/matchbook.toml at build time).
+// (config/matchbook.toml at build time). DIR defaults to the configuration's
+// server.data_dir ("data").
 #include <fmt/format.h>
+#include <signal.h>
 
 #include <CLI/CLI.hpp>
+#include <atomic>
+#include <chrono>
 #include <cstdio>
+#include <map>
 #include <string>
+#include <thread>
 
 #include "app/config.h"
 #include "app/demo.h"
 #include "app/demo_config.h"
 #include "app/format.h"
+#include "common/progress.h"
 #include "engine/engine.h"
+#include "exchange/exchange.h"
+#include "journal/data_dir.h"
+#include "journal/reader.h"
+#include "journal/recovery.h"
+#include "journal/snapshot.h"
+#include "journal/writer.h"
 
 namespace {
 
-mb::Result<mb::engine::EngineConfig> Load(const std::string& path) {
-  if (path.empty()) return mb::app::ParseConfig(mb::app::kDemoConfigToml, "<embedded demo config>");
-  return mb::app::LoadConfig(path);
+using mb::Status;
+
+mb::Result<mb::app::Config> Load(const std::string& path) {
+  if (path.empty()) {
+    return mb::app::ParseFullConfig(mb::app::kDemoConfigToml, "<embedded demo config>");
+  }
+  return mb::app::LoadFullConfig(path);
 }
 
-int Fail(const mb::Status& s) {
+int Fail(const Status& s) {
   std::fprintf(stderr, "matchbook: %s\n", s.message().c_str());
   return 1;
+}
+
+std::atomic<int> g_signal{0};
+extern "C" void OnSignal(int sig) { g_signal.store(sig); }
+
+int Serve(const mb::app::Config& cfg, const std::string& source, bool recover_only) {
+  mb::exchange::ExchangeOptions o = mb::app::ExchangeOptionsFrom(cfg);
+  o.log = [](std::string_view line) {
+    fmt::print(stderr, "matchbook: {}\n", line);
+    std::fflush(stderr);
+  };
+  fmt::print(stderr, "matchbook 0.1.0: configuration {} ({} assets, {} markets)\n", source,
+             cfg.engine.assets.size(), cfg.engine.markets.size());
+  auto ex = mb::exchange::Exchange::Open(std::move(o));
+  if (!ex.ok()) return Fail(ex.status());
+  if (recover_only) {
+    Status s = (*ex)->Close();
+    return s.ok() ? 0 : Fail(s);
+  }
+  struct sigaction sa {};
+  sa.sa_handler = OnSignal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  fmt::print(stderr,
+             "matchbook: running at sequence {}; the network API (REST/WebSocket) is not part "
+             "of this build yet. Ctrl-C (SIGINT) or SIGTERM stops intake, drains the journal "
+             "and writes a snapshot.\n",
+             (*ex)->durable_seq());
+  while (g_signal.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  fmt::print(stderr, "matchbook: signal {}: shutting down\n", g_signal.load());
+  Status s = (*ex)->Close();
+  return s.ok() ? 0 : Fail(s);
+}
+
+int JournalVerify(const mb::app::Config& cfg, const std::string& dir_path) {
+  auto dir = mb::journal::DataDir::Open(dir_path, mb::journal::OpenMode::kReadOnly);
+  if (!dir.ok()) return Fail(dir.status());
+  mb::engine::Engine probe(cfg.engine);
+  mb::journal::ScanOptions so;
+  so.config_hash = probe.ConfigHash();
+  so.progress = true;
+  so.progress_label = "verify journal";
+  uint64_t events = 0;
+  mb::engine::EventBuffer buf;
+  auto scan = mb::journal::ScanJournal(*dir, so, [&](const mb::journal::JournalRecord& r) {
+    buf.clear();
+    MB_RETURN_IF_ERROR(mb::journal::DecodeOutcome(r, &buf));
+    events += buf.size();
+    return Status::Ok();
+  });
+  if (!scan.ok()) return Fail(scan.status());
+  fmt::print("{}: {} segments, {} bytes, records {}..{} ({} records, {} events): ok\n",
+             dir_path, scan->segments, scan->bytes, scan->first_seq, scan->last_seq,
+             scan->records_checked, events);
+  if (scan->tail) {
+    fmt::print("{} (it is cut off when the exchange next starts)\n",
+               mb::journal::Describe(*scan->tail));
+  }
+  return 0;
+}
+
+int JournalDump(const mb::app::Config& cfg, const std::string& dir_path, uint64_t from,
+                uint64_t to) {
+  auto dir = mb::journal::DataDir::Open(dir_path, mb::journal::OpenMode::kReadOnly);
+  if (!dir.ok()) return Fail(dir.status());
+  mb::engine::Engine probe(cfg.engine);
+  mb::journal::ScanOptions so;
+  so.config_hash = probe.ConfigHash();
+  so.deliver_from = from;
+  so.check_all = false;
+  so.progress = true;
+  so.progress_label = "dump";
+  mb::engine::EventBuffer buf;
+  std::string segment;
+  auto scan = mb::journal::ScanJournal(*dir, so, [&](const mb::journal::JournalRecord& r) {
+    if (r.seq > to) return Status::Ok();
+    if (segment != r.segment->string()) {
+      segment = r.segment->string();
+      fmt::print("# segment {}\n", segment);
+    }
+    buf.clear();
+    MB_RETURN_IF_ERROR(mb::journal::DecodeOutcome(r, &buf));
+    fmt::print("record {} offset {} bytes {} checksum {:016x} events {}\n", r.seq, r.offset,
+               r.payload.size(), r.checksum, buf.size());
+    for (const auto& e : buf) fmt::print("  {}\n", mb::app::FormatEvent(cfg.engine, e));
+    return Status::Ok();
+  });
+  if (!scan.ok()) return Fail(scan.status());
+  if (scan->tail) fmt::print("# {}\n", mb::journal::Describe(*scan->tail));
+  return 0;
+}
+
+int Verify(const mb::app::Config& cfg, const std::string& dir_path, uint64_t check_every) {
+  auto dir = mb::journal::DataDir::Open(dir_path, mb::journal::OpenMode::kReadOnly);
+  if (!dir.ok()) return Fail(dir.status());
+  // Every snapshot is checked against the replay at its sequence.
+  std::map<uint64_t, mb::journal::SnapshotMeta> snapshots;
+  auto listed = dir->ListSnapshots();
+  if (!listed.ok()) return Fail(listed.status());
+  int bad = 0;
+  for (const auto& f : *listed) {
+    auto s = mb::journal::ReadSnapshot(f.path);
+    if (!s.ok()) {
+      fmt::print("snapshot {}: DAMAGED: {}\n", f.path.string(), s.status().message());
+      ++bad;
+      continue;
+    }
+    snapshots[s->meta.seq] = s->meta;
+  }
+  mb::engine::Engine engine(cfg.engine);
+  mb::journal::RecoveryOptions ro;
+  ro.use_snapshots = false;
+  uint64_t checks = 0;
+  uint64_t snapshots_ok = 0;
+  ro.after_record = [&](const mb::engine::Engine& e, uint64_t seq) -> Status {
+    if (check_every != 0 && seq % check_every == 0) {
+      ++checks;
+      Status inv = e.CheckInvariants();
+      if (!inv.ok()) {
+        return Status(mb::StatusCode::kInternal,
+                      fmt::format("invariant broken after record {}: {}", seq, inv.message()));
+      }
+    }
+    if (auto it = snapshots.find(seq); it != snapshots.end()) {
+      const uint64_t h = e.StateHash();
+      if (h != it->second.state_hash) {
+        return mb::Corruption(fmt::format(
+            "snapshot at sequence {} has state hash {:016x}, the replay {:016x}", seq,
+            it->second.state_hash, h));
+      }
+      ++snapshots_ok;
+    }
+    return Status::Ok();
+  };
+  auto report = mb::journal::Recover(*dir, &engine, ro);
+  if (!report.ok()) return Fail(report.status());
+  Status inv = engine.CheckInvariants();
+  ++checks;
+  fmt::print("{}\n", mb::journal::Describe(*report));
+  fmt::print("invariants: {} ({} checks); snapshots matching the replay: {}/{}\n",
+             inv.ok() ? "ok" : inv.message(), checks, snapshots_ok, listed->size());
+  if (report->journal.tail) fmt::print("{}\n", mb::journal::Describe(*report->journal.tail));
+  for (const auto& [seq, meta] : snapshots) {
+    if (seq > report->recovered_seq) {
+      fmt::print("snapshot at sequence {} is ahead of the journal (ends at {})\n", seq,
+                 report->recovered_seq);
+      ++bad;
+    }
+  }
+  return inv.ok() && bad == 0 ? 0 : 1;
 }
 
 }  // namespace
@@ -38,17 +214,32 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("matchbook 0.1.0"));
 
   std::string config_path;
-  auto* serve =
-      app.add_subcommand("serve", "Start the engine on a configuration and print its state");
+  std::string data_dir;
+  std::string fsync;
+  bool recover_only = false;
+  auto* serve = app.add_subcommand(
+      "serve", "Recover the exchange from its data directory and run it until SIGINT/SIGTERM");
   serve
       ->add_option("-c,--config", config_path,
                    "Configuration file (TOML); default: the embedded demo configuration")
       ->envname("MATCHBOOK_CONFIG")
       ->check(CLI::ExistingFile);
+  serve->add_option("--data-dir", data_dir, "Data directory (journal, snapshots); overrides "
+                                            "server.data_dir")
+      ->envname("MATCHBOOK_DATA_DIR");
+  serve->add_option("--fsync", fsync, "Journal fsync policy: fsync | interval:<ms> | none; "
+                                      "overrides journal.fsync")
+      ->envname("MATCHBOOK_FSYNC");
+  serve->add_flag("--recover-only", recover_only,
+                  "Recover, write the shutdown snapshot and exit (no intake)");
 
   auto* demo = app.add_subcommand("demo", "Run a scripted trading session and print every event");
   demo->add_option("-c,--config", config_path, "Configuration file (TOML)")
       ->check(CLI::ExistingFile);
+  std::string demo_dir;
+  demo->add_option("--data-dir", demo_dir,
+                   "Also run the session through the full pipeline into this (new) data "
+                   "directory and check the journal holds the same events");
 
   auto* config = app.add_subcommand("config", "Configuration tools");
   config->require_subcommand(1);
@@ -56,35 +247,71 @@ int main(int argc, char** argv) {
   auto* check = config->add_subcommand("check", "Validate a configuration file");
   check->add_option("file", check_path, "Configuration file (TOML)")->required();
 
+  auto* journal = app.add_subcommand("journal", "Journal tools (read-only)");
+  journal->require_subcommand(1);
+  uint64_t from = 1;
+  uint64_t to = UINT64_MAX;
+  auto* dump = journal->add_subcommand("dump", "Print journal records and their events");
+  auto* jverify =
+      journal->add_subcommand("verify", "Check every segment header, record frame and checksum");
+  for (CLI::App* sub : {dump, jverify}) {
+    sub->add_option("dir", data_dir, "Data directory (default: the configuration's)");
+    sub->add_option("--data-dir", data_dir, "Data directory");
+    sub->add_option("-c,--config", config_path, "Configuration the journal was written with")
+        ->envname("MATCHBOOK_CONFIG")
+        ->check(CLI::ExistingFile);
+  }
+  dump->add_option("--from", from, "First sequence to print");
+  dump->add_option("--to", to, "Last sequence to print");
+
+  uint64_t check_every = 10'000;
+  auto* verify = app.add_subcommand(
+      "verify", "Replay the journal from scratch; check invariants and every snapshot");
+  verify->add_option("dir", data_dir, "Data directory (default: the configuration's)");
+  verify->add_option("--data-dir", data_dir, "Data directory");
+  verify->add_option("-c,--config", config_path, "Configuration the journal was written with")
+      ->envname("MATCHBOOK_CONFIG")
+      ->check(CLI::ExistingFile);
+  verify->add_option("--check-every", check_every,
+                     "Check every invariant after every N records (0: only at the end)");
+
   CLI11_PARSE(app, argc, argv);
 
   if (check->parsed()) {
-    auto cfg = mb::app::LoadConfig(check_path);
+    auto cfg = mb::app::LoadFullConfig(check_path);
     if (!cfg.ok()) return Fail(cfg.status());
-    fmt::print("{}: ok ({} assets, {} markets)\n", check_path, cfg->assets.size(),
-               cfg->markets.size());
+    fmt::print("{}: ok ({} assets, {} markets)\n", check_path, cfg->engine.assets.size(),
+               cfg->engine.markets.size());
     return 0;
   }
 
   auto cfg = Load(config_path);
   if (!cfg.ok()) return Fail(cfg.status());
+  if (!data_dir.empty()) cfg->runtime.data_dir = data_dir;
+  if (!fsync.empty()) {
+    if (Status s = mb::journal::ParseFsyncPolicy(fsync, &cfg->runtime.journal); !s.ok()) {
+      return Fail(s);
+    }
+  }
+  const std::string source =
+      config_path.empty() ? std::string("the embedded demo configuration") : config_path;
 
   if (demo->parsed()) {
     std::string out;
-    mb::Status s = mb::app::RunDemo(*cfg, &out);
+    Status s;
+    if (demo_dir.empty()) {
+      s = mb::app::RunDemo(cfg->engine, &out);
+    } else {
+      cfg->runtime.data_dir = demo_dir;
+      mb::exchange::ExchangeOptions o = mb::app::ExchangeOptionsFrom(*cfg);
+      o.log = [](std::string_view line) { fmt::print(stderr, "matchbook: {}\n", line); };
+      s = mb::app::RunDemoThroughPipeline(cfg->engine, std::move(o), &out);
+    }
     std::fputs(out.c_str(), stdout);
     return s.ok() ? 0 : Fail(s);
   }
-
-  // serve
-  mb::engine::Engine engine(std::move(cfg).value());
-  fmt::print("matchbook 0.1.0: engine started on {}\n",
-             config_path.empty() ? std::string("the embedded demo configuration") : config_path);
-  fmt::print("{}", mb::app::FormatState(engine));
-  mb::Status inv = engine.CheckInvariants();
-  fmt::print("invariants: {}\n", inv.ok() ? "ok" : inv.message());
-  fmt::print(
-      "The network gateway (REST/WebSocket) and the journal are not part of this build yet;\n"
-      "try `matchbook demo` to watch the engine trade.\n");
-  return inv.ok() ? 0 : 1;
+  if (dump->parsed()) return JournalDump(*cfg, cfg->runtime.data_dir, from, to);
+  if (jverify->parsed()) return JournalVerify(*cfg, cfg->runtime.data_dir);
+  if (verify->parsed()) return Verify(*cfg, cfg->runtime.data_dir, check_every);
+  return Serve(*cfg, source, recover_only);
 }

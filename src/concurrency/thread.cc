@@ -71,9 +71,8 @@ std::string ApplyToCurrentThread(const StageConfig& config) {
                               config.rt_priority, std::strerror(rc));
     }
   }
-  return fmt::format("{}: {} (numa node {}), {}, wait {}{}", name, placement,
-                     node < 0 ? std::string("?") : std::to_string(node), policy,
-                     Describe(config.wait), warnings);
+  return fmt::format("{}: {} (numa node {}), {}{}", name, placement,
+                     node < 0 ? std::string("?") : std::to_string(node), policy, warnings);
 }
 
 }  // namespace mb::concurrency

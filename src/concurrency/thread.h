@@ -22,7 +22,8 @@ struct StageConfig {
 // says. Never fails: what the system refuses is reported in the returned line
 // as a warning ("pinning to CPU 7 refused: Invalid argument"), and the thread
 // runs unpinned / at normal priority.
-// Returns e.g. "engine: cpu 1 (numa node 0), SCHED_OTHER, wait back-off (...)".
+// Returns e.g. "mb-engine: cpu 1 (numa node 0), SCHED_OTHER" (the caller adds
+// how the stage waits: the wait strategy is applied by the stage's loop).
 std::string ApplyToCurrentThread(const StageConfig& config);
 
 // The NUMA node of a CPU from sysfs; -1 when unknown.

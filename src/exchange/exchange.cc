@@ -135,15 +135,21 @@ class Exchange::Impl {
     opt_.log(fmt::format("numa: {}", concurrency::DescribeNumaTopology()));
     std::latch started(3);
     snapshot_thread_ = std::thread([this, &started] {
-      Announce(concurrency::ApplyToCurrentThread({"mb-snapshot", {}, -1, false, 0}), started);
+      Announce(concurrency::ApplyToCurrentThread({"mb-snapshot", {}, -1, false, 0}) +
+                   ", waits on a condition variable",
+               started);
       SnapshotLoop();
     });
     journal_thread_ = std::thread([this, &started] {
-      Announce(concurrency::ApplyToCurrentThread(opt_.journal_stage), started);
+      Announce(concurrency::ApplyToCurrentThread(opt_.journal_stage) + ", wait " +
+                   concurrency::Describe(opt_.journal_stage.wait),
+               started);
       JournalLoop();
     });
     engine_thread_ = std::thread([this, &started] {
-      Announce(concurrency::ApplyToCurrentThread(opt_.engine_stage), started);
+      Announce(concurrency::ApplyToCurrentThread(opt_.engine_stage) + ", wait " +
+                   concurrency::Describe(opt_.engine_stage.wait),
+               started);
       EngineLoop();
     });
     started.wait();
@@ -378,9 +384,15 @@ class Exchange::Impl {
       }
       if (opt_.on_durable && !b->events.empty()) opt_.on_durable(b->events);
       if (b->snapshot) {
-        std::lock_guard<std::mutex> lock(snapshot_mu_);
-        snapshot_jobs_.push_back(std::move(b->snapshot));
-        snapshot_cv_.notify_one();
+        // Under `none` the records the snapshot covers may not be on disk yet:
+        // a snapshot must never be ahead of the journal after a power cut.
+        if (Status s = writer_->SyncAll(); !s.ok()) {
+          opt_.log(fmt::format("snapshot at sequence {} skipped: {}", b->last_seq, s.message()));
+        } else {
+          std::lock_guard<std::mutex> lock(snapshot_mu_);
+          snapshot_jobs_.push_back(std::move(b->snapshot));
+          snapshot_cv_.notify_one();
+        }
       }
       b->Clear();
       MB_CHECK(free_.TryPush(b));
@@ -491,7 +503,7 @@ class Exchange::Impl {
                                    RefusalReason()));
     } else if (opt_.snapshots.on_shutdown &&
                Raw(engine_->last_sequence()) != last_snapshot_seq_ &&
-               Raw(engine_->last_sequence()) != 0) {
+               Raw(engine_->last_sequence()) != 0 && writer_->SyncAll().ok()) {
       SnapshotJob job;
       job.image = engine_->ExportImage();
       job.record_checksum = last_checksum_;

@@ -140,10 +140,15 @@ uint64_t JournalWriter::Append(std::span<const engine::Event> events) {
 }
 
 Status JournalWriter::Roll() {
-  if (options_.policy != FsyncPolicy::kNone && unsynced_.size > 0) {
-    MB_RETURN_IF_ERROR(Sync());
-  }
+  // Every segment but the last is durable, whatever the policy.
+  MB_RETURN_IF_ERROR(SyncAll());
   return CreateSegment(pending_first_seq_);
+}
+
+Status JournalWriter::SyncAll() {
+  if (options_.policy != FsyncPolicy::kNone) return Sync();
+  if (::fdatasync(fd_) != 0) return ErrnoStatus(path_, "fdatasync", errno);
+  return Status::Ok();
 }
 
 Status JournalWriter::Write() {

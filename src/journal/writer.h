@@ -65,6 +65,9 @@ class JournalWriter {
   // Makes written records durable (no-op under `none`). On error the unsynced
   // records go back to the buffer, to be written again.
   Status Sync();
+  // fdatasync of everything written, whatever the policy: a snapshot is only
+  // written once the journal records it covers are on disk, even under `none`.
+  Status SyncAll();
   // True when the policy wants a Sync() now (interval elapsed, or kFsync with
   // anything unsynced).
   bool SyncDue(std::chrono::steady_clock::time_point now) const noexcept;
