@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds and runs every test: the Debug build (with -Werror), the same suite
 # under AddressSanitizer + UBSan and in the optimised release build (the one the
-# README's run command builds), and a short libFuzzer run of the codec.
+# README's run command builds), the multi-threaded tests under ThreadSanitizer,
+# and a short libFuzzer run of the codec.
 # Usage: scripts/test.sh            (everything)
 #        MB_TEST_PRESETS="dev" scripts/test.sh   (a subset of presets)
 set -euo pipefail
@@ -16,6 +17,17 @@ for preset in ${MB_TEST_PRESETS:-dev asan release}; do
   cmake --build --preset "${preset}" -j "${jobs}"
   ctest --preset "${preset}" -j "${jobs}"
 done
+
+if [ -z "${MB_SKIP_TSAN:-}" ]; then
+  # The multi-threaded parts (rings, wait strategies, the pipeline, the crash
+  # test) under ThreadSanitizer; the single-threaded suites gain nothing there.
+  echo "=== tsan: concurrency, exchange and crash tests"
+  cmake --preset tsan >/dev/null
+  cmake --build --preset tsan -j "${jobs}" --target concurrency_ring_test exchange_test \
+    $(grep -q crash_child tests/CMakeLists.txt && echo crash_test crash_child)
+  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+    ctest --preset tsan -j "${jobs}" -L 'concurrency|exchange|crash'
+fi
 
 if [ -z "${MB_SKIP_FUZZ:-}" ]; then
   echo "=== fuzz: codec decoder smoke run"

@@ -86,8 +86,14 @@ class Waiter {
   // and a load when it is not (nothing at all for busy-spin and yield).
   void Wake() noexcept {
     if (config_.kind != WaitKind::kBackOff) return;
+#if defined(__SANITIZE_THREAD__)
+    // ThreadSanitizer does not model fences; a seq_cst read-modify-write
+    // orders the same way (and is slower: producers would contend on it).
+    if (parked_.fetch_add(0, std::memory_order_seq_cst) != 0) WakeSlow();
+#else
     std::atomic_thread_fence(std::memory_order_seq_cst);
     if (parked_.load(std::memory_order_relaxed) != 0) WakeSlow();
+#endif
   }
 
   // Wakes the consumer unconditionally (shutdown, timers).
