@@ -203,6 +203,12 @@ class Exchange::Impl {
   // ---------------------------------------------------------------- engine
 
   void EngineLoop() {
+    EngineBatches();
+    engine_done_.store(true, std::memory_order_release);
+    journal_wait_.WakeAlways();
+  }
+
+  void EngineBatches() {
     int64_t last_ts = 0;
     for (;;) {
       const int64_t begin = inbound_.next();
@@ -315,20 +321,25 @@ class Exchange::Impl {
   void JournalLoop() {
     std::deque<Batch*> written;  // appended, not yet durable
     auto backoff = std::chrono::milliseconds(10);
+    bool abandoned = false;  // Close() gave up on a failing disk: fail what is left
     for (;;) {
       bool appended = false;
       while (Batch** pb = to_journal_.Front()) {
         Batch* b = *pb;
         to_journal_.Pop();
-        for (const CommandEntry& c : b->commands) {
-          last_checksum_ = writer_->Append(
-              std::span<const engine::Event>(b->events.data() + c.begin, c.end - c.begin));
+        if (!abandoned) {
+          for (const CommandEntry& c : b->commands) {
+            last_checksum_ = writer_->Append(
+                std::span<const engine::Event>(b->events.data() + c.begin, c.end - c.begin));
+          }
+          if (b->snapshot) b->snapshot->record_checksum = last_checksum_;
         }
-        if (b->snapshot) b->snapshot->record_checksum = last_checksum_;
         written.push_back(b);
         appended = true;
       }
-      if (!written.empty()) {
+      if (abandoned) {
+        FailWritten(&written);
+      } else if (!written.empty()) {
         Status s = writer_->Write();
         if (s.ok() && (writer_->SyncDue(Clock::now()) ||
                        journal_stop_.load(std::memory_order_acquire))) {
@@ -338,9 +349,9 @@ class Exchange::Impl {
         if (!s.ok()) {
           write_errors_.fetch_add(1, std::memory_order_relaxed);
           EnterRefusing(s);
-          if (journal_stop_.load(std::memory_order_acquire) && give_up_.load()) {
-            FailWritten(&written);
-            break;
+          if (give_up_.load(std::memory_order_acquire)) {
+            abandoned = true;
+            continue;
           }
           std::this_thread::sleep_for(backoff);
           backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));
@@ -350,18 +361,20 @@ class Exchange::Impl {
         if (refusing_.load(std::memory_order_relaxed)) LeaveRefusing();
         CompleteDurable(&written);
       }
-      if (!written.empty() || appended) {
-        journal_wait_.Reset();
-        // Interval policy: sleep until the sync falls due (or new work comes).
-        if (!written.empty() && to_journal_.Empty()) {
-          const auto deadline = writer_->NextSyncDeadline();
-          if (deadline != Clock::time_point::max() && deadline > Clock::now()) {
-            journal_wait_.Idle([this] { return !to_journal_.Empty(); });
-          }
+      if (appended) journal_wait_.Reset();
+      if (!written.empty()) {
+        // Interval policy: wait for the sync to fall due (or for new work);
+        // the back-off parks, so the wait costs no CPU.
+        if (to_journal_.Empty() && writer_->NextSyncDeadline() > Clock::now()) {
+          journal_wait_.Idle([this] { return !to_journal_.Empty(); });
         }
         continue;
       }
-      if (journal_stop_.load(std::memory_order_acquire) && to_journal_.Empty()) break;
+      if (appended) continue;
+      if (journal_stop_.load(std::memory_order_acquire) &&
+          engine_done_.load(std::memory_order_acquire) && to_journal_.Empty()) {
+        break;
+      }
       journal_wait_.Idle([this] {
         return !to_journal_.Empty() || journal_stop_.load(std::memory_order_acquire);
       });
@@ -413,8 +426,10 @@ class Exchange::Impl {
       }
       not_durable_ += b->commands.size();
       b->Clear();
+      MB_CHECK(free_.TryPush(b));
     }
     written->clear();
+    free_wait_.Wake();
   }
 
   void EnterRefusing(const Status& s) {
@@ -478,22 +493,24 @@ class Exchange::Impl {
     running_ = false;
     closed_.store(true, std::memory_order_seq_cst);
     while (in_submit_.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();
-    // Every claimed slot is now published; the engine drains them, then stops.
+    // Every claimed slot is now published; the engine drains them, then stops;
+    // the journal writes everything the engine produced, then stops. A disk
+    // that keeps failing gets a bounded time before the rest is given up.
     engine_stop_.store(true, std::memory_order_release);
-    engine_wait_.WakeAlways();
-    engine_thread_.join();
-    // Give a failing journal a bounded time to recover before giving up.
     journal_stop_.store(true, std::memory_order_release);
-    journal_wait_.WakeAlways();
-    const auto deadline = Clock::now() + std::chrono::seconds(10);
-    while (!to_journal_.Empty() || refusing_.load()) {
+    const auto deadline = Clock::now() + std::chrono::milliseconds(opt_.close_timeout_ms);
+    while (!engine_done_.load(std::memory_order_acquire) || !to_journal_.Empty() ||
+           refusing_.load(std::memory_order_acquire)) {
       if (Clock::now() > deadline) {
-        give_up_.store(true);
+        give_up_.store(true, std::memory_order_release);
         break;
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      engine_wait_.WakeAlways();
       journal_wait_.WakeAlways();
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
+    engine_wait_.WakeAlways();
+    engine_thread_.join();
     journal_wait_.WakeAlways();
     journal_thread_.join();
 
@@ -589,6 +606,7 @@ class Exchange::Impl {
   std::atomic<bool> engine_stop_{false};
   std::atomic<bool> journal_stop_{false};
   std::atomic<bool> give_up_{false};
+  std::atomic<bool> engine_done_{false};
   bool running_ = false;
   Status close_status_;
 

@@ -92,6 +92,9 @@ struct ExchangeOptions {
   uint32_t batch_pool = 64;              // batches in flight to the journal (power of two)
   concurrency::StageConfig engine_stage{"mb-engine", {}, -1, false, 10};
   concurrency::StageConfig journal_stage{"mb-journal", {}, -1, false, 10};
+  // Close() waits this long for a failing disk to recover before it reports
+  // the commands still in memory as not durable.
+  uint32_t close_timeout_ms = 10'000;
   // Start-up decisions, recovery, refusals, snapshots: one line each.
   // Default: stderr.
   std::function<void(std::string_view)> log;

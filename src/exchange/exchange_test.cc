@@ -286,5 +286,34 @@ TEST_F(ExchangeTest, WriteErrorsRefuseThenRecover) {
   ASSERT_TRUE((*again)->Close().ok());
 }
 
+// Close() on a disk that never recovers: bounded, and every command still in
+// memory is reported not durable (never silently dropped, never claimed durable).
+TEST_F(ExchangeTest, CloseGivesUpOnAFailingDiskAndSaysSo) {
+  std::signal(SIGXFSZ, SIG_IGN);
+  rlimit old{};
+  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &old), 0);
+  auto o = Options();
+  o.close_timeout_ms = 300;
+  auto ex = Exchange::Open(o);
+  ASSERT_TRUE(ex.ok());
+  Collector c;
+  const auto seg = fs::directory_iterator(root_ / "journal")->path();
+  rlimit small = old;
+  small.rlim_cur = fs::file_size(seg);  // not one more byte
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+  std::size_t taken = 0;
+  for (std::size_t i = 0; i < 50; ++i) taken += (*ex)->Submit(all_[i], &c, i) == SubmitResult::kOk;
+  while ((*ex)->stats().write_errors == 0) std::this_thread::yield();
+  const Status closed = (*ex)->Close();
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &old), 0);
+  EXPECT_FALSE(closed.ok());
+  EXPECT_NE(closed.message().find("could not be made durable"), std::string::npos)
+      << closed.message();
+  const auto done = c.done();
+  EXPECT_EQ(done.size(), taken) << "every taken command completed exactly once";
+  for (const auto& [tag, d] : done) EXPECT_NE(d.state, Outcome::State::kDurable) << tag;
+  EXPECT_TRUE(fs::is_empty(root_ / "snapshots")) << "no snapshot of a state the journal lacks";
+}
+
 }  // namespace
 }  // namespace mb::exchange
