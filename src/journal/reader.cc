@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -130,10 +131,16 @@ Result<ScanResult> ScanJournal(const DataDir& dir, const ScanOptions& options,
     MB_RETURN_IF_ERROR(map.Open(f.path));
     const std::span<const std::byte> seg = map.bytes();
 
-    if (seg.size() < kSegmentHeaderSize && last) {
-      // A roll interrupted before its header was whole: the segment holds no
+    const bool all_zero =
+        std::all_of(seg.begin(), seg.end(), [](std::byte b) { return b == std::byte{0}; });
+    if (last && (seg.size() < kSegmentHeaderSize || all_zero)) {
+      // A roll interrupted before its header was whole (or on disk: some
+      // filesystems show the new size before the data): the segment holds no
       // record. It is the tail.
-      TailDamage t{f.path, 0, seg.size(), 0, "segment header incomplete", false};
+      TailDamage t{f.path, 0, seg.size(), 0,
+                   seg.size() < kSegmentHeaderSize ? "segment header incomplete"
+                                                   : "segment holds only zero bytes",
+                   false};
       if (options.repair) {
         if (::unlink(f.path.c_str()) != 0) return ErrnoStatus(f.path, "remove", errno);
         MB_RETURN_IF_ERROR(SyncDir(dir.journal_dir()));

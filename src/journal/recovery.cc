@@ -64,6 +64,16 @@ Result<RecoveryReport> Recover(const DataDir& dir, engine::Engine* engine,
       saw_snapshot_record = true;
       return Status::Ok();
     }
+    // The scan checks that records are dense, but not that the first one it
+    // delivers follows the state (journal segments before it may be gone).
+    // Check before applying: Apply() aborts on events that do not fit.
+    const uint64_t next = Raw(engine->last_sequence()) + 1;
+    if (rec.seq != next) {
+      return Corruption(fmt::format(
+          "the journal continues at sequence {}, but records {}..{} are in neither a snapshot "
+          "nor the journal (segments are missing)",
+          rec.seq, next, rec.seq - 1));
+    }
     events.clear();
     MB_RETURN_IF_ERROR(DecodeOutcome(rec, &events));
     for (const engine::Event& e : events) engine->Apply(e);
