@@ -56,7 +56,14 @@ int Fail(const Status& s) {
 }
 
 std::atomic<int> g_signal{0};
-extern "C" void OnSignal(int sig) { g_signal.store(sig); }
+std::atomic<bool> g_snapshot{false};
+extern "C" void OnSignal(int sig) {
+  if (sig == SIGUSR1) {
+    g_snapshot.store(true);
+  } else {
+    g_signal.store(sig);
+  }
+}
 
 int Serve(const mb::app::Config& cfg, const std::string& source, bool recover_only) {
   mb::exchange::ExchangeOptions o = mb::app::ExchangeOptionsFrom(cfg);
@@ -77,12 +84,16 @@ int Serve(const mb::app::Config& cfg, const std::string& source, bool recover_on
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGUSR1, &sa, nullptr);
   fmt::print(stderr,
              "matchbook: running at sequence {}; the network API (REST/WebSocket) is not part "
-             "of this build yet. Ctrl-C (SIGINT) or SIGTERM stops intake, drains the journal "
-             "and writes a snapshot.\n",
+             "of this build yet. SIGUSR1 writes a snapshot; Ctrl-C (SIGINT) or SIGTERM stops "
+             "intake, drains the journal and writes a snapshot.\n",
              (*ex)->durable_seq());
-  while (g_signal.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  while (g_signal.load() == 0) {
+    if (g_snapshot.exchange(false)) (*ex)->RequestSnapshot();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
   fmt::print(stderr, "matchbook: signal {}: shutting down\n", g_signal.load());
   Status s = (*ex)->Close();
   return s.ok() ? 0 : Fail(s);
