@@ -514,6 +514,14 @@ class Exchange::Impl {
     journal_wait_.WakeAlways();
     journal_thread_.join();
 
+    // The snapshot thread finishes the snapshots already queued first: one
+    // writer in the snapshot directory at a time.
+    {
+      std::lock_guard<std::mutex> lock(snapshot_mu_);
+      snapshot_stop_ = true;
+      snapshot_cv_.notify_one();
+    }
+    snapshot_thread_.join();
     Status result;
     if (not_durable_ > 0) {
       result = IoError(fmt::format("{} commands could not be made durable: {}", not_durable_,
@@ -526,12 +534,6 @@ class Exchange::Impl {
       job.record_checksum = last_checksum_;
       WriteSnapshotJob(job);
     }
-    {
-      std::lock_guard<std::mutex> lock(snapshot_mu_);
-      snapshot_stop_ = true;
-      snapshot_cv_.notify_one();
-    }
-    snapshot_thread_.join();
     writer_.reset();
     dir_.reset();  // releases the data directory's lock
     close_status_ = result;

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <csignal>
 #include <filesystem>
+#include <fstream>
 #include <latch>
 #include <map>
 #include <mutex>
@@ -313,6 +314,19 @@ TEST_F(ExchangeTest, CloseGivesUpOnAFailingDiskAndSaysSo) {
   EXPECT_EQ(done.size(), taken) << "every taken command completed exactly once";
   for (const auto& [tag, d] : done) EXPECT_NE(d.state, Outcome::State::kDurable) << tag;
   EXPECT_TRUE(fs::is_empty(root_ / "snapshots")) << "no snapshot of a state the journal lacks";
+}
+
+// A crash during a snapshot write leaves its temporary file; start-up removes
+// it (holding the lock, so no other writer can own it) and says so.
+TEST_F(ExchangeTest, StartUpRemovesAnInterruptedSnapshotWrite) {
+  fs::create_directories(root_ / "snapshots");
+  const fs::path tmp = root_ / "snapshots" / "00000000000000000005.mbs.tmp";
+  { std::ofstream(tmp) << "half a snapshot"; }
+  auto ex = Exchange::Open(Options());
+  ASSERT_TRUE(ex.ok()) << ex.status().message();
+  EXPECT_FALSE(fs::exists(tmp));
+  EXPECT_NE(log().find("a snapshot write interrupted by a crash"), std::string::npos) << log();
+  ASSERT_TRUE((*ex)->Close().ok());
 }
 
 }  // namespace

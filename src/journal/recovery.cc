@@ -1,6 +1,7 @@
 #include "journal/recovery.h"
 
 #include <chrono>
+#include <filesystem>
 
 #include <fmt/format.h>
 
@@ -13,6 +14,18 @@ Result<RecoveryReport> Recover(const DataDir& dir, engine::Engine* engine,
   const auto start = std::chrono::steady_clock::now();
   RecoveryReport report;
   const uint64_t config_hash = engine->ConfigHash();
+
+  if (options.repair) {
+    // A snapshot write interrupted by a crash leaves its temporary file.
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(dir.snapshot_dir(), ec)) {
+      const std::string name = entry.path().filename().string();
+      if (!name.ends_with(".mbs.tmp")) continue;
+      std::filesystem::remove(entry.path(), ec);
+      report.notes.push_back(
+          fmt::format("removed {}: a snapshot write interrupted by a crash", entry.path().string()));
+    }
+  }
 
   std::optional<SnapshotMeta> snap;
   if (options.use_snapshots) {
