@@ -33,7 +33,9 @@
 #include <vector>
 
 #include "engine/engine.h"
-#include "engine_workload.h"
+#include "pipeline_bench.h"
+#include "queue_study.h"
+#include "workload/engine_workload.h"
 
 namespace mb::bench {
 namespace {
@@ -613,6 +615,12 @@ constexpr std::string_view kUsage =
       Per-operation cases on a steady ~1,000-order book: place resting, place
       crossing 1 level, place crossing 10 levels, cancel, amend price, amend
       quantity down.
+  matchbook-bench queues [--duration-ms N] [--producers 2,50,100] [--json] ...
+      The queue study (docs/queues.md); `matchbook-bench queues --help`.
+  matchbook-bench pipeline [--duration-ms N] [--producers N] [--restart-events N] [--json] ...
+      The pipeline (ring -> engine -> journal -> durable) at offered rates and at
+      its maximum, per fsync policy; replay and restart times (docs/benchmarks.md);
+      `matchbook-bench pipeline --help`.
   matchbook-bench --help
 )";
 
@@ -637,6 +645,8 @@ int Main(int argc, char** argv) {
   if (argc < 2) return Usage(2);
   std::string_view cmd = argv[1];
   if (cmd == "--help" || cmd == "-h" || cmd == "help") return Usage(0);
+  if (cmd == "queues") return RunQueueStudy(argc, argv);
+  if (cmd == "pipeline") return RunPipelineBench(argc, argv);
   if (cmd == "gbench") {
     std::vector<char*> args;
     args.push_back(argv[0]);

@@ -89,7 +89,11 @@ struct ExchangeOptions {
   SnapshotOptions snapshots;
   uint32_t inbound_capacity = 1u << 16;  // power of two
   uint32_t max_batch = 4096;             // commands per engine batch
-  uint32_t batch_pool = 64;              // batches in flight to the journal (power of two)
+  // Batches in flight to the journal (power of two). Few: the journal then
+  // reads events the engine wrote while they are still in cache, and an engine
+  // that runs ahead parks instead of taking the CPU the journal needs (64:
+  // ~1.6 M commands/s on 2 cores, 8: ~3 M; docs/benchmarks.md, "Pipeline").
+  uint32_t batch_pool = 8;
   concurrency::StageConfig engine_stage{"mb-engine", {}, -1, false, 10};
   concurrency::StageConfig journal_stage{"mb-journal", {}, -1, false, 10};
   // Close() waits this long for a failing disk to recover before it reports
