@@ -72,6 +72,7 @@ JournalWriter::JournalWriter(const DataDir& dir, const JournalOptions& options,
 
 JournalWriter::~JournalWriter() {
   if (fd_ >= 0) ::close(fd_);
+  for (int fd : rolled_fds_) ::close(fd);
 }
 
 Result<std::unique_ptr<JournalWriter>> JournalWriter::Open(const DataDir& dir,
@@ -115,8 +116,15 @@ Status JournalWriter::CreateSegment(uint64_t first_seq) {
     ::unlink(path.c_str());
     return s;
   }
-  if (fd_ >= 0) ::close(fd_);
+  if (fd_ >= 0) {
+    if (options_.policy == FsyncPolicy::kNone) {
+      rolled_fds_.push_back(fd_);  // synced by the next SyncAll()
+    } else {
+      ::close(fd_);
+    }
+  }
   fd_ = fd;
+  written_since_writeback_ = 0;
   path_ = path;
   file_size_ = synced_size_ = kSegmentHeaderSize;
   total_bytes_ += kSegmentHeaderSize;
@@ -140,13 +148,26 @@ uint64_t JournalWriter::Append(std::span<const engine::Event> events) {
 }
 
 Status JournalWriter::Roll() {
-  // Every segment but the last is durable, whatever the policy.
-  MB_RETURN_IF_ERROR(SyncAll());
+  if (options_.policy != FsyncPolicy::kNone) {
+    MB_RETURN_IF_ERROR(Sync());
+  } else {
+    // Under `none` nothing waits for the disk: the old segment's writeback
+    // is started here and waited for only by the next SyncAll() (before a
+    // snapshot), so a roll costs no fdatasync of a whole segment.
+    ::sync_file_range(fd_, 0, 0, SYNC_FILE_RANGE_WRITE);
+  }
   return CreateSegment(pending_first_seq_);
 }
 
 Status JournalWriter::SyncAll() {
   if (options_.policy != FsyncPolicy::kNone) return Sync();
+  while (!rolled_fds_.empty()) {
+    if (::fdatasync(rolled_fds_.front()) != 0) {
+      return ErrnoStatus(journal_dir_, "fdatasync of a rolled segment", errno);
+    }
+    ::close(rolled_fds_.front());
+    rolled_fds_.erase(rolled_fds_.begin());
+  }
   if (::fdatasync(fd_) != 0) return ErrnoStatus(path_, "fdatasync", errno);
   return Status::Ok();
 }
@@ -175,6 +196,14 @@ Status JournalWriter::Write() {
   written_seq_ = next_seq_ - 1;
   if (options_.policy == FsyncPolicy::kNone) {
     durable_seq_ = written_seq_;
+    // Start writeback every few MiB so dirty pages never pile up into one
+    // long stall (at a roll, a snapshot, or the kernel's own flush).
+    written_since_writeback_ += pending_.size;
+    if (written_since_writeback_ >= kWritebackBytes) {
+      ::sync_file_range(fd_, static_cast<off_t>(file_size_ - written_since_writeback_),
+                        static_cast<off_t>(written_since_writeback_), SYNC_FILE_RANGE_WRITE);
+      written_since_writeback_ = 0;
+    }
   } else {
     if (unsynced_.size == 0) unsynced_since_ = std::chrono::steady_clock::now();
     std::memcpy(unsynced_.Grow(pending_.size), pending_.data.get(), pending_.size);

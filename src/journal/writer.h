@@ -22,6 +22,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "engine/event.h"
@@ -102,7 +103,11 @@ class JournalWriter {
   JournalOptions options_;
   uint64_t config_hash_;
 
+  static constexpr uint64_t kWritebackBytes = 8u << 20;
+
   int fd_ = -1;
+  std::vector<int> rolled_fds_;  // `none`: rolled segments not yet fdatasynced
+  uint64_t written_since_writeback_ = 0;
   std::filesystem::path path_;
   uint64_t file_size_ = 0;    // bytes written to the current segment
   uint64_t synced_size_ = 0;  // of those, durable
