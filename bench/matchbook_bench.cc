@@ -32,6 +32,7 @@
 #include <string_view>
 #include <vector>
 
+#include "args.h"
 #include "engine/engine.h"
 #include "pipeline_bench.h"
 #include "queue_study.h"
@@ -663,21 +664,11 @@ int Main(int argc, char** argv) {
     return Usage(2);
   }
   EngineArgs a;
-  for (int i = 2; i < argc; ++i) {
-    std::string_view arg = argv[i];
+  ArgReader reader(argc, argv, 2);
+  while (reader.Next()) {
+    const std::string_view arg = reader.flag();
     std::string_view value;
-    bool has_value = false;
-    if (auto eq = arg.find('='); eq != std::string_view::npos) {
-      value = arg.substr(eq + 1);
-      arg = arg.substr(0, eq);
-      has_value = true;
-    }
-    auto next = [&]() -> bool {
-      if (has_value) return true;
-      if (i + 1 >= argc) return false;
-      value = argv[++i];
-      return true;
-    };
+    auto next = [&]() -> bool { return reader.Value(&value); };
     uint64_t v = 0;
     if (arg == "--json") {
       a.json = true;
@@ -695,7 +686,7 @@ int Main(int argc, char** argv) {
     } else if (arg == "--clock" && next() && (value == "tsc" || value == "steady")) {
       a.clock = value == "tsc" ? ClockKind::kTsc : ClockKind::kSteady;
     } else {
-      std::fprintf(stderr, "bad argument '%s'\n", argv[i]);
+      std::fprintf(stderr, "bad argument '%s'\n", reader.raw());
       return Usage(2);
     }
   }

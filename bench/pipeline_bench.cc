@@ -5,6 +5,7 @@
 // time is what counts) and one read per command is taken in OnDone on the
 // journal thread. Max-throughput cells time 1 command in 64 (start on the
 // producer, end in OnDone) so that the clock is not what limits them.
+#include "args.h"
 #include "pipeline_bench.h"
 
 #include <fcntl.h>
@@ -1335,21 +1336,11 @@ int Run(const PipelineArgs& args) {
 
 int RunPipelineBench(int argc, char** argv) {
   PipelineArgs a;
-  for (int i = 2; i < argc; ++i) {
-    std::string_view arg = argv[i];
+  ArgReader reader(argc, argv, 2);
+  while (reader.Next()) {
+    const std::string_view arg = reader.flag();
     std::string_view value;
-    bool has_value = false;
-    if (auto eq = arg.find('='); eq != std::string_view::npos) {
-      value = arg.substr(eq + 1);
-      arg = arg.substr(0, eq);
-      has_value = true;
-    }
-    auto next = [&]() -> bool {
-      if (has_value) return true;
-      if (i + 1 >= argc) return false;
-      value = argv[++i];
-      return true;
-    };
+    auto next = [&]() -> bool { return reader.Value(&value); };
     uint64_t v = 0;
     if (arg == "--json") {
       a.json = true;
@@ -1410,7 +1401,7 @@ int RunPipelineBench(int argc, char** argv) {
     } else if (arg == "--data-dir" && next() && !value.empty()) {
       a.data_dir = std::string(value);
     } else {
-      std::fprintf(stderr, "bad argument '%s'\n", argv[i]);
+      std::fprintf(stderr, "bad argument '%s'\n", reader.raw());
       return Usage(2);
     }
   }

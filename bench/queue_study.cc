@@ -38,6 +38,7 @@
 //
 // Thread safety: the study's main thread owns everything; worker threads touch
 // only their queue, their WorkerSlot and the Control flags.
+#include "args.h"
 #include "queue_study.h"
 
 #include <concurrentqueue/concurrentqueue.h>
@@ -1090,21 +1091,11 @@ std::string CpuModel() {
 
 int RunQueueStudy(int argc, char** argv) {
   StudyArgs a;
-  for (int i = 2; i < argc; ++i) {
-    std::string_view arg = argv[i];
+  ArgReader reader(argc, argv, 2);
+  while (reader.Next()) {
+    const std::string_view arg = reader.flag();
     std::string_view value;
-    bool has_value = false;
-    if (auto eq = arg.find('='); eq != std::string_view::npos) {
-      value = arg.substr(eq + 1);
-      arg = arg.substr(0, eq);
-      has_value = true;
-    }
-    auto next = [&]() -> bool {
-      if (has_value) return true;
-      if (i + 1 >= argc) return false;
-      value = argv[++i];
-      return true;
-    };
+    auto next = [&]() -> bool { return reader.Value(&value); };
     uint64_t v = 0;
     bool ok = true;
     if (arg == "--json") {
@@ -1151,7 +1142,7 @@ int RunQueueStudy(int argc, char** argv) {
       ok = false;
     }
     if (!ok) {
-      std::fprintf(stderr, "bad argument '%s'\n", argv[i]);
+      std::fprintf(stderr, "bad argument '%s'\n", reader.raw());
       return Usage(2);
     }
   }

@@ -510,7 +510,8 @@ class CrashTest : public ::testing::Test {
         policy,
         std::to_string(rate_),
         std::to_string(rng_.Next())};
-    ASSERT_TRUE(child_->Spawn(args, log_).ok());
+    const Status spawned = child_->Spawn(args, log_);
+    ASSERT_TRUE(spawned.ok()) << spawned.message();
 
     Run run;
     std::vector<std::string> lines;

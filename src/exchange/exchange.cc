@@ -108,6 +108,7 @@ class Exchange::Impl {
     auto report = journal::Recover(*dir_, engine_.get(), ro);
     if (!report.ok()) return report.status();
     recovery_ = std::move(report).value();
+    for (const std::string& line : recovery_.removed) opt_.log(line);
     for (const std::string& note : recovery_.notes) opt_.log(note);
     if (recovery_.journal.tail) opt_.log(journal::Describe(*recovery_.journal.tail));
     opt_.log(journal::Describe(recovery_));

@@ -326,6 +326,8 @@ TEST_F(ExchangeTest, StartUpRemovesAnInterruptedSnapshotWrite) {
   ASSERT_TRUE(ex.ok()) << ex.status().message();
   EXPECT_FALSE(fs::exists(tmp));
   EXPECT_NE(log().find("a snapshot write interrupted by a crash"), std::string::npos) << log();
+  EXPECT_EQ((*ex)->recovery().removed.size(), 1u);
+  EXPECT_TRUE((*ex)->recovery().notes.empty()) << "no snapshot was skipped";
   ASSERT_TRUE((*ex)->Close().ok());
 }
 

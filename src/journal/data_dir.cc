@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -129,7 +130,11 @@ Result<std::vector<FileEntry>> DataDir::ListSnapshots() const {
   return ListNumbered(snapshot_dir(), true);
 }
 
-Result<std::vector<std::byte>> ReadFile(const fs::path& path) {
+MappedFile::~MappedFile() {
+  if (data_ != nullptr) ::munmap(data_, size_);
+}
+
+Status MappedFile::Open(const fs::path& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return ErrnoStatus(path, "open", errno);
   struct stat st {};
@@ -138,20 +143,26 @@ Result<std::vector<std::byte>> ReadFile(const fs::path& path) {
     ::close(fd);
     return ErrnoStatus(path, "stat", err);
   }
-  std::vector<std::byte> bytes(static_cast<std::size_t>(st.st_size));
-  std::size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::read(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int err = n < 0 ? errno : EIO;
+  size_ = static_cast<std::size_t>(st.st_size);
+  if (size_ > 0) {
+    void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (p == MAP_FAILED) {
+      const int err = errno;
       ::close(fd);
-      return ErrnoStatus(path, "read", err);
+      size_ = 0;
+      return ErrnoStatus(path, "mmap", err);
     }
-    done += static_cast<std::size_t>(n);
+    data_ = p;
+    ::madvise(p, size_, MADV_SEQUENTIAL);
   }
   ::close(fd);
-  return bytes;
+  return Status::Ok();
+}
+
+Result<std::vector<std::byte>> ReadFile(const fs::path& path) {
+  MappedFile file;
+  MB_RETURN_IF_ERROR(file.Open(path));
+  return std::vector<std::byte>(file.bytes().begin(), file.bytes().end());
 }
 
 Status WriteAll(int fd, std::span<const std::byte> bytes, const fs::path& path) {

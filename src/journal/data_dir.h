@@ -63,6 +63,24 @@ class DataDir {
 
 // ---- file helpers (errors name the path and the errno text) ----
 
+// A read-only memory mapping of a whole file (as it is when opened).
+class MappedFile {
+ public:
+  MappedFile() = default;
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  ~MappedFile();
+
+  Status Open(const std::filesystem::path& path);
+  std::span<const std::byte> bytes() const {
+    return {static_cast<const std::byte*>(data_), size_};
+  }
+
+ private:
+  void* data_ = nullptr;
+  std::size_t size_ = 0;
+};
+
 // Reads a whole file.
 Result<std::vector<std::byte>> ReadFile(const std::filesystem::path& path);
 // write() until done; EINTR retried.

@@ -1,8 +1,6 @@
 #include "journal/reader.h"
 
 #include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,49 +18,6 @@ namespace mb::journal {
 namespace fs = std::filesystem;
 
 namespace {
-
-// A read-only mapping of one file.
-class Mapping {
- public:
-  Mapping() = default;
-  Mapping(const Mapping&) = delete;
-  Mapping& operator=(const Mapping&) = delete;
-  ~Mapping() {
-    if (data_ != nullptr) ::munmap(data_, size_);
-  }
-
-  Status Open(const fs::path& path) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return ErrnoStatus(path, "open", errno);
-    struct stat st {};
-    if (::fstat(fd, &st) != 0) {
-      const int err = errno;
-      ::close(fd);
-      return ErrnoStatus(path, "stat", err);
-    }
-    size_ = static_cast<std::size_t>(st.st_size);
-    if (size_ > 0) {
-      void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
-      if (p == MAP_FAILED) {
-        const int err = errno;
-        ::close(fd);
-        return ErrnoStatus(path, "mmap", err);
-      }
-      data_ = p;
-      ::madvise(p, size_, MADV_SEQUENTIAL);
-    }
-    ::close(fd);
-    return Status::Ok();
-  }
-
-  std::span<const std::byte> bytes() const {
-    return {static_cast<const std::byte*>(data_), size_};
-  }
-
- private:
-  void* data_ = nullptr;
-  std::size_t size_ = 0;
-};
 
 // Is there a whole, valid record with a sequence >= expected anywhere in
 // [from, end)? A cheap filter (plausible sequence) before the checksum.
@@ -127,7 +82,7 @@ Result<ScanResult> ScanJournal(const DataDir& dir, const ScanOptions& options,
     const FileEntry& f = segments[i];
     const bool last = i + 1 == segments.size();
     const std::string name = f.path.string();
-    Mapping map;
+    MappedFile map;
     MB_RETURN_IF_ERROR(map.Open(f.path));
     const std::span<const std::byte> seg = map.bytes();
 

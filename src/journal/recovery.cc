@@ -22,7 +22,7 @@ Result<RecoveryReport> Recover(const DataDir& dir, engine::Engine* engine,
       const std::string name = entry.path().filename().string();
       if (!name.ends_with(".mbs.tmp")) continue;
       std::filesystem::remove(entry.path(), ec);
-      report.notes.push_back(
+      report.removed.push_back(
           fmt::format("removed {}: a snapshot write interrupted by a crash", entry.path().string()));
     }
   }

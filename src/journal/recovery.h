@@ -37,7 +37,8 @@ struct RecoveryOptions {
 struct RecoveryReport {
   uint64_t snapshot_seq = 0;         // 0: none used
   std::string snapshot_file;
-  std::vector<std::string> notes;    // snapshots skipped and why; crash leftovers removed
+  std::vector<std::string> notes;    // snapshots skipped and why
+  std::vector<std::string> removed;  // leftovers of a crash removed (repair only)
   uint64_t recovered_seq = 0;
   uint64_t state_hash = 0;
   uint64_t replayed_records = 0;
