@@ -77,6 +77,11 @@ class Waiter {
       Yield();
     } else {
       parked_.store(1, std::memory_order_seq_cst);
+#if !defined(__SANITIZE_THREAD__)
+      // The announcement must be visible before ready() reads the producers'
+      // flags (a store-load order; acquire loads alone do not give it).
+      std::atomic_thread_fence(std::memory_order_seq_cst);
+#endif
       if (!ready()) Park();
       parked_.store(0, std::memory_order_relaxed);
     }

@@ -120,6 +120,7 @@ class Exchange::Impl {
     durable_seq_.store(recovery_.recovered_seq, std::memory_order_relaxed);
     last_checksum_ = recovery_.journal.last_checksum;
     last_snapshot_seq_ = recovery_.snapshot_seq;
+    snapshot_written_seq_.store(recovery_.snapshot_seq, std::memory_order_relaxed);
     last_snapshot_time_ = Clock::now();
 
     for (uint32_t i = 0; i < opt_.batch_pool; ++i) {
@@ -186,8 +187,10 @@ class Exchange::Impl {
         submitted_.fetch_add(1, std::memory_order_relaxed);
       }
     }
-    in_submit_.fetch_sub(1, std::memory_order_seq_cst);
+    // Wake before leaving: once in_submit_ drops, Close() may finish and the
+    // exchange may be gone.
     if (r == SubmitResult::kOk) engine_wait_.Wake();
+    in_submit_.fetch_sub(1, std::memory_order_seq_cst);
     return r;
   }
 
@@ -320,6 +323,11 @@ class Exchange::Impl {
   // ---------------------------------------------------------------- journal
 
   void JournalLoop() {
+    JournalBatches();
+    journal_done_.store(true, std::memory_order_release);
+  }
+
+  void JournalBatches() {
     std::deque<Batch*> written;  // appended, not yet durable
     auto backoff = std::chrono::milliseconds(10);
     bool abandoned = false;  // Close() gave up on a failing disk: fail what is left
@@ -479,6 +487,7 @@ class Exchange::Impl {
       return;
     }
     snapshots_.fetch_add(1, std::memory_order_relaxed);
+    snapshot_written_seq_.store(meta.seq, std::memory_order_relaxed);
     opt_.log(fmt::format("snapshot at sequence {}: {} ({} bytes, {} raw) state hash {:016x} in "
                          "{:.3f} s",
                          meta.seq, path->string(), meta.compressed_size, meta.raw_size,
@@ -500,12 +509,10 @@ class Exchange::Impl {
     engine_stop_.store(true, std::memory_order_release);
     journal_stop_.store(true, std::memory_order_release);
     const auto deadline = Clock::now() + std::chrono::milliseconds(opt_.close_timeout_ms);
-    while (!engine_done_.load(std::memory_order_acquire) || !to_journal_.Empty() ||
-           refusing_.load(std::memory_order_acquire)) {
-      if (Clock::now() > deadline) {
-        give_up_.store(true, std::memory_order_release);
-        break;
-      }
+    while (!journal_done_.load(std::memory_order_acquire)) {
+      // give_up_ matters only to a journal whose writes fail: a healthy one
+      // finishes its drain whatever the time.
+      if (Clock::now() > deadline) give_up_.store(true, std::memory_order_release);
       engine_wait_.WakeAlways();
       journal_wait_.WakeAlways();
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
@@ -528,7 +535,7 @@ class Exchange::Impl {
       result = IoError(fmt::format("{} commands could not be made durable: {}", not_durable_,
                                    RefusalReason()));
     } else if (opt_.snapshots.on_shutdown &&
-               Raw(engine_->last_sequence()) != last_snapshot_seq_ &&
+               Raw(engine_->last_sequence()) != snapshot_written_seq_.load() &&
                Raw(engine_->last_sequence()) != 0 && writer_->SyncAll().ok()) {
       SnapshotJob job;
       job.image = engine_->ExportImage();
@@ -610,6 +617,8 @@ class Exchange::Impl {
   std::atomic<bool> journal_stop_{false};
   std::atomic<bool> give_up_{false};
   std::atomic<bool> engine_done_{false};
+  std::atomic<bool> journal_done_{false};
+  std::atomic<uint64_t> snapshot_written_seq_{0};  // the newest snapshot on disk
   bool running_ = false;
   Status close_status_;
 

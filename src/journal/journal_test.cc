@@ -912,6 +912,60 @@ TEST(JournalTornTail, ZeroFilledTail) {
   }
 }
 
+// Pages written back out of order when the machine stopped: a zero-filled
+// hole with whole records after it. Nothing after the hole was ever covered
+// by an fdatasync, so it is a torn tail too (cut at the hole); the same bytes
+// non-zero are damage (JournalDamage tests).
+TEST(JournalTornTail, ZeroHoleBeforeLaterRecordsIsATornTail) {
+  TempDir tmp;
+  const History h = MakeHistory(9, 30);
+  const fs::path root = tmp / "hole";
+  auto sums = WriteHistory(root, h, 30);
+  ASSERT_TRUE(sums.ok()) << sums.status().message();
+  auto recs = ReadAll(root);
+  ASSERT_TRUE(recs.ok());
+  const fs::path seg = Segments(root)[0];
+  Bytes bytes = Load(seg);
+  const Rec& r20 = (*recs)[19];  // sequence 20
+  std::fill(bytes.begin() + static_cast<std::ptrdiff_t>(r20.offset),
+            bytes.begin() + static_cast<std::ptrdiff_t>(r20.end()), std::byte{0});
+  Store(seg, bytes);
+
+  ScanResult scan;
+  {
+    auto dir = DataDir::Open(root, OpenMode::kReadWrite);
+    ASSERT_TRUE(dir.ok());
+    ScanOptions so;
+    so.repair = true;
+    auto rw = ReadAll(*dir, so, &scan);
+    ASSERT_TRUE(rw.ok()) << rw.status().message();
+    ASSERT_TRUE(scan.tail.has_value());
+    EXPECT_TRUE(Has(scan.tail->reason, "a hole left by out-of-order writeback"))
+        << scan.tail->reason;
+    EXPECT_EQ(scan.tail->offset, r20.offset);
+    EXPECT_EQ(scan.last_seq, 19u);
+    EXPECT_EQ(fs::file_size(seg), r20.offset);
+  }
+  // One non-zero byte in the hole makes it damage: refused, file unchanged.
+  const fs::path root2 = tmp / "hole2";
+  auto sums2 = WriteHistory(root2, h, 30);
+  ASSERT_TRUE(sums2.ok());
+  const fs::path seg2 = Segments(root2)[0];
+  Bytes bytes2 = Load(seg2);
+  std::fill(bytes2.begin() + static_cast<std::ptrdiff_t>(r20.offset),
+            bytes2.begin() + static_cast<std::ptrdiff_t>(r20.end()), std::byte{0});
+  bytes2[r20.offset + 30] = std::byte{7};
+  Store(seg2, bytes2);
+  auto dir2 = DataDir::Open(root2, OpenMode::kReadWrite);
+  ASSERT_TRUE(dir2.ok());
+  ScanOptions so2;
+  so2.repair = true;
+  auto bad = ReadAll(*dir2, so2, &scan);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_TRUE(Has(bad.status().message(), "refusing to skip it")) << bad.status().message();
+  EXPECT_EQ(Load(seg2), bytes2);
+}
+
 TEST(JournalTornTail, PartialSegmentHeaderIsRemoved) {
   TempDir tmp;
   const History h = MakeHistory(6, 45);

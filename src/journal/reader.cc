@@ -19,18 +19,22 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Is there a whole, valid record with a sequence >= expected anywhere in
-// [from, end)? A cheap filter (plausible sequence) before the checksum.
-bool ValidRecordAfter(std::span<const std::byte> seg, std::size_t from, uint64_t expected) {
-  if (seg.size() < kRecordHeaderSize) return false;
+// The offset of the first whole, valid record with a sequence >= expected in
+// [from, end), or npos. A cheap filter (plausible sequence) before the checksum.
+std::size_t NextValidRecord(std::span<const std::byte> seg, std::size_t from, uint64_t expected) {
+  if (seg.size() < kRecordHeaderSize) return std::string::npos;
   const uint64_t window = seg.size() / kRecordHeaderSize + 1;
   for (std::size_t y = from; y + kRecordHeaderSize <= seg.size(); ++y) {
     const uint64_t seq = GetU64(seg.data() + y + 8);
     if (seq < expected || seq - expected > window) continue;
     const ParsedRecord r = ParseRecord(seg.subspan(y));
-    if (r.error == RecordError::kOk) return true;
+    if (r.error == RecordError::kOk) return y;
   }
-  return false;
+  return std::string::npos;
+}
+
+bool AllZero(std::span<const std::byte> bytes) {
+  return std::all_of(bytes.begin(), bytes.end(), [](std::byte b) { return b == std::byte{0}; });
 }
 
 // Frames that start in a torn region, following plausible length fields.
@@ -86,9 +90,7 @@ Result<ScanResult> ScanJournal(const DataDir& dir, const ScanOptions& options,
     MB_RETURN_IF_ERROR(map.Open(f.path));
     const std::span<const std::byte> seg = map.bytes();
 
-    const bool all_zero =
-        std::all_of(seg.begin(), seg.end(), [](std::byte b) { return b == std::byte{0}; });
-    if (last && (seg.size() < kSegmentHeaderSize || all_zero)) {
+    if (last && (seg.size() < kSegmentHeaderSize || AllZero(seg))) {
       // A roll interrupted before its header was whole (or on disk: some
       // filesystems show the new size before the data): the segment holds no
       // record. It is the tail.
@@ -156,8 +158,18 @@ Result<ScanResult> ScanJournal(const DataDir& dir, const ScanOptions& options,
           r.error == RecordError::kOk
               ? fmt::format("record has sequence {}, expected {}", r.header.seq, expected)
               : std::string(ToString(r.error));
+      // A valid record after the bad one means damage inside the journal —
+      // unless the bad bytes up to it are zeros: pages written back out of
+      // order when the machine stopped (a hole no fdatasync ever covered, so
+      // nothing after it was acknowledged as durable). That is a torn tail too.
+      const std::size_t next_valid =
+          last && r.error != RecordError::kOk && r.error != RecordError::kUnknownType
+              ? NextValidRecord(seg, off + 1, expected)
+              : std::string::npos;
+      const bool hole =
+          next_valid != std::string::npos && AllZero(seg.subspan(off, next_valid - off));
       if (!last || r.error == RecordError::kOk || r.error == RecordError::kUnknownType ||
-          ValidRecordAfter(seg, off + 1, expected)) {
+          (next_valid != std::string::npos && !hole)) {
         return Corruption(fmt::format(
             "{}: corrupt record at offset {} (sequence {}): {}; valid records follow it, so "
             "this is damage inside the journal, not a torn tail — refusing to skip it. "
@@ -165,7 +177,11 @@ Result<ScanResult> ScanJournal(const DataDir& dir, const ScanOptions& options,
             "after it away if losing those records is acceptable",
             name, off, expected, what));
       }
-      TailDamage t{f.path, off, seg.size() - off, CountPartialRecords(seg.subspan(off)), what,
+      TailDamage t{f.path, off, seg.size() - off, CountPartialRecords(seg.subspan(off)),
+                   hole ? fmt::format("{} zero bytes (a hole left by out-of-order writeback), "
+                                      "then records that were never made durable",
+                                      next_valid - off)
+                        : what,
                    false};
       if (options.repair) {
         MB_RETURN_IF_ERROR(Truncate(f.path, off));

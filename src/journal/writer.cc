@@ -72,7 +72,6 @@ JournalWriter::JournalWriter(const DataDir& dir, const JournalOptions& options,
 
 JournalWriter::~JournalWriter() {
   if (fd_ >= 0) ::close(fd_);
-  for (int fd : rolled_fds_) ::close(fd);
 }
 
 Result<std::unique_ptr<JournalWriter>> JournalWriter::Open(const DataDir& dir,
@@ -116,13 +115,7 @@ Status JournalWriter::CreateSegment(uint64_t first_seq) {
     ::unlink(path.c_str());
     return s;
   }
-  if (fd_ >= 0) {
-    if (options_.policy == FsyncPolicy::kNone) {
-      rolled_fds_.push_back(fd_);  // synced by the next SyncAll()
-    } else {
-      ::close(fd_);
-    }
-  }
+  if (fd_ >= 0) ::close(fd_);
   fd_ = fd;
   written_since_writeback_ = 0;
   path_ = path;
@@ -148,27 +141,27 @@ uint64_t JournalWriter::Append(std::span<const engine::Event> events) {
 }
 
 Status JournalWriter::Roll() {
-  if (options_.policy != FsyncPolicy::kNone) {
-    MB_RETURN_IF_ERROR(Sync());
-  } else {
-    // Under `none` nothing waits for the disk: the old segment's writeback
-    // is started here and waited for only by the next SyncAll() (before a
-    // snapshot), so a roll costs no fdatasync of a whole segment.
-    ::sync_file_range(fd_, 0, 0, SYNC_FILE_RANGE_WRITE);
-  }
+  // Every segment but the last is durable, whatever the policy: the next
+  // segment's records must never reach the disk before this one's (after a
+  // power cut that would be a hole inside the journal, not a torn tail).
+  // Under `none` writeback has been running as the segment filled, so little
+  // is left for this fdatasync.
+  MB_RETURN_IF_ERROR(SyncAll());
   return CreateSegment(pending_first_seq_);
 }
 
 Status JournalWriter::SyncAll() {
   if (options_.policy != FsyncPolicy::kNone) return Sync();
-  while (!rolled_fds_.empty()) {
-    if (::fdatasync(rolled_fds_.front()) != 0) {
-      return ErrnoStatus(journal_dir_, "fdatasync of a rolled segment", errno);
-    }
-    ::close(rolled_fds_.front());
-    rolled_fds_.erase(rolled_fds_.begin());
+  if (!sync_error_.ok()) return sync_error_;
+  if (::fdatasync(fd_) != 0) {
+    // The kernel reports a lost writeback once; what was lost cannot be told
+    // from what was not, so every later SyncAll() fails too (no snapshot, no
+    // roll: the exchange refuses commands) until a restart re-reads the disk.
+    sync_error_ = ErrnoStatus(path_, "fdatasync (records written under fsync=none may be lost; "
+                                     "restart to recover from what is on disk)",
+                              errno);
+    return sync_error_;
   }
-  if (::fdatasync(fd_) != 0) return ErrnoStatus(path_, "fdatasync", errno);
   return Status::Ok();
 }
 

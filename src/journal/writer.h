@@ -67,7 +67,8 @@ class JournalWriter {
   // records go back to the buffer, to be written again.
   Status Sync();
   // fdatasync of everything written, whatever the policy: a snapshot is only
-  // written once the journal records it covers are on disk, even under `none`.
+  // written once the journal records it covers are on disk, and a segment is
+  // rolled only once it is, even under `none`.
   Status SyncAll();
   // True when the policy wants a Sync() now (interval elapsed, or kFsync with
   // anything unsynced).
@@ -106,7 +107,7 @@ class JournalWriter {
   static constexpr uint64_t kWritebackBytes = 8u << 20;
 
   int fd_ = -1;
-  std::vector<int> rolled_fds_;  // `none`: rolled segments not yet fdatasynced
+  Status sync_error_;  // `none`: a failed SyncAll() stays failed
   uint64_t written_since_writeback_ = 0;
   std::filesystem::path path_;
   uint64_t file_size_ = 0;    // bytes written to the current segment
