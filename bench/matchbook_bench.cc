@@ -36,6 +36,7 @@
 #include "engine/engine.h"
 #include "pipeline_bench.h"
 #include "queue_study.h"
+#include "stats.h"
 #include "workload/engine_workload.h"
 
 namespace mb::bench {
@@ -173,10 +174,7 @@ void PrepareEngine(Engine* e, const Workload& w, EventBuffer* buf) {
 }
 
 double Percentile(const std::vector<uint64_t>& sorted, double q) {
-  std::size_t n = sorted.size();
-  std::size_t idx = static_cast<std::size_t>(q * static_cast<double>(n));
-  if (idx >= n) idx = n - 1;
-  return static_cast<double>(sorted[idx]);
+  return static_cast<double>(PercentileOf(sorted, q));
 }
 
 int RunEngine(const EngineArgs& args) {

@@ -6,6 +6,7 @@
 // journal thread. Max-throughput cells time 1 command in 64 (start on the
 // producer, end in OnDone) so that the clock is not what limits them.
 #include "args.h"
+#include "stats.h"
 #include "pipeline_bench.h"
 
 #include <fcntl.h>
@@ -211,11 +212,7 @@ Percentiles Summarize(std::vector<int64_t>* v) {
   p.n = v->size();
   if (v->empty()) return p;
   std::sort(v->begin(), v->end());
-  auto at = [&](double q) {
-    std::size_t idx = static_cast<std::size_t>(q * static_cast<double>(v->size()));
-    if (idx >= v->size()) idx = v->size() - 1;
-    return (*v)[idx];
-  };
+  auto at = [&](double q) { return PercentileOf(*v, q); };
   p.p50 = at(0.50);
   p.p90 = at(0.90);
   p.p99 = at(0.99);

@@ -99,14 +99,20 @@ int Serve(const mb::app::Config& cfg, const std::string& source, bool recover_on
   return s.ok() ? 0 : Fail(s);
 }
 
+// The scan every read-only tool makes: this configuration's segments, with a
+// progress line on a terminal.
+mb::journal::ScanOptions ToolScan(const mb::app::Config& cfg, std::string label) {
+  mb::journal::ScanOptions so;
+  so.config_hash = mb::engine::HashConfig(cfg.engine);
+  so.progress = true;
+  so.progress_label = std::move(label);
+  return so;
+}
+
 int JournalVerify(const mb::app::Config& cfg, const std::string& dir_path) {
   auto dir = mb::journal::DataDir::Open(dir_path, mb::journal::OpenMode::kReadOnly);
   if (!dir.ok()) return Fail(dir.status());
-  mb::engine::Engine probe(cfg.engine);
-  mb::journal::ScanOptions so;
-  so.config_hash = probe.ConfigHash();
-  so.progress = true;
-  so.progress_label = "verify journal";
+  const mb::journal::ScanOptions so = ToolScan(cfg, "verify journal");
   uint64_t events = 0;
   mb::engine::EventBuffer buf;
   auto scan = mb::journal::ScanJournal(*dir, so, [&](const mb::journal::JournalRecord& r) {
@@ -130,13 +136,9 @@ int JournalDump(const mb::app::Config& cfg, const std::string& dir_path, uint64_
                 uint64_t to) {
   auto dir = mb::journal::DataDir::Open(dir_path, mb::journal::OpenMode::kReadOnly);
   if (!dir.ok()) return Fail(dir.status());
-  mb::engine::Engine probe(cfg.engine);
-  mb::journal::ScanOptions so;
-  so.config_hash = probe.ConfigHash();
+  mb::journal::ScanOptions so = ToolScan(cfg, "dump");
   so.deliver_from = from;
   so.check_all = false;
-  so.progress = true;
-  so.progress_label = "dump";
   mb::engine::EventBuffer buf;
   std::string segment;
   auto scan = mb::journal::ScanJournal(*dir, so, [&](const mb::journal::JournalRecord& r) {

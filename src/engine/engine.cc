@@ -108,6 +108,33 @@ class Hasher {
 
 }  // namespace
 
+uint64_t HashConfig(const EngineConfig& config) {
+  Hasher h;
+  h.Add(uint64_t{config.assets.size()});
+  for (const auto& a : config.assets) {
+    h.Add(a.symbol);
+    h.Add(int64_t{a.scale});
+  }
+  h.Add(uint64_t{config.markets.size()});
+  for (const auto& m : config.markets) {
+    h.Add(m.symbol);
+    h.Add(uint64_t{Raw(m.base)});
+    h.Add(uint64_t{Raw(m.quote)});
+    h.Add(m.tick_units);
+    h.Add(m.lot_units);
+    h.Add(m.min_qty.value);
+    h.Add(m.max_qty.value);
+    h.Add(m.max_price.value);
+    h.Add(m.min_notional.value);
+    h.Add(int64_t{m.maker_fee_bps});
+    h.Add(int64_t{m.taker_fee_bps});
+  }
+  h.Add(uint64_t{config.max_accounts});
+  h.Add(uint64_t{Raw(config.fee_account)});
+  h.Add(uint64_t{config.client_id_memory});
+  return h.Digest();
+}
+
 uint64_t HashImage(const EngineImage& img) {
   Hasher h;
   h.Add(img.config_hash);
@@ -265,32 +292,7 @@ class Engine::Impl {
   std::size_t open_orders() const noexcept { return index_.size(); }
   Amount supply(AssetId a) const noexcept { return supply_.at(Raw(a)); }
 
-  uint64_t ConfigHash() const {
-    Hasher h;
-    h.Add(uint64_t{cfg_.assets.size()});
-    for (const auto& a : cfg_.assets) {
-      h.Add(a.symbol);
-      h.Add(int64_t{a.scale});
-    }
-    h.Add(uint64_t{cfg_.markets.size()});
-    for (const auto& m : cfg_.markets) {
-      h.Add(m.symbol);
-      h.Add(uint64_t{Raw(m.base)});
-      h.Add(uint64_t{Raw(m.quote)});
-      h.Add(m.tick_units);
-      h.Add(m.lot_units);
-      h.Add(m.min_qty.value);
-      h.Add(m.max_qty.value);
-      h.Add(m.max_price.value);
-      h.Add(m.min_notional.value);
-      h.Add(int64_t{m.maker_fee_bps});
-      h.Add(int64_t{m.taker_fee_bps});
-    }
-    h.Add(uint64_t{cfg_.max_accounts});
-    h.Add(uint64_t{Raw(cfg_.fee_account)});
-    h.Add(uint64_t{cfg_.client_id_memory});
-    return h.Digest();
-  }
+  uint64_t ConfigHash() const { return HashConfig(cfg_); }
 
   uint64_t StateHash() const { return HashImage(ExportImage()); }
 

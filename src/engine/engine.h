@@ -102,6 +102,7 @@ class Engine {
   // transfers and market states. Equal histories give equal hashes.
   uint64_t StateHash() const;
   // Hash of the configuration (assets, markets, sizing); stored in snapshots.
+  // == HashConfig(config()).
   uint64_t ConfigHash() const;
 
   // Checks DESIGN.md §2 invariants: conservation per asset, no negative
@@ -118,5 +119,9 @@ class Engine {
   class Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// The configuration hash without building an engine (tools that only read a
+// data directory).
+uint64_t HashConfig(const EngineConfig& config);
 
 }  // namespace mb::engine

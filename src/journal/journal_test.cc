@@ -48,6 +48,7 @@
 #include "journal/recovery.h"
 #include "journal/snapshot.h"
 #include "journal/writer.h"
+#include "workload/engine_workload.h"
 
 namespace mb::journal {
 namespace {
@@ -189,24 +190,7 @@ engine::EngineConfig TestConfig(int32_t maker_fee_bps = 2) {
   return c;
 }
 
-// splitmix64: a deterministic stream for the session generator.
-class Rng {
- public:
-  explicit Rng(uint64_t seed) : s_(seed) {}
-  uint64_t Next() {
-    uint64_t z = (s_ += 0x9e3779b97f4a7c15);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111eb;
-    return z ^ (z >> 31);
-  }
-  uint64_t Below(uint64_t n) { return Next() % n; }
-  int64_t Between(int64_t lo, int64_t hi) {
-    return lo + static_cast<int64_t>(Below(static_cast<uint64_t>(hi - lo + 1)));
-  }
-
- private:
-  uint64_t s_;
-};
+using bench::Rng;  // the project's seeded generator (src/workload)
 
 // The outcome of every command of one engine session.
 struct History {
