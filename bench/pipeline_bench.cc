@@ -5,8 +5,6 @@
 // time is what counts) and one read per command is taken in OnDone on the
 // journal thread. Max-throughput cells time 1 command in 64 (start on the
 // producer, end in OnDone) so that the clock is not what limits them.
-#include "args.h"
-#include "stats.h"
 #include "pipeline_bench.h"
 
 #include <fcntl.h>
@@ -36,12 +34,14 @@
 #include <thread>
 #include <vector>
 
+#include "args.h"
 #include "engine/engine.h"
 #include "exchange/exchange.h"
 #include "journal/data_dir.h"
 #include "journal/recovery.h"
 #include "journal/snapshot.h"
 #include "journal/writer.h"
+#include "stats.h"
 #include "workload/engine_workload.h"
 
 namespace mb::bench {

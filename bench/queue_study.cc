@@ -38,7 +38,6 @@
 //
 // Thread safety: the study's main thread owns everything; worker threads touch
 // only their queue, their WorkerSlot and the Control flags.
-#include "args.h"
 #include "queue_study.h"
 
 #include <concurrentqueue/concurrentqueue.h>
@@ -66,6 +65,7 @@
 #include <utility>
 #include <vector>
 
+#include "args.h"
 #include "common/status.h"
 #include "concurrency/ring.h"
 

@@ -25,6 +25,7 @@
 // Hashes are 16 hex digits. Anything unexpected (a refusal, an outcome that is
 // not durable, a sequence that is not the command's) is printed to stderr and
 // ends the process with exit code 3, which the parent reports as a failure.
+#include <fmt/format.h>
 #include <limits.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -42,8 +43,6 @@
 #include <string_view>
 #include <thread>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "codec/codec.h"
 #include "exchange/exchange.h"
@@ -81,14 +80,14 @@ class Reporter : public exchange::Completion {
                       static_cast<int>(o.state)));
     }
     if (Raw(o.seq) != tag + 1) {
-      Die(fmt::format("command {} got sequence {}; one producer in order means {}", tag,
-                      Raw(o.seq), tag + 1));
+      Die(fmt::format("command {} got sequence {}; one producer in order means {}", tag, Raw(o.seq),
+                      tag + 1));
     }
     encoded_.resize(o.events.size() * codec::kMaxEventSize);
     std::size_t size = 0;
     for (const engine::Event& e : o.events) {
-      const std::size_t n = codec::Encode(
-          e, std::span<std::byte>(encoded_.data() + size, codec::kMaxEventSize));
+      const std::size_t n =
+          codec::Encode(e, std::span<std::byte>(encoded_.data() + size, codec::kMaxEventSize));
       if (n == 0) Die(fmt::format("command {}: an event does not encode", tag));
       size += n;
     }
@@ -179,8 +178,8 @@ int Run(int argc, char** argv) {
 
   const std::vector<engine::Command> stream = ReadStream(argv[2]);
   if (rec.recovered_seq > stream.size()) {
-    Die(fmt::format("recovered sequence {} is beyond the stream's {} commands",
-                    rec.recovered_seq, stream.size()));
+    Die(fmt::format("recovered sequence {} is beyond the stream's {} commands", rec.recovered_seq,
+                    stream.size()));
   }
   WriteLines(fmt::format("R {} {:016x} {} {}\n", rec.recovered_seq, rec.state_hash,
                          rec.snapshot_seq, rec.replayed_records));

@@ -36,14 +36,14 @@
 // The soak, 25 loaded kills (and about a quarter as many early ones; 40-70 s):
 //   MB_CRASH_ITERATIONS=25 build/dev/bin/crash_test
 #include <fcntl.h>
+#include <fmt/format.h>
+#include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <xxhash.h>
-
-#include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -56,15 +56,13 @@
 #include <fstream>
 #include <map>
 #include <memory>
-#include <set>
 #include <mutex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "codec/codec.h"
 #include "exchange/exchange.h"
@@ -171,8 +169,7 @@ class ChildProcess {
       if (got <= 0) return false;
       partial_.append(buf, static_cast<std::size_t>(got));
       std::size_t start = 0;
-      for (std::size_t nl; (nl = partial_.find('\n', start)) != std::string::npos;
-           start = nl + 1) {
+      for (std::size_t nl; (nl = partial_.find('\n', start)) != std::string::npos; start = nl + 1) {
         lines->emplace_back(partial_, start, nl - start);
       }
       partial_.erase(0, start);
@@ -216,8 +213,7 @@ class CrashTest : public ::testing::Test {
   void SetUp() override {
     iterations_ = EnvU64("MB_CRASH_ITERATIONS", 5);
     rate_ = EnvU64("MB_CRASH_RATE", 30'000);
-    seed_ = EnvU64("MB_CRASH_SEED", static_cast<uint64_t>(
-                                        Clock::now().time_since_epoch().count()));
+    seed_ = EnvU64("MB_CRASH_SEED", static_cast<uint64_t>(Clock::now().time_since_epoch().count()));
     if (const char* p = std::getenv("MB_CRASH_FSYNC"); p != nullptr && *p != '\0') {
       policies_ = {p};
     }
@@ -252,8 +248,8 @@ class CrashTest : public ::testing::Test {
     spec.accounts = 200;
     spec.target_orders = 1000;
     // A run lasts at most 400 ms after "R" and submits chunks of <= 2048.
-    spec.commands = rate_ == 0 ? iterations_ * 100'000
-                               : iterations_ * (rate_ * 2 / 5 + 2048) + 10'000;
+    spec.commands =
+        rate_ == 0 ? iterations_ * 100'000 : iterations_ * (rate_ * 2 / 5 + 2048) + 10'000;
     workload_ = bench::GenerateExchangeCoreMix(spec);
     ASSERT_EQ(workload_.stats.rejected, 0u);
     stream_ = workload_.setup;
@@ -293,8 +289,9 @@ class CrashTest : public ::testing::Test {
     char kind = 0;
     std::vector<uint64_t> f;
     // In every kind of line the second number, if any, is a hash.
-    if (!ParseLine(line, &kind, &f, {false, true}) ||
-        f.size() != (kind == 'R' ? 4u : kind == 'E' ? 1u : 2u)) {
+    if (!ParseLine(line, &kind, &f, {false, true}) || f.size() != (kind == 'R'   ? 4u
+                                                                   : kind == 'E' ? 1u
+                                                                                 : 2u)) {
       return Corruption(fmt::format("unexpected line from the child: \"{}\"", line));
     }
     switch (kind) {
@@ -335,9 +332,10 @@ class CrashTest : public ::testing::Test {
         ++stats_.snapshot_lines;
         auto [it, inserted] = snapshots_.emplace(f[0], f[1]);
         if (!inserted && it->second != f[1]) {
-          return Corruption(fmt::format("two snapshots at sequence {} with state hashes {:016x} "
-                                        "and {:016x}",
-                                        f[0], it->second, f[1]));
+          return Corruption(
+              fmt::format("two snapshots at sequence {} with state hashes {:016x} "
+                          "and {:016x}",
+                          f[0], it->second, f[1]));
         }
         return Status::Ok();
       }
@@ -375,24 +373,24 @@ class CrashTest : public ::testing::Test {
     scan.check_all = true;
     auto scanned = journal::ScanJournal(*dir, scan, [&](const journal::JournalRecord& r) -> Status {
       if (r.seq != Raw(ref.last_sequence()) + 1) {
-        return Corruption(fmt::format("record {} follows record {}", r.seq,
-                                      Raw(ref.last_sequence())));
+        return Corruption(
+            fmt::format("record {} follows record {}", r.seq, Raw(ref.last_sequence())));
       }
       if (r.seq > stream_.size()) {
-        return Corruption(fmt::format("record {}, but the stream has {} commands: it was never "
-                                      "submitted",
-                                      r.seq, stream_.size()));
+        return Corruption(
+            fmt::format("record {}, but the stream has {} commands: it was never "
+                        "submitted",
+                        r.seq, stream_.size()));
       }
       events.clear();
       ref.Process(stream_[r.seq - 1], &events);
       expected.resize(events.size() * codec::kMaxEventSize);
       std::size_t size = 0;
       for (const engine::Event& e : events) {
-        size += codec::Encode(e, std::span<std::byte>(expected.data() + size,
-                                                      codec::kMaxEventSize));
+        size +=
+            codec::Encode(e, std::span<std::byte>(expected.data() + size, codec::kMaxEventSize));
       }
-      if (size != r.payload.size() ||
-          std::memcmp(expected.data(), r.payload.data(), size) != 0) {
+      if (size != r.payload.size() || std::memcmp(expected.data(), r.payload.data(), size) != 0) {
         engine::EventBuffer got;
         const Status decoded = journal::DecodeOutcome(r, &got);
         return Corruption(fmt::format(
@@ -404,17 +402,19 @@ class CrashTest : public ::testing::Test {
       if (auto it = durable_.find(r.seq); it != durable_.end()) {
         const uint64_t hash = XXH3_64bits(r.payload.data(), r.payload.size());
         if (hash != it->second) {
-          return Corruption(fmt::format("record {} hashes to {:016x}; the child reported it "
-                                        "durable with {:016x}",
-                                        r.seq, hash, it->second));
+          return Corruption(
+              fmt::format("record {} hashes to {:016x}; the child reported it "
+                          "durable with {:016x}",
+                          r.seq, hash, it->second));
         }
         ++durable_found;
       }
       if (auto it = snapshots_.find(r.seq); it != snapshots_.end()) {
         if (ref.StateHash() != it->second) {
-          return Corruption(fmt::format("the snapshot at sequence {} has state hash {:016x}; "
-                                        "the reference engine there has {:016x}",
-                                        r.seq, it->second, ref.StateHash()));
+          return Corruption(
+              fmt::format("the snapshot at sequence {} has state hash {:016x}; "
+                          "the reference engine there has {:016x}",
+                          r.seq, it->second, ref.StateHash()));
         }
         ++snapshots_found;
       }
@@ -423,21 +423,24 @@ class CrashTest : public ::testing::Test {
     if (!scanned.ok()) return scanned.status();
     const uint64_t last = scanned->last_seq;
     if (last < journal_seq_) {
-      return Corruption(fmt::format("the journal ends at {}, but it held whole records up to {} "
-                                    "after the previous kill",
-                                    last, journal_seq_));
+      return Corruption(
+          fmt::format("the journal ends at {}, but it held whole records up to {} "
+                      "after the previous kill",
+                      last, journal_seq_));
     }
     if (durable_found != durable_.size()) {
       uint64_t max_durable = 0;
       for (const auto& [seq, hash] : durable_) max_durable = std::max(max_durable, seq);
-      return Corruption(fmt::format("{} commands reported durable are not in the journal (it "
-                                    "ends at {}; the highest reported is {})",
-                                    durable_.size() - durable_found, last, max_durable));
+      return Corruption(
+          fmt::format("{} commands reported durable are not in the journal (it "
+                      "ends at {}; the highest reported is {})",
+                      durable_.size() - durable_found, last, max_durable));
     }
     if (snapshots_found != snapshots_.size()) {
-      return Corruption(fmt::format("a snapshot was reported at sequence {}, beyond the "
-                                    "journal's end {}",
-                                    snapshots_.rbegin()->first, last));
+      return Corruption(
+          fmt::format("a snapshot was reported at sequence {}, beyond the "
+                      "journal's end {}",
+                      snapshots_.rbegin()->first, last));
     }
     const uint64_t ref_hash = ref.StateHash();
 
@@ -453,23 +456,25 @@ class CrashTest : public ::testing::Test {
         return Status(rec.status().code(), fmt::format("{}: {}", how, rec.status().message()));
       }
       if (rec->recovered_seq != last || rec->state_hash != ref_hash) {
-        return Corruption(fmt::format("{}: sequence {} state hash {:016x}; the reference: {} "
-                                      "{:016x}",
-                                      how, rec->recovered_seq, rec->state_hash, last, ref_hash));
+        return Corruption(
+            fmt::format("{}: sequence {} state hash {:016x}; the reference: {} "
+                        "{:016x}",
+                        how, rec->recovered_seq, rec->state_hash, last, ref_hash));
       }
       if (!rec->notes.empty()) {
-        return Corruption(fmt::format("{}: {} (snapshots are renamed into place whole; a kill "
-                                      "cannot damage one)",
-                                      how, rec->notes.front()));
+        return Corruption(
+            fmt::format("{}: {} (snapshots are renamed into place whole; a kill "
+                        "cannot damage one)",
+                        how, rec->notes.front()));
       }
       if (Status s = replay.CheckInvariants(); !s.ok()) {
         return Status(s.code(), fmt::format("{}: invariant broken: {}", how, s.message()));
       }
-      if (use_snapshots && !snapshots_.empty() &&
-          rec->snapshot_seq < snapshots_.rbegin()->first) {
-        return Corruption(fmt::format("recovery used snapshot {}, but one at {} was reported "
-                                      "durable",
-                                      rec->snapshot_seq, snapshots_.rbegin()->first));
+      if (use_snapshots && !snapshots_.empty() && rec->snapshot_seq < snapshots_.rbegin()->first) {
+        return Corruption(
+            fmt::format("recovery used snapshot {}, but one at {} was reported "
+                        "durable",
+                        rec->snapshot_seq, snapshots_.rbegin()->first));
       }
     }
 
@@ -501,15 +506,14 @@ class CrashTest : public ::testing::Test {
                          loaded ? "loaded" : "early", policy, delay_ms);
     }
     child_ = std::make_unique<ChildProcess>();
-    const std::vector<std::string> args = {
-        MB_CRASH_CHILD,
-        data_.string(),
-        stream_path_.string(),
-        std::to_string(workload_.config.max_accounts - 1),
-        std::to_string(workload_.config.expected_open_orders),
-        policy,
-        std::to_string(rate_),
-        std::to_string(rng_.Next())};
+    const std::vector<std::string> args = {MB_CRASH_CHILD,
+                                           data_.string(),
+                                           stream_path_.string(),
+                                           std::to_string(workload_.config.max_accounts - 1),
+                                           std::to_string(workload_.config.expected_open_orders),
+                                           policy,
+                                           std::to_string(rate_),
+                                           std::to_string(rng_.Next())};
     const Status spawned = child_->Spawn(args, log_);
     ASSERT_TRUE(spawned.ok()) << spawned.message();
 
@@ -555,12 +559,11 @@ class CrashTest : public ::testing::Test {
 
     std::string summary;
     const Status verified = VerifyDataDir(&summary);
-    ASSERT_TRUE(verified.ok()) << "after kill " << iteration << " (" << policy << ", "
-                               << delay_ms << " ms): " << verified.message() << "\n"
+    ASSERT_TRUE(verified.ok()) << "after kill " << iteration << " (" << policy << ", " << delay_ms
+                               << " ms): " << verified.message() << "\n"
                                << LogTail();
     const std::string started =
-        run.ready ? fmt::format("recovered {}, {} durable completions", run.recovered,
-                                run.durable)
+        run.ready ? fmt::format("recovered {}, {} durable completions", run.recovered, run.durable)
                   : std::string("killed before it reported its recovery");
     std::printf("kill %llu %-6s %-10s at %3llu ms: %s; %s\n",
                 static_cast<unsigned long long>(iteration), loaded ? "loaded" : "early",
@@ -583,8 +586,8 @@ class CrashTest : public ::testing::Test {
   std::unordered_map<uint64_t, uint64_t> durable_;  // seq -> xxh3 of its events
   std::map<uint64_t, uint64_t> snapshots_;          // seq -> state hash
   std::set<fs::path> cut_snapshots_;                // .tmp files seen
-  uint64_t journal_seq_ = 0;   // the journal's end after the last kill
-  uint64_t journal_hash_ = 0;  // the reference state hash there
+  uint64_t journal_seq_ = 0;                        // the journal's end after the last kill
+  uint64_t journal_hash_ = 0;                       // the reference state hash there
   Stats stats_;
 };
 
@@ -626,20 +629,21 @@ TEST_F(CrashTest, KilledUnderLoadRecoversEverythingDurable) {
   ASSERT_TRUE((*ex)->Close().ok()) << log;
   EXPECT_EQ((*ex)->ClosedStateHash(), journal_hash_);
 
-  std::printf("%llu loaded kills, %llu early; %llu durable completions, %llu snapshots reported; "
-              "%llu restarts replayed the journal after a snapshot; %llu torn tails; %llu "
-              "snapshot writes cut; %llu runs exhausted the stream; journal %llu records; "
-              "%.1f s\n",
-              static_cast<unsigned long long>(stats_.loaded_kills),
-              static_cast<unsigned long long>(stats_.early_kills),
-              static_cast<unsigned long long>(stats_.durable_lines),
-              static_cast<unsigned long long>(stats_.snapshot_lines),
-              static_cast<unsigned long long>(stats_.recoveries_from_snapshot),
-              static_cast<unsigned long long>(stats_.tails),
-              static_cast<unsigned long long>(stats_.snapshot_writes_cut),
-              static_cast<unsigned long long>(stats_.exhausted),
-              static_cast<unsigned long long>(journal_seq_),
-              std::chrono::duration<double>(Clock::now() - start).count());
+  std::printf(
+      "%llu loaded kills, %llu early; %llu durable completions, %llu snapshots reported; "
+      "%llu restarts replayed the journal after a snapshot; %llu torn tails; %llu "
+      "snapshot writes cut; %llu runs exhausted the stream; journal %llu records; "
+      "%.1f s\n",
+      static_cast<unsigned long long>(stats_.loaded_kills),
+      static_cast<unsigned long long>(stats_.early_kills),
+      static_cast<unsigned long long>(stats_.durable_lines),
+      static_cast<unsigned long long>(stats_.snapshot_lines),
+      static_cast<unsigned long long>(stats_.recoveries_from_snapshot),
+      static_cast<unsigned long long>(stats_.tails),
+      static_cast<unsigned long long>(stats_.snapshot_writes_cut),
+      static_cast<unsigned long long>(stats_.exhausted),
+      static_cast<unsigned long long>(journal_seq_),
+      std::chrono::duration<double>(Clock::now() - start).count());
   EXPECT_EQ(stats_.loaded_kills, iterations_);
   EXPECT_GT(stats_.durable_lines, 0u);
 }

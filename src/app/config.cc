@@ -30,15 +30,14 @@ using engine::EngineConfig;
 using engine::MarketSpec;
 using engine::MarketStatus;
 
-constexpr std::string_view kTopKeys[] = {"engine", "assets",    "markets",
-                                         "server", "journal",   "snapshots", "threads"};
+constexpr std::string_view kTopKeys[] = {"engine",  "assets",    "markets", "server",
+                                         "journal", "snapshots", "threads"};
 constexpr std::string_view kServerKeys[] = {"data_dir"};
 constexpr std::string_view kJournalKeys[] = {"fsync", "segment_mb"};
-constexpr std::string_view kSnapshotKeys[] = {"every_events", "every_seconds", "keep",
-                                              "zstd_level", "on_shutdown"};
-constexpr std::string_view kThreadsKeys[] = {"inbound_capacity", "max_batch", "engine",
-                                             "journal"};
-constexpr std::string_view kStageKeys[] = {"wait", "spins", "yields", "park_us",
+constexpr std::string_view kSnapshotKeys[] = {"every_events", "every_seconds", "keep", "zstd_level",
+                                              "on_shutdown"};
+constexpr std::string_view kThreadsKeys[] = {"inbound_capacity", "max_batch", "engine", "journal"};
+constexpr std::string_view kStageKeys[] = {"wait", "spins",    "yields",     "park_us",
                                            "cpu",  "realtime", "rt_priority"};
 constexpr std::string_view kEngineKeys[] = {"max_accounts", "fee_account", "expected_open_orders",
                                             "client_id_memory"};
@@ -300,15 +299,14 @@ class Loader {
     if (n == nullptr) return Status::Ok();
     *out = n->as_table();
     if (*out == nullptr) {
-      return At(*n, Dot(path, key),
-                fmt::format("must be a table, got {}", TypeName(n->type())));
+      return At(*n, Dot(path, key), fmt::format("must be a table, got {}", TypeName(n->type())));
     }
     return CheckKeys(**out, Dot(path, key), allowed);
   }
 
   template <class T>
-  Status OptionalInt(const toml::table* t, std::string_view path, std::string_view key,
-                     int64_t lo, int64_t hi, T* out) const {
+  Status OptionalInt(const toml::table* t, std::string_view path, std::string_view key, int64_t lo,
+                     int64_t hi, T* out) const {
     if (t == nullptr || t->get(key) == nullptr) return Status::Ok();
     int64_t v = 0;
     MB_RETURN_IF_ERROR(GetInt(*t, path, key, lo, hi, &v));
@@ -322,7 +320,8 @@ class Loader {
     const toml::node& n = *t->get(key);
     const auto* v = n.as_boolean();
     if (v == nullptr) {
-      return At(n, Dot(path, key), fmt::format("must be true or false, got {}", TypeName(n.type())));
+      return At(n, Dot(path, key),
+                fmt::format("must be true or false, got {}", TypeName(n.type())));
     }
     *out = v->get();
     return Status::Ok();

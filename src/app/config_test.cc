@@ -141,8 +141,7 @@ TEST(ParseConfig, RefusesEachKindOfErrorNamingFileLineAndField) {
        "test.toml:6: engine.max_acounts: ", "unknown key"},
       {"misspelt asset key", Edit({{10, "precision = 8"}}),
        "test.toml:10: assets.BTC.precision: ", "unknown key (expected symbol, scale)"},
-      {"unknown table", Edit({}, "[gateway]\nport = 1\n"),
-       "test.toml:28: gateway: ",
+      {"unknown table", Edit({}, "[gateway]\nport = 1\n"), "test.toml:28: gateway: ",
        "unknown key (expected engine, assets, markets, server, journal, snapshots, threads)"},
       // Runtime tables: optional, but what is there is checked as strictly.
       {"bad fsync policy", Edit({}, "[journal]\nfsync = \"sometimes\"\n"),

@@ -6,11 +6,10 @@
 #include <latch>
 #include <thread>
 
-#include "exchange/exchange.h"
-
 #include "app/format.h"
 #include "common/decimal.h"
 #include "engine/engine.h"
+#include "exchange/exchange.h"
 
 namespace mb::app {
 namespace {
@@ -149,8 +148,8 @@ class Waiter : public exchange::Completion {
 };
 }  // namespace
 
-Status RunDemoThroughPipeline(const engine::EngineConfig& config,
-                              exchange::ExchangeOptions options, std::string* out) {
+Status RunDemoThroughPipeline(const engine::EngineConfig& config, exchange::ExchangeOptions options,
+                              std::string* out) {
   Session s(config, out);
   MB_RETURN_IF_ERROR(s.Run());
   options.engine = config;
@@ -158,9 +157,9 @@ Status RunDemoThroughPipeline(const engine::EngineConfig& config,
   if (!ex.ok()) return ex.status();
   if ((*ex)->recovery().recovered_seq != 0) {
     (void)(*ex)->Close();
-    return InvalidArgument(fmt::format(
-        "the demo needs an empty data directory; this one is at sequence {}",
-        (*ex)->recovery().recovered_seq));
+    return InvalidArgument(
+        fmt::format("the demo needs an empty data directory; this one is at sequence {}",
+                    (*ex)->recovery().recovered_seq));
   }
   Waiter waiter(s.commands_.size());
   for (std::size_t i = 0; i < s.commands_.size(); ++i) {

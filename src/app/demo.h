@@ -22,7 +22,7 @@ Status RunDemo(const engine::EngineConfig& config, std::string* out);
 // The same session, then its commands submitted through the full pipeline
 // (ring, engine thread, journal) into options.data_dir, which must hold no
 // journal yet; checks that the durable events equal the engine's.
-Status RunDemoThroughPipeline(const engine::EngineConfig& config,
-                              exchange::ExchangeOptions options, std::string* out);
+Status RunDemoThroughPipeline(const engine::EngineConfig& config, exchange::ExchangeOptions options,
+                              std::string* out);
 
 }  // namespace mb::app

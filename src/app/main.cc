@@ -122,9 +122,9 @@ int JournalVerify(const mb::app::Config& cfg, const std::string& dir_path) {
     return Status::Ok();
   });
   if (!scan.ok()) return Fail(scan.status());
-  fmt::print("{}: {} segments, {} bytes, records {}..{} ({} records, {} events): ok\n",
-             dir_path, scan->segments, scan->bytes, scan->first_seq, scan->last_seq,
-             scan->records_checked, events);
+  fmt::print("{}: {} segments, {} bytes, records {}..{} ({} records, {} events): ok\n", dir_path,
+             scan->segments, scan->bytes, scan->first_seq, scan->last_seq, scan->records_checked,
+             events);
   if (scan->tail) {
     fmt::print("{} (it is cut off when the exchange next starts)\n",
                mb::journal::Describe(*scan->tail));
@@ -193,9 +193,9 @@ int Verify(const mb::app::Config& cfg, const std::string& dir_path, uint64_t che
     if (auto it = snapshots.find(seq); it != snapshots.end()) {
       const uint64_t h = e.StateHash();
       if (h != it->second.state_hash) {
-        return mb::Corruption(fmt::format(
-            "snapshot at sequence {} has state hash {:016x}, the replay {:016x}", seq,
-            it->second.state_hash, h));
+        return mb::Corruption(
+            fmt::format("snapshot at sequence {} has state hash {:016x}, the replay {:016x}", seq,
+                        it->second.state_hash, h));
       }
       ++snapshots_ok;
     }
@@ -237,11 +237,15 @@ int main(int argc, char** argv) {
                    "Configuration file (TOML); default: the embedded demo configuration")
       ->envname("MATCHBOOK_CONFIG")
       ->check(CLI::ExistingFile);
-  serve->add_option("--data-dir", data_dir, "Data directory (journal, snapshots); overrides "
-                                            "server.data_dir")
+  serve
+      ->add_option("--data-dir", data_dir,
+                   "Data directory (journal, snapshots); overrides "
+                   "server.data_dir")
       ->envname("MATCHBOOK_DATA_DIR");
-  serve->add_option("--fsync", fsync, "Journal fsync policy: fsync | interval:<ms> | none; "
-                                      "overrides journal.fsync")
+  serve
+      ->add_option("--fsync", fsync,
+                   "Journal fsync policy: fsync | interval:<ms> | none; "
+                   "overrides journal.fsync")
       ->envname("MATCHBOOK_FSYNC");
   serve->add_flag("--recover-only", recover_only,
                   "Recover, write the shutdown snapshot and exit (no intake)");

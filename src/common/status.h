@@ -20,7 +20,8 @@ enum class StatusCode : uint8_t {
   kCorruption,       // stored bytes fail a checksum or structural check
   kIoError,          // the operating system refused a read or write
   kInternal,         // a broken invariant; a bug
-  kUnavailable,      // refused for now (queue full, journal failing, shutting down, in use); retry later
+  kUnavailable,      // refused for now (queue full, journal failing, shutting down, in use); retry
+                     // later
 };
 
 class [[nodiscard]] Status {

@@ -151,8 +151,8 @@ class MpscRing {
   std::unique_ptr<T[]> slots_;
   std::unique_ptr<std::atomic<int64_t>[]> published_;
 
-  Padded<std::atomic<int64_t>> claimed_;   // written by producers (CAS)
-  Padded<std::atomic<int64_t>> consumed_;  // written by the consumer only
+  Padded<std::atomic<int64_t>> claimed_;      // written by producers (CAS)
+  Padded<std::atomic<int64_t>> consumed_;     // written by the consumer only
   alignas(2 * kCacheLine) int64_t next_ = 0;  // consumer-private copy of consumed_
 };
 
@@ -216,9 +216,9 @@ class SpscRing {
  private:
   const uint64_t mask_;
   std::unique_ptr<T[]> slots_;
-  Padded<std::atomic<uint64_t>> tail_;  // producer writes
+  Padded<std::atomic<uint64_t>> tail_;               // producer writes
   alignas(2 * kCacheLine) uint64_t head_cache_ = 0;  // producer-private
-  Padded<std::atomic<uint64_t>> head_;  // consumer writes
+  Padded<std::atomic<uint64_t>> head_;               // consumer writes
   alignas(2 * kCacheLine) uint64_t tail_cache_ = 0;  // consumer-private
 };
 

@@ -178,14 +178,10 @@ TEST(WaitConfig, ParsesNames) {
 
 TEST(StageConfig, ReportsPinningAndRefusals) {
   std::string line;
-  std::thread t([&] {
-    line = ApplyToCurrentThread({"test-stage", {}, 0, false, 10});
-  });
+  std::thread t([&] { line = ApplyToCurrentThread({"test-stage", {}, 0, false, 10}); });
   t.join();
   EXPECT_NE(line.find("test-stage: cpu 0"), std::string::npos) << line;
-  std::thread t2([&] {
-    line = ApplyToCurrentThread({"bad-pin", {}, 100000, false, 10});
-  });
+  std::thread t2([&] { line = ApplyToCurrentThread({"bad-pin", {}, 100000, false, 10}); });
   t2.join();
   EXPECT_NE(line.find("WARNING: pinning to cpu 100000 refused"), std::string::npos) << line;
 }

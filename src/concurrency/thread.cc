@@ -1,5 +1,6 @@
 #include "concurrency/thread.h"
 
+#include <fmt/format.h>
 #include <pthread.h>
 #include <sched.h>
 
@@ -7,8 +8,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-
-#include <fmt/format.h>
 
 namespace mb::concurrency {
 
@@ -26,8 +25,7 @@ int NumaNodeOfCpu(int cpu) {
 std::string DescribeNumaTopology() {
   std::error_code ec;
   std::string out;
-  for (const auto& entry :
-       std::filesystem::directory_iterator("/sys/devices/system/node", ec)) {
+  for (const auto& entry : std::filesystem::directory_iterator("/sys/devices/system/node", ec)) {
     const std::string name = entry.path().filename().string();
     if (name.rfind("node", 0) != 0 || name.size() <= 4 || !std::isdigit(name[4])) continue;
     std::ifstream in(entry.path() / "cpulist");
@@ -52,8 +50,8 @@ std::string ApplyToCurrentThread(const StageConfig& config) {
     if (config.cpu < CPU_SETSIZE && sched_setaffinity(0, sizeof(set), &set) == 0) {
       placement = fmt::format("cpu {}", config.cpu);
     } else {
-      warnings += fmt::format("; WARNING: pinning to cpu {} refused: {}", config.cpu,
-                              std::strerror(errno));
+      warnings +=
+          fmt::format("; WARNING: pinning to cpu {} refused: {}", config.cpu, std::strerror(errno));
     }
   }
   const int cpu_now = sched_getcpu();

@@ -11,11 +11,11 @@
 namespace mb::concurrency {
 
 struct StageConfig {
-  std::string name;        // thread name (at most 15 characters are kept)
-  WaitConfig wait;         // what the stage does when idle
-  int cpu = -1;            // pin to this CPU; -1: let the scheduler place it
-  bool realtime = false;   // ask for SCHED_FIFO
-  int rt_priority = 10;    // SCHED_FIFO priority (1..99) when realtime
+  std::string name;       // thread name (at most 15 characters are kept)
+  WaitConfig wait;        // what the stage does when idle
+  int cpu = -1;           // pin to this CPU; -1: let the scheduler place it
+  bool realtime = false;  // ask for SCHED_FIFO
+  int rt_priority = 10;   // SCHED_FIFO priority (1..99) when realtime
 };
 
 // Names the calling thread, pins it and sets its scheduling class as `config`

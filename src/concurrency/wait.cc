@@ -1,5 +1,6 @@
 #include "concurrency/wait.h"
 
+#include <fmt/format.h>
 #include <linux/futex.h>
 #include <sched.h>
 #include <sys/syscall.h>
@@ -7,8 +8,6 @@
 
 #include <climits>
 #include <ctime>
-
-#include <fmt/format.h>
 
 namespace mb::concurrency {
 

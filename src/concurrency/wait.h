@@ -34,8 +34,8 @@ enum class WaitKind : uint8_t { kBusySpin, kYield, kBackOff };
 
 struct WaitConfig {
   WaitKind kind = WaitKind::kBackOff;
-  uint32_t spins = 200;    // back-off: polls before yielding
-  uint32_t yields = 20;    // back-off: yields before parking
+  uint32_t spins = 200;     // back-off: polls before yielding
+  uint32_t yields = 20;     // back-off: yields before parking
   uint32_t park_us = 1000;  // back-off: longest single park
 };
 

@@ -1,5 +1,6 @@
 #include "exchange/exchange.h"
 
+#include <fmt/format.h>
 #include <time.h>
 
 #include <chrono>
@@ -8,8 +9,6 @@
 #include <deque>
 #include <latch>
 #include <thread>
-
-#include <fmt/format.h>
 
 #include "concurrency/ring.h"
 #include "concurrency/wait.h"
@@ -113,8 +112,8 @@ class Exchange::Impl {
     if (recovery_.journal.tail) opt_.log(journal::Describe(*recovery_.journal.tail));
     opt_.log(journal::Describe(recovery_));
 
-    auto writer = journal::JournalWriter::Open(*dir_, opt_.journal, engine_->ConfigHash(),
-                                               recovery_.journal);
+    auto writer =
+        journal::JournalWriter::Open(*dir_, opt_.journal, engine_->ConfigHash(), recovery_.journal);
     if (!writer.ok()) return writer.status();
     writer_ = std::move(writer).value();
     durable_seq_.store(recovery_.recovered_seq, std::memory_order_relaxed);
@@ -288,8 +287,7 @@ class Exchange::Impl {
   bool SnapshotDue() const {
     if (snapshot_requested_.load(std::memory_order_acquire)) return true;
     if (Raw(engine_->last_sequence()) == last_snapshot_seq_) return false;
-    if (opt_.snapshots.every_events != 0 &&
-        events_since_snapshot_ >= opt_.snapshots.every_events) {
+    if (opt_.snapshots.every_events != 0 && events_since_snapshot_ >= opt_.snapshots.every_events) {
       return true;
     }
     return opt_.snapshots.every_seconds != 0 &&
@@ -350,8 +348,8 @@ class Exchange::Impl {
         FailWritten(&written);
       } else if (!written.empty()) {
         Status s = writer_->Write();
-        if (s.ok() && (writer_->SyncDue(Clock::now()) ||
-                       journal_stop_.load(std::memory_order_acquire))) {
+        if (s.ok() &&
+            (writer_->SyncDue(Clock::now()) || journal_stop_.load(std::memory_order_acquire))) {
           s = writer_->Sync();
         }
         if (appended || !s.ok()) write_groups_.fetch_add(1, std::memory_order_relaxed);
@@ -384,9 +382,8 @@ class Exchange::Impl {
           engine_done_.load(std::memory_order_acquire) && to_journal_.Empty()) {
         break;
       }
-      journal_wait_.Idle([this] {
-        return !to_journal_.Empty() || journal_stop_.load(std::memory_order_acquire);
-      });
+      journal_wait_.Idle(
+          [this] { return !to_journal_.Empty() || journal_stop_.load(std::memory_order_acquire); });
     }
   }
 
@@ -482,17 +479,17 @@ class Exchange::Impl {
     auto path = journal::WriteSnapshot(*dir_, job.image, &meta, opt_.snapshots.zstd_level,
                                        opt_.snapshots.keep);
     if (!path.ok()) {
-      opt_.log(fmt::format("snapshot at sequence {} failed: {}", meta.seq,
-                           path.status().message()));
+      opt_.log(
+          fmt::format("snapshot at sequence {} failed: {}", meta.seq, path.status().message()));
       return;
     }
     snapshots_.fetch_add(1, std::memory_order_relaxed);
     snapshot_written_seq_.store(meta.seq, std::memory_order_relaxed);
-    opt_.log(fmt::format("snapshot at sequence {}: {} ({} bytes, {} raw) state hash {:016x} in "
-                         "{:.3f} s",
-                         meta.seq, path->string(), meta.compressed_size, meta.raw_size,
-                         meta.state_hash,
-                         std::chrono::duration<double>(Clock::now() - start).count()));
+    opt_.log(
+        fmt::format("snapshot at sequence {}: {} ({} bytes, {} raw) state hash {:016x} in "
+                    "{:.3f} s",
+                    meta.seq, path->string(), meta.compressed_size, meta.raw_size, meta.state_hash,
+                    std::chrono::duration<double>(Clock::now() - start).count()));
     if (opt_.on_snapshot) opt_.on_snapshot(meta);
   }
 
@@ -532,8 +529,8 @@ class Exchange::Impl {
     snapshot_thread_.join();
     Status result;
     if (not_durable_ > 0) {
-      result = IoError(fmt::format("{} commands could not be made durable: {}", not_durable_,
-                                   RefusalReason()));
+      result = IoError(
+          fmt::format("{} commands could not be made durable: {}", not_durable_, RefusalReason()));
     } else if (opt_.snapshots.on_shutdown &&
                Raw(engine_->last_sequence()) != snapshot_written_seq_.load() &&
                Raw(engine_->last_sequence()) != 0 && writer_->SyncAll().ok()) {
@@ -580,7 +577,7 @@ class Exchange::Impl {
 
   ExchangeOptions opt_;
   std::optional<journal::DataDir> dir_;
-  std::unique_ptr<engine::Engine> engine_;  // engine thread only, while running
+  std::unique_ptr<engine::Engine> engine_;          // engine thread only, while running
   std::unique_ptr<journal::JournalWriter> writer_;  // journal thread only, while running
   journal::RecoveryReport recovery_;
 
@@ -633,9 +630,9 @@ Exchange::~Exchange() = default;
 
 Result<std::unique_ptr<Exchange>> Exchange::Open(ExchangeOptions options) {
   if (!IsPowerOfTwo(options.inbound_capacity) || !IsPowerOfTwo(options.batch_pool)) {
-    return InvalidArgument(fmt::format(
-        "inbound_capacity ({}) and batch_pool ({}) must be powers of two >= 2",
-        options.inbound_capacity, options.batch_pool));
+    return InvalidArgument(
+        fmt::format("inbound_capacity ({}) and batch_pool ({}) must be powers of two >= 2",
+                    options.inbound_capacity, options.batch_pool));
   }
   if (options.max_batch == 0) return InvalidArgument("max_batch must be at least 1");
   auto impl = std::make_unique<Impl>(std::move(options));
@@ -643,8 +640,8 @@ Result<std::unique_ptr<Exchange>> Exchange::Open(ExchangeOptions options) {
   return std::unique_ptr<Exchange>(new Exchange(std::move(impl)));
 }
 
-SubmitResult Exchange::Submit(const engine::Command& command, Completion* completion,
-                              uint64_t tag, bool notify_sequenced) noexcept {
+SubmitResult Exchange::Submit(const engine::Command& command, Completion* completion, uint64_t tag,
+                              bool notify_sequenced) noexcept {
   return impl_->Submit(command, completion, tag, notify_sequenced);
 }
 std::string Exchange::RefusalReason() const { return impl_->RefusalReason(); }

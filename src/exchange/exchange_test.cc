@@ -2,9 +2,8 @@
 // recovery (journal only, and snapshot + journal), back-pressure and refusal.
 #include "exchange/exchange.h"
 
-#include <sys/resource.h>
-
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
 #include <atomic>
 #include <csignal>
@@ -59,7 +58,8 @@ class ExchangeTest : public ::testing::Test {
  protected:
   void SetUp() override {
     root_ = fs::temp_directory_path() /
-            ("mb_exchange_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+            ("mb_exchange_" +
+             std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
     fs::remove_all(root_);
     bench::MixSpec spec;
     spec.seed = 7;
@@ -189,7 +189,8 @@ TEST_F(ExchangeTest, PeriodicAndRequestedSnapshots) {
   ASSERT_GE(snaps.size(), 2u);
   for (const auto& m : snaps) EXPECT_EQ(m.state_hash, ReferenceHash(m.seq)) << m.seq;
   std::size_t files = 0;
-  for (const auto& e : fs::directory_iterator(root_ / "snapshots")) files += e.path().extension() == ".mbs";
+  for (const auto& e : fs::directory_iterator(root_ / "snapshots"))
+    files += e.path().extension() == ".mbs";
   EXPECT_EQ(files, 2u) << "keep = 2";
 }
 
@@ -224,7 +225,9 @@ TEST_F(ExchangeTest, FullRingFailsFast) {
   Collector c;
   int ok = 0;
   SubmitResult r;
-  while ((r = (*ex)->Submit(all_[static_cast<std::size_t>(1 + ok)], &c, 1, false)) == SubmitResult::kOk) ++ok;
+  while ((r = (*ex)->Submit(all_[static_cast<std::size_t>(1 + ok)], &c, 1, false)) ==
+         SubmitResult::kOk)
+    ++ok;
   EXPECT_EQ(r, SubmitResult::kFull);
   // The blocked command's slot is released with its batch, after it.
   EXPECT_EQ(ok, 7);

@@ -1,6 +1,7 @@
 #include "journal/data_dir.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -9,8 +10,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-
-#include <fmt/format.h>
 
 #include "journal/format.h"
 
@@ -43,8 +42,8 @@ Result<DataDir> DataDir::Open(const fs::path& root, OpenMode mode) {
   const fs::path lock_path = root / "LOCK";
   d.lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (d.lock_fd_ < 0) {
-    return IoError(fmt::format("data directory {} is not writable: {}", root.string(),
-                               std::strerror(errno)));
+    return IoError(
+        fmt::format("data directory {} is not writable: {}", root.string(), std::strerror(errno)));
   }
   if (::flock(d.lock_fd_, LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;
@@ -69,8 +68,8 @@ Result<DataDir> DataDir::Open(const fs::path& root, OpenMode mode) {
   // unwritable tree; EACCES / EROFS / ENOSPC are found here, not mid-run).
   for (const fs::path& dir : {d.journal_dir(), d.snapshot_dir()}) {
     if (::access(dir.c_str(), W_OK | X_OK) != 0) {
-      return IoError(fmt::format("data directory {} is not writable: {}", dir.string(),
-                                 std::strerror(errno)));
+      return IoError(
+          fmt::format("data directory {} is not writable: {}", dir.string(), std::strerror(errno)));
     }
   }
   return d;
@@ -105,16 +104,16 @@ Result<std::vector<FileEntry>> ListNumbered(const fs::path& dir, bool snapshots)
     const std::string name = entry.path().filename().string();
     FileEntry f;
     f.path = entry.path();
-    const bool ok = snapshots ? ParseSnapshotFileName(name, &f.seq)
-                              : ParseSegmentFileName(name, &f.seq);
+    const bool ok =
+        snapshots ? ParseSnapshotFileName(name, &f.seq) : ParseSegmentFileName(name, &f.seq);
     if (ok && entry.is_regular_file()) {
       out.push_back(std::move(f));
       continue;
     }
     if (snapshots && name.ends_with(".mbs.tmp")) continue;  // an interrupted write
     return Corruption(fmt::format(
-        "unexpected file {} in {} (only {} files belong there); move it away", name,
-        dir.string(), snapshots ? "<sequence>.mbs snapshot" : "<sequence>.mbj segment"));
+        "unexpected file {} in {} (only {} files belong there); move it away", name, dir.string(),
+        snapshots ? "<sequence>.mbs snapshot" : "<sequence>.mbj segment"));
   }
   if (ec) return IoError(fmt::format("cannot list {}: {}", dir.string(), ec.message()));
   std::sort(out.begin(), out.end(),

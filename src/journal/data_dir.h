@@ -72,9 +72,7 @@ class MappedFile {
   ~MappedFile();
 
   Status Open(const std::filesystem::path& path);
-  std::span<const std::byte> bytes() const {
-    return {static_cast<const std::byte*>(data_), size_};
-  }
+  std::span<const std::byte> bytes() const { return {static_cast<const std::byte*>(data_), size_}; }
 
  private:
   void* data_ = nullptr;

@@ -1,8 +1,8 @@
 #include "journal/format.h"
 
-#include <charconv>
-
 #include <fmt/format.h>
+
+#include <charconv>
 #define XXH_STATIC_LINKING_ONLY  // XXH3_state_t on the stack
 #include <xxhash.h>
 

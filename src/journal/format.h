@@ -69,11 +69,11 @@ void EncodeRecordHeader(RecordType type, uint64_t seq, std::span<const std::byte
 // Why the bytes at an offset are not a whole, valid record.
 enum class RecordError : uint8_t {
   kOk,
-  kShortHeader,    // fewer than kRecordHeaderSize bytes left
-  kBadLength,      // payload_len over kMaxRecordPayload, or reserved bytes not zero
-  kShortPayload,   // the header promises more bytes than are left
-  kBadChecksum,    // the checksum does not match
-  kUnknownType,    // a type this build does not know
+  kShortHeader,   // fewer than kRecordHeaderSize bytes left
+  kBadLength,     // payload_len over kMaxRecordPayload, or reserved bytes not zero
+  kShortPayload,  // the header promises more bytes than are left
+  kBadChecksum,   // the checksum does not match
+  kUnknownType,   // a type this build does not know
 };
 std::string_view ToString(RecordError e) noexcept;
 

@@ -5,13 +5,14 @@
 // Every test works in its own temporary directory. Journals are written from
 // the events of a real engine session (deposits, limit orders that trade, IOCs,
 // cancels), so payloads have the sizes and shapes of production records.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
+#include <xxhash.h>
 
 #include <algorithm>
 #include <array>
@@ -29,9 +30,6 @@
 #include <system_error>
 #include <utility>
 #include <vector>
-
-#include <fmt/format.h>
-#include <xxhash.h>
 
 #include "codec/codec.h"
 #include "common/fixed_string.h"

@@ -1,13 +1,12 @@
 #include "journal/reader.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-
-#include <fmt/format.h>
 
 #include "codec/codec.h"
 #include "common/progress.h"
@@ -94,7 +93,10 @@ Result<ScanResult> ScanJournal(const DataDir& dir, const ScanOptions& options,
       // A roll interrupted before its header was whole (or on disk: some
       // filesystems show the new size before the data): the segment holds no
       // record. It is the tail.
-      TailDamage t{f.path, 0, seg.size(), 0,
+      TailDamage t{f.path,
+                   0,
+                   seg.size(),
+                   0,
                    seg.size() < kSegmentHeaderSize ? "segment header incomplete"
                                                    : "segment holds only zero bytes",
                    false};
@@ -177,7 +179,10 @@ Result<ScanResult> ScanJournal(const DataDir& dir, const ScanOptions& options,
             "after it away if losing those records is acceptable",
             name, off, expected, what));
       }
-      TailDamage t{f.path, off, seg.size() - off, CountPartialRecords(seg.subspan(off)),
+      TailDamage t{f.path,
+                   off,
+                   seg.size() - off,
+                   CountPartialRecords(seg.subspan(off)),
                    hole ? fmt::format("{} zero bytes (a hole left by out-of-order writeback), "
                                       "then records that were never made durable",
                                       next_valid - off)
@@ -191,8 +196,8 @@ Result<ScanResult> ScanJournal(const DataDir& dir, const ScanOptions& options,
       break;
     }
     bytes_done += seg.size();
-    const uint64_t kept = result.tail && result.tail->segment == f.path ? result.tail->offset
-                                                                          : seg.size();
+    const uint64_t kept =
+        result.tail && result.tail->segment == f.path ? result.tail->offset : seg.size();
     result.bytes += kept;
     result.last_segment = f.path;
     result.last_segment_first_seq = header->first_seq;
@@ -206,8 +211,8 @@ Result<ScanResult> ScanJournal(const DataDir& dir, const ScanOptions& options,
 Status DecodeOutcome(const JournalRecord& record, engine::EventBuffer* out) {
   std::span<const std::byte> in = record.payload;
   if (in.empty()) {
-    return Corruption(fmt::format("record {}: no events (every command has at least one)",
-                                  record.seq));
+    return Corruption(
+        fmt::format("record {}: no events (every command has at least one)", record.seq));
   }
   while (!in.empty()) {
     engine::Event ev;
@@ -217,8 +222,8 @@ Status DecodeOutcome(const JournalRecord& record, engine::EventBuffer* out) {
                                     out->size(), codec::ToString(r.error)));
     }
     if (Raw(ev.seq) != record.seq) {
-      return Corruption(fmt::format("record {}: holds an event of sequence {}", record.seq,
-                                    Raw(ev.seq)));
+      return Corruption(
+          fmt::format("record {}: holds an event of sequence {}", record.seq, Raw(ev.seq)));
     }
     out->push_back(ev);
     in = in.subspan(r.consumed);

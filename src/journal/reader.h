@@ -34,11 +34,11 @@ struct JournalRecord {
 
 struct TailDamage {
   std::filesystem::path segment;
-  uint64_t offset = 0;   // where the last whole record ends
-  uint64_t bytes = 0;    // dropped
-  uint64_t records = 0;  // partial records in those bytes (at least 1)
-  std::string reason;    // what the first bad record looked like
-  bool repaired = false; // the segment was truncated (or an empty one removed)
+  uint64_t offset = 0;    // where the last whole record ends
+  uint64_t bytes = 0;     // dropped
+  uint64_t records = 0;   // partial records in those bytes (at least 1)
+  std::string reason;     // what the first bad record looked like
+  bool repaired = false;  // the segment was truncated (or an empty one removed)
 };
 
 struct ScanOptions {
@@ -48,7 +48,7 @@ struct ScanOptions {
   // false: segments that end before deliver_from get only their header read
   // (fast start-up); true (verify): every record of every segment.
   bool check_all = true;
-  bool repair = false;  // truncate a torn tail; REQUIRES a read-write DataDir
+  bool repair = false;    // truncate a torn tail; REQUIRES a read-write DataDir
   bool progress = false;  // a progress line on a terminal
   std::string progress_label = "journal";
 };

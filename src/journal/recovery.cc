@@ -1,9 +1,9 @@
 #include "journal/recovery.h"
 
+#include <fmt/format.h>
+
 #include <chrono>
 #include <filesystem>
-
-#include <fmt/format.h>
 
 #include "journal/snapshot.h"
 
@@ -22,8 +22,8 @@ Result<RecoveryReport> Recover(const DataDir& dir, engine::Engine* engine,
       const std::string name = entry.path().filename().string();
       if (!name.ends_with(".mbs.tmp")) continue;
       std::filesystem::remove(entry.path(), ec);
-      report.removed.push_back(
-          fmt::format("removed {}: a snapshot write interrupted by a crash", entry.path().string()));
+      report.removed.push_back(fmt::format("removed {}: a snapshot write interrupted by a crash",
+                                           entry.path().string()));
     }
   }
 
@@ -117,15 +117,13 @@ Result<RecoveryReport> Recover(const DataDir& dir, engine::Engine* engine,
                               report.recovered_seq, result->last_seq));
   }
   report.state_hash = engine->StateHash();
-  report.seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return report;
 }
 
 std::string Describe(const RecoveryReport& r) {
   const std::string base =
-      r.snapshot_seq == 0 ? std::string("no snapshot")
-                          : fmt::format("snapshot {}", r.snapshot_seq);
+      r.snapshot_seq == 0 ? std::string("no snapshot") : fmt::format("snapshot {}", r.snapshot_seq);
   return fmt::format(
       "recovered sequence {} ({} + {} journal records, {} events) state hash {:016x} in {:.3f} s",
       r.recovered_seq, base, r.replayed_records, r.replayed_events, r.state_hash, r.seconds);

@@ -26,16 +26,16 @@
 namespace mb::journal {
 
 struct RecoveryOptions {
-  bool repair = false;         // cut a torn tail (REQUIRES a read-write DataDir)
-  bool use_snapshots = true;   // false: replay everything from sequence 1
-  bool progress = true;        // progress line when stderr is a terminal
+  bool repair = false;        // cut a torn tail (REQUIRES a read-write DataDir)
+  bool use_snapshots = true;  // false: replay everything from sequence 1
+  bool progress = true;       // progress line when stderr is a terminal
   // Called with the engine after each replayed record (verify uses it to
   // check invariants and snapshot hashes); may return an error to stop.
   std::function<Status(const engine::Engine&, uint64_t seq)> after_record;
 };
 
 struct RecoveryReport {
-  uint64_t snapshot_seq = 0;         // 0: none used
+  uint64_t snapshot_seq = 0;  // 0: none used
   std::string snapshot_file;
   std::vector<std::string> notes;    // snapshots skipped and why
   std::vector<std::string> removed;  // leftovers of a crash removed (repair only)
@@ -44,7 +44,7 @@ struct RecoveryReport {
   uint64_t replayed_records = 0;
   uint64_t replayed_events = 0;
   double seconds = 0;
-  ScanResult journal;                // includes the tail damage, if any
+  ScanResult journal;  // includes the tail damage, if any
 };
 
 // REQUIRES: *engine is freshly constructed from the configuration the data

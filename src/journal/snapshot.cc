@@ -1,12 +1,11 @@
 #include "journal/snapshot.h"
 
-#include <unistd.h>
-
-#include <vector>
-
 #include <fmt/format.h>
+#include <unistd.h>
 #include <xxhash.h>
 #include <zstd.h>
+
+#include <vector>
 
 #include "codec/codec.h"
 #include "journal/format.h"
@@ -80,10 +79,10 @@ Result<LoadedSnapshot> ReadSnapshot(const fs::path& path) {
     return Corruption(fmt::format("{}: snapshot header checksum mismatch", name));
   }
   if (GetU16(p + 8) != kSnapshotFormatVersion || p[10] != std::byte{kZstd}) {
-    return Corruption(fmt::format("{}: snapshot format version {} compression {} (this build "
-                                  "reads version {} with zstd)",
-                                  name, GetU16(p + 8), static_cast<int>(p[10]),
-                                  kSnapshotFormatVersion));
+    return Corruption(
+        fmt::format("{}: snapshot format version {} compression {} (this build "
+                    "reads version {} with zstd)",
+                    name, GetU16(p + 8), static_cast<int>(p[10]), kSnapshotFormatVersion));
   }
   LoadedSnapshot out;
   SnapshotMeta& m = out.meta;
@@ -94,8 +93,8 @@ Result<LoadedSnapshot> ReadSnapshot(const fs::path& path) {
   m.raw_size = GetU64(p + 48);
   m.compressed_size = GetU64(p + 56);
   if (m.compressed_size != b.size() - kSnapshotHeaderSize) {
-    return Corruption(fmt::format("{}: {} compressed bytes expected, {} present (truncated?)",
-                                  name, m.compressed_size, b.size() - kSnapshotHeaderSize));
+    return Corruption(fmt::format("{}: {} compressed bytes expected, {} present (truncated?)", name,
+                                  m.compressed_size, b.size() - kSnapshotHeaderSize));
   }
   const std::span<const std::byte> payload(p + kSnapshotHeaderSize, m.compressed_size);
   if (GetU64(p + 64) != XXH3_64bits(payload.data(), payload.size())) {
@@ -115,9 +114,10 @@ Result<LoadedSnapshot> ReadSnapshot(const fs::path& path) {
     return Corruption(fmt::format("{}: {}", name, image.status().message()));
   }
   if (Raw(image->last_sequence) != m.seq || image->config_hash != m.config_hash) {
-    return Corruption(fmt::format("{}: the image's sequence or configuration differs from the "
-                                  "header's",
-                                  name));
+    return Corruption(
+        fmt::format("{}: the image's sequence or configuration differs from the "
+                    "header's",
+                    name));
   }
   if (engine::HashImage(*image) != m.state_hash) {
     return Corruption(fmt::format("{}: the image's state hash differs from the header's", name));

@@ -24,8 +24,8 @@ inline constexpr uint16_t kSnapshotFormatVersion = 1;
 inline constexpr std::size_t kSnapshotHeaderSize = 80;
 
 struct SnapshotMeta {
-  uint64_t seq = 0;              // the image's last_sequence
-  uint64_t state_hash = 0;       // engine::HashImage(image)
+  uint64_t seq = 0;         // the image's last_sequence
+  uint64_t state_hash = 0;  // engine::HashImage(image)
   uint64_t config_hash = 0;
   uint64_t record_checksum = 0;  // checksum of journal record `seq`
   uint64_t raw_size = 0;         // codec image bytes

@@ -1,13 +1,12 @@
 #include "journal/writer.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <charconv>
 #include <cstring>
-
-#include <fmt/format.h>
 
 #include "codec/codec.h"
 #include "journal/format.h"
@@ -157,8 +156,9 @@ Status JournalWriter::SyncAll() {
     // The kernel reports a lost writeback once; what was lost cannot be told
     // from what was not, so every later SyncAll() fails too (no snapshot, no
     // roll: the exchange refuses commands) until a restart re-reads the disk.
-    sync_error_ = ErrnoStatus(path_, "fdatasync (records written under fsync=none may be lost; "
-                                     "restart to recover from what is on disk)",
+    sync_error_ = ErrnoStatus(path_,
+                              "fdatasync (records written under fsync=none may be lost; "
+                              "restart to recover from what is on disk)",
                               errno);
     return sync_error_;
   }
@@ -218,8 +218,7 @@ Status JournalWriter::Sync() {
     total_bytes_ -= lost;
     file_size_ = synced_size_;
     Buffer requeue;
-    std::memcpy(requeue.Grow(unsynced_.size + pending_.size), unsynced_.data.get(),
-                unsynced_.size);
+    std::memcpy(requeue.Grow(unsynced_.size + pending_.size), unsynced_.data.get(), unsynced_.size);
     if (pending_.size > 0) {
       std::memcpy(requeue.data.get() + unsynced_.size, pending_.data.get(), pending_.size);
     }

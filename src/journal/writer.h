@@ -49,8 +49,7 @@ class JournalWriter {
   // last segment, or starts the first one at scan.last_seq + 1.
   static Result<std::unique_ptr<JournalWriter>> Open(const DataDir& dir,
                                                      const JournalOptions& options,
-                                                     uint64_t config_hash,
-                                                     const ScanResult& scan);
+                                                     uint64_t config_hash, const ScanResult& scan);
   ~JournalWriter();
   JournalWriter(const JournalWriter&) = delete;
   JournalWriter& operator=(const JournalWriter&) = delete;
