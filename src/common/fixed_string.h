@@ -24,7 +24,7 @@ struct FixedString {
     if (s.size() > N) return false;
     len = static_cast<uint8_t>(s.size());
     std::memset(data, 0, N);
-    std::memcpy(data, s.data(), s.size());
+    if (!s.empty()) std::memcpy(data, s.data(), s.size());  // s.data() may be null when empty
     return true;
   }
   static FixedString From(std::string_view s) noexcept {

@@ -1,0 +1,1101 @@
+#include "marketdata/read_side.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cstdio>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <variant>
+
+#include "common/status.h"
+
+namespace mb::marketdata {
+
+using engine::Balance;
+using engine::Deposited;
+using engine::EngineConfig;
+using engine::EngineImage;
+using engine::Event;
+using engine::MarketSpec;
+using engine::MarketStatusChanged;
+using engine::OrderAccepted;
+using engine::OrderAmended;
+using engine::OrderCanceled;
+using engine::OrderExpired;
+using engine::OrderRested;
+using engine::Rejected;
+using engine::Side;
+using engine::Trade;
+using engine::Withdrawn;
+
+namespace {
+
+constexpr int64_t kNsPerMs = 1'000'000;
+constexpr int64_t kMinuteMs = 60'000;
+constexpr int64_t kHourMs = 60 * kMinuteMs;
+constexpr int64_t kDayMs = 24 * kHourMs;
+// The ticker aggregates the 1m candles of the last 24 h: the 1m series keeps
+// at least this many closed candles whatever klines_per_interval says.
+constexpr std::size_t kTickerMinutes = 1440;
+
+constexpr std::array<std::string_view, kKlineIntervals> kIntervalNames = {
+    "1m", "3m", "5m", "15m", "30m", "1h", "2h", "4h", "6h", "8h", "12h", "1d"};
+constexpr std::array<int64_t, kKlineIntervals> kIntervalLengthMs = {
+    kMinuteMs,   3 * kMinuteMs, 5 * kMinuteMs, 15 * kMinuteMs, 30 * kMinuteMs, kHourMs,
+    2 * kHourMs, 4 * kHourMs,   6 * kHourMs,   8 * kHourMs,    12 * kHourMs,   kDayMs};
+
+// Floor division: event times before the epoch still align downwards.
+int64_t FloorDiv(int64_t a, int64_t b) noexcept {
+  int64_t q = a / b;
+  if (a % b != 0 && ((a < 0) != (b < 0))) --q;
+  return q;
+}
+
+int64_t NsToMs(int64_t ns) noexcept { return FloorDiv(ns, kNsPerMs); }
+
+std::size_t SideIndex(Side s) noexcept { return static_cast<std::size_t>(Raw(s)); }
+
+// Up to n of the newest rows held from `head` on, oldest first.
+std::vector<TradeRow> NewestRows(const TradeChunk* head, std::size_t n) {
+  std::vector<const TradeChunk*> chunks;
+  std::size_t held = 0;
+  for (const TradeChunk* c = head; c != nullptr && held < n; c = c->older.get()) {
+    chunks.push_back(c);
+    held += c->rows.size();
+  }
+  std::vector<TradeRow> out;
+  out.reserve(std::min(held, n));
+  std::size_t skip = held > n ? held - n : 0;
+  for (auto it = chunks.rbegin(); it != chunks.rend(); ++it) {
+    const std::vector<TradeRow>& rows = (*it)->rows;
+    const std::size_t from = std::min(skip, rows.size());
+    skip -= from;
+    out.insert(out.end(), rows.begin() + static_cast<std::ptrdiff_t>(from), rows.end());
+  }
+  return out;
+}
+
+// True when time_ns (placing or trade time) lies in [start_ms, end_ms], 0
+// meaning unbounded.
+bool InWindow(int64_t time_ns, int64_t start_ms, int64_t end_ms) noexcept {
+  const int64_t ms = NsToMs(time_ns);
+  return (start_ms == 0 || ms >= start_ms) && (end_ms == 0 || ms <= end_ms);
+}
+
+// Binance list semantics shared by AllOrders and MyTrades: `rows` ascending;
+// with a lower bound (from id or start time) the oldest `limit`, otherwise the
+// newest `limit`, always returned ascending.
+template <class T>
+void Limit(std::vector<T>* rows, bool from_start, std::size_t limit) {
+  if (rows->size() <= limit) return;
+  if (from_start) {
+    rows->resize(limit);
+  } else {
+    rows->erase(rows->begin(), rows->end() - static_cast<std::ptrdiff_t>(limit));
+  }
+}
+
+// Key of the client order id index: ids are looked up per market.
+std::string ClientKey(MarketId market, std::string_view cid) {
+  std::string k = std::to_string(Raw(market));
+  k.push_back(':');
+  k.append(cid);
+  return k;
+}
+
+}  // namespace
+
+// ------------------------------------------------------------- plain helpers
+
+std::optional<KlineInterval> ParseKlineInterval(std::string_view s) noexcept {
+  for (std::size_t i = 0; i < kKlineIntervals; ++i) {
+    if (kIntervalNames[i] == s) return static_cast<KlineInterval>(i);
+  }
+  return std::nullopt;
+}
+
+std::string_view ToString(KlineInterval i) noexcept {
+  const auto k = static_cast<std::size_t>(i);
+  return k < kKlineIntervals ? kIntervalNames[k] : std::string_view("?");
+}
+
+int64_t IntervalMs(KlineInterval i) noexcept {
+  const auto k = static_cast<std::size_t>(i);
+  return k < kKlineIntervals ? kIntervalLengthMs[k] : 0;
+}
+
+std::string_view ToString(OrderStatus s) noexcept {
+  switch (s) {
+    case OrderStatus::kNew:
+      return "NEW";
+    case OrderStatus::kPartiallyFilled:
+      return "PARTIALLY_FILLED";
+    case OrderStatus::kFilled:
+      return "FILLED";
+    case OrderStatus::kCanceled:
+      return "CANCELED";
+    case OrderStatus::kRejected:
+      return "REJECTED";
+    case OrderStatus::kExpired:
+      return "EXPIRED";
+  }
+  return "?";
+}
+
+std::string_view ToString(ExecType t) noexcept {
+  switch (t) {
+    case ExecType::kNew:
+      return "NEW";
+    case ExecType::kTrade:
+      return "TRADE";
+    case ExecType::kCanceled:
+      return "CANCELED";
+    case ExecType::kExpired:
+      return "EXPIRED";
+    case ExecType::kRejected:
+      return "REJECTED";
+    case ExecType::kAmended:
+      return "REPLACED";
+  }
+  return "?";
+}
+
+void BatchOutput::Clear() {
+  first_seq = Sequence{};
+  last_seq = Sequence{};
+  time_ns = 0;
+  depth.clear();
+  trades.clear();
+  markets.clear();
+  accounts.clear();
+}
+
+// ------------------------------------------------------------ MarketSnapshot
+
+std::vector<TradeRow> MarketSnapshot::RecentTrades(std::size_t limit, uint64_t from_id) const {
+  if (limit == 0) return {};
+  if (from_id == 0) return NewestRows(trades.get(), limit);
+  // Chunks hold ascending ids, newer chunks higher ones: stop at the first
+  // chunk that starts at or below from_id.
+  std::vector<const TradeChunk*> chunks;
+  for (const TradeChunk* c = trades.get(); c != nullptr; c = c->older.get()) {
+    chunks.push_back(c);
+    if (!c->rows.empty() && Raw(c->rows.front().id) <= from_id) break;
+  }
+  std::vector<TradeRow> out;
+  for (auto it = chunks.rbegin(); it != chunks.rend() && out.size() < limit; ++it) {
+    for (const TradeRow& r : (*it)->rows) {
+      if (Raw(r.id) < from_id) continue;
+      out.push_back(r);
+      if (out.size() == limit) break;
+    }
+  }
+  return out;
+}
+
+std::vector<Kline> MarketSnapshot::Klines(KlineInterval interval, int64_t start_ms, int64_t end_ms,
+                                          std::size_t limit) const {
+  std::vector<Kline> out;
+  const auto k = static_cast<std::size_t>(interval);
+  if (k >= kKlineIntervals || limit == 0) return out;
+  const KlineSeries& series = klines[k];
+  auto in = [&](const Kline& c) {
+    return (start_ms == 0 || c.open_time_ms >= start_ms) &&
+           (end_ms == 0 || c.open_time_ms <= end_ms);
+  };
+  if (series.closed) {
+    const std::vector<Kline>& closed = *series.closed;
+    auto by_time = [](const Kline& c, int64_t t) { return c.open_time_ms < t; };
+    auto first = start_ms == 0 ? closed.begin()
+                               : std::lower_bound(closed.begin(), closed.end(), start_ms, by_time);
+    auto last = closed.end();
+    if (end_ms != 0) {
+      last = std::upper_bound(first, closed.end(), end_ms,
+                              [](int64_t t, const Kline& c) { return t < c.open_time_ms; });
+    }
+    // Without a start only the newest `limit` can be returned: copy no more.
+    if (start_ms == 0 && static_cast<std::size_t>(last - first) > limit) {
+      first = last - static_cast<std::ptrdiff_t>(limit);
+    }
+    out.assign(first, last);
+  }
+  if (series.current && in(*series.current)) out.push_back(*series.current);
+  Limit(&out, start_ms != 0, limit);
+  return out;
+}
+
+Ticker24h MarketSnapshot::Ticker(int64_t now_ms) const {
+  Ticker24h t;
+  t.open_time_ms = now_ms - kDayMs;
+  t.close_time_ms = now_ms;
+  auto add = [&](const Kline& c) {
+    if (c.open_time_ms < t.open_time_ms || c.open_time_ms > now_ms) return;
+    if (!t.any_trade) {
+      t.any_trade = true;
+      t.open = c.open;
+      t.high = c.high;
+      t.low = c.low;
+      t.first_trade = c.first_trade;
+    } else {
+      t.high = std::max(t.high, c.high);
+      t.low = std::min(t.low, c.low);
+    }
+    t.last = c.close;
+    t.last_trade = c.last_trade;
+    t.base_volume += c.base_volume;
+    t.quote_volume += c.quote_volume;
+    t.trades += c.trades;
+  };
+  const KlineSeries& series = klines[static_cast<std::size_t>(KlineInterval::k1m)];
+  if (series.closed) {
+    const std::vector<Kline>& closed = *series.closed;
+    auto first =
+        std::lower_bound(closed.begin(), closed.end(), t.open_time_ms,
+                         [](const Kline& c, int64_t time) { return c.open_time_ms < time; });
+    for (auto it = first; it != closed.end(); ++it) add(*it);
+  }
+  if (series.current) add(*series.current);
+  if (t.any_trade) {
+    // The last trade is almost always the newest row held.
+    for (const TradeChunk* c = trades.get(); c != nullptr; c = c->older.get()) {
+      if (c->rows.empty() || Raw(c->rows.front().id) > Raw(t.last_trade)) continue;
+      for (auto it = c->rows.rbegin(); it != c->rows.rend(); ++it) {
+        if (it->id == t.last_trade) {
+          t.last_qty = it->qty;
+          break;
+        }
+      }
+      break;
+    }
+  }
+  return t;
+}
+
+// ------------------------------------------------------------------ ReadSide
+
+class ReadSide::Impl {
+ public:
+  Impl(const EngineConfig& config, ReadSideOptions options)
+      : cfg_(config),
+        opts_(options),
+        n_assets_(cfg_.assets.size()),
+        markets_(cfg_.markets.size()),
+        snapshots_(std::make_unique<SnapshotSlot[]>(cfg_.markets.size())) {
+    for (std::size_t m = 0; m < markets_.size(); ++m) {
+      markets_[m].status = cfg_.markets[m].status;
+      Publish(static_cast<MarketId>(m));
+    }
+  }
+
+  // ------------------------------------------------------------ writer
+
+  void Bootstrap(const EngineImage& img) {
+    // The image comes from an Engine running this configuration; anything
+    // else is a wiring bug, caught before any state changes.
+    const bool shape_ok = img.market_status.size() == markets_.size();
+    if (!shape_ok) {
+      std::fprintf(stderr, "ReadSide::Bootstrap: image has %zu markets, configuration %zu\n",
+                   img.market_status.size(), markets_.size());
+    }
+    MB_CHECK(shape_ok);
+    for (const auto& b : img.balances) {
+      MB_CHECK(Raw(b.account) < cfg_.max_accounts && Raw(b.asset) < n_assets_);
+    }
+    for (const auto& o : img.orders) {
+      MB_CHECK(Raw(o.market) < markets_.size() && Raw(o.account) < cfg_.max_accounts &&
+               o.remaining.value > 0 && o.remaining <= o.qty);
+    }
+
+    std::unique_lock lock(mu_);
+    accounts_.clear();
+    const uint64_t last = Raw(img.last_sequence);
+    for (std::size_t m = 0; m < markets_.size(); ++m) {
+      MarketState& ms = markets_[m];
+      ms = MarketState{};
+      ms.status = img.market_status[m];
+      ms.seq = img.last_sequence;
+      // Depth ids continue from the sequence: a batch that changes a book
+      // holds at least one command, so the ids a previous run published never
+      // exceed the sequence it reached, and clients that kept a book across
+      // the restart see ids that keep growing.
+      ms.update_id = last;
+    }
+    for (const auto& b : img.balances) {
+      Account(b.account).balances[Raw(b.asset)] = Balance{b.available, b.locked};
+    }
+    for (const auto& o : img.orders) {
+      const MarketSpec& spec = cfg_.markets[Raw(o.market)];
+      OrderRecord r;
+      r.id = o.id;
+      r.account = o.account;
+      r.market = o.market;
+      r.side = o.side;
+      r.type = o.type;
+      r.tif = o.tif;
+      r.stp = o.stp;
+      r.price = o.price;
+      r.qty = o.qty;
+      r.remaining = o.remaining;
+      r.executed = o.qty - o.remaining;
+      // The image does not say at which prices the filled part traded, so
+      // this is an estimate at the current limit price: exact for an order
+      // that only filled as a maker at that price; a part taken on arrival
+      // may have traded better (a buy paid at most, a sell got at least this).
+      r.cumulative_quote = Amount{o.price.value * r.executed.value * spec.notional_per_tick_lot};
+      r.status = r.executed.value > 0 ? OrderStatus::kPartiallyFilled : OrderStatus::kNew;
+      // Only a hash of the client order id survives in the image, so these
+      // orders cannot be found by client order id.
+      r.time_ns = o.created_ns;
+      r.update_ns = o.created_ns;
+      r.working = true;
+      std::map<int64_t, int64_t>& side = markets_[Raw(o.market)].levels[SideIndex(o.side)];
+      side[o.price.value] += o.remaining.value;
+      Account(o.account).open.emplace(Raw(o.id), r);
+    }
+    lock.unlock();
+    for (std::size_t m = 0; m < markets_.size(); ++m) Publish(static_cast<MarketId>(m));
+    // Release: pairs with the acquire in applied_seq(); the snapshots and the
+    // account state above are visible to whoever reads the new value.
+    applied_seq_.store(last, std::memory_order_release);
+  }
+
+  void Apply(std::span<const Event> events, BatchOutput* out) {
+    out->Clear();
+    if (events.empty()) return;
+    out_ = out;
+    {
+      std::unique_lock lock(mu_);
+      for (const Event& e : events) {
+        seq_ = e.seq;
+        ts_ = e.timestamp_ns;
+        std::visit([this](const auto& body) { On(body); }, e.body);
+      }
+      FinishAccounts();
+    }
+    FinishMarkets();
+    out->first_seq = events.front().seq;
+    out->last_seq = events.back().seq;
+    out->time_ns = events.back().timestamp_ns;
+    out_ = nullptr;
+    // Release: pairs with the acquire in applied_seq() (see Bootstrap).
+    applied_seq_.store(Raw(events.back().seq), std::memory_order_release);
+  }
+
+  // ------------------------------------------------------------ readers
+
+  std::shared_ptr<const MarketSnapshot> Snapshot(MarketId market) const {
+    if (Raw(market) >= markets_.size()) return nullptr;
+    return snapshots_[Raw(market)].Load();
+  }
+
+  uint64_t applied_seq() const noexcept { return applied_seq_.load(std::memory_order_acquire); }
+
+  Balance balance(AccountId account, AssetId asset) const {
+    std::shared_lock lock(mu_);
+    const AccountState* acc = FindAccount(account);
+    if (acc == nullptr || Raw(asset) >= n_assets_) return {};
+    return acc->balances[Raw(asset)];
+  }
+
+  std::vector<BalanceRow> Balances(AccountId account) const {
+    std::shared_lock lock(mu_);
+    const AccountState* acc = FindAccount(account);
+    std::vector<BalanceRow> rows;
+    rows.reserve(n_assets_);
+    for (std::size_t a = 0; a < n_assets_; ++a) {
+      BalanceRow r;
+      r.asset = static_cast<AssetId>(a);
+      if (acc != nullptr) {
+        r.available = acc->balances[a].available;
+        r.locked = acc->balances[a].locked;
+      }
+      rows.push_back(r);
+    }
+    return rows;
+  }
+
+  std::vector<OrderRecord> OpenOrders(AccountId account, std::optional<MarketId> market) const {
+    std::shared_lock lock(mu_);
+    std::vector<OrderRecord> out;
+    const AccountState* acc = FindAccount(account);
+    if (acc == nullptr) return out;
+    for (const auto& [id, r] : acc->open) {
+      if (!market || r.market == *market) out.push_back(r);
+    }
+    return out;
+  }
+
+  std::optional<OrderRecord> FindOrder(AccountId account, MarketId market, OrderId id) const {
+    std::shared_lock lock(mu_);
+    const AccountState* acc = FindAccount(account);
+    if (acc == nullptr) return std::nullopt;
+    return Lookup(*acc, market, Raw(id));
+  }
+
+  std::optional<OrderRecord> FindOrderByClientId(AccountId account, MarketId market,
+                                                 std::string_view cid) const {
+    std::shared_lock lock(mu_);
+    const AccountState* acc = FindAccount(account);
+    if (acc == nullptr || cid.empty()) return std::nullopt;
+    auto it = acc->client_ids.find(ClientKey(market, cid));
+    if (it == acc->client_ids.end()) return std::nullopt;
+    return Lookup(*acc, market, it->second);
+  }
+
+  std::vector<OrderRecord> AllOrders(AccountId account, MarketId market, uint64_t from_id,
+                                     int64_t start_ms, int64_t end_ms, std::size_t limit) const {
+    std::shared_lock lock(mu_);
+    std::vector<OrderRecord> out;
+    const AccountState* acc = FindAccount(account);
+    if (acc == nullptr) return out;
+    auto take = [&](const std::map<uint64_t, OrderRecord>& orders) {
+      for (auto it = orders.lower_bound(from_id); it != orders.end(); ++it) {
+        const OrderRecord& r = it->second;
+        if (r.market == market && InWindow(r.time_ns, start_ms, end_ms)) out.push_back(r);
+      }
+    };
+    take(acc->open);
+    take(acc->closed);
+    std::sort(out.begin(), out.end(),
+              [](const OrderRecord& a, const OrderRecord& b) { return Raw(a.id) < Raw(b.id); });
+    Limit(&out, from_id > 0 || start_ms != 0, limit);
+    return out;
+  }
+
+  std::vector<Fill> MyTrades(AccountId account, MarketId market, uint64_t order_id,
+                             uint64_t from_id, int64_t start_ms, int64_t end_ms,
+                             std::size_t limit) const {
+    std::shared_lock lock(mu_);
+    std::vector<Fill> out;
+    const AccountState* acc = FindAccount(account);
+    if (acc == nullptr) return out;
+    for (const Fill& f : acc->fills) {  // trade order == ascending trade id
+      if (f.market != market || Raw(f.trade_id) < from_id) continue;
+      if (order_id != 0 && Raw(f.order_id) != order_id) continue;
+      if (!InWindow(f.time_ns, start_ms, end_ms)) continue;
+      out.push_back(f);
+    }
+    Limit(&out, from_id > 0 || start_ms != 0, limit);
+    return out;
+  }
+
+  int64_t account_update_ns(AccountId account) const {
+    std::shared_lock lock(mu_);
+    const AccountState* acc = FindAccount(account);
+    return acc == nullptr ? 0 : acc->update_ns;
+  }
+
+ private:
+  // One market as the writer sees it. Writer only; readers get snapshots.
+  struct MarketState {
+    MarketStatus status = MarketStatus::kTrading;
+    std::map<int64_t, int64_t> levels[2];  // [Side]: price ticks -> lots, ascending prices
+    uint64_t update_id = 0;
+    Sequence seq{};
+    int64_t time_ns = 0;
+    std::shared_ptr<const TradeChunk> trades;
+    std::array<KlineSeries, kKlineIntervals> klines;
+    // This batch:
+    bool touched = false;
+    std::map<int64_t, int64_t> before[2];  // level totals at their first change
+    std::vector<TradeRow> batch_trades;
+  };
+
+  // The published snapshot of one market. The lock covers a pointer copy or
+  // swap only (a reference count change), never building a snapshot, and the
+  // replaced snapshot is released outside it, so neither side waits on the
+  // other's work. It is what libstdc++'s atomic shared_ptr functions do, made
+  // explicit: std::atomic<std::shared_ptr> in libstdc++ 12 guards the pointer
+  // with a bit ThreadSanitizer cannot see, and the free std::atomic_load /
+  // std::atomic_store overloads are deprecated in C++20. The mutex also gives
+  // the ordering: a snapshot is fully built before Store() makes it reachable.
+  class alignas(64) SnapshotSlot {
+   public:
+    std::shared_ptr<const MarketSnapshot> Load() const {
+      std::lock_guard lock(mu_);
+      return ptr_;
+    }
+    void Store(std::shared_ptr<const MarketSnapshot> next) {
+      {
+        std::lock_guard lock(mu_);
+        ptr_.swap(next);
+      }
+      // `next` (the replaced snapshot) is released here, after the unlock.
+    }
+
+   private:
+    mutable std::mutex mu_;
+    std::shared_ptr<const MarketSnapshot> ptr_;  // GUARDED_BY(mu_)
+  };
+
+  // Guarded by mu_ (the writer holds it exclusively while applying a batch).
+  struct AccountState {
+    std::vector<Balance> balances;                         // by asset
+    std::map<uint64_t, OrderRecord> open;                  // by order id
+    std::map<uint64_t, OrderRecord> closed;                // history, by order id
+    std::deque<uint64_t> closed_order;                     // history ids, oldest closed first
+    std::unordered_map<std::string, uint64_t> client_ids;  // ClientKey -> newest order id
+    std::deque<Fill> fills;                                // oldest first
+    int64_t update_ns = 0;
+    // This batch (writer only):
+    std::ptrdiff_t slot = -1;  // index in out_->accounts
+    std::vector<AssetId> changed_assets;
+  };
+
+  // ---- lookups -------------------------------------------------------------
+
+  const AccountState* FindAccount(AccountId account) const {
+    auto it = accounts_.find(Raw(account));
+    return it == accounts_.end() ? nullptr : &it->second;
+  }
+
+  AccountState& Account(AccountId account) {
+    auto [it, inserted] = accounts_.try_emplace(Raw(account));
+    if (inserted) it->second.balances.resize(n_assets_);
+    return it->second;
+  }
+
+  static std::optional<OrderRecord> Lookup(const AccountState& acc, MarketId market, uint64_t id) {
+    auto it = acc.open.find(id);
+    if (it == acc.open.end()) {
+      it = acc.closed.find(id);
+      if (it == acc.closed.end()) return std::nullopt;
+    }
+    if (it->second.market != market) return std::nullopt;
+    return it->second;
+  }
+
+  // The open order an event names, or null (then the event still moves
+  // balances and levels, which it carries itself).
+  OrderRecord* OpenOrder(AccountId account, OrderId id) {
+    AccountState& acc = Account(account);
+    auto it = acc.open.find(Raw(id));
+    assert(it != acc.open.end() && "event for an order the read side does not hold");
+    return it == acc.open.end() ? nullptr : &it->second;
+  }
+
+  MarketState& TouchMarket(MarketId market) {
+    MarketState& m = markets_[Raw(market)];
+    if (!m.touched) {
+      m.touched = true;
+      touched_markets_.push_back(market);
+    }
+    m.seq = seq_;
+    m.time_ns = ts_;
+    return m;
+  }
+
+  // ---- per-batch output ----------------------------------------------------
+
+  AccountUpdate& Update(AccountId account) {
+    AccountState& acc = Account(account);
+    if (acc.slot < 0) {
+      acc.slot = static_cast<std::ptrdiff_t>(out_->accounts.size());
+      out_->accounts.push_back(AccountUpdate{});
+      out_->accounts.back().account = account;
+      touched_accounts_.push_back(account);
+    }
+    return out_->accounts[static_cast<std::size_t>(acc.slot)];
+  }
+
+  void Report(ExecType type, const OrderRecord& r, std::optional<Fill> fill = std::nullopt,
+              engine::RejectReason reject = engine::RejectReason::kNone) {
+    ExecutionReport rep;
+    rep.type = type;
+    rep.order = r;
+    rep.fill = std::move(fill);
+    rep.reject = reject;
+    rep.seq = seq_;
+    rep.time_ns = ts_;
+    Update(r.account).reports.push_back(std::move(rep));
+  }
+
+  void ChangeBalance(AccountId account, AssetId asset, Amount d_available, Amount d_locked) {
+    if (d_available.value == 0 && d_locked.value == 0) return;
+    AccountState& acc = Account(account);
+    Balance& b = acc.balances[Raw(asset)];
+    b.available += d_available;
+    b.locked += d_locked;
+    acc.update_ns = ts_;
+    (void)Update(account);
+    if (std::find(acc.changed_assets.begin(), acc.changed_assets.end(), asset) ==
+        acc.changed_assets.end()) {
+      acc.changed_assets.push_back(asset);
+    }
+  }
+
+  // Moves `amount` of the spend asset between available and locked (> 0 locks).
+  void Lock(AccountId account, MarketId market, Side side, Amount amount) {
+    const AssetId asset = engine::SpendAsset(cfg_.markets[Raw(market)], side);
+    ChangeBalance(account, asset, Amount{-amount.value}, amount);
+  }
+
+  void AdjustLevel(MarketState& m, Side side, Price price, int64_t delta) {
+    if (delta == 0) return;
+    std::map<int64_t, int64_t>& levels = m.levels[SideIndex(side)];
+    auto it = levels.find(price.value);
+    const int64_t old = it == levels.end() ? 0 : it->second;
+    m.before[SideIndex(side)].try_emplace(price.value, old);
+    const int64_t now = old + delta;
+    assert(now >= 0 && "level total below zero");
+    if (now <= 0) {
+      if (it != levels.end()) levels.erase(it);
+    } else if (it == levels.end()) {
+      levels.emplace(price.value, now);
+    } else {
+      it->second = now;
+    }
+  }
+
+  // ---- closing orders and history -------------------------------------------
+
+  // Moves an open order (already in its final state) into the history.
+  void Close(AccountId account, OrderId id) {
+    AccountState& acc = Account(account);
+    auto it = acc.open.find(Raw(id));
+    if (it == acc.open.end()) return;
+    acc.closed.insert(acc.open.extract(it));
+    acc.closed_order.push_back(Raw(id));
+    while (acc.closed_order.size() > opts_.history_orders) {
+      auto old = acc.closed.find(acc.closed_order.front());
+      acc.closed_order.pop_front();
+      if (old == acc.closed.end()) continue;
+      const OrderRecord& r = old->second;
+      if (!r.client_order_id.empty()) {
+        auto ci = acc.client_ids.find(ClientKey(r.market, r.client_order_id.view()));
+        if (ci != acc.client_ids.end() && ci->second == Raw(r.id)) acc.client_ids.erase(ci);
+      }
+      acc.closed.erase(old);
+    }
+  }
+
+  void AddFill(const Fill& f) {
+    std::deque<Fill>& fills = Account(f.account).fills;
+    fills.push_back(f);
+    while (fills.size() > opts_.history_trades) fills.pop_front();
+  }
+
+  // ---- events --------------------------------------------------------------
+
+  void On(const OrderAccepted& a) {
+    TouchMarket(a.market);
+    Lock(a.account, a.market, a.side, a.locked);
+    OrderRecord r;
+    r.id = a.order_id;
+    r.account = a.account;
+    r.market = a.market;
+    r.side = a.side;
+    r.type = a.type;
+    r.tif = a.tif;
+    r.stp = a.stp;
+    r.price = a.price;
+    r.qty = a.qty;
+    r.quote_qty = a.quote_qty;
+    r.remaining = a.qty;
+    r.status = OrderStatus::kNew;
+    r.client_order_id = a.client_order_id;
+    r.time_ns = ts_;
+    r.update_ns = ts_;
+    AccountState& acc = Account(a.account);
+    if (!a.client_order_id.empty()) {
+      acc.client_ids[ClientKey(a.market, a.client_order_id.view())] = Raw(a.order_id);
+    }
+    const OrderRecord& held = acc.open.insert_or_assign(Raw(a.order_id), r).first->second;
+    Report(ExecType::kNew, held);
+  }
+
+  void On(const Rejected& x) {
+    // Only a refused order is an execution report (Binance answers a refused
+    // cancel or amend with an error, not on the stream). An account outside
+    // the configuration cannot have a stream.
+    if (x.command != engine::CommandType::kPlaceOrder || Raw(x.account) >= cfg_.max_accounts) {
+      return;
+    }
+    OrderRecord r;
+    r.account = x.account;
+    r.market = x.market;
+    r.status = OrderStatus::kRejected;
+    r.client_order_id = x.client_order_id;
+    r.time_ns = ts_;
+    r.update_ns = ts_;
+    Report(ExecType::kRejected, r, std::nullopt, x.reason);
+  }
+
+  void On(const Trade& t) {
+    MarketState& m = TouchMarket(t.market);
+    const MarketSpec& spec = cfg_.markets[Raw(t.market)];
+    const Side maker_side = engine::Opposite(t.taker_side);
+    // The maker rests at the trade price.
+    AdjustLevel(m, maker_side, t.price, -t.qty.value);
+
+    // Settlement, as the engine's ledger does it.
+    const bool taker_buys = t.taker_side == Side::kBuy;
+    const AccountId buyer = taker_buys ? t.taker_account : t.maker_account;
+    const AccountId seller = taker_buys ? t.maker_account : t.taker_account;
+    const Amount buyer_fee = taker_buys ? t.taker_fee : t.maker_fee;
+    const Amount seller_fee = taker_buys ? t.maker_fee : t.taker_fee;
+    ChangeBalance(buyer, spec.quote, Amount{0}, Amount{-t.notional.value});
+    ChangeBalance(buyer, spec.base, t.base_qty - buyer_fee, Amount{0});
+    ChangeBalance(seller, spec.base, Amount{0}, Amount{-t.base_qty.value});
+    ChangeBalance(seller, spec.quote, t.notional - seller_fee, Amount{0});
+    ChangeBalance(cfg_.fee_account, spec.base, buyer_fee, Amount{0});
+    ChangeBalance(cfg_.fee_account, spec.quote, seller_fee, Amount{0});
+    if (t.taker_released.value != 0) {
+      Lock(t.taker_account, t.market, t.taker_side, Amount{-t.taker_released.value});
+    }
+
+    TradeRow row;
+    row.id = t.trade_id;
+    row.market = t.market;
+    row.price = t.price;
+    row.qty = t.qty;
+    row.base_qty = t.base_qty;
+    row.notional = t.notional;
+    row.time_ns = ts_;
+    row.buyer_is_maker = t.taker_side == Side::kSell;
+    row.buy_order = taker_buys ? t.taker_order_id : t.maker_order_id;
+    row.sell_order = taker_buys ? t.maker_order_id : t.taker_order_id;
+    row.seq = seq_;
+    m.batch_trades.push_back(row);
+    out_->trades.push_back(row);
+    AddToKlines(m, row, t.taker_side);
+
+    FillOrder(t, true);
+    FillOrder(t, false);
+  }
+
+  void FillOrder(const Trade& t, bool maker) {
+    const MarketSpec& spec = cfg_.markets[Raw(t.market)];
+    Fill f;
+    f.trade_id = t.trade_id;
+    f.order_id = maker ? t.maker_order_id : t.taker_order_id;
+    f.account = maker ? t.maker_account : t.taker_account;
+    f.market = t.market;
+    f.side = maker ? engine::Opposite(t.taker_side) : t.taker_side;
+    f.price = t.price;
+    f.qty = t.qty;
+    f.base_qty = t.base_qty;
+    f.notional = t.notional;
+    f.commission = maker ? t.maker_fee : t.taker_fee;
+    f.commission_asset = f.side == Side::kBuy ? spec.base : spec.quote;
+    f.is_maker = maker;
+    f.time_ns = ts_;
+    AddFill(f);
+
+    OrderRecord* r = OpenOrder(f.account, f.order_id);
+    if (r == nullptr) return;
+    const bool filled = maker ? t.maker_filled : t.taker_filled;
+    r->executed += t.qty;
+    r->cumulative_quote += t.notional;
+    if (r->quote_qty.value == 0) r->remaining -= t.qty;  // a budget order has no lots left
+    r->update_ns = ts_;
+    if (filled) {
+      r->status = OrderStatus::kFilled;
+      r->remaining = Qty{0};
+      r->working = false;
+    } else {
+      r->status = OrderStatus::kPartiallyFilled;
+    }
+    Report(ExecType::kTrade, *r, f);
+    if (filled) Close(f.account, f.order_id);
+  }
+
+  void On(const OrderRested& x) {
+    MarketState& m = TouchMarket(x.market);
+    if (x.released.value != 0) Lock(x.account, x.market, x.side, Amount{-x.released.value});
+    OrderRecord* r = OpenOrder(x.account, x.order_id);
+    if (r == nullptr) return;
+    r->remaining = x.remaining;
+    r->working = true;
+    r->update_ns = ts_;
+    AdjustLevel(m, x.side, r->price, x.remaining.value);
+  }
+
+  // A cancel or an expiry: the order leaves, whatever it still locked returns.
+  void CloseOrder(AccountId account, MarketId market, Side side, OrderId id, Qty remaining,
+                  Amount released, OrderStatus status, ExecType type, engine::ExpireReason reason) {
+    MarketState& m = TouchMarket(market);
+    Lock(account, market, side, Amount{-released.value});
+    OrderRecord* r = OpenOrder(account, id);
+    if (r == nullptr) return;
+    // A taker that never rested (IOC, FOK, MARKET remainders, self-trade
+    // prevention while matching) has no level to leave.
+    if (r->working) AdjustLevel(m, side, r->price, -remaining.value);
+    r->working = false;
+    r->remaining = Qty{0};
+    r->status = status;
+    if (status == OrderStatus::kExpired) r->expire_reason = reason;
+    r->update_ns = ts_;
+    Report(type, *r);
+    Close(account, id);
+  }
+
+  void On(const OrderCanceled& x) {
+    CloseOrder(x.account, x.market, x.side, x.order_id, x.remaining, x.released,
+               OrderStatus::kCanceled, ExecType::kCanceled, engine::ExpireReason::kIocRemainder);
+  }
+
+  void On(const OrderExpired& x) {
+    CloseOrder(x.account, x.market, x.side, x.order_id, x.remaining, x.released,
+               OrderStatus::kExpired, ExecType::kExpired, x.reason);
+  }
+
+  void On(const OrderAmended& x) {
+    MarketState& m = TouchMarket(x.market);
+    Lock(x.account, x.market, x.side, x.lock_delta);
+    OrderRecord* r = OpenOrder(x.account, x.order_id);
+    if (r == nullptr) return;
+    if (x.keeps_priority) {
+      if (r->working) AdjustLevel(m, x.side, r->price, x.new_remaining.value - r->remaining.value);
+    } else {
+      // The order leaves the book; the Trades and the OrderRested that follow
+      // place it again at its new price.
+      if (r->working) AdjustLevel(m, x.side, r->price, -r->remaining.value);
+      r->working = false;
+      r->price = x.new_price;
+    }
+    r->qty = x.new_qty;
+    r->remaining = x.new_remaining;
+    r->update_ns = ts_;
+    Report(ExecType::kAmended, *r);
+  }
+
+  void On(const Deposited& x) {
+    ChangeBalance(x.account, x.asset, x.amount, Amount{0});
+    Update(x.account).transfers.push_back(BalanceDelta{x.account, x.asset, x.amount, seq_, ts_});
+  }
+
+  void On(const Withdrawn& x) {
+    ChangeBalance(x.account, x.asset, Amount{-x.amount.value}, Amount{0});
+    Update(x.account).transfers.push_back(
+        BalanceDelta{x.account, x.asset, Amount{-x.amount.value}, seq_, ts_});
+  }
+
+  void On(const MarketStatusChanged& x) { TouchMarket(x.market).status = x.status; }
+
+  // ---- klines and trades -----------------------------------------------------
+
+  std::size_t ClosedBound(std::size_t interval) const {
+    return interval == static_cast<std::size_t>(KlineInterval::k1m)
+               ? std::max(opts_.klines_per_interval, kTickerMinutes)
+               : opts_.klines_per_interval;
+  }
+
+  void AddToKlines(MarketState& m, const TradeRow& row, Side taker_side) {
+    const int64_t ms = NsToMs(row.time_ns);
+    for (std::size_t i = 0; i < kKlineIntervals; ++i) {
+      KlineSeries& s = m.klines[i];
+      const int64_t open = FloorDiv(ms, kIntervalLengthMs[i]) * kIntervalLengthMs[i];
+      // A trade stamped before the open candle (a clock stepping back at
+      // intake) counts in the open candle: candles never reopen.
+      if (s.current && open > s.current->open_time_ms) {
+        auto closed = std::make_shared<std::vector<Kline>>();
+        const std::size_t bound = ClosedBound(i);
+        if (bound > 0) {
+          const std::size_t held = s.closed ? s.closed->size() : 0;
+          const std::size_t keep = std::min(held, bound - 1);
+          closed->reserve(keep + 1);
+          if (keep > 0)
+            closed->assign(s.closed->end() - static_cast<std::ptrdiff_t>(keep), s.closed->end());
+          closed->push_back(*s.current);
+        }
+        s.closed = std::move(closed);
+        s.current.reset();
+      }
+      if (!s.current) {
+        Kline k;
+        k.open_time_ms = open;
+        k.open = k.high = k.low = row.price;
+        k.first_trade = row.id;
+        s.current = k;
+      }
+      Kline& k = *s.current;
+      k.high = std::max(k.high, row.price);
+      k.low = std::min(k.low, row.price);
+      k.close = row.price;
+      k.volume += row.qty;
+      k.base_volume += row.base_qty;
+      k.quote_volume += row.notional;
+      if (taker_side == Side::kBuy) {
+        k.taker_buy_base += row.base_qty;
+        k.taker_buy_quote += row.notional;
+      }
+      ++k.trades;
+      k.last_trade = row.id;
+    }
+  }
+
+  // Adds this batch's trades as one chunk; past 2 x recent_trades rows the
+  // list is rewritten as one chunk of the newest recent_trades, so each trade
+  // is copied O(1) times on average.
+  void AppendTrades(MarketState& m) {
+    const std::size_t n = opts_.recent_trades;
+    if (n == 0) {
+      m.batch_trades.clear();
+      return;
+    }
+    auto chunk = std::make_shared<TradeChunk>();
+    chunk->rows = std::move(m.batch_trades);
+    m.batch_trades = {};
+    chunk->older = m.trades;
+    chunk->total = chunk->rows.size() + (m.trades ? m.trades->total : 0);
+    if (chunk->total > 2 * n) {
+      auto compact = std::make_shared<TradeChunk>();
+      compact->rows = NewestRows(chunk.get(), n);
+      compact->total = compact->rows.size();
+      m.trades = std::move(compact);
+    } else {
+      m.trades = std::move(chunk);
+    }
+  }
+
+  // ---- end of batch ----------------------------------------------------------
+
+  void FinishAccounts() {
+    for (AccountId id : touched_accounts_) {
+      AccountState& acc = Account(id);
+      AccountUpdate& u = out_->accounts[static_cast<std::size_t>(acc.slot)];
+      std::sort(acc.changed_assets.begin(), acc.changed_assets.end());
+      for (AssetId a : acc.changed_assets) {
+        const Balance& b = acc.balances[Raw(a)];
+        u.balances.push_back(BalanceRow{a, b.available, b.locked});
+      }
+      acc.changed_assets.clear();
+      acc.slot = -1;
+    }
+    touched_accounts_.clear();
+  }
+
+  void FinishMarkets() {
+    for (MarketId id : touched_markets_) {
+      MarketState& m = markets_[Raw(id)];
+      DepthDiff d;
+      for (std::size_t s = 0; s < 2; ++s) {
+        std::vector<Level>& diff = s == SideIndex(Side::kBuy) ? d.bids : d.asks;
+        for (const auto& [price, old] : m.before[s]) {
+          auto it = m.levels[s].find(price);
+          const int64_t now = it == m.levels[s].end() ? 0 : it->second;
+          if (now != old) diff.push_back(Level{Price{price}, Qty{now}});
+        }
+        m.before[s].clear();
+      }
+      std::reverse(d.bids.begin(), d.bids.end());  // best (highest) first
+      if (!d.bids.empty() || !d.asks.empty()) {
+        ++m.update_id;
+        d.market = id;
+        d.first_update_id = m.update_id;
+        d.last_update_id = m.update_id;
+        d.time_ns = m.time_ns;
+        out_->depth.push_back(std::move(d));
+      }
+      if (!m.batch_trades.empty()) AppendTrades(m);
+      out_->markets.push_back(id);
+      m.touched = false;
+      Publish(id);
+    }
+    touched_markets_.clear();
+  }
+
+  void Publish(MarketId id) {
+    const MarketState& m = markets_[Raw(id)];
+    auto s = std::make_shared<MarketSnapshot>();
+    s->market = id;
+    s->status = m.status;
+    s->seq = m.seq;
+    s->last_update_id = m.update_id;
+    s->time_ns = m.time_ns;
+    const std::size_t depth = opts_.max_depth_levels;
+    const auto& bids = m.levels[SideIndex(Side::kBuy)];
+    const auto& asks = m.levels[SideIndex(Side::kSell)];
+    s->bids.reserve(std::min(depth, bids.size()));
+    for (auto it = bids.rbegin(); it != bids.rend() && s->bids.size() < depth; ++it) {
+      s->bids.push_back(Level{Price{it->first}, Qty{it->second}});
+    }
+    s->asks.reserve(std::min(depth, asks.size()));
+    for (auto it = asks.begin(); it != asks.end() && s->asks.size() < depth; ++it) {
+      s->asks.push_back(Level{Price{it->first}, Qty{it->second}});
+    }
+    s->trades = m.trades;
+    s->klines = m.klines;
+    snapshots_[Raw(id)].Store(std::move(s));
+  }
+
+  const EngineConfig cfg_;
+  const ReadSideOptions opts_;
+  const std::size_t n_assets_;
+
+  // Writer only.
+  std::vector<MarketState> markets_;
+  std::vector<MarketId> touched_markets_;
+  std::vector<AccountId> touched_accounts_;
+  BatchOutput* out_ = nullptr;
+  Sequence seq_{};
+  int64_t ts_ = 0;
+
+  // Shared with readers.
+  mutable std::shared_mutex mu_;
+  std::unordered_map<uint32_t, AccountState> accounts_;  // GUARDED_BY(mu_)
+  // One writer (Publish), any readers; fixed size, built in the constructor.
+  std::unique_ptr<SnapshotSlot[]> snapshots_;
+  std::atomic<uint64_t> applied_seq_{0};
+};
+
+ReadSide::ReadSide(const engine::EngineConfig& config, ReadSideOptions options)
+    : impl_(std::make_unique<Impl>(config, options)) {}
+ReadSide::~ReadSide() = default;
+
+void ReadSide::Bootstrap(const engine::EngineImage& image) { impl_->Bootstrap(image); }
+
+void ReadSide::Apply(std::span<const engine::Event> events, BatchOutput* out) {
+  impl_->Apply(events, out);
+}
+
+std::shared_ptr<const MarketSnapshot> ReadSide::Snapshot(MarketId market) const {
+  return impl_->Snapshot(market);
+}
+
+uint64_t ReadSide::applied_seq() const noexcept { return impl_->applied_seq(); }
+
+engine::Balance ReadSide::balance(AccountId account, AssetId asset) const {
+  return impl_->balance(account, asset);
+}
+
+std::vector<BalanceRow> ReadSide::Balances(AccountId account) const {
+  return impl_->Balances(account);
+}
+
+std::vector<OrderRecord> ReadSide::OpenOrders(AccountId account,
+                                              std::optional<MarketId> market) const {
+  return impl_->OpenOrders(account, market);
+}
+
+std::optional<OrderRecord> ReadSide::FindOrder(AccountId account, MarketId market,
+                                               OrderId id) const {
+  return impl_->FindOrder(account, market, id);
+}
+
+std::optional<OrderRecord> ReadSide::FindOrderByClientId(AccountId account, MarketId market,
+                                                         std::string_view client_order_id) const {
+  return impl_->FindOrderByClientId(account, market, client_order_id);
+}
+
+std::vector<OrderRecord> ReadSide::AllOrders(AccountId account, MarketId market, uint64_t from_id,
+                                             int64_t start_ms, int64_t end_ms,
+                                             std::size_t limit) const {
+  return impl_->AllOrders(account, market, from_id, start_ms, end_ms, limit);
+}
+
+std::vector<Fill> ReadSide::MyTrades(AccountId account, MarketId market, uint64_t order_id,
+                                     uint64_t from_id, int64_t start_ms, int64_t end_ms,
+                                     std::size_t limit) const {
+  return impl_->MyTrades(account, market, order_id, from_id, start_ms, end_ms, limit);
+}
+
+int64_t ReadSide::account_update_ns(AccountId account) const {
+  return impl_->account_update_ns(account);
+}
+
+}  // namespace mb::marketdata

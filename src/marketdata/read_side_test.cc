@@ -1,0 +1,1559 @@
+// Tests of the read side. The central property: a ReadSide fed with a real
+// engine's events, batch by batch, agrees after every batch with the engine's
+// own balances, book levels and open orders (random commands of every kind,
+// several seeds). Depth diffs are checked to rebuild the published books with
+// dense update ids; klines, tickers, order states and history bounds are
+// checked on small scenarios with hand-computed values.
+#include "marketdata/read_side.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <optional>
+#include <ostream>
+#include <span>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <tuple>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "common/fixed_string.h"
+#include "common/status.h"
+#include "common/strong.h"
+#include "engine/command.h"
+#include "engine/engine.h"
+#include "engine/event.h"
+#include "engine/image.h"
+#include "engine/market.h"
+#include "engine/types.h"
+
+// Readable gtest output for the strong types.
+namespace mb {
+template <class Tag>
+void PrintTo(const Fixed<Tag>& v, std::ostream* os) {
+  *os << v.value;
+}
+inline void PrintTo(OrderId v, std::ostream* os) { *os << "order#" << Raw(v); }
+inline void PrintTo(TradeId v, std::ostream* os) { *os << "trade#" << Raw(v); }
+inline void PrintTo(Sequence v, std::ostream* os) { *os << "seq#" << Raw(v); }
+inline void PrintTo(AccountId v, std::ostream* os) { *os << "account#" << Raw(v); }
+inline void PrintTo(MarketId v, std::ostream* os) { *os << "market#" << Raw(v); }
+inline void PrintTo(AssetId v, std::ostream* os) { *os << "asset#" << Raw(v); }
+namespace engine {
+inline void PrintTo(const Balance& b, std::ostream* os) {
+  *os << "{available " << b.available.value << ", locked " << b.locked.value << "}";
+}
+inline void PrintTo(Side v, std::ostream* os) { *os << ToString(v); }
+inline void PrintTo(MarketStatus v, std::ostream* os) { *os << ToString(v); }
+inline void PrintTo(RejectReason v, std::ostream* os) { *os << ToString(v); }
+inline void PrintTo(ExpireReason v, std::ostream* os) { *os << ToString(v); }
+}  // namespace engine
+namespace marketdata {
+inline void PrintTo(const Level& l, std::ostream* os) {
+  *os << "{" << l.price.value << " x " << l.qty.value << "}";
+}
+inline void PrintTo(OrderStatus v, std::ostream* os) { *os << ToString(v); }
+inline void PrintTo(ExecType v, std::ostream* os) { *os << ToString(v); }
+}  // namespace marketdata
+}  // namespace mb
+
+namespace mb::marketdata {
+namespace {
+
+using engine::Balance;
+using engine::CancelAll;
+using engine::CancelOrder;
+using engine::Command;
+using engine::Deposit;
+using engine::Engine;
+using engine::EngineConfig;
+using engine::Event;
+using engine::EventBuffer;
+using engine::MarketStatus;
+using engine::OrderType;
+using engine::OrderView;
+using engine::PlaceOrder;
+using engine::RejectReason;
+using engine::Side;
+using engine::StpMode;
+using engine::TimeInForce;
+using engine::Withdraw;
+
+constexpr AssetId kUsdt{0};
+constexpr AssetId kBtc{1};
+constexpr AssetId kEth{2};
+constexpr std::size_t kAssets = 3;
+// npt 1: p ticks x q lots cost p·q USDT units; a lot is 10^4 BTC units.
+constexpr MarketId kBtcUsdt{0};
+// npt 100; a lot is 10^6 ETH units.
+constexpr MarketId kEthUsdt{1};
+constexpr std::size_t kMarkets = 2;
+
+constexpr AccountId kFee{0};
+constexpr AccountId kAlice{1};
+constexpr AccountId kBob{2};
+constexpr uint32_t kMaxAccounts = 10;  // traders 1..8; 9 never trades
+constexpr uint32_t kTraders = 8;
+
+constexpr std::size_t kAll = std::numeric_limits<std::size_t>::max();
+constexpr int64_t kMs = 1'000'000;  // ns
+constexpr int64_t kSec = 1'000 * kMs;
+// 2024-01-01T00:00:00Z, a whole day (and hour, minute) since the epoch.
+constexpr int64_t kDay0Ms = 1'704'067'200'000;
+constexpr int64_t kDay0 = kDay0Ms * kMs;
+
+EngineConfig MakeConfig() {
+  EngineConfig c;
+  c.assets = {{"USDT", 6}, {"BTC", 8}, {"ETH", 8}};
+  engine::MarketSpec btc;
+  btc.symbol = "BTCUSDT";
+  btc.base = kBtc;
+  btc.quote = kUsdt;
+  btc.tick_units = 10'000;  // 0.01 USDT
+  btc.lot_units = 10'000;   // 0.0001 BTC
+  btc.min_qty = Qty{1};
+  btc.max_qty = Qty{10'000};
+  btc.max_price = Price{10'000'000};
+  btc.min_notional = Amount{100};
+  btc.maker_fee_bps = 10;
+  btc.taker_fee_bps = 20;
+  engine::MarketSpec eth;
+  eth.symbol = "ETHUSDT";
+  eth.base = kEth;
+  eth.quote = kUsdt;
+  eth.tick_units = 10'000;    // 0.01 USDT
+  eth.lot_units = 1'000'000;  // 0.01 ETH
+  eth.min_qty = Qty{1};
+  eth.max_qty = Qty{10'000};
+  eth.max_price = Price{10'000'000};
+  eth.min_notional = Amount{10'000};
+  eth.maker_fee_bps = 7;
+  eth.taker_fee_bps = 15;
+  c.markets = {btc, eth};
+  c.max_accounts = kMaxAccounts;
+  c.fee_account = kFee;
+  c.expected_open_orders = 256;
+  c.client_id_memory = 64;
+  Status s = c.Validate();
+  EXPECT_TRUE(s.ok()) << s.message();
+  return c;
+}
+
+ReadSideOptions Unbounded() {
+  ReadSideOptions o;
+  o.max_depth_levels = kAll;
+  o.recent_trades = 50;
+  o.klines_per_interval = 1 << 20;
+  o.history_orders = 1 << 20;
+  o.history_trades = 1 << 20;
+  return o;
+}
+
+// ---- commands ---------------------------------------------------------------
+
+Command Place(int64_t ts, AccountId a, MarketId m, Side side, OrderType type, TimeInForce tif,
+              int64_t price, int64_t qty, std::string_view cid = "", StpMode stp = StpMode::kNone,
+              int64_t quote_qty = 0) {
+  PlaceOrder p;
+  p.account = a;
+  p.market = m;
+  p.side = side;
+  p.type = type;
+  p.tif = tif;
+  p.stp = stp;
+  p.price = Price{price};
+  p.qty = Qty{qty};
+  p.quote_qty = Amount{quote_qty};
+  p.client_order_id = ClientOrderId::From(cid);
+  return Command{ts, p};
+}
+
+Command Limit(int64_t ts, AccountId a, Side side, int64_t price, int64_t qty,
+              TimeInForce tif = TimeInForce::kGtc, std::string_view cid = "") {
+  return Place(ts, a, kBtcUsdt, side, OrderType::kLimit, tif, price, qty, cid);
+}
+
+Command Cancel(int64_t ts, AccountId a, MarketId m, OrderId id, std::string_view cid = "") {
+  return Command{ts, CancelOrder{a, m, id, ClientOrderId::From(cid)}};
+}
+
+Command Amend(int64_t ts, AccountId a, MarketId m, OrderId id, int64_t price, int64_t qty) {
+  engine::AmendOrder x;
+  x.account = a;
+  x.market = m;
+  x.order_id = id;
+  x.new_price = Price{price};
+  x.new_qty = Qty{qty};
+  return Command{ts, x};
+}
+
+Command Fund(int64_t ts, AccountId a, AssetId asset, int64_t amount, std::string_view ref) {
+  return Command{ts, Deposit{a, asset, Amount{amount}, TransferRef::From(ref)}};
+}
+
+Command Take(int64_t ts, AccountId a, AssetId asset, int64_t amount, std::string_view ref) {
+  return Command{ts, Withdraw{a, asset, Amount{amount}, TransferRef::From(ref)}};
+}
+
+// An engine and a read side fed with its events, one Flush() per batch.
+struct Harness {
+  explicit Harness(ReadSideOptions options = Unbounded())
+      : config(MakeConfig()), engine(config), rs(config, options) {}
+
+  void Process(const Command& c) { engine.Process(c, &events); }
+  const BatchOutput& Flush() {
+    rs.Apply(events, &out);
+    batch = events;
+    events.clear();
+    return out;
+  }
+  const BatchOutput& Run(const std::vector<Command>& commands) {
+    for (const Command& c : commands) Process(c);
+    return Flush();
+  }
+  // The events of the last batch of one type.
+  template <class T>
+  std::vector<T> Batch() const {
+    std::vector<T> v;
+    for (const Event& e : batch) {
+      if (const T* x = std::get_if<T>(&e.body)) v.push_back(*x);
+    }
+    return v;
+  }
+
+  EngineConfig config;
+  Engine engine;
+  ReadSide rs;
+  EventBuffer events;
+  EventBuffer batch;
+  BatchOutput out;
+};
+
+const AccountUpdate* FindUpdate(const BatchOutput& out, AccountId a) {
+  for (const AccountUpdate& u : out.accounts) {
+    if (u.account == a) return &u;
+  }
+  return nullptr;
+}
+
+std::vector<ExecType> Types(const AccountUpdate* u) {
+  std::vector<ExecType> v;
+  if (u == nullptr) return v;
+  for (const ExecutionReport& r : u->reports) v.push_back(r.type);
+  return v;
+}
+
+// ---- random commands ----------------------------------------------------------
+
+// splitmix64: small, and the same stream on every platform.
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) : s_(seed) {}
+  uint64_t Next() {
+    uint64_t z = (s_ += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  uint64_t Below(uint64_t n) { return Next() % n; }
+  int64_t Between(int64_t lo, int64_t hi) {
+    return lo + static_cast<int64_t>(Below(static_cast<uint64_t>(hi - lo) + 1));
+  }
+  bool Percent(uint64_t p) { return Below(100) < p; }
+
+ private:
+  uint64_t s_;
+};
+
+// Commands of every kind against the engine's current state: limit orders of
+// all time-in-force values and post-only, market orders by quantity and by
+// quote amount, self-trade prevention, client ids (some reused), cancels by id
+// and client id, cancel-all, amends of price and quantity, deposits,
+// withdrawals (some over the balance), market halts; ~10% are rejected.
+class Generator {
+ public:
+  Generator(uint64_t seed, const Engine* engine) : rng_(seed), engine_(engine) {}
+
+  std::vector<Command> Funding() {
+    std::vector<Command> v;
+    for (uint32_t a = 1; a <= kTraders; ++a) {
+      v.push_back(Fund(Tick(), AccountId{a}, kUsdt, 50'000'000, "f-usdt-" + std::to_string(a)));
+      v.push_back(Fund(Tick(), AccountId{a}, kBtc, 3'000'000, "f-btc-" + std::to_string(a)));
+      v.push_back(Fund(Tick(), AccountId{a}, kEth, 300'000'000, "f-eth-" + std::to_string(a)));
+    }
+    return v;
+  }
+
+  Command Next() {
+    const int64_t ts = Tick();
+    AccountId a{static_cast<uint32_t>(1 + rng_.Below(kTraders))};
+    if (rng_.Percent(2)) a = rng_.Percent(50) ? kFee : AccountId{kMaxAccounts};  // refused
+    const MarketId m{static_cast<uint16_t>(rng_.Below(kMarkets))};
+    const int64_t center = m == kBtcUsdt ? 1000 : 2000;
+    // A halted or cancel-only market trades again after ~10 commands.
+    if (engine_->market_status(m) != MarketStatus::kTrading && rng_.Percent(10)) {
+      return Command{ts, engine::SetMarketStatus{m, MarketStatus::kTrading}};
+    }
+    const uint64_t r = rng_.Below(1000);
+    if (r < 450) return PlaceLimit(ts, a, m, center);
+    if (r < 530) {
+      const Side side = rng_.Percent(50) ? Side::kBuy : Side::kSell;
+      if (rng_.Percent(50)) {
+        return Place(ts, a, m, side, OrderType::kMarket, TimeInForce::kIoc, 0, rng_.Between(1, 40),
+                     Cid(a), Stp());
+      }
+      const int64_t max_quote = m == kBtcUsdt ? 60'000 : 6'000'000;
+      return Place(ts, a, m, side, OrderType::kMarket, TimeInForce::kIoc, 0, 0, Cid(a), Stp(),
+                   rng_.Between(m == kBtcUsdt ? 100 : 10'000, max_quote));
+    }
+    if (r < 710) {
+      // Cancels and amends target open orders; without one, most become
+      // placements and a few go to an unknown id.
+      std::vector<OrderView> open = OpenOf(a, m);
+      if (open.empty() && !rng_.Percent(10)) return PlaceLimit(ts, a, m, center);
+      if (r >= 680) return Command{ts, CancelAll{a, m}};
+      const auto& cids = cids_[Raw(a) % kMaxAccounts];
+      if (!cids.empty() && rng_.Percent(15)) {
+        return Cancel(ts, a, m, OrderId{0}, cids[rng_.Below(cids.size())]);
+      }
+      if (open.empty()) return Cancel(ts, a, m, OrderId{rng_.Below(100'000) + 1});
+      return Cancel(ts, a, m, open[rng_.Below(open.size())].id);
+    }
+    if (r < 880) {
+      std::vector<OrderView> open = OpenOf(a, m);
+      if (open.empty() && !rng_.Percent(10)) return PlaceLimit(ts, a, m, center);
+      if (open.empty()) return Amend(ts, a, m, OrderId{rng_.Below(100'000) + 1}, center, 5);
+      const OrderView& o = open[rng_.Below(open.size())];
+      int64_t price = 0;
+      int64_t qty = 0;
+      if (rng_.Percent(60)) price = std::max<int64_t>(1, o.price.value + rng_.Between(-8, 8));
+      if (rng_.Percent(60)) qty = rng_.Between(1, 40);
+      return Amend(ts, a, m, o.id, price, qty);
+    }
+    const AssetId asset{static_cast<uint16_t>(rng_.Below(kAssets))};
+    const int64_t max_amount = asset == kUsdt  ? 20'000'000
+                               : asset == kBtc ? 1'000'000
+                                               : 100'000'000;
+    if (r < 940) {
+      // A few references repeat: duplicate transfers are refused.
+      const uint64_t ref = rng_.Percent(5) && next_ref_ > 0 ? rng_.Below(next_ref_) : next_ref_++;
+      return Fund(ts, a, asset, rng_.Between(1, max_amount), "d" + std::to_string(ref));
+    }
+    if (r < 995) {
+      return Take(ts, a, asset, rng_.Between(1, max_amount), "w" + std::to_string(next_ref_++));
+    }
+    return Command{ts, engine::SetMarketStatus{m, rng_.Percent(50) ? MarketStatus::kHalted
+                                                                   : MarketStatus::kCancelOnly}};
+  }
+
+  std::size_t BatchSize() { return 1 + rng_.Below(8); }
+  int64_t now_ns() const { return ts_; }
+
+ private:
+  Command PlaceLimit(int64_t ts, AccountId a, MarketId m, int64_t center) {
+    const Side side = rng_.Percent(50) ? Side::kBuy : Side::kSell;
+    const int64_t off = rng_.Between(-5, 20);
+    const int64_t price = side == Side::kBuy ? center - off : center + off;
+    OrderType type = OrderType::kLimit;
+    TimeInForce tif = TimeInForce::kGtc;
+    if (rng_.Percent(10)) {
+      type = OrderType::kLimitMaker;
+    } else if (const uint64_t t = rng_.Below(100); t >= 70) {
+      tif = t < 90 ? TimeInForce::kIoc : TimeInForce::kFok;
+    }
+    return Place(ts, a, m, side, type, tif, price, rng_.Between(1, 30), Cid(a), Stp());
+  }
+
+  // Time moves 0..20 s per command: candles of every interval close.
+  int64_t Tick() {
+    ts_ += rng_.Between(0, 20'000) * kMs + rng_.Between(0, 999'999);
+    return ts_;
+  }
+
+  StpMode Stp() {
+    return rng_.Percent(70) ? StpMode::kNone : static_cast<StpMode>(1 + rng_.Below(3));
+  }
+
+  std::string Cid(AccountId a) {
+    std::vector<std::string>& cids = cids_[Raw(a) % kMaxAccounts];
+    if (!cids.empty() && rng_.Percent(3)) return cids[rng_.Below(cids.size())];
+    if (!rng_.Percent(40)) return {};
+    cids.push_back("c" + std::to_string(next_cid_++));
+    return cids.back();
+  }
+
+  std::vector<OrderView> OpenOf(AccountId a, MarketId m) const {
+    std::vector<OrderView> v;
+    for (Side s : {Side::kBuy, Side::kSell}) {
+      for (const OrderView& o : engine_->Orders(m, s)) {
+        if (o.account == a) v.push_back(o);
+      }
+    }
+    return v;
+  }
+
+  Rng rng_;
+  const Engine* engine_;
+  int64_t ts_ = kDay0 + 7 * kSec;
+  uint64_t next_cid_ = 0;
+  uint64_t next_ref_ = 0;
+  std::vector<std::string> cids_[kMaxAccounts];
+};
+
+// ---- agreement with the engine ---------------------------------------------------
+
+// Balances of every account, book levels and open orders of every market, and
+// market states: the read side (built from events only) against the engine.
+void ExpectAgrees(const Engine& engine, const ReadSide& rs) {
+  for (uint32_t a = 0; a < kMaxAccounts; ++a) {
+    const AccountId account{a};
+    const std::vector<BalanceRow> rows = rs.Balances(account);
+    ASSERT_EQ(rows.size(), kAssets);
+    for (uint16_t s = 0; s < kAssets; ++s) {
+      const Balance want = engine.balance(account, AssetId{s});
+      ASSERT_EQ(rs.balance(account, AssetId{s}), want) << "account " << a << " asset " << s;
+      ASSERT_EQ(rows[s].asset, AssetId{s});
+      ASSERT_EQ(rows[s].available, want.available);
+      ASSERT_EQ(rows[s].locked, want.locked);
+    }
+  }
+  for (uint16_t mi = 0; mi < kMarkets; ++mi) {
+    const MarketId m{mi};
+    auto snap = rs.Snapshot(m);
+    ASSERT_NE(snap, nullptr);
+    ASSERT_EQ(snap->market, m);
+    ASSERT_EQ(snap->status, engine.market_status(m)) << "market " << mi;
+    for (Side side : {Side::kBuy, Side::kSell}) {
+      const std::vector<engine::LevelView> depth = engine.Depth(m, side, kAll);
+      const std::vector<Level>& levels = side == Side::kBuy ? snap->bids : snap->asks;
+      ASSERT_EQ(levels.size(), depth.size()) << "market " << mi << " " << ToString(side);
+      for (std::size_t i = 0; i < depth.size(); ++i) {
+        ASSERT_EQ(levels[i], (Level{depth[i].price, depth[i].qty}))
+            << "market " << mi << " " << ToString(side) << " level " << i;
+      }
+    }
+    std::map<uint64_t, OrderView> open;
+    for (Side side : {Side::kBuy, Side::kSell}) {
+      for (const OrderView& o : engine.Orders(m, side)) open.emplace(Raw(o.id), o);
+    }
+    std::size_t seen = 0;
+    for (uint32_t a = 0; a < kMaxAccounts; ++a) {
+      for (const OrderRecord& r : rs.OpenOrders(AccountId{a}, m)) {
+        auto it = open.find(Raw(r.id));
+        ASSERT_NE(it, open.end()) << "order " << Raw(r.id) << " is not open in the engine";
+        const OrderView& o = it->second;
+        ASSERT_EQ(r.account, o.account);
+        ASSERT_EQ(r.market, m);
+        ASSERT_EQ(r.side, o.side);
+        ASSERT_EQ(r.type, o.type);
+        ASSERT_EQ(r.tif, o.tif);
+        ASSERT_EQ(r.stp, o.stp);
+        ASSERT_EQ(r.price, o.price) << "order " << Raw(r.id);
+        ASSERT_EQ(r.qty, o.qty) << "order " << Raw(r.id);
+        ASSERT_EQ(r.remaining, o.remaining) << "order " << Raw(r.id);
+        ASSERT_EQ(r.executed, o.qty - o.remaining) << "order " << Raw(r.id);
+        ASSERT_EQ(r.status,
+                  r.executed.value == 0 ? OrderStatus::kNew : OrderStatus::kPartiallyFilled);
+        ASSERT_EQ(r.time_ns, o.created_ns);
+        ASSERT_TRUE(r.working);
+        ++seen;
+      }
+    }
+    ASSERT_EQ(seen, open.size()) << "market " << mi;
+  }
+  std::size_t all_open = 0;
+  for (uint32_t a = 0; a < kMaxAccounts; ++a) {
+    all_open += rs.OpenOrders(AccountId{a}, std::nullopt).size();
+  }
+  ASSERT_EQ(all_open, engine.open_orders());
+}
+
+// Books rebuilt from the depth diffs alone.
+struct DiffBooks {
+  void Init(const ReadSide& rs) {
+    for (uint16_t m = 0; m < kMarkets; ++m) {
+      auto snap = rs.Snapshot(MarketId{m});
+      ids[m] = snap->last_update_id;
+      for (const Level& l : snap->bids) book[m][0][l.price.value] = l.qty.value;
+      for (const Level& l : snap->asks) book[m][1][l.price.value] = l.qty.value;
+    }
+  }
+
+  // One batch: ids strictly +1 for a market whose book changed, unchanged
+  // otherwise; diffs sorted best first; the books equal the snapshots.
+  void Apply(const BatchOutput& out, const ReadSide& rs) {
+    bool changed[kMarkets] = {};
+    for (const DepthDiff& d : out.depth) {
+      const auto m = Raw(d.market);
+      ASSERT_LT(m, kMarkets);
+      ASSERT_FALSE(changed[m]) << "two diffs for one market in one batch";
+      changed[m] = true;
+      ASSERT_EQ(d.first_update_id, ids[m] + 1);
+      ASSERT_EQ(d.last_update_id, d.first_update_id);
+      ASSERT_FALSE(d.bids.empty() && d.asks.empty());
+      ids[m] = d.last_update_id;
+      for (std::size_t i = 1; i < d.bids.size(); ++i)
+        ASSERT_GT(d.bids[i - 1].price, d.bids[i].price);
+      for (std::size_t i = 1; i < d.asks.size(); ++i)
+        ASSERT_LT(d.asks[i - 1].price, d.asks[i].price);
+      for (int s = 0; s < 2; ++s) {
+        for (const Level& l : s == 0 ? d.bids : d.asks) {
+          auto& side = book[m][s];
+          // A diff names only levels whose total changed.
+          const auto it = side.find(l.price.value);
+          ASSERT_NE(it == side.end() ? 0 : it->second, l.qty.value);
+          if (l.qty.value == 0) {
+            side.erase(l.price.value);
+          } else {
+            side[l.price.value] = l.qty.value;
+          }
+        }
+      }
+    }
+    for (uint16_t m = 0; m < kMarkets; ++m) {
+      auto snap = rs.Snapshot(MarketId{m});
+      ASSERT_EQ(snap->last_update_id, ids[m]) << "market " << m;
+      std::vector<Level> bids;
+      std::vector<Level> asks;
+      for (auto it = book[m][0].rbegin(); it != book[m][0].rend(); ++it) {
+        bids.push_back(Level{Price{it->first}, Qty{it->second}});
+      }
+      for (const auto& [p, q] : book[m][1]) asks.push_back(Level{Price{p}, Qty{q}});
+      ASSERT_EQ(snap->bids, bids) << "market " << m;
+      ASSERT_EQ(snap->asks, asks) << "market " << m;
+    }
+  }
+
+  uint64_t ids[kMarkets] = {};
+  std::map<int64_t, int64_t> book[kMarkets][2];
+};
+
+// What the test derives from the events by itself, for the end-of-run checks.
+struct Reference {
+  struct Order {
+    AccountId account{};
+    MarketId market{};
+    OrderStatus status = OrderStatus::kNew;
+    Qty executed{};
+    Amount cumulative_quote{};
+  };
+
+  void Add(std::span<const Event> events) {
+    for (const Event& e : events) {
+      if (const auto* a = std::get_if<engine::OrderAccepted>(&e.body)) {
+        orders[Raw(a->order_id)] = Order{a->account, a->market};
+        if (!a->client_order_id.empty()) {
+          cids[{Raw(a->account), Raw(a->market), std::string(a->client_order_id.view())}] =
+              Raw(a->order_id);
+        }
+      } else if (const auto* t = std::get_if<engine::Trade>(&e.body)) {
+        for (bool maker : {true, false}) {
+          Order& o = orders.at(Raw(maker ? t->maker_order_id : t->taker_order_id));
+          o.executed += t->qty;
+          o.cumulative_quote += t->notional;
+          o.status = (maker ? t->maker_filled : t->taker_filled) ? OrderStatus::kFilled
+                                                                 : OrderStatus::kPartiallyFilled;
+          fills[{Raw(maker ? t->maker_account : t->taker_account), Raw(t->market)}].push_back(
+              Raw(t->trade_id));
+        }
+        TradeRow row;
+        row.id = t->trade_id;
+        row.market = t->market;
+        row.price = t->price;
+        row.qty = t->qty;
+        row.base_qty = t->base_qty;
+        row.notional = t->notional;
+        row.time_ns = e.timestamp_ns;
+        row.buyer_is_maker = t->taker_side == Side::kSell;
+        trades[Raw(t->market)].push_back(row);
+      } else if (const auto* c = std::get_if<engine::OrderCanceled>(&e.body)) {
+        orders.at(Raw(c->order_id)).status = OrderStatus::kCanceled;
+      } else if (const auto* x = std::get_if<engine::OrderExpired>(&e.body)) {
+        orders.at(Raw(x->order_id)).status = OrderStatus::kExpired;
+      }
+    }
+  }
+
+  std::map<uint64_t, Order> orders;
+  std::map<std::tuple<uint32_t, uint16_t, std::string>, uint64_t> cids;
+  std::map<std::pair<uint32_t, uint16_t>, std::vector<uint64_t>> fills;  // trade ids
+  std::vector<TradeRow> trades[kMarkets];
+};
+
+// Klines computed the obvious way from a market's trades.
+std::vector<Kline> ReferenceKlines(const std::vector<TradeRow>& trades, int64_t interval_ms) {
+  std::vector<Kline> out;
+  for (const TradeRow& t : trades) {
+    const int64_t open = t.time_ns / kMs / interval_ms * interval_ms;
+    if (out.empty() || out.back().open_time_ms != open) {
+      Kline k;
+      k.open_time_ms = open;
+      k.open = k.high = k.low = t.price;
+      k.first_trade = t.id;
+      out.push_back(k);
+    }
+    Kline& k = out.back();
+    k.high = std::max(k.high, t.price);
+    k.low = std::min(k.low, t.price);
+    k.close = t.price;
+    k.volume += t.qty;
+    k.base_volume += t.base_qty;
+    k.quote_volume += t.notional;
+    if (!t.buyer_is_maker) {
+      k.taker_buy_base += t.base_qty;
+      k.taker_buy_quote += t.notional;
+    }
+    ++k.trades;
+    k.last_trade = t.id;
+  }
+  return out;
+}
+
+void ExpectKline(const Kline& got, const Kline& want) {
+  EXPECT_EQ(got.open_time_ms, want.open_time_ms);
+  EXPECT_EQ(got.open, want.open);
+  EXPECT_EQ(got.high, want.high);
+  EXPECT_EQ(got.low, want.low);
+  EXPECT_EQ(got.close, want.close);
+  EXPECT_EQ(got.volume, want.volume);
+  EXPECT_EQ(got.base_volume, want.base_volume);
+  EXPECT_EQ(got.quote_volume, want.quote_volume);
+  EXPECT_EQ(got.taker_buy_base, want.taker_buy_base);
+  EXPECT_EQ(got.taker_buy_quote, want.taker_buy_quote);
+  EXPECT_EQ(got.trades, want.trades);
+  EXPECT_EQ(got.first_trade, want.first_trade);
+  EXPECT_EQ(got.last_trade, want.last_trade);
+}
+
+// Per batch: trades in order, every changed balance reported with its value
+// after the batch, reports in event order.
+void ExpectBatchOutput(const Harness& h, const std::vector<Balance>& before) {
+  const BatchOutput& out = h.out;
+  ASSERT_FALSE(h.batch.empty());
+  ASSERT_EQ(out.first_seq, h.batch.front().seq);
+  ASSERT_EQ(out.last_seq, h.batch.back().seq);
+  ASSERT_EQ(out.time_ns, h.batch.back().timestamp_ns);
+  ASSERT_EQ(h.rs.applied_seq(), Raw(h.batch.back().seq));
+  const std::vector<engine::Trade> trades = h.Batch<engine::Trade>();
+  ASSERT_EQ(out.trades.size(), trades.size());
+  for (std::size_t i = 0; i < trades.size(); ++i) {
+    const TradeRow& r = out.trades[i];
+    const engine::Trade& t = trades[i];
+    ASSERT_EQ(r.id, t.trade_id);
+    ASSERT_EQ(r.market, t.market);
+    ASSERT_EQ(r.price, t.price);
+    ASSERT_EQ(r.qty, t.qty);
+    ASSERT_EQ(r.notional, t.notional);
+    ASSERT_EQ(r.buyer_is_maker, t.taker_side == Side::kSell);
+    ASSERT_EQ(r.buy_order, t.taker_side == Side::kBuy ? t.taker_order_id : t.maker_order_id);
+    ASSERT_EQ(r.sell_order, t.taker_side == Side::kBuy ? t.maker_order_id : t.taker_order_id);
+  }
+  for (std::size_t i = 0; i < out.accounts.size(); ++i) {
+    const AccountUpdate& u = out.accounts[i];
+    for (std::size_t j = 0; j < i; ++j) ASSERT_NE(out.accounts[j].account, u.account);
+    for (std::size_t j = 1; j < u.reports.size(); ++j) {
+      ASSERT_LE(Raw(u.reports[j - 1].seq), Raw(u.reports[j].seq));
+    }
+    for (const ExecutionReport& r : u.reports) {
+      ASSERT_EQ(r.order.account, u.account);
+      ASSERT_EQ(r.fill.has_value(), r.type == ExecType::kTrade);
+      if (r.fill) {
+        ASSERT_EQ(r.fill->order_id, r.order.id);
+      }
+    }
+    for (const BalanceRow& b : u.balances) {
+      ASSERT_EQ(h.engine.balance(u.account, b.asset), (Balance{b.available, b.locked}));
+    }
+  }
+  for (uint32_t a = 0; a < kMaxAccounts; ++a) {
+    for (uint16_t s = 0; s < kAssets; ++s) {
+      if (h.engine.balance(AccountId{a}, AssetId{s}) == before[a * kAssets + s]) continue;
+      const AccountUpdate* u = FindUpdate(out, AccountId{a});
+      ASSERT_NE(u, nullptr) << "account " << a << " changed but is not in the batch output";
+      bool listed = false;
+      for (const BalanceRow& b : u->balances) listed = listed || b.asset == AssetId{s};
+      ASSERT_TRUE(listed) << "account " << a << " asset " << s;
+    }
+  }
+}
+
+std::vector<Balance> AllBalances(const Engine& engine) {
+  std::vector<Balance> v;
+  for (uint32_t a = 0; a < kMaxAccounts; ++a) {
+    for (uint16_t s = 0; s < kAssets; ++s) v.push_back(engine.balance(AccountId{a}, AssetId{s}));
+  }
+  return v;
+}
+
+// End of a run: order history, client ids, fills, recent trades, klines and
+// the ticker against what the events say.
+void ExpectHistory(const Harness& h, const Reference& ref, int64_t now_ns) {
+  for (uint32_t a = 0; a < kMaxAccounts; ++a) {
+    for (uint16_t mi = 0; mi < kMarkets; ++mi) {
+      const AccountId account{a};
+      const MarketId m{mi};
+      std::vector<uint64_t> want;
+      for (const auto& [id, o] : ref.orders) {
+        if (o.account == account && o.market == m) want.push_back(id);
+      }
+      const std::vector<OrderRecord> all = h.rs.AllOrders(account, m, 0, 0, 0, kAll);
+      ASSERT_EQ(all.size(), want.size()) << "account " << a << " market " << mi;
+      for (std::size_t i = 0; i < all.size(); ++i) {
+        const OrderRecord& r = all[i];
+        const Reference::Order& o = ref.orders.at(want[i]);
+        ASSERT_EQ(Raw(r.id), want[i]);
+        ASSERT_EQ(r.status, o.status) << "order " << want[i];
+        ASSERT_EQ(r.executed, o.executed) << "order " << want[i];
+        ASSERT_EQ(r.cumulative_quote, o.cumulative_quote) << "order " << want[i];
+        if (r.status == OrderStatus::kFilled && r.quote_qty.value == 0) {
+          ASSERT_EQ(r.executed, r.qty);
+        }
+        ASSERT_EQ(r.working,
+                  r.status == OrderStatus::kNew || r.status == OrderStatus::kPartiallyFilled);
+        auto found = h.rs.FindOrder(account, m, r.id);
+        ASSERT_TRUE(found.has_value());
+        ASSERT_EQ(found->status, r.status);
+        ASSERT_FALSE(
+            h.rs.FindOrder(account, MarketId{static_cast<uint16_t>(1 - mi)}, r.id).has_value());
+      }
+      const std::vector<Fill> fills = h.rs.MyTrades(account, m, 0, 0, 0, 0, kAll);
+      auto it = ref.fills.find({a, mi});
+      const std::size_t n = it == ref.fills.end() ? 0 : it->second.size();
+      ASSERT_EQ(fills.size(), n);
+      for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(Raw(fills[i].trade_id), it->second[i]);
+    }
+  }
+  for (const auto& [key, id] : ref.cids) {
+    const auto& [a, m, cid] = key;
+    auto r = h.rs.FindOrderByClientId(AccountId{a}, MarketId{m}, cid);
+    ASSERT_TRUE(r.has_value()) << cid;
+    ASSERT_EQ(Raw(r->id), id) << cid;
+    ASSERT_EQ(r->client_order_id.view(), cid);
+  }
+  for (uint16_t mi = 0; mi < kMarkets; ++mi) {
+    auto snap = h.rs.Snapshot(MarketId{mi});
+    const std::vector<TradeRow>& trades = ref.trades[mi];
+    ASSERT_GT(trades.size(), 50u) << "the run should trade";
+    const std::vector<TradeRow> recent = snap->RecentTrades(50);
+    ASSERT_EQ(recent.size(), 50u);
+    for (std::size_t i = 0; i < 50; ++i) {
+      const TradeRow& want = trades[trades.size() - 50 + i];
+      ASSERT_EQ(recent[i].id, want.id);
+      ASSERT_EQ(recent[i].price, want.price);
+      ASSERT_EQ(recent[i].qty, want.qty);
+      ASSERT_EQ(recent[i].time_ns, want.time_ns);
+    }
+    for (KlineInterval iv :
+         {KlineInterval::k1m, KlineInterval::k5m, KlineInterval::k1h, KlineInterval::k1d}) {
+      const std::vector<Kline> want = ReferenceKlines(trades, IntervalMs(iv));
+      const std::vector<Kline> got = snap->Klines(iv, 0, 0, kAll);
+      ASSERT_EQ(got.size(), want.size()) << ToString(iv);
+      for (std::size_t i = 0; i < got.size(); ++i) {
+        SCOPED_TRACE(std::string(ToString(iv)) + " candle " + std::to_string(i));
+        ExpectKline(got[i], want[i]);
+      }
+    }
+    // The ticker: the 1m candles opened in the last 24 h.
+    const int64_t now_ms = now_ns / kMs;
+    Ticker24h want;
+    for (const Kline& k : ReferenceKlines(trades, 60'000)) {
+      if (k.open_time_ms < now_ms - 86'400'000) continue;
+      if (!want.any_trade) {
+        want.any_trade = true;
+        want.open = k.open;
+        want.high = k.high;
+        want.low = k.low;
+        want.first_trade = k.first_trade;
+      }
+      want.high = std::max(want.high, k.high);
+      want.low = std::min(want.low, k.low);
+      want.last = k.close;
+      want.base_volume += k.base_volume;
+      want.quote_volume += k.quote_volume;
+      want.trades += k.trades;
+      want.last_trade = k.last_trade;
+    }
+    const Ticker24h got = snap->Ticker(now_ms);
+    ASSERT_TRUE(want.any_trade);
+    EXPECT_TRUE(got.any_trade);
+    EXPECT_EQ(got.open, want.open);
+    EXPECT_EQ(got.high, want.high);
+    EXPECT_EQ(got.low, want.low);
+    EXPECT_EQ(got.last, want.last);
+    EXPECT_EQ(got.last_qty, trades.back().qty);
+    EXPECT_EQ(got.base_volume, want.base_volume);
+    EXPECT_EQ(got.quote_volume, want.quote_volume);
+    EXPECT_EQ(got.trades, want.trades);
+    EXPECT_EQ(got.first_trade, want.first_trade);
+    EXPECT_EQ(got.last_trade, want.last_trade);
+  }
+}
+
+// The key property, one seed: after every batch the read side equals the
+// engine; its outputs and history equal what the events say.
+void RunAgainstEngine(uint64_t seed, std::size_t commands) {
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  Harness h;
+  Generator gen(seed, &h.engine);
+  Reference ref;
+  DiffBooks books;
+  books.Init(h.rs);
+  h.Run(gen.Funding());
+  ref.Add(h.batch);
+  ASSERT_NO_FATAL_FAILURE(ExpectAgrees(h.engine, h.rs));
+  std::size_t done = 0;
+  std::size_t batches = 0;
+  std::size_t trades = 0;
+  std::size_t rejected = 0;
+  std::size_t amends = 0;
+  std::size_t stp = 0;
+  std::size_t kept_priority = 0;
+  std::size_t amended_takers = 0;  // trades whose taker is an order amended just before
+  std::size_t by_quote = 0;
+  while (done < commands) {
+    const std::vector<Balance> before = AllBalances(h.engine);
+    const std::size_t n = gen.BatchSize();
+    for (std::size_t i = 0; i < n; ++i) h.Process(gen.Next());
+    done += n;
+    const BatchOutput& out = h.Flush();
+    ++batches;
+    ref.Add(h.batch);
+    trades += out.trades.size();
+    rejected += h.Batch<engine::Rejected>().size();
+    amends += h.Batch<engine::OrderAmended>().size();
+    std::optional<OrderId> amended;
+    for (const Event& e : h.batch) {
+      if (const auto* x = std::get_if<engine::OrderAmended>(&e.body)) {
+        kept_priority += x->keeps_priority ? 1u : 0u;
+        amended = x->order_id;
+      } else if (const auto* t = std::get_if<engine::Trade>(&e.body)) {
+        amended_takers += amended == t->taker_order_id ? 1u : 0u;
+      } else if (const auto* a = std::get_if<engine::OrderAccepted>(&e.body)) {
+        by_quote += a->quote_qty.value != 0 ? 1u : 0u;
+      }
+    }
+    for (const auto& x : h.Batch<engine::OrderExpired>()) {
+      stp += x.reason == engine::ExpireReason::kSelfTradePrevention ? 1 : 0;
+    }
+    SCOPED_TRACE("batch " + std::to_string(batches));
+    ASSERT_TRUE(h.engine.CheckInvariants().ok());
+    ASSERT_NO_FATAL_FAILURE(ExpectAgrees(h.engine, h.rs));
+    ASSERT_NO_FATAL_FAILURE(books.Apply(out, h.rs));
+    ASSERT_NO_FATAL_FAILURE(ExpectBatchOutput(h, before));
+  }
+  // The stream must have exercised what it claims to.
+  EXPECT_GT(trades, commands / 10);
+  EXPECT_GT(rejected, commands / 50);
+  EXPECT_GT(amends, commands / 20);
+  EXPECT_GT(stp, 0u);
+  EXPECT_GT(kept_priority, 0u);
+  EXPECT_GT(amended_takers, 0u);
+  EXPECT_GT(by_quote, 0u);
+  ASSERT_NO_FATAL_FAILURE(ExpectHistory(h, ref, gen.now_ns()));
+}
+
+TEST(ReadSideEngineTest, AgreesWithEngineAfterEveryBatch) {
+  for (uint64_t seed : {1u, 2u, 3u, 4u, 5u}) {
+    ASSERT_NO_FATAL_FAILURE(RunAgainstEngine(seed, 4000));
+  }
+}
+
+// A read side bootstrapped from an image taken mid-run, then fed the same
+// batches, agrees with the engine and with a read side that saw everything.
+TEST(ReadSideEngineTest, BootstrapMidRunThenContinue) {
+  for (uint64_t seed : {11u, 12u}) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    Harness h;
+    Generator gen(seed, &h.engine);
+    h.Run(gen.Funding());
+    for (int b = 0; b < 300; ++b) {
+      const std::size_t n = gen.BatchSize();
+      for (std::size_t i = 0; i < n; ++i) h.Process(gen.Next());
+      h.Flush();
+    }
+    const engine::EngineImage image = h.engine.ExportImage();
+    ASSERT_GT(image.orders.size(), 5u);
+    const uint64_t last = Raw(image.last_sequence);
+    ReadSide boot(h.config, Unbounded());
+    boot.Bootstrap(image);
+    EXPECT_EQ(boot.applied_seq(), last);
+    ASSERT_NO_FATAL_FAILURE(ExpectAgrees(h.engine, boot));
+    for (uint16_t m = 0; m < kMarkets; ++m) {
+      auto snap = boot.Snapshot(MarketId{m});
+      EXPECT_EQ(snap->last_update_id, last);  // ids continue from the sequence
+      EXPECT_EQ(snap->seq, image.last_sequence);
+      EXPECT_EQ(snap->RecentTrades(10).size(), 0u);
+    }
+    // A resting order of the image: executed from qty - remaining, the quote
+    // estimated at its limit price.
+    for (const engine::ImageOrder& o : image.orders) {
+      auto r = boot.FindOrder(o.account, o.market, o.id);
+      ASSERT_TRUE(r.has_value());
+      EXPECT_EQ(r->executed, o.qty - o.remaining);
+      EXPECT_EQ(r->status,
+                o.qty == o.remaining ? OrderStatus::kNew : OrderStatus::kPartiallyFilled);
+      const int64_t npt = h.config.markets[Raw(o.market)].notional_per_tick_lot;
+      EXPECT_EQ(r->cumulative_quote.value, o.price.value * (o.qty - o.remaining).value * npt);
+    }
+
+    DiffBooks books;
+    books.Init(boot);
+    BatchOutput boot_out;
+    for (int b = 0; b < 300; ++b) {
+      const std::size_t n = gen.BatchSize();
+      for (std::size_t i = 0; i < n; ++i) h.Process(gen.Next());
+      const std::vector<Event> events = h.events;
+      h.Flush();
+      boot.Apply(events, &boot_out);
+      SCOPED_TRACE("batch " + std::to_string(b));
+      ASSERT_NO_FATAL_FAILURE(ExpectAgrees(h.engine, boot));
+      ASSERT_NO_FATAL_FAILURE(books.Apply(boot_out, boot));
+      ASSERT_EQ(boot_out.trades.size(), h.out.trades.size());
+      for (uint32_t a = 0; a < kMaxAccounts; ++a) {
+        const std::vector<OrderRecord> x = boot.OpenOrders(AccountId{a}, std::nullopt);
+        const std::vector<OrderRecord> y = h.rs.OpenOrders(AccountId{a}, std::nullopt);
+        ASSERT_EQ(x.size(), y.size());
+        for (std::size_t i = 0; i < x.size(); ++i) {
+          ASSERT_EQ(x[i].id, y[i].id);
+          ASSERT_EQ(x[i].price, y[i].price);
+          ASSERT_EQ(x[i].qty, y[i].qty);
+          ASSERT_EQ(x[i].remaining, y[i].remaining);
+          ASSERT_EQ(x[i].executed, y[i].executed);
+          ASSERT_EQ(x[i].status, y[i].status);
+          if (Raw(x[i].id) > last) {  // placed after the image: known exactly
+            ASSERT_EQ(x[i].cumulative_quote, y[i].cumulative_quote);
+            ASSERT_EQ(x[i].client_order_id, y[i].client_order_id);
+          }
+        }
+      }
+    }
+    for (uint16_t m = 0; m < kMarkets; ++m) {
+      EXPECT_GT(boot.Snapshot(MarketId{m})->last_update_id, last);
+      EXPECT_EQ(boot.Snapshot(MarketId{m})->bids, h.rs.Snapshot(MarketId{m})->bids);
+      EXPECT_EQ(boot.Snapshot(MarketId{m})->asks, h.rs.Snapshot(MarketId{m})->asks);
+    }
+  }
+}
+
+// ---- hand scenarios -----------------------------------------------------------
+
+class ReadSideTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    h_.Run({Fund(kDay0, kAlice, kBtc, 100'000'000, "a-btc"),
+            Fund(kDay0, kAlice, kUsdt, 1'000'000'000, "a-usdt"),
+            Fund(kDay0, kBob, kUsdt, 1'000'000'000, "b-usdt"),
+            Fund(kDay0, kBob, kBtc, 100'000'000, "b-btc")});
+  }
+  void TearDown() override { ExpectAgrees(h_.engine, h_.rs); }
+
+  OrderId Last() const { return OrderId{Raw(h_.engine.last_sequence())}; }
+
+  Harness h_;
+};
+
+TEST_F(ReadSideTest, KlinesAndTickerFromTradesAcrossMinutes) {
+  const int64_t t = kDay0;
+  h_.Run({Limit(t + 1 * kSec, kAlice, Side::kSell, 1000, 10)});
+  h_.Run({Limit(t + 2 * kSec, kAlice, Side::kSell, 1010, 10)});
+  h_.Run({Limit(t + 10 * kSec, kBob, Side::kBuy, 1000, 3)});  // trade 1: 1000 x 3
+  h_.Run({Limit(t + 50 * kSec, kBob, Side::kBuy, 1005, 4)});  // trade 2: 1000 x 4
+  h_.Run({Limit(t + 61 * kSec, kBob, Side::kBuy, 1010, 5)});  // 3: 1000 x 3, 4: 1010 x 2
+  h_.Run({Limit(t + 190 * kSec, kBob, Side::kBuy, 990, 5)});
+  const OrderId b5 = Last();
+  const BatchOutput& out = h_.Run({Place(t + 200 * kSec, kAlice, kBtcUsdt, Side::kSell,
+                                         OrderType::kMarket, TimeInForce::kIoc, 0, 2)});  // 5
+  ASSERT_EQ(out.trades.size(), 1u);
+  EXPECT_TRUE(out.trades[0].buyer_is_maker);
+  EXPECT_EQ(out.trades[0].buy_order, b5);
+  EXPECT_EQ(out.trades[0].sell_order, Last());
+  EXPECT_EQ(out.trades[0].time_ns, t + 200 * kSec);
+  EXPECT_EQ(out.trades[0].base_qty, Amount{20'000});
+  h_.Run({Limit(t + 3605 * kSec, kAlice, Side::kSell, 985, 1, TimeInForce::kIoc)});  // 6: 990 x 1
+  EXPECT_EQ(h_.engine.next_trade_id(), TradeId{7});
+
+  auto snap = h_.rs.Snapshot(kBtcUsdt);
+  auto k = [](int64_t open_s, int64_t o, int64_t hi, int64_t lo, int64_t c, int64_t lots,
+              int64_t quote, int64_t buy_lots, int64_t buy_quote, uint32_t n, uint64_t first,
+              uint64_t last) {
+    Kline x;
+    x.open_time_ms = kDay0Ms + open_s * 1000;
+    x.open = Price{o};
+    x.high = Price{hi};
+    x.low = Price{lo};
+    x.close = Price{c};
+    x.volume = Qty{lots};
+    x.base_volume = Amount{lots * 10'000};
+    x.quote_volume = Amount{quote};
+    x.taker_buy_base = Amount{buy_lots * 10'000};
+    x.taker_buy_quote = Amount{buy_quote};
+    x.trades = n;
+    x.first_trade = TradeId{first};
+    x.last_trade = TradeId{last};
+    return x;
+  };
+  const std::vector<Kline> m1 = {k(0, 1000, 1000, 1000, 1000, 7, 7000, 7, 7000, 2, 1, 2),
+                                 k(60, 1000, 1010, 1000, 1010, 5, 5020, 5, 5020, 2, 3, 4),
+                                 k(180, 990, 990, 990, 990, 2, 1980, 0, 0, 1, 5, 5),
+                                 k(3600, 990, 990, 990, 990, 1, 990, 0, 0, 1, 6, 6)};
+  std::vector<Kline> got = snap->Klines(KlineInterval::k1m, 0, 0, 1000);
+  ASSERT_EQ(got.size(), 4u);
+  for (std::size_t i = 0; i < 4; ++i) ExpectKline(got[i], m1[i]);
+  // The open candle is the newest; the closed ones are shared and immutable.
+  ASSERT_TRUE(snap->klines[0].current.has_value());
+  EXPECT_EQ(snap->klines[0].current->open_time_ms, kDay0Ms + 3'600'000);
+  EXPECT_EQ(snap->klines[0].closed->size(), 3u);
+
+  const std::vector<Kline> m3 = {k(0, 1000, 1010, 1000, 1010, 12, 12020, 12, 12020, 4, 1, 4),
+                                 k(180, 990, 990, 990, 990, 2, 1980, 0, 0, 1, 5, 5),
+                                 k(3600, 990, 990, 990, 990, 1, 990, 0, 0, 1, 6, 6)};
+  got = snap->Klines(KlineInterval::k3m, 0, 0, 1000);
+  ASSERT_EQ(got.size(), 3u);
+  for (std::size_t i = 0; i < 3; ++i) ExpectKline(got[i], m3[i]);
+  got = snap->Klines(KlineInterval::k1h, 0, 0, 1000);
+  ASSERT_EQ(got.size(), 2u);
+  ExpectKline(got[0], k(0, 1000, 1010, 990, 990, 14, 14000, 12, 12020, 5, 1, 5));
+  ExpectKline(got[1], k(3600, 990, 990, 990, 990, 1, 990, 0, 0, 1, 6, 6));
+  got = snap->Klines(KlineInterval::k1d, 0, 0, 1000);
+  ASSERT_EQ(got.size(), 1u);
+  ExpectKline(got[0], k(0, 1000, 1010, 990, 990, 15, 14990, 12, 12020, 6, 1, 6));
+  EXPECT_EQ(got[0].open_time_ms % 86'400'000, 0);
+
+  // Limits and windows: newest `limit` without a start, oldest from a start.
+  got = snap->Klines(KlineInterval::k1m, 0, 0, 2);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].open_time_ms, kDay0Ms + 180'000);
+  EXPECT_EQ(got[1].open_time_ms, kDay0Ms + 3'600'000);
+  got = snap->Klines(KlineInterval::k1m, kDay0Ms + 60'000, 0, 2);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].open_time_ms, kDay0Ms + 60'000);
+  EXPECT_EQ(got[1].open_time_ms, kDay0Ms + 180'000);
+  got = snap->Klines(KlineInterval::k1m, 0, kDay0Ms + 180'000, 10);
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[2].open_time_ms, kDay0Ms + 180'000);
+  got = snap->Klines(KlineInterval::k1m, kDay0Ms + 3'600'000, kDay0Ms + 3'600'000, 10);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].trades, 1u);
+  EXPECT_TRUE(snap->Klines(KlineInterval::k1m, kDay0Ms + 3'600'001, 0, 10).empty());
+  EXPECT_TRUE(snap->Klines(KlineInterval::k1m, 0, 0, 0).empty());
+
+  // The ticker over the last 24 h of 1m candles.
+  const int64_t now = kDay0Ms + 3'610'000;
+  Ticker24h tk = snap->Ticker(now);
+  EXPECT_TRUE(tk.any_trade);
+  EXPECT_EQ(tk.open, Price{1000});
+  EXPECT_EQ(tk.high, Price{1010});
+  EXPECT_EQ(tk.low, Price{990});
+  EXPECT_EQ(tk.last, Price{990});
+  EXPECT_EQ(tk.last_qty, Qty{1});
+  EXPECT_EQ(tk.base_volume, Amount{150'000});
+  EXPECT_EQ(tk.quote_volume, Amount{14'990});
+  EXPECT_EQ(tk.trades, 6u);
+  EXPECT_EQ(tk.first_trade, TradeId{1});
+  EXPECT_EQ(tk.last_trade, TradeId{6});
+  EXPECT_EQ(tk.open_time_ms, now - 86'400'000);
+  EXPECT_EQ(tk.close_time_ms, now);
+  // 25 h later only the candle opened at +1 h is inside the window.
+  tk = snap->Ticker(kDay0Ms + 25 * 3'600'000);
+  EXPECT_TRUE(tk.any_trade);
+  EXPECT_EQ(tk.open, Price{990});
+  EXPECT_EQ(tk.high, Price{990});
+  EXPECT_EQ(tk.trades, 1u);
+  EXPECT_EQ(tk.first_trade, TradeId{6});
+  EXPECT_EQ(tk.quote_volume, Amount{990});
+  tk = snap->Ticker(kDay0Ms + 26 * 3'600'000);
+  EXPECT_FALSE(tk.any_trade);
+  EXPECT_EQ(tk.trades, 0u);
+}
+
+TEST_F(ReadSideTest, OrderStatesReportsAndFills) {
+  const int64_t t = kDay0 + kSec;
+  const BatchOutput* out =
+      &h_.Run({Limit(t, kAlice, Side::kSell, 1000, 10, TimeInForce::kGtc, "s1")});
+  const OrderId s1 = Last();
+  ASSERT_EQ(Types(FindUpdate(*out, kAlice)), std::vector<ExecType>{ExecType::kNew});
+  {
+    const AccountUpdate* u = FindUpdate(*out, kAlice);
+    EXPECT_EQ(u->reports[0].order.id, s1);
+    EXPECT_EQ(u->reports[0].order.status, OrderStatus::kNew);
+    EXPECT_EQ(u->reports[0].order.client_order_id.view(), "s1");
+    EXPECT_EQ(u->reports[0].time_ns, t);
+    // 10 lots of BTC locked.
+    ASSERT_EQ(u->balances.size(), 1u);
+    EXPECT_EQ(u->balances[0].asset, kBtc);
+    EXPECT_EQ(u->balances[0].available, Amount{100'000'000 - 100'000});
+    EXPECT_EQ(u->balances[0].locked, Amount{100'000});
+    EXPECT_EQ(h_.rs.account_update_ns(kAlice), t);
+  }
+
+  // Bob takes 4: the maker is partially filled, the taker filled.
+  out = &h_.Run({Limit(t + kSec, kBob, Side::kBuy, 1000, 4, TimeInForce::kIoc)});
+  const OrderId b1 = Last();
+  ASSERT_EQ(Types(FindUpdate(*out, kAlice)), std::vector<ExecType>{ExecType::kTrade});
+  ASSERT_EQ(Types(FindUpdate(*out, kBob)),
+            (std::vector<ExecType>{ExecType::kNew, ExecType::kTrade}));
+  {
+    const ExecutionReport& r = FindUpdate(*out, kAlice)->reports[0];
+    EXPECT_EQ(r.order.status, OrderStatus::kPartiallyFilled);
+    EXPECT_EQ(r.order.executed, Qty{4});
+    EXPECT_EQ(r.order.remaining, Qty{6});
+    EXPECT_EQ(r.order.cumulative_quote, Amount{4000});
+    ASSERT_TRUE(r.fill.has_value());
+    EXPECT_TRUE(r.fill->is_maker);
+    EXPECT_EQ(r.fill->side, Side::kSell);
+    EXPECT_EQ(r.fill->commission, Amount{4});  // 10 bps of 4000 USDT units
+    EXPECT_EQ(r.fill->commission_asset, kUsdt);
+    const ExecutionReport& b = FindUpdate(*out, kBob)->reports[1];
+    EXPECT_EQ(b.order.status, OrderStatus::kFilled);
+    EXPECT_FALSE(b.fill->is_maker);
+    EXPECT_EQ(b.fill->commission, Amount{80});  // 20 bps of 40,000 BTC units
+    EXPECT_EQ(b.fill->commission_asset, kBtc);
+    // The fee account is touched (balances only, no reports).
+    const AccountUpdate* fee = FindUpdate(*out, kFee);
+    ASSERT_NE(fee, nullptr);
+    EXPECT_TRUE(fee->reports.empty());
+    ASSERT_EQ(fee->balances.size(), 2u);
+    EXPECT_EQ(fee->balances[0].asset, kUsdt);
+    EXPECT_EQ(fee->balances[0].available, Amount{4});
+    EXPECT_EQ(fee->balances[1].asset, kBtc);
+    EXPECT_EQ(fee->balances[1].available, Amount{80});
+  }
+  EXPECT_EQ(h_.rs.FindOrder(kBob, kBtcUsdt, b1)->status, OrderStatus::kFilled);
+  EXPECT_TRUE(h_.rs.OpenOrders(kBob, std::nullopt).empty());
+
+  // Bob's IOC for 10 fills the remaining 6 and expires the rest.
+  out = &h_.Run({Limit(t + 2 * kSec, kBob, Side::kBuy, 1000, 10, TimeInForce::kIoc)});
+  const OrderId b2 = Last();
+  ASSERT_EQ(Types(FindUpdate(*out, kBob)),
+            (std::vector<ExecType>{ExecType::kNew, ExecType::kTrade, ExecType::kExpired}));
+  {
+    const OrderRecord& r = FindUpdate(*out, kBob)->reports[2].order;
+    EXPECT_EQ(r.status, OrderStatus::kExpired);
+    EXPECT_EQ(r.expire_reason, engine::ExpireReason::kIocRemainder);
+    EXPECT_EQ(r.executed, Qty{6});
+    EXPECT_EQ(r.remaining, Qty{0});
+    EXPECT_FALSE(r.working);
+    const OrderRecord& a = FindUpdate(*out, kAlice)->reports[0].order;
+    EXPECT_EQ(a.status, OrderStatus::kFilled);
+    EXPECT_EQ(a.executed, Qty{10});
+    EXPECT_EQ(a.cumulative_quote, Amount{10'000});
+  }
+  EXPECT_TRUE(h_.rs.OpenOrders(kAlice, kBtcUsdt).empty());
+  auto by_cid = h_.rs.FindOrderByClientId(kAlice, kBtcUsdt, "s1");
+  ASSERT_TRUE(by_cid.has_value());
+  EXPECT_EQ(by_cid->id, s1);
+  EXPECT_EQ(by_cid->status, OrderStatus::kFilled);
+  EXPECT_FALSE(h_.rs.FindOrderByClientId(kAlice, kEthUsdt, "s1").has_value());
+  EXPECT_FALSE(h_.rs.FindOrderByClientId(kBob, kBtcUsdt, "s1").has_value());
+
+  // Amend keeping priority (quantity down), then losing it (new price), then cancel.
+  h_.Run({Limit(t + 3 * kSec, kAlice, Side::kSell, 1020, 5)});
+  const OrderId s2 = Last();
+  out = &h_.Run({Amend(t + 4 * kSec, kAlice, kBtcUsdt, s2, 0, 3)});
+  ASSERT_EQ(Types(FindUpdate(*out, kAlice)), std::vector<ExecType>{ExecType::kAmended});
+  EXPECT_EQ(ToString(ExecType::kAmended), "REPLACED");
+  ASSERT_EQ(out->depth.size(), 1u);
+  EXPECT_EQ(out->depth[0].asks, (std::vector<Level>{{Price{1020}, Qty{3}}}));
+  out = &h_.Run({Amend(t + 5 * kSec, kAlice, kBtcUsdt, s2, 1030, 0)});
+  {
+    const OrderRecord& r = FindUpdate(*out, kAlice)->reports[0].order;
+    EXPECT_EQ(r.price, Price{1030});
+    EXPECT_EQ(r.qty, Qty{3});
+    EXPECT_EQ(r.status, OrderStatus::kNew);
+    ASSERT_EQ(out->depth.size(), 1u);
+    EXPECT_EQ(out->depth[0].asks,
+              (std::vector<Level>{{Price{1020}, Qty{0}}, {Price{1030}, Qty{3}}}));
+    auto open = h_.rs.OpenOrders(kAlice, kBtcUsdt);
+    ASSERT_EQ(open.size(), 1u);
+    EXPECT_TRUE(open[0].working);
+    EXPECT_EQ(open[0].price, Price{1030});
+  }
+  out = &h_.Run({Cancel(t + 6 * kSec, kAlice, kBtcUsdt, s2)});
+  ASSERT_EQ(Types(FindUpdate(*out, kAlice)), std::vector<ExecType>{ExecType::kCanceled});
+  EXPECT_EQ(FindUpdate(*out, kAlice)->reports[0].order.status, OrderStatus::kCanceled);
+  EXPECT_EQ(h_.rs.FindOrder(kAlice, kBtcUsdt, s2)->status, OrderStatus::kCanceled);
+
+  // A refused order: a report with the client id, no order kept.
+  out = &h_.Run({Limit(t + 7 * kSec, kBob, Side::kBuy, 0, 1, TimeInForce::kGtc, "r1")});
+  {
+    const AccountUpdate* u = FindUpdate(*out, kBob);
+    ASSERT_EQ(Types(u), std::vector<ExecType>{ExecType::kRejected});
+    const ExecutionReport& r = u->reports[0];
+    EXPECT_EQ(r.reject, RejectReason::kInvalidPrice);
+    EXPECT_EQ(r.order.status, OrderStatus::kRejected);
+    EXPECT_EQ(r.order.id, OrderId{0});
+    EXPECT_EQ(r.order.client_order_id.view(), "r1");
+    EXPECT_TRUE(u->balances.empty());
+    EXPECT_TRUE(out->markets.empty());
+    EXPECT_TRUE(out->depth.empty());
+  }
+  EXPECT_FALSE(h_.rs.FindOrderByClientId(kBob, kBtcUsdt, "r1").has_value());
+  // A refused cancel is no report (the request gets an error instead).
+  out = &h_.Run({Cancel(t + 8 * kSec, kBob, kBtcUsdt, OrderId{999})});
+  EXPECT_TRUE(out->accounts.empty());
+
+  // History queries: all orders by id; the newest `limit`, or from an id or a time.
+  std::vector<OrderRecord> all = h_.rs.AllOrders(kAlice, kBtcUsdt, 0, 0, 0, 100);
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[0].id, s1);
+  EXPECT_EQ(all[1].id, s2);
+  all = h_.rs.AllOrders(kBob, kBtcUsdt, 0, 0, 0, 1);
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0].id, b2);
+  all = h_.rs.AllOrders(kBob, kBtcUsdt, Raw(b1), 0, 0, 1);
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0].id, b1);
+  const int64_t t_ms = t / kMs;
+  all = h_.rs.AllOrders(kBob, kBtcUsdt, 0, t_ms + 2000, 0, 10);
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0].id, b2);
+  all = h_.rs.AllOrders(kBob, kBtcUsdt, 0, 0, t_ms + 1000, 10);
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0].id, b1);
+  EXPECT_TRUE(h_.rs.AllOrders(kBob, kEthUsdt, 0, 0, 0, 10).empty());
+
+  std::vector<Fill> fills = h_.rs.MyTrades(kAlice, kBtcUsdt, 0, 0, 0, 0, 100);
+  ASSERT_EQ(fills.size(), 2u);
+  EXPECT_EQ(fills[0].trade_id, TradeId{1});
+  EXPECT_EQ(fills[1].trade_id, TradeId{2});
+  EXPECT_EQ(fills[1].qty, Qty{6});
+  EXPECT_EQ(fills[1].notional, Amount{6000});
+  fills = h_.rs.MyTrades(kBob, kBtcUsdt, Raw(b2), 0, 0, 0, 100);
+  ASSERT_EQ(fills.size(), 1u);
+  EXPECT_EQ(fills[0].order_id, b2);
+  fills = h_.rs.MyTrades(kAlice, kBtcUsdt, 0, 2, 0, 0, 100);
+  ASSERT_EQ(fills.size(), 1u);
+  EXPECT_EQ(fills[0].trade_id, TradeId{2});
+  fills = h_.rs.MyTrades(kAlice, kBtcUsdt, 0, 0, 0, 0, 1);  // the newest
+  ASSERT_EQ(fills.size(), 1u);
+  EXPECT_EQ(fills[0].trade_id, TradeId{2});
+  fills = h_.rs.MyTrades(kAlice, kBtcUsdt, 0, 0, t_ms, 0, 1);  // the oldest from start
+  ASSERT_EQ(fills.size(), 1u);
+  EXPECT_EQ(fills[0].trade_id, TradeId{1});
+}
+
+TEST_F(ReadSideTest, DepositsAndWithdrawalsAreBalanceDeltas) {
+  const BatchOutput& out = h_.Run({Fund(kDay0 + kSec, kBob, kEth, 500, "e1"),
+                                   Take(kDay0 + 2 * kSec, kBob, kEth, 200, "e2"),
+                                   Take(kDay0 + 3 * kSec, kBob, kEth, 10'000, "e3")});  // refused
+  const AccountUpdate* u = FindUpdate(out, kBob);
+  ASSERT_NE(u, nullptr);
+  ASSERT_EQ(u->transfers.size(), 2u);
+  EXPECT_EQ(u->transfers[0].delta, Amount{500});
+  EXPECT_EQ(u->transfers[0].asset, kEth);
+  EXPECT_EQ(u->transfers[0].time_ns, kDay0 + kSec);
+  EXPECT_EQ(u->transfers[1].delta, Amount{-200});
+  EXPECT_TRUE(u->reports.empty());
+  ASSERT_EQ(u->balances.size(), 1u);
+  EXPECT_EQ(u->balances[0].available, Amount{300});
+  EXPECT_EQ(h_.rs.balance(kBob, kEth), (Balance{Amount{300}, Amount{0}}));
+  EXPECT_EQ(h_.rs.account_update_ns(kBob), kDay0 + 2 * kSec);
+  EXPECT_EQ(h_.rs.account_update_ns(AccountId{7}), 0);
+  EXPECT_EQ(h_.rs.balance(AccountId{7}, kEth), Balance{});
+  EXPECT_EQ(h_.rs.balance(kBob, AssetId{9}), Balance{});
+  EXPECT_EQ(h_.rs.Balances(AccountId{7}).size(), kAssets);
+  EXPECT_TRUE(out.markets.empty());
+}
+
+TEST_F(ReadSideTest, SelfTradePreventionExpiresTheMakerOffTheBook) {
+  const int64_t t = kDay0 + kSec;
+  h_.Run({Limit(t, kAlice, Side::kSell, 1000, 5), Limit(t, kBob, Side::kSell, 1001, 5)});
+  const OrderId bob_ask = Last();
+  const OrderId alice_ask{Raw(bob_ask) - 1};
+  const BatchOutput& out = h_.Run({Place(t + kSec, kAlice, kBtcUsdt, Side::kBuy, OrderType::kLimit,
+                                         TimeInForce::kGtc, 1001, 8, "", StpMode::kExpireMaker)});
+  // Alice's ask expires (STP), Bob's fills 5, the rest (3) rests at 1001.
+  ASSERT_EQ(Types(FindUpdate(out, kAlice)),
+            (std::vector<ExecType>{ExecType::kNew, ExecType::kExpired, ExecType::kTrade}));
+  EXPECT_EQ(FindUpdate(out, kAlice)->reports[1].order.id, alice_ask);
+  EXPECT_EQ(FindUpdate(out, kAlice)->reports[1].order.expire_reason,
+            engine::ExpireReason::kSelfTradePrevention);
+  ASSERT_EQ(out.depth.size(), 1u);
+  EXPECT_EQ(out.depth[0].bids, (std::vector<Level>{{Price{1001}, Qty{3}}}));
+  EXPECT_EQ(out.depth[0].asks, (std::vector<Level>{{Price{1000}, Qty{0}}, {Price{1001}, Qty{0}}}));
+  auto snap = h_.rs.Snapshot(kBtcUsdt);
+  EXPECT_TRUE(snap->asks.empty());
+  EXPECT_EQ(snap->bids, (std::vector<Level>{{Price{1001}, Qty{3}}}));
+  EXPECT_EQ(h_.rs.FindOrder(kAlice, kBtcUsdt, alice_ask)->status, OrderStatus::kExpired);
+}
+
+TEST_F(ReadSideTest, DepthIdsMoveOnlyWhenABookChanges) {
+  const int64_t t = kDay0 + kSec;
+  auto id = [&] { return h_.rs.Snapshot(kBtcUsdt)->last_update_id; };
+  EXPECT_EQ(id(), 0u);
+  h_.Run({Limit(t, kAlice, Side::kBuy, 990, 1), Limit(t, kAlice, Side::kBuy, 995, 2),
+          Limit(t, kAlice, Side::kBuy, 980, 3), Limit(t, kAlice, Side::kSell, 1005, 4)});
+  EXPECT_EQ(id(), 1u);
+  ASSERT_EQ(h_.out.depth.size(), 1u);
+  EXPECT_EQ(h_.out.depth[0].first_update_id, 1u);
+  EXPECT_EQ(h_.out.depth[0].last_update_id, 1u);
+  EXPECT_EQ(h_.out.depth[0].time_ns, t);
+  EXPECT_EQ(h_.out.depth[0].bids,
+            (std::vector<Level>{{Price{995}, Qty{2}}, {Price{990}, Qty{1}}, {Price{980}, Qty{3}}}));
+  EXPECT_EQ(h_.out.depth[0].asks, (std::vector<Level>{{Price{1005}, Qty{4}}}));
+  auto before = h_.rs.Snapshot(kBtcUsdt);
+
+  // An order that rests and is canceled in the same batch changes no level:
+  // no diff, no new id, but the market was touched.
+  h_.Run({Limit(t + kSec, kBob, Side::kBuy, 970, 1)});
+  const OrderId o = Last();
+  EXPECT_EQ(id(), 2u);
+  h_.Run({Limit(t + 2 * kSec, kBob, Side::kBuy, 960, 1), Cancel(t + 2 * kSec, kBob, kBtcUsdt, o),
+          Cancel(t + 2 * kSec, kBob, kBtcUsdt, OrderId{Raw(o) + 1})});
+  EXPECT_EQ(id(), 3u);  // 970 went away
+  h_.Run({Limit(t + 3 * kSec, kBob, Side::kBuy, 960, 1)});
+  const OrderId p = Last();
+  EXPECT_EQ(id(), 4u);
+  h_.Run({Cancel(t + 4 * kSec, kBob, kBtcUsdt, p), Limit(t + 4 * kSec, kBob, Side::kBuy, 960, 1)});
+  EXPECT_EQ(id(), 4u);
+  EXPECT_TRUE(h_.out.depth.empty());
+  EXPECT_EQ(h_.out.markets, std::vector<MarketId>{kBtcUsdt});
+  // Deposits touch no market.
+  h_.Run({Fund(t + 5 * kSec, kBob, kEth, 1, "x")});
+  EXPECT_EQ(id(), 4u);
+  EXPECT_TRUE(h_.out.markets.empty());
+  // A status change touches the market but not the book.
+  h_.Run({Command{t + 6 * kSec, engine::SetMarketStatus{kBtcUsdt, MarketStatus::kHalted}}});
+  EXPECT_EQ(id(), 4u);
+  EXPECT_EQ(h_.rs.Snapshot(kBtcUsdt)->status, MarketStatus::kHalted);
+  EXPECT_EQ(h_.rs.Snapshot(kBtcUsdt)->time_ns, t + 6 * kSec);
+  EXPECT_EQ(h_.out.markets, std::vector<MarketId>{kBtcUsdt});
+  h_.Run({Command{t + 7 * kSec, engine::SetMarketStatus{kBtcUsdt, MarketStatus::kTrading}}});
+  // Published snapshots never change.
+  EXPECT_EQ(before->last_update_id, 1u);
+  EXPECT_EQ(before->bids.size(), 3u);
+  EXPECT_EQ(before->status, MarketStatus::kTrading);
+  // The other market never moved.
+  EXPECT_EQ(h_.rs.Snapshot(kEthUsdt)->last_update_id, 0u);
+  EXPECT_EQ(h_.rs.Snapshot(MarketId{7}), nullptr);
+}
+
+TEST(ReadSideOptionsTest, SnapshotDepthIsTruncated) {
+  ReadSideOptions o = Unbounded();
+  o.max_depth_levels = 2;
+  Harness h(o);
+  h.Run({Fund(kDay0, kAlice, kUsdt, 1'000'000, "u")});
+  h.Run({Limit(kDay0, kAlice, Side::kBuy, 990, 1), Limit(kDay0, kAlice, Side::kBuy, 995, 2),
+         Limit(kDay0, kAlice, Side::kBuy, 980, 3)});
+  EXPECT_EQ(h.rs.Snapshot(kBtcUsdt)->bids,
+            (std::vector<Level>{{Price{995}, Qty{2}}, {Price{990}, Qty{1}}}));
+  ASSERT_EQ(h.out.depth.size(), 1u);
+  EXPECT_EQ(h.out.depth[0].bids.size(), 3u);  // diffs are never truncated
+}
+
+TEST(ReadSideOptionsTest, HistoryIsBounded) {
+  ReadSideOptions o = Unbounded();
+  o.history_orders = 3;
+  o.history_trades = 4;
+  Harness h(o);
+  h.Run({Fund(kDay0, kAlice, kBtc, 10'000'000, "a"), Fund(kDay0, kBob, kUsdt, 10'000'000, "b")});
+  // Six one-lot asks, then one buy that takes them all: six trades.
+  std::vector<OrderId> asks;
+  for (int i = 0; i < 6; ++i) {
+    h.Run({Limit(kDay0 + i * kSec, kAlice, Side::kSell, 1000 + i, 1, TimeInForce::kGtc,
+                 "a" + std::to_string(i))});
+    asks.push_back(OrderId{Raw(h.engine.last_sequence())});
+  }
+  h.Run({Limit(kDay0 + 10 * kSec, kBob, Side::kBuy, 1010, 6)});
+  ASSERT_EQ(h.out.trades.size(), 6u);
+  // Alice: six filled orders, the newest three kept; client ids go with them.
+  std::vector<OrderRecord> all = h.rs.AllOrders(kAlice, kBtcUsdt, 0, 0, 0, 100);
+  ASSERT_EQ(all.size(), 3u);
+  EXPECT_EQ(all[0].id, asks[3]);
+  EXPECT_EQ(all[2].id, asks[5]);
+  EXPECT_FALSE(h.rs.FindOrder(kAlice, kBtcUsdt, asks[2]).has_value());
+  EXPECT_FALSE(h.rs.FindOrderByClientId(kAlice, kBtcUsdt, "a2").has_value());
+  EXPECT_EQ(h.rs.FindOrderByClientId(kAlice, kBtcUsdt, "a3")->id, asks[3]);
+  // Fills: the newest four.
+  std::vector<Fill> fills = h.rs.MyTrades(kAlice, kBtcUsdt, 0, 0, 0, 0, 100);
+  ASSERT_EQ(fills.size(), 4u);
+  EXPECT_EQ(fills[0].trade_id, TradeId{3});
+  EXPECT_EQ(fills[3].trade_id, TradeId{6});
+  // Open orders are never dropped.
+  for (int i = 0; i < 5; ++i) {
+    h.Run({Limit(kDay0 + (20 + i) * kSec, kAlice, Side::kSell, 2000 + i, 1)});
+  }
+  EXPECT_EQ(h.rs.OpenOrders(kAlice, kBtcUsdt).size(), 5u);
+  EXPECT_EQ(h.rs.AllOrders(kAlice, kBtcUsdt, 0, 0, 0, 100).size(), 8u);
+}
+
+TEST(ReadSideOptionsTest, RecentTradesCompactToTheNewest) {
+  ReadSideOptions o = Unbounded();
+  o.recent_trades = 3;
+  Harness h(o);
+  h.Run({Fund(kDay0, kAlice, kBtc, 10'000'000, "a"), Fund(kDay0, kBob, kUsdt, 10'000'000, "b")});
+  h.Run({Limit(kDay0, kAlice, Side::kSell, 1000, 100)});
+  auto ids = [](const std::vector<TradeRow>& rows) {
+    std::vector<uint64_t> v;
+    for (const TradeRow& r : rows) v.push_back(Raw(r.id));
+    return v;
+  };
+  std::shared_ptr<const MarketSnapshot> at6;
+  for (int i = 1; i <= 7; ++i) {
+    h.Run({Limit(kDay0 + i * kSec, kBob, Side::kBuy, 1000, 1)});
+    auto snap = h.rs.Snapshot(kBtcUsdt);
+    ASSERT_NE(snap->trades, nullptr);
+    if (i <= 6) {
+      // One chunk per batch, chained, until the rows exceed 2 x 3.
+      EXPECT_EQ(snap->trades->total, static_cast<std::size_t>(i));
+      EXPECT_EQ(snap->trades->rows.size(), 1u);
+    }
+    if (i == 6) at6 = snap;
+  }
+  auto snap = h.rs.Snapshot(kBtcUsdt);
+  EXPECT_EQ(snap->trades->total, 3u);
+  EXPECT_EQ(snap->trades->older, nullptr);
+  EXPECT_EQ(ids(snap->RecentTrades(100)), (std::vector<uint64_t>{5, 6, 7}));
+  EXPECT_EQ(ids(snap->RecentTrades(2)), (std::vector<uint64_t>{6, 7}));
+  EXPECT_EQ(ids(snap->RecentTrades(100, 6)), (std::vector<uint64_t>{6, 7}));
+  EXPECT_EQ(ids(snap->RecentTrades(1, 2)), (std::vector<uint64_t>{5}));  // 2 is gone
+  EXPECT_TRUE(snap->RecentTrades(0).empty());
+  // An older snapshot still holds what it held.
+  EXPECT_EQ(ids(at6->RecentTrades(100)), (std::vector<uint64_t>{1, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(ids(at6->RecentTrades(2, 3)), (std::vector<uint64_t>{3, 4}));
+  // A batch with more than 2 x 3 trades keeps its newest three.
+  std::vector<Command> burst;
+  for (int i = 0; i < 8; ++i) burst.push_back(Limit(kDay0 + 9 * kSec, kBob, Side::kBuy, 1000, 1));
+  h.Run(burst);
+  snap = h.rs.Snapshot(kBtcUsdt);
+  EXPECT_EQ(ids(snap->RecentTrades(100)), (std::vector<uint64_t>{13, 14, 15}));
+  EXPECT_EQ(snap->trades->total, 3u);
+  const std::vector<TradeRow> rows = snap->RecentTrades(1);
+  EXPECT_EQ(rows[0].time_ns, kDay0 + 9 * kSec);
+  EXPECT_FALSE(rows[0].buyer_is_maker);
+  EXPECT_EQ(rows[0].qty, Qty{1});
+  EXPECT_EQ(rows[0].notional, Amount{1000});
+}
+
+TEST(ReadSideOptionsTest, ClosedKlinesAreBounded) {
+  ReadSideOptions o = Unbounded();
+  o.klines_per_interval = 3;
+  Harness h(o);
+  h.Run({Fund(kDay0, kAlice, kBtc, 10'000'000, "a"), Fund(kDay0, kBob, kUsdt, 10'000'000, "b")});
+  h.Run({Limit(kDay0, kAlice, Side::kSell, 1000, 100)});
+  for (int i = 0; i < 6; ++i) {
+    h.Run({Limit(kDay0 + i * 3600 * kSec, kBob, Side::kBuy, 1000, 1)});
+  }
+  auto snap = h.rs.Snapshot(kBtcUsdt);
+  // 1h: six candles, three closed kept plus the open one.
+  const std::vector<Kline> got = snap->Klines(KlineInterval::k1h, 0, 0, 100);
+  ASSERT_EQ(got.size(), 4u);
+  EXPECT_EQ(got[0].open_time_ms, kDay0Ms + 2 * 3'600'000);
+  EXPECT_EQ(got[3].open_time_ms, kDay0Ms + 5 * 3'600'000);
+  // 1m keeps a day of candles whatever the option says: the ticker needs them.
+  EXPECT_EQ(snap->Klines(KlineInterval::k1m, 0, 0, 100).size(), 6u);
+  EXPECT_EQ(snap->Ticker(kDay0Ms + 6 * 3'600'000).trades, 6u);
+}
+
+TEST(ReadSideOptionsTest, EmptyBatchChangesNothing) {
+  Harness h;
+  h.out.trades.push_back(TradeRow{});
+  h.rs.Apply({}, &h.out);
+  EXPECT_TRUE(h.out.trades.empty());
+  EXPECT_EQ(h.rs.applied_seq(), 0u);
+  auto snap = h.rs.Snapshot(kBtcUsdt);
+  ASSERT_NE(snap, nullptr);
+  EXPECT_EQ(snap->last_update_id, 0u);
+  EXPECT_EQ(snap->status, MarketStatus::kTrading);
+  EXPECT_TRUE(snap->bids.empty());
+  EXPECT_TRUE(snap->RecentTrades(10).empty());
+  EXPECT_FALSE(snap->Ticker(kDay0Ms).any_trade);
+  EXPECT_TRUE(snap->Klines(KlineInterval::k1m, 0, 0, 10).empty());
+}
+
+// Readers on other threads see whole snapshots with ids that never go back
+// (run under TSan to check the publication).
+TEST(ReadSideThreadsTest, ReadersSeeConsistentSnapshots) {
+  Harness h;
+  Generator gen(99, &h.engine);
+  h.Run(gen.Funding());
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> reads{0};
+  std::thread reader([&] {
+    uint64_t last_id = 0;
+    uint64_t last_seq = 0;
+    while (!stop.load(std::memory_order_acquire)) {
+      const uint64_t seq = h.rs.applied_seq();
+      EXPECT_GE(seq, last_seq);
+      last_seq = seq;
+      auto snap = h.rs.Snapshot(kBtcUsdt);
+      EXPECT_GE(snap->last_update_id, last_id);
+      last_id = snap->last_update_id;
+      for (std::size_t i = 1; i < snap->bids.size(); ++i) {
+        EXPECT_GT(snap->bids[i - 1].price, snap->bids[i].price);
+      }
+      (void)snap->RecentTrades(20);
+      (void)snap->Ticker(kDay0Ms + 10 * 3'600'000);
+      for (uint32_t a = 1; a <= kTraders; ++a) {
+        for (const OrderRecord& r : h.rs.OpenOrders(AccountId{a}, std::nullopt)) {
+          EXPECT_EQ(r.account, AccountId{a});
+        }
+        (void)h.rs.Balances(AccountId{a});
+      }
+      reads.fetch_add(1, std::memory_order_relaxed);
+    }
+  });
+  for (int b = 0; b < 500; ++b) {
+    const std::size_t n = gen.BatchSize();
+    for (std::size_t i = 0; i < n; ++i) h.Process(gen.Next());
+    h.Flush();
+  }
+  // Let the reader finish at least one full pass after the last batch.
+  const uint64_t seen = reads.load(std::memory_order_relaxed);
+  while (reads.load(std::memory_order_relaxed) < seen + 2) std::this_thread::yield();
+  stop.store(true, std::memory_order_release);
+  reader.join();
+  ExpectAgrees(h.engine, h.rs);
+}
+
+TEST(ReadSideNamesTest, IntervalsAndStates) {
+  const std::vector<std::pair<std::string_view, int64_t>> want = {
+      {"1m", 60'000},     {"3m", 180'000},    {"5m", 300'000},     {"15m", 900'000},
+      {"30m", 1'800'000}, {"1h", 3'600'000},  {"2h", 7'200'000},   {"4h", 14'400'000},
+      {"6h", 21'600'000}, {"8h", 28'800'000}, {"12h", 43'200'000}, {"1d", 86'400'000}};
+  ASSERT_EQ(want.size(), kKlineIntervals);
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    auto iv = ParseKlineInterval(want[i].first);
+    ASSERT_TRUE(iv.has_value()) << want[i].first;
+    EXPECT_EQ(static_cast<std::size_t>(*iv), i);
+    EXPECT_EQ(ToString(*iv), want[i].first);
+    EXPECT_EQ(IntervalMs(*iv), want[i].second);
+  }
+  for (std::string_view bad : {"", "1M", "2m", "1w", "3d", "1d "}) {
+    EXPECT_FALSE(ParseKlineInterval(bad).has_value()) << bad;
+  }
+  EXPECT_EQ(ToString(OrderStatus::kNew), "NEW");
+  EXPECT_EQ(ToString(OrderStatus::kPartiallyFilled), "PARTIALLY_FILLED");
+  EXPECT_EQ(ToString(OrderStatus::kFilled), "FILLED");
+  EXPECT_EQ(ToString(OrderStatus::kCanceled), "CANCELED");
+  EXPECT_EQ(ToString(OrderStatus::kRejected), "REJECTED");
+  EXPECT_EQ(ToString(OrderStatus::kExpired), "EXPIRED");
+  EXPECT_EQ(ToString(ExecType::kNew), "NEW");
+  EXPECT_EQ(ToString(ExecType::kTrade), "TRADE");
+  EXPECT_EQ(ToString(ExecType::kCanceled), "CANCELED");
+  EXPECT_EQ(ToString(ExecType::kExpired), "EXPIRED");
+  EXPECT_EQ(ToString(ExecType::kRejected), "REJECTED");
+  EXPECT_EQ(ToString(ExecType::kAmended), "REPLACED");
+
+  BatchOutput out;
+  out.first_seq = Sequence{3};
+  out.time_ns = 5;
+  out.depth.emplace_back();
+  out.markets.push_back(kBtcUsdt);
+  out.accounts.emplace_back();
+  out.Clear();
+  EXPECT_EQ(out.first_seq, Sequence{0});
+  EXPECT_EQ(out.time_ns, 0);
+  EXPECT_TRUE(out.depth.empty() && out.markets.empty() && out.accounts.empty());
+}
+
+}  // namespace
+}  // namespace mb::marketdata
