@@ -111,6 +111,7 @@ class Exchange::Impl {
     for (const std::string& note : recovery_.notes) opt_.log(note);
     if (recovery_.journal.tail) opt_.log(journal::Describe(*recovery_.journal.tail));
     opt_.log(journal::Describe(recovery_));
+    if (opt_.on_recovered) opt_.on_recovered(*engine_);
 
     auto writer =
         journal::JournalWriter::Open(*dir_, opt_.journal, engine_->ConfigHash(), recovery_.journal);

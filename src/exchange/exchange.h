@@ -102,6 +102,10 @@ struct ExchangeOptions {
   // Start-up decisions, recovery, refusals, snapshots: one line each.
   // Default: stderr.
   std::function<void(std::string_view)> log;
+  // Open(), once the state is recovered and before any command is taken: the
+  // read side's starting point (engine.ExportImage()). The engine must not be
+  // kept: the engine thread owns it from then on.
+  std::function<void(const engine::Engine&)> on_recovered;
   // Journal thread, after each durable group: every event of it, in order.
   std::function<void(std::span<const engine::Event>)> on_durable;
   // Snapshot thread, after a snapshot file is durable.

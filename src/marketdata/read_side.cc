@@ -488,6 +488,17 @@ class ReadSide::Impl {
     return acc == nullptr ? 0 : acc->update_ns;
   }
 
+  void RecordClosedOrder(const OrderRecord& o) {
+    std::unique_lock lock(mu_);
+    AccountState& acc = Account(o.account);
+    if (acc.open.count(Raw(o.id)) != 0 || acc.closed.count(Raw(o.id)) != 0) return;
+    acc.open.emplace(Raw(o.id), o);
+    if (!o.client_order_id.empty()) {
+      acc.client_ids[ClientKey(o.market, o.client_order_id.view())] = Raw(o.id);
+    }
+    Close(o.account, o.id);
+  }
+
  private:
   // One market as the writer sees it. Writer only; readers get snapshots.
   struct MarketState {
@@ -1048,6 +1059,7 @@ ReadSide::ReadSide(const engine::EngineConfig& config, ReadSideOptions options)
 ReadSide::~ReadSide() = default;
 
 void ReadSide::Bootstrap(const engine::EngineImage& image) { impl_->Bootstrap(image); }
+void ReadSide::RecordClosedOrder(const OrderRecord& order) { impl_->RecordClosedOrder(order); }
 
 void ReadSide::Apply(std::span<const engine::Event> events, BatchOutput* out) {
   impl_->Apply(events, out);

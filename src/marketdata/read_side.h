@@ -259,6 +259,11 @@ class ReadSide {
   // before it returns.
   void Apply(std::span<const engine::Event> events, BatchOutput* out);
 
+  // Writer thread: keeps an order that the events record only as a reject
+  // (a FOK that could not fill completely, which Binance reports as an order
+  // that EXPIRED) in the account's history, described by its command.
+  void RecordClosedOrder(const OrderRecord& order);
+
   // --- any thread ---
   std::shared_ptr<const MarketSnapshot> Snapshot(MarketId market) const;
   uint64_t applied_seq() const noexcept;  // acquire: everything up to it is visible

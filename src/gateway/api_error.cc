@@ -1,0 +1,327 @@
+#include "gateway/api_error.h"
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+
+namespace mb::gateway {
+namespace {
+
+ApiError Make(int http_status, int code, std::string msg) {
+  return ApiError{http_status, code, std::move(msg)};
+}
+
+std::string Quoted(std::string_view prefix, std::string_view param, std::string_view suffix) {
+  std::string out;
+  out.reserve(prefix.size() + param.size() + suffix.size());
+  out.append(prefix).append(param).append(suffix);
+  return out;
+}
+
+// Length of the well-formed UTF-8 sequence starting at s[i], or 0 when the
+// bytes there are not one (overlong forms, surrogates and code points past
+// U+10FFFF included). Messages can quote parameter names a client sent, and a
+// JSON body must be valid UTF-8.
+std::size_t Utf8SequenceLength(std::string_view s, std::size_t i) {
+  const auto byte = [&](std::size_t k) { return static_cast<unsigned char>(s[k]); };
+  const unsigned char b0 = byte(i);
+  const auto continuation = [&](std::size_t k) {
+    return k < s.size() && (byte(k) & 0xC0U) == 0x80U;
+  };
+  if (b0 < 0x80U) return 1;
+  if (b0 >= 0xC2U && b0 <= 0xDFU) return continuation(i + 1) ? 2 : 0;
+  if (b0 >= 0xE0U && b0 <= 0xEFU) {
+    if (!continuation(i + 1) || !continuation(i + 2)) return 0;
+    const unsigned char b1 = byte(i + 1);
+    if (b0 == 0xE0U && b1 < 0xA0U) return 0;   // overlong
+    if (b0 == 0xEDU && b1 >= 0xA0U) return 0;  // UTF-16 surrogates
+    return 3;
+  }
+  if (b0 >= 0xF0U && b0 <= 0xF4U) {
+    if (!continuation(i + 1) || !continuation(i + 2) || !continuation(i + 3)) return 0;
+    const unsigned char b1 = byte(i + 1);
+    if (b0 == 0xF0U && b1 < 0x90U) return 0;   // overlong
+    if (b0 == 0xF4U && b1 >= 0x90U) return 0;  // past U+10FFFF
+    return 4;
+  }
+  return 0;
+}
+
+// Appends `s` as the body of a JSON string: quotes, backslashes and control
+// characters escaped, invalid UTF-8 replaced by U+FFFD.
+void AppendJsonEscaped(std::string_view s, std::string* out) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::size_t i = 0;
+  while (i < s.size()) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    switch (c) {
+      case '"':
+        out->append("\\\"");
+        ++i;
+        continue;
+      case '\\':
+        out->append("\\\\");
+        ++i;
+        continue;
+      case '\b':
+        out->append("\\b");
+        ++i;
+        continue;
+      case '\f':
+        out->append("\\f");
+        ++i;
+        continue;
+      case '\n':
+        out->append("\\n");
+        ++i;
+        continue;
+      case '\r':
+        out->append("\\r");
+        ++i;
+        continue;
+      case '\t':
+        out->append("\\t");
+        ++i;
+        continue;
+      default:
+        break;
+    }
+    if (c < 0x20U || c == 0x7FU) {
+      out->append("\\u00");
+      out->push_back(kHex[c >> 4U]);
+      out->push_back(kHex[c & 0x0FU]);
+      ++i;
+      continue;
+    }
+    const std::size_t n = Utf8SequenceLength(s, i);
+    if (n == 0) {
+      out->append("\\ufffd");
+      ++i;
+      continue;
+    }
+    out->append(s.substr(i, n));
+    i += n;
+  }
+}
+
+// The text of an engine reject of an order (placement or amend).
+std::string_view OrderRejectText(engine::RejectReason reason) {
+  using engine::RejectReason;
+  switch (reason) {
+    case RejectReason::kNone:
+      return "Order rejected.";
+    case RejectReason::kUnknownMarket:
+      return "Invalid symbol.";
+    case RejectReason::kUnknownAccount:
+      return "Unknown account.";
+    case RejectReason::kUnknownAsset:
+      return "Unknown asset.";
+    case RejectReason::kUnauthorized:
+      return "This account may not place or cancel orders.";
+    case RejectReason::kMarketNotTrading:
+      return "Market is closed.";
+    case RejectReason::kInvalidOrderType:
+      return "Unsupported order combination.";
+    case RejectReason::kInvalidPrice:
+      return "Filter failure: PRICE_FILTER";
+    case RejectReason::kInvalidQuantity:
+      return "Filter failure: LOT_SIZE";
+    case RejectReason::kMinNotional:
+      return "Filter failure: NOTIONAL";
+    case RejectReason::kOverflow:
+      return "Price * QTY is too large.";
+    case RejectReason::kInsufficientBalance:
+      return "Account has insufficient balance for requested action.";
+    case RejectReason::kWouldTakeLiquidity:
+      return "Order would immediately match and take.";
+    case RejectReason::kFokNotFillable:
+      return "FOK order would not be fully filled.";
+    case RejectReason::kDuplicateClientOrderId:
+      return "Duplicate order sent.";
+    case RejectReason::kUnknownOrder:
+      return "Unknown order sent.";
+    case RejectReason::kDuplicateTransfer:
+      return "Duplicate transfer reference.";
+    case RejectReason::kInvalidAmount:
+      return "Amount must be greater than zero.";
+    case RejectReason::kInvalidStatus:
+      return "Invalid market status.";
+    case RejectReason::kNoChange:
+      return "Amend changes neither price nor quantity.";
+  }
+  return "Order rejected.";
+}
+
+}  // namespace
+
+std::string ApiError::Json() const {
+  std::string out;
+  out.reserve(msg.size() + 32);
+  out.append("{\"code\":").append(std::to_string(code)).append(",\"msg\":\"");
+  AppendJsonEscaped(msg, &out);
+  out.append("\"}");
+  return out;
+}
+
+// The Binance texts below are the ones of its Spot API error catalogue
+// ("Error codes for Binance"); clients match some of them exactly.
+
+ApiError ApiError::Unknown(std::string msg) {
+  if (msg.empty()) msg = "An unknown error occurred while processing the request.";
+  return Make(500, -1000, std::move(msg));
+}
+
+ApiError ApiError::Disconnected(std::string msg) {
+  if (msg.empty()) msg = "Internal error; unable to process your request. Please try again.";
+  return Make(503, -1001, std::move(msg));
+}
+
+ApiError ApiError::Unauthorized() {
+  return Make(401, -1002, "You are not authorized to execute this request.");
+}
+
+ApiError ApiError::TooManyRequests(std::string msg) {
+  if (msg.empty())
+    msg =
+        "Too much request weight used; please use WebSocket Streams for live updates to avoid "
+        "polling the API.";
+  return Make(429, -1003, std::move(msg));
+}
+
+ApiError ApiError::ServerBusy(std::string msg) {
+  if (msg.empty()) {
+    msg = "Server is currently overloaded with other requests. Please try again in a few minutes.";
+  }
+  return Make(503, -1008, std::move(msg));
+}
+
+ApiError ApiError::UnknownOrderComposition() {
+  return Make(400, -1014, "Unsupported order combination.");
+}
+
+ApiError ApiError::FilterFailure(std::string_view filter) {
+  return Make(400, -1013, Quoted("Filter failure: ", filter, ""));
+}
+
+ApiError ApiError::TimestampOutside() {
+  return Make(400, -1021, "Timestamp for this request is outside of the recvWindow.");
+}
+
+ApiError ApiError::BadSignature() {
+  return Make(400, -1022, "Signature for this request is not valid.");
+}
+
+ApiError ApiError::IllegalChars(std::string_view param) {
+  if (param.empty()) return Make(400, -1100, "Illegal characters found in a parameter.");
+  return Make(400, -1100, Quoted("Illegal characters found in parameter '", param, "'."));
+}
+
+ApiError ApiError::DuplicateParam(std::string_view /*param*/) {
+  // Binance's text names no parameter; clients may match it exactly.
+  return Make(400, -1101, "Duplicate values for a parameter detected.");
+}
+
+ApiError ApiError::MandatoryMissing(std::string_view param) {
+  return Make(
+      400, -1102,
+      Quoted("Mandatory parameter '", param, "' was not sent, was empty/null, or malformed."));
+}
+
+ApiError ApiError::UnreadParams() { return Make(400, -1104, "Not all sent parameters were read."); }
+
+ApiError ApiError::EmptyParam(std::string_view param) {
+  return Make(400, -1105, Quoted("Parameter '", param, "' was empty."));
+}
+
+ApiError ApiError::NotRequired(std::string_view param) {
+  return Make(400, -1106, Quoted("Parameter '", param, "' sent when not required."));
+}
+
+ApiError ApiError::TooMuchPrecision(std::string_view param) {
+  return Make(400, -1111, Quoted("Parameter '", param, "' has too much precision."));
+}
+
+ApiError ApiError::InvalidTif() { return Make(400, -1115, "Invalid timeInForce."); }
+
+ApiError ApiError::InvalidOrderType() { return Make(400, -1116, "Invalid orderType."); }
+
+ApiError ApiError::InvalidSide() { return Make(400, -1117, "Invalid side."); }
+
+ApiError ApiError::BadSymbol() { return Make(400, -1121, "Invalid symbol."); }
+
+ApiError ApiError::InvalidInterval() { return Make(400, -1120, "Invalid interval."); }
+
+ApiError ApiError::BadParam(std::string_view param, std::string_view why) {
+  std::string msg = param.empty() ? std::string("Invalid data sent for a parameter.")
+                                  : Quoted("Data sent for parameter '", param, "' is not valid.");
+  if (!why.empty()) msg.append(" ").append(why);
+  return Make(400, -1130, std::move(msg));
+}
+
+ApiError ApiError::NewOrderRejected(std::string msg) { return Make(400, -2010, std::move(msg)); }
+
+ApiError ApiError::InsufficientBalance() {
+  // ccxt maps -2010 to InsufficientFunds only with exactly this text.
+  return Make(400, -2010, "Account has insufficient balance for requested action.");
+}
+
+ApiError ApiError::CancelRejected(std::string msg) { return Make(400, -2011, std::move(msg)); }
+
+ApiError ApiError::NoSuchOrder() { return Make(400, -2013, "Order does not exist."); }
+
+ApiError ApiError::BadApiKeyFormat() { return Make(401, -2014, "API-key format invalid."); }
+
+ApiError ApiError::RejectedApiKey() {
+  return Make(401, -2015, "Invalid API-key, IP, or permissions for action.");
+}
+
+ApiError ApiError::NotFound() { return Make(404, -1000, "The requested path does not exist."); }
+
+ApiError ApiError::MethodNotAllowed() {
+  return Make(405, -1000, "The request method is not allowed for this path.");
+}
+
+ApiError ApiError::FromReject(engine::CommandType command, engine::RejectReason reason) {
+  using engine::CommandType;
+  using engine::RejectReason;
+  if (reason == RejectReason::kNone) {
+    // A reject always carries a reason: reaching here is a gateway bug.
+    return Unknown("");
+  }
+  if (reason == RejectReason::kUnknownMarket) return BadSymbol();
+  if (reason == RejectReason::kInsufficientBalance) return InsufficientBalance();
+  const std::string text(OrderRejectText(reason));
+  switch (command) {
+    case CommandType::kPlaceOrder:
+      // Binance reports filter failures with -1013, everything else with -2010.
+      if (reason == RejectReason::kInvalidPrice) return FilterFailure("PRICE_FILTER");
+      if (reason == RejectReason::kInvalidQuantity) return FilterFailure("LOT_SIZE");
+      if (reason == RejectReason::kMinNotional) return FilterFailure("NOTIONAL");
+      return NewOrderRejected(text);
+    case CommandType::kAmendOrder:
+      if (reason == RejectReason::kUnknownOrder) return CancelRejected(text);
+      if (reason == RejectReason::kInvalidQuantity) {
+        // Also the reject of an amend to at most the executed quantity.
+        return NewOrderRejected(
+            "Filter failure: LOT_SIZE, or the new quantity is not above the executed quantity.");
+      }
+      if (reason == RejectReason::kInvalidPrice) return FilterFailure("PRICE_FILTER");
+      if (reason == RejectReason::kMinNotional) return FilterFailure("NOTIONAL");
+      return NewOrderRejected(text);
+    case CommandType::kCancelOrder:
+    case CommandType::kCancelAll:
+      // An account the engine does not know has no orders to cancel.
+      if (reason == RejectReason::kUnknownAccount) return CancelRejected("Unknown order sent.");
+      return CancelRejected(text);
+    case CommandType::kDeposit:
+    case CommandType::kWithdraw:
+    case CommandType::kSetMarketStatus:
+      break;
+  }
+  // Operator commands (deposits, withdrawals, market status): Matchbook's own
+  // API, where -1130 (invalid data) fits every remaining reason.
+  return Make(400, -1130, text);
+}
+
+}  // namespace mb::gateway

@@ -1,0 +1,1033 @@
+// Tests of the gateway's request plumbing: error catalogue, parameter parsing
+// and signed payloads, HMAC and timestamps, the key store, the rate limiter.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include <cctype>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "gateway/api_error.h"
+#include "gateway/auth.h"
+#include "gateway/params.h"
+#include "gateway/rate_limit.h"
+
+namespace mb::gateway {
+namespace {
+
+namespace fs = std::filesystem;
+using engine::CommandType;
+using engine::RejectReason;
+
+// ---------------------------------------------------------------- ApiError
+
+TEST(ApiErrorTest, JsonShape) {
+  EXPECT_EQ(ApiError::BadSymbol().Json(), R"({"code":-1121,"msg":"Invalid symbol."})");
+  EXPECT_EQ(ApiError::InsufficientBalance().Json(),
+            R"({"code":-2010,"msg":"Account has insufficient balance for requested action."})");
+}
+
+TEST(ApiErrorTest, JsonEscapesMessage) {
+  ApiError e{400, -1100, "a\"b\\c\nd\te\x01\x7f/"};
+  EXPECT_EQ(e.Json(), R"({"code":-1100,"msg":"a\"b\\c\nd\te\u0001\u007f/"})");
+  // Valid UTF-8 is kept; invalid bytes become U+FFFD.
+  e.msg = "caf\xc3\xa9 \xff \xc3 \xed\xa0\x80 \xe2\x82\xac";
+  EXPECT_EQ(e.Json(),
+            "{\"code\":-1100,\"msg\":\"caf\xc3\xa9 \\ufffd \\ufffd \\ufffd\\ufffd\\ufffd "
+            "\xe2\x82\xac\"}");
+  e.msg = std::string("nul\0byte", 8);
+  EXPECT_EQ(e.Json(), R"({"code":-1100,"msg":"nul\u0000byte"})");
+}
+
+TEST(ApiErrorTest, CatalogueCodesAndTexts) {
+  struct Case {
+    ApiError e;
+    int status;
+    int code;
+    std::string msg;
+  };
+  const Case cases[] = {
+      {ApiError::Unknown(""), 500, -1000,
+       "An unknown error occurred while processing the request."},
+      {ApiError::Unknown("boom"), 500, -1000, "boom"},
+      {ApiError::Disconnected(""), 503, -1001,
+       "Internal error; unable to process your request. Please try again."},
+      {ApiError::Unauthorized(), 401, -1002, "You are not authorized to execute this request."},
+      {ApiError::TooManyRequests("slow down"), 429, -1003, "slow down"},
+      {ApiError::ServerBusy("busy"), 503, -1008, "busy"},
+      {ApiError::UnknownOrderComposition(), 400, -1014, "Unsupported order combination."},
+      {ApiError::FilterFailure("LOT_SIZE"), 400, -1013, "Filter failure: LOT_SIZE"},
+      {ApiError::TimestampOutside(), 400, -1021,
+       "Timestamp for this request is outside of the recvWindow."},
+      {ApiError::BadSignature(), 400, -1022, "Signature for this request is not valid."},
+      {ApiError::IllegalChars("symbol"), 400, -1100,
+       "Illegal characters found in parameter 'symbol'."},
+      {ApiError::IllegalChars(""), 400, -1100, "Illegal characters found in a parameter."},
+      {ApiError::DuplicateParam("symbol"), 400, -1101,
+       "Duplicate values for a parameter detected."},
+      {ApiError::MandatoryMissing("symbol"), 400, -1102,
+       "Mandatory parameter 'symbol' was not sent, was empty/null, or malformed."},
+      {ApiError::UnreadParams(), 400, -1104, "Not all sent parameters were read."},
+      {ApiError::EmptyParam("price"), 400, -1105, "Parameter 'price' was empty."},
+      {ApiError::NotRequired("price"), 400, -1106, "Parameter 'price' sent when not required."},
+      {ApiError::TooMuchPrecision("quantity"), 400, -1111,
+       "Parameter 'quantity' has too much precision."},
+      {ApiError::InvalidTif(), 400, -1115, "Invalid timeInForce."},
+      {ApiError::InvalidOrderType(), 400, -1116, "Invalid orderType."},
+      {ApiError::InvalidSide(), 400, -1117, "Invalid side."},
+      {ApiError::InvalidInterval(), 400, -1120, "Invalid interval."},
+      {ApiError::BadSymbol(), 400, -1121, "Invalid symbol."},
+      {ApiError::BadParam("limit", "Must be 1..5000."), 400, -1130,
+       "Data sent for parameter 'limit' is not valid. Must be 1..5000."},
+      {ApiError::BadParam("", ""), 400, -1130, "Invalid data sent for a parameter."},
+      {ApiError::NewOrderRejected("nope"), 400, -2010, "nope"},
+      {ApiError::InsufficientBalance(), 400, -2010,
+       "Account has insufficient balance for requested action."},
+      {ApiError::CancelRejected("no"), 400, -2011, "no"},
+      {ApiError::NoSuchOrder(), 400, -2013, "Order does not exist."},
+      {ApiError::BadApiKeyFormat(), 401, -2014, "API-key format invalid."},
+      {ApiError::RejectedApiKey(), 401, -2015, "Invalid API-key, IP, or permissions for action."},
+      {ApiError::NotFound(), 404, -1000, "The requested path does not exist."},
+      {ApiError::MethodNotAllowed(), 405, -1000,
+       "The request method is not allowed for this path."},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.msg);
+    EXPECT_EQ(c.e.http_status, c.status);
+    EXPECT_EQ(c.e.code, c.code);
+    EXPECT_EQ(c.e.msg, c.msg);
+  }
+  // The default texts of the message-taking constructors are Binance's too.
+  EXPECT_EQ(ApiError::ServerBusy("").msg,
+            "Server is currently overloaded with other requests. Please try again in a few "
+            "minutes.");
+  EXPECT_FALSE(ApiError::TooManyRequests("").msg.empty());
+}
+
+void ExpectReject(CommandType cmd, RejectReason reason, int code, const std::string& msg) {
+  SCOPED_TRACE(std::string(engine::ToString(cmd)) + "/" + std::string(engine::ToString(reason)));
+  const ApiError e = ApiError::FromReject(cmd, reason);
+  EXPECT_EQ(e.http_status, 400);
+  EXPECT_EQ(e.code, code);
+  EXPECT_EQ(e.msg, msg);
+}
+
+TEST(ApiErrorTest, FromRejectPlaceOrder) {
+  const auto p = CommandType::kPlaceOrder;
+  ExpectReject(p, RejectReason::kUnknownMarket, -1121, "Invalid symbol.");
+  ExpectReject(p, RejectReason::kInsufficientBalance, -2010,
+               "Account has insufficient balance for requested action.");
+  ExpectReject(p, RejectReason::kWouldTakeLiquidity, -2010,
+               "Order would immediately match and take.");
+  ExpectReject(p, RejectReason::kFokNotFillable, -2010, "FOK order would not be fully filled.");
+  ExpectReject(p, RejectReason::kMarketNotTrading, -2010, "Market is closed.");
+  ExpectReject(p, RejectReason::kDuplicateClientOrderId, -2010, "Duplicate order sent.");
+  ExpectReject(p, RejectReason::kMinNotional, -1013, "Filter failure: NOTIONAL");
+  ExpectReject(p, RejectReason::kInvalidQuantity, -1013, "Filter failure: LOT_SIZE");
+  ExpectReject(p, RejectReason::kInvalidPrice, -1013, "Filter failure: PRICE_FILTER");
+  ExpectReject(p, RejectReason::kInvalidOrderType, -2010, "Unsupported order combination.");
+  ExpectReject(p, RejectReason::kUnauthorized, -2010,
+               "This account may not place or cancel orders.");
+  ExpectReject(p, RejectReason::kOverflow, -2010, "Price * QTY is too large.");
+}
+
+TEST(ApiErrorTest, FromRejectCancelAndAmend) {
+  ExpectReject(CommandType::kCancelOrder, RejectReason::kUnknownOrder, -2011,
+               "Unknown order sent.");
+  ExpectReject(CommandType::kCancelOrder, RejectReason::kUnknownAccount, -2011,
+               "Unknown order sent.");
+  ExpectReject(CommandType::kCancelAll, RejectReason::kUnknownOrder, -2011, "Unknown order sent.");
+  ExpectReject(CommandType::kCancelOrder, RejectReason::kMarketNotTrading, -2011,
+               "Market is closed.");
+  ExpectReject(CommandType::kCancelOrder, RejectReason::kUnknownMarket, -1121, "Invalid symbol.");
+  ExpectReject(CommandType::kAmendOrder, RejectReason::kUnknownOrder, -2011, "Unknown order sent.");
+  ExpectReject(CommandType::kAmendOrder, RejectReason::kNoChange, -2010,
+               "Amend changes neither price nor quantity.");
+  ExpectReject(CommandType::kAmendOrder, RejectReason::kInsufficientBalance, -2010,
+               "Account has insufficient balance for requested action.");
+  ExpectReject(CommandType::kAmendOrder, RejectReason::kInvalidQuantity, -2010,
+               "Filter failure: LOT_SIZE, or the new quantity is not above the executed "
+               "quantity.");
+  ExpectReject(CommandType::kWithdraw, RejectReason::kInvalidAmount, -1130,
+               "Amount must be greater than zero.");
+}
+
+TEST(ApiErrorTest, FromRejectEveryReasonHasAText) {
+  for (int r = 1; r <= static_cast<int>(RejectReason::kNoChange); ++r) {
+    const auto reason = static_cast<RejectReason>(r);
+    for (CommandType cmd : {CommandType::kPlaceOrder, CommandType::kAmendOrder,
+                            CommandType::kCancelOrder, CommandType::kCancelAll}) {
+      SCOPED_TRACE(r);
+      const ApiError e = ApiError::FromReject(cmd, reason);
+      EXPECT_EQ(e.http_status, 400);
+      EXPECT_FALSE(e.msg.empty());
+      const std::set<int> allowed =
+          cmd == CommandType::kCancelOrder || cmd == CommandType::kCancelAll
+              ? std::set<int>{-2011, -1121, -2010}
+              : std::set<int>{-2010, -2011, -1013, -1121};
+      EXPECT_EQ(allowed.count(e.code), 1U) << e.code;
+    }
+  }
+  EXPECT_EQ(ApiError::FromReject(CommandType::kPlaceOrder, RejectReason::kNone).code, -1000);
+}
+
+// ---------------------------------------------------------------- HMAC
+
+std::string Repeat(char c, std::size_t n) { return std::string(n, c); }
+
+TEST(HmacTest, BinanceDocumentationExamples) {
+  const std::string secret = "NhqPtmdSJYdKjVHjA7PZj4Mge3R5YNiP1e3UZjInClVN65XAbvqqM6A7H5fATj0j";
+  EXPECT_EQ(HmacSha256Hex(secret,
+                          "symbol=LTCBTC&side=BUY&type=LIMIT&timeInForce=GTC&quantity=1&price=0.1&"
+                          "recvWindow=5000&timestamp=1499827319559"),
+            "c8db56825ae71d6d79447849e617115f4a920fa2acdcab2b053c4b2838bd6b71");
+  // Example 3 of the same page: query string and body, concatenated with no '&'.
+  Params p;
+  ASSERT_FALSE(Params::Parse("symbol=LTCBTC&side=BUY&type=LIMIT&timeInForce=GTC",
+                             "quantity=1&price=0.1&recvWindow=5000&timestamp=1499827319559&"
+                             "signature=0fd168b8ddb4876a0358a8d14d0c9f3da0e9b20c5d52b2a00fcf7d1c602"
+                             "f9a77",
+                             &p));
+  EXPECT_EQ(p.signed_payload(),
+            "symbol=LTCBTC&side=BUY&type=LIMIT&timeInForce=GTCquantity=1&price=0.1&recvWindow=5000&"
+            "timestamp=1499827319559");
+  ASSERT_TRUE(p.signature().has_value());
+  EXPECT_TRUE(SignatureEquals(HmacSha256Hex(secret, p.signed_payload()), *p.signature()));
+  EXPECT_EQ(HmacSha256Hex(secret, p.signed_payload()),
+            "0fd168b8ddb4876a0358a8d14d0c9f3da0e9b20c5d52b2a00fcf7d1c602f9a77");
+}
+
+TEST(HmacTest, Rfc4231Vectors) {
+  std::string key4;
+  for (char c = 1; c <= 25; ++c) key4.push_back(c);
+  EXPECT_EQ(HmacSha256Hex(Repeat('\x0b', 20), "Hi There"),
+            "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7");
+  EXPECT_EQ(HmacSha256Hex("Jefe", "what do ya want for nothing?"),
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+  EXPECT_EQ(HmacSha256Hex(Repeat('\xaa', 20), Repeat('\xdd', 50)),
+            "773ea91e36800e46854db8ebd09181a72959098b3ef8c122d9635514ced565fe");
+  EXPECT_EQ(HmacSha256Hex(key4, Repeat('\xcd', 50)),
+            "82558a389a443c0ea4cc819899f2083a85f0faa3e578f8077a2e3ff46729665b");
+  EXPECT_EQ(
+      HmacSha256Hex(Repeat('\xaa', 131), "Test Using Larger Than Block-Size Key - Hash Key First"),
+      "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54");
+  EXPECT_EQ(HmacSha256Hex(Repeat('\xaa', 131),
+                          "This is a test using a larger than block-size key and a larger than "
+                          "block-size data. The key needs to be hashed before being used by the "
+                          "HMAC algorithm."),
+            "9b09ffa71b942fcb27635fbcd5b0e944bfdc63644f0713938a7f51535c3a35e2");
+  // Empty key and data (a null key would make OpenSSL reuse an old one).
+  EXPECT_EQ(HmacSha256Hex("", ""),
+            "b613679a0814d9ec772f95d778c35fc5ff1697c493715653c6c712144292c5ad");
+}
+
+TEST(HmacTest, SignatureEquals) {
+  const std::string sig = "c8db56825ae71d6d79447849e617115f4a920fa2acdcab2b053c4b2838bd6b71";
+  std::string upper = sig;
+  for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  EXPECT_TRUE(SignatureEquals(sig, sig));
+  EXPECT_TRUE(SignatureEquals(sig, upper));
+  std::string flipped = sig;
+  flipped[63] = '0';
+  EXPECT_FALSE(SignatureEquals(sig, flipped));
+  EXPECT_FALSE(SignatureEquals(sig, sig.substr(0, 63)));
+  EXPECT_FALSE(SignatureEquals(sig, sig + "0"));
+  EXPECT_FALSE(SignatureEquals(sig, ""));
+}
+
+// ---------------------------------------------------------------- Params
+
+Params MustParse(std::string_view query, std::string_view body = "") {
+  Params p;
+  const std::optional<ApiError> err = Params::Parse(query, body, &p);
+  EXPECT_FALSE(err.has_value()) << (err ? err->Json() : "");
+  return p;
+}
+
+ApiError MustFail(std::string_view query, std::string_view body = "", std::size_t max = 64) {
+  Params p;
+  const std::optional<ApiError> err = Params::Parse(query, body, &p, max);
+  EXPECT_TRUE(err.has_value()) << query << " | " << body;
+  return err.value_or(ApiError{0, 0, ""});
+}
+
+TEST(ParamsTest, ParsesInOrderAndDecodes) {
+  const Params p = MustParse("symbol=BTCUSDT&note=a+b%20c&eq=x%3Dy=z&flag&empty=");
+  const std::vector<std::pair<std::string, std::string>> want = {
+      {"symbol", "BTCUSDT"}, {"note", "a b c"}, {"eq", "x=y=z"}, {"flag", ""}, {"empty", ""}};
+  EXPECT_EQ(p.all(), want);
+  EXPECT_TRUE(p.Has("flag"));
+  EXPECT_FALSE(p.Has("Symbol"));  // names are case-sensitive
+  EXPECT_EQ(p.Get("note"), "a b c");
+  EXPECT_EQ(p.Get("missing"), std::nullopt);
+  EXPECT_FALSE(p.signature().has_value());
+  EXPECT_EQ(p.signed_payload(), "symbol=BTCUSDT&note=a+b%20c&eq=x%3Dy=z&flag&empty=");
+}
+
+TEST(ParamsTest, EmptyPiecesAreSkippedButSignedAsSent) {
+  const Params p = MustParse("&a=1&&b=2&", "");
+  ASSERT_EQ(p.all().size(), 2U);
+  EXPECT_EQ(p.signed_payload(), "&a=1&&b=2&");
+  EXPECT_TRUE(MustParse("", "").all().empty());
+}
+
+TEST(ParamsTest, SignaturePosition) {
+  Params p = MustParse("a=1&b=2&signature=abc");
+  EXPECT_EQ(p.signed_payload(), "a=1&b=2");
+  EXPECT_EQ(p.signature(), "abc");
+  EXPECT_EQ(p.Get("signature"), "abc");  // still a parameter
+
+  p = MustParse("a=1&signature=abc&b=2");
+  EXPECT_EQ(p.signed_payload(), "a=1&b=2");
+  EXPECT_EQ(p.signature(), "abc");
+
+  p = MustParse("signature=abc&a=1&b=2");
+  EXPECT_EQ(p.signed_payload(), "a=1&b=2");
+
+  p = MustParse("signature=abc");
+  EXPECT_EQ(p.signed_payload(), "");
+  EXPECT_EQ(p.signature(), "abc");
+
+  p = MustParse("signature=");
+  EXPECT_EQ(p.signature(), "");
+}
+
+TEST(ParamsTest, QueryThenBody) {
+  // Query and body are concatenated as received, without a separator.
+  Params p = MustParse("symbol=BTCUSDT&signature=ff", "side=BUY&timestamp=5");
+  EXPECT_EQ(p.signed_payload(), "symbol=BTCUSDTside=BUY&timestamp=5");
+  EXPECT_EQ(p.signature(), "ff");
+  p = MustParse("symbol=BTCUSDT", "side=BUY&timestamp=5&signature=ee");
+  EXPECT_EQ(p.signed_payload(), "symbol=BTCUSDTside=BUY&timestamp=5");
+  EXPECT_EQ(p.signature(), "ee");
+  p = MustParse("", "side=BUY&signature=ee");
+  EXPECT_EQ(p.signed_payload(), "side=BUY");
+  EXPECT_EQ(p.all().size(), 2U);
+}
+
+TEST(ParamsTest, SignsRawPercentEncodedBytes) {
+  const std::string secret = "s3cr3t";
+  const std::string raw = "symbol=BTCUSDT&newClientOrderId=a%2Fb&note=x+y&timestamp=1";
+  const std::string sig = HmacSha256Hex(secret, raw);
+  const Params p = MustParse(raw + "&signature=" + sig);
+  EXPECT_EQ(p.signed_payload(), raw);
+  EXPECT_EQ(p.Get("newClientOrderId"), "a/b");
+  EXPECT_EQ(p.Get("note"), "x y");
+  EXPECT_TRUE(SignatureEquals(HmacSha256Hex(secret, p.signed_payload()), *p.signature()));
+  // The decoded form would hash differently: decoding before hashing is wrong.
+  EXPECT_NE(HmacSha256Hex(secret, "symbol=BTCUSDT&newClientOrderId=a/b&note=x y&timestamp=1"), sig);
+}
+
+TEST(ParamsTest, MalformedEscapes) {
+  for (std::string_view q : {"price=%", "price=%4", "price=%zz", "price=1%g0", "price=%%41"}) {
+    SCOPED_TRACE(q);
+    const ApiError e = MustFail(q);
+    EXPECT_EQ(e.code, -1100);
+    EXPECT_EQ(e.msg, "Illegal characters found in parameter 'price'.");
+  }
+  const ApiError in_name = MustFail("pr%4ice=1");
+  EXPECT_EQ(in_name.code, -1100);
+  EXPECT_EQ(in_name.msg, "Illegal characters found in parameter 'pr%4ice'.");
+  const ApiError in_body = MustFail("a=1", "b=%");
+  EXPECT_EQ(in_body.code, -1100);
+  EXPECT_EQ(in_body.msg, "Illegal characters found in parameter 'b'.");
+}
+
+TEST(ParamsTest, ControlCharacters) {
+  EXPECT_EQ(MustFail("a=x%00y").code, -1100);
+  EXPECT_EQ(MustFail("a=x%0Ay").code, -1100);
+  EXPECT_EQ(MustFail("a=x%7Fy").code, -1100);
+  EXPECT_EQ(MustFail(std::string_view("a=x\x01y")).code, -1100);
+  EXPECT_EQ(MustFail("a%0A=1").code, -1100);
+  // Non-ASCII bytes are not control characters.
+  EXPECT_EQ(MustParse("a=%C3%A9").Get("a"), "\xc3\xa9");
+}
+
+TEST(ParamsTest, EmptyName) {
+  const ApiError e = MustFail("=1");
+  EXPECT_EQ(e.code, -1100);
+  EXPECT_EQ(e.msg, "Illegal characters found in a parameter.");
+  EXPECT_EQ(MustFail("a=1&=").code, -1100);
+}
+
+TEST(ParamsTest, Duplicates) {
+  const ApiError e = MustFail("a=1&b=2&a=1");
+  EXPECT_EQ(e.code, -1101);
+  EXPECT_EQ(e.msg, "Duplicate values for a parameter detected.");
+  EXPECT_EQ(MustFail("a=1", "a=2").code, -1101);
+  EXPECT_EQ(MustFail("signature=1&signature=2").code, -1101);
+  EXPECT_EQ(MustFail("signature=1", "signature=1").code, -1101);
+  EXPECT_EQ(MustFail("a=1&%61=2").code, -1101);  // the same name once decoded
+}
+
+TEST(ParamsTest, TooManyParameters) {
+  EXPECT_EQ(MustFail("a=1&b=2&c=3&d=4", "", 3).code, -1101);
+  EXPECT_EQ(MustFail("a=1&b=2", "c=3&d=4", 3).msg, "Too many parameters sent for this endpoint.");
+  Params p;
+  EXPECT_FALSE(Params::Parse("a=1&b=2", "c=3", &p, 3).has_value());
+  EXPECT_EQ(p.all().size(), 3U);
+  EXPECT_EQ(MustFail("a=1", "", 0).code, -1101);
+  // The default bound is 64.
+  std::string q;
+  for (int i = 0; i < 65; ++i) q += (i ? "&p" : "p") + std::to_string(i) + "=1";
+  EXPECT_EQ(MustFail(q).code, -1101);
+  EXPECT_EQ(MustParse(q.substr(0, q.rfind('&'))).all().size(), 64U);
+}
+
+TEST(ParamsTest, FailedParseLeavesOutputAlone) {
+  Params p = MustParse("keep=1&signature=s");
+  EXPECT_TRUE(Params::Parse("x=%", "", &p).has_value());
+  EXPECT_EQ(p.Get("keep"), "1");
+  EXPECT_EQ(p.signature(), "s");
+  EXPECT_EQ(p.signed_payload(), "keep=1");
+}
+
+TEST(ParamsTest, Require) {
+  const Params p = MustParse("symbol=BTCUSDT&price=");
+  std::string_view v;
+  EXPECT_FALSE(p.Require("symbol", &v).has_value());
+  EXPECT_EQ(v, "BTCUSDT");
+  const std::optional<ApiError> missing = p.Require("side", &v);
+  ASSERT_TRUE(missing.has_value());
+  EXPECT_EQ(missing->code, -1102);
+  EXPECT_EQ(missing->msg, "Mandatory parameter 'side' was not sent, was empty/null, or malformed.");
+  const std::optional<ApiError> empty = p.Require("price", &v);
+  ASSERT_TRUE(empty.has_value());
+  EXPECT_EQ(empty->code, -1105);
+  EXPECT_EQ(v, "BTCUSDT");  // untouched on error
+}
+
+TEST(ParamsTest, GetInt) {
+  const Params p = MustParse(
+      "a=123&b=-5&c=-0&max=9223372036854775807&min=-9223372036854775808&"
+      "over=9223372036854775808&under=-9223372036854775809&plus=%2B1&sp=%201&tsp=1%20&dec=1.0&"
+      "dneg=--1&neg=-&abc=abc&empty=&lead=007&long=00000000000000000001&hex=0x10");
+  std::optional<int64_t> v = 77;
+  EXPECT_FALSE(p.GetInt("absent", &v).has_value());
+  EXPECT_EQ(v, std::nullopt);
+  const std::pair<const char*, int64_t> ok[] = {{"a", 123},
+                                                {"b", -5},
+                                                {"c", 0},
+                                                {"max", std::numeric_limits<int64_t>::max()},
+                                                {"min", std::numeric_limits<int64_t>::min()},
+                                                {"lead", 7}};
+  for (const auto& [name, want] : ok) {
+    SCOPED_TRACE(name);
+    EXPECT_FALSE(p.GetInt(name, &v).has_value());
+    EXPECT_EQ(v, want);
+  }
+  for (const char* name :
+       {"over", "under", "plus", "sp", "tsp", "dec", "dneg", "neg", "abc", "long", "hex"}) {
+    SCOPED_TRACE(name);
+    v = 77;
+    const std::optional<ApiError> e = p.GetInt(name, &v);
+    ASSERT_TRUE(e.has_value());
+    EXPECT_EQ(e->code, -1100);
+    EXPECT_EQ(e->msg, std::string("Illegal characters found in parameter '") + name +
+                          "'; legal range is '^-?[0-9]{1,19}$'.");
+    EXPECT_EQ(v, 77);
+  }
+  const std::optional<ApiError> e = p.GetInt("empty", &v);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->code, -1105);
+}
+
+TEST(ParamsTest, GetUint) {
+  const Params p = MustParse(
+      "a=0&max=18446744073709551615&over=18446744073709551616&neg=-1&long=000000000000000000001&"
+      "plus=%2B1&dec=1.5&empty=");
+  std::optional<uint64_t> v;
+  EXPECT_FALSE(p.GetUint("absent", &v).has_value());
+  EXPECT_EQ(v, std::nullopt);
+  EXPECT_FALSE(p.GetUint("a", &v).has_value());
+  EXPECT_EQ(v, 0U);
+  EXPECT_FALSE(p.GetUint("max", &v).has_value());
+  EXPECT_EQ(v, std::numeric_limits<uint64_t>::max());
+  for (const char* name : {"over", "neg", "long", "plus", "dec"}) {
+    SCOPED_TRACE(name);
+    const std::optional<ApiError> e = p.GetUint(name, &v);
+    ASSERT_TRUE(e.has_value());
+    EXPECT_EQ(e->code, -1100);
+    EXPECT_EQ(e->msg, std::string("Illegal characters found in parameter '") + name +
+                          "'; legal range is '^[0-9]{1,20}$'.");
+  }
+  EXPECT_EQ(v, std::numeric_limits<uint64_t>::max());
+  ASSERT_TRUE(p.GetUint("empty", &v).has_value());
+  EXPECT_EQ(p.GetUint("empty", &v)->code, -1105);
+}
+
+TEST(ParamsTest, PercentDecode) {
+  std::string out = "old";
+  EXPECT_TRUE(PercentDecode("a+b%41%4a%2b", &out));
+  EXPECT_EQ(out, "a bAJ+");
+  EXPECT_TRUE(PercentDecode("", &out));
+  EXPECT_EQ(out, "");
+  out = "old";
+  for (std::string_view bad : {"%", "abc%2", "%g1", "%1g", "100%"}) {
+    SCOPED_TRACE(bad);
+    EXPECT_FALSE(PercentDecode(bad, &out));
+    EXPECT_EQ(out, "old");
+  }
+}
+
+// ---------------------------------------------------------------- timestamps
+
+TEST(TimestampTest, Window) {
+  const int64_t now = 1'700'000'000'000;
+  EXPECT_FALSE(CheckTimestamp(now, 5000, now).has_value());
+  EXPECT_FALSE(CheckTimestamp(now + 999, 5000, now).has_value());
+  const std::optional<ApiError> ahead = CheckTimestamp(now + 1000, 5000, now);
+  ASSERT_TRUE(ahead.has_value());
+  EXPECT_EQ(ahead->code, -1021);
+  EXPECT_EQ(ahead->msg, "Timestamp for this request was 1000ms ahead of the server's time.");
+  EXPECT_FALSE(CheckTimestamp(now - 5000, 5000, now).has_value());
+  const std::optional<ApiError> late = CheckTimestamp(now - 5001, 5000, now);
+  ASSERT_TRUE(late.has_value());
+  EXPECT_EQ(late->code, -1021);
+  EXPECT_EQ(late->msg, "Timestamp for this request is outside of the recvWindow.");
+  EXPECT_FALSE(CheckTimestamp(now - 1, 1, now).has_value());
+  EXPECT_TRUE(CheckTimestamp(now - 2, 1, now).has_value());
+  EXPECT_FALSE(CheckTimestamp(now - 60000, 60000, now).has_value());
+  EXPECT_TRUE(CheckTimestamp(now - 60001, 60000, now).has_value());
+  // Extreme client values do not overflow.
+  EXPECT_EQ(CheckTimestamp(std::numeric_limits<int64_t>::min(), 60000, now)->code, -1021);
+  EXPECT_EQ(CheckTimestamp(std::numeric_limits<int64_t>::max(), 60000, now)->code, -1021);
+  EXPECT_EQ(CheckTimestamp(std::numeric_limits<int64_t>::max(), 60000, -now)->code, -1021);
+}
+
+TEST(TimestampTest, RecvWindowBounds) {
+  const int64_t now = 1'000'000;
+  for (int64_t w : {int64_t{0}, int64_t{-1}, int64_t{60001}, std::numeric_limits<int64_t>::max(),
+                    std::numeric_limits<int64_t>::min()}) {
+    SCOPED_TRACE(w);
+    const std::optional<ApiError> e = CheckTimestamp(now, w, now);
+    ASSERT_TRUE(e.has_value());
+    EXPECT_EQ(e->code, -1130);
+    EXPECT_EQ(e->msg,
+              "Data sent for parameter 'recvWindow' is not valid. It must be between 1 and 60000 "
+              "milliseconds.");
+  }
+  EXPECT_FALSE(CheckTimestamp(now, 1, now).has_value());
+  EXPECT_FALSE(CheckTimestamp(now, 60000, now).has_value());
+}
+
+// ---------------------------------------------------------------- RandomToken
+
+bool AllAlnum(std::string_view s) {
+  for (char c : s) {
+    if (!std::isalnum(static_cast<unsigned char>(c))) return false;
+  }
+  return true;
+}
+
+TEST(RandomTokenTest, LengthAlphabetAndSpread) {
+  EXPECT_EQ(RandomToken(0), "");
+  EXPECT_EQ(RandomToken(1).size(), 1U);
+  const std::string a = RandomToken(64);
+  const std::string b = RandomToken(64);
+  EXPECT_EQ(a.size(), 64U);
+  EXPECT_TRUE(AllAlnum(a));
+  EXPECT_NE(a, b);
+  // 100000 characters: each of the 62 is expected ~1613 times; seeing every
+  // one, none more than twice its share, fails with negligible probability
+  // unless the generator is biased or stuck.
+  const std::string big = RandomToken(100'000);
+  EXPECT_TRUE(AllAlnum(big));
+  std::map<char, int> counts;
+  for (char c : big) ++counts[c];
+  EXPECT_EQ(counts.size(), 62U);
+  for (const auto& [c, n] : counts) {
+    EXPECT_GT(n, 1200) << c;
+    EXPECT_LT(n, 2100) << c;
+  }
+}
+
+// ---------------------------------------------------------------- KeyStore
+
+class KeyStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string templ = (fs::temp_directory_path() / "mb_api_test_XXXXXX").string();
+    ASSERT_NE(::mkdtemp(templ.data()), nullptr);
+    dir_ = templ;
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::permissions(dir_, fs::perms::owner_all, ec);
+    fs::remove_all(dir_, ec);
+  }
+
+  std::unique_ptr<KeyStore> OpenStore(uint32_t max_accounts = 100) {
+    Result<std::unique_ptr<KeyStore>> r = KeyStore::Open(dir_, max_accounts);
+    EXPECT_TRUE(r.ok()) << r.status().message();
+    return r.ok() ? std::move(r.value()) : nullptr;
+  }
+
+  static std::string ReadText(const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    std::ostringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+  static void WriteText(const fs::path& p, std::string_view text) {
+    std::ofstream out(p, std::ios::binary | std::ios::trunc);
+    out << text;
+  }
+  static unsigned Mode(const fs::path& p) {
+    struct stat st {};
+    EXPECT_EQ(::stat(p.c_str(), &st), 0) << p;
+    return st.st_mode & 07777U;
+  }
+
+  fs::path auth_path() const { return dir_ / "auth.json"; }
+  fs::path token_path() const { return dir_ / "admin.token"; }
+
+  fs::path dir_;
+};
+
+TEST_F(KeyStoreTest, FirstOpenCreatesFilesWithMode0600) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(store->admin_token_path(), token_path());
+  EXPECT_EQ(store->admin_token().size(), 64U);
+  EXPECT_TRUE(AllAlnum(store->admin_token()));
+  EXPECT_EQ(ReadText(token_path()), store->admin_token() + "\n");
+  EXPECT_EQ(Mode(token_path()), 0600U);
+  EXPECT_EQ(Mode(auth_path()), 0600U);
+  EXPECT_EQ(ReadText(auth_path()), "{\"version\":1,\"accounts\":[],\"keys\":[]}\n");
+  EXPECT_FALSE(fs::exists(dir_ / "auth.json.tmp"));
+  EXPECT_TRUE(store->Accounts().empty());
+}
+
+TEST_F(KeyStoreTest, CreatesMissingDataDirectory) {
+  dir_ /= "nested/deeper";
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  EXPECT_TRUE(fs::exists(auth_path()));
+  dir_ = dir_.parent_path().parent_path();
+}
+
+TEST_F(KeyStoreTest, AdminTokenStableAcrossReopen) {
+  std::string token;
+  {
+    auto store = OpenStore();
+    ASSERT_NE(store, nullptr);
+    token = store->admin_token();
+    EXPECT_TRUE(store->CheckAdminToken(token));
+    EXPECT_FALSE(store->CheckAdminToken(token.substr(0, 63)));
+    EXPECT_FALSE(store->CheckAdminToken(token + "x"));
+    EXPECT_FALSE(store->CheckAdminToken(""));
+    std::string wrong = token;
+    wrong[0] = wrong[0] == 'a' ? 'b' : 'a';
+    EXPECT_FALSE(store->CheckAdminToken(wrong));
+  }
+  auto again = OpenStore();
+  ASSERT_NE(again, nullptr);
+  EXPECT_EQ(again->admin_token(), token);
+  EXPECT_EQ(Mode(token_path()), 0600U);
+}
+
+TEST_F(KeyStoreTest, OperatorWrittenAdminTokenIsUsedTrimmed) {
+  const std::string token = "operator-chosen-token-0123456789-abcdef";
+  WriteText(token_path(), "  " + token + "\r\n");
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(store->admin_token(), token);
+  EXPECT_TRUE(store->CheckAdminToken(token));
+  EXPECT_EQ(ReadText(token_path()), "  " + token + "\r\n");  // not rewritten
+}
+
+TEST_F(KeyStoreTest, BadAdminTokenRefused) {
+  for (std::string_view bad : {std::string_view("short\n"), std::string_view(""),
+                               std::string_view("0123456789012345 6789012345678901234")}) {
+    SCOPED_TRACE(bad);
+    WriteText(token_path(), bad);
+    Result<std::unique_ptr<KeyStore>> r = KeyStore::Open(dir_, 100);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kCorruption);
+    EXPECT_NE(r.status().message().find(token_path().string()), std::string::npos);
+    EXPECT_EQ(ReadText(token_path()), bad);
+    EXPECT_FALSE(fs::exists(auth_path()));  // nothing written
+  }
+}
+
+TEST_F(KeyStoreTest, AccountsAndKeysPersist) {
+  ApiKey k1;
+  ApiKey k2;
+  {
+    auto store = OpenStore();
+    ASSERT_NE(store, nullptr);
+    Result<AccountInfo> alice = store->CreateAccount("alice", 1000);
+    ASSERT_TRUE(alice.ok()) << alice.status().message();
+    EXPECT_EQ(alice->id, AccountId{1});
+    EXPECT_EQ(alice->name, "alice");
+    EXPECT_EQ(alice->created_ms, 1000);
+    Result<AccountInfo> bob = store->CreateAccount("bob.B-2_x", 2000);
+    ASSERT_TRUE(bob.ok());
+    EXPECT_EQ(bob->id, AccountId{2});
+
+    Result<ApiKey> r1 = store->CreateKey(AccountId{1}, 3000);
+    ASSERT_TRUE(r1.ok()) << r1.status().message();
+    k1 = *r1;
+    EXPECT_EQ(k1.key.size(), 64U);
+    EXPECT_EQ(k1.secret.size(), 64U);
+    EXPECT_TRUE(AllAlnum(k1.key));
+    EXPECT_TRUE(AllAlnum(k1.secret));
+    EXPECT_NE(k1.key, k1.secret);
+    EXPECT_EQ(k1.account, AccountId{1});
+    EXPECT_EQ(k1.created_ms, 3000);
+    EXPECT_FALSE(k1.revoked);
+    Result<ApiKey> r2 = store->CreateKey(AccountId{1}, 2500);
+    ASSERT_TRUE(r2.ok());
+    k2 = *r2;
+    EXPECT_NE(k1.key, k2.key);
+    EXPECT_EQ(Mode(auth_path()), 0600U);
+  }
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  const std::vector<AccountInfo> accounts = store->Accounts();
+  ASSERT_EQ(accounts.size(), 2U);
+  EXPECT_EQ(accounts[0].id, AccountId{1});
+  EXPECT_EQ(accounts[0].name, "alice");
+  EXPECT_EQ(accounts[0].created_ms, 1000);
+  EXPECT_EQ(accounts[1].id, AccountId{2});
+  EXPECT_EQ(accounts[1].name, "bob.B-2_x");
+  ASSERT_TRUE(store->FindAccount(AccountId{2}).has_value());
+  EXPECT_EQ(store->FindAccount(AccountId{2})->created_ms, 2000);
+  EXPECT_FALSE(store->FindAccount(AccountId{3}).has_value());
+  EXPECT_FALSE(store->FindAccount(AccountId{0}).has_value());
+
+  const std::optional<ApiKey> found = store->FindKey(k1.key);
+  ASSERT_TRUE(found.has_value());
+  EXPECT_EQ(found->secret, k1.secret);
+  EXPECT_EQ(found->account, AccountId{1});
+  EXPECT_EQ(found->created_ms, 3000);
+  EXPECT_FALSE(found->revoked);
+  const std::vector<ApiKey> keys = store->Keys(AccountId{1});
+  ASSERT_EQ(keys.size(), 2U);
+  EXPECT_EQ(keys[0].key, k2.key);  // oldest first
+  EXPECT_EQ(keys[1].key, k1.key);
+  EXPECT_TRUE(store->Keys(AccountId{2}).empty());
+  // The next account continues after the reloaded ones.
+  Result<AccountInfo> carol = store->CreateAccount("carol", 4000);
+  ASSERT_TRUE(carol.ok());
+  EXPECT_EQ(carol->id, AccountId{3});
+}
+
+TEST_F(KeyStoreTest, AccountNameRules) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->CreateAccount("alice", 1).ok());
+  Result<AccountInfo> dup = store->CreateAccount("alice", 2);
+  ASSERT_FALSE(dup.ok());
+  EXPECT_EQ(dup.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(dup.status().message(), "account name 'alice' is taken");
+  for (const std::string& bad :
+       {std::string(""), std::string(65, 'a'), std::string("a b"), std::string("caf\xc3\xa9"),
+        std::string("x/y"), std::string("q\"")}) {
+    SCOPED_TRACE(bad);
+    Result<AccountInfo> r = store->CreateAccount(bad, 3);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  }
+  EXPECT_TRUE(store->CreateAccount(std::string(64, 'z'), 4).ok());
+  EXPECT_TRUE(store->CreateAccount("Alice", 5).ok());  // names are case-sensitive
+  EXPECT_EQ(store->Accounts().size(), 3U);
+}
+
+TEST_F(KeyStoreTest, MaxAccounts) {
+  {
+    auto store = OpenStore(3);  // ids 1 and 2; 0 is the fee account
+    ASSERT_NE(store, nullptr);
+    EXPECT_TRUE(store->CreateAccount("a", 1).ok());
+    EXPECT_TRUE(store->CreateAccount("b", 1).ok());
+    Result<AccountInfo> c = store->CreateAccount("c", 1);
+    ASSERT_FALSE(c.ok());
+    EXPECT_EQ(c.status().code(), StatusCode::kOutOfRange);
+    EXPECT_EQ(store->Accounts().size(), 2U);
+  }
+  // A store whose ids do not fit a smaller engine is refused, untouched.
+  const std::string before = ReadText(auth_path());
+  Result<std::unique_ptr<KeyStore>> r = KeyStore::Open(dir_, 2);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kCorruption);
+  EXPECT_NE(r.status().message().find("max_accounts 2"), std::string::npos) << r.status().message();
+  EXPECT_EQ(ReadText(auth_path()), before);
+
+  fs::remove_all(dir_);
+  fs::create_directory(dir_);
+  auto none = OpenStore(1);
+  ASSERT_NE(none, nullptr);
+  EXPECT_EQ(none->CreateAccount("a", 1).status().code(), StatusCode::kOutOfRange);
+}
+
+TEST_F(KeyStoreTest, RevokeKey) {
+  std::string key;
+  {
+    auto store = OpenStore();
+    ASSERT_NE(store, nullptr);
+    ASSERT_TRUE(store->CreateAccount("alice", 1).ok());
+    Result<ApiKey> k = store->CreateKey(AccountId{1}, 2);
+    ASSERT_TRUE(k.ok());
+    key = k->key;
+    EXPECT_TRUE(store->RevokeKey(key).ok());
+    ASSERT_TRUE(store->FindKey(key).has_value());
+    EXPECT_TRUE(store->FindKey(key)->revoked);
+    EXPECT_TRUE(store->RevokeKey(key).ok());  // idempotent
+    const Status missing = store->RevokeKey("nope");
+    EXPECT_EQ(missing.code(), StatusCode::kNotFound);
+    EXPECT_FALSE(store->FindKey("nope").has_value());
+  }
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->FindKey(key).has_value());
+  EXPECT_TRUE(store->FindKey(key)->revoked);
+  EXPECT_EQ(store->Keys(AccountId{1}).size(), 1U);
+}
+
+TEST_F(KeyStoreTest, CreateKeyNeedsAccount) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  Result<ApiKey> k = store->CreateKey(AccountId{1}, 2);
+  ASSERT_FALSE(k.ok());
+  EXPECT_EQ(k.status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(ReadText(auth_path()), "{\"version\":1,\"accounts\":[],\"keys\":[]}\n");
+}
+
+TEST_F(KeyStoreTest, FailedSaveRollsBack) {
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->CreateAccount("alice", 1).ok());
+  Result<ApiKey> k = store->CreateKey(AccountId{1}, 2);
+  ASSERT_TRUE(k.ok());
+  const std::string saved = ReadText(auth_path());
+  // A directory where the temporary file goes makes every save fail, even
+  // for root (which file modes would not stop).
+  ASSERT_TRUE(fs::create_directory(dir_ / "auth.json.tmp"));
+
+  Result<AccountInfo> bob = store->CreateAccount("bob", 3);
+  ASSERT_FALSE(bob.ok());
+  EXPECT_EQ(bob.status().code(), StatusCode::kIoError);
+  EXPECT_NE(bob.status().message().find("auth.json.tmp"), std::string::npos);
+  EXPECT_EQ(store->Accounts().size(), 1U);
+  EXPECT_FALSE(store->FindAccount(AccountId{2}).has_value());
+
+  Result<ApiKey> k2 = store->CreateKey(AccountId{1}, 4);
+  ASSERT_FALSE(k2.ok());
+  EXPECT_EQ(store->Keys(AccountId{1}).size(), 1U);
+
+  EXPECT_FALSE(store->RevokeKey(k->key).ok());
+  EXPECT_FALSE(store->FindKey(k->key)->revoked);
+  EXPECT_EQ(ReadText(auth_path()), saved);
+
+  fs::remove(dir_ / "auth.json.tmp");
+  Result<AccountInfo> bob2 = store->CreateAccount("bob", 5);
+  ASSERT_TRUE(bob2.ok());
+  EXPECT_EQ(bob2->id, AccountId{2});  // the failed attempt used no id
+}
+
+TEST_F(KeyStoreTest, MalformedFileRefusedAndUntouched) {
+  const std::string valid_key(64, 'k');
+  const std::string valid_secret(64, 's');
+  const std::string key_entry = "{\"key\":\"" + valid_key + "\",\"secret\":\"" + valid_secret +
+                                "\",\"account\":1,\"created_ms\":1,\"revoked\":false}";
+  const std::string alice = "{\"id\":1,\"name\":\"alice\",\"created_ms\":1}";
+  struct Case {
+    std::string text;
+    std::string why;  // a part of the message
+  };
+  const Case cases[] = {
+      {"{\"version\":1,\"accounts\":[", "not valid JSON"},
+      {"", "not valid JSON"},
+      {"[]", "not a JSON object"},
+      {"{\"version\":2,\"accounts\":[],\"keys\":[]}", "version"},
+      {"{\"version\":1,\"keys\":[]}", "\"accounts\" is not an array"},
+      {"{\"version\":1,\"accounts\":[],\"keys\":{}}", "\"keys\" is not an array"},
+      {"{\"version\":1,\"accounts\":[{\"id\":0,\"name\":\"a\",\"created_ms\":1}],\"keys\":[]}",
+       "accounts[0]: id 0 is outside 1..99"},
+      {"{\"version\":1,\"accounts\":[" + alice + "," + alice + "],\"keys\":[]}",
+       "accounts[1]: id 1 appears twice"},
+      {"{\"version\":1,\"accounts\":[" + alice +
+           ",{\"id\":2,\"name\":\"alice\",\"created_ms\":1}],\"keys\":[]}",
+       "name 'alice' appears twice"},
+      {"{\"version\":1,\"accounts\":[{\"id\":1,\"name\":\"a b\",\"created_ms\":1}],\"keys\":[]}",
+       "accounts[0]: account name 'a b'"},
+      {"{\"version\":1,\"accounts\":[{\"id\":1,\"name\":\"a\"}],\"keys\":[]}", "accounts[0] needs"},
+      {"{\"version\":1,\"accounts\":[],\"keys\":[" + key_entry + "]}",
+       "keys[0]: account 1 does not exist"},
+      {"{\"version\":1,\"accounts\":[" + alice + "],\"keys\":[" + key_entry + "," + key_entry +
+           "]}",
+       "keys[1]: the key appears twice"},
+      {"{\"version\":1,\"accounts\":[" + alice + "],\"keys\":[{\"key\":\"short\",\"secret\":\"" +
+           valid_secret + "\",\"account\":1,\"created_ms\":1,\"revoked\":false}]}",
+       "keys[0]: key and secret must be 64"},
+      {"{\"version\":1,\"accounts\":[" + alice + "],\"keys\":[{\"key\":\"" + valid_key +
+           "\",\"secret\":\"" + valid_secret + "\",\"account\":1,\"created_ms\":1}]}",
+       "keys[0] needs"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.text);
+    WriteText(auth_path(), c.text);
+    Result<std::unique_ptr<KeyStore>> r = KeyStore::Open(dir_, 100);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kCorruption);
+    const std::string& msg = r.status().message();
+    EXPECT_EQ(msg.rfind(auth_path().string() + ": ", 0), 0U) << msg;
+    EXPECT_NE(msg.find(c.why), std::string::npos) << msg;
+    EXPECT_EQ(ReadText(auth_path()), c.text);
+    EXPECT_FALSE(fs::exists(token_path()));  // nothing written on failure
+  }
+  // The same file, made valid, loads.
+  WriteText(auth_path(), "{\"version\":1,\"accounts\":[" + alice + "],\"keys\":[" + key_entry +
+                             "],\"comment\":\"unknown fields are ignored\"}");
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->FindKey(valid_key).has_value());
+  EXPECT_EQ(store->FindKey(valid_key)->secret, valid_secret);
+}
+
+TEST_F(KeyStoreTest, UnreadableFileIsAnError) {
+  fs::create_directory(auth_path());  // a directory where the file should be
+  Result<std::unique_ptr<KeyStore>> r = KeyStore::Open(dir_, 100);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kIoError);
+  EXPECT_NE(r.status().message().find(auth_path().string()), std::string::npos);
+}
+
+// ---------------------------------------------------------------- RateLimiter
+
+TEST(RateLimiterTest, BurstThenRefused) {
+  RateLimiter rl({.weight_per_minute = 60, .burst = 10, .max_keys = 1000});
+  for (uint32_t i = 1; i <= 10; ++i) {
+    const RateDecision d = rl.Take("k", 1, 0);
+    EXPECT_TRUE(d.allowed) << i;
+    EXPECT_EQ(d.used_weight_1m, i);
+  }
+  const RateDecision d = rl.Take("k", 1, 0);
+  EXPECT_FALSE(d.allowed);
+  EXPECT_EQ(d.retry_after_s, 1U);    // one token per second
+  EXPECT_EQ(d.used_weight_1m, 10U);  // a refused request is not counted
+  // Another key has its own bucket.
+  EXPECT_TRUE(rl.Take("other", 10, 0).allowed);
+}
+
+TEST(RateLimiterTest, RefillWithInjectedTime) {
+  RateLimiter rl({.weight_per_minute = 60, .burst = 10, .max_keys = 1000});
+  EXPECT_TRUE(rl.Take("k", 10, 0).allowed);
+  EXPECT_FALSE(rl.Take("k", 1, 999).allowed);
+  EXPECT_TRUE(rl.Take("k", 1, 1000).allowed);
+  EXPECT_FALSE(rl.Take("k", 1, 1000).allowed);
+  // 5 seconds later 5 tokens, never more than the burst.
+  EXPECT_FALSE(rl.Take("k", 6, 6000).allowed);
+  EXPECT_TRUE(rl.Take("k", 5, 6000).allowed);
+  EXPECT_TRUE(rl.Take("k", 10, 600'000).allowed);
+  EXPECT_FALSE(rl.Take("k", 1, 600'000).allowed);
+  // A clock that goes back refills nothing.
+  EXPECT_FALSE(rl.Take("k", 1, 500'000).allowed);
+  EXPECT_TRUE(rl.Take("k", 1, 601'000).allowed);
+}
+
+TEST(RateLimiterTest, RetryAfter) {
+  RateLimiter rl({.weight_per_minute = 6, .burst = 10, .max_keys = 1000});  // 0.1 token/s
+  EXPECT_TRUE(rl.Take("k", 10, 0).allowed);
+  EXPECT_EQ(rl.Take("k", 1, 0).retry_after_s, 10U);
+  EXPECT_EQ(rl.Take("k", 3, 0).retry_after_s, 30U);
+  // 2.5 s later 0.25 tokens: 0.75 missing = 7.5 s, rounded up.
+  EXPECT_EQ(rl.Take("k", 1, 2500).retry_after_s, 8U);
+  // 9.999 s: 0.0001 token missing (1 ms) still means 1 s.
+  const RateDecision d = rl.Take("k", 1, 9999);
+  EXPECT_FALSE(d.allowed);
+  EXPECT_EQ(d.retry_after_s, 1U);
+  EXPECT_TRUE(rl.Take("k", 1, 10'000).allowed);
+}
+
+TEST(RateLimiterTest, WeightAboveBurst) {
+  RateLimiter rl({.weight_per_minute = 6000, .burst = 100, .max_keys = 1000});
+  const RateDecision d = rl.Take("k", 101, 0);
+  EXPECT_FALSE(d.allowed);
+  EXPECT_EQ(d.retry_after_s, 60U);
+  EXPECT_EQ(d.used_weight_1m, 0U);
+  EXPECT_TRUE(rl.Take("k", 100, 0).allowed);  // nothing was taken
+}
+
+TEST(RateLimiterTest, UsedWeightResetsAtMinuteBoundary) {
+  RateLimiter rl({.weight_per_minute = 1'000'000, .burst = 1'000'000, .max_keys = 1000});
+  EXPECT_EQ(rl.Take("k", 5, 60'000).used_weight_1m, 5U);
+  EXPECT_EQ(rl.Take("k", 7, 119'999).used_weight_1m, 12U);
+  EXPECT_EQ(rl.Take("k", 2, 120'000).used_weight_1m, 2U);
+  EXPECT_EQ(rl.Take("k", 1, 179'999).used_weight_1m, 3U);
+  EXPECT_EQ(rl.Take("k", 1, 300'000).used_weight_1m, 1U);
+}
+
+TEST(RateLimiterTest, DisabledStillCountsWeight) {
+  RateLimiter rl({.weight_per_minute = 0, .burst = 0, .max_keys = 1000});
+  for (uint32_t i = 1; i <= 100; ++i) {
+    const RateDecision d = rl.Take("k", 1000, 0);
+    EXPECT_TRUE(d.allowed);
+    EXPECT_EQ(d.retry_after_s, 0U);
+    EXPECT_EQ(d.used_weight_1m, 1000 * i);
+  }
+  EXPECT_EQ(rl.Take("k", 1, 60'000).used_weight_1m, 1U);
+  // The counter saturates instead of wrapping.
+  EXPECT_EQ(rl.Take("k", std::numeric_limits<uint32_t>::max(), 60'001).used_weight_1m,
+            std::numeric_limits<uint32_t>::max());
+}
+
+TEST(RateLimiterTest, ExtremeRatesDoNotOverflow) {
+  const uint32_t max = std::numeric_limits<uint32_t>::max();
+  RateLimiter rl({.weight_per_minute = max, .burst = max, .max_keys = 1000});
+  EXPECT_TRUE(rl.Take("k", max, 0).allowed);
+  EXPECT_FALSE(rl.Take("k", max, 0).allowed);
+  EXPECT_TRUE(rl.Take("k", max, 4'000'000'000'000).allowed);
+  RateLimiter slow({.weight_per_minute = 1, .burst = max, .max_keys = 1000});
+  EXPECT_TRUE(slow.Take("k", max, 0).allowed);
+  const RateDecision d = slow.Take("k", max, 0);
+  EXPECT_FALSE(d.allowed);
+  EXPECT_EQ(d.retry_after_s, max);  // 2^32 minutes, clamped
+}
+
+// Keys in the same stripe as `key` (16 stripes chosen by std::hash).
+std::vector<std::string> SameStripe(const std::string& key, std::size_t n) {
+  const auto stripe = [](std::string_view k) { return std::hash<std::string_view>{}(k) % 16; };
+  std::vector<std::string> out;
+  for (int i = 0; out.size() < n; ++i) {
+    std::string k = "key" + std::to_string(i);
+    if (k != key && stripe(k) == stripe(key)) out.push_back(k);
+  }
+  return out;
+}
+
+TEST(RateLimiterTest, DropsLeastRecentlyUsedWhenFull) {
+  // max_keys 16: one bucket per stripe.
+  RateLimiter rl({.weight_per_minute = 1, .burst = 5, .max_keys = 16});
+  const std::vector<std::string> others = SameStripe("a", 1);
+  EXPECT_TRUE(rl.Take("a", 5, 0).allowed);
+  EXPECT_FALSE(rl.Take("a", 1, 1).allowed);
+  EXPECT_TRUE(rl.Take(others[0], 1, 2).allowed);  // drops "a"
+  EXPECT_TRUE(rl.Take("a", 5, 3).allowed);        // a fresh, full bucket again
+}
+
+TEST(RateLimiterTest, DropsIdleBucketsFirst) {
+  // max_keys 32: two buckets per stripe.
+  RateLimiter rl({.weight_per_minute = 1, .burst = 5, .max_keys = 32});
+  const std::vector<std::string> o = SameStripe("a", 2);
+  EXPECT_TRUE(rl.Take("a", 5, 0).allowed);
+  EXPECT_TRUE(rl.Take(o[0], 5, 61'000).allowed);
+  EXPECT_TRUE(rl.Take(o[1], 1, 61'000).allowed);  // "a" is idle: dropped
+  // o[0] was kept: its empty bucket still refuses.
+  EXPECT_FALSE(rl.Take(o[0], 1, 61'001).allowed);
+  // "a" would have had ~1 token left (refill 1/min): a fresh bucket allows 5.
+  EXPECT_TRUE(rl.Take("a", 5, 61'002).allowed);
+}
+
+}  // namespace
+}  // namespace mb::gateway

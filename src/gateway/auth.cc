@@ -1,0 +1,494 @@
+#include "gateway/auth.h"
+
+#include <fcntl.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <boost/json.hpp>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <system_error>
+#include <utility>
+
+#include "common/checked.h"
+
+namespace mb::gateway {
+namespace fs = std::filesystem;
+namespace json = boost::json;
+
+namespace {
+
+constexpr std::string_view kAuthFile = "auth.json";
+constexpr std::string_view kAdminTokenFile = "admin.token";
+constexpr std::size_t kKeyLength = 64;
+constexpr std::size_t kAdminTokenLength = 64;
+// An operator may write their own admin token: these bounds keep it from
+// being trivially guessable or absurd.
+constexpr std::size_t kMinAdminTokenLength = 32;
+constexpr std::size_t kMaxAdminTokenLength = 1024;
+constexpr std::size_t kMaxNameLength = 64;
+constexpr int64_t kFileVersion = 1;
+constexpr int64_t kMaxRecvWindowMs = 60'000;
+constexpr int64_t kMaxAheadMs = 1'000;
+
+bool IsAlnum(char c) {
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+}
+
+bool IsToken(std::string_view s, std::size_t length) {
+  return s.size() == length && std::all_of(s.begin(), s.end(), IsAlnum);
+}
+
+Status CheckAccountName(std::string_view name) {
+  if (name.empty()) return InvalidArgument("account name is empty");
+  if (name.size() > kMaxNameLength) {
+    return InvalidArgument("account name is longer than " + std::to_string(kMaxNameLength) +
+                           " characters");
+  }
+  for (char c : name) {
+    if (!IsAlnum(c) && c != '_' && c != '.' && c != '-') {
+      return InvalidArgument("account name '" + std::string(name) +
+                             "' has a character outside [A-Za-z0-9_.-]");
+    }
+  }
+  return Status::Ok();
+}
+
+Status ErrnoStatus(const fs::path& path, std::string_view what, int err) {
+  return IoError(path.string() + ": " + std::string(what) + ": " + std::strerror(err));
+}
+
+Status SyncDir(const fs::path& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus(dir, "open directory", errno);
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  if (rc != 0) return ErrnoStatus(dir, "fsync directory", err);
+  return Status::Ok();
+}
+
+// Writes `bytes` to <path>.tmp (mode 0600), fsyncs it, renames it over `path`
+// and fsyncs the directory: after a crash the file is the old one or the whole
+// new one, never a part, and it is never readable by others, even briefly.
+Status WriteSecretFileAtomically(const fs::path& path, std::string_view bytes) {
+  fs::path tmp = path;
+  tmp += ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) return ErrnoStatus(tmp, "create", errno);
+  Status s;
+  // A leftover temporary file keeps its old mode through O_CREAT.
+  if (::fchmod(fd, 0600) != 0) s = ErrnoStatus(tmp, "chmod", errno);
+  std::size_t done = 0;
+  while (s.ok() && done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      s = ErrnoStatus(tmp, "write", errno);
+      break;
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  if (s.ok() && ::fsync(fd) != 0) s = ErrnoStatus(tmp, "fsync", errno);
+  if (::close(fd) != 0 && s.ok()) s = ErrnoStatus(tmp, "close", errno);
+  if (s.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) s = ErrnoStatus(path, "rename", errno);
+  if (!s.ok()) {
+    ::unlink(tmp.c_str());
+    return s;
+  }
+  return SyncDir(path.parent_path());
+}
+
+// The file's bytes, or nullopt when it does not exist.
+Result<std::optional<std::string>> ReadIfExists(const fs::path& path) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (st.type() == fs::file_type::not_found) return std::optional<std::string>();
+  if (ec) return IoError(path.string() + ": stat: " + ec.message());
+  if (st.type() != fs::file_type::regular) return IoError(path.string() + ": not a regular file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return ErrnoStatus(path, "open", errno);
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) return ErrnoStatus(path, "read", errno);
+  return std::optional<std::string>(std::move(text).str());
+}
+
+// ---- auth.json ----
+//
+// {"version":1,
+//  "accounts":[{"id":1,"name":"alice","created_ms":1700000000000}],
+//  "keys":[{"key":"<64>","secret":"<64>","account":1,"created_ms":...,"revoked":false}]}
+
+std::optional<int64_t> GetInt64(const json::object& o, std::string_view field) {
+  const json::value* v = o.if_contains(field);
+  if (v == nullptr) return std::nullopt;
+  if (const int64_t* i = v->if_int64()) return *i;
+  if (const uint64_t* u = v->if_uint64()) {
+    if (*u <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+      return static_cast<int64_t>(*u);
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string_view> GetString(const json::object& o, std::string_view field) {
+  const json::value* v = o.if_contains(field);
+  if (v == nullptr) return std::nullopt;
+  if (const json::string* s = v->if_string()) return std::string_view(*s);
+  return std::nullopt;
+}
+
+struct Loaded {
+  std::map<uint32_t, AccountInfo> accounts;
+  std::map<std::string, ApiKey, std::less<>> keys;
+};
+
+// Why the document is not a valid store, or "" with *out filled.
+std::string ParseAuthJson(std::string_view text, uint32_t max_accounts, Loaded* out) {
+  boost::system::error_code ec;
+  const json::value doc = json::parse(text, ec);
+  if (ec) return "not valid JSON: " + ec.message();
+  const json::object* root = doc.if_object();
+  if (root == nullptr) return "the document is not a JSON object";
+  const std::optional<int64_t> version = GetInt64(*root, "version");
+  if (version != kFileVersion) return "\"version\" is missing or not 1";
+  const json::value* accounts_v = root->if_contains("accounts");
+  const json::value* keys_v = root->if_contains("keys");
+  if (accounts_v == nullptr || !accounts_v->is_array()) return "\"accounts\" is not an array";
+  if (keys_v == nullptr || !keys_v->is_array()) return "\"keys\" is not an array";
+
+  Loaded loaded;
+  std::set<std::string_view> names;
+  std::size_t index = 0;
+  for (const json::value& v : accounts_v->get_array()) {
+    const std::string where = "accounts[" + std::to_string(index++) + "]";
+    const json::object* o = v.if_object();
+    if (o == nullptr) return where + " is not an object";
+    const std::optional<int64_t> id = GetInt64(*o, "id");
+    const std::optional<std::string_view> name = GetString(*o, "name");
+    const std::optional<int64_t> created = GetInt64(*o, "created_ms");
+    if (!id || !name || !created) return where + " needs \"id\", \"name\" and \"created_ms\"";
+    if (*id < 1 || *id >= static_cast<int64_t>(max_accounts)) {
+      return where + ": id " + std::to_string(*id) + " is outside 1.." +
+             std::to_string(static_cast<int64_t>(max_accounts) - 1) + " (max_accounts " +
+             std::to_string(max_accounts) + ")";
+    }
+    if (Status s = CheckAccountName(*name); !s.ok()) return where + ": " + s.message();
+    const auto raw_id = static_cast<uint32_t>(*id);
+    if (loaded.accounts.count(raw_id) != 0) {
+      return where + ": id " + std::to_string(*id) + " appears twice";
+    }
+    if (!names.insert(*name).second) {
+      return where + ": name '" + std::string(*name) + "' appears twice";
+    }
+    loaded.accounts.emplace(raw_id, AccountInfo{AccountId{raw_id}, std::string(*name), *created});
+  }
+  index = 0;
+  for (const json::value& v : keys_v->get_array()) {
+    const std::string where = "keys[" + std::to_string(index++) + "]";
+    const json::object* o = v.if_object();
+    if (o == nullptr) return where + " is not an object";
+    const std::optional<std::string_view> key = GetString(*o, "key");
+    const std::optional<std::string_view> secret = GetString(*o, "secret");
+    const std::optional<int64_t> account = GetInt64(*o, "account");
+    const std::optional<int64_t> created = GetInt64(*o, "created_ms");
+    const json::value* revoked = o->if_contains("revoked");
+    if (!key || !secret || !account || !created || revoked == nullptr || !revoked->is_bool()) {
+      return where +
+             " needs \"key\", \"secret\", \"account\", \"created_ms\" and a boolean \"revoked\"";
+    }
+    if (!IsToken(*key, kKeyLength) || !IsToken(*secret, kKeyLength)) {
+      return where + ": key and secret must be 64 characters of [A-Za-z0-9]";
+    }
+    if (*account < 1 || *account > std::numeric_limits<uint32_t>::max() ||
+        loaded.accounts.count(static_cast<uint32_t>(*account)) == 0) {
+      return where + ": account " + std::to_string(*account) + " does not exist";
+    }
+    ApiKey k;
+    k.key = std::string(*key);
+    k.secret = std::string(*secret);
+    k.account = AccountId{static_cast<uint32_t>(*account)};
+    k.created_ms = *created;
+    k.revoked = revoked->get_bool();
+    if (!loaded.keys.emplace(k.key, k).second) return where + ": the key appears twice";
+  }
+  *out = std::move(loaded);
+  return "";
+}
+
+std::string SerializeAuthJson(const std::map<uint32_t, AccountInfo>& accounts,
+                              const std::map<std::string, ApiKey, std::less<>>& keys) {
+  json::array accounts_a;
+  for (const auto& [id, a] : accounts) {
+    accounts_a.push_back(json::object{{"id", id}, {"name", a.name}, {"created_ms", a.created_ms}});
+  }
+  json::array keys_a;
+  for (const auto& [key, k] : keys) {
+    keys_a.push_back(json::object{{"key", k.key},
+                                  {"secret", k.secret},
+                                  {"account", Raw(k.account)},
+                                  {"created_ms", k.created_ms},
+                                  {"revoked", k.revoked}});
+  }
+  const json::object root{
+      {"version", kFileVersion}, {"accounts", std::move(accounts_a)}, {"keys", std::move(keys_a)}};
+  std::string text = json::serialize(root);
+  text.push_back('\n');
+  return text;
+}
+
+// The token in admin.token (surrounding whitespace ignored), or why not.
+std::string ParseAdminToken(std::string_view text, std::string* out) {
+  const auto is_space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; };
+  while (!text.empty() && is_space(text.front())) text.remove_prefix(1);
+  while (!text.empty() && is_space(text.back())) text.remove_suffix(1);
+  if (text.size() < kMinAdminTokenLength || text.size() > kMaxAdminTokenLength) {
+    return "the token must have " + std::to_string(kMinAdminTokenLength) + " to " +
+           std::to_string(kMaxAdminTokenLength) + " characters";
+  }
+  for (char c : text) {
+    if (c <= ' ' || c > '~') return "the token has a character that is not printable ASCII";
+  }
+  *out = std::string(text);
+  return "";
+}
+
+bool ConstantTimeEquals(std::string_view a, std::string_view b) {
+  // Lengths are not secret (keys and signatures have fixed lengths).
+  if (a.size() != b.size()) return false;
+  if (a.empty()) return true;
+  return CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+}
+
+}  // namespace
+
+std::string HmacSha256Hex(std::string_view key, std::string_view data) {
+  // OpenSSL reads a null key as "reuse the previous key": never pass one.
+  static const unsigned char kEmpty = 0;
+  MB_CHECK(key.size() <= static_cast<std::size_t>(INT_MAX));
+  const void* key_ptr = key.empty() ? static_cast<const void*>(&kEmpty) : key.data();
+  const unsigned char* data_ptr =
+      data.empty() ? &kEmpty : reinterpret_cast<const unsigned char*>(data.data());
+  std::array<unsigned char, EVP_MAX_MD_SIZE> mac{};
+  unsigned int mac_len = 0;
+  const unsigned char* r = HMAC(EVP_sha256(), key_ptr, static_cast<int>(key.size()), data_ptr,
+                                data.size(), mac.data(), &mac_len);
+  MB_CHECK(r != nullptr && mac_len == 32);
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string hex;
+  hex.reserve(2 * mac_len);
+  for (unsigned int i = 0; i < mac_len; ++i) {
+    hex.push_back(kHex[mac[i] >> 4U]);
+    hex.push_back(kHex[mac[i] & 0x0FU]);
+  }
+  return hex;
+}
+
+bool SignatureEquals(std::string_view expected_hex, std::string_view given_hex) {
+  const auto lower = [](std::string_view s) {
+    std::string out(s);
+    for (char& c : out) {
+      if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+    }
+    return out;
+  };
+  return ConstantTimeEquals(lower(expected_hex), lower(given_hex));
+}
+
+std::optional<ApiError> CheckTimestamp(int64_t timestamp_ms, int64_t recv_window_ms,
+                                       int64_t now_ms) {
+  if (recv_window_ms < 1 || recv_window_ms > kMaxRecvWindowMs) {
+    return ApiError::BadParam("recvWindow", "It must be between 1 and 60000 milliseconds.");
+  }
+  // In 128 bits: a client's timestamp may be any int64.
+  const int128 ahead = static_cast<int128>(timestamp_ms) - now_ms;
+  if (ahead >= kMaxAheadMs) {
+    return ApiError{400, -1021,
+                    "Timestamp for this request was 1000ms ahead of the server's time."};
+  }
+  if (-ahead > recv_window_ms) return ApiError::TimestampOutside();
+  return std::nullopt;
+}
+
+std::string RandomToken(std::size_t length) {
+  static constexpr std::string_view kAlphabet =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+  static_assert(kAlphabet.size() == 62);
+  // Bytes >= 248 (= 4 * 62) are dropped so that byte % 62 is uniform.
+  constexpr unsigned kLimit = 4 * kAlphabet.size();
+  std::string out;
+  out.reserve(length);
+  std::array<unsigned char, 64> buf{};
+  while (out.size() < length) {
+    // Without randomness no secret may be made: a broken invariant of the host.
+    MB_CHECK(RAND_bytes(buf.data(), static_cast<int>(buf.size())) == 1);
+    for (unsigned char b : buf) {
+      if (b >= kLimit) continue;
+      out.push_back(kAlphabet[b % kAlphabet.size()]);
+      if (out.size() == length) break;
+    }
+  }
+  return out;
+}
+
+// ---- KeyStore ----
+
+Result<std::unique_ptr<KeyStore>> KeyStore::Open(const fs::path& data_dir, uint32_t max_accounts) {
+  std::error_code ec;
+  fs::create_directories(data_dir, ec);
+  if (ec) return IoError(data_dir.string() + ": create directory: " + ec.message());
+
+  std::unique_ptr<KeyStore> store(new KeyStore());
+  store->dir_ = data_dir;
+  store->max_accounts_ = max_accounts;
+  const fs::path auth_path = data_dir / kAuthFile;
+  const fs::path token_path = store->admin_token_path();
+
+  // Both files are read and checked before anything is written: a bad file
+  // fails the open and is left as it is for the operator to look at.
+  Result<std::optional<std::string>> auth_text = ReadIfExists(auth_path);
+  if (!auth_text.ok()) return auth_text.status();
+  Result<std::optional<std::string>> token_text = ReadIfExists(token_path);
+  if (!token_text.ok()) return token_text.status();
+
+  if (auth_text->has_value()) {
+    Loaded loaded;
+    const std::string why = ParseAuthJson(**auth_text, max_accounts, &loaded);
+    if (!why.empty()) return Corruption(auth_path.string() + ": " + why);
+    store->accounts_ = std::move(loaded.accounts);
+    store->keys_ = std::move(loaded.keys);
+  }
+  if (token_text->has_value()) {
+    const std::string why = ParseAdminToken(**token_text, &store->admin_token_);
+    if (!why.empty()) return Corruption(token_path.string() + ": " + why);
+  }
+
+  if (!token_text->has_value()) {
+    std::string token = RandomToken(kAdminTokenLength);
+    MB_RETURN_IF_ERROR(WriteSecretFileAtomically(token_path, token + "\n"));
+    store->admin_token_ = std::move(token);
+  }
+  if (!auth_text->has_value()) {
+    std::unique_lock lock(store->mu_);
+    MB_RETURN_IF_ERROR(store->Save());
+  }
+  return Result<std::unique_ptr<KeyStore>>(std::move(store));
+}
+
+fs::path KeyStore::admin_token_path() const { return dir_ / kAdminTokenFile; }
+
+bool KeyStore::CheckAdminToken(std::string_view token) const {
+  return ConstantTimeEquals(admin_token_, token);
+}
+
+Status KeyStore::Save() const {
+  return WriteSecretFileAtomically(dir_ / kAuthFile, SerializeAuthJson(accounts_, keys_));
+}
+
+Result<AccountInfo> KeyStore::CreateAccount(std::string name, int64_t now_ms) {
+  MB_RETURN_IF_ERROR(CheckAccountName(name));
+  std::unique_lock lock(mu_);
+  for (const auto& [id, a] : accounts_) {
+    if (a.name == name) return InvalidArgument("account name '" + name + "' is taken");
+  }
+  // Ids are dense from 1 (accounts are never deleted); 0 is the fee account.
+  const uint64_t next = accounts_.empty() ? 1 : uint64_t{accounts_.rbegin()->first} + 1;
+  if (next >= max_accounts_) {
+    return OutOfRange("no account id left: max_accounts is " + std::to_string(max_accounts_) +
+                      " (ids 1.." + std::to_string(max_accounts_ > 0 ? max_accounts_ - 1 : 0) +
+                      ", 0 is the fee account)");
+  }
+  const auto id = static_cast<uint32_t>(next);
+  const AccountInfo info{AccountId{id}, std::move(name), now_ms};
+  accounts_.emplace(id, info);
+  if (Status s = Save(); !s.ok()) {
+    accounts_.erase(id);
+    return s;
+  }
+  return info;
+}
+
+std::optional<AccountInfo> KeyStore::FindAccount(AccountId id) const {
+  std::shared_lock lock(mu_);
+  const auto it = accounts_.find(Raw(id));
+  if (it == accounts_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::vector<AccountInfo> KeyStore::Accounts() const {
+  std::shared_lock lock(mu_);
+  std::vector<AccountInfo> out;
+  out.reserve(accounts_.size());
+  for (const auto& [id, a] : accounts_) out.push_back(a);
+  return out;
+}
+
+Result<ApiKey> KeyStore::CreateKey(AccountId account, int64_t now_ms) {
+  std::unique_lock lock(mu_);
+  if (accounts_.count(Raw(account)) == 0) {
+    return NotFound("account " + std::to_string(Raw(account)) + " does not exist");
+  }
+  ApiKey k;
+  do {
+    k.key = RandomToken(kKeyLength);
+  } while (keys_.count(k.key) != 0);  // 62^64 keys: a repeat is a formality
+  k.secret = RandomToken(kKeyLength);
+  k.account = account;
+  k.created_ms = now_ms;
+  keys_.emplace(k.key, k);
+  if (Status s = Save(); !s.ok()) {
+    keys_.erase(k.key);
+    return s;
+  }
+  return k;
+}
+
+Status KeyStore::RevokeKey(std::string_view key) {
+  std::unique_lock lock(mu_);
+  const auto it = keys_.find(key);
+  if (it == keys_.end()) return NotFound("no such API key");
+  if (it->second.revoked) return Status::Ok();
+  it->second.revoked = true;
+  if (Status s = Save(); !s.ok()) {
+    it->second.revoked = false;
+    return s;
+  }
+  return Status::Ok();
+}
+
+std::optional<ApiKey> KeyStore::FindKey(std::string_view key) const {
+  std::shared_lock lock(mu_);
+  const auto it = keys_.find(key);
+  if (it == keys_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::vector<ApiKey> KeyStore::Keys(AccountId account) const {
+  std::vector<ApiKey> out;
+  {
+    std::shared_lock lock(mu_);
+    for (const auto& [key, k] : keys_) {
+      if (k.account == account) out.push_back(k);
+    }
+  }
+  // Oldest first; the key breaks ties so that the order is stable.
+  std::sort(out.begin(), out.end(), [](const ApiKey& a, const ApiKey& b) {
+    return a.created_ms != b.created_ms ? a.created_ms < b.created_ms : a.key < b.key;
+  });
+  return out;
+}
+
+}  // namespace mb::gateway

@@ -1,0 +1,85 @@
+// Authentication: HMAC-SHA256 request signatures (Binance SIGNED endpoints),
+// the timestamp/recvWindow window, and the store of accounts, API keys and the
+// admin token, persisted in the data directory.
+//
+// Thread safety: the free functions are pure. KeyStore: every method from any
+// thread (a shared_mutex; writes also rewrite the file atomically).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <shared_mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "common/strong.h"
+#include "gateway/api_error.h"
+
+namespace mb::gateway {
+
+// Lower-case hex of HMAC-SHA256(key, data).
+std::string HmacSha256Hex(std::string_view key, std::string_view data);
+// Constant-time equality of two hex signatures (case-insensitive hex).
+bool SignatureEquals(std::string_view expected_hex, std::string_view given_hex);
+// Binance: -1021 when timestamp >= now_ms + 1000 or now_ms - timestamp > recv_window;
+// recvWindow must be in 1..60000 (else -1130 on 'recvWindow').
+std::optional<ApiError> CheckTimestamp(int64_t timestamp_ms, int64_t recv_window_ms, int64_t now_ms);
+
+// Random printable token of `length` [A-Za-z0-9] characters (OpenSSL RAND_bytes).
+std::string RandomToken(std::size_t length);
+
+struct ApiKey {
+  std::string key;     // 64 characters, public
+  std::string secret;  // 64 characters, shown once at creation
+  AccountId account{};
+  int64_t created_ms = 0;
+  bool revoked = false;
+};
+
+struct AccountInfo {
+  AccountId id{};
+  std::string name;
+  int64_t created_ms = 0;
+};
+
+// <data_dir>/auth.json (0600): accounts, API keys (secrets included: HMAC
+// needs them) and <data_dir>/admin.token (0600, generated on first open).
+class KeyStore {
+ public:
+  // Loads or creates the files. Error: unreadable/invalid files (named), a
+  // directory that cannot be written.
+  static Result<std::unique_ptr<KeyStore>> Open(const std::filesystem::path& data_dir,
+                                                uint32_t max_accounts);
+
+  const std::string& admin_token() const noexcept { return admin_token_; }
+  std::filesystem::path admin_token_path() const;
+  bool CheckAdminToken(std::string_view token) const;  // constant time
+
+  // Accounts get ids 1, 2, ... (0 is the fee account). Error when the
+  // engine's max_accounts is reached or the name is taken.
+  Result<AccountInfo> CreateAccount(std::string name, int64_t now_ms);
+  std::optional<AccountInfo> FindAccount(AccountId id) const;
+  std::vector<AccountInfo> Accounts() const;
+
+  Result<ApiKey> CreateKey(AccountId account, int64_t now_ms);  // account must exist
+  Status RevokeKey(std::string_view key);                       // kNotFound
+  std::optional<ApiKey> FindKey(std::string_view key) const;    // revoked keys too
+  std::vector<ApiKey> Keys(AccountId account) const;
+
+ private:
+  KeyStore() = default;
+  Status Save() const;  // REQUIRES: mu_ held exclusively
+
+  std::filesystem::path dir_;
+  uint32_t max_accounts_ = 0;
+  std::string admin_token_;
+  mutable std::shared_mutex mu_;
+  std::map<uint32_t, AccountInfo> accounts_;  // GUARDED_BY(mu_)
+  std::map<std::string, ApiKey, std::less<>> keys_;  // GUARDED_BY(mu_)
+};
+
+}  // namespace mb::gateway

@@ -1,0 +1,990 @@
+// Every body is written into one fmt::memory_buffer (inline storage, grown
+// as needed) through the small Obj writer below, which keeps track
+// of commas; arrays are written by hand. Numbers are formatted by
+// FormatDecimal, whose short strings stay in the small-string buffer. Keys are
+// literals of this file and need no escaping; every string value that comes
+// from configuration or a client (symbols, asset names, client order ids)
+// goes through AppendEscaped.
+#include "gateway/binance_json.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <iterator>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "common/checked.h"
+#include "common/decimal.h"
+#include "common/status.h"
+#include "common/strong.h"
+#include "engine/types.h"
+
+namespace mb::gateway {
+namespace {
+
+using Buf = fmt::memory_buffer;
+using marketdata::Fill;
+using marketdata::Kline;
+using marketdata::Level;
+using marketdata::MarketSnapshot;
+using marketdata::OrderRecord;
+using marketdata::TradeRow;
+
+constexpr int64_t kNsPerMs = 1'000'000;
+
+int64_t Ms(int64_t ns) noexcept { return ns / kNsPerMs; }
+
+void Append(Buf& b, std::string_view s) { b.append(s.data(), s.data() + s.size()); }
+
+// A JSON string: quotes, backslashes and control characters escaped. Other
+// bytes pass through: configuration symbols are ASCII and client order ids are
+// restricted to [.A-Z:/a-z0-9_-] before they get here.
+void AppendEscaped(Buf& b, std::string_view s) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  b.push_back('"');
+  for (const char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c == '"' || c == '\\') {
+      b.push_back('\\');
+      b.push_back(ch);
+    } else if (c < 0x20U || c == 0x7FU) {
+      Append(b, "\\u00");
+      b.push_back(kHex[c >> 4U]);
+      b.push_back(kHex[c & 0x0FU]);
+    } else {
+      b.push_back(ch);
+    }
+  }
+  b.push_back('"');
+}
+
+template <class T>
+void AppendInt(Buf& b, T v) {
+  fmt::format_to(std::back_inserter(b), "{}", v);
+}
+
+// Units of 10^-scale that may exceed int64 (a price in ticks times tick_units
+// is only bounded by the configuration's validation of products with
+// quantities). FormatDecimal for every value that fits, which is all of them
+// in any realistic configuration.
+std::string FormatUnits(int128 v, int scale) {
+  if (FitsInt64(v)) return FormatDecimal(static_cast<int64_t>(v), scale);
+  const bool negative = v < 0;
+  // |v| < 2^127, so the magnitude fits in unsigned __int128.
+  __extension__ typedef unsigned __int128 uint128;  // NOLINT(modernize-use-using)
+  uint128 mag = negative ? uint128{0} - static_cast<uint128>(v) : static_cast<uint128>(v);
+  const auto places = static_cast<std::size_t>(scale);
+  std::string rev;  // least significant digit first, at least places + 1 digits
+  while (mag != 0 || rev.size() < places + 1) {
+    rev.push_back(static_cast<char>('0' + static_cast<int>(mag % 10)));
+    mag /= 10;
+  }
+  std::string out;
+  if (negative) out.push_back('-');
+  for (std::size_t k = rev.size(); k > places; --k) out.push_back(rev[k - 1]);
+  if (places > 0) {
+    out.push_back('.');
+    for (std::size_t k = places; k > 0; --k) out.push_back(rev[k - 1]);
+  }
+  return out;
+}
+
+// Writes one JSON object; keys must be literals that need no escaping.
+class Obj {
+ public:
+  explicit Obj(Buf& b) : b_(b) { b_.push_back('{'); }
+  Obj(const Obj&) = delete;
+  Obj& operator=(const Obj&) = delete;
+
+  Obj& Key(std::string_view k) {
+    if (!first_) b_.push_back(',');
+    first_ = false;
+    b_.push_back('"');
+    Append(b_, k);
+    Append(b_, "\":");
+    return *this;
+  }
+  Obj& Str(std::string_view k, std::string_view v) {
+    Key(k);
+    AppendEscaped(b_, v);
+    return *this;
+  }
+  // A decimal string (digits, '.', '-': nothing to escape).
+  Obj& Dec(std::string_view k, const std::string& v) {
+    Key(k);
+    b_.push_back('"');
+    Append(b_, v);
+    b_.push_back('"');
+    return *this;
+  }
+  Obj& Int(std::string_view k, int64_t v) {
+    Key(k);
+    AppendInt(b_, v);
+    return *this;
+  }
+  Obj& Uint(std::string_view k, uint64_t v) {
+    Key(k);
+    AppendInt(b_, v);
+    return *this;
+  }
+  Obj& Bool(std::string_view k, bool v) {
+    Key(k);
+    Append(b_, v ? "true" : "false");
+    return *this;
+  }
+  Obj& Null(std::string_view k) {
+    Key(k);
+    Append(b_, "null");
+    return *this;
+  }
+  // A value already in JSON form.
+  Obj& Raw(std::string_view k, std::string_view json) {
+    Key(k);
+    Append(b_, json);
+    return *this;
+  }
+  void End() { b_.push_back('}'); }
+
+ private:
+  Buf& b_;
+  bool first_ = true;
+};
+
+std::string ToStr(const Buf& b) { return fmt::to_string(b); }
+
+const engine::AssetSpec& Asset(const engine::EngineConfig& config, AssetId a) {
+  MB_CHECK(Raw(a) < config.assets.size());
+  return config.assets[Raw(a)];
+}
+
+// Binance's timeInForce shows GTC for MARKET and LIMIT_MAKER orders, whatever
+// the engine applies (MARKET is always IOC inside the engine).
+std::string_view TifString(const OrderRecord& o) {
+  return o.type == engine::OrderType::kLimit ? engine::ToString(o.tif) : std::string_view("GTC");
+}
+
+// Binance symbol states: TRADING, and for a market not open to new orders
+// HALT (our halted: nothing is accepted) and BREAK (our cancel-only: open
+// orders can be canceled, none placed). ccxt marks a market active only when
+// it is TRADING.
+std::string_view SymbolStatus(engine::MarketStatus s) {
+  switch (s) {
+    case engine::MarketStatus::kTrading:
+      return "TRADING";
+    case engine::MarketStatus::kHalted:
+      return "HALT";
+    case engine::MarketStatus::kCancelOnly:
+      return "BREAK";
+  }
+  return "HALT";
+}
+
+// "r" of an executionReport: Binance's NONE / INSUFFICIENT_BALANCES /
+// WOULD_MATCH_IMMEDIATELY where it has a name, otherwise the engine's reason
+// in the same UPPER_SNAKE spelling ("MinNotional" -> "MIN_NOTIONAL").
+std::string RejectString(engine::RejectReason r) {
+  switch (r) {
+    case engine::RejectReason::kNone:
+      return "NONE";
+    case engine::RejectReason::kInsufficientBalance:
+      return "INSUFFICIENT_BALANCES";
+    case engine::RejectReason::kWouldTakeLiquidity:
+      return "WOULD_MATCH_IMMEDIATELY";
+    default:
+      break;
+  }
+  const std::string_view name = engine::ToString(r);
+  std::string out;
+  for (std::size_t i = 0; i < name.size(); ++i) {
+    const char c = name[i];
+    if (c >= 'A' && c <= 'Z') {
+      if (i > 0) out.push_back('_');
+      out.push_back(c);
+    } else if (c >= 'a' && c <= 'z') {
+      out.push_back(static_cast<char>(c - 'a' + 'A'));
+    } else {
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
+void AppendLevels(Buf& b, const MarketFormat& f, std::span<const Level> levels, std::size_t limit) {
+  b.push_back('[');
+  const std::size_t n = std::min(levels.size(), limit);
+  for (std::size_t i = 0; i < n; ++i) {
+    if (i > 0) b.push_back(',');
+    Append(b, "[\"");
+    Append(b, f.Price(levels[i].price));
+    Append(b, "\",\"");
+    Append(b, f.Qty(levels[i].qty));
+    Append(b, "\"]");
+  }
+  b.push_back(']');
+}
+
+// {"lastUpdateId":N,"bids":[...],"asks":[...]}
+std::string BookJson(const engine::EngineConfig& config, const MarketSnapshot& s,
+                     std::size_t limit) {
+  const MarketFormat f(config, s.market);
+  Buf b;
+  Obj o(b);
+  o.Uint("lastUpdateId", s.last_update_id).Key("bids");
+  AppendLevels(b, f, s.bids, limit);
+  o.Key("asks");
+  AppendLevels(b, f, s.asks, limit);
+  o.End();
+  return ToStr(b);
+}
+
+// The newest trade of the snapshot, if it holds any.
+const TradeRow* LastTrade(const MarketSnapshot& s) {
+  for (const marketdata::TradeChunk* c = s.trades.get(); c != nullptr; c = c->older.get()) {
+    if (!c->rows.empty()) return &c->rows.back();
+  }
+  return nullptr;
+}
+
+// Trade ids in 24 h statistics and klines: -1 when there was no trade, as
+// Binance shows.
+int64_t TradeIdOrNone(bool any, TradeId id) { return any ? static_cast<int64_t>(Raw(id)) : -1; }
+
+// The derived figures of a 24 h ticker.
+struct TickerFigures {
+  std::string change;      // last - open, quote decimal
+  std::string change_pct;  // 3 decimals
+  std::string weighted_avg;
+};
+
+TickerFigures Figures(const MarketFormat& f, const marketdata::Ticker24h& t) {
+  TickerFigures out;
+  const int128 change_ticks = static_cast<int128>(t.last.value) - t.open.value;
+  out.change = FormatUnits(change_ticks * f.spec().tick_units, f.quote_scale());
+  // Percent with 3 decimals = change / open x 100 x 1000, rounded half away
+  // from zero.
+  int128 pct = 0;
+  if (t.open.value > 0) {
+    const int128 num = change_ticks * 100'000;
+    const int128 den = t.open.value;
+    pct = num / den;
+    const int128 rem = num % den;
+    if (rem * 2 >= den) ++pct;
+    if (-rem * 2 >= den) --pct;
+  }
+  out.change_pct = FormatUnits(pct, 3);
+  // quote_volume / base_volume: quote units per whole base unit, rounded half up.
+  int128 avg = 0;
+  if (t.base_volume.value > 0) {
+    int128 scale = 1;
+    for (int i = 0; i < f.base_scale(); ++i) scale *= 10;
+    const int128 num = static_cast<int128>(t.quote_volume.value) * scale;
+    avg = (num + t.base_volume.value / 2) / t.base_volume.value;
+  }
+  out.weighted_avg = FormatUnits(avg, f.quote_scale());
+  return out;
+}
+
+void BestLevel(const std::vector<Level>& side, const MarketFormat& f, std::string* price,
+               std::string* qty) {
+  const Level best = side.empty() ? Level{} : side.front();
+  *price = f.Price(best.price);
+  *qty = f.Qty(best.qty);
+}
+
+// The fields every order shape shares, from price to side.
+void OrderCore(Obj& o, const MarketFormat& f, const OrderRecord& r, bool with_quote_order_qty) {
+  o.Dec("price", f.Price(r.price))
+      .Dec("origQty", f.Qty(r.qty))
+      .Dec("executedQty", f.Qty(r.executed));
+  if (with_quote_order_qty) o.Dec("origQuoteOrderQty", f.Quote(r.quote_qty));
+  o.Dec("cummulativeQuoteQty", f.Quote(r.cumulative_quote))
+      .Str("status", marketdata::ToString(r.status))
+      .Str("timeInForce", TifString(r))
+      .Str("type", engine::ToString(r.type))
+      .Str("side", engine::ToString(r.side));
+}
+
+void AppendKlineArray(Buf& b, const MarketFormat& f, int64_t interval_ms, const Kline& k) {
+  b.push_back('[');
+  AppendInt(b, k.open_time_ms);
+  fmt::format_to(std::back_inserter(b), ",\"{}\",\"{}\",\"{}\",\"{}\",\"{}\",", f.Price(k.open),
+                 f.Price(k.high), f.Price(k.low), f.Price(k.close), f.Base(k.base_volume));
+  AppendInt(b, k.open_time_ms + interval_ms - 1);
+  fmt::format_to(std::back_inserter(b), ",\"{}\",{},\"{}\",\"{}\",\"0\"]", f.Quote(k.quote_volume),
+                 k.trades, f.Base(k.taker_buy_base), f.Quote(k.taker_buy_quote));
+}
+
+}  // namespace
+
+// --- MarketFormat ---
+
+MarketFormat::MarketFormat(const engine::EngineConfig& config, MarketId market) {
+  MB_CHECK(Raw(market) < config.markets.size());
+  spec_ = &config.markets[Raw(market)];
+  base_scale_ = Asset(config, spec_->base).scale;
+  quote_scale_ = Asset(config, spec_->quote).scale;
+}
+
+std::string MarketFormat::Price(mb::Price p) const {
+  return FormatUnits(static_cast<int128>(p.value) * spec_->tick_units, quote_scale_);
+}
+
+std::string MarketFormat::Qty(mb::Qty q) const {
+  return FormatUnits(static_cast<int128>(q.value) * spec_->lot_units, base_scale_);
+}
+
+std::string MarketFormat::Base(Amount a) const { return FormatDecimal(a.value, base_scale_); }
+
+std::string MarketFormat::Quote(Amount a) const { return FormatDecimal(a.value, quote_scale_); }
+
+std::string AssetAmount(const engine::EngineConfig& config, AssetId asset, Amount a) {
+  return FormatDecimal(a.value, Asset(config, asset).scale);
+}
+
+// --- REST ---
+
+std::string ExchangeInfoJson(const engine::EngineConfig& config,
+                             std::span<const engine::MarketStatus> statuses, int64_t now_ms,
+                             uint32_t weight_per_minute) {
+  Buf b;
+  Obj root(b);
+  root.Str("timezone", "UTC").Int("serverTime", now_ms).Key("rateLimits");
+  {
+    b.push_back('[');
+    Obj rl(b);
+    rl.Str("rateLimitType", "REQUEST_WEIGHT")
+        .Str("interval", "MINUTE")
+        .Int("intervalNum", 1)
+        .Uint("limit", weight_per_minute);
+    rl.End();
+    b.push_back(']');
+  }
+  root.Raw("exchangeFilters", "[]").Key("symbols");
+  b.push_back('[');
+  for (std::size_t i = 0; i < config.markets.size(); ++i) {
+    const engine::MarketSpec& m = config.markets[i];
+    const MarketFormat f(config, MarketId{static_cast<uint16_t>(i)});
+    const engine::AssetSpec& base = Asset(config, m.base);
+    const engine::AssetSpec& quote = Asset(config, m.quote);
+    const engine::MarketStatus status = i < statuses.size() ? statuses[i] : m.status;
+    // Largest notional an order can have; Validate() guarantees it fits.
+    const int128 max_notional =
+        static_cast<int128>(m.max_price.value) * m.max_qty.value * m.notional_per_tick_lot;
+    if (i > 0) b.push_back(',');
+    Obj s(b);
+    s.Str("symbol", m.symbol)
+        .Str("status", SymbolStatus(status))
+        .Str("baseAsset", base.symbol)
+        .Int("baseAssetPrecision", base.scale)
+        .Str("quoteAsset", quote.symbol)
+        .Int("quotePrecision", quote.scale)
+        .Int("quoteAssetPrecision", quote.scale)
+        .Int("baseCommissionPrecision", base.scale)
+        .Int("quoteCommissionPrecision", quote.scale)
+        .Raw("orderTypes", R"(["LIMIT","LIMIT_MAKER","MARKET"])")
+        .Bool("icebergAllowed", false)
+        .Bool("ocoAllowed", false)
+        .Bool("otoAllowed", false)
+        .Bool("quoteOrderQtyMarketAllowed", true)
+        .Bool("allowTrailingStop", false)
+        .Bool("cancelReplaceAllowed", true)
+        .Bool("isSpotTradingAllowed", true)
+        .Bool("isMarginTradingAllowed", false)
+        .Key("filters");
+    b.push_back('[');
+    {
+      Obj pf(b);
+      pf.Str("filterType", "PRICE_FILTER")
+          .Dec("minPrice", f.Price(mb::Price{1}))
+          .Dec("maxPrice", f.Price(m.max_price))
+          .Dec("tickSize", f.Price(mb::Price{1}));
+      pf.End();
+    }
+    for (const std::string_view lot_filter : {"LOT_SIZE", "MARKET_LOT_SIZE"}) {
+      b.push_back(',');
+      Obj lf(b);
+      lf.Str("filterType", lot_filter)
+          .Dec("minQty", f.Qty(m.min_qty))
+          .Dec("maxQty", f.Qty(m.max_qty))
+          .Dec("stepSize", f.Qty(mb::Qty{1}));
+      lf.End();
+    }
+    {
+      b.push_back(',');
+      Obj nf(b);
+      nf.Str("filterType", "NOTIONAL")
+          .Dec("minNotional", f.Quote(m.min_notional))
+          .Bool("applyMinToMarket", true)
+          .Dec("maxNotional", FormatUnits(max_notional, quote.scale))
+          .Bool("applyMaxToMarket", false)
+          .Int("avgPriceMins", 0);
+      nf.End();
+    }
+    {
+      b.push_back(',');
+      Obj mf(b);
+      mf.Str("filterType", "MIN_NOTIONAL")
+          .Dec("minNotional", f.Quote(m.min_notional))
+          .Bool("applyToMarket", true)
+          .Int("avgPriceMins", 0);
+      mf.End();
+    }
+    b.push_back(']');
+    s.Raw("permissions", R"(["SPOT"])")
+        .Raw("permissionSets", R"([["SPOT"]])")
+        .Str("defaultSelfTradePreventionMode", "NONE")
+        .Raw("allowedSelfTradePreventionModes",
+             R"(["NONE","EXPIRE_TAKER","EXPIRE_MAKER","EXPIRE_BOTH"])");
+    s.End();
+  }
+  b.push_back(']');
+  root.End();
+  return ToStr(b);
+}
+
+std::string DepthJson(const engine::EngineConfig& config, const MarketSnapshot& s,
+                      std::size_t limit) {
+  return BookJson(config, s, limit);
+}
+
+std::string TradesJson(const engine::EngineConfig& config, std::span<const TradeRow> t) {
+  Buf b;
+  b.push_back('[');
+  for (std::size_t i = 0; i < t.size(); ++i) {
+    const TradeRow& r = t[i];
+    const MarketFormat f(config, r.market);
+    if (i > 0) b.push_back(',');
+    Obj o(b);
+    o.Uint("id", Raw(r.id))
+        .Dec("price", f.Price(r.price))
+        .Dec("qty", f.Qty(r.qty))
+        .Dec("quoteQty", f.Quote(r.notional))
+        .Int("time", Ms(r.time_ns))
+        .Bool("isBuyerMaker", r.buyer_is_maker)
+        .Bool("isBestMatch", true);
+    o.End();
+  }
+  b.push_back(']');
+  return ToStr(b);
+}
+
+std::string AggTradesJson(const engine::EngineConfig& config, std::span<const TradeRow> t) {
+  Buf b;
+  b.push_back('[');
+  for (std::size_t i = 0; i < t.size(); ++i) {
+    const TradeRow& r = t[i];
+    const MarketFormat f(config, r.market);
+    if (i > 0) b.push_back(',');
+    Obj o(b);
+    o.Uint("a", Raw(r.id))
+        .Dec("p", f.Price(r.price))
+        .Dec("q", f.Qty(r.qty))
+        .Uint("f", Raw(r.id))
+        .Uint("l", Raw(r.id))
+        .Int("T", Ms(r.time_ns))
+        .Bool("m", r.buyer_is_maker)
+        .Bool("M", true);
+    o.End();
+  }
+  b.push_back(']');
+  return ToStr(b);
+}
+
+std::string KlinesJson(const engine::EngineConfig& config, MarketId market,
+                       marketdata::KlineInterval interval, std::span<const Kline> k) {
+  const MarketFormat f(config, market);
+  const int64_t interval_ms = marketdata::IntervalMs(interval);
+  Buf b;
+  b.push_back('[');
+  for (std::size_t i = 0; i < k.size(); ++i) {
+    if (i > 0) b.push_back(',');
+    AppendKlineArray(b, f, interval_ms, k[i]);
+  }
+  b.push_back(']');
+  return ToStr(b);
+}
+
+std::string Ticker24hJson(const engine::EngineConfig& config, const MarketSnapshot& s,
+                          int64_t now_ms) {
+  const MarketFormat f(config, s.market);
+  const marketdata::Ticker24h t = s.Ticker(now_ms);
+  const TickerFigures fig = Figures(f, t);
+  std::string bid_price, bid_qty, ask_price, ask_qty;
+  BestLevel(s.bids, f, &bid_price, &bid_qty);
+  BestLevel(s.asks, f, &ask_price, &ask_qty);
+  Buf b;
+  Obj o(b);
+  o.Str("symbol", f.spec().symbol)
+      .Dec("priceChange", fig.change)
+      .Dec("priceChangePercent", fig.change_pct)
+      .Dec("weightedAvgPrice", fig.weighted_avg)
+      // The read side keeps no trade from before the window: the window's
+      // opening price stands in for the close before it.
+      .Dec("prevClosePrice", f.Price(t.open))
+      .Dec("lastPrice", f.Price(t.last))
+      .Dec("lastQty", f.Qty(t.last_qty))
+      .Dec("bidPrice", bid_price)
+      .Dec("bidQty", bid_qty)
+      .Dec("askPrice", ask_price)
+      .Dec("askQty", ask_qty)
+      .Dec("openPrice", f.Price(t.open))
+      .Dec("highPrice", f.Price(t.high))
+      .Dec("lowPrice", f.Price(t.low))
+      .Dec("volume", f.Base(t.base_volume))
+      .Dec("quoteVolume", f.Quote(t.quote_volume))
+      .Int("openTime", t.open_time_ms)
+      .Int("closeTime", t.close_time_ms)
+      .Int("firstId", TradeIdOrNone(t.any_trade, t.first_trade))
+      .Int("lastId", TradeIdOrNone(t.any_trade, t.last_trade))
+      .Uint("count", t.trades);
+  o.End();
+  return ToStr(b);
+}
+
+std::string PriceTickerJson(const engine::EngineConfig& config, const MarketSnapshot& s) {
+  const MarketFormat f(config, s.market);
+  const TradeRow* last = LastTrade(s);
+  Buf b;
+  Obj o(b);
+  o.Str("symbol", f.spec().symbol).Dec("price", f.Price(last ? last->price : mb::Price{0}));
+  o.End();
+  return ToStr(b);
+}
+
+std::string BookTickerJson(const engine::EngineConfig& config, const MarketSnapshot& s) {
+  const MarketFormat f(config, s.market);
+  std::string bid_price, bid_qty, ask_price, ask_qty;
+  BestLevel(s.bids, f, &bid_price, &bid_qty);
+  BestLevel(s.asks, f, &ask_price, &ask_qty);
+  Buf b;
+  Obj o(b);
+  o.Str("symbol", f.spec().symbol)
+      .Dec("bidPrice", bid_price)
+      .Dec("bidQty", bid_qty)
+      .Dec("askPrice", ask_price)
+      .Dec("askQty", ask_qty);
+  o.End();
+  return ToStr(b);
+}
+
+std::string OrderJson(const engine::EngineConfig& config, const OrderRecord& r) {
+  const MarketFormat f(config, r.market);
+  Buf b;
+  Obj o(b);
+  o.Str("symbol", f.spec().symbol)
+      .Uint("orderId", Raw(r.id))
+      .Int("orderListId", -1)
+      .Str("clientOrderId", r.client_order_id.view());
+  OrderCore(o, f, r, /*with_quote_order_qty=*/false);
+  o.Dec("stopPrice", f.Quote(Amount{0}))
+      .Dec("icebergQty", f.Base(Amount{0}))
+      .Int("time", Ms(r.time_ns))
+      .Int("updateTime", Ms(r.update_ns))
+      .Bool("isWorking", r.working)
+      .Int("workingTime", Ms(r.time_ns))
+      .Dec("origQuoteOrderQty", f.Quote(r.quote_qty))
+      .Str("selfTradePreventionMode", engine::ToString(r.stp));
+  o.End();
+  return ToStr(b);
+}
+
+std::string NewOrderJson(const engine::EngineConfig& config, const OrderRecord& r,
+                         std::span<const Fill> fills, RespType type, int64_t transact_ms) {
+  const MarketFormat f(config, r.market);
+  Buf b;
+  Obj o(b);
+  o.Str("symbol", f.spec().symbol)
+      .Uint("orderId", Raw(r.id))
+      .Int("orderListId", -1)
+      .Str("clientOrderId", r.client_order_id.view())
+      .Int("transactTime", transact_ms);
+  if (type != RespType::kAck) {
+    OrderCore(o, f, r, /*with_quote_order_qty=*/true);
+    o.Int("workingTime", Ms(r.time_ns)).Str("selfTradePreventionMode", engine::ToString(r.stp));
+  }
+  if (type == RespType::kFull) {
+    o.Key("fills");
+    b.push_back('[');
+    for (std::size_t i = 0; i < fills.size(); ++i) {
+      const Fill& fl = fills[i];
+      if (i > 0) b.push_back(',');
+      Obj fo(b);
+      fo.Dec("price", f.Price(fl.price))
+          .Dec("qty", f.Qty(fl.qty))
+          .Dec("commission", AssetAmount(config, fl.commission_asset, fl.commission))
+          .Str("commissionAsset", Asset(config, fl.commission_asset).symbol)
+          .Uint("tradeId", Raw(fl.trade_id));
+      fo.End();
+    }
+    b.push_back(']');
+  }
+  o.End();
+  return ToStr(b);
+}
+
+std::string CanceledOrderJson(const engine::EngineConfig& config, const OrderRecord& r,
+                              std::string_view cancel_client_id, int64_t transact_ms) {
+  const MarketFormat f(config, r.market);
+  Buf b;
+  Obj o(b);
+  // Binance gives the cancel request its own client id (a generated one when
+  // the request names none); without one, the order's id is repeated rather
+  // than inventing a new one.
+  o.Str("symbol", f.spec().symbol)
+      .Str("origClientOrderId", r.client_order_id.view())
+      .Uint("orderId", Raw(r.id))
+      .Int("orderListId", -1)
+      .Str("clientOrderId", cancel_client_id.empty() ? r.client_order_id.view() : cancel_client_id)
+      .Int("transactTime", transact_ms);
+  OrderCore(o, f, r, /*with_quote_order_qty=*/true);
+  o.Str("selfTradePreventionMode", engine::ToString(r.stp));
+  o.End();
+  return ToStr(b);
+}
+
+std::string MyTradesJson(const engine::EngineConfig& config, std::span<const Fill> fills) {
+  Buf b;
+  b.push_back('[');
+  for (std::size_t i = 0; i < fills.size(); ++i) {
+    const Fill& fl = fills[i];
+    const MarketFormat f(config, fl.market);
+    if (i > 0) b.push_back(',');
+    Obj o(b);
+    o.Str("symbol", f.spec().symbol)
+        .Uint("id", Raw(fl.trade_id))
+        .Uint("orderId", Raw(fl.order_id))
+        .Int("orderListId", -1)
+        .Dec("price", f.Price(fl.price))
+        .Dec("qty", f.Qty(fl.qty))
+        .Dec("quoteQty", f.Quote(fl.notional))
+        .Dec("commission", AssetAmount(config, fl.commission_asset, fl.commission))
+        .Str("commissionAsset", Asset(config, fl.commission_asset).symbol)
+        .Int("time", Ms(fl.time_ns))
+        .Bool("isBuyer", fl.side == engine::Side::kBuy)
+        .Bool("isMaker", fl.is_maker)
+        .Bool("isBestMatch", true);
+    o.End();
+  }
+  b.push_back(']');
+  return ToStr(b);
+}
+
+std::string AccountJson(const engine::EngineConfig& config, AccountId account,
+                        std::span<const marketdata::BalanceRow> balances, int64_t update_ms) {
+  // Fees are per market here, per account on Binance: the account-wide figures
+  // are the highest rates of any market, a bound the client can plan with.
+  int32_t maker_bps = 0;
+  int32_t taker_bps = 0;
+  for (const engine::MarketSpec& m : config.markets) {
+    maker_bps = std::max(maker_bps, m.maker_fee_bps);
+    taker_bps = std::max(taker_bps, m.taker_fee_bps);
+  }
+  // A rate of n bps is n / 10000, written with 8 decimals as Binance does.
+  constexpr int64_t kBpsTo8 = 10'000;
+  Buf b;
+  Obj o(b);
+  o.Int("makerCommission", maker_bps)
+      .Int("takerCommission", taker_bps)
+      .Int("buyerCommission", 0)
+      .Int("sellerCommission", 0)
+      .Key("commissionRates");
+  {
+    Obj rates(b);
+    rates.Dec("maker", FormatDecimal(maker_bps * kBpsTo8, 8))
+        .Dec("taker", FormatDecimal(taker_bps * kBpsTo8, 8))
+        .Dec("buyer", FormatDecimal(0, 8))
+        .Dec("seller", FormatDecimal(0, 8));
+    rates.End();
+  }
+  // Deposits and withdrawals are operator actions (/admin/v1), not the
+  // account's own, hence canDeposit / canWithdraw false.
+  o.Bool("canTrade", account != config.fee_account)
+      .Bool("canWithdraw", false)
+      .Bool("canDeposit", false)
+      .Bool("brokered", false)
+      .Bool("requireSelfTradePrevention", false)
+      .Bool("preventSor", false)
+      .Int("updateTime", update_ms)
+      .Str("accountType", "SPOT")
+      .Key("balances");
+  b.push_back('[');
+  for (std::size_t i = 0; i < balances.size(); ++i) {
+    const marketdata::BalanceRow& row = balances[i];
+    if (i > 0) b.push_back(',');
+    Obj bo(b);
+    bo.Str("asset", Asset(config, row.asset).symbol)
+        .Dec("free", AssetAmount(config, row.asset, row.available))
+        .Dec("locked", AssetAmount(config, row.asset, row.locked));
+    bo.End();
+  }
+  b.push_back(']');
+  o.Raw("permissions", R"(["SPOT"])").Uint("uid", Raw(account));
+  o.End();
+  return ToStr(b);
+}
+
+// --- streams ---
+
+std::string DepthUpdateJson(const engine::EngineConfig& config, const marketdata::DepthDiff& d,
+                            int64_t event_ms) {
+  const MarketFormat f(config, d.market);
+  Buf b;
+  Obj o(b);
+  o.Str("e", "depthUpdate")
+      .Int("E", event_ms)
+      .Str("s", f.spec().symbol)
+      .Uint("U", d.first_update_id)
+      .Uint("u", d.last_update_id)
+      .Key("b");
+  AppendLevels(b, f, d.bids, d.bids.size());
+  o.Key("a");
+  AppendLevels(b, f, d.asks, d.asks.size());
+  o.End();
+  return ToStr(b);
+}
+
+std::string PartialDepthJson(const engine::EngineConfig& config, const MarketSnapshot& s,
+                             std::size_t levels) {
+  return BookJson(config, s, levels);
+}
+
+std::string TradeEventJson(const engine::EngineConfig& config, const TradeRow& t,
+                           int64_t event_ms) {
+  const MarketFormat f(config, t.market);
+  Buf b;
+  Obj o(b);
+  o.Str("e", "trade")
+      .Int("E", event_ms)
+      .Str("s", f.spec().symbol)
+      .Uint("t", Raw(t.id))
+      .Dec("p", f.Price(t.price))
+      .Dec("q", f.Qty(t.qty))
+      .Int("T", Ms(t.time_ns))
+      .Bool("m", t.buyer_is_maker)
+      .Bool("M", true);
+  o.End();
+  return ToStr(b);
+}
+
+std::string AggTradeEventJson(const engine::EngineConfig& config, const TradeRow& t,
+                              int64_t event_ms) {
+  const MarketFormat f(config, t.market);
+  Buf b;
+  Obj o(b);
+  o.Str("e", "aggTrade")
+      .Int("E", event_ms)
+      .Str("s", f.spec().symbol)
+      .Uint("a", Raw(t.id))
+      .Dec("p", f.Price(t.price))
+      .Dec("q", f.Qty(t.qty))
+      .Uint("f", Raw(t.id))
+      .Uint("l", Raw(t.id))
+      .Int("T", Ms(t.time_ns))
+      .Bool("m", t.buyer_is_maker)
+      .Bool("M", true);
+  o.End();
+  return ToStr(b);
+}
+
+std::string TickerEventJson(const engine::EngineConfig& config, const MarketSnapshot& s,
+                            int64_t event_ms) {
+  const MarketFormat f(config, s.market);
+  const marketdata::Ticker24h t = s.Ticker(event_ms);
+  const TickerFigures fig = Figures(f, t);
+  std::string bid_price, bid_qty, ask_price, ask_qty;
+  BestLevel(s.bids, f, &bid_price, &bid_qty);
+  BestLevel(s.asks, f, &ask_price, &ask_qty);
+  Buf b;
+  Obj o(b);
+  o.Str("e", "24hrTicker")
+      .Int("E", event_ms)
+      .Str("s", f.spec().symbol)
+      .Dec("p", fig.change)
+      .Dec("P", fig.change_pct)
+      .Dec("w", fig.weighted_avg)
+      .Dec("x", f.Price(t.open))  // see prevClosePrice in Ticker24hJson
+      .Dec("c", f.Price(t.last))
+      .Dec("Q", f.Qty(t.last_qty))
+      .Dec("b", bid_price)
+      .Dec("B", bid_qty)
+      .Dec("a", ask_price)
+      .Dec("A", ask_qty)
+      .Dec("o", f.Price(t.open))
+      .Dec("h", f.Price(t.high))
+      .Dec("l", f.Price(t.low))
+      .Dec("v", f.Base(t.base_volume))
+      .Dec("q", f.Quote(t.quote_volume))
+      .Int("O", t.open_time_ms)
+      .Int("C", t.close_time_ms)
+      .Int("F", TradeIdOrNone(t.any_trade, t.first_trade))
+      .Int("L", TradeIdOrNone(t.any_trade, t.last_trade))
+      .Uint("n", t.trades);
+  o.End();
+  return ToStr(b);
+}
+
+std::string MiniTickerEventJson(const engine::EngineConfig& config, const MarketSnapshot& s,
+                                int64_t event_ms) {
+  const MarketFormat f(config, s.market);
+  const marketdata::Ticker24h t = s.Ticker(event_ms);
+  Buf b;
+  Obj o(b);
+  o.Str("e", "24hrMiniTicker")
+      .Int("E", event_ms)
+      .Str("s", f.spec().symbol)
+      .Dec("c", f.Price(t.last))
+      .Dec("o", f.Price(t.open))
+      .Dec("h", f.Price(t.high))
+      .Dec("l", f.Price(t.low))
+      .Dec("v", f.Base(t.base_volume))
+      .Dec("q", f.Quote(t.quote_volume));
+  o.End();
+  return ToStr(b);
+}
+
+std::string BookTickerEventJson(const engine::EngineConfig& config, const MarketSnapshot& s) {
+  const MarketFormat f(config, s.market);
+  std::string bid_price, bid_qty, ask_price, ask_qty;
+  BestLevel(s.bids, f, &bid_price, &bid_qty);
+  BestLevel(s.asks, f, &ask_price, &ask_qty);
+  Buf b;
+  Obj o(b);
+  o.Uint("u", s.last_update_id)
+      .Str("s", f.spec().symbol)
+      .Dec("b", bid_price)
+      .Dec("B", bid_qty)
+      .Dec("a", ask_price)
+      .Dec("A", ask_qty);
+  o.End();
+  return ToStr(b);
+}
+
+std::string KlineEventJson(const engine::EngineConfig& config, MarketId market,
+                           marketdata::KlineInterval interval, const Kline& k, bool closed,
+                           int64_t event_ms) {
+  const MarketFormat f(config, market);
+  const bool any = k.trades > 0;
+  Buf b;
+  Obj o(b);
+  o.Str("e", "kline").Int("E", event_ms).Str("s", f.spec().symbol).Key("k");
+  {
+    Obj ko(b);
+    ko.Int("t", k.open_time_ms)
+        .Int("T", k.open_time_ms + marketdata::IntervalMs(interval) - 1)
+        .Str("s", f.spec().symbol)
+        .Str("i", marketdata::ToString(interval))
+        .Int("f", TradeIdOrNone(any, k.first_trade))
+        .Int("L", TradeIdOrNone(any, k.last_trade))
+        .Dec("o", f.Price(k.open))
+        .Dec("c", f.Price(k.close))
+        .Dec("h", f.Price(k.high))
+        .Dec("l", f.Price(k.low))
+        .Dec("v", f.Base(k.base_volume))
+        .Uint("n", k.trades)
+        .Bool("x", closed)
+        .Dec("q", f.Quote(k.quote_volume))
+        .Dec("V", f.Base(k.taker_buy_base))
+        .Dec("Q", f.Quote(k.taker_buy_quote))
+        .Dec("B", "0");
+    ko.End();
+  }
+  o.End();
+  return ToStr(b);
+}
+
+// --- user data ---
+
+std::string ExecutionReportJson(const engine::EngineConfig& config,
+                                const marketdata::ExecutionReport& r, int64_t event_ms) {
+  const OrderRecord& ord = r.order;
+  const MarketFormat f(config, ord.market);
+  const Fill* fill = r.fill ? &*r.fill : nullptr;
+  // Binance names the canceled order's client id in C (c is then the cancel
+  // request's own id, which the read side does not keep: the order's id
+  // stands in); ccxt takes C when it is non-empty.
+  const std::string_view orig_client_id =
+      r.type == marketdata::ExecType::kCanceled ? ord.client_order_id.view() : std::string_view();
+  Buf b;
+  Obj o(b);
+  o.Str("e", "executionReport")
+      .Int("E", event_ms)
+      .Str("s", f.spec().symbol)
+      .Str("c", ord.client_order_id.view())
+      .Str("S", engine::ToString(ord.side))
+      .Str("o", engine::ToString(ord.type))
+      .Str("f", TifString(ord))
+      .Dec("q", f.Qty(ord.qty))
+      .Dec("p", f.Price(ord.price))
+      .Dec("P", f.Quote(Amount{0}))
+      .Dec("F", f.Base(Amount{0}))
+      .Int("g", -1)
+      .Str("C", orig_client_id)
+      .Str("x", marketdata::ToString(r.type))
+      .Str("X", marketdata::ToString(ord.status))
+      .Str("r", RejectString(r.reject))
+      .Uint("i", Raw(ord.id))
+      .Dec("l", f.Qty(fill ? fill->qty : mb::Qty{0}))
+      .Dec("z", f.Qty(ord.executed))
+      .Dec("L", f.Price(fill ? fill->price : mb::Price{0}));
+  if (fill) {
+    o.Dec("n", AssetAmount(config, fill->commission_asset, fill->commission))
+        .Str("N", Asset(config, fill->commission_asset).symbol);
+  } else {
+    o.Dec("n", "0").Null("N");
+  }
+  o.Int("T", Ms(r.time_ns))
+      .Int("t", fill ? static_cast<int64_t>(Raw(fill->trade_id)) : -1)
+      .Uint("I", Raw(r.seq))
+      .Bool("w", ord.working)
+      .Bool("m", fill ? fill->is_maker : false)
+      .Bool("M", false)
+      .Int("O", Ms(ord.time_ns))
+      .Dec("Z", f.Quote(ord.cumulative_quote))
+      .Dec("Y", f.Quote(fill ? fill->notional : Amount{0}))
+      .Dec("Q", f.Quote(ord.quote_qty))
+      .Int("W", Ms(ord.time_ns))
+      .Str("V", engine::ToString(ord.stp));
+  o.End();
+  return ToStr(b);
+}
+
+std::string AccountPositionJson(const engine::EngineConfig& config,
+                                std::span<const marketdata::BalanceRow> balances,
+                                int64_t event_ms) {
+  Buf b;
+  Obj o(b);
+  // u (time of the last account update) is this batch's time: the balances
+  // listed are the ones it changed.
+  o.Str("e", "outboundAccountPosition").Int("E", event_ms).Int("u", event_ms).Key("B");
+  b.push_back('[');
+  for (std::size_t i = 0; i < balances.size(); ++i) {
+    const marketdata::BalanceRow& row = balances[i];
+    if (i > 0) b.push_back(',');
+    Obj bo(b);
+    bo.Str("a", Asset(config, row.asset).symbol)
+        .Dec("f", AssetAmount(config, row.asset, row.available))
+        .Dec("l", AssetAmount(config, row.asset, row.locked));
+    bo.End();
+  }
+  b.push_back(']');
+  o.End();
+  return ToStr(b);
+}
+
+std::string BalanceUpdateJson(const engine::EngineConfig& config, const marketdata::BalanceDelta& d,
+                              int64_t event_ms) {
+  Buf b;
+  Obj o(b);
+  o.Str("e", "balanceUpdate")
+      .Int("E", event_ms)
+      .Str("a", Asset(config, d.asset).symbol)
+      .Dec("d", AssetAmount(config, d.asset, d.delta))
+      .Int("T", Ms(d.time_ns));
+  o.End();
+  return ToStr(b);
+}
+
+}  // namespace mb::gateway

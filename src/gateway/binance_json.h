@@ -1,0 +1,131 @@
+// The Binance JSON shapes: REST bodies and stream/user-data events, built from
+// the read side's records and the engine's configuration. Numbers that are
+// prices, quantities or amounts are decimal strings with the asset's scale
+// ("0.01000000"); ids and times (ms) are JSON numbers. Never a "code" key in
+// a success body.
+//
+// Thread safety: pure functions over immutable inputs.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/event.h"
+#include "engine/market.h"
+#include "marketdata/read_side.h"
+
+namespace mb::gateway {
+
+// Formats one market's numbers.
+class MarketFormat {
+ public:
+  MarketFormat(const engine::EngineConfig& config, MarketId market);
+  std::string Price(mb::Price p) const;  // ticks → quote decimal
+  std::string Qty(mb::Qty q) const;      // lots → base decimal
+  std::string Base(Amount a) const;      // base units
+  std::string Quote(Amount a) const;     // quote units
+  const engine::MarketSpec& spec() const noexcept { return *spec_; }
+  int base_scale() const noexcept { return base_scale_; }
+  int quote_scale() const noexcept { return quote_scale_; }
+
+ private:
+  const engine::MarketSpec* spec_;
+  int base_scale_ = 8;
+  int quote_scale_ = 8;
+};
+
+std::string AssetAmount(const engine::EngineConfig& config, AssetId asset, Amount a);
+
+// GET /api/v3/exchangeInfo: timezone, serverTime, rateLimits, symbols with
+// status (TRADING / HALT / BREAK), baseAsset(Precision), quoteAsset(Precision),
+// orderTypes [LIMIT, LIMIT_MAKER, MARKET], quoteOrderQtyMarketAllowed,
+// cancelReplaceAllowed, permissions, defaultSelfTradePreventionMode,
+// allowedSelfTradePreventionModes, filters PRICE_FILTER / LOT_SIZE /
+// MARKET_LOT_SIZE / NOTIONAL / MIN_NOTIONAL. statuses by MarketId.
+std::string ExchangeInfoJson(const engine::EngineConfig& config,
+                             std::span<const engine::MarketStatus> statuses, int64_t now_ms,
+                             uint32_t weight_per_minute);
+
+// {"lastUpdateId":N,"bids":[["p","q"],...],"asks":[...]}
+std::string DepthJson(const engine::EngineConfig& config, const marketdata::MarketSnapshot& s,
+                      std::size_t limit);
+// [{id,price,qty,quoteQty,time,isBuyerMaker,isBestMatch}]
+std::string TradesJson(const engine::EngineConfig& config, std::span<const marketdata::TradeRow> t);
+// [{a,p,q,f,l,T,m,M}] — one aggregate per trade
+std::string AggTradesJson(const engine::EngineConfig& config,
+                          std::span<const marketdata::TradeRow> t);
+// [[openTime,"o","h","l","c","v",closeTime,"quoteVolume",trades,"takerBuyBase","takerBuyQuote","0"]]
+std::string KlinesJson(const engine::EngineConfig& config, MarketId market,
+                       marketdata::KlineInterval interval, std::span<const marketdata::Kline> k);
+// One object each (the caller wraps several in [...]).
+std::string Ticker24hJson(const engine::EngineConfig& config, const marketdata::MarketSnapshot& s,
+                          int64_t now_ms);
+std::string PriceTickerJson(const engine::EngineConfig& config,
+                            const marketdata::MarketSnapshot& s);
+std::string BookTickerJson(const engine::EngineConfig& config, const marketdata::MarketSnapshot& s);
+
+// Order objects. Query shape (GET /order, openOrders, allOrders): symbol,
+// orderId, orderListId -1, clientOrderId, price, origQty, executedQty,
+// cummulativeQuoteQty, status, timeInForce, type, side, stopPrice, icebergQty,
+// time, updateTime, isWorking, workingTime, origQuoteOrderQty,
+// selfTradePreventionMode.
+std::string OrderJson(const engine::EngineConfig& config, const marketdata::OrderRecord& o);
+// POST /order answers: ACK {symbol,orderId,orderListId,clientOrderId,transactTime};
+// RESULT adds price..selfTradePreventionMode (+workingTime); FULL adds fills
+// [{price,qty,commission,commissionAsset,tradeId}].
+enum class RespType : uint8_t { kAck, kResult, kFull };
+std::string NewOrderJson(const engine::EngineConfig& config, const marketdata::OrderRecord& o,
+                         std::span<const marketdata::Fill> fills, RespType type,
+                         int64_t transact_ms);
+// DELETE /order answer: symbol, origClientOrderId, orderId, orderListId,
+// clientOrderId, transactTime, price, origQty, executedQty,
+// cummulativeQuoteQty, status, timeInForce, type, side, selfTradePreventionMode.
+std::string CanceledOrderJson(const engine::EngineConfig& config, const marketdata::OrderRecord& o,
+                              std::string_view cancel_client_id, int64_t transact_ms);
+// [{symbol,id,orderId,orderListId,price,qty,quoteQty,commission,commissionAsset,time,isBuyer,isMaker,isBestMatch}]
+std::string MyTradesJson(const engine::EngineConfig& config, std::span<const marketdata::Fill> f);
+// GET /account: makerCommission, takerCommission, buyerCommission,
+// sellerCommission, commissionRates, canTrade, canWithdraw, canDeposit,
+// brokered, requireSelfTradePrevention, preventSor, updateTime, accountType
+// "SPOT", balances [{asset,free,locked}] (every asset), permissions ["SPOT"], uid.
+std::string AccountJson(const engine::EngineConfig& config, AccountId account,
+                        std::span<const marketdata::BalanceRow> balances, int64_t update_ms);
+
+// --- stream payloads (the "data" object; E = event time ms) ---
+std::string DepthUpdateJson(const engine::EngineConfig& config, const marketdata::DepthDiff& d,
+                            int64_t event_ms);  // {e:"depthUpdate",E,s,U,u,b,a}
+// Partial book stream <symbol>@depth<N>: {lastUpdateId,bids,asks}.
+std::string PartialDepthJson(const engine::EngineConfig& config,
+                             const marketdata::MarketSnapshot& s, std::size_t levels);
+std::string TradeEventJson(const engine::EngineConfig& config, const marketdata::TradeRow& t,
+                           int64_t event_ms);  // {e:"trade",E,s,t,p,q,T,m,M}
+std::string AggTradeEventJson(const engine::EngineConfig& config, const marketdata::TradeRow& t,
+                              int64_t event_ms);  // {e:"aggTrade",E,s,a,p,q,f,l,T,m,M}
+std::string TickerEventJson(const engine::EngineConfig& config, const marketdata::MarketSnapshot& s,
+                            int64_t event_ms);  // 24hrTicker
+std::string MiniTickerEventJson(const engine::EngineConfig& config,
+                                const marketdata::MarketSnapshot& s,
+                                int64_t event_ms);  // 24hrMiniTicker
+// {u,s,b,B,a,A}
+std::string BookTickerEventJson(const engine::EngineConfig& config,
+                                const marketdata::MarketSnapshot& s);
+// {e:"kline",E,s,k:{t,T,s,i,f,L,o,c,h,l,v,n,x,q,V,Q,B}}
+std::string KlineEventJson(const engine::EngineConfig& config, MarketId market,
+                           marketdata::KlineInterval interval, const marketdata::Kline& k,
+                           bool closed, int64_t event_ms);
+
+// --- user data payloads ---
+// {e:"executionReport",E,s,c,S,o,f,q,p,P,F,g,C,x,X,r,i,l,z,L,n,N,T,t,I,w,m,M,O,Z,Y,Q,W,V}
+std::string ExecutionReportJson(const engine::EngineConfig& config,
+                                const marketdata::ExecutionReport& r, int64_t event_ms);
+// {e:"outboundAccountPosition",E,u,B:[{a,f,l}]}
+std::string AccountPositionJson(const engine::EngineConfig& config,
+                                std::span<const marketdata::BalanceRow> balances, int64_t event_ms);
+// {e:"balanceUpdate",E,a,d,T}
+std::string BalanceUpdateJson(const engine::EngineConfig& config, const marketdata::BalanceDelta& d,
+                              int64_t event_ms);
+
+}  // namespace mb::gateway

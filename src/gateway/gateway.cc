@@ -1,0 +1,1403 @@
+#include "gateway/gateway.h"
+
+#include <fmt/format.h>
+
+#include <boost/json.hpp>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "common/decimal.h"
+#include "gateway/api_error.h"
+#include "gateway/auth.h"
+#include "gateway/binance_json.h"
+#include "gateway/order_request.h"
+#include "gateway/params.h"
+
+namespace mb::gateway {
+namespace {
+
+namespace json = boost::json;
+using engine::Event;
+using engine::MarketStatus;
+using engine::Side;
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+template <class T>
+T* As(Event& e) {
+  return std::get_if<T>(&e.body);
+}
+template <class T>
+const T* As(const Event& e) {
+  return std::get_if<T>(&e.body);
+}
+
+// What a new order's own events say about it: the answer to POST /order
+// reflects the order as its command left it, not later commands' effects.
+marketdata::OrderRecord OrderFromEvents(const engine::EngineConfig& config,
+                                        std::span<const Event> events,
+                                        std::vector<marketdata::Fill>* fills) {
+  marketdata::OrderRecord o;
+  bool expired = false;
+  bool filled = false;
+  for (const Event& e : events) {
+    if (const auto* a = As<engine::OrderAccepted>(e)) {
+      o.id = a->order_id;
+      o.account = a->account;
+      o.market = a->market;
+      o.side = a->side;
+      o.type = a->type;
+      o.tif = a->tif;
+      o.stp = a->stp;
+      o.price = a->price;
+      o.qty = a->qty;
+      o.quote_qty = a->quote_qty;
+      o.client_order_id = a->client_order_id;
+      o.time_ns = e.timestamp_ns;
+      o.update_ns = e.timestamp_ns;
+    } else if (const auto* t = As<engine::Trade>(e)) {
+      if (t->taker_order_id != o.id) continue;
+      o.executed += t->qty;
+      o.cumulative_quote += t->notional;
+      filled = filled || t->taker_filled;
+      const engine::MarketSpec& m = config.markets[static_cast<std::size_t>(t->market)];
+      marketdata::Fill f;
+      f.trade_id = t->trade_id;
+      f.order_id = o.id;
+      f.account = o.account;
+      f.market = t->market;
+      f.side = o.side;
+      f.price = t->price;
+      f.qty = t->qty;
+      f.base_qty = t->base_qty;
+      f.notional = t->notional;
+      f.commission = t->taker_fee;
+      f.commission_asset = o.side == Side::kBuy ? m.base : m.quote;
+      f.is_maker = false;
+      f.time_ns = e.timestamp_ns;
+      fills->push_back(f);
+    } else if (const auto* r = As<engine::OrderRested>(e)) {
+      if (r->order_id != o.id) continue;
+      o.working = true;
+      o.remaining = r->remaining;
+    } else if (const auto* x = As<engine::OrderExpired>(e)) {
+      if (x->order_id != o.id) continue;
+      expired = true;
+      o.expire_reason = x->reason;
+    }
+  }
+  if (expired) {
+    o.status = marketdata::OrderStatus::kExpired;
+  } else if (filled || (o.qty.value > 0 && o.executed == o.qty)) {
+    o.status = marketdata::OrderStatus::kFilled;
+  } else if (o.executed.value > 0) {
+    o.status = marketdata::OrderStatus::kPartiallyFilled;
+  } else {
+    o.status = marketdata::OrderStatus::kNew;
+  }
+  return o;
+}
+
+const engine::Rejected* FirstReject(std::span<const Event> events) {
+  for (const Event& e : events) {
+    if (const auto* r = As<engine::Rejected>(e)) return r;
+  }
+  return nullptr;
+}
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+enum class Security : uint8_t { kNone, kApiKey, kSigned };
+
+}  // namespace
+
+class Gateway::Impl final : public HttpHandler {
+ public:
+  // One request on its way through the pipeline: the completion the exchange
+  // calls back, and what to answer. Owned by itself: deleted by the fan-out
+  // thread once answered (or by the submitter when Submit() refused it).
+  struct Pending final : exchange::Completion {
+    Impl* gw = nullptr;
+    Respond respond;
+    unsigned version = 11;
+    bool keep_alive = true;
+    uint32_t used_weight = 0;
+    bool acked = false;  // answered at sequencing (ACK)
+    exchange::Outcome::State state = exchange::Outcome::State::kDurable;
+    Sequence seq{};
+    std::vector<Event> events;
+    // A new order's command: describes it in a rejected order's report.
+    std::optional<engine::PlaceOrder> place;
+    // Engine thread: returns true when it answered (ACK).
+    std::function<bool(Pending&, std::span<const Event>)> on_sequenced;
+    // Fan-out thread, once the read side shows the command's events.
+    std::function<void(Pending&)> finish;
+
+    void OnSequenced(uint64_t, Sequence, std::span<const Event> ev) noexcept override {
+      if (on_sequenced) acked = on_sequenced(*this, ev);
+    }
+    void OnDone(uint64_t, const exchange::Outcome& o) noexcept override {
+      state = o.state;
+      seq = o.seq;
+      events.assign(o.events.begin(), o.events.end());
+      gw->EnqueuePending(this);
+    }
+    void Reply(int status, std::string body) {
+      respond(gw->MakeResponse(version, keep_alive, status, std::move(body), used_weight));
+    }
+    void Fail(const ApiError& e) { Reply(e.http_status, e.Json()); }
+  };
+
+  Impl(const engine::EngineConfig& config, std::filesystem::path data_dir, GatewayOptions options,
+       std::unique_ptr<KeyStore> keys)
+      : config_(config),
+        data_dir_(std::move(data_dir)),
+        options_(std::move(options)),
+        keys_(std::move(keys)),
+        read_side_(config_, options_.read_side),
+        streams_(config_, read_side_, *keys_, options_.streams, [] { return NowMs(); }),
+        key_limiter_(options_.key_limit),
+        ip_limiter_(options_.ip_limit) {
+    RegisterRoutes();
+  }
+
+  ~Impl() override { Stop(); }
+
+  void Wire(exchange::ExchangeOptions* o) {
+    o->on_recovered = [this](const engine::Engine& engine) {
+      read_side_.Bootstrap(engine.ExportImage());
+    };
+    o->on_durable = [this](std::span<const Event> events) {
+      FanItem item;
+      item.events.assign(events.begin(), events.end());
+      Enqueue(std::move(item));
+    };
+  }
+
+  Status Start(exchange::Exchange* exchange) {
+    exchange_ = exchange;
+    fanout_ = std::thread([this] { FanOutLoop(); });
+    server_ = std::make_unique<Server>(options_.server, this, &streams_);
+    Status s = server_->Start();
+    if (!s.ok()) {
+      server_.reset();
+      Stop();
+    }
+    return s;
+  }
+
+  void StopServer() {
+    if (server_) server_->Stop();
+  }
+
+  void Stop() {
+    StopServer();
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (fanout_.joinable()) fanout_.join();
+    // Whatever was still waiting cannot be answered any more.
+    for (Pending* p : waiting_) delete p;
+    waiting_.clear();
+  }
+
+  uint16_t port() const noexcept { return server_ ? server_->port() : 0; }
+  std::filesystem::path admin_token_path() const { return keys_->admin_token_path(); }
+
+  Response MakeResponse(unsigned version, bool keep_alive, int status, std::string body,
+                        uint32_t used_weight) const {
+    Response res{static_cast<http::status>(status), version};
+    res.set(http::field::server, "matchbook");
+    res.set(http::field::content_type, "application/json;charset=UTF-8");
+    if (used_weight > 0) res.set("X-MBX-USED-WEIGHT-1M", std::to_string(used_weight));
+    res.keep_alive(keep_alive);
+    res.body() = std::move(body);
+    res.prepare_payload();
+    return res;
+  }
+
+  void EnqueuePending(Pending* p) {
+    FanItem item;
+    item.pending = p;
+    Enqueue(std::move(item));
+  }
+
+  // --- HttpHandler ---
+  void Handle(Request req, std::string_view remote, bool loopback, Respond respond) override {
+    Ctx c;
+    c.version = req.version();
+    c.keep_alive = req.keep_alive();
+    c.remote = std::string(remote);
+    c.loopback = loopback;
+    c.respond = std::move(respond);
+    const std::string_view target = req.target();
+    const std::size_t q = target.find('?');
+    c.path = std::string(target.substr(0, q));
+    c.query = q == std::string_view::npos ? std::string() : std::string(target.substr(q + 1));
+    c.req = std::move(req);
+    if (c.path.starts_with("/admin/v1/")) return HandleAdmin(c);
+
+    const Route* route = nullptr;
+    bool path_known = false;
+    for (const Route& r : routes_) {
+      if (r.path != c.path) continue;
+      path_known = true;
+      if (r.method == c.req.method()) {
+        route = &r;
+        break;
+      }
+    }
+    if (route == nullptr) {
+      return Reply(c, path_known ? ApiError::MethodNotAllowed() : ApiError::NotFound());
+    }
+    const int64_t now = NowMs();
+    const RateDecision ip = ip_limiter_.Take(c.remote, route->weight, now);
+    c.used_weight = ip.used_weight_1m;
+    if (!ip.allowed) return TooMany(c, ip);
+
+    std::string_view body;
+    const auto ct = c.req.find(http::field::content_type);
+    if (!c.req.body().empty() &&
+        (ct == c.req.end() ||
+         Trim(ct->value()).starts_with("application/x-www-form-urlencoded"))) {
+      body = c.req.body();
+    }
+    if (auto e = Params::Parse(c.query, body, &c.params)) return Reply(c, *e);
+    if (route->security != Security::kNone) {
+      if (auto e = Authenticate(c, route->security == Security::kSigned, now)) return Reply(c, *e);
+      const RateDecision k = key_limiter_.Take(c.api_key, route->weight, now);
+      c.used_weight = k.used_weight_1m;
+      if (!k.allowed) return TooMany(c, k);
+    }
+    (this->*(route->fn))(c);
+  }
+
+ private:
+  struct Ctx {
+    Request req;
+    std::string path, query, remote;
+    bool loopback = false;
+    unsigned version = 11;
+    bool keep_alive = true;
+    Respond respond;
+    Params params;
+    std::string api_key;
+    AccountId account{};
+    uint32_t used_weight = 0;
+  };
+  using Fn = void (Impl::*)(Ctx&);
+  struct Route {
+    http::verb method;
+    std::string path;
+    Security security;
+    uint32_t weight;
+    Fn fn;
+  };
+  struct FanItem {
+    std::vector<Event> events;
+    Pending* pending = nullptr;
+  };
+
+  void RegisterRoutes() {
+    using V = http::verb;
+    auto add = [this](V m, std::string p, Security s, uint32_t w, Fn f) {
+      routes_.push_back(Route{m, std::move(p), s, w, f});
+    };
+    add(V::get, "/api/v3/ping", Security::kNone, 1, &Impl::Ping);
+    add(V::get, "/api/v3/time", Security::kNone, 1, &Impl::Time);
+    add(V::get, "/api/v3/exchangeInfo", Security::kNone, 20, &Impl::ExchangeInfo);
+    add(V::get, "/api/v3/depth", Security::kNone, 5, &Impl::Depth);
+    add(V::get, "/api/v3/trades", Security::kNone, 25, &Impl::Trades);
+    add(V::get, "/api/v3/historicalTrades", Security::kNone, 25, &Impl::Trades);
+    add(V::get, "/api/v3/aggTrades", Security::kNone, 4, &Impl::AggTrades);
+    add(V::get, "/api/v3/klines", Security::kNone, 2, &Impl::Klines);
+    add(V::get, "/api/v3/uiKlines", Security::kNone, 2, &Impl::Klines);
+    add(V::get, "/api/v3/ticker/24hr", Security::kNone, 2, &Impl::Ticker24h);
+    add(V::get, "/api/v3/ticker/price", Security::kNone, 2, &Impl::TickerPrice);
+    add(V::get, "/api/v3/ticker/bookTicker", Security::kNone, 2, &Impl::BookTicker);
+    add(V::post, "/api/v3/order", Security::kSigned, 1, &Impl::NewOrderRoute);
+    add(V::post, "/api/v3/order/test", Security::kSigned, 1, &Impl::TestOrder);
+    add(V::get, "/api/v3/order", Security::kSigned, 4, &Impl::GetOrder);
+    add(V::delete_, "/api/v3/order", Security::kSigned, 1, &Impl::CancelOrderRoute);
+    add(V::post, "/api/v3/order/cancelReplace", Security::kSigned, 1, &Impl::CancelReplace);
+    add(V::put, "/api/v3/order/amend/keepPriority", Security::kSigned, 4, &Impl::AmendKeepPriority);
+    add(V::delete_, "/api/v3/openOrders", Security::kSigned, 1, &Impl::CancelAllRoute);
+    add(V::get, "/api/v3/openOrders", Security::kSigned, 6, &Impl::OpenOrders);
+    add(V::get, "/api/v3/allOrders", Security::kSigned, 20, &Impl::AllOrders);
+    add(V::get, "/api/v3/myTrades", Security::kSigned, 20, &Impl::MyTrades);
+    add(V::get, "/api/v3/account", Security::kSigned, 20, &Impl::Account);
+    add(V::post, "/api/v3/userDataStream", Security::kApiKey, 2, &Impl::ListenKeyCreate);
+    add(V::put, "/api/v3/userDataStream", Security::kApiKey, 2, &Impl::ListenKeyKeepAlive);
+    add(V::delete_, "/api/v3/userDataStream", Security::kApiKey, 2, &Impl::ListenKeyClose);
+  }
+
+  // --- answers ---
+  void Reply(Ctx& c, int status, std::string body) {
+    c.respond(MakeResponse(c.version, c.keep_alive, status, std::move(body), c.used_weight));
+  }
+  void Reply(Ctx& c, const ApiError& e) { Reply(c, e.http_status, e.Json()); }
+  void Ok(Ctx& c, std::string body) { Reply(c, 200, std::move(body)); }
+  void TooMany(Ctx& c, const RateDecision& d) {
+    Response res = MakeResponse(
+        c.version, c.keep_alive, 429,
+        ApiError::TooManyRequests(fmt::format("Too much request weight used; retry after {} s.",
+                                              d.retry_after_s))
+            .Json(),
+        d.used_weight_1m);
+    res.set(http::field::retry_after, std::to_string(std::max<uint32_t>(1, d.retry_after_s)));
+    c.respond(std::move(res));
+  }
+  void Busy(const Respond& respond, unsigned version, bool keep_alive, uint32_t used_weight,
+            exchange::SubmitResult r) {
+    std::string msg;
+    switch (r) {
+      case exchange::SubmitResult::kFull:
+        msg = "Server is currently overloaded with other requests. Please try again in a few "
+              "seconds.";
+        break;
+      case exchange::SubmitResult::kRefusing:
+        msg = "The exchange cannot write its journal and refuses new commands for now: " +
+              exchange_->RefusalReason();
+        break;
+      default:
+        msg = "The exchange is shutting down.";
+        break;
+    }
+    Response res = MakeResponse(version, keep_alive, 503, ApiError::ServerBusy(msg).Json(),
+                                used_weight);
+    res.set(http::field::retry_after, std::to_string(options_.retry_after_s));
+    respond(std::move(res));
+  }
+
+  // Submits a command whose answer `finish` gives once durable and applied.
+  void Submit(Ctx& c, const engine::Command& cmd, std::function<void(Pending&)> finish,
+              std::function<bool(Pending&, std::span<const Event>)> on_sequenced = {}) {
+    auto* p = new Pending;
+    p->gw = this;
+    p->respond = c.respond;
+    p->version = c.version;
+    p->keep_alive = c.keep_alive;
+    p->used_weight = c.used_weight;
+    p->finish = std::move(finish);
+    p->on_sequenced = std::move(on_sequenced);
+    if (const auto* place = std::get_if<engine::PlaceOrder>(&cmd.body)) p->place = *place;
+    const bool notify = static_cast<bool>(p->on_sequenced);
+    const exchange::SubmitResult r = exchange_->Submit(cmd, p, 0, notify);
+    if (r != exchange::SubmitResult::kOk) {
+      Busy(p->respond, p->version, p->keep_alive, p->used_weight, r);
+      delete p;
+    }
+  }
+
+  std::optional<ApiError> Authenticate(Ctx& c, bool is_signed, int64_t now) {
+    const auto h = c.req.find("X-MBX-APIKEY");
+    if (h == c.req.end() || h->value().empty()) return ApiError::BadApiKeyFormat();
+    c.api_key = std::string(Trim(h->value()));
+    const std::optional<ApiKey> key = keys_->FindKey(c.api_key);
+    if (!key || key->revoked) return ApiError::RejectedApiKey();
+    c.account = key->account;
+    if (!is_signed) return std::nullopt;
+    std::optional<int64_t> ts, window;
+    if (auto e = c.params.GetInt("timestamp", &ts)) return e;
+    if (!ts) return ApiError::MandatoryMissing("timestamp");
+    if (auto e = c.params.GetInt("recvWindow", &window)) return e;
+    if (!c.params.signature() || c.params.signature()->empty()) {
+      return ApiError::MandatoryMissing("signature");
+    }
+    if (auto e = CheckTimestamp(*ts, window.value_or(5000), now)) return e;
+    if (!SignatureEquals(HmacSha256Hex(key->secret, c.params.signed_payload()),
+                         *c.params.signature())) {
+      return ApiError::BadSignature();
+    }
+    return std::nullopt;
+  }
+
+  // --- helpers over the read side ---
+  std::optional<ApiError> SymbolParam(const Ctx& c, MarketId* market) {
+    std::string_view symbol;
+    if (auto e = c.params.Require("symbol", &symbol)) return e;
+    return FindMarket(config_, symbol, market);
+  }
+  std::optional<ApiError> LimitParam(const Ctx& c, std::size_t def, std::size_t max,
+                                     std::size_t* out) {
+    std::optional<int64_t> v;
+    if (auto e = c.params.GetInt("limit", &v)) return e;
+    if (!v) {
+      *out = def;
+      return std::nullopt;
+    }
+    if (*v <= 0) return ApiError::BadParam("limit", "must be positive");
+    *out = std::min<std::size_t>(static_cast<std::size_t>(*v), max);
+    return std::nullopt;
+  }
+  std::shared_ptr<const marketdata::MarketSnapshot> Snap(MarketId m) const {
+    return read_side_.Snapshot(m);
+  }
+  // symbol=X → [X]; symbols=["X","Y"] → both; neither → every market (*all = true).
+  std::optional<ApiError> SymbolsParam(const Ctx& c, std::vector<MarketId>* out, bool* all) {
+    *all = false;
+    if (auto s = c.params.Get("symbol")) {
+      MarketId m{};
+      if (auto e = FindMarket(config_, *s, &m)) return e;
+      out->push_back(m);
+      return std::nullopt;
+    }
+    if (auto s = c.params.Get("symbols")) {
+      json::error_code ec;
+      json::value v = json::parse(*s, ec);
+      if (ec || !v.is_array()) return ApiError::BadParam("symbols", "expected a JSON array");
+      for (const json::value& x : v.as_array()) {
+        if (!x.is_string()) return ApiError::BadParam("symbols", "expected strings");
+        MarketId m{};
+        if (auto e = FindMarket(config_, std::string_view(x.as_string()), &m)) return e;
+        out->push_back(m);
+      }
+      return std::nullopt;
+    }
+    *all = true;
+    for (std::size_t i = 0; i < config_.markets.size(); ++i) {
+      out->push_back(static_cast<MarketId>(i));
+    }
+    return std::nullopt;
+  }
+  template <class F>
+  void TickerLike(Ctx& c, F&& one) {
+    std::vector<MarketId> markets;
+    bool all = false;
+    if (auto e = SymbolsParam(c, &markets, &all)) return Reply(c, *e);
+    const bool single = !all && c.params.Has("symbol");
+    std::string body = single ? "" : "[";
+    for (std::size_t i = 0; i < markets.size(); ++i) {
+      if (i > 0) body += ',';
+      body += one(*Snap(markets[i]));
+    }
+    if (!single) body += ']';
+    Ok(c, std::move(body));
+  }
+
+  // --- public endpoints ---
+  void Ping(Ctx& c) { Ok(c, "{}"); }
+  void Time(Ctx& c) { Ok(c, fmt::format("{{\"serverTime\":{}}}", NowMs())); }
+  void ExchangeInfo(Ctx& c) {
+    std::vector<MarketStatus> statuses;
+    for (std::size_t i = 0; i < config_.markets.size(); ++i) {
+      statuses.push_back(Snap(static_cast<MarketId>(i))->status);
+    }
+    Ok(c, ExchangeInfoJson(config_, statuses, NowMs(), options_.key_limit.weight_per_minute));
+  }
+  void Depth(Ctx& c) {
+    MarketId m{};
+    std::size_t limit = 0;
+    if (auto e = SymbolParam(c, &m)) return Reply(c, *e);
+    if (auto e = LimitParam(c, 100, 5000, &limit)) return Reply(c, *e);
+    Ok(c, DepthJson(config_, *Snap(m), limit));
+  }
+  void Trades(Ctx& c) {
+    MarketId m{};
+    std::size_t limit = 0;
+    std::optional<uint64_t> from;
+    if (auto e = SymbolParam(c, &m)) return Reply(c, *e);
+    if (auto e = LimitParam(c, 500, 1000, &limit)) return Reply(c, *e);
+    if (auto e = c.params.GetUint("fromId", &from)) return Reply(c, *e);
+    const auto rows = Snap(m)->RecentTrades(limit, from.value_or(0));
+    Ok(c, TradesJson(config_, rows));
+  }
+  void AggTrades(Ctx& c) {
+    MarketId m{};
+    std::size_t limit = 0;
+    std::optional<uint64_t> from;
+    std::optional<int64_t> start, end;
+    if (auto e = SymbolParam(c, &m)) return Reply(c, *e);
+    if (auto e = LimitParam(c, 500, 1000, &limit)) return Reply(c, *e);
+    if (auto e = c.params.GetUint("fromId", &from)) return Reply(c, *e);
+    if (auto e = c.params.GetInt("startTime", &start)) return Reply(c, *e);
+    if (auto e = c.params.GetInt("endTime", &end)) return Reply(c, *e);
+    std::vector<marketdata::TradeRow> rows;
+    const auto snap = Snap(m);
+    const auto held = snap->RecentTrades(options_.read_side.recent_trades, from.value_or(0));
+    for (const auto& t : held) {
+      const int64_t ms = t.time_ns / 1'000'000;
+      if (start && ms < *start) continue;
+      if (end && ms > *end) continue;
+      rows.push_back(t);
+    }
+    if (rows.size() > limit) {
+      // With a lower bound the oldest matches, otherwise the newest.
+      if (from || start) {
+        rows.resize(limit);
+      } else {
+        rows.erase(rows.begin(), rows.end() - static_cast<std::ptrdiff_t>(limit));
+      }
+    }
+    Ok(c, AggTradesJson(config_, rows));
+  }
+  void Klines(Ctx& c) {
+    MarketId m{};
+    std::size_t limit = 0;
+    std::string_view iv;
+    std::optional<int64_t> start, end;
+    if (auto e = SymbolParam(c, &m)) return Reply(c, *e);
+    if (auto e = c.params.Require("interval", &iv)) return Reply(c, *e);
+    const auto interval = marketdata::ParseKlineInterval(iv);
+    if (!interval) return Reply(c, ApiError::InvalidInterval());
+    if (auto e = LimitParam(c, 500, 1000, &limit)) return Reply(c, *e);
+    if (auto e = c.params.GetInt("startTime", &start)) return Reply(c, *e);
+    if (auto e = c.params.GetInt("endTime", &end)) return Reply(c, *e);
+    const auto rows = Snap(m)->Klines(*interval, start.value_or(0), end.value_or(0), limit);
+    Ok(c, KlinesJson(config_, m, *interval, rows));
+  }
+  void Ticker24h(Ctx& c) {
+    const int64_t now = NowMs();
+    TickerLike(c, [&](const marketdata::MarketSnapshot& s) {
+      return gateway::Ticker24hJson(config_, s, now);
+    });
+  }
+  void TickerPrice(Ctx& c) {
+    TickerLike(c, [&](const marketdata::MarketSnapshot& s) { return PriceTickerJson(config_, s); });
+  }
+  void BookTicker(Ctx& c) {
+    TickerLike(c, [&](const marketdata::MarketSnapshot& s) { return BookTickerJson(config_, s); });
+  }
+
+  // --- trading ---
+  // The dry run: what the engine would refuse for certain, refused here with
+  // Binance's error, per the latest read-side snapshot. The engine decides.
+  std::optional<ApiError> DryRun(const engine::PlaceOrder& o) {
+    const auto snap = Snap(o.market);
+    if (snap->status != MarketStatus::kTrading) {
+      return ApiError::FromReject(engine::CommandType::kPlaceOrder,
+                                  engine::RejectReason::kMarketNotTrading);
+    }
+    if (const std::optional<Amount> need = RequiredLock(config_, o)) {
+      const engine::MarketSpec& m = config_.markets[static_cast<std::size_t>(o.market)];
+      const AssetId asset = engine::SpendAsset(m, o.side);
+      if (read_side_.balance(o.account, asset).available < *need) {
+        return ApiError::InsufficientBalance();
+      }
+    }
+    return std::nullopt;
+  }
+
+  void NewOrderRoute(Ctx& c) {
+    NewOrder o;
+    if (auto e = ParseNewOrder(c.params, config_, c.account, &o)) return Reply(c, *e);
+    if (o.client_order_id.empty()) {
+      o.client_order_id = "mb-" + RandomToken(22);
+      (void)o.place.client_order_id.Assign(o.client_order_id);
+    }
+    if (auto e = DryRun(o.place)) return Reply(c, *e);
+    SubmitOrder(c, o, [](Pending& p, std::string body) { p.Reply(200, std::move(body)); });
+  }
+
+  // Places `o`; `done` gets the Binance answer body (or the Pending fails
+  // with the reject).
+  void SubmitOrder(Ctx& c, const NewOrder& o, std::function<void(Pending&, std::string)> done) {
+    engine::Command cmd;
+    cmd.body = o.place;
+    const RespType resp = o.resp;
+    std::function<bool(Pending&, std::span<const Event>)> on_seq;
+    if (resp == RespType::kAck) {
+      // ACK: answered once sequenced. A rejected order is answered then too
+      // (a reject changes nothing, so it is final when decided).
+      on_seq = [this, done, place = o.place](Pending& p, std::span<const Event> ev) {
+        if (const engine::Rejected* r = FirstReject(ev)) {
+          // A duplicate is answered from the read side once durable (below).
+          if (r->reason == engine::RejectReason::kDuplicateClientOrderId) return false;
+          AnswerReject(p, place, *r, RespType::kAck, ev.front(), done);
+          return true;
+        }
+        std::vector<marketdata::Fill> fills;
+        const marketdata::OrderRecord rec = OrderFromEvents(config_, ev, &fills);
+        done(p, NewOrderJson(config_, rec, {}, RespType::kAck, ev.front().timestamp_ns / 1'000'000));
+        return true;
+      };
+    }
+    Submit(
+        c, cmd,
+        [this, resp, done, place = o.place](Pending& p) {
+          if (p.acked) return;
+          if (const engine::Rejected* r = FirstReject(p.events)) {
+            return AnswerReject(p, place, *r, resp, p.events.front(), done);
+          }
+          std::vector<marketdata::Fill> fills;
+          const marketdata::OrderRecord rec = OrderFromEvents(config_, p.events, &fills);
+          done(p, NewOrderJson(config_, rec, fills, resp,
+                               p.events.front().timestamp_ns / 1'000'000));
+        },
+        std::move(on_seq));
+  }
+
+  // A rejected order's answer. Two rejects are not errors on Binance: a FOK
+  // that cannot fill completely is an order that EXPIRED (its id is the
+  // command's sequence, like every order id), and a re-submitted client order
+  // id is answered with the first order's current state (idempotent
+  // re-submission, DESIGN.md §2). Everything else is -2010 with the reason.
+  void AnswerReject(Pending& p, const engine::PlaceOrder& place, const engine::Rejected& r,
+                    RespType resp, const Event& first,
+                    const std::function<void(Pending&, std::string)>& done) {
+    const int64_t ms = first.timestamp_ns / 1'000'000;
+    if (r.reason == engine::RejectReason::kFokNotFillable) {
+      marketdata::OrderRecord o;
+      o.id = static_cast<OrderId>(static_cast<uint64_t>(first.seq));
+      o.account = place.account;
+      o.market = place.market;
+      o.side = place.side;
+      o.type = place.type;
+      o.tif = place.tif;
+      o.stp = place.stp;
+      o.price = place.price;
+      o.qty = place.qty;
+      o.quote_qty = place.quote_qty;
+      o.client_order_id = place.client_order_id;
+      o.status = marketdata::OrderStatus::kExpired;
+      o.time_ns = first.timestamp_ns;
+      o.update_ns = first.timestamp_ns;
+      return done(p, NewOrderJson(config_, o, {}, resp, ms));
+    }
+    if (r.reason == engine::RejectReason::kDuplicateClientOrderId && r.existing_id != 0) {
+      const auto o =
+          read_side_.FindOrder(place.account, place.market, static_cast<OrderId>(r.existing_id));
+      if (o) {
+        const auto fills = read_side_.MyTrades(place.account, place.market, r.existing_id, 0, 0, 0,
+                                               options_.read_side.history_trades);
+        return done(p, NewOrderJson(config_, *o, fills, resp, o->time_ns / 1'000'000));
+      }
+    }
+    p.Fail(ApiError::FromReject(engine::CommandType::kPlaceOrder, r.reason));
+  }
+
+  void TestOrder(Ctx& c) {
+    NewOrder o;
+    if (auto e = ParseNewOrder(c.params, config_, c.account, &o)) return Reply(c, *e);
+    if (auto e = DryRun(o.place)) return Reply(c, *e);
+    Ok(c, "{}");
+  }
+
+  std::optional<ApiError> FindOrderParam(const Ctx& c, MarketId market,
+                                         marketdata::OrderRecord* out) {
+    std::optional<uint64_t> id;
+    if (auto e = c.params.GetUint("orderId", &id)) return e;
+    std::optional<marketdata::OrderRecord> rec;
+    if (id) {
+      rec = read_side_.FindOrder(c.account, market, static_cast<OrderId>(*id));
+    } else if (auto cid = c.params.Get("origClientOrderId")) {
+      rec = read_side_.FindOrderByClientId(c.account, market, *cid);
+    } else {
+      return ApiError::MandatoryMissing("orderId");
+    }
+    if (!rec) return ApiError::NoSuchOrder();
+    *out = *rec;
+    return std::nullopt;
+  }
+
+  void GetOrder(Ctx& c) {
+    MarketId m{};
+    marketdata::OrderRecord rec;
+    if (auto e = SymbolParam(c, &m)) return Reply(c, *e);
+    if (auto e = FindOrderParam(c, m, &rec)) return Reply(c, *e);
+    Ok(c, OrderJson(config_, rec));
+  }
+
+  // The answer to a cancel, from the read side once the cancel is applied.
+  std::string CanceledBody(AccountId account, MarketId market, OrderId id,
+                           std::string_view cancel_client_id, int64_t ms) {
+    const auto rec = read_side_.FindOrder(account, market, id);
+    if (!rec) return "{}";
+    return CanceledOrderJson(config_, *rec, cancel_client_id, ms);
+  }
+
+  void CancelOrderRoute(Ctx& c) {
+    engine::CancelOrder cancel;
+    if (auto e = ParseCancel(c.params, config_, c.account, &cancel)) return Reply(c, *e);
+    std::string new_cid(c.params.Get("newClientOrderId").value_or(""));
+    SubmitCancel(c, cancel, std::move(new_cid), [](Pending& p, std::string body) {
+      p.Reply(200, std::move(body));
+    });
+  }
+
+  void SubmitCancel(Ctx& c, const engine::CancelOrder& cancel, std::string new_cid,
+                    std::function<void(Pending&, std::string)> done) {
+    engine::Command cmd;
+    cmd.body = cancel;
+    Submit(c, cmd, [this, cancel, new_cid, done](Pending& p) {
+      if (const engine::Rejected* r = FirstReject(p.events)) {
+        return p.Fail(ApiError::FromReject(engine::CommandType::kCancelOrder, r->reason));
+      }
+      for (const Event& e : p.events) {
+        if (const auto* x = As<engine::OrderCanceled>(e)) {
+          return done(p, CanceledBody(cancel.account, cancel.market, x->order_id, new_cid,
+                                      e.timestamp_ns / 1'000'000));
+        }
+      }
+      p.Fail(ApiError::Unknown("cancel produced no cancellation"));
+    });
+  }
+
+  void CancelAllRoute(Ctx& c) {
+    MarketId m{};
+    if (auto e = SymbolParam(c, &m)) return Reply(c, *e);
+    engine::Command cmd;
+    cmd.body = engine::CancelAll{c.account, m};
+    const AccountId account = c.account;
+    Submit(c, cmd, [this, account, m](Pending& p) {
+      if (const engine::Rejected* r = FirstReject(p.events)) {
+        return p.Fail(ApiError::FromReject(engine::CommandType::kCancelAll, r->reason));
+      }
+      std::string body = "[";
+      for (const Event& e : p.events) {
+        if (const auto* x = As<engine::OrderCanceled>(e)) {
+          if (body.size() > 1) body += ',';
+          body += CanceledBody(account, m, x->order_id, "", e.timestamp_ns / 1'000'000);
+        }
+      }
+      body += ']';
+      p.Reply(200, std::move(body));
+    });
+  }
+
+  // cancelReplace: the cancel, then (if it succeeded, or always with
+  // cancelReplaceMode=ALLOW_FAILURE) the new order. Not atomic: another
+  // command may come between the two, as on Binance.
+  void CancelReplace(Ctx& c) {
+    std::string_view mode;
+    if (auto e = c.params.Require("cancelReplaceMode", &mode)) return Reply(c, *e);
+    if (mode != "STOP_ON_FAILURE" && mode != "ALLOW_FAILURE") {
+      return Reply(c, ApiError::BadParam("cancelReplaceMode", "STOP_ON_FAILURE or ALLOW_FAILURE"));
+    }
+    const bool allow_failure = mode == "ALLOW_FAILURE";
+    MarketId m{};
+    if (auto e = SymbolParam(c, &m)) return Reply(c, *e);
+    engine::CancelOrder cancel;
+    cancel.account = c.account;
+    cancel.market = m;
+    std::optional<uint64_t> id;
+    if (auto e = c.params.GetUint("cancelOrderId", &id)) return Reply(c, *e);
+    if (id) {
+      cancel.order_id = static_cast<OrderId>(*id);
+    } else if (auto cid = c.params.Get("cancelOrigClientOrderId")) {
+      if (!cancel.orig_client_order_id.Assign(*cid)) {
+        return Reply(c, ApiError::IllegalChars("cancelOrigClientOrderId"));
+      }
+    } else {
+      return Reply(c, ApiError::MandatoryMissing("cancelOrderId"));
+    }
+    auto order = std::make_shared<NewOrder>();
+    if (auto e = ParseNewOrder(c.params, config_, c.account, order.get())) return Reply(c, *e);
+    if (order->client_order_id.empty()) {
+      order->client_order_id = "mb-" + RandomToken(22);
+      (void)order->place.client_order_id.Assign(order->client_order_id);
+    }
+    auto ctx = std::make_shared<Ctx>();
+    ctx->respond = c.respond;
+    ctx->version = c.version;
+    ctx->keep_alive = c.keep_alive;
+    ctx->used_weight = c.used_weight;
+    ctx->account = c.account;
+    engine::Command cmd;
+    cmd.body = cancel;
+    Submit(c, cmd, [this, cancel, order, ctx, allow_failure](Pending& p) {
+      std::string cancel_json;
+      bool cancel_ok = false;
+      if (const engine::Rejected* r = FirstReject(p.events)) {
+        cancel_json = ApiError::FromReject(engine::CommandType::kCancelOrder, r->reason).Json();
+      } else {
+        for (const Event& e : p.events) {
+          if (const auto* x = As<engine::OrderCanceled>(e)) {
+            cancel_json = CanceledBody(cancel.account, cancel.market, x->order_id, "",
+                                       e.timestamp_ns / 1'000'000);
+            cancel_ok = true;
+          }
+        }
+      }
+      if (!cancel_ok && !allow_failure) {
+        return p.Reply(400, fmt::format(R"({{"code":-2022,"msg":"Order cancel-replace failed.",)"
+                                        R"("data":{{"cancelResult":"FAILURE",)"
+                                        R"("newOrderResult":"NOT_ATTEMPTED",)"
+                                        R"("cancelResponse":{},"newOrderResponse":null}}}})",
+                                        cancel_json));
+      }
+      if (auto e = DryRun(order->place)) {
+        return p.Reply(400, fmt::format(R"({{"code":{},"msg":"Order cancel-replace {}.",)"
+                                        R"("data":{{"cancelResult":"{}","newOrderResult":"FAILURE",)"
+                                        R"("cancelResponse":{},"newOrderResponse":{}}}}})",
+                                        cancel_ok ? -2021 : -2022,
+                                        cancel_ok ? "partially failed" : "failed",
+                                        cancel_ok ? "SUCCESS" : "FAILURE", cancel_json, e->Json()));
+      }
+      const std::string cancel_result = cancel_ok ? "SUCCESS" : "FAILURE";
+      SubmitOrder(*ctx, *order, [cancel_json, cancel_result](Pending& q, std::string body) {
+        q.Reply(200, fmt::format(R"({{"cancelResult":"{}","newOrderResult":"SUCCESS",)"
+                                 R"("cancelResponse":{},"newOrderResponse":{}}})",
+                                 cancel_result, cancel_json, body));
+      });
+    });
+  }
+
+  // PUT /api/v3/order/amend/keepPriority: reduce an open order's quantity
+  // keeping its place in the queue (newQty = the new total quantity).
+  void AmendKeepPriority(Ctx& c) {
+    MarketId m{};
+    if (auto e = SymbolParam(c, &m)) return Reply(c, *e);
+    marketdata::OrderRecord rec;
+    if (auto e = FindOrderParam(c, m, &rec)) return Reply(c, *e);
+    std::string_view text;
+    if (auto e = c.params.Require("newQty", &text)) return Reply(c, *e);
+    const engine::MarketSpec& spec = config_.markets[static_cast<std::size_t>(m)];
+    const int base_scale = config_.assets[static_cast<std::size_t>(spec.base)].scale;
+    int64_t units = 0;
+    if (TryParseDecimal(text, base_scale, false, &units) != DecimalError::kOk) {
+      return Reply(c, ApiError::TooMuchPrecision("newQty"));
+    }
+    if (units <= 0 || units % spec.lot_units != 0) return Reply(c, ApiError::FilterFailure("LOT_SIZE"));
+    const Qty new_qty{units / spec.lot_units};
+    if (new_qty >= rec.qty) {
+      return Reply(c, ApiError::BadParam("newQty", "must be less than the order's quantity"));
+    }
+    engine::Command cmd;
+    cmd.body = engine::AmendOrder{c.account, m, rec.id, {}, Price{}, new_qty};
+    const AccountId account = c.account;
+    Submit(c, cmd, [this, account, m, id = rec.id](Pending& p) {
+      if (const engine::Rejected* r = FirstReject(p.events)) {
+        return p.Fail(ApiError::FromReject(engine::CommandType::kAmendOrder, r->reason));
+      }
+      const auto now_rec = read_side_.FindOrder(account, m, id);
+      if (!now_rec) return p.Fail(ApiError::NoSuchOrder());
+      p.Reply(200, fmt::format(R"({{"transactTime":{},"executionId":{},"amendedOrder":{}}})",
+                               p.events.front().timestamp_ns / 1'000'000,
+                               static_cast<uint64_t>(p.seq), OrderJson(config_, *now_rec)));
+    });
+  }
+
+  void OpenOrders(Ctx& c) {
+    std::optional<MarketId> market;
+    if (auto s = c.params.Get("symbol")) {
+      MarketId m{};
+      if (auto e = FindMarket(config_, *s, &m)) return Reply(c, *e);
+      market = m;
+    }
+    const auto orders = read_side_.OpenOrders(c.account, market);
+    std::string body = "[";
+    for (std::size_t i = 0; i < orders.size(); ++i) {
+      if (i > 0) body += ',';
+      body += OrderJson(config_, orders[i]);
+    }
+    body += ']';
+    Ok(c, std::move(body));
+  }
+
+  void AllOrders(Ctx& c) {
+    MarketId m{};
+    std::size_t limit = 0;
+    std::optional<uint64_t> from;
+    std::optional<int64_t> start, end;
+    if (auto e = SymbolParam(c, &m)) return Reply(c, *e);
+    if (auto e = LimitParam(c, 500, 1000, &limit)) return Reply(c, *e);
+    if (auto e = c.params.GetUint("orderId", &from)) return Reply(c, *e);
+    if (auto e = c.params.GetInt("startTime", &start)) return Reply(c, *e);
+    if (auto e = c.params.GetInt("endTime", &end)) return Reply(c, *e);
+    const auto orders = read_side_.AllOrders(c.account, m, from.value_or(0), start.value_or(0),
+                                             end.value_or(0), limit);
+    std::string body = "[";
+    for (std::size_t i = 0; i < orders.size(); ++i) {
+      if (i > 0) body += ',';
+      body += OrderJson(config_, orders[i]);
+    }
+    body += ']';
+    Ok(c, std::move(body));
+  }
+
+  void MyTrades(Ctx& c) {
+    MarketId m{};
+    std::size_t limit = 0;
+    std::optional<uint64_t> from, order;
+    std::optional<int64_t> start, end;
+    if (auto e = SymbolParam(c, &m)) return Reply(c, *e);
+    if (auto e = LimitParam(c, 500, 1000, &limit)) return Reply(c, *e);
+    if (auto e = c.params.GetUint("fromId", &from)) return Reply(c, *e);
+    if (auto e = c.params.GetUint("orderId", &order)) return Reply(c, *e);
+    if (auto e = c.params.GetInt("startTime", &start)) return Reply(c, *e);
+    if (auto e = c.params.GetInt("endTime", &end)) return Reply(c, *e);
+    const auto fills = read_side_.MyTrades(c.account, m, order.value_or(0), from.value_or(0),
+                                           start.value_or(0), end.value_or(0), limit);
+    Ok(c, MyTradesJson(config_, fills));
+  }
+
+  void Account(Ctx& c) {
+    const auto balances = read_side_.Balances(c.account);
+    Ok(c, AccountJson(config_, c.account, balances,
+                      read_side_.account_update_ns(c.account) / 1'000'000));
+  }
+
+  void ListenKeyCreate(Ctx& c) {
+    Ok(c, fmt::format(R"({{"listenKey":"{}"}})", streams_.CreateListenKey(c.account)));
+  }
+  void ListenKeyKeepAlive(Ctx& c) {
+    std::string_view key;
+    if (auto e = c.params.Require("listenKey", &key)) return Reply(c, *e);
+    if (!streams_.KeepAliveListenKey(c.account, key)) {
+      return Reply(c, ApiError{400, -1125, "This listenKey does not exist."});
+    }
+    Ok(c, "{}");
+  }
+  void ListenKeyClose(Ctx& c) {
+    std::string_view key;
+    if (auto e = c.params.Require("listenKey", &key)) return Reply(c, *e);
+    if (!streams_.CloseListenKey(c.account, key)) {
+      return Reply(c, ApiError{400, -1125, "This listenKey does not exist."});
+    }
+    Ok(c, "{}");
+  }
+
+  // --- the operator API ---
+  void HandleAdmin(Ctx& c) {
+    if (!c.loopback && !options_.admin_remote) {
+      return Reply(c, ApiError{403, -1002, "The operator API answers loopback clients only."});
+    }
+    std::string token;
+    if (auto h = c.req.find("X-MB-ADMIN-TOKEN"); h != c.req.end()) {
+      token = std::string(Trim(h->value()));
+    } else if (auto a = c.req.find(http::field::authorization); a != c.req.end()) {
+      std::string_view v = Trim(a->value());
+      if (v.starts_with("Bearer ")) token = std::string(Trim(v.substr(7)));
+    }
+    if (token.empty() || !keys_->CheckAdminToken(token)) {
+      return Reply(c, ApiError{401, -1002, "Missing or wrong admin token (X-MB-ADMIN-TOKEN)."});
+    }
+    json::value body;
+    if (!c.req.body().empty()) {
+      json::error_code ec;
+      body = json::parse(c.req.body(), ec);
+      if (ec || !body.is_object()) {
+        return Reply(c, ApiError{400, -1130, "The request body must be a JSON object."});
+      }
+    } else {
+      body = json::object();
+    }
+    const http::verb v = c.req.method();
+    const std::string_view rest = std::string_view(c.path).substr(std::strlen("/admin/v1/"));
+    std::vector<std::string_view> parts;
+    for (std::size_t pos = 0; pos <= rest.size();) {
+      const std::size_t slash = rest.find('/', pos);
+      const std::size_t endp = slash == std::string_view::npos ? rest.size() : slash;
+      parts.push_back(rest.substr(pos, endp - pos));
+      pos = endp + 1;
+    }
+    const json::object& obj = body.as_object();
+    if (parts.size() == 1 && parts[0] == "health" && v == http::verb::get) return AdminHealth(c);
+    if (parts.size() == 1 && parts[0] == "ready" && v == http::verb::get) return AdminReady(c);
+    if (parts.size() == 1 && parts[0] == "accounts" && v == http::verb::post) {
+      return AdminCreateAccount(c, obj);
+    }
+    if (parts.size() == 1 && parts[0] == "accounts" && v == http::verb::get) {
+      return AdminAccounts(c);
+    }
+    if (parts.size() == 2 && parts[0] == "accounts" && v == http::verb::get) {
+      return AdminAccount(c, parts[1]);
+    }
+    if (parts.size() == 3 && parts[0] == "accounts" && parts[2] == "apiKeys" &&
+        v == http::verb::post) {
+      return AdminCreateKey(c, parts[1]);
+    }
+    if (parts.size() == 2 && parts[0] == "apiKeys" && v == http::verb::delete_) {
+      return AdminRevokeKey(c, parts[1]);
+    }
+    if (parts.size() == 1 && (parts[0] == "deposits" || parts[0] == "withdrawals") &&
+        v == http::verb::post) {
+      return AdminTransfer(c, obj, parts[0] == "deposits");
+    }
+    if (parts.size() == 3 && parts[0] == "markets" && parts[2] == "status" &&
+        v == http::verb::post) {
+      return AdminMarketStatus(c, parts[1], obj);
+    }
+    if (parts.size() == 1 && parts[0] == "markets" && v == http::verb::get) {
+      return AdminMarkets(c);
+    }
+    if (parts.size() == 1 && parts[0] == "markets" && v == http::verb::post) {
+      return Reply(c, ApiError{409, -1000,
+                               "Markets are part of the configuration the journal was written "
+                               "with: add a [[markets]] entry to the configuration file and "
+                               "restart (ids are positions: append only)."});
+    }
+    if (parts.size() == 1 && parts[0] == "snapshot" && v == http::verb::post) {
+      exchange_->RequestSnapshot();
+      return Ok(c, R"({"requested":true})");
+    }
+    Reply(c, ApiError::NotFound());
+  }
+
+  static std::optional<std::string> StringField(const json::object& o, std::string_view k) {
+    auto it = o.find(k);
+    if (it == o.end() || !it->value().is_string()) return std::nullopt;
+    return std::string(it->value().as_string());
+  }
+  static std::optional<uint32_t> AccountField(const json::object& o) {
+    auto it = o.find("accountId");
+    if (it == o.end()) return std::nullopt;
+    if (it->value().is_int64() && it->value().as_int64() >= 0 &&
+        it->value().as_int64() <= UINT32_MAX) {
+      return static_cast<uint32_t>(it->value().as_int64());
+    }
+    if (it->value().is_uint64() && it->value().as_uint64() <= UINT32_MAX) {
+      return static_cast<uint32_t>(it->value().as_uint64());
+    }
+    return std::nullopt;
+  }
+  std::optional<AccountId> ParseAccountId(std::string_view s) {
+    uint32_t id = 0;
+    if (s.empty() || s.size() > 9) return std::nullopt;
+    for (char ch : s) {
+      if (ch < '0' || ch > '9') return std::nullopt;
+      id = id * 10 + static_cast<uint32_t>(ch - '0');
+    }
+    if (static_cast<AccountId>(id) != config_.fee_account &&
+        !keys_->FindAccount(static_cast<AccountId>(id))) {
+      return std::nullopt;
+    }
+    return static_cast<AccountId>(id);
+  }
+
+  void AdminHealth(Ctx& c) {
+    const std::string refusal = exchange_->RefusalReason();
+    const exchange::ExchangeStats st = exchange_->stats();
+    json::object o;
+    o["status"] = refusal.empty() ? "ok" : "refusing";
+    o["durableSequence"] = exchange_->durable_seq();
+    o["appliedSequence"] = read_side_.applied_seq();
+    o["inboundRemaining"] = exchange_->inbound_remaining();
+    o["submitted"] = st.submitted;
+    o["refusedFull"] = st.refused_full;
+    o["refusedJournal"] = st.refused_journal;
+    o["reason"] = refusal;
+    Ok(c, json::serialize(o));
+  }
+  void AdminReady(Ctx& c) {
+    const bool ready = exchange_->RefusalReason().empty();
+    Reply(c, ready ? 200 : 503, ready ? R"({"ready":true})" : R"({"ready":false})");
+  }
+  static json::object AccountObject(const AccountInfo& a) {
+    json::object o;
+    o["accountId"] = static_cast<uint32_t>(a.id);
+    o["name"] = a.name;
+    o["createdTime"] = a.created_ms;
+    return o;
+  }
+  void AdminCreateAccount(Ctx& c, const json::object& body) {
+    const auto name = StringField(body, "name");
+    if (!name) return Reply(c, ApiError{400, -1102, "Field 'name' (a string) is required."});
+    auto r = keys_->CreateAccount(*name, NowMs());
+    if (!r.ok()) return Reply(c, ApiError{400, -1130, r.status().message()});
+    Ok(c, json::serialize(AccountObject(*r)));
+  }
+  void AdminAccounts(Ctx& c) {
+    json::array a;
+    for (const AccountInfo& info : keys_->Accounts()) a.push_back(AccountObject(info));
+    Ok(c, json::serialize(a));
+  }
+  void AdminAccount(Ctx& c, std::string_view id_text) {
+    const auto id = ParseAccountId(id_text);
+    if (!id) return Reply(c, ApiError{404, -1000, "No such account."});
+    // The fee account exists without being created: it collects every fee.
+    const AccountInfo info =
+        keys_->FindAccount(*id).value_or(AccountInfo{*id, "fee account", 0});
+    json::object o = AccountObject(info);
+    json::array balances;
+    for (const marketdata::BalanceRow& b : read_side_.Balances(*id)) {
+      json::object x;
+      x["asset"] = config_.assets[static_cast<std::size_t>(b.asset)].symbol;
+      x["free"] = AssetAmount(config_, b.asset, b.available);
+      x["locked"] = AssetAmount(config_, b.asset, b.locked);
+      balances.push_back(std::move(x));
+    }
+    o["balances"] = std::move(balances);
+    json::array keys;
+    for (const ApiKey& k : keys_->Keys(*id)) {
+      json::object x;
+      x["apiKey"] = k.key;
+      x["revoked"] = k.revoked;
+      x["createdTime"] = k.created_ms;
+      keys.push_back(std::move(x));
+    }
+    o["apiKeys"] = std::move(keys);
+    Ok(c, json::serialize(o));
+  }
+  void AdminCreateKey(Ctx& c, std::string_view id_text) {
+    const auto id = ParseAccountId(id_text);
+    if (!id) return Reply(c, ApiError{404, -1000, "No such account."});
+    if (*id == config_.fee_account) {
+      return Reply(c, ApiError{400, -1002, "The fee account cannot trade: it has no API keys."});
+    }
+    auto k = keys_->CreateKey(*id, NowMs());
+    if (!k.ok()) return Reply(c, ApiError{500, -1000, k.status().message()});
+    json::object o;
+    o["accountId"] = static_cast<uint32_t>(*id);
+    o["apiKey"] = k->key;
+    o["secretKey"] = k->secret;
+    Ok(c, json::serialize(o));
+  }
+  void AdminRevokeKey(Ctx& c, std::string_view key) {
+    Status s = keys_->RevokeKey(key);
+    if (!s.ok()) {
+      return Reply(c, ApiError{s.code() == StatusCode::kNotFound ? 404 : 500, -1000, s.message()});
+    }
+    json::object o;
+    o["apiKey"] = key;
+    o["revoked"] = true;
+    Ok(c, json::serialize(o));
+  }
+  void AdminTransfer(Ctx& c, const json::object& body, bool deposit) {
+    const auto account = AccountField(body);
+    if (!account || !keys_->FindAccount(static_cast<AccountId>(*account))) {
+      return Reply(c, ApiError{400, -1102, "Field 'accountId' must name an existing account."});
+    }
+    const auto asset_name = StringField(body, "asset");
+    const auto amount_text = StringField(body, "amount");
+    const auto ref = StringField(body, "ref");
+    if (!asset_name || !amount_text || !ref) {
+      return Reply(c, ApiError{400, -1102,
+                               "Fields 'asset', 'amount' (a decimal string) and 'ref' (the "
+                               "idempotency reference) are required."});
+    }
+    std::optional<AssetId> asset;
+    for (std::size_t i = 0; i < config_.assets.size(); ++i) {
+      if (config_.assets[i].symbol == *asset_name) asset = static_cast<AssetId>(i);
+    }
+    if (!asset) return Reply(c, ApiError{400, -1130, "Unknown asset '" + *asset_name + "'."});
+    auto units = ParseDecimal(*amount_text, config_.assets[static_cast<std::size_t>(*asset)].scale);
+    if (!units.ok() || *units <= 0) {
+      return Reply(c, ApiError{400, -1130,
+                               "Field 'amount': " + (units.ok() ? std::string("must be positive")
+                                                                : units.status().message())});
+    }
+    TransferRef tref;
+    if (ref->empty() || !tref.Assign(*ref)) {
+      return Reply(c, ApiError{400, -1130, "Field 'ref' must be 1 to 64 characters."});
+    }
+    engine::Command cmd;
+    const AccountId acc = static_cast<AccountId>(*account);
+    if (deposit) {
+      cmd.body = engine::Deposit{acc, *asset, Amount{*units}, tref};
+    } else {
+      cmd.body = engine::Withdraw{acc, *asset, Amount{*units}, tref};
+    }
+    const engine::CommandType type =
+        deposit ? engine::CommandType::kDeposit : engine::CommandType::kWithdraw;
+    Submit(c, cmd, [this, acc, asset = *asset, amount = *amount_text, ref = *ref, type](Pending& p) {
+      json::object o;
+      o["accountId"] = static_cast<uint32_t>(acc);
+      o["asset"] = config_.assets[static_cast<std::size_t>(asset)].symbol;
+      o["amount"] = amount;
+      o["ref"] = ref;
+      if (const engine::Rejected* r = FirstReject(p.events)) {
+        if (r->reason == engine::RejectReason::kDuplicateTransfer) {
+          o["transferId"] = r->existing_id;
+          o["duplicate"] = true;
+          return p.Reply(200, json::serialize(o));
+        }
+        if (r->reason == engine::RejectReason::kInsufficientBalance) {
+          return p.Fail(ApiError::InsufficientBalance());
+        }
+        return p.Fail(ApiError{400, -1130, std::string(engine::ToString(r->reason))});
+      }
+      o["transferId"] = static_cast<uint64_t>(p.seq);
+      o["duplicate"] = false;
+      (void)type;
+      p.Reply(200, json::serialize(o));
+    });
+  }
+  void AdminMarketStatus(Ctx& c, std::string_view symbol, const json::object& body) {
+    MarketId m{};
+    if (auto e = FindMarket(config_, symbol, &m)) return Reply(c, *e);
+    const auto status = StringField(body, "status");
+    MarketStatus st{};
+    if (status == "TRADING") {
+      st = MarketStatus::kTrading;
+    } else if (status == "HALTED") {
+      st = MarketStatus::kHalted;
+    } else if (status == "CANCEL_ONLY") {
+      st = MarketStatus::kCancelOnly;
+    } else {
+      return Reply(c, ApiError{400, -1130,
+                               "Field 'status' must be \"TRADING\", \"HALTED\" or \"CANCEL_ONLY\"."});
+    }
+    engine::Command cmd;
+    cmd.body = engine::SetMarketStatus{m, st};
+    Submit(c, cmd, [this, m, st](Pending& p) {
+      if (const engine::Rejected* r = FirstReject(p.events)) {
+        return p.Fail(ApiError{400, -1130, std::string(engine::ToString(r->reason))});
+      }
+      json::object o;
+      o["symbol"] = config_.markets[static_cast<std::size_t>(m)].symbol;
+      o["status"] = st == MarketStatus::kTrading  ? "TRADING"
+                    : st == MarketStatus::kHalted ? "HALTED"
+                                                  : "CANCEL_ONLY";
+      p.Reply(200, json::serialize(o));
+    });
+  }
+  void AdminMarkets(Ctx& c) {
+    json::array a;
+    for (std::size_t i = 0; i < config_.markets.size(); ++i) {
+      const auto s = Snap(static_cast<MarketId>(i));
+      json::object o;
+      o["symbol"] = config_.markets[i].symbol;
+      o["status"] = std::string(engine::ToString(s->status));
+      o["lastUpdateId"] = s->last_update_id;
+      o["bidLevels"] = s->bids.size();
+      o["askLevels"] = s->asks.size();
+      a.push_back(std::move(o));
+    }
+    Ok(c, json::serialize(a));
+  }
+
+  // --- the fan-out thread ---
+  void Enqueue(FanItem item) {
+    {
+      std::lock_guard lock(mu_);
+      queue_.push_back(std::move(item));
+    }
+    cv_.notify_one();
+  }
+
+  void Finish(Pending* p) {
+    if (p->state != exchange::Outcome::State::kDurable) {
+      if (!p->acked) {
+        Busy(p->respond, p->version, p->keep_alive, p->used_weight,
+             p->state == exchange::Outcome::State::kRefusing ? exchange::SubmitResult::kRefusing
+                                                             : exchange::SubmitResult::kClosed);
+      }
+    } else {
+      p->finish(*p);
+    }
+    delete p;
+  }
+
+  // A Rejected event carries no order details; the gateway still holds the
+  // command (its request waits for this batch), so the user-data report of a
+  // rejected order says what was refused. A FOK that cannot fill is, as on
+  // Binance, an order that EXPIRED (id = its sequence), as the REST answer says.
+  void DescribeRejectedOrders(marketdata::BatchOutput* out) {
+    for (marketdata::AccountUpdate& u : out->accounts) {
+      for (marketdata::ExecutionReport& r : u.reports) {
+        if (r.type != marketdata::ExecType::kRejected) continue;
+        const Pending* p = nullptr;
+        for (const Pending* w : waiting_) {
+          if (w->seq == r.seq && w->place) p = w;
+        }
+        if (p == nullptr) continue;
+        const engine::PlaceOrder& o = *p->place;
+        r.order.market = o.market;
+        r.order.side = o.side;
+        r.order.type = o.type;
+        r.order.tif = o.tif;
+        r.order.stp = o.stp;
+        r.order.price = o.price;
+        r.order.qty = o.qty;
+        r.order.quote_qty = o.quote_qty;
+        r.order.client_order_id = o.client_order_id;
+        if (r.reject == engine::RejectReason::kFokNotFillable) {
+          r.type = marketdata::ExecType::kExpired;
+          r.order.status = marketdata::OrderStatus::kExpired;
+          r.order.id = static_cast<OrderId>(static_cast<uint64_t>(r.seq));
+          r.order.account = o.account;
+          r.order.time_ns = r.time_ns;
+          r.order.update_ns = r.time_ns;
+          read_side_.RecordClosedOrder(r.order);
+        }
+      }
+    }
+  }
+
+  void FanOutLoop() {
+    pthread_setname_np(pthread_self(), "mb-fanout");
+    marketdata::BatchOutput out;
+    std::deque<FanItem> local;
+    for (;;) {
+      {
+        std::unique_lock lock(mu_);
+        cv_.wait_for(lock, std::chrono::milliseconds(10), [this] { return stop_ || !queue_.empty(); });
+        if (stop_ && queue_.empty()) break;
+        local.swap(queue_);
+      }
+      for (FanItem& item : local) {
+        if (item.pending != nullptr) {
+          Pending* p = item.pending;
+          if (p->state != exchange::Outcome::State::kDurable ||
+              static_cast<uint64_t>(p->seq) <= read_side_.applied_seq()) {
+            Finish(p);
+          } else {
+            waiting_.push_back(p);
+          }
+          continue;
+        }
+        read_side_.Apply(item.events, &out);
+        DescribeRejectedOrders(&out);
+        streams_.Publish(out);
+        const uint64_t applied = read_side_.applied_seq();
+        while (!waiting_.empty() && static_cast<uint64_t>(waiting_.front()->seq) <= applied) {
+          Pending* p = waiting_.front();
+          waiting_.pop_front();
+          Finish(p);
+        }
+      }
+      local.clear();
+      streams_.Tick(NowMs());
+    }
+  }
+
+  const engine::EngineConfig config_;
+  const std::filesystem::path data_dir_;
+  const GatewayOptions options_;
+  std::unique_ptr<KeyStore> keys_;
+  marketdata::ReadSide read_side_;
+  StreamHub streams_;
+  RateLimiter key_limiter_;
+  RateLimiter ip_limiter_;
+  std::vector<Route> routes_;
+  exchange::Exchange* exchange_ = nullptr;
+  std::unique_ptr<Server> server_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<FanItem> queue_;  // GUARDED_BY(mu_)
+  bool stop_ = false;          // GUARDED_BY(mu_)
+  std::deque<Pending*> waiting_;  // fan-out thread only: durable, not yet applied
+  std::thread fanout_;
+};
+
+Result<std::unique_ptr<Gateway>> Gateway::Create(const engine::EngineConfig& config,
+                                                 const std::filesystem::path& data_dir,
+                                                 GatewayOptions options) {
+  std::error_code ec;
+  std::filesystem::create_directories(data_dir, ec);
+  auto keys = KeyStore::Open(data_dir, config.max_accounts);
+  if (!keys.ok()) return keys.status();
+  return std::unique_ptr<Gateway>(new Gateway(
+      std::make_unique<Impl>(config, data_dir, std::move(options), std::move(keys).value())));
+}
+
+Gateway::Gateway(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Gateway::~Gateway() = default;
+void Gateway::Wire(exchange::ExchangeOptions* options) { impl_->Wire(options); }
+Status Gateway::Start(exchange::Exchange* exchange) { return impl_->Start(exchange); }
+void Gateway::StopServer() { impl_->StopServer(); }
+void Gateway::Stop() { impl_->Stop(); }
+uint16_t Gateway::port() const noexcept { return impl_->port(); }
+std::filesystem::path Gateway::admin_token_path() const { return impl_->admin_token_path(); }
+
+}  // namespace mb::gateway

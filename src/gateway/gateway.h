@@ -1,0 +1,76 @@
+// The gateway: Matchbook's network face. It wires the Beast server
+// (server.h) to the exchange pipeline (exchange/exchange.h) and the read side
+// (marketdata/read_side.h):
+//
+//   io threads:  parse, authenticate (HMAC), rate-limit, dry-run checks
+//                against the read side, then Exchange::Submit()
+//                  ring full → 503 + Retry-After; never waits for the engine
+//   engine thread (OnSequenced): ACK answers
+//   journal thread (OnDone, on_durable): hands events to the fan-out thread
+//   fan-out thread: ReadSide::Apply() (snapshots swapped atomically), the
+//                streams (streams.h), then RESULT/FULL answers — so what an
+//                answer says is already visible to the next request
+//
+// Routes: the Binance Spot REST subset (/api/v3/...), the WebSocket streams
+// and WebSocket API (streams.h), and the operator API (/admin/v1/..., loopback
+// only unless allowed, guarded by the admin token). docs/api.md lists them.
+//
+// Thread safety: Create/Wire/Start/Stop from one thread (the app's main).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+#include "engine/market.h"
+#include "exchange/exchange.h"
+#include "gateway/rate_limit.h"
+#include "gateway/server.h"
+#include "gateway/streams.h"
+#include "marketdata/read_side.h"
+
+namespace mb::gateway {
+
+struct GatewayOptions {
+  ServerOptions server;
+  RateLimitOptions key_limit;                                        // per API key
+  RateLimitOptions ip_limit{.weight_per_minute = 12000, .burst = 12000};  // per IP
+  StreamOptions streams;
+  marketdata::ReadSideOptions read_side;
+  bool admin_remote = false;     // the operator API answers non-loopback peers
+  uint32_t retry_after_s = 1;    // Retry-After on 503 (ring full, journal refusing)
+};
+
+class Gateway {
+ public:
+  // Opens the key store in data_dir (creating the admin token on first start).
+  static Result<std::unique_ptr<Gateway>> Create(const engine::EngineConfig& config,
+                                                 const std::filesystem::path& data_dir,
+                                                 GatewayOptions options);
+  ~Gateway();  // Stop()s
+  Gateway(const Gateway&) = delete;
+  Gateway& operator=(const Gateway&) = delete;
+
+  // Sets the exchange's on_recovered and on_durable listeners to this
+  // gateway's read side. REQUIRES: before Exchange::Open(*options).
+  void Wire(exchange::ExchangeOptions* options);
+  // Starts the fan-out thread and the server. REQUIRES: exchange opened with
+  // Wire()d options and outlives Stop().
+  Status Start(exchange::Exchange* exchange);
+  // Stops taking requests and closes every connection (before Exchange::Close()).
+  void StopServer();
+  // Stops the fan-out thread (after Exchange::Close(): every durable batch seen).
+  void Stop();
+
+  uint16_t port() const noexcept;
+  std::filesystem::path admin_token_path() const;
+
+ private:
+  class Impl;
+  explicit Gateway(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace mb::gateway

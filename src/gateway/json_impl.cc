@@ -1,0 +1,2 @@
+// The one translation unit that compiles Boost.JSON (used header-only).
+#include <boost/json/src.hpp>

@@ -1,0 +1,56 @@
+// Request parameters as Binance defines them: the query string and a
+// form-encoded body, percent-decoded, in order, plus the raw bytes a
+// signature covers.
+//
+// Thread safety: plain values and pure functions.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+#include "gateway/api_error.h"
+
+namespace mb::gateway {
+
+class Params {
+ public:
+  // Parses "a=1&b=x%20y" (and a form body). Errors: bad percent-encoding or a
+  // control character (-1100), a duplicate name (-1101), more than
+  // max_params (-1101). Empty values are kept (Get() sees ""), checked later.
+  static std::optional<ApiError> Parse(std::string_view query, std::string_view body,
+                                       Params* out, std::size_t max_params = 64);
+
+  // The exact bytes a signature covers: the raw query string, then the raw
+  // body ("query" + "body" concatenated when both exist, as Binance does),
+  // with the "signature=..." parameter removed; signature(): its value.
+  const std::string& signed_payload() const noexcept { return signed_payload_; }
+  const std::optional<std::string>& signature() const noexcept { return signature_; }
+
+  bool Has(std::string_view name) const;
+  // The decoded value, or nullopt when absent.
+  std::optional<std::string_view> Get(std::string_view name) const;
+  // Present and non-empty, or -1102 (absent) / -1105 (empty).
+  std::optional<ApiError> Require(std::string_view name, std::string_view* out) const;
+  // Optional integers: absent → nullopt value and no error; malformed → -1100
+  // ("Illegal characters found in parameter 'limit'; legal range is '...'").
+  std::optional<ApiError> GetInt(std::string_view name, std::optional<int64_t>* out) const;
+  std::optional<ApiError> GetUint(std::string_view name, std::optional<uint64_t>* out) const;
+
+  const std::vector<std::pair<std::string, std::string>>& all() const noexcept { return items_; }
+
+ private:
+  std::vector<std::pair<std::string, std::string>> items_;
+  std::string signed_payload_;
+  std::optional<std::string> signature_;
+};
+
+// Percent-decoding ('+' is a space in form and query encoding). False on a
+// malformed escape.
+bool PercentDecode(std::string_view in, std::string* out);
+
+}  // namespace mb::gateway

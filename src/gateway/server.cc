@@ -1,0 +1,1012 @@
+// Server: HTTP/1.1 and WebSocket sessions on Boost.Beast (contract in server.h).
+//
+// Threads: one io_context run by options.io_threads threads, every connection
+// on its own strand. One shared context rather than one per thread because a
+// busy connection then never pins a thread (any free thread runs any strand),
+// and Stop() has a single thing to drain.
+//
+// Lifetimes: sessions are owned by shared_ptrs held by their pending
+// operations, by the Respond functions handed to the HttpHandler and by
+// WsConnection users. Every session also holds the Core (io_context, stats,
+// handlers, registry), so a session that outlives the Server — a Respond kept
+// by the handler — still destroys its socket against a live io_context. After
+// Stop() nothing is posted to the io_context any more (Core::Post), so a
+// queued handler can never keep a session alive inside a context nobody runs.
+//
+// Errors: every Asio/Beast call uses its error_code overload; exceptions
+// thrown by handler code are caught at the io thread boundary.
+
+#include "gateway/server.h"
+
+#include <algorithm>
+#include <array>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/websocket.hpp>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <deque>
+#include <exception>
+#include <iterator>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace mb::gateway {
+namespace {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace websocket = beast::websocket;
+using tcp = net::ip::tcp;
+using error_code = boost::system::error_code;
+using Millis = std::chrono::milliseconds;
+
+// Deadlines the options do not expose.
+constexpr auto kWriteTimeout = std::chrono::seconds(30);  // one HTTP response to a slow reader
+// After the last answer on a connection: how long unread request bytes are
+// drained so that closing does not reset the connection (and destroy the
+// answer in the client's receive queue) — nginx's lingering close.
+constexpr auto kLingerTimeout = std::chrono::seconds(1);
+constexpr auto kWsHandshakeTimeout = std::chrono::seconds(30);
+// A close started by Close(): the queue is flushed and the close handshake done
+// within this, else the TCP connection is torn down.
+constexpr auto kWsCloseTimeout = std::chrono::seconds(5);
+// A slow consumer's close frame waits behind a write the peer does not read:
+// give it a moment to get out, then tear down.
+constexpr auto kWsSlowCloseTimeout = std::chrono::seconds(2);
+// Stop(): how long the io threads may take to finish after every connection
+// was closed before the io_context is stopped outright.
+constexpr auto kStopTimeout = std::chrono::seconds(2);
+constexpr auto kAcceptRetryDelay = std::chrono::milliseconds(50);  // e.g. out of descriptors
+constexpr std::size_t kFirstReadBytes = 4096;
+constexpr int kMaxIoThreads = 1024;
+constexpr std::string_view kServerName = "matchbook";
+constexpr std::string_view kSlowConsumerReason = "slow consumer: send queue full";
+constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+constexpr std::size_t kMaxCloseReasonBytes = 123;  // RFC 6455 5.5.1: 125-byte payload
+
+// Binance codes on the server's own answers: -1000 UNKNOWN, -1008 SERVER_BUSY.
+constexpr int kCodeUnknown = -1000;
+constexpr int kCodeServerBusy = -1008;
+
+std::string JsonQuoted(std::string_view s) {
+  std::string out;
+  out.reserve(s.size() + 2);
+  out += '"';
+  for (const char c : s) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          std::array<char, 8> hex{};
+          std::snprintf(hex.data(), hex.size(), "\\u%04x",
+                        static_cast<unsigned>(static_cast<unsigned char>(c)));
+          out += hex.data();
+        } else {
+          out += c;
+        }
+    }
+  }
+  out += '"';
+  return out;
+}
+
+// The server's own answers: {"code":...,"msg":...}, JSON, connection closed.
+Response ErrorResponse(http::status status, int code, std::string_view msg, unsigned version) {
+  Response res{status, version};
+  res.set(http::field::server, kServerName);
+  res.set(http::field::content_type, "application/json");
+  res.body() = "{\"code\":" + std::to_string(code) + ",\"msg\":" + JsonQuoted(msg) + "}";
+  res.keep_alive(false);
+  res.prepare_payload();
+  return res;
+}
+
+// The close codes Beast (and browsers) accept on the wire.
+bool SendableCloseCode(uint16_t code) {
+  if (code < 1000 || (code >= 1016 && code <= 2999)) return false;
+  return code != 1004 && code != 1005 && code != 1006 && code != 1014 && code != 1015;
+}
+
+// At most kMaxCloseReasonBytes, cut on a UTF-8 character boundary.
+std::string CloseReasonText(std::string reason) {
+  if (reason.size() <= kMaxCloseReasonBytes) return reason;
+  std::size_t n = kMaxCloseReasonBytes;
+  while (n > 0 && (static_cast<unsigned char>(reason[n]) & 0xC0) == 0x80) --n;
+  reason.resize(n);
+  return reason;
+}
+
+// A connection as the registry sees it: Stop() tears every one down.
+class Connection {
+ public:
+  virtual ~Connection() = default;
+  // Any thread: close the socket now (posted to the connection's strand).
+  virtual void Shutdown() = 0;
+};
+
+// Shared by the Server and every session (see the file comment on lifetimes).
+struct Core {
+  Core(ServerOptions opts, HttpHandler* http_handler, WsHandler* ws_handler)
+      : ioc(std::clamp(opts.io_threads, 1, kMaxIoThreads)),
+        options(std::move(opts)),
+        http(http_handler),
+        ws(ws_handler) {}
+
+  // Posts f to ex unless Stop() has begun; false when dropped. Stop() sets
+  // `stopping` and then waits for `posting` to reach zero (both seq_cst): a
+  // post either sees `stopping` and drops, or completes before Stop() releases
+  // the io threads, so it still runs.
+  template <class F>
+  bool Post(const net::any_io_executor& ex, F&& f) {
+    posting.fetch_add(1);
+    if (stopping.load()) {
+      posting.fetch_sub(1);
+      return false;
+    }
+    net::post(ex, std::forward<F>(f));
+    posting.fetch_sub(1);
+    return true;
+  }
+
+  // False when the server is stopping: the caller closes its socket.
+  bool Register(uint64_t id, std::weak_ptr<Connection> conn) {
+    std::lock_guard lock(mu);
+    if (stopping.load()) return false;
+    live.emplace(id, std::move(conn));
+    return true;
+  }
+  void Unregister(uint64_t id) {
+    std::lock_guard lock(mu);
+    live.erase(id);
+  }
+  // Marks the server stopping and returns the connections to tear down.
+  std::vector<std::shared_ptr<Connection>> BeginStop() {
+    stopping.store(true);
+    while (posting.load() != 0) std::this_thread::yield();
+    std::vector<std::shared_ptr<Connection>> out;
+    std::lock_guard lock(mu);
+    for (auto& [id, weak] : live) {
+      if (auto conn = weak.lock()) out.push_back(std::move(conn));
+    }
+    return out;
+  }
+
+  net::io_context ioc;
+  const ServerOptions options;
+  HttpHandler* const http;
+  WsHandler* const ws;
+  ServerStats stats;
+  std::atomic<uint64_t> next_id{1};
+  std::atomic<bool> stopping{false};
+  std::atomic<uint32_t> posting{0};
+  std::mutex mu;
+  std::unordered_map<uint64_t, std::weak_ptr<Connection>> live;  // GUARDED_BY(mu)
+};
+
+// One admitted connection in stats.connections_open; moves from the HTTP
+// session to the WebSocket session on upgrade.
+class OpenSlot {
+ public:
+  OpenSlot() = default;
+  explicit OpenSlot(ServerStats* stats) : stats_(stats) {}
+  OpenSlot(OpenSlot&& other) noexcept : stats_(std::exchange(other.stats_, nullptr)) {}
+  OpenSlot& operator=(OpenSlot&& other) noexcept {
+    if (this != &other) {
+      Release();
+      stats_ = std::exchange(other.stats_, nullptr);
+    }
+    return *this;
+  }
+  OpenSlot(const OpenSlot&) = delete;
+  OpenSlot& operator=(const OpenSlot&) = delete;
+  ~OpenSlot() { Release(); }
+  void Release() {
+    if (stats_ != nullptr) std::exchange(stats_, nullptr)->connections_open.fetch_sub(1);
+  }
+
+ private:
+  ServerStats* stats_ = nullptr;
+};
+
+struct PeerAddress {
+  std::string text;
+  bool loopback = false;
+};
+
+PeerAddress DescribePeer(const tcp::endpoint& ep) {
+  net::ip::address addr = ep.address();
+  if (addr.is_v6() && addr.to_v6().is_v4_mapped()) {
+    addr = net::ip::make_address_v4(net::ip::v4_mapped, addr.to_v6());
+  }
+  return {addr.to_string(), addr.is_loopback()};
+}
+
+// ---------------------------------------------------------------------------
+// WebSocket
+
+class WsSession final : public WsConnection, public Connection {
+ public:
+  WsSession(std::shared_ptr<Core> core, beast::tcp_stream stream, OpenSlot slot, std::string remote,
+            std::string target)
+      : core_(std::move(core)),
+        executor_(stream.get_executor()),
+        ws_(std::move(stream)),
+        teardown_timer_(executor_),
+        slot_(std::move(slot)),
+        remote_(std::move(remote)),
+        target_(std::move(target)),
+        id_(core_->next_id.fetch_add(1)) {}
+
+  ~WsSession() override { core_->Unregister(id_); }
+
+  WsSession(const WsSession&) = delete;
+  WsSession& operator=(const WsSession&) = delete;
+
+  // On the strand (the HTTP session's completion handler): the handshake.
+  void Run(Request request) {
+    if (!core_->Register(id_, std::weak_ptr<Connection>(Self()))) {
+      FailHandshake({});
+      return;
+    }
+    const ServerOptions& o = core_->options;
+    ws_.set_option(websocket::stream_base::timeout{
+        kWsHandshakeTimeout,
+        o.ws_idle_ping_ms == 0 ? websocket::stream_base::none() : Millis(o.ws_idle_ping_ms),
+        o.ws_idle_ping_ms != 0});
+    ws_.set_option(websocket::stream_base::decorator(
+        [](websocket::response_type& res) { res.set(http::field::server, kServerName); }));
+    ws_.read_message_max(o.ws_max_message_bytes);
+    ws_.text(true);
+    upgrade_ = std::move(request);
+    ws_.async_accept(upgrade_, [self = Self()](error_code ec) { self->OnAccept(ec); });
+  }
+
+  using WsConnection::Send;
+  bool Send(std::shared_ptr<const std::string> text) override {
+    if (!text) return false;
+    const ServerOptions& o = core_->options;
+    const std::size_t bytes = text->size();
+    bool overflow = false;
+    bool start_writer = false;
+    {
+      std::lock_guard lock(mu_);
+      if (state_ != State::kOpen) return false;
+      const std::size_t messages = queue_.size() + (inflight_bytes_.has_value() ? 1 : 0);
+      const std::size_t queued = waiting_bytes_ + inflight_bytes_.value_or(0);
+      if (messages + 1 > o.ws_send_queue_messages || queued + bytes > o.ws_send_queue_bytes) {
+        // Slow consumer: drop what waits and close; the in-flight message
+        // (if any) is the last thing the peer gets before the close frame.
+        overflow = true;
+        state_ = State::kFailed;
+        queue_.clear();
+        waiting_bytes_ = 0;
+      } else {
+        queue_.push_back(std::move(text));
+        waiting_bytes_ += bytes;
+        start_writer = !writing_;
+        writing_ = true;
+      }
+    }
+    if (overflow) {
+      core_->stats.ws_slow_disconnects.fetch_add(1);
+      core_->Post(executor_, [self = Self()] {
+        self->StartClose(static_cast<uint16_t>(websocket::close_code::policy_error),
+                         std::string(kSlowConsumerReason), kWsSlowCloseTimeout);
+      });
+      return false;
+    }
+    if (!start_writer) return true;  // the running writer picks it up
+    return core_->Post(executor_, [self = Self()] { self->WriteNext(); });
+  }
+
+  void Close(uint16_t code, std::string reason) override {
+    {
+      std::lock_guard lock(mu_);
+      if (state_ != State::kOpen) return;
+      state_ = State::kClosing;
+      close_code_ = SendableCloseCode(code) ? code : uint16_t{1000};
+      close_reason_ = CloseReasonText(std::move(reason));
+    }
+    core_->Post(executor_, [self = Self()] { self->BeginClose(); });
+  }
+
+  uint64_t id() const noexcept override { return id_; }
+  const std::string& target() const noexcept override { return target_; }
+  const std::string& remote() const noexcept override { return remote_; }
+
+  void Shutdown() override {
+    net::post(executor_, [self = Self()] { self->Teardown(); });
+  }
+
+ private:
+  enum class State : uint8_t {
+    kOpen,     // Send() queues
+    kClosing,  // Close(): the queue is flushed, then the close handshake
+    kFailed,   // slow consumer: the queue was dropped, 1008 goes out
+    kClosed,   // the read loop ended
+  };
+
+  std::shared_ptr<WsSession> Self() {
+    return std::static_pointer_cast<WsSession>(shared_from_this());
+  }
+
+  void FailHandshake(error_code ec) {
+    finished_ = true;
+    if (ec == beast::error::timeout) core_->stats.timeouts.fetch_add(1);
+    {
+      std::lock_guard lock(mu_);
+      state_ = State::kClosed;
+    }
+    beast::get_lowest_layer(ws_).close();
+    slot_.Release();
+  }
+
+  void OnAccept(error_code ec) {
+    if (ec) {
+      FailHandshake(ec);
+      return;
+    }
+    upgrade_ = {};
+    opened_ = true;
+    core_->stats.ws_open.fetch_add(1);
+    try {
+      core_->ws->OnOpen(Self());
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "gateway server: WsHandler::OnOpen threw: %s\n", e.what());
+    }
+    Read();
+  }
+
+  void Read() {
+    ws_.async_read(read_buffer_, [self = Self()](error_code ec, std::size_t) { self->OnRead(ec); });
+  }
+
+  void OnRead(error_code ec) {
+    if (ec) {
+      Finish(ec);
+      return;
+    }
+    const auto data = read_buffer_.cdata();
+    const std::string_view text(static_cast<const char*>(data.data()), data.size());
+    try {
+      core_->ws->OnMessage(Self(), text);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "gateway server: WsHandler::OnMessage threw: %s\n", e.what());
+    }
+    read_buffer_.consume(read_buffer_.size());
+    Read();
+  }
+
+  // The one writer: sends the queue front, the next from the completion.
+  void WriteNext() {
+    std::shared_ptr<const std::string> next;
+    bool close_now = false;
+    uint16_t code = 0;
+    std::string reason;
+    {
+      std::lock_guard lock(mu_);
+      if (finished_ || close_started_) {
+        writing_ = false;
+        return;
+      }
+      if (queue_.empty()) {
+        writing_ = false;
+        if (state_ == State::kClosing) {
+          close_now = true;
+          code = close_code_;
+          reason = close_reason_;
+        }
+      } else {
+        next = std::move(queue_.front());
+        queue_.pop_front();
+        waiting_bytes_ -= next->size();
+        inflight_bytes_ = next->size();
+      }
+    }
+    if (close_now) {
+      StartClose(code, std::move(reason), kWsCloseTimeout);
+      return;
+    }
+    if (!next) return;
+    inflight_ = std::move(next);
+    ws_.async_write(net::buffer(*inflight_),
+                    [self = Self()](error_code ec, std::size_t) { self->OnWrite(ec); });
+  }
+
+  void OnWrite(error_code ec) {
+    {
+      std::lock_guard lock(mu_);
+      inflight_bytes_.reset();
+      if (ec) writing_ = false;
+    }
+    inflight_.reset();
+    if (ec) {
+      Teardown();  // the read loop ends and reports the close
+      return;
+    }
+    core_->stats.ws_messages_sent.fetch_add(1);
+    WriteNext();
+  }
+
+  void BeginClose() {
+    uint16_t code = 0;
+    std::string reason;
+    {
+      std::lock_guard lock(mu_);
+      if (writing_) return;  // WriteNext() closes once the queue is flushed
+      code = close_code_;
+      reason = close_reason_;
+    }
+    StartClose(code, std::move(reason), kWsCloseTimeout);
+  }
+
+  // Sends the close frame (Beast holds it behind an in-flight write) and tears
+  // the connection down if the handshake is not done within `timeout`.
+  void StartClose(uint16_t code, std::string reason, std::chrono::steady_clock::duration timeout) {
+    if (finished_ || close_started_) return;
+    close_started_ = true;
+    teardown_timer_.expires_after(timeout);
+    teardown_timer_.async_wait([self = Self()](error_code ec) {
+      if (!ec) self->Teardown();
+    });
+    ws_.async_close(websocket::close_reason(static_cast<websocket::close_code>(code), reason),
+                    [self = Self()](error_code) {
+                      // The read loop sees the end of the connection and finishes.
+                    });
+  }
+
+  void Teardown() {
+    if (finished_) return;
+    beast::get_lowest_layer(ws_).close();
+  }
+
+  // The read loop ended: the connection is over. Reports OnClose once.
+  void Finish(error_code ec) {
+    if (finished_) return;
+    finished_ = true;
+    if (ec == beast::error::timeout) core_->stats.timeouts.fetch_add(1);
+    {
+      std::lock_guard lock(mu_);
+      state_ = State::kClosed;
+      queue_.clear();
+      waiting_bytes_ = 0;
+    }
+    teardown_timer_.cancel();
+    // No Beast timer may outlive the connection (it would hold Stop() up).
+    ws_.set_option(websocket::stream_base::timeout{websocket::stream_base::none(),
+                                                   websocket::stream_base::none(), false});
+    beast::get_lowest_layer(ws_).close();
+    slot_.Release();
+    if (opened_) {
+      core_->stats.ws_open.fetch_sub(1);
+      try {
+        core_->ws->OnClose(Self());
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "gateway server: WsHandler::OnClose threw: %s\n", e.what());
+      }
+    }
+  }
+
+  const std::shared_ptr<Core> core_;     // first: destroyed last (owns the io_context)
+  const net::any_io_executor executor_;  // the strand
+  websocket::stream<beast::tcp_stream> ws_;
+  net::steady_timer teardown_timer_;
+  beast::flat_buffer read_buffer_;
+  Request upgrade_;  // kept until the handshake completes
+  OpenSlot slot_;
+  const std::string remote_;
+  const std::string target_;
+  const uint64_t id_;
+
+  // Strand only.
+  bool opened_ = false;
+  bool finished_ = false;
+  bool close_started_ = false;
+  std::shared_ptr<const std::string> inflight_;  // the message being written
+
+  std::mutex mu_;
+  State state_ = State::kOpen;                            // GUARDED_BY(mu_)
+  std::deque<std::shared_ptr<const std::string>> queue_;  // GUARDED_BY(mu_), not yet written
+  std::size_t waiting_bytes_ = 0;                         // GUARDED_BY(mu_), bytes in queue_
+  std::optional<std::size_t> inflight_bytes_;             // GUARDED_BY(mu_)
+  bool writing_ = false;        // GUARDED_BY(mu_): a WriteNext chain is running or posted
+  uint16_t close_code_ = 1000;  // GUARDED_BY(mu_)
+  std::string close_reason_;    // GUARDED_BY(mu_)
+};
+
+// ---------------------------------------------------------------------------
+// HTTP
+
+class HttpSession final : public Connection, public std::enable_shared_from_this<HttpSession> {
+ public:
+  // admitted: within max_connections (else the session answers 503 and closes).
+  HttpSession(std::shared_ptr<Core> core, tcp::socket socket, bool admitted, PeerAddress peer)
+      : core_(std::move(core)),
+        executor_(socket.get_executor()),
+        stream_(std::move(socket)),
+        slot_(admitted ? OpenSlot(&core_->stats) : OpenSlot()),
+        admitted_(admitted),
+        remote_(std::move(peer.text)),
+        loopback_(peer.loopback),
+        id_(core_->next_id.fetch_add(1)) {}
+
+  ~HttpSession() override { core_->Unregister(id_); }
+
+  HttpSession(const HttpSession&) = delete;
+  HttpSession& operator=(const HttpSession&) = delete;
+
+  // Any thread.
+  void Run() {
+    const bool registered = core_->Register(id_, std::weak_ptr<Connection>(shared_from_this()));
+    net::post(executor_, [self = shared_from_this(), registered] {
+      if (!registered) {
+        self->CloseNow();
+      } else if (!self->admitted_) {
+        // Over max_connections: answer without reading the request.
+        self->WriteError(http::status::service_unavailable, kCodeServerBusy,
+                         "Server is currently overloaded with other requests. Please try again "
+                         "in a few minutes.");
+      } else {
+        self->ReadFirstByte();
+      }
+    });
+  }
+
+  void Shutdown() override {
+    net::post(executor_, [self = shared_from_this()] { self->CloseNow(); });
+  }
+
+ private:
+  // Waits up to idle_timeout_ms for the first byte of the next request.
+  void ReadFirstByte() {
+    if (core_->stopping.load()) {
+      CloseNow();
+      return;
+    }
+    if (buffer_.size() > 0) {  // a pipelined request is already here
+      ReadHeader();
+      return;
+    }
+    stream_.expires_after(Millis(core_->options.idle_timeout_ms));
+    stream_.async_read_some(
+        buffer_.prepare(kFirstReadBytes),
+        [self = shared_from_this()](error_code ec, std::size_t n) { self->OnFirstByte(ec, n); });
+  }
+
+  void OnFirstByte(error_code ec, std::size_t n) {
+    if (ec) {
+      if (ec == beast::error::timeout) core_->stats.timeouts.fetch_add(1);
+      CloseNow();
+      return;
+    }
+    buffer_.commit(n);
+    ReadHeader();
+  }
+
+  // The whole request, header and body, must arrive within read_timeout_ms.
+  void ReadHeader() {
+    const ServerOptions& o = core_->options;
+    parser_.emplace();
+    parser_->header_limit(o.max_header_bytes);
+    parser_->body_limit(o.max_body_bytes);
+    stream_.expires_after(Millis(o.read_timeout_ms));
+    http::async_read_header(
+        stream_, buffer_, *parser_,
+        [self = shared_from_this()](error_code ec, std::size_t) { self->OnHeader(ec); });
+  }
+
+  void OnHeader(error_code ec) {
+    if (ec) {
+      OnReadError(ec);
+      return;
+    }
+    const auto& fields = parser_->get();
+    const auto count = static_cast<uint64_t>(std::distance(fields.begin(), fields.end()));
+    if (count > core_->options.max_header_count) {
+      core_->stats.bad_requests.fetch_add(1);
+      WriteError(http::status::request_header_fields_too_large, kCodeUnknown,
+                 "Too many header fields.");
+      return;
+    }
+    if (parser_->is_done()) {
+      OnRequest();
+      return;
+    }
+    if (beast::iequals(fields[http::field::expect], "100-continue")) {
+      net::async_write(stream_, net::buffer(kContinue.data(), kContinue.size()),
+                       [self = shared_from_this()](error_code wec, std::size_t) {
+                         if (wec) {
+                           self->CloseNow();
+                         } else {
+                           self->ReadBody();
+                         }
+                       });
+      return;
+    }
+    ReadBody();
+  }
+
+  void ReadBody() {
+    http::async_read(stream_, buffer_, *parser_,
+                     [self = shared_from_this()](error_code ec, std::size_t) {
+                       if (ec) {
+                         self->OnReadError(ec);
+                       } else {
+                         self->OnRequest();
+                       }
+                     });
+  }
+
+  void OnReadError(error_code ec) {
+    auto& stats = core_->stats;
+    if (ec == beast::error::timeout) {
+      stats.timeouts.fetch_add(1);  // the stream closed the socket already
+      CloseNow();
+    } else if (ec == http::error::header_limit) {
+      stats.bad_requests.fetch_add(1);
+      WriteError(http::status::request_header_fields_too_large, kCodeUnknown,
+                 "Request header too large.");
+    } else if (ec == http::error::body_limit) {
+      stats.bad_requests.fetch_add(1);
+      WriteError(http::status::payload_too_large, kCodeUnknown, "Request body too large.");
+    } else if (ec.category() == http::make_error_code(http::error::bad_method).category() &&
+               ec != http::error::end_of_stream && ec != http::error::partial_message) {
+      stats.bad_requests.fetch_add(1);
+      WriteError(http::status::bad_request, kCodeUnknown, "Malformed request: " + ec.message());
+    } else {
+      CloseNow();  // the peer went away (end of stream, reset, ...)
+    }
+  }
+
+  void OnRequest() {
+    Request req = parser_->release();
+    parser_.reset();
+    core_->stats.requests.fetch_add(1);
+    if (websocket::is_upgrade(req)) {
+      Upgrade(std::move(req));
+      return;
+    }
+    keep_alive_ = req.keep_alive();
+    version_ = req.version();
+    head_request_ = req.method() == http::verb::head;
+    if (core_->http == nullptr) {
+      WriteError(http::status::not_found, kCodeUnknown, "Not found.");
+      return;
+    }
+    const uint64_t seq = ++request_seq_;
+    awaiting_response_ = true;
+    Respond respond = [self = shared_from_this(), seq](Response res) {
+      self->core_->Post(self->executor_, [self, seq, res = std::move(res)]() mutable {
+        self->OnResponse(seq, std::move(res));
+      });
+    };
+    Respond fallback = respond;
+    try {
+      core_->http->Handle(std::move(req), remote_, loopback_, std::move(respond));
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "gateway server: HttpHandler::Handle threw: %s\n", e.what());
+      fallback(ErrorResponse(http::status::internal_server_error, kCodeUnknown, "Internal error.",
+                             version_));
+    }
+  }
+
+  void Upgrade(Request req) {
+    bool accepted = false;
+    if (core_->ws != nullptr) {
+      try {
+        accepted = core_->ws->Accepts(req);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "gateway server: WsHandler::Accepts threw: %s\n", e.what());
+      }
+    }
+    if (!accepted) {
+      version_ = req.version();
+      WriteError(http::status::not_found, kCodeUnknown, "No WebSocket endpoint at this path.");
+      return;
+    }
+    // The socket (and its strand and the open-connection slot) move to the
+    // WebSocket session; this session is done.
+    closed_ = true;
+    stream_.expires_never();
+    std::string target(req.target());
+    auto ws = std::make_shared<WsSession>(core_, std::move(stream_), std::move(slot_), remote_,
+                                          std::move(target));
+    ws->Run(std::move(req));
+  }
+
+  // The handler's answer to request `seq`, on the strand.
+  void OnResponse(uint64_t seq, Response res) {
+    if (closed_ || !awaiting_response_ || seq != request_seq_) return;  // late or repeated
+    awaiting_response_ = false;
+    const bool handler_closes = http::token_list{res[http::field::connection]}.exists("close");
+    const bool keep = keep_alive_ && !handler_closes && !core_->stopping.load();
+    res.version(version_);
+    res.keep_alive(keep);
+    res.set(http::field::server, kServerName);
+    res.prepare_payload();
+    // A HEAD answer carries the GET answer's Content-Length but no body.
+    if (head_request_) res.body().clear();
+    Write(std::move(res), keep);
+  }
+
+  void WriteError(http::status status, int code, std::string_view msg) {
+    Write(ErrorResponse(status, code, msg, version_), false);
+  }
+
+  void Write(Response res, bool keep_alive) {
+    if (closed_) return;
+    response_.emplace(std::move(res));
+    stream_.expires_after(kWriteTimeout);
+    http::async_write(stream_, *response_,
+                      [self = shared_from_this(), keep_alive](error_code ec, std::size_t) {
+                        self->OnWrite(ec, keep_alive);
+                      });
+  }
+
+  void OnWrite(error_code ec, bool keep_alive) {
+    response_.reset();
+    if (ec) {
+      if (ec == beast::error::timeout) core_->stats.timeouts.fetch_add(1);
+      CloseNow();
+    } else if (keep_alive) {
+      ReadFirstByte();
+    } else {
+      Linger();
+    }
+  }
+
+  // Last answer written: stop sending, discard what the client still sends
+  // for a moment, then close (see kLingerTimeout).
+  void Linger() {
+    error_code ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+    if (ec || core_->stopping.load()) {
+      CloseNow();
+      return;
+    }
+    buffer_.clear();
+    stream_.expires_after(kLingerTimeout);
+    Drain();
+  }
+
+  void Drain() {
+    stream_.async_read_some(buffer_.prepare(kFirstReadBytes),
+                            [self = shared_from_this()](error_code ec, std::size_t) {
+                              if (ec) {
+                                self->CloseNow();
+                              } else {
+                                self->Drain();
+                              }
+                            });
+  }
+
+  void CloseNow() {
+    if (closed_) return;
+    closed_ = true;
+    stream_.close();
+    slot_.Release();
+  }
+
+  const std::shared_ptr<Core> core_;     // first: destroyed last (owns the io_context)
+  const net::any_io_executor executor_;  // the strand; read from any thread by Respond
+  beast::tcp_stream stream_;
+  OpenSlot slot_;
+  const bool admitted_;
+  const std::string remote_;
+  const bool loopback_;
+  const uint64_t id_;
+
+  // Strand only.
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  std::optional<Response> response_;  // being written
+  uint64_t request_seq_ = 0;
+  bool awaiting_response_ = false;
+  bool keep_alive_ = false;
+  bool head_request_ = false;
+  unsigned version_ = 11;
+  bool closed_ = false;
+};
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// Server
+
+class Server::Impl {
+ public:
+  Impl(ServerOptions options, HttpHandler* http, WsHandler* ws)
+      : core_(std::make_shared<Core>(std::move(options), http, ws)),
+        acceptor_(net::make_strand(core_->ioc)),
+        accept_retry_(acceptor_.get_executor()) {}
+
+  ~Impl() { Stop(); }
+
+  Status Start() {
+    const ServerOptions& o = core_->options;
+    if (started_) return InvalidArgument("gateway server: Start() called twice");
+    if (o.io_threads < 1 || o.io_threads > kMaxIoThreads) {
+      return InvalidArgument("gateway server: io_threads must be 1.." +
+                             std::to_string(kMaxIoThreads) + ", got " +
+                             std::to_string(o.io_threads));
+    }
+    const std::string where = o.host + ":" + std::to_string(o.port);
+    error_code ec;
+    // No name lookup at startup: an address, or "localhost".
+    const net::ip::address addr = o.host == "localhost"
+                                      ? net::ip::address(net::ip::address_v4::loopback())
+                                      : net::ip::make_address(o.host, ec);
+    if (ec) {
+      return InvalidArgument("gateway server: listen host '" + o.host +
+                             "' is not an IP address: " + ec.message());
+    }
+    const tcp::endpoint endpoint(addr, o.port);
+    auto fail = [&](const char* what) {
+      error_code ignored;
+      acceptor_.close(ignored);
+      return Unavailable("gateway server: cannot " + std::string(what) + " " + where + ": " +
+                         ec.message());
+    };
+    if (acceptor_.open(endpoint.protocol(), ec); ec) return fail("open a socket for");
+    if (acceptor_.set_option(net::socket_base::reuse_address(true), ec); ec) {
+      return fail("set SO_REUSEADDR for");
+    }
+    if (acceptor_.bind(endpoint, ec); ec) return fail("bind");
+    if (acceptor_.listen(net::socket_base::max_listen_connections, ec); ec)
+      return fail("listen on");
+    const tcp::endpoint bound = acceptor_.local_endpoint(ec);
+    if (ec) return fail("read the bound port of");
+    port_ = bound.port();
+
+    started_ = true;
+    work_.emplace(net::make_work_guard(core_->ioc));
+    Accept();  // no io thread runs yet: safe from this thread
+    {
+      std::lock_guard lock(exit_mu_);
+      running_ = o.io_threads;
+    }
+    threads_.reserve(static_cast<std::size_t>(o.io_threads));
+    for (int i = 0; i < o.io_threads; ++i) threads_.emplace_back([this] { RunIoThread(); });
+    return Status::Ok();
+  }
+
+  void Stop() {
+    if (!started_ || stopped_) return;
+    stopped_ = true;
+    const auto live = core_->BeginStop();
+    net::post(acceptor_.get_executor(), [this] {
+      error_code ignored;
+      acceptor_.close(ignored);
+      accept_retry_.cancel();
+    });
+    for (const auto& conn : live) conn->Shutdown();
+    work_.reset();
+    {
+      std::unique_lock lock(exit_mu_);
+      if (!exit_cv_.wait_for(lock, kStopTimeout, [this] { return running_ == 0; })) {
+        // Something still holds the io_context (a handler blocked in user
+        // code, a timer): stop it outright. WebSocket sessions cut off this
+        // way may miss their OnClose.
+        std::fprintf(stderr, "gateway server: io threads still busy after %lld ms; stopping\n",
+                     static_cast<long long>(Millis(kStopTimeout).count()));
+        core_->ioc.stop();
+      }
+    }
+    for (auto& t : threads_) t.join();
+    threads_.clear();
+  }
+
+  uint16_t port() const noexcept { return port_; }
+  const ServerStats& stats() const noexcept { return core_->stats; }
+
+ private:
+  void Accept() {
+    acceptor_.async_accept(net::make_strand(core_->ioc), [this](error_code ec, tcp::socket socket) {
+      OnAccept(ec, std::move(socket));
+    });
+  }
+
+  // On the acceptor's strand.
+  void OnAccept(error_code ec, tcp::socket socket) {
+    if (core_->stopping.load() || ec == net::error::operation_aborted) return;
+    if (ec) {
+      // Out of descriptors and the like: try again shortly rather than spin.
+      accept_retry_.expires_after(kAcceptRetryDelay);
+      accept_retry_.async_wait([this](error_code wec) {
+        if (!wec && !core_->stopping.load()) Accept();
+      });
+      return;
+    }
+    error_code peer_ec;
+    const tcp::endpoint peer = socket.remote_endpoint(peer_ec);
+    if (!peer_ec) {  // else the peer is already gone
+      error_code ignored;
+      socket.set_option(tcp::no_delay(true), ignored);
+      ServerStats& stats = core_->stats;
+      const bool admitted = stats.connections_open.load() < core_->options.max_connections;
+      if (admitted) {
+        stats.connections_open.fetch_add(1);
+        stats.connections_total.fetch_add(1);
+      } else {
+        stats.connections_refused.fetch_add(1);
+      }
+      // Out of memory: drop this connection, keep accepting. Once the session
+      // exists, its slot gives the connection back when it is destroyed.
+      std::shared_ptr<HttpSession> session;
+      try {
+        session =
+            std::make_shared<HttpSession>(core_, std::move(socket), admitted, DescribePeer(peer));
+      } catch (const std::exception& e) {
+        if (admitted) stats.connections_open.fetch_sub(1);
+        std::fprintf(stderr, "gateway server: cannot start a session: %s\n", e.what());
+      }
+      try {
+        if (session) session->Run();
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "gateway server: cannot start a session: %s\n", e.what());
+      }
+    }
+    Accept();
+  }
+
+  void RunIoThread() {
+    for (;;) {
+      try {
+        core_->ioc.run();
+        break;
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "gateway server: io thread caught: %s\n", e.what());
+      } catch (...) {
+        std::fprintf(stderr, "gateway server: io thread caught an unknown exception\n");
+      }
+    }
+    {
+      std::lock_guard lock(exit_mu_);
+      --running_;
+    }
+    exit_cv_.notify_all();
+  }
+
+  const std::shared_ptr<Core> core_;  // first: destroyed last
+  tcp::acceptor acceptor_;            // on its own strand
+  net::steady_timer accept_retry_;
+  std::optional<net::executor_work_guard<net::io_context::executor_type>> work_;
+  std::vector<std::thread> threads_;
+  uint16_t port_ = 0;
+  bool started_ = false;
+  bool stopped_ = false;
+  std::mutex exit_mu_;
+  std::condition_variable exit_cv_;
+  int running_ = 0;  // GUARDED_BY(exit_mu_): io threads not yet out of run()
+};
+
+Server::Server(ServerOptions options, HttpHandler* http, WsHandler* ws)
+    : impl_(std::make_unique<Impl>(std::move(options), http, ws)) {}
+
+Server::~Server() { impl_->Stop(); }
+
+Status Server::Start() { return impl_->Start(); }
+void Server::Stop() { impl_->Stop(); }
+uint16_t Server::port() const noexcept { return impl_->port(); }
+const ServerStats& Server::stats() const noexcept { return impl_->stats(); }
+
+}  // namespace mb::gateway

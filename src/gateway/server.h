@@ -1,0 +1,122 @@
+// HTTP/1.1 and WebSocket on one port (Boost.Beast on Asio), with no knowledge
+// of the API it serves: requests go to an HttpHandler, WebSocket upgrades to a
+// WsHandler.
+//
+// Per connection: keep-alive; pipelined requests are read one at a time and
+// answered in order (the next request is read only after the previous answer
+// is written). Limits, all configurable: total connections (over the limit a
+// new connection gets 503 and is closed), request header bytes and count, body
+// bytes (413), a read deadline for a whole request from its first byte (a
+// slow-loris client is cut off), an idle deadline between requests.
+//
+// WebSocket: every connection has a bounded send queue (messages and bytes);
+// Send() on a full queue closes the connection with code 1008 and the reason
+// "slow consumer: send queue full" and returns false — a slow subscriber never
+// blocks the sender. Beast answers pings; the server pings idle clients.
+//
+// Thread safety: Start/Stop from one thread. HttpHandler::Handle and
+// WsHandler callbacks run on the io threads. Respond (once per request) and
+// WsConnection::Send/Close may be called from any thread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include <boost/beast/http.hpp>
+
+#include "common/status.h"
+
+namespace mb::gateway {
+
+namespace http = boost::beast::http;
+using Request = http::request<http::string_body>;
+using Response = http::response<http::string_body>;
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  uint16_t port = 8080;  // 0: an ephemeral port (see Server::port())
+  int io_threads = 2;
+  uint32_t max_connections = 10'000;
+  uint32_t max_header_bytes = 16 * 1024;
+  uint32_t max_header_count = 100;
+  uint32_t max_body_bytes = 1 << 20;
+  uint32_t read_timeout_ms = 10'000;  // one whole request, from its first byte
+  uint32_t idle_timeout_ms = 120'000; // keep-alive wait for the next request
+  uint32_t ws_max_message_bytes = 64 * 1024;
+  uint32_t ws_send_queue_messages = 4096;
+  uint32_t ws_send_queue_bytes = 8 << 20;
+  uint32_t ws_idle_ping_ms = 30'000;  // ping a silent client; close if no pong in as long
+};
+
+struct ServerStats {
+  std::atomic<uint64_t> connections_open{0};
+  std::atomic<uint64_t> connections_total{0};
+  std::atomic<uint64_t> connections_refused{0};  // over max_connections
+  std::atomic<uint64_t> requests{0};
+  std::atomic<uint64_t> timeouts{0};
+  std::atomic<uint64_t> bad_requests{0};  // unparsable, too large, too many headers
+  std::atomic<uint64_t> ws_open{0};
+  std::atomic<uint64_t> ws_messages_sent{0};
+  std::atomic<uint64_t> ws_slow_disconnects{0};
+};
+
+// Delivers the answer to one request; call exactly once, from any thread.
+using Respond = std::function<void(Response)>;
+
+class HttpHandler {
+ public:
+  virtual ~HttpHandler() = default;
+  // remote: the peer's address ("127.0.0.1"); loopback: the peer is local.
+  virtual void Handle(Request request, std::string_view remote, bool loopback,
+                      Respond respond) = 0;
+};
+
+class WsConnection : public std::enable_shared_from_this<WsConnection> {
+ public:
+  virtual ~WsConnection() = default;
+  // Queues a text message. False when the connection is closed or its queue
+  // overflowed (it is then being closed with 1008).
+  virtual bool Send(std::shared_ptr<const std::string> text) = 0;
+  bool Send(std::string text) { return Send(std::make_shared<const std::string>(std::move(text))); }
+  virtual void Close(uint16_t code, std::string reason) = 0;
+  virtual uint64_t id() const noexcept = 0;
+  virtual const std::string& target() const noexcept = 0;  // the upgrade request's target
+  virtual const std::string& remote() const noexcept = 0;
+  // The handler's per-connection state, set in OnOpen.
+  std::shared_ptr<void> user;
+};
+
+class WsHandler {
+ public:
+  virtual ~WsHandler() = default;
+  // An upgrade request; return false to refuse it (404 before the handshake).
+  virtual bool Accepts(const Request& request) = 0;
+  virtual void OnOpen(const std::shared_ptr<WsConnection>& conn) = 0;
+  virtual void OnMessage(const std::shared_ptr<WsConnection>& conn, std::string_view text) = 0;
+  virtual void OnClose(const std::shared_ptr<WsConnection>& conn) = 0;
+};
+
+class Server {
+ public:
+  Server(ServerOptions options, HttpHandler* http, WsHandler* ws);
+  ~Server();  // Stop()s
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Binds, listens and starts the io threads. Error: the address cannot be used.
+  Status Start();
+  // Stops accepting, closes every connection, joins the io threads. Idempotent.
+  void Stop();
+  uint16_t port() const noexcept;  // the bound port, after Start()
+  const ServerStats& stats() const noexcept;
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace mb::gateway

@@ -1,0 +1,1430 @@
+// WebSocket streams (see streams.h).
+//
+// Who owns what:
+//   io threads     OnOpen / OnMessage / OnClose and the listenKey calls change
+//                  the registry under mu_: topics_ (stream name → subscribers),
+//                  and for each market an immutable MarketRoute rebuilt on every
+//                  change (copy on write), plus the user data subscriptions.
+//   fan-out thread Publish / Tick read the routes through a cached copy that
+//                  is refreshed only when routes_version_ moved, so a batch that
+//                  nobody watches costs one atomic load; every piece of
+//                  coalescing state (pending depth diffs, ticker throttles,
+//                  kline candles, best bid/ask) belongs to this thread alone.
+//
+// Ordering: an answer to SUBSCRIBE or userDataStream.subscribe.signature is
+// queued while mu_ is held, before the fan-out thread can see the new
+// subscriber, so it always precedes the first message of that subscription.
+// This relies on WsConnection::Send never calling back into the handler;
+// Close() is never called with mu_ held.
+#include "gateway/streams.h"
+
+#include <algorithm>
+#include <array>
+#include <boost/json.hpp>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <unordered_map>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "gateway/binance_json.h"
+#include "gateway/params.h"
+
+namespace mb::gateway {
+namespace {
+
+namespace json = boost::json;
+using marketdata::BatchOutput;
+using marketdata::KlineInterval;
+using marketdata::Level;
+using marketdata::MarketSnapshot;
+
+// Depth intervals by index: @depth@0ms (every batch), @depth@100ms, @depth (1000 ms).
+constexpr std::array<int64_t, 3> kIntervalMs = {0, 100, 1000};
+constexpr uint8_t kInterval0ms = 0;
+constexpr uint8_t kInterval100ms = 1;
+constexpr uint8_t kInterval1000ms = 2;
+constexpr std::array<uint8_t, 3> kPartialLevels = {5, 10, 20};
+constexpr int64_t kTickerThrottleMs = 1000;
+constexpr int64_t kListenKeySweepMs = 1000;
+constexpr std::size_t kListenKeyLength = 60;
+constexpr int64_t kDefaultRecvWindowMs = 5000;
+constexpr int64_t kListenKeySubscription = -1;  // a /ws/<listenKey> connection: no wrapper
+
+enum class Kind : uint8_t {
+  kDepth,
+  kPartialDepth,
+  kTrade,
+  kAggTrade,
+  kTicker,
+  kMiniTicker,
+  kBookTicker,
+  kKline,
+};
+
+struct StreamKey {
+  MarketId market{};
+  Kind kind = Kind::kTrade;
+  uint8_t interval = 0;  // kDepth, kPartialDepth: index into kIntervalMs; kKline: KlineInterval
+  uint8_t levels = 0;    // kPartialDepth: 5, 10 or 20
+};
+
+using SymbolMap = std::map<std::string, MarketId, std::less<>>;
+
+// Topic selectors for StreamHub::Impl::SendToTopics.
+struct MatchKind {
+  Kind kind;
+  bool operator()(const StreamKey& k) const { return k.kind == kind; }
+};
+struct MatchDepth {
+  uint8_t interval;
+  bool operator()(const StreamKey& k) const {
+    return k.kind == Kind::kDepth && k.interval == interval;
+  }
+};
+
+// Parses "btcusdt@depth5@100ms" and friends; nullopt when the name is not a
+// stream of a configured market.
+std::optional<StreamKey> ParseStreamName(std::string_view name, const SymbolMap& symbols) {
+  const std::size_t at = name.find('@');
+  if (at == std::string_view::npos) return std::nullopt;
+  const auto market = symbols.find(name.substr(0, at));
+  if (market == symbols.end()) return std::nullopt;
+  StreamKey key;
+  key.market = market->second;
+  std::string_view rest = name.substr(at + 1);
+  if (rest == "trade") {
+    key.kind = Kind::kTrade;
+  } else if (rest == "aggTrade") {
+    key.kind = Kind::kAggTrade;
+  } else if (rest == "ticker") {
+    key.kind = Kind::kTicker;
+  } else if (rest == "miniTicker") {
+    key.kind = Kind::kMiniTicker;
+  } else if (rest == "bookTicker") {
+    key.kind = Kind::kBookTicker;
+  } else if (rest.starts_with("kline_")) {
+    const auto interval = marketdata::ParseKlineInterval(rest.substr(6));
+    if (!interval) return std::nullopt;
+    key.kind = Kind::kKline;
+    key.interval = static_cast<uint8_t>(*interval);
+  } else if (rest.starts_with("depth")) {
+    rest.remove_prefix(5);
+    std::size_t digits = 0;
+    while (digits < rest.size() && rest[digits] >= '0' && rest[digits] <= '9') ++digits;
+    const std::string_view levels = rest.substr(0, digits);
+    const std::string_view speed = rest.substr(digits);
+    if (levels.empty()) {
+      key.kind = Kind::kDepth;
+      if (speed.empty()) {
+        key.interval = kInterval1000ms;
+      } else if (speed == "@100ms") {
+        key.interval = kInterval100ms;
+      } else if (speed == "@0ms") {
+        key.interval = kInterval0ms;
+      } else {
+        return std::nullopt;
+      }
+    } else {
+      key.kind = Kind::kPartialDepth;
+      if (levels == "5") {
+        key.levels = 5;
+      } else if (levels == "10") {
+        key.levels = 10;
+      } else if (levels == "20") {
+        key.levels = 20;
+      } else {
+        return std::nullopt;
+      }
+      if (speed.empty() || speed == "@1000ms") {
+        key.interval = kInterval1000ms;
+      } else if (speed == "@100ms") {
+        key.interval = kInterval100ms;
+      } else {
+        return std::nullopt;
+      }
+    }
+  } else {
+    return std::nullopt;
+  }
+  return key;
+}
+
+bool IsListenKeyShaped(std::string_view s) {
+  if (s.size() != kListenKeyLength) return false;
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+  });
+}
+
+std::vector<std::string_view> Split(std::string_view s, char sep) {
+  std::vector<std::string_view> parts;
+  while (true) {
+    const std::size_t p = s.find(sep);
+    parts.push_back(s.substr(0, p));
+    if (p == std::string_view::npos) break;
+    s.remove_prefix(p + 1);
+  }
+  return parts;
+}
+
+// --- answers ---
+
+// Market stream control answers: {"result":...,"id":...} and
+// {"error":{"code":N,"msg":"..."},"id":...}.
+std::string ResultAnswer(json::value result, const json::value& id) {
+  json::object o;
+  o["result"] = std::move(result);
+  o["id"] = id;
+  return json::serialize(o);
+}
+
+std::string ErrorAnswer(int code, std::string_view msg, const json::value& id) {
+  json::object error;
+  error["code"] = code;
+  error["msg"] = msg;
+  json::object o;
+  o["error"] = std::move(error);
+  o["id"] = id;
+  return json::serialize(o);
+}
+
+// WebSocket API answers: {"id","status":200,"result",rateLimits} and
+// {"id","status","error":{"code","msg"}}.
+std::string ApiResult(const json::value& id, json::value result) {
+  json::object o;
+  o["id"] = id;
+  o["status"] = 200;
+  o["result"] = std::move(result);
+  o["rateLimits"] = json::array();
+  return json::serialize(o);
+}
+
+std::string ApiFailure(const json::value& id, const ApiError& e) {
+  json::object error;
+  error["code"] = e.code;
+  error["msg"] = e.msg;
+  json::object o;
+  o["id"] = id;
+  o["status"] = e.http_status;
+  o["error"] = std::move(error);
+  return json::serialize(o);
+}
+
+bool IsValidId(const json::value& v) {
+  return v.is_null() || v.is_int64() || v.is_uint64() || v.is_string();
+}
+
+// A WebSocket API parameter as the signature covers it: strings as they are,
+// integers in decimal, booleans as true/false.
+std::optional<std::string> SignedValueText(const json::value& v) {
+  if (v.is_string()) return std::string(v.get_string());
+  if (v.is_int64()) return std::to_string(v.get_int64());
+  if (v.is_uint64()) return std::to_string(v.get_uint64());
+  if (v.is_bool()) return std::string(v.get_bool() ? "true" : "false");
+  return std::nullopt;
+}
+
+// An integer parameter given as a JSON integer or a decimal string.
+std::optional<int64_t> IntParam(const json::value& v) {
+  if (v.is_int64()) return v.get_int64();
+  if (v.is_uint64()) {
+    if (v.get_uint64() > static_cast<uint64_t>(INT64_MAX)) return std::nullopt;
+    return static_cast<int64_t>(v.get_uint64());
+  }
+  if (v.is_string()) {
+    const json::string& s = v.get_string();
+    if (s.empty() || s.size() > 18) return std::nullopt;
+    int64_t n = 0;
+    for (char c : s) {
+      if (c < '0' || c > '9') return std::nullopt;
+      n = n * 10 + (c - '0');
+    }
+    return n;
+  }
+  return std::nullopt;
+}
+
+// --- registry ---
+
+// Per-connection state, in WsConnection::user.
+struct ConnState {
+  enum class Type : uint8_t { kRaw, kCombined, kWsApi };
+  Type type = Type::kRaw;
+  // GUARDED_BY(Impl::mu_):
+  bool closed = false;
+  std::vector<std::string> streams;  // in subscription order (LIST_SUBSCRIPTIONS)
+  std::string listen_key;            // a /ws/<listenKey> connection while the key is open
+  AccountId listen_account{};
+  std::vector<std::pair<int64_t, AccountId>> user_subs;  // WebSocket API: subscriptionId, account
+  int64_t next_subscription_id = 0;
+  int64_t rate_window_ms = 0;  // start of the current one-second request window
+  uint32_t rate_count = 0;
+};
+
+using ConnPtr = std::shared_ptr<WsConnection>;
+
+struct TopicEntry {
+  StreamKey key;
+  std::vector<ConnPtr> raw;       // the data object alone
+  std::vector<ConnPtr> combined;  // {"stream":name,"data":...}
+};
+
+// What the fan-out thread sees of one market's subscriptions. Immutable.
+struct RouteTopic {
+  std::string name;
+  StreamKey key;
+  std::vector<ConnPtr> raw;
+  std::vector<ConnPtr> combined;
+};
+
+struct MarketRoute {
+  std::vector<RouteTopic> topics;
+  std::array<bool, 3> depth{};    // diff depth, by interval index
+  std::array<bool, 3> partial{};  // partial depth, by interval index
+  bool trade = false;
+  bool agg_trade = false;
+  bool ticker = false;
+  bool mini_ticker = false;
+  bool book_ticker = false;
+  std::array<bool, marketdata::kKlineIntervals> kline{};
+  bool any_kline = false;
+};
+
+struct UserSub {
+  ConnPtr conn;
+  int64_t subscription_id = kListenKeySubscription;
+};
+
+struct ListenKeyEntry {
+  AccountId account{};
+  int64_t expires_ms = 0;
+  std::vector<ConnPtr> conns;
+};
+
+// --- fan-out thread state ---
+
+struct PendingDepth {
+  bool active = false;
+  uint64_t first_update_id = 0;
+  uint64_t last_update_id = 0;
+  int64_t time_ns = 0;
+  std::map<Price, Qty, std::greater<>> bids;  // last value wins
+  std::map<Price, Qty> asks;
+
+  void Clear() {
+    active = false;
+    bids.clear();
+    asks.clear();
+  }
+};
+
+struct MarketFanout {
+  std::array<PendingDepth, 3> depth;  // [kInterval0ms] unused: sent at Publish
+  std::array<bool, 3> partial_dirty{};
+  std::optional<int64_t> ticker_sent_ms;
+  bool ticker_dirty = false;
+  bool has_best = false;
+  Level best_bid;
+  Level best_ask;
+  // Open time of the candle last sent with x=false, per interval; -1: none.
+  std::array<int64_t, marketdata::kKlineIntervals> kline_open_ms;
+  MarketFanout() { kline_open_ms.fill(-1); }
+};
+
+int64_t FloorDiv(int64_t a, int64_t b) {
+  return a / b - ((a % b != 0 && (a < 0) != (b < 0)) ? 1 : 0);
+}
+
+const marketdata::Kline* FindCandle(const marketdata::KlineSeries& series, int64_t open_ms) {
+  if (series.current && series.current->open_time_ms == open_ms) return &*series.current;
+  if (series.closed) {
+    for (auto it = series.closed->rbegin(); it != series.closed->rend(); ++it) {
+      if (it->open_time_ms == open_ms) return &*it;
+      if (it->open_time_ms < open_ms) break;
+    }
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+class StreamHub::Impl {
+ public:
+  Impl(const engine::EngineConfig& config, const marketdata::ReadSide& read_side,
+       const KeyStore& keys, StreamOptions options, std::function<int64_t()> clock_ms)
+      : config_(config),
+        read_side_(read_side),
+        keys_(keys),
+        options_(options),
+        clock_ms_(std::move(clock_ms)),
+        routes_(config.markets.size()),
+        partial_kick_(config.markets.size(), false),
+        routes_cache_(config.markets.size()),
+        fanout_(config.markets.size()),
+        touched_(config.markets.size(), 0) {
+    prefixes_.reserve(config.markets.size());
+    for (std::size_t i = 0; i < config.markets.size(); ++i) {
+      std::string lower = config.markets[i].symbol;
+      std::transform(lower.begin(), lower.end(), lower.begin(), [](char c) {
+        return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
+      });
+      symbols_.emplace(lower, static_cast<MarketId>(i));
+      prefixes_.push_back(lower + "@");
+    }
+  }
+
+  StreamStats stats_;  // subscriptions and user_connections are gauges; messages counts every send
+
+  // ---------------------------------------------------------------- io side
+
+  // What an upgrade target asks for.
+  struct Target {
+    ConnState::Type type = ConnState::Type::kRaw;
+    std::vector<std::pair<std::string, StreamKey>> streams;
+    std::string listen_key;  // non-empty: the user data of this open key
+  };
+
+  std::optional<Target> ParseTarget(std::string_view target) {
+    const std::size_t q = target.find('?');
+    const std::string_view path = target.substr(0, q);
+    const std::string_view query =
+        q == std::string_view::npos ? std::string_view() : target.substr(q + 1);
+    Target t;
+    if (path == "/ws-api/v3") {
+      t.type = ConnState::Type::kWsApi;
+      return t;
+    }
+    if (path == "/ws" || path == "/ws/") return t;
+    if (path.starts_with("/ws/")) {
+      const std::string_view rest = path.substr(4);
+      if (rest.find('@') != std::string_view::npos) {
+        // Binance raw streams: /ws/btcusdt@trade (or several, '/'-separated).
+        for (std::string_view name : Split(rest, '/')) {
+          if (!AddTargetStream(name, &t)) return std::nullopt;
+        }
+        return t;
+      }
+      if (IsListenKeyShaped(rest)) {
+        std::lock_guard lock(mu_);
+        const auto it = listen_keys_.find(rest);
+        // An unknown or expired key is refused rather than silently served nothing.
+        if (it == listen_keys_.end() || it->second.expires_ms <= clock_ms_()) return std::nullopt;
+        t.listen_key = std::string(rest);
+        return t;
+      }
+      return t;  // /ws/0, /ws/1, ...: a raw connection that subscribes later
+    }
+    if (path == "/stream") {
+      t.type = ConnState::Type::kCombined;
+      for (std::string_view pair : Split(query, '&')) {
+        if (!pair.starts_with("streams=")) continue;
+        std::string decoded;
+        if (!PercentDecode(pair.substr(8), &decoded)) return std::nullopt;
+        for (std::string_view name : Split(decoded, '/')) {
+          if (name.empty()) continue;
+          if (!AddTargetStream(name, &t)) return std::nullopt;
+        }
+      }
+      return t;
+    }
+    return std::nullopt;
+  }
+
+  bool AddTargetStream(std::string_view name, Target* t) const {
+    const auto key = ParseStreamName(name, symbols_);
+    if (!key) return false;
+    for (const auto& s : t->streams) {
+      if (s.first == name) return true;
+    }
+    if (t->streams.size() >= options_.max_streams_per_connection) return false;
+    t->streams.emplace_back(std::string(name), *key);
+    return true;
+  }
+
+  bool Accepts(const Request& request) {
+    if (request.method() != http::verb::get) return false;
+    const auto target = request.target();
+    return ParseTarget(std::string_view(target.data(), target.size())).has_value();
+  }
+
+  void OnOpen(const ConnPtr& conn) {
+    auto target = ParseTarget(conn->target());
+    if (!target) {
+      conn->Close(1008, "invalid stream or expired listenKey");
+      return;
+    }
+    auto state = std::make_shared<ConnState>();
+    state->type = target->type;
+    conn->user = state;
+    bool refused = false;
+    {
+      std::lock_guard lock(mu_);
+      if (!target->streams.empty()) {
+        std::vector<MarketId> touched;
+        for (auto& [name, key] : target->streams) {
+          SubscribeLocked(conn, *state, name, key, &touched);
+        }
+        RebuildRoutesLocked(&touched);
+      }
+      if (!target->listen_key.empty()) {
+        const auto it = listen_keys_.find(target->listen_key);
+        if (it == listen_keys_.end() || it->second.expires_ms <= clock_ms_()) {
+          refused = true;
+        } else {
+          it->second.conns.push_back(conn);
+          state->listen_key = target->listen_key;
+          state->listen_account = it->second.account;
+          AddUserSubLocked(it->second.account, UserSub{conn, kListenKeySubscription});
+        }
+      }
+    }
+    if (refused) conn->Close(1008, "listenKey expired");
+  }
+
+  void OnMessage(const ConnPtr& conn, std::string_view text) {
+    auto state = std::static_pointer_cast<ConnState>(conn->user);
+    if (!state) return;
+    bool flood = false;
+    {
+      std::lock_guard lock(mu_);
+      if (state->closed) return;
+      const int64_t now = clock_ms_();
+      if (state->rate_count == 0 || now - state->rate_window_ms >= 1000 ||
+          now < state->rate_window_ms) {
+        state->rate_window_ms = now;
+        state->rate_count = 0;
+      }
+      flood = ++state->rate_count > options_.max_requests_per_second;
+    }
+    if (flood) {
+      conn->Close(1008, "too many requests");
+      return;
+    }
+    try {
+      if (state->type == ConnState::Type::kWsApi) {
+        HandleApiRequest(conn, *state, text);
+      } else {
+        HandleStreamRequest(conn, *state, text);
+      }
+    } catch (const std::exception& e) {
+      // A library exception (allocation, JSON) answers this request only.
+      Reply(*conn, state->type == ConnState::Type::kWsApi
+                       ? ApiFailure(nullptr, ApiError::Unknown(e.what()))
+                       : ErrorAnswer(2, std::string("Invalid request: ") + e.what(), nullptr));
+    }
+  }
+
+  void OnClose(const ConnPtr& conn) {
+    auto state = std::static_pointer_cast<ConnState>(conn->user);
+    if (!state) return;
+    std::lock_guard lock(mu_);
+    if (state->closed) return;
+    state->closed = true;
+    if (!state->streams.empty()) {
+      std::vector<MarketId> touched;
+      for (const std::string& name : state->streams) RemoveFromTopicLocked(conn, name, &touched);
+      stats_.subscriptions.fetch_sub(state->streams.size(), std::memory_order_relaxed);
+      state->streams.clear();
+      RebuildRoutesLocked(&touched);
+    }
+    if (!state->listen_key.empty()) {
+      const auto it = listen_keys_.find(state->listen_key);
+      if (it != listen_keys_.end()) std::erase(it->second.conns, conn);
+      RemoveUserSubLocked(state->listen_account, conn, kListenKeySubscription);
+      state->listen_key.clear();
+    }
+    for (const auto& [id, account] : state->user_subs) RemoveUserSubLocked(account, conn, id);
+    state->user_subs.clear();
+  }
+
+  // ----------------------------------------------------- market requests
+
+  void HandleStreamRequest(const ConnPtr& conn, ConnState& state, std::string_view text) {
+    boost::system::error_code ec;
+    json::value doc = json::parse(text, ec);
+    if (ec) return Reply(*conn, ErrorAnswer(3, "Invalid JSON: " + ec.message(), nullptr));
+    if (!doc.is_object()) {
+      return Reply(*conn, ErrorAnswer(2, "Invalid request: expected a JSON object", nullptr));
+    }
+    const json::object& req = doc.get_object();
+    json::value id = nullptr;
+    if (const json::value* v = req.if_contains("id")) {
+      if (!IsValidId(*v)) {
+        return Reply(*conn, ErrorAnswer(2,
+                                        "Invalid request: request ID must be an integer, a "
+                                        "string or null",
+                                        nullptr));
+      }
+      id = *v;
+    }
+    for (const auto& kv : req) {
+      if (kv.key() != "method" && kv.key() != "params" && kv.key() != "id") {
+        return Reply(*conn, ErrorAnswer(0, "Unknown property: " + std::string(kv.key()), id));
+      }
+    }
+    const json::value* method_value = req.if_contains("method");
+    if (method_value == nullptr) {
+      return Reply(*conn, ErrorAnswer(2, "Invalid request: missing field `method`", id));
+    }
+    if (!method_value->is_string()) {
+      return Reply(*conn, ErrorAnswer(1, "Invalid value type: expected a string for `method`", id));
+    }
+    const std::string_view method = method_value->get_string();
+    const json::value* params = req.if_contains("params");
+
+    if (method == "LIST_SUBSCRIPTIONS") {
+      json::array list;
+      {
+        std::lock_guard lock(mu_);
+        for (const std::string& s : state.streams) list.emplace_back(s);
+      }
+      return Reply(*conn, ResultAnswer(std::move(list), id));
+    }
+    if (method != "SUBSCRIBE" && method != "UNSUBSCRIBE") {
+      return Reply(*conn, ErrorAnswer(2,
+                                      "Invalid request: unknown variant `" + std::string(method) +
+                                          "`, expected one of `SUBSCRIBE`, `UNSUBSCRIBE`, "
+                                          "`LIST_SUBSCRIPTIONS`",
+                                      id));
+    }
+    if (params == nullptr) {
+      return Reply(*conn, ErrorAnswer(2, "Invalid request: missing field `params`", id));
+    }
+    if (!params->is_array()) {
+      return Reply(*conn,
+                   ErrorAnswer(1, "Invalid value type: expected an array of stream names", id));
+    }
+    std::vector<std::pair<std::string, StreamKey>> wanted;
+    for (const json::value& p : params->get_array()) {
+      if (!p.is_string()) {
+        return Reply(*conn,
+                     ErrorAnswer(1, "Invalid value type: expected an array of stream names", id));
+      }
+      const std::string_view name = p.get_string();
+      const auto key = ParseStreamName(name, symbols_);
+      if (!key) {
+        return Reply(*conn, ErrorAnswer(2,
+                                        "Invalid request: unknown stream '" +
+                                            std::string(name.substr(0, 100)) + "'",
+                                        id));
+      }
+      const bool dup =
+          std::any_of(wanted.begin(), wanted.end(), [&](const auto& w) { return w.first == name; });
+      if (!dup) wanted.emplace_back(std::string(name), *key);
+    }
+
+    std::unique_lock lock(mu_);
+    if (state.closed) return;
+    std::vector<MarketId> touched;
+    if (method == "SUBSCRIBE") {
+      std::size_t added = 0;
+      for (const auto& w : wanted) {
+        if (std::find(state.streams.begin(), state.streams.end(), w.first) == state.streams.end()) {
+          ++added;
+        }
+      }
+      if (state.streams.size() + added > options_.max_streams_per_connection) {
+        lock.unlock();
+        return Reply(*conn, ErrorAnswer(2,
+                                        "Invalid request: too many streams: at most " +
+                                            std::to_string(options_.max_streams_per_connection) +
+                                            " per connection",
+                                        id));
+      }
+      for (const auto& [name, key] : wanted) SubscribeLocked(conn, state, name, key, &touched);
+    } else {
+      for (const auto& w : wanted) UnsubscribeLocked(conn, state, w.first, &touched);
+    }
+    RebuildRoutesLocked(&touched);
+    // Under mu_: the answer is queued before the fan-out thread can see the
+    // new subscription (ccxt asks for the REST snapshot once it has it).
+    Reply(*conn, ResultAnswer(nullptr, id));
+  }
+
+  // REQUIRES: mu_ held.
+  void SubscribeLocked(const ConnPtr& conn, ConnState& state, const std::string& name,
+                       const StreamKey& key, std::vector<MarketId>* touched) {
+    if (std::find(state.streams.begin(), state.streams.end(), name) != state.streams.end()) return;
+    state.streams.push_back(name);
+    auto [it, inserted] = topics_.try_emplace(name);
+    if (inserted) it->second.key = key;
+    (state.type == ConnState::Type::kCombined ? it->second.combined : it->second.raw)
+        .push_back(conn);
+    touched->push_back(key.market);
+    if (key.kind == Kind::kPartialDepth) partial_kick_[Index(key.market)] = true;
+    stats_.subscriptions.fetch_add(1, std::memory_order_relaxed);
+  }
+
+  // REQUIRES: mu_ held.
+  void UnsubscribeLocked(const ConnPtr& conn, ConnState& state, const std::string& name,
+                         std::vector<MarketId>* touched) {
+    const auto it = std::find(state.streams.begin(), state.streams.end(), name);
+    if (it == state.streams.end()) return;
+    state.streams.erase(it);
+    RemoveFromTopicLocked(conn, name, touched);
+    stats_.subscriptions.fetch_sub(1, std::memory_order_relaxed);
+  }
+
+  // REQUIRES: mu_ held.
+  void RemoveFromTopicLocked(const ConnPtr& conn, const std::string& name,
+                             std::vector<MarketId>* touched) {
+    const auto it = topics_.find(name);
+    if (it == topics_.end()) return;
+    std::erase(it->second.raw, conn);
+    std::erase(it->second.combined, conn);
+    touched->push_back(it->second.key.market);
+    if (it->second.raw.empty() && it->second.combined.empty()) topics_.erase(it);
+  }
+
+  // REQUIRES: mu_ held. Publishes the new routes of the markets in *touched.
+  void RebuildRoutesLocked(std::vector<MarketId>* touched) {
+    if (touched->empty()) return;
+    std::sort(touched->begin(), touched->end());
+    touched->erase(std::unique(touched->begin(), touched->end()), touched->end());
+    for (MarketId m : *touched) {
+      const std::string& prefix = prefixes_[Index(m)];
+      auto route = std::make_shared<MarketRoute>();
+      // Names of one market share the prefix "<symbol>@", so they are adjacent.
+      for (auto it = topics_.lower_bound(prefix);
+           it != topics_.end() && std::string_view(it->first).starts_with(prefix); ++it) {
+        const StreamKey& k = it->second.key;
+        switch (k.kind) {
+          case Kind::kDepth:
+            route->depth[k.interval] = true;
+            break;
+          case Kind::kPartialDepth:
+            route->partial[k.interval] = true;
+            break;
+          case Kind::kTrade:
+            route->trade = true;
+            break;
+          case Kind::kAggTrade:
+            route->agg_trade = true;
+            break;
+          case Kind::kTicker:
+            route->ticker = true;
+            break;
+          case Kind::kMiniTicker:
+            route->mini_ticker = true;
+            break;
+          case Kind::kBookTicker:
+            route->book_ticker = true;
+            break;
+          case Kind::kKline:
+            route->kline[k.interval] = true;
+            route->any_kline = true;
+            break;
+        }
+        route->topics.push_back(RouteTopic{it->first, k, it->second.raw, it->second.combined});
+      }
+      if (route->topics.empty()) {
+        routes_[Index(m)].reset();
+      } else {
+        routes_[Index(m)] = std::move(route);
+      }
+    }
+    // Release: pairs with the acquire in RefreshRoutes (which then takes mu_ anyway).
+    routes_version_.fetch_add(1, std::memory_order_release);
+  }
+
+  // ------------------------------------------------- WebSocket API requests
+
+  void HandleApiRequest(const ConnPtr& conn, ConnState& state, std::string_view text) {
+    boost::system::error_code ec;
+    json::value doc = json::parse(text, ec);
+    if (ec) {
+      return Reply(*conn,
+                   ApiFailure(nullptr, ApiError{400, -1135, "Invalid JSON: " + ec.message()}));
+    }
+    if (!doc.is_object()) {
+      return Reply(
+          *conn,
+          ApiFailure(nullptr, ApiError{400, -1135, "Invalid request: expected a JSON object."}));
+    }
+    const json::object& req = doc.get_object();
+    json::value id = nullptr;
+    if (const json::value* v = req.if_contains("id")) {
+      if (!IsValidId(*v)) {
+        return Reply(*conn, ApiFailure(nullptr, ApiError{400, -1135,
+                                                         "Invalid 'id' in JSON request; expected a "
+                                                         "string, an integer or null."}));
+      }
+      id = *v;
+    }
+    const json::value* method_value = req.if_contains("method");
+    if (method_value == nullptr) {
+      return Reply(*conn, ApiFailure(id, ApiError::MandatoryMissing("method")));
+    }
+    if (!method_value->is_string()) {
+      return Reply(*conn, ApiFailure(id, ApiError::BadParam("method", "Expected a string.")));
+    }
+    const std::string_view method = method_value->get_string();
+    static const json::object kNoParams;
+    const json::object* params = &kNoParams;
+    if (const json::value* p = req.if_contains("params")) {
+      if (!p->is_object()) {
+        return Reply(*conn, ApiFailure(id, ApiError{400, -1135,
+                                                    "Invalid 'params' in JSON request; expected "
+                                                    "an object."}));
+      }
+      params = &p->get_object();
+    }
+
+    if (method == "ping") return Reply(*conn, ApiResult(id, json::object()));
+    if (method == "time") {
+      json::object r;
+      r["serverTime"] = clock_ms_();
+      return Reply(*conn, ApiResult(id, std::move(r)));
+    }
+    if (method == "userDataStream.subscribe.signature") {
+      return SubscribeSigned(conn, state, id, *params);
+    }
+    if (method == "userDataStream.unsubscribe") return UnsubscribeUser(conn, state, id, *params);
+    Reply(*conn, ApiFailure(id, ApiError::BadParam("method", "Unknown method '" +
+                                                                 std::string(method.substr(0, 64)) +
+                                                                 "'.")));
+  }
+
+  // Verifies {apiKey, timestamp, recvWindow?, signature}; the account, or the error.
+  std::variant<AccountId, ApiError> VerifySignedParams(const json::object& params) {
+    const json::value* api_key = params.if_contains("apiKey");
+    const json::value* timestamp = params.if_contains("timestamp");
+    const json::value* signature = params.if_contains("signature");
+    if (api_key == nullptr) return ApiError::MandatoryMissing("apiKey");
+    if (timestamp == nullptr) return ApiError::MandatoryMissing("timestamp");
+    if (signature == nullptr) return ApiError::MandatoryMissing("signature");
+    if (!api_key->is_string()) return ApiError::BadParam("apiKey", "Expected a string.");
+    if (!signature->is_string()) return ApiError::BadParam("signature", "Expected a string.");
+    const auto ts = IntParam(*timestamp);
+    if (!ts) return ApiError::BadParam("timestamp", "Expected an integer (ms).");
+    int64_t recv_window = kDefaultRecvWindowMs;
+    if (const json::value* rw = params.if_contains("recvWindow")) {
+      const auto v = IntParam(*rw);
+      if (!v) return ApiError::BadParam("recvWindow", "Expected an integer (ms).");
+      if (*v > options_.recv_window_max_ms) {
+        return ApiError::BadParam(
+            "recvWindow",
+            "It must be at most " + std::to_string(options_.recv_window_max_ms) + " ms.");
+      }
+      recv_window = *v;
+    }
+
+    const std::optional<ApiKey> key = keys_.FindKey(api_key->get_string());
+    if (!key || key->revoked) return ApiError::RejectedApiKey();
+    if (auto e = CheckTimestamp(*ts, recv_window, clock_ms_())) return *e;
+
+    // Every parameter but the signature, sorted by name, as k=v&k=v, unencoded.
+    std::map<std::string_view, std::string> sorted;
+    for (const auto& kv : params) {
+      if (kv.key() == "signature") continue;
+      auto text = SignedValueText(kv.value());
+      if (!text) return ApiError::BadParam(kv.key(), "Expected a string, an integer or a boolean.");
+      sorted.emplace(kv.key(), std::move(*text));
+    }
+    std::string payload;
+    for (const auto& [k, v] : sorted) {
+      if (!payload.empty()) payload += '&';
+      payload.append(k);
+      payload += '=';
+      payload += v;
+    }
+    if (!SignatureEquals(HmacSha256Hex(key->secret, payload), signature->get_string())) {
+      return ApiError::BadSignature();
+    }
+    return key->account;
+  }
+
+  void SubscribeSigned(const ConnPtr& conn, ConnState& state, const json::value& id,
+                       const json::object& params) {
+    auto verified = VerifySignedParams(params);
+    if (const ApiError* e = std::get_if<ApiError>(&verified)) {
+      return Reply(*conn, ApiFailure(id, *e));
+    }
+    const AccountId account = std::get<AccountId>(verified);
+    std::unique_lock lock(mu_);
+    if (state.closed) return;
+    if (state.user_subs.size() >= options_.max_streams_per_connection) {
+      lock.unlock();
+      return Reply(
+          *conn, ApiFailure(id, ApiError::BadParam("subscriptionId",
+                                                   "Too many subscriptions on this connection.")));
+    }
+    const int64_t sub_id = state.next_subscription_id++;
+    state.user_subs.emplace_back(sub_id, account);
+    AddUserSubLocked(account, UserSub{conn, sub_id});
+    json::object r;
+    r["subscriptionId"] = sub_id;
+    // Under mu_: queued before the fan-out thread can push this subscription's events.
+    Reply(*conn, ApiResult(id, std::move(r)));
+  }
+
+  void UnsubscribeUser(const ConnPtr& conn, ConnState& state, const json::value& id,
+                       const json::object& params) {
+    std::optional<int64_t> which;
+    if (const json::value* v = params.if_contains("subscriptionId")) {
+      which = IntParam(*v);
+      if (!which) {
+        return Reply(*conn,
+                     ApiFailure(id, ApiError::BadParam("subscriptionId", "Expected an integer.")));
+      }
+    }
+    bool found = false;
+    {
+      std::lock_guard lock(mu_);
+      for (auto it = state.user_subs.begin(); it != state.user_subs.end();) {
+        if (!which || it->first == *which) {
+          RemoveUserSubLocked(it->second, conn, it->first);
+          it = state.user_subs.erase(it);
+          found = true;
+        } else {
+          ++it;
+        }
+      }
+    }
+    if (which && !found) {
+      return Reply(*conn,
+                   ApiFailure(id, ApiError::BadParam("subscriptionId", "No such subscription.")));
+    }
+    Reply(*conn, ApiResult(id, json::object()));
+  }
+
+  // REQUIRES: mu_ held.
+  void AddUserSubLocked(AccountId account, UserSub sub) {
+    auto& slot = user_subs_[static_cast<uint32_t>(account)];
+    auto next = slot ? std::make_shared<std::vector<UserSub>>(*slot)
+                     : std::make_shared<std::vector<UserSub>>();
+    next->push_back(std::move(sub));
+    slot = std::move(next);
+    stats_.user_connections.fetch_add(1, std::memory_order_relaxed);
+    user_sub_count_.fetch_add(1, std::memory_order_relaxed);
+  }
+
+  // REQUIRES: mu_ held.
+  void RemoveUserSubLocked(AccountId account, const ConnPtr& conn, int64_t subscription_id) {
+    const auto it = user_subs_.find(static_cast<uint32_t>(account));
+    if (it == user_subs_.end()) return;
+    auto next = std::make_shared<std::vector<UserSub>>(*it->second);
+    const std::size_t removed = std::erase_if(*next, [&](const UserSub& s) {
+      return s.conn == conn && s.subscription_id == subscription_id;
+    });
+    if (removed == 0) return;
+    stats_.user_connections.fetch_sub(removed, std::memory_order_relaxed);
+    user_sub_count_.fetch_sub(removed, std::memory_order_relaxed);
+    if (next->empty()) {
+      user_subs_.erase(it);
+    } else {
+      it->second = std::move(next);
+    }
+  }
+
+  // ---------------------------------------------------------- listenKeys
+
+  std::string CreateListenKey(AccountId account) {
+    std::vector<ConnPtr> to_close;
+    std::string key;
+    {
+      std::lock_guard lock(mu_);
+      const int64_t now = clock_ms_();
+      const auto existing = account_key_.find(static_cast<uint32_t>(account));
+      if (existing != account_key_.end()) {
+        const auto it = listen_keys_.find(existing->second);
+        if (it != listen_keys_.end() && it->second.expires_ms > now) {
+          // Binance: the open key is returned again and its validity extended.
+          it->second.expires_ms = now + options_.listen_key_ttl_ms;
+          return it->first;
+        }
+        if (it != listen_keys_.end()) RetireKeyLocked(it, &to_close);
+      }
+      do {
+        key = RandomToken(kListenKeyLength);
+      } while (listen_keys_.contains(key));
+      listen_keys_.emplace(key, ListenKeyEntry{account, now + options_.listen_key_ttl_ms, {}});
+      account_key_[static_cast<uint32_t>(account)] = key;
+    }
+    CloseAll(to_close, "listenKey expired");
+    return key;
+  }
+
+  bool KeepAliveListenKey(AccountId account, std::string_view key) {
+    std::lock_guard lock(mu_);
+    const int64_t now = clock_ms_();
+    const auto it = listen_keys_.find(key);
+    if (it == listen_keys_.end() || it->second.account != account || it->second.expires_ms <= now) {
+      return false;
+    }
+    it->second.expires_ms = now + options_.listen_key_ttl_ms;
+    return true;
+  }
+
+  bool CloseListenKey(AccountId account, std::string_view key) {
+    std::vector<ConnPtr> to_close;
+    {
+      std::lock_guard lock(mu_);
+      const auto it = listen_keys_.find(key);
+      if (it == listen_keys_.end() || it->second.account != account) return false;
+      RetireKeyLocked(it, &to_close);
+    }
+    CloseAll(to_close, "listenKey closed");
+    return true;
+  }
+
+  // REQUIRES: mu_ held. Forgets the key and detaches its connections, which the
+  // caller closes once mu_ is released.
+  void RetireKeyLocked(std::map<std::string, ListenKeyEntry, std::less<>>::iterator it,
+                       std::vector<ConnPtr>* to_close) {
+    for (const ConnPtr& c : it->second.conns) {
+      auto state = std::static_pointer_cast<ConnState>(c->user);
+      if (state) state->listen_key.clear();
+      RemoveUserSubLocked(it->second.account, c, kListenKeySubscription);
+      to_close->push_back(c);
+    }
+    const auto owner = account_key_.find(static_cast<uint32_t>(it->second.account));
+    if (owner != account_key_.end() && owner->second == it->first) account_key_.erase(owner);
+    listen_keys_.erase(it);
+  }
+
+  static void CloseAll(const std::vector<ConnPtr>& conns, const std::string& reason) {
+    for (const ConnPtr& c : conns) c->Close(1000, reason);
+  }
+
+  void ExpireListenKeys(int64_t now) {
+    std::vector<std::pair<std::string, std::vector<ConnPtr>>> expired;
+    {
+      std::lock_guard lock(mu_);
+      for (auto it = listen_keys_.begin(); it != listen_keys_.end();) {
+        auto next = std::next(it);
+        if (it->second.expires_ms <= now) {
+          std::vector<ConnPtr> conns;
+          std::string key = it->first;
+          RetireKeyLocked(it, &conns);
+          expired.emplace_back(std::move(key), std::move(conns));
+        }
+        it = next;
+      }
+    }
+    for (auto& [key, conns] : expired) {
+      if (conns.empty()) continue;
+      // Binance tells the stream why it ends before closing it.
+      json::object o;
+      o["e"] = "listenKeyExpired";
+      o["E"] = now;
+      o["listenKey"] = key;
+      auto text = std::make_shared<const std::string>(json::serialize(o));
+      for (const ConnPtr& c : conns) {
+        Deliver(*c, text);
+        c->Close(1000, "listenKey expired");
+      }
+    }
+  }
+
+  // ------------------------------------------------------- fan-out thread
+
+  void Publish(const BatchOutput& batch) {
+    RefreshRoutes();
+    const bool users =
+        user_sub_count_.load(std::memory_order_relaxed) > 0 && !batch.accounts.empty();
+    if (!any_route_ && !users) return;
+    const int64_t now = clock_ms_();
+    if (any_route_) PublishMarkets(batch, now);
+    if (users) PublishUsers(batch, now);
+  }
+
+  void Tick(int64_t now) {
+    RefreshRoutes();
+    if (!ticked_) {
+      last_sweep_ms_ = now;
+      ticked_ = true;
+    }
+    if (any_route_) {
+      // Intervals are aligned to the clock (…100, …200 ms): a flush whenever
+      // the clock entered a new slot since the last one.
+      for (uint8_t i : {kInterval100ms, kInterval1000ms}) {
+        const int64_t slot = FloorDiv(now, kIntervalMs[i]);
+        if (slot == flush_slot_[i]) continue;
+        flush_slot_[i] = slot;
+        FlushInterval(i, now);
+      }
+      for (std::size_t m = 0; m < fanout_.size(); ++m) {
+        const MarketRoute* route = routes_cache_[m].get();
+        if (route == nullptr) continue;
+        MarketFanout& f = fanout_[m];
+        if (f.ticker_dirty && (!f.ticker_sent_ms || now - *f.ticker_sent_ms >= kTickerThrottleMs)) {
+          SendTickers(static_cast<MarketId>(m), *route, &f, now);
+        }
+        if (route->any_kline) CloseCandles(static_cast<MarketId>(m), *route, &f, now);
+      }
+    }
+    if (now - last_sweep_ms_ >= kListenKeySweepMs) {
+      last_sweep_ms_ = now;
+      ExpireListenKeys(now);
+    }
+  }
+
+  // Picks up subscription changes; drops the state of streams nobody watches
+  // any more so that a later subscriber starts afresh.
+  void RefreshRoutes() {
+    if (routes_version_.load(std::memory_order_acquire) == seen_version_) return;
+    std::vector<bool> kicks;
+    {
+      std::lock_guard lock(mu_);
+      seen_version_ = routes_version_.load(std::memory_order_relaxed);
+      routes_cache_ = routes_;
+      kicks.swap(partial_kick_);
+      partial_kick_.assign(routes_.size(), false);
+    }
+    any_route_ = false;
+    for (std::size_t m = 0; m < routes_cache_.size(); ++m) {
+      const MarketRoute* r = routes_cache_[m].get();
+      MarketFanout& f = fanout_[m];
+      static const MarketRoute kNone;
+      const MarketRoute& route = r != nullptr ? *r : kNone;
+      any_route_ = any_route_ || r != nullptr;
+      for (std::size_t i = 0; i < 3; ++i) {
+        if (!route.depth[i]) f.depth[i].Clear();
+        f.partial_dirty[i] = route.partial[i] && (f.partial_dirty[i] || kicks[m]);
+      }
+      if (!route.ticker && !route.mini_ticker) f.ticker_dirty = false;
+      if (!route.book_ticker) f.has_best = false;
+      for (std::size_t i = 0; i < marketdata::kKlineIntervals; ++i) {
+        if (!route.kline[i]) f.kline_open_ms[i] = -1;
+      }
+    }
+  }
+
+  void PublishMarkets(const BatchOutput& batch, int64_t now) {
+    for (const marketdata::DepthDiff& d : batch.depth) {
+      const MarketRoute* route = RouteOf(d.market);
+      if (route == nullptr) continue;
+      MarketFanout& f = fanout_[Index(d.market)];
+      if (route->depth[kInterval0ms]) {
+        SendToTopics(*route, MatchDepth(kInterval0ms),
+                     [&] { return DepthUpdateJson(config_, d, now); });
+      }
+      for (uint8_t i : {kInterval100ms, kInterval1000ms}) {
+        if (route->depth[i]) Merge(&f.depth[i], d);
+        if (route->partial[i]) f.partial_dirty[i] = true;
+      }
+      if (route->book_ticker) SendBookTicker(d.market, *route, &f);
+    }
+    for (const marketdata::TradeRow& t : batch.trades) {
+      const MarketRoute* route = RouteOf(t.market);
+      if (route == nullptr) continue;
+      touched_[Index(t.market)] |= kTraded;
+      if (route->trade) {
+        SendToTopics(*route, MatchKind(Kind::kTrade),
+                     [&] { return TradeEventJson(config_, t, now); });
+      }
+      if (route->agg_trade) {
+        SendToTopics(*route, MatchKind(Kind::kAggTrade),
+                     [&] { return AggTradeEventJson(config_, t, now); });
+      }
+    }
+    for (MarketId m : batch.markets) touched_[Index(m)] |= kTouched;
+    for (std::size_t m = 0; m < touched_.size(); ++m) {
+      if (touched_[m] == 0) continue;
+      const uint8_t what = touched_[m];
+      touched_[m] = 0;
+      const MarketRoute* route = routes_cache_[m].get();
+      if (route == nullptr) continue;
+      MarketFanout& f = fanout_[m];
+      if (route->ticker || route->mini_ticker) {
+        if (!f.ticker_sent_ms || now - *f.ticker_sent_ms >= kTickerThrottleMs) {
+          SendTickers(static_cast<MarketId>(m), *route, &f, now);
+        } else {
+          f.ticker_dirty = true;
+        }
+      }
+      if (route->any_kline && (what & kTraded) != 0) {
+        SendCandles(static_cast<MarketId>(m), *route, &f, now);
+      }
+    }
+  }
+
+  static void Merge(PendingDepth* p, const marketdata::DepthDiff& d) {
+    if (!p->active) {
+      p->active = true;
+      p->first_update_id = d.first_update_id;
+    }
+    p->last_update_id = d.last_update_id;
+    p->time_ns = d.time_ns;
+    for (const Level& l : d.bids) p->bids[l.price] = l.qty;
+    for (const Level& l : d.asks) p->asks[l.price] = l.qty;
+  }
+
+  void FlushInterval(uint8_t i, int64_t now) {
+    for (std::size_t m = 0; m < fanout_.size(); ++m) {
+      const MarketRoute* route = routes_cache_[m].get();
+      if (route == nullptr) continue;
+      MarketFanout& f = fanout_[m];
+      const MarketId market = static_cast<MarketId>(m);
+      if (route->depth[i] && f.depth[i].active) {
+        PendingDepth& p = f.depth[i];
+        marketdata::DepthDiff d;
+        d.market = market;
+        d.first_update_id = p.first_update_id;
+        d.last_update_id = p.last_update_id;
+        d.time_ns = p.time_ns;
+        d.bids.reserve(p.bids.size());
+        for (const auto& [price, qty] : p.bids) d.bids.push_back(Level{price, qty});
+        d.asks.reserve(p.asks.size());
+        for (const auto& [price, qty] : p.asks) d.asks.push_back(Level{price, qty});
+        p.Clear();
+        SendToTopics(*route, MatchDepth(i), [&] { return DepthUpdateJson(config_, d, now); });
+      }
+      if (route->partial[i] && f.partial_dirty[i]) {
+        f.partial_dirty[i] = false;
+        const auto snap = read_side_.Snapshot(market);
+        if (!snap) continue;
+        for (uint8_t levels : kPartialLevels) {
+          SendToTopics(
+              *route,
+              [i, levels](const StreamKey& k) {
+                return k.kind == Kind::kPartialDepth && k.interval == i && k.levels == levels;
+              },
+              [&] { return PartialDepthJson(config_, *snap, levels); });
+        }
+      }
+    }
+  }
+
+  void SendTickers(MarketId market, const MarketRoute& route, MarketFanout* f, int64_t now) {
+    f->ticker_dirty = false;
+    f->ticker_sent_ms = now;
+    const auto snap = read_side_.Snapshot(market);
+    if (!snap) return;
+    if (route.ticker) {
+      SendToTopics(route, MatchKind(Kind::kTicker),
+                   [&] { return TickerEventJson(config_, *snap, now); });
+    }
+    if (route.mini_ticker) {
+      SendToTopics(route, MatchKind(Kind::kMiniTicker),
+                   [&] { return MiniTickerEventJson(config_, *snap, now); });
+    }
+  }
+
+  void SendBookTicker(MarketId market, const MarketRoute& route, MarketFanout* f) {
+    const auto snap = read_side_.Snapshot(market);
+    if (!snap) return;
+    const Level bid = snap->bids.empty() ? Level{} : snap->bids.front();
+    const Level ask = snap->asks.empty() ? Level{} : snap->asks.front();
+    if (f->has_best && bid == f->best_bid && ask == f->best_ask) return;
+    f->has_best = true;
+    f->best_bid = bid;
+    f->best_ask = ask;
+    SendToTopics(route, MatchKind(Kind::kBookTicker),
+                 [&] { return BookTickerEventJson(config_, *snap); });
+  }
+
+  // After a batch that traded: the open candle of each watched interval (x=false),
+  // preceded by the previous candle with x=true when a new one has opened.
+  void SendCandles(MarketId market, const MarketRoute& route, MarketFanout* f, int64_t now) {
+    const auto snap = read_side_.Snapshot(market);
+    if (!snap) return;
+    for (std::size_t i = 0; i < marketdata::kKlineIntervals; ++i) {
+      if (!route.kline[i]) continue;
+      const marketdata::KlineSeries& series = snap->klines[i];
+      if (!series.current) continue;
+      const auto interval = static_cast<KlineInterval>(i);
+      const auto match = [i](const StreamKey& k) {
+        return k.kind == Kind::kKline && k.interval == i;
+      };
+      int64_t& open = f->kline_open_ms[i];
+      if (open >= 0 && series.current->open_time_ms != open) {
+        if (const marketdata::Kline* closed = FindCandle(series, open)) {
+          SendToTopics(route, match, [&] {
+            return KlineEventJson(config_, market, interval, *closed, true, now);
+          });
+        }
+      }
+      open = series.current->open_time_ms;
+      SendToTopics(route, match, [&] {
+        return KlineEventJson(config_, market, interval, *series.current, false, now);
+      });
+    }
+  }
+
+  // The candle last sent has ended by the clock: send it once more, closed.
+  void CloseCandles(MarketId market, const MarketRoute& route, MarketFanout* f, int64_t now) {
+    std::shared_ptr<const MarketSnapshot> snap;
+    for (std::size_t i = 0; i < marketdata::kKlineIntervals; ++i) {
+      int64_t& open = f->kline_open_ms[i];
+      if (!route.kline[i] || open < 0) continue;
+      const auto interval = static_cast<KlineInterval>(i);
+      if (now < open + marketdata::IntervalMs(interval)) continue;
+      if (!snap) snap = read_side_.Snapshot(market);
+      if (!snap) return;
+      if (const marketdata::Kline* k = FindCandle(snap->klines[i], open)) {
+        SendToTopics(
+            route,
+            [i](const StreamKey& key) { return key.kind == Kind::kKline && key.interval == i; },
+            [&] { return KlineEventJson(config_, market, interval, *k, true, now); });
+      }
+      open = -1;
+    }
+  }
+
+  void PublishUsers(const BatchOutput& batch, int64_t now) {
+    user_scratch_.assign(batch.accounts.size(), nullptr);
+    bool any = false;
+    {
+      std::lock_guard lock(mu_);
+      for (std::size_t i = 0; i < batch.accounts.size(); ++i) {
+        const auto it = user_subs_.find(static_cast<uint32_t>(batch.accounts[i].account));
+        if (it == user_subs_.end()) continue;
+        user_scratch_[i] = it->second;
+        any = true;
+      }
+    }
+    if (!any) return;
+    std::vector<std::string> events;
+    for (std::size_t i = 0; i < batch.accounts.size(); ++i) {
+      if (!user_scratch_[i]) continue;
+      const marketdata::AccountUpdate& u = batch.accounts[i];
+      events.clear();
+      for (const marketdata::ExecutionReport& r : u.reports) {
+        events.push_back(ExecutionReportJson(config_, r, now));
+      }
+      for (const marketdata::BalanceDelta& d : u.transfers) {
+        events.push_back(BalanceUpdateJson(config_, d, now));
+      }
+      if (!u.balances.empty()) events.push_back(AccountPositionJson(config_, u.balances, now));
+      for (const std::string& event : events) SendUserEvent(*user_scratch_[i], event);
+      user_scratch_[i].reset();
+    }
+  }
+
+  // One event to every subscription of an account: the object alone on
+  // listenKey streams, {"subscriptionId":N,"event":...} on the WebSocket API,
+  // each text built once.
+  void SendUserEvent(const std::vector<UserSub>& subs, const std::string& event) {
+    std::shared_ptr<const std::string> raw;
+    std::vector<std::pair<int64_t, std::shared_ptr<const std::string>>> wrapped;
+    for (const UserSub& s : subs) {
+      if (s.subscription_id == kListenKeySubscription) {
+        if (!raw) raw = std::make_shared<const std::string>(event);
+        Deliver(*s.conn, raw);
+        continue;
+      }
+      std::shared_ptr<const std::string> text;
+      for (const auto& w : wrapped) {
+        if (w.first == s.subscription_id) text = w.second;
+      }
+      if (!text) {
+        text = std::make_shared<const std::string>(
+            "{\"subscriptionId\":" + std::to_string(s.subscription_id) + ",\"event\":" + event +
+            "}");
+        wrapped.emplace_back(s.subscription_id, text);
+      }
+      Deliver(*s.conn, text);
+    }
+  }
+
+  // ------------------------------------------------------------- sending
+
+  // Sends one payload to the topics of `route` that `match` selects. The
+  // payload is built at most once, and only when some topic wants it; raw
+  // subscribers share one text, combined ones one text per stream name.
+  template <class Match, class Build>
+  void SendToTopics(const MarketRoute& route, const Match& match, const Build& build) {
+    std::optional<std::string> payload;
+    std::shared_ptr<const std::string> raw;
+    for (const RouteTopic& t : route.topics) {
+      if (!match(t.key)) continue;
+      if (!payload) payload = build();
+      if (!t.raw.empty()) {
+        if (!raw) raw = std::make_shared<const std::string>(*payload);
+        for (const ConnPtr& c : t.raw) Deliver(*c, raw);
+      }
+      if (!t.combined.empty()) {
+        std::string text;
+        text.reserve(payload->size() + t.name.size() + 22);
+        text += "{\"stream\":\"";
+        text += t.name;  // [a-zA-Z0-9@_] only: no escaping needed
+        text += "\",\"data\":";
+        text += *payload;
+        text += '}';
+        auto shared = std::make_shared<const std::string>(std::move(text));
+        for (const ConnPtr& c : t.combined) Deliver(*c, shared);
+      }
+    }
+  }
+
+  void Deliver(WsConnection& conn, const std::shared_ptr<const std::string>& text) {
+    if (conn.Send(text)) stats_.messages.fetch_add(1, std::memory_order_relaxed);
+  }
+
+  void Reply(WsConnection& conn, std::string text) {
+    Deliver(conn, std::make_shared<const std::string>(std::move(text)));
+  }
+
+ private:
+  static constexpr uint8_t kTouched = 1;
+  static constexpr uint8_t kTraded = 2;
+
+  static std::size_t Index(MarketId m) { return static_cast<std::size_t>(m); }
+  const MarketRoute* RouteOf(MarketId m) const {
+    const std::size_t i = Index(m);
+    return i < routes_cache_.size() ? routes_cache_[i].get() : nullptr;
+  }
+
+  const engine::EngineConfig& config_;
+  const marketdata::ReadSide& read_side_;
+  const KeyStore& keys_;
+  const StreamOptions options_;
+  const std::function<int64_t()> clock_ms_;
+  SymbolMap symbols_;                  // lower-case symbol → market
+  std::vector<std::string> prefixes_;  // by market: "<symbol>@"
+
+  std::mutex mu_;
+  std::map<std::string, TopicEntry, std::less<>> topics_;   // GUARDED_BY(mu_)
+  std::vector<std::shared_ptr<const MarketRoute>> routes_;  // GUARDED_BY(mu_), by market
+  std::vector<bool> partial_kick_;  // GUARDED_BY(mu_): a partial depth stream gained a subscriber
+  std::atomic<uint64_t> routes_version_{0};  // written under mu_
+  std::unordered_map<uint32_t, std::shared_ptr<const std::vector<UserSub>>>
+      user_subs_;                                                   // GUARDED_BY(mu_), by account
+  std::atomic<uint64_t> user_sub_count_{0};                         // written under mu_
+  std::map<std::string, ListenKeyEntry, std::less<>> listen_keys_;  // GUARDED_BY(mu_)
+  std::unordered_map<uint32_t, std::string> account_key_;           // GUARDED_BY(mu_)
+
+  // Fan-out thread only.
+  uint64_t seen_version_ = UINT64_MAX;
+  std::vector<std::shared_ptr<const MarketRoute>> routes_cache_;
+  bool any_route_ = false;
+  std::vector<MarketFanout> fanout_;  // by market
+  std::vector<uint8_t> touched_;      // by market: kTouched | kTraded, within one Publish
+  std::array<int64_t, 3> flush_slot_{INT64_MIN, INT64_MIN, INT64_MIN};  // by interval index
+  int64_t last_sweep_ms_ = 0;
+  bool ticked_ = false;
+  std::vector<std::shared_ptr<const std::vector<UserSub>>> user_scratch_;
+};
+
+StreamHub::StreamHub(const engine::EngineConfig& config, const marketdata::ReadSide& read_side,
+                     const KeyStore& keys, StreamOptions options, std::function<int64_t()> clock_ms)
+    : impl_(std::make_unique<Impl>(config, read_side, keys, options, std::move(clock_ms))) {}
+
+StreamHub::~StreamHub() = default;
+
+bool StreamHub::Accepts(const Request& request) { return impl_->Accepts(request); }
+void StreamHub::OnOpen(const std::shared_ptr<WsConnection>& conn) { impl_->OnOpen(conn); }
+void StreamHub::OnMessage(const std::shared_ptr<WsConnection>& conn, std::string_view text) {
+  impl_->OnMessage(conn, text);
+}
+void StreamHub::OnClose(const std::shared_ptr<WsConnection>& conn) { impl_->OnClose(conn); }
+void StreamHub::Publish(const marketdata::BatchOutput& batch) { impl_->Publish(batch); }
+void StreamHub::Tick(int64_t now_ms) { impl_->Tick(now_ms); }
+std::string StreamHub::CreateListenKey(AccountId account) {
+  return impl_->CreateListenKey(account);
+}
+bool StreamHub::KeepAliveListenKey(AccountId account, std::string_view key) {
+  return impl_->KeepAliveListenKey(account, key);
+}
+bool StreamHub::CloseListenKey(AccountId account, std::string_view key) {
+  return impl_->CloseListenKey(account, key);
+}
+const StreamStats& StreamHub::stats() const noexcept { return impl_->stats_; }
+
+}  // namespace mb::gateway
