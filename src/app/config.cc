@@ -31,7 +31,13 @@ using engine::MarketSpec;
 using engine::MarketStatus;
 
 constexpr std::string_view kTopKeys[] = {"engine",  "assets",    "markets", "server",
-                                         "journal", "snapshots", "threads"};
+                                         "journal", "snapshots", "threads", "gateway"};
+constexpr std::string_view kGatewayKeys[] = {
+    "host",           "port",           "io_threads",      "max_connections",
+    "max_header_bytes", "max_body_bytes", "read_timeout_ms", "idle_timeout_ms",
+    "ws_max_message_bytes", "ws_send_queue_messages", "ws_send_queue_bytes",
+    "weight_per_minute", "ip_weight_per_minute", "admin_remote", "recent_trades",
+    "history_orders", "history_trades", "retry_after_s"};
 constexpr std::string_view kServerKeys[] = {"data_dir"};
 constexpr std::string_view kJournalKeys[] = {"fsync", "segment_mb"};
 constexpr std::string_view kSnapshotKeys[] = {"every_events", "every_seconds", "keep", "zstd_level",
@@ -399,6 +405,48 @@ class Loader {
     MB_RETURN_IF_ERROR(OptionalInt(t, "threads", "max_batch", 1, 1 << 20, &r->max_batch));
     MB_RETURN_IF_ERROR(ReadStage(t, "engine", &r->engine_stage));
     MB_RETURN_IF_ERROR(ReadStage(t, "journal", &r->journal_stage));
+    return ReadGateway(root, &r->gateway);
+  }
+
+  Status ReadGateway(const toml::table& root, gateway::GatewayOptions* g) const {
+    const toml::table* t = nullptr;
+    const toml::node* where = nullptr;
+    MB_RETURN_IF_ERROR(OptionalTable(root, "", "gateway", kGatewayKeys, &t));
+    gateway::ServerOptions& s = g->server;
+    MB_RETURN_IF_ERROR(OptionalString(t, "gateway", "host", &s.host, &where));
+    if (where != nullptr && s.host.empty()) return At(*where, "gateway.host", "must not be empty");
+    MB_RETURN_IF_ERROR(OptionalInt(t, "gateway", "port", 0, 65535, &s.port));
+    MB_RETURN_IF_ERROR(OptionalInt(t, "gateway", "io_threads", 1, 256, &s.io_threads));
+    MB_RETURN_IF_ERROR(
+        OptionalInt(t, "gateway", "max_connections", 1, 10'000'000, &s.max_connections));
+    MB_RETURN_IF_ERROR(
+        OptionalInt(t, "gateway", "max_header_bytes", 1024, 1 << 20, &s.max_header_bytes));
+    MB_RETURN_IF_ERROR(
+        OptionalInt(t, "gateway", "max_body_bytes", 1024, 64 << 20, &s.max_body_bytes));
+    MB_RETURN_IF_ERROR(
+        OptionalInt(t, "gateway", "read_timeout_ms", 10, 3'600'000, &s.read_timeout_ms));
+    MB_RETURN_IF_ERROR(
+        OptionalInt(t, "gateway", "idle_timeout_ms", 10, 86'400'000, &s.idle_timeout_ms));
+    MB_RETURN_IF_ERROR(OptionalInt(t, "gateway", "ws_max_message_bytes", 128, 64 << 20,
+                                   &s.ws_max_message_bytes));
+    MB_RETURN_IF_ERROR(OptionalInt(t, "gateway", "ws_send_queue_messages", 1, 10'000'000,
+                                   &s.ws_send_queue_messages));
+    MB_RETURN_IF_ERROR(OptionalInt(t, "gateway", "ws_send_queue_bytes", 1024, kU32Max,
+                                   &s.ws_send_queue_bytes));
+    MB_RETURN_IF_ERROR(OptionalInt(t, "gateway", "weight_per_minute", 0, kU32Max,
+                                   &g->key_limit.weight_per_minute));
+    g->key_limit.burst = g->key_limit.weight_per_minute;
+    MB_RETURN_IF_ERROR(OptionalInt(t, "gateway", "ip_weight_per_minute", 0, kU32Max,
+                                   &g->ip_limit.weight_per_minute));
+    g->ip_limit.burst = g->ip_limit.weight_per_minute;
+    MB_RETURN_IF_ERROR(OptionalBool(t, "gateway", "admin_remote", &g->admin_remote));
+    MB_RETURN_IF_ERROR(
+        OptionalInt(t, "gateway", "recent_trades", 1, 1'000'000, &g->read_side.recent_trades));
+    MB_RETURN_IF_ERROR(
+        OptionalInt(t, "gateway", "history_orders", 1, 1'000'000, &g->read_side.history_orders));
+    MB_RETURN_IF_ERROR(
+        OptionalInt(t, "gateway", "history_trades", 1, 1'000'000, &g->read_side.history_trades));
+    MB_RETURN_IF_ERROR(OptionalInt(t, "gateway", "retry_after_s", 1, 3600, &g->retry_after_s));
     return Status::Ok();
   }
 

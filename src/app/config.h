@@ -17,6 +17,13 @@
 //   [threads.engine], [threads.journal]
 //                wait ("back-off" | "yield" | "busy-spin"), spins (200), yields (20),
 //                park_us (1000), cpu (-1: unpinned), realtime (false), rt_priority (10)
+//   [gateway]    host ("127.0.0.1"), port (8080), io_threads (2), max_connections (10000),
+//                max_header_bytes (16384), max_body_bytes (1048576), read_timeout_ms (10000),
+//                idle_timeout_ms (120000), ws_max_message_bytes (65536),
+//                ws_send_queue_messages (4096), ws_send_queue_bytes (8388608),
+//                weight_per_minute (6000, per API key; 0 = unlimited),
+//                ip_weight_per_minute (12000), admin_remote (false), recent_trades (1000),
+//                history_orders (1000), history_trades (1000), retry_after_s (1)
 //
 // Decimals are TOML strings parsed exactly (common/decimal.h); TOML floats are
 // refused. Every key is required except markets.status, and unknown keys are
@@ -41,6 +48,7 @@
 #include "concurrency/thread.h"
 #include "engine/market.h"
 #include "exchange/exchange.h"
+#include "gateway/gateway.h"
 #include "journal/writer.h"
 
 namespace mb::app {
@@ -54,6 +62,7 @@ struct RuntimeConfig {
   uint32_t max_batch = 4096;
   concurrency::StageConfig engine_stage{"mb-engine", {}, -1, false, 10};
   concurrency::StageConfig journal_stage{"mb-journal", {}, -1, false, 10};
+  gateway::GatewayOptions gateway;  // [gateway]: listen address, limits, history sizes
 };
 
 struct Config {

@@ -1,8 +1,10 @@
 // matchbook — the exchange's server and operator command line.
 //
-//   matchbook serve  [--config FILE] [--data-dir DIR] [--fsync POLICY] [--recover-only]
-//       recover the exchange from its data directory and run the pipeline until
-//       SIGINT / SIGTERM (then: stop intake, drain, snapshot)
+//   matchbook serve  [--config FILE] [--data-dir DIR] [--fsync POLICY] [--host H] [--port P]
+//                    [--io-threads N] [--recover-only]
+//       recover the exchange from its data directory, then serve the Binance-compatible
+//       REST + WebSocket API and the operator API on one port until SIGINT / SIGTERM
+//       (then: stop intake, drain, snapshot)
 //   matchbook demo   [--config FILE] [--data-dir DIR]
 //       run a scripted trading session and print every event; with --data-dir also
 //       through the pipeline into a new data directory
@@ -33,6 +35,7 @@
 #include "common/progress.h"
 #include "engine/engine.h"
 #include "exchange/exchange.h"
+#include "gateway/gateway.h"
 #include "journal/data_dir.h"
 #include "journal/reader.h"
 #include "journal/recovery.h"
@@ -73,10 +76,14 @@ int Serve(const mb::app::Config& cfg, const std::string& source, bool recover_on
   };
   fmt::print(stderr, "matchbook 0.1.0: configuration {} ({} assets, {} markets)\n", source,
              cfg.engine.assets.size(), cfg.engine.markets.size());
+  auto gw = mb::gateway::Gateway::Create(cfg.engine, cfg.runtime.data_dir, cfg.runtime.gateway);
+  if (!gw.ok()) return Fail(gw.status());
+  (*gw)->Wire(&o);
   auto ex = mb::exchange::Exchange::Open(std::move(o));
   if (!ex.ok()) return Fail(ex.status());
   if (recover_only) {
     Status s = (*ex)->Close();
+    (*gw)->Stop();
     return s.ok() ? 0 : Fail(s);
   }
   struct sigaction sa {};
@@ -85,17 +92,35 @@ int Serve(const mb::app::Config& cfg, const std::string& source, bool recover_on
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGUSR1, &sa, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  if (Status s = (*gw)->Start(ex->get()); !s.ok()) {
+    (void)(*ex)->Close();
+    return Fail(s);
+  }
+  const mb::gateway::ServerOptions& so = cfg.runtime.gateway.server;
+  const std::string host = so.host.find(':') != std::string::npos ? "[" + so.host + "]" : so.host;
+  const uint16_t port = (*gw)->port();
   fmt::print(stderr,
-             "matchbook: running at sequence {}; the network API (REST/WebSocket) is not part "
-             "of this build yet. SIGUSR1 writes a snapshot; Ctrl-C (SIGINT) or SIGTERM stops "
-             "intake, drains the journal and writes a snapshot.\n",
-             (*ex)->durable_seq());
+             "matchbook: running at sequence {} with {} io threads. SIGUSR1 writes a snapshot; "
+             "Ctrl-C (SIGINT) or SIGTERM stops intake, drains the journal and writes a "
+             "snapshot.\n",
+             (*ex)->durable_seq(), so.io_threads);
+  fmt::print(stderr,
+             "matchbook: operator API at http://{}:{}/admin/v1/ (loopback only{}); send the "
+             "token from {} as the X-MB-ADMIN-TOKEN header\n",
+             host, port, cfg.runtime.gateway.admin_remote ? ", remote allowed" : "",
+             (*gw)->admin_token_path().string());
+  fmt::print("api: http://{}:{}/api/v3\nws: ws://{}:{}/ws\nadmin token: {}\nready\n", host,
+             port, host, port, (*gw)->admin_token_path().string());
+  std::fflush(stdout);
   while (g_signal.load() == 0) {
     if (g_snapshot.exchange(false)) (*ex)->RequestSnapshot();
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   fmt::print(stderr, "matchbook: signal {}: shutting down\n", g_signal.load());
+  (*gw)->StopServer();
   Status s = (*ex)->Close();
+  (*gw)->Stop();
   return s.ok() ? 0 : Fail(s);
 }
 
@@ -231,7 +256,7 @@ int main(int argc, char** argv) {
   std::string fsync;
   bool recover_only = false;
   auto* serve = app.add_subcommand(
-      "serve", "Recover the exchange from its data directory and run it until SIGINT/SIGTERM");
+      "serve", "Recover the exchange and serve its REST, WebSocket and operator APIs until SIGINT/SIGTERM");
   serve
       ->add_option("-c,--config", config_path,
                    "Configuration file (TOML); default: the embedded demo configuration")
@@ -249,6 +274,30 @@ int main(int argc, char** argv) {
       ->envname("MATCHBOOK_FSYNC");
   serve->add_flag("--recover-only", recover_only,
                   "Recover, write the shutdown snapshot and exit (no intake)");
+  std::string host;
+  int port = -1;
+  int io_threads = 0;
+  uint32_t ws_queue_messages = 0;
+  uint32_t ws_queue_bytes = 0;
+  serve->add_option("--host", host, "Listen address; overrides gateway.host (127.0.0.1)")
+      ->envname("MATCHBOOK_HOST");
+  serve
+      ->add_option("--port", port,
+                   "Listen port for HTTP and WebSocket (0: any free port); overrides "
+                   "gateway.port (8080)")
+      ->envname("MATCHBOOK_PORT")
+      ->check(CLI::Range(0, 65535));
+  serve->add_option("--io-threads", io_threads, "Network threads; overrides gateway.io_threads")
+      ->envname("MATCHBOOK_IO_THREADS")
+      ->check(CLI::Range(1, 256));
+  serve
+      ->add_option("--ws-send-queue-messages", ws_queue_messages,
+                   "Messages a WebSocket may have queued before it is disconnected as slow")
+      ->check(CLI::Range(1, 10'000'000));
+  serve
+      ->add_option("--ws-send-queue-bytes", ws_queue_bytes,
+                   "Bytes a WebSocket may have queued before it is disconnected as slow")
+      ->check(CLI::Range(1024, 2'000'000'000));
 
   auto* demo = app.add_subcommand("demo", "Run a scripted trading session and print every event");
   demo->add_option("-c,--config", config_path, "Configuration file (TOML)")
@@ -310,6 +359,12 @@ int main(int argc, char** argv) {
       return Fail(s);
     }
   }
+  mb::gateway::ServerOptions& so = cfg->runtime.gateway.server;
+  if (!host.empty()) so.host = host;
+  if (port >= 0) so.port = static_cast<uint16_t>(port);
+  if (io_threads > 0) so.io_threads = io_threads;
+  if (ws_queue_messages > 0) so.ws_send_queue_messages = ws_queue_messages;
+  if (ws_queue_bytes > 0) so.ws_send_queue_bytes = ws_queue_bytes;
   const std::string source =
       config_path.empty() ? std::string("the embedded demo configuration") : config_path;
 
