@@ -141,8 +141,17 @@ TEST(ParseConfig, RefusesEachKindOfErrorNamingFileLineAndField) {
        "test.toml:6: engine.max_acounts: ", "unknown key"},
       {"misspelt asset key", Edit({{10, "precision = 8"}}),
        "test.toml:10: assets.BTC.precision: ", "unknown key (expected symbol, scale)"},
-      {"unknown table", Edit({}, "[gateway]\nport = 1\n"), "test.toml:28: gateway: ",
-       "unknown key (expected engine, assets, markets, server, journal, snapshots, threads)"},
+      {"unknown table", Edit({}, "[network]\nport = 1\n"), "test.toml:28: network: ",
+       "unknown key (expected engine, assets, markets, server, journal, snapshots, threads, "
+       "gateway)"},
+      {"misspelt gateway key", Edit({}, "[gateway]\nprot = 1\n"), "test.toml:29: gateway.prot: ",
+       "unknown key"},
+      {"gateway port out of range", Edit({}, "[gateway]\nport = 70000\n"),
+       "test.toml:29: gateway.port: ", "70000 is outside"},
+      {"gateway io_threads zero", Edit({}, "[gateway]\nio_threads = 0\n"),
+       "test.toml:29: gateway.io_threads: ", "0 is outside"},
+      {"empty gateway host", Edit({}, "[gateway]\nhost = \"\"\n"), "test.toml:29: gateway.host: ",
+       "must not be empty"},
       // Runtime tables: optional, but what is there is checked as strictly.
       {"bad fsync policy", Edit({}, "[journal]\nfsync = \"sometimes\"\n"),
        "test.toml:29: journal.fsync: ", "fsync policy \"sometimes\": expected"},
@@ -376,7 +385,10 @@ TEST(ParseConfig, RuntimeTablesAreOptionalAndParsed) {
                            "[journal]\nfsync = \"interval:5\"\nsegment_mb = 16\n"
                            "[snapshots]\nevery_events = 0\nkeep = 5\non_shutdown = false\n"
                            "[threads]\ninbound_capacity = 1024\n"
-                           "[threads.engine]\nwait = \"busy-spin\"\ncpu = 1\nrealtime = true\n";
+                           "[threads.engine]\nwait = \"busy-spin\"\ncpu = 1\nrealtime = true\n"
+                           "[gateway]\nhost = \"0.0.0.0\"\nport = 9000\nio_threads = 4\n"
+                           "weight_per_minute = 1200\nadmin_remote = true\n"
+                           "ws_send_queue_messages = 100\nhistory_orders = 50\n";
   auto c = ParseFullConfig(text, "test.toml");
   ASSERT_TRUE(c.ok()) << c.status().message();
   EXPECT_EQ(c->runtime.data_dir, "/var/lib/mb");
@@ -391,6 +403,17 @@ TEST(ParseConfig, RuntimeTablesAreOptionalAndParsed) {
   EXPECT_EQ(c->runtime.engine_stage.cpu, 1);
   EXPECT_TRUE(c->runtime.engine_stage.realtime);
   EXPECT_EQ(c->runtime.journal_stage.cpu, -1) << "the other stage keeps its defaults";
+  const gateway::GatewayOptions& g = c->runtime.gateway;
+  EXPECT_EQ(g.server.host, "0.0.0.0");
+  EXPECT_EQ(g.server.port, 9000);
+  EXPECT_EQ(g.server.io_threads, 4);
+  EXPECT_EQ(g.key_limit.weight_per_minute, 1200u);
+  EXPECT_EQ(g.key_limit.burst, 1200u);
+  EXPECT_TRUE(g.admin_remote);
+  EXPECT_EQ(g.server.ws_send_queue_messages, 100u);
+  EXPECT_EQ(g.read_side.history_orders, 50u);
+  EXPECT_EQ(g.ip_limit.weight_per_minute, 12000u) << "unset keys keep their defaults";
+  EXPECT_EQ(base->runtime.gateway.server.port, 8080);
 }
 
 }  // namespace
