@@ -726,6 +726,13 @@ class Gateway::Impl final : public HttpHandler {
   void CancelOrderRoute(Ctx& c) {
     engine::CancelOrder cancel;
     if (auto e = ParseCancel(c.params, config_, c.account, &cancel)) return Reply(c, *e);
+    if (static_cast<uint64_t>(cancel.order_id) != 0 && !cancel.orig_client_order_id.empty()) {
+      // Both ids: Binance refuses a pair that names two different orders.
+      const auto rec = read_side_.FindOrder(c.account, cancel.market, cancel.order_id);
+      if (!rec || rec->client_order_id.view() != cancel.orig_client_order_id.view()) {
+        return Reply(c, ApiError::CancelRejected("Unknown order sent."));
+      }
+    }
     std::string new_cid(c.params.Get("newClientOrderId").value_or(""));
     SubmitCancel(c, cancel, std::move(new_cid), [](Pending& p, std::string body) {
       p.Reply(200, std::move(body));

@@ -276,6 +276,7 @@ class WsSession final : public WsConnection, public Connection {
         [](websocket::response_type& res) { res.set(http::field::server, kServerName); }));
     ws_.read_message_max(o.ws_max_message_bytes);
     ws_.text(true);
+    ws_.auto_fragment(false);  // one frame per message: one gather write, no 4 KiB frames
     upgrade_ = std::move(request);
     ws_.async_accept(upgrade_, [self = Self()](error_code ec) { self->OnAccept(ec); });
   }
