@@ -8,8 +8,13 @@ packages=(
   clang-14 libclang-rt-14-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libtomlplusplus-dev libxxhash-dev libcli11-dev libfmt-dev
-  libzstd-dev libconcurrentqueue-dev libboost1.81-dev
+  libzstd-dev libconcurrentqueue-dev libboost1.81-dev libssl-dev
 )
+# The end-to-end tests drive the server with the real ccxt client (npm). A
+# Node.js already on the machine (e.g. from NodeSource) is used as it is.
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  packages+=(nodejs npm)
+fi
 
 missing=()
 for p in "${packages[@]}"; do

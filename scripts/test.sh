@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Builds and runs every test: the Debug build (with -Werror), the same suite
 # under AddressSanitizer + UBSan and in the optimised release build (the one the
-# README's run command builds), the multi-threaded tests under ThreadSanitizer,
-# and a short libFuzzer run of the codec.
+# README's run command builds), the end-to-end tests (the real ccxt client
+# against `matchbook serve`) on the ASan and release binaries, the
+# multi-threaded tests under ThreadSanitizer, and a short libFuzzer run of the
+# codec.
 # Usage: scripts/test.sh            (everything)
 #        MB_TEST_PRESETS="dev" scripts/test.sh   (a subset of presets)
 set -euo pipefail
@@ -16,6 +18,12 @@ for preset in ${MB_TEST_PRESETS:-dev asan release}; do
   cmake --preset "${preset}" >/dev/null
   cmake --build --preset "${preset}" -j "${jobs}"
   ctest --preset "${preset}" -j "${jobs}"
+  if [ "${preset}" != dev ] && [ -z "${MB_SKIP_E2E:-}" ]; then
+    # The real ccxt client, a depth-stream consumer and a stalled subscriber
+    # against `matchbook serve` (tests/e2e; npm packages pinned by the lockfile).
+    echo "=== ${preset}: end-to-end tests against matchbook serve"
+    bash tests/e2e/run.sh "build/${preset}/bin/matchbook"
+  fi
 done
 
 if [ -z "${MB_SKIP_TSAN:-}" ]; then
@@ -24,9 +32,10 @@ if [ -z "${MB_SKIP_TSAN:-}" ]; then
   echo "=== tsan: concurrency, exchange and crash tests"
   cmake --preset tsan >/dev/null
   cmake --build --preset tsan -j "${jobs}" \
-    --target concurrency_ring_test exchange_test crash_test crash_child
+    --target concurrency_ring_test exchange_test crash_test crash_child \
+    gateway_server_test gateway_streams_test gateway_e2e_test
   TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
-    ctest --preset tsan -j "${jobs}" -L 'concurrency|exchange|crash'
+    ctest --preset tsan -j "${jobs}" -L 'concurrency|exchange|crash|gateway' -E 'gateway_(api|json)'
 fi
 
 if [ -z "${MB_SKIP_FUZZ:-}" ]; then
