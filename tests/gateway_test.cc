@@ -2,6 +2,8 @@
 // directory), the Gateway on an ephemeral port, and a plain HTTP client.
 // Checks the Binance error paths, authentication, the operator API, rate
 // limits, back-pressure answers, order answers and a restart.
+#include "gateway/gateway.h"
+
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -21,7 +23,6 @@
 #include "app/demo_config.h"
 #include "exchange/exchange.h"
 #include "gateway/auth.h"
-#include "gateway/gateway.h"
 
 namespace mb {
 namespace {
@@ -133,8 +134,8 @@ class Node {
   Reply Deposit(uint32_t account, const std::string& asset, const std::string& amount,
                 const std::string& ref) {
     return Admin(http::verb::post, "deposits",
-                 fmt::format(R"({{"accountId":{},"asset":"{}","amount":"{}","ref":"{}"}})",
-                             account, asset, amount, ref));
+                 fmt::format(R"({{"accountId":{},"asset":"{}","amount":"{}","ref":"{}"}})", account,
+                             asset, amount, ref));
   }
   // A signed call: GET/DELETE in the query, POST/PUT in the body.
   Reply Signed(http::verb method, const std::string& path, const Keys& k, std::string params,
@@ -222,9 +223,9 @@ TEST_F(GatewayTest, PublicEndpointsAndRoutingErrors) {
 TEST_F(GatewayTest, AdminTokenAccountsKeysAndIdempotentTransfers) {
   Node n(dir_);
   EXPECT_EQ(n.Request(http::verb::get, "/admin/v1/health").status, 401);
-  EXPECT_EQ(n.Request(http::verb::get, "/admin/v1/health", {}, {{"X-MB-ADMIN-TOKEN", "wrong"}})
-                .status,
-            401);
+  EXPECT_EQ(
+      n.Request(http::verb::get, "/admin/v1/health", {}, {{"X-MB-ADMIN-TOKEN", "wrong"}}).status,
+      401);
   EXPECT_EQ(n.Admin(http::verb::get, "health").status, 200);
   EXPECT_EQ(n.Admin(http::verb::post, "accounts", "not json").status, 400);
   EXPECT_EQ(n.Admin(http::verb::post, "accounts", R"({"nome":"x"})").status, 400);
@@ -288,10 +289,11 @@ TEST_F(GatewayTest, SignatureTimestampAndKeyErrors) {
   // A tampered parameter after signing.
   std::string params = fmt::format("symbol=BTCUSDT&timestamp={}", NowMs());
   const std::string sig = gateway::HmacSha256Hex(alice.secret, params);
-  Reply tampered = n.Request(
-      http::verb::get, "/api/v3/openOrders?symbol=ETHUSDT&timestamp=" +
-                           params.substr(params.find("timestamp=") + 10) + "&signature=" + sig,
-      {}, {{"X-MBX-APIKEY", alice.key}});
+  Reply tampered =
+      n.Request(http::verb::get,
+                "/api/v3/openOrders?symbol=ETHUSDT&timestamp=" +
+                    params.substr(params.find("timestamp=") + 10) + "&signature=" + sig,
+                {}, {{"X-MBX-APIKEY", alice.key}});
   EXPECT_EQ(tampered.Json().at("code").as_int64(), -1022);
   Reply ok = n.Request(http::verb::get, "/api/v3/openOrders?" + params + "&signature=" + sig, {},
                        {{"X-MBX-APIKEY", alice.key}});
@@ -344,8 +346,8 @@ TEST_F(GatewayTest, OrdersFillsBalancesAndCancels) {
   ASSERT_EQ(dup.status, 200) << dup.body;
   EXPECT_EQ(dup.Json().at("orderId").as_int64(), buy_id);
 
-  Reply get = n.Signed(http::verb::get, "/api/v3/order", alice,
-                       "symbol=BTCUSDT&origClientOrderId=alice-1");
+  Reply get =
+      n.Signed(http::verb::get, "/api/v3/order", alice, "symbol=BTCUSDT&origClientOrderId=alice-1");
   ASSERT_EQ(get.status, 200) << get.body;
   EXPECT_EQ(get.Json().at("orderId").as_int64(), buy_id);
   EXPECT_EQ(get.Json().at("origQty").as_string(), "0.10000000");
@@ -388,8 +390,8 @@ TEST_F(GatewayTest, OrdersFillsBalancesAndCancels) {
   EXPECT_EQ(depth.Json().at("bids").as_array()[0].as_array()[1].as_string(), "0.06000000");
 
   // Cancels.
-  Reply unknown = n.Signed(http::verb::delete_, "/api/v3/order", alice,
-                           "symbol=BTCUSDT&orderId=999999");
+  Reply unknown =
+      n.Signed(http::verb::delete_, "/api/v3/order", alice, "symbol=BTCUSDT&orderId=999999");
   EXPECT_EQ(unknown.Json().at("code").as_int64(), -2011);
   Reply cancel = n.Signed(http::verb::delete_, "/api/v3/order", alice,
                           fmt::format("symbol=BTCUSDT&orderId={}", buy_id));

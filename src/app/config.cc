@@ -32,12 +32,24 @@ using engine::MarketStatus;
 
 constexpr std::string_view kTopKeys[] = {"engine",  "assets",    "markets", "server",
                                          "journal", "snapshots", "threads", "gateway"};
-constexpr std::string_view kGatewayKeys[] = {
-    "host",           "port",           "io_threads",      "max_connections",
-    "max_header_bytes", "max_body_bytes", "read_timeout_ms", "idle_timeout_ms",
-    "ws_max_message_bytes", "ws_send_queue_messages", "ws_send_queue_bytes",
-    "weight_per_minute", "ip_weight_per_minute", "admin_remote", "recent_trades",
-    "history_orders", "history_trades", "retry_after_s"};
+constexpr std::string_view kGatewayKeys[] = {"host",
+                                             "port",
+                                             "io_threads",
+                                             "max_connections",
+                                             "max_header_bytes",
+                                             "max_body_bytes",
+                                             "read_timeout_ms",
+                                             "idle_timeout_ms",
+                                             "ws_max_message_bytes",
+                                             "ws_send_queue_messages",
+                                             "ws_send_queue_bytes",
+                                             "weight_per_minute",
+                                             "ip_weight_per_minute",
+                                             "admin_remote",
+                                             "recent_trades",
+                                             "history_orders",
+                                             "history_trades",
+                                             "retry_after_s"};
 constexpr std::string_view kServerKeys[] = {"data_dir"};
 constexpr std::string_view kJournalKeys[] = {"fsync", "segment_mb"};
 constexpr std::string_view kSnapshotKeys[] = {"every_events", "every_seconds", "keep", "zstd_level",
@@ -427,12 +439,12 @@ class Loader {
         OptionalInt(t, "gateway", "read_timeout_ms", 10, 3'600'000, &s.read_timeout_ms));
     MB_RETURN_IF_ERROR(
         OptionalInt(t, "gateway", "idle_timeout_ms", 10, 86'400'000, &s.idle_timeout_ms));
-    MB_RETURN_IF_ERROR(OptionalInt(t, "gateway", "ws_max_message_bytes", 128, 64 << 20,
-                                   &s.ws_max_message_bytes));
+    MB_RETURN_IF_ERROR(
+        OptionalInt(t, "gateway", "ws_max_message_bytes", 128, 64 << 20, &s.ws_max_message_bytes));
     MB_RETURN_IF_ERROR(OptionalInt(t, "gateway", "ws_send_queue_messages", 1, 10'000'000,
                                    &s.ws_send_queue_messages));
-    MB_RETURN_IF_ERROR(OptionalInt(t, "gateway", "ws_send_queue_bytes", 1024, kU32Max,
-                                   &s.ws_send_queue_bytes));
+    MB_RETURN_IF_ERROR(
+        OptionalInt(t, "gateway", "ws_send_queue_bytes", 1024, kU32Max, &s.ws_send_queue_bytes));
     MB_RETURN_IF_ERROR(OptionalInt(t, "gateway", "weight_per_minute", 0, kU32Max,
                                    &g->key_limit.weight_per_minute));
     g->key_limit.burst = g->key_limit.weight_per_minute;

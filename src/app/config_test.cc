@@ -144,14 +144,14 @@ TEST(ParseConfig, RefusesEachKindOfErrorNamingFileLineAndField) {
       {"unknown table", Edit({}, "[network]\nport = 1\n"), "test.toml:28: network: ",
        "unknown key (expected engine, assets, markets, server, journal, snapshots, threads, "
        "gateway)"},
-      {"misspelt gateway key", Edit({}, "[gateway]\nprot = 1\n"), "test.toml:29: gateway.prot: ",
-       "unknown key"},
+      {"misspelt gateway key", Edit({}, "[gateway]\nprot = 1\n"),
+       "test.toml:29: gateway.prot: ", "unknown key"},
       {"gateway port out of range", Edit({}, "[gateway]\nport = 70000\n"),
        "test.toml:29: gateway.port: ", "70000 is outside"},
       {"gateway io_threads zero", Edit({}, "[gateway]\nio_threads = 0\n"),
        "test.toml:29: gateway.io_threads: ", "0 is outside"},
-      {"empty gateway host", Edit({}, "[gateway]\nhost = \"\"\n"), "test.toml:29: gateway.host: ",
-       "must not be empty"},
+      {"empty gateway host", Edit({}, "[gateway]\nhost = \"\"\n"),
+       "test.toml:29: gateway.host: ", "must not be empty"},
       // Runtime tables: optional, but what is there is checked as strictly.
       {"bad fsync policy", Edit({}, "[journal]\nfsync = \"sometimes\"\n"),
        "test.toml:29: journal.fsync: ", "fsync policy \"sometimes\": expected"},

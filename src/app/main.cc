@@ -110,8 +110,8 @@ int Serve(const mb::app::Config& cfg, const std::string& source, bool recover_on
              "token from {} as the X-MB-ADMIN-TOKEN header\n",
              host, port, cfg.runtime.gateway.admin_remote ? ", remote allowed" : "",
              (*gw)->admin_token_path().string());
-  fmt::print("api: http://{}:{}/api/v3\nws: ws://{}:{}/ws\nadmin token: {}\nready\n", host,
-             port, host, port, (*gw)->admin_token_path().string());
+  fmt::print("api: http://{}:{}/api/v3\nws: ws://{}:{}/ws\nadmin token: {}\nready\n", host, port,
+             host, port, (*gw)->admin_token_path().string());
   std::fflush(stdout);
   while (g_signal.load() == 0) {
     if (g_snapshot.exchange(false)) (*ex)->RequestSnapshot();
@@ -256,7 +256,8 @@ int main(int argc, char** argv) {
   std::string fsync;
   bool recover_only = false;
   auto* serve = app.add_subcommand(
-      "serve", "Recover the exchange and serve its REST, WebSocket and operator APIs until SIGINT/SIGTERM");
+      "serve",
+      "Recover the exchange and serve its REST, WebSocket and operator APIs until SIGINT/SIGTERM");
   serve
       ->add_option("-c,--config", config_path,
                    "Configuration file (TOML); default: the embedded demo configuration")

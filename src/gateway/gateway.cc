@@ -275,8 +275,7 @@ class Gateway::Impl final : public HttpHandler {
     std::string_view body;
     const auto ct = c.req.find(http::field::content_type);
     if (!c.req.body().empty() &&
-        (ct == c.req.end() ||
-         Trim(ct->value()).starts_with("application/x-www-form-urlencoded"))) {
+        (ct == c.req.end() || Trim(ct->value()).starts_with("application/x-www-form-urlencoded"))) {
       body = c.req.body();
     }
     if (auto e = Params::Parse(c.query, body, &c.params)) return Reply(c, *e);
@@ -357,8 +356,8 @@ class Gateway::Impl final : public HttpHandler {
   void TooMany(Ctx& c, const RateDecision& d) {
     Response res = MakeResponse(
         c.version, c.keep_alive, 429,
-        ApiError::TooManyRequests(fmt::format("Too much request weight used; retry after {} s.",
-                                              d.retry_after_s))
+        ApiError::TooManyRequests(
+            fmt::format("Too much request weight used; retry after {} s.", d.retry_after_s))
             .Json(),
         d.used_weight_1m);
     res.set(http::field::retry_after, std::to_string(std::max<uint32_t>(1, d.retry_after_s)));
@@ -369,8 +368,9 @@ class Gateway::Impl final : public HttpHandler {
     std::string msg;
     switch (r) {
       case exchange::SubmitResult::kFull:
-        msg = "Server is currently overloaded with other requests. Please try again in a few "
-              "seconds.";
+        msg =
+            "Server is currently overloaded with other requests. Please try again in a few "
+            "seconds.";
         break;
       case exchange::SubmitResult::kRefusing:
         msg = "The exchange cannot write its journal and refuses new commands for now: " +
@@ -380,8 +380,8 @@ class Gateway::Impl final : public HttpHandler {
         msg = "The exchange is shutting down.";
         break;
     }
-    Response res = MakeResponse(version, keep_alive, 503, ApiError::ServerBusy(msg).Json(),
-                                used_weight);
+    Response res =
+        MakeResponse(version, keep_alive, 503, ApiError::ServerBusy(msg).Json(), used_weight);
     res.set(http::field::retry_after, std::to_string(options_.retry_after_s));
     respond(std::move(res));
   }
@@ -625,7 +625,8 @@ class Gateway::Impl final : public HttpHandler {
         }
         std::vector<marketdata::Fill> fills;
         const marketdata::OrderRecord rec = OrderFromEvents(config_, ev, &fills);
-        done(p, NewOrderJson(config_, rec, {}, RespType::kAck, ev.front().timestamp_ns / 1'000'000));
+        done(p,
+             NewOrderJson(config_, rec, {}, RespType::kAck, ev.front().timestamp_ns / 1'000'000));
         return true;
       };
     }
@@ -638,8 +639,8 @@ class Gateway::Impl final : public HttpHandler {
           }
           std::vector<marketdata::Fill> fills;
           const marketdata::OrderRecord rec = OrderFromEvents(config_, p.events, &fills);
-          done(p, NewOrderJson(config_, rec, fills, resp,
-                               p.events.front().timestamp_ns / 1'000'000));
+          done(p,
+               NewOrderJson(config_, rec, fills, resp, p.events.front().timestamp_ns / 1'000'000));
         },
         std::move(on_seq));
   }
@@ -734,9 +735,8 @@ class Gateway::Impl final : public HttpHandler {
       }
     }
     std::string new_cid(c.params.Get("newClientOrderId").value_or(""));
-    SubmitCancel(c, cancel, std::move(new_cid), [](Pending& p, std::string body) {
-      p.Reply(200, std::move(body));
-    });
+    SubmitCancel(c, cancel, std::move(new_cid),
+                 [](Pending& p, std::string body) { p.Reply(200, std::move(body)); });
   }
 
   void SubmitCancel(Ctx& c, const engine::CancelOrder& cancel, std::string new_cid,
@@ -841,12 +841,12 @@ class Gateway::Impl final : public HttpHandler {
                                         cancel_json));
       }
       if (auto e = DryRun(order->place)) {
-        return p.Reply(400, fmt::format(R"({{"code":{},"msg":"Order cancel-replace {}.",)"
-                                        R"("data":{{"cancelResult":"{}","newOrderResult":"FAILURE",)"
-                                        R"("cancelResponse":{},"newOrderResponse":{}}}}})",
-                                        cancel_ok ? -2021 : -2022,
-                                        cancel_ok ? "partially failed" : "failed",
-                                        cancel_ok ? "SUCCESS" : "FAILURE", cancel_json, e->Json()));
+        return p.Reply(
+            400, fmt::format(R"({{"code":{},"msg":"Order cancel-replace {}.",)"
+                             R"("data":{{"cancelResult":"{}","newOrderResult":"FAILURE",)"
+                             R"("cancelResponse":{},"newOrderResponse":{}}}}})",
+                             cancel_ok ? -2021 : -2022, cancel_ok ? "partially failed" : "failed",
+                             cancel_ok ? "SUCCESS" : "FAILURE", cancel_json, e->Json()));
       }
       const std::string cancel_result = cancel_ok ? "SUCCESS" : "FAILURE";
       SubmitOrder(*ctx, *order, [cancel_json, cancel_result](Pending& q, std::string body) {
@@ -872,7 +872,8 @@ class Gateway::Impl final : public HttpHandler {
     if (TryParseDecimal(text, base_scale, false, &units) != DecimalError::kOk) {
       return Reply(c, ApiError::TooMuchPrecision("newQty"));
     }
-    if (units <= 0 || units % spec.lot_units != 0) return Reply(c, ApiError::FilterFailure("LOT_SIZE"));
+    if (units <= 0 || units % spec.lot_units != 0)
+      return Reply(c, ApiError::FilterFailure("LOT_SIZE"));
     const Qty new_qty{units / spec.lot_units};
     if (new_qty >= rec.qty) {
       return Reply(c, ApiError::BadParam("newQty", "must be less than the order's quantity"));
@@ -892,6 +893,16 @@ class Gateway::Impl final : public HttpHandler {
     });
   }
 
+  std::string OrdersJson(std::span<const marketdata::OrderRecord> orders) const {
+    std::string body = "[";
+    for (std::size_t i = 0; i < orders.size(); ++i) {
+      if (i > 0) body += ',';
+      body += OrderJson(config_, orders[i]);
+    }
+    body += ']';
+    return body;
+  }
+
   void OpenOrders(Ctx& c) {
     std::optional<MarketId> market;
     if (auto s = c.params.Get("symbol")) {
@@ -900,13 +911,7 @@ class Gateway::Impl final : public HttpHandler {
       market = m;
     }
     const auto orders = read_side_.OpenOrders(c.account, market);
-    std::string body = "[";
-    for (std::size_t i = 0; i < orders.size(); ++i) {
-      if (i > 0) body += ',';
-      body += OrderJson(config_, orders[i]);
-    }
-    body += ']';
-    Ok(c, std::move(body));
+    Ok(c, OrdersJson(orders));
   }
 
   void AllOrders(Ctx& c) {
@@ -921,13 +926,7 @@ class Gateway::Impl final : public HttpHandler {
     if (auto e = c.params.GetInt("endTime", &end)) return Reply(c, *e);
     const auto orders = read_side_.AllOrders(c.account, m, from.value_or(0), start.value_or(0),
                                              end.value_or(0), limit);
-    std::string body = "[";
-    for (std::size_t i = 0; i < orders.size(); ++i) {
-      if (i > 0) body += ',';
-      body += OrderJson(config_, orders[i]);
-    }
-    body += ']';
-    Ok(c, std::move(body));
+    Ok(c, OrdersJson(orders));
   }
 
   void MyTrades(Ctx& c) {
@@ -1121,8 +1120,7 @@ class Gateway::Impl final : public HttpHandler {
     const auto id = ParseAccountId(id_text);
     if (!id) return Reply(c, ApiError{404, -1000, "No such account."});
     // The fee account exists without being created: it collects every fee.
-    const AccountInfo info =
-        keys_->FindAccount(*id).value_or(AccountInfo{*id, "fee account", 0});
+    const AccountInfo info = keys_->FindAccount(*id).value_or(AccountInfo{*id, "fee account", 0});
     json::object o = AccountObject(info);
     json::array balances;
     for (const marketdata::BalanceRow& b : read_side_.Balances(*id)) {
@@ -1205,28 +1203,29 @@ class Gateway::Impl final : public HttpHandler {
     }
     const engine::CommandType type =
         deposit ? engine::CommandType::kDeposit : engine::CommandType::kWithdraw;
-    Submit(c, cmd, [this, acc, asset = *asset, amount = *amount_text, ref = *ref, type](Pending& p) {
-      json::object o;
-      o["accountId"] = static_cast<uint32_t>(acc);
-      o["asset"] = config_.assets[static_cast<std::size_t>(asset)].symbol;
-      o["amount"] = amount;
-      o["ref"] = ref;
-      if (const engine::Rejected* r = FirstReject(p.events)) {
-        if (r->reason == engine::RejectReason::kDuplicateTransfer) {
-          o["transferId"] = r->existing_id;
-          o["duplicate"] = true;
-          return p.Reply(200, json::serialize(o));
-        }
-        if (r->reason == engine::RejectReason::kInsufficientBalance) {
-          return p.Fail(ApiError::InsufficientBalance());
-        }
-        return p.Fail(ApiError{400, -1130, std::string(engine::ToString(r->reason))});
-      }
-      o["transferId"] = static_cast<uint64_t>(p.seq);
-      o["duplicate"] = false;
-      (void)type;
-      p.Reply(200, json::serialize(o));
-    });
+    Submit(c, cmd,
+           [this, acc, asset = *asset, amount = *amount_text, ref = *ref, type](Pending& p) {
+             json::object o;
+             o["accountId"] = static_cast<uint32_t>(acc);
+             o["asset"] = config_.assets[static_cast<std::size_t>(asset)].symbol;
+             o["amount"] = amount;
+             o["ref"] = ref;
+             if (const engine::Rejected* r = FirstReject(p.events)) {
+               if (r->reason == engine::RejectReason::kDuplicateTransfer) {
+                 o["transferId"] = r->existing_id;
+                 o["duplicate"] = true;
+                 return p.Reply(200, json::serialize(o));
+               }
+               if (r->reason == engine::RejectReason::kInsufficientBalance) {
+                 return p.Fail(ApiError::InsufficientBalance());
+               }
+               return p.Fail(ApiError{400, -1130, std::string(engine::ToString(r->reason))});
+             }
+             o["transferId"] = static_cast<uint64_t>(p.seq);
+             o["duplicate"] = false;
+             (void)type;
+             p.Reply(200, json::serialize(o));
+           });
   }
   void AdminMarketStatus(Ctx& c, std::string_view symbol, const json::object& body) {
     MarketId m{};
@@ -1240,8 +1239,9 @@ class Gateway::Impl final : public HttpHandler {
     } else if (status == "CANCEL_ONLY") {
       st = MarketStatus::kCancelOnly;
     } else {
-      return Reply(c, ApiError{400, -1130,
-                               "Field 'status' must be \"TRADING\", \"HALTED\" or \"CANCEL_ONLY\"."});
+      return Reply(c,
+                   ApiError{400, -1130,
+                            "Field 'status' must be \"TRADING\", \"HALTED\" or \"CANCEL_ONLY\"."});
     }
     engine::Command cmd;
     cmd.body = engine::SetMarketStatus{m, st};
@@ -1337,7 +1337,8 @@ class Gateway::Impl final : public HttpHandler {
     for (;;) {
       {
         std::unique_lock lock(mu_);
-        cv_.wait_for(lock, std::chrono::milliseconds(10), [this] { return stop_ || !queue_.empty(); });
+        cv_.wait_for(lock, std::chrono::milliseconds(10),
+                     [this] { return stop_ || !queue_.empty(); });
         if (stop_ && queue_.empty()) break;
         local.swap(queue_);
       }
@@ -1381,8 +1382,8 @@ class Gateway::Impl final : public HttpHandler {
 
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<FanItem> queue_;  // GUARDED_BY(mu_)
-  bool stop_ = false;          // GUARDED_BY(mu_)
+  std::deque<FanItem> queue_;     // GUARDED_BY(mu_)
+  bool stop_ = false;             // GUARDED_BY(mu_)
   std::deque<Pending*> waiting_;  // fan-out thread only: durable, not yet applied
   std::thread fanout_;
 };

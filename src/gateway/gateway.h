@@ -35,12 +35,12 @@ namespace mb::gateway {
 
 struct GatewayOptions {
   ServerOptions server;
-  RateLimitOptions key_limit;                                        // per API key
+  RateLimitOptions key_limit;                                             // per API key
   RateLimitOptions ip_limit{.weight_per_minute = 12000, .burst = 12000};  // per IP
   StreamOptions streams;
   marketdata::ReadSideOptions read_side;
-  bool admin_remote = false;     // the operator API answers non-loopback peers
-  uint32_t retry_after_s = 1;    // Retry-After on 503 (ring full, journal refusing)
+  bool admin_remote = false;   // the operator API answers non-loopback peers
+  uint32_t retry_after_s = 1;  // Retry-After on 503 (ring full, journal refusing)
 };
 
 class Gateway {

@@ -71,7 +71,20 @@ struct TradeRow {
   Sequence seq{};
 };
 
-enum class KlineInterval : uint8_t { k1m, k3m, k5m, k15m, k30m, k1h, k2h, k4h, k6h, k8h, k12h, k1d };
+enum class KlineInterval : uint8_t {
+  k1m,
+  k3m,
+  k5m,
+  k15m,
+  k30m,
+  k1h,
+  k2h,
+  k4h,
+  k6h,
+  k8h,
+  k12h,
+  k1d
+};
 inline constexpr std::size_t kKlineIntervals = 12;
 std::optional<KlineInterval> ParseKlineInterval(std::string_view s) noexcept;  // "1m".."1d"
 std::string_view ToString(KlineInterval i) noexcept;
@@ -138,7 +151,14 @@ struct MarketSnapshot {
 };
 
 // The Binance order states.
-enum class OrderStatus : uint8_t { kNew, kPartiallyFilled, kFilled, kCanceled, kRejected, kExpired };
+enum class OrderStatus : uint8_t {
+  kNew,
+  kPartiallyFilled,
+  kFilled,
+  kCanceled,
+  kRejected,
+  kExpired
+};
 std::string_view ToString(OrderStatus s) noexcept;  // "NEW", "PARTIALLY_FILLED", ...
 
 struct OrderRecord {
@@ -149,12 +169,12 @@ struct OrderRecord {
   OrderType type = OrderType::kLimit;
   TimeInForce tif = TimeInForce::kGtc;
   StpMode stp = StpMode::kNone;
-  Price price{};          // 0 for MARKET
-  Qty qty{};              // original quantity, lots (0: MARKET by quote)
-  Amount quote_qty{};     // MARKET by quote amount
-  Qty executed{};         // lots
+  Price price{};       // 0 for MARKET
+  Qty qty{};           // original quantity, lots (0: MARKET by quote)
+  Amount quote_qty{};  // MARKET by quote amount
+  Qty executed{};      // lots
   Amount cumulative_quote{};
-  Qty remaining{};        // on the book (0 once closed)
+  Qty remaining{};  // on the book (0 once closed)
   OrderStatus status = OrderStatus::kNew;
   engine::ExpireReason expire_reason = engine::ExpireReason::kIocRemainder;
   ClientOrderId client_order_id{};
@@ -185,8 +205,8 @@ std::string_view ToString(ExecType t) noexcept;  // "NEW", "TRADE", ..., "REPLAC
 
 struct ExecutionReport {
   ExecType type = ExecType::kNew;
-  OrderRecord order;                 // the order after this change
-  std::optional<Fill> fill;          // kTrade
+  OrderRecord order;                                          // the order after this change
+  std::optional<Fill> fill;                                   // kTrade
   engine::RejectReason reject = engine::RejectReason::kNone;  // kRejected
   Sequence seq{};
   int64_t time_ns = 0;
@@ -209,9 +229,9 @@ struct BalanceRow {
 
 struct AccountUpdate {
   AccountId account{};
-  std::vector<ExecutionReport> reports;   // in event order
-  std::vector<BalanceDelta> transfers;    // deposits / withdrawals
-  std::vector<BalanceRow> balances;       // every asset whose balance changed, after the batch
+  std::vector<ExecutionReport> reports;  // in event order
+  std::vector<BalanceDelta> transfers;   // deposits / withdrawals
+  std::vector<BalanceRow> balances;      // every asset whose balance changed, after the batch
 };
 
 struct DepthDiff {
