@@ -40,14 +40,14 @@ struct ApiError {
   static ApiError BadSymbol();                               // 400 -1121
   static ApiError InvalidInterval();                         // 400 -1120
   static ApiError BadParam(std::string_view param, std::string_view why);  // 400 -1130
-  static ApiError NewOrderRejected(std::string msg);         // 400 -2010
-  static ApiError InsufficientBalance();                     // 400 -2010 exact ccxt text
-  static ApiError CancelRejected(std::string msg);           // 400 -2011
-  static ApiError NoSuchOrder();                             // 400 -2013 "Order does not exist."
-  static ApiError BadApiKeyFormat();                         // 401 -2014
-  static ApiError RejectedApiKey();                          // 401 -2015
-  static ApiError NotFound();                                // 404 -1000 (unknown path)
-  static ApiError MethodNotAllowed();                        // 405 -1000
+  static ApiError NewOrderRejected(std::string msg);                       // 400 -2010
+  static ApiError InsufficientBalance();            // 400 -2010 exact ccxt text
+  static ApiError CancelRejected(std::string msg);  // 400 -2011
+  static ApiError NoSuchOrder();                    // 400 -2013 "Order does not exist."
+  static ApiError BadApiKeyFormat();                // 401 -2014
+  static ApiError RejectedApiKey();                 // 401 -2015
+  static ApiError NotFound();                       // 404 -1000 (unknown path)
+  static ApiError MethodNotAllowed();               // 405 -1000
 
   // An engine reject of a PlaceOrder / AmendOrder (-2010 with a message
   // naming the reason) or a cancel (-2011, unknown order → -2011 "Unknown order sent.").

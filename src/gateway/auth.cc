@@ -23,6 +23,7 @@
 #include <utility>
 
 #include "common/checked.h"
+#include "journal/data_dir.h"
 
 namespace mb::gateway {
 namespace fs = std::filesystem;
@@ -66,49 +67,10 @@ Status CheckAccountName(std::string_view name) {
   return Status::Ok();
 }
 
-Status ErrnoStatus(const fs::path& path, std::string_view what, int err) {
-  return IoError(path.string() + ": " + std::string(what) + ": " + std::strerror(err));
-}
-
-Status SyncDir(const fs::path& dir) {
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return ErrnoStatus(dir, "open directory", errno);
-  const int rc = ::fsync(fd);
-  const int err = errno;
-  ::close(fd);
-  if (rc != 0) return ErrnoStatus(dir, "fsync directory", err);
-  return Status::Ok();
-}
-
-// Writes `bytes` to <path>.tmp (mode 0600), fsyncs it, renames it over `path`
-// and fsyncs the directory: after a crash the file is the old one or the whole
-// new one, never a part, and it is never readable by others, even briefly.
+// Secrets (API secrets, the admin token) are written 0600 from the first byte.
 Status WriteSecretFileAtomically(const fs::path& path, std::string_view bytes) {
-  fs::path tmp = path;
-  tmp += ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (fd < 0) return ErrnoStatus(tmp, "create", errno);
-  Status s;
-  // A leftover temporary file keeps its old mode through O_CREAT.
-  if (::fchmod(fd, 0600) != 0) s = ErrnoStatus(tmp, "chmod", errno);
-  std::size_t done = 0;
-  while (s.ok() && done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      s = ErrnoStatus(tmp, "write", errno);
-      break;
-    }
-    done += static_cast<std::size_t>(n);
-  }
-  if (s.ok() && ::fsync(fd) != 0) s = ErrnoStatus(tmp, "fsync", errno);
-  if (::close(fd) != 0 && s.ok()) s = ErrnoStatus(tmp, "close", errno);
-  if (s.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) s = ErrnoStatus(path, "rename", errno);
-  if (!s.ok()) {
-    ::unlink(tmp.c_str());
-    return s;
-  }
-  return SyncDir(path.parent_path());
+  return journal::WriteFileAtomically(path, std::as_bytes(std::span(bytes.data(), bytes.size())),
+                                      0600);
 }
 
 // The file's bytes, or nullopt when it does not exist.
@@ -119,10 +81,10 @@ Result<std::optional<std::string>> ReadIfExists(const fs::path& path) {
   if (ec) return IoError(path.string() + ": stat: " + ec.message());
   if (st.type() != fs::file_type::regular) return IoError(path.string() + ": not a regular file");
   std::ifstream in(path, std::ios::binary);
-  if (!in) return ErrnoStatus(path, "open", errno);
+  if (!in) return journal::ErrnoStatus(path, "open", errno);
   std::ostringstream text;
   text << in.rdbuf();
-  if (in.bad()) return ErrnoStatus(path, "read", errno);
+  if (in.bad()) return journal::ErrnoStatus(path, "read", errno);
   return std::optional<std::string>(std::move(text).str());
 }
 

@@ -27,7 +27,8 @@ std::string HmacSha256Hex(std::string_view key, std::string_view data);
 bool SignatureEquals(std::string_view expected_hex, std::string_view given_hex);
 // Binance: -1021 when timestamp >= now_ms + 1000 or now_ms - timestamp > recv_window;
 // recvWindow must be in 1..60000 (else -1130 on 'recvWindow').
-std::optional<ApiError> CheckTimestamp(int64_t timestamp_ms, int64_t recv_window_ms, int64_t now_ms);
+std::optional<ApiError> CheckTimestamp(int64_t timestamp_ms, int64_t recv_window_ms,
+                                       int64_t now_ms);
 
 // Random printable token of `length` [A-Za-z0-9] characters (OpenSSL RAND_bytes).
 std::string RandomToken(std::size_t length);
@@ -78,7 +79,7 @@ class KeyStore {
   uint32_t max_accounts_ = 0;
   std::string admin_token_;
   mutable std::shared_mutex mu_;
-  std::map<uint32_t, AccountInfo> accounts_;  // GUARDED_BY(mu_)
+  std::map<uint32_t, AccountInfo> accounts_;         // GUARDED_BY(mu_)
   std::map<std::string, ApiKey, std::less<>> keys_;  // GUARDED_BY(mu_)
 };
 

@@ -22,8 +22,8 @@ class Params {
   // Parses "a=1&b=x%20y" (and a form body). Errors: bad percent-encoding or a
   // control character (-1100), a duplicate name (-1101), more than
   // max_params (-1101). Empty values are kept (Get() sees ""), checked later.
-  static std::optional<ApiError> Parse(std::string_view query, std::string_view body,
-                                       Params* out, std::size_t max_params = 64);
+  static std::optional<ApiError> Parse(std::string_view query, std::string_view body, Params* out,
+                                       std::size_t max_params = 64);
 
   // The exact bytes a signature covers: the raw query string, then the raw
   // body ("query" + "body" concatenated when both exist, as Binance does),

@@ -20,13 +20,12 @@
 #pragma once
 
 #include <atomic>
+#include <boost/beast/http.hpp>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
-
-#include <boost/beast/http.hpp>
 
 #include "common/status.h"
 
@@ -44,8 +43,8 @@ struct ServerOptions {
   uint32_t max_header_bytes = 16 * 1024;
   uint32_t max_header_count = 100;
   uint32_t max_body_bytes = 1 << 20;
-  uint32_t read_timeout_ms = 10'000;  // one whole request, from its first byte
-  uint32_t idle_timeout_ms = 120'000; // keep-alive wait for the next request
+  uint32_t read_timeout_ms = 10'000;   // one whole request, from its first byte
+  uint32_t idle_timeout_ms = 120'000;  // keep-alive wait for the next request
   uint32_t ws_max_message_bytes = 64 * 1024;
   uint32_t ws_send_queue_messages = 4096;
   uint32_t ws_send_queue_bytes = 8 << 20;
@@ -71,8 +70,7 @@ class HttpHandler {
  public:
   virtual ~HttpHandler() = default;
   // remote: the peer's address ("127.0.0.1"); loopback: the peer is local.
-  virtual void Handle(Request request, std::string_view remote, bool loopback,
-                      Respond respond) = 0;
+  virtual void Handle(Request request, std::string_view remote, bool loopback, Respond respond) = 0;
 };
 
 class WsConnection : public std::enable_shared_from_this<WsConnection> {

@@ -186,14 +186,17 @@ Status SyncDir(const fs::path& dir) {
   return Status::Ok();
 }
 
-Status WriteFileAtomically(const fs::path& path, std::span<const std::byte> bytes) {
+Status WriteFileAtomically(const fs::path& path, std::span<const std::byte> bytes, unsigned mode) {
   fs::path tmp = path;
   tmp += ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
+                        static_cast<mode_t>(mode));
   if (fd < 0) return ErrnoStatus(tmp, "create", errno);
-  Status s = WriteAll(fd, bytes, tmp);
+  Status s;
+  if (::fchmod(fd, static_cast<mode_t>(mode)) != 0) s = ErrnoStatus(tmp, "chmod", errno);
+  if (s.ok()) s = WriteAll(fd, bytes, tmp);
   if (s.ok() && ::fsync(fd) != 0) s = ErrnoStatus(tmp, "fsync", errno);
-  ::close(fd);
+  if (::close(fd) != 0 && s.ok()) s = ErrnoStatus(tmp, "close", errno);
   if (s.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) s = ErrnoStatus(path, "rename", errno);
   if (!s.ok()) {
     ::unlink(tmp.c_str());

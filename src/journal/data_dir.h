@@ -85,9 +85,12 @@ Result<std::vector<std::byte>> ReadFile(const std::filesystem::path& path);
 Status WriteAll(int fd, std::span<const std::byte> bytes, const std::filesystem::path& path);
 // fsync of a directory, so that a create / rename / unlink in it is durable.
 Status SyncDir(const std::filesystem::path& dir);
-// Writes `bytes` to path.tmp, fsyncs it, renames it over `path`, fsyncs the
-// directory: readers see the old file or the whole new one, never a part.
-Status WriteFileAtomically(const std::filesystem::path& path, std::span<const std::byte> bytes);
+// Writes `bytes` to path.tmp (created with `mode`, which a leftover temporary
+// file is also set to, so a secret is never readable by others, even briefly),
+// fsyncs it, renames it over `path`, fsyncs the directory: readers see the old
+// file or the whole new one, never a part.
+Status WriteFileAtomically(const std::filesystem::path& path, std::span<const std::byte> bytes,
+                           unsigned mode = 0644);
 // "<path>: <what>: <strerror(err)>"
 Status ErrnoStatus(const std::filesystem::path& path, std::string_view what, int err);
 
