@@ -507,39 +507,63 @@ std::string KlinesJson(const engine::EngineConfig& config, MarketId market,
   return ToStr(b);
 }
 
-std::string Ticker24hJson(const engine::EngineConfig& config, const MarketSnapshot& s,
-                          int64_t now_ms) {
-  const MarketFormat f(config, s.market);
+namespace {
+
+// The 24 h ticker's fields, in Binance's order; the REST body and the
+// 24hrTicker event carry the same figures under different keys.
+struct TickerKeys {
+  std::string_view symbol, change, change_pct, weighted_avg, prev_close, last, last_qty, bid,
+      bid_qty, ask, ask_qty, open, high, low, volume, quote_volume, open_time, close_time, first_id,
+      last_id, count;
+};
+constexpr TickerKeys kRestTickerKeys{
+    "symbol",      "priceChange", "priceChangePercent", "weightedAvgPrice", "prevClosePrice",
+    "lastPrice",   "lastQty",     "bidPrice",           "bidQty",           "askPrice",
+    "askQty",      "openPrice",   "highPrice",          "lowPrice",         "volume",
+    "quoteVolume", "openTime",    "closeTime",          "firstId",          "lastId",
+    "count"};
+constexpr TickerKeys kEventTickerKeys{"s", "p", "P", "w", "x", "c", "Q", "b", "B", "a", "A",
+                                      "o", "h", "l", "v", "q", "O", "C", "F", "L", "n"};
+
+void AppendTicker(Obj& o, const TickerKeys& k, const MarketFormat& f, const MarketSnapshot& s,
+                  int64_t now_ms) {
   const marketdata::Ticker24h t = s.Ticker(now_ms);
   const TickerFigures fig = Figures(f, t);
   std::string bid_price, bid_qty, ask_price, ask_qty;
   BestLevel(s.bids, f, &bid_price, &bid_qty);
   BestLevel(s.asks, f, &ask_price, &ask_qty);
-  Buf b;
-  Obj o(b);
-  o.Str("symbol", f.spec().symbol)
-      .Dec("priceChange", fig.change)
-      .Dec("priceChangePercent", fig.change_pct)
-      .Dec("weightedAvgPrice", fig.weighted_avg)
+  o.Str(k.symbol, f.spec().symbol)
+      .Dec(k.change, fig.change)
+      .Dec(k.change_pct, fig.change_pct)
+      .Dec(k.weighted_avg, fig.weighted_avg)
       // The read side keeps no trade from before the window: the window's
       // opening price stands in for the close before it.
-      .Dec("prevClosePrice", f.Price(t.open))
-      .Dec("lastPrice", f.Price(t.last))
-      .Dec("lastQty", f.Qty(t.last_qty))
-      .Dec("bidPrice", bid_price)
-      .Dec("bidQty", bid_qty)
-      .Dec("askPrice", ask_price)
-      .Dec("askQty", ask_qty)
-      .Dec("openPrice", f.Price(t.open))
-      .Dec("highPrice", f.Price(t.high))
-      .Dec("lowPrice", f.Price(t.low))
-      .Dec("volume", f.Base(t.base_volume))
-      .Dec("quoteVolume", f.Quote(t.quote_volume))
-      .Int("openTime", t.open_time_ms)
-      .Int("closeTime", t.close_time_ms)
-      .Int("firstId", TradeIdOrNone(t.any_trade, t.first_trade))
-      .Int("lastId", TradeIdOrNone(t.any_trade, t.last_trade))
-      .Uint("count", t.trades);
+      .Dec(k.prev_close, f.Price(t.open))
+      .Dec(k.last, f.Price(t.last))
+      .Dec(k.last_qty, f.Qty(t.last_qty))
+      .Dec(k.bid, bid_price)
+      .Dec(k.bid_qty, bid_qty)
+      .Dec(k.ask, ask_price)
+      .Dec(k.ask_qty, ask_qty)
+      .Dec(k.open, f.Price(t.open))
+      .Dec(k.high, f.Price(t.high))
+      .Dec(k.low, f.Price(t.low))
+      .Dec(k.volume, f.Base(t.base_volume))
+      .Dec(k.quote_volume, f.Quote(t.quote_volume))
+      .Int(k.open_time, t.open_time_ms)
+      .Int(k.close_time, t.close_time_ms)
+      .Int(k.first_id, TradeIdOrNone(t.any_trade, t.first_trade))
+      .Int(k.last_id, TradeIdOrNone(t.any_trade, t.last_trade))
+      .Uint(k.count, t.trades);
+}
+
+}  // namespace
+
+std::string Ticker24hJson(const engine::EngineConfig& config, const MarketSnapshot& s,
+                          int64_t now_ms) {
+  Buf b;
+  Obj o(b);
+  AppendTicker(o, kRestTickerKeys, MarketFormat(config, s.market), s, now_ms);
   o.End();
   return ToStr(b);
 }
@@ -791,37 +815,10 @@ std::string AggTradeEventJson(const engine::EngineConfig& config, const TradeRow
 
 std::string TickerEventJson(const engine::EngineConfig& config, const MarketSnapshot& s,
                             int64_t event_ms) {
-  const MarketFormat f(config, s.market);
-  const marketdata::Ticker24h t = s.Ticker(event_ms);
-  const TickerFigures fig = Figures(f, t);
-  std::string bid_price, bid_qty, ask_price, ask_qty;
-  BestLevel(s.bids, f, &bid_price, &bid_qty);
-  BestLevel(s.asks, f, &ask_price, &ask_qty);
   Buf b;
   Obj o(b);
-  o.Str("e", "24hrTicker")
-      .Int("E", event_ms)
-      .Str("s", f.spec().symbol)
-      .Dec("p", fig.change)
-      .Dec("P", fig.change_pct)
-      .Dec("w", fig.weighted_avg)
-      .Dec("x", f.Price(t.open))  // see prevClosePrice in Ticker24hJson
-      .Dec("c", f.Price(t.last))
-      .Dec("Q", f.Qty(t.last_qty))
-      .Dec("b", bid_price)
-      .Dec("B", bid_qty)
-      .Dec("a", ask_price)
-      .Dec("A", ask_qty)
-      .Dec("o", f.Price(t.open))
-      .Dec("h", f.Price(t.high))
-      .Dec("l", f.Price(t.low))
-      .Dec("v", f.Base(t.base_volume))
-      .Dec("q", f.Quote(t.quote_volume))
-      .Int("O", t.open_time_ms)
-      .Int("C", t.close_time_ms)
-      .Int("F", TradeIdOrNone(t.any_trade, t.first_trade))
-      .Int("L", TradeIdOrNone(t.any_trade, t.last_trade))
-      .Uint("n", t.trades);
+  o.Str("e", "24hrTicker").Int("E", event_ms);
+  AppendTicker(o, kEventTickerKeys, MarketFormat(config, s.market), s, event_ms);
   o.End();
   return ToStr(b);
 }

@@ -519,31 +519,40 @@ class Gateway::Impl final : public HttpHandler {
     const auto rows = Snap(m)->RecentTrades(limit, from.value_or(0));
     Ok(c, TradesJson(config_, rows));
   }
-  void AggTrades(Ctx& c) {
-    MarketId m{};
+  // The filters of the history endpoints: symbol, limit (default 500, at
+  // most 1000), a lower id bound named `from_param`, startTime, endTime.
+  struct HistoryQuery {
+    MarketId market{};
     std::size_t limit = 0;
     std::optional<uint64_t> from;
     std::optional<int64_t> start, end;
-    if (auto e = SymbolParam(c, &m)) return Reply(c, *e);
-    if (auto e = LimitParam(c, 500, 1000, &limit)) return Reply(c, *e);
-    if (auto e = c.params.GetUint("fromId", &from)) return Reply(c, *e);
-    if (auto e = c.params.GetInt("startTime", &start)) return Reply(c, *e);
-    if (auto e = c.params.GetInt("endTime", &end)) return Reply(c, *e);
+  };
+  std::optional<ApiError> ParseHistory(const Ctx& c, std::string_view from_param, HistoryQuery* q) {
+    if (auto e = SymbolParam(c, &q->market)) return e;
+    if (auto e = LimitParam(c, 500, 1000, &q->limit)) return e;
+    if (auto e = c.params.GetUint(from_param, &q->from)) return e;
+    if (auto e = c.params.GetInt("startTime", &q->start)) return e;
+    return c.params.GetInt("endTime", &q->end);
+  }
+
+  void AggTrades(Ctx& c) {
+    HistoryQuery q;
+    if (auto e = ParseHistory(c, "fromId", &q)) return Reply(c, *e);
     std::vector<marketdata::TradeRow> rows;
-    const auto snap = Snap(m);
-    const auto held = snap->RecentTrades(options_.read_side.recent_trades, from.value_or(0));
+    const auto snap = Snap(q.market);
+    const auto held = snap->RecentTrades(options_.read_side.recent_trades, q.from.value_or(0));
     for (const auto& t : held) {
       const int64_t ms = t.time_ns / 1'000'000;
-      if (start && ms < *start) continue;
-      if (end && ms > *end) continue;
+      if (q.start && ms < *q.start) continue;
+      if (q.end && ms > *q.end) continue;
       rows.push_back(t);
     }
-    if (rows.size() > limit) {
+    if (rows.size() > q.limit) {
       // With a lower bound the oldest matches, otherwise the newest.
-      if (from || start) {
-        rows.resize(limit);
+      if (q.from || q.start) {
+        rows.resize(q.limit);
       } else {
-        rows.erase(rows.begin(), rows.end() - static_cast<std::ptrdiff_t>(limit));
+        rows.erase(rows.begin(), rows.end() - static_cast<std::ptrdiff_t>(q.limit));
       }
     }
     Ok(c, AggTradesJson(config_, rows));
@@ -915,33 +924,21 @@ class Gateway::Impl final : public HttpHandler {
   }
 
   void AllOrders(Ctx& c) {
-    MarketId m{};
-    std::size_t limit = 0;
-    std::optional<uint64_t> from;
-    std::optional<int64_t> start, end;
-    if (auto e = SymbolParam(c, &m)) return Reply(c, *e);
-    if (auto e = LimitParam(c, 500, 1000, &limit)) return Reply(c, *e);
-    if (auto e = c.params.GetUint("orderId", &from)) return Reply(c, *e);
-    if (auto e = c.params.GetInt("startTime", &start)) return Reply(c, *e);
-    if (auto e = c.params.GetInt("endTime", &end)) return Reply(c, *e);
-    const auto orders = read_side_.AllOrders(c.account, m, from.value_or(0), start.value_or(0),
-                                             end.value_or(0), limit);
+    HistoryQuery q;
+    if (auto e = ParseHistory(c, "orderId", &q)) return Reply(c, *e);
+    const auto orders = read_side_.AllOrders(c.account, q.market, q.from.value_or(0),
+                                             q.start.value_or(0), q.end.value_or(0), q.limit);
     Ok(c, OrdersJson(orders));
   }
 
   void MyTrades(Ctx& c) {
-    MarketId m{};
-    std::size_t limit = 0;
-    std::optional<uint64_t> from, order;
-    std::optional<int64_t> start, end;
-    if (auto e = SymbolParam(c, &m)) return Reply(c, *e);
-    if (auto e = LimitParam(c, 500, 1000, &limit)) return Reply(c, *e);
-    if (auto e = c.params.GetUint("fromId", &from)) return Reply(c, *e);
+    HistoryQuery q;
+    std::optional<uint64_t> order;
+    if (auto e = ParseHistory(c, "fromId", &q)) return Reply(c, *e);
     if (auto e = c.params.GetUint("orderId", &order)) return Reply(c, *e);
-    if (auto e = c.params.GetInt("startTime", &start)) return Reply(c, *e);
-    if (auto e = c.params.GetInt("endTime", &end)) return Reply(c, *e);
-    const auto fills = read_side_.MyTrades(c.account, m, order.value_or(0), from.value_or(0),
-                                           start.value_or(0), end.value_or(0), limit);
+    const auto fills =
+        read_side_.MyTrades(c.account, q.market, order.value_or(0), q.from.value_or(0),
+                            q.start.value_or(0), q.end.value_or(0), q.limit);
     Ok(c, MyTradesJson(config_, fills));
   }
 
