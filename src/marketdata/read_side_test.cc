@@ -34,6 +34,7 @@
 #include "engine/image.h"
 #include "engine/market.h"
 #include "engine/types.h"
+#include "workload/random_commands.h"
 
 // Readable gtest output for the strong types.
 namespace mb {
@@ -69,10 +70,7 @@ namespace mb::marketdata {
 namespace {
 
 using engine::Balance;
-using engine::CancelAll;
-using engine::CancelOrder;
 using engine::Command;
-using engine::Deposit;
 using engine::Engine;
 using engine::EngineConfig;
 using engine::Event;
@@ -80,72 +78,36 @@ using engine::EventBuffer;
 using engine::MarketStatus;
 using engine::OrderType;
 using engine::OrderView;
-using engine::PlaceOrder;
 using engine::RejectReason;
 using engine::Side;
 using engine::StpMode;
 using engine::TimeInForce;
-using engine::Withdraw;
 
-constexpr AssetId kUsdt{0};
-constexpr AssetId kBtc{1};
-constexpr AssetId kEth{2};
-constexpr std::size_t kAssets = 3;
-// npt 1: p ticks x q lots cost p·q USDT units; a lot is 10^4 BTC units.
-constexpr MarketId kBtcUsdt{0};
-// npt 100; a lot is 10^6 ETH units.
-constexpr MarketId kEthUsdt{1};
-constexpr std::size_t kMarkets = 2;
+using workload::Amend;
+using workload::Cancel;
+using workload::Fund;
+using workload::MixedCommands;
+using workload::MixedConfig;
+using workload::Place;
+using workload::Take;
+using workload::mixed::kAssets;
+using workload::mixed::kBtc;
+using workload::mixed::kBtcUsdt;
+using workload::mixed::kDay0;
+using workload::mixed::kDay0Ms;
+using workload::mixed::kEth;
+using workload::mixed::kEthUsdt;
+using workload::mixed::kFee;
+using workload::mixed::kMarkets;
+using workload::mixed::kMaxAccounts;
+using workload::mixed::kMs;
+using workload::mixed::kSec;
+using workload::mixed::kTraders;
+using workload::mixed::kUsdt;
 
-constexpr AccountId kFee{0};
 constexpr AccountId kAlice{1};
 constexpr AccountId kBob{2};
-constexpr uint32_t kMaxAccounts = 10;  // traders 1..8; 9 never trades
-constexpr uint32_t kTraders = 8;
-
 constexpr std::size_t kAll = std::numeric_limits<std::size_t>::max();
-constexpr int64_t kMs = 1'000'000;  // ns
-constexpr int64_t kSec = 1'000 * kMs;
-// 2024-01-01T00:00:00Z, a whole day (and hour, minute) since the epoch.
-constexpr int64_t kDay0Ms = 1'704'067'200'000;
-constexpr int64_t kDay0 = kDay0Ms * kMs;
-
-EngineConfig MakeConfig() {
-  EngineConfig c;
-  c.assets = {{"USDT", 6}, {"BTC", 8}, {"ETH", 8}};
-  engine::MarketSpec btc;
-  btc.symbol = "BTCUSDT";
-  btc.base = kBtc;
-  btc.quote = kUsdt;
-  btc.tick_units = 10'000;  // 0.01 USDT
-  btc.lot_units = 10'000;   // 0.0001 BTC
-  btc.min_qty = Qty{1};
-  btc.max_qty = Qty{10'000};
-  btc.max_price = Price{10'000'000};
-  btc.min_notional = Amount{100};
-  btc.maker_fee_bps = 10;
-  btc.taker_fee_bps = 20;
-  engine::MarketSpec eth;
-  eth.symbol = "ETHUSDT";
-  eth.base = kEth;
-  eth.quote = kUsdt;
-  eth.tick_units = 10'000;    // 0.01 USDT
-  eth.lot_units = 1'000'000;  // 0.01 ETH
-  eth.min_qty = Qty{1};
-  eth.max_qty = Qty{10'000};
-  eth.max_price = Price{10'000'000};
-  eth.min_notional = Amount{10'000};
-  eth.maker_fee_bps = 7;
-  eth.taker_fee_bps = 15;
-  c.markets = {btc, eth};
-  c.max_accounts = kMaxAccounts;
-  c.fee_account = kFee;
-  c.expected_open_orders = 256;
-  c.client_id_memory = 64;
-  Status s = c.Validate();
-  EXPECT_TRUE(s.ok()) << s.message();
-  return c;
-}
 
 ReadSideOptions Unbounded() {
   ReadSideOptions o;
@@ -159,54 +121,15 @@ ReadSideOptions Unbounded() {
 
 // ---- commands ---------------------------------------------------------------
 
-Command Place(int64_t ts, AccountId a, MarketId m, Side side, OrderType type, TimeInForce tif,
-              int64_t price, int64_t qty, std::string_view cid = "", StpMode stp = StpMode::kNone,
-              int64_t quote_qty = 0) {
-  PlaceOrder p;
-  p.account = a;
-  p.market = m;
-  p.side = side;
-  p.type = type;
-  p.tif = tif;
-  p.stp = stp;
-  p.price = Price{price};
-  p.qty = Qty{qty};
-  p.quote_qty = Amount{quote_qty};
-  p.client_order_id = ClientOrderId::From(cid);
-  return Command{ts, p};
-}
-
 Command Limit(int64_t ts, AccountId a, Side side, int64_t price, int64_t qty,
               TimeInForce tif = TimeInForce::kGtc, std::string_view cid = "") {
   return Place(ts, a, kBtcUsdt, side, OrderType::kLimit, tif, price, qty, cid);
 }
 
-Command Cancel(int64_t ts, AccountId a, MarketId m, OrderId id, std::string_view cid = "") {
-  return Command{ts, CancelOrder{a, m, id, ClientOrderId::From(cid)}};
-}
-
-Command Amend(int64_t ts, AccountId a, MarketId m, OrderId id, int64_t price, int64_t qty) {
-  engine::AmendOrder x;
-  x.account = a;
-  x.market = m;
-  x.order_id = id;
-  x.new_price = Price{price};
-  x.new_qty = Qty{qty};
-  return Command{ts, x};
-}
-
-Command Fund(int64_t ts, AccountId a, AssetId asset, int64_t amount, std::string_view ref) {
-  return Command{ts, Deposit{a, asset, Amount{amount}, TransferRef::From(ref)}};
-}
-
-Command Take(int64_t ts, AccountId a, AssetId asset, int64_t amount, std::string_view ref) {
-  return Command{ts, Withdraw{a, asset, Amount{amount}, TransferRef::From(ref)}};
-}
-
 // An engine and a read side fed with its events, one Flush() per batch.
 struct Harness {
   explicit Harness(ReadSideOptions options = Unbounded())
-      : config(MakeConfig()), engine(config), rs(config, options) {}
+      : config(MixedConfig()), engine(config), rs(config, options) {}
 
   void Process(const Command& c) { engine.Process(c, &events); }
   const BatchOutput& Flush() {
@@ -250,163 +173,6 @@ std::vector<ExecType> Types(const AccountUpdate* u) {
   for (const ExecutionReport& r : u->reports) v.push_back(r.type);
   return v;
 }
-
-// ---- random commands ----------------------------------------------------------
-
-// splitmix64: small, and the same stream on every platform.
-class Rng {
- public:
-  explicit Rng(uint64_t seed) : s_(seed) {}
-  uint64_t Next() {
-    uint64_t z = (s_ += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  uint64_t Below(uint64_t n) { return Next() % n; }
-  int64_t Between(int64_t lo, int64_t hi) {
-    return lo + static_cast<int64_t>(Below(static_cast<uint64_t>(hi - lo) + 1));
-  }
-  bool Percent(uint64_t p) { return Below(100) < p; }
-
- private:
-  uint64_t s_;
-};
-
-// Commands of every kind against the engine's current state: limit orders of
-// all time-in-force values and post-only, market orders by quantity and by
-// quote amount, self-trade prevention, client ids (some reused), cancels by id
-// and client id, cancel-all, amends of price and quantity, deposits,
-// withdrawals (some over the balance), market halts; ~10% are rejected.
-class Generator {
- public:
-  Generator(uint64_t seed, const Engine* engine) : rng_(seed), engine_(engine) {}
-
-  std::vector<Command> Funding() {
-    std::vector<Command> v;
-    for (uint32_t a = 1; a <= kTraders; ++a) {
-      v.push_back(Fund(Tick(), AccountId{a}, kUsdt, 50'000'000, "f-usdt-" + std::to_string(a)));
-      v.push_back(Fund(Tick(), AccountId{a}, kBtc, 3'000'000, "f-btc-" + std::to_string(a)));
-      v.push_back(Fund(Tick(), AccountId{a}, kEth, 300'000'000, "f-eth-" + std::to_string(a)));
-    }
-    return v;
-  }
-
-  Command Next() {
-    const int64_t ts = Tick();
-    AccountId a{static_cast<uint32_t>(1 + rng_.Below(kTraders))};
-    if (rng_.Percent(2)) a = rng_.Percent(50) ? kFee : AccountId{kMaxAccounts};  // refused
-    const MarketId m{static_cast<uint16_t>(rng_.Below(kMarkets))};
-    const int64_t center = m == kBtcUsdt ? 1000 : 2000;
-    // A halted or cancel-only market trades again after ~10 commands.
-    if (engine_->market_status(m) != MarketStatus::kTrading && rng_.Percent(10)) {
-      return Command{ts, engine::SetMarketStatus{m, MarketStatus::kTrading}};
-    }
-    const uint64_t r = rng_.Below(1000);
-    if (r < 450) return PlaceLimit(ts, a, m, center);
-    if (r < 530) {
-      const Side side = rng_.Percent(50) ? Side::kBuy : Side::kSell;
-      if (rng_.Percent(50)) {
-        return Place(ts, a, m, side, OrderType::kMarket, TimeInForce::kIoc, 0, rng_.Between(1, 40),
-                     Cid(a), Stp());
-      }
-      const int64_t max_quote = m == kBtcUsdt ? 60'000 : 6'000'000;
-      return Place(ts, a, m, side, OrderType::kMarket, TimeInForce::kIoc, 0, 0, Cid(a), Stp(),
-                   rng_.Between(m == kBtcUsdt ? 100 : 10'000, max_quote));
-    }
-    if (r < 710) {
-      // Cancels and amends target open orders; without one, most become
-      // placements and a few go to an unknown id.
-      std::vector<OrderView> open = OpenOf(a, m);
-      if (open.empty() && !rng_.Percent(10)) return PlaceLimit(ts, a, m, center);
-      if (r >= 680) return Command{ts, CancelAll{a, m}};
-      const auto& cids = cids_[Raw(a) % kMaxAccounts];
-      if (!cids.empty() && rng_.Percent(15)) {
-        return Cancel(ts, a, m, OrderId{0}, cids[rng_.Below(cids.size())]);
-      }
-      if (open.empty()) return Cancel(ts, a, m, OrderId{rng_.Below(100'000) + 1});
-      return Cancel(ts, a, m, open[rng_.Below(open.size())].id);
-    }
-    if (r < 880) {
-      std::vector<OrderView> open = OpenOf(a, m);
-      if (open.empty() && !rng_.Percent(10)) return PlaceLimit(ts, a, m, center);
-      if (open.empty()) return Amend(ts, a, m, OrderId{rng_.Below(100'000) + 1}, center, 5);
-      const OrderView& o = open[rng_.Below(open.size())];
-      int64_t price = 0;
-      int64_t qty = 0;
-      if (rng_.Percent(60)) price = std::max<int64_t>(1, o.price.value + rng_.Between(-8, 8));
-      if (rng_.Percent(60)) qty = rng_.Between(1, 40);
-      return Amend(ts, a, m, o.id, price, qty);
-    }
-    const AssetId asset{static_cast<uint16_t>(rng_.Below(kAssets))};
-    const int64_t max_amount = asset == kUsdt  ? 20'000'000
-                               : asset == kBtc ? 1'000'000
-                                               : 100'000'000;
-    if (r < 940) {
-      // A few references repeat: duplicate transfers are refused.
-      const uint64_t ref = rng_.Percent(5) && next_ref_ > 0 ? rng_.Below(next_ref_) : next_ref_++;
-      return Fund(ts, a, asset, rng_.Between(1, max_amount), "d" + std::to_string(ref));
-    }
-    if (r < 995) {
-      return Take(ts, a, asset, rng_.Between(1, max_amount), "w" + std::to_string(next_ref_++));
-    }
-    return Command{ts, engine::SetMarketStatus{m, rng_.Percent(50) ? MarketStatus::kHalted
-                                                                   : MarketStatus::kCancelOnly}};
-  }
-
-  std::size_t BatchSize() { return 1 + rng_.Below(8); }
-  int64_t now_ns() const { return ts_; }
-
- private:
-  Command PlaceLimit(int64_t ts, AccountId a, MarketId m, int64_t center) {
-    const Side side = rng_.Percent(50) ? Side::kBuy : Side::kSell;
-    const int64_t off = rng_.Between(-5, 20);
-    const int64_t price = side == Side::kBuy ? center - off : center + off;
-    OrderType type = OrderType::kLimit;
-    TimeInForce tif = TimeInForce::kGtc;
-    if (rng_.Percent(10)) {
-      type = OrderType::kLimitMaker;
-    } else if (const uint64_t t = rng_.Below(100); t >= 70) {
-      tif = t < 90 ? TimeInForce::kIoc : TimeInForce::kFok;
-    }
-    return Place(ts, a, m, side, type, tif, price, rng_.Between(1, 30), Cid(a), Stp());
-  }
-
-  // Time moves 0..20 s per command: candles of every interval close.
-  int64_t Tick() {
-    ts_ += rng_.Between(0, 20'000) * kMs + rng_.Between(0, 999'999);
-    return ts_;
-  }
-
-  StpMode Stp() {
-    return rng_.Percent(70) ? StpMode::kNone : static_cast<StpMode>(1 + rng_.Below(3));
-  }
-
-  std::string Cid(AccountId a) {
-    std::vector<std::string>& cids = cids_[Raw(a) % kMaxAccounts];
-    if (!cids.empty() && rng_.Percent(3)) return cids[rng_.Below(cids.size())];
-    if (!rng_.Percent(40)) return {};
-    cids.push_back("c" + std::to_string(next_cid_++));
-    return cids.back();
-  }
-
-  std::vector<OrderView> OpenOf(AccountId a, MarketId m) const {
-    std::vector<OrderView> v;
-    for (Side s : {Side::kBuy, Side::kSell}) {
-      for (const OrderView& o : engine_->Orders(m, s)) {
-        if (o.account == a) v.push_back(o);
-      }
-    }
-    return v;
-  }
-
-  Rng rng_;
-  const Engine* engine_;
-  int64_t ts_ = kDay0 + 7 * kSec;
-  uint64_t next_cid_ = 0;
-  uint64_t next_ref_ = 0;
-  std::vector<std::string> cids_[kMaxAccounts];
-};
 
 // ---- agreement with the engine ---------------------------------------------------
 
@@ -802,7 +568,7 @@ void ExpectHistory(const Harness& h, const Reference& ref, int64_t now_ns) {
 void RunAgainstEngine(uint64_t seed, std::size_t commands) {
   SCOPED_TRACE("seed " + std::to_string(seed));
   Harness h;
-  Generator gen(seed, &h.engine);
+  MixedCommands gen(seed, &h.engine);
   Reference ref;
   DiffBooks books;
   books.Init(h.rs);
@@ -872,7 +638,7 @@ TEST(ReadSideEngineTest, BootstrapMidRunThenContinue) {
   for (uint64_t seed : {11u, 12u}) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     Harness h;
-    Generator gen(seed, &h.engine);
+    MixedCommands gen(seed, &h.engine);
     h.Run(gen.Funding());
     for (int b = 0; b < 300; ++b) {
       const std::size_t n = gen.BatchSize();
@@ -1473,7 +1239,7 @@ TEST(ReadSideOptionsTest, EmptyBatchChangesNothing) {
 // (run under TSan to check the publication).
 TEST(ReadSideThreadsTest, ReadersSeeConsistentSnapshots) {
   Harness h;
-  Generator gen(99, &h.engine);
+  MixedCommands gen(99, &h.engine);
   h.Run(gen.Funding());
   std::atomic<bool> stop{false};
   std::atomic<uint64_t> reads{0};

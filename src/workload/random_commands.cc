@@ -1,0 +1,236 @@
+#include "workload/random_commands.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "common/fixed_string.h"
+#include "common/status.h"
+
+namespace mb::workload {
+
+using engine::CancelAll;
+using engine::CancelOrder;
+using engine::Command;
+using engine::Deposit;
+using engine::EngineConfig;
+using engine::MarketStatus;
+using engine::OrderType;
+using engine::OrderView;
+using engine::PlaceOrder;
+using engine::Side;
+using engine::StpMode;
+using engine::TimeInForce;
+using engine::Withdraw;
+using mixed::kAssets;
+using mixed::kBtc;
+using mixed::kBtcUsdt;
+using mixed::kEth;
+using mixed::kFee;
+using mixed::kMarkets;
+using mixed::kMaxAccounts;
+using mixed::kMs;
+using mixed::kTraders;
+using mixed::kUsdt;
+
+EngineConfig MixedConfig() {
+  EngineConfig c;
+  c.assets = {{"USDT", 6}, {"BTC", 8}, {"ETH", 8}};
+  engine::MarketSpec btc;
+  btc.symbol = "BTCUSDT";
+  btc.base = kBtc;
+  btc.quote = kUsdt;
+  btc.tick_units = 10'000;  // 0.01 USDT
+  btc.lot_units = 10'000;   // 0.0001 BTC
+  btc.min_qty = Qty{1};
+  btc.max_qty = Qty{10'000};
+  btc.max_price = Price{10'000'000};
+  btc.min_notional = Amount{100};
+  btc.maker_fee_bps = 10;
+  btc.taker_fee_bps = 20;
+  engine::MarketSpec eth;
+  eth.symbol = "ETHUSDT";
+  eth.base = kEth;
+  eth.quote = kUsdt;
+  eth.tick_units = 10'000;    // 0.01 USDT
+  eth.lot_units = 1'000'000;  // 0.01 ETH
+  eth.min_qty = Qty{1};
+  eth.max_qty = Qty{10'000};
+  eth.max_price = Price{10'000'000};
+  eth.min_notional = Amount{10'000};
+  eth.maker_fee_bps = 7;
+  eth.taker_fee_bps = 15;
+  c.markets = {btc, eth};
+  c.max_accounts = kMaxAccounts;
+  c.fee_account = kFee;
+  c.expected_open_orders = 256;
+  c.client_id_memory = 64;
+  const Status s = c.Validate();
+  if (!s.ok()) {
+    std::fprintf(stderr, "MixedConfig: invalid configuration: %s\n", s.message().c_str());
+    std::abort();
+  }
+  return c;
+}
+
+// ---- single commands ------------------------------------------------------------
+
+Command Place(int64_t ts, AccountId a, MarketId m, Side side, OrderType type, TimeInForce tif,
+              int64_t price, int64_t qty, std::string_view cid, StpMode stp, int64_t quote_qty) {
+  PlaceOrder p;
+  p.account = a;
+  p.market = m;
+  p.side = side;
+  p.type = type;
+  p.tif = tif;
+  p.stp = stp;
+  p.price = Price{price};
+  p.qty = Qty{qty};
+  p.quote_qty = Amount{quote_qty};
+  p.client_order_id = ClientOrderId::From(cid);
+  return Command{ts, p};
+}
+
+Command Cancel(int64_t ts, AccountId a, MarketId m, OrderId id, std::string_view cid) {
+  return Command{ts, CancelOrder{a, m, id, ClientOrderId::From(cid)}};
+}
+
+Command Amend(int64_t ts, AccountId a, MarketId m, OrderId id, int64_t price, int64_t qty) {
+  engine::AmendOrder x;
+  x.account = a;
+  x.market = m;
+  x.order_id = id;
+  x.new_price = Price{price};
+  x.new_qty = Qty{qty};
+  return Command{ts, x};
+}
+
+Command Fund(int64_t ts, AccountId a, AssetId asset, int64_t amount, std::string_view ref) {
+  return Command{ts, Deposit{a, asset, Amount{amount}, TransferRef::From(ref)}};
+}
+
+Command Take(int64_t ts, AccountId a, AssetId asset, int64_t amount, std::string_view ref) {
+  return Command{ts, Withdraw{a, asset, Amount{amount}, TransferRef::From(ref)}};
+}
+
+// ---- the stream -----------------------------------------------------------------
+
+MixedCommands::MixedCommands(uint64_t seed, const engine::Engine* engine)
+    : rng_(seed), engine_(engine) {}
+
+std::vector<Command> MixedCommands::Funding() {
+  std::vector<Command> v;
+  for (uint32_t a = 1; a <= kTraders; ++a) {
+    v.push_back(Fund(Tick(), AccountId{a}, kUsdt, 50'000'000, "f-usdt-" + std::to_string(a)));
+    v.push_back(Fund(Tick(), AccountId{a}, kBtc, 3'000'000, "f-btc-" + std::to_string(a)));
+    v.push_back(Fund(Tick(), AccountId{a}, kEth, 300'000'000, "f-eth-" + std::to_string(a)));
+  }
+  return v;
+}
+
+Command MixedCommands::Next() {
+  const int64_t ts = Tick();
+  AccountId a{static_cast<uint32_t>(1 + rng_.Below(kTraders))};
+  if (rng_.Percent(2)) a = rng_.Percent(50) ? kFee : AccountId{kMaxAccounts};  // refused
+  const MarketId m{static_cast<uint16_t>(rng_.Below(kMarkets))};
+  const int64_t center = m == kBtcUsdt ? 1000 : 2000;
+  // A halted or cancel-only market trades again after ~10 commands.
+  if (engine_->market_status(m) != MarketStatus::kTrading && rng_.Percent(10)) {
+    return Command{ts, engine::SetMarketStatus{m, MarketStatus::kTrading}};
+  }
+  const uint64_t r = rng_.Below(1000);
+  if (r < 450) return PlaceLimit(ts, a, m, center);
+  if (r < 530) {
+    const Side side = rng_.Percent(50) ? Side::kBuy : Side::kSell;
+    if (rng_.Percent(50)) {
+      return Place(ts, a, m, side, OrderType::kMarket, TimeInForce::kIoc, 0, rng_.Between(1, 40),
+                   Cid(a), Stp());
+    }
+    const int64_t max_quote = m == kBtcUsdt ? 60'000 : 6'000'000;
+    return Place(ts, a, m, side, OrderType::kMarket, TimeInForce::kIoc, 0, 0, Cid(a), Stp(),
+                 rng_.Between(m == kBtcUsdt ? 100 : 10'000, max_quote));
+  }
+  if (r < 710) {
+    // Cancels and amends target open orders; without one, most become
+    // placements and a few go to an unknown id.
+    std::vector<OrderView> open = OpenOf(a, m);
+    if (open.empty() && !rng_.Percent(10)) return PlaceLimit(ts, a, m, center);
+    if (r >= 680) return Command{ts, CancelAll{a, m}};
+    const auto& cids = cids_[Raw(a) % kMaxAccounts];
+    if (!cids.empty() && rng_.Percent(15)) {
+      return Cancel(ts, a, m, OrderId{0}, cids[rng_.Below(cids.size())]);
+    }
+    if (open.empty()) return Cancel(ts, a, m, OrderId{rng_.Below(100'000) + 1});
+    return Cancel(ts, a, m, open[rng_.Below(open.size())].id);
+  }
+  if (r < 880) {
+    std::vector<OrderView> open = OpenOf(a, m);
+    if (open.empty() && !rng_.Percent(10)) return PlaceLimit(ts, a, m, center);
+    if (open.empty()) return Amend(ts, a, m, OrderId{rng_.Below(100'000) + 1}, center, 5);
+    const OrderView& o = open[rng_.Below(open.size())];
+    int64_t price = 0;
+    int64_t qty = 0;
+    if (rng_.Percent(60)) price = std::max<int64_t>(1, o.price.value + rng_.Between(-8, 8));
+    if (rng_.Percent(60)) qty = rng_.Between(1, 40);
+    return Amend(ts, a, m, o.id, price, qty);
+  }
+  const AssetId asset{static_cast<uint16_t>(rng_.Below(kAssets))};
+  const int64_t max_amount = asset == kUsdt ? 20'000'000 : asset == kBtc ? 1'000'000 : 100'000'000;
+  if (r < 940) {
+    // A few references repeat: duplicate transfers are refused.
+    const uint64_t ref = rng_.Percent(5) && next_ref_ > 0 ? rng_.Below(next_ref_) : next_ref_++;
+    return Fund(ts, a, asset, rng_.Between(1, max_amount), "d" + std::to_string(ref));
+  }
+  if (r < 995) {
+    return Take(ts, a, asset, rng_.Between(1, max_amount), "w" + std::to_string(next_ref_++));
+  }
+  return Command{ts, engine::SetMarketStatus{
+                         m, rng_.Percent(50) ? MarketStatus::kHalted : MarketStatus::kCancelOnly}};
+}
+
+std::size_t MixedCommands::BatchSize() { return 1 + rng_.Below(8); }
+
+Command MixedCommands::PlaceLimit(int64_t ts, AccountId a, MarketId m, int64_t center) {
+  const Side side = rng_.Percent(50) ? Side::kBuy : Side::kSell;
+  const int64_t off = rng_.Between(-5, 20);
+  const int64_t price = side == Side::kBuy ? center - off : center + off;
+  OrderType type = OrderType::kLimit;
+  TimeInForce tif = TimeInForce::kGtc;
+  if (rng_.Percent(10)) {
+    type = OrderType::kLimitMaker;
+  } else if (const uint64_t t = rng_.Below(100); t >= 70) {
+    tif = t < 90 ? TimeInForce::kIoc : TimeInForce::kFok;
+  }
+  return Place(ts, a, m, side, type, tif, price, rng_.Between(1, 30), Cid(a), Stp());
+}
+
+// Time moves 0..20 s per command: candles of every interval close.
+int64_t MixedCommands::Tick() {
+  ts_ += rng_.Between(0, 20'000) * kMs + rng_.Between(0, 999'999);
+  return ts_;
+}
+
+StpMode MixedCommands::Stp() {
+  return rng_.Percent(70) ? StpMode::kNone : static_cast<StpMode>(1 + rng_.Below(3));
+}
+
+std::string MixedCommands::Cid(AccountId a) {
+  std::vector<std::string>& cids = cids_[Raw(a) % kMaxAccounts];
+  if (!cids.empty() && rng_.Percent(3)) return cids[rng_.Below(cids.size())];
+  if (!rng_.Percent(40)) return {};
+  cids.push_back("c" + std::to_string(next_cid_++));
+  return cids.back();
+}
+
+std::vector<OrderView> MixedCommands::OpenOf(AccountId a, MarketId m) const {
+  std::vector<OrderView> v;
+  for (Side s : {Side::kBuy, Side::kSell}) {
+    for (const OrderView& o : engine_->Orders(m, s)) {
+      if (o.account == a) v.push_back(o);
+    }
+  }
+  return v;
+}
+
+}  // namespace mb::workload
