@@ -9,6 +9,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libtomlplusplus-dev libxxhash-dev libcli11-dev libfmt-dev
   libzstd-dev libconcurrentqueue-dev libboost1.81-dev libssl-dev
+  libsqlite3-dev libpq-dev postgresql-15
 )
 # The end-to-end tests drive the server with the real ccxt client (npm). A
 # Node.js already on the machine (e.g. from NodeSource) is used as it is.

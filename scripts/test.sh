@@ -4,13 +4,22 @@
 # README's run command builds), the end-to-end tests (the real ccxt client
 # against `matchbook serve`) on the ASan and release binaries, the
 # multi-threaded tests under ThreadSanitizer, and a short libFuzzer run of the
-# codec.
+# codec. The projection tests run against a real PostgreSQL (a throw-away
+# cluster, scripts/pg_cluster.sh) as well as SQLite.
 # Usage: scripts/test.sh            (everything)
 #        MB_TEST_PRESETS="dev" scripts/test.sh   (a subset of presets)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/bootstrap.sh
+
+# A throw-away PostgreSQL 15 cluster for the projection tests (the PostgreSQL
+# store is tested against a real server): started here, removed on exit.
+pg_dir=$(mktemp -d /tmp/matchbook-test-pg.XXXXXX)
+trap 'bash scripts/pg_cluster.sh stop "${pg_dir}" >/dev/null 2>&1 || true' EXIT
+MATCHBOOK_PG_URL=$(bash scripts/pg_cluster.sh start "${pg_dir}")
+export MATCHBOOK_PG_URL MATCHBOOK_PG_DIR="${pg_dir}"
+echo "=== postgresql: ${MATCHBOOK_PG_URL}"
 
 jobs=$(nproc)
 for preset in ${MB_TEST_PRESETS:-dev asan release}; do
@@ -33,9 +42,10 @@ if [ -z "${MB_SKIP_TSAN:-}" ]; then
   cmake --preset tsan >/dev/null
   cmake --build --preset tsan -j "${jobs}" \
     --target concurrency_ring_test exchange_test crash_test crash_child \
-    gateway_server_test gateway_streams_test gateway_e2e_test
+    gateway_server_test gateway_streams_test gateway_e2e_test projection_test
   TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
-    ctest --preset tsan -j "${jobs}" -L 'concurrency|exchange|crash|gateway' -E 'gateway_(api|json)'
+    ctest --preset tsan -j "${jobs}" -L 'concurrency|exchange|crash|gateway|^projection$' \
+    -E 'gateway_(api|json)'
 fi
 
 if [ -z "${MB_SKIP_FUZZ:-}" ]; then

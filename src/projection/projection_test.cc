@@ -1,0 +1,694 @@
+// The projection against the journal: the tailer follows a growing journal;
+// the projection built incrementally (with restarts and kills at random
+// points) equals one rebuilt from scratch, row for row, on every backend; the
+// history queries agree with the read side the gateway answered from live; a
+// projection from another journal, a newer schema and bad databases are
+// refused; a database outage never stops trading.
+//
+// Backends: SQLite always; PostgreSQL at MATCHBOOK_PG_URL (scripts/test.sh
+// starts a throw-away cluster and sets it; without it those cases fail).
+#include <gtest/gtest.h>
+#include <libpq-fe.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "engine/engine.h"
+#include "exchange/exchange.h"
+#include "journal/data_dir.h"
+#include "journal/format.h"
+#include "journal/reader.h"
+#include "journal/tail.h"
+#include "journal/writer.h"
+#include "marketdata/read_side.h"
+#include "projection/projector.h"
+#include "projection/schema.h"
+#include "projection/store.h"
+#include "projection/verify.h"
+#include "workload/engine_workload.h"
+#include "workload/random_commands.h"
+
+namespace mb::projection {
+namespace {
+
+namespace fs = std::filesystem;
+using engine::Command;
+using engine::EngineConfig;
+using engine::Event;
+using engine::EventBuffer;
+
+fs::path TestDir(std::string_view tag) {
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  std::string name = std::string(info->test_suite_name()) + "_" + info->name();
+  for (char& c : name) {
+    if (c == '/') c = '_';
+  }
+  fs::path p = fs::temp_directory_path() /
+               ("mb_projection_" + name + "_" + std::string(tag) + "_" + std::to_string(getpid()));
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p;
+}
+
+// A journal written by a real engine from the mixed command stream (every kind
+// of command, ~10% rejected), in small segments so that the tail crosses rolls.
+struct JournalBuilder {
+  EngineConfig config = workload::MixedConfig();
+  uint64_t hash = engine::HashConfig(config);
+  engine::Engine engine{config};
+  workload::MixedCommands gen;
+  std::unique_ptr<journal::JournalWriter> writer;
+  std::optional<journal::DataDir> dir;
+  std::vector<EventBuffer> records;  // every record's events, index = seq - 1
+
+  JournalBuilder(const fs::path& root, uint64_t seed, uint64_t segment_bytes = 64 << 10)
+      : gen(seed, &engine) {
+    auto d = journal::DataDir::Open(root, journal::OpenMode::kReadWrite);
+    EXPECT_TRUE(d.ok()) << d.status().message();
+    dir.emplace(std::move(*d));
+    journal::ScanOptions so;
+    so.config_hash = hash;
+    so.repair = true;
+    auto scan = journal::ScanJournal(*dir, so, nullptr);
+    EXPECT_TRUE(scan.ok()) << scan.status().message();
+    journal::JournalOptions jo;
+    jo.policy = journal::FsyncPolicy::kNone;
+    jo.segment_bytes = segment_bytes;
+    auto w = journal::JournalWriter::Open(*dir, jo, hash, *scan);
+    EXPECT_TRUE(w.ok()) << w.status().message();
+    writer = std::move(*w);
+    for (const Command& c : gen.Funding()) Process(c);
+    Flush();
+  }
+
+  void Process(const Command& c) {
+    EventBuffer ev;
+    engine.Process(c, &ev);
+    writer->Append(ev);
+    records.push_back(std::move(ev));
+  }
+  void Flush() {
+    ASSERT_TRUE(writer->Write().ok());
+    ASSERT_TRUE(writer->Sync().ok());
+  }
+  void Run(std::size_t commands) {
+    for (std::size_t i = 0; i < commands; ++i) Process(gen.Next());
+    Flush();
+  }
+  uint64_t last_seq() const { return records.size(); }
+};
+
+// ---- backends ----------------------------------------------------------------
+
+std::string PgUrl() {
+  const char* url = std::getenv("MATCHBOOK_PG_URL");
+  return url == nullptr ? std::string() : std::string(url);
+}
+
+// A fresh database on the test cluster; the URL to it.
+std::string ScratchPgDatabase(std::string_view tag) {
+  const std::string url = PgUrl();
+  PGconn* c = PQconnectdb(url.c_str());
+  EXPECT_EQ(PQstatus(c), CONNECTION_OK) << PQerrorMessage(c);
+  const std::string db = "t_" + std::to_string(getpid()) + "_" + std::string(tag);
+  PGresult* r = PQexec(c, ("CREATE DATABASE " + db).c_str());
+  EXPECT_EQ(PQresultStatus(r), PGRES_COMMAND_OK) << PQerrorMessage(c);
+  PQclear(r);
+  PQfinish(c);
+  return url.substr(0, url.rfind('/') + 1) + db;
+}
+
+class StoreTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    root_ = TestDir("data");
+    if (GetParam() == "postgres") {
+      ASSERT_FALSE(PgUrl().empty())
+          << "MATCHBOOK_PG_URL is not set: scripts/test.sh starts a throw-away PostgreSQL "
+             "cluster (scripts/pg_cluster.sh) and sets it";
+    }
+  }
+  void TearDown() override { fs::remove_all(root_); }
+
+  // A new, empty store of the backend under test.
+  StoreOptions NewStoreOptions(std::string_view tag) {
+    StoreOptions o;
+    o.backend = GetParam();
+    if (o.backend == "sqlite") {
+      o.path = (root_ / ("p_" + std::string(tag) + ".sqlite")).string();
+    } else {
+      o.url = ScratchPgDatabase(tag);
+    }
+    return o;
+  }
+  std::unique_ptr<Store> Open(const StoreOptions& o, const EngineConfig& config) {
+    auto s = OpenStore(o, config);
+    EXPECT_TRUE(s.ok()) << s.status().message();
+    return s.ok() ? std::move(*s) : nullptr;
+  }
+
+  fs::path root_;
+};
+
+std::vector<TableDump> DumpOf(Store* s) {
+  auto d = s->Dump();
+  EXPECT_TRUE(d.ok()) << d.status().message();
+  return d.ok() ? *d : std::vector<TableDump>{};
+}
+
+std::size_t Rows(const std::vector<TableDump>& d, std::string_view table) {
+  for (const TableDump& t : d) {
+    if (t.table == table) return t.rows.size();
+  }
+  return 0;
+}
+
+void ExpectSameRows(const std::vector<TableDump>& want, const std::vector<TableDump>& have) {
+  std::vector<std::string> diffs;
+  CompareDumps(want, have, 5, &diffs);
+  EXPECT_TRUE(diffs.empty()) << [&] {
+    std::string s;
+    for (const auto& d : diffs) s += d + "\n";
+    return s;
+  }();
+}
+
+// ---- the tailer ------------------------------------------------------------
+
+TEST(JournalTailTest, FollowsAGrowingJournalAcrossSegmentRolls) {
+  const fs::path root = TestDir("tail");
+  JournalBuilder j(root, 3, 16 << 10);
+  journal::JournalTail tail(root, j.hash, 1);
+  uint64_t expect = 1;
+  auto check = [&](const journal::JournalRecord& r) -> Status {
+    EXPECT_EQ(r.seq, expect);
+    EventBuffer ev;
+    MB_RETURN_IF_ERROR(journal::DecodeOutcome(r, &ev));
+    EXPECT_EQ(ev.size(), j.records[r.seq - 1].size()) << r.seq;
+    ++expect;
+    return Status::Ok();
+  };
+  for (int round = 0; round < 20; ++round) {
+    j.Run(150);
+    // A limit below what is written: only up to it.
+    const uint64_t limit = j.last_seq() - 10;
+    for (;;) {
+      auto n = tail.Read(limit, 37, check);
+      ASSERT_TRUE(n.ok()) << n.status().message();
+      if (*n == 0) break;
+    }
+    EXPECT_EQ(tail.next_seq(), limit + 1);
+  }
+  auto n = tail.Read(journal::JournalTail::kEverything, 1 << 20, check);
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(tail.next_seq(), j.last_seq() + 1);
+  auto segments = j.dir->ListSegments();
+  ASSERT_TRUE(segments.ok());
+  EXPECT_GT(segments->size(), 5u) << "the journal rolled several times";
+
+  // Starting in the middle of a middle segment.
+  journal::JournalTail mid(root, j.hash, 1234);
+  expect = 1234;
+  auto m = mid.Read(journal::JournalTail::kEverything, 10, check);
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(*m, 10u);
+  fs::remove_all(root);
+}
+
+TEST(JournalTailTest, TornTailEndsAnOfflineReadAndDamageInsideIsAnError) {
+  const fs::path root = TestDir("torn");
+  JournalBuilder j(root, 4, 1 << 20);
+  j.Run(500);
+  auto segments = j.dir->ListSegments();
+  ASSERT_TRUE(segments.ok());
+  const fs::path last = segments->back().path;
+  {
+    std::ofstream out(last, std::ios::binary | std::ios::app);
+    out << "partial record bytes";
+  }
+  journal::JournalTail tail(root, j.hash, 1);
+  auto all = tail.Read(journal::JournalTail::kEverything, 1 << 20,
+                       [](const journal::JournalRecord&) { return Status::Ok(); });
+  ASSERT_TRUE(all.ok()) << all.status().message();
+  EXPECT_EQ(*all, j.last_seq());
+
+  // Flip a payload byte of record ~100: within a durable limit, an error
+  // naming the segment, never skipped.
+  uint64_t offset = 0;
+  journal::JournalTail find(root, j.hash, 100);
+  ASSERT_TRUE(find.Read(100, 1,
+                        [&](const journal::JournalRecord& r) {
+                          offset = r.offset;
+                          return Status::Ok();
+                        })
+                  .ok());
+  {
+    std::fstream f(last, std::ios::binary | std::ios::in | std::ios::out);
+    f.seekp(static_cast<std::streamoff>(offset + journal::kRecordHeaderSize + 2));
+    f.put('\x7f');
+  }
+  journal::JournalTail again(root, j.hash, 1);
+  auto bad =
+      again.Read(j.last_seq(), 1 << 20, [](const journal::JournalRecord&) { return Status::Ok(); });
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kCorruption);
+  EXPECT_NE(bad.status().message().find(last.filename().string()), std::string::npos)
+      << bad.status().message();
+  EXPECT_EQ(again.next_seq(), 100u) << "everything before the damage was delivered";
+  fs::remove_all(root);
+}
+
+// ---- projection on each backend --------------------------------------------
+
+TEST_P(StoreTest, IncrementalWithRestartsEqualsRebuildAndVerifies) {
+  JournalBuilder j(root_, 21);
+  j.Run(3000);
+  const StoreOptions inc = NewStoreOptions("inc");
+  {
+    // Batches of random sizes up to random limits, a new projector (a restart)
+    // every few batches.
+    bench::Rng rng(5);
+    uint64_t limit = 0;
+    while (limit < j.last_seq()) {
+      auto store = Open(inc, j.config);
+      ASSERT_NE(store, nullptr);
+      ProjectorOptions po;
+      po.batch_events = 1 + rng.Below(300);
+      Projector p(root_, j.config, j.hash, store.get(), po);
+      ASSERT_TRUE(p.Init().ok());
+      limit = std::min(j.last_seq(), limit + 1 + rng.Below(700));
+      const Status caught = p.CatchUp(limit);
+      ASSERT_TRUE(caught.ok()) << static_cast<int>(caught.code()) << " [" << caught.message()
+                               << "]";
+      EXPECT_EQ(p.applied_seq(), limit);
+    }
+  }
+  auto a = Open(inc, j.config);
+  const StoreOptions full = NewStoreOptions("full");
+  auto b = Open(full, j.config);
+  ASSERT_TRUE(Rebuild(root_, j.config, b.get()).ok());
+  const auto da = DumpOf(a.get());
+  ExpectSameRows(DumpOf(b.get()), da);
+  EXPECT_GT(Rows(da, "trades"), 300u);
+  EXPECT_GT(Rows(da, "orders"), 1000u);
+  EXPECT_GT(Rows(da, "deposits"), 10u);
+  EXPECT_GT(Rows(da, "withdrawals"), 10u);
+
+  auto report = VerifyProjection(root_, j.config, a.get(), root_);
+  ASSERT_TRUE(report.ok()) << report.status().message();
+  EXPECT_TRUE(report->ok()) << report->differences.front();
+  EXPECT_EQ(report->applied_seq, j.last_seq());
+
+  // A rebuild of the incremental store gives the same rows again.
+  ASSERT_TRUE(Rebuild(root_, j.config, a.get()).ok());
+  ExpectSameRows(da, DumpOf(a.get()));
+}
+
+TEST_P(StoreTest, VerifyFindsADifference) {
+  JournalBuilder j(root_, 22);
+  j.Run(800);
+  const StoreOptions o = NewStoreOptions("v");
+  auto s = Open(o, j.config);
+  ASSERT_TRUE(Rebuild(root_, j.config, s.get()).ok());
+  // Another journal's batch committed on top: an extra trade row, the state unchanged.
+  RowBatch extra;
+  extra.trades.push_back(
+      TradeRecord{999'999, 1, 0, engine::Side::kBuy, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0});
+  auto state = s->State();
+  ASSERT_TRUE(state.ok());
+  ASSERT_TRUE(s->Commit(extra, *state).ok());
+  auto report = VerifyProjection(root_, j.config, s.get(), root_);
+  ASSERT_TRUE(report.ok()) << report.status().message();
+  ASSERT_FALSE(report->ok());
+  EXPECT_NE(report->differences.front().find("trades"), std::string::npos)
+      << report->differences.front();
+
+  // Behind the journal: a difference too.
+  j.Run(10);
+  report = VerifyProjection(root_, j.config, s.get(), root_);
+  ASSERT_TRUE(report.ok());
+  EXPECT_NE(report->differences.front().find("journal ends at"), std::string::npos);
+}
+
+TEST_P(StoreTest, HistoryAgreesWithTheReadSide) {
+  JournalBuilder j(root_, 23);
+  // The read side as the gateway ran it: every batch as it became durable.
+  marketdata::ReadSideOptions ro;
+  ro.history_orders = 1 << 20;
+  ro.history_trades = 1 << 20;
+  marketdata::ReadSide rs(j.config, ro);
+  {
+    engine::Engine fresh(j.config);
+    rs.Bootstrap(fresh.ExportImage());
+  }
+  marketdata::BatchOutput out;
+  for (const EventBuffer& ev : j.records) rs.Apply(ev, &out);
+  const std::size_t before = j.records.size();
+  j.Run(4000);
+  for (std::size_t i = before; i < j.records.size(); ++i) rs.Apply(j.records[i], &out);
+
+  auto s = Open(NewStoreOptions("h"), j.config);
+  ASSERT_TRUE(Rebuild(root_, j.config, s.get()).ok());
+
+  auto same_order = [](const OrderRecord& a, const OrderRecord& b) {
+    return a.id == b.id && a.account == b.account && a.market == b.market && a.side == b.side &&
+           a.type == b.type && a.tif == b.tif && a.stp == b.stp && a.price == b.price &&
+           a.qty == b.qty && a.quote_qty == b.quote_qty && a.executed == b.executed &&
+           a.cumulative_quote == b.cumulative_quote && a.remaining == b.remaining &&
+           a.status == b.status && a.expire_reason == b.expire_reason &&
+           a.client_order_id == b.client_order_id && a.time_ns == b.time_ns &&
+           a.update_ns == b.update_ns && a.working == b.working;
+  };
+  auto same_fill = [](const marketdata::Fill& a, const marketdata::Fill& b) {
+    return a.trade_id == b.trade_id && a.order_id == b.order_id && a.account == b.account &&
+           a.market == b.market && a.side == b.side && a.price == b.price && a.qty == b.qty &&
+           a.base_qty == b.base_qty && a.notional == b.notional && a.commission == b.commission &&
+           a.commission_asset == b.commission_asset && a.is_maker == b.is_maker &&
+           a.time_ns == b.time_ns;
+  };
+  const int64_t mid_ms = j.records[j.records.size() / 2].front().timestamp_ns / 1'000'000;
+  std::size_t orders_seen = 0;
+  std::size_t fills_seen = 0;
+  for (uint32_t a = 0; a <= workload::mixed::kTraders; ++a) {
+    for (uint16_t m = 0; m < j.config.markets.size(); ++m) {
+      const AccountId acc{a};
+      const MarketId mkt{m};
+      struct Filter {
+        uint64_t from;
+        int64_t start, end;
+        std::size_t limit;
+      };
+      for (const Filter f :
+           {Filter{0, 0, 0, 1 << 20}, Filter{0, 0, 0, 7},
+            Filter{Raw(j.records[900].front().seq), 0, 0, 5}, Filter{0, mid_ms, 0, 9},
+            Filter{0, 0, mid_ms, 4}, Filter{0, mid_ms - 600'000, mid_ms, 1000}}) {
+        HistoryQuery q{a, m, 0, f.from, f.start, f.end, f.limit};
+        const auto want = rs.AllOrders(acc, mkt, f.from, f.start, f.end, f.limit);
+        auto have = s->AllOrders(q);
+        ASSERT_TRUE(have.ok()) << have.status().message();
+        ASSERT_EQ(have->size(), want.size()) << "account " << a << " market " << m;
+        for (std::size_t i = 0; i < want.size(); ++i) {
+          EXPECT_TRUE(same_order((*have)[i], want[i])) << "order " << Raw(want[i].id);
+        }
+        orders_seen += want.size();
+        const auto want_fills = rs.MyTrades(acc, mkt, 0, f.from, f.start, f.end, f.limit);
+        auto have_fills = s->MyTrades(q);
+        ASSERT_TRUE(have_fills.ok()) << have_fills.status().message();
+        ASSERT_EQ(have_fills->size(), want_fills.size()) << "account " << a << " market " << m;
+        for (std::size_t i = 0; i < want_fills.size(); ++i) {
+          EXPECT_TRUE(same_fill((*have_fills)[i], want_fills[i]))
+              << "trade " << Raw(want_fills[i].trade_id);
+        }
+        fills_seen += want_fills.size();
+      }
+      // Every order by id and by client id; fills of one order.
+      for (const OrderRecord& o : rs.AllOrders(acc, mkt, 0, 0, 0, 1 << 20)) {
+        auto by_id = s->FindOrder(a, m, Raw(o.id));
+        ASSERT_TRUE(by_id.ok() && by_id->has_value());
+        EXPECT_TRUE(same_order(**by_id, o));
+        if (!o.client_order_id.empty()) {
+          const auto want = rs.FindOrderByClientId(acc, mkt, o.client_order_id.view());
+          auto have = s->FindOrderByClientId(a, m, o.client_order_id.view());
+          ASSERT_TRUE(have.ok());
+          ASSERT_EQ(have->has_value(), want.has_value());
+          if (want) {
+            EXPECT_EQ((*have)->id, want->id);
+          }
+        }
+        HistoryQuery q{a, m, Raw(o.id), 0, 0, 0, 1000};
+        const auto want_fills = rs.MyTrades(acc, mkt, Raw(o.id), 0, 0, 0, 1000);
+        auto have_fills = s->MyTrades(q);
+        ASSERT_TRUE(have_fills.ok());
+        EXPECT_EQ(have_fills->size(), want_fills.size());
+      }
+    }
+  }
+  EXPECT_GT(orders_seen, 1000u);
+  EXPECT_GT(fills_seen, 300u);
+  auto none = s->FindOrder(1, 0, 1ull << 40);
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->has_value());
+}
+
+TEST_P(StoreTest, RefusesAProjectionOfAnotherJournal) {
+  const fs::path other = TestDir("other");
+  JournalBuilder j(root_, 24);
+  j.Run(600);
+  JournalBuilder k(other, 25);  // same configuration, other history
+  k.Run(900);
+  const StoreOptions o = NewStoreOptions("x");
+  auto s = Open(o, j.config);
+  ASSERT_TRUE(Rebuild(other, k.config, s.get()).ok());
+  // Ahead of this journal.
+  Projector p(root_, j.config, j.hash, s.get());
+  Status st = p.Init();
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("another data directory"), std::string::npos) << st.message();
+  // Not ahead, but another journal's record at the applied sequence.
+  j.Run(600);
+  Projector q(root_, j.config, j.hash, s.get());
+  st = q.Init();
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("another data directory"), std::string::npos) << st.message();
+  // Another configuration.
+  EngineConfig changed = j.config;
+  changed.markets[0].maker_fee_bps += 1;
+  ASSERT_TRUE(changed.Validate().ok());
+  Projector r(other, changed, engine::HashConfig(changed), s.get());
+  st = r.Init();
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("another configuration"), std::string::npos) << st.message();
+  // Nothing was written by the refusals.
+  auto state = s->State();
+  ASSERT_TRUE(state.ok());
+  EXPECT_EQ(state->applied_seq, k.last_seq());
+  fs::remove_all(other);
+}
+
+// Kills the projector (a child process) at random points; each restart
+// resumes from the committed sequence. The result equals a rebuild.
+TEST_P(StoreTest, ExactlyOnceWhenTheProjectorIsKilledAtRandomPoints) {
+  JournalBuilder j(root_, 26);
+  j.Run(6000);
+  const StoreOptions o = NewStoreOptions("kill");
+  { ASSERT_NE(Open(o, j.config), nullptr); }  // schema created once, before the kills
+  bench::Rng rng(77);
+  int killed = 0;
+  for (int round = 0; round < 12; ++round) {
+    const std::size_t batch = 1 + rng.Below(400);
+    const auto delay = std::chrono::microseconds(rng.Below(40'000));
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      auto s = OpenStore(o, j.config);
+      if (!s.ok()) _exit(2);
+      ProjectorOptions po;
+      po.batch_events = batch;
+      Projector p(root_, j.config, j.hash, s->get(), po);
+      if (!p.Init().ok() || !p.CatchUp().ok()) _exit(3);
+      _exit(0);
+    }
+    std::this_thread::sleep_for(delay);
+    if (kill(pid, SIGKILL) == 0) ++killed;
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    if (WIFEXITED(status)) {
+      EXPECT_EQ(WEXITSTATUS(status), 0);
+    }
+  }
+  EXPECT_GT(killed, 3);
+  auto s = Open(o, j.config);
+  {
+    auto state = s->State();
+    ASSERT_TRUE(state.ok());
+    Projector p(root_, j.config, j.hash, s.get());
+    ASSERT_TRUE(p.Init().ok());
+    ASSERT_TRUE(p.CatchUp().ok());
+  }
+  auto report = VerifyProjection(root_, j.config, s.get(), root_);
+  ASSERT_TRUE(report.ok()) << report.status().message();
+  EXPECT_TRUE(report->ok()) << report->differences.front();
+}
+
+// ---- a database outage never stops trading --------------------------------
+
+class Counting final : public exchange::Completion {
+ public:
+  void OnDone(uint64_t, const exchange::Outcome& o) noexcept override {
+    if (o.state == exchange::Outcome::State::kDurable) durable_.fetch_add(1);
+  }
+  uint64_t durable() const { return durable_.load(); }
+
+ private:
+  std::atomic<uint64_t> durable_{0};
+};
+
+int Cluster(std::string_view action) {
+  const char* dir = std::getenv("MATCHBOOK_PG_DIR");
+  if (dir == nullptr) return -1;
+  const std::string cmd = "bash " MB_SOURCE_DIR "/scripts/pg_cluster.sh " + std::string(action) +
+                          " " + dir + " >/dev/null";
+  return std::system(cmd.c_str());
+}
+
+TEST(OutageTest, PostgresStopsWhileTradingGoesOnThenTheProjectionCatchesUp) {
+  ASSERT_FALSE(PgUrl().empty()) << "MATCHBOOK_PG_URL is not set (scripts/test.sh sets it)";
+  ASSERT_NE(std::getenv("MATCHBOOK_PG_DIR"), nullptr)
+      << "MATCHBOOK_PG_DIR (the throw-away cluster's directory) is not set";
+  const fs::path root = TestDir("outage");
+  bench::MixSpec spec;
+  spec.seed = 9;
+  spec.commands = 12'000;
+  spec.accounts = 50;
+  spec.target_orders = 200;
+  const bench::Workload w = bench::GenerateExchangeCoreMix(spec);
+  StoreOptions so;
+  so.backend = "postgres";
+  so.url = ScratchPgDatabase("outage");
+  auto store = OpenStoreWhenReachable(so, w.config, std::chrono::milliseconds(100));
+  std::mutex log_mu;
+  std::string log;
+  ProjectorOptions po;
+  po.retry = std::chrono::milliseconds(100);
+  po.log = [&](std::string_view line) {
+    std::lock_guard lock(log_mu);
+    log += std::string(line) + "\n";
+  };
+  Projector proj(root, w.config, engine::HashConfig(w.config), store.get(), po);
+  exchange::ExchangeOptions eo;
+  eo.engine = w.config;
+  eo.data_dir = root;
+  eo.log = [](std::string_view) {};
+  eo.on_durable = [&proj](std::span<const Event> ev) {
+    proj.NotifyDurable(static_cast<uint64_t>(ev.back().seq));
+  };
+  auto ex = exchange::Exchange::Open(std::move(eo));
+  ASSERT_TRUE(ex.ok()) << ex.status().message();
+  proj.Start((*ex)->durable_seq());
+  Counting done;
+  uint64_t sent = 0;
+  auto submit = [&](const Command& c) {
+    while ((*ex)->Submit(c, &done, sent, false) == exchange::SubmitResult::kFull) {
+      std::this_thread::yield();
+    }
+    ++sent;
+  };
+  auto all_durable = [&] {
+    for (int i = 0; i < 3000 && done.durable() < sent; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return done.durable() == sent;
+  };
+  for (const Command& c : w.setup) submit(c);
+  for (std::size_t i = 0; i < 3000; ++i) submit(w.commands[i]);
+  ASSERT_TRUE(all_durable());
+  ASSERT_TRUE(proj.WaitApplied((*ex)->durable_seq(), std::chrono::seconds(30)));
+
+  ASSERT_EQ(Cluster("stop-server"), 0);
+  for (std::size_t i = 3000; i < 9000; ++i) submit(w.commands[i]);
+  EXPECT_TRUE(all_durable()) << "the exchange acknowledges while the database is down";
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  const ProjectorStats down = proj.stats();
+  EXPECT_FALSE(down.healthy);
+  EXPECT_GT(down.errors, 0u);
+  EXPECT_GE(down.lag_events, 5000u);
+  EXPECT_GT(down.lag_seconds, 0.3);
+
+  ASSERT_EQ(Cluster("start-server"), 0);
+  for (std::size_t i = 9000; i < w.commands.size(); ++i) submit(w.commands[i]);
+  ASSERT_TRUE(all_durable());
+  ASSERT_TRUE(proj.WaitApplied((*ex)->durable_seq(), std::chrono::seconds(60)))
+      << proj.stats().last_error;
+  const ProjectorStats up = proj.stats();
+  EXPECT_TRUE(up.healthy);
+  EXPECT_EQ(up.lag_events, 0u);
+  EXPECT_EQ(up.lag_seconds, 0.0);
+  proj.Stop();
+  ASSERT_TRUE((*ex)->Close().ok());
+  {
+    std::lock_guard lock(log_mu);
+    EXPECT_NE(log.find("trading is not affected"), std::string::npos) << log;
+  }
+  auto report = VerifyProjection(root, w.config, store.get(), root);
+  ASSERT_TRUE(report.ok()) << report.status().message();
+  EXPECT_TRUE(report->ok()) << report->differences.front();
+  EXPECT_EQ(report->applied_seq, sent);
+  fs::remove_all(root);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, StoreTest, ::testing::Values("sqlite", "postgres"),
+                         [](const auto& param_info) { return param_info.param; });
+
+// ---- bad input ---------------------------------------------------------------
+
+TEST(BadStoreTest, SqliteRefusesANewerSchemaAndWhatIsNotADatabase) {
+  const fs::path root = TestDir("bad");
+  const EngineConfig config = workload::MixedConfig();
+  const std::string path = (root / "p.sqlite").string();
+  { ASSERT_TRUE(OpenSqliteStore(path, config).ok()); }
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db, "INSERT INTO schema_migrations VALUES (99, 'future')", nullptr,
+                           nullptr, nullptr),
+              SQLITE_OK);
+    sqlite3_close(db);
+  }
+  auto newer = OpenSqliteStore(path, config);
+  ASSERT_FALSE(newer.ok());
+  EXPECT_NE(newer.status().message().find("schema version 99 is newer than this build"),
+            std::string::npos)
+      << newer.status().message();
+
+  const std::string junk = (root / "junk.sqlite").string();
+  {
+    std::ofstream out(junk);
+    out << std::string(4096, 'x');
+  }
+  auto not_db = OpenSqliteStore(junk, config);
+  ASSERT_FALSE(not_db.ok());
+  EXPECT_NE(not_db.status().message().find("junk.sqlite"), std::string::npos);
+
+  auto missing_dir = OpenSqliteStore((root / "no" / "such" / "dir.sqlite").string(), config);
+  ASSERT_FALSE(missing_dir.ok());
+  EXPECT_NE(missing_dir.status().message().find("cannot open"), std::string::npos)
+      << missing_dir.status().message();
+
+  StoreOptions unknown;
+  unknown.backend = "mysql";
+  auto u = OpenStore(unknown, config);
+  ASSERT_FALSE(u.ok());
+  EXPECT_NE(u.status().message().find("unknown backend"), std::string::npos);
+  fs::remove_all(root);
+}
+
+TEST(BadStoreTest, AnUnreachableDatabaseIsAClearErrorAndRetriedLater) {
+  const EngineConfig config = workload::MixedConfig();
+  StoreOptions o;
+  o.backend = "postgres";
+  o.url = "postgresql://nobody@127.0.0.1:1/none?connect_timeout=2";
+  const auto started = std::chrono::steady_clock::now();
+  auto s = OpenStore(o, config);
+  ASSERT_FALSE(s.ok());
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(5));
+  EXPECT_NE(s.status().message().find("127.0.0.1"), std::string::npos) << s.status().message();
+
+  auto lazy = OpenStoreWhenReachable(o, config, std::chrono::milliseconds(100));
+  auto state = lazy->State();
+  ASSERT_FALSE(state.ok());
+  EXPECT_EQ(state.status().code(), StatusCode::kUnavailable);
+  auto orders = lazy->AllOrders(HistoryQuery{});
+  ASSERT_FALSE(orders.ok());
+  EXPECT_EQ(orders.status().code(), StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace mb::projection

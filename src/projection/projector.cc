@@ -1,0 +1,254 @@
+#include "projection/projector.h"
+
+#include <fmt/format.h>
+
+#include <cstdio>
+
+#include "journal/reader.h"
+
+namespace mb::projection {
+namespace {
+
+int64_t SteadyNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+int64_t WallNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+constexpr std::size_t kMaxNotes = 4096;
+
+}  // namespace
+
+Projector::Projector(std::filesystem::path data_dir, const engine::EngineConfig& config,
+                     uint64_t config_hash, Store* store, ProjectorOptions options)
+    : data_dir_(std::move(data_dir)),
+      config_(config),
+      config_hash_(config_hash),
+      store_(store),
+      options_(std::move(options)),
+      builder_(config) {}
+
+Projector::~Projector() { Stop(); }
+
+void Projector::Log(std::string_view line) const {
+  if (options_.log) {
+    options_.log(line);
+  } else {
+    std::fprintf(stderr, "%.*s\n", static_cast<int>(line.size()), line.data());
+  }
+}
+
+Status Projector::Init() {
+  auto state = store_->State();
+  if (!state.ok()) return state.status();
+  if (state->applied_seq > 0) {
+    if (state->config_hash != config_hash_) {
+      return InvalidArgument(fmt::format(
+          "projection ({}): built for another configuration (config hash {:016x}, this one is "
+          "{:016x}); rebuild it with `matchbook project --rebuild`",
+          store_->backend(), state->config_hash, config_hash_));
+    }
+    // The record the projection ends with must be this journal's.
+    journal::JournalTail probe(data_dir_, config_hash_, state->applied_seq);
+    uint64_t checksum = 0;
+    auto got =
+        probe.Read(journal::JournalTail::kEverything, 1, [&](const journal::JournalRecord& r) {
+          checksum = r.checksum;
+          return Status::Ok();
+        });
+    if (!got.ok()) return got.status();
+    if (*got == 0) {
+      return InvalidArgument(fmt::format(
+          "projection ({}): applied up to sequence {}, but the journal in {} ends before it: the "
+          "projection belongs to another data directory (rebuild it with `matchbook project "
+          "--rebuild`, or point it at its own data directory)",
+          store_->backend(), state->applied_seq, data_dir_.string()));
+    }
+    if (checksum != state->applied_checksum) {
+      return InvalidArgument(fmt::format(
+          "projection ({}): the journal's record {} is not the one it applied (checksum {:016x}, "
+          "projection has {:016x}): it belongs to another data directory",
+          store_->backend(), state->applied_seq, checksum, state->applied_checksum));
+    }
+  }
+  auto open = store_->OpenOrders();
+  if (!open.ok()) return open.status();
+  builder_.Seed(*open);
+  state_ = *state;
+  tail_ = std::make_unique<journal::JournalTail>(data_dir_, config_hash_, state_.applied_seq + 1);
+  applied_.store(state_.applied_seq, std::memory_order_release);
+  return Status::Ok();
+}
+
+Result<std::size_t> Projector::RunOnce(uint64_t limit_seq) { return RunBatch(limit_seq, false); }
+
+Status Projector::CatchUp(uint64_t limit_seq) {
+  for (;;) {
+    auto n = RunOnce(limit_seq);
+    if (!n.ok()) return n.status();
+    if (*n == 0) return Status::Ok();
+  }
+}
+
+Result<std::size_t> Projector::RunBatch(uint64_t limit_seq, bool wait) {
+  if (!tail_) return Status(StatusCode::kInternal, "projector: Init() first");
+  batch_.Clear();
+  std::size_t records = 0;
+  int64_t first_time_ns = 0;
+  const auto started = std::chrono::steady_clock::now();
+  const journal::RecordFn on_record = [&](const journal::JournalRecord& r) -> Status {
+    events_.clear();
+    MB_RETURN_IF_ERROR(journal::DecodeOutcome(r, &events_));
+    if (records == 0 && !events_.empty()) first_time_ns = events_.front().timestamp_ns;
+    builder_.AddRecord(r.seq, r.checksum, events_, &batch_);
+    ++records;
+    return Status::Ok();
+  };
+  while (batch_.events < options_.batch_events) {
+    const uint64_t limit = wait ? durable_.load(std::memory_order_acquire) : limit_seq;
+    auto got = tail_->Read(limit, 64, on_record);
+    if (!got.ok()) return got.status();
+    if (*got > 0) continue;
+    if (!wait || records == 0) break;
+    // A partial batch waits a little for more.
+    const auto deadline = started + options_.batch_wait;
+    std::unique_lock lock(mu_);
+    if (stop_ || std::chrono::steady_clock::now() >= deadline) break;
+    cv_.wait_until(lock, deadline, [&] {
+      return stop_ || durable_.load(std::memory_order_acquire) >= tail_->next_seq();
+    });
+  }
+  if (records == 0) return std::size_t{0};
+  builder_.Finish(&batch_);
+  const ProjectorState next{batch_.last_seq, batch_.last_checksum, config_hash_,
+                            batch_.last_time_ns};
+  MB_RETURN_IF_ERROR(store_->Commit(batch_, next));
+  state_ = next;
+  batches_.fetch_add(1, std::memory_order_relaxed);
+  events_applied_.fetch_add(batch_.events, std::memory_order_relaxed);
+  healthy_.store(true, std::memory_order_relaxed);
+  {
+    std::lock_guard lock(mu_);
+    applied_.store(next.applied_seq, std::memory_order_release);
+    while (!notes_.empty() && notes_.front().first <= next.applied_seq) notes_.pop_front();
+    if (lag_samples_.size() < options_.lag_samples) {
+      lag_samples_.push_back(WallNs() - first_time_ns);
+    }
+  }
+  applied_cv_.notify_all();
+  return records;
+}
+
+void Projector::Fail(const Status& st) {
+  errors_.fetch_add(1, std::memory_order_relaxed);
+  const bool was_healthy = healthy_.exchange(false, std::memory_order_relaxed);
+  {
+    std::lock_guard lock(mu_);
+    if (!was_healthy && last_error_ == st.message()) return;  // logged already
+    last_error_ = st.message();
+  }
+  Log(fmt::format("projection: {} (retrying every {} ms; trading is not affected)", st.message(),
+                  options_.retry.count()));
+}
+
+void Projector::Start(uint64_t durable_seq) {
+  durable_.store(durable_seq, std::memory_order_release);
+  {
+    std::lock_guard lock(mu_);
+    stop_ = false;
+    if (durable_seq > applied_seq()) notes_.emplace_back(durable_seq, SteadyNs());
+  }
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void Projector::Stop() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Projector::Loop() {
+  bool ready = false;
+  for (;;) {
+    {
+      std::unique_lock lock(mu_);
+      if (stop_) return;
+    }
+    Status st;
+    if (!ready) {
+      st = Init();
+      ready = st.ok();
+      if (ready && healthy_.load() == false) Log("projection: store reachable again, catching up");
+    }
+    if (ready) {
+      auto n = RunBatch(journal::JournalTail::kEverything, true);
+      if (n.ok() && *n > 0) continue;
+      if (!n.ok()) {
+        st = n.status();
+        ready = false;  // reload the state: the failed batch changed nothing in the store
+      }
+    }
+    std::unique_lock lock(mu_);
+    if (!st.ok()) {
+      lock.unlock();
+      Fail(st);
+      lock.lock();
+      cv_.wait_for(lock, options_.retry, [&] { return stop_; });
+    } else {
+      cv_.wait_for(lock, options_.idle_check, [&] {
+        return stop_ || durable_.load(std::memory_order_acquire) > applied_seq();
+      });
+    }
+  }
+}
+
+void Projector::NotifyDurable(uint64_t seq) {
+  {
+    std::lock_guard lock(mu_);
+    if (seq <= durable_.load(std::memory_order_relaxed)) return;
+    durable_.store(seq, std::memory_order_release);
+    if (notes_.size() >= kMaxNotes) notes_.pop_back();  // keeps the oldest: lag never understated
+    notes_.emplace_back(seq, SteadyNs());
+  }
+  cv_.notify_one();
+}
+
+bool Projector::WaitApplied(uint64_t seq, std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mu_);
+  return applied_cv_.wait_for(lock, timeout, [&] { return applied_seq() >= seq; });
+}
+
+ProjectorStats Projector::stats() const {
+  ProjectorStats s;
+  s.applied_seq = applied_seq();
+  s.durable_seq = durable_.load(std::memory_order_acquire);
+  s.lag_events = s.durable_seq > s.applied_seq ? s.durable_seq - s.applied_seq : 0;
+  s.batches = batches_.load(std::memory_order_relaxed);
+  s.events = events_applied_.load(std::memory_order_relaxed);
+  s.errors = errors_.load(std::memory_order_relaxed);
+  s.healthy = healthy_.load(std::memory_order_relaxed);
+  std::lock_guard lock(mu_);
+  s.last_error = last_error_;
+  if (s.lag_events > 0 && !notes_.empty()) {
+    s.lag_seconds = static_cast<double>(SteadyNs() - notes_.front().second) / 1e9;
+  }
+  return s;
+}
+
+std::vector<int64_t> Projector::TakeLagSamples() {
+  std::lock_guard lock(mu_);
+  std::vector<int64_t> out;
+  out.swap(lag_samples_);
+  return out;
+}
+
+}  // namespace mb::projection

@@ -1,0 +1,139 @@
+// The projector: a journal tailer that applies batches of records to a Store,
+// exactly once.
+//
+//   journal (durable records) ──JournalTail──▶ RowBuilder ──▶ Store::Commit
+//                                              (rows + applied sequence in
+//                                               one transaction)
+//
+// Exactly once: the store's applied sequence is committed with the rows, and
+// the projector resumes from applied_seq + 1. On any store error the batch is
+// rolled back, the projector waits, reloads its state from the store and
+// tries again: nothing is skipped and nothing applied twice.
+//
+// The engine never waits for it: the projector reads the journal, not the
+// engine's queues. It wakes when the exchange reports new durable records
+// (NotifyDurable) — no polling loop over the disk. If it is down or
+// behind, trading goes on and it catches up from the journal afterwards.
+//
+// The journal identity is checked at start: the record at applied_seq must
+// exist and carry the stored checksum, or the projection belongs to another
+// data directory (or the journal was replaced) and is refused.
+//
+// Thread safety: Init/RunOnce/CatchUp from one thread (offline use), or
+// Start/Stop and the live thread; NotifyDurable, WaitApplied and stats() from
+// any thread.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/status.h"
+#include "engine/event.h"
+#include "engine/market.h"
+#include "journal/tail.h"
+#include "projection/rows.h"
+#include "projection/store.h"
+
+namespace mb::projection {
+
+struct ProjectorOptions {
+  std::size_t batch_events = 1000;            // events per transaction, at most
+  std::chrono::milliseconds batch_wait{10};   // a partial batch waits this long for more
+  std::chrono::milliseconds retry{500};       // after a store error
+  std::chrono::milliseconds idle_check{200};  // wake without a notification, at least this often
+  std::function<void(std::string_view)> log;  // default: stderr
+  std::size_t lag_samples = 0;                // keep up to this many per-batch lags (benchmarks)
+};
+
+struct ProjectorStats {
+  uint64_t applied_seq = 0;
+  uint64_t durable_seq = 0;  // as last notified (0: not live)
+  uint64_t lag_events = 0;   // records durable, not yet applied
+  double lag_seconds = 0;    // since the oldest of them became durable
+  uint64_t batches = 0;
+  uint64_t events = 0;
+  uint64_t errors = 0;
+  bool healthy = true;  // the last commit succeeded
+  std::string last_error;
+};
+
+class Projector {
+ public:
+  Projector(std::filesystem::path data_dir, const engine::EngineConfig& config,
+            uint64_t config_hash, Store* store, ProjectorOptions options = {});
+  ~Projector();
+  Projector(const Projector&) = delete;
+  Projector& operator=(const Projector&) = delete;
+
+  // Loads the store's state, checks it against the journal, seeds the open
+  // orders. Called by Start(); offline callers call it first.
+  Status Init();
+  // Applies one batch of the records in (applied, limit_seq]; returns how many
+  // records it applied (0: nothing to do).
+  Result<std::size_t> RunOnce(uint64_t limit_seq = journal::JournalTail::kEverything);
+  // RunOnce until nothing is left below the limit.
+  Status CatchUp(uint64_t limit_seq = journal::JournalTail::kEverything);
+
+  // The live thread. durable_seq: what the journal had made durable when the
+  // exchange opened (records up to it are applied without waiting for a
+  // notification).
+  void Start(uint64_t durable_seq);
+  void Stop();
+
+  // Journal thread: records up to seq are durable.
+  void NotifyDurable(uint64_t seq);
+  // Waits until applied_seq >= seq; false on timeout.
+  bool WaitApplied(uint64_t seq, std::chrono::milliseconds timeout);
+
+  uint64_t applied_seq() const noexcept { return applied_.load(std::memory_order_acquire); }
+  ProjectorStats stats() const;
+  // Per-batch lag samples (ns from the first record's event time to its
+  // commit); cleared by the call.
+  std::vector<int64_t> TakeLagSamples();
+
+ private:
+  void Loop();
+  Result<std::size_t> RunBatch(uint64_t limit_seq, bool wait);
+  void Log(std::string_view line) const;
+  void Fail(const Status& st);
+
+  const std::filesystem::path data_dir_;
+  const engine::EngineConfig& config_;
+  const uint64_t config_hash_;
+  Store* const store_;
+  const ProjectorOptions options_;
+
+  RowBuilder builder_;
+  RowBatch batch_;
+  engine::EventBuffer events_;
+  std::unique_ptr<journal::JournalTail> tail_;
+  ProjectorState state_;
+
+  std::atomic<uint64_t> applied_{0};
+  std::atomic<uint64_t> durable_{0};
+  std::atomic<uint64_t> batches_{0}, events_applied_{0}, errors_{0};
+  std::atomic<bool> healthy_{true};
+
+  mutable std::mutex mu_;  // cv_, last_error_, lag samples
+  std::condition_variable cv_;
+  std::condition_variable applied_cv_;
+  bool stop_ = false;
+  std::string last_error_;
+  std::vector<int64_t> lag_samples_;
+  // (durable sequence, steady ns when notified), oldest first: how long the
+  // oldest unapplied record has been durable.
+  std::deque<std::pair<uint64_t, int64_t>> notes_;
+  std::thread thread_;
+};
+
+}  // namespace mb::projection

@@ -1,0 +1,223 @@
+#include "projection/rows.h"
+
+#include <cassert>
+#include <type_traits>
+#include <variant>
+
+namespace mb::projection {
+
+void RowBatch::Clear() {
+  first_seq = last_seq = last_checksum = 0;
+  last_time_ns = 0;
+  events = 0;
+  orders.clear();
+  order_events.clear();
+  trades.clear();
+  ledger.clear();
+  deposits.clear();
+  withdrawals.clear();
+}
+
+RowBuilder::RowBuilder(const engine::EngineConfig& config) : config_(config) {}
+
+void RowBuilder::Seed(std::span<const OrderRow> open_orders) {
+  open_.clear();
+  for (const OrderRow& row : open_orders) open_.emplace(Raw(row.order.id), row);
+}
+
+OrderRow* RowBuilder::Touch(uint64_t order_id) {
+  auto it = open_.find(order_id);
+  if (it == open_.end()) return nullptr;
+  touched_.push_back(order_id);  // duplicates are dropped in Finish()
+  it->second.updated_seq = seq_;
+  it->second.order.update_ns = ts_;
+  return &it->second;
+}
+
+void RowBuilder::Report(const OrderRow& row, ExecType type, uint64_t trade_id,
+                        engine::RejectReason reject, RowBatch* batch) {
+  const OrderRecord& o = row.order;
+  OrderEventRow e;
+  e.seq = seq_;
+  e.idx = report_idx_++;
+  e.order_id = Raw(o.id);
+  e.account = Raw(o.account);
+  e.market = Raw(o.market);
+  e.exec_type = type;
+  e.status = o.status;
+  e.price = o.price.value;
+  e.qty = o.qty.value;
+  e.executed = o.executed.value;
+  e.cumulative_quote = o.cumulative_quote.value;
+  e.remaining = o.remaining.value;
+  e.trade_id = trade_id;
+  e.reject = reject;
+  e.client_order_id = std::string(o.client_order_id.view());
+  e.time_ns = ts_;
+  batch->order_events.push_back(std::move(e));
+}
+
+void RowBuilder::AddRecord(uint64_t seq, uint64_t checksum, std::span<const engine::Event> events,
+                           RowBatch* batch) {
+  if (events.empty()) return;
+  seq_ = seq;
+  ts_ = events.front().timestamp_ns;
+  if (batch->first_seq == 0) batch->first_seq = seq;
+  batch->last_seq = seq;
+  batch->last_checksum = checksum;
+  batch->last_time_ns = ts_;
+  batch->events += events.size();
+
+  lines_.clear();
+  for (const engine::Event& e : events) engine::AppendLedgerEntries(config_, e, &lines_);
+  // Ledger lines are numbered within the record, in event order.
+  for (std::size_t i = 0; i < lines_.size(); ++i) {
+    const engine::LedgerEntry& l = lines_[i];
+    batch->ledger.push_back(LedgerRow{seq, static_cast<uint32_t>(i), Raw(l.account), Raw(l.asset),
+                                      l.bucket, l.delta, l.reason, l.ref_kind, l.ref, ts_});
+  }
+  report_idx_ = 0;
+  for (const engine::Event& e : events) Event(e, batch);
+}
+
+void RowBuilder::Event(const engine::Event& ev, RowBatch* batch) {
+  std::visit(
+      [&](const auto& x) {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<T, engine::OrderAccepted>) {
+          OrderRow row;
+          OrderRecord& o = row.order;
+          o.id = x.order_id;
+          o.account = x.account;
+          o.market = x.market;
+          o.side = x.side;
+          o.type = x.type;
+          o.tif = x.tif;
+          o.stp = x.stp;
+          o.price = x.price;
+          o.qty = x.qty;
+          o.quote_qty = x.quote_qty;
+          o.remaining = x.qty;
+          o.status = OrderStatus::kNew;
+          o.client_order_id = x.client_order_id;
+          o.time_ns = ts_;
+          o.update_ns = ts_;
+          row.created_seq = seq_;
+          row.updated_seq = seq_;
+          const uint64_t id = Raw(x.order_id);
+          open_.insert_or_assign(id, row);
+          touched_.push_back(id);
+          Report(row, ExecType::kNew, 0, engine::RejectReason::kNone, batch);
+        } else if constexpr (std::is_same_v<T, engine::Rejected>) {
+          // A refused order is an execution report with no order behind it.
+          if (x.command != engine::CommandType::kPlaceOrder) return;
+          OrderRow row;
+          row.order.account = x.account;
+          row.order.market = x.market;
+          row.order.status = OrderStatus::kRejected;
+          row.order.client_order_id = x.client_order_id;
+          Report(row, ExecType::kRejected, 0, x.reason, batch);
+        } else if constexpr (std::is_same_v<T, engine::Trade>) {
+          TradeRecord t;
+          t.trade_id = Raw(x.trade_id);
+          t.seq = seq_;
+          t.market = Raw(x.market);
+          t.taker_side = x.taker_side;
+          t.price = x.price.value;
+          t.qty = x.qty.value;
+          t.base_qty = x.base_qty.value;
+          t.notional = x.notional.value;
+          t.maker_order_id = Raw(x.maker_order_id);
+          t.taker_order_id = Raw(x.taker_order_id);
+          t.maker_account = Raw(x.maker_account);
+          t.taker_account = Raw(x.taker_account);
+          t.maker_fee = x.maker_fee.value;
+          t.taker_fee = x.taker_fee.value;
+          t.time_ns = ts_;
+          batch->trades.push_back(t);
+          Fill(x, true, batch);
+          Fill(x, false, batch);
+        } else if constexpr (std::is_same_v<T, engine::OrderRested>) {
+          OrderRow* r = Touch(Raw(x.order_id));
+          if (r == nullptr) return;
+          r->order.remaining = x.remaining;
+          r->order.working = true;
+        } else if constexpr (std::is_same_v<T, engine::OrderCanceled>) {
+          Close(Raw(x.order_id), OrderStatus::kCanceled, engine::ExpireReason::kIocRemainder,
+                ExecType::kCanceled, batch);
+        } else if constexpr (std::is_same_v<T, engine::OrderExpired>) {
+          Close(Raw(x.order_id), OrderStatus::kExpired, x.reason, ExecType::kExpired, batch);
+        } else if constexpr (std::is_same_v<T, engine::OrderAmended>) {
+          OrderRow* r = Touch(Raw(x.order_id));
+          if (r == nullptr) return;
+          if (!x.keeps_priority) {
+            // It leaves the book; the trades and the rest that follow place it again.
+            r->order.working = false;
+            r->order.price = x.new_price;
+          }
+          r->order.qty = x.new_qty;
+          r->order.remaining = x.new_remaining;
+          Report(*r, ExecType::kAmended, 0, engine::RejectReason::kNone, batch);
+        } else if constexpr (std::is_same_v<T, engine::Deposited>) {
+          batch->deposits.push_back(TransferRow{Raw(x.transfer_id), Raw(x.account), Raw(x.asset),
+                                                x.amount.value, std::string(x.ref.view()), ts_});
+        } else if constexpr (std::is_same_v<T, engine::Withdrawn>) {
+          batch->withdrawals.push_back(TransferRow{Raw(x.transfer_id), Raw(x.account), Raw(x.asset),
+                                                   x.amount.value, std::string(x.ref.view()), ts_});
+        } else {
+          static_assert(std::is_same_v<T, engine::MarketStatusChanged>);
+        }
+      },
+      ev.body);
+}
+
+void RowBuilder::Fill(const engine::Trade& t, bool maker, RowBatch* batch) {
+  OrderRow* r = Touch(Raw(maker ? t.maker_order_id : t.taker_order_id));
+  if (r == nullptr) return;
+  OrderRecord& o = r->order;
+  const bool filled = maker ? t.maker_filled : t.taker_filled;
+  o.executed += t.qty;
+  o.cumulative_quote += t.notional;
+  if (o.quote_qty.value == 0) o.remaining -= t.qty;  // a budget order has no lots left
+  if (filled) {
+    o.status = OrderStatus::kFilled;
+    o.remaining = Qty{0};
+    o.working = false;
+  } else {
+    o.status = OrderStatus::kPartiallyFilled;
+  }
+  Report(*r, ExecType::kTrade, Raw(t.trade_id), engine::RejectReason::kNone, batch);
+}
+
+void RowBuilder::Close(uint64_t order_id, OrderStatus status, engine::ExpireReason reason,
+                       ExecType type, RowBatch* batch) {
+  OrderRow* r = Touch(order_id);
+  if (r == nullptr) return;
+  OrderRecord& o = r->order;
+  o.working = false;
+  o.remaining = Qty{0};
+  o.status = status;
+  if (status == OrderStatus::kExpired) o.expire_reason = reason;
+  Report(*r, type, 0, engine::RejectReason::kNone, batch);
+}
+
+void RowBuilder::Finish(RowBatch* batch) {
+  for (uint64_t id : touched_) {
+    auto it = open_.find(id);
+    if (it == open_.end()) continue;  // already written (a duplicate in touched_)
+    batch->orders.push_back(it->second);
+    const OrderStatus s = it->second.order.status;
+    if (s != OrderStatus::kNew && s != OrderStatus::kPartiallyFilled) {
+      open_.erase(it);
+    } else {
+      // Written once per batch even when touched again: park it until the end.
+      parked_.insert(open_.extract(it));
+    }
+  }
+  // Orders still open go back to the open set.
+  open_.merge(parked_);
+  parked_.clear();
+  touched_.clear();
+}
+
+}  // namespace mb::projection

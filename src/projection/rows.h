@@ -1,0 +1,164 @@
+// The projection's rows, derived from the journal's events alone.
+//
+//   events of one record ──▶ RowBuilder ──▶ RowBatch (orders to upsert,
+//        order_events, trades, ledger_entries, deposits, withdrawals)
+//
+// Every key comes from the journal: order ids and transfer ids are the
+// sequence of the command, trade ids the engine's dense counter, and an
+// order event or a ledger line is keyed by (sequence, index in the record).
+// Building the same journal twice therefore produces identical rows, which
+// is what makes a rebuild row-for-row equal to the incremental projection.
+//
+// The builder keeps the current state of open orders (it needs an order's
+// executed quantity to describe the next fill). After a restart it is seeded
+// from the store's open orders (Seed), so a resumed projection and one built
+// from the start agree.
+//
+// Thread safety: one thread owns a RowBuilder.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/event.h"
+#include "engine/ledger.h"
+#include "engine/market.h"
+#include "marketdata/read_side.h"
+
+namespace mb::projection {
+
+using marketdata::ExecType;
+using marketdata::OrderRecord;
+using marketdata::OrderStatus;
+
+// An order's current state: OrderRecord plus where it came from.
+struct OrderRow {
+  OrderRecord order;
+  uint64_t created_seq = 0;
+  uint64_t updated_seq = 0;
+  friend bool operator==(const OrderRow&, const OrderRow&) = default;
+};
+
+// One change to one order (an executionReport, as the stream sent it).
+struct OrderEventRow {
+  uint64_t seq = 0;
+  uint32_t idx = 0;  // report index within the record (a trade reports twice)
+  uint64_t order_id = 0;
+  uint32_t account = 0;
+  uint16_t market = 0;
+  ExecType exec_type = ExecType::kNew;
+  OrderStatus status = OrderStatus::kNew;
+  int64_t price = 0;
+  int64_t qty = 0;
+  int64_t executed = 0;
+  int64_t cumulative_quote = 0;
+  int64_t remaining = 0;
+  uint64_t trade_id = 0;                                      // kTrade
+  engine::RejectReason reject = engine::RejectReason::kNone;  // kRejected
+  std::string client_order_id;
+  int64_t time_ns = 0;
+  friend bool operator==(const OrderEventRow&, const OrderEventRow&) = default;
+};
+
+struct TradeRecord {
+  uint64_t trade_id = 0;
+  uint64_t seq = 0;
+  uint16_t market = 0;
+  engine::Side taker_side = engine::Side::kBuy;
+  int64_t price = 0;
+  int64_t qty = 0;
+  int64_t base_qty = 0;
+  int64_t notional = 0;
+  uint64_t maker_order_id = 0;
+  uint64_t taker_order_id = 0;
+  uint32_t maker_account = 0;
+  uint32_t taker_account = 0;
+  int64_t maker_fee = 0;
+  int64_t taker_fee = 0;
+  int64_t time_ns = 0;
+  friend bool operator==(const TradeRecord&, const TradeRecord&) = default;
+};
+
+struct LedgerRow {
+  uint64_t seq = 0;
+  uint32_t idx = 0;  // line index within the record
+  uint32_t account = 0;
+  uint16_t asset = 0;
+  engine::Bucket bucket = engine::Bucket::kAvailable;
+  int64_t delta = 0;
+  engine::LedgerReason reason = engine::LedgerReason::kOrderLock;
+  engine::RefKind ref_kind = engine::RefKind::kOrder;
+  uint64_t ref = 0;
+  int64_t time_ns = 0;
+  friend bool operator==(const LedgerRow&, const LedgerRow&) = default;
+};
+
+// A deposit or a withdrawal.
+struct TransferRow {
+  uint64_t transfer_id = 0;  // == its sequence
+  uint32_t account = 0;
+  uint16_t asset = 0;
+  int64_t amount = 0;  // > 0
+  std::string ref;
+  int64_t time_ns = 0;
+  friend bool operator==(const TransferRow&, const TransferRow&) = default;
+};
+
+// What a batch of records changes. Orders hold each touched order's state
+// after the batch (one row per order: upserted).
+struct RowBatch {
+  uint64_t first_seq = 0;
+  uint64_t last_seq = 0;
+  uint64_t last_checksum = 0;  // of the record last_seq
+  int64_t last_time_ns = 0;
+  uint64_t events = 0;
+  std::vector<OrderRow> orders;
+  std::vector<OrderEventRow> order_events;
+  std::vector<TradeRecord> trades;
+  std::vector<LedgerRow> ledger;
+  std::vector<TransferRow> deposits;
+  std::vector<TransferRow> withdrawals;
+
+  void Clear();
+  bool empty() const noexcept { return events == 0; }
+};
+
+class RowBuilder {
+ public:
+  explicit RowBuilder(const engine::EngineConfig& config);
+
+  // The open orders as the store holds them (after a restart).
+  void Seed(std::span<const OrderRow> open_orders);
+
+  // Adds one record's events (all of one sequence) to *batch.
+  void AddRecord(uint64_t seq, uint64_t checksum, std::span<const engine::Event> events,
+                 RowBatch* batch);
+  // Ends a batch: writes the state of every order it touched into batch->orders
+  // and forgets the orders that closed.
+  void Finish(RowBatch* batch);
+
+  std::size_t open_orders() const noexcept { return open_.size(); }
+
+ private:
+  OrderRow* Touch(uint64_t order_id);
+  void Event(const engine::Event& e, RowBatch* batch);
+  void Report(const OrderRow& row, ExecType type, uint64_t trade_id, engine::RejectReason reject,
+              RowBatch* batch);
+  void Fill(const engine::Trade& t, bool maker, RowBatch* batch);
+  void Close(uint64_t order_id, OrderStatus status, engine::ExpireReason reason, ExecType type,
+             RowBatch* batch);
+
+  const engine::EngineConfig& config_;
+  std::unordered_map<uint64_t, OrderRow> open_;    // orders not yet closed
+  std::unordered_map<uint64_t, OrderRow> parked_;  // written in Finish(), still open
+  std::vector<uint64_t> touched_;                  // in first-touch order
+  std::vector<engine::LedgerEntry> lines_;
+  uint64_t seq_ = 0;
+  int64_t ts_ = 0;
+  uint32_t report_idx_ = 0;  // order events numbered within the record
+};
+
+}  // namespace mb::projection

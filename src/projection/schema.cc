@@ -1,0 +1,148 @@
+#include "projection/schema.h"
+
+#include <array>
+
+namespace mb::projection {
+namespace {
+
+// Version 1: everything the history API and the checks read. Amounts are the
+// engine's integers (ticks, lots, smallest units), so sums are exact.
+constexpr std::string_view kV1 = R"sql(
+CREATE TABLE projector_state (
+  id INTEGER PRIMARY KEY CHECK (id = 1),
+  applied_seq BIGINT NOT NULL,
+  applied_checksum BIGINT NOT NULL,
+  config_hash BIGINT NOT NULL,
+  applied_time_ns BIGINT NOT NULL);
+INSERT INTO projector_state VALUES (1, 0, 0, 0, 0);
+CREATE TABLE orders (
+  order_id {KEY} PRIMARY KEY,
+  account_id BIGINT NOT NULL,
+  market_id INTEGER NOT NULL,
+  side SMALLINT NOT NULL,
+  type SMALLINT NOT NULL,
+  tif SMALLINT NOT NULL,
+  stp SMALLINT NOT NULL,
+  price BIGINT NOT NULL,
+  qty BIGINT NOT NULL,
+  quote_qty BIGINT NOT NULL,
+  executed_qty BIGINT NOT NULL,
+  cumulative_quote BIGINT NOT NULL,
+  remaining BIGINT NOT NULL,
+  status SMALLINT NOT NULL,
+  expire_reason SMALLINT NOT NULL,
+  working SMALLINT NOT NULL,
+  client_order_id TEXT NOT NULL,
+  time_ns BIGINT NOT NULL,
+  update_ns BIGINT NOT NULL,
+  created_seq BIGINT NOT NULL,
+  updated_seq BIGINT NOT NULL);
+CREATE INDEX orders_by_account ON orders (account_id, market_id, order_id);
+CREATE INDEX orders_by_time ON orders (account_id, market_id, time_ns);
+CREATE INDEX orders_by_client_id ON orders (account_id, market_id, client_order_id);
+CREATE INDEX orders_open ON orders (order_id) WHERE status < 2;
+CREATE TABLE order_events (
+  seq BIGINT NOT NULL,
+  idx INTEGER NOT NULL,
+  order_id BIGINT NOT NULL,
+  account_id BIGINT NOT NULL,
+  market_id INTEGER NOT NULL,
+  exec_type SMALLINT NOT NULL,
+  status SMALLINT NOT NULL,
+  price BIGINT NOT NULL,
+  qty BIGINT NOT NULL,
+  executed_qty BIGINT NOT NULL,
+  cumulative_quote BIGINT NOT NULL,
+  remaining BIGINT NOT NULL,
+  trade_id BIGINT NOT NULL,
+  reject_reason SMALLINT NOT NULL,
+  client_order_id TEXT NOT NULL,
+  time_ns BIGINT NOT NULL,
+  PRIMARY KEY (seq, idx));
+CREATE INDEX order_events_by_order ON order_events (order_id, seq, idx);
+CREATE TABLE trades (
+  trade_id {KEY} PRIMARY KEY,
+  seq BIGINT NOT NULL,
+  market_id INTEGER NOT NULL,
+  taker_side SMALLINT NOT NULL,
+  price BIGINT NOT NULL,
+  qty BIGINT NOT NULL,
+  base_qty BIGINT NOT NULL,
+  notional BIGINT NOT NULL,
+  maker_order_id BIGINT NOT NULL,
+  taker_order_id BIGINT NOT NULL,
+  maker_account BIGINT NOT NULL,
+  taker_account BIGINT NOT NULL,
+  maker_fee BIGINT NOT NULL,
+  taker_fee BIGINT NOT NULL,
+  time_ns BIGINT NOT NULL);
+CREATE INDEX trades_by_maker ON trades (maker_account, market_id, trade_id);
+CREATE INDEX trades_by_taker ON trades (taker_account, market_id, trade_id);
+CREATE TABLE ledger_entries (
+  seq BIGINT NOT NULL,
+  idx INTEGER NOT NULL,
+  account_id BIGINT NOT NULL,
+  asset_id INTEGER NOT NULL,
+  bucket SMALLINT NOT NULL,
+  delta BIGINT NOT NULL,
+  reason SMALLINT NOT NULL,
+  ref_kind SMALLINT NOT NULL,
+  ref BIGINT NOT NULL,
+  time_ns BIGINT NOT NULL,
+  PRIMARY KEY (seq, idx));
+CREATE INDEX ledger_by_account ON ledger_entries (account_id, seq, idx);
+CREATE TABLE deposits (
+  transfer_id {KEY} PRIMARY KEY,
+  account_id BIGINT NOT NULL,
+  asset_id INTEGER NOT NULL,
+  amount BIGINT NOT NULL,
+  ref TEXT NOT NULL,
+  time_ns BIGINT NOT NULL);
+CREATE INDEX deposits_by_account ON deposits (account_id, transfer_id);
+CREATE TABLE withdrawals (
+  transfer_id {KEY} PRIMARY KEY,
+  account_id BIGINT NOT NULL,
+  asset_id INTEGER NOT NULL,
+  amount BIGINT NOT NULL,
+  ref TEXT NOT NULL,
+  time_ns BIGINT NOT NULL);
+CREATE INDEX withdrawals_by_account ON withdrawals (account_id, transfer_id)
+)sql";
+
+constexpr std::array<Migration, 1> kMigrations = {{
+    {1, "orders, order_events, trades, ledger_entries, deposits, withdrawals", kV1},
+}};
+
+constexpr std::array<TableSpec, 6> kTables = {{
+    {"orders", "order_id"},
+    {"order_events", "seq, idx"},
+    {"trades", "trade_id"},
+    {"ledger_entries", "seq, idx"},
+    {"deposits", "transfer_id"},
+    {"withdrawals", "transfer_id"},
+}};
+
+}  // namespace
+
+std::span<const Migration> Migrations() { return kMigrations; }
+std::span<const TableSpec> DataTables() { return kTables; }
+
+std::vector<std::string> Statements(const Migration& m, Dialect dialect) {
+  const std::string_view key = dialect == Dialect::kSqlite ? "INTEGER" : "BIGINT";
+  std::string sql(m.sql);
+  for (std::size_t at = sql.find("{KEY}"); at != std::string::npos; at = sql.find("{KEY}", at)) {
+    sql.replace(at, 5, key);
+  }
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (start < sql.size()) {
+    std::size_t end = sql.find(';', start);
+    if (end == std::string::npos) end = sql.size();
+    std::string stmt = sql.substr(start, end - start);
+    if (stmt.find_first_not_of(" \n\t") != std::string::npos) out.push_back(std::move(stmt));
+    start = end + 1;
+  }
+  return out;
+}
+
+}  // namespace mb::projection

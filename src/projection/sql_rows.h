@@ -1,0 +1,201 @@
+// What the SQL stores share: the column lists of each table as bindable
+// values, the readers that turn a result row back into the store's types,
+// and the query texts. Placeholders are '?' in order; a dialect that numbers
+// them ($1, $2, ...) converts with NumberPlaceholders().
+//
+// A result row is anything with Int(col) and Text(col).
+//
+// Thread safety: pure functions.
+#pragma once
+
+#include <bit>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <utility>
+
+#include "common/status.h"
+#include "engine/market.h"
+#include "projection/rows.h"
+#include "projection/schema.h"
+#include "projection/store.h"
+
+namespace mb::projection {
+
+inline int64_t Signed(uint64_t v) { return std::bit_cast<int64_t>(v); }
+inline uint64_t Unsigned(int64_t v) { return std::bit_cast<uint64_t>(v); }
+inline int64_t Small(auto e) { return static_cast<int64_t>(e); }
+
+// ---- the columns of each table, in schema order ----
+
+inline auto Values(const OrderRow& r) {
+  const OrderRecord& o = r.order;
+  return std::make_tuple(Signed(Raw(o.id)), int64_t{Raw(o.account)}, int64_t{Raw(o.market)},
+                         Small(o.side), Small(o.type), Small(o.tif), Small(o.stp), o.price.value,
+                         o.qty.value, o.quote_qty.value, o.executed.value, o.cumulative_quote.value,
+                         o.remaining.value, Small(o.status), Small(o.expire_reason),
+                         int64_t{o.working ? 1 : 0}, o.client_order_id.view(), o.time_ns,
+                         o.update_ns, Signed(r.created_seq), Signed(r.updated_seq));
+}
+
+inline auto Values(const OrderEventRow& r) {
+  return std::make_tuple(Signed(r.seq), int64_t{r.idx}, Signed(r.order_id), int64_t{r.account},
+                         int64_t{r.market}, Small(r.exec_type), Small(r.status), r.price, r.qty,
+                         r.executed, r.cumulative_quote, r.remaining, Signed(r.trade_id),
+                         Small(r.reject), std::string_view(r.client_order_id), r.time_ns);
+}
+
+inline auto Values(const TradeRecord& r) {
+  return std::make_tuple(Signed(r.trade_id), Signed(r.seq), int64_t{r.market}, Small(r.taker_side),
+                         r.price, r.qty, r.base_qty, r.notional, Signed(r.maker_order_id),
+                         Signed(r.taker_order_id), int64_t{r.maker_account},
+                         int64_t{r.taker_account}, r.maker_fee, r.taker_fee, r.time_ns);
+}
+
+inline auto Values(const LedgerRow& r) {
+  return std::make_tuple(Signed(r.seq), int64_t{r.idx}, int64_t{r.account}, int64_t{r.asset},
+                         Small(r.bucket), r.delta, Small(r.reason), Small(r.ref_kind),
+                         Signed(r.ref), r.time_ns);
+}
+
+inline auto Values(const TransferRow& r) {
+  return std::make_tuple(Signed(r.transfer_id), int64_t{r.account}, int64_t{r.asset}, r.amount,
+                         std::string_view(r.ref), r.time_ns);
+}
+
+// projector_state's values for kSetStateSql.
+inline auto Values(const ProjectorState& s) {
+  return std::make_tuple(Signed(s.applied_seq), Signed(s.applied_checksum), Signed(s.config_hash),
+                         s.applied_time_ns);
+}
+
+// ---- queries ----
+
+inline constexpr std::string_view kOrderColumns =
+    "order_id, account_id, market_id, side, type, tif, stp, price, qty, quote_qty, executed_qty, "
+    "cumulative_quote, remaining, status, expire_reason, working, client_order_id, time_ns, "
+    "update_ns, created_seq, updated_seq";
+inline constexpr std::string_view kOrderSelect =
+    "SELECT order_id, account_id, market_id, side, type, tif, stp, price, qty, quote_qty, "
+    "executed_qty, cumulative_quote, remaining, status, expire_reason, working, client_order_id, "
+    "time_ns, update_ns, created_seq, updated_seq FROM orders";
+inline constexpr std::string_view kStateSql =
+    "SELECT applied_seq, applied_checksum, config_hash, applied_time_ns FROM projector_state";
+inline constexpr std::string_view kSetStateSql =
+    "UPDATE projector_state SET applied_seq = ?, applied_checksum = ?, config_hash = ?, "
+    "applied_time_ns = ?";
+inline constexpr std::string_view kLedgerSql =
+    "SELECT seq, idx, account_id, asset_id, bucket, delta, reason, ref_kind, ref, time_ns "
+    "FROM ledger_entries WHERE account_id = ? AND seq >= ? ORDER BY seq, idx LIMIT ?";
+inline constexpr std::string_view kBalanceTotalsSql =
+    "SELECT account_id, asset_id, bucket, SUM(delta) FROM ledger_entries "
+    "GROUP BY account_id, asset_id, bucket ORDER BY account_id, asset_id, bucket";
+
+// INSERT ... ON CONFLICT (order_id) DO UPDATE SET every other column.
+std::string UpsertOrderSql();
+
+// allOrders: account, market, from_id, lo_ns, hi_ns, limit.
+std::string AllOrdersSql(bool ascending);
+// myTrades: account, market, order_id, order_id (maker side), the same four
+// for the taker side, then from_id, lo_ns, hi_ns, limit.
+std::string MyTradesSql(bool ascending);
+
+// Bound values of a HistoryQuery's window (ns, inclusive).
+std::pair<int64_t, int64_t> TimeBounds(const HistoryQuery& q);
+inline bool Ascending(const HistoryQuery& q) { return q.from_id > 0 || q.start_ms != 0; }
+inline int64_t Limit(std::size_t limit) {
+  return limit > static_cast<std::size_t>(std::numeric_limits<int64_t>::max())
+             ? std::numeric_limits<int64_t>::max()
+             : static_cast<int64_t>(limit);
+}
+
+// "?, ?" -> "$1, $2" (outside quotes).
+std::string NumberPlaceholders(std::string_view sql);
+
+// A schema newer than this build: refused.
+Status CheckSchemaVersion(int64_t applied);
+
+uint64_t* CountOf(ProjectionTotals& t, std::string_view table);
+
+// ---- reading rows back ----
+
+template <class Row>
+OrderRow ReadOrderRow(const Row& r, int c) {
+  OrderRow row;
+  OrderRecord& o = row.order;
+  o.id = static_cast<OrderId>(Unsigned(r.Int(c + 0)));
+  o.account = static_cast<AccountId>(r.Int(c + 1));
+  o.market = static_cast<MarketId>(r.Int(c + 2));
+  o.side = static_cast<engine::Side>(r.Int(c + 3));
+  o.type = static_cast<engine::OrderType>(r.Int(c + 4));
+  o.tif = static_cast<engine::TimeInForce>(r.Int(c + 5));
+  o.stp = static_cast<engine::StpMode>(r.Int(c + 6));
+  o.price = Price{r.Int(c + 7)};
+  o.qty = Qty{r.Int(c + 8)};
+  o.quote_qty = Amount{r.Int(c + 9)};
+  o.executed = Qty{r.Int(c + 10)};
+  o.cumulative_quote = Amount{r.Int(c + 11)};
+  o.remaining = Qty{r.Int(c + 12)};
+  o.status = static_cast<OrderStatus>(r.Int(c + 13));
+  o.expire_reason = static_cast<engine::ExpireReason>(r.Int(c + 14));
+  o.working = r.Int(c + 15) != 0;
+  o.client_order_id = ClientOrderId::From(r.Text(c + 16));
+  o.time_ns = r.Int(c + 17);
+  o.update_ns = r.Int(c + 18);
+  row.created_seq = Unsigned(r.Int(c + 19));
+  row.updated_seq = Unsigned(r.Int(c + 20));
+  return row;
+}
+
+// A row of MyTradesSql.
+template <class Row>
+marketdata::Fill ReadFill(const Row& r, const engine::EngineConfig& config) {
+  marketdata::Fill f;
+  f.trade_id = static_cast<TradeId>(Unsigned(r.Int(0)));
+  f.market = static_cast<MarketId>(r.Int(1));
+  f.price = Price{r.Int(2)};
+  f.qty = Qty{r.Int(3)};
+  f.base_qty = Amount{r.Int(4)};
+  f.notional = Amount{r.Int(5)};
+  f.time_ns = r.Int(6);
+  f.order_id = static_cast<OrderId>(Unsigned(r.Int(7)));
+  f.account = static_cast<AccountId>(r.Int(8));
+  f.is_maker = r.Int(9) != 0;
+  const auto taker_side = static_cast<engine::Side>(r.Int(10));
+  f.side = f.is_maker ? engine::Opposite(taker_side) : taker_side;
+  f.commission = Amount{r.Int(11)};
+  const engine::MarketSpec& spec = config.markets[Raw(f.market)];
+  f.commission_asset = f.side == engine::Side::kBuy ? spec.base : spec.quote;
+  return f;
+}
+
+template <class Row>
+LedgerRow ReadLedgerRow(const Row& r) {
+  LedgerRow l;
+  l.seq = Unsigned(r.Int(0));
+  l.idx = static_cast<uint32_t>(r.Int(1));
+  l.account = static_cast<uint32_t>(r.Int(2));
+  l.asset = static_cast<uint16_t>(r.Int(3));
+  l.bucket = static_cast<engine::Bucket>(r.Int(4));
+  l.delta = r.Int(5);
+  l.reason = static_cast<engine::LedgerReason>(r.Int(6));
+  l.ref_kind = static_cast<engine::RefKind>(r.Int(7));
+  l.ref = Unsigned(r.Int(8));
+  l.time_ns = r.Int(9);
+  return l;
+}
+
+template <class Row>
+ProjectorState ReadStateRow(const Row& r) {
+  return ProjectorState{Unsigned(r.Int(0)), Unsigned(r.Int(1)), Unsigned(r.Int(2)), r.Int(3)};
+}
+
+template <class Row>
+ProjectionTotals::Balance ReadBalanceTotal(const Row& r) {
+  return ProjectionTotals::Balance{static_cast<uint32_t>(r.Int(0)), static_cast<uint16_t>(r.Int(1)),
+                                   static_cast<uint8_t>(r.Int(2)), r.Int(3)};
+}
+
+}  // namespace mb::projection

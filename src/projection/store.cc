@@ -1,0 +1,207 @@
+#include "projection/store.h"
+
+#include <limits>
+#include <mutex>
+
+#include "projection/sql_rows.h"
+
+namespace mb::projection {
+
+std::string UpsertOrderSql() {
+  std::string sql = "INSERT INTO orders (" + std::string(kOrderColumns) + ") VALUES (";
+  std::string set;
+  std::string_view cols = kOrderColumns;
+  bool first = true;
+  while (!cols.empty()) {
+    const std::size_t comma = cols.find(',');
+    std::string_view col = cols.substr(0, comma);
+    while (!col.empty() && col.front() == ' ') col.remove_prefix(1);
+    sql += first ? "?" : ", ?";
+    if (col != "order_id") {
+      if (!set.empty()) set += ", ";
+      set += std::string(col) + " = excluded." + std::string(col);
+    }
+    first = false;
+    cols = comma == std::string_view::npos ? std::string_view{} : cols.substr(comma + 1);
+  }
+  return sql + ") ON CONFLICT (order_id) DO UPDATE SET " + set;
+}
+
+std::string AllOrdersSql(bool ascending) {
+  return std::string(kOrderSelect) +
+         " WHERE account_id = ? AND market_id = ? AND order_id >= ? AND time_ns >= ? AND "
+         "time_ns <= ? ORDER BY order_id " +
+         (ascending ? "ASC" : "DESC") + " LIMIT ?";
+}
+
+std::string MyTradesSql(bool ascending) {
+  // One fill per side the account took: a self-trade is two fills.
+  constexpr std::string_view kSide =
+      "SELECT trade_id, market_id, price, qty, base_qty, notional, time_ns, {S}_order_id, "
+      "{S}_account, {M}, taker_side, {S}_fee FROM trades WHERE {S}_account = ? AND market_id = ? "
+      "AND (? = 0 OR {S}_order_id = ?)";
+  auto side = [&](std::string_view s, std::string_view maker) {
+    std::string q(kSide);
+    for (std::size_t at = q.find("{S}"); at != std::string::npos; at = q.find("{S}", at)) {
+      q.replace(at, 3, s);
+    }
+    q.replace(q.find("{M}"), 3, maker);
+    return q;
+  };
+  return "SELECT * FROM (" + side("maker", "1 AS is_maker") + " UNION ALL " +
+         side("taker", "0 AS is_maker") +
+         ") AS fills WHERE trade_id >= ? AND time_ns >= ? AND time_ns <= ? ORDER BY " +
+         (ascending ? "trade_id ASC, is_maker DESC" : "trade_id DESC, is_maker ASC") + " LIMIT ?";
+}
+
+std::pair<int64_t, int64_t> TimeBounds(const HistoryQuery& q) {
+  constexpr int64_t kMsNs = 1'000'000;
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  const int64_t lo = q.start_ms == 0             ? std::numeric_limits<int64_t>::min()
+                     : q.start_ms > kMax / kMsNs ? kMax
+                                                 : q.start_ms * kMsNs;
+  const int64_t hi =
+      q.end_ms == 0 || q.end_ms >= kMax / kMsNs ? kMax : q.end_ms * kMsNs + kMsNs - 1;
+  return {lo, hi};
+}
+
+std::string NumberPlaceholders(std::string_view sql) {
+  std::string out;
+  int n = 0;
+  bool quoted = false;
+  for (char c : sql) {
+    if (c == '\'') quoted = !quoted;
+    if (c == '?' && !quoted) {
+      out += '$' + std::to_string(++n);
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+Status CheckSchemaVersion(int64_t applied) {
+  if (applied > kSchemaVersion) {
+    return InvalidArgument("projection schema version " + std::to_string(applied) +
+                           " is newer than this build (" + std::to_string(kSchemaVersion) +
+                           "): it was written by a newer Matchbook; use that, or rebuild the "
+                           "projection into an empty database");
+  }
+  return Status::Ok();
+}
+
+uint64_t* CountOf(ProjectionTotals& t, std::string_view table) {
+  if (table == "orders") return &t.orders;
+  if (table == "order_events") return &t.order_events;
+  if (table == "trades") return &t.trades;
+  if (table == "ledger_entries") return &t.ledger_entries;
+  if (table == "deposits") return &t.deposits;
+  return &t.withdrawals;
+}
+
+Result<std::unique_ptr<Store>> OpenStore(const StoreOptions& options,
+                                         const engine::EngineConfig& config) {
+  if (options.backend == "sqlite") {
+    if (options.path.empty()) return InvalidArgument("projection: sqlite needs a path");
+    return OpenSqliteStore(options.path, config);
+  }
+  if (options.backend == "postgres") {
+    if (options.url.empty()) {
+      return InvalidArgument(
+          "projection: postgres needs a url (projection.url or MATCHBOOK_PG_URL)");
+    }
+    return OpenPostgresStore(options.url, config);
+  }
+  return InvalidArgument("projection: unknown backend '" + options.backend +
+                         "' (expected sqlite or postgres)");
+}
+
+namespace {
+
+class ReconnectingStore final : public Store {
+ public:
+  ReconnectingStore(StoreOptions options, const engine::EngineConfig& config,
+                    std::chrono::milliseconds retry)
+      : options_(std::move(options)), config_(config), retry_(retry) {}
+
+  std::string_view backend() const noexcept override {
+    return options_.backend == "postgres" ? "postgres" : "sqlite";
+  }
+  Result<ProjectorState> State() override { return Call(&Store::State); }
+  Result<std::vector<OrderRow>> OpenOrders() override { return Call(&Store::OpenOrders); }
+  Status Commit(const RowBatch& batch, const ProjectorState& state) override {
+    auto inner = Inner();
+    if (!inner.ok()) return inner.status();
+    return (*inner)->Commit(batch, state);
+  }
+  Status Reset() override {
+    auto inner = Inner();
+    if (!inner.ok()) return inner.status();
+    return (*inner)->Reset();
+  }
+  Result<std::vector<OrderRecord>> AllOrders(const HistoryQuery& q) override {
+    return Call(&Store::AllOrders, q);
+  }
+  Result<std::optional<OrderRecord>> FindOrder(uint32_t account, uint16_t market,
+                                               uint64_t order_id) override {
+    return Call(&Store::FindOrder, account, market, order_id);
+  }
+  Result<std::optional<OrderRecord>> FindOrderByClientId(uint32_t account, uint16_t market,
+                                                         std::string_view client_id) override {
+    return Call(&Store::FindOrderByClientId, account, market, client_id);
+  }
+  Result<std::vector<marketdata::Fill>> MyTrades(const HistoryQuery& q) override {
+    return Call(&Store::MyTrades, q);
+  }
+  Result<std::vector<LedgerRow>> Ledger(const LedgerQuery& q) override {
+    return Call(&Store::Ledger, q);
+  }
+  Result<ProjectorState> CommittedState() override { return Call(&Store::CommittedState); }
+  Result<std::vector<TableDump>> Dump() override { return Call(&Store::Dump); }
+  Result<ProjectionTotals> Totals() override { return Call(&Store::Totals); }
+  Result<std::vector<OrderRow>> AllOrderRows() override { return Call(&Store::AllOrderRows); }
+
+ private:
+  // The opened store, or why it cannot be opened (tried again after retry_).
+  Result<Store*> Inner() {
+    std::lock_guard lock(mu_);
+    if (inner_) return inner_.get();
+    const auto now = std::chrono::steady_clock::now();
+    if (tried_ && now - last_try_ < retry_) return last_error_;
+    tried_ = true;
+    last_try_ = now;
+    auto opened = OpenStore(options_, config_);
+    if (!opened.ok()) {
+      last_error_ = Unavailable(opened.status().message());
+      return last_error_;
+    }
+    inner_ = std::move(*opened);
+    return inner_.get();
+  }
+
+  template <class R, class... P, class... A>
+  R Call(R (Store::*fn)(P...), A&&... args) {
+    auto inner = Inner();
+    if (!inner.ok()) return inner.status();
+    return ((*inner)->*fn)(std::forward<A>(args)...);
+  }
+
+  const StoreOptions options_;
+  const engine::EngineConfig& config_;
+  const std::chrono::milliseconds retry_;
+  std::mutex mu_;
+  std::unique_ptr<Store> inner_;
+  bool tried_ = false;
+  std::chrono::steady_clock::time_point last_try_{};
+  Status last_error_;
+};
+
+}  // namespace
+
+std::unique_ptr<Store> OpenStoreWhenReachable(const StoreOptions& options,
+                                              const engine::EngineConfig& config,
+                                              std::chrono::milliseconds retry) {
+  return std::make_unique<ReconnectingStore>(options, config, retry);
+}
+
+}  // namespace mb::projection

@@ -1,0 +1,142 @@
+// Where the projection lives: a database behind one interface, with an
+// embedded SQLite store (the default) and a PostgreSQL store (at scale).
+//
+// The contract every store keeps:
+//   - Open() applies the schema migrations it has not applied yet (one
+//     versioned mechanism, schema.h) and refuses a schema newer than it knows.
+//   - Commit() writes one RowBatch and the new ProjectorState in ONE
+//     transaction: after a crash at any point the rows and the applied
+//     sequence agree, so resuming from applied_seq + 1 neither loses nor
+//     duplicates a row.
+//   - Reads (history queries) use their own connection and see committed
+//     batches only.
+//
+// Thread safety: the writer calls (Open, State, OpenOrders, Commit, Reset)
+// from one thread. The query calls may come from any thread, concurrently
+// with the writer.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "engine/market.h"
+#include "marketdata/read_side.h"
+#include "projection/rows.h"
+
+namespace mb::projection {
+
+// What the projection has applied. The checksum and config hash identify the
+// journal it came from: a projection from another data directory is refused
+// even when its sequence is not ahead of this journal's.
+struct ProjectorState {
+  uint64_t applied_seq = 0;
+  uint64_t applied_checksum = 0;  // of the record applied_seq (0 when nothing applied)
+  uint64_t config_hash = 0;
+  int64_t applied_time_ns = 0;  // event time of that record
+  friend bool operator==(const ProjectorState&, const ProjectorState&) = default;
+};
+
+// History filters, as Binance defines them (see docs/api.md): ids >= from_id
+// and times (ms, 0 = unbounded, both ends inclusive) within [start_ms, end_ms];
+// with a lower bound (from_id > 0 or start_ms != 0) the oldest `limit` rows,
+// otherwise the newest `limit`; always returned oldest first.
+struct HistoryQuery {
+  uint32_t account = 0;
+  uint16_t market = 0;
+  uint64_t order_id = 0;  // myTrades: of that order only (0 = any)
+  uint64_t from_id = 0;
+  int64_t start_ms = 0;
+  int64_t end_ms = 0;
+  std::size_t limit = 500;
+};
+
+struct LedgerQuery {
+  uint32_t account = 0;
+  uint64_t from_seq = 0;  // lines with seq >= from_seq, oldest first
+  std::size_t limit = 500;
+};
+
+// Every row of every table, ordered by key, as text: what "row-for-row
+// identical" compares.
+struct TableDump {
+  std::string table;
+  std::vector<std::string> rows;
+};
+
+// Per-asset and per-order figures the verifier compares with a replay.
+struct ProjectionTotals {
+  uint64_t orders = 0, order_events = 0, trades = 0, ledger_entries = 0, deposits = 0,
+           withdrawals = 0;
+  // (account, asset, bucket) -> sum of ledger deltas, sorted by key
+  struct Balance {
+    uint32_t account = 0;
+    uint16_t asset = 0;
+    uint8_t bucket = 0;
+    int64_t sum = 0;
+    friend bool operator==(const Balance&, const Balance&) = default;
+  };
+  std::vector<Balance> balances;
+};
+
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  virtual std::string_view backend() const noexcept = 0;  // "sqlite" | "postgres"
+
+  // ---- writer ----
+  virtual Result<ProjectorState> State() = 0;
+  virtual Result<std::vector<OrderRow>> OpenOrders() = 0;  // status NEW or PARTIALLY_FILLED
+  virtual Status Commit(const RowBatch& batch, const ProjectorState& state) = 0;
+  // Drops every row (schema kept), state back to nothing applied.
+  virtual Status Reset() = 0;
+
+  // ---- queries (any thread) ----
+  virtual Result<std::vector<OrderRecord>> AllOrders(const HistoryQuery& q) = 0;
+  virtual Result<std::optional<OrderRecord>> FindOrder(uint32_t account, uint16_t market,
+                                                       uint64_t order_id) = 0;
+  // The newest order of the account and market with that client order id.
+  virtual Result<std::optional<OrderRecord>> FindOrderByClientId(uint32_t account, uint16_t market,
+                                                                 std::string_view client_id) = 0;
+  virtual Result<std::vector<marketdata::Fill>> MyTrades(const HistoryQuery& q) = 0;
+  virtual Result<std::vector<LedgerRow>> Ledger(const LedgerQuery& q) = 0;
+  virtual Result<ProjectorState> CommittedState() = 0;  // as a reader sees it
+
+  // ---- checks ----
+  virtual Result<std::vector<TableDump>> Dump() = 0;
+  virtual Result<ProjectionTotals> Totals() = 0;
+  virtual Result<std::vector<OrderRow>> AllOrderRows() = 0;  // by order id
+};
+
+struct StoreOptions {
+  // "sqlite" (path = <data>/projection.sqlite unless given) or "postgres"
+  // (url = a libpq connection string / URI).
+  std::string backend = "sqlite";
+  std::string path;
+  std::string url;
+};
+
+// Opens a store and migrates its schema. The engine configuration converts
+// ids into the query results' types (commission asset of a fill).
+Result<std::unique_ptr<Store>> OpenStore(const StoreOptions& options,
+                                         const engine::EngineConfig& config);
+
+// A store that opens itself on first use and, while its database cannot be
+// reached, answers every call with kUnavailable (trying again at most every
+// `retry`) — so a server starts and trades while the database is down.
+std::unique_ptr<Store> OpenStoreWhenReachable(const StoreOptions& options,
+                                              const engine::EngineConfig& config,
+                                              std::chrono::milliseconds retry);
+
+Result<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path,
+                                               const engine::EngineConfig& config);
+Result<std::unique_ptr<Store>> OpenPostgresStore(const std::string& url,
+                                                 const engine::EngineConfig& config);
+
+}  // namespace mb::projection
