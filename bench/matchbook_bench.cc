@@ -35,6 +35,7 @@
 #include "args.h"
 #include "engine/engine.h"
 #include "pipeline_bench.h"
+#include "projection_bench.h"
 #include "queue_study.h"
 #include "stats.h"
 #include "workload/engine_workload.h"
@@ -620,6 +621,9 @@ constexpr std::string_view kUsage =
       The pipeline (ring -> engine -> journal -> durable) at offered rates and at
       its maximum, per fsync policy; replay and restart times (docs/benchmarks.md);
       `matchbook-bench pipeline --help`.
+  matchbook-bench projection [--backend sqlite|postgres] [--events N] [--rate R] [--json] ...
+      Projecting a pre-built journal into the history store (events/s), and the
+      projection's lag behind a live exchange at R orders/s (bench/projection_bench.h).
   matchbook-bench --help
 )";
 
@@ -646,6 +650,7 @@ int Main(int argc, char** argv) {
   if (cmd == "--help" || cmd == "-h" || cmd == "help") return Usage(0);
   if (cmd == "queues") return RunQueueStudy(argc, argv);
   if (cmd == "pipeline") return RunPipelineBench(argc, argv);
+  if (cmd == "projection") return RunProjectionBench(argc, argv);
   if (cmd == "gbench") {
     std::vector<char*> args;
     args.push_back(argv[0]);

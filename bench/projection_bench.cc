@@ -1,0 +1,345 @@
+// `matchbook-bench projection`: see projection_bench.h.
+#include "projection_bench.h"
+
+#include <fmt/core.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "args.h"
+#include "engine/engine.h"
+#include "exchange/exchange.h"
+#include "journal/data_dir.h"
+#include "journal/reader.h"
+#include "journal/writer.h"
+#include "projection/projector.h"
+#include "projection/store.h"
+#include "stats.h"
+#include "workload/engine_workload.h"
+
+namespace mb::bench {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+struct Options {
+  std::string backend = "sqlite";
+  uint64_t events = 1'000'000;
+  std::size_t batch_events = 1000;
+  uint64_t rate = 0;  // orders/s for the lag phase; 0 = none
+  uint64_t duration_ms = 10'000;
+  bool json = false;
+};
+
+int Usage(const char* what, const char* arg) {
+  std::fprintf(stderr,
+               "matchbook-bench projection: %s '%s'\n"
+               "usage: matchbook-bench projection [--backend sqlite|postgres] [--events N] "
+               "[--batch-events N] [--rate ORDERS_PER_S --duration-ms MS] [--json]\n",
+               what, arg);
+  return 2;
+}
+
+bool ParseU64(std::string_view s, uint64_t* out) {
+  if (s.empty() || s.size() > 19) return false;
+  uint64_t v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return false;
+    v = v * 10 + static_cast<uint64_t>(c - '0');
+  }
+  *out = v;
+  return true;
+}
+
+std::string Ms(int64_t ns) { return fmt::format("{:.3f}", static_cast<double>(ns) / 1e6); }
+
+// A throw-away PostgreSQL cluster (scripts/pg_cluster.sh), stopped and removed
+// when the benchmark ends.
+class PgCluster {
+ public:
+  ~PgCluster() {
+    if (!dir_.empty()) {
+      const std::string cmd = "bash " + Script() + " stop " + dir_ + " >/dev/null 2>&1";
+      (void)std::system(cmd.c_str());
+    }
+  }
+  // The URL to benchmark against: MATCHBOOK_PG_URL, else a new cluster.
+  bool Start(std::string* url) {
+    if (const char* env = std::getenv("MATCHBOOK_PG_URL"); env != nullptr && *env != '\0') {
+      *url = env;
+      return true;
+    }
+    dir_ = (fs::temp_directory_path() / fmt::format("mb-bench-pg-{}", getpid())).string();
+    const std::string cmd = "bash " + Script() + " start " + dir_;
+    FILE* p = popen(cmd.c_str(), "r");
+    if (p == nullptr) return false;
+    char line[512];
+    std::string last;
+    while (std::fgets(line, sizeof line, p) != nullptr) last = line;
+    if (pclose(p) != 0) return false;
+    while (!last.empty() && (last.back() == '\n' || last.back() == '\r')) last.pop_back();
+    *url = last;
+    return !last.empty();
+  }
+
+ private:
+  static std::string Script() { return std::string(MB_SOURCE_DIR) + "/scripts/pg_cluster.sh"; }
+  std::string dir_;
+};
+
+Result<std::unique_ptr<projection::Store>> OpenFresh(const Options& o, const std::string& url,
+                                                     const fs::path& scratch,
+                                                     const engine::EngineConfig& config) {
+  projection::StoreOptions so;
+  so.backend = o.backend;
+  so.path = (scratch / "projection.sqlite").string();
+  so.url = url;
+  auto store = projection::OpenStore(so, config);
+  if (!store.ok()) return store.status();
+  MB_RETURN_IF_ERROR((*store)->Reset());
+  return store;
+}
+
+// Writes a journal of at least `events` events; returns how many.
+Result<uint64_t> WriteJournal(const fs::path& dir_path, const Workload& w, uint64_t events) {
+  auto dir = journal::DataDir::Open(dir_path, journal::OpenMode::kReadWrite);
+  if (!dir.ok()) return dir.status();
+  const uint64_t hash = engine::HashConfig(w.config);
+  journal::ScanOptions so;
+  so.config_hash = hash;
+  auto scan = journal::ScanJournal(*dir, so, nullptr);
+  if (!scan.ok()) return scan.status();
+  journal::JournalOptions jo;
+  jo.policy = journal::FsyncPolicy::kNone;
+  auto writer = journal::JournalWriter::Open(*dir, jo, hash, *scan);
+  if (!writer.ok()) return writer.status();
+  engine::Engine engine(w.config);
+  engine::EventBuffer ev;
+  uint64_t written = 0;
+  auto feed = [&](const engine::Command& c) -> Status {
+    ev.clear();
+    engine.Process(c, &ev);
+    (*writer)->Append(ev);
+    written += ev.size();
+    if (((*writer)->next_seq() & 1023) == 0) MB_RETURN_IF_ERROR((*writer)->Write());
+    return Status::Ok();
+  };
+  for (const engine::Command& c : w.setup) MB_RETURN_IF_ERROR(feed(c));
+  for (const engine::Command& c : w.commands) {
+    if (written >= events) break;
+    MB_RETURN_IF_ERROR(feed(c));
+  }
+  MB_RETURN_IF_ERROR((*writer)->Write());
+  MB_RETURN_IF_ERROR((*writer)->SyncAll());
+  return written;
+}
+
+struct Percentiles {
+  int64_t p50 = 0, p99 = 0, p999 = 0, max = 0;
+};
+Percentiles Of(std::vector<int64_t> v) {
+  if (v.empty()) return {};
+  std::sort(v.begin(), v.end());
+  return {PercentileOf(v, 0.50), PercentileOf(v, 0.99), PercentileOf(v, 0.999), v.back()};
+}
+
+class Counting final : public exchange::Completion {
+ public:
+  void OnDone(uint64_t, const exchange::Outcome&) noexcept override {
+    done_.fetch_add(1, std::memory_order_relaxed);
+  }
+  uint64_t done() const { return done_.load(std::memory_order_relaxed); }
+
+ private:
+  std::atomic<uint64_t> done_{0};
+};
+
+int64_t WallNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+int RunProjectionBench(int argc, char** argv) {
+  Options o;
+  ArgReader args(argc, argv, 2);
+  std::string_view v;
+  while (args.Next()) {
+    uint64_t n = 0;
+    if (args.flag() == "--json") {
+      o.json = true;
+    } else if (args.flag() == "--backend" && args.Value(&v) && (v == "sqlite" || v == "postgres")) {
+      o.backend = std::string(v);
+    } else if (args.flag() == "--events" && args.Value(&v) && ParseU64(v, &n) && n > 0) {
+      o.events = n;
+    } else if (args.flag() == "--batch-events" && args.Value(&v) && ParseU64(v, &n) && n > 0) {
+      o.batch_events = n;
+    } else if (args.flag() == "--rate" && args.Value(&v) && ParseU64(v, &n) && n > 0) {
+      o.rate = n;
+    } else if (args.flag() == "--duration-ms" && args.Value(&v) && ParseU64(v, &n) && n > 0) {
+      o.duration_ms = n;
+    } else {
+      return Usage("bad argument", args.raw());
+    }
+  }
+  const fs::path scratch = fs::temp_directory_path() / fmt::format("mb-bench-proj-{}", getpid());
+  fs::remove_all(scratch);
+  fs::create_directories(scratch);
+  struct Cleanup {
+    fs::path p;
+    ~Cleanup() {
+      std::error_code ec;
+      fs::remove_all(p, ec);
+    }
+  } cleanup{scratch};
+
+  PgCluster cluster;
+  std::string url;
+  if (o.backend == "postgres" && !cluster.Start(&url)) {
+    std::fprintf(stderr,
+                 "matchbook-bench projection: no PostgreSQL (set MATCHBOOK_PG_URL, or "
+                 "install postgresql-15 for scripts/pg_cluster.sh)\n");
+    return 1;
+  }
+
+  // ---- throughput ----
+  MixSpec spec;
+  spec.commands = static_cast<std::size_t>(o.events * 10 / 14 + 1000);  // ~1.4 events/command
+  spec.accounts = 1000;
+  const Workload w = GenerateExchangeCoreMix(spec);
+  const fs::path journal_dir = scratch / "data";
+  auto written = WriteJournal(journal_dir, w, o.events);
+  if (!written.ok()) {
+    std::fprintf(stderr, "journal: %s\n", written.status().message().c_str());
+    return 1;
+  }
+  auto store = OpenFresh(o, url, scratch, w.config);
+  if (!store.ok()) {
+    std::fprintf(stderr, "store: %s\n", store.status().message().c_str());
+    return 1;
+  }
+  projection::ProjectorOptions po;
+  po.batch_events = o.batch_events;
+  const uint64_t hash = engine::HashConfig(w.config);
+  std::vector<int64_t> commit_ns;
+  double secs = 0;
+  uint64_t projected = 0;
+  {
+    projection::Projector p(journal_dir, w.config, hash, store->get(), po);
+    if (Status s = p.Init(); !s.ok()) {
+      std::fprintf(stderr, "projector: %s\n", s.message().c_str());
+      return 1;
+    }
+    const auto t0 = Clock::now();
+    for (;;) {
+      const auto b0 = Clock::now();
+      auto n = p.RunOnce();
+      if (!n.ok()) {
+        std::fprintf(stderr, "projector: %s\n", n.status().message().c_str());
+        return 1;
+      }
+      if (*n == 0) break;
+      commit_ns.push_back((Clock::now() - b0).count());
+    }
+    secs = std::chrono::duration<double>(Clock::now() - t0).count();
+    projected = p.stats().events;
+  }
+  const double eps = static_cast<double>(projected) / secs;
+  const Percentiles bp = Of(commit_ns);
+  fmt::print(
+      "projection {}: {} events ({} records) in {:.3f} s = {:.0f} events/s; per batch of "
+      "<= {} events: p50 {} ms, p99 {} ms, p99.9 {} ms, max {} ms ({} batches)\n",
+      o.backend, projected, store->get() ? (*store)->State()->applied_seq : 0, secs, eps,
+      o.batch_events, Ms(bp.p50), Ms(bp.p99), Ms(bp.p999), Ms(bp.max), commit_ns.size());
+
+  // ---- lag at a rate ----
+  std::string lag_json;
+  if (o.rate > 0) {
+    auto live_store = OpenFresh(o, url, scratch, w.config);
+    if (!live_store.ok()) {
+      std::fprintf(stderr, "store: %s\n", live_store.status().message().c_str());
+      return 1;
+    }
+    const fs::path live_dir = scratch / "live";
+    projection::ProjectorOptions lpo;
+    lpo.batch_events = o.batch_events;
+    lpo.lag_samples = 10'000'000;
+    projection::Projector proj(live_dir, w.config, hash, live_store->get(), lpo);
+    exchange::ExchangeOptions eo;
+    eo.engine = w.config;
+    eo.data_dir = live_dir;
+    eo.log = [](std::string_view) {};
+    eo.on_durable = [&proj](std::span<const engine::Event> ev) {
+      if (!ev.empty()) proj.NotifyDurable(static_cast<uint64_t>(ev.back().seq));
+    };
+    auto ex = exchange::Exchange::Open(std::move(eo));
+    if (!ex.ok()) {
+      std::fprintf(stderr, "exchange: %s\n", ex.status().message().c_str());
+      return 1;
+    }
+    proj.Start((*ex)->durable_seq());
+    Counting done;
+    uint64_t sent = 0;
+    for (const engine::Command& c : w.setup) {
+      while ((*ex)->Submit(c, &done, sent, false) == exchange::SubmitResult::kFull) {
+        std::this_thread::yield();
+      }
+      ++sent;
+    }
+    while (done.done() < sent) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    proj.WaitApplied((*ex)->durable_seq(), std::chrono::seconds(60));
+    (void)proj.TakeLagSamples();  // the setup is not measured
+    const uint64_t total = o.rate * o.duration_ms / 1000;
+    const auto t0 = Clock::now();
+    uint64_t dropped = 0;
+    for (uint64_t i = 0; i < total && i < w.commands.size(); ++i) {
+      const auto due = t0 + std::chrono::nanoseconds(i * 1'000'000'000ull / o.rate);
+      std::this_thread::sleep_until(due);
+      engine::Command c = w.commands[i];
+      c.timestamp_ns = WallNs();
+      if ((*ex)->Submit(c, &done, sent, false) != exchange::SubmitResult::kOk) {
+        ++dropped;
+        continue;
+      }
+      ++sent;
+    }
+    const bool caught_up = proj.WaitApplied((*ex)->durable_seq(), std::chrono::seconds(60));
+    const Percentiles lag = Of(proj.TakeLagSamples());
+    const projection::ProjectorStats st = proj.stats();
+    proj.Stop();
+    (void)(*ex)->Close();
+    fmt::print(
+        "projection lag at {} orders/s for {} ms ({}): commit - command time per batch: "
+        "p50 {} ms, p99 {} ms, p99.9 {} ms, max {} ms; {} batches, {} refused, caught up: "
+        "{}\n",
+        o.rate, o.duration_ms, o.backend, Ms(lag.p50), Ms(lag.p99), Ms(lag.p999), Ms(lag.max),
+        st.batches, dropped, caught_up ? "yes" : "NO");
+    lag_json = fmt::format(
+        ",\"rate_per_s\":{},\"lag_p50_ms\":{},\"lag_p99_ms\":{},\"lag_p999_ms\":{},"
+        "\"lag_max_ms\":{},\"refused\":{},\"caught_up\":{}",
+        o.rate, Ms(lag.p50), Ms(lag.p99), Ms(lag.p999), Ms(lag.max), dropped,
+        caught_up ? "true" : "false");
+  }
+  if (o.json) {
+    fmt::print(
+        "{{\"bench\":\"projection\",\"backend\":\"{}\",\"events\":{},\"events_per_s\":{:.0f},"
+        "\"seconds\":{:.3f},\"batch_events\":{},\"batch_p50_ms\":{},\"batch_p99_ms\":{},"
+        "\"batch_p999_ms\":{},\"batch_max_ms\":{}{}}}\n",
+        o.backend, projected, eps, secs, o.batch_events, Ms(bp.p50), Ms(bp.p99), Ms(bp.p999),
+        Ms(bp.max), lag_json);
+  }
+  return 0;
+}
+
+}  // namespace mb::bench
