@@ -35,6 +35,7 @@ struct Options {
   std::string backend = "sqlite";
   uint64_t events = 1'000'000;
   std::size_t batch_events = 1000;
+  std::size_t catchup_batch_events = 20000;
   uint64_t rate = 0;  // orders/s for the lag phase; 0 = none
   uint64_t duration_ms = 10'000;
   bool json = false;
@@ -44,7 +45,8 @@ int Usage(const char* what, const char* arg) {
   std::fprintf(stderr,
                "matchbook-bench projection: %s '%s'\n"
                "usage: matchbook-bench projection [--backend sqlite|postgres] [--events N] "
-               "[--batch-events N] [--rate ORDERS_PER_S --duration-ms MS] [--json]\n",
+               "[--batch-events N] [--catchup-batch-events N] [--rate ORDERS_PER_S --duration-ms "
+               "MS] [--json]\n",
                what, arg);
   return 2;
 }
@@ -185,6 +187,9 @@ int RunProjectionBench(int argc, char** argv) {
       o.events = n;
     } else if (args.flag() == "--batch-events" && args.Value(&v) && ParseU64(v, &n) && n > 0) {
       o.batch_events = n;
+    } else if (args.flag() == "--catchup-batch-events" && args.Value(&v) && ParseU64(v, &n) &&
+               n > 0) {
+      o.catchup_batch_events = n;
     } else if (args.flag() == "--rate" && args.Value(&v) && ParseU64(v, &n) && n > 0) {
       o.rate = n;
     } else if (args.flag() == "--duration-ms" && args.Value(&v) && ParseU64(v, &n) && n > 0) {
@@ -231,6 +236,7 @@ int RunProjectionBench(int argc, char** argv) {
   }
   projection::ProjectorOptions po;
   po.batch_events = o.batch_events;
+  po.catchup_batch_events = o.catchup_batch_events;
   const uint64_t hash = engine::HashConfig(w.config);
   std::vector<int64_t> commit_ns;
   double secs = 0;
@@ -256,6 +262,15 @@ int RunProjectionBench(int argc, char** argv) {
     projected = p.stats().events;
   }
   const double eps = static_cast<double>(projected) / secs;
+  uint64_t rows = 0;
+  if (auto t = (*store)->Totals(); t.ok()) {
+    rows =
+        t->orders + t->order_events + t->trades + t->ledger_entries + t->deposits + t->withdrawals;
+    fmt::print(
+        "rows: {} orders, {} order events, {} trades, {} ledger entries, {} deposits, {} "
+        "withdrawals\n",
+        t->orders, t->order_events, t->trades, t->ledger_entries, t->deposits, t->withdrawals);
+  }
   const Percentiles bp = Of(commit_ns);
   fmt::print(
       "projection {}: {} events ({} records) in {:.3f} s = {:.0f} events/s; per batch of "
@@ -274,6 +289,7 @@ int RunProjectionBench(int argc, char** argv) {
     const fs::path live_dir = scratch / "live";
     projection::ProjectorOptions lpo;
     lpo.batch_events = o.batch_events;
+    lpo.catchup_batch_events = o.catchup_batch_events;
     lpo.lag_samples = 10'000'000;
     projection::Projector proj(live_dir, w.config, hash, live_store->get(), lpo);
     exchange::ExchangeOptions eo;
@@ -334,10 +350,11 @@ int RunProjectionBench(int argc, char** argv) {
   if (o.json) {
     fmt::print(
         "{{\"bench\":\"projection\",\"backend\":\"{}\",\"events\":{},\"events_per_s\":{:.0f},"
-        "\"seconds\":{:.3f},\"batch_events\":{},\"batch_p50_ms\":{},\"batch_p99_ms\":{},"
+        "\"rows\":{},\"seconds\":{:.3f},\"batch_events\":{},\"catchup_batch_events\":{},\"batch_"
+        "p50_ms\":{},\"batch_p99_ms\":{},"
         "\"batch_p999_ms\":{},\"batch_max_ms\":{}{}}}\n",
-        o.backend, projected, eps, secs, o.batch_events, Ms(bp.p50), Ms(bp.p99), Ms(bp.p999),
-        Ms(bp.max), lag_json);
+        o.backend, projected, eps, rows, secs, o.batch_events, o.catchup_batch_events, Ms(bp.p50),
+        Ms(bp.p99), Ms(bp.p999), Ms(bp.max), lag_json);
   }
   return 0;
 }

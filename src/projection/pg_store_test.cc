@@ -343,6 +343,22 @@ TEST_F(PgStoreTest, MigratesOnceAndOpensAgain) {
   EXPECT_EQ(SqlValue(url_, "SELECT COUNT(*) FROM projector_state"), "1");
 }
 
+TEST_F(PgStoreTest, ConcurrentOpensMigrateOnce) {
+  std::vector<std::thread> threads;
+  std::array<Status, 4> results;
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    threads.emplace_back([&, i] {
+      auto s = OpenPostgresStore(url_, config_);
+      results[i] = s.status();
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (const Status& st : results) EXPECT_TRUE(st.ok()) << st.message();
+  EXPECT_EQ(SqlValue(url_, "SELECT COUNT(*) FROM schema_migrations"),
+            std::to_string(Migrations().size()));
+  EXPECT_EQ(SqlValue(url_, "SELECT COUNT(*) FROM projector_state"), "1");
+}
+
 TEST_F(PgStoreTest, RefusesNewerSchema) {
   ASSERT_NE(Open(), nullptr);
   Sql(url_, "INSERT INTO schema_migrations VALUES (999, 'from the future')");

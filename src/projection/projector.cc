@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "journal/reader.h"
@@ -110,11 +111,18 @@ Result<std::size_t> Projector::RunBatch(uint64_t limit_seq, bool wait) {
     ++records;
     return Status::Ok();
   };
-  while (batch_.events < options_.batch_events) {
+  std::size_t cap = options_.batch_events;
+  while (batch_.events < cap) {
     const uint64_t limit = wait ? durable_.load(std::memory_order_acquire) : limit_seq;
     auto got = tail_->Read(limit, 64, on_record);
     if (!got.ok()) return got.status();
-    if (*got > 0) continue;
+    if (*got > 0) {
+      // Full and still more waiting: behind, so a catch-up batch.
+      if (batch_.events >= options_.batch_events) {
+        cap = std::max(cap, options_.catchup_batch_events);
+      }
+      continue;
+    }
     if (!wait || records == 0) break;
     // A partial batch waits a little for more.
     const auto deadline = started + options_.batch_wait;

@@ -47,7 +47,11 @@
 namespace mb::projection {
 
 struct ProjectorOptions {
-  std::size_t batch_events = 1000;            // events per transaction, at most
+  std::size_t batch_events = 1000;  // events per transaction, at most, when keeping up
+  // When a batch fills up and more is already waiting (a catch-up after an
+  // outage, a rebuild), it grows to this many events: fewer, larger
+  // transactions write each hot page once instead of once per small batch.
+  std::size_t catchup_batch_events = 20000;
   std::chrono::milliseconds batch_wait{10};   // a partial batch waits this long for more
   std::chrono::milliseconds retry{500};       // after a store error
   std::chrono::milliseconds idle_check{200};  // wake without a notification, at least this often

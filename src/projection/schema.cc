@@ -58,7 +58,7 @@ CREATE TABLE order_events (
   reject_reason SMALLINT NOT NULL,
   client_order_id TEXT NOT NULL,
   time_ns BIGINT NOT NULL,
-  PRIMARY KEY (seq, idx));
+  PRIMARY KEY (seq, idx)){CLUSTERED};
 CREATE INDEX order_events_by_order ON order_events (order_id, seq, idx);
 CREATE TABLE trades (
   trade_id {KEY} PRIMARY KEY,
@@ -89,7 +89,7 @@ CREATE TABLE ledger_entries (
   ref_kind SMALLINT NOT NULL,
   ref BIGINT NOT NULL,
   time_ns BIGINT NOT NULL,
-  PRIMARY KEY (seq, idx));
+  PRIMARY KEY (seq, idx)){CLUSTERED};
 CREATE INDEX ledger_by_account ON ledger_entries (account_id, seq, idx);
 CREATE TABLE deposits (
   transfer_id {KEY} PRIMARY KEY,
@@ -128,11 +128,15 @@ std::span<const Migration> Migrations() { return kMigrations; }
 std::span<const TableSpec> DataTables() { return kTables; }
 
 std::vector<std::string> Statements(const Migration& m, Dialect dialect) {
-  const std::string_view key = dialect == Dialect::kSqlite ? "INTEGER" : "BIGINT";
+  const bool sqlite = dialect == Dialect::kSqlite;
   std::string sql(m.sql);
-  for (std::size_t at = sql.find("{KEY}"); at != std::string::npos; at = sql.find("{KEY}", at)) {
-    sql.replace(at, 5, key);
-  }
+  auto replace = [&sql](std::string_view from, std::string_view to) {
+    for (std::size_t at = sql.find(from); at != std::string::npos; at = sql.find(from, at)) {
+      sql.replace(at, from.size(), to);
+    }
+  };
+  replace("{KEY}", sqlite ? "INTEGER" : "BIGINT");
+  replace("{CLUSTERED}", sqlite ? " WITHOUT ROWID" : "");
   std::vector<std::string> out;
   std::size_t start = 0;
   while (start < sql.size()) {

@@ -7,7 +7,9 @@
 //
 // The SQL is written once for both dialects: {KEY} stands for the 64-bit key
 // type ("INTEGER" in SQLite, where INTEGER PRIMARY KEY is the rowid, and
-// "BIGINT" in PostgreSQL).
+// "BIGINT" in PostgreSQL); {CLUSTERED} after a table with a composite key
+// makes SQLite store the rows in key order (WITHOUT ROWID: one b-tree, not a
+// table plus a key index) and is empty in PostgreSQL.
 //
 // Thread safety: constant data.
 #pragma once

@@ -77,6 +77,7 @@ inline constexpr std::string_view kOrderColumns =
     "order_id, account_id, market_id, side, type, tif, stp, price, qty, quote_qty, executed_qty, "
     "cumulative_quote, remaining, status, expire_reason, working, client_order_id, time_ns, "
     "update_ns, created_seq, updated_seq";
+inline constexpr std::size_t kOrderColumnCount = 21;
 inline constexpr std::string_view kOrderSelect =
     "SELECT order_id, account_id, market_id, side, type, tif, stp, price, qty, quote_qty, "
     "executed_qty, cumulative_quote, remaining, status, expire_reason, working, client_order_id, "

@@ -8,23 +8,21 @@
 namespace mb::projection {
 
 std::string UpsertOrderSql() {
-  std::string sql = "INSERT INTO orders (" + std::string(kOrderColumns) + ") VALUES (";
-  std::string set;
-  std::string_view cols = kOrderColumns;
+  // Only what an order's life changes is set on conflict: the indexes on the
+  // fixed columns (account, market, placing time, client id) stay untouched.
+  constexpr std::string_view kMutable[] = {
+      "price",  "qty",           "executed_qty", "cumulative_quote", "remaining",
+      "status", "expire_reason", "working",      "update_ns",        "updated_seq"};
+  std::string sql = "INSERT INTO orders (" + std::string(kOrderColumns) + ") VALUES (?";
+  for (std::size_t i = 1; i < kOrderColumnCount; ++i) sql += ", ?";
+  sql += ") ON CONFLICT (order_id) DO UPDATE SET ";
   bool first = true;
-  while (!cols.empty()) {
-    const std::size_t comma = cols.find(',');
-    std::string_view col = cols.substr(0, comma);
-    while (!col.empty() && col.front() == ' ') col.remove_prefix(1);
-    sql += first ? "?" : ", ?";
-    if (col != "order_id") {
-      if (!set.empty()) set += ", ";
-      set += std::string(col) + " = excluded." + std::string(col);
-    }
+  for (std::string_view col : kMutable) {
+    if (!first) sql += ", ";
+    sql += std::string(col) + " = excluded." + std::string(col);
     first = false;
-    cols = comma == std::string_view::npos ? std::string_view{} : cols.substr(comma + 1);
   }
-  return sql + ") ON CONFLICT (order_id) DO UPDATE SET " + set;
+  return sql;
 }
 
 std::string AllOrdersSql(bool ascending) {
