@@ -273,10 +273,10 @@ int RunProjectionBench(int argc, char** argv) {
   }
   const Percentiles bp = Of(commit_ns);
   fmt::print(
-      "projection {}: {} events ({} records) in {:.3f} s = {:.0f} events/s; per batch of "
-      "<= {} events: p50 {} ms, p99 {} ms, p99.9 {} ms, max {} ms ({} batches)\n",
+      "projection {}: {} events ({} records) in {:.3f} s = {:.0f} events/s; per catch-up batch "
+      "of <= {} events: p50 {} ms, p99 {} ms, p99.9 {} ms, max {} ms ({} batches)\n",
       o.backend, projected, store->get() ? (*store)->State()->applied_seq : 0, secs, eps,
-      o.batch_events, Ms(bp.p50), Ms(bp.p99), Ms(bp.p999), Ms(bp.max), commit_ns.size());
+      o.catchup_batch_events, Ms(bp.p50), Ms(bp.p99), Ms(bp.p999), Ms(bp.max), commit_ns.size());
 
   // ---- lag at a rate ----
   std::string lag_json;

@@ -74,9 +74,10 @@ Status JournalTail::OpenSegmentFor(uint64_t seq, bool* found) {
                                   segment_.string(), header->first_seq, best));
   }
   if (config_hash_ != 0 && header->config_hash != config_hash_) {
-    return Corruption(fmt::format("{}: written with another configuration (config hash {:016x}, "
-                                  "expected {:016x})",
-                                  segment_.string(), header->config_hash, config_hash_));
+    return Corruption(
+        fmt::format("{}: written with another configuration (config hash {:016x}, "
+                    "expected {:016x})",
+                    segment_.string(), header->config_hash, config_hash_));
   }
   buf_pos_ += kSegmentHeaderSize;
   file_seq_ = best;
@@ -148,8 +149,8 @@ Result<std::size_t> JournalTail::Read(uint64_t limit_seq, std::size_t max_record
           r.error == RecordError::kOk
               ? fmt::format("record has sequence {}, expected {}", r.header.seq, file_seq_)
               : std::string(ToString(r.error));
-      return Corruption(fmt::format("{}: record at offset {} (sequence {}): {}",
-                                    segment_.string(), offset, file_seq_, what));
+      return Corruption(fmt::format("{}: record at offset {} (sequence {}): {}", segment_.string(),
+                                    offset, file_seq_, what));
     }
     buf_pos_ += r.size;
     ++file_seq_;

@@ -57,9 +57,9 @@ class JournalTail {
   uint64_t segment_first_ = 0;
   uint64_t file_seq_ = 0;  // sequence of the next record in the segment
   std::vector<std::byte> buf_;
-  std::size_t buf_pos_ = 0;     // next unread byte in buf_
-  std::size_t buf_end_ = 0;     // end of valid bytes in buf_
-  uint64_t buf_file_off_ = 0;   // file offset of buf_[0]
+  std::size_t buf_pos_ = 0;    // next unread byte in buf_
+  std::size_t buf_end_ = 0;    // end of valid bytes in buf_
+  uint64_t buf_file_off_ = 0;  // file offset of buf_[0]
 };
 
 }  // namespace mb::journal

@@ -1,10 +1,11 @@
 // The PostgreSQL store: libpq, a writer connection and a reader connection.
 //
 // A Commit is one transaction: the insert-only tables are loaded with COPY
-// FROM STDIN (text format), the orders the batch touched are upserted by one
-// prepared statement over arrays (INSERT ... SELECT FROM unnest(...) ON
-// CONFLICT), and projector_state by another. Either all of it becomes
-// visible or none.
+// FROM STDIN (text format), and so are the orders placed in the batch (under
+// a savepoint: if one is stored already they join the upsert); the other
+// orders are upserted by one prepared statement over arrays (INSERT ...
+// SELECT FROM unnest(...) ON CONFLICT), and projector_state by another.
+// Either all of it becomes visible or none.
 //
 // The columns, queries and row readers are the ones the SQLite store uses
 // (sql_rows.h), with '?' numbered into $n and every parameter typed int8 or
