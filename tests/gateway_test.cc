@@ -1,7 +1,10 @@
 // The gateway end to end in one process: a real Exchange (journal in a temp
 // directory), the Gateway on an ephemeral port, and a plain HTTP client.
 // Checks the Binance error paths, authentication, the operator API, rate
-// limits, back-pressure answers, order answers and a restart.
+// limits, back-pressure answers, order answers and a restart; and the history
+// endpoints served from the projection (a SQLite store fed by a Projector),
+// compared byte for byte with a second gateway on the same exchange that
+// answers them from its read side.
 #include "gateway/gateway.h"
 
 #include <fmt/format.h>
@@ -18,11 +21,17 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "app/config.h"
 #include "app/demo_config.h"
+#include "common/decimal.h"
+#include "engine/engine.h"
 #include "exchange/exchange.h"
 #include "gateway/auth.h"
+#include "projection/projector.h"
+#include "projection/store.h"
 
 namespace mb {
 namespace {
@@ -46,51 +55,17 @@ int64_t NowMs() {
       .count();
 }
 
-class Node {
+// An HTTP client of one gateway: plain requests, operator calls, signed calls.
+class Client {
  public:
-  explicit Node(fs::path dir, gateway::GatewayOptions go = {}) : dir_(std::move(dir)), go_(go) {
-    Start();
-  }
-  ~Node() { Stop(); }
-
-  void Start() {
-    auto cfg = app::ParseFullConfig(app::kDemoConfigToml, "demo");
-    ASSERT_TRUE(cfg.ok()) << cfg.status().message();
-    cfg->runtime.data_dir = dir_.string();
-    cfg->runtime.journal.policy = journal::FsyncPolicy::kNone;
-    config_ = cfg->engine;
-    go_.server.port = 0;
-    go_.server.io_threads = 2;
-    auto gw = gateway::Gateway::Create(cfg->engine, dir_, go_);
-    ASSERT_TRUE(gw.ok()) << gw.status().message();
-    gw_ = std::move(gw).value();
-    exchange::ExchangeOptions o = app::ExchangeOptionsFrom(*cfg);
-    o.log = [](std::string_view) {};
-    gw_->Wire(&o);
-    auto ex = exchange::Exchange::Open(std::move(o));
-    ASSERT_TRUE(ex.ok()) << ex.status().message();
-    ex_ = std::move(ex).value();
-    ASSERT_TRUE(gw_->Start(ex_.get()).ok());
-    std::ifstream in(gw_->admin_token_path());
-    std::getline(in, token_);
-    ASSERT_FALSE(token_.empty());
-  }
-  void Stop() {
-    if (!gw_) return;
-    gw_->StopServer();
-    (void)ex_->Close();
-    gw_->Stop();
-    gw_.reset();
-    ex_.reset();
-  }
-  // Closes the exchange but keeps the server answering.
-  void CloseExchange() { (void)ex_->Close(); }
+  Client() = default;
+  Client(uint16_t port, std::string token) : port_(port), token_(std::move(token)) {}
 
   Reply Request(http::verb method, const std::string& target, std::string body = {},
                 std::map<std::string, std::string> headers = {}) {
     boost::asio::io_context io;
     tcp::socket sock(io);
-    sock.connect(tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), gw_->port()));
+    sock.connect(tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), port_));
     http::request<http::string_body> req{method, target, 11};
     req.set(http::field::host, "127.0.0.1");
     for (auto& [k, v] : headers) req.set(k, v);
@@ -150,16 +125,154 @@ class Node {
     }
     return Request(method, path + "?" + params, {}, {{"X-MBX-APIKEY", k.key}});
   }
+  // The read side's applied sequence (operator health).
+  uint64_t AppliedSeq() {
+    return Admin(http::verb::get, "health").Json().at("appliedSequence").to_number<uint64_t>();
+  }
 
+ private:
+  uint16_t port_ = 0;
+  std::string token_;
+};
+
+struct NodeOptions {
+  gateway::GatewayOptions gateway;
+  // The history endpoints from a SQLite projection (<dir>/projection.sqlite).
+  bool projection = false;
+  // A second gateway on the same exchange (own key store in <dir>/twin),
+  // answering history from its read side: the reference to compare with.
+  bool twin = false;
+};
+
+class Node {
+ public:
+  explicit Node(fs::path dir, gateway::GatewayOptions go = {})
+      : Node(std::move(dir), [&] {
+          NodeOptions o;
+          o.gateway = go;
+          return o;
+        }()) {}
+  Node(fs::path dir, NodeOptions options) : dir_(std::move(dir)), options_(std::move(options)) {
+    Start();
+  }
+  ~Node() { Stop(); }
+
+  void Start() {
+    auto cfg = app::ParseFullConfig(app::kDemoConfigToml, "demo");
+    ASSERT_TRUE(cfg.ok()) << cfg.status().message();
+    cfg->runtime.data_dir = dir_.string();
+    cfg->runtime.journal.policy = journal::FsyncPolicy::kNone;
+    config_ = cfg->engine;
+    gateway::GatewayOptions go = options_.gateway;
+    go.server.port = 0;
+    go.server.io_threads = 2;
+    auto gw = gateway::Gateway::Create(config_, dir_, go);
+    ASSERT_TRUE(gw.ok()) << gw.status().message();
+    gw_ = std::move(gw).value();
+    exchange::ExchangeOptions o = app::ExchangeOptionsFrom(*cfg);
+    o.log = [](std::string_view) {};
+    gw_->Wire(&o);
+    if (options_.twin) {
+      auto twin = gateway::Gateway::Create(config_, dir_ / "twin", go);
+      ASSERT_TRUE(twin.ok()) << twin.status().message();
+      twin_ = std::move(twin).value();
+      auto recovered = o.on_recovered;
+      auto durable = o.on_durable;
+      twin_->Wire(&o);
+      o.on_recovered = [recovered, twin = o.on_recovered](const engine::Engine& e) {
+        recovered(e);
+        twin(e);
+      };
+      o.on_durable = [durable, twin = o.on_durable](std::span<const engine::Event> ev) {
+        durable(ev);
+        twin(ev);
+      };
+    }
+    if (options_.projection) {
+      auto store = projection::OpenSqliteStore((dir_ / "projection.sqlite").string(), config_);
+      ASSERT_TRUE(store.ok()) << store.status().message();
+      store_ = std::move(store).value();
+      projection::ProjectorOptions po;
+      po.log = [](std::string_view) {};
+      projector_ = std::make_unique<projection::Projector>(
+          dir_, config_, engine::HashConfig(config_), store_.get(), po);
+      o.on_durable = [durable = o.on_durable,
+                      p = projector_.get()](std::span<const engine::Event> ev) {
+        durable(ev);
+        if (!ev.empty()) p->NotifyDurable(static_cast<uint64_t>(ev.back().seq));
+      };
+      gw_->SetHistory(store_.get(), projector_.get());
+    }
+    auto ex = exchange::Exchange::Open(std::move(o));
+    ASSERT_TRUE(ex.ok()) << ex.status().message();
+    ex_ = std::move(ex).value();
+    if (projector_) projector_->Start(ex_->durable_seq());
+    ASSERT_TRUE(gw_->Start(ex_.get()).ok());
+    client_ = Client(gw_->port(), ReadToken(*gw_));
+    if (twin_) {
+      ASSERT_TRUE(twin_->Start(ex_.get()).ok());
+      twin_client_ = Client(twin_->port(), ReadToken(*twin_));
+    }
+  }
+  void Stop() {
+    if (!gw_) return;
+    gw_->StopServer();
+    if (twin_) twin_->StopServer();
+    (void)ex_->Close();
+    gw_->Stop();
+    if (twin_) twin_->Stop();
+    if (projector_) projector_->Stop();
+    gw_.reset();
+    twin_.reset();
+    ex_.reset();
+    projector_.reset();
+    store_.reset();
+  }
+  // Closes the exchange but keeps the server answering.
+  void CloseExchange() { (void)ex_->Close(); }
+
+  Reply Request(http::verb method, const std::string& target, std::string body = {},
+                std::map<std::string, std::string> headers = {}) {
+    return client_.Request(method, target, std::move(body), std::move(headers));
+  }
+  Reply Admin(http::verb method, const std::string& path, const std::string& body = {}) {
+    return client_.Admin(method, path, body);
+  }
+  using Keys = Client::Keys;
+  Keys NewAccount(const std::string& name) { return client_.NewAccount(name); }
+  Reply Deposit(uint32_t account, const std::string& asset, const std::string& amount,
+                const std::string& ref) {
+    return client_.Deposit(account, asset, amount, ref);
+  }
+  Reply Signed(http::verb method, const std::string& path, const Keys& k, std::string params,
+               int64_t timestamp = 0, const std::string& secret_override = {}) {
+    return client_.Signed(method, path, k, std::move(params), timestamp, secret_override);
+  }
+
+  Client& client() { return client_; }
+  Client& twin() { return twin_client_; }
+  projection::Projector& projector() { return *projector_; }
+  exchange::Exchange& exchange() { return *ex_; }
   const engine::EngineConfig& config() const { return config_; }
 
  private:
+  static std::string ReadToken(const gateway::Gateway& gw) {
+    std::ifstream in(gw.admin_token_path());
+    std::string token;
+    std::getline(in, token);
+    EXPECT_FALSE(token.empty());
+    return token;
+  }
+
   fs::path dir_;
-  gateway::GatewayOptions go_;
+  NodeOptions options_;
   engine::EngineConfig config_;
+  std::unique_ptr<projection::Store> store_;
+  std::unique_ptr<projection::Projector> projector_;
   std::unique_ptr<gateway::Gateway> gw_;
+  std::unique_ptr<gateway::Gateway> twin_;
   std::unique_ptr<exchange::Exchange> ex_;
-  std::string token_;
+  Client client_, twin_client_;
 };
 
 class GatewayTest : public ::testing::Test {
@@ -226,7 +339,10 @@ TEST_F(GatewayTest, AdminTokenAccountsKeysAndIdempotentTransfers) {
   EXPECT_EQ(
       n.Request(http::verb::get, "/admin/v1/health", {}, {{"X-MB-ADMIN-TOKEN", "wrong"}}).status,
       401);
-  EXPECT_EQ(n.Admin(http::verb::get, "health").status, 200);
+  Reply health = n.Admin(http::verb::get, "health");
+  EXPECT_EQ(health.status, 200);
+  EXPECT_FALSE(health.Json().as_object().contains("projection")) << health.body;
+  EXPECT_EQ(n.Admin(http::verb::get, "accounts/0/ledger").status, 404);
   EXPECT_EQ(n.Admin(http::verb::post, "accounts", "not json").status, 400);
   EXPECT_EQ(n.Admin(http::verb::post, "accounts", R"({"nome":"x"})").status, 400);
 
@@ -469,6 +585,508 @@ TEST_F(GatewayTest, RestartKeepsAccountsKeysOrdersAndBalances) {
   ASSERT_EQ(depth.Json().at("bids").as_array().size(), 1u);
   Reply dup = n.Deposit(alice.account, "USDT", "1000", "a");
   EXPECT_TRUE(dup.Json().at("duplicate").as_bool());
+}
+
+// ---- history from the projection ----
+
+NodeOptions WithProjection(bool twin = false) {
+  NodeOptions o;
+  o.projection = true;
+  o.twin = twin;
+  return o;
+}
+
+std::string Str(const json::value& v, std::string_view key) {
+  return std::string(v.at(key).as_string());
+}
+uint64_t Id(const json::value& v, std::string_view key) { return v.at(key).to_number<uint64_t>(); }
+
+// Waits until the twin's read side has applied what the main one has.
+void AwaitTwin(Node& n) {
+  const uint64_t target = n.client().AppliedSeq();
+  for (int i = 0; i < 500 && n.twin().AppliedSeq() < target; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_GE(n.twin().AppliedSeq(), target);
+}
+
+// Every ledger line of an account, fetched `limit` lines a page.
+std::vector<json::value> LedgerLines(Client& c, uint32_t account, std::size_t limit) {
+  std::vector<json::value> lines;
+  uint64_t from = 0;
+  for (int page = 0; page < 1000; ++page) {
+    Reply r = c.Admin(http::verb::get,
+                      fmt::format("accounts/{}/ledger?fromSeq={}&limit={}", account, from, limit));
+    EXPECT_EQ(r.status, 200) << r.body;
+    if (r.status != 200) break;
+    const json::value v = r.Json();
+    EXPECT_EQ(Id(v, "accountId"), account);
+    const json::array& entries = v.at("entries").as_array();
+    if (entries.empty()) break;
+    for (const json::value& e : entries) lines.push_back(e);
+    from = Id(entries.back(), "seq") + 1;
+  }
+  return lines;
+}
+
+// Sums the lines per (asset, bucket) and checks them against balances given
+// as {"asset","free","locked"} objects.
+void ExpectLedgerMatchesBalances(const engine::EngineConfig& config,
+                                 const std::vector<json::value>& lines,
+                                 const json::array& balances) {
+  std::map<std::string, int64_t> sums;  // "BTC/AVAILABLE" -> units
+  for (const json::value& l : lines) {
+    const std::string asset = Str(l, "asset");
+    int scale = -1;
+    for (const auto& a : config.assets) {
+      if (a.symbol == asset) scale = a.scale;
+    }
+    ASSERT_GE(scale, 0) << asset;
+    auto units = ParseDecimal(Str(l, "delta"), scale, true);
+    ASSERT_TRUE(units.ok()) << Str(l, "delta");
+    sums[asset + "/" + Str(l, "bucket")] += *units;
+  }
+  ASSERT_EQ(balances.size(), config.assets.size());
+  for (const json::value& b : balances) {
+    const std::string asset = Str(b, "asset");
+    int scale = 0;
+    for (const auto& a : config.assets) {
+      if (a.symbol == asset) scale = a.scale;
+    }
+    EXPECT_EQ(FormatDecimal(sums[asset + "/AVAILABLE"], scale), Str(b, "free")) << asset;
+    EXPECT_EQ(FormatDecimal(sums[asset + "/LOCKED"], scale), Str(b, "locked")) << asset;
+  }
+}
+
+// Orders placed, filled, expired and cancelled through HTTP; the history
+// endpoints answered from the projection must equal, byte for byte, what a
+// read-side gateway on the same exchange answers, and agree with the live
+// RESULT / FULL / cancel answers field by field.
+TEST_F(GatewayTest, HistoryFromTheProjectionEqualsTheReadSide) {
+  Node n(dir_, WithProjection(/*twin=*/true));
+  Client& twin = n.twin();
+  auto alice = n.NewAccount("alice");
+  auto bob = n.NewAccount("bob");
+  auto t_alice = twin.NewAccount("alice");
+  auto t_bob = twin.NewAccount("bob");
+  ASSERT_EQ(t_alice.account, alice.account);
+  ASSERT_EQ(t_bob.account, bob.account);
+  ASSERT_EQ(n.Deposit(alice.account, "USDT", "100000", "a").status, 200);
+  ASSERT_EQ(n.Deposit(bob.account, "BTC", "10", "b").status, 200);
+
+  auto place = [&](const Node::Keys& k, const std::string& params) {
+    Reply r = n.Signed(http::verb::post, "/api/v3/order", k, "symbol=BTCUSDT&" + params);
+    EXPECT_EQ(r.status, 200) << params << ": " << r.body;
+    return r.Json();
+  };
+  auto cancel = [&](const Node::Keys& k, const std::string& params) {
+    Reply r = n.Signed(http::verb::delete_, "/api/v3/order", k, "symbol=BTCUSDT&" + params);
+    EXPECT_EQ(r.status, 200) << params << ": " << r.body;
+    return r.Json();
+  };
+  const json::value a1 = place(alice,
+                               "side=BUY&type=LIMIT&timeInForce=GTC&quantity=0.1&price=30000&"
+                               "newClientOrderId=alice-1&newOrderRespType=RESULT");
+  const json::value b1 = place(bob,
+                               "side=SELL&type=MARKET&quantity=0.04&newClientOrderId=bob-1&"
+                               "newOrderRespType=FULL");
+  const json::value a2 = place(alice,
+                               "side=BUY&type=LIMIT&timeInForce=GTC&quantity=0.05&price=29000&"
+                               "newClientOrderId=alice-2&newOrderRespType=RESULT");
+  const json::value a2_cancel = cancel(alice, "origClientOrderId=alice-2");
+  // Fills alice-1's remaining 0.06; the IOC's rest expires.
+  const json::value b2 = place(bob,
+                               "side=SELL&type=LIMIT&timeInForce=IOC&quantity=0.1&price=30000&"
+                               "newClientOrderId=bob-2&newOrderRespType=FULL");
+  const json::value a3 = place(alice,
+                               "side=BUY&type=LIMIT&timeInForce=IOC&quantity=0.01&price=1000&"
+                               "newClientOrderId=alice-3&newOrderRespType=RESULT");
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  const json::value b3 = place(bob,
+                               "side=SELL&type=LIMIT&timeInForce=GTC&quantity=0.5&price=31000&"
+                               "newClientOrderId=bob-3&newOrderRespType=RESULT");
+  const json::value a4 = place(alice,
+                               "side=BUY&type=MARKET&quantity=0.2&newClientOrderId=alice-4&"
+                               "newOrderRespType=FULL");
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  const json::value a5 = place(alice,
+                               "side=BUY&type=LIMIT&timeInForce=GTC&quantity=0.02&price=28000&"
+                               "newClientOrderId=alice-5&newOrderRespType=RESULT");
+  const json::value a6 = place(alice,
+                               "side=BUY&type=LIMIT&timeInForce=GTC&quantity=0.01&price=25000&"
+                               "newClientOrderId=alice-6&newOrderRespType=RESULT");
+  const json::value a6_cancel = cancel(alice, fmt::format("orderId={}", Id(a6, "orderId")));
+  const json::value b4 = place(bob,
+                               "side=SELL&type=MARKET&quantity=0.01&newClientOrderId=bob-4&"
+                               "newOrderRespType=FULL");
+  EXPECT_EQ(Str(a1, "status"), "NEW");
+  EXPECT_EQ(Str(b1, "status"), "FILLED");
+  EXPECT_EQ(Str(a2_cancel, "status"), "CANCELED");
+  EXPECT_EQ(Str(b2, "status"), "EXPIRED");
+  EXPECT_EQ(Str(a3, "status"), "EXPIRED");
+  EXPECT_EQ(Str(b3, "status"), "NEW");
+  EXPECT_EQ(Str(a4, "status"), "FILLED");
+  EXPECT_EQ(Str(a5, "status"), "NEW");
+  EXPECT_EQ(Str(b4, "status"), "FILLED");  // into alice-5, partially
+  AwaitTwin(n);
+
+  // The same request to both gateways: the same answer.
+  auto same = [&](const std::string& path, const Node::Keys& k, const Node::Keys& tk,
+                  const std::string& params) {
+    Reply p = n.Signed(http::verb::get, path, k, params);
+    Reply t = twin.Signed(http::verb::get, path, tk, params);
+    EXPECT_EQ(p.status, t.status) << path << "?" << params << ": " << p.body << " / " << t.body;
+    EXPECT_EQ(p.body, t.body) << path << "?" << params;
+    return p;
+  };
+  const uint64_t a1_id = Id(a1, "orderId"), a2_id = Id(a2, "orderId");
+  const uint64_t b3_id = Id(b3, "orderId");
+  const int64_t t_b3 = b3.at("transactTime").as_int64();
+  const int64_t t_a3 = a3.at("transactTime").as_int64();
+  for (const auto& [k, tk] : {std::pair{alice, t_alice}, std::pair{bob, t_bob}}) {
+    Reply all = same("/api/v3/allOrders", k, tk, "symbol=BTCUSDT");
+    EXPECT_EQ(all.status, 200) << all.body;
+    EXPECT_EQ(all.Json().as_array().size(), k.account == alice.account ? 6u : 4u);
+    for (const std::string q : {"limit=2", "limit=1", "limit=1000"}) {
+      same("/api/v3/allOrders", k, tk, "symbol=BTCUSDT&" + q);
+    }
+    for (const uint64_t from : {a1_id, a2_id, b3_id, b3_id + 1000}) {
+      same("/api/v3/allOrders", k, tk, fmt::format("symbol=BTCUSDT&orderId={}", from));
+      same("/api/v3/allOrders", k, tk, fmt::format("symbol=BTCUSDT&orderId={}&limit=2", from));
+    }
+    for (const int64_t t : {t_b3, t_a3}) {
+      same("/api/v3/allOrders", k, tk, fmt::format("symbol=BTCUSDT&startTime={}", t));
+      same("/api/v3/allOrders", k, tk, fmt::format("symbol=BTCUSDT&startTime={}&limit=1", t));
+      same("/api/v3/allOrders", k, tk, fmt::format("symbol=BTCUSDT&endTime={}", t));
+      same("/api/v3/allOrders", k, tk, fmt::format("symbol=BTCUSDT&endTime={}&limit=1", t));
+      same("/api/v3/allOrders", k, tk,
+           fmt::format("symbol=BTCUSDT&startTime={}&endTime={}", t_a3, t));
+    }
+    EXPECT_EQ(same("/api/v3/allOrders", k, tk, "symbol=ETHUSDT").body, "[]");
+
+    Reply trades = same("/api/v3/myTrades", k, tk, "symbol=BTCUSDT");
+    ASSERT_EQ(trades.status, 200) << trades.body;
+    const json::value trades_json = trades.Json();
+    const json::array& tr = trades_json.as_array();
+    ASSERT_EQ(tr.size(), 4u) << trades.body;
+    for (const std::string q : {"limit=1", "limit=3"}) {
+      same("/api/v3/myTrades", k, tk, "symbol=BTCUSDT&" + q);
+    }
+    for (const json::value& t : tr) {
+      same("/api/v3/myTrades", k, tk, fmt::format("symbol=BTCUSDT&fromId={}", Id(t, "id")));
+      same("/api/v3/myTrades", k, tk, fmt::format("symbol=BTCUSDT&fromId={}&limit=1", Id(t, "id")));
+      same("/api/v3/myTrades", k, tk, fmt::format("symbol=BTCUSDT&orderId={}", Id(t, "orderId")));
+      same("/api/v3/myTrades", k, tk,
+           fmt::format("symbol=BTCUSDT&startTime={}", t.at("time").as_int64()));
+      same("/api/v3/myTrades", k, tk,
+           fmt::format("symbol=BTCUSDT&endTime={}", t.at("time").as_int64()));
+    }
+
+    // Every order by id and by client id; the closed ones come from the
+    // projection.
+    const json::value all_json = all.Json();
+    for (const json::value& o : all_json.as_array()) {
+      Reply by_id =
+          same("/api/v3/order", k, tk, fmt::format("symbol=BTCUSDT&orderId={}", Id(o, "orderId")));
+      EXPECT_EQ(by_id.status, 200);
+      EXPECT_EQ(by_id.Json(), o);
+      same("/api/v3/order", k, tk, "symbol=BTCUSDT&origClientOrderId=" + Str(o, "clientOrderId"));
+    }
+  }
+  EXPECT_EQ(
+      same("/api/v3/order", alice, t_alice, "symbol=BTCUSDT&orderId=999999").Json().at("code"),
+      -2013);
+  EXPECT_EQ(same("/api/v3/order", alice, t_alice, "symbol=BTCUSDT&origClientOrderId=nope").status,
+            400);
+
+  // The live answers, field by field.
+  auto get = [&](const Node::Keys& k, uint64_t id) {
+    Reply r =
+        n.Signed(http::verb::get, "/api/v3/order", k, fmt::format("symbol=BTCUSDT&orderId={}", id));
+    EXPECT_EQ(r.status, 200) << r.body;
+    return r.Json();
+  };
+  for (const auto& [k, live] : {std::pair{alice, a1}, std::pair{bob, b1}, std::pair{alice, a2},
+                                std::pair{bob, b2}, std::pair{alice, a3}, std::pair{alice, a4}}) {
+    const json::value h = get(k, Id(live, "orderId"));
+    for (const char* f : {"symbol", "orderId", "clientOrderId", "price", "origQty", "side", "type",
+                          "timeInForce", "workingTime", "selfTradePreventionMode"}) {
+      EXPECT_EQ(h.at(f), live.at(f)) << f << " of " << live;
+    }
+    EXPECT_EQ(h.at("time"), live.at("transactTime"));
+    if (Str(live, "status") != "NEW") {
+      for (const char* f : {"status", "executedQty", "cummulativeQuoteQty"}) {
+        EXPECT_EQ(h.at(f), live.at(f)) << f << " of " << live;
+      }
+    }
+  }
+  const json::value a1_now = get(alice, a1_id);
+  EXPECT_EQ(Str(a1_now, "status"), "FILLED");
+  EXPECT_EQ(Str(a1_now, "executedQty"), "0.10000000");
+  EXPECT_FALSE(a1_now.at("isWorking").as_bool());
+  for (const json::value& c : {a2_cancel, a6_cancel}) {
+    const json::value h = get(alice, Id(c, "orderId"));
+    EXPECT_EQ(h.at("clientOrderId"), c.at("origClientOrderId"));
+    for (const char* f : {"symbol", "orderId", "price", "origQty", "executedQty",
+                          "cummulativeQuoteQty", "status", "timeInForce", "type", "side"}) {
+      EXPECT_EQ(h.at(f), c.at(f)) << f << " of " << c;
+    }
+  }
+  // Fills in myTrades as the FULL answers gave them.
+  auto trades_of = [&](const Node::Keys& k, uint64_t order) {
+    Reply r = n.Signed(http::verb::get, "/api/v3/myTrades", k,
+                       fmt::format("symbol=BTCUSDT&orderId={}", order));
+    EXPECT_EQ(r.status, 200) << r.body;
+    return r.Json().as_array();
+  };
+  for (const auto& [k, live] :
+       {std::pair{bob, b1}, std::pair{bob, b2}, std::pair{alice, a4}, std::pair{bob, b4}}) {
+    const json::array fills = live.at("fills").as_array();
+    const json::array hist = trades_of(k, Id(live, "orderId"));
+    ASSERT_EQ(hist.size(), fills.size()) << live;
+    for (std::size_t i = 0; i < fills.size(); ++i) {
+      EXPECT_EQ(hist[i].at("id"), fills[i].at("tradeId"));
+      for (const char* f : {"price", "qty", "commission", "commissionAsset"}) {
+        EXPECT_EQ(hist[i].at(f), fills[i].at(f)) << f << " of " << live;
+      }
+      EXPECT_FALSE(hist[i].at("isMaker").as_bool());
+      EXPECT_EQ(hist[i].at("isBuyer").as_bool(), Str(live, "side") == "BUY");
+      EXPECT_EQ(hist[i].at("time"), live.at("transactTime"));
+    }
+  }
+  // The maker side of b1's fill.
+  const json::array maker = trades_of(alice, a1_id);
+  ASSERT_EQ(maker.size(), 2u);
+  EXPECT_TRUE(maker[0].at("isMaker").as_bool());
+  EXPECT_EQ(maker[0].at("id"), b1.at("fills").as_array()[0].at("tradeId"));
+  EXPECT_EQ(Str(maker[0], "qty"), "0.04000000");
+  // An open order (from the read side), then, once cancelled, the same order
+  // from the projection.
+  Reply open =
+      n.Signed(http::verb::get, "/api/v3/order", alice, "symbol=BTCUSDT&origClientOrderId=alice-5");
+  EXPECT_EQ(Id(open.Json(), "orderId"), Id(a5, "orderId"));
+  EXPECT_EQ(Str(open.Json(), "status"), "PARTIALLY_FILLED");
+  EXPECT_TRUE(open.Json().at("isWorking").as_bool());
+  cancel(alice, "origClientOrderId=alice-5");
+  AwaitTwin(n);
+  Reply closed = same("/api/v3/order", alice, t_alice, "symbol=BTCUSDT&origClientOrderId=alice-5");
+  EXPECT_EQ(Id(closed.Json(), "orderId"), Id(a5, "orderId"));
+  EXPECT_EQ(Str(closed.Json(), "status"), "CANCELED");
+  EXPECT_EQ(Str(closed.Json(), "executedQty"), "0.01000000");
+  same("/api/v3/allOrders", alice, t_alice, "symbol=BTCUSDT");
+}
+
+// The operator's ledger: paged, in whole records, summing to the balances;
+// its errors; the projection in the health answer.
+TEST_F(GatewayTest, LedgerFromTheProjectionSumsToTheBalances) {
+  Node n(dir_, WithProjection());
+  auto alice = n.NewAccount("alice");
+  auto bob = n.NewAccount("bob");
+  ASSERT_EQ(n.Deposit(alice.account, "USDT", "50000", "a").status, 200);
+  ASSERT_EQ(n.Deposit(bob.account, "BTC", "3", "b").status, 200);
+  ASSERT_EQ(n.Deposit(bob.account, "ETH", "7.5", "c").status, 200);
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ(n.Signed(http::verb::post, "/api/v3/order", bob,
+                       fmt::format("symbol=BTCUSDT&side=SELL&type=LIMIT&timeInForce=GTC&"
+                                   "quantity=0.1&price={}",
+                                   30000 + i * 100))
+                  .status,
+              200);
+  }
+  // A market buy across the three levels: many lines in one record.
+  Reply sweep = n.Signed(http::verb::post, "/api/v3/order", alice,
+                         "symbol=BTCUSDT&side=BUY&type=MARKET&quantity=0.25");
+  ASSERT_EQ(sweep.status, 200) << sweep.body;
+  ASSERT_EQ(n.Signed(http::verb::post, "/api/v3/order", alice,
+                     "symbol=BTCUSDT&side=BUY&type=LIMIT&timeInForce=GTC&quantity=0.2&"
+                     "price=20000")
+                .status,
+            200);
+  ASSERT_EQ(n.Admin(http::verb::post, "withdrawals",
+                    fmt::format(R"({{"accountId":{},"asset":"BTC","amount":"0.5","ref":"w"}})",
+                                bob.account))
+                .status,
+            200);
+
+  for (const uint32_t account : {alice.account, bob.account, 0u}) {
+    const std::vector<json::value> all = LedgerLines(n.client(), account, 1000);
+    ASSERT_FALSE(all.empty());
+    for (std::size_t i = 1; i < all.size(); ++i) {
+      const auto key = [](const json::value& l) { return std::pair{Id(l, "seq"), Id(l, "index")}; };
+      EXPECT_LT(key(all[i - 1]), key(all[i]));
+    }
+    // Small pages give the same lines, none lost or repeated.
+    for (const std::size_t limit : {1u, 2u, 3u, 5u}) {
+      const std::vector<json::value> paged = LedgerLines(n.client(), account, limit);
+      EXPECT_EQ(paged, all) << "limit " << limit;
+    }
+    Reply admin = n.Admin(http::verb::get, fmt::format("accounts/{}", account));
+    ASSERT_EQ(admin.status, 200) << admin.body;
+    ExpectLedgerMatchesBalances(n.config(), all, admin.Json().at("balances").as_array());
+  }
+  // As GET /api/v3/account sees it.
+  Reply acc = n.Signed(http::verb::get, "/api/v3/account", alice, "");
+  ASSERT_EQ(acc.status, 200) << acc.body;
+  ExpectLedgerMatchesBalances(n.config(), LedgerLines(n.client(), alice.account, 500),
+                              acc.Json().at("balances").as_array());
+
+  const json::value first =
+      n.Admin(http::verb::get, fmt::format("accounts/{}/ledger?limit=1", bob.account)).Json();
+  const json::value& deposit = first.at("entries").as_array().at(0);
+  EXPECT_EQ(Str(deposit, "asset"), "BTC");
+  EXPECT_EQ(Str(deposit, "bucket"), "AVAILABLE");
+  EXPECT_EQ(Str(deposit, "delta"), "3.00000000");
+  EXPECT_EQ(Str(deposit, "reason"), "Deposit");
+  EXPECT_EQ(Str(deposit, "refKind"), "TRANSFER");
+  EXPECT_EQ(Id(deposit, "ref"), Id(deposit, "seq"));
+  EXPECT_NEAR(static_cast<double>(deposit.at("time").as_int64()), static_cast<double>(NowMs()),
+              60'000.0);
+  bool negative = false, trade = false;
+  for (const json::value& l : LedgerLines(n.client(), bob.account, 1000)) {
+    negative = negative || Str(l, "delta").starts_with("-");
+    trade = trade || Str(l, "refKind") == "TRADE";
+  }
+  EXPECT_TRUE(negative);
+  EXPECT_TRUE(trade);
+
+  for (const std::string q : {"fromSeq=abc", "fromSeq=-1", "limit=x", "limit=0", "limit=-5"}) {
+    Reply bad = n.Admin(http::verb::get, fmt::format("accounts/{}/ledger?{}", alice.account, q));
+    EXPECT_EQ(bad.status, 400) << q << ": " << bad.body;
+    EXPECT_TRUE(bad.Json().as_object().contains("code")) << bad.body;
+  }
+  EXPECT_EQ(n.Admin(http::verb::get, "accounts/77/ledger").status, 404);
+  EXPECT_EQ(n.Request(http::verb::get, "/admin/v1/accounts/1/ledger").status, 401);
+  Reply big = n.Admin(http::verb::get, fmt::format("accounts/{}/ledger?limit=5000", alice.account));
+  EXPECT_EQ(big.status, 200) << big.body;
+
+  Reply health = n.Admin(http::verb::get, "health");
+  ASSERT_EQ(health.status, 200);
+  const json::value p = health.Json().at("projection");
+  EXPECT_EQ(Str(p, "backend"), "sqlite");
+  EXPECT_TRUE(p.at("healthy").as_bool());
+  EXPECT_EQ(Str(p, "lastError"), "");
+  EXPECT_GE(Id(p, "appliedSequence"), Id(health.Json(), "appliedSequence"));
+  EXPECT_EQ(Id(p, "lagEvents"), 0u);
+  EXPECT_TRUE(p.at("lagSeconds").is_number());
+}
+
+// A projection that does not catch up within 2 s: 503 -1001 with Retry-After,
+// while open orders are still answered from the read side; served again once
+// it runs.
+TEST_F(GatewayTest, HistoryAnswers503WhileTheProjectionIsBehind) {
+  Node n(dir_, WithProjection());
+  auto alice = n.NewAccount("alice");
+  ASSERT_EQ(n.Deposit(alice.account, "USDT", "1000", "a").status, 200);
+  Reply closed = n.Signed(http::verb::post, "/api/v3/order", alice,
+                          "symbol=BTCUSDT&side=BUY&type=LIMIT&timeInForce=GTC&quantity=0.01&"
+                          "price=20000&newClientOrderId=c1");
+  ASSERT_EQ(closed.status, 200) << closed.body;
+  ASSERT_EQ(
+      n.Signed(http::verb::delete_, "/api/v3/order", alice, "symbol=BTCUSDT&origClientOrderId=c1")
+          .status,
+      200);
+  Reply before = n.Signed(http::verb::get, "/api/v3/allOrders", alice, "symbol=BTCUSDT");
+  ASSERT_EQ(before.status, 200) << before.body;
+  ASSERT_EQ(before.Json().as_array().size(), 1u);
+
+  n.projector().Stop();
+  Reply open = n.Signed(http::verb::post, "/api/v3/order", alice,
+                        "symbol=BTCUSDT&side=BUY&type=LIMIT&timeInForce=GTC&quantity=0.01&"
+                        "price=21000&newClientOrderId=o1");
+  ASSERT_EQ(open.status, 200) << open.body;
+  // Four requests at once, each waiting 2 s from its arrival (not one after
+  // the other).
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<Reply> replies(4);
+  {
+    std::vector<std::thread> clients;
+    clients.emplace_back([&] {
+      replies[0] = n.Signed(http::verb::get, "/api/v3/allOrders", alice, "symbol=BTCUSDT");
+    });
+    clients.emplace_back([&] {
+      replies[1] = n.Signed(http::verb::get, "/api/v3/myTrades", alice, "symbol=BTCUSDT");
+    });
+    clients.emplace_back([&] {
+      replies[2] =
+          n.Signed(http::verb::get, "/api/v3/order", alice, "symbol=BTCUSDT&origClientOrderId=c1");
+    });
+    clients.emplace_back([&] {
+      replies[3] = n.Admin(http::verb::get, fmt::format("accounts/{}/ledger", alice.account));
+    });
+    for (std::thread& t : clients) t.join();
+  }
+  const auto waited = std::chrono::steady_clock::now() - t0;
+  EXPECT_GE(waited, std::chrono::milliseconds(1900));
+  EXPECT_LT(waited, std::chrono::milliseconds(6000));
+  for (const Reply& r : replies) {
+    EXPECT_EQ(r.status, 503) << r.body;
+    EXPECT_EQ(r.Json().at("code").as_int64(), -1001) << r.body;
+    EXPECT_EQ(Str(r.Json(), "msg"),
+              "Internal error; unable to process your request. Please try again.");
+    EXPECT_EQ(r.headers.at("Retry-After"), "1");
+  }
+  // An open order is the read side's: answered at once.
+  const auto t1 = std::chrono::steady_clock::now();
+  Reply open_get =
+      n.Signed(http::verb::get, "/api/v3/order", alice, "symbol=BTCUSDT&origClientOrderId=o1");
+  EXPECT_EQ(open_get.status, 200) << open_get.body;
+  EXPECT_EQ(Str(open_get.Json(), "status"), "NEW");
+  EXPECT_LT(std::chrono::steady_clock::now() - t1, std::chrono::milliseconds(1500));
+  Reply health = n.Admin(http::verb::get, "health");
+  EXPECT_GT(Id(health.Json().at("projection"), "lagEvents"), 0u) << health.body;
+
+  n.projector().Start(n.exchange().durable_seq());
+  Reply after = n.Signed(http::verb::get, "/api/v3/allOrders", alice, "symbol=BTCUSDT");
+  ASSERT_EQ(after.status, 200) << after.body;
+  ASSERT_EQ(after.Json().as_array().size(), 2u) << after.body;
+  EXPECT_EQ(after.Json().as_array()[0], before.Json().as_array()[0]);
+  Reply closed_again =
+      n.Signed(http::verb::get, "/api/v3/order", alice, "symbol=BTCUSDT&origClientOrderId=c1");
+  EXPECT_EQ(closed_again.Json(), before.Json().as_array()[0]);
+}
+
+// Closed orders and fills from before a restart: the read side starts from
+// the recovered state without them; the projection still has them.
+TEST_F(GatewayTest, HistoryFromTheProjectionSurvivesARestart) {
+  Node::Keys alice, bob;
+  std::string orders, trades, order;
+  {
+    Node n(dir_, WithProjection());
+    alice = n.NewAccount("alice");
+    bob = n.NewAccount("bob");
+    ASSERT_EQ(n.Deposit(alice.account, "USDT", "10000", "a").status, 200);
+    ASSERT_EQ(n.Deposit(bob.account, "BTC", "1", "b").status, 200);
+    ASSERT_EQ(n.Signed(http::verb::post, "/api/v3/order", alice,
+                       "symbol=BTCUSDT&side=BUY&type=LIMIT&timeInForce=GTC&quantity=0.1&"
+                       "price=30000&newClientOrderId=r1")
+                  .status,
+              200);
+    ASSERT_EQ(n.Signed(http::verb::post, "/api/v3/order", bob,
+                       "symbol=BTCUSDT&side=SELL&type=MARKET&quantity=0.04")
+                  .status,
+              200);
+    ASSERT_EQ(
+        n.Signed(http::verb::delete_, "/api/v3/order", alice, "symbol=BTCUSDT&origClientOrderId=r1")
+            .status,
+        200);
+    orders = n.Signed(http::verb::get, "/api/v3/allOrders", alice, "symbol=BTCUSDT").body;
+    trades = n.Signed(http::verb::get, "/api/v3/myTrades", alice, "symbol=BTCUSDT").body;
+    order = n.Signed(http::verb::get, "/api/v3/order", alice, "symbol=BTCUSDT&origClientOrderId=r1")
+                .body;
+    ASSERT_NE(orders, "[]");
+    ASSERT_NE(trades, "[]");
+  }
+  {
+    Node plain(dir_);  // the read side alone forgets them
+    EXPECT_EQ(plain.Signed(http::verb::get, "/api/v3/allOrders", alice, "symbol=BTCUSDT").body,
+              "[]");
+  }
+  Node n(dir_, WithProjection());
+  EXPECT_EQ(n.Signed(http::verb::get, "/api/v3/allOrders", alice, "symbol=BTCUSDT").body, orders);
+  EXPECT_EQ(n.Signed(http::verb::get, "/api/v3/myTrades", alice, "symbol=BTCUSDT").body, trades);
+  EXPECT_EQ(
+      n.Signed(http::verb::get, "/api/v3/order", alice, "symbol=BTCUSDT&origClientOrderId=r1").body,
+      order);
 }
 
 }  // namespace

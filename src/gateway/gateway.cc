@@ -2,9 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <atomic>
 #include <boost/json.hpp>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <functional>
@@ -19,6 +21,8 @@
 #include "gateway/binance_json.h"
 #include "gateway/order_request.h"
 #include "gateway/params.h"
+#include "projection/projector.h"
+#include "projection/store.h"
 
 namespace mb::gateway {
 namespace {
@@ -124,6 +128,16 @@ std::string_view Trim(std::string_view s) {
 
 enum class Security : uint8_t { kNone, kApiKey, kSigned };
 
+// A history request waits at most this long for the projection to catch up.
+constexpr std::chrono::milliseconds kHistoryWait{2000};
+// History requests queued for the history thread, at most (then 503).
+constexpr std::size_t kHistoryQueue = 1024;
+
+bool IsOpen(const marketdata::OrderRecord& o) {
+  return o.status == marketdata::OrderStatus::kNew ||
+         o.status == marketdata::OrderStatus::kPartiallyFilled;
+}
+
 }  // namespace
 
 class Gateway::Impl final : public HttpHandler {
@@ -189,9 +203,15 @@ class Gateway::Impl final : public HttpHandler {
     };
   }
 
+  void SetHistory(projection::Store* store, projection::Projector* projector) {
+    store_ = store;
+    projector_ = projector;
+  }
+
   Status Start(exchange::Exchange* exchange) {
     exchange_ = exchange;
     fanout_ = std::thread([this] { FanOutLoop(); });
+    if (store_ != nullptr) history_ = std::thread([this] { HistoryLoop(); });
     server_ = std::make_unique<Server>(options_.server, this, &streams_);
     Status s = server_->Start();
     if (!s.ok()) {
@@ -207,6 +227,17 @@ class Gateway::Impl final : public HttpHandler {
 
   void Stop() {
     StopServer();
+    {
+      std::lock_guard lock(history_mu_);
+      history_stop_.store(true, std::memory_order_relaxed);
+    }
+    history_cv_.notify_all();
+    if (history_.joinable()) history_.join();
+    {
+      // No connection is left to answer what was still queued.
+      std::lock_guard lock(history_mu_);
+      history_queue_.clear();
+    }
     {
       std::lock_guard lock(mu_);
       stop_ = true;
@@ -312,6 +343,19 @@ class Gateway::Impl final : public HttpHandler {
   struct FanItem {
     std::vector<Event> events;
     Pending* pending = nullptr;
+  };
+  // A request answered from the projection by the history thread: what it
+  // waits for, the query (`run`) and how to answer it. Respond posts the
+  // answer onto the connection's strand from the history thread, and keeps
+  // the connection alive until then.
+  struct HistoryJob {
+    Respond respond;
+    unsigned version = 11;
+    bool keep_alive = true;
+    uint32_t used_weight = 0;
+    uint64_t wait_seq = 0;  // the read side's applied sequence when the request arrived
+    std::chrono::steady_clock::time_point deadline;
+    std::function<void(HistoryJob&)> run;
   };
 
   void RegisterRoutes() {
@@ -700,29 +744,58 @@ class Gateway::Impl final : public HttpHandler {
     Ok(c, "{}");
   }
 
+  // orderId, else origClientOrderId (one of them is required).
+  std::optional<ApiError> OrderRefParam(const Ctx& c, std::optional<uint64_t>* id,
+                                        std::string* client_id) {
+    if (auto e = c.params.GetUint("orderId", id)) return e;
+    if (*id) return std::nullopt;
+    if (auto cid = c.params.Get("origClientOrderId")) {
+      *client_id = std::string(*cid);
+      return std::nullopt;
+    }
+    return ApiError::MandatoryMissing("orderId");
+  }
+
+  // The order as the read side holds it (open, or closed and still held).
   std::optional<ApiError> FindOrderParam(const Ctx& c, MarketId market,
                                          marketdata::OrderRecord* out) {
     std::optional<uint64_t> id;
-    if (auto e = c.params.GetUint("orderId", &id)) return e;
-    std::optional<marketdata::OrderRecord> rec;
-    if (id) {
-      rec = read_side_.FindOrder(c.account, market, static_cast<OrderId>(*id));
-    } else if (auto cid = c.params.Get("origClientOrderId")) {
-      rec = read_side_.FindOrderByClientId(c.account, market, *cid);
-    } else {
-      return ApiError::MandatoryMissing("orderId");
-    }
+    std::string cid;
+    if (auto e = OrderRefParam(c, &id, &cid)) return e;
+    const std::optional<marketdata::OrderRecord> rec =
+        id ? read_side_.FindOrder(c.account, market, static_cast<OrderId>(*id))
+           : read_side_.FindOrderByClientId(c.account, market, cid);
     if (!rec) return ApiError::NoSuchOrder();
     *out = *rec;
     return std::nullopt;
   }
 
+  // An open order from the read side; any other from the projection when
+  // there is one.
   void GetOrder(Ctx& c) {
     MarketId m{};
-    marketdata::OrderRecord rec;
     if (auto e = SymbolParam(c, &m)) return Reply(c, *e);
-    if (auto e = FindOrderParam(c, m, &rec)) return Reply(c, *e);
-    Ok(c, OrderJson(config_, rec));
+    if (store_ == nullptr) {
+      marketdata::OrderRecord rec;
+      if (auto e = FindOrderParam(c, m, &rec)) return Reply(c, *e);
+      return Ok(c, OrderJson(config_, rec));
+    }
+    std::optional<uint64_t> id;
+    std::string cid;
+    if (auto e = OrderRefParam(c, &id, &cid)) return Reply(c, *e);
+    const std::optional<marketdata::OrderRecord> rec =
+        id ? read_side_.FindOrder(c.account, m, static_cast<OrderId>(*id))
+           : read_side_.FindOrderByClientId(c.account, m, cid);
+    if (rec && IsOpen(*rec)) return Ok(c, OrderJson(config_, *rec));
+    const auto account = static_cast<uint32_t>(c.account);
+    const auto market = static_cast<uint16_t>(m);
+    Defer(c, [this, account, market, id, cid = std::move(cid)](HistoryJob& j) {
+      auto found = id ? store_->FindOrder(account, market, *id)
+                      : store_->FindOrderByClientId(account, market, cid);
+      if (!found.ok()) return HistoryUnavailable(j, found.status());
+      if (!*found) return JobReply(j, ApiError::NoSuchOrder());
+      JobReply(j, 200, OrderJson(config_, **found));
+    });
   }
 
   // The answer to a cancel, from the read side once the cancel is applied.
@@ -923,9 +996,30 @@ class Gateway::Impl final : public HttpHandler {
     Ok(c, OrdersJson(orders));
   }
 
+  // The projection's form of the history filters.
+  static projection::HistoryQuery StoreQuery(const Ctx& c, const HistoryQuery& q,
+                                             uint64_t order_id) {
+    projection::HistoryQuery s;
+    s.account = static_cast<uint32_t>(c.account);
+    s.market = static_cast<uint16_t>(q.market);
+    s.order_id = order_id;
+    s.from_id = q.from.value_or(0);
+    s.start_ms = q.start.value_or(0);
+    s.end_ms = q.end.value_or(0);
+    s.limit = q.limit;
+    return s;
+  }
+
   void AllOrders(Ctx& c) {
     HistoryQuery q;
     if (auto e = ParseHistory(c, "orderId", &q)) return Reply(c, *e);
+    if (store_ != nullptr) {
+      return Defer(c, [this, sq = StoreQuery(c, q, 0)](HistoryJob& j) {
+        auto orders = store_->AllOrders(sq);
+        if (!orders.ok()) return HistoryUnavailable(j, orders.status());
+        JobReply(j, 200, OrdersJson(*orders));
+      });
+    }
     const auto orders = read_side_.AllOrders(c.account, q.market, q.from.value_or(0),
                                              q.start.value_or(0), q.end.value_or(0), q.limit);
     Ok(c, OrdersJson(orders));
@@ -936,6 +1030,13 @@ class Gateway::Impl final : public HttpHandler {
     std::optional<uint64_t> order;
     if (auto e = ParseHistory(c, "fromId", &q)) return Reply(c, *e);
     if (auto e = c.params.GetUint("orderId", &order)) return Reply(c, *e);
+    if (store_ != nullptr) {
+      return Defer(c, [this, sq = StoreQuery(c, q, order.value_or(0))](HistoryJob& j) {
+        auto fills = store_->MyTrades(sq);
+        if (!fills.ok()) return HistoryUnavailable(j, fills.status());
+        JobReply(j, 200, MyTradesJson(config_, *fills));
+      });
+    }
     const auto fills =
         read_side_.MyTrades(c.account, q.market, order.value_or(0), q.from.value_or(0),
                             q.start.value_or(0), q.end.value_or(0), q.limit);
@@ -1018,6 +1119,10 @@ class Gateway::Impl final : public HttpHandler {
         v == http::verb::post) {
       return AdminCreateKey(c, parts[1]);
     }
+    if (parts.size() == 3 && parts[0] == "accounts" && parts[2] == "ledger" &&
+        v == http::verb::get) {
+      return AdminLedger(c, parts[1]);
+    }
     if (parts.size() == 2 && parts[0] == "apiKeys" && v == http::verb::delete_) {
       return AdminRevokeKey(c, parts[1]);
     }
@@ -1088,6 +1193,17 @@ class Gateway::Impl final : public HttpHandler {
     o["refusedFull"] = st.refused_full;
     o["refusedJournal"] = st.refused_journal;
     o["reason"] = refusal;
+    if (projector_ != nullptr) {
+      const projection::ProjectorStats ps = projector_->stats();
+      json::object p;
+      p["appliedSequence"] = ps.applied_seq;
+      p["lagEvents"] = ps.lag_events;
+      p["lagSeconds"] = ps.lag_seconds;
+      p["healthy"] = ps.healthy;
+      p["lastError"] = ps.last_error;
+      p["backend"] = store_->backend();
+      o["projection"] = std::move(p);
+    }
     Ok(c, json::serialize(o));
   }
   void AdminReady(Ctx& c) {
@@ -1152,6 +1268,69 @@ class Gateway::Impl final : public HttpHandler {
     o["apiKey"] = k->key;
     o["secretKey"] = k->secret;
     Ok(c, json::serialize(o));
+  }
+  // GET accounts/{id}/ledger?fromSeq&limit: the account's ledger lines from
+  // the projection, oldest first, in whole records (a record's lines share its
+  // seq): at most `limit` lines, except that a first record with more lines is
+  // given whole. fromSeq = the last line's seq + 1 continues a page.
+  void AdminLedger(Ctx& c, std::string_view id_text) {
+    if (store_ == nullptr) {
+      return Reply(c, ApiError{404, -1000,
+                               "The ledger is served from the projection (history database), "
+                               "which this gateway runs without."});
+    }
+    const auto id = ParseAccountId(id_text);
+    if (!id) return Reply(c, ApiError{404, -1000, "No such account."});
+    if (auto e = Params::Parse(c.query, {}, &c.params)) return Reply(c, *e);
+    std::optional<uint64_t> from;
+    projection::LedgerQuery q;
+    if (auto e = c.params.GetUint("fromSeq", &from)) return Reply(c, *e);
+    if (auto e = LimitParam(c, 500, 1000, &q.limit)) return Reply(c, *e);
+    q.account = static_cast<uint32_t>(*id);
+    q.from_seq = from.value_or(0);
+    Defer(c, [this, q](HistoryJob& j) {
+      std::vector<projection::LedgerRow> lines;
+      projection::LedgerQuery more = q;
+      more.limit = q.limit + 1;
+      for (;;) {
+        auto rows = store_->Ledger(more);
+        if (!rows.ok()) return HistoryUnavailable(j, rows.status());
+        lines = std::move(rows).value();
+        if (lines.size() < more.limit) break;  // nothing after these
+        // More lines follow: the last record may be cut off.
+        const uint64_t cut = lines.back().seq;
+        if (lines.front().seq != cut) {
+          while (lines.back().seq == cut) lines.pop_back();
+          break;
+        }
+        more.limit *= 2;  // one record fills the page: fetch all of it
+      }
+      if (lines.size() > q.limit) {
+        // The first record alone is over the limit: only it.
+        const uint64_t first = lines.front().seq;
+        while (lines.back().seq != first) lines.pop_back();
+      }
+      json::object o;
+      o["accountId"] = q.account;
+      json::array entries;
+      for (const projection::LedgerRow& l : lines) {
+        json::object x;
+        x["seq"] = l.seq;
+        x["index"] = l.idx;
+        x["asset"] = config_.assets[static_cast<std::size_t>(l.asset)].symbol;
+        x["bucket"] = l.bucket == engine::Bucket::kAvailable ? "AVAILABLE" : "LOCKED";
+        x["delta"] = AssetAmount(config_, static_cast<AssetId>(l.asset), Amount{l.delta});
+        x["reason"] = engine::ToString(l.reason);
+        x["refKind"] = l.ref_kind == engine::RefKind::kOrder   ? "ORDER"
+                       : l.ref_kind == engine::RefKind::kTrade ? "TRADE"
+                                                               : "TRANSFER";
+        x["ref"] = l.ref;
+        x["time"] = l.time_ns / 1'000'000;
+        entries.push_back(std::move(x));
+      }
+      o["entries"] = std::move(entries);
+      JobReply(j, 200, json::serialize(o));
+    });
   }
   void AdminRevokeKey(Ctx& c, std::string_view key) {
     Status s = keys_->RevokeKey(key);
@@ -1269,6 +1448,100 @@ class Gateway::Impl final : public HttpHandler {
     Ok(c, json::serialize(a));
   }
 
+  // --- the history thread ---
+  // Queues a request for the history thread, which waits until the
+  // projection shows what the read side shows now, then runs it.
+  void Defer(Ctx& c, std::function<void(HistoryJob&)> run) {
+    HistoryJob job;
+    job.respond = std::move(c.respond);
+    job.version = c.version;
+    job.keep_alive = c.keep_alive;
+    job.used_weight = c.used_weight;
+    job.wait_seq = read_side_.applied_seq();
+    job.deadline = std::chrono::steady_clock::now() + kHistoryWait;
+    job.run = std::move(run);
+    bool queued = false;
+    {
+      std::lock_guard lock(history_mu_);
+      if (history_queue_.size() < kHistoryQueue) {
+        history_queue_.push_back(std::move(job));
+        queued = true;
+      }
+    }
+    if (queued) {
+      history_cv_.notify_one();
+      return;
+    }
+    Response res = MakeResponse(
+        job.version, job.keep_alive, 503,
+        ApiError::ServerBusy(
+            "Server is currently overloaded with other requests. Please try again in a few "
+            "seconds.")
+            .Json(),
+        job.used_weight);
+    res.set(http::field::retry_after, std::to_string(options_.retry_after_s));
+    job.respond(std::move(res));
+  }
+
+  void JobReply(HistoryJob& j, int status, std::string body) {
+    if (status == 200) history_last_error_.clear();
+    j.respond(MakeResponse(j.version, j.keep_alive, status, std::move(body), j.used_weight));
+  }
+  void JobReply(HistoryJob& j, const ApiError& e) { JobReply(j, e.http_status, e.Json()); }
+  // The projection is behind or its store fails: Binance's answer to a
+  // backend that did not answer in time.
+  void HistoryUnavailable(HistoryJob& j, const Status& why) {
+    if (why.message() != history_last_error_) {
+      history_last_error_ = why.message();
+      std::fprintf(stderr, "gateway: history unavailable (503): %s\n", why.message().c_str());
+    }
+    Response res = MakeResponse(j.version, j.keep_alive, 503, ApiError::Disconnected("").Json(),
+                                j.used_weight);
+    res.set(http::field::retry_after, std::to_string(options_.retry_after_s));
+    j.respond(std::move(res));
+  }
+
+  // Until the projector has applied j.wait_seq (true), the deadline, or Stop().
+  bool WaitProjected(const HistoryJob& j) {
+    for (;;) {
+      if (projector_->applied_seq() >= j.wait_seq) return true;
+      const auto now = std::chrono::steady_clock::now();
+      if (now >= j.deadline || history_stop_.load(std::memory_order_relaxed)) return false;
+      const auto slice = std::min<std::chrono::milliseconds>(
+          std::chrono::ceil<std::chrono::milliseconds>(j.deadline - now),
+          std::chrono::milliseconds(50));
+      if (projector_->WaitApplied(j.wait_seq, slice)) return true;
+    }
+  }
+
+  void HistoryLoop() {
+    pthread_setname_np(pthread_self(), "mb-history");
+    for (;;) {
+      HistoryJob job;
+      {
+        std::unique_lock lock(history_mu_);
+        history_cv_.wait(lock, [this] {
+          return history_stop_.load(std::memory_order_relaxed) || !history_queue_.empty();
+        });
+        if (history_stop_.load(std::memory_order_relaxed)) return;
+        job = std::move(history_queue_.front());
+        history_queue_.pop_front();
+      }
+      if (!WaitProjected(job)) {
+        HistoryUnavailable(job, Status(StatusCode::kUnavailable,
+                                       fmt::format("the projection did not catch up with the "
+                                                   "read side within {} ms",
+                                                   kHistoryWait.count())));
+        continue;
+      }
+      try {
+        job.run(job);
+      } catch (const std::exception& e) {
+        JobReply(job, ApiError::Unknown(std::string("Internal error: ") + e.what()));
+      }
+    }
+  }
+
   // --- the fan-out thread ---
   void Enqueue(FanItem item) {
     {
@@ -1375,6 +1648,8 @@ class Gateway::Impl final : public HttpHandler {
   RateLimiter ip_limiter_;
   std::vector<Route> routes_;
   exchange::Exchange* exchange_ = nullptr;
+  projection::Store* store_ = nullptr;          // history source when set
+  projection::Projector* projector_ = nullptr;  // with store_
   std::unique_ptr<Server> server_;
 
   std::mutex mu_;
@@ -1383,6 +1658,13 @@ class Gateway::Impl final : public HttpHandler {
   bool stop_ = false;             // GUARDED_BY(mu_)
   std::deque<Pending*> waiting_;  // fan-out thread only: durable, not yet applied
   std::thread fanout_;
+
+  std::mutex history_mu_;
+  std::condition_variable history_cv_;
+  std::deque<HistoryJob> history_queue_;   // GUARDED_BY(history_mu_)
+  std::atomic<bool> history_stop_{false};  // written under history_mu_
+  std::string history_last_error_;         // history thread only: the last one logged
+  std::thread history_;
 };
 
 Result<std::unique_ptr<Gateway>> Gateway::Create(const engine::EngineConfig& config,
@@ -1399,6 +1681,9 @@ Result<std::unique_ptr<Gateway>> Gateway::Create(const engine::EngineConfig& con
 Gateway::Gateway(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Gateway::~Gateway() = default;
 void Gateway::Wire(exchange::ExchangeOptions* options) { impl_->Wire(options); }
+void Gateway::SetHistory(projection::Store* store, projection::Projector* projector) {
+  impl_->SetHistory(store, projector);
+}
 Status Gateway::Start(exchange::Exchange* exchange) { return impl_->Start(exchange); }
 void Gateway::StopServer() { impl_->StopServer(); }
 void Gateway::Stop() { impl_->Stop(); }

@@ -10,6 +10,12 @@
 //   fan-out thread: ReadSide::Apply() (snapshots swapped atomically), the
 //                streams (streams.h), then RESULT/FULL answers — so what an
 //                answer says is already visible to the next request
+//   history thread (with SetHistory): allOrders, myTrades, GET order of an
+//                order that is not open, and the operator's ledger, from the
+//                projection (projection/store.h). Each request first waits
+//                until the projector has applied what the read side had
+//                applied when the request arrived (at most 2 s, then 503), so
+//                whatever an answer or an event showed is in the history.
 //
 // Routes: the Binance Spot REST subset (/api/v3/...), the WebSocket streams
 // and WebSocket API (streams.h), and the operator API (/admin/v1/..., loopback
@@ -30,6 +36,11 @@
 #include "gateway/server.h"
 #include "gateway/streams.h"
 #include "marketdata/read_side.h"
+
+namespace mb::projection {
+class Projector;
+class Store;
+}  // namespace mb::projection
 
 namespace mb::gateway {
 
@@ -56,12 +67,18 @@ class Gateway {
   // Sets the exchange's on_recovered and on_durable listeners to this
   // gateway's read side. REQUIRES: before Exchange::Open(*options).
   void Wire(exchange::ExchangeOptions* options);
-  // Starts the fan-out thread and the server. REQUIRES: exchange opened with
-  // Wire()d options and outlives Stop().
+  // Answers the history endpoints from the projection instead of the bounded
+  // read side. The projector must be told of durable records
+  // (Projector::NotifyDurable) by whoever owns it; the gateway only reads.
+  // REQUIRES: before Start(); both outlive Stop().
+  void SetHistory(projection::Store* store, projection::Projector* projector);
+  // Starts the fan-out thread (and the history thread) and the server.
+  // REQUIRES: exchange opened with Wire()d options and outlives Stop().
   Status Start(exchange::Exchange* exchange);
   // Stops taking requests and closes every connection (before Exchange::Close()).
   void StopServer();
-  // Stops the fan-out thread (after Exchange::Close(): every durable batch seen).
+  // Stops the history and fan-out threads (after Exchange::Close(): every
+  // durable batch seen).
   void Stop();
 
   uint16_t port() const noexcept;
