@@ -30,8 +30,10 @@ using engine::EngineConfig;
 using engine::MarketSpec;
 using engine::MarketStatus;
 
-constexpr std::string_view kTopKeys[] = {"engine",  "assets",    "markets", "server",
-                                         "journal", "snapshots", "threads", "gateway"};
+constexpr std::string_view kTopKeys[] = {"engine",    "assets",  "markets", "server",    "journal",
+                                         "snapshots", "threads", "gateway", "projection"};
+constexpr std::string_view kProjectionKeys[] = {
+    "backend", "path", "url", "batch_events", "batch_wait_ms", "catchup_batch_events"};
 constexpr std::string_view kGatewayKeys[] = {"host",
                                              "port",
                                              "io_threads",
@@ -417,7 +419,27 @@ class Loader {
     MB_RETURN_IF_ERROR(OptionalInt(t, "threads", "max_batch", 1, 1 << 20, &r->max_batch));
     MB_RETURN_IF_ERROR(ReadStage(t, "engine", &r->engine_stage));
     MB_RETURN_IF_ERROR(ReadStage(t, "journal", &r->journal_stage));
-    return ReadGateway(root, &r->gateway);
+    MB_RETURN_IF_ERROR(ReadGateway(root, &r->gateway));
+    return ReadProjection(root, &r->projection);
+  }
+
+  Status ReadProjection(const toml::table& root, ProjectionConfig* p) const {
+    const toml::table* t = nullptr;
+    const toml::node* where = nullptr;
+    MB_RETURN_IF_ERROR(OptionalTable(root, "", "projection", kProjectionKeys, &t));
+    MB_RETURN_IF_ERROR(OptionalString(t, "projection", "backend", &p->store.backend, &where));
+    if (where != nullptr && p->store.backend != "sqlite" && p->store.backend != "postgres") {
+      return At(*where, "projection.backend",
+                fmt::format("\"{}\" is not a backend (sqlite or postgres)", p->store.backend));
+    }
+    MB_RETURN_IF_ERROR(OptionalString(t, "projection", "path", &p->store.path, &where));
+    MB_RETURN_IF_ERROR(OptionalString(t, "projection", "url", &p->store.url, &where));
+    MB_RETURN_IF_ERROR(
+        OptionalInt(t, "projection", "batch_events", 1, 1'000'000, &p->batch_events));
+    MB_RETURN_IF_ERROR(OptionalInt(t, "projection", "batch_wait_ms", 0, 10'000, &p->batch_wait_ms));
+    MB_RETURN_IF_ERROR(OptionalInt(t, "projection", "catchup_batch_events", 1, 10'000'000,
+                                   &p->catchup_batch_events));
+    return Status::Ok();
   }
 
   Status ReadGateway(const toml::table& root, gateway::GatewayOptions* g) const {

@@ -24,6 +24,10 @@
 //                weight_per_minute (6000, per API key; 0 = unlimited),
 //                ip_weight_per_minute (12000), admin_remote (false), recent_trades (1000),
 //                history_orders (1000), history_trades (1000), retry_after_s (1)
+//   [projection] backend ("sqlite" | "postgres"), path (sqlite file; "" =
+//   <data_dir>/projection.sqlite),
+//                url (postgres connection URL; "" = $MATCHBOOK_PG_URL), batch_events (1000),
+//                batch_wait_ms (10), catchup_batch_events (20000)
 //
 // Decimals are TOML strings parsed exactly (common/decimal.h); TOML floats are
 // refused. Every key is required except markets.status, and unknown keys are
@@ -50,10 +54,19 @@
 #include "exchange/exchange.h"
 #include "gateway/gateway.h"
 #include "journal/writer.h"
+#include "projection/store.h"
 
 namespace mb::app {
 
 // How the exchange runs (not part of the engine's state; may change between runs).
+// [projection]: where the history lives and how the projector batches.
+struct ProjectionConfig {
+  projection::StoreOptions store;  // backend "sqlite" by default
+  uint32_t batch_events = 1000;
+  uint32_t batch_wait_ms = 10;
+  uint32_t catchup_batch_events = 20000;  // a batch when the projector is behind
+};
+
 struct RuntimeConfig {
   std::string data_dir = "data";
   journal::JournalOptions journal;
@@ -63,6 +76,7 @@ struct RuntimeConfig {
   concurrency::StageConfig engine_stage{"mb-engine", {}, -1, false, 10};
   concurrency::StageConfig journal_stage{"mb-journal", {}, -1, false, 10};
   gateway::GatewayOptions gateway;  // [gateway]: listen address, limits, history sizes
+  ProjectionConfig projection;
 };
 
 struct Config {

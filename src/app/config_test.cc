@@ -143,7 +143,13 @@ TEST(ParseConfig, RefusesEachKindOfErrorNamingFileLineAndField) {
        "test.toml:10: assets.BTC.precision: ", "unknown key (expected symbol, scale)"},
       {"unknown table", Edit({}, "[network]\nport = 1\n"), "test.toml:28: network: ",
        "unknown key (expected engine, assets, markets, server, journal, snapshots, threads, "
-       "gateway)"},
+       "gateway, projection)"},
+      {"unknown projection backend", Edit({}, "[projection]\nbackend = \"mysql\"\n"),
+       "test.toml:29: projection.backend: ", "\"mysql\" is not a backend (sqlite or postgres)"},
+      {"misspelt projection key", Edit({}, "[projection]\nbatch = 5\n"),
+       "test.toml:29: projection.batch: ", "unknown key"},
+      {"projection batch of 0", Edit({}, "[projection]\nbatch_events = 0\n"),
+       "test.toml:29: projection.batch_events: ", "0"},
       {"misspelt gateway key", Edit({}, "[gateway]\nprot = 1\n"),
        "test.toml:29: gateway.prot: ", "unknown key"},
       {"gateway port out of range", Edit({}, "[gateway]\nport = 70000\n"),
@@ -388,7 +394,9 @@ TEST(ParseConfig, RuntimeTablesAreOptionalAndParsed) {
                            "[threads.engine]\nwait = \"busy-spin\"\ncpu = 1\nrealtime = true\n"
                            "[gateway]\nhost = \"0.0.0.0\"\nport = 9000\nio_threads = 4\n"
                            "weight_per_minute = 1200\nadmin_remote = true\n"
-                           "ws_send_queue_messages = 100\nhistory_orders = 50\n";
+                           "ws_send_queue_messages = 100\nhistory_orders = 50\n"
+                           "[projection]\nbackend = \"postgres\"\nurl = \"postgresql://h/db\"\n"
+                           "batch_events = 50\ncatchup_batch_events = 500\n";
   auto c = ParseFullConfig(text, "test.toml");
   ASSERT_TRUE(c.ok()) << c.status().message();
   EXPECT_EQ(c->runtime.data_dir, "/var/lib/mb");
@@ -414,6 +422,13 @@ TEST(ParseConfig, RuntimeTablesAreOptionalAndParsed) {
   EXPECT_EQ(g.read_side.history_orders, 50u);
   EXPECT_EQ(g.ip_limit.weight_per_minute, 12000u) << "unset keys keep their defaults";
   EXPECT_EQ(base->runtime.gateway.server.port, 8080);
+  const ProjectionConfig& p = c->runtime.projection;
+  EXPECT_EQ(p.store.backend, "postgres");
+  EXPECT_EQ(p.store.url, "postgresql://h/db");
+  EXPECT_EQ(p.batch_events, 50u);
+  EXPECT_EQ(p.catchup_batch_events, 500u);
+  EXPECT_EQ(p.batch_wait_ms, 10u) << "unset keys keep their defaults";
+  EXPECT_EQ(base->runtime.projection.store.backend, "sqlite");
 }
 
 }  // namespace

@@ -13,6 +13,10 @@
 //   matchbook journal verify [DIR]     check every segment and record (read-only)
 //   matchbook verify [DIR]             replay the journal from scratch, check invariants and
 //                                      every snapshot against the replay (read-only)
+//   matchbook verify --projection [DIR]   compare the history projection with a replay of the
+//                                      journal (counts, balances, every row)
+//   matchbook project [--rebuild] [DIR]   bring the history projection up to the journal
+//                                      (--rebuild: empty it first and project everything again)
 //
 // Without --config the demo configuration compiled into the binary is used
 // (config/matchbook.toml at build time). DIR defaults to the configuration's
@@ -24,6 +28,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <string>
 #include <thread>
@@ -41,6 +47,9 @@
 #include "journal/recovery.h"
 #include "journal/snapshot.h"
 #include "journal/writer.h"
+#include "projection/projector.h"
+#include "projection/store.h"
+#include "projection/verify.h"
 
 namespace {
 
@@ -68,6 +77,35 @@ extern "C" void OnSignal(int sig) {
   }
 }
 
+// The projection's store options with the defaults filled in: the SQLite file
+// in the data directory, the PostgreSQL URL from MATCHBOOK_PG_URL.
+mb::projection::StoreOptions StoreOptionsFor(const mb::app::Config& cfg) {
+  mb::projection::StoreOptions so = cfg.runtime.projection.store;
+  if (so.backend == "sqlite" && so.path.empty()) {
+    so.path = (std::filesystem::path(cfg.runtime.data_dir) / "projection.sqlite").string();
+  }
+  if (so.backend == "postgres" && so.url.empty()) {
+    if (const char* url = std::getenv("MATCHBOOK_PG_URL")) so.url = url;
+  }
+  return so;
+}
+
+mb::projection::ProjectorOptions ProjectorOptionsFor(const mb::app::Config& cfg) {
+  mb::projection::ProjectorOptions po;
+  po.batch_events = cfg.runtime.projection.batch_events;
+  po.catchup_batch_events = cfg.runtime.projection.catchup_batch_events;
+  po.batch_wait = std::chrono::milliseconds(cfg.runtime.projection.batch_wait_ms);
+  po.log = [](std::string_view line) {
+    fmt::print(stderr, "matchbook: {}\n", line);
+    std::fflush(stderr);
+  };
+  return po;
+}
+
+std::string Describe(const mb::projection::StoreOptions& so) {
+  return so.backend == "sqlite" ? "sqlite " + so.path : std::string("postgres");
+}
+
 int Serve(const mb::app::Config& cfg, const std::string& source, bool recover_only) {
   mb::exchange::ExchangeOptions o = mb::app::ExchangeOptionsFrom(cfg);
   o.log = [](std::string_view line) {
@@ -79,10 +117,36 @@ int Serve(const mb::app::Config& cfg, const std::string& source, bool recover_on
   auto gw = mb::gateway::Gateway::Create(cfg.engine, cfg.runtime.data_dir, cfg.runtime.gateway);
   if (!gw.ok()) return Fail(gw.status());
   (*gw)->Wire(&o);
+
+  // The history projection follows the journal on its own thread; a database
+  // that cannot be reached is retried and never stops trading.
+  std::error_code ec;
+  std::filesystem::create_directories(cfg.runtime.data_dir, ec);
+  const mb::projection::StoreOptions store_options = StoreOptionsFor(cfg);
+  auto store =
+      mb::projection::OpenStoreWhenReachable(store_options, cfg.engine, std::chrono::seconds(1));
+  mb::projection::Projector projector(cfg.runtime.data_dir, cfg.engine,
+                                      mb::engine::HashConfig(cfg.engine), store.get(),
+                                      ProjectorOptionsFor(cfg));
+  auto gateway_durable = std::move(o.on_durable);
+  o.on_durable = [&projector, gateway_durable](std::span<const mb::engine::Event> events) {
+    if (gateway_durable) gateway_durable(events);
+    if (!events.empty()) projector.NotifyDurable(static_cast<uint64_t>(events.back().seq));
+  };
   auto ex = mb::exchange::Exchange::Open(std::move(o));
   if (!ex.ok()) return Fail(ex.status());
+  fmt::print(stderr, "matchbook: history projection: {} (batches of up to {} events)\n",
+             Describe(store_options), cfg.runtime.projection.batch_events);
+  projector.Start((*ex)->durable_seq());
+  (*gw)->SetHistory(store.get(), &projector);
+  // Stopping: the projector applies what the journal made durable, briefly.
+  auto stop_projector = [&] {
+    projector.WaitApplied((*ex)->durable_seq(), std::chrono::seconds(5));
+    projector.Stop();
+  };
   if (recover_only) {
     Status s = (*ex)->Close();
+    stop_projector();
     (*gw)->Stop();
     return s.ok() ? 0 : Fail(s);
   }
@@ -120,8 +184,61 @@ int Serve(const mb::app::Config& cfg, const std::string& source, bool recover_on
   fmt::print(stderr, "matchbook: signal {}: shutting down\n", g_signal.load());
   (*gw)->StopServer();
   Status s = (*ex)->Close();
+  stop_projector();
   (*gw)->Stop();
   return s.ok() ? 0 : Fail(s);
+}
+
+// matchbook project [--rebuild]: the projection brought up to the journal,
+// offline (the data directory's lock keeps a running server out meanwhile).
+int Project(const mb::app::Config& cfg, bool rebuild) {
+  auto dir = mb::journal::DataDir::Open(cfg.runtime.data_dir, mb::journal::OpenMode::kReadWrite);
+  if (!dir.ok()) return Fail(dir.status());
+  const mb::projection::StoreOptions so = StoreOptionsFor(cfg);
+  auto store = mb::projection::OpenStore(so, cfg.engine);
+  if (!store.ok()) return Fail(store.status());
+  const auto started = std::chrono::steady_clock::now();
+  if (rebuild) {
+    if (Status s = (*store)->Reset(); !s.ok()) return Fail(s);
+  }
+  mb::projection::Projector projector(cfg.runtime.data_dir, cfg.engine,
+                                      mb::engine::HashConfig(cfg.engine), store->get(),
+                                      ProjectorOptionsFor(cfg));
+  if (Status s = projector.Init(); !s.ok()) return Fail(s);
+  if (Status s = projector.CatchUp(); !s.ok()) return Fail(s);
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  auto totals = (*store)->Totals();
+  if (!totals.ok()) return Fail(totals.status());
+  const mb::projection::ProjectorStats st = projector.stats();
+  fmt::print(
+      "projection {}: {} at sequence {} ({} events in {:.3f} s): {} orders, {} order events, {} "
+      "trades, {} ledger entries, {} deposits, {} withdrawals\n",
+      Describe(so), rebuild ? "rebuilt" : "caught up", st.applied_seq, st.events, secs,
+      totals->orders, totals->order_events, totals->trades, totals->ledger_entries,
+      totals->deposits, totals->withdrawals);
+  return 0;
+}
+
+int VerifyProjection(const mb::app::Config& cfg) {
+  const mb::projection::StoreOptions so = StoreOptionsFor(cfg);
+  auto store = mb::projection::OpenStore(so, cfg.engine);
+  if (!store.ok()) return Fail(store.status());
+  std::error_code ec;
+  auto report = mb::projection::VerifyProjection(cfg.runtime.data_dir, cfg.engine, store->get(),
+                                                 std::filesystem::temp_directory_path(ec));
+  if (!report.ok()) return Fail(report.status());
+  const auto& t = report->totals;
+  fmt::print(
+      "projection {}: applied sequence {}, journal ends at {}; {} orders, {} order events, {} "
+      "trades, {} ledger entries, {} deposits, {} withdrawals\n",
+      Describe(so), report->applied_seq, report->journal_seq, t.orders, t.order_events, t.trades,
+      t.ledger_entries, t.deposits, t.withdrawals);
+  for (const std::string& d : report->differences) fmt::print("DIFFERENCE: {}\n", d);
+  fmt::print("projection: {}\n", report->ok()
+                                     ? "ok (equals the journal)"
+                                     : fmt::format("{} difference(s)", report->differences.size()));
+  return report->ok() ? 0 : 1;
 }
 
 // The scan every read-only tool makes: this configuration's segments, with a
@@ -341,6 +458,21 @@ int main(int argc, char** argv) {
       ->check(CLI::ExistingFile);
   verify->add_option("--check-every", check_every,
                      "Check every invariant after every N records (0: only at the end)");
+  bool verify_projection = false;
+  verify->add_flag("--projection", verify_projection,
+                   "Compare the history projection (configuration's [projection]) with a replay "
+                   "of the journal instead");
+
+  bool rebuild = false;
+  auto* project = app.add_subcommand(
+      "project", "Bring the history projection up to the journal (offline; the server stopped)");
+  project->add_option("dir", data_dir, "Data directory (default: the configuration's)");
+  project->add_option("--data-dir", data_dir, "Data directory");
+  project->add_option("-c,--config", config_path, "Configuration the journal was written with")
+      ->envname("MATCHBOOK_CONFIG")
+      ->check(CLI::ExistingFile);
+  project->add_flag("--rebuild", rebuild,
+                    "Empty the projection first and project the whole journal again");
 
   CLI11_PARSE(app, argc, argv);
 
@@ -385,6 +517,8 @@ int main(int argc, char** argv) {
   }
   if (dump->parsed()) return JournalDump(*cfg, cfg->runtime.data_dir, from, to);
   if (jverify->parsed()) return JournalVerify(*cfg, cfg->runtime.data_dir);
+  if (verify->parsed() && verify_projection) return VerifyProjection(*cfg);
   if (verify->parsed()) return Verify(*cfg, cfg->runtime.data_dir, check_every);
+  if (project->parsed()) return Project(*cfg, rebuild);
   return Serve(*cfg, source, recover_only);
 }
