@@ -531,6 +531,94 @@ TEST_F(GatewayTest, OrdersFillsBalancesAndCancels) {
   EXPECT_FALSE(ack.Json().as_object().contains("status"));
 }
 
+// A FOK that cannot fill completely is, as on Binance, an order that
+// EXPIRED: HTTP 200 with its order id, nothing executed, nothing locked, the
+// book untouched; queryable afterwards like any closed order.
+TEST_F(GatewayTest, UnfillableFokIsAnOrderThatExpired) {
+  Node n(dir_);
+  auto alice = n.NewAccount("alice");
+  auto bob = n.NewAccount("bob");
+  ASSERT_EQ(n.Deposit(alice.account, "USDT", "100000", "a").status, 200);
+  ASSERT_EQ(n.Deposit(bob.account, "BTC", "10", "b").status, 200);
+  Reply ask = n.Signed(http::verb::post, "/api/v3/order", bob,
+                       "symbol=BTCUSDT&side=SELL&type=LIMIT&timeInForce=GTC&quantity=0.02&"
+                       "price=32000");
+  ASSERT_EQ(ask.status, 200) << ask.body;
+  const uint64_t seq_before = n.client().AppliedSeq();
+
+  Reply fok = n.Signed(http::verb::post, "/api/v3/order", alice,
+                       "symbol=BTCUSDT&side=BUY&type=LIMIT&timeInForce=FOK&quantity=0.05&"
+                       "price=32000&newClientOrderId=fok-1&newOrderRespType=FULL");
+  ASSERT_EQ(fok.status, 200) << fok.body;
+  const json::value f = fok.Json();
+  EXPECT_EQ(f.at("status").as_string(), "EXPIRED");
+  EXPECT_EQ(f.at("timeInForce").as_string(), "FOK");
+  EXPECT_EQ(f.at("clientOrderId").as_string(), "fok-1");
+  EXPECT_EQ(f.at("origQty").as_string(), "0.05000000");
+  EXPECT_EQ(f.at("executedQty").as_string(), "0.00000000");
+  EXPECT_EQ(f.at("cummulativeQuoteQty").as_string(), "0.00000000");
+  EXPECT_TRUE(f.at("fills").as_array().empty());
+  const int64_t fok_id = f.at("orderId").as_int64();
+  EXPECT_EQ(static_cast<uint64_t>(fok_id), seq_before + 1);  // the order id is its sequence
+
+  Reply a = n.Signed(http::verb::get, "/api/v3/account", alice, "");
+  EXPECT_EQ(Balance(a, "USDT", "free"), "100000.00000000");
+  EXPECT_EQ(Balance(a, "USDT", "locked"), "0.00000000");
+  EXPECT_EQ(Balance(a, "BTC", "free"), "0.00000000");
+  Reply depth = n.Request(http::verb::get, "/api/v3/depth?symbol=BTCUSDT");
+  ASSERT_EQ(depth.Json().at("asks").as_array().size(), 1u) << depth.body;
+  EXPECT_EQ(depth.Json().at("asks").as_array()[0].as_array()[1].as_string(), "0.02000000");
+  EXPECT_TRUE(
+      n.Request(http::verb::get, "/api/v3/trades?symbol=BTCUSDT").Json().as_array().empty());
+  EXPECT_EQ(n.Signed(http::verb::get, "/api/v3/openOrders", alice, "symbol=BTCUSDT").body, "[]");
+
+  // Queryable by id and by client id, and listed.
+  for (const std::string& q :
+       {fmt::format("orderId={}", fok_id), std::string("origClientOrderId=fok-1")}) {
+    Reply get = n.Signed(http::verb::get, "/api/v3/order", alice, "symbol=BTCUSDT&" + q);
+    ASSERT_EQ(get.status, 200) << q << ": " << get.body;
+    EXPECT_EQ(get.Json().at("orderId").as_int64(), fok_id);
+    EXPECT_EQ(get.Json().at("status").as_string(), "EXPIRED");
+    EXPECT_EQ(get.Json().at("timeInForce").as_string(), "FOK");
+    EXPECT_EQ(get.Json().at("executedQty").as_string(), "0.00000000");
+    EXPECT_FALSE(get.Json().at("isWorking").as_bool());
+  }
+  Reply all = n.Signed(http::verb::get, "/api/v3/allOrders", alice, "symbol=BTCUSDT");
+  ASSERT_EQ(all.Json().as_array().size(), 1u) << all.body;
+  EXPECT_EQ(all.Json().as_array()[0].at("orderId").as_int64(), fok_id);
+  EXPECT_EQ(all.Json().as_array()[0].at("status").as_string(), "EXPIRED");
+
+  // Its client order id stays taken: a re-submission answers with that order.
+  Reply again = n.Signed(http::verb::post, "/api/v3/order", alice,
+                         "symbol=BTCUSDT&side=BUY&type=LIMIT&timeInForce=FOK&quantity=0.05&"
+                         "price=32000&newClientOrderId=fok-1&newOrderRespType=RESULT");
+  ASSERT_EQ(again.status, 200) << again.body;
+  EXPECT_EQ(again.Json().at("orderId").as_int64(), fok_id);
+  EXPECT_EQ(again.Json().at("status").as_string(), "EXPIRED");
+
+  // RESULT and ACK answers.
+  Reply result = n.Signed(http::verb::post, "/api/v3/order", alice,
+                          "symbol=BTCUSDT&side=BUY&type=LIMIT&timeInForce=FOK&quantity=0.03&"
+                          "price=32000&newOrderRespType=RESULT");
+  ASSERT_EQ(result.status, 200) << result.body;
+  EXPECT_EQ(result.Json().at("status").as_string(), "EXPIRED");
+  EXPECT_EQ(result.Json().at("executedQty").as_string(), "0.00000000");
+  EXPECT_GT(result.Json().at("orderId").as_int64(), fok_id);
+  Reply ack = n.Signed(http::verb::post, "/api/v3/order", alice,
+                       "symbol=BTCUSDT&side=BUY&type=LIMIT&timeInForce=FOK&quantity=0.03&"
+                       "price=32000&newOrderRespType=ACK");
+  ASSERT_EQ(ack.status, 200) << ack.body;
+  EXPECT_GT(ack.Json().at("orderId").as_int64(), result.Json().at("orderId").as_int64());
+
+  // A FOK that can fill does.
+  Reply fill = n.Signed(http::verb::post, "/api/v3/order", alice,
+                        "symbol=BTCUSDT&side=BUY&type=LIMIT&timeInForce=FOK&quantity=0.02&"
+                        "price=32000&newOrderRespType=RESULT");
+  ASSERT_EQ(fill.status, 200) << fill.body;
+  EXPECT_EQ(fill.Json().at("status").as_string(), "FILLED");
+  EXPECT_EQ(fill.Json().at("executedQty").as_string(), "0.02000000");
+}
+
 TEST_F(GatewayTest, RateLimitAnswers429WithRetryAfter) {
   gateway::GatewayOptions go;
   go.key_limit.weight_per_minute = 60;
@@ -719,6 +807,10 @@ TEST_F(GatewayTest, HistoryFromTheProjectionEqualsTheReadSide) {
   const json::value b4 = place(bob,
                                "side=SELL&type=MARKET&quantity=0.01&newClientOrderId=bob-4&"
                                "newOrderRespType=FULL");
+  // More than bob-3's 0.3 left at 31000: an order that expires, nothing traded.
+  const json::value a7 = place(alice,
+                               "side=BUY&type=LIMIT&timeInForce=FOK&quantity=1&price=31000&"
+                               "newClientOrderId=alice-7&newOrderRespType=FULL");
   EXPECT_EQ(Str(a1, "status"), "NEW");
   EXPECT_EQ(Str(b1, "status"), "FILLED");
   EXPECT_EQ(Str(a2_cancel, "status"), "CANCELED");
@@ -728,6 +820,8 @@ TEST_F(GatewayTest, HistoryFromTheProjectionEqualsTheReadSide) {
   EXPECT_EQ(Str(a4, "status"), "FILLED");
   EXPECT_EQ(Str(a5, "status"), "NEW");
   EXPECT_EQ(Str(b4, "status"), "FILLED");  // into alice-5, partially
+  EXPECT_EQ(Str(a7, "status"), "EXPIRED");
+  EXPECT_EQ(Str(a7, "executedQty"), "0.00000000");
   AwaitTwin(n);
 
   // The same request to both gateways: the same answer.
@@ -746,7 +840,7 @@ TEST_F(GatewayTest, HistoryFromTheProjectionEqualsTheReadSide) {
   for (const auto& [k, tk] : {std::pair{alice, t_alice}, std::pair{bob, t_bob}}) {
     Reply all = same("/api/v3/allOrders", k, tk, "symbol=BTCUSDT");
     EXPECT_EQ(all.status, 200) << all.body;
-    EXPECT_EQ(all.Json().as_array().size(), k.account == alice.account ? 6u : 4u);
+    EXPECT_EQ(all.Json().as_array().size(), k.account == alice.account ? 7u : 4u);
     for (const std::string q : {"limit=2", "limit=1", "limit=1000"}) {
       same("/api/v3/allOrders", k, tk, "symbol=BTCUSDT&" + q);
     }
@@ -806,8 +900,9 @@ TEST_F(GatewayTest, HistoryFromTheProjectionEqualsTheReadSide) {
     EXPECT_EQ(r.status, 200) << r.body;
     return r.Json();
   };
-  for (const auto& [k, live] : {std::pair{alice, a1}, std::pair{bob, b1}, std::pair{alice, a2},
-                                std::pair{bob, b2}, std::pair{alice, a3}, std::pair{alice, a4}}) {
+  for (const auto& [k, live] :
+       {std::pair{alice, a1}, std::pair{bob, b1}, std::pair{alice, a2}, std::pair{bob, b2},
+        std::pair{alice, a3}, std::pair{alice, a4}, std::pair{alice, a7}}) {
     const json::value h = get(k, Id(live, "orderId"));
     for (const char* f : {"symbol", "orderId", "clientOrderId", "price", "origQty", "side", "type",
                           "timeInForce", "workingTime", "selfTradePreventionMode"}) {

@@ -1770,23 +1770,46 @@ TEST_F(Scenario, MarketBuyWalkSkipsOwnOrdersWithExpireMaker) {
   EXPECT_EQ(As<engine::OrderExpired>(ev, 3).released.value, 0);
 }
 
+// A FOK that cannot fill completely is accepted, then expires whole with its
+// whole lock released: no trade, and balances and book as before.
+void ExpectFokExpired(const std::vector<Event>& ev, uint64_t id, int64_t qty, int64_t lock) {
+  ASSERT_EQ(ev.size(), 2u) << ToText(ev);
+  const auto& a = As<engine::OrderAccepted>(ev, 0);
+  EXPECT_EQ(Raw(a.order_id), id);
+  EXPECT_EQ(a.tif, TimeInForce::kFok);
+  EXPECT_EQ(a.locked.value, lock);
+  const auto& x = As<engine::OrderExpired>(ev, 1);
+  EXPECT_EQ(Raw(x.order_id), id);
+  EXPECT_EQ(x.reason, ExpireReason::kFokNotFillable);
+  EXPECT_EQ(x.remaining.value, qty);
+  EXPECT_EQ(x.released.value, lock);
+}
+
 TEST_F(Scenario, FokStopsAtOwnOrderWithExpireTaker) {
   Limit(kAlice, kBtcUsdt, Side::kSell, 3'000'000, 50);
   Limit(kBob, kBtcUsdt, Side::kSell, 3'000'001, 50);
+  const Balance usdt = Bal(kAlice, kUsdt);
+  const uint64_t id = NextSeq();
   const auto ev =
       Limit(kAlice, kBtcUsdt, Side::kBuy, 3'000'001, 80, StpMode::kExpireTaker, TimeInForce::kFok);
-  ASSERT_EQ(ev.size(), 1u) << ToText(ev);
-  EXPECT_EQ(As<engine::Rejected>(ev, 0).reason, RejectReason::kFokNotFillable);
+  ExpectFokExpired(ev, id, 80, 3'000'001LL * 80 * 10);
+  EXPECT_EQ(Bal(kAlice, kUsdt), usdt);
   EXPECT_EQ(real_.open_orders(), 2u);
+  EXPECT_EQ(Raw(real_.next_trade_id()), 1u);
+  ExpectLedgerMatches();
 }
 
 TEST_F(Scenario, FokSkipsOwnOrderWithExpireMaker) {
   Limit(kAlice, kBtcUsdt, Side::kSell, 3'000'000, 50);
   Limit(kBob, kBtcUsdt, Side::kSell, 3'000'001, 50);
+  const Balance usdt = Bal(kAlice, kUsdt);
+  const uint64_t id = NextSeq();
   auto ev =
       Limit(kAlice, kBtcUsdt, Side::kBuy, 3'000'001, 80, StpMode::kExpireMaker, TimeInForce::kFok);
-  ASSERT_EQ(ev.size(), 1u) << ToText(ev);  // only Bob's 50 count
-  EXPECT_EQ(As<engine::Rejected>(ev, 0).reason, RejectReason::kFokNotFillable);
+  // Only Bob's 50 count; Alice's own ask stays (nothing matched).
+  ExpectFokExpired(ev, id, 80, 3'000'001LL * 80 * 10);
+  EXPECT_EQ(Bal(kAlice, kUsdt), usdt);
+  EXPECT_EQ(real_.open_orders(), 2u);
   ev = Limit(kAlice, kBtcUsdt, Side::kBuy, 3'000'001, 50, StpMode::kExpireMaker, TimeInForce::kFok);
   ASSERT_EQ(ev.size(), 3u) << ToText(ev);
   As<engine::OrderExpired>(ev, 1);

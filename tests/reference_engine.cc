@@ -508,10 +508,10 @@ void ReferenceEngine::DoPlace(const engine::PlaceOrder& c) {
   if (lock > Bal(c.account, spend).available.value) {
     return reject(RejectReason::kInsufficientBalance);
   }
-  // 8. Fill or kill.
-  if (is_limit && c.tif == TimeInForce::kFok && DryWalk(o).lots < c.qty.value) {
-    return reject(RejectReason::kFokNotFillable);
-  }
+  // 8. Fill or kill: one that cannot fill completely is accepted, then
+  // expires before matching.
+  const bool fok_unfillable =
+      is_limit && c.tif == TimeInForce::kFok && DryWalk(o).lots < c.qty.value;
 
   // Accepted.
   o.locked = Amount{static_cast<int64_t>(lock)};
@@ -534,6 +534,7 @@ void ReferenceEngine::DoPlace(const engine::PlaceOrder& c) {
   Emit(a);
   if (!cid.empty()) client_ids_[{o.account, cid}] = o.id;
 
+  if (fok_unfillable) return ExpireOrder(o, ExpireReason::kFokNotFillable);
   Finish(o, Match(o));
 }
 

@@ -52,7 +52,7 @@ inline constexpr int kEnumMax<engine::CommandType> = Raw(engine::CommandType::kS
 template <>
 inline constexpr int kEnumMax<engine::RejectReason> = Raw(engine::RejectReason::kNoChange);
 template <>
-inline constexpr int kEnumMax<engine::ExpireReason> = Raw(engine::ExpireReason::kNoLiquidity);
+inline constexpr int kEnumMax<engine::ExpireReason> = Raw(engine::ExpireReason::kFokNotFillable);
 
 static_assert(kEnumMax<CommandType> + 1 == std::variant_size_v<CommandBody>);
 static_assert(Raw(EventType::kMarketStatusChanged) + 1 == std::variant_size_v<EventBody>);

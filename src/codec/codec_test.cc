@@ -330,13 +330,14 @@ Event MakeEvent(EventType type, bool max) {
                              Amount{lo}};
       break;
     case EventType::kOrderExpired:
-      e.body = OrderExpired{OrderId{max ? kU64Max : 25},
-                            AccountId{max ? kU32Max : 26},
-                            MarketId{max ? kU16Max : uint16_t{27}},
-                            max ? Side::kSell : Side::kBuy,
-                            max ? ExpireReason::kNoLiquidity : ExpireReason::kSelfTradePrevention,
-                            Qty{hi},
-                            Amount{lo}};
+      e.body =
+          OrderExpired{OrderId{max ? kU64Max : 25},
+                       AccountId{max ? kU32Max : 26},
+                       MarketId{max ? kU16Max : uint16_t{27}},
+                       max ? Side::kSell : Side::kBuy,
+                       max ? ExpireReason::kFokNotFillable : ExpireReason::kSelfTradePrevention,
+                       Qty{hi},
+                       Amount{lo}};
       break;
     case EventType::kOrderAmended:
       e.body = OrderAmended{OrderId{max ? kU64Max : 28},
@@ -648,7 +649,7 @@ const Site kSites[] = {
     {true, 2, 109, Kind::kBool, 1, "Trade.taker_filled"},
     {true, 4, 31, Kind::kEnum, 1, "OrderCanceled.side"},
     {true, 5, 31, Kind::kEnum, 1, "OrderExpired.side"},
-    {true, 5, 32, Kind::kEnum, 2, "OrderExpired.reason"},
+    {true, 5, 32, Kind::kEnum, 3, "OrderExpired.reason"},
     {true, 6, 31, Kind::kEnum, 1, "OrderAmended.side"},
     {true, 6, 64, Kind::kBool, 1, "OrderAmended.keeps_priority"},
     {true, 7, 39, Kind::kStrLen, 64, "Deposited.ref.len"},
@@ -819,7 +820,7 @@ TEST(CodecGolden, FingerprintOfAllSamples) {
   EXPECT_EQ(all.size(), 2 * (80 + 60 + 15 + 76 + 88 + 88 + 12) +
                             2 * (104 + 78 + 110 + 48 + 48 + 49 + 65 + 104 + 104 + 20) +
                             image.size());
-  EXPECT_EQ(XXH3_64bits(all.data(), all.size()), 0x1b5c23f3b659a1e1ULL)
+  EXPECT_EQ(XXH3_64bits(all.data(), all.size()), 0xae5e39af3d1e644cULL)
       << std::hex << "0x" << XXH3_64bits(all.data(), all.size());
 }
 

@@ -998,15 +998,23 @@ class Engine::Impl {
     if (lock > Bal(p.account, SpendAsset(m, p.side)).available.value) {
       return reject(RejectReason::kInsufficientBalance);
     }
+    // A FOK that cannot fill completely is accepted and expires at once,
+    // untouched by matching: nothing trades and its whole lock returns.
+    bool fok_unfillable = false;
     if (!market_order && p.tif == TimeInForce::kFok) {
       Walk w = DryWalk(m, p.market, p.side, p.account, p.stp, p.price, p.qty.value, 0);
-      if (w.lots < p.qty.value) return reject(RejectReason::kFokNotFillable);
+      fok_unfillable = w.lots < p.qty.value;
     }
     const OrderId id{Raw(seq_)};
     Emit(OrderAccepted{id, p.account, p.market, p.side, p.type,
                        market_order ? TimeInForce::kIoc : p.tif, p.stp,
                        market_order ? Price{0} : p.price, by_quote ? Qty{0} : p.qty,
                        by_quote ? p.quote_qty : Amount{0}, Amount{lock}, p.client_order_id});
+    if (fok_unfillable) {
+      Emit(OrderExpired{id, p.account, p.market, p.side, ExpireReason::kFokNotFillable, p.qty,
+                        Amount{lock}});
+      return;
+    }
     Match(Lookup(id));
   }
 

@@ -385,6 +385,39 @@ class EngineTest : public ::testing::Test {
     return Rest(Limit(account, side, price, qty, TimeInForce::kGtc, market));
   }
 
+  // Places a FOK that cannot fill completely: it is accepted, then expires at
+  // once releasing its whole lock. Nothing trades and nothing else changes but
+  // the sequence (and, for an order with a client order id, the reservation of
+  // that id). Returns the expiry for field checks.
+  OrderExpired ExpectFokExpires(const PlaceOrder& p) {
+    const std::string before = Dump(engine_.ExportImage());
+    const std::size_t open_before = engine_.open_orders();
+    Events ev = Place(p);
+    EXPECT_EQ(Types(ev), "OrderAccepted OrderExpired");
+    const OrderAccepted a = At<OrderAccepted>(ev, 0);
+    const OrderExpired x = At<OrderExpired>(ev, 1);
+    EXPECT_EQ(Raw(a.order_id), Raw(engine_.last_sequence()));
+    EXPECT_EQ(a.account, p.account);
+    EXPECT_EQ(a.market, p.market);
+    EXPECT_EQ(a.side, p.side);
+    EXPECT_EQ(a.tif, TimeInForce::kFok);
+    EXPECT_EQ(a.price, p.price);
+    EXPECT_EQ(a.qty, p.qty);
+    EXPECT_EQ(a.client_order_id, p.client_order_id);
+    EXPECT_EQ(x.order_id, a.order_id);
+    EXPECT_EQ(x.account, p.account);
+    EXPECT_EQ(x.market, p.market);
+    EXPECT_EQ(x.side, p.side);
+    EXPECT_EQ(x.reason, ExpireReason::kFokNotFillable);
+    EXPECT_EQ(x.remaining, p.qty);
+    EXPECT_EQ(x.released, a.locked);
+    if (p.client_order_id.empty()) {
+      EXPECT_EQ(Dump(engine_.ExportImage()), before) << "an unfillable FOK changed the state";
+    }
+    EXPECT_EQ(engine_.open_orders(), open_before);
+    return x;
+  }
+
   OrderId NextOrderId() const { return OrderId{Raw(engine_.last_sequence()) + 1}; }
 
   Balance Bal(AccountId account, AssetId asset) const { return engine_.balance(account, asset); }
@@ -673,20 +706,42 @@ TEST_F(EngineTest, IocRemainderExpiresAndReleasesItsLock) {
 // ---------------------------------------------------------------------------
 // FOK and LIMIT_MAKER
 
-TEST_F(EngineTest, FokThatCannotFillIsRejectedAndChangesNothing) {
+TEST_F(EngineTest, FokThatCannotFillExpiresAndTradesNothing) {
   Fund(kAlice);
   Fund(kBob);
   Rest(kBob, Side::kSell, 100, 2);
   Rest(kBob, Side::kSell, 101, 2);
-  Rejected r = ExpectReject(Limit(kAlice, Side::kBuy, 101, 5, TimeInForce::kFok),
-                            RejectReason::kFokNotFillable);
-  EXPECT_EQ(r.account, kAlice);
-  EXPECT_EQ(r.market, kBtcUsdt);
-  EXPECT_EQ(r.order_id, OrderId{0});
+  OrderExpired x = ExpectFokExpires(Limit(kAlice, Side::kBuy, 101, 5, TimeInForce::kFok));
+  EXPECT_EQ(x.released, Amount{5'050});  // 101 x 5 x npt 10, the whole lock
   // Only 2 lots within the limit.
-  ExpectReject(Limit(kAlice, Side::kBuy, 100, 3, TimeInForce::kFok), RejectReason::kFokNotFillable);
+  x = ExpectFokExpires(Limit(kAlice, Side::kBuy, 100, 3, TimeInForce::kFok));
+  EXPECT_EQ(x.released, Amount{3'000});
+  // A sell releases its base lock.
+  x = ExpectFokExpires(Limit(kBob, Side::kSell, 100, 1, TimeInForce::kFok));
+  EXPECT_EQ(x.released, Amount{1'000});
   EXPECT_EQ(Bal(kAlice, kUsdt), B(kFundUsdt, 0));
+  EXPECT_EQ(Bal(kAlice, kBtc), B(kFundBtc, 0));
+  EXPECT_EQ(Bal(kBob, kBtc), B(kFundBtc - 4'000, 4'000));
   EXPECT_EQ(DepthOf(kBtcUsdt, Side::kSell), "100x2/1 101x2/1");
+  EXPECT_EQ(DepthOf(kBtcUsdt, Side::kBuy), "");
+  EXPECT_EQ(engine_.open_orders(), 2u);
+  EXPECT_EQ(Raw(engine_.next_trade_id()), 1u);
+}
+
+TEST_F(EngineTest, FokThatExpiresKeepsItsClientOrderIdReserved) {
+  Fund(kAlice);
+  Fund(kBob);
+  Rest(kBob, Side::kSell, 100, 2);
+  const OrderExpired x =
+      ExpectFokExpires(WithClientId(Limit(kAlice, Side::kBuy, 100, 3, TimeInForce::kFok), "fok"));
+  // Like any closed order's, its id stays reserved: a re-submission answers
+  // with the expired order.
+  const Rejected r =
+      ExpectReject(WithClientId(Limit(kAlice, Side::kBuy, 100, 2, TimeInForce::kFok), "fok"),
+                   RejectReason::kDuplicateClientOrderId);
+  EXPECT_EQ(r.existing_id, Raw(x.order_id));
+  EXPECT_EQ(Bal(kAlice, kUsdt), B(kFundUsdt, 0));
+  EXPECT_EQ(DepthOf(kBtcUsdt, Side::kSell), "100x2/1");
 }
 
 TEST_F(EngineTest, FokThatCanFillFillsCompletely) {
@@ -711,10 +766,11 @@ TEST_F(EngineTest, FokDryWalkAppliesSelfTradePrevention) {
   const OrderId own = Rest(kAlice, Side::kSell, 100, 1);
   Rest(kBob, Side::kSell, 101, 4);
   // EXPIRE_TAKER / EXPIRE_BOTH stop at Alice's own ask: nothing fills.
-  ExpectReject(WithStp(Limit(kAlice, Side::kBuy, 101, 4, TimeInForce::kFok), StpMode::kExpireTaker),
-               RejectReason::kFokNotFillable);
-  ExpectReject(WithStp(Limit(kAlice, Side::kBuy, 101, 4, TimeInForce::kFok), StpMode::kExpireBoth),
-               RejectReason::kFokNotFillable);
+  ExpectFokExpires(
+      WithStp(Limit(kAlice, Side::kBuy, 101, 4, TimeInForce::kFok), StpMode::kExpireTaker));
+  ExpectFokExpires(
+      WithStp(Limit(kAlice, Side::kBuy, 101, 4, TimeInForce::kFok), StpMode::kExpireBoth));
+  EXPECT_EQ(Queue(kBtcUsdt, Side::kSell), (std::vector<uint64_t>{Raw(own), Raw(own) + 1}));
   // EXPIRE_MAKER skips it: Bob's 4 lots fill the whole order.
   Events ev =
       Place(WithStp(Limit(kAlice, Side::kBuy, 101, 4, TimeInForce::kFok), StpMode::kExpireMaker));
@@ -1411,7 +1467,7 @@ TEST_F(EngineTest, CheckOrderLaterChecksDoNotMaskEarlierOnes) {
   Fund(kBob);
   Rest(kBob, Side::kSell, 100, 1);
   // Carol has nothing: the post-only check (6) comes before the balance (7),
-  // the balance before the FOK check (8).
+  // and an unaffordable FOK is refused, whether or not it could fill.
   ExpectReject(Maker(kCarol, Side::kBuy, 100, 1), RejectReason::kWouldTakeLiquidity);
   ExpectReject(Limit(kCarol, Side::kBuy, 100, 5, TimeInForce::kFok),
                RejectReason::kInsufficientBalance);

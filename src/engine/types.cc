@@ -145,6 +145,8 @@ std::string_view ToString(ExpireReason v) noexcept {
       return "SelfTradePrevention";
     case ExpireReason::kNoLiquidity:
       return "NoLiquidity";
+    case ExpireReason::kFokNotFillable:
+      return "FokNotFillable";
   }
   return "UNKNOWN";
 }

@@ -54,7 +54,7 @@ enum class RejectReason : uint8_t {
   kOverflow = 10,             // a product or a balance would not fit in int64
   kInsufficientBalance = 11,  // available balance below what the order must lock
   kWouldTakeLiquidity = 12,   // LIMIT_MAKER would cross the book
-  kFokNotFillable = 13,       // FOK cannot be filled completely right now
+  kFokNotFillable = 13,       // not emitted: an unfillable FOK expires (ExpireReason)
   kDuplicateClientOrderId = 14,
   kUnknownOrder = 15,       // no such open order for this account and market
   kDuplicateTransfer = 16,  // a deposit/withdrawal reference already used
@@ -67,7 +67,8 @@ enum class RejectReason : uint8_t {
 enum class ExpireReason : uint8_t {
   kIocRemainder = 0,  // IOC / FOK / MARKET remainder after matching
   kSelfTradePrevention = 1,
-  kNoLiquidity = 2,  // market order met an empty book or exhausted its budget
+  kNoLiquidity = 2,     // market order met an empty book or exhausted its budget
+  kFokNotFillable = 3,  // FOK could not fill completely: expired on acceptance, nothing traded
 };
 
 std::string_view ToString(Side v) noexcept;

@@ -673,7 +673,7 @@ class Gateway::Impl final : public HttpHandler {
         if (const engine::Rejected* r = FirstReject(ev)) {
           // A duplicate is answered from the read side once durable (below).
           if (r->reason == engine::RejectReason::kDuplicateClientOrderId) return false;
-          AnswerReject(p, place, *r, RespType::kAck, ev.front(), done);
+          AnswerReject(p, place, *r, RespType::kAck, done);
           return true;
         }
         std::vector<marketdata::Fill> fills;
@@ -688,7 +688,7 @@ class Gateway::Impl final : public HttpHandler {
         [this, resp, done, place = o.place](Pending& p) {
           if (p.acked) return;
           if (const engine::Rejected* r = FirstReject(p.events)) {
-            return AnswerReject(p, place, *r, resp, p.events.front(), done);
+            return AnswerReject(p, place, *r, resp, done);
           }
           std::vector<marketdata::Fill> fills;
           const marketdata::OrderRecord rec = OrderFromEvents(config_, p.events, &fills);
@@ -698,33 +698,12 @@ class Gateway::Impl final : public HttpHandler {
         std::move(on_seq));
   }
 
-  // A rejected order's answer. Two rejects are not errors on Binance: a FOK
-  // that cannot fill completely is an order that EXPIRED (its id is the
-  // command's sequence, like every order id), and a re-submitted client order
-  // id is answered with the first order's current state (idempotent
-  // re-submission, DESIGN.md §2). Everything else is -2010 with the reason.
+  // A rejected order's answer. A re-submitted client order id is not an error
+  // on Binance: it is answered with the first order's current state
+  // (idempotent re-submission, DESIGN.md §2). Everything else is -2010 with the
+  // reason.
   void AnswerReject(Pending& p, const engine::PlaceOrder& place, const engine::Rejected& r,
-                    RespType resp, const Event& first,
-                    const std::function<void(Pending&, std::string)>& done) {
-    const int64_t ms = first.timestamp_ns / 1'000'000;
-    if (r.reason == engine::RejectReason::kFokNotFillable) {
-      marketdata::OrderRecord o;
-      o.id = static_cast<OrderId>(static_cast<uint64_t>(first.seq));
-      o.account = place.account;
-      o.market = place.market;
-      o.side = place.side;
-      o.type = place.type;
-      o.tif = place.tif;
-      o.stp = place.stp;
-      o.price = place.price;
-      o.qty = place.qty;
-      o.quote_qty = place.quote_qty;
-      o.client_order_id = place.client_order_id;
-      o.status = marketdata::OrderStatus::kExpired;
-      o.time_ns = first.timestamp_ns;
-      o.update_ns = first.timestamp_ns;
-      return done(p, NewOrderJson(config_, o, {}, resp, ms));
-    }
+                    RespType resp, const std::function<void(Pending&, std::string)>& done) {
     if (r.reason == engine::RejectReason::kDuplicateClientOrderId && r.existing_id != 0) {
       const auto o =
           read_side_.FindOrder(place.account, place.market, static_cast<OrderId>(r.existing_id));
@@ -1566,8 +1545,7 @@ class Gateway::Impl final : public HttpHandler {
 
   // A Rejected event carries no order details; the gateway still holds the
   // command (its request waits for this batch), so the user-data report of a
-  // rejected order says what was refused. A FOK that cannot fill is, as on
-  // Binance, an order that EXPIRED (id = its sequence), as the REST answer says.
+  // rejected order says what was refused.
   void DescribeRejectedOrders(marketdata::BatchOutput* out) {
     for (marketdata::AccountUpdate& u : out->accounts) {
       for (marketdata::ExecutionReport& r : u.reports) {
@@ -1587,15 +1565,6 @@ class Gateway::Impl final : public HttpHandler {
         r.order.qty = o.qty;
         r.order.quote_qty = o.quote_qty;
         r.order.client_order_id = o.client_order_id;
-        if (r.reject == engine::RejectReason::kFokNotFillable) {
-          r.type = marketdata::ExecType::kExpired;
-          r.order.status = marketdata::OrderStatus::kExpired;
-          r.order.id = static_cast<OrderId>(static_cast<uint64_t>(r.seq));
-          r.order.account = o.account;
-          r.order.time_ns = r.time_ns;
-          r.order.update_ns = r.time_ns;
-          read_side_.RecordClosedOrder(r.order);
-        }
       }
     }
   }

@@ -985,6 +985,58 @@ TEST_F(StreamsTest, WsApiSubscribeWithSignatureAndOwnEventsOnly) {
   EXPECT_EQ(hub_->stats().user_connections.load(), 0u);
 }
 
+// A FOK that cannot fill completely is an order like any other: NEW, then
+// EXPIRED with its id and nothing executed. Its lock comes back in the same
+// batch.
+TEST_F(StreamsTest, UnfillableFokIsReportedNewThenExpired) {
+  auto api = Open("/ws-api/v3");
+  EXPECT_EQ(Ask(api, SubscribeSignedRequest(alice_key_, now_ms_)),
+            R"({"id":"1","status":200,"result":{"subscriptionId":0},"rateLimits":[]})");
+  Place(bob_, kBtcUsdt, Side::kSell, 10'000, 2);
+  engine::PlaceOrder fok = Limit(alice_, kBtcUsdt, Side::kBuy, 10'000, 5);
+  fok.tif = engine::TimeInForce::kFok;
+  fok.client_order_id = ClientOrderId::From("fok-1");
+  const engine::Balance usdt = read_side_->balance(alice_, kUsdt);
+  const auto events = Run({fok});
+  ASSERT_EQ(events.size(), 2u);
+  const auto* accepted = std::get_if<engine::OrderAccepted>(&events[0].body);
+  ASSERT_NE(accepted, nullptr);
+  const int64_t id = static_cast<int64_t>(Raw(accepted->order_id));
+  EXPECT_EQ(id, static_cast<int64_t>(Raw(events[0].seq)));
+
+  const std::vector<std::string> msgs = api->Take();
+  ASSERT_GE(msgs.size(), 2u);
+  const json::object n = Obj(msgs[0]).at("event").as_object();
+  EXPECT_EQ(Str(n, "e"), "executionReport");
+  EXPECT_EQ(Str(n, "x"), "NEW");
+  EXPECT_EQ(Str(n, "X"), "NEW");
+  EXPECT_EQ(Int(n, "i"), id);
+  EXPECT_EQ(Str(n, "c"), "fok-1");
+  EXPECT_EQ(Str(n, "f"), "FOK");
+  const json::object x = Obj(msgs[1]).at("event").as_object();
+  EXPECT_EQ(Str(x, "e"), "executionReport");
+  EXPECT_EQ(Str(x, "x"), "EXPIRED");
+  EXPECT_EQ(Str(x, "X"), "EXPIRED");
+  EXPECT_EQ(Int(x, "i"), id);
+  EXPECT_EQ(Str(x, "c"), "fok-1");
+  EXPECT_EQ(Str(x, "f"), "FOK");
+  EXPECT_EQ(Units(Str(x, "q")), 5 * kBtcLotUnits);
+  EXPECT_EQ(Units(Str(x, "z")), 0);
+  EXPECT_EQ(Units(Str(x, "Z")), 0);
+  EXPECT_EQ(Str(x, "r"), "NONE");
+  for (std::size_t i = 2; i < msgs.size(); ++i) {
+    EXPECT_NE(Str(Obj(msgs[i]).at("event").as_object(), "e"), "executionReport") << msgs[i];
+  }
+
+  EXPECT_EQ(read_side_->balance(alice_, kUsdt), usdt);
+  const auto closed = read_side_->FindOrder(alice_, kBtcUsdt, accepted->order_id);
+  ASSERT_TRUE(closed.has_value());
+  EXPECT_EQ(closed->status, marketdata::OrderStatus::kExpired);
+  EXPECT_EQ(closed->expire_reason, engine::ExpireReason::kFokNotFillable);
+  EXPECT_EQ(closed->executed, Qty{0});
+  EXPECT_TRUE(read_side_->OpenOrders(alice_, kBtcUsdt).empty());
+}
+
 TEST_F(StreamsTest, WsApiRejectsBadCredentials) {
   auto api = Open("/ws-api/v3");
   auto error = [&](const std::string& req, int64_t status, int64_t code) {

@@ -110,6 +110,26 @@ std::string ClientKey(MarketId market, std::string_view cid) {
 
 // ------------------------------------------------------------- plain helpers
 
+OrderRecord NewOrderRecord(const engine::OrderAccepted& a, int64_t time_ns) {
+  OrderRecord r;
+  r.id = a.order_id;
+  r.account = a.account;
+  r.market = a.market;
+  r.side = a.side;
+  r.type = a.type;
+  r.tif = a.tif;
+  r.stp = a.stp;
+  r.price = a.price;
+  r.qty = a.qty;
+  r.quote_qty = a.quote_qty;
+  r.remaining = a.qty;
+  r.status = OrderStatus::kNew;
+  r.client_order_id = a.client_order_id;
+  r.time_ns = time_ns;
+  r.update_ns = time_ns;
+  return r;
+}
+
 std::optional<KlineInterval> ParseKlineInterval(std::string_view s) noexcept {
   for (std::size_t i = 0; i < kKlineIntervals; ++i) {
     if (kIntervalNames[i] == s) return static_cast<KlineInterval>(i);
@@ -488,17 +508,6 @@ class ReadSide::Impl {
     return acc == nullptr ? 0 : acc->update_ns;
   }
 
-  void RecordClosedOrder(const OrderRecord& o) {
-    std::unique_lock lock(mu_);
-    AccountState& acc = Account(o.account);
-    if (acc.open.count(Raw(o.id)) != 0 || acc.closed.count(Raw(o.id)) != 0) return;
-    acc.open.emplace(Raw(o.id), o);
-    if (!o.client_order_id.empty()) {
-      acc.client_ids[ClientKey(o.market, o.client_order_id.view())] = Raw(o.id);
-    }
-    Close(o.account, o.id);
-  }
-
  private:
   // One market as the writer sees it. Writer only; readers get snapshots.
   struct MarketState {
@@ -694,22 +703,7 @@ class ReadSide::Impl {
   void On(const OrderAccepted& a) {
     TouchMarket(a.market);
     Lock(a.account, a.market, a.side, a.locked);
-    OrderRecord r;
-    r.id = a.order_id;
-    r.account = a.account;
-    r.market = a.market;
-    r.side = a.side;
-    r.type = a.type;
-    r.tif = a.tif;
-    r.stp = a.stp;
-    r.price = a.price;
-    r.qty = a.qty;
-    r.quote_qty = a.quote_qty;
-    r.remaining = a.qty;
-    r.status = OrderStatus::kNew;
-    r.client_order_id = a.client_order_id;
-    r.time_ns = ts_;
-    r.update_ns = ts_;
+    const OrderRecord r = NewOrderRecord(a, ts_);
     AccountState& acc = Account(a.account);
     if (!a.client_order_id.empty()) {
       acc.client_ids[ClientKey(a.market, a.client_order_id.view())] = Raw(a.order_id);
@@ -1059,7 +1053,6 @@ ReadSide::ReadSide(const engine::EngineConfig& config, ReadSideOptions options)
 ReadSide::~ReadSide() = default;
 
 void ReadSide::Bootstrap(const engine::EngineImage& image) { impl_->Bootstrap(image); }
-void ReadSide::RecordClosedOrder(const OrderRecord& order) { impl_->RecordClosedOrder(order); }
 
 void ReadSide::Apply(std::span<const engine::Event> events, BatchOutput* out) {
   impl_->Apply(events, out);

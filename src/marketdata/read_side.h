@@ -183,6 +183,9 @@ struct OrderRecord {
   bool working = false;   // on the book
 };
 
+// An order as it is accepted (NEW, nothing executed), placed at time_ns.
+OrderRecord NewOrderRecord(const engine::OrderAccepted& accepted, int64_t time_ns);
+
 struct Fill {
   TradeId trade_id{};
   OrderId order_id{};
@@ -278,11 +281,6 @@ class ReadSide {
   // (cleared first). Publishes the new snapshots of the markets touched
   // before it returns.
   void Apply(std::span<const engine::Event> events, BatchOutput* out);
-
-  // Writer thread: keeps an order that the events record only as a reject
-  // (a FOK that could not fill completely, which Binance reports as an order
-  // that EXPIRED) in the account's history, described by its command.
-  void RecordClosedOrder(const OrderRecord& order);
 
   // --- any thread ---
   std::shared_ptr<const MarketSnapshot> Snapshot(MarketId market) const;

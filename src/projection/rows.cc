@@ -86,22 +86,7 @@ void RowBuilder::Event(const engine::Event& ev, RowBatch* batch) {
         using T = std::decay_t<decltype(x)>;
         if constexpr (std::is_same_v<T, engine::OrderAccepted>) {
           OrderRow row;
-          OrderRecord& o = row.order;
-          o.id = x.order_id;
-          o.account = x.account;
-          o.market = x.market;
-          o.side = x.side;
-          o.type = x.type;
-          o.tif = x.tif;
-          o.stp = x.stp;
-          o.price = x.price;
-          o.qty = x.qty;
-          o.quote_qty = x.quote_qty;
-          o.remaining = x.qty;
-          o.status = OrderStatus::kNew;
-          o.client_order_id = x.client_order_id;
-          o.time_ns = ts_;
-          o.update_ns = ts_;
+          row.order = marketdata::NewOrderRecord(x, ts_);
           row.created_seq = seq_;
           row.updated_seq = seq_;
           const uint64_t id = Raw(x.order_id);
