@@ -12,6 +12,8 @@
 // Thread safety: a plain value over argv.
 #pragma once
 
+#include <cstdint>
+#include <limits>
 #include <string_view>
 
 namespace mb::bench {
@@ -58,5 +60,21 @@ class ArgReader {
   std::string_view value_;
   bool inline_value_ = false;
 };
+
+// A decimal count; `separators` may group the digits ("1_000_000"). False
+// when empty, when another character appears, or on overflow.
+inline bool ParseU64(std::string_view s, uint64_t* out, std::string_view separators = "_") {
+  if (s.empty()) return false;
+  uint64_t v = 0;
+  for (char ch : s) {
+    if (separators.find(ch) != std::string_view::npos) continue;
+    if (ch < '0' || ch > '9') return false;
+    const auto digit = static_cast<uint64_t>(ch - '0');
+    if (v > (std::numeric_limits<uint64_t>::max() - digit) / 10) return false;
+    v = v * 10 + digit;
+  }
+  *out = v;
+  return true;
+}
 
 }  // namespace mb::bench

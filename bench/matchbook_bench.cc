@@ -627,18 +627,6 @@ constexpr std::string_view kUsage =
   matchbook-bench --help
 )";
 
-bool ParseU64(std::string_view s, uint64_t* out) {
-  if (s.empty()) return false;
-  uint64_t v = 0;
-  for (char ch : s) {
-    if (ch == '_' || ch == ',') continue;
-    if (ch < '0' || ch > '9') return false;
-    v = v * 10 + static_cast<uint64_t>(ch - '0');
-  }
-  *out = v;
-  return true;
-}
-
 int Usage(int code) {
   std::fputs(kUsage.data(), code == 0 ? stdout : stderr);
   return code;
@@ -679,11 +667,11 @@ int Main(int argc, char** argv) {
       a.check = true;
     } else if (arg == "--help" || arg == "-h") {
       return Usage(0);
-    } else if (arg == "--commands" && next() && ParseU64(value, &v) && v > 0) {
+    } else if (arg == "--commands" && next() && ParseU64(value, &v, "_,") && v > 0) {
       a.commands = static_cast<std::size_t>(v);
-    } else if (arg == "--seed" && next() && ParseU64(value, &v)) {
+    } else if (arg == "--seed" && next() && ParseU64(value, &v, "_,")) {
       a.seed = v;
-    } else if (arg == "--memory-orders" && next() && ParseU64(value, &v) && v > 0 &&
+    } else if (arg == "--memory-orders" && next() && ParseU64(value, &v, "_,") && v > 0 &&
                v <= UINT32_MAX) {
       a.memory_orders = v;
     } else if (arg == "--clock" && next() && (value == "tsc" || value == "steady")) {

@@ -201,29 +201,6 @@ void DropCache(const fs::path& dir) {
 
 // ------------------------------------------------------------------ statistics
 
-struct Percentiles {
-  uint64_t n = 0;
-  int64_t p50 = 0, p90 = 0, p99 = 0, p999 = 0, max = 0;
-  double mean = 0;
-};
-
-Percentiles Summarize(std::vector<int64_t>* v) {
-  Percentiles p;
-  p.n = v->size();
-  if (v->empty()) return p;
-  std::sort(v->begin(), v->end());
-  auto at = [&](double q) { return PercentileOf(*v, q); };
-  p.p50 = at(0.50);
-  p.p90 = at(0.90);
-  p.p99 = at(0.99);
-  p.p999 = at(0.999);
-  p.max = v->back();
-  double sum = 0;
-  for (int64_t x : *v) sum += static_cast<double>(x);
-  p.mean = sum / static_cast<double>(v->size());
-  return p;
-}
-
 std::string Us(int64_t ns) { return fmt::format("{:.1f}", static_cast<double>(ns) / 1e3); }
 
 // Time a task spent runnable but waiting for a CPU (schedstat's second field).
@@ -934,18 +911,6 @@ constexpr std::string_view kUsage =
   --verbose            print the exchange's log lines
   --json               the last line printed is one JSON object
 )";
-
-bool ParseU64(std::string_view s, uint64_t* out) {
-  if (s.empty()) return false;
-  uint64_t v = 0;
-  for (char ch : s) {
-    if (ch == '_') continue;
-    if (ch < '0' || ch > '9') return false;
-    v = v * 10 + static_cast<uint64_t>(ch - '0');
-  }
-  *out = v;
-  return true;
-}
 
 bool ParseList(std::string_view s, std::vector<uint64_t>* out) {
   out->clear();

@@ -51,17 +51,6 @@ int Usage(const char* what, const char* arg) {
   return 2;
 }
 
-bool ParseU64(std::string_view s, uint64_t* out) {
-  if (s.empty() || s.size() > 19) return false;
-  uint64_t v = 0;
-  for (char c : s) {
-    if (c < '0' || c > '9') return false;
-    v = v * 10 + static_cast<uint64_t>(c - '0');
-  }
-  *out = v;
-  return true;
-}
-
 std::string Ms(int64_t ns) { return fmt::format("{:.3f}", static_cast<double>(ns) / 1e6); }
 
 // A throw-away PostgreSQL cluster (scripts/pg_cluster.sh), stopped and removed
@@ -143,15 +132,6 @@ Result<uint64_t> WriteJournal(const fs::path& dir_path, const Workload& w, uint6
   MB_RETURN_IF_ERROR((*writer)->Write());
   MB_RETURN_IF_ERROR((*writer)->SyncAll());
   return written;
-}
-
-struct Percentiles {
-  int64_t p50 = 0, p99 = 0, p999 = 0, max = 0;
-};
-Percentiles Of(std::vector<int64_t> v) {
-  if (v.empty()) return {};
-  std::sort(v.begin(), v.end());
-  return {PercentileOf(v, 0.50), PercentileOf(v, 0.99), PercentileOf(v, 0.999), v.back()};
 }
 
 class Counting final : public exchange::Completion {
@@ -271,7 +251,7 @@ int RunProjectionBench(int argc, char** argv) {
         "withdrawals\n",
         t->orders, t->order_events, t->trades, t->ledger_entries, t->deposits, t->withdrawals);
   }
-  const Percentiles bp = Of(commit_ns);
+  const Percentiles bp = Summarize(&commit_ns);
   fmt::print(
       "projection {}: {} events ({} records) in {:.3f} s = {:.0f} events/s; per catch-up batch "
       "of <= {} events: p50 {} ms, p99 {} ms, p99.9 {} ms, max {} ms ({} batches)\n",
@@ -331,7 +311,8 @@ int RunProjectionBench(int argc, char** argv) {
       ++sent;
     }
     const bool caught_up = proj.WaitApplied((*ex)->durable_seq(), std::chrono::seconds(60));
-    const Percentiles lag = Of(proj.TakeLagSamples());
+    std::vector<int64_t> lags = proj.TakeLagSamples();
+    const Percentiles lag = Summarize(&lags);
     const projection::ProjectorStats st = proj.stats();
     proj.Stop();
     (void)(*ex)->Close();

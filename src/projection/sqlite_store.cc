@@ -130,8 +130,7 @@ class Stmt {
   int columns() const { return sqlite3_column_count(stmt_); }
 
   void Reset() {
-    sqlite3_reset(stmt_);
-    sqlite3_clear_bindings(stmt_);
+    sqlite3_reset(stmt_);  // every parameter is bound again before the next step
     bound_ = 0;
   }
 
