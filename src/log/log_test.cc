@@ -1,0 +1,118 @@
+#include "log/log.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace mb::log {
+namespace {
+
+class LogTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/mb-log-test.XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    file_ = (dir_ / "matchbook.log").string();
+  }
+  void TearDown() override {
+    Shutdown();
+    std::filesystem::remove_all(dir_);
+  }
+  std::vector<std::string> Lines() {
+    Shutdown();  // drains the queue
+    std::ifstream in(file_);
+    std::vector<std::string> lines;
+    for (std::string l; std::getline(in, l);) lines.push_back(l);
+    return lines;
+  }
+  std::filesystem::path dir_;
+  std::string file_;
+};
+
+TEST_F(LogTest, TextLinesCarryTimeLevelComponentMessageAndFields) {
+  ASSERT_TRUE(Init({.level = Level::kInfo, .format = Format::kText, .file = file_}).ok());
+  Info("exchange", "recovered sequence 10", {{"snapshot", "0"}, {"note", "two words"}});
+  Debug("exchange", "not written below the level");
+  Warn("gateway", "line one\nline two");
+  const auto lines = Lines();
+  ASSERT_EQ(lines.size(), 2u);
+  // 2026-12-01T01:40:00.123456Z info  exchange: ...
+  EXPECT_EQ(lines[0].size() > 28 ? lines[0][26] : ' ', 'Z') << lines[0];
+  EXPECT_NE(lines[0].find(" info  exchange: recovered sequence 10 snapshot=0 note=\"two words\""),
+            std::string::npos)
+      << lines[0];
+  EXPECT_NE(lines[1].find("warn  gateway: line one\\nline two"), std::string::npos) << lines[1];
+}
+
+TEST_F(LogTest, JsonLinesAreObjectsWithEscapedValues) {
+  ASSERT_TRUE(Init({.level = Level::kDebug, .format = Format::kJson, .file = file_}).ok());
+  Debug("projection", "say \"hi\"\\", {{"lag", "5"}});
+  const auto lines = Lines();
+  ASSERT_EQ(lines.size(), 1u);
+  const std::string& l = lines[0];
+  EXPECT_EQ(l.rfind("{\"ts\":\"", 0), 0u) << l;
+  EXPECT_NE(l.find(R"("level":"debug","component":"projection","msg":"say \"hi\"\\","lag":"5"})"),
+            std::string::npos)
+      << l;
+  EXPECT_EQ(l.back(), '}');
+}
+
+TEST_F(LogTest, SecretFieldsAreRedacted) {
+  ASSERT_TRUE(Init({.format = Format::kJson, .file = file_}).ok());
+  Info("gateway", "key created", {{"apiKey", "visible-key"}, {"secret", "s3cr3t-value"}});
+  Info("gateway", "admin", {{"token", "tok-123"}, {"password", "pw"}, {"signature", "abcd"}});
+  const auto lines = Lines();
+  ASSERT_EQ(lines.size(), 2u);
+  for (const std::string& l : lines) {
+    EXPECT_EQ(l.find("s3cr3t-value"), std::string::npos) << l;
+    EXPECT_EQ(l.find("tok-123"), std::string::npos) << l;
+    EXPECT_EQ(l.find("\"pw\""), std::string::npos) << l;
+    EXPECT_EQ(l.find("abcd"), std::string::npos) << l;
+  }
+  EXPECT_NE(lines[0].find("visible-key"), std::string::npos);
+  EXPECT_NE(lines[0].find("<redacted>"), std::string::npos);
+}
+
+TEST(LogRedact, PasswordsInUrlsAndKeywordStrings) {
+  EXPECT_EQ(Redact("postgresql://bob:hunter2@db:5432/x"), "postgresql://bob:<redacted>@db:5432/x");
+  EXPECT_EQ(Redact("host=db password=hunter2 user=bob"), "host=db password=<redacted> user=bob");
+  EXPECT_EQ(Redact("http://host:8080/path"), "http://host:8080/path");
+  EXPECT_EQ(Redact("postgresql://bob@db/x"), "postgresql://bob@db/x");
+}
+
+// A full queue overwrites the oldest lines: the writers never wait, and the
+// overwritten lines are counted.
+TEST_F(LogTest, FullQueueDropsOldestInsteadOfBlocking) {
+  ASSERT_TRUE(Init({.format = Format::kText, .file = file_, .queue_lines = 16}).ok());
+  std::vector<std::thread> writers;
+  for (int t = 0; t < 4; ++t) {
+    writers.emplace_back([t] {
+      for (int i = 0; i < 20000; ++i) Info("bench", "line", {{"t", std::to_string(t)}});
+    });
+  }
+  for (auto& w : writers) w.join();
+  const uint64_t dropped_lines = dropped();
+  const auto lines = Lines();
+  EXPECT_EQ(lines.size() + dropped_lines, 80000u);
+  EXPECT_GT(lines.size(), 0u);
+}
+
+TEST_F(LogTest, BadOptionsAreRefused) {
+  EXPECT_FALSE(ParseLevel("verbose").ok());
+  EXPECT_FALSE(ParseFormat("xml").ok());
+  EXPECT_EQ(*ParseLevel("warn"), Level::kWarn);
+  std::ofstream(dir_ / "plain").put('x');  // a file where a directory would have to be
+  const Status s = Init({.file = (dir_ / "plain" / "x.log").string()});
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("plain/x.log"), std::string::npos) << s.message();
+}
+
+}  // namespace
+}  // namespace mb::log
