@@ -1,0 +1,1133 @@
+#include "load/load.h"
+
+#include <fmt/format.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/websocket.hpp>
+#include <boost/json.hpp>
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <deque>
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "load/histogram.h"
+
+namespace mb::load {
+
+std::atomic<bool> g_stop_requested{false};
+
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace websocket = beast::websocket;
+namespace json = boost::json;
+using tcp = asio::ip::tcp;
+using Clock = std::chrono::steady_clock;
+using std::chrono::duration_cast;
+using std::chrono::nanoseconds;
+
+constexpr auto kRequestTimeout = std::chrono::seconds(5);
+constexpr auto kConnectTimeout = std::chrono::seconds(2);
+constexpr auto kReconnectDelay = std::chrono::milliseconds(200);
+// Nothing answered for this long after a transport error: the server is gone.
+constexpr auto kServerGoneAfter = std::chrono::seconds(2);
+constexpr auto kSenderMinSleep = std::chrono::microseconds(100);
+// An account with more tracked open orders than this cancels before it adds.
+constexpr std::size_t kMaxOpenPerAccount = 256;
+// Marketable orders reach this many ticks past the mid; resting orders placed
+// farther out are never filled by them, so their cancels and amends never miss.
+constexpr int64_t kMarketableReachTicks = 3;
+constexpr int kSeedLevels = 20;
+// Each account's deposit covers this many orders on each side.
+constexpr int64_t kFundedOrders = 100'000;
+
+int64_t RealtimeNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+int64_t NowMs() { return RealtimeNs() / 1'000'000; }
+
+double CpuSeconds() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  auto tv = [](const timeval& t) {
+    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6;
+  };
+  return tv(ru.ru_utime) + tv(ru.ru_stime);
+}
+
+std::string HmacHex(const std::string& key, std::string_view msg) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
+       reinterpret_cast<const unsigned char*>(msg.data()), msg.size(), md, &len);
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out(2 * len, '0');
+  for (unsigned i = 0; i < len; ++i) {
+    out[2 * i] = kHex[md[i] >> 4];
+    out[2 * i + 1] = kHex[md[i] & 15];
+  }
+  return out;
+}
+
+// "0.01000000" at scale 8 -> 1000000. Extra places beyond scale are dropped.
+Result<int64_t> ParseUnits(std::string_view s, int scale) {
+  int64_t whole = 0, frac = 0;
+  const std::size_t dot = s.find('.');
+  std::string_view w = s.substr(0, dot);
+  if (w.empty() || std::from_chars(w.data(), w.data() + w.size(), whole).ec != std::errc{})
+    return InvalidArgument("bad decimal '" + std::string(s) + "'");
+  int places = 0;
+  if (dot != std::string_view::npos) {
+    for (char c : s.substr(dot + 1)) {
+      if (c < '0' || c > '9') return InvalidArgument("bad decimal '" + std::string(s) + "'");
+      if (places == scale) break;
+      frac = frac * 10 + (c - '0');
+      ++places;
+    }
+  }
+  for (; places < scale; ++places) frac *= 10;
+  int64_t p = 1;
+  for (int i = 0; i < scale; ++i) p *= 10;
+  return whole * p + frac;
+}
+
+std::string FormatUnits(int64_t units, int scale) {
+  int64_t p = 1;
+  for (int i = 0; i < scale; ++i) p *= 10;
+  if (scale == 0) return std::to_string(units);
+  return fmt::format("{}.{:0{}}", units / p, units % p, scale);
+}
+
+// The integer after `key` (e.g. "\"T\":") in text; -1 when absent.
+int64_t FindInt(std::string_view text, std::string_view key) {
+  const std::size_t at = text.find(key);
+  if (at == std::string_view::npos) return -1;
+  const char* p = text.data() + at + key.size();
+  const char* end = text.data() + text.size();
+  while (p < end && *p == ' ') ++p;
+  int64_t v = -1;
+  if (std::from_chars(p, end, v).ec != std::errc{}) return -1;
+  return v;
+}
+
+struct Market {
+  std::string symbol, base, quote;
+  int base_scale = 8, quote_scale = 8;
+  int64_t tick = 1, step = 1, min_qty = 1, max_price = 0;  // units of the asset's scale
+  double min_notional = 0;                                 // in whole quote
+};
+
+struct AccountKeys {
+  uint64_t id = 0;
+  std::string key, secret;
+};
+
+// Blocking HTTP for the set-up; every call has a deadline (its own io_context
+// runs each exchange to completion).
+class SetupClient {
+ public:
+  SetupClient(const Options& o) : o_(o) {}
+
+  Status Resolve() {
+    beast::error_code ec;
+    tcp::resolver resolver(ioc_);
+    auto results = resolver.resolve(o_.host, std::to_string(o_.port), ec);
+    if (ec || results.empty())
+      return Unavailable(fmt::format("cannot resolve {}: {}", o_.host, ec.message()));
+    endpoint_ = results.begin()->endpoint();
+    return Status::Ok();
+  }
+  const tcp::endpoint& endpoint() const { return endpoint_; }
+
+  struct Answer {
+    unsigned status = 0;
+    std::string body;
+  };
+
+  Result<Answer> Call(http::verb verb, const std::string& target, const std::string& body,
+                      const std::string& api_key = {}) {
+    for (int attempt = 0;; ++attempt) {
+      const bool was_connected = connected_;
+      auto r = CallOnce(verb, target, body, api_key);
+      // A kept-alive connection the server closed meanwhile: once more, fresh.
+      if (r.ok() || !was_connected || attempt > 0) return r;
+    }
+  }
+
+  // An operator call: 2xx and a JSON body, else an error with the answer.
+  Result<json::value> Admin(http::verb verb, const std::string& target, const std::string& body) {
+    auto a = Call(verb, target, body);
+    if (!a.ok()) return a.status();
+    if (a->status == 401 || a->status == 403)
+      return InvalidArgument(
+          fmt::format("{} refused the admin token ({}): {}", target, a->status, a->body));
+    if (a->status / 100 != 2)
+      return Unavailable(fmt::format("{} answered {}: {}", target, a->status, a->body));
+    boost::system::error_code ec;
+    json::value v = json::parse(a->body, ec);
+    if (ec) return Unavailable(fmt::format("{}: unparsable answer: {}", target, a->body));
+    return v;
+  }
+
+  Result<Answer> Signed(http::verb verb, const std::string& path, const std::string& query,
+                        const AccountKeys& acct) {
+    std::string q = fmt::format("{}&timestamp={}&recvWindow=60000", query, NowMs());
+    std::string target = fmt::format("{}?{}&signature={}", path, q, HmacHex(acct.secret, q));
+    return Call(verb, target, {}, acct.key);
+  }
+
+ private:
+  Result<Answer> CallOnce(http::verb verb, const std::string& target, const std::string& body,
+                          const std::string& api_key) {
+    http::request<http::string_body> req{verb, target, 11};
+    req.set(http::field::host, fmt::format("{}:{}", o_.host, o_.port));
+    req.set("X-MB-ADMIN-TOKEN", o_.admin_token);
+    if (!api_key.empty()) req.set("X-MBX-APIKEY", api_key);
+    if (!body.empty()) req.set(http::field::content_type, "application/json");
+    req.keep_alive(true);
+    req.body() = body;
+    req.prepare_payload();
+    http::response<http::string_body> res;
+    beast::error_code result;
+    const char* stage = "connect";
+    auto exchange = [&] {
+      stage = "write";
+      stream_.expires_after(kRequestTimeout);
+      http::async_write(stream_, req, [&](beast::error_code ec, std::size_t) {
+        if (ec) {
+          result = ec;
+          return;
+        }
+        stage = "read";
+        http::async_read(stream_, buffer_, res,
+                         [&](beast::error_code ec2, std::size_t) { result = ec2; });
+      });
+    };
+    ioc_.restart();
+    if (!connected_) {
+      stream_.expires_after(kConnectTimeout);
+      stream_.async_connect(endpoint_, [&](beast::error_code ec) {
+        if (ec) {
+          result = ec;
+          return;
+        }
+        connected_ = true;
+        exchange();
+      });
+    } else {
+      exchange();
+    }
+    ioc_.run();
+    if (result) {
+      beast::error_code ignored;
+      stream_.socket().close(ignored);
+      connected_ = false;
+      buffer_.clear();
+      return Unavailable(fmt::format("{} http://{}:{}{}: {} failed: {}",
+                                     std::string(http::to_string(verb)), o_.host, o_.port,
+                                     target.substr(0, target.find('?')), stage, result.message()));
+    }
+    if (!res.keep_alive()) {
+      beast::error_code ignored;
+      stream_.socket().close(ignored);
+      connected_ = false;
+    }
+    return Answer{res.result_int(), std::move(res.body())};
+  }
+
+  const Options& o_;
+  asio::io_context ioc_;
+  tcp::endpoint endpoint_;
+  beast::tcp_stream stream_{ioc_};
+  beast::flat_buffer buffer_;
+  bool connected_ = false;
+};
+
+std::string JStr(const json::value& v, std::string_view key) {
+  if (!v.is_object()) return {};
+  const json::value* f = v.as_object().if_contains(key);
+  if (f == nullptr || !f->is_string()) return {};
+  return std::string(f->as_string());
+}
+
+Result<Market> LoadMarket(SetupClient& c, const std::string& wanted) {
+  auto info = c.Admin(http::verb::get, "/api/v3/exchangeInfo", {});
+  if (!info.ok()) return info.status();
+  const json::object* root = info->if_object();
+  const json::value* symbols = root ? root->if_contains("symbols") : nullptr;
+  if (symbols == nullptr || !symbols->is_array())
+    return Unavailable("exchangeInfo has no symbols array");
+  for (const json::value& s : symbols->as_array()) {
+    const std::string name = JStr(s, "symbol");
+    if (!wanted.empty() ? name != wanted : JStr(s, "status") != "TRADING") continue;
+    if (JStr(s, "status") != "TRADING")
+      return InvalidArgument("--symbol: market " + name + " is not TRADING");
+    Market m;
+    m.symbol = name;
+    m.base = JStr(s, "baseAsset");
+    m.quote = JStr(s, "quoteAsset");
+    const json::object& so = s.as_object();
+    if (const auto* p = so.if_contains("baseAssetPrecision"); p && p->is_int64())
+      m.base_scale = static_cast<int>(p->as_int64());
+    if (const auto* p = so.if_contains("quoteAssetPrecision"); p && p->is_int64())
+      m.quote_scale = static_cast<int>(p->as_int64());
+    const json::value* filters = so.if_contains("filters");
+    if (filters == nullptr || !filters->is_array()) return Unavailable(name + ": no filters");
+    for (const json::value& f : filters->as_array()) {
+      const std::string type = JStr(f, "filterType");
+      if (type == "PRICE_FILTER") {
+        auto tick = ParseUnits(JStr(f, "tickSize"), m.quote_scale);
+        auto maxp = ParseUnits(JStr(f, "maxPrice"), m.quote_scale);
+        if (!tick.ok() || !maxp.ok()) return Unavailable(name + ": bad PRICE_FILTER");
+        m.tick = std::max<int64_t>(1, *tick);
+        m.max_price = *maxp;
+      } else if (type == "LOT_SIZE") {
+        auto step = ParseUnits(JStr(f, "stepSize"), m.base_scale);
+        auto minq = ParseUnits(JStr(f, "minQty"), m.base_scale);
+        if (!step.ok() || !minq.ok()) return Unavailable(name + ": bad LOT_SIZE");
+        m.step = std::max<int64_t>(1, *step);
+        m.min_qty = *minq;
+      } else if (type == "NOTIONAL" || type == "MIN_NOTIONAL") {
+        m.min_notional =
+            std::max(m.min_notional, std::strtod(JStr(f, "minNotional").c_str(), nullptr));
+      }
+    }
+    return m;
+  }
+  return wanted.empty() ? NotFound("no TRADING market in exchangeInfo")
+                        : NotFound("--symbol: no market '" + wanted + "' in exchangeInfo");
+}
+
+Result<std::vector<AccountKeys>> CreateAccounts(SetupClient& c, const Market& m, int n, int64_t mid,
+                                                int64_t qty) {
+  std::vector<AccountKeys> out;
+  const std::string run = std::to_string(RealtimeNs());
+  for (int i = 0; i < n; ++i) {
+    auto acct = c.Admin(http::verb::post, "/admin/v1/accounts",
+                        fmt::format(R"({{"name":"load-{}-{}"}})", run, i));
+    if (!acct.ok()) return acct.status();
+    const json::value* id = acct->as_object().if_contains("accountId");
+    if (id == nullptr || !id->is_number()) return Unavailable("accounts: no accountId");
+    AccountKeys k;
+    k.id = id->to_number<uint64_t>();
+    auto key = c.Admin(http::verb::post, fmt::format("/admin/v1/accounts/{}/apiKeys", k.id), {});
+    if (!key.ok()) return key.status();
+    k.key = JStr(*key, "apiKey");
+    k.secret = JStr(*key, "secretKey");
+    if (k.key.empty() || k.secret.empty()) return Unavailable("apiKeys: no apiKey/secretKey");
+    // Ample funds: enough for kFundedOrders orders of the run's largest size
+    // on each side (an account holds at most kMaxOpenPerAccount open).
+    const double base_units = static_cast<double>(2 * qty) * kFundedOrders;
+    const double quote_units = base_units * static_cast<double>((mid + kSeedLevels + 64) * m.tick) /
+                               std::pow(10.0, m.base_scale);
+    if (quote_units > 1e17) return InvalidArgument(m.symbol + ": deposits too large");
+    for (const auto& [asset, amount] :
+         {std::pair{m.base, FormatUnits(static_cast<int64_t>(base_units), m.base_scale)},
+          std::pair{m.quote, FormatUnits(static_cast<int64_t>(quote_units), m.quote_scale)}}) {
+      auto dep = c.Admin(
+          http::verb::post, "/admin/v1/deposits",
+          fmt::format(R"({{"accountId":{},"asset":"{}","amount":"{}","ref":"load-{}-{}-{}"}})",
+                      k.id, asset, amount, run, k.id, asset));
+      if (!dep.ok()) return dep.status();
+    }
+    out.push_back(std::move(k));
+  }
+  return out;
+}
+
+// The mid in ticks: the book's, or a default that keeps prices well inside
+// the price filter.
+Result<int64_t> FindMid(SetupClient& c, const Market& m) {
+  auto depth =
+      c.Admin(http::verb::get, fmt::format("/api/v3/depth?symbol={}&limit=5", m.symbol), {});
+  if (!depth.ok()) return depth.status();
+  auto best = [&](const char* side) -> int64_t {
+    const json::value* levels = depth->as_object().if_contains(side);
+    if (levels == nullptr || !levels->is_array() || levels->as_array().empty()) return 0;
+    const json::value& lvl = levels->as_array().front();
+    if (!lvl.is_array() || lvl.as_array().empty() || !lvl.as_array()[0].is_string()) return 0;
+    auto p = ParseUnits(lvl.as_array()[0].as_string(), m.quote_scale);
+    return p.ok() ? *p / m.tick : 0;
+  };
+  const int64_t bid = best("bids"), ask = best("asks");
+  if (bid > 0 && ask > bid) return (bid + ask) / 2;
+  int64_t mid = 10'000;
+  if (m.max_price > 0) mid = std::min(mid, m.max_price / m.tick / 2);
+  if (mid < 100)
+    return InvalidArgument(m.symbol + ": the price filter leaves no room around a mid");
+  return mid;
+}
+
+// The smallest quantity (units) that passes LOT_SIZE and the notional at the
+// lowest price an order of the run uses.
+int64_t MinQty(const Market& m, int64_t low_price_ticks) {
+  const double price =
+      static_cast<double>(low_price_ticks * m.tick) / std::pow(10.0, m.quote_scale);
+  const double need = m.min_notional / price * std::pow(10.0, m.base_scale);
+  int64_t q = static_cast<int64_t>(std::ceil(need / static_cast<double>(m.step))) * m.step + m.step;
+  return std::max({q, m.min_qty, m.step});
+}
+
+enum class Op : uint8_t { kLimit, kMarketable, kCancel, kAmend };
+
+struct Iteration {
+  Op op = Op::kLimit;
+  uint32_t account = 0;
+  bool track = false;  // a resting order beyond the marketable reach
+  uint64_t order_id = 0;
+  Clock::time_point intended;
+  http::verb verb = http::verb::post;
+  std::string target;
+};
+
+// The order mix. Next() is called by the sender only; Answered() from any io
+// thread; both take mu_.
+class OrderFlow {
+ public:
+  OrderFlow(const Options& o, const Market& m, std::vector<AccountKeys> accounts, int64_t mid,
+            int64_t qty)
+      : o_(o),
+        m_(m),
+        keys_(std::move(accounts)),
+        state_(keys_.size()),
+        mid_(mid),
+        qty_(qty),
+        rng_(o.seed) {}
+
+  Iteration Next(Clock::time_point intended) {
+    std::lock_guard lock(mu_);
+    Iteration it;
+    it.intended = intended;
+    it.account = static_cast<uint32_t>(next_account_++ % keys_.size());
+    State& st = state_[it.account];
+    const double r = uniform_(rng_);
+    const std::size_t open = st.fresh.size() + st.amended.size();
+    if (open > kMaxOpenPerAccount || r < o_.cancel_share) {
+      it.op = Op::kCancel;
+    } else if (r < o_.cancel_share + o_.amend_share) {
+      it.op = Op::kAmend;
+    } else if (r < o_.cancel_share + o_.amend_share + o_.marketable_share) {
+      it.op = Op::kMarketable;
+    } else {
+      it.op = Op::kLimit;
+    }
+    if (it.op == Op::kCancel && open == 0) it.op = Op::kLimit;
+    if (it.op == Op::kAmend && st.fresh.empty()) it.op = Op::kLimit;
+    std::string query;
+    switch (it.op) {
+      case Op::kCancel: {
+        std::deque<uint64_t>& from = st.amended.empty() ? st.fresh : st.amended;
+        it.order_id = from.front();
+        from.pop_front();
+        it.verb = http::verb::delete_;
+        query = fmt::format("symbol={}&orderId={}", m_.symbol, it.order_id);
+        break;
+      }
+      case Op::kAmend:
+        it.order_id = st.fresh.back();
+        st.fresh.pop_back();
+        it.verb = http::verb::put;
+        query = fmt::format("symbol={}&orderId={}&newQty={}", m_.symbol, it.order_id,
+                            FormatUnits(qty_, m_.base_scale));
+        break;
+      case Op::kMarketable: {
+        const bool buy = st.next_buy;
+        st.next_buy = !buy;
+        const int64_t ticks = buy ? mid_ + kMarketableReachTicks : mid_ - kMarketableReachTicks;
+        it.verb = http::verb::post;
+        query = fmt::format(
+            "symbol={}&side={}&type=LIMIT&timeInForce=IOC&quantity={}&price={}&newOrderRespType={}",
+            m_.symbol, buy ? "BUY" : "SELL", FormatUnits(qty_, m_.base_scale),
+            FormatUnits(ticks * m_.tick, m_.quote_scale), RespTypeName(o_.resp_type));
+        break;
+      }
+      case Op::kLimit: {
+        const bool buy = st.next_buy;
+        st.next_buy = !buy;
+        const int64_t offset = 1 + offset_(rng_);
+        const int64_t ticks = std::max<int64_t>(1, buy ? mid_ - offset : mid_ + offset);
+        it.track = offset > kMarketableReachTicks;
+        it.verb = http::verb::post;
+        query = fmt::format(
+            "symbol={}&side={}&type=LIMIT&timeInForce=GTC&quantity={}&price={}&newOrderRespType={}",
+            m_.symbol, buy ? "BUY" : "SELL", FormatUnits(2 * qty_, m_.base_scale),
+            FormatUnits(ticks * m_.tick, m_.quote_scale), RespTypeName(o_.resp_type));
+        break;
+      }
+    }
+    const AccountKeys& k = keys_[it.account];
+    query += fmt::format("&timestamp={}&recvWindow=60000", NowMs());
+    const std::string sig = HmacHex(k.secret, query);
+    const char* path = it.op == Op::kCancel  ? "/api/v3/order"
+                       : it.op == Op::kAmend ? "/api/v3/order/amend/keepPriority"
+                                             : "/api/v3/order";
+    it.target = fmt::format("{}?{}&signature={}", path, query, sig);
+    return it;
+  }
+
+  // A 200 answer: remember orders that rest out of reach, and amended ones.
+  void Answered(const Iteration& it, std::string_view body) {
+    if (it.op == Op::kAmend) {
+      std::lock_guard lock(mu_);
+      state_[it.account].amended.push_back(it.order_id);
+      return;
+    }
+    if (it.op != Op::kLimit || !it.track) return;
+    if (o_.resp_type != RespType::kAck && body.find("\"status\":\"NEW\"") == std::string_view::npos)
+      return;
+    const int64_t id = FindInt(body, "\"orderId\":");
+    if (id <= 0) return;
+    std::lock_guard lock(mu_);
+    state_[it.account].fresh.push_back(static_cast<uint64_t>(id));
+  }
+
+  const std::string& api_key(uint32_t account) const { return keys_[account].key; }
+
+ private:
+  struct State {
+    std::deque<uint64_t> fresh;    // resting, never amended
+    std::deque<uint64_t> amended;  // resting, quantity reduced once
+    bool next_buy = true;
+  };
+  const Options& o_;
+  const Market& m_;
+  const std::vector<AccountKeys> keys_;
+  std::mutex mu_;
+  std::vector<State> state_;
+  const int64_t mid_, qty_;
+  uint64_t next_account_ = 0;
+  std::mt19937_64 rng_;
+  std::uniform_real_distribution<double> uniform_{0.0, 1.0};
+  // Offsets from the mid in ticks: geometric, mean ~6 ticks.
+  std::geometric_distribution<int64_t> offset_{1.0 / 6.0};
+};
+
+class Runner;
+
+// One keep-alive HTTP connection with at most one request in flight. Every
+// member is touched on the connection's strand only.
+class HttpConn {
+ public:
+  HttpConn(Runner& runner, asio::io_context& ioc)
+      : runner_(runner), stream_(asio::make_strand(ioc)), retry_(stream_.get_executor()) {}
+  void Connect() {
+    asio::post(stream_.get_executor(), [this] { DoConnect(); });
+  }
+  void Send(Iteration it) {
+    asio::post(stream_.get_executor(),
+               [this, it = std::move(it)]() mutable { DoSend(std::move(it)); });
+  }
+  void Close() {
+    asio::post(stream_.get_executor(), [this] {
+      retry_.cancel();
+      beast::error_code ignored;
+      stream_.socket().close(ignored);
+    });
+  }
+
+ private:
+  void DoConnect();
+  void DoSend(Iteration it);
+  void OnRead(beast::error_code ec);
+  void Fail(const char* stage, beast::error_code ec);
+
+  Runner& runner_;
+  beast::tcp_stream stream_;
+  asio::steady_timer retry_;
+  beast::flat_buffer buffer_;
+  http::request<http::empty_body> req_;
+  http::response<http::string_body> res_;
+  Iteration it_;
+};
+
+// One WebSocket subscriber: trade delivery lag and depth freshness.
+class Subscriber {
+ public:
+  Subscriber(Runner& runner, asio::io_context& ioc)
+      : runner_(runner), ws_(asio::make_strand(ioc)) {}
+  void Start() {
+    asio::post(ws_.get_executor(), [this] { DoConnect(); });
+  }
+  void Close() {
+    asio::post(ws_.get_executor(), [this] {
+      beast::error_code ignored;
+      beast::get_lowest_layer(ws_).socket().close(ignored);
+    });
+  }
+
+ private:
+  void DoConnect();
+  void OnRead(beast::error_code ec, std::size_t n);
+
+  Runner& runner_;
+  websocket::stream<beast::tcp_stream> ws_;
+  beast::flat_buffer buffer_;
+};
+
+class Runner {
+ public:
+  Runner(const Options& o, const Market& m, const tcp::endpoint& ep, OrderFlow& flow)
+      : o_(o),
+        m_(m),
+        endpoint_(ep),
+        flow_(flow),
+        sender_strand_(asio::make_strand(ioc_)),
+        sender_timer_(sender_strand_) {}
+  ~Runner() { Shutdown(); }
+
+  // Connects the pool and the subscribers and starts the io threads.
+  Status Start() {
+    work_.emplace(asio::make_work_guard(ioc_));
+    for (int i = 0; i < o_.threads; ++i) threads_.emplace_back([this] { ioc_.run(); });
+    for (int i = 0; i < o_.connections; ++i)
+      conns_.push_back(std::make_unique<HttpConn>(*this, ioc_));
+    for (int i = 0; i < o_.subscribers; ++i)
+      subs_.push_back(std::make_unique<Subscriber>(*this, ioc_));
+    for (auto& c : conns_) c->Connect();
+    for (auto& s : subs_) s->Start();
+    const auto deadline = Clock::now() + std::chrono::seconds(10);
+    while (Clock::now() < deadline) {
+      if (IdleCount() == conns_.size() &&
+          subs_ready_.load() + subs_failed_.load() == static_cast<uint64_t>(subs_.size()))
+        break;
+      if (g_stop_requested.load()) return Unavailable("interrupted during set-up");
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    if (IdleCount() != conns_.size())
+      return Unavailable(fmt::format("only {} of {} HTTP connections opened ({})", IdleCount(),
+                                     conns_.size(), LastTransportError()));
+    if (subs_ready_.load() != static_cast<uint64_t>(subs_.size()))
+      return Unavailable(fmt::format("only {} of {} WebSocket subscribers connected ({})",
+                                     subs_ready_.load(), subs_.size(), LastTransportError()));
+    return Status::Ok();
+  }
+
+  struct PhaseResult {
+    double elapsed_s = 0;
+    uint64_t requests = 0, responses = 0, errors = 0, dropped = 0;
+    std::unique_ptr<Histogram::Snapshot> order;  // this phase's latencies
+  };
+
+  // Sends at `rate` for `seconds`; appends one series point per second (time
+  // offset by t0). Returns early when the run is aborted or interrupted.
+  PhaseResult RunPhase(double rate, double seconds, double t0, Report& rep) {
+    PhaseResult pr;
+    const auto before = order_.Collect();
+    const uint64_t req0 = requests_.load(), resp0 = responses_.load(), err0 = errors_.load(),
+                   drop0 = dropped_.load();
+    const auto start = Clock::now() + std::chrono::milliseconds(1);
+    asio::post(sender_strand_, [this, start, rate, seconds] {
+      rate_ = rate;
+      phase_start_ = start;
+      next_i_ = 0;
+      total_ = static_cast<uint64_t>(std::floor(rate * seconds));
+      sending_ = true;
+      Tick();
+    });
+    auto prev = order_.Collect();
+    uint64_t prev_resp = resp0;
+    auto next_tick = start + std::chrono::seconds(1);
+    const auto end = start + duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+    const bool tty = isatty(STDERR_FILENO) != 0;
+    while (true) {
+      const auto now = Clock::now();
+      if (now >= end || g_stop_requested.load() || CheckServerGone(now)) break;
+      if (now >= next_tick) {
+        auto cur = order_.Collect();
+        Histogram::Snapshot sec = cur->Since(*prev);
+        const uint64_t resp = responses_.load();
+        SecondPoint pt;
+        pt.t_s = t0 + duration_cast<std::chrono::duration<double>>(now - start).count();
+        pt.rate = static_cast<double>(resp - prev_resp);
+        pt.p50_ms = static_cast<double>(sec.Quantile(0.5)) / 1e6;
+        pt.p99_ms = static_cast<double>(sec.Quantile(0.99)) / 1e6;
+        pt.max_ms = static_cast<double>(sec.max_ns) / 1e6;
+        rep.series.push_back(pt);
+        if (tty) {
+          std::fprintf(
+              stderr,
+              "\r%6.1fs  rate %8.0f/s  errors %llu  dropped %llu  p99 %8.3f ms  subs %llu/%d"
+              "   ",
+              pt.t_s, pt.rate, static_cast<unsigned long long>(errors_.load()),
+              static_cast<unsigned long long>(dropped_.load()), pt.p99_ms,
+              static_cast<unsigned long long>(subs_ready_.load() - sub_drops_.load()),
+              o_.subscribers);
+          std::fflush(stderr);
+        }
+        prev = std::move(cur);
+        prev_resp = resp;
+        next_tick += std::chrono::seconds(1);
+        continue;
+      }
+      std::this_thread::sleep_for(
+          std::min<Clock::duration>(std::chrono::milliseconds(20), std::min(next_tick, end) - now));
+    }
+    StopSending();
+    pr.elapsed_s =
+        duration_cast<std::chrono::duration<double>>(std::min(Clock::now(), end) - start).count();
+    // Answers still in flight belong to this phase.
+    const auto drain_until = Clock::now() + std::chrono::seconds(2);
+    while (!aborted() && IdleCount() < conns_.size() && Clock::now() < drain_until &&
+           !g_stop_requested.load())
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    if (tty) std::fprintf(stderr, "\n");
+    auto after = order_.Collect();
+    pr.order = std::make_unique<Histogram::Snapshot>(after->Since(*before));
+    pr.requests = requests_.load() - req0;
+    pr.responses = responses_.load() - resp0;
+    pr.errors = errors_.load() - err0;
+    pr.dropped = dropped_.load() - drop0;
+    return pr;
+  }
+
+  void Shutdown() {
+    if (threads_.empty()) return;
+    stopping_.store(true);
+    StopSending();
+    for (auto& c : conns_) c->Close();
+    for (auto& s : subs_) s->Close();
+    // Without the work guard the io threads return once every socket and
+    // timer has completed; a deadline bounds it.
+    work_.reset();
+    const auto deadline = Clock::now() + std::chrono::seconds(2);
+    while (!ioc_.stopped() && Clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    ioc_.stop();
+    for (auto& t : threads_) t.join();
+    threads_.clear();
+  }
+
+  void Fill(Report& r) const {
+    r.requests = requests_.load();
+    r.responses = responses_.load();
+    r.errors = errors_.load();
+    r.dropped = dropped_.load();
+    {
+      std::lock_guard lock(mu_);
+      r.errors_by_code = errors_by_code_;
+    }
+    r.delivery = Figures::From(*delivery_.Collect());
+    r.freshness = Figures::From(*freshness_.Collect());
+    r.subscriber_drops = sub_drops_.load();
+    r.messages = messages_.load();
+    if (!abort_reason_.empty()) r.aborted = abort_reason_;
+  }
+  bool aborted() const { return aborted_.load(); }
+  const std::string& abort_reason() const { return abort_reason_; }
+
+  // Called by connections and subscribers.
+  void Idle(HttpConn* c) {
+    std::lock_guard lock(idle_mu_);
+    idle_.push_back(c);
+  }
+  void Answered(const Iteration& it, unsigned status, std::string_view body) {
+    const auto now = Clock::now();
+    order_.RecordDelta(duration_cast<nanoseconds>(now - it.intended).count());
+    responses_.fetch_add(1, std::memory_order_relaxed);
+    last_response_ns_.store(now.time_since_epoch().count(), std::memory_order_relaxed);
+    if (status == 200) {
+      flow_.Answered(it, body);
+      return;
+    }
+    errors_.fetch_add(1, std::memory_order_relaxed);
+    const int64_t code = FindInt(body, "\"code\":");
+    std::lock_guard lock(mu_);
+    ++errors_by_code_[fmt::format("{}/{}", status, code == -1 ? 0 : code)];
+  }
+  void RequestFailed(const char* stage, const beast::error_code& ec) {
+    errors_.fetch_add(1, std::memory_order_relaxed);
+    std::lock_guard lock(mu_);
+    ++errors_by_code_[fmt::format("transport/{}", ec.message())];
+    NoteTransportErrorLocked(stage, ec);
+  }
+  void ConnectFailed(const char* stage, const beast::error_code& ec) {
+    std::lock_guard lock(mu_);
+    NoteTransportErrorLocked(stage, ec);
+  }
+  void Message(std::string_view text) {
+    messages_.fetch_add(1, std::memory_order_relaxed);
+    const int64_t now_ns = RealtimeNs();
+    auto to_ns = [](int64_t t) { return t < 100'000'000'000'000 ? t * 1'000'000 : t * 1'000; };
+    if (text.find("\"e\":\"trade\"") != std::string_view::npos) {
+      const int64_t t = FindInt(text, "\"T\":");
+      if (t > 0) delivery_.RecordDelta(now_ns - to_ns(t));
+    } else if (text.find("\"e\":\"depthUpdate\"") != std::string_view::npos) {
+      const int64_t e = FindInt(text, "\"E\":");
+      if (e > 0) freshness_.RecordDelta(now_ns - to_ns(e));
+    }
+  }
+  void SubscriberReady() { subs_ready_.fetch_add(1); }
+  void SubscriberClosed(bool was_ready, const beast::error_code& ec, std::string_view reason) {
+    if (!was_ready) {
+      subs_failed_.fetch_add(1);
+      ConnectFailed("websocket connect", ec);
+      return;
+    }
+    if (stopping_.load()) return;
+    sub_drops_.fetch_add(1);
+    std::lock_guard lock(mu_);
+    if (!reason.empty()) ++errors_by_code_[fmt::format("ws-close/{}", reason)];
+  }
+  bool stopping() const { return stopping_.load(); }
+  const Options& options() const { return o_; }
+  const tcp::endpoint& endpoint() const { return endpoint_; }
+  std::string ws_target() const {
+    std::string s = m_.symbol;
+    std::transform(s.begin(), s.end(), s.begin(),
+                   [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+    return fmt::format("/stream?streams={}@trade/{}@depth@0ms&timeUnit=MICROSECOND", s, s);
+  }
+  const std::string& api_key(uint32_t account) const { return flow_.api_key(account); }
+  const std::string& host_header() const { return host_header_; }
+
+ private:
+  std::size_t IdleCount() {
+    std::lock_guard lock(idle_mu_);
+    return idle_.size();
+  }
+  HttpConn* TakeIdle() {
+    std::lock_guard lock(idle_mu_);
+    if (idle_.empty()) return nullptr;
+    HttpConn* c = idle_.front();
+    idle_.pop_front();
+    return c;
+  }
+  std::string LastTransportError() {
+    std::lock_guard lock(mu_);
+    return last_error_.empty() ? "no error seen" : last_error_;
+  }
+  void NoteTransportErrorLocked(const char* stage, const beast::error_code& ec) {
+    last_error_ = fmt::format(
+        "{} {}: {}", stage,
+        endpoint_.address().to_string() + ":" + std::to_string(endpoint_.port()), ec.message());
+    last_transport_error_ns_.store(Clock::now().time_since_epoch().count(),
+                                   std::memory_order_relaxed);
+  }
+  bool CheckServerGone(Clock::time_point now) {
+    const int64_t last_err = last_transport_error_ns_.load(std::memory_order_relaxed);
+    const int64_t last_ok =
+        std::max(last_response_ns_.load(std::memory_order_relaxed), started_ns_);
+    if (last_err == 0 || last_err < last_ok) return false;
+    if (now.time_since_epoch().count() - last_ok <
+        duration_cast<Clock::duration>(kServerGoneAfter).count())
+      return false;
+    abort_reason_ = "server went away: " + LastTransportError();
+    aborted_.store(true);
+    return true;
+  }
+  void StopSending() {
+    std::promise<void> done;
+    auto f = done.get_future();
+    asio::post(sender_strand_, [this, &done] {
+      sending_ = false;
+      sender_timer_.cancel();
+      done.set_value();
+    });
+    f.wait_for(std::chrono::seconds(2));
+  }
+
+  // The sender: on sender_strand_ only.
+  void Tick() {
+    if (!sending_) return;
+    const auto now = Clock::now();
+    const double elapsed = duration_cast<std::chrono::duration<double>>(now - phase_start_).count();
+    const uint64_t due =
+        std::min<uint64_t>(total_, elapsed < 0 ? 0 : static_cast<uint64_t>(elapsed * rate_) + 1);
+    for (; next_i_ < due; ++next_i_) {
+      const auto intended =
+          phase_start_ +
+          nanoseconds(static_cast<int64_t>(static_cast<double>(next_i_) * 1e9 / rate_));
+      HttpConn* c = TakeIdle();
+      if (c == nullptr) {
+        dropped_.fetch_add(1, std::memory_order_relaxed);
+        continue;
+      }
+      requests_.fetch_add(1, std::memory_order_relaxed);
+      c->Send(flow_.Next(intended));
+    }
+    if (next_i_ >= total_) {
+      sending_ = false;
+      return;
+    }
+    const auto next = phase_start_ +
+                      nanoseconds(static_cast<int64_t>(static_cast<double>(next_i_) * 1e9 / rate_));
+    sender_timer_.expires_at(std::max(next, now + kSenderMinSleep));
+    sender_timer_.async_wait([this](beast::error_code ec) {
+      if (!ec) Tick();
+    });
+  }
+
+  const Options& o_;
+  const Market& m_;
+  const tcp::endpoint endpoint_;
+  const std::string host_header_ = fmt::format("{}:{}", o_.host, o_.port);
+  OrderFlow& flow_;
+  asio::io_context ioc_;
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work_;
+  std::vector<std::thread> threads_;
+  asio::strand<asio::io_context::executor_type> sender_strand_;
+  asio::steady_timer sender_timer_;
+  // Sender state (sender_strand_ only).
+  bool sending_ = false;
+  double rate_ = 1;
+  Clock::time_point phase_start_;
+  uint64_t next_i_ = 0, total_ = 0;
+
+  std::vector<std::unique_ptr<HttpConn>> conns_;
+  std::vector<std::unique_ptr<Subscriber>> subs_;
+  std::mutex idle_mu_;
+  // First in, first out: every connection is used in turn, so none sits idle
+  // long enough for the server's keep-alive timeout to close it.
+  std::deque<HttpConn*> idle_;  // GUARDED_BY(idle_mu_)
+
+  Histogram order_, delivery_, freshness_;
+  std::atomic<uint64_t> requests_{0}, responses_{0}, errors_{0}, dropped_{0}, messages_{0};
+  std::atomic<uint64_t> subs_ready_{0}, subs_failed_{0}, sub_drops_{0};
+  std::atomic<bool> stopping_{false}, aborted_{false};
+  const int64_t started_ns_ = Clock::now().time_since_epoch().count();
+  std::atomic<int64_t> last_response_ns_{0}, last_transport_error_ns_{0};
+  std::string abort_reason_;  // main thread only
+  mutable std::mutex mu_;
+  std::map<std::string, uint64_t> errors_by_code_;  // GUARDED_BY(mu_)
+  std::string last_error_;                          // GUARDED_BY(mu_)
+};
+
+void HttpConn::DoConnect() {
+  if (runner_.stopping()) return;
+  stream_.expires_after(kConnectTimeout);
+  stream_.async_connect(runner_.endpoint(), [this](beast::error_code ec) {
+    if (ec) {
+      runner_.ConnectFailed("connect", ec);
+      if (runner_.stopping()) return;
+      retry_.expires_after(kReconnectDelay);
+      retry_.async_wait([this](beast::error_code ec2) {
+        if (!ec2) DoConnect();
+      });
+      return;
+    }
+    stream_.socket().set_option(tcp::no_delay(true));
+    buffer_.clear();
+    runner_.Idle(this);  // last: the sender may use this connection at once
+  });
+}
+
+void HttpConn::DoSend(Iteration it) {
+  it_ = std::move(it);
+  req_ = {};
+  req_.method(it_.verb);
+  req_.target(it_.target);
+  req_.version(11);
+  req_.set(http::field::host, runner_.host_header());
+  req_.set("X-MBX-APIKEY", runner_.api_key(it_.account));
+  req_.keep_alive(true);
+  req_.prepare_payload();
+  res_ = {};
+  stream_.expires_after(kRequestTimeout);
+  http::async_write(stream_, req_, [this](beast::error_code ec, std::size_t) {
+    if (ec) return Fail("write", ec);
+    http::async_read(stream_, buffer_, res_,
+                     [this](beast::error_code ec2, std::size_t) { OnRead(ec2); });
+  });
+}
+
+void HttpConn::OnRead(beast::error_code ec) {
+  if (ec) return Fail("read", ec);
+  runner_.Answered(it_, res_.result_int(), res_.body());
+  if (!res_.keep_alive()) {
+    beast::error_code ignored;
+    stream_.socket().close(ignored);
+    return DoConnect();
+  }
+  runner_.Idle(this);  // last
+}
+
+void HttpConn::Fail(const char* stage, beast::error_code ec) {
+  if (runner_.stopping()) return;
+  runner_.RequestFailed(stage, ec);
+  beast::error_code ignored;
+  stream_.socket().close(ignored);
+  retry_.expires_after(kReconnectDelay);
+  retry_.async_wait([this](beast::error_code ec2) {
+    if (!ec2) DoConnect();
+  });
+}
+
+void Subscriber::DoConnect() {
+  auto& tcp_layer = beast::get_lowest_layer(ws_);
+  tcp_layer.expires_after(kConnectTimeout);
+  tcp_layer.async_connect(runner_.endpoint(), [this](beast::error_code ec) {
+    if (ec) return runner_.SubscriberClosed(false, ec, {});
+    beast::get_lowest_layer(ws_).expires_never();
+    websocket::stream_base::timeout t{};
+    t.handshake_timeout = kConnectTimeout;
+    t.idle_timeout = websocket::stream_base::none();
+    t.keep_alive_pings = false;
+    ws_.set_option(t);
+    const auto& ep = runner_.endpoint();
+    ws_.async_handshake(
+        fmt::format("{}:{}", ep.address().to_string(), ep.port()), runner_.ws_target(),
+        [this](beast::error_code ec2) {
+          if (ec2) return runner_.SubscriberClosed(false, ec2, {});
+          runner_.SubscriberReady();
+          ws_.async_read(buffer_, [this](beast::error_code e, std::size_t n) { OnRead(e, n); });
+        });
+  });
+}
+
+void Subscriber::OnRead(beast::error_code ec, std::size_t n) {
+  if (ec) {
+    const std::string reason = ws_.reason().code != websocket::close_code::none
+                                   ? fmt::format("{} {}", static_cast<int>(ws_.reason().code),
+                                                 std::string(ws_.reason().reason.c_str()))
+                                   : std::string();
+    return runner_.SubscriberClosed(true, ec, reason);
+  }
+  const auto data = buffer_.cdata();
+  runner_.Message(std::string_view(static_cast<const char*>(data.data()), data.size()));
+  buffer_.consume(n);
+  ws_.async_read(buffer_, [this](beast::error_code e, std::size_t m) { OnRead(e, m); });
+}
+
+Status SeedBook(SetupClient& c, const Market& m, const std::vector<AccountKeys>& accounts,
+                int64_t mid, int64_t qty) {
+  for (int level = 1; level <= kSeedLevels; ++level) {
+    for (const bool buy : {true, false}) {
+      const AccountKeys& k = accounts[static_cast<std::size_t>(level) % accounts.size()];
+      const int64_t ticks = buy ? mid - level : mid + level;
+      auto a = c.Signed(http::verb::post, "/api/v3/order",
+                        fmt::format("symbol={}&side={}&type=LIMIT&timeInForce=GTC&quantity={}&"
+                                    "price={}&newOrderRespType=ACK",
+                                    m.symbol, buy ? "BUY" : "SELL", FormatUnits(qty, m.base_scale),
+                                    FormatUnits(ticks * m.tick, m.quote_scale)),
+                        k);
+      if (!a.ok()) return a.status();
+      if (a->status != 200)
+        return Unavailable(
+            fmt::format("seeding the book: order answered {}: {}", a->status, a->body));
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<Report> RunLoad(const Options& o) {
+  Report rep;
+  rep.preset = o.preset;
+  rep.rate = o.rate;
+  rep.subscribers = o.subscribers;
+  rep.threads = o.threads;
+  rep.connections = o.connections;
+  rep.accounts = o.accounts;
+
+  SetupClient setup(o);
+  MB_RETURN_IF_ERROR(setup.Resolve());
+  auto ping = setup.Call(http::verb::get, "/api/v3/ping", {});
+  if (!ping.ok()) return Unavailable("target unreachable: " + ping.status().message());
+  auto market = LoadMarket(setup, o.symbol);
+  if (!market.ok()) return market.status();
+  const Market& m = *market;
+  rep.symbol = m.symbol;
+  auto mid = FindMid(setup, m);
+  if (!mid.ok()) return mid.status();
+  const int64_t qty = MinQty(m, *mid - 64);
+  auto accounts = CreateAccounts(setup, m, o.accounts, *mid, qty);
+  if (!accounts.ok()) return accounts.status();
+  MB_RETURN_IF_ERROR(SeedBook(setup, m, *accounts, *mid, 5 * qty));
+
+  OrderFlow flow(o, m, std::move(*accounts), *mid, qty);
+  Runner runner(o, m, setup.endpoint(), flow);
+  MB_RETURN_IF_ERROR(runner.Start());
+
+  const double cpu0 = CpuSeconds();
+  const auto wall0 = Clock::now();
+  Figures order;
+  double achieved = 0, elapsed = 0;
+  if (o.preset != "max") {
+    auto pr = runner.RunPhase(o.rate, o.duration_s, 0, rep);
+    order = Figures::From(*pr.order);
+    elapsed = pr.elapsed_s;
+    achieved = pr.elapsed_s > 0 ? static_cast<double>(pr.responses) / pr.elapsed_s : 0;
+  } else {
+    // Steps of duration/8 s (at least 1 s): x1.5 until a step fails or the
+    // time is spent, then two bisections between the best pass and the fail.
+    const double step_s = std::max(1.0, o.duration_s / 8);
+    double rate = o.rate, best = 0, fail = 0;
+    int bisections = 0;
+    const Step* best_step = nullptr;
+    while (!runner.aborted() && !g_stop_requested.load()) {
+      auto pr = runner.RunPhase(rate, step_s, elapsed, rep);
+      elapsed += pr.elapsed_s;
+      Step s;
+      s.rate = rate;
+      s.achieved = pr.elapsed_s > 0 ? static_cast<double>(pr.responses) / pr.elapsed_s : 0;
+      s.requests = pr.requests;
+      s.errors = pr.errors;
+      s.dropped = pr.dropped;
+      s.order = Figures::From(*pr.order);
+      const double attempts = static_cast<double>(pr.requests + pr.dropped);
+      s.pass = !runner.aborted() && pr.requests > 0 && s.order.p99 < o.max_p99_ms &&
+               static_cast<double>(pr.errors + pr.dropped) <= 0.001 * attempts;
+      rep.steps.push_back(s);
+      if (s.pass && rate > best) best = rate;
+      if (!s.pass && (fail == 0 || rate < fail)) fail = rate;
+      if (fail == 0) {
+        if (elapsed >= o.duration_s) break;
+        rate *= 1.5;
+      } else if (best == 0) {
+        if (rate < 2 || bisections >= 3) break;
+        rate /= 2;
+        ++bisections;
+      } else {
+        if (bisections >= 2 || fail - best < 1) break;
+        rate = std::floor((best + fail) / 2);
+        ++bisections;
+      }
+    }
+    for (const Step& s : rep.steps)
+      if (s.pass && (best_step == nullptr || s.rate > best_step->rate)) best_step = &s;
+    if (best_step != nullptr) {
+      order = best_step->order;
+      achieved = best_step->achieved;
+      rep.rate = best_step->rate;
+    } else if (!rep.steps.empty()) {
+      order = rep.steps.front().order;
+      achieved = 0;
+    }
+  }
+  const double wall = duration_cast<std::chrono::duration<double>>(Clock::now() - wall0).count();
+  const double cpu = CpuSeconds() - cpu0;
+  runner.Shutdown();
+  runner.Fill(rep);
+  if (!rep.aborted && g_stop_requested.load()) rep.aborted = "interrupted (SIGINT)";
+  rep.order = order;
+  rep.achieved_rate_per_s = achieved;
+  rep.duration_s = elapsed;
+  rep.loadgen_cpu_percent = wall > 0 ? 100.0 * cpu / wall : 0;
+  return rep;
+}
+
+}  // namespace mb::load

@@ -1,0 +1,50 @@
+// Command line of matchbook-load: the presets (the background documents'
+// scenarios) and every override, checked before anything touches the network.
+//
+// Thread safety: plain values.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace mb::load {
+
+enum class RespType : uint8_t { kAck, kResult, kFull };
+
+struct Options {
+  std::string target;  // http://host:port as given
+  std::string host;
+  uint16_t port = 0;
+  std::string admin_token;
+  std::string preset;
+  double duration_s = 0;
+  double rate = 0;  // orders/s; for `max`, the first step's rate
+  int subscribers = 0;
+  int accounts = 64;
+  int connections = 64;  // HTTP keep-alive connections, one request in flight each
+  int threads = 1;       // io threads
+  std::string symbol;    // empty: the first TRADING market
+  uint64_t seed = 1;
+  std::string out_dir;  // empty: no files
+  double marketable_share = 0.2;
+  double cancel_share = 0.2;
+  double amend_share = 0.05;
+  RespType resp_type = RespType::kResult;
+  bool json = false;
+  // `max`: the order p99 a step must stay under.
+  double max_p99_ms = 5.0;
+};
+
+// The preset names, in the order the help lists them.
+const std::vector<std::string>& PresetNames();
+
+// Parses argv. On a bad argument: InvalidArgument naming it (exit 2). --help
+// prints the usage and returns NotFound (exit 0).
+Result<Options> ParseOptions(int argc, char** argv);
+
+const char* RespTypeName(RespType t);
+
+}  // namespace mb::load

@@ -1,0 +1,69 @@
+// What one matchbook-load run measured, and its three renderings: a human
+// summary table, one JSON object (the interface external checks read) and an
+// SVG chart (latency percentiles; p50/p99 over time).
+//
+// Thread safety: plain values; the writers are pure functions.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "load/histogram.h"
+
+namespace mb::load {
+
+// Percentiles of one histogram, in milliseconds.
+struct Figures {
+  uint64_t count = 0;
+  double p50 = 0, p90 = 0, p95 = 0, p99 = 0, p999 = 0, max = 0;
+  static Figures From(const Histogram::Snapshot& s);
+};
+
+// One second of the run.
+struct SecondPoint {
+  double t_s = 0;   // end of the second, from the start of the load
+  double rate = 0;  // responses in that second
+  double p50_ms = 0, p99_ms = 0, max_ms = 0;
+};
+
+// One step of the `max` search.
+struct Step {
+  double rate = 0;      // offered orders/s
+  double achieved = 0;  // responses/s
+  uint64_t requests = 0, errors = 0, dropped = 0;
+  Figures order;
+  bool pass = false;
+};
+
+struct Report {
+  std::string preset, symbol;
+  double rate = 0;  // offered (max: the best passing step's)
+  double duration_s = 0;
+  uint64_t requests = 0;                           // sent
+  uint64_t responses = 0;                          // answered (any status)
+  uint64_t errors = 0;                             // non-2xx answers and failed requests
+  std::map<std::string, uint64_t> errors_by_code;  // "503/-1008", "transport/<what>"
+  uint64_t dropped = 0;                            // iterations with no idle connection
+  double achieved_rate_per_s = 0;
+  Figures order, delivery, freshness;
+  int subscribers = 0;
+  uint64_t subscriber_drops = 0;
+  uint64_t messages = 0;
+  double loadgen_cpu_percent = 0;
+  int threads = 0, connections = 0, accounts = 0;
+  std::optional<std::string> aborted;
+  std::vector<SecondPoint> series;
+  std::vector<Step> steps;
+};
+
+std::string ToJson(const Report& r);
+std::string HumanSummary(const Report& r);
+std::string ToSvg(const Report& r);
+// Writes load-<preset>.json and load-<preset>.svg into dir (created if missing).
+Status WriteFiles(const Report& r, const std::string& dir);
+
+}  // namespace mb::load
