@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <iterator>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -34,6 +35,8 @@ using marketdata::OrderRecord;
 using marketdata::TradeRow;
 
 constexpr int64_t kNsPerMs = 1'000'000;
+constexpr int64_t kNsPerUs = 1'000;
+constexpr int64_t kUsPerMs = 1'000;
 
 int64_t Ms(int64_t ns) noexcept { return ns / kNsPerMs; }
 
@@ -526,7 +529,7 @@ constexpr TickerKeys kEventTickerKeys{"s", "p", "P", "w", "x", "c", "Q", "b", "B
                                       "o", "h", "l", "v", "q", "O", "C", "F", "L", "n"};
 
 void AppendTicker(Obj& o, const TickerKeys& k, const MarketFormat& f, const MarketSnapshot& s,
-                  int64_t now_ms) {
+                  int64_t now_ms, TimeUnit unit) {
   const marketdata::Ticker24h t = s.Ticker(now_ms);
   const TickerFigures fig = Figures(f, t);
   std::string bid_price, bid_qty, ask_price, ask_qty;
@@ -550,8 +553,8 @@ void AppendTicker(Obj& o, const TickerKeys& k, const MarketFormat& f, const Mark
       .Dec(k.low, f.Price(t.low))
       .Dec(k.volume, f.Base(t.base_volume))
       .Dec(k.quote_volume, f.Quote(t.quote_volume))
-      .Int(k.open_time, t.open_time_ms)
-      .Int(k.close_time, t.close_time_ms)
+      .Int(k.open_time, MsIn(t.open_time_ms, unit))
+      .Int(k.close_time, MsIn(t.close_time_ms, unit))
       .Int(k.first_id, TradeIdOrNone(t.any_trade, t.first_trade))
       .Int(k.last_id, TradeIdOrNone(t.any_trade, t.last_trade))
       .Uint(k.count, t.trades);
@@ -563,7 +566,8 @@ std::string Ticker24hJson(const engine::EngineConfig& config, const MarketSnapsh
                           int64_t now_ms) {
   Buf b;
   Obj o(b);
-  AppendTicker(o, kRestTickerKeys, MarketFormat(config, s.market), s, now_ms);
+  AppendTicker(o, kRestTickerKeys, MarketFormat(config, s.market), s, now_ms,
+               TimeUnit::kMillisecond);
   o.End();
   return ToStr(b);
 }
@@ -752,13 +756,33 @@ std::string AccountJson(const engine::EngineConfig& config, AccountId account,
 
 // --- streams ---
 
+std::optional<TimeUnit> ParseTimeUnit(std::string_view s) noexcept {
+  const auto equals_ignoring_case = [s](std::string_view upper) {
+    return s.size() == upper.size() &&
+           std::equal(s.begin(), s.end(), upper.begin(), [](char c, char u) {
+             return (c >= 'a' && c <= 'z' ? static_cast<char>(c - 'a' + 'A') : c) == u;
+           });
+  };
+  if (equals_ignoring_case("MILLISECOND")) return TimeUnit::kMillisecond;
+  if (equals_ignoring_case("MICROSECOND")) return TimeUnit::kMicrosecond;
+  return std::nullopt;
+}
+
+int64_t NsIn(int64_t ns, TimeUnit unit) noexcept {
+  return unit == TimeUnit::kMicrosecond ? ns / kNsPerUs : ns / kNsPerMs;
+}
+
+int64_t MsIn(int64_t ms, TimeUnit unit) noexcept {
+  return unit == TimeUnit::kMicrosecond ? ms * kUsPerMs : ms;
+}
+
 std::string DepthUpdateJson(const engine::EngineConfig& config, const marketdata::DepthDiff& d,
-                            int64_t event_ms) {
+                            int64_t event_ns, TimeUnit unit) {
   const MarketFormat f(config, d.market);
   Buf b;
   Obj o(b);
   o.Str("e", "depthUpdate")
-      .Int("E", event_ms)
+      .Int("E", NsIn(event_ns, unit))
       .Str("s", f.spec().symbol)
       .Uint("U", d.first_update_id)
       .Uint("u", d.last_update_id)
@@ -775,18 +799,18 @@ std::string PartialDepthJson(const engine::EngineConfig& config, const MarketSna
   return BookJson(config, s, levels);
 }
 
-std::string TradeEventJson(const engine::EngineConfig& config, const TradeRow& t,
-                           int64_t event_ms) {
+std::string TradeEventJson(const engine::EngineConfig& config, const TradeRow& t, int64_t event_ns,
+                           TimeUnit unit) {
   const MarketFormat f(config, t.market);
   Buf b;
   Obj o(b);
   o.Str("e", "trade")
-      .Int("E", event_ms)
+      .Int("E", NsIn(event_ns, unit))
       .Str("s", f.spec().symbol)
       .Uint("t", Raw(t.id))
       .Dec("p", f.Price(t.price))
       .Dec("q", f.Qty(t.qty))
-      .Int("T", Ms(t.time_ns))
+      .Int("T", NsIn(t.time_ns, unit))
       .Bool("m", t.buyer_is_maker)
       .Bool("M", true);
   o.End();
@@ -794,19 +818,19 @@ std::string TradeEventJson(const engine::EngineConfig& config, const TradeRow& t
 }
 
 std::string AggTradeEventJson(const engine::EngineConfig& config, const TradeRow& t,
-                              int64_t event_ms) {
+                              int64_t event_ns, TimeUnit unit) {
   const MarketFormat f(config, t.market);
   Buf b;
   Obj o(b);
   o.Str("e", "aggTrade")
-      .Int("E", event_ms)
+      .Int("E", NsIn(event_ns, unit))
       .Str("s", f.spec().symbol)
       .Uint("a", Raw(t.id))
       .Dec("p", f.Price(t.price))
       .Dec("q", f.Qty(t.qty))
       .Uint("f", Raw(t.id))
       .Uint("l", Raw(t.id))
-      .Int("T", Ms(t.time_ns))
+      .Int("T", NsIn(t.time_ns, unit))
       .Bool("m", t.buyer_is_maker)
       .Bool("M", true);
   o.End();
@@ -814,23 +838,23 @@ std::string AggTradeEventJson(const engine::EngineConfig& config, const TradeRow
 }
 
 std::string TickerEventJson(const engine::EngineConfig& config, const MarketSnapshot& s,
-                            int64_t event_ms) {
+                            int64_t event_ns, TimeUnit unit) {
   Buf b;
   Obj o(b);
-  o.Str("e", "24hrTicker").Int("E", event_ms);
-  AppendTicker(o, kEventTickerKeys, MarketFormat(config, s.market), s, event_ms);
+  o.Str("e", "24hrTicker").Int("E", NsIn(event_ns, unit));
+  AppendTicker(o, kEventTickerKeys, MarketFormat(config, s.market), s, Ms(event_ns), unit);
   o.End();
   return ToStr(b);
 }
 
 std::string MiniTickerEventJson(const engine::EngineConfig& config, const MarketSnapshot& s,
-                                int64_t event_ms) {
+                                int64_t event_ns, TimeUnit unit) {
   const MarketFormat f(config, s.market);
-  const marketdata::Ticker24h t = s.Ticker(event_ms);
+  const marketdata::Ticker24h t = s.Ticker(Ms(event_ns));
   Buf b;
   Obj o(b);
   o.Str("e", "24hrMiniTicker")
-      .Int("E", event_ms)
+      .Int("E", NsIn(event_ns, unit))
       .Str("s", f.spec().symbol)
       .Dec("c", f.Price(t.last))
       .Dec("o", f.Price(t.open))
@@ -861,16 +885,16 @@ std::string BookTickerEventJson(const engine::EngineConfig& config, const Market
 
 std::string KlineEventJson(const engine::EngineConfig& config, MarketId market,
                            marketdata::KlineInterval interval, const Kline& k, bool closed,
-                           int64_t event_ms) {
+                           int64_t event_ns, TimeUnit unit) {
   const MarketFormat f(config, market);
   const bool any = k.trades > 0;
   Buf b;
   Obj o(b);
-  o.Str("e", "kline").Int("E", event_ms).Str("s", f.spec().symbol).Key("k");
+  o.Str("e", "kline").Int("E", NsIn(event_ns, unit)).Str("s", f.spec().symbol).Key("k");
   {
     Obj ko(b);
-    ko.Int("t", k.open_time_ms)
-        .Int("T", k.open_time_ms + marketdata::IntervalMs(interval) - 1)
+    ko.Int("t", MsIn(k.open_time_ms, unit))
+        .Int("T", MsIn(k.open_time_ms + marketdata::IntervalMs(interval), unit) - 1)
         .Str("s", f.spec().symbol)
         .Str("i", marketdata::ToString(interval))
         .Int("f", TradeIdOrNone(any, k.first_trade))

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -94,30 +95,52 @@ std::string MyTradesJson(const engine::EngineConfig& config, std::span<const mar
 std::string AccountJson(const engine::EngineConfig& config, AccountId account,
                         std::span<const marketdata::BalanceRow> balances, int64_t update_ms);
 
-// --- stream payloads (the "data" object; E = event time ms) ---
+// --- stream payloads (the "data" object) ---
+//
+// Binance's timeUnit of a market stream connection (`?timeUnit=MICROSECOND`):
+// every time field of an event (E, T, kline t/T, ticker O/C) in ms, the
+// default, or in µs. Event times come in ns since the epoch (the engine's
+// CLOCK_REALTIME stamps, or the publisher's clock), so µs values of engine
+// times are exact; times the read side keeps in ms (candle and 24 h window
+// bounds) are scaled.
+enum class TimeUnit : uint8_t { kMillisecond, kMicrosecond };
+inline constexpr std::size_t kTimeUnits = 2;
+// "MILLISECOND" or "MICROSECOND" in any letter case; nullopt otherwise.
+std::optional<TimeUnit> ParseTimeUnit(std::string_view s) noexcept;
+// ns since the epoch in `unit`, truncated.
+int64_t NsIn(int64_t ns, TimeUnit unit) noexcept;
+// ms since the epoch in `unit`.
+int64_t MsIn(int64_t ms, TimeUnit unit) noexcept;
+
+// {e:"depthUpdate",E,s,U,u,b,a}
 std::string DepthUpdateJson(const engine::EngineConfig& config, const marketdata::DepthDiff& d,
-                            int64_t event_ms);  // {e:"depthUpdate",E,s,U,u,b,a}
+                            int64_t event_ns, TimeUnit unit);
 // Partial book stream <symbol>@depth<N>: {lastUpdateId,bids,asks}.
 std::string PartialDepthJson(const engine::EngineConfig& config,
                              const marketdata::MarketSnapshot& s, std::size_t levels);
+// {e:"trade",E,s,t,p,q,T,m,M}
 std::string TradeEventJson(const engine::EngineConfig& config, const marketdata::TradeRow& t,
-                           int64_t event_ms);  // {e:"trade",E,s,t,p,q,T,m,M}
+                           int64_t event_ns, TimeUnit unit);
+// {e:"aggTrade",E,s,a,p,q,f,l,T,m,M}
 std::string AggTradeEventJson(const engine::EngineConfig& config, const marketdata::TradeRow& t,
-                              int64_t event_ms);  // {e:"aggTrade",E,s,a,p,q,f,l,T,m,M}
+                              int64_t event_ns, TimeUnit unit);
+// 24hrTicker over the 24 h before the event time.
 std::string TickerEventJson(const engine::EngineConfig& config, const marketdata::MarketSnapshot& s,
-                            int64_t event_ms);  // 24hrTicker
+                            int64_t event_ns, TimeUnit unit);
+// 24hrMiniTicker over the 24 h before the event time.
 std::string MiniTickerEventJson(const engine::EngineConfig& config,
-                                const marketdata::MarketSnapshot& s,
-                                int64_t event_ms);  // 24hrMiniTicker
-// {u,s,b,B,a,A}
+                                const marketdata::MarketSnapshot& s, int64_t event_ns,
+                                TimeUnit unit);
+// {u,s,b,B,a,A}: no time field.
 std::string BookTickerEventJson(const engine::EngineConfig& config,
                                 const marketdata::MarketSnapshot& s);
-// {e:"kline",E,s,k:{t,T,s,i,f,L,o,c,h,l,v,n,x,q,V,Q,B}}
+// {e:"kline",E,s,k:{t,T,s,i,f,L,o,c,h,l,v,n,x,q,V,Q,B}}; in µs, T is the
+// last µs of the candle.
 std::string KlineEventJson(const engine::EngineConfig& config, MarketId market,
                            marketdata::KlineInterval interval, const marketdata::Kline& k,
-                           bool closed, int64_t event_ms);
+                           bool closed, int64_t event_ns, TimeUnit unit);
 
-// --- user data payloads ---
+// --- user data payloads (times in ms: timeUnit applies to market streams only) ---
 // {e:"executionReport",E,s,c,S,o,f,q,p,P,F,g,C,x,X,r,i,l,z,L,n,N,T,t,I,w,m,M,O,Z,Y,Q,W,V}
 std::string ExecutionReportJson(const engine::EngineConfig& config,
                                 const marketdata::ExecutionReport& r, int64_t event_ms);

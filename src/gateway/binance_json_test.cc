@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -218,6 +219,9 @@ Kline BtcKline() {
 }
 
 constexpr int64_t kTickerNowMs = 1'700'000'100'000;
+constexpr int64_t kNsPerMs = 1'000'000;
+constexpr TimeUnit kMs = TimeUnit::kMillisecond;
+constexpr TimeUnit kUs = TimeUnit::kMicrosecond;
 
 // The book of BookSnapshot() with 24 h of 1m candles: one closed, one open,
 // and the trade that closed the window in the recent trades.
@@ -755,25 +759,26 @@ TEST(DepthUpdateJson, Golden) {
   d.last_update_id = 45;
   d.bids = {{Price{6'500'000}, Qty{0}}};
   d.asks = {{Price{6'500'002}, Qty{10}}};
-  const std::string json = DepthUpdateJson(c, d, 1'700'000'000'200);
+  const std::string json = DepthUpdateJson(c, d, 1'700'000'000'200 * kNsPerMs, kMs);
   EXPECT_EQ(json,
             R"({"e":"depthUpdate","E":1700000000200,"s":"BTCUSDT","U":43,"u":45,)"
             R"("b":[["65000.00000000","0.00000000"]],"a":[["65000.02000000","0.00010000"]]})");
   ParseObject(json);
   d.asks.clear();
-  EXPECT_EQ(DepthUpdateJson(c, d, 1), R"({"e":"depthUpdate","E":1,"s":"BTCUSDT","U":43,"u":45,)"
-                                      R"("b":[["65000.00000000","0.00000000"]],"a":[]})");
+  EXPECT_EQ(DepthUpdateJson(c, d, kNsPerMs, kMs),
+            R"({"e":"depthUpdate","E":1,"s":"BTCUSDT","U":43,"u":45,)"
+            R"("b":[["65000.00000000","0.00000000"]],"a":[]})");
 }
 
 TEST(TradeEventJson, Golden) {
   const engine::EngineConfig c = TestConfig();
-  const std::string json = TradeEventJson(c, BtcTrade(), 1'700'000'000'200);
+  const std::string json = TradeEventJson(c, BtcTrade(), 1'700'000'000'200 * kNsPerMs, kMs);
   EXPECT_EQ(
       json,
       R"({"e":"trade","E":1700000000200,"s":"BTCUSDT","t":7,"p":"65000.00000000","q":"0.00150000",)"
       R"("T":1700000000123,"m":true,"M":true})");
   ParseObject(json);
-  const std::string agg = AggTradeEventJson(c, EthTrade(), 1'700'000'001'001);
+  const std::string agg = AggTradeEventJson(c, EthTrade(), 1'700'000'001'001 * kNsPerMs, kMs);
   EXPECT_EQ(
       agg,
       R"({"e":"aggTrade","E":1700000001001,"s":"ETHBTC","a":8,"p":"0.05000000","q":"2.00000000",)"
@@ -784,7 +789,7 @@ TEST(TradeEventJson, Golden) {
 TEST(TickerEventJson, FullAndMini) {
   const engine::EngineConfig c = TestConfig();
   const MarketSnapshot s = TickerSnapshot();
-  const std::string full = TickerEventJson(c, s, kTickerNowMs);
+  const std::string full = TickerEventJson(c, s, kTickerNowMs * kNsPerMs, kMs);
   EXPECT_EQ(
       full,
       R"({"e":"24hrTicker","E":1700000100000,"s":"BTCUSDT","p":"-650.33000000","P":"-1.001",)"
@@ -796,7 +801,7 @@ TEST(TickerEventJson, FullAndMini) {
       R"("v":"0.00500001","q":"325.00000000","O":1699913700000,"C":1700000100000,"F":5,"L":11,)"
       R"("n":7})");
   ParseObject(full);
-  const std::string mini = MiniTickerEventJson(c, s, kTickerNowMs);
+  const std::string mini = MiniTickerEventJson(c, s, kTickerNowMs * kNsPerMs, kMs);
   EXPECT_EQ(mini,
             R"({"e":"24hrMiniTicker","E":1700000100000,"s":"BTCUSDT","c":"64349.67000000",)"
             R"("o":"65000.00000000",)"
@@ -815,8 +820,8 @@ TEST(BookTickerEventJson, Golden) {
 
 TEST(KlineEventJson, ClosedCandleAndEmptyOpenCandle) {
   const engine::EngineConfig c = TestConfig();
-  const std::string json =
-      KlineEventJson(c, kBtcUsdt, KlineInterval::k1m, BtcKline(), true, 1'700'000'040'001);
+  const std::string json = KlineEventJson(c, kBtcUsdt, KlineInterval::k1m, BtcKline(), true,
+                                          1'700'000'040'001 * kNsPerMs, kMs);
   EXPECT_EQ(
       json,
       R"({"e":"kline","E":1700000040001,"s":"BTCUSDT","k":{"t":1699999980000,"T":1700000039999,)"
@@ -829,7 +834,7 @@ TEST(KlineEventJson, ClosedCandleAndEmptyOpenCandle) {
   Kline empty;
   empty.open_time_ms = 1'699'999'200'000;
   const boost::json::object o =
-      ParseObject(KlineEventJson(c, kBtcUsd, KlineInterval::k1h, empty, false, 7));
+      ParseObject(KlineEventJson(c, kBtcUsd, KlineInterval::k1h, empty, false, 7 * kNsPerMs, kMs));
   const boost::json::object& k = o.at("k").as_object();
   EXPECT_EQ(Int(k, "T"), 1'699'999'200'000 + 3'600'000 - 1);
   EXPECT_EQ(Str(k, "i"), "1h");
@@ -840,6 +845,61 @@ TEST(KlineEventJson, ClosedCandleAndEmptyOpenCandle) {
 }
 
 // --- user data ---
+
+TEST(TimeUnit, ParsesBinanceSpellingsOnly) {
+  EXPECT_EQ(ParseTimeUnit("MICROSECOND"), kUs);
+  EXPECT_EQ(ParseTimeUnit("microsecond"), kUs);
+  EXPECT_EQ(ParseTimeUnit("MicroSecond"), kUs);
+  EXPECT_EQ(ParseTimeUnit("MILLISECOND"), kMs);
+  EXPECT_EQ(ParseTimeUnit("millisecond"), kMs);
+  for (const char* bad : {"", "us", "ms", "MICROSECONDS", "NANOSECOND", "MICRO SECOND", "1"}) {
+    EXPECT_EQ(ParseTimeUnit(bad), std::nullopt) << bad;
+  }
+  EXPECT_EQ(NsIn(1'700'000'000'123'456'789, kMs), 1'700'000'000'123);
+  EXPECT_EQ(NsIn(1'700'000'000'123'456'789, kUs), 1'700'000'000'123'456);
+  EXPECT_EQ(MsIn(1'700'000'000'123, kMs), 1'700'000'000'123);
+  EXPECT_EQ(MsIn(1'700'000'000'123, kUs), 1'700'000'000'123'000);
+}
+
+// The same events in µs: every time field scaled, nothing else changed.
+TEST(StreamEventsInMicroseconds, EveryTimeFieldScaled) {
+  const engine::EngineConfig c = TestConfig();
+  const int64_t event_ns = 1'700'000'000'200'345'678;
+  const std::string trade = TradeEventJson(c, BtcTrade(), event_ns, kUs);
+  EXPECT_EQ(trade, R"({"e":"trade","E":1700000000200345,"s":"BTCUSDT","t":7,"p":"65000.00000000",)"
+                   R"("q":"0.00150000","T":1700000000123456,"m":true,"M":true})");
+  const boost::json::object agg = ParseObject(AggTradeEventJson(c, BtcTrade(), event_ns, kUs));
+  EXPECT_EQ(Int(agg, "E"), 1'700'000'000'200'345);
+  EXPECT_EQ(Int(agg, "T"), 1'700'000'000'123'456);
+
+  marketdata::DepthDiff d;
+  d.market = kBtcUsdt;
+  d.first_update_id = 3;
+  d.last_update_id = 3;
+  const boost::json::object depth = ParseObject(DepthUpdateJson(c, d, event_ns, kUs));
+  EXPECT_EQ(Int(depth, "E"), 1'700'000'000'200'345);
+
+  const MarketSnapshot s = TickerSnapshot();
+  const int64_t ticker_ns = kTickerNowMs * kNsPerMs + 999;
+  const boost::json::object full_ms = ParseObject(TickerEventJson(c, s, ticker_ns, kMs));
+  const boost::json::object full_us = ParseObject(TickerEventJson(c, s, ticker_ns, kUs));
+  EXPECT_EQ(Int(full_us, "E"), kTickerNowMs * 1000);
+  EXPECT_EQ(Int(full_us, "O"), Int(full_ms, "O") * 1000);
+  EXPECT_EQ(Int(full_us, "C"), Int(full_ms, "C") * 1000);
+  EXPECT_EQ(Int(full_ms, "O"), 1'699'913'700'000);
+  EXPECT_EQ(Str(full_us, "c"), Str(full_ms, "c"));
+  EXPECT_EQ(Int(full_us, "n"), Int(full_ms, "n"));
+  const boost::json::object mini = ParseObject(MiniTickerEventJson(c, s, ticker_ns, kUs));
+  EXPECT_EQ(Int(mini, "E"), kTickerNowMs * 1000);
+
+  const boost::json::object kline =
+      ParseObject(KlineEventJson(c, kBtcUsdt, KlineInterval::k1m, BtcKline(), true, event_ns, kUs));
+  EXPECT_EQ(Int(kline, "E"), 1'700'000'000'200'345);
+  const boost::json::object& k = kline.at("k").as_object();
+  EXPECT_EQ(Int(k, "t"), 1'699'999'980'000'000);
+  EXPECT_EQ(Int(k, "T"), 1'700'000'039'999'999);  // the candle's last µs
+  EXPECT_EQ(Str(k, "c"), "65050.00000000");
+}
 
 TEST(ExecutionReportJson, NewOrderGolden) {
   const engine::EngineConfig c = TestConfig();

@@ -53,6 +53,8 @@ constexpr int64_t kListenKeySweepMs = 1000;
 constexpr std::size_t kListenKeyLength = 60;
 constexpr int64_t kDefaultRecvWindowMs = 5000;
 constexpr int64_t kListenKeySubscription = -1;  // a /ws/<listenKey> connection: no wrapper
+constexpr int64_t kNsPerMs = 1'000'000;
+constexpr int64_t kNoOrigin = 0;  // WsConnection::Send: a message no engine batch caused
 
 enum class Kind : uint8_t {
   kDepth,
@@ -254,6 +256,7 @@ std::optional<int64_t> IntParam(const json::value& v) {
 struct ConnState {
   enum class Type : uint8_t { kRaw, kCombined, kWsApi };
   Type type = Type::kRaw;
+  TimeUnit unit = TimeUnit::kMillisecond;  // of market stream events; set at open
   // GUARDED_BY(Impl::mu_):
   bool closed = false;
   std::vector<std::string> streams;  // in subscription order (LIST_SUBSCRIPTIONS)
@@ -267,18 +270,27 @@ struct ConnState {
 
 using ConnPtr = std::shared_ptr<WsConnection>;
 
+// Subscribers of one stream by the time unit of their connection.
+using UnitConns = std::array<std::vector<ConnPtr>, kTimeUnits>;
+
+std::size_t UnitIndex(TimeUnit unit) { return static_cast<std::size_t>(unit); }
+
+bool NoConns(const UnitConns& conns) {
+  return std::all_of(conns.begin(), conns.end(), [](const auto& v) { return v.empty(); });
+}
+
 struct TopicEntry {
   StreamKey key;
-  std::vector<ConnPtr> raw;       // the data object alone
-  std::vector<ConnPtr> combined;  // {"stream":name,"data":...}
+  UnitConns raw;       // the data object alone
+  UnitConns combined;  // {"stream":name,"data":...}
 };
 
 // What the fan-out thread sees of one market's subscriptions. Immutable.
 struct RouteTopic {
   std::string name;
   StreamKey key;
-  std::vector<ConnPtr> raw;
-  std::vector<ConnPtr> combined;
+  UnitConns raw;
+  UnitConns combined;
 };
 
 struct MarketRoute {
@@ -384,16 +396,32 @@ class StreamHub::Impl {
   // What an upgrade target asks for.
   struct Target {
     ConnState::Type type = ConnState::Type::kRaw;
+    TimeUnit unit = TimeUnit::kMillisecond;
     std::vector<std::pair<std::string, StreamKey>> streams;
     std::string listen_key;  // non-empty: the user data of this open key
   };
 
-  std::optional<Target> ParseTarget(std::string_view target) {
+  // nullopt when the target is refused; *error then says why.
+  std::optional<Target> ParseTarget(std::string_view target, std::string* error) {
     const std::size_t q = target.find('?');
     const std::string_view path = target.substr(0, q);
     const std::string_view query =
         q == std::string_view::npos ? std::string_view() : target.substr(q + 1);
+    *error = "invalid stream or expired listenKey";
     Target t;
+    // Binance's timeUnit, on every stream URL; user data stays in ms.
+    for (std::string_view pair : Split(query, '&')) {
+      if (!pair.starts_with("timeUnit=")) continue;
+      std::string decoded;
+      const bool ok = PercentDecode(pair.substr(9), &decoded);
+      const std::optional<TimeUnit> unit = ok ? ParseTimeUnit(decoded) : std::nullopt;
+      if (!unit) {
+        *error =
+            "invalid timeUnit '" + decoded.substr(0, 32) + "': expected MILLISECOND or MICROSECOND";
+        return std::nullopt;
+      }
+      t.unit = *unit;
+    }
     if (path == "/ws-api/v3") {
       t.type = ConnState::Type::kWsApi;
       return t;
@@ -448,17 +476,20 @@ class StreamHub::Impl {
   bool Accepts(const Request& request) {
     if (request.method() != http::verb::get) return false;
     const auto target = request.target();
-    return ParseTarget(std::string_view(target.data(), target.size())).has_value();
+    std::string error;
+    return ParseTarget(std::string_view(target.data(), target.size()), &error).has_value();
   }
 
   void OnOpen(const ConnPtr& conn) {
-    auto target = ParseTarget(conn->target());
+    std::string error;
+    auto target = ParseTarget(conn->target(), &error);
     if (!target) {
-      conn->Close(1008, "invalid stream or expired listenKey");
+      conn->Close(1008, std::move(error));
       return;
     }
     auto state = std::make_shared<ConnState>();
     state->type = target->type;
+    state->unit = target->unit;
     conn->user = state;
     bool refused = false;
     {
@@ -652,7 +683,8 @@ class StreamHub::Impl {
     state.streams.push_back(name);
     auto [it, inserted] = topics_.try_emplace(name);
     if (inserted) it->second.key = key;
-    (state.type == ConnState::Type::kCombined ? it->second.combined : it->second.raw)
+    (state.type == ConnState::Type::kCombined ? it->second.combined
+                                              : it->second.raw)[UnitIndex(state.unit)]
         .push_back(conn);
     touched->push_back(key.market);
     if (key.kind == Kind::kPartialDepth) partial_kick_[Index(key.market)] = true;
@@ -674,10 +706,10 @@ class StreamHub::Impl {
                              std::vector<MarketId>* touched) {
     const auto it = topics_.find(name);
     if (it == topics_.end()) return;
-    std::erase(it->second.raw, conn);
-    std::erase(it->second.combined, conn);
+    for (auto& conns : it->second.raw) std::erase(conns, conn);
+    for (auto& conns : it->second.combined) std::erase(conns, conn);
     touched->push_back(it->second.key.market);
-    if (it->second.raw.empty() && it->second.combined.empty()) topics_.erase(it);
+    if (NoConns(it->second.raw) && NoConns(it->second.combined)) topics_.erase(it);
   }
 
   // REQUIRES: mu_ held. Publishes the new routes of the markets in *touched.
@@ -1015,7 +1047,7 @@ class StreamHub::Impl {
       o["listenKey"] = key;
       auto text = std::make_shared<const std::string>(json::serialize(o));
       for (const ConnPtr& c : conns) {
-        Deliver(*c, text);
+        Deliver(*c, text, kNoOrigin);
         c->Close(1000, "listenKey expired");
       }
     }
@@ -1046,7 +1078,7 @@ class StreamHub::Impl {
         const int64_t slot = FloorDiv(now, kIntervalMs[i]);
         if (slot == flush_slot_[i]) continue;
         flush_slot_[i] = slot;
-        FlushInterval(i, now);
+        FlushInterval(i);
       }
       for (std::size_t m = 0; m < fanout_.size(); ++m) {
         const MarketRoute* route = routes_cache_[m].get();
@@ -1101,26 +1133,26 @@ class StreamHub::Impl {
       if (route == nullptr) continue;
       MarketFanout& f = fanout_[Index(d.market)];
       if (route->depth[kInterval0ms]) {
-        SendToTopics(*route, MatchDepth(kInterval0ms),
-                     [&] { return DepthUpdateJson(config_, d, now); });
+        SendToTopics(*route, MatchDepth(kInterval0ms), d.time_ns,
+                     [&](TimeUnit u) { return DepthUpdateJson(config_, d, d.time_ns, u); });
       }
       for (uint8_t i : {kInterval100ms, kInterval1000ms}) {
         if (route->depth[i]) Merge(&f.depth[i], d);
         if (route->partial[i]) f.partial_dirty[i] = true;
       }
-      if (route->book_ticker) SendBookTicker(d.market, *route, &f);
+      if (route->book_ticker) SendBookTicker(d.market, *route, &f, d.time_ns);
     }
     for (const marketdata::TradeRow& t : batch.trades) {
       const MarketRoute* route = RouteOf(t.market);
       if (route == nullptr) continue;
       touched_[Index(t.market)] |= kTraded;
       if (route->trade) {
-        SendToTopics(*route, MatchKind(Kind::kTrade),
-                     [&] { return TradeEventJson(config_, t, now); });
+        SendToTopics(*route, MatchKind(Kind::kTrade), batch.time_ns,
+                     [&](TimeUnit u) { return TradeEventJson(config_, t, batch.time_ns, u); });
       }
       if (route->agg_trade) {
-        SendToTopics(*route, MatchKind(Kind::kAggTrade),
-                     [&] { return AggTradeEventJson(config_, t, now); });
+        SendToTopics(*route, MatchKind(Kind::kAggTrade), batch.time_ns,
+                     [&](TimeUnit u) { return AggTradeEventJson(config_, t, batch.time_ns, u); });
       }
     }
     for (MarketId m : batch.markets) touched_[Index(m)] |= kTouched;
@@ -1139,7 +1171,7 @@ class StreamHub::Impl {
         }
       }
       if (route->any_kline && (what & kTraded) != 0) {
-        SendCandles(static_cast<MarketId>(m), *route, &f, now);
+        SendCandles(static_cast<MarketId>(m), *route, &f, now, batch.time_ns);
       }
     }
   }
@@ -1155,7 +1187,7 @@ class StreamHub::Impl {
     for (const Level& l : d.asks) p->asks[l.price] = l.qty;
   }
 
-  void FlushInterval(uint8_t i, int64_t now) {
+  void FlushInterval(uint8_t i) {
     for (std::size_t m = 0; m < fanout_.size(); ++m) {
       const MarketRoute* route = routes_cache_[m].get();
       if (route == nullptr) continue;
@@ -1173,7 +1205,8 @@ class StreamHub::Impl {
         d.asks.reserve(p.asks.size());
         for (const auto& [price, qty] : p.asks) d.asks.push_back(Level{price, qty});
         p.Clear();
-        SendToTopics(*route, MatchDepth(i), [&] { return DepthUpdateJson(config_, d, now); });
+        SendToTopics(*route, MatchDepth(i), d.time_ns,
+                     [&](TimeUnit u) { return DepthUpdateJson(config_, d, d.time_ns, u); });
       }
       if (route->partial[i] && f.partial_dirty[i]) {
         f.partial_dirty[i] = false;
@@ -1185,7 +1218,7 @@ class StreamHub::Impl {
               [i, levels](const StreamKey& k) {
                 return k.kind == Kind::kPartialDepth && k.interval == i && k.levels == levels;
               },
-              [&] { return PartialDepthJson(config_, *snap, levels); });
+              snap->time_ns, [&](TimeUnit) { return PartialDepthJson(config_, *snap, levels); });
         }
       }
     }
@@ -1196,17 +1229,19 @@ class StreamHub::Impl {
     f->ticker_sent_ms = now;
     const auto snap = read_side_.Snapshot(market);
     if (!snap) return;
+    const int64_t event_ns = now * kNsPerMs;
     if (route.ticker) {
-      SendToTopics(route, MatchKind(Kind::kTicker),
-                   [&] { return TickerEventJson(config_, *snap, now); });
+      SendToTopics(route, MatchKind(Kind::kTicker), snap->time_ns,
+                   [&](TimeUnit u) { return TickerEventJson(config_, *snap, event_ns, u); });
     }
     if (route.mini_ticker) {
-      SendToTopics(route, MatchKind(Kind::kMiniTicker),
-                   [&] { return MiniTickerEventJson(config_, *snap, now); });
+      SendToTopics(route, MatchKind(Kind::kMiniTicker), snap->time_ns,
+                   [&](TimeUnit u) { return MiniTickerEventJson(config_, *snap, event_ns, u); });
     }
   }
 
-  void SendBookTicker(MarketId market, const MarketRoute& route, MarketFanout* f) {
+  void SendBookTicker(MarketId market, const MarketRoute& route, MarketFanout* f,
+                      int64_t origin_ns) {
     const auto snap = read_side_.Snapshot(market);
     if (!snap) return;
     const Level bid = snap->bids.empty() ? Level{} : snap->bids.front();
@@ -1215,13 +1250,15 @@ class StreamHub::Impl {
     f->has_best = true;
     f->best_bid = bid;
     f->best_ask = ask;
-    SendToTopics(route, MatchKind(Kind::kBookTicker),
-                 [&] { return BookTickerEventJson(config_, *snap); });
+    SendToTopics(route, MatchKind(Kind::kBookTicker), origin_ns,
+                 [&](TimeUnit) { return BookTickerEventJson(config_, *snap); });
   }
 
   // After a batch that traded: the open candle of each watched interval (x=false),
   // preceded by the previous candle with x=true when a new one has opened.
-  void SendCandles(MarketId market, const MarketRoute& route, MarketFanout* f, int64_t now) {
+  void SendCandles(MarketId market, const MarketRoute& route, MarketFanout* f, int64_t now,
+                   int64_t origin_ns) {
+    const int64_t event_ns = now * kNsPerMs;
     const auto snap = read_side_.Snapshot(market);
     if (!snap) return;
     for (std::size_t i = 0; i < marketdata::kKlineIntervals; ++i) {
@@ -1235,20 +1272,22 @@ class StreamHub::Impl {
       int64_t& open = f->kline_open_ms[i];
       if (open >= 0 && series.current->open_time_ms != open) {
         if (const marketdata::Kline* closed = FindCandle(series, open)) {
-          SendToTopics(route, match, [&] {
-            return KlineEventJson(config_, market, interval, *closed, true, now);
+          SendToTopics(route, match, origin_ns, [&](TimeUnit u) {
+            return KlineEventJson(config_, market, interval, *closed, true, event_ns, u);
           });
         }
       }
       open = series.current->open_time_ms;
-      SendToTopics(route, match, [&] {
-        return KlineEventJson(config_, market, interval, *series.current, false, now);
+      SendToTopics(route, match, origin_ns, [&](TimeUnit u) {
+        return KlineEventJson(config_, market, interval, *series.current, false, event_ns, u);
       });
     }
   }
 
   // The candle last sent has ended by the clock: send it once more, closed.
+  // The clock, not a batch, sends it: no engine origin.
   void CloseCandles(MarketId market, const MarketRoute& route, MarketFanout* f, int64_t now) {
+    const int64_t event_ns = now * kNsPerMs;
     std::shared_ptr<const MarketSnapshot> snap;
     for (std::size_t i = 0; i < marketdata::kKlineIntervals; ++i) {
       int64_t& open = f->kline_open_ms[i];
@@ -1261,7 +1300,10 @@ class StreamHub::Impl {
         SendToTopics(
             route,
             [i](const StreamKey& key) { return key.kind == Kind::kKline && key.interval == i; },
-            [&] { return KlineEventJson(config_, market, interval, *k, true, now); });
+            kNoOrigin,
+            [&](TimeUnit u) {
+              return KlineEventJson(config_, market, interval, *k, true, event_ns, u);
+            });
       }
       open = -1;
     }
@@ -1292,7 +1334,9 @@ class StreamHub::Impl {
         events.push_back(BalanceUpdateJson(config_, d, now));
       }
       if (!u.balances.empty()) events.push_back(AccountPositionJson(config_, u.balances, now));
-      for (const std::string& event : events) SendUserEvent(*user_scratch_[i], event);
+      for (const std::string& event : events) {
+        SendUserEvent(*user_scratch_[i], event, batch.time_ns);
+      }
       user_scratch_[i].reset();
     }
   }
@@ -1300,13 +1344,14 @@ class StreamHub::Impl {
   // One event to every subscription of an account: the object alone on
   // listenKey streams, {"subscriptionId":N,"event":...} on the WebSocket API,
   // each text built once.
-  void SendUserEvent(const std::vector<UserSub>& subs, const std::string& event) {
+  void SendUserEvent(const std::vector<UserSub>& subs, const std::string& event,
+                     int64_t origin_ns) {
     std::shared_ptr<const std::string> raw;
     std::vector<std::pair<int64_t, std::shared_ptr<const std::string>>> wrapped;
     for (const UserSub& s : subs) {
       if (s.subscription_id == kListenKeySubscription) {
         if (!raw) raw = std::make_shared<const std::string>(event);
-        Deliver(*s.conn, raw);
+        Deliver(*s.conn, raw, origin_ns);
         continue;
       }
       std::shared_ptr<const std::string> text;
@@ -1319,46 +1364,54 @@ class StreamHub::Impl {
             "}");
         wrapped.emplace_back(s.subscription_id, text);
       }
-      Deliver(*s.conn, text);
+      Deliver(*s.conn, text, origin_ns);
     }
   }
 
   // ------------------------------------------------------------- sending
 
-  // Sends one payload to the topics of `route` that `match` selects. The
-  // payload is built at most once, and only when some topic wants it; raw
-  // subscribers share one text, combined ones one text per stream name.
+  // Sends one payload to the topics of `route` that `match` selects, with
+  // `origin_ns` (the engine time of the batch it comes from, kNoOrigin for
+  // none) for the server's freshness measure. The payload is built at most
+  // once per time unit, build(unit), and only when some topic has a
+  // subscriber in that unit; raw subscribers in one unit share one text,
+  // combined ones one text per stream name and unit.
   template <class Match, class Build>
-  void SendToTopics(const MarketRoute& route, const Match& match, const Build& build) {
-    std::optional<std::string> payload;
-    std::shared_ptr<const std::string> raw;
+  void SendToTopics(const MarketRoute& route, const Match& match, int64_t origin_ns,
+                    const Build& build) {
+    std::array<std::optional<std::string>, kTimeUnits> payload;
+    std::array<std::shared_ptr<const std::string>, kTimeUnits> raw;
     for (const RouteTopic& t : route.topics) {
       if (!match(t.key)) continue;
-      if (!payload) payload = build();
-      if (!t.raw.empty()) {
-        if (!raw) raw = std::make_shared<const std::string>(*payload);
-        for (const ConnPtr& c : t.raw) Deliver(*c, raw);
-      }
-      if (!t.combined.empty()) {
-        std::string text;
-        text.reserve(payload->size() + t.name.size() + 22);
-        text += "{\"stream\":\"";
-        text += t.name;  // [a-zA-Z0-9@_] only: no escaping needed
-        text += "\",\"data\":";
-        text += *payload;
-        text += '}';
-        auto shared = std::make_shared<const std::string>(std::move(text));
-        for (const ConnPtr& c : t.combined) Deliver(*c, shared);
+      for (std::size_t u = 0; u < kTimeUnits; ++u) {
+        if (t.raw[u].empty() && t.combined[u].empty()) continue;
+        if (!payload[u]) payload[u] = build(static_cast<TimeUnit>(u));
+        if (!t.raw[u].empty()) {
+          if (!raw[u]) raw[u] = std::make_shared<const std::string>(*payload[u]);
+          for (const ConnPtr& c : t.raw[u]) Deliver(*c, raw[u], origin_ns);
+        }
+        if (!t.combined[u].empty()) {
+          std::string text;
+          text.reserve(payload[u]->size() + t.name.size() + 22);
+          text += "{\"stream\":\"";
+          text += t.name;  // [a-zA-Z0-9@_] only: no escaping needed
+          text += "\",\"data\":";
+          text += *payload[u];
+          text += '}';
+          auto shared = std::make_shared<const std::string>(std::move(text));
+          for (const ConnPtr& c : t.combined[u]) Deliver(*c, shared, origin_ns);
+        }
       }
     }
   }
 
-  void Deliver(WsConnection& conn, const std::shared_ptr<const std::string>& text) {
-    if (conn.Send(text)) stats_.messages.fetch_add(1, std::memory_order_relaxed);
+  void Deliver(WsConnection& conn, const std::shared_ptr<const std::string>& text,
+               int64_t origin_ns) {
+    if (conn.Send(text, origin_ns)) stats_.messages.fetch_add(1, std::memory_order_relaxed);
   }
 
   void Reply(WsConnection& conn, std::string text) {
-    Deliver(conn, std::make_shared<const std::string>(std::move(text)));
+    Deliver(conn, std::make_shared<const std::string>(std::move(text)), kNoOrigin);
   }
 
  private:

@@ -13,9 +13,21 @@
 // are lower case in stream names. Depth diffs are coalesced per interval
 // with U of the first and u of the last diff in it, so U == previous u + 1.
 //
-// Each message is formatted once per stream and shared by its subscribers;
-// a subscriber whose send queue overflows is disconnected by the server
-// (server.h) and never slows the publisher.
+// Times: `?timeUnit=MICROSECOND` (or MILLISECOND, any letter case) on any
+// stream URL (/ws, /ws/<streams>, /stream?streams=...) puts every time field
+// of the connection's market stream events in µs; another value refuses the
+// connection. User data events stay in ms. E of trades, aggTrades and depth
+// diffs is the engine time of the batch they come from (for a coalesced
+// diff: of its newest change), so E in µs is exact; tickers and klines carry
+// the publishing time, at ms resolution.
+//
+// Each message is formatted once per stream and time unit in use, and shared
+// by its subscribers; a subscriber whose send queue overflows is disconnected
+// by the server (server.h) and never slows the publisher. Every message that
+// comes from a durable batch is sent with that batch's engine time
+// (WsConnection::Send's origin, CLOCK_REALTIME ns) so that the server can
+// measure engine-to-socket freshness; replies and clock-driven messages
+// (candles closed by the clock, listenKeyExpired) carry none.
 //
 // Thread safety: WsHandler callbacks on io threads; Publish() and Tick() on
 // the fan-out thread only (the read side's writer); the listenKey calls from

@@ -71,9 +71,10 @@ class TestConn final : public WsConnection {
   TestConn(std::string target, uint64_t id) : target_(std::move(target)), id_(id) {}
 
   using WsConnection::Send;
-  bool Send(std::shared_ptr<const std::string> text) override {
+  bool Send(std::shared_ptr<const std::string> text, int64_t origin_wall_ns) override {
     if (closed_) return false;
     sent_.push_back(std::move(text));
+    origins_.push_back(origin_wall_ns);
     return true;
   }
   void Close(uint16_t code, std::string reason) override {
@@ -90,12 +91,15 @@ class TestConn final : public WsConnection {
   uint16_t close_code() const { return close_code_; }
   const std::string& close_reason() const { return close_reason_; }
   const std::vector<std::shared_ptr<const std::string>>& sent() const { return sent_; }
+  // The origin passed with each text of sent(), in the same order.
+  const std::vector<int64_t>& origins() const { return origins_; }
 
   // Every text received since the last Take().
   std::vector<std::string> Take() {
     std::vector<std::string> out;
     for (const auto& s : sent_) out.push_back(*s);
     sent_.clear();
+    origins_.clear();
     return out;
   }
   std::string TakeOne() {
@@ -112,6 +116,7 @@ class TestConn final : public WsConnection {
   uint16_t close_code_ = 0;
   std::string close_reason_;
   std::vector<std::shared_ptr<const std::string>> sent_;
+  std::vector<int64_t> origins_;
 };
 
 json::object Obj(const std::string& text) {
@@ -235,12 +240,15 @@ class StreamsTest : public ::testing::Test {
 
   TransferRef Ref() { return TransferRef::From("ref-" + std::to_string(++refs_)); }
 
+  // The wall time the next batch's commands are stamped with (ns).
+  int64_t EngineNs() const { return now_ms_ * 1'000'000 + sub_ms_ns_; }
+
   // One durable batch: the commands' events through the read side to the hub.
   std::vector<engine::Event> Run(const std::vector<engine::CommandBody>& bodies) {
     std::vector<engine::Event> all;
     for (const engine::CommandBody& b : bodies) {
       engine::Command c;
-      c.timestamp_ns = now_ms_ * 1'000'000;
+      c.timestamp_ns = EngineNs();
       c.body = b;
       engine::EventBuffer events;
       engine_->Process(c, &events);
@@ -332,6 +340,7 @@ class StreamsTest : public ::testing::Test {
   std::unique_ptr<StreamHub> hub_;
   marketdata::BatchOutput out_;
   int64_t now_ms_ = kT0;
+  int64_t sub_ms_ns_ = 0;  // added to the commands' stamps: engine times off the ms grid
   int refs_ = 0;
   uint64_t conn_ids_ = 0;
 };
@@ -1170,6 +1179,165 @@ TEST_F(StreamsTest, ListenKeyExpiredBetweenUpgradeAndOpenIsClosed) {
   EXPECT_EQ(c->close_code(), 1008);
   hub_->OnClose(c);
   EXPECT_EQ(hub_->stats().user_connections.load(), 0u);
+}
+
+// ------------------------------------------------------------ time units
+
+TEST_F(StreamsTest, TimeUnitParameterOnEveryStreamUrl) {
+  EXPECT_TRUE(Accepts("/ws/btcusdt@trade?timeUnit=MICROSECOND"));
+  EXPECT_TRUE(Accepts("/ws/btcusdt@trade?timeUnit=microsecond"));
+  EXPECT_TRUE(Accepts("/ws/btcusdt@trade?timeUnit=MILLISECOND"));
+  EXPECT_TRUE(Accepts("/ws/btcusdt@trade?timeUnit=millisecond"));
+  EXPECT_TRUE(Accepts("/ws?timeUnit=MICROSECOND"));
+  EXPECT_TRUE(Accepts("/ws/0?timeUnit=MICROSECOND"));
+  EXPECT_TRUE(Accepts("/stream?streams=btcusdt@trade/ethusdt@depth&timeUnit=MICROSECOND"));
+  EXPECT_TRUE(Accepts("/stream?timeUnit=MICROSECOND&streams=btcusdt@trade"));
+  EXPECT_TRUE(Accepts("/ws-api/v3?timeUnit=MICROSECOND"));
+
+  for (const char* bad :
+       {"/ws/btcusdt@trade?timeUnit=NANOSECOND", "/ws?timeUnit=", "/ws/0?timeUnit=us",
+        "/stream?streams=btcusdt@trade&timeUnit=MICROSECONDS",
+        "/ws/btcusdt@trade?timeUnit=MICROSECOND&timeUnit=SECOND"}) {
+    EXPECT_FALSE(Accepts(bad)) << bad;
+    // Should the server open it anyway, the hub closes it and says why.
+    auto c = std::make_shared<TestConn>(bad, ++conn_ids_);
+    hub_->OnOpen(c);
+    EXPECT_TRUE(c->closed()) << bad;
+    EXPECT_EQ(c->close_code(), 1008) << bad;
+    EXPECT_TRUE(c->close_reason().starts_with("invalid timeUnit '")) << c->close_reason();
+    EXPECT_NE(c->close_reason().find("expected MILLISECOND or MICROSECOND"), std::string::npos);
+  }
+  EXPECT_EQ(hub_->stats().subscriptions.load(), 0u);
+}
+
+TEST_F(StreamsTest, TradesInMicrosecondsBesideMilliseconds) {
+  auto ms = Open("/ws/btcusdt@trade");
+  auto us1 = Open("/ws/btcusdt@trade?timeUnit=MICROSECOND");
+  auto us2 = Open("/ws?timeUnit=microsecond");
+  EXPECT_EQ(Ask(us2, R"({"method":"SUBSCRIBE","params":["btcusdt@trade"],"id":1})"),
+            R"({"result":null,"id":1})");
+  auto combined_us = Open("/stream?streams=btcusdt@trade/btcusdt@miniTicker&timeUnit=MICROSECOND");
+  auto combined_ms = Open("/stream?streams=btcusdt@trade");
+
+  sub_ms_ns_ = 123'456;  // 0.123456 ms past the clock's ms
+  Place(alice_, kBtcUsdt, Side::kSell, 1'000'000, 30);
+  combined_us->Take();  // the miniTicker of the resting order
+  now_ms_ += 1'007;     // past the ticker's throttle
+  const int64_t engine_ns = EngineNs();
+  Place(bob_, kBtcUsdt, Side::kBuy, 1'000'100, 20);  // one trade
+
+  ASSERT_EQ(ms->sent().size(), 1u);
+  ASSERT_EQ(us1->sent().size(), 1u);
+  ASSERT_EQ(us2->sent().size(), 1u);
+  // Formatted once per unit: the µs subscribers share one text.
+  EXPECT_EQ(us1->sent()[0].get(), us2->sent()[0].get());
+  EXPECT_NE(us1->sent()[0].get(), ms->sent()[0].get());
+  // Every message carries the engine time of its batch.
+  EXPECT_EQ(ms->origins(), std::vector<int64_t>{engine_ns});
+  EXPECT_EQ(us1->origins(), std::vector<int64_t>{engine_ns});
+
+  const json::object t_ms = Obj(ms->TakeOne());
+  const json::object t_us = Obj(us1->TakeOne());
+  us2->Take();
+  EXPECT_EQ(Int(t_us, "T"), engine_ns / 1000);
+  EXPECT_EQ(Int(t_us, "E"), engine_ns / 1000);
+  EXPECT_EQ(Int(t_ms, "T"), engine_ns / 1'000'000);
+  EXPECT_EQ(Int(t_ms, "E"), engine_ns / 1'000'000);
+  EXPECT_EQ(Int(t_ms, "T"), now_ms_);
+  EXPECT_EQ(Int(t_us, "T") % 1000, 123);  // not a whole ms scaled up
+  // Nothing but the times differs.
+  for (const char* key : {"e", "s", "p", "q"}) EXPECT_EQ(Str(t_us, key), Str(t_ms, key)) << key;
+  EXPECT_EQ(Int(t_us, "t"), Int(t_ms, "t"));
+  EXPECT_EQ(t_us.at("m"), t_ms.at("m"));
+
+  const std::vector<std::string> c_us = combined_us->Take();
+  ASSERT_EQ(c_us.size(), 2u);  // the trade, then the miniTicker
+  const json::object cu = Obj(c_us[0]);
+  EXPECT_EQ(Str(cu, "stream"), "btcusdt@trade");
+  EXPECT_EQ(json::serialize(cu.at("data")), json::serialize(t_us));
+  const json::object mini = Obj(c_us[1]);
+  EXPECT_EQ(Str(mini, "stream"), "btcusdt@miniTicker");
+  EXPECT_EQ(Int(mini.at("data").as_object(), "E"), now_ms_ * 1000);  // the publishing clock
+  const json::object cm = Obj(combined_ms->TakeOne());
+  EXPECT_EQ(json::serialize(cm.at("data")), json::serialize(t_ms));
+
+  // A later SUBSCRIBE on a µs connection is in µs too.
+  auto us3 = Open("/ws/0?timeUnit=MICROSECOND");
+  EXPECT_EQ(Ask(us3, R"({"method":"SUBSCRIBE","params":["btcusdt@aggTrade"],"id":2})"),
+            R"({"result":null,"id":2})");
+  now_ms_ += 5;
+  const int64_t second_ns = EngineNs();
+  Place(bob_, kBtcUsdt, Side::kBuy, 1'000'000, 1);
+  const json::object agg = Obj(us3->TakeOne());
+  EXPECT_EQ(Str(agg, "e"), "aggTrade");
+  EXPECT_EQ(Int(agg, "T"), second_ns / 1000);
+  EXPECT_EQ(Int(agg, "E"), second_ns / 1000);
+}
+
+TEST_F(StreamsTest, DepthUpdateEventTimeIsTheEngineTimeOfTheNewestChange) {
+  auto d0_ms = Open("/ws/btcusdt@depth@0ms");
+  auto d0_us = Open("/ws/btcusdt@depth@0ms?timeUnit=MICROSECOND");
+  auto d100_ms = Open("/ws/btcusdt@depth@100ms");
+  auto d100_us = Open("/stream?streams=btcusdt@depth@100ms&timeUnit=MICROSECOND");
+  Advance(100);  // at the start of a 100 ms slot
+
+  sub_ms_ns_ = 654'321;
+  now_ms_ += 3;
+  const int64_t first_ns = EngineNs();
+  Place(alice_, kBtcUsdt, Side::kBuy, 9'000, 1);
+  now_ms_ += 20;
+  const int64_t second_ns = EngineNs();
+  Place(alice_, kBtcUsdt, Side::kBuy, 9'001, 1);
+
+  // @0ms: one diff per batch, E = that batch's engine time.
+  ASSERT_EQ(d0_ms->origins(), (std::vector<int64_t>{first_ns, second_ns}));
+  ASSERT_EQ(d0_us->origins(), (std::vector<int64_t>{first_ns, second_ns}));
+  const std::vector<std::string> ms0 = d0_ms->Take();
+  const std::vector<std::string> us0 = d0_us->Take();
+  EXPECT_EQ(Int(Obj(ms0[0]), "E"), first_ns / 1'000'000);
+  EXPECT_EQ(Int(Obj(ms0[1]), "E"), second_ns / 1'000'000);
+  EXPECT_EQ(Int(Obj(us0[0]), "E"), first_ns / 1000);
+  EXPECT_EQ(Int(Obj(us0[1]), "E"), second_ns / 1000);
+  EXPECT_EQ(Int(Obj(us0[1]), "u"), Int(Obj(ms0[1]), "u"));
+
+  // @100ms: both batches in one diff, sent when the slot ends, E = the newer
+  // change's engine time rather than the sending time.
+  EXPECT_TRUE(d100_ms->sent().empty());
+  Advance(100);
+  ASSERT_EQ(d100_ms->origins(), std::vector<int64_t>{second_ns});
+  ASSERT_EQ(d100_us->origins(), std::vector<int64_t>{second_ns});
+  const json::object m = Obj(d100_ms->TakeOne());
+  const json::object u = Obj(d100_us->TakeOne()).at("data").as_object();
+  EXPECT_EQ(Int(m, "E"), second_ns / 1'000'000);
+  EXPECT_NE(Int(m, "E"), now_ms_);
+  EXPECT_EQ(Int(u, "E"), second_ns / 1000);
+  EXPECT_EQ(Int(m, "U"), Int(u, "U"));
+  EXPECT_EQ(Int(m, "u"), Int(u, "u"));
+  EXPECT_EQ(Int(m, "u"), Int(m, "U") + 1);
+}
+
+TEST_F(StreamsTest, RepliesCarryNoOriginAndUserEventsTheirBatch) {
+  auto c = Open("/ws/0");
+  Msg(c, R"({"method":"LIST_SUBSCRIPTIONS","id":1})");
+  EXPECT_EQ(c->origins(), std::vector<int64_t>{0});
+  c->Take();
+
+  auto api = Open("/ws-api/v3?timeUnit=MICROSECOND");
+  Msg(api, SubscribeSignedRequest(alice_key_, now_ms_));
+  ASSERT_EQ(api->origins(), std::vector<int64_t>{0});
+  api->Take();
+  sub_ms_ns_ = 42'000;
+  const int64_t engine_ns = EngineNs();
+  Place(alice_, kBtcUsdt, Side::kBuy, 9'000, 1);
+  const std::vector<int64_t> origins = api->origins();
+  const std::vector<std::string> events = api->Take();
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(origins, std::vector<int64_t>(events.size(), engine_ns));
+  // User data stays in ms whatever the connection's timeUnit.
+  const json::object first = Obj(events[0]).at("event").as_object();
+  EXPECT_EQ(Str(first, "e"), "executionReport");
+  EXPECT_EQ(Int(first, "E"), now_ms_);
+  EXPECT_EQ(Int(first, "T"), engine_ns / 1'000'000);
 }
 
 TEST_F(StreamsTest, NoSubscriberNoMessage) {
