@@ -10,6 +10,7 @@ packages=(
   libtomlplusplus-dev libxxhash-dev libcli11-dev libfmt-dev
   libzstd-dev libconcurrentqueue-dev libboost1.81-dev libssl-dev
   libsqlite3-dev libpq-dev postgresql-15
+  libspdlog-dev prometheus curl python3 openssl
 )
 # The end-to-end tests drive the server with the real ccxt client (npm). A
 # Node.js already on the machine (e.g. from NodeSource) is used as it is.

@@ -38,14 +38,16 @@ done
 if [ -z "${MB_SKIP_TSAN:-}" ]; then
   # The multi-threaded parts (rings, wait strategies, the pipeline, the crash
   # test) under ThreadSanitizer; the single-threaded suites gain nothing there.
-  echo "=== tsan: concurrency, exchange and crash tests"
+  echo "=== tsan: concurrency, exchange, crash, gateway, projection, metrics and log tests"
   cmake --preset tsan >/dev/null
   cmake --build --preset tsan -j "${jobs}" \
     --target concurrency_ring_test exchange_test crash_test crash_child \
-    gateway_server_test gateway_streams_test gateway_e2e_test projection_test
+    gateway_server_test gateway_streams_test gateway_e2e_test projection_test \
+    metrics_test metrics_flight_test log_test
   TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
-    ctest --preset tsan -j "${jobs}" -L 'concurrency|exchange|crash|gateway|^projection$' \
-    -E 'gateway_(api|json)'
+    ctest --preset tsan -j "${jobs}" \
+    -L 'concurrency|exchange|crash|gateway|^projection$|metrics|^log$' \
+    -E 'gateway_(api|json)|metrics_prometheus'
 fi
 
 if [ -z "${MB_SKIP_FUZZ:-}" ]; then

@@ -9,13 +9,17 @@
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
 
+#include <atomic>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/json.hpp>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -30,6 +34,8 @@
 #include "engine/engine.h"
 #include "exchange/exchange.h"
 #include "gateway/auth.h"
+#include "metrics/flight_recorder.h"
+#include "metrics/metrics.h"
 #include "projection/projector.h"
 #include "projection/store.h"
 
@@ -59,13 +65,14 @@ int64_t NowMs() {
 class Client {
  public:
   Client() = default;
-  Client(uint16_t port, std::string token) : port_(port), token_(std::move(token)) {}
+  Client(uint16_t port, std::string token, std::string address = "127.0.0.1")
+      : port_(port), token_(std::move(token)), address_(std::move(address)) {}
 
   Reply Request(http::verb method, const std::string& target, std::string body = {},
                 std::map<std::string, std::string> headers = {}) {
     boost::asio::io_context io;
     tcp::socket sock(io);
-    sock.connect(tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), port_));
+    sock.connect(tcp::endpoint(boost::asio::ip::make_address(address_), port_));
     http::request<http::string_body> req{method, target, 11};
     req.set(http::field::host, "127.0.0.1");
     for (auto& [k, v] : headers) req.set(k, v);
@@ -133,6 +140,7 @@ class Client {
  private:
   uint16_t port_ = 0;
   std::string token_;
+  std::string address_ = "127.0.0.1";
 };
 
 struct NodeOptions {
@@ -171,6 +179,7 @@ class Node {
     gw_ = std::move(gw).value();
     exchange::ExchangeOptions o = app::ExchangeOptionsFrom(*cfg);
     o.log = [](std::string_view) {};
+    o.metrics = go.metrics;
     gw_->Wire(&o);
     if (options_.twin) {
       auto twin = gateway::Gateway::Create(config_, dir_ / "twin", go);
@@ -251,6 +260,8 @@ class Node {
 
   Client& client() { return client_; }
   Client& twin() { return twin_client_; }
+  uint16_t port() const { return gw_->port(); }
+  std::string token() const { return ReadToken(*gw_); }
   projection::Projector& projector() { return *projector_; }
   exchange::Exchange& exchange() { return *ex_; }
   const engine::EngineConfig& config() const { return config_; }
@@ -1182,6 +1193,273 @@ TEST_F(GatewayTest, HistoryFromTheProjectionSurvivesARestart) {
   EXPECT_EQ(
       n.Signed(http::verb::get, "/api/v3/order", alice, "symbol=BTCUSDT&origClientOrderId=r1").body,
       order);
+}
+
+// The value of one sample ("name{labels} value") in a /metrics answer; -1 when absent.
+double Sample(const std::string& text, const std::string& series) {
+  const std::string key = series + " ";
+  for (std::size_t pos = 0; (pos = text.find(key, pos)) != std::string::npos; pos += key.size()) {
+    if (pos == 0 || text[pos - 1] == '\n') return std::stod(text.substr(pos + key.size()));
+  }
+  return -1;
+}
+
+// Polls until pred() holds (true) or 10 s pass (false).
+template <class Pred>
+bool Eventually(Pred pred) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return pred();
+}
+
+// A non-loopback IPv4 address of this machine ("" when there is none).
+std::string NonLoopbackAddress() {
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return "";
+  std::string out;
+  for (ifaddrs* a = list; a != nullptr && out.empty(); a = a->ifa_next) {
+    if (a->ifa_addr == nullptr || a->ifa_addr->sa_family != AF_INET) continue;
+    sockaddr_in sin{};
+    std::memcpy(&sin, a->ifa_addr, sizeof sin);
+    const auto addr = boost::asio::ip::address_v4(ntohl(sin.sin_addr.s_addr));
+    if (!addr.is_loopback()) out = addr.to_string();
+  }
+  freeifaddrs(list);
+  return out;
+}
+
+TEST_F(GatewayTest, MetricsCountOrdersTradesCancelsAndStages) {
+  metrics::Registry registry;
+  gateway::GatewayOptions go;
+  go.metrics = &registry;
+  go.key_limit.weight_per_minute = 60;
+  go.key_limit.burst = 45;
+  Node n(dir_, go);
+  auto alice = n.NewAccount("alice");
+  auto bob = n.NewAccount("bob");
+  ASSERT_EQ(n.Deposit(alice.account, "USDT", "100000", "a").status, 200);
+  ASSERT_EQ(n.Deposit(bob.account, "BTC", "10", "b").status, 200);
+  Reply buy = n.Signed(http::verb::post, "/api/v3/order", alice,
+                       "symbol=BTCUSDT&side=BUY&type=LIMIT&timeInForce=GTC&quantity=0.1&"
+                       "price=30000&newOrderRespType=RESULT");
+  ASSERT_EQ(buy.status, 200) << buy.body;
+  Reply sell = n.Signed(http::verb::post, "/api/v3/order", bob,
+                        "symbol=BTCUSDT&side=SELL&type=MARKET&quantity=0.04&newOrderRespType=ACK");
+  ASSERT_EQ(sell.status, 200) << sell.body;
+  Reply cancel =
+      n.Signed(http::verb::delete_, "/api/v3/order", alice,
+               fmt::format("symbol=BTCUSDT&orderId={}", buy.Json().at("orderId").as_int64()));
+  ASSERT_EQ(cancel.status, 200) << cancel.body;
+
+  Reply m = n.Request(http::verb::get, "/metrics");
+  ASSERT_EQ(m.status, 200) << m.body;
+  EXPECT_EQ(m.headers["Content-Type"], std::string(metrics::kContentType));
+  const std::string& t = m.body;
+  EXPECT_EQ(Sample(t, R"(matchbook_orders_total{market="BTCUSDT"})"), 2) << t;
+  EXPECT_EQ(Sample(t, R"(matchbook_trades_total{market="BTCUSDT"})"), 1);
+  EXPECT_EQ(Sample(t, R"(matchbook_cancels_total{market="BTCUSDT"})"), 1);
+  EXPECT_EQ(Sample(t, R"(matchbook_orders_total{market="ETHUSDT"})"), 0);
+  // 2 deposits, 2 orders, 1 cancel.
+  EXPECT_EQ(Sample(t, "matchbook_commands_submitted_total"), 5);
+  for (const char* stage : {"parse_auth", "ring_wait", "match", "journal_write",
+                            "submit_to_durable", "fanout", "submit_to_response"}) {
+    EXPECT_GT(
+        Sample(t, fmt::format(R"(matchbook_stage_latency_seconds_count{{stage="{}"}})", stage)), 0)
+        << stage;
+  }
+  // Recorded by the fan-out thread just after it hands the last answer over.
+  EXPECT_TRUE(Eventually([&] {
+    return Sample(n.Request(http::verb::get, "/metrics").body,
+                  R"(matchbook_stage_latency_seconds_count{stage="submit_to_response"})") == 5;
+  }));
+  EXPECT_GE(Sample(t, R"(matchbook_http_requests_total{code="200"})"), 9);
+  EXPECT_EQ(Sample(t, "matchbook_journal_durable_sequence"), 5);
+  EXPECT_EQ(Sample(t, "matchbook_read_side_applied_sequence"), 5);
+  EXPECT_EQ(Sample(t, R"(matchbook_http_rejected_total{reason="rate_limited_429"})"), 0);
+
+  // Over the key's weight: 429, counted.
+  int limited = 0;
+  for (int i = 0; i < 5; ++i) {
+    if (n.Signed(http::verb::get, "/api/v3/account", alice, "").status == 429) ++limited;
+  }
+  ASSERT_GT(limited, 0);
+  const std::string after = n.Request(http::verb::get, "/metrics").body;
+  EXPECT_EQ(Sample(after, R"(matchbook_http_rejected_total{reason="rate_limited_429"})"), limited);
+  EXPECT_EQ(Sample(after, R"(matchbook_http_requests_total{code="429"})"), limited);
+  EXPECT_EQ(Sample(after, R"(matchbook_http_rejected_total{reason="busy_503"})"), 0);
+}
+
+TEST_F(GatewayTest, MetricsRefusedToRemotePeersUnlessAllowed) {
+  const std::string address = NonLoopbackAddress();
+  if (address.empty()) GTEST_SKIP() << "no non-loopback IPv4 address";
+  for (const bool remote : {false, true}) {
+    SCOPED_TRACE(remote);
+    metrics::Registry registry;
+    gateway::GatewayOptions go;
+    go.server.host = "0.0.0.0";
+    go.metrics = &registry;
+    go.metrics_remote = remote;
+    Node n(dir_ / (remote ? "remote" : "local"), go);
+    Client far(n.port(), n.token(), address);
+    Reply r = far.Request(http::verb::get, "/metrics");
+    if (remote) {
+      EXPECT_EQ(r.status, 200) << r.body;
+      EXPECT_NE(r.body.find("# TYPE matchbook_ring_capacity gauge"), std::string::npos);
+    } else {
+      EXPECT_EQ(r.status, 403) << r.body;
+      EXPECT_EQ(r.Json().at("code").as_int64(), -1002);
+    }
+    EXPECT_EQ(n.Request(http::verb::get, "/metrics").status, 200) << "loopback is always served";
+  }
+}
+
+TEST_F(GatewayTest, NoMetricsWithoutARegistry) {
+  Node n(dir_);
+  EXPECT_EQ(n.Request(http::verb::get, "/metrics").status, 404);
+  EXPECT_EQ(n.Admin(http::verb::get, "flight-recorder").status, 404);
+}
+
+TEST_F(GatewayTest, FlightRecorderDumpsSlowCommandsAndServesThem) {
+  metrics::FlightRecorderOptions fo;
+  fo.dir = dir_ / "flight";
+  fo.threshold_ns = 1;  // every command is slow
+  fo.window_ms = 200;
+  fo.min_interval_ms = 10;
+  metrics::FlightRecorder recorder(fo);
+  ASSERT_TRUE(recorder.Start().ok());
+  metrics::Registry registry;
+  gateway::GatewayOptions go;
+  go.metrics = &registry;
+  go.flight_recorder = &recorder;
+  go.flight_threshold_ns = fo.threshold_ns;
+  go.flight_window_ms = fo.window_ms;
+  Node n(dir_, go);
+  auto alice = n.NewAccount("alice");
+  ASSERT_EQ(n.Deposit(alice.account, "USDT", "100000", "a").status, 200);
+  ASSERT_EQ(n.Signed(http::verb::post, "/api/v3/order", alice,
+                     "symbol=BTCUSDT&side=BUY&type=LIMIT&timeInForce=GTC&quantity=0.1&"
+                     "price=30000")
+                .status,
+            200);
+  json::value list;
+  ASSERT_TRUE(Eventually([&] {
+    Reply r = n.Admin(http::verb::get, "flight-recorder");
+    if (r.status != 200) return false;
+    list = r.Json();
+    return !list.at("dumps").as_array().empty();
+  }));
+  EXPECT_EQ(list.at("windowMs").to_number<int64_t>(), 200);
+  EXPECT_DOUBLE_EQ(list.at("thresholdMs").to_number<double>(), 1e-6);
+  EXPECT_GE(list.at("recorded").to_number<int64_t>(), 1);
+  EXPECT_GE(list.at("triggers").to_number<int64_t>(), 1);
+  const json::value& d = list.at("dumps").as_array()[0];
+  const std::string file(d.at("file").as_string());
+  const uint64_t trigger_seq = d.at("triggerSeq").to_number<uint64_t>();
+  EXPECT_GT(trigger_seq, 0u);
+  EXPECT_GE(d.at("traces").to_number<int64_t>(), 1);
+  EXPECT_GT(d.at("bytes").to_number<int64_t>(), 0);
+  EXPECT_GT(d.at("writtenAtMs").to_number<int64_t>(), 0);
+
+  Reply dump = n.Admin(http::verb::get, "flight-recorder/" + file);
+  ASSERT_EQ(dump.status, 200) << dump.body;
+  const json::value v = dump.Json();
+  EXPECT_EQ(v.at("triggerSeq").to_number<uint64_t>(), trigger_seq);
+  bool found = false;
+  for (const json::value& tr : v.at("traces").as_array()) {
+    if (tr.at("seq").to_number<uint64_t>() != trigger_seq) continue;
+    found = true;
+    EXPECT_FALSE(tr.at("kind").as_string().empty());
+    EXPECT_EQ(tr.at("httpStatus").to_number<int64_t>(), 200);
+    EXPECT_FALSE(tr.at("durableUs").is_null());
+    EXPECT_FALSE(tr.at("respondedUs").is_null());
+  }
+  EXPECT_TRUE(found) << dump.body;
+
+  const std::vector<std::string> bad_names = {
+      "flight-recorder/nope.json", "flight-recorder/..%2F..%2Fetc%2Fpasswd",
+      "flight-recorder/../../token", "flight-recorder/" + file + "x"};
+  for (const std::string& bad : bad_names) {
+    Reply r = n.Admin(http::verb::get, bad);
+    EXPECT_EQ(r.status, 404) << bad << ": " << r.body;
+    EXPECT_TRUE(r.Json().as_object().contains("msg")) << bad;
+  }
+  EXPECT_EQ(n.Request(http::verb::get, "/admin/v1/flight-recorder").status, 401) << "token needed";
+}
+
+// Scrapes and flight-recorder reads run concurrently with trading: every
+// answer is complete and well formed (this test also runs under TSan).
+TEST_F(GatewayTest, ConcurrentScrapesWhileTrading) {
+  metrics::FlightRecorderOptions fo;
+  fo.dir = dir_ / "flight";
+  fo.threshold_ns = 1;
+  fo.window_ms = 100;
+  fo.min_interval_ms = 200;
+  metrics::FlightRecorder recorder(fo);
+  ASSERT_TRUE(recorder.Start().ok());
+  metrics::Registry registry;
+  gateway::GatewayOptions go;
+  go.metrics = &registry;
+  go.flight_recorder = &recorder;
+  go.key_limit.weight_per_minute = 0;
+  go.key_limit.burst = 0;
+  go.ip_limit.weight_per_minute = 0;
+  go.ip_limit.burst = 0;
+  Node n(dir_, go);
+  std::vector<Node::Keys> traders;
+  for (int i = 0; i < 2; ++i) {
+    traders.push_back(n.NewAccount(fmt::format("t{}", i)));
+    ASSERT_EQ(n.Deposit(traders.back().account, "USDT", "1000000", fmt::format("d{}", i)).status,
+              200);
+  }
+  std::atomic<bool> stop{false};
+  std::atomic<int> bad{0}, scrapes{0}, orders{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 4; ++i) {
+    threads.emplace_back([&, i] {
+      Client c(n.port(), n.token());
+      while (!stop.load()) {
+        if (i % 2 == 0) {
+          Reply r = c.Request(http::verb::get, "/metrics");
+          if (r.status != 200 ||
+              r.body.find("# TYPE matchbook_orders_total counter") == std::string::npos ||
+              r.body.back() != '\n') {
+            ++bad;
+          }
+        } else {
+          Reply r = c.Admin(http::verb::get, "flight-recorder");
+          json::error_code ec;
+          json::value v = json::parse(r.body, ec);
+          if (r.status != 200 || ec || !v.is_object() || !v.as_object().contains("dumps")) ++bad;
+        }
+        ++scrapes;
+      }
+    });
+  }
+  for (int i = 0; i < 2; ++i) {
+    threads.emplace_back([&, i] {
+      Client c(n.port(), n.token());
+      int k = 0;
+      while (!stop.load()) {
+        Reply r = c.Signed(http::verb::post, "/api/v3/order", traders[static_cast<std::size_t>(i)],
+                           fmt::format("symbol=BTCUSDT&side=BUY&type=LIMIT&timeInForce=GTC&"
+                                       "quantity=0.001&price={}",
+                                       20000 + (k++ % 100)));
+        if (r.status != 200) ++bad;
+        ++orders;
+      }
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  stop.store(true);
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(bad.load(), 0);
+  EXPECT_GT(scrapes.load(), 4);
+  EXPECT_GT(orders.load(), 2);
+  const std::string text = n.Request(http::verb::get, "/metrics").body;
+  EXPECT_EQ(Sample(text, R"(matchbook_orders_total{market="BTCUSDT"})"), orders.load());
 }
 
 }  // namespace

@@ -30,8 +30,11 @@ using engine::EngineConfig;
 using engine::MarketSpec;
 using engine::MarketStatus;
 
-constexpr std::string_view kTopKeys[] = {"engine",    "assets",  "markets", "server",    "journal",
-                                         "snapshots", "threads", "gateway", "projection"};
+constexpr std::string_view kTopKeys[] = {"engine",     "assets",    "markets", "server",
+                                         "journal",    "snapshots", "threads", "gateway",
+                                         "projection", "metrics"};
+constexpr std::string_view kMetricsKeys[] = {
+    "remote", "port", "flight_threshold_ms", "flight_window_ms", "flight_capacity", "flight_keep"};
 constexpr std::string_view kProjectionKeys[] = {
     "backend", "path", "url", "batch_events", "batch_wait_ms", "catchup_batch_events"};
 constexpr std::string_view kGatewayKeys[] = {"host",
@@ -420,7 +423,27 @@ class Loader {
     MB_RETURN_IF_ERROR(ReadStage(t, "engine", &r->engine_stage));
     MB_RETURN_IF_ERROR(ReadStage(t, "journal", &r->journal_stage));
     MB_RETURN_IF_ERROR(ReadGateway(root, &r->gateway));
+    MB_RETURN_IF_ERROR(ReadMetrics(root, &r->metrics));
     return ReadProjection(root, &r->projection);
+  }
+
+  Status ReadMetrics(const toml::table& root, MetricsConfig* m) const {
+    const toml::table* t = nullptr;
+    MB_RETURN_IF_ERROR(OptionalTable(root, "", "metrics", kMetricsKeys, &t));
+    MB_RETURN_IF_ERROR(OptionalBool(t, "metrics", "remote", &m->remote));
+    MB_RETURN_IF_ERROR(OptionalInt(t, "metrics", "port", 0, 65535, &m->port));
+    MB_RETURN_IF_ERROR(
+        OptionalInt(t, "metrics", "flight_threshold_ms", 0, 3'600'000, &m->flight_threshold_ms));
+    MB_RETURN_IF_ERROR(
+        OptionalInt(t, "metrics", "flight_window_ms", 1, 600'000, &m->flight_window_ms));
+    MB_RETURN_IF_ERROR(
+        OptionalInt(t, "metrics", "flight_capacity", 2, 1 << 24, &m->flight_capacity));
+    if ((m->flight_capacity & (m->flight_capacity - 1)) != 0) {
+      return At(*t->get("flight_capacity"), "metrics.flight_capacity",
+                fmt::format("{} is not a power of two", m->flight_capacity));
+    }
+    MB_RETURN_IF_ERROR(OptionalInt(t, "metrics", "flight_keep", 0, 100'000, &m->flight_keep));
+    return Status::Ok();
   }
 
   Status ReadProjection(const toml::table& root, ProjectionConfig* p) const {

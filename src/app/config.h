@@ -28,6 +28,10 @@
 //   <data_dir>/projection.sqlite),
 //                url (postgres connection URL; "" = $MATCHBOOK_PG_URL), batch_events (1000),
 //                batch_wait_ms (10), catchup_batch_events (20000)
+//   [metrics]    remote (false: /metrics answers loopback peers only), port (0: no
+//                separate metrics port), flight_threshold_ms (50; 0 = no dumps),
+//                flight_window_ms (5000), flight_capacity (65536, a power of two),
+//                flight_keep (20)
 //
 // Decimals are TOML strings parsed exactly (common/decimal.h); TOML floats are
 // refused. Every key is required except markets.status, and unknown keys are
@@ -67,6 +71,16 @@ struct ProjectionConfig {
   uint32_t catchup_batch_events = 20000;  // a batch when the projector is behind
 };
 
+// [metrics]: the /metrics endpoint and the flight recorder (docs/metrics.md).
+struct MetricsConfig {
+  bool remote = false;                  // GET /metrics answers non-loopback peers
+  uint16_t port = 0;                    // a second listener serving /metrics only (0: none)
+  uint32_t flight_threshold_ms = 50;    // a command slower than this dumps (0: never)
+  uint32_t flight_window_ms = 5000;     // history a dump covers
+  uint32_t flight_capacity = 1u << 16;  // traces kept (a power of two)
+  uint32_t flight_keep = 20;            // dump files kept
+};
+
 struct RuntimeConfig {
   std::string data_dir = "data";
   journal::JournalOptions journal;
@@ -77,6 +91,7 @@ struct RuntimeConfig {
   concurrency::StageConfig journal_stage{"mb-journal", {}, -1, false, 10};
   gateway::GatewayOptions gateway;  // [gateway]: listen address, limits, history sizes
   ProjectionConfig projection;
+  MetricsConfig metrics;
 };
 
 struct Config {

@@ -143,7 +143,21 @@ TEST(ParseConfig, RefusesEachKindOfErrorNamingFileLineAndField) {
        "test.toml:10: assets.BTC.precision: ", "unknown key (expected symbol, scale)"},
       {"unknown table", Edit({}, "[network]\nport = 1\n"), "test.toml:28: network: ",
        "unknown key (expected engine, assets, markets, server, journal, snapshots, threads, "
-       "gateway, projection)"},
+       "gateway, projection, metrics)"},
+      {"misspelt metrics key", Edit({}, "[metrics]\nremote_ok = true\n"),
+       "test.toml:29: metrics.remote_ok: ",
+       "unknown key (expected remote, port, flight_threshold_ms, flight_window_ms, "
+       "flight_capacity, flight_keep)"},
+      {"metrics remote not a bool", Edit({}, "[metrics]\nremote = \"yes\"\n"),
+       "test.toml:29: metrics.remote: ", "must be true or false"},
+      {"metrics port out of range", Edit({}, "[metrics]\nport = 65536\n"),
+       "test.toml:29: metrics.port: ", "65536 is outside"},
+      {"flight capacity not a power of two", Edit({}, "[metrics]\nflight_capacity = 1000\n"),
+       "test.toml:29: metrics.flight_capacity: ", "1000 is not a power of two"},
+      {"negative flight threshold", Edit({}, "[metrics]\nflight_threshold_ms = -1\n"),
+       "test.toml:29: metrics.flight_threshold_ms: ", "-1 is outside"},
+      {"flight window of 0", Edit({}, "[metrics]\nflight_window_ms = 0\n"),
+       "test.toml:29: metrics.flight_window_ms: ", "0 is outside"},
       {"unknown projection backend", Edit({}, "[projection]\nbackend = \"mysql\"\n"),
        "test.toml:29: projection.backend: ", "\"mysql\" is not a backend (sqlite or postgres)"},
       {"misspelt projection key", Edit({}, "[projection]\nbatch = 5\n"),
@@ -429,6 +443,36 @@ TEST(ParseConfig, RuntimeTablesAreOptionalAndParsed) {
   EXPECT_EQ(p.catchup_batch_events, 500u);
   EXPECT_EQ(p.batch_wait_ms, 10u) << "unset keys keep their defaults";
   EXPECT_EQ(base->runtime.projection.store.backend, "sqlite");
+}
+
+TEST(ParseConfig, MetricsTableIsOptionalAndParsed) {
+  auto base = ParseFullConfig(Edit(), "test.toml");
+  ASSERT_TRUE(base.ok()) << base.status().message();
+  const MetricsConfig& d = base->runtime.metrics;
+  EXPECT_FALSE(d.remote);
+  EXPECT_EQ(d.port, 0);
+  EXPECT_EQ(d.flight_threshold_ms, 50u);
+  EXPECT_EQ(d.flight_window_ms, 5000u);
+  EXPECT_EQ(d.flight_capacity, 65536u);
+  EXPECT_EQ(d.flight_keep, 20u);
+
+  auto c = ParseFullConfig(Edit() +
+                               "[metrics]\nremote = true\nport = 9100\nflight_threshold_ms = 0\n"
+                               "flight_window_ms = 2000\nflight_capacity = 1024\nflight_keep = 3\n",
+                           "test.toml");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  const MetricsConfig& m = c->runtime.metrics;
+  EXPECT_TRUE(m.remote);
+  EXPECT_EQ(m.port, 9100);
+  EXPECT_EQ(m.flight_threshold_ms, 0u);
+  EXPECT_EQ(m.flight_window_ms, 2000u);
+  EXPECT_EQ(m.flight_capacity, 1024u);
+  EXPECT_EQ(m.flight_keep, 3u);
+
+  auto partial = ParseFullConfig(Edit() + "[metrics]\nport = 9101\n", "test.toml");
+  ASSERT_TRUE(partial.ok()) << partial.status().message();
+  EXPECT_EQ(partial->runtime.metrics.port, 9101);
+  EXPECT_EQ(partial->runtime.metrics.flight_threshold_ms, 50u) << "unset keys keep their defaults";
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // matchbook — the exchange's server and operator command line.
 //
 //   matchbook serve  [--config FILE] [--data-dir DIR] [--fsync POLICY] [--host H] [--port P]
-//                    [--io-threads N] [--recover-only]
+//                    [--io-threads N] [--weight-per-minute N] [--ip-weight-per-minute N]
+//                    [--log-level L] [--log-format text|json] [--log-file F] [--recover-only]
 //       recover the exchange from its data directory, then serve the Binance-compatible
 //       REST + WebSocket API and the operator API on one port until SIGINT / SIGTERM
 //       (then: stop intake, drain, snapshot)
@@ -47,6 +48,9 @@
 #include "journal/recovery.h"
 #include "journal/snapshot.h"
 #include "journal/writer.h"
+#include "log/log.h"
+#include "metrics/flight_recorder.h"
+#include "metrics/metrics.h"
 #include "projection/projector.h"
 #include "projection/store.h"
 #include "projection/verify.h"
@@ -95,10 +99,7 @@ mb::projection::ProjectorOptions ProjectorOptionsFor(const mb::app::Config& cfg)
   po.batch_events = cfg.runtime.projection.batch_events;
   po.catchup_batch_events = cfg.runtime.projection.catchup_batch_events;
   po.batch_wait = std::chrono::milliseconds(cfg.runtime.projection.batch_wait_ms);
-  po.log = [](std::string_view line) {
-    fmt::print(stderr, "matchbook: {}\n", line);
-    std::fflush(stderr);
-  };
+  po.log = mb::log::Sink("projection");
   return po;
 }
 
@@ -106,16 +107,38 @@ std::string Describe(const mb::projection::StoreOptions& so) {
   return so.backend == "sqlite" ? "sqlite " + so.path : std::string("postgres");
 }
 
+// Serve's errors, once the logger runs: logged, then the log is drained.
+int ServeFail(const Status& s) {
+  mb::log::Error("app", s.message());
+  return 1;
+}
+
 int Serve(const mb::app::Config& cfg, const std::string& source, bool recover_only) {
   mb::exchange::ExchangeOptions o = mb::app::ExchangeOptionsFrom(cfg);
-  o.log = [](std::string_view line) {
-    fmt::print(stderr, "matchbook: {}\n", line);
-    std::fflush(stderr);
-  };
-  fmt::print(stderr, "matchbook 0.1.0: configuration {} ({} assets, {} markets)\n", source,
-             cfg.engine.assets.size(), cfg.engine.markets.size());
-  auto gw = mb::gateway::Gateway::Create(cfg.engine, cfg.runtime.data_dir, cfg.runtime.gateway);
-  if (!gw.ok()) return Fail(gw.status());
+  o.log = mb::log::Sink("exchange");
+  mb::log::Info("app", fmt::format("matchbook 0.1.0: configuration {} ({} assets, {} markets)",
+                                   source, cfg.engine.assets.size(), cfg.engine.markets.size()));
+  // Metrics and the flight recorder outlive everything that records into them.
+  const mb::app::MetricsConfig& mc = cfg.runtime.metrics;
+  mb::metrics::Registry registry;
+  mb::metrics::FlightRecorderOptions fo;
+  fo.dir = std::filesystem::path(cfg.runtime.data_dir) / "flight";
+  fo.capacity = mc.flight_capacity;
+  fo.window_ms = mc.flight_window_ms;
+  fo.threshold_ns = uint64_t{mc.flight_threshold_ms} * 1'000'000;
+  fo.keep = mc.flight_keep;
+  mb::metrics::FlightRecorder recorder(fo);
+  if (Status s = recorder.Start(); !s.ok()) return ServeFail(s);
+  o.metrics = &registry;
+  mb::gateway::GatewayOptions go = cfg.runtime.gateway;
+  go.metrics = &registry;
+  go.metrics_remote = mc.remote;
+  go.metrics_port = mc.port;
+  go.flight_recorder = &recorder;
+  go.flight_threshold_ns = fo.threshold_ns;
+  go.flight_window_ms = fo.window_ms;
+  auto gw = mb::gateway::Gateway::Create(cfg.engine, cfg.runtime.data_dir, go);
+  if (!gw.ok()) return ServeFail(gw.status());
   (*gw)->Wire(&o);
 
   // The history projection follows the journal on its own thread; a database
@@ -128,15 +151,28 @@ int Serve(const mb::app::Config& cfg, const std::string& source, bool recover_on
   mb::projection::Projector projector(cfg.runtime.data_dir, cfg.engine,
                                       mb::engine::HashConfig(cfg.engine), store.get(),
                                       ProjectorOptionsFor(cfg));
+  registry.AddGauge("matchbook_projection_applied_sequence",
+                    "The last journal sequence the history projection has committed", {},
+                    [&projector] { return static_cast<double>(projector.stats().applied_seq); });
+  registry.AddGauge("matchbook_projection_lag_events",
+                    "Journal records durable but not yet in the history projection", {},
+                    [&projector] { return static_cast<double>(projector.stats().lag_events); });
+  registry.AddGauge("matchbook_projection_lag_seconds",
+                    "How long the oldest record not yet projected has been durable", {},
+                    [&projector] { return projector.stats().lag_seconds; });
+  registry.AddGauge("matchbook_projection_healthy",
+                    "1 when the projection's last commit succeeded, else 0", {},
+                    [&projector] { return projector.stats().healthy ? 1.0 : 0.0; });
   auto gateway_durable = std::move(o.on_durable);
   o.on_durable = [&projector, gateway_durable](std::span<const mb::engine::Event> events) {
     if (gateway_durable) gateway_durable(events);
     if (!events.empty()) projector.NotifyDurable(static_cast<uint64_t>(events.back().seq));
   };
   auto ex = mb::exchange::Exchange::Open(std::move(o));
-  if (!ex.ok()) return Fail(ex.status());
-  fmt::print(stderr, "matchbook: history projection: {} (batches of up to {} events)\n",
-             Describe(store_options), cfg.runtime.projection.batch_events);
+  if (!ex.ok()) return ServeFail(ex.status());
+  mb::log::Info("projection",
+                fmt::format("history projection: {} (batches of up to {} events)",
+                            Describe(store_options), cfg.runtime.projection.batch_events));
   projector.Start((*ex)->durable_seq());
   (*gw)->SetHistory(store.get(), &projector);
   // Stopping: the projector applies what the journal made durable, briefly.
@@ -148,7 +184,8 @@ int Serve(const mb::app::Config& cfg, const std::string& source, bool recover_on
     Status s = (*ex)->Close();
     stop_projector();
     (*gw)->Stop();
-    return s.ok() ? 0 : Fail(s);
+    recorder.Stop();
+    return s.ok() ? 0 : ServeFail(s);
   }
   struct sigaction sa {};
   sa.sa_handler = OnSignal;
@@ -159,21 +196,32 @@ int Serve(const mb::app::Config& cfg, const std::string& source, bool recover_on
   signal(SIGPIPE, SIG_IGN);
   if (Status s = (*gw)->Start(ex->get()); !s.ok()) {
     (void)(*ex)->Close();
-    return Fail(s);
+    return ServeFail(s);
   }
   const mb::gateway::ServerOptions& so = cfg.runtime.gateway.server;
   const std::string host = so.host.find(':') != std::string::npos ? "[" + so.host + "]" : so.host;
   const uint16_t port = (*gw)->port();
-  fmt::print(stderr,
-             "matchbook: running at sequence {} with {} io threads. SIGUSR1 writes a snapshot; "
-             "Ctrl-C (SIGINT) or SIGTERM stops intake, drains the journal and writes a "
-             "snapshot.\n",
-             (*ex)->durable_seq(), so.io_threads);
-  fmt::print(stderr,
-             "matchbook: operator API at http://{}:{}/admin/v1/ (loopback only{}); send the "
-             "token from {} as the X-MB-ADMIN-TOKEN header\n",
-             host, port, cfg.runtime.gateway.admin_remote ? ", remote allowed" : "",
-             (*gw)->admin_token_path().string());
+  mb::log::Info("app", fmt::format("running at sequence {} with {} io threads. SIGUSR1 writes a "
+                                   "snapshot; Ctrl-C (SIGINT) or SIGTERM stops intake, drains "
+                                   "the journal and writes a snapshot.",
+                                   (*ex)->durable_seq(), so.io_threads));
+  mb::log::Info("gateway",
+                fmt::format("operator API at http://{}:{}/admin/v1/ (loopback only{}); send the "
+                            "token from {} as the X-MB-ADMIN-TOKEN header",
+                            host, port, cfg.runtime.gateway.admin_remote ? ", remote allowed" : "",
+                            (*gw)->admin_token_path().string()));
+  mb::log::Info(
+      "app", fmt::format(
+                 "metrics at http://{}:{}/metrics ({}){}; flight recorder: {}, window {} ms, "
+                 "{} traces, dumps in {}",
+                 host, port, mc.remote ? "remote allowed" : "loopback only",
+                 (*gw)->metrics_port() != 0
+                     ? fmt::format(" and http://{}:{}/metrics", host, (*gw)->metrics_port())
+                     : std::string(),
+                 mc.flight_threshold_ms == 0
+                     ? std::string("no dumps (threshold 0)")
+                     : fmt::format("dumps when a command takes over {} ms", mc.flight_threshold_ms),
+                 mc.flight_window_ms, mc.flight_capacity, fo.dir.string()));
   fmt::print("api: http://{}:{}/api/v3\nws: ws://{}:{}/ws\nadmin token: {}\nready\n", host, port,
              host, port, (*gw)->admin_token_path().string());
   std::fflush(stdout);
@@ -181,12 +229,13 @@ int Serve(const mb::app::Config& cfg, const std::string& source, bool recover_on
     if (g_snapshot.exchange(false)) (*ex)->RequestSnapshot();
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  fmt::print(stderr, "matchbook: signal {}: shutting down\n", g_signal.load());
+  mb::log::Info("app", fmt::format("signal {}: shutting down", g_signal.load()));
   (*gw)->StopServer();
   Status s = (*ex)->Close();
   stop_projector();
   (*gw)->Stop();
-  return s.ok() ? 0 : Fail(s);
+  recorder.Stop();
+  return s.ok() ? 0 : ServeFail(s);
 }
 
 // matchbook project [--rebuild]: the projection brought up to the journal,
@@ -397,6 +446,13 @@ int main(int argc, char** argv) {
   int io_threads = 0;
   uint32_t ws_queue_messages = 0;
   uint32_t ws_queue_bytes = 0;
+  int64_t key_weight = -1;
+  int64_t ip_weight = -1;
+  int metrics_port = -1;
+  int64_t flight_threshold_ms = -1;
+  std::string log_level = "info";
+  std::string log_format = "text";
+  std::string log_file;
   serve->add_option("--host", host, "Listen address; overrides gateway.host (127.0.0.1)")
       ->envname("MATCHBOOK_HOST");
   serve
@@ -416,6 +472,35 @@ int main(int argc, char** argv) {
       ->add_option("--ws-send-queue-bytes", ws_queue_bytes,
                    "Bytes a WebSocket may have queued before it is disconnected as slow")
       ->check(CLI::Range(1024, 2'000'000'000));
+  serve
+      ->add_option("--weight-per-minute", key_weight,
+                   "Request weight an API key may use per minute (0: unlimited); overrides "
+                   "gateway.weight_per_minute")
+      ->check(CLI::Range(int64_t{0}, int64_t{4'294'967'295}));
+  serve
+      ->add_option("--ip-weight-per-minute", ip_weight,
+                   "Request weight an IP address may use per minute (0: unlimited); overrides "
+                   "gateway.ip_weight_per_minute")
+      ->check(CLI::Range(int64_t{0}, int64_t{4'294'967'295}));
+  serve->add_option("--log-level", log_level, "debug | info | warn | error (default info)")
+      ->envname("MATCHBOOK_LOG_LEVEL");
+  serve
+      ->add_option("--log-format", log_format,
+                   "text (one line per event) | json (one object per line); default text")
+      ->envname("MATCHBOOK_LOG_FORMAT");
+  serve->add_option("--log-file", log_file, "Write the log to this file (default: stderr)")
+      ->envname("MATCHBOOK_LOG_FILE");
+
+  serve
+      ->add_option("--metrics-port", metrics_port,
+                   "Also serve /metrics alone on this port (0: off); overrides metrics.port")
+      ->envname("MATCHBOOK_METRICS_PORT")
+      ->check(CLI::Range(0, 65535));
+  serve
+      ->add_option("--flight-threshold-ms", flight_threshold_ms,
+                   "Dump the flight recorder when a command takes longer (0: never); "
+                   "overrides metrics.flight_threshold_ms")
+      ->check(CLI::Range(int64_t{0}, int64_t{3'600'000}));
 
   auto* demo = app.add_subcommand("demo", "Run a scripted trading session and print every event");
   demo->add_option("-c,--config", config_path, "Configuration file (TOML)")
@@ -498,6 +583,15 @@ int main(int argc, char** argv) {
   if (io_threads > 0) so.io_threads = io_threads;
   if (ws_queue_messages > 0) so.ws_send_queue_messages = ws_queue_messages;
   if (ws_queue_bytes > 0) so.ws_send_queue_bytes = ws_queue_bytes;
+  mb::gateway::GatewayOptions& go = cfg->runtime.gateway;
+  if (key_weight >= 0)
+    go.key_limit.weight_per_minute = go.key_limit.burst = static_cast<uint32_t>(key_weight);
+  if (ip_weight >= 0)
+    go.ip_limit.weight_per_minute = go.ip_limit.burst = static_cast<uint32_t>(ip_weight);
+  if (metrics_port >= 0) cfg->runtime.metrics.port = static_cast<uint16_t>(metrics_port);
+  if (flight_threshold_ms >= 0) {
+    cfg->runtime.metrics.flight_threshold_ms = static_cast<uint32_t>(flight_threshold_ms);
+  }
   const std::string source =
       config_path.empty() ? std::string("the embedded demo configuration") : config_path;
 
@@ -520,5 +614,16 @@ int main(int argc, char** argv) {
   if (verify->parsed() && verify_projection) return VerifyProjection(*cfg);
   if (verify->parsed()) return Verify(*cfg, cfg->runtime.data_dir, check_every);
   if (project->parsed()) return Project(*cfg, rebuild);
-  return Serve(*cfg, source, recover_only);
+  mb::log::Options log_options;
+  auto level = mb::log::ParseLevel(log_level);
+  if (!level.ok()) return Fail(level.status());
+  auto format = mb::log::ParseFormat(log_format);
+  if (!format.ok()) return Fail(format.status());
+  log_options.level = *level;
+  log_options.format = *format;
+  log_options.file = log_file;
+  if (Status s = mb::log::Init(log_options); !s.ok()) return Fail(s);
+  const int rc = Serve(*cfg, source, recover_only);
+  mb::log::Shutdown();
+  return rc;
 }

@@ -12,6 +12,7 @@
 
 #include "concurrency/ring.h"
 #include "concurrency/wait.h"
+#include "metrics/metrics.h"
 
 namespace mb::exchange {
 
@@ -25,12 +26,18 @@ int64_t WallNanos() noexcept {
   return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
 }
 
+int64_t SteadyNanos() noexcept {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+      .count();
+}
+
 bool IsPowerOfTwo(uint32_t v) { return v >= 2 && (v & (v - 1)) == 0; }
 
 struct InboundSlot {
   engine::Command command;
   Completion* completion = nullptr;
   uint64_t tag = 0;
+  int64_t submitted_ns = 0;  // 0 when stage times are off
   bool notify_sequenced = false;
 };
 
@@ -39,6 +46,8 @@ struct CommandEntry {
   uint64_t tag = 0;
   uint32_t begin = 0;  // events [begin, end) of the batch
   uint32_t end = 0;
+  int64_t submitted_ns = 0;  // stage times (0 when off)
+  int64_t matched_ns = 0;
 };
 
 struct SnapshotJob {
@@ -52,14 +61,32 @@ struct Batch {
   std::vector<CommandEntry> commands;
   std::unique_ptr<SnapshotJob> snapshot;  // taken after this batch, if any
   uint64_t last_seq = 0;
+  // Stage times shared by the batch's commands (0 when off or not reached).
+  int64_t sequenced_ns = 0;
+  int64_t journaled_ns = 0;
 
   void Clear() {
     events.clear();
     commands.clear();
     snapshot.reset();
     last_seq = 0;
+    sequenced_ns = 0;
+    journaled_ns = 0;
   }
 };
+
+// The stage latency histograms the exchange records into (docs/metrics.md).
+struct StageHistograms {
+  metrics::Histogram* ring_wait = nullptr;
+  metrics::Histogram* match = nullptr;
+  metrics::Histogram* journal_write = nullptr;
+  metrics::Histogram* fsync = nullptr;
+  metrics::Histogram* submit_to_durable = nullptr;
+};
+
+constexpr std::string_view kStageLatency = "matchbook_stage_latency_seconds";
+constexpr std::string_view kStageLatencyHelp =
+    "Latency of each pipeline stage (docs/metrics.md says where each starts and ends)";
 
 }  // namespace
 
@@ -81,6 +108,7 @@ class Exchange::Impl {
  public:
   explicit Impl(ExchangeOptions options)
       : opt_(std::move(options)),
+        timing_(opt_.metrics != nullptr || opt_.stage_times),
         inbound_(opt_.inbound_capacity),
         to_journal_(opt_.batch_pool),
         free_(opt_.batch_pool),
@@ -94,7 +122,13 @@ class Exchange::Impl {
     }
   }
 
-  ~Impl() { (void)Close(); }
+  ~Impl() {
+    (void)Close();
+    if (link_) {
+      std::lock_guard<std::mutex> lock(link_->mu);
+      link_->impl = nullptr;
+    }
+  }
 
   Status Start() {
     auto dir = journal::DataDir::Open(opt_.data_dir, journal::OpenMode::kReadWrite);
@@ -135,6 +169,9 @@ class Exchange::Impl {
                          opt_.data_dir.string(), journal::DescribeFsyncPolicy(opt_.journal),
                          opt_.journal.segment_bytes >> 20));
     opt_.log(fmt::format("numa: {}", concurrency::DescribeNumaTopology()));
+    journal_bytes_.store(writer_->bytes_on_disk(), std::memory_order_relaxed);
+    // Before the threads start: they read hist_ without synchronisation.
+    if (opt_.metrics != nullptr) RegisterMetrics(*opt_.metrics);
     std::latch started(3);
     snapshot_thread_ = std::thread([this, &started] {
       Announce(concurrency::ApplyToCurrentThread({"mb-snapshot", {}, -1, false, 0}) +
@@ -159,6 +196,80 @@ class Exchange::Impl {
     return Status::Ok();
   }
 
+  // The registry's gauges and counter functions read the exchange through
+  // link_, which ~Impl() clears: a scrape after the exchange is gone reads 0.
+  struct MetricsLink {
+    std::mutex mu;
+    const Impl* impl = nullptr;  // GUARDED_BY(mu)
+  };
+
+  void RegisterMetrics(metrics::Registry& r) {
+    hist_.ring_wait = &r.AddHistogram(kStageLatency, kStageLatencyHelp, {{"stage", "ring_wait"}});
+    hist_.match = &r.AddHistogram(kStageLatency, kStageLatencyHelp, {{"stage", "match"}});
+    hist_.journal_write =
+        &r.AddHistogram(kStageLatency, kStageLatencyHelp, {{"stage", "journal_write"}});
+    hist_.fsync = &r.AddHistogram(kStageLatency, kStageLatencyHelp, {{"stage", "fsync"}});
+    hist_.submit_to_durable =
+        &r.AddHistogram(kStageLatency, kStageLatencyHelp, {{"stage", "submit_to_durable"}});
+    link_ = std::make_shared<MetricsLink>();
+    link_->impl = this;
+    auto read = [link = link_](double (*f)(const Impl&)) {
+      return [link, f]() -> double {
+        std::lock_guard<std::mutex> lock(link->mu);
+        return link->impl != nullptr ? f(*link->impl) : 0.0;
+      };
+    };
+    r.AddGauge("matchbook_ring_remaining_capacity",
+               "Free slots in the inbound ring (commands Submit() can still take)", {},
+               read([](const Impl& x) { return static_cast<double>(x.inbound_.remaining()); }));
+    r.AddGauge("matchbook_ring_capacity", "Slots in the inbound ring", {},
+               read([](const Impl& x) { return static_cast<double>(x.inbound_.capacity()); }));
+    r.AddGauge("matchbook_journal_batches_in_flight",
+               "Engine batches handed to the journal thread and not yet durable", {},
+               read([](const Impl& x) { return static_cast<double>(x.batches_in_flight()); }));
+    r.AddGauge("matchbook_journal_durable_sequence", "The last sequence the journal made durable",
+               {}, read([](const Impl& x) { return static_cast<double>(x.durable_seq()); }));
+    r.AddGauge("matchbook_journal_bytes", "Bytes of journal segments on disk", {},
+               read([](const Impl& x) {
+                 return static_cast<double>(x.journal_bytes_.load(std::memory_order_relaxed));
+               }));
+    r.AddCounterFn("matchbook_commands_submitted_total", "Commands Submit() took", {},
+                   read([](const Impl& x) {
+                     return static_cast<double>(x.submitted_.load(std::memory_order_relaxed));
+                   }));
+    r.AddCounterFn("matchbook_commands_refused_total",
+                   "Commands Submit() refused: the inbound ring was full (HTTP 503) or the "
+                   "journal could not write",
+                   {{"reason", "ring_full"}}, read([](const Impl& x) {
+                     return static_cast<double>(x.refused_full_.load(std::memory_order_relaxed));
+                   }));
+    r.AddCounterFn(
+        "matchbook_commands_refused_total",
+        "Commands Submit() refused: the inbound ring was full (HTTP 503) or the journal could "
+        "not write",
+        {{"reason", "journal"}}, read([](const Impl& x) {
+          return static_cast<double>(x.refused_journal_.load(std::memory_order_relaxed));
+        }));
+    r.AddCounterFn("matchbook_journal_write_groups_total",
+                   "Journal write groups (one write() for every batch that arrived together)", {},
+                   read([](const Impl& x) {
+                     return static_cast<double>(x.write_groups_.load(std::memory_order_relaxed));
+                   }));
+    r.AddCounterFn("matchbook_journal_write_errors_total", "Failed journal writes or fsyncs", {},
+                   read([](const Impl& x) {
+                     return static_cast<double>(x.write_errors_.load(std::memory_order_relaxed));
+                   }));
+    r.AddCounterFn("matchbook_snapshots_total", "Snapshots written", {}, read([](const Impl& x) {
+                     return static_cast<double>(x.snapshots_.load(std::memory_order_relaxed));
+                   }));
+  }
+
+  uint64_t batches_in_flight() const noexcept {
+    const uint64_t done = batches_done_.load(std::memory_order_relaxed);
+    const uint64_t pushed = batches_.load(std::memory_order_relaxed);
+    return pushed > done ? pushed - done : 0;
+  }
+
   // ---------------------------------------------------------------- intake
 
   SubmitResult Submit(const engine::Command& command, Completion* completion, uint64_t tag,
@@ -173,6 +284,7 @@ class Exchange::Impl {
       r = SubmitResult::kRefusing;
       refused_journal_.fetch_add(1, std::memory_order_relaxed);
     } else {
+      const int64_t submitted_ns = timing_ ? SteadyNanos() : 0;
       const int64_t s = inbound_.TryClaim();
       if (s < 0) {
         r = SubmitResult::kFull;
@@ -182,6 +294,7 @@ class Exchange::Impl {
         slot.command = command;
         slot.completion = completion;
         slot.tag = tag;
+        slot.submitted_ns = submitted_ns;
         slot.notify_sequenced = notify;
         inbound_.Publish(s);
         submitted_.fetch_add(1, std::memory_order_relaxed);
@@ -235,13 +348,25 @@ class Exchange::Impl {
       int64_t now = WallNanos();
       if (now < last_ts) now = last_ts;  // timestamps never go back in sequence order
       last_ts = now;
+      // Stage times: one clock read for the batch, then one per command; a
+      // command's end is the next one's start.
+      int64_t t = timing_ ? SteadyNanos() : 0;
+      b->sequenced_ns = t;
       for (int64_t s = begin; s < end; ++s) {
         InboundSlot& slot = inbound_.Slot(s);
         if (slot.command.timestamp_ns == 0) slot.command.timestamp_ns = now;
         const auto first = static_cast<uint32_t>(b->events.size());
         engine_->Process(slot.command, &b->events);
         const auto last = static_cast<uint32_t>(b->events.size());
-        b->commands.push_back({slot.completion, slot.tag, first, last});
+        if (timing_) {
+          const int64_t start = t;
+          t = SteadyNanos();
+          if (hist_.match != nullptr) {
+            hist_.ring_wait->RecordDelta(b->sequenced_ns - slot.submitted_ns);
+            hist_.match->RecordDelta(t - start);
+          }
+        }
+        b->commands.push_back({slot.completion, slot.tag, first, last, slot.submitted_ns, t});
         if (slot.notify_sequenced && slot.completion != nullptr) {
           slot.completion->OnSequenced(slot.tag, b->events[first].seq,
                                        {b->events.data() + first, last - first});
@@ -279,6 +404,7 @@ class Exchange::Impl {
       if (slot.completion != nullptr) {
         Outcome o;
         o.state = state;
+        o.times.submitted_ns = slot.submitted_ns;
         slot.completion->OnDone(slot.tag, o);
       }
     }
@@ -348,10 +474,31 @@ class Exchange::Impl {
       if (abandoned) {
         FailWritten(&written);
       } else if (!written.empty()) {
+        const int64_t write_start = timing_ && appended ? SteadyNanos() : 0;
         Status s = writer_->Write();
+        // When the durable sequence last moved: after the write (`none`), or
+        // after the fsync below.
+        int64_t durable_ns = 0;
+        if (s.ok()) {
+          if (timing_) {
+            durable_ns = SteadyNanos();
+            for (Batch* w : written) {
+              if (w->journaled_ns == 0) w->journaled_ns = durable_ns;
+            }
+            if (appended && hist_.journal_write != nullptr) {
+              hist_.journal_write->RecordDelta(durable_ns - write_start);
+            }
+          }
+          journal_bytes_.store(writer_->bytes_on_disk(), std::memory_order_relaxed);
+        }
         if (s.ok() &&
             (writer_->SyncDue(Clock::now()) || journal_stop_.load(std::memory_order_acquire))) {
           s = writer_->Sync();
+          if (s.ok() && timing_ && opt_.journal.policy != journal::FsyncPolicy::kNone) {
+            const int64_t synced = SteadyNanos();
+            if (hist_.fsync != nullptr) hist_.fsync->RecordDelta(synced - durable_ns);
+            durable_ns = synced;
+          }
         }
         if (appended || !s.ok()) write_groups_.fetch_add(1, std::memory_order_relaxed);
         if (!s.ok()) {
@@ -367,7 +514,7 @@ class Exchange::Impl {
         }
         backoff = std::chrono::milliseconds(10);
         if (refusing_.load(std::memory_order_relaxed)) LeaveRefusing();
-        CompleteDurable(&written);
+        CompleteDurable(&written, durable_ns);
       }
       if (appended) journal_wait_.Reset();
       if (!written.empty()) {
@@ -388,7 +535,8 @@ class Exchange::Impl {
     }
   }
 
-  void CompleteDurable(std::deque<Batch*>* written) {
+  // durable_ns: when the durable sequence last advanced (0: stage times off).
+  void CompleteDurable(std::deque<Batch*>* written, int64_t durable_ns) {
     const uint64_t durable = writer_->durable_seq();
     while (!written->empty() && written->front()->last_seq <= durable) {
       Batch* b = written->front();
@@ -400,7 +548,13 @@ class Exchange::Impl {
         o.state = Outcome::State::kDurable;
         o.seq = b->events[c.begin].seq;
         o.events = {b->events.data() + c.begin, c.end - c.begin};
+        o.times = {c.submitted_ns, b->sequenced_ns, c.matched_ns, b->journaled_ns, durable_ns};
         c.completion->OnDone(c.tag, o);
+      }
+      if (hist_.submit_to_durable != nullptr) {
+        for (const CommandEntry& c : b->commands) {
+          hist_.submit_to_durable->RecordDelta(durable_ns - c.submitted_ns);
+        }
       }
       if (opt_.on_durable && !b->events.empty()) opt_.on_durable(b->events);
       if (b->snapshot) {
@@ -415,6 +569,7 @@ class Exchange::Impl {
         }
       }
       b->Clear();
+      batches_done_.fetch_add(1, std::memory_order_relaxed);
       MB_CHECK(free_.TryPush(b));
       free_wait_.Wake();
     }
@@ -429,10 +584,12 @@ class Exchange::Impl {
         Outcome o;
         o.state = Outcome::State::kNotDurable;
         o.seq = b->events[c.begin].seq;
+        o.times = {c.submitted_ns, b->sequenced_ns, c.matched_ns, b->journaled_ns, 0};
         c.completion->OnDone(c.tag, o);
       }
       not_durable_ += b->commands.size();
       b->Clear();
+      batches_done_.fetch_add(1, std::memory_order_relaxed);
       MB_CHECK(free_.TryPush(b));
     }
     written->clear();
@@ -577,6 +734,9 @@ class Exchange::Impl {
   }
 
   ExchangeOptions opt_;
+  const bool timing_;     // stamp StageTimes (metrics or stage_times)
+  StageHistograms hist_;  // all null without metrics; set before the threads read them
+  std::shared_ptr<MetricsLink> link_;
   std::optional<journal::DataDir> dir_;
   std::unique_ptr<engine::Engine> engine_;          // engine thread only, while running
   std::unique_ptr<journal::JournalWriter> writer_;  // journal thread only, while running
@@ -622,6 +782,8 @@ class Exchange::Impl {
 
   std::atomic<uint64_t> submitted_{0}, refused_full_{0}, refused_journal_{0}, batches_{0},
       write_groups_{0}, write_errors_{0}, snapshots_{0};
+  std::atomic<uint64_t> batches_done_{0};   // batches back in the pool (durable or failed)
+  std::atomic<uint64_t> journal_bytes_{0};  // the writer's bytes_on_disk() after each write
 
   std::thread engine_thread_, journal_thread_, snapshot_thread_;
 };

@@ -17,6 +17,14 @@
 // sequenced are kept and written when the disk recovers; nothing acknowledged
 // is lost), or a closing exchange (kClosed).
 //
+// Stage times and metrics: with ExchangeOptions::metrics (or stage_times) set,
+// every command carries steady-clock stamps of its way through the pipeline
+// (StageTimes, handed back in its Outcome) and the exchange records the
+// latency of each stage into the registry's histograms (docs/metrics.md).
+// Clock reads: one per Submit(), one per engine batch plus one per command
+// (chained: a command's end is the next one's start), three per journal
+// write group. Without either option no clock is read for them.
+//
 // Thread safety: Submit, RequestSnapshot and the gauges from any thread.
 // Completion callbacks run on the engine thread (OnSequenced, and OnDone for
 // commands refused after intake) or the journal thread (OnDone for durable
@@ -44,7 +52,23 @@
 #include "journal/snapshot.h"
 #include "journal/writer.h"
 
+namespace mb::metrics {
+class Registry;
+}  // namespace mb::metrics
+
 namespace mb::exchange {
+
+// When a command passed each stage, in steady_clock nanoseconds (0: not
+// reached, or stage times are off). submitted <= sequenced <= matched <=
+// journaled <= durable.
+struct StageTimes {
+  int64_t submitted_ns = 0;  // Submit() took it (caller's thread)
+  int64_t sequenced_ns = 0;  // the engine took its batch from the inbound ring
+  int64_t matched_ns = 0;    // the engine finished processing it
+  int64_t journaled_ns = 0;  // the write() holding its record returned
+  int64_t durable_ns = 0;    // the durable sequence covered it (after the fsync
+                             // under `fsync`/`interval`; = journaled under `none`)
+};
 
 // What happened to one submitted command.
 struct Outcome {
@@ -53,6 +77,7 @@ struct Outcome {
   enum class State : uint8_t { kDurable, kRefusing, kClosed, kNotDurable } state = State::kDurable;
   Sequence seq{};
   std::span<const engine::Event> events;  // valid during the callback only
+  StageTimes times;                       // the stages it reached (all 0 when stage times are off)
 };
 
 class Completion {
@@ -110,6 +135,14 @@ struct ExchangeOptions {
   std::function<void(std::span<const engine::Event>)> on_durable;
   // Snapshot thread, after a snapshot file is durable.
   std::function<void(const journal::SnapshotMeta&)> on_snapshot;
+  // Where the exchange registers its metrics (docs/metrics.md): stage latency
+  // histograms, ring and journal gauges, command counters. Null: none, and no
+  // clock reads for them. Must outlive the exchange's use of it: the
+  // registry's gauges read the exchange only while it exists.
+  metrics::Registry* metrics = nullptr;
+  // Stamps StageTimes into every Outcome even without `metrics` (a flight
+  // recorder needs them); implied by `metrics`.
+  bool stage_times = false;
 };
 
 struct ExchangeStats {

@@ -2,6 +2,7 @@
 // recovery (journal only, and snapshot + journal), back-pressure and refusal.
 #include "exchange/exchange.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 
@@ -14,6 +15,7 @@
 #include <mutex>
 #include <thread>
 
+#include "metrics/metrics.h"
 #include "workload/engine_workload.h"
 
 namespace mb::exchange {
@@ -332,6 +334,140 @@ TEST_F(ExchangeTest, StartUpRemovesAnInterruptedSnapshotWrite) {
   EXPECT_EQ((*ex)->recovery().removed.size(), 1u);
   EXPECT_TRUE((*ex)->recovery().notes.empty()) << "no snapshot was skipped";
   ASSERT_TRUE((*ex)->Close().ok());
+}
+
+// Records every command's stage times.
+class TimesCollector : public Completion {
+ public:
+  void OnDone(uint64_t tag, const Outcome& o) noexcept override {
+    std::lock_guard<std::mutex> lock(mu_);
+    times_[tag] = o.times;
+    states_[tag] = o.state;
+  }
+  std::map<uint64_t, StageTimes> times() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return times_;
+  }
+  std::map<uint64_t, Outcome::State> states() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return states_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<uint64_t, StageTimes> times_;
+  std::map<uint64_t, Outcome::State> states_;
+};
+
+// The value of one sample line ("name{labels} value") in an exposition.
+double SampleValue(const std::string& text, const std::string& series) {
+  const std::string key = series + " ";
+  std::size_t pos = 0;
+  while ((pos = text.find(key, pos)) != std::string::npos) {
+    if (pos == 0 || text[pos - 1] == '\n') return std::stod(text.substr(pos + key.size()));
+    pos += key.size();
+  }
+  ADD_FAILURE() << "no sample " << series << " in\n" << text;
+  return -1;
+}
+
+TEST_F(ExchangeTest, StageTimesAreMonotoneAndHistogramsCountEveryCommand) {
+  for (const journal::FsyncPolicy policy :
+       {journal::FsyncPolicy::kFsync, journal::FsyncPolicy::kInterval,
+        journal::FsyncPolicy::kNone}) {
+    SCOPED_TRACE(static_cast<int>(policy));
+    fs::remove_all(root_);
+    metrics::Registry registry;
+    ExchangeOptions o = Options();
+    o.metrics = &registry;
+    o.journal.policy = policy;
+    o.journal.interval_ms = 2;
+    const std::size_t n = 3000;
+    TimesCollector c;
+    {
+      auto ex = Exchange::Open(o);
+      ASSERT_TRUE(ex.ok()) << ex.status().message();
+      for (std::size_t i = 0; i < n; ++i) {
+        SubmitResult r;
+        while ((r = (*ex)->Submit(all_[i], &c, i)) == SubmitResult::kFull) {
+          std::this_thread::yield();
+        }
+        ASSERT_EQ(r, SubmitResult::kOk);
+      }
+      ASSERT_TRUE((*ex)->Close().ok());
+      const std::string text = registry.Expose();
+      EXPECT_EQ(SampleValue(text, "matchbook_commands_submitted_total"), static_cast<double>(n));
+      EXPECT_EQ(SampleValue(text, "matchbook_journal_durable_sequence"), static_cast<double>(n));
+      EXPECT_EQ(SampleValue(text, "matchbook_ring_capacity"),
+                static_cast<double>(o.inbound_capacity));
+      EXPECT_EQ(SampleValue(text, "matchbook_ring_remaining_capacity"),
+                static_cast<double>(o.inbound_capacity));
+      EXPECT_EQ(SampleValue(text, "matchbook_journal_batches_in_flight"), 0.0);
+      EXPECT_GT(SampleValue(text, "matchbook_journal_bytes"), 0.0);
+      for (const char* stage : {"ring_wait", "match", "submit_to_durable"}) {
+        EXPECT_EQ(
+            SampleValue(
+                text, fmt::format("matchbook_stage_latency_seconds_count{{stage=\"{}\"}}", stage)),
+            static_cast<double>(n))
+            << stage;
+      }
+      EXPECT_EQ(SampleValue(text, "matchbook_stage_latency_seconds_count{stage=\"journal_write\"}"),
+                SampleValue(text, "matchbook_journal_write_groups_total"));
+      const double fsyncs =
+          SampleValue(text, "matchbook_stage_latency_seconds_count{stage=\"fsync\"}");
+      if (policy == journal::FsyncPolicy::kNone) {
+        EXPECT_EQ(fsyncs, 0.0);
+      } else {
+        EXPECT_GT(fsyncs, 0.0);
+      }
+    }
+    const auto times = c.times();
+    ASSERT_EQ(times.size(), n);
+    int64_t last_sequenced = 0;
+    for (const auto& [tag, t] : times) {
+      EXPECT_GT(t.submitted_ns, 0) << tag;
+      EXPECT_LE(t.submitted_ns, t.sequenced_ns) << tag;
+      EXPECT_LE(t.sequenced_ns, t.matched_ns) << tag;
+      EXPECT_LE(t.matched_ns, t.journaled_ns) << tag;
+      EXPECT_LE(t.journaled_ns, t.durable_ns) << tag;
+      if (policy == journal::FsyncPolicy::kNone) {
+        EXPECT_EQ(t.journaled_ns, t.durable_ns) << tag;
+      }
+      // Commands are sequenced in submission order (one producer).
+      EXPECT_LE(last_sequenced, t.sequenced_ns) << tag;
+      last_sequenced = t.sequenced_ns;
+    }
+  }
+}
+
+TEST_F(ExchangeTest, NoStageTimesWithoutMetrics) {
+  TimesCollector c;
+  {
+    auto ex = Exchange::Open(Options());
+    ASSERT_TRUE(ex.ok()) << ex.status().message();
+    for (std::size_t i = 0; i < 100; ++i)
+      ASSERT_EQ((*ex)->Submit(all_[i], &c, i), SubmitResult::kOk);
+    ASSERT_TRUE((*ex)->Close().ok());
+  }
+  const auto times = c.times();
+  ASSERT_EQ(times.size(), 100u);
+  for (const auto& [tag, t] : times) {
+    EXPECT_EQ(t.submitted_ns, 0);
+    EXPECT_EQ(t.durable_ns, 0);
+  }
+}
+
+TEST_F(ExchangeTest, GaugesReadZeroOnceTheExchangeIsGone) {
+  metrics::Registry registry;
+  ExchangeOptions o = Options();
+  o.metrics = &registry;
+  {
+    auto ex = Exchange::Open(o);
+    ASSERT_TRUE(ex.ok()) << ex.status().message();
+    EXPECT_EQ(SampleValue(registry.Expose(), "matchbook_ring_capacity"),
+              static_cast<double>(o.inbound_capacity));
+  }
+  EXPECT_EQ(SampleValue(registry.Expose(), "matchbook_ring_capacity"), 0.0);
 }
 
 }  // namespace

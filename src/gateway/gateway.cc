@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <array>
 #include <atomic>
 #include <boost/json.hpp>
 #include <chrono>
@@ -21,6 +22,8 @@
 #include "gateway/binance_json.h"
 #include "gateway/order_request.h"
 #include "gateway/params.h"
+#include "metrics/flight_recorder.h"
+#include "metrics/metrics.h"
 #include "projection/projector.h"
 #include "projection/store.h"
 
@@ -31,6 +34,26 @@ namespace json = boost::json;
 using engine::Event;
 using engine::MarketStatus;
 using engine::Side;
+
+int64_t SteadyNanos() noexcept {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+constexpr std::string_view kStageLatency = "matchbook_stage_latency_seconds";
+constexpr std::string_view kStageLatencyHelp =
+    "Latency of each pipeline stage (docs/metrics.md says where each starts and ends)";
+// The statuses matchbook_http_requests_total counts by name; any other is "other".
+constexpr int kCountedStatuses[] = {200, 400, 401, 403, 404, 405, 409, 413, 429, 500, 503};
+constexpr std::size_t kStatusSlots = std::size(kCountedStatuses) + 1;
+
+// Orders, trades and cancels of one market, counted by the fan-out thread.
+struct MarketCounts {
+  std::atomic<uint64_t> orders{0};
+  std::atomic<uint64_t> trades{0};
+  std::atomic<uint64_t> cancels{0};
+};
 
 int64_t NowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -155,6 +178,15 @@ class Gateway::Impl final : public HttpHandler {
     exchange::Outcome::State state = exchange::Outcome::State::kDurable;
     Sequence seq{};
     std::vector<Event> events;
+    // The flight recorder's trace: what the command is and its stage times
+    // (steady_clock ns; 0 when not measured). responded_ns is stamped by
+    // Reply(), on the engine thread for an ACK.
+    const char* kind = "";
+    uint32_t account = 0;
+    uint16_t http_status = 0;
+    int64_t ingress_ns = 0;
+    int64_t responded_ns = 0;
+    exchange::StageTimes times;
     // A new order's command: describes it in a rejected order's report.
     std::optional<engine::PlaceOrder> place;
     // Engine thread: returns true when it answered (ACK).
@@ -168,10 +200,13 @@ class Gateway::Impl final : public HttpHandler {
     void OnDone(uint64_t, const exchange::Outcome& o) noexcept override {
       state = o.state;
       seq = o.seq;
+      times = o.times;
       events.assign(o.events.begin(), o.events.end());
       gw->EnqueuePending(this);
     }
     void Reply(int status, std::string body) {
+      http_status = static_cast<uint16_t>(status);
+      if (gw->timing_) responded_ns = SteadyNanos();
       respond(gw->MakeResponse(version, keep_alive, status, std::move(body), used_weight));
     }
     void Fail(const ApiError& e) { Reply(e.http_status, e.Json()); }
@@ -186,11 +221,20 @@ class Gateway::Impl final : public HttpHandler {
         read_side_(config_, options_.read_side),
         streams_(config_, read_side_, *keys_, options_.streams, [] { return NowMs(); }),
         key_limiter_(options_.key_limit),
-        ip_limiter_(options_.ip_limit) {
+        ip_limiter_(options_.ip_limit),
+        timing_(options_.metrics != nullptr || options_.flight_recorder != nullptr),
+        market_counts_(std::make_unique<MarketCounts[]>(config_.markets.size())) {
     RegisterRoutes();
+    if (options_.metrics != nullptr) RegisterMetrics(*options_.metrics);
   }
 
-  ~Impl() override { Stop(); }
+  ~Impl() override {
+    Stop();
+    if (link_) {
+      std::lock_guard lock(link_->mu);
+      link_->impl = nullptr;
+    }
+  }
 
   void Wire(exchange::ExchangeOptions* o) {
     o->on_recovered = [this](const engine::Engine& engine) {
@@ -199,8 +243,10 @@ class Gateway::Impl final : public HttpHandler {
     o->on_durable = [this](std::span<const Event> events) {
       FanItem item;
       item.events.assign(events.begin(), events.end());
+      if (timing_) item.durable_ns = SteadyNanos();
       Enqueue(std::move(item));
     };
+    if (options_.metrics != nullptr || options_.flight_recorder != nullptr) o->stage_times = true;
   }
 
   void SetHistory(projection::Store* store, projection::Projector* projector) {
@@ -212,9 +258,22 @@ class Gateway::Impl final : public HttpHandler {
     exchange_ = exchange;
     fanout_ = std::thread([this] { FanOutLoop(); });
     if (store_ != nullptr) history_ = std::thread([this] { HistoryLoop(); });
-    server_ = std::make_unique<Server>(options_.server, this, &streams_);
+    ServerOptions so = options_.server;
+    so.ws_freshness = hist_freshness_;
+    server_ = std::make_unique<Server>(so, this, &streams_);
     Status s = server_->Start();
+    if (s.ok() && options_.metrics != nullptr && options_.metrics_port != 0) {
+      ServerOptions mo = options_.server;
+      mo.port = options_.metrics_port;
+      mo.io_threads = 1;
+      mo.ws_freshness = nullptr;
+      metrics_handler_ = std::make_unique<MetricsOnly>(this);
+      metrics_server_ = std::make_unique<Server>(mo, metrics_handler_.get(), nullptr);
+      s = metrics_server_->Start();
+      if (!s.ok()) metrics_server_.reset();
+    }
     if (!s.ok()) {
+      if (server_) server_->Stop();
       server_.reset();
       Stop();
     }
@@ -222,6 +281,7 @@ class Gateway::Impl final : public HttpHandler {
   }
 
   void StopServer() {
+    if (metrics_server_) metrics_server_->Stop();
     if (server_) server_->Stop();
   }
 
@@ -250,10 +310,12 @@ class Gateway::Impl final : public HttpHandler {
   }
 
   uint16_t port() const noexcept { return server_ ? server_->port() : 0; }
+  uint16_t metrics_port() const noexcept { return metrics_server_ ? metrics_server_->port() : 0; }
   std::filesystem::path admin_token_path() const { return keys_->admin_token_path(); }
 
   Response MakeResponse(unsigned version, bool keep_alive, int status, std::string body,
                         uint32_t used_weight) const {
+    CountStatus(status);
     Response res{static_cast<http::status>(status), version};
     res.set(http::field::server, "matchbook");
     res.set(http::field::content_type, "application/json;charset=UTF-8");
@@ -273,6 +335,7 @@ class Gateway::Impl final : public HttpHandler {
   // --- HttpHandler ---
   void Handle(Request req, std::string_view remote, bool loopback, Respond respond) override {
     Ctx c;
+    if (timing_) c.ingress_ns = SteadyNanos();
     c.version = req.version();
     c.keep_alive = req.keep_alive();
     c.remote = std::string(remote);
@@ -284,6 +347,7 @@ class Gateway::Impl final : public HttpHandler {
     c.query = q == std::string_view::npos ? std::string() : std::string(target.substr(q + 1));
     c.req = std::move(req);
     if (c.path.starts_with("/admin/v1/")) return HandleAdmin(c);
+    if (c.path == "/metrics" && options_.metrics != nullptr) return HandleMetrics(c);
 
     const Route* route = nullptr;
     bool path_known = false;
@@ -331,6 +395,7 @@ class Gateway::Impl final : public HttpHandler {
     std::string api_key;
     AccountId account{};
     uint32_t used_weight = 0;
+    int64_t ingress_ns = 0;  // Handle() entry, steady_clock ns (0: not measured)
   };
   using Fn = void (Impl::*)(Ctx&);
   struct Route {
@@ -343,6 +408,7 @@ class Gateway::Impl final : public HttpHandler {
   struct FanItem {
     std::vector<Event> events;
     Pending* pending = nullptr;
+    int64_t durable_ns = 0;  // when on_durable handed the batch over (0: not measured)
   };
   // A request answered from the projection by the history thread: what it
   // waits for, the query (`run`) and how to answer it. Respond posts the
@@ -405,6 +471,7 @@ class Gateway::Impl final : public HttpHandler {
             .Json(),
         d.used_weight_1m);
     res.set(http::field::retry_after, std::to_string(std::max<uint32_t>(1, d.retry_after_s)));
+    if (rejected_429_ != nullptr) rejected_429_->Inc();
     c.respond(std::move(res));
   }
   void Busy(const Respond& respond, unsigned version, bool keep_alive, uint32_t used_weight,
@@ -427,14 +494,20 @@ class Gateway::Impl final : public HttpHandler {
     Response res =
         MakeResponse(version, keep_alive, 503, ApiError::ServerBusy(msg).Json(), used_weight);
     res.set(http::field::retry_after, std::to_string(options_.retry_after_s));
+    if (rejected_503_ != nullptr) rejected_503_->Inc();
     respond(std::move(res));
   }
 
   // Submits a command whose answer `finish` gives once durable and applied.
-  void Submit(Ctx& c, const engine::Command& cmd, std::function<void(Pending&)> finish,
+  // kind: a string literal naming it in the flight recorder.
+  void Submit(Ctx& c, const char* kind, const engine::Command& cmd,
+              std::function<void(Pending&)> finish,
               std::function<bool(Pending&, std::span<const Event>)> on_sequenced = {}) {
     auto* p = new Pending;
     p->gw = this;
+    p->kind = kind;
+    p->account = static_cast<uint32_t>(c.account);
+    p->ingress_ns = c.ingress_ns;
     p->respond = c.respond;
     p->version = c.version;
     p->keep_alive = c.keep_alive;
@@ -443,6 +516,9 @@ class Gateway::Impl final : public HttpHandler {
     p->on_sequenced = std::move(on_sequenced);
     if (const auto* place = std::get_if<engine::PlaceOrder>(&cmd.body)) p->place = *place;
     const bool notify = static_cast<bool>(p->on_sequenced);
+    if (hist_parse_auth_ != nullptr && c.ingress_ns != 0) {
+      hist_parse_auth_->RecordDelta(SteadyNanos() - c.ingress_ns);
+    }
     const exchange::SubmitResult r = exchange_->Submit(cmd, p, 0, notify);
     if (r != exchange::SubmitResult::kOk) {
       Busy(p->respond, p->version, p->keep_alive, p->used_weight, r);
@@ -656,12 +732,14 @@ class Gateway::Impl final : public HttpHandler {
       (void)o.place.client_order_id.Assign(o.client_order_id);
     }
     if (auto e = DryRun(o.place)) return Reply(c, *e);
-    SubmitOrder(c, o, [](Pending& p, std::string body) { p.Reply(200, std::move(body)); });
+    SubmitOrder(c, "new_order", o,
+                [](Pending& p, std::string body) { p.Reply(200, std::move(body)); });
   }
 
   // Places `o`; `done` gets the Binance answer body (or the Pending fails
   // with the reject).
-  void SubmitOrder(Ctx& c, const NewOrder& o, std::function<void(Pending&, std::string)> done) {
+  void SubmitOrder(Ctx& c, const char* kind, const NewOrder& o,
+                   std::function<void(Pending&, std::string)> done) {
     engine::Command cmd;
     cmd.body = o.place;
     const RespType resp = o.resp;
@@ -684,7 +762,7 @@ class Gateway::Impl final : public HttpHandler {
       };
     }
     Submit(
-        c, cmd,
+        c, kind, cmd,
         [this, resp, done, place = o.place](Pending& p) {
           if (p.acked) return;
           if (const engine::Rejected* r = FirstReject(p.events)) {
@@ -804,7 +882,7 @@ class Gateway::Impl final : public HttpHandler {
                     std::function<void(Pending&, std::string)> done) {
     engine::Command cmd;
     cmd.body = cancel;
-    Submit(c, cmd, [this, cancel, new_cid, done](Pending& p) {
+    Submit(c, "cancel", cmd, [this, cancel, new_cid, done](Pending& p) {
       if (const engine::Rejected* r = FirstReject(p.events)) {
         return p.Fail(ApiError::FromReject(engine::CommandType::kCancelOrder, r->reason));
       }
@@ -824,7 +902,7 @@ class Gateway::Impl final : public HttpHandler {
     engine::Command cmd;
     cmd.body = engine::CancelAll{c.account, m};
     const AccountId account = c.account;
-    Submit(c, cmd, [this, account, m](Pending& p) {
+    Submit(c, "cancel_all", cmd, [this, account, m](Pending& p) {
       if (const engine::Rejected* r = FirstReject(p.events)) {
         return p.Fail(ApiError::FromReject(engine::CommandType::kCancelAll, r->reason));
       }
@@ -878,9 +956,10 @@ class Gateway::Impl final : public HttpHandler {
     ctx->keep_alive = c.keep_alive;
     ctx->used_weight = c.used_weight;
     ctx->account = c.account;
+    ctx->ingress_ns = c.ingress_ns;
     engine::Command cmd;
     cmd.body = cancel;
-    Submit(c, cmd, [this, cancel, order, ctx, allow_failure](Pending& p) {
+    Submit(c, "cancel_replace", cmd, [this, cancel, order, ctx, allow_failure](Pending& p) {
       std::string cancel_json;
       bool cancel_ok = false;
       if (const engine::Rejected* r = FirstReject(p.events)) {
@@ -910,11 +989,12 @@ class Gateway::Impl final : public HttpHandler {
                              cancel_ok ? "SUCCESS" : "FAILURE", cancel_json, e->Json()));
       }
       const std::string cancel_result = cancel_ok ? "SUCCESS" : "FAILURE";
-      SubmitOrder(*ctx, *order, [cancel_json, cancel_result](Pending& q, std::string body) {
-        q.Reply(200, fmt::format(R"({{"cancelResult":"{}","newOrderResult":"SUCCESS",)"
-                                 R"("cancelResponse":{},"newOrderResponse":{}}})",
-                                 cancel_result, cancel_json, body));
-      });
+      SubmitOrder(*ctx, "cancel_replace", *order,
+                  [cancel_json, cancel_result](Pending& q, std::string body) {
+                    q.Reply(200, fmt::format(R"({{"cancelResult":"{}","newOrderResult":"SUCCESS",)"
+                                             R"("cancelResponse":{},"newOrderResponse":{}}})",
+                                             cancel_result, cancel_json, body));
+                  });
     });
   }
 
@@ -942,7 +1022,7 @@ class Gateway::Impl final : public HttpHandler {
     engine::Command cmd;
     cmd.body = engine::AmendOrder{c.account, m, rec.id, {}, Price{}, new_qty};
     const AccountId account = c.account;
-    Submit(c, cmd, [this, account, m, id = rec.id](Pending& p) {
+    Submit(c, "amend", cmd, [this, account, m, id = rec.id](Pending& p) {
       if (const engine::Rejected* r = FirstReject(p.events)) {
         return p.Fail(ApiError::FromReject(engine::CommandType::kAmendOrder, r->reason));
       }
@@ -1126,7 +1206,209 @@ class Gateway::Impl final : public HttpHandler {
       exchange_->RequestSnapshot();
       return Ok(c, R"({"requested":true})");
     }
+    if (parts.size() == 1 && parts[0] == "flight-recorder" && v == http::verb::get) {
+      return AdminFlightRecorder(c);
+    }
+    if (parts.size() == 2 && parts[0] == "flight-recorder" && v == http::verb::get) {
+      return AdminFlightDump(c, parts[1]);
+    }
     Reply(c, ApiError::NotFound());
+  }
+
+  // GET flight-recorder: the recorder's settings, counts and dumps (newest first).
+  void AdminFlightRecorder(Ctx& c) {
+    metrics::FlightRecorder* fr = options_.flight_recorder;
+    if (fr == nullptr) return Reply(c, ApiError{404, -1000, "The flight recorder is off."});
+    const metrics::FlightRecorder::Stats st = fr->stats();
+    json::object o;
+    o["thresholdMs"] = static_cast<double>(options_.flight_threshold_ns) / 1e6;
+    o["windowMs"] = options_.flight_window_ms;
+    o["recorded"] = st.recorded;
+    o["triggers"] = st.triggers;
+    o["suppressed"] = st.suppressed;
+    o["dumpErrors"] = st.dump_errors;
+    json::array dumps;
+    for (const metrics::FlightRecorder::DumpInfo& d : fr->Dumps()) {
+      json::object x;
+      x["file"] = d.file;
+      x["writtenAtMs"] = d.wall_ms;
+      x["triggerSeq"] = d.trigger_seq;
+      x["triggerLatencyMs"] = static_cast<double>(d.trigger_latency_ns) / 1e6;
+      x["traces"] = d.traces;
+      x["bytes"] = d.bytes;
+      dumps.push_back(std::move(x));
+    }
+    o["dumps"] = std::move(dumps);
+    Ok(c, json::serialize(o));
+  }
+  // GET flight-recorder/<file>: one dump, as written. Only listed names are
+  // read, so no path can reach outside the recorder's directory.
+  void AdminFlightDump(Ctx& c, std::string_view file) {
+    metrics::FlightRecorder* fr = options_.flight_recorder;
+    if (fr == nullptr) return Reply(c, ApiError{404, -1000, "The flight recorder is off."});
+    auto dump = fr->ReadDump(file);
+    if (!dump.ok()) {
+      const bool missing = dump.status().code() == StatusCode::kNotFound;
+      return Reply(c, ApiError{missing ? 404 : 500, -1000,
+                               missing ? std::string("No such flight-recorder dump.")
+                                       : dump.status().message()});
+    }
+    Ok(c, std::move(dump).value());
+  }
+
+  // --- metrics ---
+  // GET /metrics: the registry's text exposition (io thread; reads atomics
+  // and takes no lock the engine or journal threads take).
+  void HandleMetrics(Ctx& c) {
+    if (!c.loopback && !options_.metrics_remote) {
+      return Reply(c, ApiError{403, -1002, "/metrics answers loopback clients only."});
+    }
+    if (c.req.method() != http::verb::get && c.req.method() != http::verb::head) {
+      return Reply(c, ApiError::MethodNotAllowed());
+    }
+    c.respond(MetricsResponse(c.version, c.keep_alive));
+  }
+  Response MetricsResponse(unsigned version, bool keep_alive) const {
+    CountStatus(200);
+    Response res{http::status::ok, version};
+    res.set(http::field::server, "matchbook");
+    res.set(http::field::content_type, metrics::kContentType);
+    res.keep_alive(keep_alive);
+    res.body() = options_.metrics->Expose();
+    res.prepare_payload();
+    return res;
+  }
+
+  // The metrics-only port: /metrics and nothing else.
+  class MetricsOnly final : public HttpHandler {
+   public:
+    explicit MetricsOnly(Impl* gw) : gw_(gw) {}
+    void Handle(Request req, std::string_view remote, bool loopback, Respond respond) override {
+      Ctx c;
+      c.version = req.version();
+      c.keep_alive = req.keep_alive();
+      c.remote = std::string(remote);
+      c.loopback = loopback;
+      c.respond = std::move(respond);
+      const std::string_view target = req.target();
+      c.path = std::string(target.substr(0, target.find('?')));
+      c.req = std::move(req);
+      if (c.path != "/metrics") return gw_->Reply(c, ApiError::NotFound());
+      gw_->HandleMetrics(c);
+    }
+
+   private:
+    Impl* const gw_;
+  };
+
+  void CountStatus(int status) const {
+    if (status_counters_[0] == nullptr) return;
+    std::size_t i = 0;
+    while (i < std::size(kCountedStatuses) && kCountedStatuses[i] != status) ++i;
+    status_counters_[i]->Inc();
+  }
+
+  // The registry's gauges and collectors read the gateway through link_,
+  // which ~Impl() clears: a scrape after the gateway is gone reads nothing.
+  struct MetricsLink {
+    std::mutex mu;
+    const Impl* impl = nullptr;  // GUARDED_BY(mu)
+  };
+
+  void RegisterMetrics(metrics::Registry& r) {
+    hist_parse_auth_ = &r.AddHistogram(kStageLatency, kStageLatencyHelp, {{"stage", "parse_auth"}});
+    hist_fanout_ = &r.AddHistogram(kStageLatency, kStageLatencyHelp, {{"stage", "fanout"}});
+    hist_response_ =
+        &r.AddHistogram(kStageLatency, kStageLatencyHelp, {{"stage", "submit_to_response"}});
+    hist_freshness_ = &r.AddHistogram(
+        "matchbook_ws_freshness_seconds",
+        "Age of WebSocket market data when written to the socket: from the engine time of the "
+        "batch it reports (CLOCK_REALTIME) to the completed write");
+    for (std::size_t i = 0; i < kStatusSlots; ++i) {
+      const std::string code =
+          i < std::size(kCountedStatuses) ? std::to_string(kCountedStatuses[i]) : "other";
+      status_counters_[i] =
+          &r.AddCounter("matchbook_http_requests_total",
+                        "HTTP answers given by the gateway, by status code", {{"code", code}});
+    }
+    rejected_503_ = &r.AddCounter(
+        "matchbook_http_rejected_total",
+        "Requests refused for load: 503 (inbound ring full, journal refusing, shutting down) "
+        "and 429 (request weight over the limit)",
+        {{"reason", "busy_503"}});
+    rejected_429_ = &r.AddCounter(
+        "matchbook_http_rejected_total",
+        "Requests refused for load: 503 (inbound ring full, journal refusing, shutting down) "
+        "and 429 (request weight over the limit)",
+        {{"reason", "rate_limited_429"}});
+    link_ = std::make_shared<MetricsLink>();
+    link_->impl = this;
+    auto read = [link = link_](double (*f)(const Impl&)) {
+      return [link, f]() -> double {
+        std::lock_guard lock(link->mu);
+        return link->impl != nullptr ? f(*link->impl) : 0.0;
+      };
+    };
+    r.AddGauge("matchbook_fanout_queue_depth",
+               "Durable batches and answers queued for the fan-out thread", {},
+               read([](const Impl& g) { return static_cast<double>(g.fanout_depth_.load()); }));
+    r.AddGauge("matchbook_history_queue_depth", "History requests waiting for the history thread",
+               {},
+               read([](const Impl& g) { return static_cast<double>(g.history_depth_.load()); }));
+    r.AddGauge("matchbook_responses_waiting",
+               "Durable commands whose answers wait for the read side to apply them", {},
+               read([](const Impl& g) { return static_cast<double>(g.waiting_count_.load()); }));
+    r.AddGauge("matchbook_read_side_applied_sequence",
+               "The last sequence the read side (REST market data, streams) has applied", {},
+               read([](const Impl& g) { return static_cast<double>(g.read_side_.applied_seq()); }));
+    r.AddGauge("matchbook_ws_connections", "Open WebSocket connections", {},
+               read([](const Impl& g) { return g.WsStat(&ServerStats::ws_open); }));
+    r.AddCounterFn("matchbook_ws_connections_total", "WebSocket handshakes completed", {},
+                   read([](const Impl& g) { return g.WsStat(&ServerStats::ws_total); }));
+    r.AddCounterFn("matchbook_ws_disconnects_total",
+                   "WebSocket connections that ended, for any reason", {},
+                   read([](const Impl& g) { return g.WsStat(&ServerStats::ws_closed); }));
+    r.AddCounterFn("matchbook_ws_messages_sent_total", "WebSocket messages written", {},
+                   read([](const Impl& g) { return g.WsStat(&ServerStats::ws_messages_sent); }));
+    r.AddCounterFn("matchbook_ws_dropped_messages_total",
+                   "WebSocket messages discarded because a connection's send queue overflowed", {},
+                   read([](const Impl& g) { return g.WsStat(&ServerStats::ws_dropped_messages); }));
+    r.AddCounterFn("matchbook_ws_slow_disconnects_total",
+                   "WebSocket connections closed (1008) because their send queue overflowed", {},
+                   read([](const Impl& g) { return g.WsStat(&ServerStats::ws_slow_disconnects); }));
+    r.AddGauge("matchbook_ws_subscriptions", "Stream subscriptions of all WebSocket connections",
+               {}, read([](const Impl& g) {
+                 return static_cast<double>(g.streams_.stats().subscriptions.load());
+               }));
+    r.AddCollector([link = link_](metrics::SampleWriter& w) {
+      std::lock_guard lock(link->mu);
+      if (link->impl == nullptr) return;
+      const Impl& g = *link->impl;
+      struct Family {
+        const char* name;
+        const char* help;
+        std::atomic<uint64_t> MarketCounts::*field;
+      };
+      static constexpr Family kFamilies[] = {
+          {"matchbook_orders_total", "Orders accepted by the engine (durable), by market",
+           &MarketCounts::orders},
+          {"matchbook_trades_total", "Trades (durable), by market", &MarketCounts::trades},
+          {"matchbook_cancels_total",
+           "Orders cancelled (durable; by their owner, cancel-all, cancel-replace or "
+           "self-trade prevention), by market",
+           &MarketCounts::cancels},
+      };
+      for (const Family& f : kFamilies) {
+        w.Family(f.name, f.help, "counter");
+        for (std::size_t i = 0; i < g.config_.markets.size(); ++i) {
+          w.Sample(f.name, {{"market", g.config_.markets[i].symbol}},
+                   static_cast<double>((g.market_counts_[i].*f.field).load()));
+        }
+      }
+    });
+  }
+  double WsStat(std::atomic<uint64_t> ServerStats::*field) const {
+    return server_ ? static_cast<double>((server_->stats().*field).load()) : 0.0;
   }
 
   static std::optional<std::string> StringField(const json::object& o, std::string_view k) {
@@ -1358,7 +1640,8 @@ class Gateway::Impl final : public HttpHandler {
     }
     const engine::CommandType type =
         deposit ? engine::CommandType::kDeposit : engine::CommandType::kWithdraw;
-    Submit(c, cmd,
+    c.account = acc;
+    Submit(c, deposit ? "deposit" : "withdraw", cmd,
            [this, acc, asset = *asset, amount = *amount_text, ref = *ref, type](Pending& p) {
              json::object o;
              o["accountId"] = static_cast<uint32_t>(acc);
@@ -1400,7 +1683,7 @@ class Gateway::Impl final : public HttpHandler {
     }
     engine::Command cmd;
     cmd.body = engine::SetMarketStatus{m, st};
-    Submit(c, cmd, [this, m, st](Pending& p) {
+    Submit(c, "market_status", cmd, [this, m, st](Pending& p) {
       if (const engine::Rejected* r = FirstReject(p.events)) {
         return p.Fail(ApiError{400, -1130, std::string(engine::ToString(r->reason))});
       }
@@ -1444,6 +1727,7 @@ class Gateway::Impl final : public HttpHandler {
       std::lock_guard lock(history_mu_);
       if (history_queue_.size() < kHistoryQueue) {
         history_queue_.push_back(std::move(job));
+        history_depth_.store(history_queue_.size(), std::memory_order_relaxed);
         queued = true;
       }
     }
@@ -1505,6 +1789,7 @@ class Gateway::Impl final : public HttpHandler {
         if (history_stop_.load(std::memory_order_relaxed)) return;
         job = std::move(history_queue_.front());
         history_queue_.pop_front();
+        history_depth_.store(history_queue_.size(), std::memory_order_relaxed);
       }
       if (!WaitProjected(job)) {
         HistoryUnavailable(job, Status(StatusCode::kUnavailable,
@@ -1526,6 +1811,7 @@ class Gateway::Impl final : public HttpHandler {
     {
       std::lock_guard lock(mu_);
       queue_.push_back(std::move(item));
+      fanout_depth_.store(queue_.size(), std::memory_order_relaxed);
     }
     cv_.notify_one();
   }
@@ -1533,6 +1819,8 @@ class Gateway::Impl final : public HttpHandler {
   void Finish(Pending* p) {
     if (p->state != exchange::Outcome::State::kDurable) {
       if (!p->acked) {
+        p->http_status = 503;
+        if (timing_) p->responded_ns = SteadyNanos();
         Busy(p->respond, p->version, p->keep_alive, p->used_weight,
              p->state == exchange::Outcome::State::kRefusing ? exchange::SubmitResult::kRefusing
                                                              : exchange::SubmitResult::kClosed);
@@ -1540,7 +1828,43 @@ class Gateway::Impl final : public HttpHandler {
     } else {
       p->finish(*p);
     }
+    if (hist_response_ != nullptr && p->ingress_ns != 0 && p->responded_ns != 0) {
+      hist_response_->RecordDelta(p->responded_ns - p->ingress_ns);
+    }
+    if (options_.flight_recorder != nullptr) {
+      metrics::CommandTrace t;
+      t.seq = static_cast<uint64_t>(p->seq);
+      t.account = p->account;
+      t.kind = p->kind;
+      t.http_status = p->http_status;
+      t.ingress_ns = p->ingress_ns;
+      t.submitted_ns = p->times.submitted_ns;
+      t.sequenced_ns = p->times.sequenced_ns;
+      t.matched_ns = p->times.matched_ns;
+      t.journaled_ns = p->times.journaled_ns;
+      t.durable_ns = p->times.durable_ns;
+      t.responded_ns = p->responded_ns;
+      options_.flight_recorder->Record(t);
+    }
     delete p;
+  }
+
+  // Fan-out thread: the durable events' orders, trades and cancels per market.
+  void CountEvents(std::span<const Event> events) {
+    for (const Event& e : events) {
+      if (const auto* a = As<engine::OrderAccepted>(e)) {
+        Count(a->market, &MarketCounts::orders);
+      } else if (const auto* t = As<engine::Trade>(e)) {
+        Count(t->market, &MarketCounts::trades);
+      } else if (const auto* x = As<engine::OrderCanceled>(e)) {
+        Count(x->market, &MarketCounts::cancels);
+      }
+    }
+  }
+  void Count(MarketId m, std::atomic<uint64_t> MarketCounts::*field) {
+    const auto i = static_cast<std::size_t>(m);
+    if (i < config_.markets.size())
+      (market_counts_[i].*field).fetch_add(1, std::memory_order_relaxed);
   }
 
   // A Rejected event carries no order details; the gateway still holds the
@@ -1580,6 +1904,7 @@ class Gateway::Impl final : public HttpHandler {
                      [this] { return stop_ || !queue_.empty(); });
         if (stop_ && queue_.empty()) break;
         local.swap(queue_);
+        fanout_depth_.store(0, std::memory_order_relaxed);
       }
       for (FanItem& item : local) {
         if (item.pending != nullptr) {
@@ -1589,18 +1914,24 @@ class Gateway::Impl final : public HttpHandler {
             Finish(p);
           } else {
             waiting_.push_back(p);
+            waiting_count_.store(waiting_.size(), std::memory_order_relaxed);
           }
           continue;
         }
         read_side_.Apply(item.events, &out);
         DescribeRejectedOrders(&out);
         streams_.Publish(out);
+        if (options_.metrics != nullptr) {
+          if (item.durable_ns != 0) hist_fanout_->RecordDelta(SteadyNanos() - item.durable_ns);
+          CountEvents(item.events);
+        }
         const uint64_t applied = read_side_.applied_seq();
         while (!waiting_.empty() && static_cast<uint64_t>(waiting_.front()->seq) <= applied) {
           Pending* p = waiting_.front();
           waiting_.pop_front();
           Finish(p);
         }
+        waiting_count_.store(waiting_.size(), std::memory_order_relaxed);
       }
       local.clear();
       streams_.Tick(NowMs());
@@ -1620,6 +1951,24 @@ class Gateway::Impl final : public HttpHandler {
   projection::Store* store_ = nullptr;          // history source when set
   projection::Projector* projector_ = nullptr;  // with store_
   std::unique_ptr<Server> server_;
+  std::unique_ptr<MetricsOnly> metrics_handler_;
+  std::unique_ptr<Server> metrics_server_;  // with metrics_port
+
+  // Metrics: set by the constructor, before any thread reads them; all null
+  // without a registry.
+  const bool timing_;  // stamp ingress and answer times (metrics or flight recorder)
+  metrics::Histogram* hist_parse_auth_ = nullptr;
+  metrics::Histogram* hist_fanout_ = nullptr;
+  metrics::Histogram* hist_response_ = nullptr;
+  metrics::Histogram* hist_freshness_ = nullptr;
+  std::array<metrics::Counter*, kStatusSlots> status_counters_{};
+  metrics::Counter* rejected_503_ = nullptr;
+  metrics::Counter* rejected_429_ = nullptr;
+  std::unique_ptr<MarketCounts[]> market_counts_;  // written by the fan-out thread only
+  std::atomic<std::size_t> fanout_depth_{0};
+  std::atomic<std::size_t> history_depth_{0};
+  std::atomic<std::size_t> waiting_count_{0};  // waiting_.size(), for the gauge
+  std::shared_ptr<MetricsLink> link_;
 
   std::mutex mu_;
   std::condition_variable cv_;
@@ -1657,6 +2006,7 @@ Status Gateway::Start(exchange::Exchange* exchange) { return impl_->Start(exchan
 void Gateway::StopServer() { impl_->StopServer(); }
 void Gateway::Stop() { impl_->Stop(); }
 uint16_t Gateway::port() const noexcept { return impl_->port(); }
+uint16_t Gateway::metrics_port() const noexcept { return impl_->metrics_port(); }
 std::filesystem::path Gateway::admin_token_path() const { return impl_->admin_token_path(); }
 
 }  // namespace mb::gateway

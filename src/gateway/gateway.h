@@ -18,8 +18,18 @@
 //                whatever an answer or an event showed is in the history.
 //
 // Routes: the Binance Spot REST subset (/api/v3/...), the WebSocket streams
-// and WebSocket API (streams.h), and the operator API (/admin/v1/..., loopback
-// only unless allowed, guarded by the admin token). docs/api.md lists them.
+// and WebSocket API (streams.h), the operator API (/admin/v1/..., loopback
+// only unless allowed, guarded by the admin token) and, with a metrics
+// registry, GET /metrics (Prometheus text; loopback only unless allowed; also
+// on its own port with metrics_port). docs/api.md lists them.
+//
+// Metrics (docs/metrics.md): with GatewayOptions::metrics the gateway records
+// the parse_auth, fanout and submit_to_response stages, HTTP answers by
+// status, 503/429 refusals, orders/trades/cancels per market (counted on the
+// fan-out thread from durable events), queue depths and the WebSocket
+// figures. With GatewayOptions::flight_recorder the fan-out thread records
+// one trace per command submitted (ingress, the exchange's stage times, the
+// answer), and /admin/v1/flight-recorder lists and serves its dumps.
 //
 // Thread safety: Create/Wire/Start/Stop from one thread (the app's main).
 #pragma once
@@ -37,6 +47,11 @@
 #include "gateway/streams.h"
 #include "marketdata/read_side.h"
 
+namespace mb::metrics {
+class FlightRecorder;
+class Registry;
+}  // namespace mb::metrics
+
 namespace mb::projection {
 class Projector;
 class Store;
@@ -52,6 +67,17 @@ struct GatewayOptions {
   marketdata::ReadSideOptions read_side;
   bool admin_remote = false;   // the operator API answers non-loopback peers
   uint32_t retry_after_s = 1;  // Retry-After on 503 (ring full, journal refusing)
+  // Where the gateway registers its metrics and which GET /metrics exposes;
+  // null: no metrics and no /metrics. Outlives the gateway.
+  metrics::Registry* metrics = nullptr;
+  bool metrics_remote = false;  // GET /metrics answers non-loopback peers
+  uint16_t metrics_port = 0;    // also serve /metrics alone on server.host:port (0: off)
+  // Gets one trace per submitted command, from the fan-out thread (its one
+  // writer); null: none. Started and stopped by the owner; outlives Stop().
+  metrics::FlightRecorder* flight_recorder = nullptr;
+  // The recorder's settings, as /admin/v1/flight-recorder reports them.
+  uint64_t flight_threshold_ns = 0;
+  uint32_t flight_window_ms = 0;
 };
 
 class Gateway {
@@ -82,6 +108,8 @@ class Gateway {
   void Stop();
 
   uint16_t port() const noexcept;
+  // The metrics-only port (after Start() with metrics_port; 0: none).
+  uint16_t metrics_port() const noexcept;
   std::filesystem::path admin_token_path() const;
 
  private:

@@ -18,6 +18,8 @@
 
 #include "gateway/server.h"
 
+#include <time.h>
+
 #include <algorithm>
 #include <array>
 #include <boost/asio/dispatch.hpp>
@@ -43,6 +45,8 @@
 #include <unordered_map>
 #include <utility>
 #include <vector>
+
+#include "metrics/metrics.h"
 
 namespace mb::gateway {
 namespace {
@@ -81,6 +85,12 @@ constexpr std::size_t kMaxCloseReasonBytes = 123;  // RFC 6455 5.5.1: 125-byte p
 // Binance codes on the server's own answers: -1000 UNKNOWN, -1008 SERVER_BUSY.
 constexpr int kCodeUnknown = -1000;
 constexpr int kCodeServerBusy = -1008;
+
+int64_t WallNanos() noexcept {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+}
 
 std::string JsonQuoted(std::string_view s) {
   std::string out;
@@ -282,7 +292,7 @@ class WsSession final : public WsConnection, public Connection {
   }
 
   using WsConnection::Send;
-  bool Send(std::shared_ptr<const std::string> text) override {
+  bool Send(std::shared_ptr<const std::string> text, int64_t origin_wall_ns) override {
     if (!text) return false;
     const ServerOptions& o = core_->options;
     const std::size_t bytes = text->size();
@@ -298,10 +308,11 @@ class WsSession final : public WsConnection, public Connection {
         // (if any) is the last thing the peer gets before the close frame.
         overflow = true;
         state_ = State::kFailed;
+        core_->stats.ws_dropped_messages.fetch_add(1 + queue_.size());
         queue_.clear();
         waiting_bytes_ = 0;
       } else {
-        queue_.push_back(std::move(text));
+        queue_.push_back({std::move(text), origin_wall_ns});
         waiting_bytes_ += bytes;
         start_writer = !writing_;
         writing_ = true;
@@ -369,6 +380,7 @@ class WsSession final : public WsConnection, public Connection {
     upgrade_ = {};
     opened_ = true;
     core_->stats.ws_open.fetch_add(1);
+    core_->stats.ws_total.fetch_add(1);
     try {
       core_->ws->OnOpen(Self());
     } catch (const std::exception& e) {
@@ -399,7 +411,7 @@ class WsSession final : public WsConnection, public Connection {
 
   // The one writer: sends the queue front, the next from the completion.
   void WriteNext() {
-    std::shared_ptr<const std::string> next;
+    Queued next;
     bool close_now = false;
     uint16_t code = 0;
     std::string reason;
@@ -419,16 +431,17 @@ class WsSession final : public WsConnection, public Connection {
       } else {
         next = std::move(queue_.front());
         queue_.pop_front();
-        waiting_bytes_ -= next->size();
-        inflight_bytes_ = next->size();
+        waiting_bytes_ -= next.text->size();
+        inflight_bytes_ = next.text->size();
       }
     }
     if (close_now) {
       StartClose(code, std::move(reason), kWsCloseTimeout);
       return;
     }
-    if (!next) return;
-    inflight_ = std::move(next);
+    if (!next.text) return;
+    inflight_ = std::move(next.text);
+    inflight_origin_ns_ = next.origin_wall_ns;
     ws_.async_write(net::buffer(*inflight_),
                     [self = Self()](error_code ec, std::size_t) { self->OnWrite(ec); });
   }
@@ -445,6 +458,9 @@ class WsSession final : public WsConnection, public Connection {
       return;
     }
     core_->stats.ws_messages_sent.fetch_add(1);
+    if (inflight_origin_ns_ != 0 && core_->options.ws_freshness != nullptr) {
+      core_->options.ws_freshness->RecordDelta(WallNanos() - inflight_origin_ns_);
+    }
     WriteNext();
   }
 
@@ -499,6 +515,7 @@ class WsSession final : public WsConnection, public Connection {
     slot_.Release();
     if (opened_) {
       core_->stats.ws_open.fetch_sub(1);
+      core_->stats.ws_closed.fetch_add(1);
       try {
         core_->ws->OnClose(Self());
       } catch (const std::exception& e) {
@@ -523,12 +540,17 @@ class WsSession final : public WsConnection, public Connection {
   bool finished_ = false;
   bool close_started_ = false;
   std::shared_ptr<const std::string> inflight_;  // the message being written
+  int64_t inflight_origin_ns_ = 0;               // its origin time (0: none)
 
   std::mutex mu_;
-  State state_ = State::kOpen;                            // GUARDED_BY(mu_)
-  std::deque<std::shared_ptr<const std::string>> queue_;  // GUARDED_BY(mu_), not yet written
-  std::size_t waiting_bytes_ = 0;                         // GUARDED_BY(mu_), bytes in queue_
-  std::optional<std::size_t> inflight_bytes_;             // GUARDED_BY(mu_)
+  State state_ = State::kOpen;  // GUARDED_BY(mu_)
+  struct Queued {
+    std::shared_ptr<const std::string> text;
+    int64_t origin_wall_ns = 0;
+  };
+  std::deque<Queued> queue_;                   // GUARDED_BY(mu_), not yet written
+  std::size_t waiting_bytes_ = 0;              // GUARDED_BY(mu_), bytes in queue_
+  std::optional<std::size_t> inflight_bytes_;  // GUARDED_BY(mu_)
   bool writing_ = false;        // GUARDED_BY(mu_): a WriteNext chain is running or posted
   uint16_t close_code_ = 1000;  // GUARDED_BY(mu_)
   std::string close_reason_;    // GUARDED_BY(mu_)

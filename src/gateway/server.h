@@ -14,6 +14,11 @@
 // "slow consumer: send queue full" and returns false — a slow subscriber never
 // blocks the sender. Beast answers pings; the server pings idle clients.
 //
+// Freshness: a message queued with an origin time (Send's origin_wall_ns,
+// CLOCK_REALTIME ns, e.g. the engine time of the batch it reports) records
+// "now - origin" into ServerOptions::ws_freshness when its write completes:
+// the age of the news when it reached the socket.
+//
 // Thread safety: Start/Stop from one thread. HttpHandler::Handle and
 // WsHandler callbacks run on the io threads. Respond (once per request) and
 // WsConnection::Send/Close may be called from any thread.
@@ -28,6 +33,10 @@
 #include <string_view>
 
 #include "common/status.h"
+
+namespace mb::metrics {
+class Histogram;
+}  // namespace mb::metrics
 
 namespace mb::gateway {
 
@@ -49,6 +58,9 @@ struct ServerOptions {
   uint32_t ws_send_queue_messages = 4096;
   uint32_t ws_send_queue_bytes = 8 << 20;
   uint32_t ws_idle_ping_ms = 30'000;  // ping a silent client; close if no pong in as long
+  // Where written WebSocket messages that carry an origin time record their
+  // age (ns); null: not measured. Must outlive the server.
+  metrics::Histogram* ws_freshness = nullptr;
 };
 
 struct ServerStats {
@@ -59,7 +71,12 @@ struct ServerStats {
   std::atomic<uint64_t> timeouts{0};
   std::atomic<uint64_t> bad_requests{0};  // unparsable, too large, too many headers
   std::atomic<uint64_t> ws_open{0};
+  std::atomic<uint64_t> ws_total{0};   // handshakes completed
+  std::atomic<uint64_t> ws_closed{0};  // opened connections that ended, for any reason
   std::atomic<uint64_t> ws_messages_sent{0};
+  // Messages discarded by an overflowing send queue: the one that did not fit
+  // and those still waiting behind the in-flight one.
+  std::atomic<uint64_t> ws_dropped_messages{0};
   std::atomic<uint64_t> ws_slow_disconnects{0};
 };
 
@@ -77,8 +94,10 @@ class WsConnection : public std::enable_shared_from_this<WsConnection> {
  public:
   virtual ~WsConnection() = default;
   // Queues a text message. False when the connection is closed or its queue
-  // overflowed (it is then being closed with 1008).
-  virtual bool Send(std::shared_ptr<const std::string> text) = 0;
+  // overflowed (it is then being closed with 1008). origin_wall_ns: when what
+  // the message reports happened (CLOCK_REALTIME ns; 0: not measured), for
+  // the freshness histogram.
+  virtual bool Send(std::shared_ptr<const std::string> text, int64_t origin_wall_ns = 0) = 0;
   bool Send(std::string text) { return Send(std::make_shared<const std::string>(std::move(text))); }
   virtual void Close(uint16_t code, std::string reason) = 0;
   virtual uint64_t id() const noexcept = 0;

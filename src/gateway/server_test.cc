@@ -5,6 +5,7 @@
 #include "gateway/server.h"
 
 #include <gtest/gtest.h>
+#include <time.h>
 
 #include <array>
 #include <atomic>
@@ -27,6 +28,8 @@
 #include <thread>
 #include <utility>
 #include <vector>
+
+#include "metrics/metrics.h"
 
 namespace mb::gateway {
 namespace {
@@ -962,6 +965,46 @@ TEST(ServerTest, WebSocketSendFromAnotherThread) {
   }
   sender.JoinAll();
   EXPECT_TRUE(Eventually([&] { return server.stats().ws_messages_sent.load() == kMessages; }));
+}
+
+// Messages queued with an origin time record their age when written; the
+// others do not. WebSocket connection counters follow opens and closes.
+TEST(ServerTest, WebSocketFreshnessCountsMessagesWithAnOrigin) {
+  TestWs handler;
+  handler.echo_ = false;
+  metrics::Histogram freshness;
+  ServerOptions options = TestOptions();
+  options.ws_freshness = &freshness;
+  Server server(options, nullptr, &handler);
+  ASSERT_TRUE(server.Start().ok());
+  {
+    WsClient client(server.port(), "/ws");
+    ASSERT_FALSE(client.handshake_error());
+    const auto conn = handler.WaitOpened(1);
+    ASSERT_TRUE(conn);
+    timespec ts{};
+    clock_gettime(CLOCK_REALTIME, &ts);
+    const int64_t origin = int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec - 2'000'000;  // 2 ms ago
+    constexpr int kWithOrigin = 5;
+    for (int i = 0; i < kWithOrigin; ++i) {
+      EXPECT_TRUE(conn->Send(std::make_shared<const std::string>("o" + std::to_string(i)), origin));
+    }
+    EXPECT_TRUE(conn->Send(std::string("plain")));
+    EXPECT_TRUE(conn->Send(std::make_shared<const std::string>("zero"), 0));
+    for (int i = 0; i < kWithOrigin + 2; ++i) {
+      std::string text;
+      ASSERT_FALSE(client.Read(text)) << i;
+    }
+    EXPECT_TRUE(
+        Eventually([&] { return server.stats().ws_messages_sent.load() == kWithOrigin + 2; }));
+    const metrics::Histogram::Snapshot snap = freshness.Collect();
+    EXPECT_EQ(snap.count, static_cast<uint64_t>(kWithOrigin));
+    EXPECT_GE(snap.sum_ns, uint64_t{kWithOrigin} * 2'000'000) << "each at least 2 ms old";
+    EXPECT_EQ(server.stats().ws_total.load(), 1u);
+    EXPECT_EQ(server.stats().ws_closed.load(), 0u);
+  }
+  EXPECT_TRUE(Eventually([&] { return server.stats().ws_closed.load() == 1u; }));
+  EXPECT_EQ(server.stats().ws_open.load(), 0u);
 }
 
 TEST(ServerTest, WebSocketCloseFlushesTheQueueFirst) {

@@ -1,0 +1,181 @@
+#!/usr/bin/env bash
+# /metrics against the real Prometheus tools: a server with some traffic
+# (accounts, deposits, orders that trade) is scraped once for
+# `promtool check metrics`, which must find nothing to say, then a
+# `prometheus` server scrapes it every second and must answer queries on
+# Matchbook's metrics.
+# Usage: tests/metrics_prometheus.sh <path to matchbook>
+set -euo pipefail
+mb=$1
+tmp=$(mktemp -d)
+mb_pid=""
+prom_pid=""
+
+stop() {
+  for pid in $prom_pid $mb_pid; do
+    if kill -0 "$pid" 2>/dev/null; then
+      kill -TERM "$pid" 2>/dev/null || true
+      wait "$pid" 2>/dev/null || true
+    fi
+  done
+  rm -rf "$tmp"
+}
+trap stop EXIT
+
+fail() {
+  echo "metrics_prometheus: $*" >&2
+  for f in serve.err prometheus.log; do
+    if [[ -s "$tmp/$f" ]]; then
+      echo "--- last lines of $f:" >&2
+      tail -n 20 "$tmp/$f" >&2
+    fi
+  done
+  exit 1
+}
+
+# A JSON field of stdin: json_get key [key...] (nested objects).
+json_get() {
+  python3 -c '
+import json, sys
+v = json.load(sys.stdin)
+for k in sys.argv[1:]:
+    v = v[k]
+print(v)' "$@"
+}
+
+# A TCP port nobody listens on right now (the kernel's choice).
+free_port() {
+  python3 -c '
+import socket
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1])
+s.close()'
+}
+
+# --- the server ---
+mkdir -p "$tmp/data"
+"$mb" serve --data-dir "$tmp/data" --port 0 >"$tmp/serve.out" 2>"$tmp/serve.err" &
+mb_pid=$!
+port=""
+for _ in $(seq 1 300); do
+  kill -0 "$mb_pid" 2>/dev/null || fail "matchbook serve exited before it was ready"
+  if grep -qx "ready" "$tmp/serve.out"; then
+    port=$(sed -n 's|^api: http://127\.0\.0\.1:\([0-9]*\)/api/v3$|\1|p' "$tmp/serve.out")
+    break
+  fi
+  sleep 0.1
+done
+[[ -n "$port" ]] || fail "no 'api: http://127.0.0.1:PORT/api/v3' and 'ready' within 30 s"
+base="http://127.0.0.1:$port"
+token=$(cat "$tmp/data/admin.token")
+
+admin() {  # admin METHOD PATH [JSON body]
+  curl -sS --fail-with-body -X "$1" -H "X-MB-ADMIN-TOKEN: $token" \
+    -H "Content-Type: application/json" ${3:+--data "$3"} "$base/admin/v1/$2"
+}
+
+# --- traffic: two funded accounts whose orders trade ---
+new_trader() {  # new_trader NAME ASSET AMOUNT -> "accountId apiKey secretKey"
+  local id keys
+  id=$(admin POST accounts "{\"name\":\"$1\"}" | json_get accountId)
+  keys=$(admin POST "accounts/$id/apiKeys" "{}")
+  admin POST deposits "{\"accountId\":$id,\"asset\":\"$2\",\"amount\":\"$3\",\"ref\":\"$1-$2\"}" \
+    >/dev/null
+  echo "$id $(json_get apiKey <<<"$keys") $(json_get secretKey <<<"$keys")"
+}
+buyer=$(new_trader buyer USDT 100000) || fail "could not create the buyer"
+seller=$(new_trader seller BTC 10) || fail "could not create the seller"
+read -r _ buyer_key buyer_secret <<<"$buyer"
+read -r _ seller_key seller_secret <<<"$seller"
+
+order() {  # order KEY SECRET SIDE PRICE QTY: a signed LIMIT GTC order on BTCUSDT
+  local q sig
+  q="symbol=BTCUSDT&side=$3&type=LIMIT&timeInForce=GTC&price=$4&quantity=$5"
+  q="$q&newOrderRespType=RESULT&timestamp=$(date +%s%3N)"
+  sig=$(printf '%s' "$q" | openssl dgst -sha256 -hmac "$2" | sed 's/^.*= //')
+  curl -sS --fail-with-body -X POST -H "X-MBX-APIKEY: $1" "$base/api/v3/order?$q&signature=$sig"
+}
+for i in 1 2 3; do
+  order "$seller_key" "$seller_secret" SELL "3000$i.00" 0.01 >/dev/null ||
+    fail "sell order $i refused"
+  status=$(order "$buyer_key" "$buyer_secret" BUY "3000$i.00" 0.01 | json_get status) ||
+    fail "buy order $i refused"
+  [[ "$status" == "FILLED" ]] || fail "buy order $i: status $status, expected FILLED"
+done
+
+# --- promtool: the exposition is clean ---
+curl -sS --fail-with-body "$base/metrics" >"$tmp/m.txt" || fail "GET /metrics failed"
+[[ -s "$tmp/m.txt" ]] || fail "GET /metrics answered nothing"
+set +e
+lint=$(promtool check metrics <"$tmp/m.txt" 2>&1)
+lint_rc=$?
+set -e
+if [[ $lint_rc -ne 0 || -n "$lint" ]]; then
+  echo "$lint" >&2
+  fail "promtool check metrics: exit $lint_rc"
+fi
+
+# --- prometheus: scrapes the server and answers queries ---
+cat >"$tmp/prometheus.yml" <<EOF
+global:
+  scrape_interval: 1s
+  evaluation_interval: 1s
+scrape_configs:
+  - job_name: matchbook
+    scrape_interval: 1s
+    metrics_path: /metrics
+    static_configs:
+      - targets: ["127.0.0.1:$port"]
+EOF
+prom_port=""
+# The port is free when chosen; another process may take it before
+# prometheus binds it, so a failed start is retried on a new port.
+for attempt in 1 2 3 4 5; do
+  candidate=$(free_port)
+  (cd "$tmp" && exec prometheus --config.file="$tmp/prometheus.yml" \
+    --storage.tsdb.path="$tmp/tsdb" --web.listen-address="127.0.0.1:$candidate" \
+    >"$tmp/prometheus.log" 2>&1) &
+  prom_pid=$!
+  for _ in $(seq 1 200); do
+    kill -0 "$prom_pid" 2>/dev/null || break
+    if curl -sf "http://127.0.0.1:$candidate/-/ready" >/dev/null 2>&1; then
+      prom_port=$candidate
+      break
+    fi
+    sleep 0.1
+  done
+  [[ -n "$prom_port" ]] && break
+  kill -TERM "$prom_pid" 2>/dev/null || true
+  wait "$prom_pid" 2>/dev/null || true
+  prom_pid=""
+  echo "prometheus did not start on port $candidate (attempt $attempt)" >&2
+done
+[[ -n "$prom_port" ]] || fail "prometheus did not start"
+
+# The first sample of a query's result vector, or nothing when it is empty.
+query() {
+  curl -sS -G "http://127.0.0.1:$prom_port/api/v1/query" --data-urlencode "query=$1" |
+    python3 -c '
+import json, sys
+r = json.load(sys.stdin)
+if r.get("status") == "success" and r["data"]["result"]:
+    print(r["data"]["result"][0]["value"][1])'
+}
+
+checks=('up{job="matchbook"} == 1'
+  'matchbook_journal_durable_sequence{job="matchbook"} > 0'
+  'sum(matchbook_stage_latency_seconds_count{job="matchbook"}) > 0')
+deadline=$((SECONDS + 60))
+for check in "${checks[@]}"; do
+  while true; do
+    value=$(query "$check" || true)
+    if [[ -n "$value" ]]; then
+      echo "$check: $value"
+      break
+    fi
+    ((SECONDS < deadline)) || fail "no answer to '$check' within 60 s"
+    sleep 0.5
+  done
+done
+echo "metrics prometheus checks: ok"
