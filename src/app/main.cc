@@ -151,6 +151,9 @@ int Serve(const mb::app::Config& cfg, const std::string& source, bool recover_on
   mb::projection::Projector projector(cfg.runtime.data_dir, cfg.engine,
                                       mb::engine::HashConfig(cfg.engine), store.get(),
                                       ProjectorOptionsFor(cfg));
+  registry.AddCounterFn("matchbook_log_dropped_lines_total",
+                        "Log lines overwritten because the log queue was full", {},
+                        [] { return static_cast<double>(mb::log::dropped()); });
   registry.AddGauge("matchbook_projection_applied_sequence",
                     "The last journal sequence the history projection has committed", {},
                     [&projector] { return static_cast<double>(projector.stats().applied_seq); });
@@ -210,6 +213,12 @@ int Serve(const mb::app::Config& cfg, const std::string& source, bool recover_on
                             "token from {} as the X-MB-ADMIN-TOKEN header",
                             host, port, cfg.runtime.gateway.admin_remote ? ", remote allowed" : "",
                             (*gw)->admin_token_path().string()));
+  const auto limit = [](uint32_t weight) {
+    return weight == 0 ? std::string("unlimited") : fmt::format("{} weight/min", weight);
+  };
+  mb::log::Info("gateway", fmt::format("rate limits: {} per API key, {} per IP address",
+                                       limit(go.key_limit.weight_per_minute),
+                                       limit(go.ip_limit.weight_per_minute)));
   mb::log::Info(
       "app", fmt::format(
                  "metrics at http://{}:{}/metrics ({}){}; flight recorder: {}, window {} ms, "

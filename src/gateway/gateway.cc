@@ -22,6 +22,7 @@
 #include "gateway/binance_json.h"
 #include "gateway/order_request.h"
 #include "gateway/params.h"
+#include "log/log.h"
 #include "metrics/flight_recorder.h"
 #include "metrics/metrics.h"
 #include "projection/projector.h"
@@ -1756,7 +1757,7 @@ class Gateway::Impl final : public HttpHandler {
   void HistoryUnavailable(HistoryJob& j, const Status& why) {
     if (why.message() != history_last_error_) {
       history_last_error_ = why.message();
-      std::fprintf(stderr, "gateway: history unavailable (503): %s\n", why.message().c_str());
+      log::Warn("gateway", "history unavailable (503): " + why.message());
     }
     Response res = MakeResponse(j.version, j.keep_alive, 503, ApiError::Disconnected("").Json(),
                                 j.used_weight);

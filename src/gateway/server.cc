@@ -18,6 +18,7 @@
 
 #include "gateway/server.h"
 
+#include <fmt/format.h>
 #include <time.h>
 
 #include <algorithm>
@@ -46,6 +47,7 @@
 #include <utility>
 #include <vector>
 
+#include "log/log.h"
 #include "metrics/metrics.h"
 
 namespace mb::gateway {
@@ -384,7 +386,7 @@ class WsSession final : public WsConnection, public Connection {
     try {
       core_->ws->OnOpen(Self());
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "gateway server: WsHandler::OnOpen threw: %s\n", e.what());
+      log::Error("gateway", fmt::format("server: WsHandler::OnOpen threw: {}", e.what()));
     }
     Read();
   }
@@ -403,7 +405,7 @@ class WsSession final : public WsConnection, public Connection {
     try {
       core_->ws->OnMessage(Self(), text);
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "gateway server: WsHandler::OnMessage threw: %s\n", e.what());
+      log::Error("gateway", fmt::format("server: WsHandler::OnMessage threw: {}", e.what()));
     }
     read_buffer_.consume(read_buffer_.size());
     Read();
@@ -519,7 +521,7 @@ class WsSession final : public WsConnection, public Connection {
       try {
         core_->ws->OnClose(Self());
       } catch (const std::exception& e) {
-        std::fprintf(stderr, "gateway server: WsHandler::OnClose threw: %s\n", e.what());
+        log::Error("gateway", fmt::format("server: WsHandler::OnClose threw: {}", e.what()));
       }
     }
   }
@@ -726,7 +728,7 @@ class HttpSession final : public Connection, public std::enable_shared_from_this
     try {
       core_->http->Handle(std::move(req), remote_, loopback_, std::move(respond));
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "gateway server: HttpHandler::Handle threw: %s\n", e.what());
+      log::Error("gateway", fmt::format("server: HttpHandler::Handle threw: {}", e.what()));
       fallback(ErrorResponse(http::status::internal_server_error, kCodeUnknown, "Internal error.",
                              version_));
     }
@@ -738,7 +740,7 @@ class HttpSession final : public Connection, public std::enable_shared_from_this
       try {
         accepted = core_->ws->Accepts(req);
       } catch (const std::exception& e) {
-        std::fprintf(stderr, "gateway server: WsHandler::Accepts threw: %s\n", e.what());
+        log::Error("gateway", fmt::format("server: WsHandler::Accepts threw: {}", e.what()));
       }
     }
     if (!accepted) {
@@ -929,8 +931,8 @@ class Server::Impl {
         // Something still holds the io_context (a handler blocked in user
         // code, a timer): stop it outright. WebSocket sessions cut off this
         // way may miss their OnClose.
-        std::fprintf(stderr, "gateway server: io threads still busy after %lld ms; stopping\n",
-                     static_cast<long long>(Millis(kStopTimeout).count()));
+        log::Warn("gateway", fmt::format("server: io threads still busy after {} ms; stopping",
+                                         Millis(kStopTimeout).count()));
         core_->ioc.stop();
       }
     }
@@ -980,12 +982,12 @@ class Server::Impl {
             std::make_shared<HttpSession>(core_, std::move(socket), admitted, DescribePeer(peer));
       } catch (const std::exception& e) {
         if (admitted) stats.connections_open.fetch_sub(1);
-        std::fprintf(stderr, "gateway server: cannot start a session: %s\n", e.what());
+        log::Error("gateway", fmt::format("server: cannot start a session: {}", e.what()));
       }
       try {
         if (session) session->Run();
       } catch (const std::exception& e) {
-        std::fprintf(stderr, "gateway server: cannot start a session: %s\n", e.what());
+        log::Error("gateway", fmt::format("server: cannot start a session: {}", e.what()));
       }
     }
     Accept();
@@ -997,9 +999,9 @@ class Server::Impl {
         core_->ioc.run();
         break;
       } catch (const std::exception& e) {
-        std::fprintf(stderr, "gateway server: io thread caught: %s\n", e.what());
+        log::Error("gateway", fmt::format("server: io thread caught: {}", e.what()));
       } catch (...) {
-        std::fprintf(stderr, "gateway server: io thread caught an unknown exception\n");
+        log::Error("gateway", "server: io thread caught an unknown exception");
       }
     }
     {

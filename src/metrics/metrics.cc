@@ -13,18 +13,6 @@
 namespace mb::metrics {
 namespace {
 
-constexpr uint64_t kSub = uint64_t{1} << Histogram::kSubBits;
-
-// The first value of bucket b in the layout where every bucket is closed at
-// its bottom (HdrHistogram's); Histogram shifts it by one so that buckets are
-// closed at their top instead. Layout bucket kBuckets starts at 2^kMaxPow2.
-constexpr uint64_t LayoutStart(std::size_t b) noexcept {
-  if (b < kSub) return b;
-  const int p = static_cast<int>(b >> Histogram::kSubBits) + Histogram::kSubBits - 1;
-  const uint64_t sub = b & (kSub - 1);
-  return (uint64_t{1} << p) + (sub << (p - Histogram::kSubBits));
-}
-
 // Which thread records into which shard: assigned once per thread, round-robin.
 std::atomic<uint32_t> g_next_shard{0};
 constexpr uint32_t kNoShard = ~uint32_t{0};
@@ -39,21 +27,6 @@ std::size_t ShardOfThisThread() noexcept {
 }
 
 }  // namespace
-
-std::size_t Histogram::BucketOf(uint64_t ns) noexcept {
-  const uint64_t x = ns - (ns != 0);  // buckets are closed at their top
-  if (x < kSub) return static_cast<std::size_t>(x);
-  const int p = 63 - std::countl_zero(x);  // the highest set bit, >= kSubBits
-  if (p >= kMaxPow2) return kBuckets - 1;
-  const uint64_t sub = (x >> (p - kSubBits)) & (kSub - 1);
-  return (static_cast<std::size_t>(p - kSubBits + 1) << kSubBits) + static_cast<std::size_t>(sub);
-}
-
-uint64_t Histogram::UpperBound(std::size_t bucket) noexcept { return LayoutStart(bucket + 1); }
-
-uint64_t Histogram::LowerBound(std::size_t bucket) noexcept {
-  return bucket == 0 ? 0 : LayoutStart(bucket) + 1;
-}
 
 static_assert(Histogram::kBuckets == 264);
 
@@ -87,17 +60,7 @@ void Histogram::Reset() noexcept {
 }
 
 uint64_t Histogram::Snapshot::Quantile(double q) const noexcept {
-  if (count == 0) return 0;
-  // The rank (1-based) of the q-th value; q outside [0, 1] (or NaN) is clamped.
-  const double want = std::ceil(std::clamp(q, 0.0, 1.0) * static_cast<double>(count));
-  const uint64_t rank =
-      std::clamp<uint64_t>(std::isnan(want) ? 1 : static_cast<uint64_t>(want), 1, count);
-  uint64_t seen = 0;
-  for (std::size_t b = 0; b < kBuckets; ++b) {
-    seen += counts[b];
-    if (seen >= rank) return UpperBound(b);
-  }
-  return max_ns;  // counts and count disagree (a snapshot taken mid-record)
+  return Layout::Quantile(counts, count, q, max_ns);
 }
 
 void Histogram::Snapshot::Merge(const Snapshot& other) noexcept {

@@ -1,14 +1,11 @@
 // Metrics: latency histograms, counters and gauges, exposed in the
 // Prometheus text format (version 0.0.4).
 //
-// Histogram: log-linear buckets of nanosecond durations (HdrHistogram's
-// layout, with each bucket closed at its top): the upper bounds are 1, 2, ...,
-// 16 ns, then 2^p * (1 + i/2^kSubBits) for p >= 4 and i = 1..2^kSubBits, and
-// bucket b holds the values in (UpperBound(b-1), UpperBound(b)] (bucket 0
-// holds 0 and 1). A value is thus known to within 1/2^kSubBits (12.5 %) of
-// itself, from 1 ns up to 2^kMaxPow2 ns (~34 s; larger values land in the last
-// bucket), and every exposed `le` edge is a bucket's upper bound, so the
-// cumulative counts are exact (values <= le). Record() is a handful of
+// Histogram: log-linear buckets of nanosecond durations (log_linear.h, with
+// kSubBits = 3): a value is known to within 12.5 % of itself, from 1 ns up to
+// 2^kMaxPow2 ns (~34 s; larger values land in the last bucket), and every
+// exposed `le` edge is a bucket's upper bound, so the cumulative counts are
+// exact (values <= le). Record() is a handful of
 // instructions: the bucket index from the highest set bit, then a relaxed
 // fetch_add on the calling thread's own shard (threads are spread over
 // kShards cache-line-separated shards by a thread-local index), so threads
@@ -46,6 +43,8 @@
 #include <utility>
 #include <vector>
 
+#include "metrics/log_linear.h"
+
 namespace mb::metrics {
 
 using Labels = std::vector<std::pair<std::string, std::string>>;
@@ -54,15 +53,14 @@ class Histogram {
  public:
   static constexpr int kSubBits = 3;
   static constexpr int kMaxPow2 = 35;
-  static constexpr std::size_t kBuckets =
-      (std::size_t{1} << kSubBits) +
-      static_cast<std::size_t>(kMaxPow2 - kSubBits) * (std::size_t{1} << kSubBits);
+  using Layout = LogLinear<kSubBits, kMaxPow2>;
+  static constexpr std::size_t kBuckets = Layout::kBuckets;
   static constexpr std::size_t kShards = 16;
 
-  // The bucket a value falls in, and the largest value of a bucket.
-  static std::size_t BucketOf(uint64_t ns) noexcept;
-  static uint64_t UpperBound(std::size_t bucket) noexcept;
-  static uint64_t LowerBound(std::size_t bucket) noexcept;
+  // The bucket a value falls in, and the smallest and largest value of a bucket.
+  static std::size_t BucketOf(uint64_t ns) noexcept { return Layout::BucketOf(ns); }
+  static uint64_t UpperBound(std::size_t bucket) noexcept { return Layout::UpperBound(bucket); }
+  static uint64_t LowerBound(std::size_t bucket) noexcept { return Layout::LowerBound(bucket); }
 
   // Any thread; see the header comment.
   void Record(uint64_t ns) noexcept;

@@ -1,10 +1,9 @@
-// Latency histogram of matchbook-load: log-linear buckets of nanosecond
-// values (HdrHistogram's layout). Values below 2^kSubBits ns have a bucket
-// each; above, every power of two is split into 2^kSubBits equal sub-buckets,
-// so a recorded value is known to within 1/2^kSubBits (0.8 %) of itself, from
-// 1 ns to 2^kMaxPow2 ns (~69 s; larger values land in the last bucket). The
-// load generator reports percentiles to a tenth of a millisecond, so it keeps
-// a finer resolution than the server's Prometheus histograms need.
+// Latency histogram of matchbook-load: the server's log-linear layout
+// (metrics/log_linear.h) with 128 sub-buckets per power of two, so a value is
+// known to within 0.8 % of itself, from 1 ns to 2^36 ns (~69 s). The load
+// generator reports percentiles to a thousandth of a millisecond against
+// targets of 1-5 ms, so it keeps a finer resolution than the server's
+// Prometheus histograms need, and the exact maximum.
 //
 // Thread safety: Record() from any thread at any time (relaxed atomic adds;
 // the exact maximum by a CAS loop). Collect() from any thread, concurrently
@@ -20,31 +19,14 @@
 #include <cstdint>
 #include <memory>
 
+#include "metrics/log_linear.h"
+
 namespace mb::load {
 
 class Histogram {
  public:
-  static constexpr int kSubBits = 7;
-  static constexpr int kMaxPow2 = 36;
-  static constexpr std::size_t kSub = std::size_t{1} << kSubBits;
-  static constexpr std::size_t kBuckets =
-      kSub + static_cast<std::size_t>(kMaxPow2 - kSubBits) * kSub;
-
-  static std::size_t BucketOf(uint64_t ns) noexcept {
-    if (ns < kSub) return static_cast<std::size_t>(ns);
-    const int msb = 63 - std::countl_zero(ns);  // >= kSubBits
-    const int shift = msb - kSubBits;
-    const std::size_t sub = static_cast<std::size_t>(ns >> shift) - kSub;
-    const std::size_t b = kSub + static_cast<std::size_t>(shift) * kSub + sub;
-    return std::min(b, kBuckets - 1);
-  }
-  // The largest value a bucket holds.
-  static uint64_t UpperBound(std::size_t bucket) noexcept {
-    if (bucket < kSub) return bucket;
-    const std::size_t shift = (bucket - kSub) / kSub;
-    const uint64_t sub = (bucket - kSub) % kSub + kSub;
-    return ((sub + 1) << shift) - 1;
-  }
+  using Layout = metrics::LogLinear<7, 36>;
+  static constexpr std::size_t kBuckets = Layout::kBuckets;
 
   struct Snapshot {
     std::array<uint64_t, kBuckets> counts{};
@@ -54,17 +36,7 @@ class Histogram {
     // The value at quantile q in [0, 1]: the bucket's upper bound, capped at
     // the exact maximum (0 when empty).
     uint64_t Quantile(double q) const noexcept {
-      if (count == 0) return 0;
-      const double want = q * static_cast<double>(count);
-      uint64_t rank = static_cast<uint64_t>(want);
-      if (static_cast<double>(rank) < want) ++rank;
-      rank = std::clamp<uint64_t>(rank, 1, count);
-      uint64_t seen = 0;
-      for (std::size_t b = 0; b < kBuckets; ++b) {
-        seen += counts[b];
-        if (seen >= rank) return std::min(UpperBound(b), max_ns);
-      }
-      return max_ns;
+      return std::min(Layout::Quantile(counts, count, q, max_ns), max_ns);
     }
     // this - earlier, for the interval between two snapshots of one
     // histogram; the maximum is the highest non-empty bucket's bound.
@@ -72,7 +44,7 @@ class Histogram {
       Snapshot d;
       for (std::size_t b = 0; b < kBuckets; ++b) {
         d.counts[b] = counts[b] - earlier.counts[b];
-        if (d.counts[b] != 0) d.max_ns = std::min(UpperBound(b), max_ns);
+        if (d.counts[b] != 0) d.max_ns = std::min(Layout::UpperBound(b), max_ns);
       }
       d.count = count - earlier.count;
       return d;
@@ -80,7 +52,7 @@ class Histogram {
   };
 
   void Record(uint64_t ns) noexcept {
-    counts_[BucketOf(ns)].fetch_add(1, std::memory_order_relaxed);
+    counts_[Layout::BucketOf(ns)].fetch_add(1, std::memory_order_relaxed);
     count_.fetch_add(1, std::memory_order_relaxed);
     uint64_t cur = max_ns_.load(std::memory_order_relaxed);
     while (ns > cur && !max_ns_.compare_exchange_weak(cur, ns, std::memory_order_relaxed)) {
