@@ -19,6 +19,7 @@
 #include "gateway/server.h"
 
 #include <fmt/format.h>
+#include <pthread.h>
 #include <time.h>
 
 #include <algorithm>
@@ -910,7 +911,13 @@ class Server::Impl {
       running_ = o.io_threads;
     }
     threads_.reserve(static_cast<std::size_t>(o.io_threads));
-    for (int i = 0; i < o.io_threads; ++i) threads_.emplace_back([this] { RunIoThread(); });
+    for (int i = 0; i < o.io_threads; ++i) {
+      threads_.emplace_back([this, i] {
+        const std::string name = fmt::format("mb-io-{}", i);
+        pthread_setname_np(pthread_self(), name.c_str());
+        RunIoThread();
+      });
+    }
     return Status::Ok();
   }
 

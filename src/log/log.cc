@@ -1,6 +1,7 @@
 #include "log/log.h"
 
 #include <fmt/format.h>
+#include <pthread.h>
 #include <spdlog/async.h>
 #include <spdlog/async_logger.h>
 #include <spdlog/sinks/basic_file_sink.h>
@@ -171,7 +172,8 @@ std::string_view ToString(Level level) noexcept {
 Status Init(const Options& options) {
   Shutdown();
   try {
-    auto pool = std::make_shared<spdlog::details::thread_pool>(options.queue_lines, 1);
+    auto pool = std::make_shared<spdlog::details::thread_pool>(
+        options.queue_lines, 1, [] { pthread_setname_np(pthread_self(), "mb-log"); });
     spdlog::sink_ptr sink;
     if (options.file.empty()) {
       sink = std::make_shared<spdlog::sinks::stderr_sink_mt>();

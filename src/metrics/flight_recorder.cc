@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -257,7 +258,10 @@ Status FlightRecorder::Start() {
     std::lock_guard lock(mu_);
     stop_ = false;
   }
-  dumper_ = std::thread([this] { RunDumper(); });
+  dumper_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "mb-flight");
+    RunDumper();
+  });
   return Status::Ok();
 }
 

@@ -1,6 +1,7 @@
 #include "projection/projector.h"
 
 #include <fmt/format.h>
+#include <pthread.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -172,7 +173,10 @@ void Projector::Start(uint64_t durable_seq) {
     stop_ = false;
     if (durable_seq > applied_seq()) notes_.emplace_back(durable_seq, SteadyNs());
   }
-  thread_ = std::thread([this] { Loop(); });
+  thread_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "mb-projector");
+    Loop();
+  });
 }
 
 void Projector::Stop() {

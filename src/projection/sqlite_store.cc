@@ -6,6 +6,7 @@
 // synchronous=NORMAL: a power cut may lose the last commits, but the rows and
 // projector_state go back together, and the journal still holds the events,
 // so the projector simply applies them again.
+#include <pthread.h>
 #include <sqlite3.h>
 
 #include <algorithm>
@@ -170,7 +171,10 @@ class SqliteStore final : public Store {
     MB_RETURN_IF_ERROR(reader_.Open(path, false));
     MB_RETURN_IF_ERROR(checkpointer_.Open(path, false));
     MB_RETURN_IF_ERROR(Prepare());
-    checkpoint_thread_ = std::thread([this] { Checkpoints(); });
+    checkpoint_thread_ = std::thread([this] {
+      pthread_setname_np(pthread_self(), "mb-checkpoint");
+      Checkpoints();
+    });
     return Status::Ok();
   }
 
