@@ -41,6 +41,7 @@
 #include "journal/recovery.h"
 #include "journal/snapshot.h"
 #include "journal/writer.h"
+#include "metrics/metrics.h"
 #include "stats.h"
 #include "workload/engine_workload.h"
 
@@ -98,6 +99,7 @@ struct PipelineArgs {
   bool keep = false;
   bool max_cells = true;  // --no-max: open-loop cells only
   bool stages = false;    // --stages: split open-loop latency at OnSequenced
+  bool metrics = false;   // --metrics: the exchange records its stage histograms, as in serve
   uint32_t full_yields = 0;
   uint32_t full_sleep_us = 50;
   uint32_t batch_pool = ExchangeOptions{}.batch_pool;
@@ -588,7 +590,11 @@ CellResult RunCell(const PipelineArgs& args, const Workload& w, const fs::path& 
   LogSink log(args.verbose);
   std::error_code ec;
   fs::remove_all(dir, ec);
-  auto opened = Exchange::Open(CellOptions(args, w, dir, policy, &log));
+  // Declared before the exchange, which records into it until it closes.
+  metrics::Registry registry;
+  ExchangeOptions options = CellOptions(args, w, dir, policy, &log);
+  if (args.metrics) options.metrics = &registry;
+  auto opened = Exchange::Open(std::move(options));
   if (!opened.ok()) {
     log.Dump();
     std::fprintf(stderr, "pipeline: Exchange::Open(%s): %s\n", dir.c_str(),
@@ -909,6 +915,8 @@ constexpr std::string_view kUsage =
   --seed S             workload seed (default 1)
   --keep               keep the data directories
   --verbose            print the exchange's log lines
+  --metrics            the exchange records its per-stage latency histograms and
+                       gauges (as `matchbook serve` does), to measure their cost
   --json               the last line printed is one JSON object
 )";
 
@@ -1265,6 +1273,7 @@ int Run(const PipelineArgs& args) {
     }
     j += "]";
     if (warmup) j += fmt::format(",\"warmup_throughput_per_s\":{:.0f}", warmup->achieved);
+    j += fmt::format(",\"metrics\":{}", args.metrics ? "true" : "false");
     j += fmt::format(
         ",\"fsync_median_ns\":{},\"fsync_p99_ns\":{},\"fsync_max_ns\":{},"
         "\"fsync_probe_stall_max_ns\":{}",
@@ -1316,6 +1325,8 @@ int RunPipelineBench(int argc, char** argv) {
       a.duration_ms = v;
     } else if (arg == "--stages") {
       a.stages = true;
+    } else if (arg == "--metrics") {
+      a.metrics = true;
     } else if (arg == "--no-max") {
       a.max_cells = false;
     } else if (arg == "--rates" && next() &&
