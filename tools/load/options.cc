@@ -21,7 +21,7 @@ struct Preset {
 constexpr Preset kPresets[] = {
     {"coinflow", 50, 100, 300},
     {"snaptrade", 1, 10'000, 60},
-    {"lighter", 1000, 2'000, 60},
+    {"lighter", 1000, 50, 60},
     {"max", 1, 1'000, 60},
 };
 
