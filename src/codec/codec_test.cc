@@ -16,51 +16,9 @@
 #include <tuple>
 #include <vector>
 
-// ---------------------------------------------------------------------------
-// Allocation probe: the largest single allocation made while tracking is on,
-// to show that a garbage count in an image is refused before it is allocated.
-// ---------------------------------------------------------------------------
-
-namespace {
-std::atomic<bool> g_track_allocations{false};
-std::atomic<std::size_t> g_largest_allocation{0};
-
-void* Allocate(std::size_t n) {
-  if (g_track_allocations.load(std::memory_order_relaxed)) {
-    std::size_t seen = g_largest_allocation.load(std::memory_order_relaxed);
-    while (n > seen && !g_largest_allocation.compare_exchange_weak(seen, n)) {
-    }
-  }
-  void* p = std::malloc(n == 0 ? 1 : n);
-  if (p == nullptr) throw std::bad_alloc();
-  return p;
-}
-}  // namespace
-
-// Every non-aligned form is replaced so that new/delete pairs stay matched
-// under AddressSanitizer.
-void* operator new(std::size_t n) { return Allocate(n); }
-void* operator new[](std::size_t n) { return Allocate(n); }
-void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
-  try {
-    return Allocate(n);
-  } catch (...) {
-    return nullptr;
-  }
-}
-void* operator new[](std::size_t n, const std::nothrow_t&) noexcept {
-  try {
-    return Allocate(n);
-  } catch (...) {
-    return nullptr;
-  }
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
-void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
-void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
+// The allocation probe: the largest single allocation made while tracking is
+// on shows that a garbage count in an image is refused before it is allocated.
+#include "common/counting_new.h"
 
 namespace mb::codec {
 namespace {
@@ -910,12 +868,12 @@ TEST(CodecImage, BadMagicAndVersion) {
 
 // Decodes with the allocation probe on; returns the largest single allocation.
 std::size_t LargestAllocationDuring(const std::vector<std::byte>& b, Status* status) {
-  g_largest_allocation.store(0);
-  g_track_allocations.store(true);
+  mb::testing::g_largest_allocation.store(0);
+  mb::testing::g_track_largest.store(true);
   auto r = DecodeImage(b);
-  g_track_allocations.store(false);
+  mb::testing::g_track_largest.store(false);
   *status = r.status();
-  return g_largest_allocation.load();
+  return mb::testing::g_largest_allocation.load();
 }
 
 TEST(CodecImage, HugeCountIsRefusedWithoutAllocating) {

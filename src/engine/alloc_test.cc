@@ -7,27 +7,8 @@
 #include <cstdlib>
 #include <new>
 
+#include "common/counting_new.h"
 #include "engine/engine.h"
-
-namespace {
-std::atomic<long> g_allocations{0};
-
-void* Allocate(std::size_t n) {
-  g_allocations.fetch_add(1, std::memory_order_relaxed);
-  void* p = std::malloc(n == 0 ? 1 : n);
-  if (p == nullptr) throw std::bad_alloc();
-  return p;
-}
-}  // namespace
-
-// Every non-aligned form is replaced, so new/delete pairs stay matched (also
-// under AddressSanitizer).
-void* operator new(std::size_t n) { return Allocate(n); }
-void* operator new[](std::size_t n) { return Allocate(n); }
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
 
 namespace mb::engine {
 namespace {
@@ -121,9 +102,9 @@ TEST(EngineAllocations, HotPathAllocatesNothingOnceWarm) {
   for (int i = 0; i < 20'000; ++i) step();  // warm-up: pools and tables reach size
   ASSERT_TRUE(engine.CheckInvariants().ok());
 
-  const long before = g_allocations.load();
+  const long before = mb::testing::g_allocations.load();
   for (int i = 0; i < 100'000; ++i) step();
-  const long allocated = g_allocations.load() - before;
+  const long allocated = mb::testing::g_allocations.load() - before;
   EXPECT_EQ(allocated, 0) << "operator new called on the hot path";
   EXPECT_LT(engine.open_orders(), 4096u);
   ASSERT_TRUE(engine.CheckInvariants().ok());

@@ -20,25 +20,7 @@
 #include <sstream>
 #include <thread>
 
-namespace {
-std::atomic<long> g_allocations{0};
-
-void* Allocate(std::size_t n) {
-  g_allocations.fetch_add(1, std::memory_order_relaxed);
-  void* p = std::malloc(n == 0 ? 1 : n);
-  if (p == nullptr) throw std::bad_alloc();
-  return p;
-}
-}  // namespace
-
-// Every non-aligned form is replaced, so new/delete pairs stay matched (also
-// under AddressSanitizer).
-void* operator new(std::size_t n) { return Allocate(n); }
-void* operator new[](std::size_t n) { return Allocate(n); }
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+#include "common/counting_new.h"
 
 namespace mb::metrics {
 namespace {
@@ -212,13 +194,13 @@ TEST(Histogram, RecordAllocatesNothing) {
   Histogram h;
   Counter c;
   for (uint64_t i = 0; i < 1000; ++i) h.Record(i);  // this thread's shard is assigned
-  const long before = g_allocations.load();
+  const long before = mb::testing::g_allocations.load();
   for (uint64_t i = 0; i < 100'000; ++i) {
     h.Record(i * 977);
     h.RecordDelta(static_cast<int64_t>(i) - 50);
     c.Inc();
   }
-  EXPECT_EQ(g_allocations.load() - before, 0);
+  EXPECT_EQ(mb::testing::g_allocations.load() - before, 0);
   EXPECT_EQ(h.Collect().count, 201'000u);
   EXPECT_EQ(c.value(), 100'000u);
 }
