@@ -36,3 +36,8 @@ if [ "$(id -u)" -ne 0 ]; then sudo_cmd=(sudo); fi
 export DEBIAN_FRONTEND=noninteractive
 "${sudo_cmd[@]}" apt-get update -qq
 "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# Debian's prometheus package enables a server on port 9090 for every
+# interface; Matchbook's tests start their own, so the packaged one is stopped.
+if command -v systemctl >/dev/null 2>&1 && systemctl is-enabled prometheus >/dev/null 2>&1; then
+  "${sudo_cmd[@]}" systemctl disable --now prometheus >/dev/null 2>&1 || true
+fi

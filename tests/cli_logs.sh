@@ -23,6 +23,7 @@ fail() {
 
 # Starts the server; sets pid and base.
 start() {
+  rm -f "$dir/serve.out"  # no "ready" of an earlier server
   "$mb" serve --data-dir "$dir/d" --port 0 "$@" >"$dir/serve.out" 2>"$dir/serve.err" &
   pid=$!
   for _ in $(seq 300); do

@@ -128,7 +128,6 @@ int Serve(const mb::app::Config& cfg, const std::string& source, bool recover_on
   fo.threshold_ns = uint64_t{mc.flight_threshold_ms} * 1'000'000;
   fo.keep = mc.flight_keep;
   mb::metrics::FlightRecorder recorder(fo);
-  if (Status s = recorder.Start(); !s.ok()) return ServeFail(s);
   o.metrics = &registry;
   mb::gateway::GatewayOptions go = cfg.runtime.gateway;
   go.metrics = &registry;
@@ -173,6 +172,12 @@ int Serve(const mb::app::Config& cfg, const std::string& source, bool recover_on
   };
   auto ex = mb::exchange::Exchange::Open(std::move(o));
   if (!ex.ok()) return ServeFail(ex.status());
+  // Started once the data directory is locked: its start-up tidies the dump
+  // directory, which a second server refused by the lock must not touch.
+  if (Status s = recorder.Start(); !s.ok()) {
+    (void)(*ex)->Close();
+    return ServeFail(s);
+  }
   mb::log::Info("projection",
                 fmt::format("history projection: {} (batches of up to {} events)",
                             Describe(store_options), cfg.runtime.projection.batch_events));

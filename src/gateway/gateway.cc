@@ -396,7 +396,8 @@ class Gateway::Impl final : public HttpHandler {
     std::string api_key;
     AccountId account{};
     uint32_t used_weight = 0;
-    int64_t ingress_ns = 0;  // Handle() entry, steady_clock ns (0: not measured)
+    int64_t ingress_ns = 0;            // Handle() entry, steady_clock ns (0: not measured)
+    bool parse_auth_recorded = false;  // a request's second command is not parsing
   };
   using Fn = void (Impl::*)(Ctx&);
   struct Route {
@@ -517,8 +518,9 @@ class Gateway::Impl final : public HttpHandler {
     p->on_sequenced = std::move(on_sequenced);
     if (const auto* place = std::get_if<engine::PlaceOrder>(&cmd.body)) p->place = *place;
     const bool notify = static_cast<bool>(p->on_sequenced);
-    if (hist_parse_auth_ != nullptr && c.ingress_ns != 0) {
+    if (hist_parse_auth_ != nullptr && c.ingress_ns != 0 && !c.parse_auth_recorded) {
       hist_parse_auth_->RecordDelta(SteadyNanos() - c.ingress_ns);
+      c.parse_auth_recorded = true;
     }
     const exchange::SubmitResult r = exchange_->Submit(cmd, p, 0, notify);
     if (r != exchange::SubmitResult::kOk) {
@@ -958,6 +960,7 @@ class Gateway::Impl final : public HttpHandler {
     ctx->used_weight = c.used_weight;
     ctx->account = c.account;
     ctx->ingress_ns = c.ingress_ns;
+    ctx->parse_auth_recorded = true;  // by the cancel's Submit below
     engine::Command cmd;
     cmd.body = cancel;
     Submit(c, "cancel_replace", cmd, [this, cancel, order, ctx, allow_failure](Pending& p) {

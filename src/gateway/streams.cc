@@ -1218,7 +1218,8 @@ class StreamHub::Impl {
               [i, levels](const StreamKey& k) {
                 return k.kind == Kind::kPartialDepth && k.interval == i && k.levels == levels;
               },
-              snap->time_ns, [&](TimeUnit) { return PartialDepthJson(config_, *snap, levels); });
+              // Throttled snapshots: their age is the interval, not the fan-out.
+              kNoOrigin, [&](TimeUnit) { return PartialDepthJson(config_, *snap, levels); });
         }
       }
     }
@@ -1231,11 +1232,12 @@ class StreamHub::Impl {
     if (!snap) return;
     const int64_t event_ns = now * kNsPerMs;
     if (route.ticker) {
-      SendToTopics(route, MatchKind(Kind::kTicker), snap->time_ns,
+      // Sent at most once a second: kept out of the freshness measurement.
+      SendToTopics(route, MatchKind(Kind::kTicker), kNoOrigin,
                    [&](TimeUnit u) { return TickerEventJson(config_, *snap, event_ns, u); });
     }
     if (route.mini_ticker) {
-      SendToTopics(route, MatchKind(Kind::kMiniTicker), snap->time_ns,
+      SendToTopics(route, MatchKind(Kind::kMiniTicker), kNoOrigin,
                    [&](TimeUnit u) { return MiniTickerEventJson(config_, *snap, event_ns, u); });
     }
   }

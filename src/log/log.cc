@@ -208,8 +208,10 @@ void Shutdown() {
     logger = std::move(g_logger);
     pool = std::move(g_pool);
   }
-  if (logger) logger->flush();
-  // The pool's destructor drains the queue and joins the logger thread.
+  // No flush() here: an async flush is queued under the overrun policy and
+  // could overwrite a line still queued. Every line is flushed as it is
+  // written (flush_on), and the pool's destructor drains the queue (its
+  // terminate messages block rather than overwrite) and joins the thread.
   logger.reset();
   pool.reset();
 }

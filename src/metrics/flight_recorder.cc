@@ -121,8 +121,11 @@ uint64_t LatencyNs(const CommandTrace& t) {
 
 std::string ErrnoText(int err) { return std::error_code(err, std::generic_category()).message(); }
 
-// Writes `data` to path atomically: a temporary file, fsync, rename, then an
-// fsync of the directory so that the rename itself survives a crash.
+// Writes `data` to path atomically: a temporary file, then a rename, so a
+// reader never sees half a dump. No fsync: a dump is a diagnostic written
+// while commands are slow, and a sync would compete with the journal's
+// fdatasync on the same disk exactly then (a power cut may lose the newest
+// dump, never the journal).
 Status WriteFileAtomically(const fs::path& dir, const std::string& name, const char* data,
                            std::size_t size) {
   const fs::path tmp = dir / (name + ".tmp");
@@ -141,23 +144,16 @@ Status WriteFileAtomically(const fs::path& dir, const std::string& name, const c
     }
     done += static_cast<std::size_t>(n);
   }
-  if (::fsync(fd) != 0) {
+  if (::close(fd) != 0) {
     const int err = errno;
-    ::close(fd);
     ::unlink(tmp.c_str());
-    return IoError(fmt::format("cannot fsync {}: {}", tmp.string(), ErrnoText(err)));
+    return IoError(fmt::format("cannot close {}: {}", tmp.string(), ErrnoText(err)));
   }
-  ::close(fd);
   if (::rename(tmp.c_str(), final_path.c_str()) != 0) {
     const int err = errno;
     ::unlink(tmp.c_str());
     return IoError(fmt::format("cannot rename {} to {}: {}", tmp.string(), final_path.string(),
                                ErrnoText(err)));
-  }
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
   }
   return Status::Ok();
 }

@@ -10,8 +10,8 @@
 //   readers (any thread): Recent(), Dumps(), ReadDump(), stats()
 //
 // Dump files are named `flight-<UTC yyyymmddThhmmss.mmm>-seq<N>.json` and
-// written atomically (temporary file, fsync, rename). A dump holds one JSON
-// object:
+// written atomically (temporary file, rename; not synced: a diagnostic must not compete with the
+// journal's fdatasync). A dump holds one JSON object:
 //   {"triggerSeq":N,"triggerLatencyNs":N,"traceCount":N,"thresholdMs":x,
 //    "windowMs":N,"writtenAtMs":N,"trigger":{trace},"traces":[{trace},...]}
 // and a trace is

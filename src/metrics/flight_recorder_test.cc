@@ -100,8 +100,10 @@ TEST_F(FlightRecorderTest, OneSlowCommandDumpsItsWindow) {
   fr.Record(Trace(21, now - 5 * kMs, 5 * kMs));  // the slow one
   for (uint64_t s = 22; s <= 25; ++s) fr.Record(Trace(s, Now(), 50'000));
 
-  ASSERT_TRUE(WaitFor([&] { return fr.Dumps().size() == 1; }));
+  // The count is published after the listing: waiting on it sees both.
+  ASSERT_TRUE(WaitFor([&] { return fr.stats().dumps == 1; }));
   const auto dumps = fr.Dumps();
+  ASSERT_EQ(dumps.size(), 1u);
   const auto& d = dumps[0];
   EXPECT_EQ(d.trigger_seq, 21u);
   EXPECT_EQ(d.trigger_latency_ns, 5u * kMs);
