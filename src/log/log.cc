@@ -212,8 +212,10 @@ void Shutdown() {
   // could overwrite a line still queued. Every line is flushed as it is
   // written (flush_on), and the pool's destructor drains the queue (its
   // terminate messages block rather than overwrite) and joins the thread.
-  logger.reset();
+  // The pool goes first, so the logger and its sink are destroyed after the
+  // join — an order ThreadSanitizer can see (libspdlog.so is not instrumented).
   pool.reset();
+  logger.reset();
 }
 
 void Write(Level level, std::string_view component, std::string_view message,
