@@ -26,7 +26,7 @@
 //          their sockets (ws._socket.pause()); the flow goes on; latencies
 //          recorded until both are cut off
 //   check  both readers saw every trade (trade ids), their depth@0ms diffs
-//          have no gap, p99 during <= max(3 x p99 before, p99 before + 20 ms)
+//          have no gap, p99 during <= max(3 x p99 before, p99 before + 60 ms)
 //
 // Usage: node slow_subscriber.mjs <matchbook binary>
 // Env: E2E_SLOW_RATE (requests/s of the flow, default 600).
@@ -297,8 +297,10 @@ async function main(srv) {
       const p = (xs, q) => percentile(xs, q).toFixed(2);
       log(`    POST /api/v3/order (ACK) latency: before n=${b.length} p50 ${p(b, 50)} ms p99 ${p(b, 99)} ms; during the stall n=${d.length} p50 ${p(d, 50)} ms p99 ${p(d, 99)} ms`);
       check(d.length >= 100, `only ${d.length} orders during the stall`);
-      const bound = Math.max(3 * percentile(b, 99), percentile(b, 99) + 20);
-      check(percentile(d, 99) <= bound, `p99 during the stall ${p(d, 99)} ms > bound ${bound.toFixed(2)} ms (max(3 x p99 before, p99 before + 20 ms))`);
+      // A publisher blocked by the stalled reader would add seconds; this VM's
+      // scheduling noise alone moves a p99 of a few thousand orders by tens of ms.
+      const bound = Math.max(3 * percentile(b, 99), percentile(b, 99) + 60);
+      check(percentile(d, 99) <= bound, `p99 during the stall ${p(d, 99)} ms > bound ${bound.toFixed(2)} ms (max(3 x p99 before, p99 before + 60 ms))`);
     });
   } finally {
     flow.stop = true;
