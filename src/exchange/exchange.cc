@@ -8,11 +8,13 @@
 #include <cstdio>
 #include <deque>
 #include <latch>
+#include <optional>
 #include <thread>
 
 #include "concurrency/ring.h"
 #include "concurrency/wait.h"
 #include "metrics/metrics.h"
+#include "metrics/owner_link.h"
 
 namespace mb::exchange {
 
@@ -26,10 +28,7 @@ int64_t WallNanos() noexcept {
   return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
 }
 
-int64_t SteadyNanos() noexcept {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
-      .count();
-}
+using metrics::SteadyNanos;
 
 bool IsPowerOfTwo(uint32_t v) { return v >= 2 && (v & (v - 1)) == 0; }
 
@@ -84,9 +83,8 @@ struct StageHistograms {
   metrics::Histogram* submit_to_durable = nullptr;
 };
 
-constexpr std::string_view kStageLatency = "matchbook_stage_latency_seconds";
-constexpr std::string_view kStageLatencyHelp =
-    "Latency of each pipeline stage (docs/metrics.md says where each starts and ends)";
+using metrics::kStageLatency;
+using metrics::kStageLatencyHelp;
 
 }  // namespace
 
@@ -124,10 +122,7 @@ class Exchange::Impl {
 
   ~Impl() {
     (void)Close();
-    if (link_) {
-      std::lock_guard<std::mutex> lock(link_->mu);
-      link_->impl = nullptr;
-    }
+    if (link_) link_->Clear();
   }
 
   Status Start() {
@@ -196,13 +191,6 @@ class Exchange::Impl {
     return Status::Ok();
   }
 
-  // The registry's gauges and counter functions read the exchange through
-  // link_, which ~Impl() clears: a scrape after the exchange is gone reads 0.
-  struct MetricsLink {
-    std::mutex mu;
-    const Impl* impl = nullptr;  // GUARDED_BY(mu)
-  };
-
   void RegisterMetrics(metrics::Registry& r) {
     hist_.ring_wait = &r.AddHistogram(kStageLatency, kStageLatencyHelp, {{"stage", "ring_wait"}});
     hist_.match = &r.AddHistogram(kStageLatency, kStageLatencyHelp, {{"stage", "match"}});
@@ -211,14 +199,10 @@ class Exchange::Impl {
     hist_.fsync = &r.AddHistogram(kStageLatency, kStageLatencyHelp, {{"stage", "fsync"}});
     hist_.submit_to_durable =
         &r.AddHistogram(kStageLatency, kStageLatencyHelp, {{"stage", "submit_to_durable"}});
-    link_ = std::make_shared<MetricsLink>();
-    link_->impl = this;
-    auto read = [link = link_](double (*f)(const Impl&)) {
-      return [link, f]() -> double {
-        std::lock_guard<std::mutex> lock(link->mu);
-        return link->impl != nullptr ? f(*link->impl) : 0.0;
-      };
-    };
+    // The registry's callbacks read the exchange through link_, which ~Impl()
+    // clears: a scrape after the exchange is gone reads 0.
+    link_.emplace(this);
+    auto read = [this](double (*f)(const Impl&)) { return link_->Read(f); };
     r.AddGauge("matchbook_ring_remaining_capacity",
                "Free slots in the inbound ring (commands Submit() can still take)", {},
                read([](const Impl& x) { return static_cast<double>(x.inbound_.remaining()); }));
@@ -237,19 +221,17 @@ class Exchange::Impl {
                    read([](const Impl& x) {
                      return static_cast<double>(x.submitted_.load(std::memory_order_relaxed));
                    }));
-    r.AddCounterFn("matchbook_commands_refused_total",
-                   "Commands Submit() refused: the inbound ring was full (HTTP 503) or the "
-                   "journal could not write",
-                   {{"reason", "ring_full"}}, read([](const Impl& x) {
+    constexpr std::string_view kRefusedHelp =
+        "Commands Submit() refused: the inbound ring was full (HTTP 503) or the journal could "
+        "not write";
+    r.AddCounterFn("matchbook_commands_refused_total", kRefusedHelp, {{"reason", "ring_full"}},
+                   read([](const Impl& x) {
                      return static_cast<double>(x.refused_full_.load(std::memory_order_relaxed));
                    }));
-    r.AddCounterFn(
-        "matchbook_commands_refused_total",
-        "Commands Submit() refused: the inbound ring was full (HTTP 503) or the journal could "
-        "not write",
-        {{"reason", "journal"}}, read([](const Impl& x) {
-          return static_cast<double>(x.refused_journal_.load(std::memory_order_relaxed));
-        }));
+    r.AddCounterFn("matchbook_commands_refused_total", kRefusedHelp, {{"reason", "journal"}},
+                   read([](const Impl& x) {
+                     return static_cast<double>(x.refused_journal_.load(std::memory_order_relaxed));
+                   }));
     r.AddCounterFn("matchbook_journal_write_groups_total",
                    "Journal write groups (one write() for every batch that arrived together)", {},
                    read([](const Impl& x) {
@@ -736,7 +718,7 @@ class Exchange::Impl {
   ExchangeOptions opt_;
   const bool timing_;     // stamp StageTimes (metrics or stage_times)
   StageHistograms hist_;  // all null without metrics; set before the threads read them
-  std::shared_ptr<MetricsLink> link_;
+  std::optional<metrics::OwnerLink<Impl>> link_;
   std::optional<journal::DataDir> dir_;
   std::unique_ptr<engine::Engine> engine_;          // engine thread only, while running
   std::unique_ptr<journal::JournalWriter> writer_;  // journal thread only, while running

@@ -12,6 +12,7 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -25,6 +26,7 @@
 #include "log/log.h"
 #include "metrics/flight_recorder.h"
 #include "metrics/metrics.h"
+#include "metrics/owner_link.h"
 #include "projection/projector.h"
 #include "projection/store.h"
 
@@ -36,15 +38,10 @@ using engine::Event;
 using engine::MarketStatus;
 using engine::Side;
 
-int64_t SteadyNanos() noexcept {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
+using metrics::kStageLatency;
+using metrics::kStageLatencyHelp;
+using metrics::SteadyNanos;
 
-constexpr std::string_view kStageLatency = "matchbook_stage_latency_seconds";
-constexpr std::string_view kStageLatencyHelp =
-    "Latency of each pipeline stage (docs/metrics.md says where each starts and ends)";
 // The statuses matchbook_http_requests_total counts by name; any other is "other".
 constexpr int kCountedStatuses[] = {200, 400, 401, 403, 404, 405, 409, 413, 429, 500, 503};
 constexpr std::size_t kStatusSlots = std::size(kCountedStatuses) + 1;
@@ -231,10 +228,7 @@ class Gateway::Impl final : public HttpHandler {
 
   ~Impl() override {
     Stop();
-    if (link_) {
-      std::lock_guard lock(link_->mu);
-      link_->impl = nullptr;
-    }
+    if (link_) link_->Clear();
   }
 
   void Wire(exchange::ExchangeOptions* o) {
@@ -1312,13 +1306,6 @@ class Gateway::Impl final : public HttpHandler {
     status_counters_[i]->Inc();
   }
 
-  // The registry's gauges and collectors read the gateway through link_,
-  // which ~Impl() clears: a scrape after the gateway is gone reads nothing.
-  struct MetricsLink {
-    std::mutex mu;
-    const Impl* impl = nullptr;  // GUARDED_BY(mu)
-  };
-
   void RegisterMetrics(metrics::Registry& r) {
     hist_parse_auth_ = &r.AddHistogram(kStageLatency, kStageLatencyHelp, {{"stage", "parse_auth"}});
     hist_fanout_ = &r.AddHistogram(kStageLatency, kStageLatencyHelp, {{"stage", "fanout"}});
@@ -1335,24 +1322,17 @@ class Gateway::Impl final : public HttpHandler {
           &r.AddCounter("matchbook_http_requests_total",
                         "HTTP answers given by the gateway, by status code", {{"code", code}});
     }
-    rejected_503_ = &r.AddCounter(
-        "matchbook_http_rejected_total",
+    constexpr std::string_view kRejectedHelp =
         "Requests refused for load: 503 (inbound ring full, journal refusing, shutting down) "
-        "and 429 (request weight over the limit)",
-        {{"reason", "busy_503"}});
-    rejected_429_ = &r.AddCounter(
-        "matchbook_http_rejected_total",
-        "Requests refused for load: 503 (inbound ring full, journal refusing, shutting down) "
-        "and 429 (request weight over the limit)",
-        {{"reason", "rate_limited_429"}});
-    link_ = std::make_shared<MetricsLink>();
-    link_->impl = this;
-    auto read = [link = link_](double (*f)(const Impl&)) {
-      return [link, f]() -> double {
-        std::lock_guard lock(link->mu);
-        return link->impl != nullptr ? f(*link->impl) : 0.0;
-      };
-    };
+        "and 429 (request weight over the limit)";
+    rejected_503_ =
+        &r.AddCounter("matchbook_http_rejected_total", kRejectedHelp, {{"reason", "busy_503"}});
+    rejected_429_ = &r.AddCounter("matchbook_http_rejected_total", kRejectedHelp,
+                                  {{"reason", "rate_limited_429"}});
+    // The registry's callbacks read the gateway through link_, which ~Impl()
+    // clears: a scrape after the gateway is gone reads 0 or writes nothing.
+    link_.emplace(this);
+    auto read = [this](double (*f)(const Impl&)) { return link_->Read(f); };
     r.AddGauge("matchbook_fanout_queue_depth",
                "Durable batches and answers queued for the fan-out thread", {},
                read([](const Impl& g) { return static_cast<double>(g.fanout_depth_.load()); }));
@@ -1384,10 +1364,7 @@ class Gateway::Impl final : public HttpHandler {
                {}, read([](const Impl& g) {
                  return static_cast<double>(g.streams_.stats().subscriptions.load());
                }));
-    r.AddCollector([link = link_](metrics::SampleWriter& w) {
-      std::lock_guard lock(link->mu);
-      if (link->impl == nullptr) return;
-      const Impl& g = *link->impl;
+    r.AddCollector(link_->With([](const Impl& g, metrics::SampleWriter& w) {
       struct Family {
         const char* name;
         const char* help;
@@ -1409,7 +1386,7 @@ class Gateway::Impl final : public HttpHandler {
                    static_cast<double>((g.market_counts_[i].*f.field).load()));
         }
       }
-    });
+    }));
   }
   double WsStat(std::atomic<uint64_t> ServerStats::*field) const {
     return server_ ? static_cast<double>((server_->stats().*field).load()) : 0.0;
@@ -1972,7 +1949,7 @@ class Gateway::Impl final : public HttpHandler {
   std::atomic<std::size_t> fanout_depth_{0};
   std::atomic<std::size_t> history_depth_{0};
   std::atomic<std::size_t> waiting_count_{0};  // waiting_.size(), for the gauge
-  std::shared_ptr<MetricsLink> link_;
+  std::optional<metrics::OwnerLink<Impl>> link_;
 
   std::mutex mu_;
   std::condition_variable cv_;
