@@ -1074,6 +1074,17 @@ TEST_F(GatewayTest, LedgerFromTheProjectionSumsToTheBalances) {
   EXPECT_GE(Id(p, "appliedSequence"), Id(health.Json(), "appliedSequence"));
   EXPECT_EQ(Id(p, "lagEvents"), 0u);
   EXPECT_TRUE(p.at("lagSeconds").is_number());
+  // The SQLite store's disk use and checkpoints.
+  const json::value d = p.at("storage");
+  EXPECT_GT(Id(d, "dbBytes"), 0u) << health.body;
+  EXPECT_EQ(Id(d, "walMaxBytes"), uint64_t{64} << 20);
+  EXPECT_LE(Id(d, "walBytes"), Id(d, "walMaxBytes"));
+  EXPECT_FALSE(d.at("overCeiling").as_bool());
+  EXPECT_GT(Id(d, "walFramesWritten"), 0u);
+  EXPECT_LE(Id(d, "walFramesCheckpointed"), Id(d, "walFramesWritten"));
+  EXPECT_EQ(Id(d, "ceilingWaits"), 0u);
+  EXPECT_TRUE(d.at("secondsSinceCheckpoint").is_number() ||
+              d.at("secondsSinceCheckpoint").is_null());
 }
 
 // A projection that does not catch up within 2 s: 503 -1001 with Retry-After,

@@ -36,7 +36,8 @@ constexpr std::string_view kTopKeys[] = {"engine",     "assets",    "markets", "
 constexpr std::string_view kMetricsKeys[] = {
     "remote", "port", "flight_threshold_ms", "flight_window_ms", "flight_capacity", "flight_keep"};
 constexpr std::string_view kProjectionKeys[] = {
-    "backend", "path", "url", "batch_events", "batch_wait_ms", "catchup_batch_events"};
+    "backend",       "path",      "url",    "batch_events", "batch_wait_ms",
+    "catchup_batch_events", "wal_max_mb", "cache_mb"};
 constexpr std::string_view kGatewayKeys[] = {"host",
                                              "port",
                                              "io_threads",
@@ -462,6 +463,14 @@ class Loader {
     MB_RETURN_IF_ERROR(OptionalInt(t, "projection", "batch_wait_ms", 0, 10'000, &p->batch_wait_ms));
     MB_RETURN_IF_ERROR(OptionalInt(t, "projection", "catchup_batch_events", 1, 10'000'000,
                                    &p->catchup_batch_events));
+    uint64_t wal_mb = p->store.wal_max_bytes >> 20;
+    MB_RETURN_IF_ERROR(OptionalInt(t, "projection", "wal_max_mb",
+                                   static_cast<int64_t>(projection::kMinWalMaxBytes >> 20),
+                                   1'000'000, &wal_mb));
+    p->store.wal_max_bytes = wal_mb << 20;
+    uint64_t cache_mb = p->store.cache_bytes >> 20;
+    MB_RETURN_IF_ERROR(OptionalInt(t, "projection", "cache_mb", 1, 1'000'000, &cache_mb));
+    p->store.cache_bytes = cache_mb << 20;
     return Status::Ok();
   }
 

@@ -27,7 +27,9 @@
 //   [projection] backend ("sqlite" | "postgres"), path (sqlite file; "" =
 //   <data_dir>/projection.sqlite),
 //                url (postgres connection URL; "" = $MATCHBOOK_PG_URL), batch_events (1000),
-//                batch_wait_ms (10), catchup_batch_events (20000)
+//                batch_wait_ms (10), catchup_batch_events (20000), wal_max_mb (64: the
+//                SQLite write-ahead log's ceiling, at least 4), cache_mb (64: SQLite's
+//                page cache)
 //   [metrics]    remote (false: /metrics answers loopback peers only), port (0: no
 //                separate metrics port), flight_threshold_ms (50; 0 = no dumps),
 //                flight_window_ms (5000), flight_capacity (65536, a power of two),

@@ -410,7 +410,8 @@ TEST(ParseConfig, RuntimeTablesAreOptionalAndParsed) {
                            "weight_per_minute = 1200\nadmin_remote = true\n"
                            "ws_send_queue_messages = 100\nhistory_orders = 50\n"
                            "[projection]\nbackend = \"postgres\"\nurl = \"postgresql://h/db\"\n"
-                           "batch_events = 50\ncatchup_batch_events = 500\n";
+                           "batch_events = 50\ncatchup_batch_events = 500\n"
+                           "wal_max_mb = 16\ncache_mb = 8\n";
   auto c = ParseFullConfig(text, "test.toml");
   ASSERT_TRUE(c.ok()) << c.status().message();
   EXPECT_EQ(c->runtime.data_dir, "/var/lib/mb");
@@ -442,7 +443,18 @@ TEST(ParseConfig, RuntimeTablesAreOptionalAndParsed) {
   EXPECT_EQ(p.batch_events, 50u);
   EXPECT_EQ(p.catchup_batch_events, 500u);
   EXPECT_EQ(p.batch_wait_ms, 10u) << "unset keys keep their defaults";
+  EXPECT_EQ(p.store.wal_max_bytes, uint64_t{16} << 20);
+  EXPECT_EQ(p.store.cache_bytes, uint64_t{8} << 20);
   EXPECT_EQ(base->runtime.projection.store.backend, "sqlite");
+  EXPECT_EQ(base->runtime.projection.store.wal_max_bytes, uint64_t{64} << 20);
+
+  // A ceiling below what the store works with, or not a number: refused with the field.
+  for (const char* bad : {"wal_max_mb = 3", "wal_max_mb = \"64\"", "cache_mb = 0"}) {
+    auto r = ParseFullConfig(Edit() + "[projection]\n" + bad + "\n", "test.toml");
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("projection."), std::string::npos)
+        << r.status().message();
+  }
 }
 
 TEST(ParseConfig, MetricsTableIsOptionalAndParsed) {

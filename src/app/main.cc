@@ -163,8 +163,43 @@ int Serve(const mb::app::Config& cfg, const std::string& source, bool recover_on
                     "How long the oldest record not yet projected has been durable", {},
                     [&projector] { return projector.stats().lag_seconds; });
   registry.AddGauge("matchbook_projection_healthy",
-                    "1 when the projection's last commit succeeded, else 0", {},
-                    [&projector] { return projector.stats().healthy ? 1.0 : 0.0; });
+                    "1 when the projection's last commit succeeded and its log is within its "
+                    "ceiling, else 0",
+                    {}, [&projector] { return projector.stats().healthy ? 1.0 : 0.0; });
+  registry.AddCollector([&projector](mb::metrics::SampleWriter& w) {
+    const std::optional<mb::projection::StorageStats> s = projector.stats().storage;
+    if (!s) return;  // a backend that manages its own log
+    auto one = [&w](std::string_view name, std::string_view help, std::string_view type,
+                    double v) {
+      w.Family(name, help, type);
+      w.Sample(name, {}, v);
+    };
+    auto d = [](uint64_t v) { return static_cast<double>(v); };
+    one("matchbook_projection_db_bytes", "Size of the projection's SQLite database file",
+        "gauge", d(s->db_bytes));
+    one("matchbook_projection_wal_bytes", "Size of the projection's SQLite write-ahead log file",
+        "gauge", d(s->wal_bytes));
+    one("matchbook_projection_wal_max_bytes",
+        "The write-ahead log's ceiling: the projector waits rather than pass it", "gauge",
+        d(s->wal_max_bytes));
+    one("matchbook_projection_wal_frames_written_total",
+        "Pages appended to the projection's write-ahead log", "counter", d(s->frames_written));
+    one("matchbook_projection_wal_frames_checkpointed_total",
+        "Pages copied from the write-ahead log into the database", "counter",
+        d(s->frames_checkpointed));
+    one("matchbook_projection_checkpoints_total", "Checkpoint runs of the projection's database",
+        "counter", d(s->checkpoints));
+    one("matchbook_projection_checkpoints_completed_total",
+        "Checkpoint runs that left nothing in the write-ahead log to copy", "counter",
+        d(s->checkpoints_completed));
+    one("matchbook_projection_wal_ceiling_waits_total",
+        "Projection commits held back because the write-ahead log was at its ceiling", "counter",
+        d(s->ceiling_waits));
+    if (s->seconds_since_checkpoint >= 0) {
+      one("matchbook_projection_seconds_since_checkpoint",
+          "Time since a checkpoint last completed", "gauge", s->seconds_since_checkpoint);
+    }
+  });
   auto gateway_durable = std::move(o.on_durable);
   o.on_durable = [&projector, gateway_durable](std::span<const mb::engine::Event> events) {
     if (gateway_durable) gateway_durable(events);

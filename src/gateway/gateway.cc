@@ -1444,6 +1444,25 @@ class Gateway::Impl final : public HttpHandler {
       p["healthy"] = ps.healthy;
       p["lastError"] = ps.last_error;
       p["backend"] = store_->backend();
+      if (ps.storage) {
+        const projection::StorageStats& disk = *ps.storage;
+        json::object d;
+        d["dbBytes"] = disk.db_bytes;
+        d["walBytes"] = disk.wal_bytes;
+        d["walMaxBytes"] = disk.wal_max_bytes;
+        d["overCeiling"] = disk.over_ceiling || disk.wal_bytes > disk.wal_max_bytes;
+        d["walFramesWritten"] = disk.frames_written;
+        d["walFramesCheckpointed"] = disk.frames_checkpointed;
+        d["checkpoints"] = disk.checkpoints;
+        d["checkpointsCompleted"] = disk.checkpoints_completed;
+        d["ceilingWaits"] = disk.ceiling_waits;
+        if (disk.seconds_since_checkpoint >= 0) {
+          d["secondsSinceCheckpoint"] = disk.seconds_since_checkpoint;
+        } else {
+          d["secondsSinceCheckpoint"] = nullptr;
+        }
+        p["storage"] = std::move(d);
+      }
       o["projection"] = std::move(p);
     }
     Ok(c, json::serialize(o));

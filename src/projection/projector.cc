@@ -34,7 +34,8 @@ Projector::Projector(std::filesystem::path data_dir, const engine::EngineConfig&
       config_hash_(config_hash),
       store_(store),
       options_(std::move(options)),
-      builder_(config) {}
+      builder_(config),
+      catchup_cap_(options_.catchup_batch_events) {}
 
 Projector::~Projector() { Stop(); }
 
@@ -120,7 +121,7 @@ Result<std::size_t> Projector::RunBatch(uint64_t limit_seq, bool wait) {
     if (*got > 0) {
       // Full and still more waiting: behind, so a catch-up batch.
       if (batch_.events >= options_.batch_events) {
-        cap = std::max(cap, options_.catchup_batch_events);
+        cap = std::max(cap, catchup_cap_);
       }
       continue;
     }
@@ -139,6 +140,10 @@ Result<std::size_t> Projector::RunBatch(uint64_t limit_seq, bool wait) {
                             batch_.last_time_ns};
   MB_RETURN_IF_ERROR(store_->Commit(batch_, next));
   state_ = next;
+  if (const auto storage = store_->Storage();
+      storage && storage->last_commit_bytes > storage->wal_max_bytes / 4) {
+    catchup_cap_ = std::max(options_.batch_events, catchup_cap_ / 2);
+  }
   batches_.fetch_add(1, std::memory_order_relaxed);
   events_applied_.fetch_add(batch_.events, std::memory_order_relaxed);
   healthy_.store(true, std::memory_order_relaxed);
@@ -248,6 +253,10 @@ ProjectorStats Projector::stats() const {
   s.events = events_applied_.load(std::memory_order_relaxed);
   s.errors = errors_.load(std::memory_order_relaxed);
   s.healthy = healthy_.load(std::memory_order_relaxed);
+  s.storage = store_->Storage();
+  if (s.storage && (s.storage->over_ceiling || s.storage->wal_bytes > s.storage->wal_max_bytes)) {
+    s.healthy = false;
+  }
   std::lock_guard lock(mu_);
   s.last_error = last_error_;
   if (s.lag_events > 0 && !notes_.empty()) {

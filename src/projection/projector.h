@@ -33,6 +33,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -67,8 +68,10 @@ struct ProjectorStats {
   uint64_t batches = 0;
   uint64_t events = 0;
   uint64_t errors = 0;
-  bool healthy = true;  // the last commit succeeded
+  // The last commit succeeded and the store's log is within its ceiling.
+  bool healthy = true;
   std::string last_error;
+  std::optional<StorageStats> storage;  // the store's disk use (SQLite)
 };
 
 class Projector {
@@ -137,6 +140,10 @@ class Projector {
   // (durable sequence, steady ns when notified), oldest first: how long the
   // oldest unapplied record has been durable.
   std::deque<std::pair<uint64_t, int64_t>> notes_;
+  // The catch-up batch as the store allows it: halved (down to batch_events)
+  // while one batch's commit takes more than a quarter of the store's log
+  // ceiling. Projector thread only.
+  std::size_t catchup_cap_ = 0;
   std::thread thread_;
 };
 

@@ -6,10 +6,31 @@
 // synchronous=NORMAL: a power cut may lose the last commits, but the rows and
 // projector_state go back together, and the journal still holds the events,
 // so the projector simply applies them again.
+//
+// The write-ahead log stays bounded. A WAL only starts over from its
+// beginning when a checkpoint has copied every frame into the database and no
+// reader still reads an older snapshot from it; a writer that commits every
+// few milliseconds never leaves such a moment on its own, so:
+//   - a checkpointer thread (its own connection) copies frames beside the
+//     writer with PASSIVE checkpoints, which never block anyone;
+//   - when the WAL holds a quarter of its ceiling, the writer itself runs a
+//     RESTART checkpoint before its next transaction (only the frames the
+//     checkpointer has not copied yet are left, and it waits for readers
+//     still in the WAL), so that transaction writes from the WAL's start and
+//     journal_size_limit cuts the file back to that quarter;
+//   - if a reader keeps it from completing, commits go on while the WAL has
+//     room below the ceiling and are then refused (kUnavailable) until a
+//     checkpoint completes: the projector waits, the engine never does.
+// A checkpoint is only real on a connection that has opened the WAL (a
+// connection that never read the database checkpoints nothing and reports
+// success), so every connection reads the schema before it is used.
+#include <fmt/format.h>
 #include <pthread.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -21,6 +42,8 @@
 
 namespace mb::projection {
 namespace {
+
+constexpr int kBusyTimeoutMs = 5000;
 
 class Db {
  public:
@@ -38,7 +61,7 @@ class Db {
       return IoError("sqlite: cannot open " + path + ": " +
                      (db_ != nullptr ? sqlite3_errmsg(db_) : "out of memory"));
     }
-    sqlite3_busy_timeout(db_, 5000);
+    sqlite3_busy_timeout(db_, kBusyTimeoutMs);
     sqlite3_extended_result_codes(db_, 1);
     path_ = path;
     return Status::Ok();
@@ -63,6 +86,21 @@ class Db {
     return Status(StatusCode::kInternal, msg);
   }
   Status LastError() const { return Error(sqlite3_errmsg(db_)); }
+
+  // The first column of the first row of `sql`.
+  Result<int64_t> QueryInt(const char* sql) {
+    sqlite3_stmt* s = nullptr;
+    if (sqlite3_prepare_v2(db_, sql, -1, &s, nullptr) != SQLITE_OK) return LastError();
+    const int rc = sqlite3_step(s);
+    const int64_t v = rc == SQLITE_ROW ? sqlite3_column_int64(s, 0) : 0;
+    sqlite3_finalize(s);
+    if (rc != SQLITE_ROW) return Error(std::string("no row from ") + sql);
+    return v;
+  }
+
+  // Reads the schema once, which opens the write-ahead log on this
+  // connection: before that, a checkpoint through it copies nothing.
+  Status OpenWal() { return QueryInt("SELECT COUNT(*) FROM sqlite_master").status(); }
 
   sqlite3* get() const { return db_; }
 
@@ -148,28 +186,51 @@ struct SqliteRow {
   std::string_view Text(int col) const { return s->Text(col); }
 };
 
+uint64_t FileBytes(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
+}
+
+int64_t SteadyNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 class SqliteStore final : public Store {
  public:
-  explicit SqliteStore(const engine::EngineConfig& config) : config_(config) {}
+  SqliteStore(const StoreOptions& options, const engine::EngineConfig& config)
+      : config_(config), path_(options.path), options_(options) {}
 
-  Status Open(const std::string& path) {
-    MB_RETURN_IF_ERROR(writer_.Open(path, true));
-    // Larger pages: fewer WAL frames (one write each) per batch. Takes effect
-    // only on a new database (before the first table).
-    MB_RETURN_IF_ERROR(writer_.Exec("PRAGMA page_size=16384"));
+  Status Open() {
+    MB_RETURN_IF_ERROR(writer_.Open(path_, true));
+    // Takes effect only on a new database (before the first table); an
+    // existing one keeps its page size, read back below.
+    MB_RETURN_IF_ERROR(writer_.Exec(fmt::format("PRAGMA page_size={}", kPageBytes)));
     MB_RETURN_IF_ERROR(writer_.Exec("PRAGMA journal_mode=WAL"));
     MB_RETURN_IF_ERROR(writer_.Exec("PRAGMA synchronous=NORMAL"));
-    // Batches are large and indexes grow: a big page cache. Checkpoints (each
-    // one copies the WAL into the database and fsyncs) run on their own
-    // thread and connection, never inside a commit: a commit only appends to
-    // the WAL.
-    MB_RETURN_IF_ERROR(writer_.Exec("PRAGMA cache_size=-262144"));
+    MB_RETURN_IF_ERROR(writer_.Exec(
+        fmt::format("PRAGMA cache_size=-{}", std::max<uint64_t>(options_.cache_bytes >> 10, 1024))));
+    // Checkpoints are this store's own (header comment): never inside a
+    // commit on their own.
     MB_RETURN_IF_ERROR(writer_.Exec("PRAGMA wal_autocheckpoint=0"));
+    MB_RETURN_IF_ERROR(writer_.Exec(fmt::format("PRAGMA journal_size_limit={}", restart_bytes())));
     MB_RETURN_IF_ERROR(writer_.Exec("PRAGMA temp_store=MEMORY"));
     MB_RETURN_IF_ERROR(writer_.Exec("PRAGMA foreign_keys=OFF"));
     MB_RETURN_IF_ERROR(Migrate());
-    MB_RETURN_IF_ERROR(reader_.Open(path, false));
-    MB_RETURN_IF_ERROR(checkpointer_.Open(path, false));
+    auto page = writer_.QueryInt("PRAGMA page_size");
+    if (!page.ok()) return page.status();
+    frame_bytes_ = static_cast<uint64_t>(*page) + kWalFrameHeaderBytes;
+    // What an earlier run left in the WAL (a crash, or a WAL that an older
+    // build let grow) goes into the database now, and the file is emptied.
+    auto emptied = RunCheckpoint(writer_, SQLITE_CHECKPOINT_TRUNCATE);
+    if (!emptied.ok()) return emptied.status();
+    int unused = 0;  // the WAL's accounting starts here: nothing written yet
+    sqlite3_db_status(writer_.get(), SQLITE_DBSTATUS_CACHE_WRITE, &unused, &unused, 1);
+    sqlite3_wal_hook(writer_.get(), &SqliteStore::OnWalCommit, this);
+    MB_RETURN_IF_ERROR(reader_.Open(path_, false));
+    MB_RETURN_IF_ERROR(checkpointer_.Open(path_, false));
+    MB_RETURN_IF_ERROR(checkpointer_.OpenWal());
     MB_RETURN_IF_ERROR(Prepare());
     checkpoint_thread_ = std::thread([this] {
       pthread_setname_np(pthread_self(), "mb-checkpoint");
@@ -196,22 +257,40 @@ class SqliteStore final : public Store {
   Result<std::vector<OrderRow>> OpenOrders() override { return OrderRows(writer_open_orders_); }
 
   Status Commit(const RowBatch& b, const ProjectorState& state) override {
+    MB_RETURN_IF_ERROR(MakeRoom());
     MB_RETURN_IF_ERROR(begin_.Run());
     Status st = Write(b, state);
     if (!st.ok()) {
       (void)rollback_.Run();
       return st;
     }
+    const uint64_t frames_before = wal_frames_.load(std::memory_order_relaxed);
     st = commit_.Run();
     if (!st.ok()) {
       (void)rollback_.Run();
       return st;
     }
-    if (++commits_since_checkpoint_ >= kCommitsPerCheckpoint) {
-      commits_since_checkpoint_ = 0;
-      checkpoint_cv_.notify_one();
-    }
+    Committed(frames_before);
     return st;
+  }
+
+  std::optional<StorageStats> Storage() override {
+    StorageStats s;
+    s.db_bytes = FileBytes(path_);
+    s.wal_bytes = FileBytes(path_ + "-wal");
+    s.wal_max_bytes = options_.wal_max_bytes;
+    s.frame_bytes = frame_bytes_;
+    s.wal_frames = wal_frames_.load(std::memory_order_relaxed);
+    s.frames_written = frames_written_.load(std::memory_order_relaxed);
+    s.frames_checkpointed = frames_checkpointed_.load(std::memory_order_relaxed);
+    s.checkpoints = checkpoints_.load(std::memory_order_relaxed);
+    s.checkpoints_completed = checkpoints_completed_.load(std::memory_order_relaxed);
+    s.ceiling_waits = ceiling_waits_.load(std::memory_order_relaxed);
+    s.last_commit_bytes = last_commit_frames_.load(std::memory_order_relaxed) * frame_bytes_;
+    const int64_t done = last_completed_ns_.load(std::memory_order_relaxed);
+    s.seconds_since_checkpoint = done == 0 ? -1 : static_cast<double>(SteadyNs() - done) / 1e9;
+    s.over_ceiling = over_ceiling_.load(std::memory_order_relaxed);
+    return s;
   }
 
   Status Reset() override {
@@ -333,18 +412,121 @@ class SqliteStore final : public Store {
   }
 
  private:
-  static constexpr int kCommitsPerCheckpoint = 64;
+  // A commit writes every page it touched to the WAL in full, and a batch of
+  // orders from many accounts touches a page per account in each secondary
+  // index: 4 KiB pages (the file system's) halve the WAL bytes per order of
+  // 16 KiB ones while serving, at the same catch-up speed
+  // (docs/benchmarks.md, "Projection disk use").
+  static constexpr int kPageBytes = 4096;
+  static constexpr uint64_t kWalFrameHeaderBytes = 24;
+  static constexpr auto kCheckpointEvery = std::chrono::milliseconds(200);
+  static constexpr int kRestartWaitMs = 100;
+
+  // The WAL starts over from its beginning once it holds this much.
+  uint64_t restart_bytes() const { return options_.wal_max_bytes / 4; }
+  uint64_t restart_frames() const { return restart_bytes() / frame_bytes_; }
+  uint64_t max_frames() const { return options_.wal_max_bytes / frame_bytes_; }
+
+  // Writer thread, inside COMMIT: the WAL holds `frames` frames now.
+  static int OnWalCommit(void* self, sqlite3*, const char*, int frames) {
+    static_cast<SqliteStore*>(self)->hook_frames_ = static_cast<uint64_t>(frames);
+    return SQLITE_OK;
+  }
+
+  // Writer thread, after a commit: what it wrote, whether the WAL started
+  // over, whether the checkpointer has enough to copy.
+  void Committed(uint64_t frames_before) {
+    int written = 0, unused = 0;
+    // Pages the writer connection wrote (to the WAL) since the last commit.
+    sqlite3_db_status(writer_.get(), SQLITE_DBSTATUS_CACHE_WRITE, &written, &unused, 1);
+    const auto added = static_cast<uint64_t>(std::max(written, 0));
+    const uint64_t frames = hook_frames_;
+    if (frames < frames_before + added) wal_generation_.fetch_add(1, std::memory_order_relaxed);
+    wal_frames_.store(frames, std::memory_order_relaxed);
+    frames_written_.fetch_add(added, std::memory_order_relaxed);
+    last_commit_frames_.store(added, std::memory_order_relaxed);
+    largest_commit_frames_ = std::max(added, largest_commit_frames_ - largest_commit_frames_ / 16);
+    frames_since_wakeup_ += added;
+    if (frames_since_wakeup_ >= std::max<uint64_t>(restart_frames() / 4, 1)) {
+      frames_since_wakeup_ = 0;
+      {
+        std::lock_guard lock(checkpoint_mu_);
+        checkpoint_wanted_ = true;
+      }
+      checkpoint_cv_.notify_one();
+    }
+  }
+
+  // Writer thread, before a transaction: keeps the WAL under its ceiling.
+  Status MakeRoom() {
+    const uint64_t frames = wal_frames_.load(std::memory_order_relaxed);
+    if (frames < restart_frames()) return Status::Ok();
+    // Readers of this process are short; one that is not holds the writer
+    // only briefly, and the next commit tries again.
+    sqlite3_busy_timeout(writer_.get(), kRestartWaitMs);
+    auto complete = RunCheckpoint(writer_, SQLITE_CHECKPOINT_RESTART);
+    sqlite3_busy_timeout(writer_.get(), kBusyTimeoutMs);
+    if (!complete.ok()) return complete.status();
+    if (*complete || frames + largest_commit_frames_ < max_frames()) {
+      over_ceiling_.store(false, std::memory_order_relaxed);
+      return Status::Ok();
+    }
+    ceiling_waits_.fetch_add(1, std::memory_order_relaxed);
+    over_ceiling_.store(true, std::memory_order_relaxed);
+    return Unavailable(fmt::format(
+        "sqlite {}: the write-ahead log holds {} MiB, its ceiling is {} MiB, and a checkpoint "
+        "cannot complete while a reader keeps an older snapshot open; the projection waits",
+        path_, (frames * frame_bytes_) >> 20, options_.wal_max_bytes >> 20));
+  }
+
+  // One checkpoint of `mode` on `db` (never two at once: SQLite refuses a
+  // second with SQLITE_BUSY). True when nothing was left to copy. SQLITE_BUSY
+  // (a reader the busy timeout did not see leave) is an incomplete
+  // checkpoint, not an error.
+  Result<bool> RunCheckpoint(Db& db, int mode) {
+    std::lock_guard run(checkpoint_run_mu_);
+    int log = -1, copied = -1;
+    const int rc = sqlite3_wal_checkpoint_v2(db.get(), nullptr, mode, &log, &copied);
+    if (rc != SQLITE_OK && (rc & 0xff) != SQLITE_BUSY) return db.LastError();
+    if (log < 0) {
+      return Status(StatusCode::kInternal,
+                    "sqlite " + path_ + ": a checkpoint on a connection that has not opened the "
+                                        "write-ahead log (it would copy nothing)");
+    }
+    checkpoints_.fetch_add(1, std::memory_order_relaxed);
+    const uint64_t generation = wal_generation_.load(std::memory_order_relaxed);
+    if (generation != checkpoint_generation_ || static_cast<uint64_t>(log) < checkpoint_log_) {
+      checkpoint_generation_ = generation;
+      checkpoint_copied_ = 0;
+    }
+    const auto now_copied = static_cast<uint64_t>(std::max(copied, 0));
+    if (now_copied > checkpoint_copied_) {
+      frames_checkpointed_.fetch_add(now_copied - checkpoint_copied_, std::memory_order_relaxed);
+    }
+    checkpoint_copied_ = now_copied;
+    checkpoint_log_ = static_cast<uint64_t>(log);
+    const bool complete = rc == SQLITE_OK && copied == log;
+    if (complete) {
+      checkpoints_completed_.fetch_add(1, std::memory_order_relaxed);
+      last_completed_ns_.store(SteadyNs(), std::memory_order_relaxed);
+      if (mode == SQLITE_CHECKPOINT_TRUNCATE) wal_frames_.store(0, std::memory_order_relaxed);
+    }
+    return complete;
+  }
 
   // The checkpointer: PASSIVE checkpoints (they never block the writer or a
-  // reader) every 64 commits or 200 ms.
+  // reader) whenever the writer has added a sixteenth of the ceiling, and at
+  // least every 200 ms while there is something to copy.
   void Checkpoints() {
     std::unique_lock lock(checkpoint_mu_);
     while (!stop_) {
-      checkpoint_cv_.wait_for(lock, std::chrono::milliseconds(200));
+      checkpoint_cv_.wait_for(lock, kCheckpointEvery, [&] { return stop_ || checkpoint_wanted_; });
       if (stop_) break;
+      checkpoint_wanted_ = false;
       lock.unlock();
-      (void)sqlite3_wal_checkpoint_v2(checkpointer_.get(), nullptr, SQLITE_CHECKPOINT_PASSIVE,
-                                      nullptr, nullptr);
+      if (wal_frames_.load(std::memory_order_relaxed) > 0) {
+        (void)RunCheckpoint(checkpointer_, SQLITE_CHECKPOINT_PASSIVE);
+      }
       lock.lock();
     }
   }
@@ -466,14 +648,37 @@ class SqliteStore final : public Store {
   }
 
   const engine::EngineConfig& config_;
+  const std::string path_;
+  const StoreOptions options_;
+  uint64_t frame_bytes_ = kPageBytes + kWalFrameHeaderBytes;
   Db writer_;
   Db reader_;
   Db checkpointer_;
   std::mutex read_mu_;
-  std::mutex checkpoint_mu_;
+
+  // Writer thread only.
+  uint64_t hook_frames_ = 0;            // set by OnWalCommit during COMMIT
+  uint64_t largest_commit_frames_ = 0;  // a recent commit's size, decaying
+  uint64_t frames_since_wakeup_ = 0;
+
+  // Whoever holds checkpoint_run_mu_ (one checkpoint at a time).
+  std::mutex checkpoint_run_mu_;
+  uint64_t checkpoint_generation_ = 0;
+  uint64_t checkpoint_log_ = 0;     // WAL frames at the last checkpoint
+  uint64_t checkpoint_copied_ = 0;  // of them, copied
+
+  // Written by the writer or a checkpoint, read by Storage() on any thread.
+  std::atomic<uint64_t> wal_frames_{0};
+  std::atomic<uint64_t> wal_generation_{0};  // +1 each time the WAL starts over
+  std::atomic<uint64_t> frames_written_{0}, frames_checkpointed_{0}, last_commit_frames_{0};
+  std::atomic<uint64_t> checkpoints_{0}, checkpoints_completed_{0}, ceiling_waits_{0};
+  std::atomic<int64_t> last_completed_ns_{0};
+  std::atomic<bool> over_ceiling_{false};
+
+  std::mutex checkpoint_mu_;  // stop_, checkpoint_wanted_
   std::condition_variable checkpoint_cv_;
   bool stop_ = false;
-  int commits_since_checkpoint_ = 0;
+  bool checkpoint_wanted_ = false;
   std::thread checkpoint_thread_;
 
   Stmt begin_, commit_, rollback_;
@@ -485,11 +690,23 @@ class SqliteStore final : public Store {
 
 }  // namespace
 
+Result<std::unique_ptr<Store>> OpenSqliteStore(const StoreOptions& options,
+                                               const engine::EngineConfig& config) {
+  if (options.wal_max_bytes < kMinWalMaxBytes) {
+    return InvalidArgument(fmt::format("sqlite: a write-ahead log ceiling of {} bytes is below "
+                                       "the least this store works with ({} MiB)",
+                                       options.wal_max_bytes, kMinWalMaxBytes >> 20));
+  }
+  auto store = std::make_unique<SqliteStore>(options, config);
+  MB_RETURN_IF_ERROR(store->Open());
+  return std::unique_ptr<Store>(std::move(store));
+}
+
 Result<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path,
                                                const engine::EngineConfig& config) {
-  auto store = std::make_unique<SqliteStore>(config);
-  MB_RETURN_IF_ERROR(store->Open(path));
-  return std::unique_ptr<Store>(std::move(store));
+  StoreOptions options;
+  options.path = path;
+  return OpenSqliteStore(options, config);
 }
 
 }  // namespace mb::projection

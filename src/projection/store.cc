@@ -1,5 +1,6 @@
 #include "projection/store.h"
 
+#include <atomic>
 #include <limits>
 #include <mutex>
 
@@ -101,7 +102,7 @@ Result<std::unique_ptr<Store>> OpenStore(const StoreOptions& options,
                                          const engine::EngineConfig& config) {
   if (options.backend == "sqlite") {
     if (options.path.empty()) return InvalidArgument("projection: sqlite needs a path");
-    return OpenSqliteStore(options.path, config);
+    return OpenSqliteStore(options, config);
   }
   if (options.backend == "postgres") {
     if (options.url.empty()) {
@@ -158,6 +159,10 @@ class ReconnectingStore final : public Store {
   Result<std::vector<TableDump>> Dump() override { return Call(&Store::Dump); }
   Result<ProjectionTotals> Totals() override { return Call(&Store::Totals); }
   Result<std::vector<OrderRow>> AllOrderRows() override { return Call(&Store::AllOrderRows); }
+  std::optional<StorageStats> Storage() override {
+    Store* inner = opened_.load(std::memory_order_acquire);
+    return inner != nullptr ? inner->Storage() : std::nullopt;
+  }
 
  private:
   // The opened store, or why it cannot be opened (tried again after retry_).
@@ -174,6 +179,7 @@ class ReconnectingStore final : public Store {
       return last_error_;
     }
     inner_ = std::move(*opened);
+    opened_.store(inner_.get(), std::memory_order_release);
     return inner_.get();
   }
 
@@ -189,6 +195,7 @@ class ReconnectingStore final : public Store {
   const std::chrono::milliseconds retry_;
   std::mutex mu_;
   std::unique_ptr<Store> inner_;
+  std::atomic<Store*> opened_{nullptr};  // inner_ once set (it never changes after): no lock
   bool tried_ = false;
   std::chrono::steady_clock::time_point last_try_{};
   Status last_error_;

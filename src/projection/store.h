@@ -11,9 +11,14 @@
 //   - Reads (history queries) use their own connection and see committed
 //     batches only.
 //
+//   - A store whose log would pass its ceiling (SQLite's write-ahead log, see
+//     StoreOptions::wal_max_bytes) answers Commit() with kUnavailable before
+//     writing anything: the projector waits and tries again, the engine never
+//     notices.
+//
 // Thread safety: the writer calls (Open, State, OpenOrders, Commit, Reset)
-// from one thread. The query calls may come from any thread, concurrently
-// with the writer.
+// from one thread. The query calls and Storage() may come from any thread,
+// concurrently with the writer.
 #pragma once
 
 #include <chrono>
@@ -84,6 +89,25 @@ struct ProjectionTotals {
   std::vector<Balance> balances;
 };
 
+// What the database occupies on disk and how its checkpoints go: the SQLite
+// store reports it; a server database (PostgreSQL) manages its own log and
+// reports nothing.
+struct StorageStats {
+  uint64_t db_bytes = 0;         // the database file
+  uint64_t wal_bytes = 0;        // the -wal file as it is on disk now
+  uint64_t wal_max_bytes = 0;    // its ceiling
+  uint64_t frame_bytes = 0;      // one WAL frame: a page and its header
+  uint64_t wal_frames = 0;       // frames (pages) the WAL holds since it last started over
+  uint64_t frames_written = 0;   // every frame ever appended to the WAL
+  uint64_t frames_checkpointed = 0;  // every frame copied into the database
+  uint64_t checkpoints = 0;          // checkpoint runs
+  uint64_t checkpoints_completed = 0;  // runs that left nothing in the WAL to copy
+  uint64_t ceiling_waits = 0;  // commits refused because the WAL was at its ceiling
+  uint64_t last_commit_bytes = 0;  // WAL bytes the last commit appended
+  double seconds_since_checkpoint = -1;  // since the last completed one (-1: none yet)
+  bool over_ceiling = false;  // the last commit was refused for the ceiling (unhealthy)
+};
+
 class Store {
  public:
   virtual ~Store() = default;
@@ -107,6 +131,9 @@ class Store {
   virtual Result<std::vector<marketdata::Fill>> MyTrades(const HistoryQuery& q) = 0;
   virtual Result<std::vector<LedgerRow>> Ledger(const LedgerQuery& q) = 0;
   virtual Result<ProjectorState> CommittedState() = 0;  // as a reader sees it
+  // Disk use and checkpoints; nullopt for a backend that does not report them
+  // (or a store not opened yet).
+  virtual std::optional<StorageStats> Storage() { return std::nullopt; }
 
   // ---- checks ----
   virtual Result<std::vector<TableDump>> Dump() = 0;
@@ -114,12 +141,23 @@ class Store {
   virtual Result<std::vector<OrderRow>> AllOrderRows() = 0;  // by order id
 };
 
+inline constexpr uint64_t kMinWalMaxBytes = uint64_t{4} << 20;
+
 struct StoreOptions {
   // "sqlite" (path = <data>/projection.sqlite unless given) or "postgres"
   // (url = a libpq connection string / URI).
   std::string backend = "sqlite";
   std::string path;
   std::string url;
+  // SQLite: the write-ahead log never grows past wal_max_bytes. Checkpoints
+  // run beside the writer and one is completed by the writer itself whenever
+  // the WAL holds a quarter of the ceiling, so the WAL starts over from its
+  // beginning (and its file is cut back to that quarter). If a reader keeps
+  // that checkpoint from completing, commits continue up to the ceiling and
+  // then wait for it.
+  uint64_t wal_max_bytes = uint64_t{64} << 20;  // at least kMinWalMaxBytes
+  // SQLite: the writer's page cache (memory the process keeps for it).
+  uint64_t cache_bytes = uint64_t{64} << 20;
 };
 
 // Opens a store and migrates its schema. The engine configuration converts
@@ -134,6 +172,9 @@ std::unique_ptr<Store> OpenStoreWhenReachable(const StoreOptions& options,
                                               const engine::EngineConfig& config,
                                               std::chrono::milliseconds retry);
 
+Result<std::unique_ptr<Store>> OpenSqliteStore(const StoreOptions& options,
+                                               const engine::EngineConfig& config);
+// The SQLite store at `path` with the default options.
 Result<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path,
                                                const engine::EngineConfig& config);
 Result<std::unique_ptr<Store>> OpenPostgresStore(const std::string& url,
