@@ -43,6 +43,7 @@
 #include "journal/writer.h"
 #include "metrics/metrics.h"
 #include "stats.h"
+#include "thread_cpu.h"
 #include "workload/engine_workload.h"
 
 namespace mb::bench {
@@ -204,53 +205,6 @@ void DropCache(const fs::path& dir) {
 // ------------------------------------------------------------------ statistics
 
 std::string Us(int64_t ns) { return fmt::format("{:.1f}", static_cast<double>(ns) / 1e3); }
-
-// Time a task spent runnable but waiting for a CPU (schedstat's second field).
-double RunQueueWaitSeconds(const fs::path& schedstat) {
-  std::ifstream f(schedstat);
-  double on_cpu = 0, wait = 0;
-  if (f >> on_cpu >> wait) return wait / 1e9;
-  return 0;
-}
-
-// CPU time of this process's threads, by thread name: user + system, and
-// system alone under "<name>/sys"; "<name>/wait": runnable but not running
-// (waiting for a CPU); "<name>/vcsw": voluntary context switches (parks,
-// sleeps, blocking syscalls).
-std::map<std::string, double> ThreadCpuSeconds() {
-  std::map<std::string, double> out;
-  const double tick = static_cast<double>(::sysconf(_SC_CLK_TCK));
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator("/proc/self/task", ec)) {
-    std::ifstream f(e.path() / "stat");
-    std::string line;
-    if (!std::getline(f, line)) continue;
-    const auto open = line.find('(');
-    const auto close = line.rfind(')');
-    if (open == std::string::npos || close == std::string::npos) continue;
-    std::string name = line.substr(open + 1, close - open - 1);
-    std::istringstream rest(line.substr(close + 2));
-    std::string tok;
-    double ut = 0, st = 0;
-    for (int field = 3; rest >> tok; ++field) {
-      if (field == 14) ut = std::strtod(tok.c_str(), nullptr);
-      if (field == 15) {
-        st = std::strtod(tok.c_str(), nullptr);
-        break;
-      }
-    }
-    out[name] += (ut + st) / tick;
-    out[name + "/sys"] += st / tick;
-    out[name + "/wait"] += RunQueueWaitSeconds(e.path() / "schedstat");
-    std::ifstream status(e.path() / "status");
-    while (std::getline(status, line)) {
-      if (line.starts_with("voluntary_ctxt_switches:")) {
-        out[name + "/vcsw"] += std::strtod(line.c_str() + 24, nullptr);
-      }
-    }
-  }
-  return out;
-}
 
 // Busy CPU time of the whole machine (/proc/stat, all CPUs: user, nice,
 // system, irq, softirq, steal) and of this process (getrusage), in seconds:

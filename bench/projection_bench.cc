@@ -2,6 +2,8 @@
 #include "projection_bench.h"
 
 #include <fmt/core.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -23,6 +25,7 @@
 #include "projection/projector.h"
 #include "projection/store.h"
 #include "stats.h"
+#include "thread_cpu.h"
 #include "workload/engine_workload.h"
 
 namespace mb::bench {
@@ -88,11 +91,11 @@ class PgCluster {
 };
 
 Result<std::unique_ptr<projection::Store>> OpenFresh(const Options& o, const std::string& url,
-                                                     const fs::path& scratch,
+                                                     const fs::path& file,
                                                      const engine::EngineConfig& config) {
   projection::StoreOptions so;
   so.backend = o.backend;
-  so.path = (scratch / "projection.sqlite").string();
+  so.path = file.string();
   so.url = url;
   auto store = projection::OpenStore(so, config);
   if (!store.ok()) return store.status();
@@ -144,6 +147,90 @@ class Counting final : public exchange::Completion {
  private:
   std::atomic<uint64_t> done_{0};
 };
+
+uint64_t FileBytes(const fs::path& p) {
+  struct stat st {};
+  return ::stat(p.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
+}
+
+// The largest size a file reaches, sampled every millisecond.
+class LargestSize {
+ public:
+  explicit LargestSize(fs::path file) : file_(std::move(file)) {
+    thread_ = std::thread([this] {
+      while (!stop_.load(std::memory_order_relaxed)) {
+        largest_ = std::max(largest_, FileBytes(file_));
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    });
+  }
+  ~LargestSize() { Stop(); }
+  uint64_t Stop() {
+    if (thread_.joinable()) {
+      stop_.store(true, std::memory_order_relaxed);
+      thread_.join();
+    }
+    return largest_;
+  }
+
+ private:
+  const fs::path file_;
+  std::atomic<bool> stop_{false};
+  uint64_t largest_ = 0;  // the sampling thread's until Stop() joins it
+  std::thread thread_;
+};
+
+double ThisThreadCpuSeconds() {
+  rusage ru{};
+  ::getrusage(RUSAGE_THREAD, &ru);
+  return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+         static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
+// What a phase left on disk and how its WAL went, per event (or order).
+struct DiskFigures {
+  double wal_bytes_per_event = 0;  // appended to the WAL
+  uint64_t largest_wal = 0;        // the -wal file at its largest
+  uint64_t wal_max = 0;            // its ceiling
+  double db_bytes_per_event = 0;   // the database file after a last checkpoint
+  uint64_t checkpoints = 0, completed = 0, ceiling_waits = 0;
+
+  std::string Text() const {
+    return fmt::format(
+        "WAL {:.0f} B written per event, largest WAL file {:.1f} MiB (ceiling {} MiB), {} "
+        "checkpoints ({} complete, {} commits held at the ceiling), database {:.0f} B per event",
+        wal_bytes_per_event, static_cast<double>(largest_wal) / (1 << 20), wal_max >> 20,
+        checkpoints, completed, ceiling_waits, db_bytes_per_event);
+  }
+  std::string Json(std::string_view prefix) const {
+    return fmt::format(
+        ",\"{0}wal_bytes_per_event\":{1:.1f},\"{0}largest_wal_bytes\":{2},\"{0}checkpoints\":{3},"
+        "\"{0}checkpoints_completed\":{4},\"{0}ceiling_waits\":{5},\"{0}db_bytes_per_event\":{6:.1f}",
+        prefix, wal_bytes_per_event, largest_wal, checkpoints, completed, ceiling_waits,
+        db_bytes_per_event);
+  }
+};
+
+// Closes the store (its last checkpoint empties the WAL into the database)
+// and reads the figures. nullopt for a backend that does not report them.
+std::optional<DiskFigures> CloseAndMeasure(std::unique_ptr<projection::Store>* store,
+                                           const fs::path& db, LargestSize* wal,
+                                           uint64_t events) {
+  const auto s = (*store)->Storage();
+  store->reset();
+  const uint64_t largest = wal->Stop();
+  if (!s || events == 0) return std::nullopt;
+  DiskFigures d;
+  const double n = static_cast<double>(events);
+  d.wal_bytes_per_event = static_cast<double>(s->frames_written * s->frame_bytes) / n;
+  d.largest_wal = largest;
+  d.wal_max = s->wal_max_bytes;
+  d.db_bytes_per_event = static_cast<double>(FileBytes(db)) / n;
+  d.checkpoints = s->checkpoints;
+  d.completed = s->checkpoints_completed;
+  d.ceiling_waits = s->ceiling_waits;
+  return d;
+}
 
 int64_t WallNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -209,11 +296,15 @@ int RunProjectionBench(int argc, char** argv) {
     std::fprintf(stderr, "journal: %s\n", written.status().message().c_str());
     return 1;
   }
-  auto store = OpenFresh(o, url, scratch, w.config);
+  const fs::path db_file = scratch / "projection.sqlite";
+  auto store = OpenFresh(o, url, db_file, w.config);
   if (!store.ok()) {
     std::fprintf(stderr, "store: %s\n", store.status().message().c_str());
     return 1;
   }
+  LargestSize catchup_wal(fs::path(db_file.string() + "-wal"));
+  const double cpu0 = ThisThreadCpuSeconds();
+  const std::map<std::string, double> threads0 = ThreadCpuSeconds();
   projection::ProjectorOptions po;
   po.batch_events = o.batch_events;
   po.catchup_batch_events = o.catchup_batch_events;
@@ -241,6 +332,9 @@ int RunProjectionBench(int argc, char** argv) {
     secs = std::chrono::duration<double>(Clock::now() - t0).count();
     projected = p.stats().events;
   }
+  const double writer_cpu = ThisThreadCpuSeconds() - cpu0;
+  const double checkpoint_cpu =
+      ThreadCpuSeconds()["mb-checkpoint"] - threads0.at("mb-checkpoint");
   const double eps = static_cast<double>(projected) / secs;
   uint64_t rows = 0;
   if (auto t = (*store)->Totals(); t.ok()) {
@@ -255,13 +349,24 @@ int RunProjectionBench(int argc, char** argv) {
   fmt::print(
       "projection {}: {} events ({} records) in {:.3f} s = {:.0f} events/s; per catch-up batch "
       "of <= {} events: p50 {} ms, p99 {} ms, p99.9 {} ms, max {} ms ({} batches)\n",
-      o.backend, projected, store->get() ? (*store)->State()->applied_seq : 0, secs, eps,
+      o.backend, projected, store->get() != nullptr ? (*store)->State()->applied_seq : 0, secs, eps,
       o.catchup_batch_events, Ms(bp.p50), Ms(bp.p99), Ms(bp.p999), Ms(bp.max), commit_ns.size());
+  const double per_event_us = 1e6 / static_cast<double>(std::max<uint64_t>(projected, 1));
+  fmt::print("cpu: projector {:.2f} us per event, checkpointer {:.2f} us per event\n",
+             writer_cpu * per_event_us, checkpoint_cpu * per_event_us);
+  std::string disk_json =
+      fmt::format(",\"cpu_us_per_event\":{:.3f},\"checkpoint_cpu_us_per_event\":{:.3f}",
+                  writer_cpu * per_event_us, checkpoint_cpu * per_event_us);
+  if (auto d = CloseAndMeasure(&*store, db_file, &catchup_wal, projected)) {
+    fmt::print("storage: {}\n", d->Text());
+    disk_json += d->Json("");
+  }
 
   // ---- lag at a rate ----
   std::string lag_json;
   if (o.rate > 0) {
-    auto live_store = OpenFresh(o, url, scratch, w.config);
+    const fs::path live_file = scratch / "live.sqlite";
+    auto live_store = OpenFresh(o, url, live_file, w.config);
     if (!live_store.ok()) {
       std::fprintf(stderr, "store: %s\n", live_store.status().message().c_str());
       return 1;
@@ -284,6 +389,7 @@ int RunProjectionBench(int argc, char** argv) {
       std::fprintf(stderr, "exchange: %s\n", ex.status().message().c_str());
       return 1;
     }
+    LargestSize live_wal(fs::path(live_file.string() + "-wal"));
     proj.Start((*ex)->durable_seq());
     Counting done;
     uint64_t sent = 0;
@@ -296,6 +402,8 @@ int RunProjectionBench(int argc, char** argv) {
     while (done.done() < sent) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     proj.WaitApplied((*ex)->durable_seq(), std::chrono::seconds(60));
     (void)proj.TakeLagSamples();  // the setup is not measured
+    const std::map<std::string, double> live0 = ThreadCpuSeconds();
+    const uint64_t events0 = proj.stats().events;
     const uint64_t total = o.rate * o.duration_ms / 1000;
     const auto t0 = Clock::now();
     uint64_t dropped = 0;
@@ -314,8 +422,22 @@ int RunProjectionBench(int argc, char** argv) {
     std::vector<int64_t> lags = proj.TakeLagSamples();
     const Percentiles lag = Summarize(&lags);
     const projection::ProjectorStats st = proj.stats();
+    std::map<std::string, double> live1 = ThreadCpuSeconds();
     proj.Stop();
     (void)(*ex)->Close();
+    const double orders = static_cast<double>(std::max<uint64_t>(sent - w.setup.size(), 1));
+    const double projector_us = (live1["mb-projector"] - live0.at("mb-projector")) * 1e6 / orders;
+    const double checkpoint_us =
+        (live1["mb-checkpoint"] - live0.at("mb-checkpoint")) * 1e6 / orders;
+    fmt::print("live cpu: projector {:.2f} us per order, checkpointer {:.2f} us per order\n",
+               projector_us, checkpoint_us);
+    std::string live_disk = fmt::format(
+        ",\"live_projector_cpu_us_per_order\":{:.3f},\"live_checkpoint_cpu_us_per_order\":{:.3f}",
+        projector_us, checkpoint_us);
+    if (auto d = CloseAndMeasure(&*live_store, live_file, &live_wal, st.events - events0)) {
+      fmt::print("live storage (per event): {}\n", d->Text());
+      live_disk += d->Json("live_");
+    }
     fmt::print(
         "projection lag at {} orders/s for {} ms ({}): commit - command time per batch: "
         "p50 {} ms, p99 {} ms, p99.9 {} ms, max {} ms; {} batches, {} refused, caught up: "
@@ -326,16 +448,16 @@ int RunProjectionBench(int argc, char** argv) {
         ",\"rate_per_s\":{},\"lag_p50_ms\":{},\"lag_p99_ms\":{},\"lag_p999_ms\":{},"
         "\"lag_max_ms\":{},\"refused\":{},\"caught_up\":{}",
         o.rate, Ms(lag.p50), Ms(lag.p99), Ms(lag.p999), Ms(lag.max), dropped,
-        caught_up ? "true" : "false");
+        caught_up ? "true" : "false") + live_disk;
   }
   if (o.json) {
     fmt::print(
         "{{\"bench\":\"projection\",\"backend\":\"{}\",\"events\":{},\"events_per_s\":{:.0f},"
         "\"rows\":{},\"seconds\":{:.3f},\"batch_events\":{},\"catchup_batch_events\":{},\"batch_"
         "p50_ms\":{},\"batch_p99_ms\":{},"
-        "\"batch_p999_ms\":{},\"batch_max_ms\":{}{}}}\n",
+        "\"batch_p999_ms\":{},\"batch_max_ms\":{}{}{}}}\n",
         o.backend, projected, eps, rows, secs, o.batch_events, o.catchup_batch_events, Ms(bp.p50),
-        Ms(bp.p99), Ms(bp.p999), Ms(bp.max), lag_json);
+        Ms(bp.p99), Ms(bp.p999), Ms(bp.max), disk_json, lag_json);
   }
   return 0;
 }

@@ -506,6 +506,20 @@ class OrderFlow {
 
   const std::string& api_key(uint32_t account) const { return keys_[account].key; }
 
+  // The n-th history query: allOrders and myTrades in turn, each account in
+  // turn. Any thread (reads only what never changes).
+  Iteration History(uint64_t n) const {
+    Iteration it;
+    it.account = static_cast<uint32_t>((n / 2) % keys_.size());
+    it.verb = http::verb::get;
+    const std::string query = fmt::format("symbol={}&limit=100&timestamp={}&recvWindow=60000",
+                                          m_.symbol, NowMs());
+    it.target = fmt::format("{}?{}&signature={}",
+                            n % 2 == 0 ? "/api/v3/allOrders" : "/api/v3/myTrades", query,
+                            HmacHex(keys_[it.account].secret, query));
+    return it;
+  }
+
  private:
   struct State {
     std::deque<uint64_t> fresh;    // resting, never amended
@@ -587,6 +601,40 @@ class Subscriber {
   beast::flat_buffer buffer_;
 };
 
+// One connection asking for history in a closed loop (a new query as soon as
+// the last is answered) from Start() until the run shuts down. Every member is
+// touched on the connection's strand only.
+class HistoryReader {
+ public:
+  HistoryReader(Runner& runner, asio::io_context& ioc, uint64_t first)
+      : runner_(runner), stream_(asio::make_strand(ioc)), retry_(stream_.get_executor()),
+        n_(first) {}
+  void Start() {
+    asio::post(stream_.get_executor(), [this] { DoConnect(); });
+  }
+  void Close() {
+    asio::post(stream_.get_executor(), [this] {
+      retry_.cancel();
+      beast::error_code ignored;
+      stream_.socket().close(ignored);
+    });
+  }
+
+ private:
+  void DoConnect();
+  void Next();
+  void Retry();
+
+  Runner& runner_;
+  beast::tcp_stream stream_;
+  asio::steady_timer retry_;
+  beast::flat_buffer buffer_;
+  http::request<http::empty_body> req_;
+  http::response<http::string_body> res_;
+  uint64_t n_;
+  Clock::time_point sent_;
+};
+
 class Runner {
  public:
   Runner(const Options& o, const Market& m, const tcp::endpoint& ep, OrderFlow& flow)
@@ -606,8 +654,11 @@ class Runner {
       conns_.push_back(std::make_unique<HttpConn>(*this, ioc_));
     for (int i = 0; i < o_.subscribers; ++i)
       subs_.push_back(std::make_unique<Subscriber>(*this, ioc_));
+    for (int i = 0; i < o_.history_readers; ++i)
+      readers_.push_back(std::make_unique<HistoryReader>(*this, ioc_, static_cast<uint64_t>(i)));
     for (auto& c : conns_) c->Connect();
     for (auto& s : subs_) s->Start();
+    for (auto& r : readers_) r->Start();
     const auto deadline = Clock::now() + std::chrono::seconds(10);
     while (Clock::now() < deadline) {
       if (IdleCount() == conns_.size() &&
@@ -710,6 +761,7 @@ class Runner {
     StopSending();
     for (auto& c : conns_) c->Close();
     for (auto& s : subs_) s->Close();
+    for (auto& r : readers_) r->Close();
     // Without the work guard the io threads return once every socket and
     // timer has completed; a deadline bounds it.
     work_.reset();
@@ -732,6 +784,9 @@ class Runner {
     }
     r.delivery = Figures::From(*delivery_.Collect());
     r.freshness = Figures::From(*freshness_.Collect());
+    r.history_readers = o_.history_readers;
+    r.history = Figures::From(*history_.Collect());
+    r.history_errors = history_errors_.load();
     r.subscriber_drops = sub_drops_.load();
     r.messages = messages_.load();
     if (!abort_reason_.empty()) r.aborted = abort_reason_;
@@ -781,6 +836,24 @@ class Runner {
       if (e > 0) freshness_.RecordDelta(now_ns - to_ns(e));
     }
   }
+  void HistoryAnswered(Clock::time_point sent, unsigned status, std::string_view body) {
+    if (status != 200) {
+      history_errors_.fetch_add(1, std::memory_order_relaxed);
+      const int64_t code = FindInt(body, "\"code\":");
+      std::lock_guard lock(mu_);
+      ++errors_by_code_[fmt::format("history {}/{}", status, code == -1 ? 0 : code)];
+      return;
+    }
+    history_.RecordDelta(duration_cast<nanoseconds>(Clock::now() - sent).count());
+  }
+  void HistoryFailed(const char* stage, const beast::error_code& ec) {
+    if (stopping_.load()) return;
+    history_errors_.fetch_add(1, std::memory_order_relaxed);
+    std::lock_guard lock(mu_);
+    ++errors_by_code_[fmt::format("history transport/{}", ec.message())];
+    NoteTransportErrorLocked(stage, ec);
+  }
+  Iteration HistoryQuery(uint64_t n) const { return flow_.History(n); }
   void SubscriberReady() { subs_ready_.fetch_add(1); }
   void SubscriberClosed(bool was_ready, const beast::error_code& ec, std::string_view reason) {
     if (!was_ready) {
@@ -901,12 +974,14 @@ class Runner {
 
   std::vector<std::unique_ptr<HttpConn>> conns_;
   std::vector<std::unique_ptr<Subscriber>> subs_;
+  std::vector<std::unique_ptr<HistoryReader>> readers_;
   std::mutex idle_mu_;
   // First in, first out: every connection is used in turn, so none sits idle
   // long enough for the server's keep-alive timeout to close it.
   std::deque<HttpConn*> idle_;  // GUARDED_BY(idle_mu_)
 
-  Histogram order_, delivery_, freshness_;
+  Histogram order_, delivery_, freshness_, history_;
+  std::atomic<uint64_t> history_errors_{0};
   std::atomic<uint64_t> requests_{0}, responses_{0}, answered_ok_{0}, errors_{0}, dropped_{0},
       messages_{0};
   std::atomic<uint64_t> subs_ready_{0}, subs_failed_{0}, sub_drops_{0};
@@ -1013,6 +1088,58 @@ void Subscriber::OnRead(beast::error_code ec, std::size_t n) {
   runner_.Message(std::string_view(static_cast<const char*>(data.data()), data.size()));
   buffer_.consume(n);
   ws_.async_read(buffer_, [this](beast::error_code e, std::size_t m) { OnRead(e, m); });
+}
+
+void HistoryReader::DoConnect() {
+  if (runner_.stopping()) return;
+  stream_.expires_after(kConnectTimeout);
+  stream_.async_connect(runner_.endpoint(), [this](beast::error_code ec) {
+    if (ec) return Retry();
+    stream_.socket().set_option(tcp::no_delay(true));
+    buffer_.clear();
+    Next();
+  });
+}
+
+void HistoryReader::Next() {
+  if (runner_.stopping()) return;
+  const Iteration it = runner_.HistoryQuery(n_);
+  n_ += static_cast<uint64_t>(std::max(1, runner_.options().history_readers));
+  req_ = {};
+  req_.method(it.verb);
+  req_.target(it.target);
+  req_.version(11);
+  req_.set(http::field::host, runner_.host_header());
+  req_.set("X-MBX-APIKEY", runner_.api_key(it.account));
+  req_.keep_alive(true);
+  res_ = {};
+  sent_ = Clock::now();
+  stream_.expires_after(kRequestTimeout);
+  http::async_write(stream_, req_, [this](beast::error_code ec, std::size_t) {
+    if (ec) {
+      runner_.HistoryFailed("history write", ec);
+      return Retry();
+    }
+    http::async_read(stream_, buffer_, res_, [this](beast::error_code ec2, std::size_t) {
+      if (ec2) {
+        runner_.HistoryFailed("history read", ec2);
+        return Retry();
+      }
+      runner_.HistoryAnswered(sent_, res_.result_int(), res_.body());
+      if (!res_.keep_alive()) return Retry();
+      Next();
+    });
+  });
+}
+
+void HistoryReader::Retry() {
+  if (runner_.stopping()) return;
+  beast::error_code ignored;
+  stream_.socket().close(ignored);
+  retry_.expires_after(kReconnectDelay);
+  retry_.async_wait([this](beast::error_code ec) {
+    if (!ec) DoConnect();
+  });
 }
 
 Status SeedBook(SetupClient& c, const Market& m, const std::vector<AccountKeys>& accounts,

@@ -92,6 +92,8 @@ Result<Options> ParseOptions(int argc, char** argv) {
   auto* duration_opt = app.add_option("--duration", duration, "seconds (overrides the preset)");
   auto* rate_opt = app.add_option("--rate", rate, "orders/s (max: the first step's rate)");
   auto* subs_opt = app.add_option("--subscribers", subscribers, "WebSocket subscribers");
+  app.add_option("--history-readers", o.history_readers,
+                 "connections asking allOrders/myTrades in a loop (default 0)");
   app.add_option("--accounts", o.accounts, "synthetic accounts (default 64)");
   app.add_option("--connections", o.connections, "HTTP keep-alive connections (default 64)");
   app.add_option("--threads", o.threads, "io threads (default 1)");
@@ -130,6 +132,8 @@ Result<Options> ParseOptions(int argc, char** argv) {
     return InvalidArgument("--rate: must be > 0 and at most 1000000 orders/s");
   if (o.subscribers < 0 || o.subscribers > kMaxSubscribers)
     return InvalidArgument("--subscribers: must be 0..20000");
+  if (o.history_readers < 0 || o.history_readers > 1000)
+    return InvalidArgument("--history-readers: must be 0..1000");
   if (o.accounts < 1 || o.accounts > 10'000) return InvalidArgument("--accounts: must be 1..10000");
   if (o.connections < 1 || o.connections > 10'000)
     return InvalidArgument("--connections: must be 1..10000");

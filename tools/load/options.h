@@ -23,6 +23,9 @@ struct Options {
   double duration_s = 0;
   double rate = 0;  // orders/s; for `max`, the first step's rate
   int subscribers = 0;
+  // Connections asking for order and trade history (allOrders, myTrades) in a
+  // closed loop beside the order flow: the API's history readers.
+  int history_readers = 0;
   int accounts = 64;
   int connections = 64;  // HTTP keep-alive connections, one request in flight each
   int threads = 1;       // io threads

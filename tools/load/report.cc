@@ -166,6 +166,9 @@ std::string ToJson(const Report& r) {
       .Raw("order", FiguresJson(r.order))
       .Raw("delivery", FiguresJson(r.delivery))
       .Raw("freshness", FiguresJson(r.freshness))
+      .N("history_readers", r.history_readers)
+      .Raw("history", FiguresJson(r.history))
+      .N("history_errors", d(r.history_errors))
       .N("subscribers", r.subscribers)
       .N("subscriber_drops", d(r.subscriber_drops))
       .N("messages", d(r.messages))
@@ -196,8 +199,11 @@ std::string HumanSummary(const Report& r) {
   row("order response", r.order);
   row("trade delivery", r.delivery);
   row("depth freshness", r.freshness);
+  if (r.history_readers > 0) row("history query", r.history);
   s += fmt::format("subscribers {}  dropped {}  messages {}\n", r.subscribers, r.subscriber_drops,
                    r.messages);
+  if (r.history_readers > 0)
+    s += fmt::format("history readers {}  errors {}\n", r.history_readers, r.history_errors);
   for (const Step& st : r.steps)
     s += fmt::format(
         "  step {:>9.0f}/s  achieved {:>9.1f}/s  p50 {:>8.3f}  p99 {:>8.3f}  errors "

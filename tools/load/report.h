@@ -50,6 +50,9 @@ struct Report {
   uint64_t dropped = 0;                            // iterations with no idle connection
   double achieved_rate_per_s = 0;
   Figures order, delivery, freshness;
+  int history_readers = 0;
+  Figures history;  // allOrders / myTrades answers (200 only)
+  uint64_t history_errors = 0;
   int subscribers = 0;
   uint64_t subscriber_drops = 0;
   uint64_t messages = 0;
