@@ -334,7 +334,7 @@ int RunProjectionBench(int argc, char** argv) {
   }
   const double writer_cpu = ThisThreadCpuSeconds() - cpu0;
   const double checkpoint_cpu =
-      ThreadCpuSeconds()["mb-checkpoint"] - threads0.at("mb-checkpoint");
+      CpuOf(ThreadCpuSeconds(), "mb-checkpoint") - CpuOf(threads0, "mb-checkpoint");
   const double eps = static_cast<double>(projected) / secs;
   uint64_t rows = 0;
   if (auto t = (*store)->Totals(); t.ok()) {
@@ -422,13 +422,14 @@ int RunProjectionBench(int argc, char** argv) {
     std::vector<int64_t> lags = proj.TakeLagSamples();
     const Percentiles lag = Summarize(&lags);
     const projection::ProjectorStats st = proj.stats();
-    std::map<std::string, double> live1 = ThreadCpuSeconds();
+    const std::map<std::string, double> live1 = ThreadCpuSeconds();
     proj.Stop();
     (void)(*ex)->Close();
     const double orders = static_cast<double>(std::max<uint64_t>(sent - w.setup.size(), 1));
-    const double projector_us = (live1["mb-projector"] - live0.at("mb-projector")) * 1e6 / orders;
+    const double projector_us =
+        (CpuOf(live1, "mb-projector") - CpuOf(live0, "mb-projector")) * 1e6 / orders;
     const double checkpoint_us =
-        (live1["mb-checkpoint"] - live0.at("mb-checkpoint")) * 1e6 / orders;
+        (CpuOf(live1, "mb-checkpoint") - CpuOf(live0, "mb-checkpoint")) * 1e6 / orders;
     fmt::print("live cpu: projector {:.2f} us per order, checkpointer {:.2f} us per order\n",
                projector_us, checkpoint_us);
     std::string live_disk = fmt::format(

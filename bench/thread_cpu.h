@@ -63,4 +63,11 @@ inline std::map<std::string, double> ThreadCpuSeconds() {
   return out;
 }
 
+// The CPU seconds of threads named `name` in a ThreadCpuSeconds() result (0
+// when there is none, e.g. a backend without that thread).
+inline double CpuOf(const std::map<std::string, double>& cpu, const std::string& name) {
+  auto it = cpu.find(name);
+  return it == cpu.end() ? 0.0 : it->second;
+}
+
 }  // namespace mb::bench

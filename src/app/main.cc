@@ -51,6 +51,7 @@
 #include "log/log.h"
 #include "metrics/flight_recorder.h"
 #include "metrics/metrics.h"
+#include "metrics/process.h"
 #include "projection/projector.h"
 #include "projection/store.h"
 #include "projection/verify.h"
@@ -121,6 +122,7 @@ int Serve(const mb::app::Config& cfg, const std::string& source, bool recover_on
   // Metrics and the flight recorder outlive everything that records into them.
   const mb::app::MetricsConfig& mc = cfg.runtime.metrics;
   mb::metrics::Registry registry;
+  mb::metrics::AddProcessMetrics(registry);
   mb::metrics::FlightRecorderOptions fo;
   fo.dir = std::filesystem::path(cfg.runtime.data_dir) / "flight";
   fo.capacity = mc.flight_capacity;
@@ -169,11 +171,8 @@ int Serve(const mb::app::Config& cfg, const std::string& source, bool recover_on
   registry.AddCollector([&projector](mb::metrics::SampleWriter& w) {
     const std::optional<mb::projection::StorageStats> s = projector.stats().storage;
     if (!s) return;  // a backend that manages its own log
-    auto one = [&w](std::string_view name, std::string_view help, std::string_view type,
-                    double v) {
-      w.Family(name, help, type);
-      w.Sample(name, {}, v);
-    };
+    const auto one = [&w](std::string_view name, std::string_view help, std::string_view type,
+                          double v) { mb::metrics::WriteSingle(w, name, help, type, v); };
     auto d = [](uint64_t v) { return static_cast<double>(v); };
     one("matchbook_projection_db_bytes", "Size of the projection's SQLite database file",
         "gauge", d(s->db_bytes));

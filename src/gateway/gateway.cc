@@ -1345,6 +1345,11 @@ class Gateway::Impl final : public HttpHandler {
     r.AddGauge("matchbook_read_side_applied_sequence",
                "The last sequence the read side (REST market data, streams) has applied", {},
                read([](const Impl& g) { return static_cast<double>(g.read_side_.applied_seq()); }));
+    r.AddGauge("matchbook_open_orders", "Orders resting on the books (as the read side has them)",
+               {}, read([](const Impl& g) { return static_cast<double>(g.read_side_.open_orders()); }));
+    r.AddCounterFn(
+        "matchbook_closed_orders_total", "Orders filled, canceled or expired since the start", {},
+        read([](const Impl& g) { return static_cast<double>(g.read_side_.closed_orders()); }));
     r.AddGauge("matchbook_ws_connections", "Open WebSocket connections", {},
                read([](const Impl& g) { return g.WsStat(&ServerStats::ws_open); }));
     r.AddCounterFn("matchbook_ws_connections_total", "WebSocket handshakes completed", {},

@@ -373,12 +373,13 @@ class ReadSide::Impl {
       r.working = true;
       std::map<int64_t, int64_t>& side = markets_[Raw(o.market)].levels[SideIndex(o.side)];
       side[o.price.value] += o.remaining.value;
-      Account(o.account).open.emplace(Raw(o.id), r);
+      if (Account(o.account).open.emplace(Raw(o.id), r).second) ++open_orders_;
     }
     lock.unlock();
     for (std::size_t m = 0; m < markets_.size(); ++m) Publish(static_cast<MarketId>(m));
     // Release: pairs with the acquire in applied_seq(); the snapshots and the
     // account state above are visible to whoever reads the new value.
+    open_count_.store(open_orders_, std::memory_order_relaxed);
     applied_seq_.store(last, std::memory_order_release);
   }
 
@@ -400,6 +401,8 @@ class ReadSide::Impl {
     out->last_seq = events.back().seq;
     out->time_ns = events.back().timestamp_ns;
     out_ = nullptr;
+    open_count_.store(open_orders_, std::memory_order_relaxed);
+    closed_count_.store(closed_orders_, std::memory_order_relaxed);
     // Release: pairs with the acquire in applied_seq() (see Bootstrap).
     applied_seq_.store(Raw(events.back().seq), std::memory_order_release);
   }
@@ -412,6 +415,8 @@ class ReadSide::Impl {
   }
 
   uint64_t applied_seq() const noexcept { return applied_seq_.load(std::memory_order_acquire); }
+  uint64_t open_orders() const noexcept { return open_count_.load(std::memory_order_relaxed); }
+  uint64_t closed_orders() const noexcept { return closed_count_.load(std::memory_order_relaxed); }
 
   Balance balance(AccountId account, AssetId asset) const {
     std::shared_lock lock(mu_);
@@ -678,6 +683,8 @@ class ReadSide::Impl {
     auto it = acc.open.find(Raw(id));
     if (it == acc.open.end()) return;
     acc.closed.insert(acc.open.extract(it));
+    --open_orders_;
+    ++closed_orders_;
     acc.closed_order.push_back(Raw(id));
     while (acc.closed_order.size() > opts_.history_orders) {
       auto old = acc.closed.find(acc.closed_order.front());
@@ -708,7 +715,9 @@ class ReadSide::Impl {
     if (!a.client_order_id.empty()) {
       acc.client_ids[ClientKey(a.market, a.client_order_id.view())] = Raw(a.order_id);
     }
-    const OrderRecord& held = acc.open.insert_or_assign(Raw(a.order_id), r).first->second;
+    const auto [at, inserted] = acc.open.insert_or_assign(Raw(a.order_id), r);
+    if (inserted) ++open_orders_;
+    const OrderRecord& held = at->second;
     Report(ExecType::kNew, held);
   }
 
@@ -1046,6 +1055,10 @@ class ReadSide::Impl {
   // One writer (Publish), any readers; fixed size, built in the constructor.
   std::unique_ptr<SnapshotSlot[]> snapshots_;
   std::atomic<uint64_t> applied_seq_{0};
+  // Orders open now and closed since the start (writer only; published below
+  // after each batch for the metrics).
+  uint64_t open_orders_ = 0, closed_orders_ = 0;
+  std::atomic<uint64_t> open_count_{0}, closed_count_{0};
 };
 
 ReadSide::ReadSide(const engine::EngineConfig& config, ReadSideOptions options)
@@ -1063,6 +1076,8 @@ std::shared_ptr<const MarketSnapshot> ReadSide::Snapshot(MarketId market) const 
 }
 
 uint64_t ReadSide::applied_seq() const noexcept { return impl_->applied_seq(); }
+uint64_t ReadSide::open_orders() const noexcept { return impl_->open_orders(); }
+uint64_t ReadSide::closed_orders() const noexcept { return impl_->closed_orders(); }
 
 engine::Balance ReadSide::balance(AccountId account, AssetId asset) const {
   return impl_->balance(account, asset);

@@ -285,6 +285,10 @@ class ReadSide {
   // --- any thread ---
   std::shared_ptr<const MarketSnapshot> Snapshot(MarketId market) const;
   uint64_t applied_seq() const noexcept;  // acquire: everything up to it is visible
+  // Orders resting now, and orders closed since the start (as of the last
+  // batch applied; for the metrics).
+  uint64_t open_orders() const noexcept;
+  uint64_t closed_orders() const noexcept;
 
   engine::Balance balance(AccountId account, AssetId asset) const;
   std::vector<BalanceRow> Balances(AccountId account) const;  // every asset of the config

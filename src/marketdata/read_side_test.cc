@@ -240,6 +240,7 @@ void ExpectAgrees(const Engine& engine, const ReadSide& rs) {
     all_open += rs.OpenOrders(AccountId{a}, std::nullopt).size();
   }
   ASSERT_EQ(all_open, engine.open_orders());
+  ASSERT_EQ(rs.open_orders(), engine.open_orders()) << "the count the metrics report";
 }
 
 // Books rebuilt from the depth diffs alone.

@@ -113,6 +113,13 @@ class SampleWriter {
   ~SampleWriter() = default;
 };
 
+// A family with a single unlabelled sample: declares it and writes the value.
+inline void WriteSingle(SampleWriter& w, std::string_view name, std::string_view help,
+                        std::string_view type, double value) {
+  w.Family(name, help, type);
+  w.Sample(name, {}, value);
+}
+
 class Registry {
  public:
   Registry();

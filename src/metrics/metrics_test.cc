@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -21,6 +22,7 @@
 #include <thread>
 
 #include "common/counting_new.h"
+#include "metrics/process.h"
 
 namespace mb::metrics {
 namespace {
@@ -376,6 +378,39 @@ TEST(Registry, PromtoolAcceptsTheExposition) {
   std::filesystem::remove(path);
   EXPECT_EQ(status, 0) << output;
   EXPECT_EQ(output, "");
+}
+
+// The process series follow what the process does: memory it touches shows
+// in the resident size, CPU it burns in the CPU time, a file it opens in the
+// descriptors.
+TEST(ProcessMetrics, FollowWhatTheProcessDoes) {
+  const ProcessSample a = ReadProcessSample();
+  EXPECT_GT(a.resident_bytes, 0);
+  EXPECT_GE(a.virtual_bytes, a.resident_bytes);
+  EXPECT_GT(a.open_fds, 2);
+  const double now = static_cast<double>(std::time(nullptr));
+  EXPECT_LE(a.start_time_seconds, now + 1);
+  EXPECT_GT(a.start_time_seconds, now - 3600) << "this test process started within the hour";
+
+  std::vector<char> touched(64 << 20);
+  for (std::size_t i = 0; i < touched.size(); i += 4096) touched[i] = 1;
+  volatile uint64_t spin = 0;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+  while (std::chrono::steady_clock::now() < until) spin = spin + 1;
+  std::ifstream held("/proc/self/stat");
+  const ProcessSample b = ReadProcessSample();
+  EXPECT_GE(b.resident_bytes - a.resident_bytes, 60 << 20);
+  EXPECT_GE(b.cpu_seconds - a.cpu_seconds, 0.1);
+  EXPECT_GE(b.open_fds, a.open_fds + 1);
+
+  Registry r;
+  AddProcessMetrics(r);
+  const std::string text = r.Expose();
+  for (const char* name : {"process_resident_memory_bytes ", "process_virtual_memory_bytes ",
+                           "process_cpu_seconds_total ", "process_open_fds ",
+                           "process_start_time_seconds "}) {
+    EXPECT_NE(text.find(std::string("\n") + name), std::string::npos) << name << "\n" << text;
+  }
 }
 
 }  // namespace
