@@ -1,57 +1,164 @@
 #!/usr/bin/env bash
-# Builds and runs every test: the Debug build (with -Werror), the same suite
-# under AddressSanitizer + UBSan and in the optimised release build (the one the
-# README's run command builds), the end-to-end tests (the real ccxt client
-# against `matchbook serve`) on the ASan and release binaries, the
-# multi-threaded tests under ThreadSanitizer, and a short libFuzzer run of the
-# codec. The projection tests run against a real PostgreSQL (a throw-away
-# cluster, scripts/pg_cluster.sh) as well as SQLite.
-# Usage: scripts/test.sh            (everything)
-#        MB_TEST_PRESETS="dev" scripts/test.sh   (a subset of presets)
+# Builds and runs every test, then prints how long each phase took.
+#
+#   asan     the suite in a Debug build (assertions on, -Werror) under
+#            AddressSanitizer + UBSan: the warnings check, the memory check
+#            and the unit tests in one build
+#   e2e      the end-to-end tests (the real ccxt client, a depth-stream
+#            consumer, a stalled subscriber) against that build's
+#            `matchbook serve`
+#   release  the optimised build the README's run command makes, with -Werror:
+#            the suite again, the load generator's and the soak's short runs
+#            and the benchmarks' smoke runs against real `matchbook serve`
+#   tsan     the multi-threaded tests under ThreadSanitizer (the test binaries
+#            whose labels the tsan phase selects, nothing else is built)
+#   fuzz     a short libFuzzer run of the codec's decoders (clang)
+#
+# The projection tests run against a real PostgreSQL (a throw-away cluster,
+# scripts/pg_cluster.sh) as well as SQLite. Compiles go through ccache when
+# it is installed (scripts/bootstrap.sh installs it; the cache lives outside
+# the clone, so a second run on the same machine is faster).
+#
+# Usage: scripts/test.sh            everything (what CI runs)
+#        scripts/test.sh --quick    the inner loop: the Debug build (`dev`
+#                                   preset) and its tests, without the load,
+#                                   soak and benchmark runs
+# Environment: MB_TEST_PHASES="asan release" runs a subset of the phases;
+#              MB_FUZZ_SECONDS (20) the fuzzing time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+quick=0
+if [ "${1:-}" = "--quick" ]; then
+  quick=1
+elif [ $# -gt 0 ]; then
+  echo "usage: scripts/test.sh [--quick]" >&2
+  exit 2
+fi
+
+jobs=$(nproc)
+suite_start=$(date +%s)
+phase_names=()
+phase_secs=()
+phase_start=0
+current=""
+
+begin() {
+  current=$1
+  phase_start=$(date +%s)
+  echo "=== $1: $2"
+}
+end() {
+  phase_names+=("$current")
+  phase_secs+=($(( $(date +%s) - phase_start )))
+  current=""
+}
+# The table of phases, printed last whatever happens (a failed phase shows
+# how far it got).
+report() {
+  local status=$?
+  if [ -n "$current" ]; then
+    phase_names+=("$current (failed)")
+    phase_secs+=($(( $(date +%s) - phase_start )))
+  fi
+  echo
+  printf '%-24s %8s\n' phase seconds
+  for i in "${!phase_names[@]}"; do
+    printf '%-24s %8d\n' "${phase_names[$i]}" "${phase_secs[$i]}"
+  done
+  printf '%-24s %8d\n' total $(( $(date +%s) - suite_start ))
+  if command -v ccache >/dev/null 2>&1; then
+    ccache --show-stats 2>/dev/null | grep -iE '^ *(hits|misses|cacheable calls)' | sed 's/^/ccache: /' || true
+  fi
+  if [ "$status" -eq 0 ]; then echo "=== all tests passed"; else echo "=== FAILED (exit $status)"; fi
+}
+trap 'report; bash scripts/pg_cluster.sh stop "${pg_dir:-}" >/dev/null 2>&1 || true' EXIT
+
+begin bootstrap "install what is missing"
 bash scripts/bootstrap.sh
+end
 
 # A throw-away PostgreSQL 15 cluster for the projection tests (the PostgreSQL
 # store is tested against a real server): started here, removed on exit.
+begin postgresql "start a throw-away cluster"
 pg_dir=$(mktemp -d /tmp/matchbook-test-pg.XXXXXX)
-trap 'bash scripts/pg_cluster.sh stop "${pg_dir}" >/dev/null 2>&1 || true' EXIT
 MATCHBOOK_PG_URL=$(bash scripts/pg_cluster.sh start "${pg_dir}")
 export MATCHBOOK_PG_URL MATCHBOOK_PG_DIR="${pg_dir}"
-echo "=== postgresql: ${MATCHBOOK_PG_URL}"
+echo "postgresql: ${MATCHBOOK_PG_URL}"
+end
 
-jobs=$(nproc)
-for preset in ${MB_TEST_PRESETS:-dev asan release}; do
-  echo "=== ${preset}: configure, build, test"
-  cmake --preset "${preset}" >/dev/null
-  cmake --build --preset "${preset}" -j "${jobs}"
-  ctest --preset "${preset}" -j "${jobs}"
-  if [ "${preset}" != dev ] && [ -z "${MB_SKIP_E2E:-}" ]; then
-    # The real ccxt client, a depth-stream consumer and a stalled subscriber
-    # against `matchbook serve` (tests/e2e; npm packages pinned by the lockfile).
-    echo "=== ${preset}: end-to-end tests against matchbook serve"
-    bash tests/e2e/run.sh "build/${preset}/bin/matchbook"
+if [ "$quick" = 1 ]; then
+  begin "dev build" "configure and build"
+  cmake --preset dev >/dev/null
+  cmake --build --preset dev -j "$jobs"
+  end
+  begin "dev tests" "ctest, without the load, soak and benchmark runs"
+  ctest --preset dev -j "$jobs" -LE '^(load|soak|bench)$'
+  end
+  exit 0
+fi
+
+phases=${MB_TEST_PHASES:-asan e2e release tsan fuzz}
+want() { [[ " $phases " == *" $1 "* ]]; }
+
+build_and_test() {
+  local preset=$1
+  begin "$preset build" "configure and build"
+  cmake --preset "$preset" >/dev/null
+  cmake --build --preset "$preset" -j "$jobs"
+  end
+  begin "$preset tests" "ctest"
+  ctest --preset "$preset" -j "$jobs"
+  end
+}
+
+if want asan; then build_and_test asan; fi
+
+if want e2e; then
+  # The real ccxt client, a depth-stream consumer and a stalled subscriber
+  # against `matchbook serve` (tests/e2e; npm packages pinned by the lock file),
+  # in the ASan + UBSan build: memory errors under real clients.
+  if [ ! -x build/asan/bin/matchbook ]; then
+    begin "asan build" "configure and build matchbook for the end-to-end tests"
+    cmake --preset asan >/dev/null
+    cmake --build --preset asan -j "$jobs" --target matchbook
+    end
   fi
-done
+  begin e2e "end-to-end tests against the asan build of matchbook serve"
+  bash tests/e2e/run.sh build/asan/bin/matchbook
+  end
+fi
 
-if [ -z "${MB_SKIP_TSAN:-}" ]; then
+if want release; then build_and_test release; fi
+
+if want tsan; then
   # The multi-threaded parts (rings, wait strategies, the pipeline, the crash
-  # test) under ThreadSanitizer; the single-threaded suites gain nothing there.
-  echo "=== tsan: concurrency, exchange, crash, gateway, projection, metrics and log tests"
+  # test, the gateway's threads, the projector and its checkpointer, metrics,
+  # logs) under ThreadSanitizer; the single-threaded suites gain nothing there.
+  # Only the test binaries of the selected labels are built.
+  labels='concurrency|exchange|crash|gateway|^projection$|metrics|^log$'
+  exclude='gateway_(api|json)|metrics_prometheus'
+  begin "tsan build" "configure and build the multi-threaded tests"
   cmake --preset tsan >/dev/null
-  cmake --build --preset tsan -j "${jobs}" \
-    --target concurrency_ring_test exchange_test crash_test crash_child \
-    gateway_server_test gateway_streams_test gateway_e2e_test projection_test \
-    metrics_test metrics_flight_test log_test
+  targets=$(ctest --preset tsan -N -L "$labels" -E "$exclude" --show-only=json-v1 | python3 -c '
+import json, os, sys
+names = set()
+for t in json.load(sys.stdin)["tests"]:
+    cmd = t.get("command") or []
+    if cmd:
+        names.add(os.path.basename(cmd[0]))
+print(" ".join(sorted(n for n in names if n.endswith("_test"))))')
+  # The crash test runs a child binary of its own.
+  cmake --build --preset tsan -j "$jobs" --target $targets crash_child
+  end
+  begin "tsan tests" "ctest"
   TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
-    ctest --preset tsan -j "${jobs}" \
-    -L 'concurrency|exchange|crash|gateway|^projection$|metrics|^log$' \
-    -E 'gateway_(api|json)|metrics_prometheus'
+    ctest --preset tsan -j "$jobs" -L "$labels" -E "$exclude"
+  end
 fi
 
-if [ -z "${MB_SKIP_FUZZ:-}" ]; then
-  echo "=== fuzz: codec decoder smoke run"
+if want fuzz; then
+  begin fuzz "codec decoder smoke run (${MB_FUZZ_SECONDS:-20} s)"
   bash scripts/fuzz.sh "${MB_FUZZ_SECONDS:-20}"
+  end
 fi
-echo "=== all tests passed"

@@ -26,7 +26,14 @@
 //          their sockets (ws._socket.pause()); the flow goes on; latencies
 //          recorded until both are cut off
 //   check  both readers saw every trade (trade ids), their depth@0ms diffs
-//          have no gap, p99 during <= max(3 x p99 before, p99 before + 60 ms)
+//          have no gap, and they kept receiving trades while the stalled
+//          clients were still connected and not reading: at least
+//          MIN_TRADES_WHILE_STALLED new trades between S1's pause and the
+//          server giving up on it, and orders kept being answered meanwhile
+//          (counts, not times: a publisher blocked by a stalled reader
+//          delivers nothing to anyone until it is cut off). Order latency
+//          before and during the stall is printed, not bounded: on a shared
+//          VM a timed bound either fails on noise or is too wide to matter.
 //
 // Usage: node slow_subscriber.mjs <matchbook binary>
 // Env: E2E_SLOW_RATE (requests/s of the flow, default 600).
@@ -51,6 +58,9 @@ const QUEUE_BYTES = 1048576;
 const CUTOFF_BOUND_BYTES = 12 * 1024 * 1024;
 // ... and it can never have received more than that.
 const STALLED_MAX_BYTES = 12 * 1024 * 1024;
+// Trades the normal readers must receive while S1 is stalled and still
+// connected (the flow makes hundreds a second; a blocked publisher none).
+const MIN_TRADES_WHILE_STALLED = 100;
 const STREAMS = [
   'btcusdt@trade', 'btcusdt@aggTrade', 'btcusdt@depth@0ms', 'btcusdt@depth@100ms', 'btcusdt@depth20@100ms',
   'btcusdt@bookTicker', 'btcusdt@ticker', 'btcusdt@miniTicker', 'btcusdt@kline_1m',
@@ -155,6 +165,7 @@ async function main(srv) {
   const workers = Array.from({ length: CONCURRENCY }, (_, w) => worker(w));
   const readerBytes = () => Math.min(...readers.map((r) => r.ws.bytes));
   const readerMessages = () => Math.min(...readers.map((r) => r.ws.received));
+  const readerTrades = () => Math.min(...readers.map((r) => r.trades.size));
 
   const stalled = [];
   try {
@@ -176,6 +187,7 @@ async function main(srv) {
         const s = {
           name, ws, clientPort: ws.ws._socket.localPort, bytesAtPause: 0, pausedAt: 0, readerBytesAtPause: 0,
           maxBuffered: 0, readerMsgsAtMax: 0, resumedAt: null, retries: 0, serverGaveUpAfter: null, readerBytesAtGiveUp: null, lastE: 0,
+          readerTradesAtPause: 0, readerTradesAtGiveUp: null, ordersAtPause: 0, ordersAtGiveUp: null,
         };
         if (name === 'S2') {
           ws.countOnly = true;  // S2 must drain its backlog fast once it reads again
@@ -188,6 +200,8 @@ async function main(srv) {
         ws.ws._socket.pause();
         s.pausedAt = Date.now();
         s.readerBytesAtPause = readerBytes();
+        s.readerTradesAtPause = readerTrades();
+        s.ordersAtPause = flow.ok;
         s.readerMsgsAtMax = readerMessages();
         stalled.push(s);
       }
@@ -201,6 +215,8 @@ async function main(srv) {
           if (s.serverGaveUpAfter === null && (!tcp.server || tcp.server.state !== '01')) {
             s.serverGaveUpAfter = Date.now() - s.pausedAt;
             s.readerBytesAtGiveUp = readerBytes() - s.readerBytesAtPause;
+            s.readerTradesAtGiveUp = readerTrades();
+            s.ordersAtGiveUp = flow.ok;
           }
           if (s === s2 && s.resumedAt === null && tcp.server && tcp.client) {
             // The TCP buffers toward S2 stopped filling, and the readers got
@@ -297,10 +313,16 @@ async function main(srv) {
       const p = (xs, q) => percentile(xs, q).toFixed(2);
       log(`    POST /api/v3/order (ACK) latency: before n=${b.length} p50 ${p(b, 50)} ms p99 ${p(b, 99)} ms; during the stall n=${d.length} p50 ${p(d, 50)} ms p99 ${p(d, 99)} ms`);
       check(d.length >= 100, `only ${d.length} orders during the stall`);
-      // A publisher blocked by the stalled reader would add seconds; this VM's
-      // scheduling noise alone moves a p99 of a few thousand orders by tens of ms.
-      const bound = Math.max(3 * percentile(b, 99), percentile(b, 99) + 60);
-      check(percentile(d, 99) <= bound, `p99 during the stall ${p(d, 99)} ms > bound ${bound.toFixed(2)} ms (max(3 x p99 before, p99 before + 60 ms))`);
+      // Nothing waited for the stalled clients: while S1 sat unread and still
+      // connected, the readers kept getting trades and orders kept being answered.
+      const s1 = stalled[0];
+      const tradesWhileStalled = s1.readerTradesAtGiveUp - s1.readerTradesAtPause;
+      const ordersWhileStalled = s1.ordersAtGiveUp - s1.ordersAtPause;
+      log(`    while S1 was stalled and connected: readers got ${tradesWhileStalled} new trades, ${ordersWhileStalled} orders answered`);
+      check(tradesWhileStalled >= MIN_TRADES_WHILE_STALLED,
+        `the readers got only ${tradesWhileStalled} trades while S1 was stalled (at least ${MIN_TRADES_WHILE_STALLED} expected): the publisher waited for it`);
+      check(ordersWhileStalled >= MIN_TRADES_WHILE_STALLED,
+        `only ${ordersWhileStalled} orders answered while S1 was stalled (at least ${MIN_TRADES_WHILE_STALLED} expected)`);
     });
   } finally {
     flow.stop = true;
