@@ -130,10 +130,8 @@ bool ParseTime(std::string_view s, int64_t* ns) {
   return true;
 }
 
-std::string DataDir() {
-  if (const char* env = std::getenv("MB_SHARED_DIR"); env != nullptr && *env != '\0') {
-    return std::string(env) + "/data/lobster";
-  }
+// The sample lives in the repository (tests/data/lobster, with its README).
+std::string DataDir() { return std::string(MB_SOURCE_DIR) + "/tests/data/lobster"; }
   return std::string(MB_SOURCE_DIR) + "/../shared/data/lobster";
 }
 
