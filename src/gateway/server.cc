@@ -48,6 +48,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/json_escape.h"
 #include "log/log.h"
 #include "metrics/metrics.h"
 
@@ -95,39 +96,12 @@ int64_t WallNanos() noexcept {
   return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
 }
 
-std::string JsonQuoted(std::string_view s) {
-  std::string out;
-  out.reserve(s.size() + 2);
-  out += '"';
-  for (const char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          std::array<char, 8> hex{};
-          std::snprintf(hex.data(), hex.size(), "\\u%04x",
-                        static_cast<unsigned>(static_cast<unsigned char>(c)));
-          out += hex.data();
-        } else {
-          out += c;
-        }
-    }
-  }
-  out += '"';
-  return out;
-}
-
 // The server's own answers: {"code":...,"msg":...}, JSON, connection closed.
 Response ErrorResponse(http::status status, int code, std::string_view msg, unsigned version) {
   Response res{status, version};
   res.set(http::field::server, kServerName);
   res.set(http::field::content_type, "application/json");
-  res.body() = "{\"code\":" + std::to_string(code) + ",\"msg\":" + JsonQuoted(msg) + "}";
+  res.body() = "{\"code\":" + std::to_string(code) + ",\"msg\":" + JsonString(msg) + "}";
   res.keep_alive(false);
   res.prepare_payload();
   return res;

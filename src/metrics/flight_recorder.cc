@@ -18,6 +18,8 @@
 #include <sstream>
 #include <system_error>
 
+#include "common/json_escape.h"
+
 namespace mb::metrics {
 
 namespace fs = std::filesystem;
@@ -58,22 +60,6 @@ int64_t WallMsNow() {
       .count();
 }
 
-void AppendJsonString(fmt::memory_buffer* out, const char* s) {
-  out->push_back('"');
-  for (const char* p = s == nullptr ? "" : s; *p != '\0'; ++p) {
-    const char c = *p;
-    if (c == '"' || c == '\\') {
-      out->push_back('\\');
-      out->push_back(c);
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      fmt::format_to(std::back_inserter(*out), "\\u{:04x}", static_cast<unsigned>(c));
-    } else {
-      out->push_back(c);
-    }
-  }
-  out->push_back('"');
-}
-
 // Milliseconds since the epoch with microsecond digits, exactly.
 void AppendWallMs(fmt::memory_buffer* out, int64_t wall_ns) {
   const int64_t us = wall_ns / 1000;
@@ -98,7 +84,7 @@ void AppendStage(fmt::memory_buffer* out, std::string_view key, int64_t stage_ns
 void AppendTrace(fmt::memory_buffer* out, const CommandTrace& t, int64_t wall_minus_mono_ns) {
   fmt::format_to(std::back_inserter(*out), "{{\"seq\":{},\"account\":{},\"kind\":", t.seq,
                  t.account);
-  AppendJsonString(out, t.kind);
+  AppendJsonString(t.kind == nullptr ? "" : t.kind, out);
   fmt::format_to(std::back_inserter(*out), ",\"httpStatus\":{},\"ingress\":", t.http_status);
   if (t.ingress_ns == 0) {
     fmt::format_to(std::back_inserter(*out), "null");
