@@ -31,6 +31,7 @@
 #include "app/config.h"
 #include "app/demo_config.h"
 #include "common/decimal.h"
+#include "common/hmac.h"
 #include "engine/engine.h"
 #include "exchange/exchange.h"
 #include "gateway/auth.h"
@@ -125,7 +126,7 @@ class Client {
     if (!params.empty()) params += '&';
     params += fmt::format("timestamp={}&recvWindow=5000", timestamp ? timestamp : NowMs());
     const std::string sig =
-        gateway::HmacSha256Hex(secret_override.empty() ? k.secret : secret_override, params);
+        HmacSha256Hex(secret_override.empty() ? k.secret : secret_override, params);
     params += "&signature=" + sig;
     if (method == http::verb::post || method == http::verb::put) {
       return Request(method, path, params, {{"X-MBX-APIKEY", k.key}});
@@ -415,7 +416,7 @@ TEST_F(GatewayTest, SignatureTimestampAndKeyErrors) {
   EXPECT_EQ(no_sig.Json().at("code").as_int64(), -1102);
   // A tampered parameter after signing.
   std::string params = fmt::format("symbol=BTCUSDT&timestamp={}", NowMs());
-  const std::string sig = gateway::HmacSha256Hex(alice.secret, params);
+  const std::string sig = HmacSha256Hex(alice.secret, params);
   Reply tampered =
       n.Request(http::verb::get,
                 "/api/v3/openOrders?symbol=ETHUSDT&timestamp=" +

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "common/decimal.h"
+#include "common/hmac.h"
 #include "gateway/api_error.h"
 #include "gateway/auth.h"
 #include "gateway/binance_json.h"
@@ -1346,7 +1347,8 @@ class Gateway::Impl final : public HttpHandler {
                "The last sequence the read side (REST market data, streams) has applied", {},
                read([](const Impl& g) { return static_cast<double>(g.read_side_.applied_seq()); }));
     r.AddGauge("matchbook_open_orders", "Orders resting on the books (as the read side has them)",
-               {}, read([](const Impl& g) { return static_cast<double>(g.read_side_.open_orders()); }));
+               {},
+               read([](const Impl& g) { return static_cast<double>(g.read_side_.open_orders()); }));
     r.AddCounterFn(
         "matchbook_closed_orders_total", "Orders filled, canceled or expired since the start", {},
         read([](const Impl& g) { return static_cast<double>(g.read_side_.closed_orders()); }));

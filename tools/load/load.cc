@@ -1,8 +1,6 @@
 #include "load/load.h"
 
 #include <fmt/format.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
@@ -29,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/hmac.h"
 #include "load/histogram.h"
 
 namespace mb::load {
@@ -76,20 +75,6 @@ double CpuSeconds() {
     return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6;
   };
   return tv(ru.ru_utime) + tv(ru.ru_stime);
-}
-
-std::string HmacHex(const std::string& key, std::string_view msg) {
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
-       reinterpret_cast<const unsigned char*>(msg.data()), msg.size(), md, &len);
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out(2 * len, '0');
-  for (unsigned i = 0; i < len; ++i) {
-    out[2 * i] = kHex[md[i] >> 4];
-    out[2 * i + 1] = kHex[md[i] & 15];
-  }
-  return out;
 }
 
 // "0.01000000" at scale 8 -> 1000000. Extra places beyond scale are dropped.
@@ -195,7 +180,7 @@ class SetupClient {
   Result<Answer> Signed(http::verb verb, const std::string& path, const std::string& query,
                         const AccountKeys& acct) {
     std::string q = fmt::format("{}&timestamp={}&recvWindow=60000", query, NowMs());
-    std::string target = fmt::format("{}?{}&signature={}", path, q, HmacHex(acct.secret, q));
+    std::string target = fmt::format("{}?{}&signature={}", path, q, HmacSha256Hex(acct.secret, q));
     return Call(verb, target, {}, acct.key);
   }
 
@@ -480,7 +465,7 @@ class OrderFlow {
     }
     const AccountKeys& k = keys_[it.account];
     query += fmt::format("&timestamp={}&recvWindow=60000", NowMs());
-    const std::string sig = HmacHex(k.secret, query);
+    const std::string sig = HmacSha256Hex(k.secret, query);
     const char* path = it.op == Op::kCancel  ? "/api/v3/order"
                        : it.op == Op::kAmend ? "/api/v3/order/amend/keepPriority"
                                              : "/api/v3/order";
@@ -512,11 +497,11 @@ class OrderFlow {
     Iteration it;
     it.account = static_cast<uint32_t>((n / 2) % keys_.size());
     it.verb = http::verb::get;
-    const std::string query = fmt::format("symbol={}&limit=100&timestamp={}&recvWindow=60000",
-                                          m_.symbol, NowMs());
-    it.target = fmt::format("{}?{}&signature={}",
-                            n % 2 == 0 ? "/api/v3/allOrders" : "/api/v3/myTrades", query,
-                            HmacHex(keys_[it.account].secret, query));
+    const std::string query =
+        fmt::format("symbol={}&limit=100&timestamp={}&recvWindow=60000", m_.symbol, NowMs());
+    it.target =
+        fmt::format("{}?{}&signature={}", n % 2 == 0 ? "/api/v3/allOrders" : "/api/v3/myTrades",
+                    query, HmacSha256Hex(keys_[it.account].secret, query));
     return it;
   }
 
@@ -607,7 +592,9 @@ class Subscriber {
 class HistoryReader {
  public:
   HistoryReader(Runner& runner, asio::io_context& ioc, uint64_t first)
-      : runner_(runner), stream_(asio::make_strand(ioc)), retry_(stream_.get_executor()),
+      : runner_(runner),
+        stream_(asio::make_strand(ioc)),
+        retry_(stream_.get_executor()),
         n_(first) {}
   void Start() {
     asio::post(stream_.get_executor(), [this] { DoConnect(); });
