@@ -30,6 +30,7 @@
 
 #include "app/config.h"
 #include "app/demo_config.h"
+#include "common/clock.h"
 #include "common/decimal.h"
 #include "common/hmac.h"
 #include "engine/engine.h"
@@ -55,12 +56,6 @@ struct Reply {
   std::map<std::string, std::string> headers;
   json::value Json() const { return json::parse(body); }
 };
-
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 // An HTTP client of one gateway: plain requests, operator calls, signed calls.
 class Client {
@@ -124,7 +119,7 @@ class Client {
   Reply Signed(http::verb method, const std::string& path, const Keys& k, std::string params,
                int64_t timestamp = 0, const std::string& secret_override = {}) {
     if (!params.empty()) params += '&';
-    params += fmt::format("timestamp={}&recvWindow=5000", timestamp ? timestamp : NowMs());
+    params += fmt::format("timestamp={}&recvWindow=5000", timestamp ? timestamp : WallMs());
     const std::string sig =
         HmacSha256Hex(secret_override.empty() ? k.secret : secret_override, params);
     params += "&signature=" + sig;
@@ -317,7 +312,7 @@ TEST_F(GatewayTest, PublicEndpointsAndRoutingErrors) {
   EXPECT_EQ(ping.headers["Content-Type"].rfind("application/json", 0), 0u);
   Reply time = n.Request(http::verb::get, "/api/v3/time");
   EXPECT_NEAR(static_cast<double>(time.Json().at("serverTime").as_int64()),
-              static_cast<double>(NowMs()), 5000.0);
+              static_cast<double>(WallMs()), 5000.0);
   Reply info = n.Request(http::verb::get, "/api/v3/exchangeInfo");
   ASSERT_EQ(info.status, 200);
   EXPECT_EQ(info.Json().at("symbols").as_array().size(), 3u);
@@ -407,15 +402,15 @@ TEST_F(GatewayTest, SignatureTimestampAndKeyErrors) {
   EXPECT_EQ(bad_key.Json().at("code").as_int64(), -2015);
   Reply bad_sig = n.Signed(http::verb::get, "/api/v3/account", alice, "", 0, "wrongsecret");
   EXPECT_EQ(bad_sig.Json().at("code").as_int64(), -1022);
-  Reply stale = n.Signed(http::verb::get, "/api/v3/account", alice, "", NowMs() - 60'000);
+  Reply stale = n.Signed(http::verb::get, "/api/v3/account", alice, "", WallMs() - 60'000);
   EXPECT_EQ(stale.Json().at("code").as_int64(), -1021);
-  Reply future = n.Signed(http::verb::get, "/api/v3/account", alice, "", NowMs() + 5'000);
+  Reply future = n.Signed(http::verb::get, "/api/v3/account", alice, "", WallMs() + 5'000);
   EXPECT_EQ(future.Json().at("code").as_int64(), -1021);
-  Reply no_sig = n.Request(http::verb::get, fmt::format("/api/v3/account?timestamp={}", NowMs()),
+  Reply no_sig = n.Request(http::verb::get, fmt::format("/api/v3/account?timestamp={}", WallMs()),
                            {}, {{"X-MBX-APIKEY", alice.key}});
   EXPECT_EQ(no_sig.Json().at("code").as_int64(), -1102);
   // A tampered parameter after signing.
-  std::string params = fmt::format("symbol=BTCUSDT&timestamp={}", NowMs());
+  std::string params = fmt::format("symbol=BTCUSDT&timestamp={}", WallMs());
   const std::string sig = HmacSha256Hex(alice.secret, params);
   Reply tampered =
       n.Request(http::verb::get,
@@ -1046,7 +1041,7 @@ TEST_F(GatewayTest, LedgerFromTheProjectionSumsToTheBalances) {
   EXPECT_EQ(Str(deposit, "reason"), "Deposit");
   EXPECT_EQ(Str(deposit, "refKind"), "TRANSFER");
   EXPECT_EQ(Id(deposit, "ref"), Id(deposit, "seq"));
-  EXPECT_NEAR(static_cast<double>(deposit.at("time").as_int64()), static_cast<double>(NowMs()),
+  EXPECT_NEAR(static_cast<double>(deposit.at("time").as_int64()), static_cast<double>(WallMs()),
               60'000.0);
   bool negative = false, trade = false;
   for (const json::value& l : LedgerLines(n.client(), bob.account, 1000)) {

@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/decimal.h"
 #include "common/hmac.h"
 #include "gateway/api_error.h"
@@ -41,7 +42,6 @@ using engine::Side;
 
 using metrics::kStageLatency;
 using metrics::kStageLatencyHelp;
-using metrics::SteadyNanos;
 
 // The statuses matchbook_http_requests_total counts by name; any other is "other".
 constexpr int kCountedStatuses[] = {200, 400, 401, 403, 404, 405, 409, 413, 429, 500, 503};
@@ -53,12 +53,6 @@ struct MarketCounts {
   std::atomic<uint64_t> trades{0};
   std::atomic<uint64_t> cancels{0};
 };
-
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 template <class T>
 T* As(Event& e) {
@@ -205,7 +199,7 @@ class Gateway::Impl final : public HttpHandler {
     }
     void Reply(int status, std::string body) {
       http_status = static_cast<uint16_t>(status);
-      if (gw->timing_) responded_ns = SteadyNanos();
+      if (gw->timing_) responded_ns = SteadyNs();
       respond(gw->MakeResponse(version, keep_alive, status, std::move(body), used_weight));
     }
     void Fail(const ApiError& e) { Reply(e.http_status, e.Json()); }
@@ -218,7 +212,7 @@ class Gateway::Impl final : public HttpHandler {
         options_(std::move(options)),
         keys_(std::move(keys)),
         read_side_(config_, options_.read_side),
-        streams_(config_, read_side_, *keys_, options_.streams, [] { return NowMs(); }),
+        streams_(config_, read_side_, *keys_, options_.streams, [] { return WallMs(); }),
         key_limiter_(options_.key_limit),
         ip_limiter_(options_.ip_limit),
         timing_(options_.metrics != nullptr || options_.flight_recorder != nullptr),
@@ -239,7 +233,7 @@ class Gateway::Impl final : public HttpHandler {
     o->on_durable = [this](std::span<const Event> events) {
       FanItem item;
       item.events.assign(events.begin(), events.end());
-      if (timing_) item.durable_ns = SteadyNanos();
+      if (timing_) item.durable_ns = SteadyNs();
       Enqueue(std::move(item));
     };
     if (options_.metrics != nullptr || options_.flight_recorder != nullptr) o->stage_times = true;
@@ -331,7 +325,7 @@ class Gateway::Impl final : public HttpHandler {
   // --- HttpHandler ---
   void Handle(Request req, std::string_view remote, bool loopback, Respond respond) override {
     Ctx c;
-    if (timing_) c.ingress_ns = SteadyNanos();
+    if (timing_) c.ingress_ns = SteadyNs();
     c.version = req.version();
     c.keep_alive = req.keep_alive();
     c.remote = std::string(remote);
@@ -358,7 +352,7 @@ class Gateway::Impl final : public HttpHandler {
     if (route == nullptr) {
       return Reply(c, path_known ? ApiError::MethodNotAllowed() : ApiError::NotFound());
     }
-    const int64_t now = NowMs();
+    const int64_t now = WallMs();
     const RateDecision ip = ip_limiter_.Take(c.remote, route->weight, now);
     c.used_weight = ip.used_weight_1m;
     if (!ip.allowed) return TooMany(c, ip);
@@ -514,7 +508,7 @@ class Gateway::Impl final : public HttpHandler {
     if (const auto* place = std::get_if<engine::PlaceOrder>(&cmd.body)) p->place = *place;
     const bool notify = static_cast<bool>(p->on_sequenced);
     if (hist_parse_auth_ != nullptr && c.ingress_ns != 0 && !c.parse_auth_recorded) {
-      hist_parse_auth_->RecordDelta(SteadyNanos() - c.ingress_ns);
+      hist_parse_auth_->RecordDelta(SteadyNs() - c.ingress_ns);
       c.parse_auth_recorded = true;
     }
     const exchange::SubmitResult r = exchange_->Submit(cmd, p, 0, notify);
@@ -612,13 +606,13 @@ class Gateway::Impl final : public HttpHandler {
 
   // --- public endpoints ---
   void Ping(Ctx& c) { Ok(c, "{}"); }
-  void Time(Ctx& c) { Ok(c, fmt::format("{{\"serverTime\":{}}}", NowMs())); }
+  void Time(Ctx& c) { Ok(c, fmt::format("{{\"serverTime\":{}}}", WallMs())); }
   void ExchangeInfo(Ctx& c) {
     std::vector<MarketStatus> statuses;
     for (std::size_t i = 0; i < config_.markets.size(); ++i) {
       statuses.push_back(Snap(static_cast<MarketId>(i))->status);
     }
-    Ok(c, ExchangeInfoJson(config_, statuses, NowMs(), options_.key_limit.weight_per_minute));
+    Ok(c, ExchangeInfoJson(config_, statuses, WallMs(), options_.key_limit.weight_per_minute));
   }
   void Depth(Ctx& c) {
     MarketId m{};
@@ -691,7 +685,7 @@ class Gateway::Impl final : public HttpHandler {
     Ok(c, KlinesJson(config_, m, *interval, rows));
   }
   void Ticker24h(Ctx& c) {
-    const int64_t now = NowMs();
+    const int64_t now = WallMs();
     TickerLike(c, [&](const marketdata::MarketSnapshot& s) {
       return gateway::Ticker24hJson(config_, s, now);
     });
@@ -1488,7 +1482,7 @@ class Gateway::Impl final : public HttpHandler {
   void AdminCreateAccount(Ctx& c, const json::object& body) {
     const auto name = StringField(body, "name");
     if (!name) return Reply(c, ApiError{400, -1102, "Field 'name' (a string) is required."});
-    auto r = keys_->CreateAccount(*name, NowMs());
+    auto r = keys_->CreateAccount(*name, WallMs());
     if (!r.ok()) return Reply(c, ApiError{400, -1130, r.status().message()});
     Ok(c, json::serialize(AccountObject(*r)));
   }
@@ -1529,7 +1523,7 @@ class Gateway::Impl final : public HttpHandler {
     if (*id == config_.fee_account) {
       return Reply(c, ApiError{400, -1002, "The fee account cannot trade: it has no API keys."});
     }
-    auto k = keys_->CreateKey(*id, NowMs());
+    auto k = keys_->CreateKey(*id, WallMs());
     if (!k.ok()) return Reply(c, ApiError{500, -1000, k.status().message()});
     json::object o;
     o["accountId"] = static_cast<uint32_t>(*id);
@@ -1827,7 +1821,7 @@ class Gateway::Impl final : public HttpHandler {
     if (p->state != exchange::Outcome::State::kDurable) {
       if (!p->acked) {
         p->http_status = 503;
-        if (timing_) p->responded_ns = SteadyNanos();
+        if (timing_) p->responded_ns = SteadyNs();
         Busy(p->respond, p->version, p->keep_alive, p->used_weight,
              p->state == exchange::Outcome::State::kRefusing ? exchange::SubmitResult::kRefusing
                                                              : exchange::SubmitResult::kClosed);
@@ -1929,7 +1923,7 @@ class Gateway::Impl final : public HttpHandler {
         DescribeRejectedOrders(&out);
         streams_.Publish(out);
         if (options_.metrics != nullptr) {
-          if (item.durable_ns != 0) hist_fanout_->RecordDelta(SteadyNanos() - item.durable_ns);
+          if (item.durable_ns != 0) hist_fanout_->RecordDelta(SteadyNs() - item.durable_ns);
           CountEvents(item.events);
         }
         const uint64_t applied = read_side_.applied_seq();
@@ -1941,7 +1935,7 @@ class Gateway::Impl final : public HttpHandler {
         waiting_count_.store(waiting_.size(), std::memory_order_relaxed);
       }
       local.clear();
-      streams_.Tick(NowMs());
+      streams_.Tick(WallMs());
     }
   }
 

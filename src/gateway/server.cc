@@ -20,7 +20,6 @@
 
 #include <fmt/format.h>
 #include <pthread.h>
-#include <time.h>
 
 #include <algorithm>
 #include <array>
@@ -48,6 +47,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/json_escape.h"
 #include "log/log.h"
 #include "metrics/metrics.h"
@@ -89,12 +89,6 @@ constexpr std::size_t kMaxCloseReasonBytes = 123;  // RFC 6455 5.5.1: 125-byte p
 // Binance codes on the server's own answers: -1000 UNKNOWN, -1008 SERVER_BUSY.
 constexpr int kCodeUnknown = -1000;
 constexpr int kCodeServerBusy = -1008;
-
-int64_t WallNanos() noexcept {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
-}
 
 // The server's own answers: {"code":...,"msg":...}, JSON, connection closed.
 Response ErrorResponse(http::status status, int code, std::string_view msg, unsigned version) {
@@ -436,7 +430,7 @@ class WsSession final : public WsConnection, public Connection {
     }
     core_->stats.ws_messages_sent.fetch_add(1);
     if (inflight_origin_ns_ != 0 && core_->options.ws_freshness != nullptr) {
-      core_->options.ws_freshness->RecordDelta(WallNanos() - inflight_origin_ns_);
+      core_->options.ws_freshness->RecordDelta(WallNs() - inflight_origin_ns_);
     }
     WriteNext();
   }

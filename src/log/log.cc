@@ -14,6 +14,7 @@
 #include <memory>
 #include <mutex>
 
+#include "common/clock.h"
 #include "common/json_escape.h"
 
 namespace mb::log {
@@ -93,13 +94,13 @@ std::string Body(Format format, Level level, std::string_view component, std::st
 }
 
 std::string Timestamp() {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
+  const int64_t ns = WallNs();
+  const auto seconds = static_cast<time_t>(ns / 1'000'000'000);
   tm utc{};
-  gmtime_r(&ts.tv_sec, &utc);
+  gmtime_r(&seconds, &utc);
   return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:06}Z", utc.tm_year + 1900,
                      utc.tm_mon + 1, utc.tm_mday, utc.tm_hour, utc.tm_min, utc.tm_sec,
-                     ts.tv_nsec / 1000);
+                     ns % 1'000'000'000 / 1000);
 }
 
 void WriteSync(Format format, const std::string& body) {

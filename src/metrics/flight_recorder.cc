@@ -18,6 +18,7 @@
 #include <sstream>
 #include <system_error>
 
+#include "common/clock.h"
 #include "common/json_escape.h"
 
 namespace mb::metrics {
@@ -47,18 +48,6 @@ constexpr std::string_view kPrefix = "flight-";
 constexpr std::string_view kSuffix = ".json";
 constexpr std::string_view kTmpSuffix = ".json.tmp";
 constexpr std::size_t kHeaderBytes = 4096;
-
-int64_t WallMinusMonoNs() {
-  const auto mono = std::chrono::steady_clock::now().time_since_epoch();
-  const auto wall = std::chrono::system_clock::now().time_since_epoch();
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(wall - mono).count();
-}
-
-int64_t WallMsNow() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 // Milliseconds since the epoch with microsecond digits, exactly.
 void AppendWallMs(fmt::memory_buffer* out, int64_t wall_ns) {
@@ -195,7 +184,7 @@ bool NewerFirst(const FlightRecorder::DumpInfo& a, const FlightRecorder::DumpInf
 FlightRecorder::FlightRecorder(FlightRecorderOptions options)
     : options_(std::move(options)),
       mask_(std::bit_ceil(std::max<uint64_t>(options_.capacity, 2)) - 1),
-      wall_minus_mono_ns_(WallMinusMonoNs()),
+      wall_minus_mono_ns_(WallNs() - SteadyNs()),
       slots_(std::make_unique<Slot[]>(mask_ + 1)) {}
 
 FlightRecorder::~FlightRecorder() { Stop(); }
@@ -359,7 +348,7 @@ Status FlightRecorder::WriteDump(const CommandTrace& trigger) {
   const std::vector<CommandTrace> traces = Recent(since);
   const uint64_t latency = LatencyNs(trigger);
 
-  const int64_t wall_ms = WallMsNow();
+  const int64_t wall_ms = WallMs();
   const std::time_t secs = static_cast<std::time_t>(wall_ms / 1000);
   std::tm utc{};
   ::gmtime_r(&secs, &utc);

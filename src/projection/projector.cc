@@ -6,22 +6,11 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "common/clock.h"
 #include "journal/reader.h"
 
 namespace mb::projection {
 namespace {
-
-int64_t SteadyNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-int64_t WallNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 constexpr std::size_t kMaxNotes = 4096;
 

@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 #include <sys/resource.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -27,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/hmac.h"
 #include "load/histogram.h"
 
@@ -60,13 +60,6 @@ constexpr int64_t kMarketableReachTicks = 3;
 constexpr int kSeedLevels = 20;
 // Each account's deposit covers this many orders on each side.
 constexpr int64_t kFundedOrders = 100'000;
-
-int64_t RealtimeNs() {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
-int64_t NowMs() { return RealtimeNs() / 1'000'000; }
 
 double CpuSeconds() {
   rusage ru{};
@@ -179,7 +172,7 @@ class SetupClient {
 
   Result<Answer> Signed(http::verb verb, const std::string& path, const std::string& query,
                         const AccountKeys& acct) {
-    std::string q = fmt::format("{}&timestamp={}&recvWindow=60000", query, NowMs());
+    std::string q = fmt::format("{}&timestamp={}&recvWindow=60000", query, WallMs());
     std::string target = fmt::format("{}?{}&signature={}", path, q, HmacSha256Hex(acct.secret, q));
     return Call(verb, target, {}, acct.key);
   }
@@ -309,7 +302,7 @@ Result<Market> LoadMarket(SetupClient& c, const std::string& wanted) {
 Result<std::vector<AccountKeys>> CreateAccounts(SetupClient& c, const Market& m, int n, int64_t mid,
                                                 int64_t qty) {
   std::vector<AccountKeys> out;
-  const std::string run = std::to_string(RealtimeNs());
+  const std::string run = std::to_string(WallNs());
   for (int i = 0; i < n; ++i) {
     auto acct = c.Admin(http::verb::post, "/admin/v1/accounts",
                         fmt::format(R"({{"name":"load-{}-{}"}})", run, i));
@@ -464,7 +457,7 @@ class OrderFlow {
       }
     }
     const AccountKeys& k = keys_[it.account];
-    query += fmt::format("&timestamp={}&recvWindow=60000", NowMs());
+    query += fmt::format("&timestamp={}&recvWindow=60000", WallMs());
     const std::string sig = HmacSha256Hex(k.secret, query);
     const char* path = it.op == Op::kCancel  ? "/api/v3/order"
                        : it.op == Op::kAmend ? "/api/v3/order/amend/keepPriority"
@@ -498,7 +491,7 @@ class OrderFlow {
     it.account = static_cast<uint32_t>((n / 2) % keys_.size());
     it.verb = http::verb::get;
     const std::string query =
-        fmt::format("symbol={}&limit=100&timestamp={}&recvWindow=60000", m_.symbol, NowMs());
+        fmt::format("symbol={}&limit=100&timestamp={}&recvWindow=60000", m_.symbol, WallMs());
     it.target =
         fmt::format("{}?{}&signature={}", n % 2 == 0 ? "/api/v3/allOrders" : "/api/v3/myTrades",
                     query, HmacSha256Hex(keys_[it.account].secret, query));
@@ -813,7 +806,7 @@ class Runner {
   }
   void Message(std::string_view text) {
     messages_.fetch_add(1, std::memory_order_relaxed);
-    const int64_t now_ns = RealtimeNs();
+    const int64_t now_ns = WallNs();
     auto to_ns = [](int64_t t) { return t < 100'000'000'000'000 ? t * 1'000'000 : t * 1'000; };
     if (text.find("\"e\":\"trade\"") != std::string_view::npos) {
       const int64_t t = FindInt(text, "\"T\":");
