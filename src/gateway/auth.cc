@@ -20,7 +20,7 @@
 #include <utility>
 
 #include "common/checked.h"
-#include "journal/data_dir.h"
+#include "common/file.h"
 
 namespace mb::gateway {
 namespace fs = std::filesystem;
@@ -66,8 +66,7 @@ Status CheckAccountName(std::string_view name) {
 
 // Secrets (API secrets, the admin token) are written 0600 from the first byte.
 Status WriteSecretFileAtomically(const fs::path& path, std::string_view bytes) {
-  return journal::WriteFileAtomically(path, std::as_bytes(std::span(bytes.data(), bytes.size())),
-                                      0600);
+  return WriteFileAtomically(path, bytes, 0600);
 }
 
 // The file's bytes, or nullopt when it does not exist.
@@ -78,10 +77,10 @@ Result<std::optional<std::string>> ReadIfExists(const fs::path& path) {
   if (ec) return IoError(path.string() + ": stat: " + ec.message());
   if (st.type() != fs::file_type::regular) return IoError(path.string() + ": not a regular file");
   std::ifstream in(path, std::ios::binary);
-  if (!in) return journal::ErrnoStatus(path, "open", errno);
+  if (!in) return ErrnoStatus(path, "open", errno);
   std::ostringstream text;
   text << in.rdbuf();
-  if (in.bad()) return journal::ErrnoStatus(path, "read", errno);
+  if (in.bad()) return ErrnoStatus(path, "read", errno);
   return std::optional<std::string>(std::move(text).str());
 }
 

@@ -1,9 +1,7 @@
 #include "metrics/flight_recorder.h"
 
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <pthread.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <bit>
@@ -19,6 +17,7 @@
 #include <system_error>
 
 #include "common/clock.h"
+#include "common/file.h"
 #include "common/json_escape.h"
 
 namespace mb::metrics {
@@ -92,45 +91,6 @@ void AppendTrace(fmt::memory_buffer* out, const CommandTrace& t, int64_t wall_mi
 uint64_t LatencyNs(const CommandTrace& t) {
   if (t.ingress_ns == 0 || t.responded_ns <= t.ingress_ns) return 0;
   return static_cast<uint64_t>(t.responded_ns - t.ingress_ns);
-}
-
-std::string ErrnoText(int err) { return std::error_code(err, std::generic_category()).message(); }
-
-// Writes `data` to path atomically: a temporary file, then a rename, so a
-// reader never sees half a dump. No fsync: a dump is a diagnostic written
-// while commands are slow, and a sync would compete with the journal's
-// fdatasync on the same disk exactly then (a power cut may lose the newest
-// dump, never the journal).
-Status WriteFileAtomically(const fs::path& dir, const std::string& name, const char* data,
-                           std::size_t size) {
-  const fs::path tmp = dir / (name + ".tmp");
-  const fs::path final_path = dir / name;
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return IoError(fmt::format("cannot create {}: {}", tmp.string(), ErrnoText(errno)));
-  std::size_t done = 0;
-  while (done < size) {
-    const ssize_t n = ::write(fd, data + done, size - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int err = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return IoError(fmt::format("cannot write {}: {}", tmp.string(), ErrnoText(err)));
-    }
-    done += static_cast<std::size_t>(n);
-  }
-  if (::close(fd) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    return IoError(fmt::format("cannot close {}: {}", tmp.string(), ErrnoText(err)));
-  }
-  if (::rename(tmp.c_str(), final_path.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    return IoError(fmt::format("cannot rename {} to {}: {}", tmp.string(), final_path.string(),
-                               ErrnoText(err)));
-  }
-  return Status::Ok();
 }
 
 template <class T>
@@ -375,7 +335,12 @@ Status FlightRecorder::WriteDump(const CommandTrace& trigger) {
   }
   fmt::format_to(std::back_inserter(out), "\n]}}\n");
 
-  MB_RETURN_IF_ERROR(WriteFileAtomically(options_.dir, name, out.data(), out.size()));
+  // No fsync: a dump is a diagnostic written while commands are slow, and a
+  // sync would compete with the journal's fdatasync on the same disk exactly
+  // then (a power cut may lose the newest dump, never the journal). The
+  // rename still keeps a reader from seeing half a dump.
+  MB_RETURN_IF_ERROR(WriteFileAtomically(
+      options_.dir / name, std::string_view(out.data(), out.size()), 0644, FileSync::kNone));
 
   DumpInfo info;
   info.file = name;
