@@ -2,9 +2,9 @@
 // directory), the Gateway on an ephemeral port, and a plain HTTP client.
 // Checks the Binance error paths, authentication, the operator API, rate
 // limits, back-pressure answers, order answers and a restart; and the history
-// endpoints served from the projection (a SQLite store fed by a Projector),
-// compared byte for byte with a second gateway on the same exchange that
-// answers them from its read side.
+// endpoints served from the projection (a SQLite store fed by a Projector,
+// which the gateway sees through app::ProjectionHistory), compared byte for byte with a second
+// gateway on the same exchange that answers them from its read side.
 #include "gateway/gateway.h"
 
 #include <fmt/format.h>
@@ -30,6 +30,7 @@
 
 #include "app/config.h"
 #include "app/demo_config.h"
+#include "app/history.h"
 #include "common/clock.h"
 #include "common/decimal.h"
 #include "common/hmac.h"
@@ -206,7 +207,8 @@ class Node {
         durable(ev);
         if (!ev.empty()) p->NotifyDurable(static_cast<uint64_t>(ev.back().seq));
       };
-      gw_->SetHistory(store_.get(), projector_.get());
+      history_ = std::make_unique<app::ProjectionHistory>(store_.get(), projector_.get());
+      gw_->SetHistory(history_.get());
     }
     auto ex = exchange::Exchange::Open(std::move(o));
     ASSERT_TRUE(ex.ok()) << ex.status().message();
@@ -230,6 +232,7 @@ class Node {
     gw_.reset();
     twin_.reset();
     ex_.reset();
+    history_.reset();
     projector_.reset();
     store_.reset();
   }
@@ -276,6 +279,7 @@ class Node {
   engine::EngineConfig config_;
   std::unique_ptr<projection::Store> store_;
   std::unique_ptr<projection::Projector> projector_;
+  std::unique_ptr<app::ProjectionHistory> history_;  // the gateway's view of the two above
   std::unique_ptr<gateway::Gateway> gw_;
   std::unique_ptr<gateway::Gateway> twin_;
   std::unique_ptr<exchange::Exchange> ex_;

@@ -23,14 +23,13 @@
 #include "gateway/api_error.h"
 #include "gateway/auth.h"
 #include "gateway/binance_json.h"
+#include "gateway/history.h"
 #include "gateway/order_request.h"
 #include "gateway/params.h"
 #include "log/log.h"
 #include "metrics/flight_recorder.h"
 #include "metrics/metrics.h"
 #include "metrics/owner_link.h"
-#include "projection/projector.h"
-#include "projection/store.h"
 
 namespace mb::gateway {
 namespace {
@@ -144,7 +143,7 @@ std::string_view Trim(std::string_view s) {
 
 enum class Security : uint8_t { kNone, kApiKey, kSigned };
 
-// A history request waits at most this long for the projection to catch up.
+// A history request waits at most this long for the history to catch up.
 constexpr std::chrono::milliseconds kHistoryWait{2000};
 // History requests queued for the history thread, at most (then 503).
 constexpr std::size_t kHistoryQueue = 1024;
@@ -239,15 +238,12 @@ class Gateway::Impl final : public HttpHandler {
     if (options_.metrics != nullptr || options_.flight_recorder != nullptr) o->stage_times = true;
   }
 
-  void SetHistory(projection::Store* store, projection::Projector* projector) {
-    store_ = store;
-    projector_ = projector;
-  }
+  void SetHistory(History* history) { history_ = history; }
 
   Status Start(exchange::Exchange* exchange) {
     exchange_ = exchange;
     fanout_ = std::thread([this] { FanOutLoop(); });
-    if (store_ != nullptr) history_ = std::thread([this] { HistoryLoop(); });
+    if (history_ != nullptr) history_thread_ = std::thread([this] { HistoryLoop(); });
     ServerOptions so = options_.server;
     so.ws_freshness = hist_freshness_;
     server_ = std::make_unique<Server>(so, this, &streams_);
@@ -282,7 +278,7 @@ class Gateway::Impl final : public HttpHandler {
       history_stop_.store(true, std::memory_order_relaxed);
     }
     history_cv_.notify_all();
-    if (history_.joinable()) history_.join();
+    if (history_thread_.joinable()) history_thread_.join();
     {
       // No connection is left to answer what was still queued.
       std::lock_guard lock(history_mu_);
@@ -401,7 +397,7 @@ class Gateway::Impl final : public HttpHandler {
     Pending* pending = nullptr;
     int64_t durable_ns = 0;  // when on_durable handed the batch over (0: not measured)
   };
-  // A request answered from the projection by the history thread: what it
+  // A request answered from the history by the history thread: what it
   // waits for, the query (`run`) and how to answer it. Respond posts the
   // answer onto the connection's strand from the history thread, and keeps
   // the connection alive until then.
@@ -819,12 +815,12 @@ class Gateway::Impl final : public HttpHandler {
     return std::nullopt;
   }
 
-  // An open order from the read side; any other from the projection when
-  // there is one.
+  // An open order from the read side; any other from the history when there
+  // is one.
   void GetOrder(Ctx& c) {
     MarketId m{};
     if (auto e = SymbolParam(c, &m)) return Reply(c, *e);
-    if (store_ == nullptr) {
+    if (history_ == nullptr) {
       marketdata::OrderRecord rec;
       if (auto e = FindOrderParam(c, m, &rec)) return Reply(c, *e);
       return Ok(c, OrderJson(config_, rec));
@@ -836,11 +832,9 @@ class Gateway::Impl final : public HttpHandler {
         id ? read_side_.FindOrder(c.account, m, static_cast<OrderId>(*id))
            : read_side_.FindOrderByClientId(c.account, m, cid);
     if (rec && IsOpen(*rec)) return Ok(c, OrderJson(config_, *rec));
-    const auto account = static_cast<uint32_t>(c.account);
-    const auto market = static_cast<uint16_t>(m);
-    Defer(c, [this, account, market, id, cid = std::move(cid)](HistoryJob& j) {
-      auto found = id ? store_->FindOrder(account, market, *id)
-                      : store_->FindOrderByClientId(account, market, cid);
+    Defer(c, [this, account = c.account, m, id, cid = std::move(cid)](HistoryJob& j) {
+      auto found = id ? history_->FindOrder(account, m, static_cast<OrderId>(*id))
+                      : history_->FindOrderByClientId(account, m, cid);
       if (!found.ok()) return HistoryUnavailable(j, found.status());
       if (!*found) return JobReply(j, ApiError::NoSuchOrder());
       JobReply(j, 200, OrderJson(config_, **found));
@@ -1048,12 +1042,11 @@ class Gateway::Impl final : public HttpHandler {
     Ok(c, OrdersJson(orders));
   }
 
-  // The projection's form of the history filters.
-  static projection::HistoryQuery StoreQuery(const Ctx& c, const HistoryQuery& q,
-                                             uint64_t order_id) {
-    projection::HistoryQuery s;
-    s.account = static_cast<uint32_t>(c.account);
-    s.market = static_cast<uint16_t>(q.market);
+  // The history's form of the filters.
+  static HistoryFilter Filter(const Ctx& c, const HistoryQuery& q, uint64_t order_id) {
+    HistoryFilter s;
+    s.account = c.account;
+    s.market = q.market;
     s.order_id = order_id;
     s.from_id = q.from.value_or(0);
     s.start_ms = q.start.value_or(0);
@@ -1065,9 +1058,9 @@ class Gateway::Impl final : public HttpHandler {
   void AllOrders(Ctx& c) {
     HistoryQuery q;
     if (auto e = ParseHistory(c, "orderId", &q)) return Reply(c, *e);
-    if (store_ != nullptr) {
-      return Defer(c, [this, sq = StoreQuery(c, q, 0)](HistoryJob& j) {
-        auto orders = store_->AllOrders(sq);
+    if (history_ != nullptr) {
+      return Defer(c, [this, f = Filter(c, q, 0)](HistoryJob& j) {
+        auto orders = history_->AllOrders(f);
         if (!orders.ok()) return HistoryUnavailable(j, orders.status());
         JobReply(j, 200, OrdersJson(*orders));
       });
@@ -1082,9 +1075,9 @@ class Gateway::Impl final : public HttpHandler {
     std::optional<uint64_t> order;
     if (auto e = ParseHistory(c, "fromId", &q)) return Reply(c, *e);
     if (auto e = c.params.GetUint("orderId", &order)) return Reply(c, *e);
-    if (store_ != nullptr) {
-      return Defer(c, [this, sq = StoreQuery(c, q, order.value_or(0))](HistoryJob& j) {
-        auto fills = store_->MyTrades(sq);
+    if (history_ != nullptr) {
+      return Defer(c, [this, f = Filter(c, q, order.value_or(0))](HistoryJob& j) {
+        auto fills = history_->MyTrades(f);
         if (!fills.ok()) return HistoryUnavailable(j, fills.status());
         JobReply(j, 200, MyTradesJson(config_, *fills));
       });
@@ -1436,17 +1429,17 @@ class Gateway::Impl final : public HttpHandler {
     o["refusedFull"] = st.refused_full;
     o["refusedJournal"] = st.refused_journal;
     o["reason"] = refusal;
-    if (projector_ != nullptr) {
-      const projection::ProjectorStats ps = projector_->stats();
+    if (history_ != nullptr) {
+      const HistoryHealth h = history_->Health();
       json::object p;
-      p["appliedSequence"] = ps.applied_seq;
-      p["lagEvents"] = ps.lag_events;
-      p["lagSeconds"] = ps.lag_seconds;
-      p["healthy"] = ps.healthy;
-      p["lastError"] = ps.last_error;
-      p["backend"] = store_->backend();
-      if (ps.storage) {
-        const projection::StorageStats& disk = *ps.storage;
+      p["appliedSequence"] = h.applied_seq;
+      p["lagEvents"] = h.lag_events;
+      p["lagSeconds"] = h.lag_seconds;
+      p["healthy"] = h.healthy;
+      p["lastError"] = h.last_error;
+      p["backend"] = h.backend;
+      if (h.storage) {
+        const HistoryStorage& disk = *h.storage;
         json::object d;
         d["dbBytes"] = disk.db_bytes;
         d["walBytes"] = disk.wal_bytes;
@@ -1532,11 +1525,11 @@ class Gateway::Impl final : public HttpHandler {
     Ok(c, json::serialize(o));
   }
   // GET accounts/{id}/ledger?fromSeq&limit: the account's ledger lines from
-  // the projection, oldest first, in whole records (a record's lines share its
+  // the history, oldest first, in whole records (a record's lines share its
   // seq): at most `limit` lines, except that a first record with more lines is
   // given whole. fromSeq = the last line's seq + 1 continues a page.
   void AdminLedger(Ctx& c, std::string_view id_text) {
-    if (store_ == nullptr) {
+    if (history_ == nullptr) {
       return Reply(c, ApiError{404, -1000,
                                "The ledger is served from the projection (history database), "
                                "which this gateway runs without."});
@@ -1545,17 +1538,17 @@ class Gateway::Impl final : public HttpHandler {
     if (!id) return Reply(c, ApiError{404, -1000, "No such account."});
     if (auto e = Params::Parse(c.query, {}, &c.params)) return Reply(c, *e);
     std::optional<uint64_t> from;
-    projection::LedgerQuery q;
+    LedgerFilter q;
     if (auto e = c.params.GetUint("fromSeq", &from)) return Reply(c, *e);
     if (auto e = LimitParam(c, 500, 1000, &q.limit)) return Reply(c, *e);
-    q.account = static_cast<uint32_t>(*id);
+    q.account = *id;
     q.from_seq = from.value_or(0);
     Defer(c, [this, q](HistoryJob& j) {
-      std::vector<projection::LedgerRow> lines;
-      projection::LedgerQuery more = q;
+      std::vector<LedgerLine> lines;
+      LedgerFilter more = q;
       more.limit = q.limit + 1;
       for (;;) {
-        auto rows = store_->Ledger(more);
+        auto rows = history_->Ledger(more);
         if (!rows.ok()) return HistoryUnavailable(j, rows.status());
         lines = std::move(rows).value();
         if (lines.size() < more.limit) break;  // nothing after these
@@ -1573,15 +1566,15 @@ class Gateway::Impl final : public HttpHandler {
         while (lines.back().seq != first) lines.pop_back();
       }
       json::object o;
-      o["accountId"] = q.account;
+      o["accountId"] = static_cast<uint32_t>(q.account);
       json::array entries;
-      for (const projection::LedgerRow& l : lines) {
+      for (const LedgerLine& l : lines) {
         json::object x;
         x["seq"] = l.seq;
         x["index"] = l.idx;
         x["asset"] = config_.assets[static_cast<std::size_t>(l.asset)].symbol;
         x["bucket"] = l.bucket == engine::Bucket::kAvailable ? "AVAILABLE" : "LOCKED";
-        x["delta"] = AssetAmount(config_, static_cast<AssetId>(l.asset), Amount{l.delta});
+        x["delta"] = AssetAmount(config_, l.asset, l.delta);
         x["reason"] = engine::ToString(l.reason);
         x["refKind"] = l.ref_kind == engine::RefKind::kOrder   ? "ORDER"
                        : l.ref_kind == engine::RefKind::kTrade ? "TRADE"
@@ -1713,7 +1706,7 @@ class Gateway::Impl final : public HttpHandler {
 
   // --- the history thread ---
   // Queues a request for the history thread, which waits until the
-  // projection shows what the read side shows now, then runs it.
+  // history shows what the read side shows now, then runs it.
   void Defer(Ctx& c, std::function<void(HistoryJob&)> run) {
     HistoryJob job;
     job.respond = std::move(c.respond);
@@ -1752,7 +1745,7 @@ class Gateway::Impl final : public HttpHandler {
     j.respond(MakeResponse(j.version, j.keep_alive, status, std::move(body), j.used_weight));
   }
   void JobReply(HistoryJob& j, const ApiError& e) { JobReply(j, e.http_status, e.Json()); }
-  // The projection is behind or its store fails: Binance's answer to a
+  // The history is behind or its database fails: Binance's answer to a
   // backend that did not answer in time.
   void HistoryUnavailable(HistoryJob& j, const Status& why) {
     if (why.message() != history_last_error_) {
@@ -1765,16 +1758,16 @@ class Gateway::Impl final : public HttpHandler {
     j.respond(std::move(res));
   }
 
-  // Until the projector has applied j.wait_seq (true), the deadline, or Stop().
-  bool WaitProjected(const HistoryJob& j) {
+  // Until the history has applied j.wait_seq (true), the deadline, or Stop().
+  bool WaitApplied(const HistoryJob& j) {
     for (;;) {
-      if (projector_->applied_seq() >= j.wait_seq) return true;
+      if (history_->applied_seq() >= j.wait_seq) return true;
       const auto now = std::chrono::steady_clock::now();
       if (now >= j.deadline || history_stop_.load(std::memory_order_relaxed)) return false;
       const auto slice = std::min<std::chrono::milliseconds>(
           std::chrono::ceil<std::chrono::milliseconds>(j.deadline - now),
           std::chrono::milliseconds(50));
-      if (projector_->WaitApplied(j.wait_seq, slice)) return true;
+      if (history_->WaitApplied(j.wait_seq, slice)) return true;
     }
   }
 
@@ -1792,7 +1785,7 @@ class Gateway::Impl final : public HttpHandler {
         history_queue_.pop_front();
         history_depth_.store(history_queue_.size(), std::memory_order_relaxed);
       }
-      if (!WaitProjected(job)) {
+      if (!WaitApplied(job)) {
         HistoryUnavailable(job, Status(StatusCode::kUnavailable,
                                        fmt::format("the projection did not catch up with the "
                                                    "read side within {} ms",
@@ -1949,8 +1942,7 @@ class Gateway::Impl final : public HttpHandler {
   RateLimiter ip_limiter_;
   std::vector<Route> routes_;
   exchange::Exchange* exchange_ = nullptr;
-  projection::Store* store_ = nullptr;          // history source when set
-  projection::Projector* projector_ = nullptr;  // with store_
+  History* history_ = nullptr;  // the history endpoints' source when set
   std::unique_ptr<Server> server_;
   std::unique_ptr<MetricsOnly> metrics_handler_;
   std::unique_ptr<Server> metrics_server_;  // with metrics_port
@@ -1983,7 +1975,7 @@ class Gateway::Impl final : public HttpHandler {
   std::deque<HistoryJob> history_queue_;   // GUARDED_BY(history_mu_)
   std::atomic<bool> history_stop_{false};  // written under history_mu_
   std::string history_last_error_;         // history thread only: the last one logged
-  std::thread history_;
+  std::thread history_thread_;
 };
 
 Result<std::unique_ptr<Gateway>> Gateway::Create(const engine::EngineConfig& config,
@@ -2000,9 +1992,7 @@ Result<std::unique_ptr<Gateway>> Gateway::Create(const engine::EngineConfig& con
 Gateway::Gateway(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Gateway::~Gateway() = default;
 void Gateway::Wire(exchange::ExchangeOptions* options) { impl_->Wire(options); }
-void Gateway::SetHistory(projection::Store* store, projection::Projector* projector) {
-  impl_->SetHistory(store, projector);
-}
+void Gateway::SetHistory(History* history) { impl_->SetHistory(history); }
 Status Gateway::Start(exchange::Exchange* exchange) { return impl_->Start(exchange); }
 void Gateway::StopServer() { impl_->StopServer(); }
 void Gateway::Stop() { impl_->Stop(); }
