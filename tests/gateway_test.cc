@@ -649,6 +649,48 @@ TEST_F(GatewayTest, RateLimitAnswers429WithRetryAfter) {
   EXPECT_FALSE(last.headers["X-MBX-USED-WEIGHT-1M"].empty());
 }
 
+// The gateway's time is the clock in its options: serverTime, creation times,
+// the recvWindow edges and the rate limit's refill follow a ManualClock exactly.
+TEST_F(GatewayTest, TimeComesFromTheGivenClock) {
+  ManualClock clock;
+  gateway::GatewayOptions go;
+  go.clock = &clock;
+  go.key_limit.weight_per_minute = 60;  // one weight a second
+  go.key_limit.burst = 40;
+  Node n(dir_, go);
+  const int64_t now = clock.wall_ms();
+  EXPECT_EQ(n.Request(http::verb::get, "/api/v3/time").Json().at("serverTime").as_int64(), now);
+  auto alice = n.NewAccount("alice");
+  EXPECT_EQ(n.Admin(http::verb::get, fmt::format("accounts/{}", alice.account))
+                .Json()
+                .at("createdTime")
+                .as_int64(),
+            now);
+
+  // recvWindow=5000: 5000 ms old is in, 5001 out; 999 ms ahead is in, 1000 out.
+  auto open_orders = [&](int64_t timestamp) {
+    return n.Signed(http::verb::get, "/api/v3/openOrders", alice, "", timestamp);
+  };
+  EXPECT_EQ(open_orders(now - 5000).status, 200);
+  EXPECT_EQ(open_orders(now - 5001).Json().at("code").as_int64(), -1021);
+  EXPECT_EQ(open_orders(now + 999).status, 200);
+  EXPECT_EQ(open_orders(now + 1000).Json().at("code").as_int64(), -1021);
+
+  // 12 of the 40 weight taken (openOrders weighs 6; refused requests take
+  // none). /account weighs 20: once, then 8 are left and it waits 12 s.
+  auto account = [&] {
+    return n.Signed(http::verb::get, "/api/v3/account", alice, "", clock.wall_ms());
+  };
+  EXPECT_EQ(account().status, 200);
+  Reply refused = account();
+  EXPECT_EQ(refused.status, 429) << refused.body;
+  EXPECT_EQ(refused.headers["Retry-After"], "12");
+  clock.Advance(std::chrono::seconds(11));
+  EXPECT_EQ(account().status, 429);
+  clock.Advance(std::chrono::seconds(1));
+  EXPECT_EQ(account().status, 200);
+}
+
 TEST_F(GatewayTest, ClosedExchangeAnswers503WithRetryAfter) {
   Node n(dir_);
   auto alice = n.NewAccount("alice");

@@ -209,9 +209,11 @@ class Gateway::Impl final : public HttpHandler {
       : config_(config),
         data_dir_(std::move(data_dir)),
         options_(std::move(options)),
+        clock_(options_.clock != nullptr ? *options_.clock : DefaultClock()),
         keys_(std::move(keys)),
         read_side_(config_, options_.read_side),
-        streams_(config_, read_side_, *keys_, options_.streams, [] { return WallMs(); }),
+        streams_(config_, read_side_, *keys_, options_.streams,
+                 [this] { return clock_.wall_ms(); }),
         key_limiter_(options_.key_limit),
         ip_limiter_(options_.ip_limit),
         timing_(options_.metrics != nullptr || options_.flight_recorder != nullptr),
@@ -348,7 +350,7 @@ class Gateway::Impl final : public HttpHandler {
     if (route == nullptr) {
       return Reply(c, path_known ? ApiError::MethodNotAllowed() : ApiError::NotFound());
     }
-    const int64_t now = WallMs();
+    const int64_t now = clock_.wall_ms();
     const RateDecision ip = ip_limiter_.Take(c.remote, route->weight, now);
     c.used_weight = ip.used_weight_1m;
     if (!ip.allowed) return TooMany(c, ip);
@@ -602,13 +604,14 @@ class Gateway::Impl final : public HttpHandler {
 
   // --- public endpoints ---
   void Ping(Ctx& c) { Ok(c, "{}"); }
-  void Time(Ctx& c) { Ok(c, fmt::format("{{\"serverTime\":{}}}", WallMs())); }
+  void Time(Ctx& c) { Ok(c, fmt::format("{{\"serverTime\":{}}}", clock_.wall_ms())); }
   void ExchangeInfo(Ctx& c) {
     std::vector<MarketStatus> statuses;
     for (std::size_t i = 0; i < config_.markets.size(); ++i) {
       statuses.push_back(Snap(static_cast<MarketId>(i))->status);
     }
-    Ok(c, ExchangeInfoJson(config_, statuses, WallMs(), options_.key_limit.weight_per_minute));
+    Ok(c,
+       ExchangeInfoJson(config_, statuses, clock_.wall_ms(), options_.key_limit.weight_per_minute));
   }
   void Depth(Ctx& c) {
     MarketId m{};
@@ -681,7 +684,7 @@ class Gateway::Impl final : public HttpHandler {
     Ok(c, KlinesJson(config_, m, *interval, rows));
   }
   void Ticker24h(Ctx& c) {
-    const int64_t now = WallMs();
+    const int64_t now = clock_.wall_ms();
     TickerLike(c, [&](const marketdata::MarketSnapshot& s) {
       return gateway::Ticker24hJson(config_, s, now);
     });
@@ -1475,7 +1478,7 @@ class Gateway::Impl final : public HttpHandler {
   void AdminCreateAccount(Ctx& c, const json::object& body) {
     const auto name = StringField(body, "name");
     if (!name) return Reply(c, ApiError{400, -1102, "Field 'name' (a string) is required."});
-    auto r = keys_->CreateAccount(*name, WallMs());
+    auto r = keys_->CreateAccount(*name, clock_.wall_ms());
     if (!r.ok()) return Reply(c, ApiError{400, -1130, r.status().message()});
     Ok(c, json::serialize(AccountObject(*r)));
   }
@@ -1516,7 +1519,7 @@ class Gateway::Impl final : public HttpHandler {
     if (*id == config_.fee_account) {
       return Reply(c, ApiError{400, -1002, "The fee account cannot trade: it has no API keys."});
     }
-    auto k = keys_->CreateKey(*id, WallMs());
+    auto k = keys_->CreateKey(*id, clock_.wall_ms());
     if (!k.ok()) return Reply(c, ApiError{500, -1000, k.status().message()});
     json::object o;
     o["accountId"] = static_cast<uint32_t>(*id);
@@ -1928,13 +1931,14 @@ class Gateway::Impl final : public HttpHandler {
         waiting_count_.store(waiting_.size(), std::memory_order_relaxed);
       }
       local.clear();
-      streams_.Tick(WallMs());
+      streams_.Tick(clock_.wall_ms());
     }
   }
 
   const engine::EngineConfig config_;
   const std::filesystem::path data_dir_;
   const GatewayOptions options_;
+  const Clock& clock_;  // wall time of the API (options_.clock or the system's)
   std::unique_ptr<KeyStore> keys_;
   marketdata::ReadSide read_side_;
   StreamHub streams_;

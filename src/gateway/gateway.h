@@ -40,6 +40,7 @@
 #include <memory>
 #include <string>
 
+#include "common/clock.h"
 #include "common/status.h"
 #include "engine/market.h"
 #include "exchange/exchange.h"
@@ -75,6 +76,11 @@ struct GatewayOptions {
   // The recorder's settings, as /admin/v1/flight-recorder reports them.
   uint64_t flight_threshold_ns = 0;
   uint32_t flight_window_ms = 0;
+  // The API's wall time: rate limits, the recvWindow check, serverTime and
+  // tickers, the streams' clock, account and key creation times. Null: the
+  // system clock (tests set a ManualClock). Outlives the gateway. Latency
+  // stamps and waits stay on the steady clock.
+  const Clock* clock = nullptr;
 };
 
 class Gateway {
