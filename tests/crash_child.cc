@@ -45,6 +45,7 @@
 #include <vector>
 
 #include "codec/codec.h"
+#include "common/file.h"
 #include "exchange/exchange.h"
 #include "journal/data_dir.h"
 #include "journal/writer.h"
@@ -113,7 +114,7 @@ class Reporter : public exchange::Completion {
 };
 
 std::vector<engine::Command> ReadStream(const std::filesystem::path& path) {
-  auto bytes = journal::ReadFile(path);
+  auto bytes = ReadFile(path);
   if (!bytes.ok()) Die(bytes.status().message());
   std::vector<engine::Command> out;
   std::span<const std::byte> in(*bytes);

@@ -65,6 +65,7 @@
 #include <vector>
 
 #include "codec/codec.h"
+#include "common/file.h"
 #include "exchange/exchange.h"
 #include "journal/data_dir.h"
 #include "journal/reader.h"
@@ -130,7 +131,7 @@ class ChildProcess {
 
   Status Spawn(const std::vector<std::string>& args, const fs::path& log) {
     int fds[2];
-    if (::pipe2(fds, O_CLOEXEC) != 0) return journal::ErrnoStatus("pipe", "pipe2", errno);
+    if (::pipe2(fds, O_CLOEXEC) != 0) return ErrnoStatus("pipe", "pipe2", errno);
     posix_spawn_file_actions_t actions;
     posix_spawn_file_actions_init(&actions);
     posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
@@ -145,7 +146,7 @@ class ChildProcess {
     if (err != 0) {
       ::close(fds[0]);
       pid_ = -1;
-      return journal::ErrnoStatus(args[0], "posix_spawn", err);
+      return ErrnoStatus(args[0], "posix_spawn", err);
     }
     out_fd_ = fds[0];
     return Status::Ok();
@@ -264,7 +265,7 @@ class CrashTest : public ::testing::Test {
       size += n;
     }
     stream_path_ = root_ / "stream.bin";
-    ASSERT_TRUE(journal::WriteFileAtomically(stream_path_, {bytes.data(), size}).ok());
+    ASSERT_TRUE(WriteFileAtomically(stream_path_, {bytes.data(), size}).ok());
     engine::Engine fresh(workload_.config);
     journal_hash_ = fresh.StateHash();
   }

@@ -2,9 +2,9 @@
 // directory), the Gateway on an ephemeral port, and a plain HTTP client.
 // Checks the Binance error paths, authentication, the operator API, rate
 // limits, back-pressure answers, order answers and a restart; and the history
-// endpoints served from the projection (a SQLite store fed by a Projector),
-// compared byte for byte with a second gateway on the same exchange that
-// answers them from its read side.
+// endpoints served from the projection (a SQLite store fed by a Projector,
+// which the gateway sees through app::ProjectionHistory), compared byte for byte with a second
+// gateway on the same exchange that answers them from its read side.
 #include "gateway/gateway.h"
 
 #include <fmt/format.h>
@@ -30,7 +30,10 @@
 
 #include "app/config.h"
 #include "app/demo_config.h"
+#include "app/history.h"
+#include "common/clock.h"
 #include "common/decimal.h"
+#include "common/hmac.h"
 #include "engine/engine.h"
 #include "exchange/exchange.h"
 #include "gateway/auth.h"
@@ -54,12 +57,6 @@ struct Reply {
   std::map<std::string, std::string> headers;
   json::value Json() const { return json::parse(body); }
 };
-
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 // An HTTP client of one gateway: plain requests, operator calls, signed calls.
 class Client {
@@ -123,9 +120,9 @@ class Client {
   Reply Signed(http::verb method, const std::string& path, const Keys& k, std::string params,
                int64_t timestamp = 0, const std::string& secret_override = {}) {
     if (!params.empty()) params += '&';
-    params += fmt::format("timestamp={}&recvWindow=5000", timestamp ? timestamp : NowMs());
+    params += fmt::format("timestamp={}&recvWindow=5000", timestamp ? timestamp : WallMs());
     const std::string sig =
-        gateway::HmacSha256Hex(secret_override.empty() ? k.secret : secret_override, params);
+        HmacSha256Hex(secret_override.empty() ? k.secret : secret_override, params);
     params += "&signature=" + sig;
     if (method == http::verb::post || method == http::verb::put) {
       return Request(method, path, params, {{"X-MBX-APIKEY", k.key}});
@@ -210,7 +207,8 @@ class Node {
         durable(ev);
         if (!ev.empty()) p->NotifyDurable(static_cast<uint64_t>(ev.back().seq));
       };
-      gw_->SetHistory(store_.get(), projector_.get());
+      history_ = std::make_unique<app::ProjectionHistory>(store_.get(), projector_.get());
+      gw_->SetHistory(history_.get());
     }
     auto ex = exchange::Exchange::Open(std::move(o));
     ASSERT_TRUE(ex.ok()) << ex.status().message();
@@ -234,6 +232,7 @@ class Node {
     gw_.reset();
     twin_.reset();
     ex_.reset();
+    history_.reset();
     projector_.reset();
     store_.reset();
   }
@@ -280,6 +279,7 @@ class Node {
   engine::EngineConfig config_;
   std::unique_ptr<projection::Store> store_;
   std::unique_ptr<projection::Projector> projector_;
+  std::unique_ptr<app::ProjectionHistory> history_;  // the gateway's view of the two above
   std::unique_ptr<gateway::Gateway> gw_;
   std::unique_ptr<gateway::Gateway> twin_;
   std::unique_ptr<exchange::Exchange> ex_;
@@ -316,7 +316,7 @@ TEST_F(GatewayTest, PublicEndpointsAndRoutingErrors) {
   EXPECT_EQ(ping.headers["Content-Type"].rfind("application/json", 0), 0u);
   Reply time = n.Request(http::verb::get, "/api/v3/time");
   EXPECT_NEAR(static_cast<double>(time.Json().at("serverTime").as_int64()),
-              static_cast<double>(NowMs()), 5000.0);
+              static_cast<double>(WallMs()), 5000.0);
   Reply info = n.Request(http::verb::get, "/api/v3/exchangeInfo");
   ASSERT_EQ(info.status, 200);
   EXPECT_EQ(info.Json().at("symbols").as_array().size(), 3u);
@@ -406,16 +406,16 @@ TEST_F(GatewayTest, SignatureTimestampAndKeyErrors) {
   EXPECT_EQ(bad_key.Json().at("code").as_int64(), -2015);
   Reply bad_sig = n.Signed(http::verb::get, "/api/v3/account", alice, "", 0, "wrongsecret");
   EXPECT_EQ(bad_sig.Json().at("code").as_int64(), -1022);
-  Reply stale = n.Signed(http::verb::get, "/api/v3/account", alice, "", NowMs() - 60'000);
+  Reply stale = n.Signed(http::verb::get, "/api/v3/account", alice, "", WallMs() - 60'000);
   EXPECT_EQ(stale.Json().at("code").as_int64(), -1021);
-  Reply future = n.Signed(http::verb::get, "/api/v3/account", alice, "", NowMs() + 5'000);
+  Reply future = n.Signed(http::verb::get, "/api/v3/account", alice, "", WallMs() + 5'000);
   EXPECT_EQ(future.Json().at("code").as_int64(), -1021);
-  Reply no_sig = n.Request(http::verb::get, fmt::format("/api/v3/account?timestamp={}", NowMs()),
+  Reply no_sig = n.Request(http::verb::get, fmt::format("/api/v3/account?timestamp={}", WallMs()),
                            {}, {{"X-MBX-APIKEY", alice.key}});
   EXPECT_EQ(no_sig.Json().at("code").as_int64(), -1102);
   // A tampered parameter after signing.
-  std::string params = fmt::format("symbol=BTCUSDT&timestamp={}", NowMs());
-  const std::string sig = gateway::HmacSha256Hex(alice.secret, params);
+  std::string params = fmt::format("symbol=BTCUSDT&timestamp={}", WallMs());
+  const std::string sig = HmacSha256Hex(alice.secret, params);
   Reply tampered =
       n.Request(http::verb::get,
                 "/api/v3/openOrders?symbol=ETHUSDT&timestamp=" +
@@ -647,6 +647,48 @@ TEST_F(GatewayTest, RateLimitAnswers429WithRetryAfter) {
   EXPECT_EQ(last.Json().at("code").as_int64(), -1003);
   EXPECT_FALSE(last.headers["Retry-After"].empty());
   EXPECT_FALSE(last.headers["X-MBX-USED-WEIGHT-1M"].empty());
+}
+
+// The gateway's time is the clock in its options: serverTime, creation times,
+// the recvWindow edges and the rate limit's refill follow a ManualClock exactly.
+TEST_F(GatewayTest, TimeComesFromTheGivenClock) {
+  ManualClock clock;
+  gateway::GatewayOptions go;
+  go.clock = &clock;
+  go.key_limit.weight_per_minute = 60;  // one weight a second
+  go.key_limit.burst = 40;
+  Node n(dir_, go);
+  const int64_t now = clock.wall_ms();
+  EXPECT_EQ(n.Request(http::verb::get, "/api/v3/time").Json().at("serverTime").as_int64(), now);
+  auto alice = n.NewAccount("alice");
+  EXPECT_EQ(n.Admin(http::verb::get, fmt::format("accounts/{}", alice.account))
+                .Json()
+                .at("createdTime")
+                .as_int64(),
+            now);
+
+  // recvWindow=5000: 5000 ms old is in, 5001 out; 999 ms ahead is in, 1000 out.
+  auto open_orders = [&](int64_t timestamp) {
+    return n.Signed(http::verb::get, "/api/v3/openOrders", alice, "", timestamp);
+  };
+  EXPECT_EQ(open_orders(now - 5000).status, 200);
+  EXPECT_EQ(open_orders(now - 5001).Json().at("code").as_int64(), -1021);
+  EXPECT_EQ(open_orders(now + 999).status, 200);
+  EXPECT_EQ(open_orders(now + 1000).Json().at("code").as_int64(), -1021);
+
+  // 12 of the 40 weight taken (openOrders weighs 6; refused requests take
+  // none). /account weighs 20: once, then 8 are left and it waits 12 s.
+  auto account = [&] {
+    return n.Signed(http::verb::get, "/api/v3/account", alice, "", clock.wall_ms());
+  };
+  EXPECT_EQ(account().status, 200);
+  Reply refused = account();
+  EXPECT_EQ(refused.status, 429) << refused.body;
+  EXPECT_EQ(refused.headers["Retry-After"], "12");
+  clock.Advance(std::chrono::seconds(11));
+  EXPECT_EQ(account().status, 429);
+  clock.Advance(std::chrono::seconds(1));
+  EXPECT_EQ(account().status, 200);
 }
 
 TEST_F(GatewayTest, ClosedExchangeAnswers503WithRetryAfter) {
@@ -1045,7 +1087,7 @@ TEST_F(GatewayTest, LedgerFromTheProjectionSumsToTheBalances) {
   EXPECT_EQ(Str(deposit, "reason"), "Deposit");
   EXPECT_EQ(Str(deposit, "refKind"), "TRANSFER");
   EXPECT_EQ(Id(deposit, "ref"), Id(deposit, "seq"));
-  EXPECT_NEAR(static_cast<double>(deposit.at("time").as_int64()), static_cast<double>(NowMs()),
+  EXPECT_NEAR(static_cast<double>(deposit.at("time").as_int64()), static_cast<double>(WallMs()),
               60'000.0);
   bool negative = false, trade = false;
   for (const json::value& l : LedgerLines(n.client(), bob.account, 1000)) {

@@ -39,6 +39,7 @@
 #include "app/demo.h"
 #include "app/demo_config.h"
 #include "app/format.h"
+#include "app/history.h"
 #include "common/progress.h"
 #include "engine/engine.h"
 #include "exchange/exchange.h"
@@ -174,8 +175,8 @@ int Serve(const mb::app::Config& cfg, const std::string& source, bool recover_on
     const auto one = [&w](std::string_view name, std::string_view help, std::string_view type,
                           double v) { mb::metrics::WriteSingle(w, name, help, type, v); };
     auto d = [](uint64_t v) { return static_cast<double>(v); };
-    one("matchbook_projection_db_bytes", "Size of the projection's SQLite database file",
-        "gauge", d(s->db_bytes));
+    one("matchbook_projection_db_bytes", "Size of the projection's SQLite database file", "gauge",
+        d(s->db_bytes));
     one("matchbook_projection_wal_bytes", "Size of the projection's SQLite write-ahead log file",
         "gauge", d(s->wal_bytes));
     one("matchbook_projection_wal_max_bytes",
@@ -195,8 +196,8 @@ int Serve(const mb::app::Config& cfg, const std::string& source, bool recover_on
         "Projection commits held back because the write-ahead log was at its ceiling", "counter",
         d(s->ceiling_waits));
     if (s->seconds_since_checkpoint >= 0) {
-      one("matchbook_projection_seconds_since_checkpoint",
-          "Time since a checkpoint last completed", "gauge", s->seconds_since_checkpoint);
+      one("matchbook_projection_seconds_since_checkpoint", "Time since a checkpoint last completed",
+          "gauge", s->seconds_since_checkpoint);
     }
   });
   auto gateway_durable = std::move(o.on_durable);
@@ -216,7 +217,8 @@ int Serve(const mb::app::Config& cfg, const std::string& source, bool recover_on
                 fmt::format("history projection: {} (batches of up to {} events)",
                             Describe(store_options), cfg.runtime.projection.batch_events));
   projector.Start((*ex)->durable_seq());
-  (*gw)->SetHistory(store.get(), &projector);
+  mb::app::ProjectionHistory history(store.get(), &projector);
+  (*gw)->SetHistory(&history);
   // Stopping: the projector applies what the journal made durable, briefly.
   auto stop_projector = [&] {
     projector.WaitApplied((*ex)->durable_seq(), std::chrono::seconds(5));

@@ -1,7 +1,6 @@
 #include "exchange/exchange.h"
 
 #include <fmt/format.h>
-#include <time.h>
 
 #include <chrono>
 #include <condition_variable>
@@ -11,6 +10,7 @@
 #include <optional>
 #include <thread>
 
+#include "common/clock.h"
 #include "concurrency/ring.h"
 #include "concurrency/wait.h"
 #include "metrics/metrics.h"
@@ -21,14 +21,6 @@ namespace mb::exchange {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-int64_t WallNanos() noexcept {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
-}
-
-using metrics::SteadyNanos;
 
 bool IsPowerOfTwo(uint32_t v) { return v >= 2 && (v & (v - 1)) == 0; }
 
@@ -266,7 +258,7 @@ class Exchange::Impl {
       r = SubmitResult::kRefusing;
       refused_journal_.fetch_add(1, std::memory_order_relaxed);
     } else {
-      const int64_t submitted_ns = timing_ ? SteadyNanos() : 0;
+      const int64_t submitted_ns = timing_ ? SteadyNs() : 0;
       const int64_t s = inbound_.TryClaim();
       if (s < 0) {
         r = SubmitResult::kFull;
@@ -327,12 +319,12 @@ class Exchange::Impl {
         continue;
       }
       Batch* b = AcquireBatch();
-      int64_t now = WallNanos();
+      int64_t now = WallNs();
       if (now < last_ts) now = last_ts;  // timestamps never go back in sequence order
       last_ts = now;
       // Stage times: one clock read for the batch, then one per command; a
       // command's end is the next one's start.
-      int64_t t = timing_ ? SteadyNanos() : 0;
+      int64_t t = timing_ ? SteadyNs() : 0;
       b->sequenced_ns = t;
       for (int64_t s = begin; s < end; ++s) {
         InboundSlot& slot = inbound_.Slot(s);
@@ -342,7 +334,7 @@ class Exchange::Impl {
         const auto last = static_cast<uint32_t>(b->events.size());
         if (timing_) {
           const int64_t start = t;
-          t = SteadyNanos();
+          t = SteadyNs();
           if (hist_.match != nullptr) {
             hist_.ring_wait->RecordDelta(b->sequenced_ns - slot.submitted_ns);
             hist_.match->RecordDelta(t - start);
@@ -456,14 +448,14 @@ class Exchange::Impl {
       if (abandoned) {
         FailWritten(&written);
       } else if (!written.empty()) {
-        const int64_t write_start = timing_ && appended ? SteadyNanos() : 0;
+        const int64_t write_start = timing_ && appended ? SteadyNs() : 0;
         Status s = writer_->Write();
         // When the durable sequence last moved: after the write (`none`), or
         // after the fsync below.
         int64_t durable_ns = 0;
         if (s.ok()) {
           if (timing_) {
-            durable_ns = SteadyNanos();
+            durable_ns = SteadyNs();
             for (Batch* w : written) {
               if (w->journaled_ns == 0) w->journaled_ns = durable_ns;
             }
@@ -477,7 +469,7 @@ class Exchange::Impl {
             (writer_->SyncDue(Clock::now()) || journal_stop_.load(std::memory_order_acquire))) {
           s = writer_->Sync();
           if (s.ok() && timing_ && opt_.journal.policy != journal::FsyncPolicy::kNone) {
-            const int64_t synced = SteadyNanos();
+            const int64_t synced = SteadyNs();
             if (hist_.fsync != nullptr) hist_.fsync->RecordDelta(synced - durable_ns);
             durable_ns = synced;
           }

@@ -5,6 +5,8 @@
 #include <string_view>
 #include <utility>
 
+#include "common/json_escape.h"
+
 namespace mb::gateway {
 namespace {
 
@@ -17,92 +19,6 @@ std::string Quoted(std::string_view prefix, std::string_view param, std::string_
   out.reserve(prefix.size() + param.size() + suffix.size());
   out.append(prefix).append(param).append(suffix);
   return out;
-}
-
-// Length of the well-formed UTF-8 sequence starting at s[i], or 0 when the
-// bytes there are not one (overlong forms, surrogates and code points past
-// U+10FFFF included). Messages can quote parameter names a client sent, and a
-// JSON body must be valid UTF-8.
-std::size_t Utf8SequenceLength(std::string_view s, std::size_t i) {
-  const auto byte = [&](std::size_t k) { return static_cast<unsigned char>(s[k]); };
-  const unsigned char b0 = byte(i);
-  const auto continuation = [&](std::size_t k) {
-    return k < s.size() && (byte(k) & 0xC0U) == 0x80U;
-  };
-  if (b0 < 0x80U) return 1;
-  if (b0 >= 0xC2U && b0 <= 0xDFU) return continuation(i + 1) ? 2 : 0;
-  if (b0 >= 0xE0U && b0 <= 0xEFU) {
-    if (!continuation(i + 1) || !continuation(i + 2)) return 0;
-    const unsigned char b1 = byte(i + 1);
-    if (b0 == 0xE0U && b1 < 0xA0U) return 0;   // overlong
-    if (b0 == 0xEDU && b1 >= 0xA0U) return 0;  // UTF-16 surrogates
-    return 3;
-  }
-  if (b0 >= 0xF0U && b0 <= 0xF4U) {
-    if (!continuation(i + 1) || !continuation(i + 2) || !continuation(i + 3)) return 0;
-    const unsigned char b1 = byte(i + 1);
-    if (b0 == 0xF0U && b1 < 0x90U) return 0;   // overlong
-    if (b0 == 0xF4U && b1 >= 0x90U) return 0;  // past U+10FFFF
-    return 4;
-  }
-  return 0;
-}
-
-// Appends `s` as the body of a JSON string: quotes, backslashes and control
-// characters escaped, invalid UTF-8 replaced by U+FFFD.
-void AppendJsonEscaped(std::string_view s, std::string* out) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::size_t i = 0;
-  while (i < s.size()) {
-    const unsigned char c = static_cast<unsigned char>(s[i]);
-    switch (c) {
-      case '"':
-        out->append("\\\"");
-        ++i;
-        continue;
-      case '\\':
-        out->append("\\\\");
-        ++i;
-        continue;
-      case '\b':
-        out->append("\\b");
-        ++i;
-        continue;
-      case '\f':
-        out->append("\\f");
-        ++i;
-        continue;
-      case '\n':
-        out->append("\\n");
-        ++i;
-        continue;
-      case '\r':
-        out->append("\\r");
-        ++i;
-        continue;
-      case '\t':
-        out->append("\\t");
-        ++i;
-        continue;
-      default:
-        break;
-    }
-    if (c < 0x20U || c == 0x7FU) {
-      out->append("\\u00");
-      out->push_back(kHex[c >> 4U]);
-      out->push_back(kHex[c & 0x0FU]);
-      ++i;
-      continue;
-    }
-    const std::size_t n = Utf8SequenceLength(s, i);
-    if (n == 0) {
-      out->append("\\ufffd");
-      ++i;
-      continue;
-    }
-    out->append(s.substr(i, n));
-    i += n;
-  }
 }
 
 // The text of an engine reject of an order (placement or amend).

@@ -2,8 +2,6 @@
 
 #include <fcntl.h>
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
 #include <openssl/rand.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -12,7 +10,6 @@
 #include <array>
 #include <boost/json.hpp>
 #include <cerrno>
-#include <climits>
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -23,7 +20,7 @@
 #include <utility>
 
 #include "common/checked.h"
-#include "journal/data_dir.h"
+#include "common/file.h"
 
 namespace mb::gateway {
 namespace fs = std::filesystem;
@@ -69,8 +66,7 @@ Status CheckAccountName(std::string_view name) {
 
 // Secrets (API secrets, the admin token) are written 0600 from the first byte.
 Status WriteSecretFileAtomically(const fs::path& path, std::string_view bytes) {
-  return journal::WriteFileAtomically(path, std::as_bytes(std::span(bytes.data(), bytes.size())),
-                                      0600);
+  return WriteFileAtomically(path, bytes, 0600);
 }
 
 // The file's bytes, or nullopt when it does not exist.
@@ -81,10 +77,10 @@ Result<std::optional<std::string>> ReadIfExists(const fs::path& path) {
   if (ec) return IoError(path.string() + ": stat: " + ec.message());
   if (st.type() != fs::file_type::regular) return IoError(path.string() + ": not a regular file");
   std::ifstream in(path, std::ios::binary);
-  if (!in) return journal::ErrnoStatus(path, "open", errno);
+  if (!in) return ErrnoStatus(path, "open", errno);
   std::ostringstream text;
   text << in.rdbuf();
-  if (in.bad()) return journal::ErrnoStatus(path, "read", errno);
+  if (in.bad()) return ErrnoStatus(path, "read", errno);
   return std::optional<std::string>(std::move(text).str());
 }
 
@@ -236,28 +232,6 @@ bool ConstantTimeEquals(std::string_view a, std::string_view b) {
 }
 
 }  // namespace
-
-std::string HmacSha256Hex(std::string_view key, std::string_view data) {
-  // OpenSSL reads a null key as "reuse the previous key": never pass one.
-  static const unsigned char kEmpty = 0;
-  MB_CHECK(key.size() <= static_cast<std::size_t>(INT_MAX));
-  const void* key_ptr = key.empty() ? static_cast<const void*>(&kEmpty) : key.data();
-  const unsigned char* data_ptr =
-      data.empty() ? &kEmpty : reinterpret_cast<const unsigned char*>(data.data());
-  std::array<unsigned char, EVP_MAX_MD_SIZE> mac{};
-  unsigned int mac_len = 0;
-  const unsigned char* r = HMAC(EVP_sha256(), key_ptr, static_cast<int>(key.size()), data_ptr,
-                                data.size(), mac.data(), &mac_len);
-  MB_CHECK(r != nullptr && mac_len == 32);
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string hex;
-  hex.reserve(2 * mac_len);
-  for (unsigned int i = 0; i < mac_len; ++i) {
-    hex.push_back(kHex[mac[i] >> 4U]);
-    hex.push_back(kHex[mac[i] & 0x0FU]);
-  }
-  return hex;
-}
 
 bool SignatureEquals(std::string_view expected_hex, std::string_view given_hex) {
   const auto lower = [](std::string_view s) {

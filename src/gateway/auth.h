@@ -1,6 +1,7 @@
-// Authentication: HMAC-SHA256 request signatures (Binance SIGNED endpoints),
-// the timestamp/recvWindow window, and the store of accounts, API keys and the
-// admin token, persisted in the data directory.
+// Authentication: checking HMAC-SHA256 request signatures (Binance SIGNED
+// endpoints; common/hmac.h computes them), the timestamp/recvWindow window,
+// and the store of accounts, API keys and the admin token, persisted in the
+// data directory.
 //
 // Thread safety: the free functions are pure. KeyStore: every method from any
 // thread (a shared_mutex; writes also rewrite the file atomically).
@@ -21,9 +22,8 @@
 
 namespace mb::gateway {
 
-// Lower-case hex of HMAC-SHA256(key, data).
-std::string HmacSha256Hex(std::string_view key, std::string_view data);
-// Constant-time equality of two hex signatures (case-insensitive hex).
+// Constant-time equality of two hex signatures (case-insensitive hex), such as
+// the HmacSha256Hex (common/hmac.h) of a payload and the signature sent with it.
 bool SignatureEquals(std::string_view expected_hex, std::string_view given_hex);
 // Binance: -1021 when timestamp >= now_ms + 1000 or now_ms - timestamp > recv_window;
 // recvWindow must be in 1..60000 (else -1130 on 'recvWindow').

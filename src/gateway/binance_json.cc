@@ -4,7 +4,7 @@
 // FormatDecimal, whose short strings stay in the small-string buffer. Keys are
 // literals of this file and need no escaping; every string value that comes
 // from configuration or a client (symbols, asset names, client order ids)
-// goes through AppendEscaped.
+// goes through AppendJsonString (common/json_escape.h).
 #include "gateway/binance_json.h"
 
 #include <fmt/format.h>
@@ -19,6 +19,7 @@
 
 #include "common/checked.h"
 #include "common/decimal.h"
+#include "common/json_escape.h"
 #include "common/status.h"
 #include "common/strong.h"
 #include "engine/types.h"
@@ -41,28 +42,6 @@ constexpr int64_t kUsPerMs = 1'000;
 int64_t Ms(int64_t ns) noexcept { return ns / kNsPerMs; }
 
 void Append(Buf& b, std::string_view s) { b.append(s.data(), s.data() + s.size()); }
-
-// A JSON string: quotes, backslashes and control characters escaped. Other
-// bytes pass through: configuration symbols are ASCII and client order ids are
-// restricted to [.A-Z:/a-z0-9_-] before they get here.
-void AppendEscaped(Buf& b, std::string_view s) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  b.push_back('"');
-  for (const char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (c == '"' || c == '\\') {
-      b.push_back('\\');
-      b.push_back(ch);
-    } else if (c < 0x20U || c == 0x7FU) {
-      Append(b, "\\u00");
-      b.push_back(kHex[c >> 4U]);
-      b.push_back(kHex[c & 0x0FU]);
-    } else {
-      b.push_back(ch);
-    }
-  }
-  b.push_back('"');
-}
 
 template <class T>
 void AppendInt(Buf& b, T v) {
@@ -112,7 +91,7 @@ class Obj {
   }
   Obj& Str(std::string_view k, std::string_view v) {
     Key(k);
-    AppendEscaped(b_, v);
+    AppendJsonString(v, &b_);
     return *this;
   }
   // A decimal string (digits, '.', '-': nothing to escape).

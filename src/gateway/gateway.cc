@@ -17,18 +17,19 @@
 #include <utility>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/decimal.h"
+#include "common/hmac.h"
 #include "gateway/api_error.h"
 #include "gateway/auth.h"
 #include "gateway/binance_json.h"
+#include "gateway/history.h"
 #include "gateway/order_request.h"
 #include "gateway/params.h"
 #include "log/log.h"
 #include "metrics/flight_recorder.h"
 #include "metrics/metrics.h"
 #include "metrics/owner_link.h"
-#include "projection/projector.h"
-#include "projection/store.h"
 
 namespace mb::gateway {
 namespace {
@@ -40,7 +41,6 @@ using engine::Side;
 
 using metrics::kStageLatency;
 using metrics::kStageLatencyHelp;
-using metrics::SteadyNanos;
 
 // The statuses matchbook_http_requests_total counts by name; any other is "other".
 constexpr int kCountedStatuses[] = {200, 400, 401, 403, 404, 405, 409, 413, 429, 500, 503};
@@ -52,12 +52,6 @@ struct MarketCounts {
   std::atomic<uint64_t> trades{0};
   std::atomic<uint64_t> cancels{0};
 };
-
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 template <class T>
 T* As(Event& e) {
@@ -149,7 +143,7 @@ std::string_view Trim(std::string_view s) {
 
 enum class Security : uint8_t { kNone, kApiKey, kSigned };
 
-// A history request waits at most this long for the projection to catch up.
+// A history request waits at most this long for the history to catch up.
 constexpr std::chrono::milliseconds kHistoryWait{2000};
 // History requests queued for the history thread, at most (then 503).
 constexpr std::size_t kHistoryQueue = 1024;
@@ -204,7 +198,7 @@ class Gateway::Impl final : public HttpHandler {
     }
     void Reply(int status, std::string body) {
       http_status = static_cast<uint16_t>(status);
-      if (gw->timing_) responded_ns = SteadyNanos();
+      if (gw->timing_) responded_ns = SteadyNs();
       respond(gw->MakeResponse(version, keep_alive, status, std::move(body), used_weight));
     }
     void Fail(const ApiError& e) { Reply(e.http_status, e.Json()); }
@@ -215,9 +209,11 @@ class Gateway::Impl final : public HttpHandler {
       : config_(config),
         data_dir_(std::move(data_dir)),
         options_(std::move(options)),
+        clock_(options_.clock != nullptr ? *options_.clock : DefaultClock()),
         keys_(std::move(keys)),
         read_side_(config_, options_.read_side),
-        streams_(config_, read_side_, *keys_, options_.streams, [] { return NowMs(); }),
+        streams_(config_, read_side_, *keys_, options_.streams,
+                 [this] { return clock_.wall_ms(); }),
         key_limiter_(options_.key_limit),
         ip_limiter_(options_.ip_limit),
         timing_(options_.metrics != nullptr || options_.flight_recorder != nullptr),
@@ -238,21 +234,18 @@ class Gateway::Impl final : public HttpHandler {
     o->on_durable = [this](std::span<const Event> events) {
       FanItem item;
       item.events.assign(events.begin(), events.end());
-      if (timing_) item.durable_ns = SteadyNanos();
+      if (timing_) item.durable_ns = SteadyNs();
       Enqueue(std::move(item));
     };
     if (options_.metrics != nullptr || options_.flight_recorder != nullptr) o->stage_times = true;
   }
 
-  void SetHistory(projection::Store* store, projection::Projector* projector) {
-    store_ = store;
-    projector_ = projector;
-  }
+  void SetHistory(History* history) { history_ = history; }
 
   Status Start(exchange::Exchange* exchange) {
     exchange_ = exchange;
     fanout_ = std::thread([this] { FanOutLoop(); });
-    if (store_ != nullptr) history_ = std::thread([this] { HistoryLoop(); });
+    if (history_ != nullptr) history_thread_ = std::thread([this] { HistoryLoop(); });
     ServerOptions so = options_.server;
     so.ws_freshness = hist_freshness_;
     server_ = std::make_unique<Server>(so, this, &streams_);
@@ -287,7 +280,7 @@ class Gateway::Impl final : public HttpHandler {
       history_stop_.store(true, std::memory_order_relaxed);
     }
     history_cv_.notify_all();
-    if (history_.joinable()) history_.join();
+    if (history_thread_.joinable()) history_thread_.join();
     {
       // No connection is left to answer what was still queued.
       std::lock_guard lock(history_mu_);
@@ -330,7 +323,7 @@ class Gateway::Impl final : public HttpHandler {
   // --- HttpHandler ---
   void Handle(Request req, std::string_view remote, bool loopback, Respond respond) override {
     Ctx c;
-    if (timing_) c.ingress_ns = SteadyNanos();
+    if (timing_) c.ingress_ns = SteadyNs();
     c.version = req.version();
     c.keep_alive = req.keep_alive();
     c.remote = std::string(remote);
@@ -357,7 +350,7 @@ class Gateway::Impl final : public HttpHandler {
     if (route == nullptr) {
       return Reply(c, path_known ? ApiError::MethodNotAllowed() : ApiError::NotFound());
     }
-    const int64_t now = NowMs();
+    const int64_t now = clock_.wall_ms();
     const RateDecision ip = ip_limiter_.Take(c.remote, route->weight, now);
     c.used_weight = ip.used_weight_1m;
     if (!ip.allowed) return TooMany(c, ip);
@@ -406,7 +399,7 @@ class Gateway::Impl final : public HttpHandler {
     Pending* pending = nullptr;
     int64_t durable_ns = 0;  // when on_durable handed the batch over (0: not measured)
   };
-  // A request answered from the projection by the history thread: what it
+  // A request answered from the history by the history thread: what it
   // waits for, the query (`run`) and how to answer it. Respond posts the
   // answer onto the connection's strand from the history thread, and keeps
   // the connection alive until then.
@@ -513,7 +506,7 @@ class Gateway::Impl final : public HttpHandler {
     if (const auto* place = std::get_if<engine::PlaceOrder>(&cmd.body)) p->place = *place;
     const bool notify = static_cast<bool>(p->on_sequenced);
     if (hist_parse_auth_ != nullptr && c.ingress_ns != 0 && !c.parse_auth_recorded) {
-      hist_parse_auth_->RecordDelta(SteadyNanos() - c.ingress_ns);
+      hist_parse_auth_->RecordDelta(SteadyNs() - c.ingress_ns);
       c.parse_auth_recorded = true;
     }
     const exchange::SubmitResult r = exchange_->Submit(cmd, p, 0, notify);
@@ -611,13 +604,14 @@ class Gateway::Impl final : public HttpHandler {
 
   // --- public endpoints ---
   void Ping(Ctx& c) { Ok(c, "{}"); }
-  void Time(Ctx& c) { Ok(c, fmt::format("{{\"serverTime\":{}}}", NowMs())); }
+  void Time(Ctx& c) { Ok(c, fmt::format("{{\"serverTime\":{}}}", clock_.wall_ms())); }
   void ExchangeInfo(Ctx& c) {
     std::vector<MarketStatus> statuses;
     for (std::size_t i = 0; i < config_.markets.size(); ++i) {
       statuses.push_back(Snap(static_cast<MarketId>(i))->status);
     }
-    Ok(c, ExchangeInfoJson(config_, statuses, NowMs(), options_.key_limit.weight_per_minute));
+    Ok(c,
+       ExchangeInfoJson(config_, statuses, clock_.wall_ms(), options_.key_limit.weight_per_minute));
   }
   void Depth(Ctx& c) {
     MarketId m{};
@@ -690,7 +684,7 @@ class Gateway::Impl final : public HttpHandler {
     Ok(c, KlinesJson(config_, m, *interval, rows));
   }
   void Ticker24h(Ctx& c) {
-    const int64_t now = NowMs();
+    const int64_t now = clock_.wall_ms();
     TickerLike(c, [&](const marketdata::MarketSnapshot& s) {
       return gateway::Ticker24hJson(config_, s, now);
     });
@@ -824,12 +818,12 @@ class Gateway::Impl final : public HttpHandler {
     return std::nullopt;
   }
 
-  // An open order from the read side; any other from the projection when
-  // there is one.
+  // An open order from the read side; any other from the history when there
+  // is one.
   void GetOrder(Ctx& c) {
     MarketId m{};
     if (auto e = SymbolParam(c, &m)) return Reply(c, *e);
-    if (store_ == nullptr) {
+    if (history_ == nullptr) {
       marketdata::OrderRecord rec;
       if (auto e = FindOrderParam(c, m, &rec)) return Reply(c, *e);
       return Ok(c, OrderJson(config_, rec));
@@ -841,11 +835,9 @@ class Gateway::Impl final : public HttpHandler {
         id ? read_side_.FindOrder(c.account, m, static_cast<OrderId>(*id))
            : read_side_.FindOrderByClientId(c.account, m, cid);
     if (rec && IsOpen(*rec)) return Ok(c, OrderJson(config_, *rec));
-    const auto account = static_cast<uint32_t>(c.account);
-    const auto market = static_cast<uint16_t>(m);
-    Defer(c, [this, account, market, id, cid = std::move(cid)](HistoryJob& j) {
-      auto found = id ? store_->FindOrder(account, market, *id)
-                      : store_->FindOrderByClientId(account, market, cid);
+    Defer(c, [this, account = c.account, m, id, cid = std::move(cid)](HistoryJob& j) {
+      auto found = id ? history_->FindOrder(account, m, static_cast<OrderId>(*id))
+                      : history_->FindOrderByClientId(account, m, cid);
       if (!found.ok()) return HistoryUnavailable(j, found.status());
       if (!*found) return JobReply(j, ApiError::NoSuchOrder());
       JobReply(j, 200, OrderJson(config_, **found));
@@ -1053,12 +1045,11 @@ class Gateway::Impl final : public HttpHandler {
     Ok(c, OrdersJson(orders));
   }
 
-  // The projection's form of the history filters.
-  static projection::HistoryQuery StoreQuery(const Ctx& c, const HistoryQuery& q,
-                                             uint64_t order_id) {
-    projection::HistoryQuery s;
-    s.account = static_cast<uint32_t>(c.account);
-    s.market = static_cast<uint16_t>(q.market);
+  // The history's form of the filters.
+  static HistoryFilter Filter(const Ctx& c, const HistoryQuery& q, uint64_t order_id) {
+    HistoryFilter s;
+    s.account = c.account;
+    s.market = q.market;
     s.order_id = order_id;
     s.from_id = q.from.value_or(0);
     s.start_ms = q.start.value_or(0);
@@ -1070,9 +1061,9 @@ class Gateway::Impl final : public HttpHandler {
   void AllOrders(Ctx& c) {
     HistoryQuery q;
     if (auto e = ParseHistory(c, "orderId", &q)) return Reply(c, *e);
-    if (store_ != nullptr) {
-      return Defer(c, [this, sq = StoreQuery(c, q, 0)](HistoryJob& j) {
-        auto orders = store_->AllOrders(sq);
+    if (history_ != nullptr) {
+      return Defer(c, [this, f = Filter(c, q, 0)](HistoryJob& j) {
+        auto orders = history_->AllOrders(f);
         if (!orders.ok()) return HistoryUnavailable(j, orders.status());
         JobReply(j, 200, OrdersJson(*orders));
       });
@@ -1087,9 +1078,9 @@ class Gateway::Impl final : public HttpHandler {
     std::optional<uint64_t> order;
     if (auto e = ParseHistory(c, "fromId", &q)) return Reply(c, *e);
     if (auto e = c.params.GetUint("orderId", &order)) return Reply(c, *e);
-    if (store_ != nullptr) {
-      return Defer(c, [this, sq = StoreQuery(c, q, order.value_or(0))](HistoryJob& j) {
-        auto fills = store_->MyTrades(sq);
+    if (history_ != nullptr) {
+      return Defer(c, [this, f = Filter(c, q, order.value_or(0))](HistoryJob& j) {
+        auto fills = history_->MyTrades(f);
         if (!fills.ok()) return HistoryUnavailable(j, fills.status());
         JobReply(j, 200, MyTradesJson(config_, *fills));
       });
@@ -1346,7 +1337,8 @@ class Gateway::Impl final : public HttpHandler {
                "The last sequence the read side (REST market data, streams) has applied", {},
                read([](const Impl& g) { return static_cast<double>(g.read_side_.applied_seq()); }));
     r.AddGauge("matchbook_open_orders", "Orders resting on the books (as the read side has them)",
-               {}, read([](const Impl& g) { return static_cast<double>(g.read_side_.open_orders()); }));
+               {},
+               read([](const Impl& g) { return static_cast<double>(g.read_side_.open_orders()); }));
     r.AddCounterFn(
         "matchbook_closed_orders_total", "Orders filled, canceled or expired since the start", {},
         read([](const Impl& g) { return static_cast<double>(g.read_side_.closed_orders()); }));
@@ -1440,17 +1432,17 @@ class Gateway::Impl final : public HttpHandler {
     o["refusedFull"] = st.refused_full;
     o["refusedJournal"] = st.refused_journal;
     o["reason"] = refusal;
-    if (projector_ != nullptr) {
-      const projection::ProjectorStats ps = projector_->stats();
+    if (history_ != nullptr) {
+      const HistoryHealth h = history_->Health();
       json::object p;
-      p["appliedSequence"] = ps.applied_seq;
-      p["lagEvents"] = ps.lag_events;
-      p["lagSeconds"] = ps.lag_seconds;
-      p["healthy"] = ps.healthy;
-      p["lastError"] = ps.last_error;
-      p["backend"] = store_->backend();
-      if (ps.storage) {
-        const projection::StorageStats& disk = *ps.storage;
+      p["appliedSequence"] = h.applied_seq;
+      p["lagEvents"] = h.lag_events;
+      p["lagSeconds"] = h.lag_seconds;
+      p["healthy"] = h.healthy;
+      p["lastError"] = h.last_error;
+      p["backend"] = h.backend;
+      if (h.storage) {
+        const HistoryStorage& disk = *h.storage;
         json::object d;
         d["dbBytes"] = disk.db_bytes;
         d["walBytes"] = disk.wal_bytes;
@@ -1486,7 +1478,7 @@ class Gateway::Impl final : public HttpHandler {
   void AdminCreateAccount(Ctx& c, const json::object& body) {
     const auto name = StringField(body, "name");
     if (!name) return Reply(c, ApiError{400, -1102, "Field 'name' (a string) is required."});
-    auto r = keys_->CreateAccount(*name, NowMs());
+    auto r = keys_->CreateAccount(*name, clock_.wall_ms());
     if (!r.ok()) return Reply(c, ApiError{400, -1130, r.status().message()});
     Ok(c, json::serialize(AccountObject(*r)));
   }
@@ -1527,7 +1519,7 @@ class Gateway::Impl final : public HttpHandler {
     if (*id == config_.fee_account) {
       return Reply(c, ApiError{400, -1002, "The fee account cannot trade: it has no API keys."});
     }
-    auto k = keys_->CreateKey(*id, NowMs());
+    auto k = keys_->CreateKey(*id, clock_.wall_ms());
     if (!k.ok()) return Reply(c, ApiError{500, -1000, k.status().message()});
     json::object o;
     o["accountId"] = static_cast<uint32_t>(*id);
@@ -1536,11 +1528,11 @@ class Gateway::Impl final : public HttpHandler {
     Ok(c, json::serialize(o));
   }
   // GET accounts/{id}/ledger?fromSeq&limit: the account's ledger lines from
-  // the projection, oldest first, in whole records (a record's lines share its
+  // the history, oldest first, in whole records (a record's lines share its
   // seq): at most `limit` lines, except that a first record with more lines is
   // given whole. fromSeq = the last line's seq + 1 continues a page.
   void AdminLedger(Ctx& c, std::string_view id_text) {
-    if (store_ == nullptr) {
+    if (history_ == nullptr) {
       return Reply(c, ApiError{404, -1000,
                                "The ledger is served from the projection (history database), "
                                "which this gateway runs without."});
@@ -1549,17 +1541,17 @@ class Gateway::Impl final : public HttpHandler {
     if (!id) return Reply(c, ApiError{404, -1000, "No such account."});
     if (auto e = Params::Parse(c.query, {}, &c.params)) return Reply(c, *e);
     std::optional<uint64_t> from;
-    projection::LedgerQuery q;
+    LedgerFilter q;
     if (auto e = c.params.GetUint("fromSeq", &from)) return Reply(c, *e);
     if (auto e = LimitParam(c, 500, 1000, &q.limit)) return Reply(c, *e);
-    q.account = static_cast<uint32_t>(*id);
+    q.account = *id;
     q.from_seq = from.value_or(0);
     Defer(c, [this, q](HistoryJob& j) {
-      std::vector<projection::LedgerRow> lines;
-      projection::LedgerQuery more = q;
+      std::vector<LedgerLine> lines;
+      LedgerFilter more = q;
       more.limit = q.limit + 1;
       for (;;) {
-        auto rows = store_->Ledger(more);
+        auto rows = history_->Ledger(more);
         if (!rows.ok()) return HistoryUnavailable(j, rows.status());
         lines = std::move(rows).value();
         if (lines.size() < more.limit) break;  // nothing after these
@@ -1577,15 +1569,15 @@ class Gateway::Impl final : public HttpHandler {
         while (lines.back().seq != first) lines.pop_back();
       }
       json::object o;
-      o["accountId"] = q.account;
+      o["accountId"] = static_cast<uint32_t>(q.account);
       json::array entries;
-      for (const projection::LedgerRow& l : lines) {
+      for (const LedgerLine& l : lines) {
         json::object x;
         x["seq"] = l.seq;
         x["index"] = l.idx;
         x["asset"] = config_.assets[static_cast<std::size_t>(l.asset)].symbol;
         x["bucket"] = l.bucket == engine::Bucket::kAvailable ? "AVAILABLE" : "LOCKED";
-        x["delta"] = AssetAmount(config_, static_cast<AssetId>(l.asset), Amount{l.delta});
+        x["delta"] = AssetAmount(config_, l.asset, l.delta);
         x["reason"] = engine::ToString(l.reason);
         x["refKind"] = l.ref_kind == engine::RefKind::kOrder   ? "ORDER"
                        : l.ref_kind == engine::RefKind::kTrade ? "TRADE"
@@ -1717,7 +1709,7 @@ class Gateway::Impl final : public HttpHandler {
 
   // --- the history thread ---
   // Queues a request for the history thread, which waits until the
-  // projection shows what the read side shows now, then runs it.
+  // history shows what the read side shows now, then runs it.
   void Defer(Ctx& c, std::function<void(HistoryJob&)> run) {
     HistoryJob job;
     job.respond = std::move(c.respond);
@@ -1756,7 +1748,7 @@ class Gateway::Impl final : public HttpHandler {
     j.respond(MakeResponse(j.version, j.keep_alive, status, std::move(body), j.used_weight));
   }
   void JobReply(HistoryJob& j, const ApiError& e) { JobReply(j, e.http_status, e.Json()); }
-  // The projection is behind or its store fails: Binance's answer to a
+  // The history is behind or its database fails: Binance's answer to a
   // backend that did not answer in time.
   void HistoryUnavailable(HistoryJob& j, const Status& why) {
     if (why.message() != history_last_error_) {
@@ -1769,16 +1761,16 @@ class Gateway::Impl final : public HttpHandler {
     j.respond(std::move(res));
   }
 
-  // Until the projector has applied j.wait_seq (true), the deadline, or Stop().
-  bool WaitProjected(const HistoryJob& j) {
+  // Until the history has applied j.wait_seq (true), the deadline, or Stop().
+  bool WaitApplied(const HistoryJob& j) {
     for (;;) {
-      if (projector_->applied_seq() >= j.wait_seq) return true;
+      if (history_->applied_seq() >= j.wait_seq) return true;
       const auto now = std::chrono::steady_clock::now();
       if (now >= j.deadline || history_stop_.load(std::memory_order_relaxed)) return false;
       const auto slice = std::min<std::chrono::milliseconds>(
           std::chrono::ceil<std::chrono::milliseconds>(j.deadline - now),
           std::chrono::milliseconds(50));
-      if (projector_->WaitApplied(j.wait_seq, slice)) return true;
+      if (history_->WaitApplied(j.wait_seq, slice)) return true;
     }
   }
 
@@ -1796,7 +1788,7 @@ class Gateway::Impl final : public HttpHandler {
         history_queue_.pop_front();
         history_depth_.store(history_queue_.size(), std::memory_order_relaxed);
       }
-      if (!WaitProjected(job)) {
+      if (!WaitApplied(job)) {
         HistoryUnavailable(job, Status(StatusCode::kUnavailable,
                                        fmt::format("the projection did not catch up with the "
                                                    "read side within {} ms",
@@ -1825,7 +1817,7 @@ class Gateway::Impl final : public HttpHandler {
     if (p->state != exchange::Outcome::State::kDurable) {
       if (!p->acked) {
         p->http_status = 503;
-        if (timing_) p->responded_ns = SteadyNanos();
+        if (timing_) p->responded_ns = SteadyNs();
         Busy(p->respond, p->version, p->keep_alive, p->used_weight,
              p->state == exchange::Outcome::State::kRefusing ? exchange::SubmitResult::kRefusing
                                                              : exchange::SubmitResult::kClosed);
@@ -1927,7 +1919,7 @@ class Gateway::Impl final : public HttpHandler {
         DescribeRejectedOrders(&out);
         streams_.Publish(out);
         if (options_.metrics != nullptr) {
-          if (item.durable_ns != 0) hist_fanout_->RecordDelta(SteadyNanos() - item.durable_ns);
+          if (item.durable_ns != 0) hist_fanout_->RecordDelta(SteadyNs() - item.durable_ns);
           CountEvents(item.events);
         }
         const uint64_t applied = read_side_.applied_seq();
@@ -1939,13 +1931,14 @@ class Gateway::Impl final : public HttpHandler {
         waiting_count_.store(waiting_.size(), std::memory_order_relaxed);
       }
       local.clear();
-      streams_.Tick(NowMs());
+      streams_.Tick(clock_.wall_ms());
     }
   }
 
   const engine::EngineConfig config_;
   const std::filesystem::path data_dir_;
   const GatewayOptions options_;
+  const Clock& clock_;  // wall time of the API (options_.clock or the system's)
   std::unique_ptr<KeyStore> keys_;
   marketdata::ReadSide read_side_;
   StreamHub streams_;
@@ -1953,8 +1946,7 @@ class Gateway::Impl final : public HttpHandler {
   RateLimiter ip_limiter_;
   std::vector<Route> routes_;
   exchange::Exchange* exchange_ = nullptr;
-  projection::Store* store_ = nullptr;          // history source when set
-  projection::Projector* projector_ = nullptr;  // with store_
+  History* history_ = nullptr;  // the history endpoints' source when set
   std::unique_ptr<Server> server_;
   std::unique_ptr<MetricsOnly> metrics_handler_;
   std::unique_ptr<Server> metrics_server_;  // with metrics_port
@@ -1987,7 +1979,7 @@ class Gateway::Impl final : public HttpHandler {
   std::deque<HistoryJob> history_queue_;   // GUARDED_BY(history_mu_)
   std::atomic<bool> history_stop_{false};  // written under history_mu_
   std::string history_last_error_;         // history thread only: the last one logged
-  std::thread history_;
+  std::thread history_thread_;
 };
 
 Result<std::unique_ptr<Gateway>> Gateway::Create(const engine::EngineConfig& config,
@@ -2004,9 +1996,7 @@ Result<std::unique_ptr<Gateway>> Gateway::Create(const engine::EngineConfig& con
 Gateway::Gateway(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Gateway::~Gateway() = default;
 void Gateway::Wire(exchange::ExchangeOptions* options) { impl_->Wire(options); }
-void Gateway::SetHistory(projection::Store* store, projection::Projector* projector) {
-  impl_->SetHistory(store, projector);
-}
+void Gateway::SetHistory(History* history) { impl_->SetHistory(history); }
 Status Gateway::Start(exchange::Exchange* exchange) { return impl_->Start(exchange); }
 void Gateway::StopServer() { impl_->StopServer(); }
 void Gateway::Stop() { impl_->Stop(); }

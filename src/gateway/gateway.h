@@ -12,10 +12,11 @@
 //                answer says is already visible to the next request
 //   history thread (with SetHistory): allOrders, myTrades, GET order of an
 //                order that is not open, and the operator's ledger, from the
-//                projection (projection/store.h). Each request first waits
-//                until the projector has applied what the read side had
-//                applied when the request arrived (at most 2 s, then 503), so
-//                whatever an answer or an event showed is in the history.
+//                history (gateway/history.h; the app serves it from the
+//                projection). Each request first waits until the history has
+//                applied what the read side had applied when the request
+//                arrived (at most 2 s, then 503), so whatever an answer or an
+//                event showed is in the history.
 //
 // Routes: the Binance Spot REST subset (/api/v3/...), the WebSocket streams
 // and WebSocket API (streams.h), the operator API (/admin/v1/..., loopback
@@ -39,9 +40,11 @@
 #include <memory>
 #include <string>
 
+#include "common/clock.h"
 #include "common/status.h"
 #include "engine/market.h"
 #include "exchange/exchange.h"
+#include "gateway/history.h"
 #include "gateway/rate_limit.h"
 #include "gateway/server.h"
 #include "gateway/streams.h"
@@ -51,11 +54,6 @@ namespace mb::metrics {
 class FlightRecorder;
 class Registry;
 }  // namespace mb::metrics
-
-namespace mb::projection {
-class Projector;
-class Store;
-}  // namespace mb::projection
 
 namespace mb::gateway {
 
@@ -78,6 +76,11 @@ struct GatewayOptions {
   // The recorder's settings, as /admin/v1/flight-recorder reports them.
   uint64_t flight_threshold_ns = 0;
   uint32_t flight_window_ms = 0;
+  // The API's wall time: rate limits, the recvWindow check, serverTime and
+  // tickers, the streams' clock, account and key creation times. Null: the
+  // system clock (tests set a ManualClock). Outlives the gateway. Latency
+  // stamps and waits stay on the steady clock.
+  const Clock* clock = nullptr;
 };
 
 class Gateway {
@@ -93,11 +96,10 @@ class Gateway {
   // Sets the exchange's on_recovered and on_durable listeners to this
   // gateway's read side. REQUIRES: before Exchange::Open(*options).
   void Wire(exchange::ExchangeOptions* options);
-  // Answers the history endpoints from the projection instead of the bounded
-  // read side. The projector must be told of durable records
-  // (Projector::NotifyDurable) by whoever owns it; the gateway only reads.
-  // REQUIRES: before Start(); both outlive Stop().
-  void SetHistory(projection::Store* store, projection::Projector* projector);
+  // Answers the history endpoints from `history` instead of the bounded read
+  // side. Whoever owns it keeps it following the journal; the gateway only
+  // reads. REQUIRES: before Start(); outlives Stop().
+  void SetHistory(History* history);
   // Starts the fan-out thread (and the history thread) and the server.
   // REQUIRES: exchange opened with Wire()d options and outlives Stop().
   Status Start(exchange::Exchange* exchange);

@@ -20,7 +20,6 @@
 
 #include <fmt/format.h>
 #include <pthread.h>
-#include <time.h>
 
 #include <algorithm>
 #include <array>
@@ -48,6 +47,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/clock.h"
+#include "common/json_escape.h"
 #include "log/log.h"
 #include "metrics/metrics.h"
 
@@ -89,45 +90,12 @@ constexpr std::size_t kMaxCloseReasonBytes = 123;  // RFC 6455 5.5.1: 125-byte p
 constexpr int kCodeUnknown = -1000;
 constexpr int kCodeServerBusy = -1008;
 
-int64_t WallNanos() noexcept {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
-}
-
-std::string JsonQuoted(std::string_view s) {
-  std::string out;
-  out.reserve(s.size() + 2);
-  out += '"';
-  for (const char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          std::array<char, 8> hex{};
-          std::snprintf(hex.data(), hex.size(), "\\u%04x",
-                        static_cast<unsigned>(static_cast<unsigned char>(c)));
-          out += hex.data();
-        } else {
-          out += c;
-        }
-    }
-  }
-  out += '"';
-  return out;
-}
-
 // The server's own answers: {"code":...,"msg":...}, JSON, connection closed.
 Response ErrorResponse(http::status status, int code, std::string_view msg, unsigned version) {
   Response res{status, version};
   res.set(http::field::server, kServerName);
   res.set(http::field::content_type, "application/json");
-  res.body() = "{\"code\":" + std::to_string(code) + ",\"msg\":" + JsonQuoted(msg) + "}";
+  res.body() = "{\"code\":" + std::to_string(code) + ",\"msg\":" + JsonString(msg) + "}";
   res.keep_alive(false);
   res.prepare_payload();
   return res;
@@ -462,7 +430,7 @@ class WsSession final : public WsConnection, public Connection {
     }
     core_->stats.ws_messages_sent.fetch_add(1);
     if (inflight_origin_ns_ != 0 && core_->options.ws_freshness != nullptr) {
-      core_->options.ws_freshness->RecordDelta(WallNanos() - inflight_origin_ns_);
+      core_->options.ws_freshness->RecordDelta(WallNs() - inflight_origin_ns_);
     }
     WriteNext();
   }

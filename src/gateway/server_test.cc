@@ -29,6 +29,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/clock.h"
 #include "metrics/metrics.h"
 
 namespace mb::gateway {
@@ -982,9 +983,7 @@ TEST(ServerTest, WebSocketFreshnessCountsMessagesWithAnOrigin) {
     ASSERT_FALSE(client.handshake_error());
     const auto conn = handler.WaitOpened(1);
     ASSERT_TRUE(conn);
-    timespec ts{};
-    clock_gettime(CLOCK_REALTIME, &ts);
-    const int64_t origin = int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec - 2'000'000;  // 2 ms ago
+    const int64_t origin = WallNs() - 2'000'000;  // 2 ms ago
     constexpr int kWithOrigin = 5;
     for (int i = 0; i < kWithOrigin; ++i) {
       EXPECT_TRUE(conn->Send(std::make_shared<const std::string>("o" + std::to_string(i)), origin));

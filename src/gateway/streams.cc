@@ -30,6 +30,7 @@
 #include <variant>
 #include <vector>
 
+#include "common/hmac.h"
 #include "gateway/binance_json.h"
 #include "gateway/params.h"
 

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/decimal.h"
+#include "common/hmac.h"
 #include "engine/engine.h"
 #include "gateway/binance_json.h"
 

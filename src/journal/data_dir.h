@@ -1,4 +1,4 @@
-// The data directory: its layout, its lock, and small file helpers.
+// The data directory: its layout and its lock.
 //
 //   <dir>/LOCK          flock()ed while a process has the directory open for
 //                       writing; holds that process's pid (for the message)
@@ -10,13 +10,14 @@
 // (kUnavailable, naming the holder's pid). Read-only opens (verify, dump) take
 // no lock and create nothing.
 //
-// Thread safety: a DataDir is immutable after Open; the helpers are plain
-// functions.
+// The file helpers the journal uses (WriteFileAtomically, MappedFile, ...)
+// are in common/file.h.
+//
+// Thread safety: a DataDir is immutable after Open.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
-#include <span>
 #include <string>
 #include <vector>
 
@@ -60,38 +61,5 @@ class DataDir {
   OpenMode mode_ = OpenMode::kReadOnly;
   int lock_fd_ = -1;
 };
-
-// ---- file helpers (errors name the path and the errno text) ----
-
-// A read-only memory mapping of a whole file (as it is when opened).
-class MappedFile {
- public:
-  MappedFile() = default;
-  MappedFile(const MappedFile&) = delete;
-  MappedFile& operator=(const MappedFile&) = delete;
-  ~MappedFile();
-
-  Status Open(const std::filesystem::path& path);
-  std::span<const std::byte> bytes() const { return {static_cast<const std::byte*>(data_), size_}; }
-
- private:
-  void* data_ = nullptr;
-  std::size_t size_ = 0;
-};
-
-// Reads a whole file.
-Result<std::vector<std::byte>> ReadFile(const std::filesystem::path& path);
-// write() until done; EINTR retried.
-Status WriteAll(int fd, std::span<const std::byte> bytes, const std::filesystem::path& path);
-// fsync of a directory, so that a create / rename / unlink in it is durable.
-Status SyncDir(const std::filesystem::path& dir);
-// Writes `bytes` to path.tmp (created with `mode`, which a leftover temporary
-// file is also set to, so a secret is never readable by others, even briefly),
-// fsyncs it, renames it over `path`, fsyncs the directory: readers see the old
-// file or the whole new one, never a part.
-Status WriteFileAtomically(const std::filesystem::path& path, std::span<const std::byte> bytes,
-                           unsigned mode = 0644);
-// "<path>: <what>: <strerror(err)>"
-Status ErrnoStatus(const std::filesystem::path& path, std::string_view what, int err);
 
 }  // namespace mb::journal

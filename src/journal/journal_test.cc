@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "codec/codec.h"
+#include "common/file.h"
 #include "common/fixed_string.h"
 #include "common/status.h"
 #include "common/strong.h"

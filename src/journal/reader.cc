@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "codec/codec.h"
+#include "common/file.h"
 #include "common/progress.h"
 #include "journal/format.h"
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "codec/codec.h"
+#include "common/file.h"
 #include "journal/format.h"
 
 namespace mb::journal {

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "common/file.h"
 #include "journal/format.h"
 
 namespace mb::journal {

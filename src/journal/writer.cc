@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "codec/codec.h"
+#include "common/file.h"
 #include "journal/format.h"
 
 namespace mb::journal {

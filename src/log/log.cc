@@ -14,6 +14,9 @@
 #include <memory>
 #include <mutex>
 
+#include "common/clock.h"
+#include "common/json_escape.h"
+
 namespace mb::log {
 
 namespace {
@@ -36,37 +39,6 @@ bool IsSecretKey(std::string_view key) {
   return false;
 }
 
-void AppendJsonString(std::string* out, std::string_view s) {
-  out->push_back('"');
-  for (const char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    switch (c) {
-      case '"':
-        out->append("\\\"");
-        break;
-      case '\\':
-        out->append("\\\\");
-        break;
-      case '\n':
-        out->append("\\n");
-        break;
-      case '\r':
-        out->append("\\r");
-        break;
-      case '\t':
-        out->append("\\t");
-        break;
-      default:
-        if (c < 0x20) {
-          fmt::format_to(std::back_inserter(*out), "\\u{:04x}", c);
-        } else {
-          out->push_back(ch);
-        }
-    }
-  }
-  out->push_back('"');
-}
-
 // logfmt: bare when the value has no space, quote, '=' or control character.
 void AppendTextValue(std::string* out, std::string_view s) {
   bool bare = !s.empty();
@@ -77,7 +49,7 @@ void AppendTextValue(std::string* out, std::string_view s) {
   if (bare) {
     out->append(s);
   } else {
-    AppendJsonString(out, s);
+    AppendJsonString(s, out);
   }
 }
 
@@ -88,16 +60,16 @@ std::string Body(Format format, Level level, std::string_view component, std::st
   out.reserve(64 + message.size());
   if (format == Format::kJson) {
     out.append("\"level\":");
-    AppendJsonString(&out, ToString(level));
+    AppendJsonString(ToString(level), &out);
     out.append(",\"component\":");
-    AppendJsonString(&out, component);
+    AppendJsonString(component, &out);
     out.append(",\"msg\":");
-    AppendJsonString(&out, message);
+    AppendJsonString(message, &out);
     for (const Field& f : fields) {
       out.push_back(',');
-      AppendJsonString(&out, f.key);
+      AppendJsonString(f.key, &out);
       out.push_back(':');
-      AppendJsonString(&out, IsSecretKey(f.key) ? std::string_view("<redacted>") : f.value);
+      AppendJsonString(IsSecretKey(f.key) ? std::string_view("<redacted>") : f.value, &out);
     }
     out.push_back('}');
   } else {
@@ -122,13 +94,13 @@ std::string Body(Format format, Level level, std::string_view component, std::st
 }
 
 std::string Timestamp() {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
+  const int64_t ns = WallNs();
+  const auto seconds = static_cast<time_t>(ns / 1'000'000'000);
   tm utc{};
-  gmtime_r(&ts.tv_sec, &utc);
+  gmtime_r(&seconds, &utc);
   return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:06}Z", utc.tm_year + 1900,
                      utc.tm_mon + 1, utc.tm_mday, utc.tm_hour, utc.tm_min, utc.tm_sec,
-                     ts.tv_nsec / 1000);
+                     ns % 1'000'000'000 / 1000);
 }
 
 void WriteSync(Format format, const std::string& body) {

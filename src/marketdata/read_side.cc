@@ -110,26 +110,6 @@ std::string ClientKey(MarketId market, std::string_view cid) {
 
 // ------------------------------------------------------------- plain helpers
 
-OrderRecord NewOrderRecord(const engine::OrderAccepted& a, int64_t time_ns) {
-  OrderRecord r;
-  r.id = a.order_id;
-  r.account = a.account;
-  r.market = a.market;
-  r.side = a.side;
-  r.type = a.type;
-  r.tif = a.tif;
-  r.stp = a.stp;
-  r.price = a.price;
-  r.qty = a.qty;
-  r.quote_qty = a.quote_qty;
-  r.remaining = a.qty;
-  r.status = OrderStatus::kNew;
-  r.client_order_id = a.client_order_id;
-  r.time_ns = time_ns;
-  r.update_ns = time_ns;
-  return r;
-}
-
 std::optional<KlineInterval> ParseKlineInterval(std::string_view s) noexcept {
   for (std::size_t i = 0; i < kKlineIntervals; ++i) {
     if (kIntervalNames[i] == s) return static_cast<KlineInterval>(i);
@@ -145,42 +125,6 @@ std::string_view ToString(KlineInterval i) noexcept {
 int64_t IntervalMs(KlineInterval i) noexcept {
   const auto k = static_cast<std::size_t>(i);
   return k < kKlineIntervals ? kIntervalLengthMs[k] : 0;
-}
-
-std::string_view ToString(OrderStatus s) noexcept {
-  switch (s) {
-    case OrderStatus::kNew:
-      return "NEW";
-    case OrderStatus::kPartiallyFilled:
-      return "PARTIALLY_FILLED";
-    case OrderStatus::kFilled:
-      return "FILLED";
-    case OrderStatus::kCanceled:
-      return "CANCELED";
-    case OrderStatus::kRejected:
-      return "REJECTED";
-    case OrderStatus::kExpired:
-      return "EXPIRED";
-  }
-  return "?";
-}
-
-std::string_view ToString(ExecType t) noexcept {
-  switch (t) {
-    case ExecType::kNew:
-      return "NEW";
-    case ExecType::kTrade:
-      return "TRADE";
-    case ExecType::kCanceled:
-      return "CANCELED";
-    case ExecType::kExpired:
-      return "EXPIRED";
-    case ExecType::kRejected:
-      return "REJECTED";
-    case ExecType::kAmended:
-      return "REPLACED";
-  }
-  return "?";
 }
 
 void BatchOutput::Clear() {

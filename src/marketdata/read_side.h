@@ -15,7 +15,9 @@
 // Coalescing several diffs keeps U of the first and u of the last.
 //
 // Prices are ticks, quantities lots, amounts smallest units of the asset; the
-// gateway formats them with the market's specification.
+// gateway formats them with the market's specification. The order and fill
+// records (OrderRecord, Fill, OrderStatus, ExecType) are in records.h, which
+// the projection shares.
 //
 // Thread safety: one writer thread calls Bootstrap() once, then Apply(). Any
 // thread may call Snapshot() (a per-market mutex held only to copy or swap one
@@ -42,14 +44,11 @@
 #include "engine/image.h"
 #include "engine/market.h"
 #include "engine/types.h"
+#include "marketdata/records.h"
 
 namespace mb::marketdata {
 
 using engine::MarketStatus;
-using engine::OrderType;
-using engine::Side;
-using engine::StpMode;
-using engine::TimeInForce;
 
 struct Level {
   Price price{};
@@ -150,62 +149,7 @@ struct MarketSnapshot {
   Ticker24h Ticker(int64_t now_ms) const;
 };
 
-// The Binance order states.
-enum class OrderStatus : uint8_t {
-  kNew,
-  kPartiallyFilled,
-  kFilled,
-  kCanceled,
-  kRejected,
-  kExpired
-};
-std::string_view ToString(OrderStatus s) noexcept;  // "NEW", "PARTIALLY_FILLED", ...
-
-struct OrderRecord {
-  OrderId id{};
-  AccountId account{};
-  MarketId market{};
-  Side side = Side::kBuy;
-  OrderType type = OrderType::kLimit;
-  TimeInForce tif = TimeInForce::kGtc;
-  StpMode stp = StpMode::kNone;
-  Price price{};       // 0 for MARKET
-  Qty qty{};           // original quantity, lots (0: MARKET by quote)
-  Amount quote_qty{};  // MARKET by quote amount
-  Qty executed{};      // lots
-  Amount cumulative_quote{};
-  Qty remaining{};  // on the book (0 once closed)
-  OrderStatus status = OrderStatus::kNew;
-  engine::ExpireReason expire_reason = engine::ExpireReason::kIocRemainder;
-  ClientOrderId client_order_id{};
-  int64_t time_ns = 0;    // placed
-  int64_t update_ns = 0;  // last change
-  bool working = false;   // on the book
-};
-
-// An order as it is accepted (NEW, nothing executed), placed at time_ns.
-OrderRecord NewOrderRecord(const engine::OrderAccepted& accepted, int64_t time_ns);
-
-struct Fill {
-  TradeId trade_id{};
-  OrderId order_id{};
-  AccountId account{};
-  MarketId market{};
-  Side side = Side::kBuy;
-  Price price{};
-  Qty qty{};
-  Amount base_qty{};
-  Amount notional{};
-  Amount commission{};
-  AssetId commission_asset{};  // the asset this side received
-  bool is_maker = false;
-  int64_t time_ns = 0;
-};
-
 // One change to one order, in event order: what an executionReport carries.
-enum class ExecType : uint8_t { kNew, kTrade, kCanceled, kExpired, kRejected, kAmended };
-std::string_view ToString(ExecType t) noexcept;  // "NEW", "TRADE", ..., "REPLACED" for kAmended
-
 struct ExecutionReport {
   ExecType type = ExecType::kNew;
   OrderRecord order;                                          // the order after this change

@@ -1,9 +1,7 @@
 #include "metrics/flight_recorder.h"
 
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <pthread.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <bit>
@@ -17,6 +15,10 @@
 #include <iterator>
 #include <sstream>
 #include <system_error>
+
+#include "common/clock.h"
+#include "common/file.h"
+#include "common/json_escape.h"
 
 namespace mb::metrics {
 
@@ -46,34 +48,6 @@ constexpr std::string_view kSuffix = ".json";
 constexpr std::string_view kTmpSuffix = ".json.tmp";
 constexpr std::size_t kHeaderBytes = 4096;
 
-int64_t WallMinusMonoNs() {
-  const auto mono = std::chrono::steady_clock::now().time_since_epoch();
-  const auto wall = std::chrono::system_clock::now().time_since_epoch();
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(wall - mono).count();
-}
-
-int64_t WallMsNow() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-void AppendJsonString(fmt::memory_buffer* out, const char* s) {
-  out->push_back('"');
-  for (const char* p = s == nullptr ? "" : s; *p != '\0'; ++p) {
-    const char c = *p;
-    if (c == '"' || c == '\\') {
-      out->push_back('\\');
-      out->push_back(c);
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      fmt::format_to(std::back_inserter(*out), "\\u{:04x}", static_cast<unsigned>(c));
-    } else {
-      out->push_back(c);
-    }
-  }
-  out->push_back('"');
-}
-
 // Milliseconds since the epoch with microsecond digits, exactly.
 void AppendWallMs(fmt::memory_buffer* out, int64_t wall_ns) {
   const int64_t us = wall_ns / 1000;
@@ -98,7 +72,7 @@ void AppendStage(fmt::memory_buffer* out, std::string_view key, int64_t stage_ns
 void AppendTrace(fmt::memory_buffer* out, const CommandTrace& t, int64_t wall_minus_mono_ns) {
   fmt::format_to(std::back_inserter(*out), "{{\"seq\":{},\"account\":{},\"kind\":", t.seq,
                  t.account);
-  AppendJsonString(out, t.kind);
+  AppendJsonString(t.kind == nullptr ? "" : t.kind, out);
   fmt::format_to(std::back_inserter(*out), ",\"httpStatus\":{},\"ingress\":", t.http_status);
   if (t.ingress_ns == 0) {
     fmt::format_to(std::back_inserter(*out), "null");
@@ -117,45 +91,6 @@ void AppendTrace(fmt::memory_buffer* out, const CommandTrace& t, int64_t wall_mi
 uint64_t LatencyNs(const CommandTrace& t) {
   if (t.ingress_ns == 0 || t.responded_ns <= t.ingress_ns) return 0;
   return static_cast<uint64_t>(t.responded_ns - t.ingress_ns);
-}
-
-std::string ErrnoText(int err) { return std::error_code(err, std::generic_category()).message(); }
-
-// Writes `data` to path atomically: a temporary file, then a rename, so a
-// reader never sees half a dump. No fsync: a dump is a diagnostic written
-// while commands are slow, and a sync would compete with the journal's
-// fdatasync on the same disk exactly then (a power cut may lose the newest
-// dump, never the journal).
-Status WriteFileAtomically(const fs::path& dir, const std::string& name, const char* data,
-                           std::size_t size) {
-  const fs::path tmp = dir / (name + ".tmp");
-  const fs::path final_path = dir / name;
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return IoError(fmt::format("cannot create {}: {}", tmp.string(), ErrnoText(errno)));
-  std::size_t done = 0;
-  while (done < size) {
-    const ssize_t n = ::write(fd, data + done, size - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int err = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return IoError(fmt::format("cannot write {}: {}", tmp.string(), ErrnoText(err)));
-    }
-    done += static_cast<std::size_t>(n);
-  }
-  if (::close(fd) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    return IoError(fmt::format("cannot close {}: {}", tmp.string(), ErrnoText(err)));
-  }
-  if (::rename(tmp.c_str(), final_path.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    return IoError(fmt::format("cannot rename {} to {}: {}", tmp.string(), final_path.string(),
-                               ErrnoText(err)));
-  }
-  return Status::Ok();
 }
 
 template <class T>
@@ -209,7 +144,7 @@ bool NewerFirst(const FlightRecorder::DumpInfo& a, const FlightRecorder::DumpInf
 FlightRecorder::FlightRecorder(FlightRecorderOptions options)
     : options_(std::move(options)),
       mask_(std::bit_ceil(std::max<uint64_t>(options_.capacity, 2)) - 1),
-      wall_minus_mono_ns_(WallMinusMonoNs()),
+      wall_minus_mono_ns_(WallNs() - SteadyNs()),
       slots_(std::make_unique<Slot[]>(mask_ + 1)) {}
 
 FlightRecorder::~FlightRecorder() { Stop(); }
@@ -373,7 +308,7 @@ Status FlightRecorder::WriteDump(const CommandTrace& trigger) {
   const std::vector<CommandTrace> traces = Recent(since);
   const uint64_t latency = LatencyNs(trigger);
 
-  const int64_t wall_ms = WallMsNow();
+  const int64_t wall_ms = WallMs();
   const std::time_t secs = static_cast<std::time_t>(wall_ms / 1000);
   std::tm utc{};
   ::gmtime_r(&secs, &utc);
@@ -400,7 +335,12 @@ Status FlightRecorder::WriteDump(const CommandTrace& trigger) {
   }
   fmt::format_to(std::back_inserter(out), "\n]}}\n");
 
-  MB_RETURN_IF_ERROR(WriteFileAtomically(options_.dir, name, out.data(), out.size()));
+  // No fsync: a dump is a diagnostic written while commands are slow, and a
+  // sync would compete with the journal's fdatasync on the same disk exactly
+  // then (a power cut may lose the newest dump, never the journal). The
+  // rename still keeps a reader from seeing half a dump.
+  MB_RETURN_IF_ERROR(WriteFileAtomically(
+      options_.dir / name, std::string_view(out.data(), out.size()), 0644, FileSync::kNone));
 
   DumpInfo info;
   info.file = name;

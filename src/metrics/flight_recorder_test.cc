@@ -14,6 +14,8 @@
 #include <set>
 #include <thread>
 
+#include "common/clock.h"
+
 namespace mb::metrics {
 namespace {
 
@@ -21,12 +23,6 @@ namespace fs = std::filesystem;
 namespace json = boost::json;
 
 constexpr int64_t kMs = 1'000'000;
-
-int64_t Now() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 // Every stage reached, evenly spread over latency_ns.
 CommandTrace Trace(uint64_t seq, int64_t ingress_ns, int64_t latency_ns) {
@@ -87,7 +83,7 @@ class FlightRecorderTest : public ::testing::Test {
 TEST_F(FlightRecorderTest, OneSlowCommandDumpsItsWindow) {
   FlightRecorder fr(Options());
   ASSERT_TRUE(fr.Start().ok());
-  const int64_t now = Now();
+  const int64_t now = SteadyNs();
   for (uint64_t s = 1; s <= 10; ++s) fr.Record(Trace(s, now - 2000 * kMs, 100'000));  // too old
   for (uint64_t s = 11; s <= 20; ++s) fr.Record(Trace(s, now - 100 * kMs, 100'000));
   CommandTrace refused = Trace(0, now - 50 * kMs, 0);  // answered without reaching the engine
@@ -98,7 +94,7 @@ TEST_F(FlightRecorderTest, OneSlowCommandDumpsItsWindow) {
   refused.responded_ns = refused.ingress_ns + 20'000;
   fr.Record(refused);
   fr.Record(Trace(21, now - 5 * kMs, 5 * kMs));  // the slow one
-  for (uint64_t s = 22; s <= 25; ++s) fr.Record(Trace(s, Now(), 50'000));
+  for (uint64_t s = 22; s <= 25; ++s) fr.Record(Trace(s, SteadyNs(), 50'000));
 
   // The count is published after the listing: waiting on it sees both.
   ASSERT_TRUE(WaitFor([&] { return fr.stats().dumps == 1; }));
@@ -148,10 +144,7 @@ TEST_F(FlightRecorderTest, OneSlowCommandDumpsItsWindow) {
   EXPECT_EQ(first.at("httpStatus").to_number<int>(), 200);
   EXPECT_EQ(first.at("respondedUs").to_number<double>(), 100.0);
   // Ingress in wall-clock milliseconds: within a minute of now.
-  const double wall_now_ms =
-      static_cast<double>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                              std::chrono::system_clock::now().time_since_epoch())
-                              .count());
+  const auto wall_now_ms = static_cast<double>(WallMs());
   EXPECT_NEAR(first.at("ingress").to_number<double>(), wall_now_ms, 60'000.0);
   const json::object& cancel = traces[10].as_object();
   EXPECT_EQ(cancel.at("kind").as_string(), "cancel");
@@ -167,10 +160,10 @@ TEST_F(FlightRecorderTest, TriggersWithinTheIntervalAreSuppressed) {
   o.min_interval_ms = 60'000;
   FlightRecorder fr(o);
   ASSERT_TRUE(fr.Start().ok());
-  fr.Record(Trace(1, Now() - 3 * kMs, 3 * kMs));
+  fr.Record(Trace(1, SteadyNs() - 3 * kMs, 3 * kMs));
   ASSERT_TRUE(WaitFor([&] { return fr.stats().dumps == 1; }));
-  fr.Record(Trace(2, Now() - 3 * kMs, 3 * kMs));
-  fr.Record(Trace(3, Now() - 100, 100));  // fast
+  fr.Record(Trace(2, SteadyNs() - 3 * kMs, 3 * kMs));
+  fr.Record(Trace(3, SteadyNs() - 100, 100));  // fast
   fr.Stop();
   const auto s = fr.stats();
   EXPECT_EQ(s.triggers, 2u);
@@ -185,8 +178,8 @@ TEST_F(FlightRecorderTest, TriggersWhileADumpIsPendingAreSuppressedAndStopWrites
   o.window_ms = 600'000;  // the dumper would wait five minutes for the rest of the window
   FlightRecorder fr(o);
   ASSERT_TRUE(fr.Start().ok());
-  fr.Record(Trace(7, Now() - 3 * kMs, 3 * kMs));
-  fr.Record(Trace(8, Now() - 3 * kMs, 3 * kMs));
+  fr.Record(Trace(7, SteadyNs() - 3 * kMs, 3 * kMs));
+  fr.Record(Trace(8, SteadyNs() - 3 * kMs, 3 * kMs));
   EXPECT_EQ(fr.stats().suppressed, 1u);
   fr.Stop();  // writes the pending dump now
   fr.Stop();  // idempotent
@@ -206,7 +199,7 @@ TEST_F(FlightRecorderTest, KeepsOnlyTheNewestFilesAndListsThemAtStart) {
     FlightRecorder fr(o);
     ASSERT_TRUE(fr.Start().ok());
     for (uint64_t s = 1; s <= 3; ++s) {
-      fr.Record(Trace(s, Now() - 2 * kMs, 2 * kMs + static_cast<int64_t>(s)));
+      fr.Record(Trace(s, SteadyNs() - 2 * kMs, 2 * kMs + static_cast<int64_t>(s)));
       ASSERT_TRUE(WaitFor([&] { return fr.stats().dumps == s; }));
       names.push_back(fr.Dumps()[0].file);
     }
@@ -256,7 +249,7 @@ TEST_F(FlightRecorderTest, ReadDumpRefusesNamesNotListed) {
     EXPECT_FALSE(r.ok()) << name;
     EXPECT_EQ(r.status().code(), StatusCode::kNotFound) << name;
   }
-  fr.Record(Trace(5, Now() - 2 * kMs, 2 * kMs));
+  fr.Record(Trace(5, SteadyNs() - 2 * kMs, 2 * kMs));
   ASSERT_TRUE(WaitFor([&] { return fr.Dumps().size() == 1; }));
   EXPECT_TRUE(fr.ReadDump(fr.Dumps()[0].file).ok());
   EXPECT_FALSE(fr.ReadDump("../" + fr.Dumps()[0].file).ok());
@@ -267,7 +260,7 @@ TEST_F(FlightRecorderTest, ZeroThresholdNeverDumps) {
   o.threshold_ns = 0;
   FlightRecorder fr(o);
   ASSERT_TRUE(fr.Start().ok());
-  for (uint64_t s = 1; s <= 100; ++s) fr.Record(Trace(s, Now() - 1000 * kMs, 1000 * kMs));
+  for (uint64_t s = 1; s <= 100; ++s) fr.Record(Trace(s, SteadyNs() - 1000 * kMs, 1000 * kMs));
   fr.Stop();
   const auto st = fr.stats();
   EXPECT_EQ(st.recorded, 100u);

@@ -1,5 +1,5 @@
 // What the exchange's and the gateway's metrics share: the stage-latency
-// family both record into, the clock their stage times are read from, and
+// family both record into (stage times are SteadyNs(), common/clock.h), and
 // OwnerLink — the way a registry callback reaches an object that may be
 // destroyed before the registry (the owner clears the link in its destructor;
 // a later scrape reads 0 or writes nothing).
@@ -8,7 +8,6 @@
 // the owner's; a mutex orders them (scrapes only, never a hot path).
 #pragma once
 
-#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -21,13 +20,6 @@ namespace mb::metrics {
 inline constexpr std::string_view kStageLatency = "matchbook_stage_latency_seconds";
 inline constexpr std::string_view kStageLatencyHelp =
     "Latency of each pipeline stage (docs/metrics.md says where each starts and ends)";
-
-// The clock of stage times (steady_clock, ns).
-inline int64_t SteadyNanos() noexcept {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 template <class T>
 class OwnerLink {

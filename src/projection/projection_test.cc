@@ -21,6 +21,7 @@
 #include <fstream>
 #include <thread>
 
+#include "common/clock.h"
 #include "engine/engine.h"
 #include "exchange/exchange.h"
 #include "journal/data_dir.h"
@@ -626,6 +627,55 @@ TEST(OutageTest, PostgresStopsWhileTradingGoesOnThenTheProjectionCatchesUp) {
 
 INSTANTIATE_TEST_SUITE_P(Backends, StoreTest, ::testing::Values("sqlite", "postgres"),
                          [](const auto& param_info) { return param_info.param; });
+
+// ---- lag, on the clock the projector is given ---------------------------------
+
+// lag_seconds counts from when the oldest unapplied record became durable, and
+// each lag sample from a batch's first event time to its commit, both on
+// ProjectorOptions::clock: with a ManualClock the figures are exact.
+TEST(ProjectorClockTest, LagIsMeasuredOnTheGivenClock) {
+  const fs::path root = TestDir("lag");
+  JournalBuilder j(root, 9);
+  j.Run(300);
+  const uint64_t half = j.last_seq() / 2;
+  auto store = OpenSqliteStore((root / "p.sqlite").string(), j.config);
+  ASSERT_TRUE(store.ok()) << store.status().message();
+
+  const int64_t first_event_ns = j.records.front().front().timestamp_ns;
+  ManualClock clock(first_event_ns + 7'000'000, 0);
+  ProjectorOptions po;
+  po.clock = &clock;
+  po.batch_events = 1'000'000;  // one batch per catch-up
+  po.lag_samples = 10;
+  Projector p(root, j.config, j.hash, store->get(), po);
+  ASSERT_TRUE(p.Init().ok());
+
+  p.NotifyDurable(half);  // durable at steady 0
+  clock.Advance(std::chrono::milliseconds(1500));
+  p.NotifyDurable(j.last_seq());  // durable at steady 1.5 s
+  clock.Advance(std::chrono::milliseconds(1000));
+  ProjectorStats s = p.stats();
+  EXPECT_EQ(s.lag_events, j.last_seq());
+  EXPECT_DOUBLE_EQ(s.lag_seconds, 2.5);
+
+  // The first half applied: the oldest record still waiting became durable at 1.5 s.
+  ASSERT_TRUE(p.CatchUp(half).ok());
+  s = p.stats();
+  EXPECT_EQ(s.applied_seq, half);
+  EXPECT_EQ(s.lag_events, j.last_seq() - half);
+  EXPECT_DOUBLE_EQ(s.lag_seconds, 1.0);
+  // One batch, committed 2.5 s after the wall time of 7 ms past its first event.
+  EXPECT_EQ(p.TakeLagSamples(), std::vector<int64_t>{7'000'000 + 2'500'000'000});
+
+  ASSERT_TRUE(p.CatchUp().ok());
+  s = p.stats();
+  EXPECT_EQ(s.lag_events, 0u);
+  EXPECT_EQ(s.lag_seconds, 0.0);
+  const std::vector<int64_t> second = p.TakeLagSamples();
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_EQ(second[0], clock.wall_ns() - j.records[half].front().timestamp_ns);
+  fs::remove_all(root);
+}
 
 // ---- bad input ---------------------------------------------------------------
 

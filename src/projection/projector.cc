@@ -6,22 +6,11 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "common/clock.h"
 #include "journal/reader.h"
 
 namespace mb::projection {
 namespace {
-
-int64_t SteadyNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-int64_t WallNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 constexpr std::size_t kMaxNotes = 4096;
 
@@ -34,6 +23,7 @@ Projector::Projector(std::filesystem::path data_dir, const engine::EngineConfig&
       config_hash_(config_hash),
       store_(store),
       options_(std::move(options)),
+      clock_(options_.clock != nullptr ? *options_.clock : DefaultClock()),
       builder_(config),
       catchup_cap_(options_.catchup_batch_events) {}
 
@@ -152,7 +142,7 @@ Result<std::size_t> Projector::RunBatch(uint64_t limit_seq, bool wait) {
     applied_.store(next.applied_seq, std::memory_order_release);
     while (!notes_.empty() && notes_.front().first <= next.applied_seq) notes_.pop_front();
     if (lag_samples_.size() < options_.lag_samples) {
-      lag_samples_.push_back(WallNs() - first_time_ns);
+      lag_samples_.push_back(clock_.wall_ns() - first_time_ns);
     }
   }
   applied_cv_.notify_all();
@@ -176,7 +166,7 @@ void Projector::Start(uint64_t durable_seq) {
   {
     std::lock_guard lock(mu_);
     stop_ = false;
-    if (durable_seq > applied_seq()) notes_.emplace_back(durable_seq, SteadyNs());
+    if (durable_seq > applied_seq()) notes_.emplace_back(durable_seq, clock_.steady_ns());
   }
   thread_ = std::thread([this] {
     pthread_setname_np(pthread_self(), "mb-projector");
@@ -234,7 +224,7 @@ void Projector::NotifyDurable(uint64_t seq) {
     if (seq <= durable_.load(std::memory_order_relaxed)) return;
     durable_.store(seq, std::memory_order_release);
     if (notes_.size() >= kMaxNotes) notes_.pop_back();  // keeps the oldest: lag never understated
-    notes_.emplace_back(seq, SteadyNs());
+    notes_.emplace_back(seq, clock_.steady_ns());
   }
   cv_.notify_one();
 }
@@ -260,7 +250,7 @@ ProjectorStats Projector::stats() const {
   std::lock_guard lock(mu_);
   s.last_error = last_error_;
   if (s.lag_events > 0 && !notes_.empty()) {
-    s.lag_seconds = static_cast<double>(SteadyNs() - notes_.front().second) / 1e9;
+    s.lag_seconds = static_cast<double>(clock_.steady_ns() - notes_.front().second) / 1e9;
   }
   return s;
 }

@@ -38,6 +38,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/status.h"
 #include "engine/event.h"
 #include "engine/market.h"
@@ -58,6 +59,11 @@ struct ProjectorOptions {
   std::chrono::milliseconds idle_check{200};  // wake without a notification, at least this often
   std::function<void(std::string_view)> log;  // default: stderr
   std::size_t lag_samples = 0;                // keep up to this many per-batch lags (benchmarks)
+  // What lag is measured with: steady readings for lag_seconds, wall readings
+  // for the lag samples (against the records' event times). Null: the system
+  // clock. Outlives the projector. Batch waits and retries stay on the real
+  // steady clock.
+  const Clock* clock = nullptr;
 };
 
 struct ProjectorStats {
@@ -119,6 +125,7 @@ class Projector {
   const uint64_t config_hash_;
   Store* const store_;
   const ProjectorOptions options_;
+  const Clock& clock_;  // options_.clock or the system's
 
   RowBuilder builder_;
   RowBatch batch_;

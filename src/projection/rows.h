@@ -26,7 +26,7 @@
 #include "engine/event.h"
 #include "engine/ledger.h"
 #include "engine/market.h"
-#include "marketdata/read_side.h"
+#include "marketdata/records.h"
 
 namespace mb::projection {
 

@@ -36,6 +36,7 @@
 #include <mutex>
 #include <thread>
 
+#include "common/clock.h"
 #include "projection/schema.h"
 #include "projection/sql_rows.h"
 #include "projection/store.h"
@@ -191,12 +192,6 @@ uint64_t FileBytes(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
 }
 
-int64_t SteadyNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
 class SqliteStore final : public Store {
  public:
   SqliteStore(const StoreOptions& options, const engine::EngineConfig& config)
@@ -209,8 +204,8 @@ class SqliteStore final : public Store {
     MB_RETURN_IF_ERROR(writer_.Exec(fmt::format("PRAGMA page_size={}", kPageBytes)));
     MB_RETURN_IF_ERROR(writer_.Exec("PRAGMA journal_mode=WAL"));
     MB_RETURN_IF_ERROR(writer_.Exec("PRAGMA synchronous=NORMAL"));
-    MB_RETURN_IF_ERROR(writer_.Exec(
-        fmt::format("PRAGMA cache_size=-{}", std::max<uint64_t>(options_.cache_bytes >> 10, 1024))));
+    MB_RETURN_IF_ERROR(writer_.Exec(fmt::format(
+        "PRAGMA cache_size=-{}", std::max<uint64_t>(options_.cache_bytes >> 10, 1024))));
     // Checkpoints are this store's own (header comment): never inside a
     // commit on their own.
     MB_RETURN_IF_ERROR(writer_.Exec("PRAGMA wal_autocheckpoint=0"));
@@ -490,8 +485,9 @@ class SqliteStore final : public Store {
     if (rc != SQLITE_OK && (rc & 0xff) != SQLITE_BUSY) return db.LastError();
     if (log < 0) {
       return Status(StatusCode::kInternal,
-                    "sqlite " + path_ + ": a checkpoint on a connection that has not opened the "
-                                        "write-ahead log (it would copy nothing)");
+                    "sqlite " + path_ +
+                        ": a checkpoint on a connection that has not opened the "
+                        "write-ahead log (it would copy nothing)");
     }
     checkpoints_.fetch_add(1, std::memory_order_relaxed);
     const uint64_t generation = wal_generation_.load(std::memory_order_relaxed);
@@ -693,9 +689,10 @@ class SqliteStore final : public Store {
 Result<std::unique_ptr<Store>> OpenSqliteStore(const StoreOptions& options,
                                                const engine::EngineConfig& config) {
   if (options.wal_max_bytes < kMinWalMaxBytes) {
-    return InvalidArgument(fmt::format("sqlite: a write-ahead log ceiling of {} bytes is below "
-                                       "the least this store works with ({} MiB)",
-                                       options.wal_max_bytes, kMinWalMaxBytes >> 20));
+    return InvalidArgument(
+        fmt::format("sqlite: a write-ahead log ceiling of {} bytes is below "
+                    "the least this store works with ({} MiB)",
+                    options.wal_max_bytes, kMinWalMaxBytes >> 20));
   }
   auto store = std::make_unique<SqliteStore>(options, config);
   MB_RETURN_IF_ERROR(store->Open());

@@ -31,7 +31,7 @@
 
 #include "common/status.h"
 #include "engine/market.h"
-#include "marketdata/read_side.h"
+#include "marketdata/records.h"
 #include "projection/rows.h"
 
 namespace mb::projection {
@@ -93,19 +93,19 @@ struct ProjectionTotals {
 // store reports it; a server database (PostgreSQL) manages its own log and
 // reports nothing.
 struct StorageStats {
-  uint64_t db_bytes = 0;         // the database file
-  uint64_t wal_bytes = 0;        // the -wal file as it is on disk now
-  uint64_t wal_max_bytes = 0;    // its ceiling
-  uint64_t frame_bytes = 0;      // one WAL frame: a page and its header
-  uint64_t wal_frames = 0;       // frames (pages) the WAL holds since it last started over
-  uint64_t frames_written = 0;   // every frame ever appended to the WAL
-  uint64_t frames_checkpointed = 0;  // every frame copied into the database
-  uint64_t checkpoints = 0;          // checkpoint runs
-  uint64_t checkpoints_completed = 0;  // runs that left nothing in the WAL to copy
-  uint64_t ceiling_waits = 0;  // commits refused because the WAL was at its ceiling
-  uint64_t last_commit_bytes = 0;  // WAL bytes the last commit appended
+  uint64_t db_bytes = 0;                 // the database file
+  uint64_t wal_bytes = 0;                // the -wal file as it is on disk now
+  uint64_t wal_max_bytes = 0;            // its ceiling
+  uint64_t frame_bytes = 0;              // one WAL frame: a page and its header
+  uint64_t wal_frames = 0;               // frames (pages) the WAL holds since it last started over
+  uint64_t frames_written = 0;           // every frame ever appended to the WAL
+  uint64_t frames_checkpointed = 0;      // every frame copied into the database
+  uint64_t checkpoints = 0;              // checkpoint runs
+  uint64_t checkpoints_completed = 0;    // runs that left nothing in the WAL to copy
+  uint64_t ceiling_waits = 0;            // commits refused because the WAL was at its ceiling
+  uint64_t last_commit_bytes = 0;        // WAL bytes the last commit appended
   double seconds_since_checkpoint = -1;  // since the last completed one (-1: none yet)
-  bool over_ceiling = false;  // the last commit was refused for the ceiling (unhealthy)
+  bool over_ceiling = false;             // the last commit was refused for the ceiling (unhealthy)
 };
 
 class Store {

@@ -1,10 +1,7 @@
 #include "load/load.h"
 
 #include <fmt/format.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
 #include <sys/resource.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -29,6 +26,8 @@
 #include <thread>
 #include <vector>
 
+#include "common/clock.h"
+#include "common/hmac.h"
 #include "load/histogram.h"
 
 namespace mb::load {
@@ -62,13 +61,6 @@ constexpr int kSeedLevels = 20;
 // Each account's deposit covers this many orders on each side.
 constexpr int64_t kFundedOrders = 100'000;
 
-int64_t RealtimeNs() {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
-int64_t NowMs() { return RealtimeNs() / 1'000'000; }
-
 double CpuSeconds() {
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
@@ -76,20 +68,6 @@ double CpuSeconds() {
     return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6;
   };
   return tv(ru.ru_utime) + tv(ru.ru_stime);
-}
-
-std::string HmacHex(const std::string& key, std::string_view msg) {
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
-       reinterpret_cast<const unsigned char*>(msg.data()), msg.size(), md, &len);
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out(2 * len, '0');
-  for (unsigned i = 0; i < len; ++i) {
-    out[2 * i] = kHex[md[i] >> 4];
-    out[2 * i + 1] = kHex[md[i] & 15];
-  }
-  return out;
 }
 
 // "0.01000000" at scale 8 -> 1000000. Extra places beyond scale are dropped.
@@ -194,8 +172,8 @@ class SetupClient {
 
   Result<Answer> Signed(http::verb verb, const std::string& path, const std::string& query,
                         const AccountKeys& acct) {
-    std::string q = fmt::format("{}&timestamp={}&recvWindow=60000", query, NowMs());
-    std::string target = fmt::format("{}?{}&signature={}", path, q, HmacHex(acct.secret, q));
+    std::string q = fmt::format("{}&timestamp={}&recvWindow=60000", query, WallMs());
+    std::string target = fmt::format("{}?{}&signature={}", path, q, HmacSha256Hex(acct.secret, q));
     return Call(verb, target, {}, acct.key);
   }
 
@@ -324,7 +302,7 @@ Result<Market> LoadMarket(SetupClient& c, const std::string& wanted) {
 Result<std::vector<AccountKeys>> CreateAccounts(SetupClient& c, const Market& m, int n, int64_t mid,
                                                 int64_t qty) {
   std::vector<AccountKeys> out;
-  const std::string run = std::to_string(RealtimeNs());
+  const std::string run = std::to_string(WallNs());
   for (int i = 0; i < n; ++i) {
     auto acct = c.Admin(http::verb::post, "/admin/v1/accounts",
                         fmt::format(R"({{"name":"load-{}-{}"}})", run, i));
@@ -479,8 +457,8 @@ class OrderFlow {
       }
     }
     const AccountKeys& k = keys_[it.account];
-    query += fmt::format("&timestamp={}&recvWindow=60000", NowMs());
-    const std::string sig = HmacHex(k.secret, query);
+    query += fmt::format("&timestamp={}&recvWindow=60000", WallMs());
+    const std::string sig = HmacSha256Hex(k.secret, query);
     const char* path = it.op == Op::kCancel  ? "/api/v3/order"
                        : it.op == Op::kAmend ? "/api/v3/order/amend/keepPriority"
                                              : "/api/v3/order";
@@ -512,11 +490,11 @@ class OrderFlow {
     Iteration it;
     it.account = static_cast<uint32_t>((n / 2) % keys_.size());
     it.verb = http::verb::get;
-    const std::string query = fmt::format("symbol={}&limit=100&timestamp={}&recvWindow=60000",
-                                          m_.symbol, NowMs());
-    it.target = fmt::format("{}?{}&signature={}",
-                            n % 2 == 0 ? "/api/v3/allOrders" : "/api/v3/myTrades", query,
-                            HmacHex(keys_[it.account].secret, query));
+    const std::string query =
+        fmt::format("symbol={}&limit=100&timestamp={}&recvWindow=60000", m_.symbol, WallMs());
+    it.target =
+        fmt::format("{}?{}&signature={}", n % 2 == 0 ? "/api/v3/allOrders" : "/api/v3/myTrades",
+                    query, HmacSha256Hex(keys_[it.account].secret, query));
     return it;
   }
 
@@ -607,7 +585,9 @@ class Subscriber {
 class HistoryReader {
  public:
   HistoryReader(Runner& runner, asio::io_context& ioc, uint64_t first)
-      : runner_(runner), stream_(asio::make_strand(ioc)), retry_(stream_.get_executor()),
+      : runner_(runner),
+        stream_(asio::make_strand(ioc)),
+        retry_(stream_.get_executor()),
         n_(first) {}
   void Start() {
     asio::post(stream_.get_executor(), [this] { DoConnect(); });
@@ -826,7 +806,7 @@ class Runner {
   }
   void Message(std::string_view text) {
     messages_.fetch_add(1, std::memory_order_relaxed);
-    const int64_t now_ns = RealtimeNs();
+    const int64_t now_ns = WallNs();
     auto to_ns = [](int64_t t) { return t < 100'000'000'000'000 ? t * 1'000'000 : t * 1'000; };
     if (text.find("\"e\":\"trade\"") != std::string_view::npos) {
       const int64_t t = FindInt(text, "\"T\":");

@@ -8,6 +8,8 @@
 #include <fstream>
 #include <string_view>
 
+#include "common/json_escape.h"
+
 namespace mb::load {
 namespace {
 
@@ -24,33 +26,18 @@ std::string Num(double v) {
   return t;
 }
 
-std::string Str(std::string_view v) {
-  std::string out = "\"";
-  for (char c : v) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      out += fmt::format("\\u{:04x}", static_cast<unsigned>(c));
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
-
 // Builds one JSON object, members in insertion order.
 class JsonObject {
  public:
   JsonObject& Raw(std::string_view key, std::string_view json) {
     text_ += text_.empty() ? "{" : ",";
-    text_ += Str(key);
+    text_ += JsonString(key);
     text_ += ':';
     text_ += json;
     return *this;
   }
   JsonObject& N(std::string_view key, double v) { return Raw(key, Num(v)); }
-  JsonObject& S(std::string_view key, std::string_view v) { return Raw(key, Str(v)); }
+  JsonObject& S(std::string_view key, std::string_view v) { return Raw(key, JsonString(v)); }
   std::string Done() const { return text_.empty() ? "{}" : text_ + "}"; }
 
  private:
@@ -176,7 +163,7 @@ std::string ToJson(const Report& r) {
       .N("threads", r.threads)
       .N("connections", r.connections)
       .N("accounts", r.accounts)
-      .Raw("aborted", r.aborted ? Str(*r.aborted) : "null")
+      .Raw("aborted", r.aborted ? JsonString(*r.aborted) : "null")
       .Raw("steps", steps)
       .Raw("series", series)
       .Done();
