@@ -132,8 +132,6 @@ bool ParseTime(std::string_view s, int64_t* ns) {
 
 // The sample lives in the repository (tests/data/lobster, with its README).
 std::string DataDir() { return std::string(MB_SOURCE_DIR) + "/tests/data/lobster"; }
-  return std::string(MB_SOURCE_DIR) + "/../shared/data/lobster";
-}
 
 // Returns an error message, or "" when both files loaded.
 std::string LoadLobster(const std::string& dir, LobsterData* data) {
