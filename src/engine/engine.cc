@@ -45,31 +45,8 @@ void Engine::Impl::Process(const Command& c, EventBuffer* out) noexcept {
   out_ = out;
   seq_ = Sequence{Raw(last_seq_) + 1};
   ts_ = c.timestamp_ns;
-  switch (c.body.index()) {
-    case 0:
-      Place(*std::get_if<PlaceOrder>(&c.body));
-      break;
-    case 1:
-      Cancel(*std::get_if<CancelOrder>(&c.body));
-      break;
-    case 2:
-      CancelAllOrders(*std::get_if<CancelAll>(&c.body));
-      break;
-    case 3:
-      Amend(*std::get_if<AmendOrder>(&c.body));
-      break;
-    case 4:
-      DepositFunds(*std::get_if<Deposit>(&c.body));
-      break;
-    case 5:
-      WithdrawFunds(*std::get_if<Withdraw>(&c.body));
-      break;
-    case 6:
-      SetStatus(*std::get_if<SetMarketStatus>(&c.body));
-      break;
-    default:
-      MB_CHECK(false);
-  }
+  // One Decide() overload per command type, as Apply() has one Evolve() per event type.
+  std::visit([this](const auto& body) { Decide(body); }, c.body);
   out_ = nullptr;
 }
 
@@ -86,7 +63,7 @@ void Engine::Impl::Reject(CommandType cmd, RejectReason r, AccountId account, Ma
   Emit(Rejected{cmd, r, account, market, target, existing, cid});
 }
 
-void Engine::Impl::Place(const PlaceOrder& p) noexcept {
+void Engine::Impl::Decide(const PlaceOrder& p) noexcept {
   auto reject = [&](RejectReason r, uint64_t existing = 0) {
     Reject(CommandType::kPlaceOrder, r, p.account, p.market, OrderId{0}, p.client_order_id,
            existing);
@@ -302,8 +279,10 @@ Engine::Impl::Walk Engine::Impl::DryWalk(const MarketSpec& m, MarketId mid, Side
   return w;
 }
 
-uint32_t Engine::Impl::Target(AccountId account, MarketId market, OrderId id,
-                              const ClientOrderId& cid) const noexcept {
+// `inline`: cancels and amends (82% of the benchmark mix) look their order up
+// here; without the hint g++ 12 stops inlining it into Decide(AmendOrder).
+inline uint32_t Engine::Impl::Target(AccountId account, MarketId market, OrderId id,
+                                     const ClientOrderId& cid) const noexcept {
   OrderId target = id;
   if (Raw(id) == 0) {
     if (cid.empty()) return kNil;
@@ -318,7 +297,7 @@ uint32_t Engine::Impl::Target(AccountId account, MarketId market, OrderId id,
   return i;
 }
 
-void Engine::Impl::Cancel(const CancelOrder& c) noexcept {
+void Engine::Impl::Decide(const CancelOrder& c) noexcept {
   auto reject = [&](RejectReason r) {
     Reject(CommandType::kCancelOrder, r, c.account, c.market, c.order_id, c.orig_client_order_id);
   };
@@ -333,7 +312,7 @@ void Engine::Impl::Cancel(const CancelOrder& c) noexcept {
   Emit(OrderCanceled{o.id, o.account, o.market, o.side, o.remaining, o.locked});
 }
 
-void Engine::Impl::CancelAllOrders(const CancelAll& c) noexcept {
+void Engine::Impl::Decide(const CancelAll& c) noexcept {
   auto reject = [&](RejectReason r) { Reject(CommandType::kCancelAll, r, c.account, c.market); };
   if (Raw(c.market) >= book_.markets()) return reject(RejectReason::kUnknownMarket);
   if (Raw(c.account) >= cfg_.max_accounts) return reject(RejectReason::kUnknownAccount);
@@ -353,7 +332,7 @@ void Engine::Impl::CancelAllOrders(const CancelAll& c) noexcept {
   }
 }
 
-void Engine::Impl::Amend(const AmendOrder& a) noexcept {
+void Engine::Impl::Decide(const AmendOrder& a) noexcept {
   auto reject = [&](RejectReason r) {
     Reject(CommandType::kAmendOrder, r, a.account, a.market, a.order_id, a.orig_client_order_id);
   };
@@ -404,7 +383,7 @@ void Engine::Impl::Amend(const AmendOrder& a) noexcept {
   if (!keeps_priority) Match(i);
 }
 
-void Engine::Impl::DepositFunds(const Deposit& d) noexcept {
+void Engine::Impl::Decide(const Deposit& d) noexcept {
   auto reject = [&](RejectReason r, uint64_t existing = 0) {
     Reject(CommandType::kDeposit, r, d.account, MarketId{0}, OrderId{0}, ClientOrderId{}, existing);
   };
@@ -423,7 +402,7 @@ void Engine::Impl::DepositFunds(const Deposit& d) noexcept {
   Emit(Deposited{TransferId{Raw(seq_)}, d.account, d.asset, d.amount, d.ref});
 }
 
-void Engine::Impl::WithdrawFunds(const Withdraw& w) noexcept {
+void Engine::Impl::Decide(const Withdraw& w) noexcept {
   auto reject = [&](RejectReason r, uint64_t existing = 0) {
     Reject(CommandType::kWithdraw, r, w.account, MarketId{0}, OrderId{0}, ClientOrderId{},
            existing);
@@ -441,7 +420,7 @@ void Engine::Impl::WithdrawFunds(const Withdraw& w) noexcept {
   Emit(Withdrawn{TransferId{Raw(seq_)}, w.account, w.asset, w.amount, w.ref});
 }
 
-void Engine::Impl::SetStatus(const SetMarketStatus& s) noexcept {
+void Engine::Impl::Decide(const SetMarketStatus& s) noexcept {
   if (Raw(s.market) >= book_.markets()) {
     return Reject(CommandType::kSetMarketStatus, RejectReason::kUnknownMarket, AccountId{0},
                   s.market);

@@ -1,7 +1,7 @@
 // Engine::Impl: the engine's state and the member functions that read and
 // change it. Declared here, defined by concept:
 //
-//   engine.cc      decide (Process, one handler per command type, Match,
+//   engine.cc      decide (Process, one Decide() per command type, Match,
 //                  DryWalk) and evolve (Apply, one Evolve() per event type).
 //                  They stay together: decide changes state only through
 //                  Emit(), which appends the event and calls the very Evolve()
@@ -89,13 +89,13 @@ class Engine::Impl {
   };
 
   // --- decide: validates a command, then emits its events ---
-  void Place(const PlaceOrder& p) noexcept;
-  void Cancel(const CancelOrder& c) noexcept;
-  void CancelAllOrders(const CancelAll& c) noexcept;
-  void Amend(const AmendOrder& a) noexcept;
-  void DepositFunds(const Deposit& d) noexcept;
-  void WithdrawFunds(const Withdraw& w) noexcept;
-  void SetStatus(const SetMarketStatus& s) noexcept;
+  void Decide(const PlaceOrder& p) noexcept;
+  void Decide(const CancelOrder& c) noexcept;
+  void Decide(const CancelAll& c) noexcept;
+  void Decide(const AmendOrder& a) noexcept;
+  void Decide(const Deposit& d) noexcept;
+  void Decide(const Withdraw& w) noexcept;
+  void Decide(const SetMarketStatus& s) noexcept;
   // Matches the open order at pool index ti, in no level, against the book;
   // then it rests, expires or has filled.
   void Match(uint32_t ti) noexcept;
