@@ -52,9 +52,15 @@ void Engine::Impl::Process(const Command& c, EventBuffer* out) noexcept {
 
 template <class Body>
 void Engine::Impl::Emit(const Body& body) noexcept {
-  // The same Evolve() that Apply() dispatches to, called on the concrete type.
-  out_->push_back(Event{seq_, ts_, EventBody{body}});
+  // The event is built in the buffer rather than copied there from a
+  // temporary Event: reading back a just-written temporary as whole vectors
+  // defeats store-to-load forwarding (measured: an amend ~20% slower).
+  Event& e = out_->emplace_back();
+  e.seq = seq_;
+  e.timestamp_ns = ts_;
+  e.body.template emplace<Body>(body);
   last_seq_ = seq_;
+  // The same Evolve() that Apply() dispatches to, called on the concrete type.
   Evolve(body, ts_);
 }
 
@@ -441,7 +447,8 @@ void Engine::Impl::Apply(const Event& e) noexcept {
 
 void Engine::Impl::Evolve(const OrderAccepted& a, int64_t ts) {
   const MarketSpec& m = cfg_.markets[Raw(a.market)];
-  Order o;
+  const uint32_t i = book_.Allocate();
+  Order& o = book_.order(i);
   o.id = a.order_id;
   o.price = a.price;
   o.by_quote = a.quote_qty.value != 0;
@@ -463,7 +470,7 @@ void Engine::Impl::Evolve(const OrderAccepted& a, int64_t ts) {
   }
   const Balance& b = accounts_.Lock(a.account, SpendAsset(m, a.side), a.locked);
   MB_CHECK(b.available.value >= 0);
-  book_.Open(o);
+  book_.Open(i);
 }
 
 void Engine::Impl::Evolve(const Trade& t, int64_t) {

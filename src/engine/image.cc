@@ -235,7 +235,8 @@ Status Engine::Impl::Load(const EngineImage& img) {
     if (o.has_client_id && accounts_.FindClientId(o.account, o.client_id) != nullptr) {
       return bad(what + " reuses an open order's client id");
     }
-    Order n;
+    const uint32_t i = book_.Allocate();
+    Order& n = book_.order(i);
     n.id = o.id;
     n.price = o.price;
     n.qty_or_budget = o.qty.value;
@@ -250,7 +251,7 @@ Status Engine::Impl::Load(const EngineImage& img) {
     n.tif = o.tif;
     n.stp = o.stp;
     n.has_client_id = o.has_client_id;
-    const uint32_t i = book_.Open(n);
+    book_.Open(i);
     if (n.has_client_id) accounts_.HoldClientId(n.account, n.client_id, n.id);
     book_.InsertIntoBook(i);
   }

@@ -96,10 +96,13 @@ class OrderBook {
 
   // --- open orders --------------------------------------------------------
 
-  // Opens `o` (its link fields ignored) in a pool slot: findable by its id
-  // and linked to its account's orders, but in no level. Returns its index.
-  // REQUIRES: o.id is not open.
-  uint32_t Open(const Order& o);
+  // A cleared pool slot for a new order, to fill in through order(i) and then
+  // Open(i). (Filling the slot in place is measurably faster than copying in
+  // an Order just built on the stack.)
+  uint32_t Allocate();
+  // Opens the order filled in at index i: findable by its id and linked to
+  // its account's orders, but in no level. REQUIRES: its id is not open.
+  void Open(uint32_t i);
   // The order leaves: out of its level (if it rests), its account's orders
   // and the id index; its slot is reused.
   void Close(uint32_t i) noexcept;
@@ -200,14 +203,15 @@ inline uint32_t OrderBook::AllocOrder() {
   return static_cast<uint32_t>(orders_.size() - 1);
 }
 
-inline uint32_t OrderBook::Open(const Order& o) {
+inline uint32_t OrderBook::Allocate() {
   uint32_t i = AllocOrder();
-  Order& n = orders_[i];
-  n = o;
-  n.prev = n.next = n.acct_prev = n.acct_next = n.level = kNil;
+  orders_[i] = Order{};
+  return i;
+}
+
+inline void OrderBook::Open(uint32_t i) {
   index_.Insert(i, key_of_);
   LinkAccount(i);
-  return i;
 }
 
 inline void OrderBook::Close(uint32_t i) noexcept {
