@@ -52,13 +52,12 @@ void Engine::Impl::Process(const Command& c, EventBuffer* out) noexcept {
 
 template <class Body>
 void Engine::Impl::Emit(const Body& body) noexcept {
-  // The event is built in the buffer rather than copied there from a
-  // temporary Event: reading back a just-written temporary as whole vectors
-  // defeats store-to-load forwarding (measured: an amend ~20% slower).
-  Event& e = out_->emplace_back();
-  e.seq = seq_;
-  e.timestamp_ns = ts_;
-  e.body.template emplace<Body>(body);
+  // Constructed in the buffer (aggregate initialisation from the arguments),
+  // not copied there from a temporary Event: reading a just-written temporary
+  // back as whole vectors defeats store-to-load forwarding, and value
+  // initialisation would first clear all 128 bytes (measured: an amend ~20%
+  // slower either way).
+  out_->emplace_back(seq_, ts_, body);
   last_seq_ = seq_;
   // The same Evolve() that Apply() dispatches to, called on the concrete type.
   Evolve(body, ts_);
