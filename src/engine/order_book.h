@@ -4,13 +4,13 @@
 // sized once for EngineConfig::expected_open_orders, so that placing,
 // matching, amending and canceling allocate nothing once warm.
 //
-// An order is open from its acceptance (Open) until it fills, is canceled or
-// expires (Close); it sits in a price level only while it rests
-// (InsertIntoBook / RemoveFromBook): a taker being matched, or an amended
-// order about to be matched again, is open but in no level. Orders and levels
-// are addressed by pool index (kNil: none); an order's index is found from its
-// id through an open-addressing table. Each account's open orders are linked
-// too, for cancel-all.
+// An order is open from its acceptance (Allocate, then Open) until it fills,
+// is canceled or expires (Close); it sits in a price level only while it
+// rests (InsertIntoBook / RemoveFromBook): a taker being matched, or an
+// amended order about to be matched again, is open but in no level. Orders
+// and levels are addressed by pool index (kNil: none); an order's index is
+// found from its id through an open-addressing table. Each account's open
+// orders are linked too, for cancel-all.
 //
 // This is a part of Engine (engine/engine.h), which decides what happens to
 // the book and applies it here; other modules see the book only through the
