@@ -1,14 +1,19 @@
 // Accounts: client order ids (unique among an account's open orders,
 // reserved for the last closed ones), fees and the fee account, deposits and
-// withdrawals with their idempotent references.
+// withdrawals with their idempotent references; through the engine and on
+// Accounts itself.
+#include "engine/accounts.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <vector>
 
 #include "common/strong.h"
 #include "engine/engine.h"
 #include "engine/engine_test_support.h"
 #include "engine/event.h"
+#include "engine/image.h"
 #include "engine/types.h"
 
 namespace mb::engine {
@@ -238,6 +243,58 @@ TEST_F(TransferTest, DepositThatWouldOverflowTheBalanceIsRejected) {
   EXPECT_EQ(Bal(kCarol, kEth), B(kInt64Max, 0));
   EXPECT_EQ(Types(Run(WithdrawCmd(kCarol, kEth, kInt64Max, "big-5"))), "Withdrawn");
   EXPECT_EQ(Bal(kCarol, kEth), B(0, 0));
+}
+
+// Accounts on its own: 4 accounts, 2 assets, 2 remembered client ids.
+class AccountsUnitTest : public ::testing::Test {
+ protected:
+  static constexpr AccountId kA{1};
+  static constexpr AssetId kX{0};
+  static Key128 Key(uint64_t n) { return Key128{n, ~n}; }
+  static Balance B(int64_t available, int64_t locked) {
+    return Balance{Amount{available}, Amount{locked}};
+  }
+  Accounts accounts_{4, 2, 64, 2};
+};
+
+TEST_F(AccountsUnitTest, FundsMoveBetweenAvailableAndLocked) {
+  accounts_.Deposit(kA, kX, Amount{1'000}, Key(1), TransferId{1});
+  EXPECT_EQ(accounts_.balance(kA, kX), B(1'000, 0));
+  EXPECT_EQ(accounts_.supply(kX), Amount{1'000});
+  EXPECT_EQ(accounts_.Lock(kA, kX, Amount{300}), B(700, 300));
+  EXPECT_EQ(accounts_.Lock(kA, kX, Amount{-100}), B(800, 200));  // an amend down
+  EXPECT_EQ(accounts_.Spend(kA, kX, Amount{150}), B(800, 50));
+  EXPECT_EQ(accounts_.Release(kA, kX, Amount{50}), B(850, 0));
+  EXPECT_EQ(accounts_.Credit(kA, kX, Amount{150}), B(1'000, 0));
+  EXPECT_EQ(accounts_.Withdraw(kA, kX, Amount{400}, Key(2), TransferId{7}), B(600, 0));
+  EXPECT_EQ(accounts_.supply(kX), Amount{600});
+  ASSERT_NE(accounts_.FindTransfer(Key(2)), nullptr);
+  EXPECT_EQ(*accounts_.FindTransfer(Key(2)), TransferId{7});
+  EXPECT_EQ(accounts_.FindTransfer(Key(3)), nullptr);
+  EXPECT_EQ(accounts_.balance(AccountId{2}, kX), B(0, 0));
+}
+
+TEST_F(AccountsUnitTest, ReservedClientIdsAreForgottenOldestFirst) {
+  for (uint64_t n = 1; n <= 3; ++n) {
+    accounts_.HoldClientId(kA, Key(n), OrderId{n});
+    accounts_.ReserveClientId(kA, Key(n), OrderId{n});  // order n closed
+  }
+  // A memory of 2: the first id is free again, the last two are not.
+  EXPECT_EQ(accounts_.FindClientId(kA, Key(1)), nullptr);
+  ASSERT_NE(accounts_.FindClientId(kA, Key(2)), nullptr);
+  EXPECT_EQ(*accounts_.FindClientId(kA, Key(2)), OrderId{2});
+  EXPECT_EQ(accounts_.FindClientId(AccountId{2}, Key(2)), nullptr);  // per account
+  std::vector<uint64_t> kept;
+  accounts_.ForEachReservedClientId(
+      [&](AccountId, const Key128&, OrderId order) { kept.push_back(Raw(order)); });
+  EXPECT_EQ(kept, (std::vector<uint64_t>{2, 3}));
+
+  // An id held again by a newer order survives its old reservation's end.
+  accounts_.HoldClientId(kA, Key(2), OrderId{9});
+  accounts_.ReserveClientId(kA, Key(4), OrderId{4});  // pushes out (2, order 2)
+  ASSERT_NE(accounts_.FindClientId(kA, Key(2)), nullptr);
+  EXPECT_EQ(*accounts_.FindClientId(kA, Key(2)), OrderId{9});
+  EXPECT_EQ(accounts_.reserved_client_ids(), 2u);
 }
 
 }  // namespace
