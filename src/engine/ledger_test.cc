@@ -39,7 +39,7 @@ constexpr AccountId kBob{2};
 constexpr AccountId kCarol{3};
 constexpr uint32_t kAccounts = 16;
 
-// The same markets as engine_test.cc's BTCUSDT: npt 10, maker 10 / taker 20 bps.
+// The same markets as engine_test_support.h's BTCUSDT: npt 10, maker 10 / taker 20 bps.
 EngineConfig MakeConfig() {
   EngineConfig c;
   c.assets = {{"BTC", 8}, {"USDT", 8}, {"ETH", 8}};

@@ -1,0 +1,46 @@
+#include "engine/accounts.h"
+
+#include <cstddef>
+#include <cstdint>
+
+namespace mb::engine {
+
+Accounts::Accounts(uint32_t max_accounts, std::size_t assets, uint32_t expected_open_orders,
+                   uint32_t client_id_memory)
+    : max_accounts_(max_accounts),
+      assets_(assets),
+      balances_(static_cast<std::size_t>(max_accounts) * assets),
+      supply_(assets),
+      transfers_(1024),
+      client_ids_(expected_open_orders / 16 + client_id_memory),
+      recent_(client_id_memory) {}
+
+void Accounts::Deposit(AccountId a, AssetId s, Amount amount, const Key128& ref, TransferId id) {
+  balances_[Slot(a, s)].available += amount;
+  supply_[Raw(s)] += amount;
+  transfers_.Put(ref, id);
+}
+
+const Balance& Accounts::Withdraw(AccountId a, AssetId s, Amount amount, const Key128& ref,
+                                  TransferId id) {
+  Balance& b = balances_[Slot(a, s)];
+  b.available -= amount;
+  supply_[Raw(s)] -= amount;
+  transfers_.Put(ref, id);
+  return b;
+}
+
+void Accounts::ReserveClientId(AccountId a, const Key128& id, OrderId order) {
+  if (recent_count_ == recent_.size()) {
+    const RecentId& old = recent_[recent_head_];
+    const OrderId* held = client_ids_.Find(old.key);
+    // The oldest reservation ends; its id is freed if the table still gives it that order.
+    if (held != nullptr && *held == old.order) client_ids_.Erase(old.key);
+    recent_head_ = (recent_head_ + 1) % recent_.size();
+    --recent_count_;
+  }
+  recent_[(recent_head_ + recent_count_) % recent_.size()] = RecentId{ClientKey{a, id}, order};
+  ++recent_count_;
+}
+
+}  // namespace mb::engine

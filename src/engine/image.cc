@@ -1,0 +1,300 @@
+// The engine's image: EngineImage out of and back into the live structures,
+// and the hashes over an image and over a configuration.
+#include "engine/image.h"
+
+#define XXH_STATIC_LINKING_ONLY  // XXH3_state_t on the stack
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+#include "common/strong.h"
+#include "engine/engine.h"
+#include "engine/internal/engine_impl.h"
+
+namespace mb::engine {
+namespace {
+
+using internal::EnumInRange;
+
+class Hasher {
+ public:
+  Hasher() { XXH3_64bits_reset(&state_); }
+  void Add(int64_t v) noexcept { XXH3_64bits_update(&state_, &v, sizeof v); }
+  void Add(uint64_t v) noexcept { XXH3_64bits_update(&state_, &v, sizeof v); }
+  void Add(std::string_view s) noexcept {
+    Add(static_cast<uint64_t>(s.size()));
+    XXH3_64bits_update(&state_, s.data(), s.size());
+  }
+  uint64_t Digest() const noexcept { return XXH3_64bits_digest(&state_); }
+
+ private:
+  XXH3_state_t state_;
+};
+
+}  // namespace
+
+uint64_t HashConfig(const EngineConfig& config) {
+  Hasher h;
+  h.Add(uint64_t{config.assets.size()});
+  for (const auto& a : config.assets) {
+    h.Add(a.symbol);
+    h.Add(int64_t{a.scale});
+  }
+  h.Add(uint64_t{config.markets.size()});
+  for (const auto& m : config.markets) {
+    h.Add(m.symbol);
+    h.Add(uint64_t{Raw(m.base)});
+    h.Add(uint64_t{Raw(m.quote)});
+    h.Add(m.tick_units);
+    h.Add(m.lot_units);
+    h.Add(m.min_qty.value);
+    h.Add(m.max_qty.value);
+    h.Add(m.max_price.value);
+    h.Add(m.min_notional.value);
+    h.Add(int64_t{m.maker_fee_bps});
+    h.Add(int64_t{m.taker_fee_bps});
+  }
+  h.Add(uint64_t{config.max_accounts});
+  h.Add(uint64_t{Raw(config.fee_account)});
+  h.Add(uint64_t{config.client_id_memory});
+  return h.Digest();
+}
+
+uint64_t HashImage(const EngineImage& img) {
+  Hasher h;
+  h.Add(img.config_hash);
+  h.Add(uint64_t{Raw(img.last_sequence)});
+  h.Add(uint64_t{Raw(img.next_trade_id)});
+  for (MarketStatus s : img.market_status) h.Add(uint64_t{Raw(s)});
+  for (const auto& t : img.asset_totals) h.Add(t.supply.value);
+  for (const auto& b : img.balances) {
+    h.Add(uint64_t{Raw(b.account)});
+    h.Add(uint64_t{Raw(b.asset)});
+    h.Add(b.available.value);
+    h.Add(b.locked.value);
+  }
+  for (const auto& o : img.orders) {
+    h.Add(uint64_t{Raw(o.id)});
+    h.Add(uint64_t{Raw(o.account)});
+    h.Add(uint64_t{Raw(o.market)});
+    h.Add(uint64_t{Raw(o.side)} | uint64_t{Raw(o.type)} << 8 | uint64_t{Raw(o.tif)} << 16 |
+          uint64_t{Raw(o.stp)} << 24 | uint64_t{o.has_client_id} << 32);
+    h.Add(o.price.value);
+    h.Add(o.qty.value);
+    h.Add(o.remaining.value);
+    h.Add(o.locked.value);
+    h.Add(o.created_ns);
+    h.Add(o.client_id.lo);
+    h.Add(o.client_id.hi);
+  }
+  for (const auto& c : img.recent_client_ids) {
+    h.Add(uint64_t{Raw(c.account)});
+    h.Add(c.client_id.lo);
+    h.Add(c.client_id.hi);
+    h.Add(uint64_t{Raw(c.order_id)});
+  }
+  for (const auto& t : img.transfers) {
+    h.Add(t.ref.lo);
+    h.Add(t.ref.hi);
+    h.Add(uint64_t{Raw(t.id)});
+  }
+  return h.Digest();
+}
+
+uint64_t Engine::Impl::ConfigHash() const { return HashConfig(cfg_); }
+
+uint64_t Engine::Impl::StateHash() const { return HashImage(ExportImage()); }
+
+EngineImage Engine::Impl::ExportImage() const {
+  EngineImage img;
+  img.config_hash = ConfigHash();
+  img.last_sequence = last_seq_;
+  img.next_trade_id = next_trade_;
+  img.market_status = status_;
+  const std::size_t n_assets = accounts_.assets();
+  for (std::size_t a = 0; a < n_assets; ++a) {
+    img.asset_totals.push_back(
+        ImageAssetTotals{accounts_.supply(AssetId{static_cast<uint16_t>(a)})});
+  }
+  for (uint32_t acct = 0; acct < cfg_.max_accounts; ++acct) {
+    for (std::size_t a = 0; a < n_assets; ++a) {
+      const AssetId asset{static_cast<uint16_t>(a)};
+      const Balance& b = accounts_.balance(AccountId{acct}, asset);
+      if (b.available.value != 0 || b.locked.value != 0) {
+        img.balances.push_back(ImageBalance{AccountId{acct}, asset, b.available, b.locked});
+      }
+    }
+  }
+  for (std::size_t m = 0; m < book_.markets(); ++m) {
+    const MarketId mid{static_cast<uint16_t>(m)};
+    for (int s = 0; s < 2; ++s) {
+      const Side sd = static_cast<Side>(s);
+      for (uint32_t li = book_.BestLevel(mid, sd); li != kNil; li = book_.NextLevel(mid, sd, li)) {
+        for (uint32_t i = book_.level(li).head; i != kNil; i = book_.order(i).next) {
+          const Order& o = book_.order(i);
+          img.orders.push_back(ImageOrder{o.id, o.account, o.market, o.side, o.type, o.tif, o.stp,
+                                          o.price, o.qty(), o.remaining, o.locked, o.created_ns,
+                                          o.has_client_id, o.client_id});
+        }
+      }
+    }
+  }
+  accounts_.ForEachReservedClientId([&](AccountId account, const Key128& id, OrderId order) {
+    img.recent_client_ids.push_back(ImageClientId{account, id, order});
+  });
+  accounts_.ForEachTransfer([&](const Key128& k, const TransferId& id) {
+    img.transfers.push_back(ImageTransfer{k, id});
+  });
+  std::sort(img.transfers.begin(), img.transfers.end(),
+            [](const ImageTransfer& a, const ImageTransfer& b) {
+              return a.ref.lo != b.ref.lo ? a.ref.lo < b.ref.lo : a.ref.hi < b.ref.hi;
+            });
+  return img;
+}
+
+Status Engine::Impl::Load(const EngineImage& img) {
+  const std::size_t n_assets = accounts_.assets();
+  if (img.config_hash != ConfigHash()) {
+    return InvalidArgument("snapshot was taken with a different configuration (config hash " +
+                           std::to_string(img.config_hash) + ", this configuration " +
+                           std::to_string(ConfigHash()) + ")");
+  }
+  if (img.market_status.size() != status_.size() || img.asset_totals.size() != n_assets) {
+    return InvalidArgument("snapshot market/asset counts differ from the configuration");
+  }
+  // An image is checked against everything the engine itself could produce:
+  // ids within the sequence, values within the market's limits, canonical
+  // order, no duplicates. The caller then checks the invariants.
+  const uint64_t last = Raw(img.last_sequence);
+  auto bad = [](const std::string& what) { return InvalidArgument("snapshot " + what); };
+  if (Raw(img.next_trade_id) < 1 || Raw(img.next_trade_id) > last + 1) {
+    return bad("next trade id is out of range");
+  }
+  last_seq_ = img.last_sequence;
+  next_trade_ = img.next_trade_id;
+  for (std::size_t m = 0; m < status_.size(); ++m) {
+    if (!EnumInRange(img.market_status[m], MarketStatus::kCancelOnly)) {
+      return bad("market status out of range");
+    }
+    status_[m] = img.market_status[m];
+  }
+  for (std::size_t a = 0; a < n_assets; ++a) {
+    const ImageAssetTotals& t = img.asset_totals[a];
+    if (t.supply.value < 0) {
+      return bad("supply of asset " + cfg_.assets[a].symbol + " is negative");
+    }
+    accounts_.SetSupply(AssetId{static_cast<uint16_t>(a)}, t.supply);
+  }
+  uint64_t prev_balance = 0;
+  for (std::size_t k = 0; k < img.balances.size(); ++k) {
+    const ImageBalance& b = img.balances[k];
+    if (Raw(b.account) >= cfg_.max_accounts || Raw(b.asset) >= n_assets) {
+      return bad("balance for an unknown account or asset");
+    }
+    const uint64_t pos = uint64_t{Raw(b.account)} * n_assets + Raw(b.asset);
+    if ((k > 0 && pos <= prev_balance) || b.available.value < 0 || b.locked.value < 0) {
+      return bad("balances are duplicated, out of order or negative");
+    }
+    prev_balance = pos;
+    accounts_.SetBalance(b.account, b.asset, Balance{b.available, b.locked});
+  }
+  uint64_t prev_book = 0;  // (market, side) of the previous order
+  int64_t prev_key = 0;
+  for (std::size_t k = 0; k < img.orders.size(); ++k) {
+    const ImageOrder& o = img.orders[k];
+    const std::string what = "order " + std::to_string(Raw(o.id));
+    if (Raw(o.market) >= book_.markets() || Raw(o.account) >= cfg_.max_accounts ||
+        o.account == cfg_.fee_account || !EnumInRange(o.side, Side::kSell) ||
+        !EnumInRange(o.stp, StpMode::kExpireBoth) || o.tif != TimeInForce::kGtc ||
+        (o.type != OrderType::kLimit && o.type != OrderType::kLimitMaker)) {
+      return bad(what + " cannot rest in a book");
+    }
+    const MarketSpec& m = cfg_.markets[Raw(o.market)];
+    if (Raw(o.id) < 1 || Raw(o.id) > last || book_.Lookup(o.id) != kNil) {
+      return bad(what + " has an id outside the sequence or twice");
+    }
+    if (o.price.value < 1 || o.price > m.max_price || o.qty < m.min_qty || o.qty > m.max_qty ||
+        o.remaining.value <= 0 || o.remaining > o.qty || o.locked.value < 0) {
+      return bad(what + " is outside its market's limits");
+    }
+    const uint64_t book = uint64_t{Raw(o.market)} * 2 + Raw(o.side);
+    const int64_t key = OrderBook::LevelKey(o.side, o.price);
+    if (k > 0 && (book < prev_book || (book == prev_book && key < prev_key))) {
+      return bad(what + " is not in priority order");
+    }
+    prev_book = book;
+    prev_key = key;
+    if (o.has_client_id && accounts_.FindClientId(o.account, o.client_id) != nullptr) {
+      return bad(what + " reuses an open order's client id");
+    }
+    const uint32_t i = book_.Allocate();
+    Order& n = book_.order(i);
+    n.id = o.id;
+    n.price = o.price;
+    n.qty_or_budget = o.qty.value;
+    n.remaining = o.remaining;
+    n.locked = o.locked;
+    n.created_ns = o.created_ns;
+    n.client_id = o.client_id;
+    n.account = o.account;
+    n.market = o.market;
+    n.side = o.side;
+    n.type = o.type;
+    n.tif = o.tif;
+    n.stp = o.stp;
+    n.has_client_id = o.has_client_id;
+    book_.Open(i);
+    if (n.has_client_id) accounts_.HoldClientId(n.account, n.client_id, n.id);
+    book_.InsertIntoBook(i);
+  }
+  if (img.recent_client_ids.size() > accounts_.client_id_memory()) {
+    return InvalidArgument("snapshot holds more reserved client ids than client_id_memory");
+  }
+  for (const auto& r : img.recent_client_ids) {
+    if (Raw(r.account) >= cfg_.max_accounts || Raw(r.order_id) < 1 || Raw(r.order_id) > last) {
+      return InvalidArgument("snapshot reserves a client id for an impossible order");
+    }
+    if (accounts_.FindClientId(r.account, r.client_id) != nullptr) {
+      return InvalidArgument("snapshot reserves a client id twice");
+    }
+    accounts_.HoldClientId(r.account, r.client_id, r.order_id);
+    accounts_.ReserveClientId(r.account, r.client_id, r.order_id);
+  }
+  for (std::size_t k = 0; k < img.transfers.size(); ++k) {
+    const ImageTransfer& t = img.transfers[k];
+    if (Raw(t.id) < 1 || Raw(t.id) > last) {
+      return InvalidArgument("snapshot holds a transfer id outside the sequence");
+    }
+    if (k > 0) {
+      const Key128& p = img.transfers[k - 1].ref;
+      if (p.lo > t.ref.lo || (p.lo == t.ref.lo && p.hi >= t.ref.hi)) {
+        return InvalidArgument("snapshot transfers are duplicated or out of order");
+      }
+    }
+    accounts_.RecordTransfer(t.ref, t.id);
+  }
+  return Status::Ok();
+}
+
+uint64_t Engine::StateHash() const { return impl_->StateHash(); }
+uint64_t Engine::ConfigHash() const { return impl_->ConfigHash(); }
+EngineImage Engine::ExportImage() const { return impl_->ExportImage(); }
+
+Status Engine::Restore(const EngineImage& image) {
+  auto fresh = std::make_unique<Impl>(impl_->config());
+  MB_RETURN_IF_ERROR(fresh->Load(image));
+  Status s = fresh->CheckInvariants();
+  if (!s.ok()) return InvalidArgument("snapshot breaks an invariant: " + s.message());
+  impl_ = std::move(fresh);
+  return Status::Ok();
+}
+
+}  // namespace mb::engine
