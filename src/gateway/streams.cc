@@ -1147,7 +1147,7 @@ class StreamHub::Impl {
       if (route == nullptr) continue;
       MarketFanout& f = fanout_[Index(d.market)];
       if (route->depth[kInterval0ms]) {
-        SendToTopics(*route, MatchDepth(kInterval0ms), d.time_ns,
+        SendToTopics(*route, MatchDepth{kInterval0ms}, d.time_ns,
                      [&](TimeUnit u) { return DepthUpdateJson(config_, d, d.time_ns, u); });
       }
       for (uint8_t i : {kInterval100ms, kInterval1000ms}) {
@@ -1161,11 +1161,11 @@ class StreamHub::Impl {
       if (route == nullptr) continue;
       touched_[Index(t.market)] |= kTraded;
       if (route->trade) {
-        SendToTopics(*route, MatchKind(Kind::kTrade), batch.time_ns,
+        SendToTopics(*route, MatchKind{Kind::kTrade}, batch.time_ns,
                      [&](TimeUnit u) { return TradeEventJson(config_, t, batch.time_ns, u); });
       }
       if (route->agg_trade) {
-        SendToTopics(*route, MatchKind(Kind::kAggTrade), batch.time_ns,
+        SendToTopics(*route, MatchKind{Kind::kAggTrade}, batch.time_ns,
                      [&](TimeUnit u) { return AggTradeEventJson(config_, t, batch.time_ns, u); });
       }
     }
@@ -1219,7 +1219,7 @@ class StreamHub::Impl {
         d.asks.reserve(p.asks.size());
         for (const auto& [price, qty] : p.asks) d.asks.push_back(Level{price, qty});
         p.Clear();
-        SendToTopics(*route, MatchDepth(i), d.time_ns,
+        SendToTopics(*route, MatchDepth{i}, d.time_ns,
                      [&](TimeUnit u) { return DepthUpdateJson(config_, d, d.time_ns, u); });
       }
       if (route->partial[i] && f.partial_dirty[i]) {
@@ -1247,11 +1247,11 @@ class StreamHub::Impl {
     const int64_t event_ns = now * kNsPerMs;
     if (route.ticker) {
       // Sent at most once a second: kept out of the freshness measurement.
-      SendToTopics(route, MatchKind(Kind::kTicker), kNoOrigin,
+      SendToTopics(route, MatchKind{Kind::kTicker}, kNoOrigin,
                    [&](TimeUnit u) { return TickerEventJson(config_, *snap, event_ns, u); });
     }
     if (route.mini_ticker) {
-      SendToTopics(route, MatchKind(Kind::kMiniTicker), kNoOrigin,
+      SendToTopics(route, MatchKind{Kind::kMiniTicker}, kNoOrigin,
                    [&](TimeUnit u) { return MiniTickerEventJson(config_, *snap, event_ns, u); });
     }
   }
@@ -1266,7 +1266,7 @@ class StreamHub::Impl {
     f->has_best = true;
     f->best_bid = bid;
     f->best_ask = ask;
-    SendToTopics(route, MatchKind(Kind::kBookTicker), origin_ns,
+    SendToTopics(route, MatchKind{Kind::kBookTicker}, origin_ns,
                  [&](TimeUnit) { return BookTickerEventJson(config_, *snap); });
   }
 
