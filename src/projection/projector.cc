@@ -19,7 +19,6 @@ constexpr std::size_t kMaxNotes = 4096;
 Projector::Projector(std::filesystem::path data_dir, const engine::EngineConfig& config,
                      uint64_t config_hash, Store* store, ProjectorOptions options)
     : data_dir_(std::move(data_dir)),
-      config_(config),
       config_hash_(config_hash),
       store_(store),
       options_(std::move(options)),

@@ -121,7 +121,6 @@ class Projector {
   void Fail(const Status& st);
 
   const std::filesystem::path data_dir_;
-  const engine::EngineConfig& config_;
   const uint64_t config_hash_;
   Store* const store_;
   const ProjectorOptions options_;

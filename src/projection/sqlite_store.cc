@@ -140,7 +140,7 @@ class Stmt {
   // Binds every value of a row (sql_rows.h lists them per table).
   template <class... T>
   Stmt& BindAll(const std::tuple<T...>& values) {
-    std::apply([this](const auto&... v) { (Bind(v), ...); }, values);
+    std::apply([this](const auto&... v) { (this->Bind(v), ...); }, values);
     return *this;
   }
 
