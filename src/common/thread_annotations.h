@@ -29,10 +29,16 @@
 //
 // For the analysis the mutex stays held across the wait, which is what the
 // code after it sees: a wait returns with the mutex held, and the predicate
-// runs with it held. The predicate is a function of its own to the analysis,
-// so a predicate that reads guarded members says MB_REQUIRES(mu_). native()
-// is for waits only; unlocking through it would hide the unlock from the
-// analysis (MutexLock::Unlock()/Lock() are the checked way).
+// runs with it held. native() is for waits while the MutexLock holds its
+// mutex; unlocking through it would hide the unlock from the analysis
+// (MutexLock::Unlock()/Lock() are the checked way).
+//
+// A lambda is a function of its own to the analysis, checked without its
+// caller's locks, so a wait predicate or a std::visit visitor that touches
+// guarded members says MB_REQUIRES(mu_). That is taken on trust where the
+// lambda is called from library code (libstdc++ calls it, and nothing is
+// reported in system headers): keep such a call where the lock is visibly
+// held.
 //
 // Limits: the analysis is intraprocedural and names a mutex by the expression
 // that reaches it, so a member guarded by a mutex of another object (a
