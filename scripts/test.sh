@@ -4,8 +4,11 @@
 #   asan     the suite in a Debug build (assertions on, -Werror) under
 #            AddressSanitizer + UBSan: the warnings check, the memory check
 #            and the unit tests in one build
+#   tsa      clang's thread-safety analysis (the `tsa` preset): the libraries,
+#            matchbook and matchbook-load compiled by clang 14 with
+#            -Wthread-safety; a compile only, nothing runs
 #   e2e      the end-to-end tests (the real ccxt client, a depth-stream
-#            consumer, a stalled subscriber) against that build's
+#            consumer, a stalled subscriber) against the asan build's
 #            `matchbook serve`
 #   release  the optimised build the README's run command makes, with -Werror:
 #            the suite again, the load generator's and the soak's short runs
@@ -98,7 +101,7 @@ if [ "$quick" = 1 ]; then
   exit 0
 fi
 
-phases=${MB_TEST_PHASES:-asan e2e release tsan fuzz}
+phases=${MB_TEST_PHASES:-asan tsa e2e release tsan fuzz}
 want() { [[ " $phases " == *" $1 "* ]]; }
 
 build_and_test() {
@@ -113,6 +116,16 @@ build_and_test() {
 }
 
 if want asan; then build_and_test asan; fi
+
+if want tsa; then
+  # The locking contracts (MB_GUARDED_BY, MB_REQUIRES: common/thread_annotations.h)
+  # checked by clang: a guarded member touched without its lock fails the
+  # build. Only the targets that carry annotations are built, no tests.
+  begin tsa "clang -Wthread-safety build of the libraries, matchbook and matchbook-load"
+  cmake --preset tsa >/dev/null
+  cmake --build --preset tsa -j "$jobs"
+  end
+fi
 
 if want e2e; then
   # The real ccxt client, a depth-stream consumer and a stalled subscriber

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "common/clock.h"
+#include "common/thread_annotations.h"
 #include "concurrency/ring.h"
 #include "concurrency/wait.h"
 #include "metrics/metrics.h"
@@ -282,7 +283,7 @@ class Exchange::Impl {
   }
 
   std::string RefusalReason() const {
-    std::lock_guard<std::mutex> lock(refusal_mu_);
+    MutexLock lock(refusal_mu_);
     return refusal_;
   }
 
@@ -537,7 +538,7 @@ class Exchange::Impl {
         if (Status s = writer_->SyncAll(); !s.ok()) {
           opt_.log(fmt::format("snapshot at sequence {} skipped: {}", b->last_seq, s.message()));
         } else {
-          std::lock_guard<std::mutex> lock(snapshot_mu_);
+          MutexLock lock(snapshot_mu_);
           snapshot_jobs_.push_back(std::move(b->snapshot));
           snapshot_cv_.notify_one();
         }
@@ -572,7 +573,7 @@ class Exchange::Impl {
 
   void EnterRefusing(const Status& s) {
     {
-      std::lock_guard<std::mutex> lock(refusal_mu_);
+      MutexLock lock(refusal_mu_);
       const bool first = refusal_.empty();
       refusal_ = fmt::format("journal write failing, new commands refused until it recovers: {}",
                              s.message());
@@ -583,7 +584,7 @@ class Exchange::Impl {
 
   void LeaveRefusing() {
     refusing_.store(false, std::memory_order_release);
-    std::lock_guard<std::mutex> lock(refusal_mu_);
+    MutexLock lock(refusal_mu_);
     refusal_.clear();
     opt_.log("journal writes succeed again; taking commands");
   }
@@ -594,8 +595,10 @@ class Exchange::Impl {
     for (;;) {
       std::unique_ptr<SnapshotJob> job;
       {
-        std::unique_lock<std::mutex> lock(snapshot_mu_);
-        snapshot_cv_.wait(lock, [this] { return !snapshot_jobs_.empty() || snapshot_stop_; });
+        MutexLock lock(snapshot_mu_);
+        snapshot_cv_.wait(lock.native(), [this]() MB_REQUIRES(snapshot_mu_) {
+          return !snapshot_jobs_.empty() || snapshot_stop_;
+        });
         if (snapshot_jobs_.empty()) return;
         job = std::move(snapshot_jobs_.front());
         snapshot_jobs_.pop_front();
@@ -654,7 +657,7 @@ class Exchange::Impl {
     // The snapshot thread finishes the snapshots already queued first: one
     // writer in the snapshot directory at a time.
     {
-      std::lock_guard<std::mutex> lock(snapshot_mu_);
+      MutexLock lock(snapshot_mu_);
       snapshot_stop_ = true;
       snapshot_cv_.notify_one();
     }
@@ -734,14 +737,14 @@ class Exchange::Impl {
 
   std::atomic<uint64_t> durable_seq_{0};
   std::atomic<bool> refusing_{false};
-  mutable std::mutex refusal_mu_;
-  std::string refusal_;  // GUARDED_BY(refusal_mu_)
+  mutable Mutex refusal_mu_;
+  std::string refusal_ MB_GUARDED_BY(refusal_mu_);
 
   std::atomic<bool> snapshot_requested_{false};
-  std::mutex snapshot_mu_;
+  Mutex snapshot_mu_;
   std::condition_variable snapshot_cv_;
-  std::deque<std::unique_ptr<SnapshotJob>> snapshot_jobs_;  // GUARDED_BY(snapshot_mu_)
-  bool snapshot_stop_ = false;                              // GUARDED_BY(snapshot_mu_)
+  std::deque<std::unique_ptr<SnapshotJob>> snapshot_jobs_ MB_GUARDED_BY(snapshot_mu_);
+  bool snapshot_stop_ MB_GUARDED_BY(snapshot_mu_) = false;
 
   std::atomic<int64_t> in_submit_{0};
   std::atomic<bool> closed_{false};

@@ -13,7 +13,6 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
-#include <mutex>
 #include <set>
 #include <sstream>
 #include <system_error>
@@ -304,6 +303,7 @@ Result<std::unique_ptr<KeyStore>> KeyStore::Open(const fs::path& data_dir, uint3
     Loaded loaded;
     const std::string why = ParseAuthJson(**auth_text, max_accounts, &loaded);
     if (!why.empty()) return Corruption(auth_path.string() + ": " + why);
+    WriterLock lock(store->mu_);  // uncontended: no other thread has the store yet
     store->accounts_ = std::move(loaded.accounts);
     store->keys_ = std::move(loaded.keys);
   }
@@ -318,7 +318,7 @@ Result<std::unique_ptr<KeyStore>> KeyStore::Open(const fs::path& data_dir, uint3
     store->admin_token_ = std::move(token);
   }
   if (!auth_text->has_value()) {
-    std::unique_lock lock(store->mu_);
+    WriterLock lock(store->mu_);
     MB_RETURN_IF_ERROR(store->Save());
   }
   return Result<std::unique_ptr<KeyStore>>(std::move(store));
@@ -336,7 +336,7 @@ Status KeyStore::Save() const {
 
 Result<AccountInfo> KeyStore::CreateAccount(std::string name, int64_t now_ms) {
   MB_RETURN_IF_ERROR(CheckAccountName(name));
-  std::unique_lock lock(mu_);
+  WriterLock lock(mu_);
   for (const auto& [id, a] : accounts_) {
     if (a.name == name) return InvalidArgument("account name '" + name + "' is taken");
   }
@@ -358,14 +358,14 @@ Result<AccountInfo> KeyStore::CreateAccount(std::string name, int64_t now_ms) {
 }
 
 std::optional<AccountInfo> KeyStore::FindAccount(AccountId id) const {
-  std::shared_lock lock(mu_);
+  ReaderLock lock(mu_);
   const auto it = accounts_.find(Raw(id));
   if (it == accounts_.end()) return std::nullopt;
   return it->second;
 }
 
 std::vector<AccountInfo> KeyStore::Accounts() const {
-  std::shared_lock lock(mu_);
+  ReaderLock lock(mu_);
   std::vector<AccountInfo> out;
   out.reserve(accounts_.size());
   for (const auto& [id, a] : accounts_) out.push_back(a);
@@ -373,7 +373,7 @@ std::vector<AccountInfo> KeyStore::Accounts() const {
 }
 
 Result<ApiKey> KeyStore::CreateKey(AccountId account, int64_t now_ms) {
-  std::unique_lock lock(mu_);
+  WriterLock lock(mu_);
   if (accounts_.count(Raw(account)) == 0) {
     return NotFound("account " + std::to_string(Raw(account)) + " does not exist");
   }
@@ -393,7 +393,7 @@ Result<ApiKey> KeyStore::CreateKey(AccountId account, int64_t now_ms) {
 }
 
 Status KeyStore::RevokeKey(std::string_view key) {
-  std::unique_lock lock(mu_);
+  WriterLock lock(mu_);
   const auto it = keys_.find(key);
   if (it == keys_.end()) return NotFound("no such API key");
   if (it->second.revoked) return Status::Ok();
@@ -406,7 +406,7 @@ Status KeyStore::RevokeKey(std::string_view key) {
 }
 
 std::optional<ApiKey> KeyStore::FindKey(std::string_view key) const {
-  std::shared_lock lock(mu_);
+  ReaderLock lock(mu_);
   const auto it = keys_.find(key);
   if (it == keys_.end()) return std::nullopt;
   return it->second;
@@ -415,7 +415,7 @@ std::optional<ApiKey> KeyStore::FindKey(std::string_view key) const {
 std::vector<ApiKey> KeyStore::Keys(AccountId account) const {
   std::vector<ApiKey> out;
   {
-    std::shared_lock lock(mu_);
+    ReaderLock lock(mu_);
     for (const auto& [key, k] : keys_) {
       if (k.account == account) out.push_back(k);
     }

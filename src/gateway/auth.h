@@ -11,13 +11,13 @@
 #include <filesystem>
 #include <map>
 #include <optional>
-#include <shared_mutex>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "common/status.h"
 #include "common/strong.h"
+#include "common/thread_annotations.h"
 #include "gateway/api_error.h"
 
 namespace mb::gateway {
@@ -73,14 +73,14 @@ class KeyStore {
 
  private:
   KeyStore() = default;
-  Status Save() const;  // REQUIRES: mu_ held exclusively
+  Status Save() const MB_REQUIRES(mu_);
 
   std::filesystem::path dir_;
   uint32_t max_accounts_ = 0;
   std::string admin_token_;
-  mutable std::shared_mutex mu_;
-  std::map<uint32_t, AccountInfo> accounts_;         // GUARDED_BY(mu_)
-  std::map<std::string, ApiKey, std::less<>> keys_;  // GUARDED_BY(mu_)
+  mutable SharedMutex mu_;
+  std::map<uint32_t, AccountInfo> accounts_ MB_GUARDED_BY(mu_);
+  std::map<std::string, ApiKey, std::less<>> keys_ MB_GUARDED_BY(mu_);
 };
 
 }  // namespace mb::gateway

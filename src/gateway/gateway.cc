@@ -11,7 +11,6 @@
 #include <cstring>
 #include <deque>
 #include <functional>
-#include <mutex>
 #include <optional>
 #include <thread>
 #include <utility>
@@ -20,6 +19,7 @@
 #include "common/clock.h"
 #include "common/decimal.h"
 #include "common/hmac.h"
+#include "common/thread_annotations.h"
 #include "gateway/api_error.h"
 #include "gateway/auth.h"
 #include "gateway/binance_json.h"
@@ -276,18 +276,18 @@ class Gateway::Impl final : public HttpHandler {
   void Stop() {
     StopServer();
     {
-      std::lock_guard lock(history_mu_);
+      MutexLock lock(history_mu_);
       history_stop_.store(true, std::memory_order_relaxed);
     }
     history_cv_.notify_all();
     if (history_thread_.joinable()) history_thread_.join();
     {
       // No connection is left to answer what was still queued.
-      std::lock_guard lock(history_mu_);
+      MutexLock lock(history_mu_);
       history_queue_.clear();
     }
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       stop_ = true;
     }
     cv_.notify_all();
@@ -1721,7 +1721,7 @@ class Gateway::Impl final : public HttpHandler {
     job.run = std::move(run);
     bool queued = false;
     {
-      std::lock_guard lock(history_mu_);
+      MutexLock lock(history_mu_);
       if (history_queue_.size() < kHistoryQueue) {
         history_queue_.push_back(std::move(job));
         history_depth_.store(history_queue_.size(), std::memory_order_relaxed);
@@ -1779,8 +1779,8 @@ class Gateway::Impl final : public HttpHandler {
     for (;;) {
       HistoryJob job;
       {
-        std::unique_lock lock(history_mu_);
-        history_cv_.wait(lock, [this] {
+        MutexLock lock(history_mu_);
+        history_cv_.wait(lock.native(), [this]() MB_REQUIRES(history_mu_) {
           return history_stop_.load(std::memory_order_relaxed) || !history_queue_.empty();
         });
         if (history_stop_.load(std::memory_order_relaxed)) return;
@@ -1806,7 +1806,7 @@ class Gateway::Impl final : public HttpHandler {
   // --- the fan-out thread ---
   void Enqueue(FanItem item) {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       queue_.push_back(std::move(item));
       fanout_depth_.store(queue_.size(), std::memory_order_relaxed);
     }
@@ -1896,9 +1896,9 @@ class Gateway::Impl final : public HttpHandler {
     std::deque<FanItem> local;
     for (;;) {
       {
-        std::unique_lock lock(mu_);
-        cv_.wait_for(lock, std::chrono::milliseconds(10),
-                     [this] { return stop_ || !queue_.empty(); });
+        MutexLock lock(mu_);
+        cv_.wait_for(lock.native(), std::chrono::milliseconds(10),
+                     [this]() MB_REQUIRES(mu_) { return stop_ || !queue_.empty(); });
         if (stop_ && queue_.empty()) break;
         local.swap(queue_);
         fanout_depth_.store(0, std::memory_order_relaxed);
@@ -1967,16 +1967,16 @@ class Gateway::Impl final : public HttpHandler {
   std::atomic<std::size_t> waiting_count_{0};  // waiting_.size(), for the gauge
   std::optional<metrics::OwnerLink<Impl>> link_;
 
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable cv_;
-  std::deque<FanItem> queue_;     // GUARDED_BY(mu_)
-  bool stop_ = false;             // GUARDED_BY(mu_)
+  std::deque<FanItem> queue_ MB_GUARDED_BY(mu_);
+  bool stop_ MB_GUARDED_BY(mu_) = false;
   std::deque<Pending*> waiting_;  // fan-out thread only: durable, not yet applied
   std::thread fanout_;
 
-  std::mutex history_mu_;
+  Mutex history_mu_;
   std::condition_variable history_cv_;
-  std::deque<HistoryJob> history_queue_;   // GUARDED_BY(history_mu_)
+  std::deque<HistoryJob> history_queue_ MB_GUARDED_BY(history_mu_);
   std::atomic<bool> history_stop_{false};  // written under history_mu_
   std::string history_last_error_;         // history thread only: the last one logged
   std::thread history_thread_;

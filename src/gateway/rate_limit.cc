@@ -35,7 +35,7 @@ RateDecision RateLimiter::Take(std::string_view key, uint32_t weight, int64_t no
   const int64_t capacity = int64_t{options_.burst} * kScale;
   const int64_t minute = FloorDiv(now_ms, kMsPerMinute);
 
-  std::lock_guard lock(stripe.mu);
+  MutexLock lock(stripe.mu);
   auto it = stripe.buckets.find(std::string(key));
   if (it == stripe.buckets.end()) {
     const std::size_t per_stripe = std::max<std::size_t>(1, options_.max_keys / stripes_.size());

@@ -6,10 +6,11 @@
 
 #include <array>
 #include <cstdint>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <unordered_map>
+
+#include "common/thread_annotations.h"
 
 namespace mb::gateway {
 
@@ -39,8 +40,8 @@ class RateLimiter {
     uint32_t minute_weight = 0;
   };
   struct Stripe {
-    std::mutex mu;
-    std::unordered_map<std::string, Bucket> buckets;
+    Mutex mu;
+    std::unordered_map<std::string, Bucket> buckets MB_GUARDED_BY(mu);
   };
   RateLimitOptions options_;
   std::array<Stripe, 16> stripes_;

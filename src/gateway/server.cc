@@ -40,7 +40,6 @@
 #include <deque>
 #include <exception>
 #include <iterator>
-#include <mutex>
 #include <optional>
 #include <thread>
 #include <unordered_map>
@@ -49,6 +48,7 @@
 
 #include "common/clock.h"
 #include "common/json_escape.h"
+#include "common/thread_annotations.h"
 #include "log/log.h"
 #include "metrics/metrics.h"
 
@@ -150,13 +150,13 @@ struct Core {
 
   // False when the server is stopping: the caller closes its socket.
   bool Register(uint64_t id, std::weak_ptr<Connection> conn) {
-    std::lock_guard lock(mu);
+    MutexLock lock(mu);
     if (stopping.load()) return false;
     live.emplace(id, std::move(conn));
     return true;
   }
   void Unregister(uint64_t id) {
-    std::lock_guard lock(mu);
+    MutexLock lock(mu);
     live.erase(id);
   }
   // Marks the server stopping and returns the connections to tear down.
@@ -164,7 +164,7 @@ struct Core {
     stopping.store(true);
     while (posting.load() != 0) std::this_thread::yield();
     std::vector<std::shared_ptr<Connection>> out;
-    std::lock_guard lock(mu);
+    MutexLock lock(mu);
     for (auto& [id, weak] : live) {
       if (auto conn = weak.lock()) out.push_back(std::move(conn));
     }
@@ -179,8 +179,8 @@ struct Core {
   std::atomic<uint64_t> next_id{1};
   std::atomic<bool> stopping{false};
   std::atomic<uint32_t> posting{0};
-  std::mutex mu;
-  std::unordered_map<uint64_t, std::weak_ptr<Connection>> live;  // GUARDED_BY(mu)
+  Mutex mu;
+  std::unordered_map<uint64_t, std::weak_ptr<Connection>> live MB_GUARDED_BY(mu);
 };
 
 // One admitted connection in stats.connections_open; moves from the HTTP
@@ -270,7 +270,7 @@ class WsSession final : public WsConnection, public Connection {
     bool overflow = false;
     bool start_writer = false;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       if (state_ != State::kOpen) return false;
       const std::size_t messages = queue_.size() + (inflight_bytes_.has_value() ? 1 : 0);
       const std::size_t queued = waiting_bytes_ + inflight_bytes_.value_or(0);
@@ -303,7 +303,7 @@ class WsSession final : public WsConnection, public Connection {
 
   void Close(uint16_t code, std::string reason) override {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       if (state_ != State::kOpen) return;
       state_ = State::kClosing;
       close_code_ = SendableCloseCode(code) ? code : uint16_t{1000};
@@ -336,7 +336,7 @@ class WsSession final : public WsConnection, public Connection {
     finished_ = true;
     if (ec == beast::error::timeout) core_->stats.timeouts.fetch_add(1);
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       state_ = State::kClosed;
     }
     beast::get_lowest_layer(ws_).close();
@@ -387,7 +387,7 @@ class WsSession final : public WsConnection, public Connection {
     uint16_t code = 0;
     std::string reason;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       if (finished_ || close_started_) {
         writing_ = false;
         return;
@@ -419,7 +419,7 @@ class WsSession final : public WsConnection, public Connection {
 
   void OnWrite(error_code ec) {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       inflight_bytes_.reset();
       if (ec) writing_ = false;
     }
@@ -439,7 +439,7 @@ class WsSession final : public WsConnection, public Connection {
     uint16_t code = 0;
     std::string reason;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       if (writing_) return;  // WriteNext() closes once the queue is flushed
       code = close_code_;
       reason = close_reason_;
@@ -473,7 +473,7 @@ class WsSession final : public WsConnection, public Connection {
     finished_ = true;
     if (ec == beast::error::timeout) core_->stats.timeouts.fetch_add(1);
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       state_ = State::kClosed;
       queue_.clear();
       waiting_bytes_ = 0;
@@ -513,18 +513,18 @@ class WsSession final : public WsConnection, public Connection {
   std::shared_ptr<const std::string> inflight_;  // the message being written
   int64_t inflight_origin_ns_ = 0;               // its origin time (0: none)
 
-  std::mutex mu_;
-  State state_ = State::kOpen;  // GUARDED_BY(mu_)
+  Mutex mu_;
+  State state_ MB_GUARDED_BY(mu_) = State::kOpen;
   struct Queued {
     std::shared_ptr<const std::string> text;
     int64_t origin_wall_ns = 0;
   };
-  std::deque<Queued> queue_;                   // GUARDED_BY(mu_), not yet written
-  std::size_t waiting_bytes_ = 0;              // GUARDED_BY(mu_), bytes in queue_
-  std::optional<std::size_t> inflight_bytes_;  // GUARDED_BY(mu_)
-  bool writing_ = false;        // GUARDED_BY(mu_): a WriteNext chain is running or posted
-  uint16_t close_code_ = 1000;  // GUARDED_BY(mu_)
-  std::string close_reason_;    // GUARDED_BY(mu_)
+  std::deque<Queued> queue_ MB_GUARDED_BY(mu_);                   // not yet written
+  std::size_t waiting_bytes_ MB_GUARDED_BY(mu_) = 0;              // bytes in queue_
+  std::optional<std::size_t> inflight_bytes_ MB_GUARDED_BY(mu_);  // the message being written
+  bool writing_ MB_GUARDED_BY(mu_) = false;  // a WriteNext chain is running or posted
+  uint16_t close_code_ MB_GUARDED_BY(mu_) = 1000;
+  std::string close_reason_ MB_GUARDED_BY(mu_);
 };
 
 // ---------------------------------------------------------------------------
@@ -875,7 +875,7 @@ class Server::Impl {
     work_.emplace(net::make_work_guard(core_->ioc));
     Accept();  // no io thread runs yet: safe from this thread
     {
-      std::lock_guard lock(exit_mu_);
+      MutexLock lock(exit_mu_);
       running_ = o.io_threads;
     }
     threads_.reserve(static_cast<std::size_t>(o.io_threads));
@@ -901,8 +901,9 @@ class Server::Impl {
     for (const auto& conn : live) conn->Shutdown();
     work_.reset();
     {
-      std::unique_lock lock(exit_mu_);
-      if (!exit_cv_.wait_for(lock, kStopTimeout, [this] { return running_ == 0; })) {
+      MutexLock lock(exit_mu_);
+      if (!exit_cv_.wait_for(lock.native(), kStopTimeout,
+                             [this]() MB_REQUIRES(exit_mu_) { return running_ == 0; })) {
         // Something still holds the io_context (a handler blocked in user
         // code, a timer): stop it outright. WebSocket sessions cut off this
         // way may miss their OnClose.
@@ -980,7 +981,7 @@ class Server::Impl {
       }
     }
     {
-      std::lock_guard lock(exit_mu_);
+      MutexLock lock(exit_mu_);
       --running_;
     }
     exit_cv_.notify_all();
@@ -994,9 +995,9 @@ class Server::Impl {
   uint16_t port_ = 0;
   bool started_ = false;
   bool stopped_ = false;
-  std::mutex exit_mu_;
+  Mutex exit_mu_;
   std::condition_variable exit_cv_;
-  int running_ = 0;  // GUARDED_BY(exit_mu_): io threads not yet out of run()
+  int running_ MB_GUARDED_BY(exit_mu_) = 0;  // io threads not yet out of run()
 };
 
 Server::Server(ServerOptions options, HttpHandler* http, WsHandler* ws)

@@ -24,13 +24,13 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <unordered_map>
 #include <utility>
 #include <variant>
 #include <vector>
 
 #include "common/hmac.h"
+#include "common/thread_annotations.h"
 #include "gateway/binance_json.h"
 #include "gateway/params.h"
 
@@ -258,15 +258,25 @@ struct ConnState {
   enum class Type : uint8_t { kRaw, kCombined, kWsApi };
   Type type = Type::kRaw;
   TimeUnit unit = TimeUnit::kMillisecond;  // of market stream events; set at open
-  // GUARDED_BY(Impl::mu_):
-  bool closed = false;
-  std::vector<std::string> streams;  // in subscription order (LIST_SUBSCRIPTIONS)
-  std::string listen_key;            // a /ws/<listenKey> connection while the key is open
-  AccountId listen_account{};
-  std::vector<std::pair<int64_t, AccountId>> user_subs;  // WebSocket API: subscriptionId, account
-  int64_t next_subscription_id = 0;
-  int64_t rate_window_ms = 0;  // start of the current one-second request window
-  uint32_t rate_count = 0;
+
+  // The connection's part of the registry, under the hub's mutex
+  // (StreamHub::Impl::mu_). The analysis names a mutex only through the
+  // object that holds it, so this part is reached through registry(hub_mu),
+  // which requires the mutex passed in (for the analysis only) to be held.
+  struct Registry {
+    bool closed = false;
+    std::vector<std::string> streams;  // in subscription order (LIST_SUBSCRIPTIONS)
+    std::string listen_key;            // a /ws/<listenKey> connection while the key is open
+    AccountId listen_account{};
+    std::vector<std::pair<int64_t, AccountId>> user_subs;  // WebSocket API: subscriptionId, account
+    int64_t next_subscription_id = 0;
+    int64_t rate_window_ms = 0;  // start of the current one-second request window
+    uint32_t rate_count = 0;
+  };
+  Registry& registry([[maybe_unused]] const Mutex& hub_mu) MB_REQUIRES(hub_mu) { return registry_; }
+
+ private:
+  Registry registry_;
 };
 
 using ConnPtr = std::shared_ptr<WsConnection>;
@@ -438,7 +448,7 @@ class StreamHub::Impl {
         return t;
       }
       if (IsListenKeyShaped(rest)) {
-        std::lock_guard lock(mu_);
+        MutexLock lock(mu_);
         const auto it = listen_keys_.find(rest);
         // An unknown or expired key is refused rather than silently served nothing.
         if (it == listen_keys_.end() || it->second.expires_ms <= clock_ms_()) return std::nullopt;
@@ -494,7 +504,7 @@ class StreamHub::Impl {
     conn->user = state;
     bool refused = false;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       if (!target->streams.empty()) {
         std::vector<MarketId> touched;
         for (auto& [name, key] : target->streams) {
@@ -508,8 +518,9 @@ class StreamHub::Impl {
           refused = true;
         } else {
           it->second.conns.push_back(conn);
-          state->listen_key = target->listen_key;
-          state->listen_account = it->second.account;
+          ConnState::Registry& reg = state->registry(mu_);
+          reg.listen_key = target->listen_key;
+          reg.listen_account = it->second.account;
           AddUserSubLocked(it->second.account, UserSub{conn, kListenKeySubscription});
         }
       }
@@ -522,15 +533,15 @@ class StreamHub::Impl {
     if (!state) return;
     bool flood = false;
     {
-      std::lock_guard lock(mu_);
-      if (state->closed) return;
+      MutexLock lock(mu_);
+      ConnState::Registry& reg = state->registry(mu_);
+      if (reg.closed) return;
       const int64_t now = clock_ms_();
-      if (state->rate_count == 0 || now - state->rate_window_ms >= 1000 ||
-          now < state->rate_window_ms) {
-        state->rate_window_ms = now;
-        state->rate_count = 0;
+      if (reg.rate_count == 0 || now - reg.rate_window_ms >= 1000 || now < reg.rate_window_ms) {
+        reg.rate_window_ms = now;
+        reg.rate_count = 0;
       }
-      flood = ++state->rate_count > options_.max_requests_per_second;
+      flood = ++reg.rate_count > options_.max_requests_per_second;
     }
     if (flood) {
       conn->Close(1008, "too many requests");
@@ -553,24 +564,25 @@ class StreamHub::Impl {
   void OnClose(const ConnPtr& conn) {
     auto state = std::static_pointer_cast<ConnState>(conn->user);
     if (!state) return;
-    std::lock_guard lock(mu_);
-    if (state->closed) return;
-    state->closed = true;
-    if (!state->streams.empty()) {
+    MutexLock lock(mu_);
+    ConnState::Registry& reg = state->registry(mu_);
+    if (reg.closed) return;
+    reg.closed = true;
+    if (!reg.streams.empty()) {
       std::vector<MarketId> touched;
-      for (const std::string& name : state->streams) RemoveFromTopicLocked(conn, name, &touched);
-      stats_.subscriptions.fetch_sub(state->streams.size(), std::memory_order_relaxed);
-      state->streams.clear();
+      for (const std::string& name : reg.streams) RemoveFromTopicLocked(conn, name, &touched);
+      stats_.subscriptions.fetch_sub(reg.streams.size(), std::memory_order_relaxed);
+      reg.streams.clear();
       RebuildRoutesLocked(&touched);
     }
-    if (!state->listen_key.empty()) {
-      const auto it = listen_keys_.find(state->listen_key);
+    if (!reg.listen_key.empty()) {
+      const auto it = listen_keys_.find(reg.listen_key);
       if (it != listen_keys_.end()) std::erase(it->second.conns, conn);
-      RemoveUserSubLocked(state->listen_account, conn, kListenKeySubscription);
-      state->listen_key.clear();
+      RemoveUserSubLocked(reg.listen_account, conn, kListenKeySubscription);
+      reg.listen_key.clear();
     }
-    for (const auto& [id, account] : state->user_subs) RemoveUserSubLocked(account, conn, id);
-    state->user_subs.clear();
+    for (const auto& [id, account] : reg.user_subs) RemoveUserSubLocked(account, conn, id);
+    reg.user_subs.clear();
   }
 
   // ----------------------------------------------------- market requests
@@ -611,8 +623,8 @@ class StreamHub::Impl {
     if (method == "LIST_SUBSCRIPTIONS") {
       json::array list;
       {
-        std::lock_guard lock(mu_);
-        for (const std::string& s : state.streams) list.emplace_back(s);
+        MutexLock lock(mu_);
+        for (const std::string& s : state.registry(mu_).streams) list.emplace_back(s);
       }
       return Reply(*conn, ResultAnswer(std::move(list), id));
     }
@@ -649,18 +661,19 @@ class StreamHub::Impl {
       if (!dup) wanted.emplace_back(std::string(name), *key);
     }
 
-    std::unique_lock lock(mu_);
-    if (state.closed) return;
+    MutexLock lock(mu_);
+    ConnState::Registry& reg = state.registry(mu_);
+    if (reg.closed) return;
     std::vector<MarketId> touched;
     if (method == "SUBSCRIBE") {
       std::size_t added = 0;
       for (const auto& w : wanted) {
-        if (std::find(state.streams.begin(), state.streams.end(), w.first) == state.streams.end()) {
+        if (std::find(reg.streams.begin(), reg.streams.end(), w.first) == reg.streams.end()) {
           ++added;
         }
       }
-      if (state.streams.size() + added > options_.max_streams_per_connection) {
-        lock.unlock();
+      if (reg.streams.size() + added > options_.max_streams_per_connection) {
+        lock.Unlock();
         return Reply(*conn, ErrorAnswer(2,
                                         "Invalid request: too many streams: at most " +
                                             std::to_string(options_.max_streams_per_connection) +
@@ -677,11 +690,11 @@ class StreamHub::Impl {
     Reply(*conn, ResultAnswer(nullptr, id));
   }
 
-  // REQUIRES: mu_ held.
   void SubscribeLocked(const ConnPtr& conn, ConnState& state, const std::string& name,
-                       const StreamKey& key, std::vector<MarketId>* touched) {
-    if (std::find(state.streams.begin(), state.streams.end(), name) != state.streams.end()) return;
-    state.streams.push_back(name);
+                       const StreamKey& key, std::vector<MarketId>* touched) MB_REQUIRES(mu_) {
+    std::vector<std::string>& streams = state.registry(mu_).streams;
+    if (std::find(streams.begin(), streams.end(), name) != streams.end()) return;
+    streams.push_back(name);
     auto [it, inserted] = topics_.try_emplace(name);
     if (inserted) it->second.key = key;
     (state.type == ConnState::Type::kCombined ? it->second.combined
@@ -692,19 +705,18 @@ class StreamHub::Impl {
     stats_.subscriptions.fetch_add(1, std::memory_order_relaxed);
   }
 
-  // REQUIRES: mu_ held.
   void UnsubscribeLocked(const ConnPtr& conn, ConnState& state, const std::string& name,
-                         std::vector<MarketId>* touched) {
-    const auto it = std::find(state.streams.begin(), state.streams.end(), name);
-    if (it == state.streams.end()) return;
-    state.streams.erase(it);
+                         std::vector<MarketId>* touched) MB_REQUIRES(mu_) {
+    std::vector<std::string>& streams = state.registry(mu_).streams;
+    const auto it = std::find(streams.begin(), streams.end(), name);
+    if (it == streams.end()) return;
+    streams.erase(it);
     RemoveFromTopicLocked(conn, name, touched);
     stats_.subscriptions.fetch_sub(1, std::memory_order_relaxed);
   }
 
-  // REQUIRES: mu_ held.
   void RemoveFromTopicLocked(const ConnPtr& conn, const std::string& name,
-                             std::vector<MarketId>* touched) {
+                             std::vector<MarketId>* touched) MB_REQUIRES(mu_) {
     const auto it = topics_.find(name);
     if (it == topics_.end()) return;
     for (auto& conns : it->second.raw) std::erase(conns, conn);
@@ -713,8 +725,8 @@ class StreamHub::Impl {
     if (NoConns(it->second.raw) && NoConns(it->second.combined)) topics_.erase(it);
   }
 
-  // REQUIRES: mu_ held. Publishes the new routes of the markets in *touched.
-  void RebuildRoutesLocked(std::vector<MarketId>* touched) {
+  // Publishes the new routes of the markets in *touched.
+  void RebuildRoutesLocked(std::vector<MarketId>* touched) MB_REQUIRES(mu_) {
     if (touched->empty()) return;
     std::sort(touched->begin(), touched->end());
     touched->erase(std::unique(touched->begin(), touched->end()), touched->end());
@@ -878,16 +890,17 @@ class StreamHub::Impl {
       return Reply(*conn, ApiFailure(id, *e));
     }
     const AccountId account = std::get<AccountId>(verified);
-    std::unique_lock lock(mu_);
-    if (state.closed) return;
-    if (state.user_subs.size() >= options_.max_streams_per_connection) {
-      lock.unlock();
+    MutexLock lock(mu_);
+    ConnState::Registry& reg = state.registry(mu_);
+    if (reg.closed) return;
+    if (reg.user_subs.size() >= options_.max_streams_per_connection) {
+      lock.Unlock();
       return Reply(
           *conn, ApiFailure(id, ApiError::BadParam("subscriptionId",
                                                    "Too many subscriptions on this connection.")));
     }
-    const int64_t sub_id = state.next_subscription_id++;
-    state.user_subs.emplace_back(sub_id, account);
+    const int64_t sub_id = reg.next_subscription_id++;
+    reg.user_subs.emplace_back(sub_id, account);
     AddUserSubLocked(account, UserSub{conn, sub_id});
     json::object r;
     r["subscriptionId"] = sub_id;
@@ -907,11 +920,12 @@ class StreamHub::Impl {
     }
     bool found = false;
     {
-      std::lock_guard lock(mu_);
-      for (auto it = state.user_subs.begin(); it != state.user_subs.end();) {
+      MutexLock lock(mu_);
+      std::vector<std::pair<int64_t, AccountId>>& subs = state.registry(mu_).user_subs;
+      for (auto it = subs.begin(); it != subs.end();) {
         if (!which || it->first == *which) {
           RemoveUserSubLocked(it->second, conn, it->first);
-          it = state.user_subs.erase(it);
+          it = subs.erase(it);
           found = true;
         } else {
           ++it;
@@ -925,8 +939,7 @@ class StreamHub::Impl {
     Reply(*conn, ApiResult(id, json::object()));
   }
 
-  // REQUIRES: mu_ held.
-  void AddUserSubLocked(AccountId account, UserSub sub) {
+  void AddUserSubLocked(AccountId account, UserSub sub) MB_REQUIRES(mu_) {
     auto& slot = user_subs_[static_cast<uint32_t>(account)];
     auto next = slot ? std::make_shared<std::vector<UserSub>>(*slot)
                      : std::make_shared<std::vector<UserSub>>();
@@ -936,8 +949,8 @@ class StreamHub::Impl {
     user_sub_count_.fetch_add(1, std::memory_order_relaxed);
   }
 
-  // REQUIRES: mu_ held.
-  void RemoveUserSubLocked(AccountId account, const ConnPtr& conn, int64_t subscription_id) {
+  void RemoveUserSubLocked(AccountId account, const ConnPtr& conn, int64_t subscription_id)
+      MB_REQUIRES(mu_) {
     const auto it = user_subs_.find(static_cast<uint32_t>(account));
     if (it == user_subs_.end()) return;
     auto next = std::make_shared<std::vector<UserSub>>(*it->second);
@@ -960,7 +973,7 @@ class StreamHub::Impl {
     std::vector<ConnPtr> to_close;
     std::string key;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       const int64_t now = clock_ms_();
       const auto existing = account_key_.find(static_cast<uint32_t>(account));
       if (existing != account_key_.end()) {
@@ -983,7 +996,7 @@ class StreamHub::Impl {
   }
 
   bool KeepAliveListenKey(AccountId account, std::string_view key) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     const int64_t now = clock_ms_();
     const auto it = listen_keys_.find(key);
     if (it == listen_keys_.end() || it->second.account != account || it->second.expires_ms <= now) {
@@ -996,7 +1009,7 @@ class StreamHub::Impl {
   bool CloseListenKey(AccountId account, std::string_view key) {
     std::vector<ConnPtr> to_close;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       const auto it = listen_keys_.find(key);
       if (it == listen_keys_.end() || it->second.account != account) return false;
       RetireKeyLocked(it, &to_close);
@@ -1005,13 +1018,13 @@ class StreamHub::Impl {
     return true;
   }
 
-  // REQUIRES: mu_ held. Forgets the key and detaches its connections, which the
-  // caller closes once mu_ is released.
+  // Forgets the key and detaches its connections, which the caller closes
+  // once mu_ is released.
   void RetireKeyLocked(std::map<std::string, ListenKeyEntry, std::less<>>::iterator it,
-                       std::vector<ConnPtr>* to_close) {
+                       std::vector<ConnPtr>* to_close) MB_REQUIRES(mu_) {
     for (const ConnPtr& c : it->second.conns) {
       auto state = std::static_pointer_cast<ConnState>(c->user);
-      if (state) state->listen_key.clear();
+      if (state) state->registry(mu_).listen_key.clear();
       RemoveUserSubLocked(it->second.account, c, kListenKeySubscription);
       to_close->push_back(c);
     }
@@ -1027,7 +1040,7 @@ class StreamHub::Impl {
   void ExpireListenKeys(int64_t now) {
     std::vector<std::pair<std::string, std::vector<ConnPtr>>> expired;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       for (auto it = listen_keys_.begin(); it != listen_keys_.end();) {
         auto next = std::next(it);
         if (it->second.expires_ms <= now) {
@@ -1103,7 +1116,7 @@ class StreamHub::Impl {
     if (routes_version_.load(std::memory_order_acquire) == seen_version_) return;
     std::vector<bool> kicks;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       seen_version_ = routes_version_.load(std::memory_order_relaxed);
       routes_cache_ = routes_;
       kicks.swap(partial_kick_);
@@ -1134,7 +1147,7 @@ class StreamHub::Impl {
       if (route == nullptr) continue;
       MarketFanout& f = fanout_[Index(d.market)];
       if (route->depth[kInterval0ms]) {
-        SendToTopics(*route, MatchDepth(kInterval0ms), d.time_ns,
+        SendToTopics(*route, MatchDepth{kInterval0ms}, d.time_ns,
                      [&](TimeUnit u) { return DepthUpdateJson(config_, d, d.time_ns, u); });
       }
       for (uint8_t i : {kInterval100ms, kInterval1000ms}) {
@@ -1148,11 +1161,11 @@ class StreamHub::Impl {
       if (route == nullptr) continue;
       touched_[Index(t.market)] |= kTraded;
       if (route->trade) {
-        SendToTopics(*route, MatchKind(Kind::kTrade), batch.time_ns,
+        SendToTopics(*route, MatchKind{Kind::kTrade}, batch.time_ns,
                      [&](TimeUnit u) { return TradeEventJson(config_, t, batch.time_ns, u); });
       }
       if (route->agg_trade) {
-        SendToTopics(*route, MatchKind(Kind::kAggTrade), batch.time_ns,
+        SendToTopics(*route, MatchKind{Kind::kAggTrade}, batch.time_ns,
                      [&](TimeUnit u) { return AggTradeEventJson(config_, t, batch.time_ns, u); });
       }
     }
@@ -1206,7 +1219,7 @@ class StreamHub::Impl {
         d.asks.reserve(p.asks.size());
         for (const auto& [price, qty] : p.asks) d.asks.push_back(Level{price, qty});
         p.Clear();
-        SendToTopics(*route, MatchDepth(i), d.time_ns,
+        SendToTopics(*route, MatchDepth{i}, d.time_ns,
                      [&](TimeUnit u) { return DepthUpdateJson(config_, d, d.time_ns, u); });
       }
       if (route->partial[i] && f.partial_dirty[i]) {
@@ -1234,11 +1247,11 @@ class StreamHub::Impl {
     const int64_t event_ns = now * kNsPerMs;
     if (route.ticker) {
       // Sent at most once a second: kept out of the freshness measurement.
-      SendToTopics(route, MatchKind(Kind::kTicker), kNoOrigin,
+      SendToTopics(route, MatchKind{Kind::kTicker}, kNoOrigin,
                    [&](TimeUnit u) { return TickerEventJson(config_, *snap, event_ns, u); });
     }
     if (route.mini_ticker) {
-      SendToTopics(route, MatchKind(Kind::kMiniTicker), kNoOrigin,
+      SendToTopics(route, MatchKind{Kind::kMiniTicker}, kNoOrigin,
                    [&](TimeUnit u) { return MiniTickerEventJson(config_, *snap, event_ns, u); });
     }
   }
@@ -1253,7 +1266,7 @@ class StreamHub::Impl {
     f->has_best = true;
     f->best_bid = bid;
     f->best_ask = ask;
-    SendToTopics(route, MatchKind(Kind::kBookTicker), origin_ns,
+    SendToTopics(route, MatchKind{Kind::kBookTicker}, origin_ns,
                  [&](TimeUnit) { return BookTickerEventJson(config_, *snap); });
   }
 
@@ -1316,7 +1329,7 @@ class StreamHub::Impl {
     user_scratch_.assign(batch.accounts.size(), nullptr);
     bool any = false;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       for (std::size_t i = 0; i < batch.accounts.size(); ++i) {
         const auto it = user_subs_.find(static_cast<uint32_t>(batch.accounts[i].account));
         if (it == user_subs_.end()) continue;
@@ -1435,16 +1448,17 @@ class StreamHub::Impl {
   SymbolMap symbols_;                  // lower-case symbol → market
   std::vector<std::string> prefixes_;  // by market: "<symbol>@"
 
-  std::mutex mu_;
-  std::map<std::string, TopicEntry, std::less<>> topics_;   // GUARDED_BY(mu_)
-  std::vector<std::shared_ptr<const MarketRoute>> routes_;  // GUARDED_BY(mu_), by market
-  std::vector<bool> partial_kick_;  // GUARDED_BY(mu_): a partial depth stream gained a subscriber
+  Mutex mu_;
+  std::map<std::string, TopicEntry, std::less<>> topics_ MB_GUARDED_BY(mu_);
+  std::vector<std::shared_ptr<const MarketRoute>> routes_ MB_GUARDED_BY(mu_);  // by market
+  // By market: a partial depth stream gained a subscriber.
+  std::vector<bool> partial_kick_ MB_GUARDED_BY(mu_);
   std::atomic<uint64_t> routes_version_{0};  // written under mu_
-  std::unordered_map<uint32_t, std::shared_ptr<const std::vector<UserSub>>>
-      user_subs_;                                                   // GUARDED_BY(mu_), by account
-  std::atomic<uint64_t> user_sub_count_{0};                         // written under mu_
-  std::map<std::string, ListenKeyEntry, std::less<>> listen_keys_;  // GUARDED_BY(mu_)
-  std::unordered_map<uint32_t, std::string> account_key_;           // GUARDED_BY(mu_)
+  std::unordered_map<uint32_t, std::shared_ptr<const std::vector<UserSub>>> user_subs_
+      MB_GUARDED_BY(mu_);                    // by account
+  std::atomic<uint64_t> user_sub_count_{0};  // written under mu_
+  std::map<std::string, ListenKeyEntry, std::less<>> listen_keys_ MB_GUARDED_BY(mu_);
+  std::unordered_map<uint32_t, std::string> account_key_ MB_GUARDED_BY(mu_);
 
   // Fan-out thread only.
   uint64_t seen_version_ = UINT64_MAX;

@@ -12,10 +12,10 @@
 #include <atomic>
 #include <cstdio>
 #include <memory>
-#include <mutex>
 
 #include "common/clock.h"
 #include "common/json_escape.h"
+#include "common/thread_annotations.h"
 
 namespace mb::log {
 
@@ -26,9 +26,9 @@ std::atomic<Format> g_format{Format::kText};
 // The async logger, set by Init(). Replaced only by Init()/Shutdown(), which
 // no Write() runs concurrently with (the header's contract for Shutdown);
 // the mutex keeps a Write() racing Init() safe.
-std::mutex g_mu;
-std::shared_ptr<spdlog::logger> g_logger;              // GUARDED_BY(g_mu)
-std::shared_ptr<spdlog::details::thread_pool> g_pool;  // GUARDED_BY(g_mu)
+Mutex g_mu;
+std::shared_ptr<spdlog::logger> g_logger MB_GUARDED_BY(g_mu);
+std::shared_ptr<spdlog::details::thread_pool> g_pool MB_GUARDED_BY(g_mu);
 
 bool IsSecretKey(std::string_view key) {
   static constexpr std::array<std::string_view, 6> kSecret = {
@@ -161,7 +161,7 @@ Status Init(const Options& options) {
     logger->flush_on(spdlog::level::trace);  // on the logger thread, line by line
     g_level.store(options.level, std::memory_order_relaxed);
     g_format.store(options.format, std::memory_order_relaxed);
-    std::lock_guard lock(g_mu);
+    MutexLock lock(g_mu);
     g_pool = std::move(pool);
     g_logger = std::move(logger);
   } catch (const spdlog::spdlog_ex& e) {
@@ -176,7 +176,7 @@ void Shutdown() {
   std::shared_ptr<spdlog::logger> logger;
   std::shared_ptr<spdlog::details::thread_pool> pool;
   {
-    std::lock_guard lock(g_mu);
+    MutexLock lock(g_mu);
     logger = std::move(g_logger);
     pool = std::move(g_pool);
   }
@@ -197,7 +197,7 @@ void Write(Level level, std::string_view component, std::string_view message,
   const std::string body = Body(format, level, component, message, fields);
   std::shared_ptr<spdlog::logger> logger;
   {
-    std::lock_guard lock(g_mu);
+    MutexLock lock(g_mu);
     logger = g_logger;
   }
   if (!logger) return WriteSync(format, body);
@@ -213,7 +213,7 @@ std::function<void(std::string_view)> Sink(std::string component, Level level) {
 }
 
 uint64_t dropped() noexcept {
-  std::lock_guard lock(g_mu);
+  MutexLock lock(g_mu);
   return g_pool ? static_cast<uint64_t>(g_pool->overrun_counter()) : 0;
 }
 

@@ -5,12 +5,12 @@
 #include <cstdio>
 #include <deque>
 #include <map>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <variant>
 
 #include "common/status.h"
+#include "common/thread_annotations.h"
 
 namespace mb::marketdata {
 
@@ -273,7 +273,7 @@ class ReadSide::Impl {
                o.remaining.value > 0 && o.remaining <= o.qty);
     }
 
-    std::unique_lock lock(mu_);
+    WriterLock lock(mu_);
     accounts_.clear();
     const uint64_t last = Raw(img.last_sequence);
     for (std::size_t m = 0; m < markets_.size(); ++m) {
@@ -319,7 +319,7 @@ class ReadSide::Impl {
       side[o.price.value] += o.remaining.value;
       if (Account(o.account).open.emplace(Raw(o.id), r).second) ++open_orders_;
     }
-    lock.unlock();
+    lock.Unlock();
     for (std::size_t m = 0; m < markets_.size(); ++m) Publish(static_cast<MarketId>(m));
     // Release: pairs with the acquire in applied_seq(); the snapshots and the
     // account state above are visible to whoever reads the new value.
@@ -332,11 +332,11 @@ class ReadSide::Impl {
     if (events.empty()) return;
     out_ = out;
     {
-      std::unique_lock lock(mu_);
+      WriterLock lock(mu_);
       for (const Event& e : events) {
         seq_ = e.seq;
         ts_ = e.timestamp_ns;
-        std::visit([this](const auto& body) { On(body); }, e.body);
+        std::visit([this](const auto& body) MB_REQUIRES(mu_) { On(body); }, e.body);
       }
       FinishAccounts();
     }
@@ -363,14 +363,14 @@ class ReadSide::Impl {
   uint64_t closed_orders() const noexcept { return closed_count_.load(std::memory_order_relaxed); }
 
   Balance balance(AccountId account, AssetId asset) const {
-    std::shared_lock lock(mu_);
+    ReaderLock lock(mu_);
     const AccountState* acc = FindAccount(account);
     if (acc == nullptr || Raw(asset) >= n_assets_) return {};
     return acc->balances[Raw(asset)];
   }
 
   std::vector<BalanceRow> Balances(AccountId account) const {
-    std::shared_lock lock(mu_);
+    ReaderLock lock(mu_);
     const AccountState* acc = FindAccount(account);
     std::vector<BalanceRow> rows;
     rows.reserve(n_assets_);
@@ -387,7 +387,7 @@ class ReadSide::Impl {
   }
 
   std::vector<OrderRecord> OpenOrders(AccountId account, std::optional<MarketId> market) const {
-    std::shared_lock lock(mu_);
+    ReaderLock lock(mu_);
     std::vector<OrderRecord> out;
     const AccountState* acc = FindAccount(account);
     if (acc == nullptr) return out;
@@ -398,7 +398,7 @@ class ReadSide::Impl {
   }
 
   std::optional<OrderRecord> FindOrder(AccountId account, MarketId market, OrderId id) const {
-    std::shared_lock lock(mu_);
+    ReaderLock lock(mu_);
     const AccountState* acc = FindAccount(account);
     if (acc == nullptr) return std::nullopt;
     return Lookup(*acc, market, Raw(id));
@@ -406,7 +406,7 @@ class ReadSide::Impl {
 
   std::optional<OrderRecord> FindOrderByClientId(AccountId account, MarketId market,
                                                  std::string_view cid) const {
-    std::shared_lock lock(mu_);
+    ReaderLock lock(mu_);
     const AccountState* acc = FindAccount(account);
     if (acc == nullptr || cid.empty()) return std::nullopt;
     auto it = acc->client_ids.find(ClientKey(market, cid));
@@ -416,7 +416,7 @@ class ReadSide::Impl {
 
   std::vector<OrderRecord> AllOrders(AccountId account, MarketId market, uint64_t from_id,
                                      int64_t start_ms, int64_t end_ms, std::size_t limit) const {
-    std::shared_lock lock(mu_);
+    ReaderLock lock(mu_);
     std::vector<OrderRecord> out;
     const AccountState* acc = FindAccount(account);
     if (acc == nullptr) return out;
@@ -437,7 +437,7 @@ class ReadSide::Impl {
   std::vector<Fill> MyTrades(AccountId account, MarketId market, uint64_t order_id,
                              uint64_t from_id, int64_t start_ms, int64_t end_ms,
                              std::size_t limit) const {
-    std::shared_lock lock(mu_);
+    ReaderLock lock(mu_);
     std::vector<Fill> out;
     const AccountState* acc = FindAccount(account);
     if (acc == nullptr) return out;
@@ -452,7 +452,7 @@ class ReadSide::Impl {
   }
 
   int64_t account_update_ns(AccountId account) const {
-    std::shared_lock lock(mu_);
+    ReaderLock lock(mu_);
     const AccountState* acc = FindAccount(account);
     return acc == nullptr ? 0 : acc->update_ns;
   }
@@ -484,23 +484,24 @@ class ReadSide::Impl {
   class alignas(64) SnapshotSlot {
    public:
     std::shared_ptr<const MarketSnapshot> Load() const {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       return ptr_;
     }
     void Store(std::shared_ptr<const MarketSnapshot> next) {
       {
-        std::lock_guard lock(mu_);
+        MutexLock lock(mu_);
         ptr_.swap(next);
       }
       // `next` (the replaced snapshot) is released here, after the unlock.
     }
 
    private:
-    mutable std::mutex mu_;
-    std::shared_ptr<const MarketSnapshot> ptr_;  // GUARDED_BY(mu_)
+    mutable Mutex mu_;
+    std::shared_ptr<const MarketSnapshot> ptr_ MB_GUARDED_BY(mu_);
   };
 
-  // Guarded by mu_ (the writer holds it exclusively while applying a batch).
+  // Reached through accounts_, under mu_ (the writer holds it exclusively
+  // while applying a batch).
   struct AccountState {
     std::vector<Balance> balances;                         // by asset
     std::map<uint64_t, OrderRecord> open;                  // by order id
@@ -516,12 +517,12 @@ class ReadSide::Impl {
 
   // ---- lookups -------------------------------------------------------------
 
-  const AccountState* FindAccount(AccountId account) const {
+  const AccountState* FindAccount(AccountId account) const MB_REQUIRES_SHARED(mu_) {
     auto it = accounts_.find(Raw(account));
     return it == accounts_.end() ? nullptr : &it->second;
   }
 
-  AccountState& Account(AccountId account) {
+  AccountState& Account(AccountId account) MB_REQUIRES(mu_) {
     auto [it, inserted] = accounts_.try_emplace(Raw(account));
     if (inserted) it->second.balances.resize(n_assets_);
     return it->second;
@@ -539,7 +540,7 @@ class ReadSide::Impl {
 
   // The open order an event names, or null (then the event still moves
   // balances and levels, which it carries itself).
-  OrderRecord* OpenOrder(AccountId account, OrderId id) {
+  OrderRecord* OpenOrder(AccountId account, OrderId id) MB_REQUIRES(mu_) {
     AccountState& acc = Account(account);
     auto it = acc.open.find(Raw(id));
     assert(it != acc.open.end() && "event for an order the read side does not hold");
@@ -559,7 +560,7 @@ class ReadSide::Impl {
 
   // ---- per-batch output ----------------------------------------------------
 
-  AccountUpdate& Update(AccountId account) {
+  AccountUpdate& Update(AccountId account) MB_REQUIRES(mu_) {
     AccountState& acc = Account(account);
     if (acc.slot < 0) {
       acc.slot = static_cast<std::ptrdiff_t>(out_->accounts.size());
@@ -571,7 +572,7 @@ class ReadSide::Impl {
   }
 
   void Report(ExecType type, const OrderRecord& r, std::optional<Fill> fill = std::nullopt,
-              engine::RejectReason reject = engine::RejectReason::kNone) {
+              engine::RejectReason reject = engine::RejectReason::kNone) MB_REQUIRES(mu_) {
     ExecutionReport rep;
     rep.type = type;
     rep.order = r;
@@ -582,7 +583,8 @@ class ReadSide::Impl {
     Update(r.account).reports.push_back(std::move(rep));
   }
 
-  void ChangeBalance(AccountId account, AssetId asset, Amount d_available, Amount d_locked) {
+  void ChangeBalance(AccountId account, AssetId asset, Amount d_available, Amount d_locked)
+      MB_REQUIRES(mu_) {
     if (d_available.value == 0 && d_locked.value == 0) return;
     AccountState& acc = Account(account);
     Balance& b = acc.balances[Raw(asset)];
@@ -597,7 +599,7 @@ class ReadSide::Impl {
   }
 
   // Moves `amount` of the spend asset between available and locked (> 0 locks).
-  void Lock(AccountId account, MarketId market, Side side, Amount amount) {
+  void Lock(AccountId account, MarketId market, Side side, Amount amount) MB_REQUIRES(mu_) {
     const AssetId asset = engine::SpendAsset(cfg_.markets[Raw(market)], side);
     ChangeBalance(account, asset, Amount{-amount.value}, amount);
   }
@@ -622,7 +624,7 @@ class ReadSide::Impl {
   // ---- closing orders and history -------------------------------------------
 
   // Moves an open order (already in its final state) into the history.
-  void Close(AccountId account, OrderId id) {
+  void Close(AccountId account, OrderId id) MB_REQUIRES(mu_) {
     AccountState& acc = Account(account);
     auto it = acc.open.find(Raw(id));
     if (it == acc.open.end()) return;
@@ -643,7 +645,7 @@ class ReadSide::Impl {
     }
   }
 
-  void AddFill(const Fill& f) {
+  void AddFill(const Fill& f) MB_REQUIRES(mu_) {
     std::deque<Fill>& fills = Account(f.account).fills;
     fills.push_back(f);
     while (fills.size() > opts_.history_trades) fills.pop_front();
@@ -651,7 +653,7 @@ class ReadSide::Impl {
 
   // ---- events --------------------------------------------------------------
 
-  void On(const OrderAccepted& a) {
+  void On(const OrderAccepted& a) MB_REQUIRES(mu_) {
     TouchMarket(a.market);
     Lock(a.account, a.market, a.side, a.locked);
     const OrderRecord r = NewOrderRecord(a, ts_);
@@ -665,7 +667,7 @@ class ReadSide::Impl {
     Report(ExecType::kNew, held);
   }
 
-  void On(const Rejected& x) {
+  void On(const Rejected& x) MB_REQUIRES(mu_) {
     // Only a refused order is an execution report (Binance answers a refused
     // cancel or amend with an error, not on the stream). An account outside
     // the configuration cannot have a stream.
@@ -682,7 +684,7 @@ class ReadSide::Impl {
     Report(ExecType::kRejected, r, std::nullopt, x.reason);
   }
 
-  void On(const Trade& t) {
+  void On(const Trade& t) MB_REQUIRES(mu_) {
     MarketState& m = TouchMarket(t.market);
     const MarketSpec& spec = cfg_.markets[Raw(t.market)];
     const Side maker_side = engine::Opposite(t.taker_side);
@@ -725,7 +727,7 @@ class ReadSide::Impl {
     FillOrder(t, false);
   }
 
-  void FillOrder(const Trade& t, bool maker) {
+  void FillOrder(const Trade& t, bool maker) MB_REQUIRES(mu_) {
     const MarketSpec& spec = cfg_.markets[Raw(t.market)];
     Fill f;
     f.trade_id = t.trade_id;
@@ -761,7 +763,7 @@ class ReadSide::Impl {
     if (filled) Close(f.account, f.order_id);
   }
 
-  void On(const OrderRested& x) {
+  void On(const OrderRested& x) MB_REQUIRES(mu_) {
     MarketState& m = TouchMarket(x.market);
     if (x.released.value != 0) Lock(x.account, x.market, x.side, Amount{-x.released.value});
     OrderRecord* r = OpenOrder(x.account, x.order_id);
@@ -774,7 +776,8 @@ class ReadSide::Impl {
 
   // A cancel or an expiry: the order leaves, whatever it still locked returns.
   void CloseOrder(AccountId account, MarketId market, Side side, OrderId id, Qty remaining,
-                  Amount released, OrderStatus status, ExecType type, engine::ExpireReason reason) {
+                  Amount released, OrderStatus status, ExecType type, engine::ExpireReason reason)
+      MB_REQUIRES(mu_) {
     MarketState& m = TouchMarket(market);
     Lock(account, market, side, Amount{-released.value});
     OrderRecord* r = OpenOrder(account, id);
@@ -791,17 +794,17 @@ class ReadSide::Impl {
     Close(account, id);
   }
 
-  void On(const OrderCanceled& x) {
+  void On(const OrderCanceled& x) MB_REQUIRES(mu_) {
     CloseOrder(x.account, x.market, x.side, x.order_id, x.remaining, x.released,
                OrderStatus::kCanceled, ExecType::kCanceled, engine::ExpireReason::kIocRemainder);
   }
 
-  void On(const OrderExpired& x) {
+  void On(const OrderExpired& x) MB_REQUIRES(mu_) {
     CloseOrder(x.account, x.market, x.side, x.order_id, x.remaining, x.released,
                OrderStatus::kExpired, ExecType::kExpired, x.reason);
   }
 
-  void On(const OrderAmended& x) {
+  void On(const OrderAmended& x) MB_REQUIRES(mu_) {
     MarketState& m = TouchMarket(x.market);
     Lock(x.account, x.market, x.side, x.lock_delta);
     OrderRecord* r = OpenOrder(x.account, x.order_id);
@@ -821,12 +824,12 @@ class ReadSide::Impl {
     Report(ExecType::kAmended, *r);
   }
 
-  void On(const Deposited& x) {
+  void On(const Deposited& x) MB_REQUIRES(mu_) {
     ChangeBalance(x.account, x.asset, x.amount, Amount{0});
     Update(x.account).transfers.push_back(BalanceDelta{x.account, x.asset, x.amount, seq_, ts_});
   }
 
-  void On(const Withdrawn& x) {
+  void On(const Withdrawn& x) MB_REQUIRES(mu_) {
     ChangeBalance(x.account, x.asset, Amount{-x.amount.value}, Amount{0});
     Update(x.account).transfers.push_back(
         BalanceDelta{x.account, x.asset, Amount{-x.amount.value}, seq_, ts_});
@@ -912,7 +915,7 @@ class ReadSide::Impl {
 
   // ---- end of batch ----------------------------------------------------------
 
-  void FinishAccounts() {
+  void FinishAccounts() MB_REQUIRES(mu_) {
     for (AccountId id : touched_accounts_) {
       AccountState& acc = Account(id);
       AccountUpdate& u = out_->accounts[static_cast<std::size_t>(acc.slot)];
@@ -994,8 +997,8 @@ class ReadSide::Impl {
   int64_t ts_ = 0;
 
   // Shared with readers.
-  mutable std::shared_mutex mu_;
-  std::unordered_map<uint32_t, AccountState> accounts_;  // GUARDED_BY(mu_)
+  mutable SharedMutex mu_;
+  std::unordered_map<uint32_t, AccountState> accounts_ MB_GUARDED_BY(mu_);
   // One writer (Publish), any readers; fixed size, built in the constructor.
   std::unique_ptr<SnapshotSlot[]> snapshots_;
   std::atomic<uint64_t> applied_seq_{0};

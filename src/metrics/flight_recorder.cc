@@ -181,12 +181,12 @@ Status FlightRecorder::Start() {
   }
   std::sort(found.begin(), found.end(), NewerFirst);
   {
-    std::lock_guard lock(dumps_mu_);
+    MutexLock lock(dumps_mu_);
     dumps_ = std::move(found);
     Prune();
   }
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stop_ = false;
   }
   dumper_ = std::thread([this] {
@@ -198,7 +198,7 @@ Status FlightRecorder::Start() {
 
 void FlightRecorder::Stop() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stop_ = true;
   }
   cv_.notify_all();
@@ -241,7 +241,7 @@ void FlightRecorder::Record(const CommandTrace& t) noexcept {
   pending_.store(true, std::memory_order_release);  // I3: trigger_ is the dumper's now
   {
     // Taking the lock orders the wake after the dumper's check of pending_.
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
   }
   cv_.notify_one();
 }
@@ -276,9 +276,11 @@ std::vector<CommandTrace> FlightRecorder::Recent(int64_t since_ns) const {
 }
 
 void FlightRecorder::RunDumper() {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   for (;;) {
-    cv_.wait(lock, [this] { return stop_ || pending_.load(std::memory_order_acquire); });
+    cv_.wait(lock.native(), [this]() MB_REQUIRES(mu_) {
+      return stop_ || pending_.load(std::memory_order_acquire);
+    });
     if (!pending_.load(std::memory_order_acquire)) break;  // stop_ and nothing to write
     const CommandTrace trigger = trigger_;                 // I3
     // Capture what followed the slow command too, unless stopping.
@@ -287,8 +289,8 @@ void FlightRecorder::RunDumper() {
         std::chrono::steady_clock::time_point(std::chrono::nanoseconds(trigger.responded_ns)) +
         half;
     const auto deadline = std::min(after_trigger, std::chrono::steady_clock::now() + half);
-    cv_.wait_until(lock, deadline, [this] { return stop_; });
-    lock.unlock();
+    cv_.wait_until(lock.native(), deadline, [this]() MB_REQUIRES(mu_) { return stop_; });
+    lock.Unlock();
     const Status st = WriteDump(trigger);
     pending_.store(false, std::memory_order_release);  // I3: trigger_ is the writer's again
     // Release: whoever sees the count (stats() acquires it) sees the dump
@@ -299,7 +301,7 @@ void FlightRecorder::RunDumper() {
       dump_errors_.fetch_add(1, std::memory_order_release);
       std::fprintf(stderr, "flight recorder: %s\n", st.message().c_str());
     }
-    lock.lock();
+    lock.Lock();
   }
 }
 
@@ -349,7 +351,7 @@ Status FlightRecorder::WriteDump(const CommandTrace& trigger) {
   info.trigger_latency_ns = latency;
   info.traces = static_cast<uint32_t>(traces.size());
   info.bytes = out.size();
-  std::lock_guard lock(dumps_mu_);
+  MutexLock lock(dumps_mu_);
   dumps_.insert(dumps_.begin(), std::move(info));
   Prune();
   return Status::Ok();
@@ -365,13 +367,13 @@ void FlightRecorder::Prune() {
 }
 
 std::vector<FlightRecorder::DumpInfo> FlightRecorder::Dumps() const {
-  std::lock_guard lock(dumps_mu_);
+  MutexLock lock(dumps_mu_);
   return dumps_;
 }
 
 Result<std::string> FlightRecorder::ReadDump(std::string_view file) const {
   {
-    std::lock_guard lock(dumps_mu_);
+    MutexLock lock(dumps_mu_);
     const bool listed = std::any_of(dumps_.begin(), dumps_.end(),
                                     [&](const DumpInfo& d) { return d.file == file; });
     if (!listed) return NotFound(fmt::format("no flight recorder dump named \"{}\"", file));

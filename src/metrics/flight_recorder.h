@@ -47,7 +47,6 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -55,6 +54,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "common/thread_annotations.h"
 
 namespace mb::metrics {
 
@@ -139,7 +139,7 @@ class FlightRecorder {
 
   void RunDumper();
   Status WriteDump(const CommandTrace& trigger);
-  void Prune();  // REQUIRES: dumps_mu_ held
+  void Prune() MB_REQUIRES(dumps_mu_);
 
   const FlightRecorderOptions options_;
   const uint64_t mask_;
@@ -156,13 +156,13 @@ class FlightRecorder {
   CommandTrace trigger_{};            // I3
   std::atomic<bool> pending_{false};  // I3
 
-  std::mutex mu_;               // guards stop_, wakes the dumper
+  Mutex mu_;                    // guards stop_, wakes the dumper
   std::condition_variable cv_;  // signalled on a trigger and on Stop
-  bool stop_ = false;           // GUARDED_BY(mu_)
+  bool stop_ MB_GUARDED_BY(mu_) = false;
   std::thread dumper_;
 
-  mutable std::mutex dumps_mu_;
-  std::vector<DumpInfo> dumps_;  // GUARDED_BY(dumps_mu_); newest first
+  mutable Mutex dumps_mu_;
+  std::vector<DumpInfo> dumps_ MB_GUARDED_BY(dumps_mu_);  // newest first
 };
 
 }  // namespace mb::metrics

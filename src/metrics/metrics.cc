@@ -10,6 +10,8 @@
 #include <iterator>
 #include <unordered_map>
 
+#include "common/thread_annotations.h"
+
 namespace mb::metrics {
 namespace {
 
@@ -181,7 +183,18 @@ struct Family {
   std::string name;
   std::string help;
   Type type;
-  std::vector<std::shared_ptr<const Series>> series;  // guarded by Impl::mu
+
+  // The series live under the registry's mutex (Registry::Impl::mu). The
+  // analysis names a mutex only through the object that holds it, so they are
+  // reached through series(registry_mu), which requires the mutex passed in
+  // (for the analysis only) to be held.
+  std::vector<std::shared_ptr<const Series>>& series([[maybe_unused]] const Mutex& registry_mu)
+      MB_REQUIRES(registry_mu) {
+    return series_;
+  }
+
+ private:
+  std::vector<std::shared_ptr<const Series>> series_;
 };
 
 using Collector = std::function<void(SampleWriter&)>;
@@ -315,12 +328,13 @@ struct Registry::Impl {
     std::shared_ptr<const Collector> collector;
   };
 
-  mutable std::mutex mu;
-  std::vector<Entry> entries;                                                  // guarded by mu
-  std::unordered_map<std::string, std::shared_ptr<metrics::Family>> families;  // guarded by mu
+  mutable Mutex mu;
+  std::vector<Entry> entries MB_GUARDED_BY(mu);
+  std::unordered_map<std::string, std::shared_ptr<metrics::Family>> families MB_GUARDED_BY(mu);
 
   // Returns the family `name`, creating it (in registration order) if new.
-  metrics::Family& FamilyOf(std::string_view name, std::string_view help, Type type) {
+  metrics::Family& FamilyOf(std::string_view name, std::string_view help, Type type)
+      MB_REQUIRES(mu) {
     auto it = families.find(std::string(name));
     if (it != families.end()) {
       if (it->second->type != type) {
@@ -338,8 +352,8 @@ struct Registry::Impl {
     return *f;
   }
 
-  static const Series* Existing(const metrics::Family& f, const Labels& labels) {
-    for (const auto& s : f.series) {
+  const Series* Existing(metrics::Family& f, const Labels& labels) MB_REQUIRES(mu) {
+    for (const auto& s : f.series(mu)) {
       if (s->labels == labels) return s.get();
     }
     return nullptr;
@@ -350,7 +364,7 @@ struct Registry::Impl {
     CheckMetricName(name, type);
     CheckLabels(name, labels, type);
     if (!read) Die(fmt::format("metric \"{}\": empty read callback", name));
-    std::lock_guard lock(mu);
+    MutexLock lock(mu);
     metrics::Family& f = FamilyOf(name, help, type);
     if (Existing(f, labels) != nullptr) {
       Die(fmt::format("metric \"{}\": series registered twice", name));
@@ -358,7 +372,7 @@ struct Registry::Impl {
     auto s = std::make_shared<Series>();
     s->labels = std::move(labels);
     s->read = std::move(read);
-    f.series.push_back(std::move(s));
+    f.series(mu).push_back(std::move(s));
   }
 };
 
@@ -368,9 +382,9 @@ Registry::~Registry() = default;
 Counter& Registry::AddCounter(std::string_view name, std::string_view help, Labels labels) {
   CheckMetricName(name, Type::kCounter);
   CheckLabels(name, labels, Type::kCounter);
-  std::lock_guard lock(impl_->mu);
+  MutexLock lock(impl_->mu);
   metrics::Family& f = impl_->FamilyOf(name, help, Type::kCounter);
-  if (const Series* s = Impl::Existing(f, labels)) {
+  if (const Series* s = impl_->Existing(f, labels)) {
     if (s->counter == nullptr) Die(fmt::format("counter \"{}\": series registered twice", name));
     return *s->counter;
   }
@@ -378,21 +392,21 @@ Counter& Registry::AddCounter(std::string_view name, std::string_view help, Labe
   s->labels = std::move(labels);
   s->counter = std::make_unique<Counter>();
   Counter& c = *s->counter;
-  f.series.push_back(std::move(s));
+  f.series(impl_->mu).push_back(std::move(s));
   return c;
 }
 
 Histogram& Registry::AddHistogram(std::string_view name, std::string_view help, Labels labels) {
   CheckMetricName(name, Type::kHistogram);
   CheckLabels(name, labels, Type::kHistogram);
-  std::lock_guard lock(impl_->mu);
+  MutexLock lock(impl_->mu);
   metrics::Family& f = impl_->FamilyOf(name, help, Type::kHistogram);
-  if (const Series* s = Impl::Existing(f, labels)) return *s->histogram;
+  if (const Series* s = impl_->Existing(f, labels)) return *s->histogram;
   auto s = std::make_shared<Series>();
   s->labels = std::move(labels);
   s->histogram = std::make_unique<Histogram>();
   Histogram& h = *s->histogram;
-  f.series.push_back(std::move(s));
+  f.series(impl_->mu).push_back(std::move(s));
   return h;
 }
 
@@ -409,7 +423,7 @@ void Registry::AddCounterFn(std::string_view name, std::string_view help, Labels
 void Registry::AddCollector(std::function<void(SampleWriter&)> collect) {
   if (!collect) Die("empty collector");
   auto c = std::make_shared<const Collector>(std::move(collect));
-  std::lock_guard lock(impl_->mu);
+  MutexLock lock(impl_->mu);
   impl_->entries.push_back(Impl::Entry{nullptr, std::move(c)});
 }
 
@@ -423,11 +437,11 @@ std::string Registry::Expose() const {
   };
   std::vector<Item> items;
   {
-    std::lock_guard lock(impl_->mu);
+    MutexLock lock(impl_->mu);
     items.reserve(impl_->entries.size());
     for (const auto& e : impl_->entries) {
       if (e.family) {
-        items.push_back(Item{e.family, e.family->series, nullptr});
+        items.push_back(Item{e.family, e.family->series(impl_->mu), nullptr});
       } else {
         items.push_back(Item{nullptr, {}, e.collector});
       }

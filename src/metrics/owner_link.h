@@ -11,8 +11,9 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string_view>
+
+#include "common/thread_annotations.h"
 
 namespace mb::metrics {
 
@@ -24,18 +25,18 @@ inline constexpr std::string_view kStageLatencyHelp =
 template <class T>
 class OwnerLink {
  public:
-  explicit OwnerLink(const T* owner) : state_(std::make_shared<State>()) { state_->owner = owner; }
+  explicit OwnerLink(const T* owner) : state_(std::make_shared<State>(owner)) {}
 
   // The owner is going away: callbacks made by Read()/With() stop reading it.
   void Clear() {
-    std::lock_guard lock(state_->mu);
+    MutexLock lock(state_->mu);
     state_->owner = nullptr;
   }
 
   // A gauge/counter callback: f(owner), or 0 once cleared.
   std::function<double()> Read(double (*f)(const T&)) const {
     return [state = state_, f]() -> double {
-      std::lock_guard lock(state->mu);
+      MutexLock lock(state->mu);
       return state->owner != nullptr ? f(*state->owner) : 0.0;
     };
   }
@@ -44,15 +45,16 @@ class OwnerLink {
   template <class F>
   auto With(F f) const {
     return [state = state_, f](auto&&... args) {
-      std::lock_guard lock(state->mu);
+      MutexLock lock(state->mu);
       if (state->owner != nullptr) f(*state->owner, std::forward<decltype(args)>(args)...);
     };
   }
 
  private:
   struct State {
-    std::mutex mu;
-    const T* owner = nullptr;  // GUARDED_BY(mu)
+    explicit State(const T* o) : owner(o) {}
+    Mutex mu;
+    const T* owner MB_GUARDED_BY(mu);
   };
   std::shared_ptr<State> state_;
 };

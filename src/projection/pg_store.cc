@@ -30,12 +30,12 @@
 #include <array>
 #include <charconv>
 #include <cstring>
-#include <mutex>
 #include <tuple>
 #include <type_traits>
 #include <unordered_set>
 #include <utility>
 
+#include "common/thread_annotations.h"
 #include "projection/schema.h"
 #include "projection/sql_rows.h"
 #include "projection/store.h"
@@ -289,16 +289,18 @@ class Connection {
   std::vector<bool> prepared_;  // by Statement::id, for this connection
 };
 
-// Runs f; when it failed because the connection had broken, resets the
+// Runs f(c); when it failed because the connection had broken, resets the
 // connection and runs it once more. REQUIRES: f is safe to repeat (a read, or
-// a transaction that did not commit).
+// a transaction that did not commit). f is handed the connection rather than
+// reaching for it, so that a lambda need not name a member guarded by a lock
+// (the analysis checks a lambda on its own, without the caller's locks).
 template <class F>
-auto Retrying(Connection& c, F&& f) -> decltype(f()) {
+auto Retrying(Connection& c, F&& f) -> decltype(f(c)) {
   MB_RETURN_IF_ERROR(c.Ensure());
-  auto r = f();
+  auto r = f(c);
   if (!r.ok() && c.broken()) {
     MB_RETURN_IF_ERROR(c.Ensure());
-    r = f();
+    r = f(c);
   }
   return r;
 }
@@ -471,6 +473,7 @@ class PgStore final : public Store {
   Status Open() {
     MB_RETURN_IF_ERROR(writer_.Connect());
     MB_RETURN_IF_ERROR(Migrate());
+    MutexLock lock(read_mu_);  // uncontended: no query runs before Open() returns
     return reader_.Connect();
   }
 
@@ -481,7 +484,7 @@ class PgStore final : public Store {
   Result<ProjectorState> State() override { return ReadState(writer_); }
 
   Result<std::vector<OrderRow>> OpenOrders() override {
-    return Retrying(writer_, [&] { return OrderRows(writer_, open_orders_); });
+    return Retrying(writer_, [&](Connection& conn) { return OrderRows(conn, open_orders_); });
   }
 
   Status Commit(const RowBatch& b, const ProjectorState& state) override {
@@ -558,14 +561,14 @@ class PgStore final : public Store {
   // ---- queries ----
 
   Result<std::vector<OrderRecord>> AllOrders(const HistoryQuery& q) override {
-    std::lock_guard lock(read_mu_);
+    MutexLock lock(read_mu_);
     const auto [lo, hi] = TimeBounds(q);
     const std::vector<std::string> params = {
         Str(int64_t{q.account}), Str(int64_t{q.market}), Str(q.from_id), Str(lo), Str(hi),
         Str(Limit(q.limit))};
     const int s = Ascending(q) ? all_orders_asc_ : all_orders_desc_;
     Result<std::vector<OrderRow>> rows =
-        Retrying(reader_, [&] { return OrderRows(reader_, s, params); });
+        Retrying(reader_, [&](Connection& conn) { return OrderRows(conn, s, params); });
     if (!rows.ok()) return rows.status();
     std::vector<OrderRecord> out;
     out.reserve(rows->size());
@@ -576,19 +579,19 @@ class PgStore final : public Store {
 
   Result<std::optional<OrderRecord>> FindOrder(uint32_t account, uint16_t market,
                                                uint64_t order_id) override {
-    std::lock_guard lock(read_mu_);
+    MutexLock lock(read_mu_);
     return FirstOrder(find_order_, {Str(int64_t{account}), Str(int64_t{market}), Str(order_id)});
   }
 
   Result<std::optional<OrderRecord>> FindOrderByClientId(uint32_t account, uint16_t market,
                                                          std::string_view client_id) override {
-    std::lock_guard lock(read_mu_);
+    MutexLock lock(read_mu_);
     return FirstOrder(find_client_,
                       {Str(int64_t{account}), Str(int64_t{market}), std::string(client_id)});
   }
 
   Result<std::vector<marketdata::Fill>> MyTrades(const HistoryQuery& q) override {
-    std::lock_guard lock(read_mu_);
+    MutexLock lock(read_mu_);
     const auto [lo, hi] = TimeBounds(q);
     const std::string account = Str(int64_t{q.account});
     const std::string market = Str(int64_t{q.market});
@@ -597,8 +600,8 @@ class PgStore final : public Store {
                                              account,        market,  order,   order,
                                              Str(q.from_id), Str(lo), Str(hi), Str(Limit(q.limit))};
     const int s = Ascending(q) ? trades_asc_ : trades_desc_;
-    return Retrying(reader_, [&]() -> Result<std::vector<marketdata::Fill>> {
-      Result<PgResult> r = reader_.Run(Stmt(s), params);
+    return Retrying(reader_, [&](Connection& conn) -> Result<std::vector<marketdata::Fill>> {
+      Result<PgResult> r = conn.Run(Stmt(s), params);
       if (!r.ok()) return r.status();
       std::vector<marketdata::Fill> out;
       const int n = PQntuples(r->get());
@@ -617,11 +620,11 @@ class PgStore final : public Store {
   }
 
   Result<std::vector<LedgerRow>> Ledger(const LedgerQuery& q) override {
-    std::lock_guard lock(read_mu_);
+    MutexLock lock(read_mu_);
     const std::vector<std::string> params = {Str(int64_t{q.account}), Str(q.from_seq),
                                              Str(Limit(q.limit))};
-    return Retrying(reader_, [&]() -> Result<std::vector<LedgerRow>> {
-      Result<PgResult> r = reader_.Run(Stmt(ledger_), params);
+    return Retrying(reader_, [&](Connection& conn) -> Result<std::vector<LedgerRow>> {
+      Result<PgResult> r = conn.Run(Stmt(ledger_), params);
       if (!r.ok()) return r.status();
       std::vector<LedgerRow> out;
       for (int i = 0; i < PQntuples(r->get()); ++i)
@@ -631,20 +634,20 @@ class PgStore final : public Store {
   }
 
   Result<ProjectorState> CommittedState() override {
-    std::lock_guard lock(read_mu_);
+    MutexLock lock(read_mu_);
     return ReadState(reader_);
   }
 
   // ---- checks ----
 
   Result<std::vector<TableDump>> Dump() override {
-    std::lock_guard lock(read_mu_);
-    return Retrying(reader_, [&]() -> Result<std::vector<TableDump>> {
+    MutexLock lock(read_mu_);
+    return Retrying(reader_, [&](Connection& conn) -> Result<std::vector<TableDump>> {
       std::vector<TableDump> out;
-      Status st = InTransaction(reader_, kSnapshotBegin, [&]() -> Status {
+      Status st = InTransaction(conn, kSnapshotBegin, [&]() -> Status {
         for (const TableSpec& t : DataTables()) {
-          Result<PgResult> r = reader_.Exec("SELECT * FROM " + std::string(t.name) + " ORDER BY " +
-                                            std::string(t.order_by));
+          Result<PgResult> r = conn.Exec("SELECT * FROM " + std::string(t.name) + " ORDER BY " +
+                                         std::string(t.order_by));
           if (!r.ok()) return r.status();
           TableDump d;
           d.table = std::string(t.name);
@@ -670,22 +673,22 @@ class PgStore final : public Store {
   }
 
   Result<ProjectionTotals> Totals() override {
-    std::lock_guard lock(read_mu_);
+    MutexLock lock(read_mu_);
     std::string counts = "SELECT ";
     for (const TableSpec& t : DataTables()) {
       if (counts.size() > 7) counts += ", ";
       counts += "(SELECT COUNT(*) FROM " + std::string(t.name) + ")";
     }
-    return Retrying(reader_, [&]() -> Result<ProjectionTotals> {
+    return Retrying(reader_, [&](Connection& conn) -> Result<ProjectionTotals> {
       ProjectionTotals totals;
-      Status st = InTransaction(reader_, kSnapshotBegin, [&]() -> Status {
-        Result<PgResult> c = reader_.Exec(counts);
+      Status st = InTransaction(conn, kSnapshotBegin, [&]() -> Status {
+        Result<PgResult> c = conn.Exec(counts);
         if (!c.ok()) return c.status();
         int col = 0;
         for (const TableSpec& t : DataTables()) {
           *CountOf(totals, t.name) = static_cast<uint64_t>(PgRow{c->get(), 0}.Int(col++));
         }
-        Result<PgResult> b = reader_.Exec(kBalanceTotalsSql);
+        Result<PgResult> b = conn.Exec(kBalanceTotalsSql);
         if (!b.ok()) return b.status();
         for (int i = 0; i < PQntuples(b->get()); ++i) {
           totals.balances.push_back(ReadBalanceTotal(PgRow{b->get(), i}));
@@ -698,8 +701,8 @@ class PgStore final : public Store {
   }
 
   Result<std::vector<OrderRow>> AllOrderRows() override {
-    std::lock_guard lock(read_mu_);
-    return Retrying(reader_, [&] { return OrderRows(reader_, all_order_rows_); });
+    MutexLock lock(read_mu_);
+    return Retrying(reader_, [&](Connection& conn) { return OrderRows(conn, all_order_rows_); });
   }
 
  private:
@@ -746,8 +749,8 @@ class PgStore final : public Store {
   }
 
   Result<ProjectorState> ReadState(Connection& c) {
-    return Retrying(c, [&]() -> Result<ProjectorState> {
-      Result<PgResult> r = c.Run(Stmt(state_), {});
+    return Retrying(c, [&](Connection& conn) -> Result<ProjectorState> {
+      Result<PgResult> r = conn.Run(Stmt(state_), {});
       if (!r.ok()) return r.status();
       if (PQntuples(r->get()) != 1) return Corruption("projection: projector_state has no row");
       return ReadStateRow(PgRow{r->get(), 0});
@@ -765,9 +768,10 @@ class PgStore final : public Store {
     return out;
   }
 
-  Result<std::optional<OrderRecord>> FirstOrder(int s, const std::vector<std::string>& params) {
+  Result<std::optional<OrderRecord>> FirstOrder(int s, const std::vector<std::string>& params)
+      MB_REQUIRES(read_mu_) {
     Result<std::vector<OrderRow>> rows =
-        Retrying(reader_, [&] { return OrderRows(reader_, s, params); });
+        Retrying(reader_, [&](Connection& conn) { return OrderRows(conn, s, params); });
     if (!rows.ok()) return rows.status();
     if (rows->empty()) return std::optional<OrderRecord>{};
     return std::optional<OrderRecord>(rows->front().order);
@@ -785,8 +789,8 @@ class PgStore final : public Store {
   std::vector<OrderRow> placed_, updated_;  // writer thread only: the orders of one batch
   std::unordered_set<uint64_t> seen_;       // writer thread only
 
-  std::mutex read_mu_;
-  Connection reader_;  // GUARDED_BY(read_mu_)
+  Mutex read_mu_;  // the history queries: one at a time on the reader connection
+  Connection reader_ MB_GUARDED_BY(read_mu_);
 };
 
 }  // namespace

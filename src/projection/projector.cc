@@ -19,7 +19,6 @@ constexpr std::size_t kMaxNotes = 4096;
 Projector::Projector(std::filesystem::path data_dir, const engine::EngineConfig& config,
                      uint64_t config_hash, Store* store, ProjectorOptions options)
     : data_dir_(std::move(data_dir)),
-      config_(config),
       config_hash_(config_hash),
       store_(store),
       options_(std::move(options)),
@@ -118,9 +117,9 @@ Result<std::size_t> Projector::RunBatch(uint64_t limit_seq, bool wait) {
     if (!wait || records == 0) break;
     // A partial batch waits a little for more.
     const auto deadline = started + options_.batch_wait;
-    std::unique_lock lock(mu_);
+    MutexLock lock(mu_);
     if (stop_ || std::chrono::steady_clock::now() >= deadline) break;
-    cv_.wait_until(lock, deadline, [&] {
+    cv_.wait_until(lock.native(), deadline, [&]() MB_REQUIRES(mu_) {
       return stop_ || durable_.load(std::memory_order_acquire) >= tail_->next_seq();
     });
   }
@@ -138,7 +137,7 @@ Result<std::size_t> Projector::RunBatch(uint64_t limit_seq, bool wait) {
   events_applied_.fetch_add(batch_.events, std::memory_order_relaxed);
   healthy_.store(true, std::memory_order_relaxed);
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     applied_.store(next.applied_seq, std::memory_order_release);
     while (!notes_.empty() && notes_.front().first <= next.applied_seq) notes_.pop_front();
     if (lag_samples_.size() < options_.lag_samples) {
@@ -153,7 +152,7 @@ void Projector::Fail(const Status& st) {
   errors_.fetch_add(1, std::memory_order_relaxed);
   const bool was_healthy = healthy_.exchange(false, std::memory_order_relaxed);
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (!was_healthy && last_error_ == st.message()) return;  // logged already
     last_error_ = st.message();
   }
@@ -164,7 +163,7 @@ void Projector::Fail(const Status& st) {
 void Projector::Start(uint64_t durable_seq) {
   durable_.store(durable_seq, std::memory_order_release);
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stop_ = false;
     if (durable_seq > applied_seq()) notes_.emplace_back(durable_seq, clock_.steady_ns());
   }
@@ -176,7 +175,7 @@ void Projector::Start(uint64_t durable_seq) {
 
 void Projector::Stop() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stop_ = true;
   }
   cv_.notify_all();
@@ -187,7 +186,7 @@ void Projector::Loop() {
   bool ready = false;
   for (;;) {
     {
-      std::unique_lock lock(mu_);
+      MutexLock lock(mu_);
       if (stop_) return;
     }
     Status st;
@@ -204,14 +203,14 @@ void Projector::Loop() {
         ready = false;  // reload the state: the failed batch changed nothing in the store
       }
     }
-    std::unique_lock lock(mu_);
+    MutexLock lock(mu_);
     if (!st.ok()) {
-      lock.unlock();
+      lock.Unlock();
       Fail(st);
-      lock.lock();
-      cv_.wait_for(lock, options_.retry, [&] { return stop_; });
+      lock.Lock();
+      cv_.wait_for(lock.native(), options_.retry, [&]() MB_REQUIRES(mu_) { return stop_; });
     } else {
-      cv_.wait_for(lock, options_.idle_check, [&] {
+      cv_.wait_for(lock.native(), options_.idle_check, [&]() MB_REQUIRES(mu_) {
         return stop_ || durable_.load(std::memory_order_acquire) > applied_seq();
       });
     }
@@ -220,7 +219,7 @@ void Projector::Loop() {
 
 void Projector::NotifyDurable(uint64_t seq) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (seq <= durable_.load(std::memory_order_relaxed)) return;
     durable_.store(seq, std::memory_order_release);
     if (notes_.size() >= kMaxNotes) notes_.pop_back();  // keeps the oldest: lag never understated
@@ -230,8 +229,8 @@ void Projector::NotifyDurable(uint64_t seq) {
 }
 
 bool Projector::WaitApplied(uint64_t seq, std::chrono::milliseconds timeout) {
-  std::unique_lock lock(mu_);
-  return applied_cv_.wait_for(lock, timeout, [&] { return applied_seq() >= seq; });
+  MutexLock lock(mu_);
+  return applied_cv_.wait_for(lock.native(), timeout, [&] { return applied_seq() >= seq; });
 }
 
 ProjectorStats Projector::stats() const {
@@ -247,7 +246,7 @@ ProjectorStats Projector::stats() const {
   if (s.storage && (s.storage->over_ceiling || s.storage->wal_bytes > s.storage->wal_max_bytes)) {
     s.healthy = false;
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   s.last_error = last_error_;
   if (s.lag_events > 0 && !notes_.empty()) {
     s.lag_seconds = static_cast<double>(clock_.steady_ns() - notes_.front().second) / 1e9;
@@ -256,7 +255,7 @@ ProjectorStats Projector::stats() const {
 }
 
 std::vector<int64_t> Projector::TakeLagSamples() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::vector<int64_t> out;
   out.swap(lag_samples_);
   return out;

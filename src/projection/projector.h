@@ -32,7 +32,6 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -40,6 +39,7 @@
 
 #include "common/clock.h"
 #include "common/status.h"
+#include "common/thread_annotations.h"
 #include "engine/event.h"
 #include "engine/market.h"
 #include "journal/tail.h"
@@ -121,7 +121,6 @@ class Projector {
   void Fail(const Status& st);
 
   const std::filesystem::path data_dir_;
-  const engine::EngineConfig& config_;
   const uint64_t config_hash_;
   Store* const store_;
   const ProjectorOptions options_;
@@ -138,15 +137,15 @@ class Projector {
   std::atomic<uint64_t> batches_{0}, events_applied_{0}, errors_{0};
   std::atomic<bool> healthy_{true};
 
-  mutable std::mutex mu_;  // cv_, last_error_, lag samples
+  mutable Mutex mu_;
   std::condition_variable cv_;
   std::condition_variable applied_cv_;
-  bool stop_ = false;
-  std::string last_error_;
-  std::vector<int64_t> lag_samples_;
+  bool stop_ MB_GUARDED_BY(mu_) = false;
+  std::string last_error_ MB_GUARDED_BY(mu_);
+  std::vector<int64_t> lag_samples_ MB_GUARDED_BY(mu_);
   // (durable sequence, steady ns when notified), oldest first: how long the
   // oldest unapplied record has been durable.
-  std::deque<std::pair<uint64_t, int64_t>> notes_;
+  std::deque<std::pair<uint64_t, int64_t>> notes_ MB_GUARDED_BY(mu_);
   // The catch-up batch as the store allows it: halved (down to batch_events)
   // while one batch's commit takes more than a quarter of the store's log
   // ceiling. Projector thread only.

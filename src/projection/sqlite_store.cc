@@ -33,10 +33,10 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <mutex>
 #include <thread>
 
 #include "common/clock.h"
+#include "common/thread_annotations.h"
 #include "projection/schema.h"
 #include "projection/sql_rows.h"
 #include "projection/store.h"
@@ -140,7 +140,7 @@ class Stmt {
   // Binds every value of a row (sql_rows.h lists them per table).
   template <class... T>
   Stmt& BindAll(const std::tuple<T...>& values) {
-    std::apply([this](const auto&... v) { (Bind(v), ...); }, values);
+    std::apply([this](const auto&... v) { (this->Bind(v), ...); }, values);
     return *this;
   }
 
@@ -223,7 +223,10 @@ class SqliteStore final : public Store {
     int unused = 0;  // the WAL's accounting starts here: nothing written yet
     sqlite3_db_status(writer_.get(), SQLITE_DBSTATUS_CACHE_WRITE, &unused, &unused, 1);
     sqlite3_wal_hook(writer_.get(), &SqliteStore::OnWalCommit, this);
-    MB_RETURN_IF_ERROR(reader_.Open(path_, false));
+    {
+      MutexLock lock(read_mu_);  // uncontended: no query runs before Open() returns
+      MB_RETURN_IF_ERROR(reader_.Open(path_, false));
+    }
     MB_RETURN_IF_ERROR(checkpointer_.Open(path_, false));
     MB_RETURN_IF_ERROR(checkpointer_.OpenWal());
     MB_RETURN_IF_ERROR(Prepare());
@@ -236,7 +239,7 @@ class SqliteStore final : public Store {
 
   ~SqliteStore() override {
     {
-      std::lock_guard lock(checkpoint_mu_);
+      MutexLock lock(checkpoint_mu_);
       stop_ = true;
     }
     checkpoint_cv_.notify_all();
@@ -300,7 +303,7 @@ class SqliteStore final : public Store {
   }
 
   Result<std::vector<OrderRecord>> AllOrders(const HistoryQuery& q) override {
-    std::lock_guard lock(read_mu_);
+    MutexLock lock(read_mu_);
     Stmt& s = Ascending(q) ? all_orders_asc_ : all_orders_desc_;
     s.Bind(q.account).Bind(q.market);
     BindFilter(s, q);
@@ -314,20 +317,20 @@ class SqliteStore final : public Store {
 
   Result<std::optional<OrderRecord>> FindOrder(uint32_t account, uint16_t market,
                                                uint64_t order_id) override {
-    std::lock_guard lock(read_mu_);
+    MutexLock lock(read_mu_);
     find_order_.Bind(account).Bind(market).Bind(static_cast<int64_t>(order_id));
     return FirstOrder(find_order_);
   }
 
   Result<std::optional<OrderRecord>> FindOrderByClientId(uint32_t account, uint16_t market,
                                                          std::string_view client_id) override {
-    std::lock_guard lock(read_mu_);
+    MutexLock lock(read_mu_);
     find_client_.Bind(account).Bind(market).Bind(client_id);
     return FirstOrder(find_client_);
   }
 
   Result<std::vector<marketdata::Fill>> MyTrades(const HistoryQuery& q) override {
-    std::lock_guard lock(read_mu_);
+    MutexLock lock(read_mu_);
     Stmt& s = Ascending(q) ? trades_asc_ : trades_desc_;
     const auto order = static_cast<int64_t>(q.order_id);
     s.Bind(q.account).Bind(q.market).Bind(order).Bind(order);  // maker side
@@ -342,7 +345,7 @@ class SqliteStore final : public Store {
   }
 
   Result<std::vector<LedgerRow>> Ledger(const LedgerQuery& q) override {
-    std::lock_guard lock(read_mu_);
+    MutexLock lock(read_mu_);
     ledger_.Bind(q.account).Bind(static_cast<int64_t>(q.from_seq)).Bind(Limit(q.limit));
     std::vector<LedgerRow> out;
     Status err;
@@ -352,12 +355,12 @@ class SqliteStore final : public Store {
   }
 
   Result<ProjectorState> CommittedState() override {
-    std::lock_guard lock(read_mu_);
+    MutexLock lock(read_mu_);
     return ReadState(reader_state_);
   }
 
   Result<std::vector<TableDump>> Dump() override {
-    std::lock_guard lock(read_mu_);
+    MutexLock lock(read_mu_);
     std::vector<TableDump> out;
     for (const TableSpec& t : DataTables()) {
       Stmt s;
@@ -381,7 +384,7 @@ class SqliteStore final : public Store {
   }
 
   Result<ProjectionTotals> Totals() override {
-    std::lock_guard lock(read_mu_);
+    MutexLock lock(read_mu_);
     ProjectionTotals t;
     for (const TableSpec& spec : DataTables()) {
       Stmt s;
@@ -400,7 +403,7 @@ class SqliteStore final : public Store {
   }
 
   Result<std::vector<OrderRow>> AllOrderRows() override {
-    std::lock_guard lock(read_mu_);
+    MutexLock lock(read_mu_);
     Stmt s;
     MB_RETURN_IF_ERROR(s.Prepare(reader_, std::string(kOrderSelect) + " ORDER BY order_id"));
     return OrderRows(s);
@@ -445,7 +448,7 @@ class SqliteStore final : public Store {
     if (frames_since_wakeup_ >= std::max<uint64_t>(restart_frames() / 4, 1)) {
       frames_since_wakeup_ = 0;
       {
-        std::lock_guard lock(checkpoint_mu_);
+        MutexLock lock(checkpoint_mu_);
         checkpoint_wanted_ = true;
       }
       checkpoint_cv_.notify_one();
@@ -479,7 +482,7 @@ class SqliteStore final : public Store {
   // (a reader the busy timeout did not see leave) is an incomplete
   // checkpoint, not an error.
   Result<bool> RunCheckpoint(Db& db, int mode) {
-    std::lock_guard run(checkpoint_run_mu_);
+    MutexLock run(checkpoint_run_mu_);
     int log = -1, copied = -1;
     const int rc = sqlite3_wal_checkpoint_v2(db.get(), nullptr, mode, &log, &copied);
     if (rc != SQLITE_OK && (rc & 0xff) != SQLITE_BUSY) return db.LastError();
@@ -514,16 +517,18 @@ class SqliteStore final : public Store {
   // reader) whenever the writer has added a sixteenth of the ceiling, and at
   // least every 200 ms while there is something to copy.
   void Checkpoints() {
-    std::unique_lock lock(checkpoint_mu_);
+    MutexLock lock(checkpoint_mu_);
     while (!stop_) {
-      checkpoint_cv_.wait_for(lock, kCheckpointEvery, [&] { return stop_ || checkpoint_wanted_; });
+      checkpoint_cv_.wait_for(lock.native(), kCheckpointEvery, [&]() MB_REQUIRES(checkpoint_mu_) {
+        return stop_ || checkpoint_wanted_;
+      });
       if (stop_) break;
       checkpoint_wanted_ = false;
-      lock.unlock();
+      lock.Unlock();
       if (wal_frames_.load(std::memory_order_relaxed) > 0) {
         (void)RunCheckpoint(checkpointer_, SQLITE_CHECKPOINT_PASSIVE);
       }
-      lock.lock();
+      lock.Lock();
     }
   }
 
@@ -572,6 +577,7 @@ class SqliteStore final : public Store {
     MB_RETURN_IF_ERROR(writer_open_orders_.Prepare(
         writer_, std::string(kOrderSelect) + " WHERE status < 2 ORDER BY order_id"));
 
+    MutexLock lock(read_mu_);  // uncontended: no query runs before Open() returns
     MB_RETURN_IF_ERROR(reader_state_.Prepare(reader_, kStateSql));
     MB_RETURN_IF_ERROR(all_orders_asc_.Prepare(reader_, AllOrdersSql(true)));
     MB_RETURN_IF_ERROR(all_orders_desc_.Prepare(reader_, AllOrdersSql(false)));
@@ -648,20 +654,21 @@ class SqliteStore final : public Store {
   const StoreOptions options_;
   uint64_t frame_bytes_ = kPageBytes + kWalFrameHeaderBytes;
   Db writer_;
-  Db reader_;
+  Mutex read_mu_;  // the history queries: one at a time on the reader connection
+  Db reader_ MB_GUARDED_BY(read_mu_);
   Db checkpointer_;
-  std::mutex read_mu_;
 
   // Writer thread only.
   uint64_t hook_frames_ = 0;            // set by OnWalCommit during COMMIT
   uint64_t largest_commit_frames_ = 0;  // a recent commit's size, decaying
   uint64_t frames_since_wakeup_ = 0;
 
-  // Whoever holds checkpoint_run_mu_ (one checkpoint at a time).
-  std::mutex checkpoint_run_mu_;
-  uint64_t checkpoint_generation_ = 0;
-  uint64_t checkpoint_log_ = 0;     // WAL frames at the last checkpoint
-  uint64_t checkpoint_copied_ = 0;  // of them, copied
+  // One checkpoint at a time (SQLite refuses a second).
+  Mutex checkpoint_run_mu_;
+  uint64_t checkpoint_generation_ MB_GUARDED_BY(checkpoint_run_mu_) = 0;
+  // WAL frames at the last checkpoint, and how many of them it copied.
+  uint64_t checkpoint_log_ MB_GUARDED_BY(checkpoint_run_mu_) = 0;
+  uint64_t checkpoint_copied_ MB_GUARDED_BY(checkpoint_run_mu_) = 0;
 
   // Written by the writer or a checkpoint, read by Storage() on any thread.
   std::atomic<uint64_t> wal_frames_{0};
@@ -671,17 +678,24 @@ class SqliteStore final : public Store {
   std::atomic<int64_t> last_completed_ns_{0};
   std::atomic<bool> over_ceiling_{false};
 
-  std::mutex checkpoint_mu_;  // stop_, checkpoint_wanted_
+  Mutex checkpoint_mu_;  // wakes the checkpointer
   std::condition_variable checkpoint_cv_;
-  bool stop_ = false;
-  bool checkpoint_wanted_ = false;
+  bool stop_ MB_GUARDED_BY(checkpoint_mu_) = false;
+  bool checkpoint_wanted_ MB_GUARDED_BY(checkpoint_mu_) = false;
   std::thread checkpoint_thread_;
 
   Stmt begin_, commit_, rollback_;
   Stmt ins_order_, ins_event_, ins_trade_, ins_ledger_, ins_deposit_, ins_withdrawal_;
   Stmt set_state_, writer_state_, writer_open_orders_;
-  Stmt reader_state_, all_orders_asc_, all_orders_desc_, find_order_, find_client_;
-  Stmt trades_asc_, trades_desc_, ledger_;
+  // The reader connection's statements.
+  Stmt reader_state_ MB_GUARDED_BY(read_mu_);
+  Stmt all_orders_asc_ MB_GUARDED_BY(read_mu_);
+  Stmt all_orders_desc_ MB_GUARDED_BY(read_mu_);
+  Stmt find_order_ MB_GUARDED_BY(read_mu_);
+  Stmt find_client_ MB_GUARDED_BY(read_mu_);
+  Stmt trades_asc_ MB_GUARDED_BY(read_mu_);
+  Stmt trades_desc_ MB_GUARDED_BY(read_mu_);
+  Stmt ledger_ MB_GUARDED_BY(read_mu_);
 };
 
 }  // namespace

@@ -2,8 +2,8 @@
 
 #include <atomic>
 #include <limits>
-#include <mutex>
 
+#include "common/thread_annotations.h"
 #include "projection/sql_rows.h"
 
 namespace mb::projection {
@@ -167,7 +167,7 @@ class ReconnectingStore final : public Store {
  private:
   // The opened store, or why it cannot be opened (tried again after retry_).
   Result<Store*> Inner() {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (inner_) return inner_.get();
     const auto now = std::chrono::steady_clock::now();
     if (tried_ && now - last_try_ < retry_) return last_error_;
@@ -193,12 +193,12 @@ class ReconnectingStore final : public Store {
   const StoreOptions options_;
   const engine::EngineConfig& config_;
   const std::chrono::milliseconds retry_;
-  std::mutex mu_;
-  std::unique_ptr<Store> inner_;
+  Mutex mu_;
+  std::unique_ptr<Store> inner_ MB_GUARDED_BY(mu_);
   std::atomic<Store*> opened_{nullptr};  // inner_ once set (it never changes after): no lock
-  bool tried_ = false;
-  std::chrono::steady_clock::time_point last_try_{};
-  Status last_error_;
+  bool tried_ MB_GUARDED_BY(mu_) = false;
+  std::chrono::steady_clock::time_point last_try_ MB_GUARDED_BY(mu_);
+  Status last_error_ MB_GUARDED_BY(mu_);
 };
 
 }  // namespace

@@ -18,7 +18,6 @@
 #include <future>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <random>
 #include <string>
@@ -28,6 +27,7 @@
 
 #include "common/clock.h"
 #include "common/hmac.h"
+#include "common/thread_annotations.h"
 #include "load/histogram.h"
 
 namespace mb::load {
@@ -396,7 +396,7 @@ class OrderFlow {
         rng_(o.seed) {}
 
   Iteration Next(Clock::time_point intended) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     Iteration it;
     it.intended = intended;
     it.account = static_cast<uint32_t>(next_account_++ % keys_.size());
@@ -469,7 +469,7 @@ class OrderFlow {
   // A 200 answer: remember orders that rest out of reach, and amended ones.
   void Answered(const Iteration& it, std::string_view body) {
     if (it.op == Op::kAmend) {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       state_[it.account].amended.push_back(it.order_id);
       return;
     }
@@ -478,7 +478,7 @@ class OrderFlow {
       return;
     const int64_t id = FindInt(body, "\"orderId\":");
     if (id <= 0) return;
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     state_[it.account].fresh.push_back(static_cast<uint64_t>(id));
   }
 
@@ -507,8 +507,8 @@ class OrderFlow {
   const Options& o_;
   const Market& m_;
   const std::vector<AccountKeys> keys_;
-  std::mutex mu_;
-  std::vector<State> state_;
+  Mutex mu_;
+  std::vector<State> state_ MB_GUARDED_BY(mu_);
   const int64_t mid_, qty_;
   uint64_t next_account_ = 0;
   std::mt19937_64 rng_;
@@ -759,7 +759,7 @@ class Runner {
     r.errors = errors_.load();
     r.dropped = dropped_.load();
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       r.errors_by_code = errors_by_code_;
     }
     r.delivery = Figures::From(*delivery_.Collect());
@@ -776,7 +776,7 @@ class Runner {
 
   // Called by connections and subscribers.
   void Idle(HttpConn* c) {
-    std::lock_guard lock(idle_mu_);
+    MutexLock lock(idle_mu_);
     idle_.push_back(c);
   }
   void Answered(const Iteration& it, unsigned status, std::string_view body) {
@@ -791,17 +791,17 @@ class Runner {
     }
     errors_.fetch_add(1, std::memory_order_relaxed);
     const int64_t code = FindInt(body, "\"code\":");
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     ++errors_by_code_[fmt::format("{}/{}", status, code == -1 ? 0 : code)];
   }
   void RequestFailed(const char* stage, const beast::error_code& ec) {
     errors_.fetch_add(1, std::memory_order_relaxed);
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     ++errors_by_code_[fmt::format("transport/{}", ec.message())];
     NoteTransportErrorLocked(stage, ec);
   }
   void ConnectFailed(const char* stage, const beast::error_code& ec) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     NoteTransportErrorLocked(stage, ec);
   }
   void Message(std::string_view text) {
@@ -820,7 +820,7 @@ class Runner {
     if (status != 200) {
       history_errors_.fetch_add(1, std::memory_order_relaxed);
       const int64_t code = FindInt(body, "\"code\":");
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       ++errors_by_code_[fmt::format("history {}/{}", status, code == -1 ? 0 : code)];
       return;
     }
@@ -829,7 +829,7 @@ class Runner {
   void HistoryFailed(const char* stage, const beast::error_code& ec) {
     if (stopping_.load()) return;
     history_errors_.fetch_add(1, std::memory_order_relaxed);
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     ++errors_by_code_[fmt::format("history transport/{}", ec.message())];
     NoteTransportErrorLocked(stage, ec);
   }
@@ -843,7 +843,7 @@ class Runner {
     }
     if (stopping_.load()) return;
     sub_drops_.fetch_add(1);
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (!reason.empty()) ++errors_by_code_[fmt::format("ws-close/{}", reason)];
   }
   bool stopping() const { return stopping_.load(); }
@@ -860,21 +860,21 @@ class Runner {
 
  private:
   std::size_t IdleCount() {
-    std::lock_guard lock(idle_mu_);
+    MutexLock lock(idle_mu_);
     return idle_.size();
   }
   HttpConn* TakeIdle() {
-    std::lock_guard lock(idle_mu_);
+    MutexLock lock(idle_mu_);
     if (idle_.empty()) return nullptr;
     HttpConn* c = idle_.front();
     idle_.pop_front();
     return c;
   }
   std::string LastTransportError() {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return last_error_.empty() ? "no error seen" : last_error_;
   }
-  void NoteTransportErrorLocked(const char* stage, const beast::error_code& ec) {
+  void NoteTransportErrorLocked(const char* stage, const beast::error_code& ec) MB_REQUIRES(mu_) {
     last_error_ = fmt::format(
         "{} {}: {}", stage,
         endpoint_.address().to_string() + ":" + std::to_string(endpoint_.port()), ec.message());
@@ -955,10 +955,10 @@ class Runner {
   std::vector<std::unique_ptr<HttpConn>> conns_;
   std::vector<std::unique_ptr<Subscriber>> subs_;
   std::vector<std::unique_ptr<HistoryReader>> readers_;
-  std::mutex idle_mu_;
+  Mutex idle_mu_;
   // First in, first out: every connection is used in turn, so none sits idle
   // long enough for the server's keep-alive timeout to close it.
-  std::deque<HttpConn*> idle_;  // GUARDED_BY(idle_mu_)
+  std::deque<HttpConn*> idle_ MB_GUARDED_BY(idle_mu_);
 
   Histogram order_, delivery_, freshness_, history_;
   std::atomic<uint64_t> history_errors_{0};
@@ -969,9 +969,9 @@ class Runner {
   const int64_t started_ns_ = Clock::now().time_since_epoch().count();
   std::atomic<int64_t> last_response_ns_{0}, last_transport_error_ns_{0};
   std::string abort_reason_;  // main thread only
-  mutable std::mutex mu_;
-  std::map<std::string, uint64_t> errors_by_code_;  // GUARDED_BY(mu_)
-  std::string last_error_;                          // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::map<std::string, uint64_t> errors_by_code_ MB_GUARDED_BY(mu_);
+  std::string last_error_ MB_GUARDED_BY(mu_);
 };
 
 void HttpConn::DoConnect() {
