@@ -52,7 +52,7 @@ void Engine::Impl::Process(const Command& c, EventBuffer* out) noexcept {
 
 template <class Body>
 void Engine::Impl::Emit(const Body& body) noexcept {
-  // Constructed in the buffer from its parts (aggregate initialisation), not
+  // Constructed in the buffer from its parts (Event's constructor), not
   // copied there from a temporary Event, whose just-written fields read back
   // as whole vectors defeat store-to-load forwarding, nor value-initialised
   // first, which clears all 128 bytes (measured: an amend 10-20% slower).

@@ -156,6 +156,12 @@ using EventBody =
                  OrderAmended, Deposited, Withdrawn, MarketStatusChanged>;
 
 struct Event {
+  Event() = default;
+  // Built in place from its parts (EventBuffer::emplace_back(seq, ts, body)):
+  // the body is constructed once, in its slot.
+  template <class Body>
+  Event(Sequence s, int64_t ts, const Body& b) noexcept : seq(s), timestamp_ns(ts), body(b) {}
+
   Sequence seq{};            // the command that caused it
   int64_t timestamp_ns = 0;  // the command's timestamp
   EventBody body;

@@ -39,7 +39,6 @@ struct OrderRow {
   OrderRecord order;
   uint64_t created_seq = 0;
   uint64_t updated_seq = 0;
-  friend bool operator==(const OrderRow&, const OrderRow&) = default;
 };
 
 // One change to one order (an executionReport, as the stream sent it).
