@@ -216,7 +216,7 @@ int Serve(const mb::app::Config& cfg, const std::string& source, bool recover_on
   mb::log::Info("projection",
                 fmt::format("history projection: {} (batches of up to {} events)",
                             Describe(store_options), cfg.runtime.projection.batch_events));
-  projector.Start((*ex)->durable_seq());
+  mb::log::Info("projection", "thread " + projector.Start((*ex)->durable_seq()));
   mb::app::ProjectionHistory history(store.get(), &projector);
   (*gw)->SetHistory(&history);
   // Stopping: the projector applies what the journal made durable, briefly.
@@ -249,6 +249,15 @@ int Serve(const mb::app::Config& cfg, const std::string& source, bool recover_on
                                    "snapshot; Ctrl-C (SIGINT) or SIGTERM stops intake, drains "
                                    "the journal and writes a snapshot.",
                                    (*ex)->durable_seq(), so.io_threads));
+  {
+    // Every thread by name: the names the per-thread CPU metric
+    // (matchbook_thread_cpu_seconds_total) and `top -H` show.
+    std::string names;
+    for (const auto& [name, secs] : mb::metrics::ThreadCpuSeconds()) {
+      names += names.empty() ? name : ", " + name;
+    }
+    mb::log::Info("app", "threads: " + names);
+  }
   mb::log::Info("gateway",
                 fmt::format("operator API at http://{}:{}/admin/v1/ (loopback only{}); send the "
                             "token from {} as the X-MB-ADMIN-TOKEN header",

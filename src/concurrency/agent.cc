@@ -24,13 +24,14 @@ void AgentRunner::Run(std::string* line, std::atomic<bool>* started) {
   agent_->OnStart();
   // Acquire: pairs with the store in Stop(), so the last round sees what the
   // stopping thread published before it asked.
-  while (!stop_.load(std::memory_order_acquire)) {
+  for (;;) {
     const int n = agent_->DoWork();
     if (n > 0) {
       work_.fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
       waiter_.Reset();
       continue;
     }
+    if (stop_.load(std::memory_order_acquire)) break;
     waiter_.Idle([this] { return stop_.load(std::memory_order_acquire) || agent_->HasWork(); });
   }
   agent_->OnClose();

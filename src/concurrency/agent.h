@@ -7,9 +7,14 @@
 //   runner thread:  OnStart()
 //                   loop: n = DoWork()
 //                         n > 0           -> next round at once
+//                         n == 0, stopped -> leave the loop
 //                         n == 0          -> Idle (back-off: spin, yield,
 //                                            park <= park_us unless HasWork())
-//                   until Stop(): OnClose()
+//                   OnClose()
+//
+// Stop() drains: the loop ends at the first round that finds nothing to do,
+// so work published before Stop() is done (an agent that must give up on
+// work at shutdown checks its own flag inside DoWork).
 //
 // A periodic worker (a checkpointer every 200 ms, say) is an agent whose
 // park_us is its period: DoWork finds the period elapsed after a park times
@@ -23,6 +28,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <thread>
 
@@ -44,6 +50,20 @@ class Agent {
   virtual void OnClose() {}
 };
 
+// An agent made of callables: for an owner that runs several agents (one
+// class can be only one Agent).
+class FunctionAgent final : public Agent {
+ public:
+  explicit FunctionAgent(std::function<int()> work, std::function<bool()> has_work = {})
+      : work_(std::move(work)), has_work_(std::move(has_work)) {}
+  int DoWork() override { return work_(); }
+  bool HasWork() const override { return has_work_ ? has_work_() : false; }
+
+ private:
+  const std::function<int()> work_;
+  const std::function<bool()> has_work_;
+};
+
 class AgentRunner {
  public:
   // `agent` must outlive the runner (or its Stop()).
@@ -56,8 +76,8 @@ class AgentRunner {
   // "mb-projector: unpinned (numa node 0), SCHED_OTHER; back-off (spin 0,
   // yield 0, park <= 10000 us)". REQUIRES: not running.
   std::string Start();
-  // Asks the loop to end after the current round, wakes it, runs OnClose on
-  // the agent's thread and joins. Idempotent.
+  // Asks the loop to end at the first round that does no work, wakes it,
+  // runs OnClose on the agent's thread and joins. Idempotent.
   void Stop();
   // Producers, after publishing work for the agent.
   void Wake() noexcept { waiter_.Wake(); }

@@ -96,7 +96,10 @@ TEST(AgentRunner, RunsTheAgentOnItsNamedThreadUntilStopped) {
   }
   ASSERT_TRUE(WaitUntil([&] { return agent.taken() == 1000; }, std::chrono::seconds(5)));
   EXPECT_EQ(runner.work(), 1000u) << "the runner counts what DoWork reported";
+  // Work posted right before Stop() is done before the loop ends.
+  for (int i = 0; i < 10; ++i) agent.Post();
   runner.Stop();
+  EXPECT_EQ(agent.taken(), 1010u) << "Stop() drains";
   EXPECT_FALSE(runner.running());
   EXPECT_TRUE(agent.closed()) << "OnClose ran before Stop returned";
   runner.Stop();  // idempotent

@@ -12,6 +12,7 @@
 
 #include "common/clock.h"
 #include "common/thread_annotations.h"
+#include "concurrency/agent.h"
 #include "concurrency/ring.h"
 #include "concurrency/wait.h"
 #include "metrics/metrics.h"
@@ -95,7 +96,7 @@ std::string_view ToString(SubmitResult r) noexcept {
   return "?";
 }
 
-class Exchange::Impl {
+class Exchange::Impl final : private concurrency::Agent {
  public:
   explicit Impl(ExchangeOptions options)
       : opt_(std::move(options)),
@@ -160,21 +161,16 @@ class Exchange::Impl {
     journal_bytes_.store(writer_->bytes_on_disk(), std::memory_order_relaxed);
     // Before the threads start: they read hist_ without synchronisation.
     if (opt_.metrics != nullptr) RegisterMetrics(*opt_.metrics);
-    std::latch started(3);
-    snapshot_thread_ = std::thread([this, &started] {
-      Announce(concurrency::ApplyToCurrentThread({"mb-snapshot", {}, -1, false, 0}) +
-                   ", waits on a condition variable",
-               started);
-      SnapshotLoop();
-    });
+    std::latch started(2);
+    opt_.log(fmt::format("thread {}", snapshot_runner_.Start()));
     journal_thread_ = std::thread([this, &started] {
-      Announce(concurrency::ApplyToCurrentThread(opt_.journal_stage) + ", wait " +
+      Announce(concurrency::ApplyToCurrentThread(opt_.journal_stage) + "; " +
                    concurrency::Describe(opt_.journal_stage.wait),
                started);
       JournalLoop();
     });
     engine_thread_ = std::thread([this, &started] {
-      Announce(concurrency::ApplyToCurrentThread(opt_.engine_stage) + ", wait " +
+      Announce(concurrency::ApplyToCurrentThread(opt_.engine_stage) + "; " +
                    concurrency::Describe(opt_.engine_stage.wait),
                started);
       EngineLoop();
@@ -540,7 +536,7 @@ class Exchange::Impl {
         } else {
           MutexLock lock(snapshot_mu_);
           snapshot_jobs_.push_back(std::move(b->snapshot));
-          snapshot_cv_.notify_one();
+          snapshot_runner_.Wake();
         }
       }
       b->Clear();
@@ -591,20 +587,21 @@ class Exchange::Impl {
 
   // ---------------------------------------------------------------- snapshots
 
-  void SnapshotLoop() {
-    for (;;) {
-      std::unique_ptr<SnapshotJob> job;
-      {
-        MutexLock lock(snapshot_mu_);
-        snapshot_cv_.wait(lock.native(), [this]() MB_REQUIRES(snapshot_mu_) {
-          return !snapshot_jobs_.empty() || snapshot_stop_;
-        });
-        if (snapshot_jobs_.empty()) return;
-        job = std::move(snapshot_jobs_.front());
-        snapshot_jobs_.pop_front();
-      }
-      WriteSnapshotJob(*job);
+  // The snapshot writer's rounds (mb-snapshot): one queued snapshot each.
+  int DoWork() override {
+    std::unique_ptr<SnapshotJob> job;
+    {
+      MutexLock lock(snapshot_mu_);
+      if (snapshot_jobs_.empty()) return 0;
+      job = std::move(snapshot_jobs_.front());
+      snapshot_jobs_.pop_front();
     }
+    WriteSnapshotJob(*job);
+    return 1;
+  }
+  bool HasWork() const override {
+    MutexLock lock(snapshot_mu_);
+    return !snapshot_jobs_.empty();
   }
 
   void WriteSnapshotJob(const SnapshotJob& job) {
@@ -654,14 +651,9 @@ class Exchange::Impl {
     journal_wait_.WakeAlways();
     journal_thread_.join();
 
-    // The snapshot thread finishes the snapshots already queued first: one
-    // writer in the snapshot directory at a time.
-    {
-      MutexLock lock(snapshot_mu_);
-      snapshot_stop_ = true;
-      snapshot_cv_.notify_one();
-    }
-    snapshot_thread_.join();
+    // The snapshot writer finishes the snapshots already queued first (its
+    // runner drains): one writer in the snapshot directory at a time.
+    snapshot_runner_.Stop();
     Status result;
     if (not_durable_ > 0) {
       result = IoError(
@@ -741,10 +733,11 @@ class Exchange::Impl {
   std::string refusal_ MB_GUARDED_BY(refusal_mu_);
 
   std::atomic<bool> snapshot_requested_{false};
-  Mutex snapshot_mu_;
-  std::condition_variable snapshot_cv_;
+  mutable Mutex snapshot_mu_;
   std::deque<std::unique_ptr<SnapshotJob>> snapshot_jobs_ MB_GUARDED_BY(snapshot_mu_);
-  bool snapshot_stop_ MB_GUARDED_BY(snapshot_mu_) = false;
+  // The snapshot writer: parks until a snapshot is queued (a second at most).
+  concurrency::AgentRunner snapshot_runner_{
+      this, {"mb-snapshot", {concurrency::WaitKind::kBackOff, 0, 0, 1'000'000}}};
 
   std::atomic<int64_t> in_submit_{0};
   std::atomic<bool> closed_{false};
@@ -762,7 +755,7 @@ class Exchange::Impl {
   std::atomic<uint64_t> batches_done_{0};   // batches back in the pool (durable or failed)
   std::atomic<uint64_t> journal_bytes_{0};  // the writer's bytes_on_disk() after each write
 
-  std::thread engine_thread_, journal_thread_, snapshot_thread_;
+  std::thread engine_thread_, journal_thread_;
 };
 
 Exchange::Exchange(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

@@ -20,6 +20,7 @@
 #include "common/decimal.h"
 #include "common/hmac.h"
 #include "common/thread_annotations.h"
+#include "concurrency/agent.h"
 #include "gateway/api_error.h"
 #include "gateway/auth.h"
 #include "gateway/binance_json.h"
@@ -244,8 +245,8 @@ class Gateway::Impl final : public HttpHandler {
 
   Status Start(exchange::Exchange* exchange) {
     exchange_ = exchange;
-    fanout_ = std::thread([this] { FanOutLoop(); });
-    if (history_ != nullptr) history_thread_ = std::thread([this] { HistoryLoop(); });
+    log::Info("gateway", "thread " + fanout_runner_.Start());
+    if (history_ != nullptr) log::Info("gateway", "thread " + history_runner_.Start());
     ServerOptions so = options_.server;
     so.ws_freshness = hist_freshness_;
     server_ = std::make_unique<Server>(so, this, &streams_);
@@ -275,23 +276,15 @@ class Gateway::Impl final : public HttpHandler {
 
   void Stop() {
     StopServer();
-    {
-      MutexLock lock(history_mu_);
-      history_stop_.store(true, std::memory_order_relaxed);
-    }
-    history_cv_.notify_all();
-    if (history_thread_.joinable()) history_thread_.join();
+    history_stop_.store(true, std::memory_order_release);
+    history_runner_.Stop();
     {
       // No connection is left to answer what was still queued.
       MutexLock lock(history_mu_);
       history_queue_.clear();
     }
-    {
-      MutexLock lock(mu_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    if (fanout_.joinable()) fanout_.join();
+    // The fan-out drains what the journal thread handed it, then stops.
+    fanout_runner_.Stop();
     // Whatever was still waiting cannot be answered any more.
     for (Pending* p : waiting_) delete p;
     waiting_.clear();
@@ -1729,7 +1722,7 @@ class Gateway::Impl final : public HttpHandler {
       }
     }
     if (queued) {
-      history_cv_.notify_one();
+      history_runner_.Wake();
       return;
     }
     Response res = MakeResponse(
@@ -1774,33 +1767,35 @@ class Gateway::Impl final : public HttpHandler {
     }
   }
 
-  void HistoryLoop() {
-    pthread_setname_np(pthread_self(), "mb-history");
-    for (;;) {
-      HistoryJob job;
-      {
-        MutexLock lock(history_mu_);
-        history_cv_.wait(lock.native(), [this]() MB_REQUIRES(history_mu_) {
-          return history_stop_.load(std::memory_order_relaxed) || !history_queue_.empty();
-        });
-        if (history_stop_.load(std::memory_order_relaxed)) return;
-        job = std::move(history_queue_.front());
-        history_queue_.pop_front();
-        history_depth_.store(history_queue_.size(), std::memory_order_relaxed);
-      }
-      if (!WaitApplied(job)) {
-        HistoryUnavailable(job, Status(StatusCode::kUnavailable,
-                                       fmt::format("the projection did not catch up with the "
-                                                   "read side within {} ms",
-                                                   kHistoryWait.count())));
-        continue;
-      }
-      try {
-        job.run(job);
-      } catch (const std::exception& e) {
-        JobReply(job, ApiError::Unknown(std::string("Internal error: ") + e.what()));
-      }
+  // The history thread's rounds (mb-history): one request each; none once
+  // stopping (what is left is dropped with the connections).
+  int HistoryRound() {
+    if (history_stop_.load(std::memory_order_acquire)) return 0;
+    HistoryJob job;
+    {
+      MutexLock lock(history_mu_);
+      if (history_queue_.empty()) return 0;
+      job = std::move(history_queue_.front());
+      history_queue_.pop_front();
+      history_depth_.store(history_queue_.size(), std::memory_order_relaxed);
     }
+    if (!WaitApplied(job)) {
+      HistoryUnavailable(job, Status(StatusCode::kUnavailable,
+                                     fmt::format("the projection did not catch up with the "
+                                                 "read side within {} ms",
+                                                 kHistoryWait.count())));
+      return 1;
+    }
+    try {
+      job.run(job);
+    } catch (const std::exception& e) {
+      JobReply(job, ApiError::Unknown(std::string("Internal error: ") + e.what()));
+    }
+    return 1;
+  }
+  bool HistoryWaiting() {
+    MutexLock lock(history_mu_);
+    return !history_queue_.empty();
   }
 
   // --- the fan-out thread ---
@@ -1810,7 +1805,7 @@ class Gateway::Impl final : public HttpHandler {
       queue_.push_back(std::move(item));
       fanout_depth_.store(queue_.size(), std::memory_order_relaxed);
     }
-    cv_.notify_one();
+    fanout_runner_.Wake();
   }
 
   void Finish(Pending* p) {
@@ -1890,49 +1885,50 @@ class Gateway::Impl final : public HttpHandler {
     }
   }
 
-  void FanOutLoop() {
-    pthread_setname_np(pthread_self(), "mb-fanout");
-    marketdata::BatchOutput out;
-    std::deque<FanItem> local;
-    for (;;) {
-      {
-        MutexLock lock(mu_);
-        cv_.wait_for(lock.native(), std::chrono::milliseconds(10),
-                     [this]() MB_REQUIRES(mu_) { return stop_ || !queue_.empty(); });
-        if (stop_ && queue_.empty()) break;
-        local.swap(queue_);
-        fanout_depth_.store(0, std::memory_order_relaxed);
-      }
-      for (FanItem& item : local) {
-        if (item.pending != nullptr) {
-          Pending* p = item.pending;
-          if (p->state != exchange::Outcome::State::kDurable ||
-              static_cast<uint64_t>(p->seq) <= read_side_.applied_seq()) {
-            Finish(p);
-          } else {
-            waiting_.push_back(p);
-            waiting_count_.store(waiting_.size(), std::memory_order_relaxed);
-          }
-          continue;
-        }
-        read_side_.Apply(item.events, &out);
-        DescribeRejectedOrders(&out);
-        streams_.Publish(out);
-        if (options_.metrics != nullptr) {
-          if (item.durable_ns != 0) hist_fanout_->RecordDelta(SteadyNs() - item.durable_ns);
-          CountEvents(item.events);
-        }
-        const uint64_t applied = read_side_.applied_seq();
-        while (!waiting_.empty() && static_cast<uint64_t>(waiting_.front()->seq) <= applied) {
-          Pending* p = waiting_.front();
-          waiting_.pop_front();
-          Finish(p);
-        }
-        waiting_count_.store(waiting_.size(), std::memory_order_relaxed);
-      }
-      local.clear();
-      streams_.Tick(clock_.wall_ms());
+  // The fan-out thread's rounds (mb-fanout): every durable batch and answer
+  // queued since the last round, then the throttled streams' clock. The park
+  // between rounds lasts at most 10 ms, the throttled streams' step.
+  int FanOutRound() {
+    {
+      MutexLock lock(mu_);
+      fan_local_.swap(queue_);
+      fanout_depth_.store(0, std::memory_order_relaxed);
     }
+    const int items = static_cast<int>(fan_local_.size());
+    for (FanItem& item : fan_local_) {
+      if (item.pending != nullptr) {
+        Pending* p = item.pending;
+        if (p->state != exchange::Outcome::State::kDurable ||
+            static_cast<uint64_t>(p->seq) <= read_side_.applied_seq()) {
+          Finish(p);
+        } else {
+          waiting_.push_back(p);
+          waiting_count_.store(waiting_.size(), std::memory_order_relaxed);
+        }
+        continue;
+      }
+      read_side_.Apply(item.events, &fan_out_);
+      DescribeRejectedOrders(&fan_out_);
+      streams_.Publish(fan_out_);
+      if (options_.metrics != nullptr) {
+        if (item.durable_ns != 0) hist_fanout_->RecordDelta(SteadyNs() - item.durable_ns);
+        CountEvents(item.events);
+      }
+      const uint64_t applied = read_side_.applied_seq();
+      while (!waiting_.empty() && static_cast<uint64_t>(waiting_.front()->seq) <= applied) {
+        Pending* p = waiting_.front();
+        waiting_.pop_front();
+        Finish(p);
+      }
+      waiting_count_.store(waiting_.size(), std::memory_order_relaxed);
+    }
+    fan_local_.clear();
+    streams_.Tick(clock_.wall_ms());
+    return items;
+  }
+  bool FanOutWaiting() {
+    MutexLock lock(mu_);
+    return !queue_.empty();
   }
 
   const engine::EngineConfig config_;
@@ -1968,18 +1964,24 @@ class Gateway::Impl final : public HttpHandler {
   std::optional<metrics::OwnerLink<Impl>> link_;
 
   Mutex mu_;
-  std::condition_variable cv_;
   std::deque<FanItem> queue_ MB_GUARDED_BY(mu_);
-  bool stop_ MB_GUARDED_BY(mu_) = false;
-  std::deque<Pending*> waiting_;  // fan-out thread only: durable, not yet applied
-  std::thread fanout_;
+  // The fan-out thread's own.
+  std::deque<FanItem> fan_local_;
+  marketdata::BatchOutput fan_out_;
+  std::deque<Pending*> waiting_;  // durable, not yet applied
+  concurrency::FunctionAgent fanout_agent_{[this] { return FanOutRound(); },
+                                           [this] { return FanOutWaiting(); }};
+  concurrency::AgentRunner fanout_runner_{
+      &fanout_agent_, {"mb-fanout", {concurrency::WaitKind::kBackOff, 0, 0, 10'000}}};
 
   Mutex history_mu_;
-  std::condition_variable history_cv_;
   std::deque<HistoryJob> history_queue_ MB_GUARDED_BY(history_mu_);
-  std::atomic<bool> history_stop_{false};  // written under history_mu_
-  std::string history_last_error_;         // history thread only: the last one logged
-  std::thread history_thread_;
+  std::atomic<bool> history_stop_{false};
+  std::string history_last_error_;  // history thread only: the last one logged
+  concurrency::FunctionAgent history_agent_{[this] { return HistoryRound(); },
+                                            [this] { return HistoryWaiting(); }};
+  concurrency::AgentRunner history_runner_{
+      &history_agent_, {"mb-history", {concurrency::WaitKind::kBackOff, 0, 0, 1'000'000}}};
 };
 
 Result<std::unique_ptr<Gateway>> Gateway::Create(const engine::EngineConfig& config,

@@ -1,7 +1,6 @@
 #include "metrics/flight_recorder.h"
 
 #include <fmt/format.h>
-#include <pthread.h>
 
 #include <algorithm>
 #include <bit>
@@ -150,7 +149,7 @@ FlightRecorder::FlightRecorder(FlightRecorderOptions options)
 FlightRecorder::~FlightRecorder() { Stop(); }
 
 Status FlightRecorder::Start() {
-  if (dumper_.joinable()) return Unavailable("flight recorder: already started");
+  if (dumper_.running()) return Unavailable("flight recorder: already started");
   const fs::path& dir = options_.dir;
   if (dir.empty()) return InvalidArgument("flight recorder: no directory");
   std::error_code ec;
@@ -185,24 +184,15 @@ Status FlightRecorder::Start() {
     dumps_ = std::move(found);
     Prune();
   }
-  {
-    MutexLock lock(mu_);
-    stop_ = false;
-  }
-  dumper_ = std::thread([this] {
-    pthread_setname_np(pthread_self(), "mb-flight");
-    RunDumper();
-  });
+  stopping_.store(false, std::memory_order_relaxed);
+  (void)dumper_.Start();
   return Status::Ok();
 }
 
 void FlightRecorder::Stop() {
-  {
-    MutexLock lock(mu_);
-    stop_ = true;
-  }
-  cv_.notify_all();
-  if (dumper_.joinable()) dumper_.join();
+  // A pending dump is written at once (the runner drains before it stops).
+  stopping_.store(true, std::memory_order_release);
+  dumper_.Stop();
 }
 
 void FlightRecorder::Record(const CommandTrace& t) noexcept {
@@ -239,11 +229,7 @@ void FlightRecorder::Record(const CommandTrace& t) noexcept {
   last_trigger_ns_ = t.responded_ns;
   trigger_ = t;
   pending_.store(true, std::memory_order_release);  // I3: trigger_ is the dumper's now
-  {
-    // Taking the lock orders the wake after the dumper's check of pending_.
-    MutexLock lock(mu_);
-  }
-  cv_.notify_one();
+  dumper_.Wake();
 }
 
 std::vector<CommandTrace> FlightRecorder::Recent(int64_t since_ns) const {
@@ -275,34 +261,32 @@ std::vector<CommandTrace> FlightRecorder::Recent(int64_t since_ns) const {
   return out;
 }
 
-void FlightRecorder::RunDumper() {
-  MutexLock lock(mu_);
-  for (;;) {
-    cv_.wait(lock.native(), [this]() MB_REQUIRES(mu_) {
-      return stop_ || pending_.load(std::memory_order_acquire);
-    });
-    if (!pending_.load(std::memory_order_acquire)) break;  // stop_ and nothing to write
-    const CommandTrace trigger = trigger_;                 // I3
-    // Capture what followed the slow command too, unless stopping.
-    const auto half = std::chrono::milliseconds(options_.window_ms / 2);
-    const auto after_trigger =
-        std::chrono::steady_clock::time_point(std::chrono::nanoseconds(trigger.responded_ns)) +
-        half;
-    const auto deadline = std::min(after_trigger, std::chrono::steady_clock::now() + half);
-    cv_.wait_until(lock.native(), deadline, [this]() MB_REQUIRES(mu_) { return stop_; });
-    lock.Unlock();
-    const Status st = WriteDump(trigger);
-    pending_.store(false, std::memory_order_release);  // I3: trigger_ is the writer's again
-    // Release: whoever sees the count (stats() acquires it) sees the dump
-    // listed and no longer pending.
-    if (st.ok()) {
-      dumps_written_.fetch_add(1, std::memory_order_release);
-    } else {
-      dump_errors_.fetch_add(1, std::memory_order_release);
-      std::fprintf(stderr, "flight recorder: %s\n", st.message().c_str());
-    }
-    lock.Lock();
+int FlightRecorder::DoWork() {
+  if (!pending_.load(std::memory_order_acquire)) return 0;  // I3
+  // Capture what followed the slow command too (half a window after it),
+  // unless stopping.
+  const int64_t half_ns = int64_t{options_.window_ms / 2} * 1'000'000;
+  const int64_t now = SteadyNs();
+  if (dump_due_ns_ == 0) dump_due_ns_ = std::min(trigger_.responded_ns + half_ns, now + half_ns);
+  if (!stopping_.load(std::memory_order_acquire) && now < dump_due_ns_) return 0;
+  dump_due_ns_ = 0;
+  const CommandTrace trigger = trigger_;  // I3
+  const Status st = WriteDump(trigger);
+  pending_.store(false, std::memory_order_release);  // I3: trigger_ is the writer's again
+  // Release: whoever sees the count (stats() acquires it) sees the dump
+  // listed and no longer pending.
+  if (st.ok()) {
+    dumps_written_.fetch_add(1, std::memory_order_release);
+  } else {
+    dump_errors_.fetch_add(1, std::memory_order_release);
+    std::fprintf(stderr, "flight recorder: %s\n", st.message().c_str());
   }
+  return 1;
+}
+
+bool FlightRecorder::HasWork() const {
+  // A new trigger (the dumper has not set its due time yet).
+  return pending_.load(std::memory_order_acquire) && dump_due_ns_ == 0;
 }
 
 Status FlightRecorder::WriteDump(const CommandTrace& trigger) {

@@ -43,18 +43,17 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <type_traits>
 #include <vector>
 
 #include "common/status.h"
 #include "common/thread_annotations.h"
+#include "concurrency/agent.h"
 
 namespace mb::metrics {
 
@@ -85,7 +84,7 @@ struct FlightRecorderOptions {
   uint32_t keep = 20;               // newest dump files kept, older ones deleted; 0: keep all
 };
 
-class FlightRecorder {
+class FlightRecorder final : private concurrency::Agent {
  public:
   explicit FlightRecorder(FlightRecorderOptions options);
   ~FlightRecorder();  // Stop()s
@@ -137,7 +136,9 @@ class FlightRecorder {
  private:
   struct Slot;
 
-  void RunDumper();
+  // concurrency::Agent, on the dumper thread (mb-flight).
+  int DoWork() override;
+  bool HasWork() const override;
   Status WriteDump(const CommandTrace& trigger);
   void Prune() MB_REQUIRES(dumps_mu_);
 
@@ -156,10 +157,12 @@ class FlightRecorder {
   CommandTrace trigger_{};            // I3
   std::atomic<bool> pending_{false};  // I3
 
-  Mutex mu_;                    // guards stop_, wakes the dumper
-  std::condition_variable cv_;  // signalled on a trigger and on Stop
-  bool stop_ MB_GUARDED_BY(mu_) = false;
-  std::thread dumper_;
+  std::atomic<bool> stopping_{false};
+  int64_t dump_due_ns_ = 0;  // the dumper's: steady time to write the pending dump (0: not set)
+  // The dumper: parks between rounds; a trigger wakes it; a park never lasts
+  // more than 50 ms, the step at which it looks whether the dump is due.
+  concurrency::AgentRunner dumper_{this,
+                                   {"mb-flight", {concurrency::WaitKind::kBackOff, 0, 0, 50'000}}};
 
   mutable Mutex dumps_mu_;
   std::vector<DumpInfo> dumps_ MB_GUARDED_BY(dumps_mu_);  // newest first

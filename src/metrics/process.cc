@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 
@@ -58,6 +59,30 @@ ProcessSample ReadProcessSample() {
   return s;
 }
 
+std::map<std::string, double> ThreadCpuSeconds() {
+  std::map<std::string, double> out;
+  const auto tick = static_cast<double>(::sysconf(_SC_CLK_TCK));
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator("/proc/self/task", ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    std::ifstream f(it->path() / "stat");
+    std::string line;
+    if (!std::getline(f, line)) continue;
+    const auto open = line.find('(');
+    const auto close = line.rfind(')');
+    if (open == std::string::npos || close == std::string::npos || close < open) continue;
+    std::istringstream rest(line.substr(close + 2));
+    std::string tok;
+    double ticks = 0;
+    for (int field = 3; rest >> tok; ++field) {
+      if (field == 14 || field == 15) ticks += std::strtod(tok.c_str(), nullptr);
+      if (field == 15) break;
+    }
+    out[line.substr(open + 1, close - open - 1)] += ticks / tick;
+  }
+  return out;
+}
+
 void AddProcessMetrics(Registry& registry) {
   registry.AddCollector([](SampleWriter& w) {
     const ProcessSample s = ReadProcessSample();
@@ -71,6 +96,13 @@ void AddProcessMetrics(Registry& registry) {
     one("process_open_fds", "Number of open file descriptors", "gauge", s.open_fds);
     one("process_start_time_seconds", "Start time of the process since unix epoch in seconds",
         "gauge", s.start_time_seconds);
+    // Per thread, by the names the threads give themselves (the agents'
+    // StageConfig names, mb-io-N, ...): the same names as the start-up log.
+    constexpr std::string_view kThreadCpu = "matchbook_thread_cpu_seconds_total";
+    w.Family(kThreadCpu, "User and system CPU time of the process's threads, by thread name",
+             "counter");
+    for (const auto& [name, secs] : ThreadCpuSeconds())
+      w.Sample(kThreadCpu, {{"thread", name}}, secs);
   });
 }
 

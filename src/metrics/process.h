@@ -6,12 +6,16 @@
 // /proc.
 #pragma once
 
+#include <map>
+#include <string>
+
 #include "metrics/metrics.h"
 
 namespace mb::metrics {
 
 // Registers process_resident_memory_bytes, process_virtual_memory_bytes,
-// process_cpu_seconds_total, process_open_fds and process_start_time_seconds.
+// process_cpu_seconds_total, process_open_fds, process_start_time_seconds and
+// matchbook_thread_cpu_seconds_total{thread} (per thread name).
 void AddProcessMetrics(Registry& registry);
 
 // What the collector reports, read once (also for tests and tools).
@@ -23,5 +27,8 @@ struct ProcessSample {
   double start_time_seconds = 0;  // since the epoch
 };
 ProcessSample ReadProcessSample();
+
+// User + system CPU seconds of this process's threads, summed by thread name.
+std::map<std::string, double> ThreadCpuSeconds();
 
 }  // namespace mb::metrics

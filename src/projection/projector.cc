@@ -1,7 +1,6 @@
 #include "projection/projector.h"
 
 #include <fmt/format.h>
-#include <pthread.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -160,17 +159,16 @@ void Projector::Fail(const Status& st) {
                   options_.retry.count()));
 }
 
-void Projector::Start(uint64_t durable_seq) {
+std::string Projector::Start(uint64_t durable_seq) {
   durable_.store(durable_seq, std::memory_order_release);
   {
     MutexLock lock(mu_);
     stop_ = false;
     if (durable_seq > applied_seq()) notes_.emplace_back(durable_seq, clock_.steady_ns());
   }
-  thread_ = std::thread([this] {
-    pthread_setname_np(pthread_self(), "mb-projector");
-    Loop();
-  });
+  ready_ = false;
+  retry_at_ns_ = 0;
+  return runner_.Start();
 }
 
 void Projector::Stop() {
@@ -178,43 +176,36 @@ void Projector::Stop() {
     MutexLock lock(mu_);
     stop_ = true;
   }
-  cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
+  cv_.notify_all();  // a batch waiting to fill stops waiting
+  runner_.Stop();
 }
 
-void Projector::Loop() {
-  bool ready = false;
-  for (;;) {
-    {
-      MutexLock lock(mu_);
-      if (stop_) return;
-    }
-    Status st;
-    if (!ready) {
-      st = Init();
-      ready = st.ok();
-      if (ready && healthy_.load() == false) Log("projection: store reachable again, catching up");
-    }
-    if (ready) {
-      auto n = RunBatch(journal::JournalTail::kEverything, true);
-      if (n.ok() && *n > 0) continue;
-      if (!n.ok()) {
-        st = n.status();
-        ready = false;  // reload the state: the failed batch changed nothing in the store
-      }
-    }
+int Projector::DoWork() {
+  {
     MutexLock lock(mu_);
-    if (!st.ok()) {
-      lock.Unlock();
-      Fail(st);
-      lock.Lock();
-      cv_.wait_for(lock.native(), options_.retry, [&]() MB_REQUIRES(mu_) { return stop_; });
-    } else {
-      cv_.wait_for(lock.native(), options_.idle_check, [&]() MB_REQUIRES(mu_) {
-        return stop_ || durable_.load(std::memory_order_acquire) > applied_seq();
-      });
-    }
+    if (stop_) return 0;  // the runner then leaves its loop
   }
+  if (retry_at_ns_ != 0 && SteadyNs() < retry_at_ns_) return 0;
+  retry_at_ns_ = 0;
+  Status st;
+  if (!ready_) {
+    st = Init();
+    ready_ = st.ok();
+    if (ready_ && !healthy_.load()) Log("projection: store reachable again, catching up");
+  }
+  if (ready_) {
+    auto n = RunBatch(journal::JournalTail::kEverything, true);
+    if (n.ok()) return static_cast<int>(std::min<std::size_t>(*n, 1 << 30));
+    st = n.status();
+    ready_ = false;  // reload the state: the failed batch changed nothing in the store
+  }
+  Fail(st);
+  retry_at_ns_ = SteadyNs() + std::chrono::nanoseconds(options_.retry).count();
+  return 0;
+}
+
+bool Projector::HasWork() const {
+  return retry_at_ns_ == 0 && durable_.load(std::memory_order_acquire) > applied_seq();
 }
 
 void Projector::NotifyDurable(uint64_t seq) {
@@ -225,7 +216,8 @@ void Projector::NotifyDurable(uint64_t seq) {
     if (notes_.size() >= kMaxNotes) notes_.pop_back();  // keeps the oldest: lag never understated
     notes_.emplace_back(seq, clock_.steady_ns());
   }
-  cv_.notify_one();
+  cv_.notify_one();  // a batch waiting to fill
+  runner_.Wake();
 }
 
 bool Projector::WaitApplied(uint64_t seq, std::chrono::milliseconds timeout) {

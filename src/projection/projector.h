@@ -19,6 +19,9 @@
 // exist and carry the stored checksum, or the projection belongs to another
 // data directory (or the journal was replaced) and is refused.
 //
+// The live thread is an agent (concurrency/agent.h): one round applies one
+// batch (or opens the store, or waits out a retry after a store error).
+//
 // Thread safety: Init/RunOnce/CatchUp from one thread (offline use), or
 // Start/Stop and the live thread; NotifyDurable, WaitApplied and stats() from
 // any thread.
@@ -34,12 +37,12 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "common/clock.h"
 #include "common/status.h"
 #include "common/thread_annotations.h"
+#include "concurrency/agent.h"
 #include "engine/event.h"
 #include "engine/market.h"
 #include "journal/tail.h"
@@ -54,9 +57,12 @@ struct ProjectorOptions {
   // outage, a rebuild), it grows to this many events: fewer, larger
   // transactions write each hot page once instead of once per small batch.
   std::size_t catchup_batch_events = 20000;
-  std::chrono::milliseconds batch_wait{10};   // a partial batch waits this long for more
-  std::chrono::milliseconds retry{500};       // after a store error
-  std::chrono::milliseconds idle_check{200};  // wake without a notification, at least this often
+  std::chrono::milliseconds batch_wait{10};  // a partial batch waits this long for more
+  std::chrono::milliseconds retry{500};      // after a store error
+  // The live thread (Start): its name, placement and wait. It parks when
+  // there is nothing durable to apply; NotifyDurable wakes it, and the park
+  // never lasts longer than park_us (so it also looks without a notification).
+  concurrency::StageConfig stage{"mb-projector", {concurrency::WaitKind::kBackOff, 0, 0, 200'000}};
   std::function<void(std::string_view)> log;  // default: stderr
   std::size_t lag_samples = 0;                // keep up to this many per-batch lags (benchmarks)
   // What lag is measured with: steady readings for lag_seconds, wall readings
@@ -80,7 +86,7 @@ struct ProjectorStats {
   std::optional<StorageStats> storage;  // the store's disk use (SQLite)
 };
 
-class Projector {
+class Projector final : private concurrency::Agent {
  public:
   Projector(std::filesystem::path data_dir, const engine::EngineConfig& config,
             uint64_t config_hash, Store* store, ProjectorOptions options = {});
@@ -99,8 +105,8 @@ class Projector {
 
   // The live thread. durable_seq: what the journal had made durable when the
   // exchange opened (records up to it are applied without waiting for a
-  // notification).
-  void Start(uint64_t durable_seq);
+  // notification). Returns the thread's start-up line (name, placement, wait).
+  std::string Start(uint64_t durable_seq);
   void Stop();
 
   // Journal thread: records up to seq are durable.
@@ -115,7 +121,9 @@ class Projector {
   std::vector<int64_t> TakeLagSamples();
 
  private:
-  void Loop();
+  // concurrency::Agent, on the live thread.
+  int DoWork() override;
+  bool HasWork() const override;
   Result<std::size_t> RunBatch(uint64_t limit_seq, bool wait);
   void Log(std::string_view line) const;
   void Fail(const Status& st);
@@ -150,7 +158,10 @@ class Projector {
   // while one batch's commit takes more than a quarter of the store's log
   // ceiling. Projector thread only.
   std::size_t catchup_cap_ = 0;
-  std::thread thread_;
+  // The live thread's own state.
+  bool ready_ = false;       // Init() succeeded since the last store error
+  int64_t retry_at_ns_ = 0;  // steady time before which a failed store is not tried again
+  concurrency::AgentRunner runner_{this, options_.stage};  // Wake() before Start() is harmless
 };
 
 }  // namespace mb::projection

@@ -25,18 +25,16 @@
 // connection that never read the database checkpoints nothing and reports
 // success), so every connection reads the schema before it is used.
 #include <fmt/format.h>
-#include <pthread.h>
 #include <sqlite3.h>
 #include <sys/stat.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
-#include <thread>
 
 #include "common/clock.h"
 #include "common/thread_annotations.h"
+#include "concurrency/agent.h"
 #include "projection/schema.h"
 #include "projection/sql_rows.h"
 #include "projection/store.h"
@@ -192,7 +190,7 @@ uint64_t FileBytes(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
 }
 
-class SqliteStore final : public Store {
+class SqliteStore final : public Store, private concurrency::Agent {
  public:
   SqliteStore(const StoreOptions& options, const engine::EngineConfig& config)
       : config_(config), path_(options.path), options_(options) {}
@@ -230,20 +228,12 @@ class SqliteStore final : public Store {
     MB_RETURN_IF_ERROR(checkpointer_.Open(path_, false));
     MB_RETURN_IF_ERROR(checkpointer_.OpenWal());
     MB_RETURN_IF_ERROR(Prepare());
-    checkpoint_thread_ = std::thread([this] {
-      pthread_setname_np(pthread_self(), "mb-checkpoint");
-      Checkpoints();
-    });
+    (void)checkpoint_runner_.Start();
     return Status::Ok();
   }
 
   ~SqliteStore() override {
-    {
-      MutexLock lock(checkpoint_mu_);
-      stop_ = true;
-    }
-    checkpoint_cv_.notify_all();
-    if (checkpoint_thread_.joinable()) checkpoint_thread_.join();
+    checkpoint_runner_.Stop();
     // A last checkpoint, so that a closed store is one file.
     if (writer_.get() != nullptr) (void)writer_.Exec("PRAGMA wal_checkpoint(TRUNCATE)");
   }
@@ -418,6 +408,8 @@ class SqliteStore final : public Store {
   static constexpr int kPageBytes = 4096;
   static constexpr uint64_t kWalFrameHeaderBytes = 24;
   static constexpr auto kCheckpointEvery = std::chrono::milliseconds(200);
+  static constexpr int64_t kCheckpointEveryNs =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(kCheckpointEvery).count();
   static constexpr int kRestartWaitMs = 100;
 
   // The WAL starts over from its beginning once it holds this much.
@@ -447,11 +439,8 @@ class SqliteStore final : public Store {
     frames_since_wakeup_ += added;
     if (frames_since_wakeup_ >= std::max<uint64_t>(restart_frames() / 4, 1)) {
       frames_since_wakeup_ = 0;
-      {
-        MutexLock lock(checkpoint_mu_);
-        checkpoint_wanted_ = true;
-      }
-      checkpoint_cv_.notify_one();
+      checkpoint_wanted_.store(true, std::memory_order_release);
+      checkpoint_runner_.Wake();
     }
   }
 
@@ -513,24 +502,20 @@ class SqliteStore final : public Store {
     return complete;
   }
 
-  // The checkpointer: PASSIVE checkpoints (they never block the writer or a
-  // reader) whenever the writer has added a sixteenth of the ceiling, and at
-  // least every 200 ms while there is something to copy.
-  void Checkpoints() {
-    MutexLock lock(checkpoint_mu_);
-    while (!stop_) {
-      checkpoint_cv_.wait_for(lock.native(), kCheckpointEvery, [&]() MB_REQUIRES(checkpoint_mu_) {
-        return stop_ || checkpoint_wanted_;
-      });
-      if (stop_) break;
-      checkpoint_wanted_ = false;
-      lock.Unlock();
-      if (wal_frames_.load(std::memory_order_relaxed) > 0) {
-        (void)RunCheckpoint(checkpointer_, SQLITE_CHECKPOINT_PASSIVE);
-      }
-      lock.Lock();
-    }
+  // The checkpointer's rounds (an agent on its own thread and connection):
+  // a PASSIVE checkpoint (it never blocks the writer or a reader) when the
+  // writer asks (it has added a sixteenth of the ceiling) and, while the WAL
+  // holds frames, whenever a park of kCheckpointEvery ends.
+  int DoWork() override {
+    const bool asked = checkpoint_wanted_.exchange(false, std::memory_order_acquire);
+    const int64_t now = SteadyNs();
+    if (!asked && now - last_passive_ns_ < kCheckpointEveryNs) return 0;
+    last_passive_ns_ = now;
+    if (wal_frames_.load(std::memory_order_relaxed) == 0) return 0;
+    (void)RunCheckpoint(checkpointer_, SQLITE_CHECKPOINT_PASSIVE);
+    return 1;
   }
+  bool HasWork() const override { return checkpoint_wanted_.load(std::memory_order_acquire); }
 
   Status Migrate() {
     MB_RETURN_IF_ERROR(
@@ -678,11 +663,14 @@ class SqliteStore final : public Store {
   std::atomic<int64_t> last_completed_ns_{0};
   std::atomic<bool> over_ceiling_{false};
 
-  Mutex checkpoint_mu_;  // wakes the checkpointer
-  std::condition_variable checkpoint_cv_;
-  bool stop_ MB_GUARDED_BY(checkpoint_mu_) = false;
-  bool checkpoint_wanted_ MB_GUARDED_BY(checkpoint_mu_) = false;
-  std::thread checkpoint_thread_;
+  // The checkpointer (mb-checkpoint): asked by the writer, parks between rounds.
+  std::atomic<bool> checkpoint_wanted_{false};
+  int64_t last_passive_ns_ = 0;  // the checkpointer's
+  concurrency::AgentRunner checkpoint_runner_{
+      this,
+      {"mb-checkpoint",
+       {concurrency::WaitKind::kBackOff, 0, 0,
+        static_cast<uint32_t>(std::chrono::microseconds(kCheckpointEvery).count())}}};
 
   Stmt begin_, commit_, rollback_;
   Stmt ins_order_, ins_event_, ins_trade_, ins_ledger_, ins_deposit_, ins_withdrawal_;
