@@ -153,14 +153,10 @@ if want tsan; then
   exclude='gateway_(api|json)|metrics_prometheus'
   begin "tsan build" "configure and build the multi-threaded tests"
   cmake --preset tsan >/dev/null
+  # mb_test(NAME x ...) registers test x run by the binary x_test.
   targets=$(ctest --preset tsan -N -L "$labels" -E "$exclude" --show-only=json-v1 | python3 -c '
-import json, os, sys
-names = set()
-for t in json.load(sys.stdin)["tests"]:
-    cmd = t.get("command") or []
-    if cmd:
-        names.add(os.path.basename(cmd[0]))
-print(" ".join(sorted(n for n in names if n.endswith("_test"))))')
+import json, sys
+print(" ".join(sorted(t["name"] + "_test" for t in json.load(sys.stdin)["tests"])))')
   # The crash test runs a child binary of its own.
   cmake --build --preset tsan -j "$jobs" --target $targets crash_child
   end
