@@ -170,8 +170,8 @@ MB_FIELDS(engine::SetMarketStatus, "market,status", x.market, x.status);
 
 MB_FIELDS(engine::OrderAccepted,
           "order_id,account,market,side,type,tif,stp,price,qty,quote_qty,locked,client_order_id",
-          x.order_id, x.account, x.market, x.side, x.type, x.tif, x.stp, x.price, x.qty,
-          x.quote_qty, x.locked, x.client_order_id);
+          x.order_id, x.terms.account, x.terms.market, x.terms.side, x.terms.type, x.terms.tif,
+          x.terms.stp, x.terms.price, x.terms.qty, x.quote_qty, x.locked, x.client_order_id);
 MB_FIELDS(engine::Rejected, "command,reason,account,market,order_id,existing_id,client_order_id",
           x.command, x.reason, x.account, x.market, x.order_id, x.existing_id, x.client_order_id);
 MB_FIELDS(engine::Trade,
@@ -225,9 +225,19 @@ constexpr std::size_t FieldCount() {
   }
 }
 
+// An embedded OrderTerms (`terms`) is listed field by field in its place.
+template <class T>
+constexpr std::size_t ListedFieldCount() {
+  if constexpr (requires(const T& x) { x.terms; }) {
+    return FieldCount<T>() - 1 + FieldCount<engine::OrderTerms>();
+  } else {
+    return FieldCount<T>();
+  }
+}
+
 template <class... Ts>
 constexpr bool AllNamesMatch(std::variant<Ts...>*) {
-  return ((kNamesMatch<Ts> && CountNames<Ts>() == FieldCount<Ts>()) && ...);
+  return ((kNamesMatch<Ts> && CountNames<Ts>() == ListedFieldCount<Ts>()) && ...);
 }
 static_assert(FieldCount<engine::Trade>() == 16 && FieldCount<engine::OrderRested>() == 6);
 static_assert(AllNamesMatch(static_cast<engine::EventBody*>(nullptr)));
@@ -1776,7 +1786,7 @@ void ExpectFokExpired(const std::vector<Event>& ev, uint64_t id, int64_t qty, in
   ASSERT_EQ(ev.size(), 2u) << ToText(ev);
   const auto& a = As<engine::OrderAccepted>(ev, 0);
   EXPECT_EQ(Raw(a.order_id), id);
-  EXPECT_EQ(a.tif, TimeInForce::kFok);
+  EXPECT_EQ(a.terms.tif, TimeInForce::kFok);
   EXPECT_EQ(a.locked.value, lock);
   const auto& x = As<engine::OrderExpired>(ev, 1);
   EXPECT_EQ(Raw(x.order_id), id);

@@ -402,12 +402,12 @@ class EngineTest : public ::testing::Test {
     const OrderAccepted a = At<OrderAccepted>(ev, 0);
     const OrderExpired x = At<OrderExpired>(ev, 1);
     EXPECT_EQ(Raw(a.order_id), Raw(engine_.last_sequence()));
-    EXPECT_EQ(a.account, p.account);
-    EXPECT_EQ(a.market, p.market);
-    EXPECT_EQ(a.side, p.side);
-    EXPECT_EQ(a.tif, TimeInForce::kFok);
-    EXPECT_EQ(a.price, p.price);
-    EXPECT_EQ(a.qty, p.qty);
+    EXPECT_EQ(a.terms.account, p.account);
+    EXPECT_EQ(a.terms.market, p.market);
+    EXPECT_EQ(a.terms.side, p.side);
+    EXPECT_EQ(a.terms.tif, TimeInForce::kFok);
+    EXPECT_EQ(a.terms.price, p.price);
+    EXPECT_EQ(a.terms.qty, p.qty);
     EXPECT_EQ(a.client_order_id, p.client_order_id);
     EXPECT_EQ(x.order_id, a.order_id);
     EXPECT_EQ(x.account, p.account);

@@ -30,10 +30,10 @@ TEST_F(MatchingTest, PartialFillsAcrossLevelsBetterPriceFirstFifoWithinALevel) {
   ASSERT_EQ(Types(ev), "OrderAccepted Trade Trade Trade");
   const OrderAccepted acc = At<OrderAccepted>(ev, 0);
   EXPECT_EQ(acc.order_id, t);
-  EXPECT_EQ(acc.account, kAlice);
-  EXPECT_EQ(acc.side, Side::kBuy);
-  EXPECT_EQ(acc.price, Price{101});
-  EXPECT_EQ(acc.qty, Qty{8});
+  EXPECT_EQ(acc.terms.account, kAlice);
+  EXPECT_EQ(acc.terms.side, Side::kBuy);
+  EXPECT_EQ(acc.terms.price, Price{101});
+  EXPECT_EQ(acc.terms.qty, Qty{8});
   EXPECT_EQ(acc.locked, Amount{8'080});  // 101 × 8 × 10
 
   const Trade t1 = At<Trade>(ev, 1);

@@ -73,14 +73,14 @@ marketdata::OrderRecord OrderFromEvents(const engine::EngineConfig& config,
   for (const Event& e : events) {
     if (const auto* a = As<engine::OrderAccepted>(e)) {
       o.id = a->order_id;
-      o.account = a->account;
-      o.market = a->market;
-      o.side = a->side;
-      o.type = a->type;
-      o.tif = a->tif;
-      o.stp = a->stp;
-      o.price = a->price;
-      o.qty = a->qty;
+      o.account = a->terms.account;
+      o.market = a->terms.market;
+      o.side = a->terms.side;
+      o.type = a->terms.type;
+      o.tif = a->terms.tif;
+      o.stp = a->terms.stp;
+      o.price = a->terms.price;
+      o.qty = a->terms.qty;
       o.quote_qty = a->quote_qty;
       o.client_order_id = a->client_order_id;
       o.time_ns = e.timestamp_ns;
@@ -1850,7 +1850,7 @@ class Gateway::Impl final : public HttpHandler {
   void CountEvents(std::span<const Event> events) {
     for (const Event& e : events) {
       if (const auto* a = As<engine::OrderAccepted>(e)) {
-        Count(a->market, &MarketCounts::orders);
+        Count(a->terms.market, &MarketCounts::orders);
       } else if (const auto* t = As<engine::Trade>(e)) {
         Count(t->market, &MarketCounts::trades);
       } else if (const auto* x = As<engine::OrderCanceled>(e)) {

@@ -652,12 +652,12 @@ class ReadSide::Impl {
   // ---- events --------------------------------------------------------------
 
   void On(const OrderAccepted& a) {
-    TouchMarket(a.market);
-    Lock(a.account, a.market, a.side, a.locked);
+    TouchMarket(a.terms.market);
+    Lock(a.terms.account, a.terms.market, a.terms.side, a.locked);
     const OrderRecord r = NewOrderRecord(a, ts_);
-    AccountState& acc = Account(a.account);
+    AccountState& acc = Account(a.terms.account);
     if (!a.client_order_id.empty()) {
-      acc.client_ids[ClientKey(a.market, a.client_order_id.view())] = Raw(a.order_id);
+      acc.client_ids[ClientKey(a.terms.market, a.client_order_id.view())] = Raw(a.order_id);
     }
     const auto [at, inserted] = acc.open.insert_or_assign(Raw(a.order_id), r);
     if (inserted) ++open_orders_;

@@ -316,10 +316,10 @@ struct Reference {
   void Add(std::span<const Event> events) {
     for (const Event& e : events) {
       if (const auto* a = std::get_if<engine::OrderAccepted>(&e.body)) {
-        orders[Raw(a->order_id)] = Order{a->account, a->market};
+        orders[Raw(a->order_id)] = Order{a->terms.account, a->terms.market};
         if (!a->client_order_id.empty()) {
-          cids[{Raw(a->account), Raw(a->market), std::string(a->client_order_id.view())}] =
-              Raw(a->order_id);
+          cids[{Raw(a->terms.account), Raw(a->terms.market),
+                std::string(a->client_order_id.view())}] = Raw(a->order_id);
         }
       } else if (const auto* t = std::get_if<engine::Trade>(&e.body)) {
         for (bool maker : {true, false}) {

@@ -7,16 +7,16 @@ namespace mb::marketdata {
 OrderRecord NewOrderRecord(const engine::OrderAccepted& a, int64_t time_ns) {
   OrderRecord r;
   r.id = a.order_id;
-  r.account = a.account;
-  r.market = a.market;
-  r.side = a.side;
-  r.type = a.type;
-  r.tif = a.tif;
-  r.stp = a.stp;
-  r.price = a.price;
-  r.qty = a.qty;
+  r.account = a.terms.account;
+  r.market = a.terms.market;
+  r.side = a.terms.side;
+  r.type = a.terms.type;
+  r.tif = a.terms.tif;
+  r.stp = a.terms.stp;
+  r.price = a.terms.price;
+  r.qty = a.terms.qty;
   r.quote_qty = a.quote_qty;
-  r.remaining = a.qty;
+  r.remaining = a.terms.qty;
   r.status = OrderStatus::kNew;
   r.client_order_id = a.client_order_id;
   r.time_ns = time_ns;
