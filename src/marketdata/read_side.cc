@@ -294,14 +294,14 @@ class ReadSide::Impl {
       const MarketSpec& spec = cfg_.markets[Raw(o.market)];
       OrderRecord r;
       r.id = o.id;
-      r.account = o.account;
-      r.market = o.market;
-      r.side = o.side;
-      r.type = o.type;
-      r.tif = o.tif;
-      r.stp = o.stp;
-      r.price = o.price;
-      r.qty = o.qty;
+      r.terms.account = o.account;
+      r.terms.market = o.market;
+      r.terms.side = o.side;
+      r.terms.type = o.type;
+      r.terms.tif = o.tif;
+      r.terms.stp = o.stp;
+      r.terms.price = o.price;
+      r.terms.qty = o.qty;
       r.remaining = o.remaining;
       r.executed = o.qty - o.remaining;
       // The image does not say at which prices the filled part traded, so
@@ -392,7 +392,7 @@ class ReadSide::Impl {
     const AccountState* acc = FindAccount(account);
     if (acc == nullptr) return out;
     for (const auto& [id, r] : acc->open) {
-      if (!market || r.market == *market) out.push_back(r);
+      if (!market || r.terms.market == *market) out.push_back(r);
     }
     return out;
   }
@@ -423,7 +423,7 @@ class ReadSide::Impl {
     auto take = [&](const std::map<uint64_t, OrderRecord>& orders) {
       for (auto it = orders.lower_bound(from_id); it != orders.end(); ++it) {
         const OrderRecord& r = it->second;
-        if (r.market == market && InWindow(r.time_ns, start_ms, end_ms)) out.push_back(r);
+        if (r.terms.market == market && InWindow(r.time_ns, start_ms, end_ms)) out.push_back(r);
       }
     };
     take(acc->open);
@@ -533,7 +533,7 @@ class ReadSide::Impl {
       it = acc.closed.find(id);
       if (it == acc.closed.end()) return std::nullopt;
     }
-    if (it->second.market != market) return std::nullopt;
+    if (it->second.terms.market != market) return std::nullopt;
     return it->second;
   }
 
@@ -579,7 +579,7 @@ class ReadSide::Impl {
     rep.reject = reject;
     rep.seq = seq_;
     rep.time_ns = ts_;
-    Update(r.account).reports.push_back(std::move(rep));
+    Update(r.terms.account).reports.push_back(std::move(rep));
   }
 
   void ChangeBalance(AccountId account, AssetId asset, Amount d_available, Amount d_locked) {
@@ -636,7 +636,7 @@ class ReadSide::Impl {
       if (old == acc.closed.end()) continue;
       const OrderRecord& r = old->second;
       if (!r.client_order_id.empty()) {
-        auto ci = acc.client_ids.find(ClientKey(r.market, r.client_order_id.view()));
+        auto ci = acc.client_ids.find(ClientKey(r.terms.market, r.client_order_id.view()));
         if (ci != acc.client_ids.end() && ci->second == Raw(r.id)) acc.client_ids.erase(ci);
       }
       acc.closed.erase(old);
@@ -673,8 +673,8 @@ class ReadSide::Impl {
       return;
     }
     OrderRecord r;
-    r.account = x.account;
-    r.market = x.market;
+    r.terms.account = x.account;
+    r.terms.market = x.market;
     r.status = OrderStatus::kRejected;
     r.client_order_id = x.client_order_id;
     r.time_ns = ts_;
@@ -769,7 +769,7 @@ class ReadSide::Impl {
     r->remaining = x.remaining;
     r->working = true;
     r->update_ns = ts_;
-    AdjustLevel(m, x.side, r->price, x.remaining.value);
+    AdjustLevel(m, x.side, r->terms.price, x.remaining.value);
   }
 
   // A cancel or an expiry: the order leaves, whatever it still locked returns.
@@ -781,7 +781,7 @@ class ReadSide::Impl {
     if (r == nullptr) return;
     // A taker that never rested (IOC, FOK, MARKET remainders, self-trade
     // prevention while matching) has no level to leave.
-    if (r->working) AdjustLevel(m, side, r->price, -remaining.value);
+    if (r->working) AdjustLevel(m, side, r->terms.price, -remaining.value);
     r->working = false;
     r->remaining = Qty{0};
     r->status = status;
@@ -807,15 +807,16 @@ class ReadSide::Impl {
     OrderRecord* r = OpenOrder(x.account, x.order_id);
     if (r == nullptr) return;
     if (x.keeps_priority) {
-      if (r->working) AdjustLevel(m, x.side, r->price, x.new_remaining.value - r->remaining.value);
+      if (r->working)
+        AdjustLevel(m, x.side, r->terms.price, x.new_remaining.value - r->remaining.value);
     } else {
       // The order leaves the book; the Trades and the OrderRested that follow
       // place it again at its new price.
-      if (r->working) AdjustLevel(m, x.side, r->price, -r->remaining.value);
+      if (r->working) AdjustLevel(m, x.side, r->terms.price, -r->remaining.value);
       r->working = false;
-      r->price = x.new_price;
+      r->terms.price = x.new_price;
     }
-    r->qty = x.new_qty;
+    r->terms.qty = x.new_qty;
     r->remaining = x.new_remaining;
     r->update_ns = ts_;
     Report(ExecType::kAmended, *r);

@@ -216,14 +216,14 @@ void ExpectAgrees(const Engine& engine, const ReadSide& rs) {
         auto it = open.find(Raw(r.id));
         ASSERT_NE(it, open.end()) << "order " << Raw(r.id) << " is not open in the engine";
         const OrderView& o = it->second;
-        ASSERT_EQ(r.account, o.account);
-        ASSERT_EQ(r.market, m);
-        ASSERT_EQ(r.side, o.side);
-        ASSERT_EQ(r.type, o.type);
-        ASSERT_EQ(r.tif, o.tif);
-        ASSERT_EQ(r.stp, o.stp);
-        ASSERT_EQ(r.price, o.price) << "order " << Raw(r.id);
-        ASSERT_EQ(r.qty, o.qty) << "order " << Raw(r.id);
+        ASSERT_EQ(r.terms.account, o.account);
+        ASSERT_EQ(r.terms.market, m);
+        ASSERT_EQ(r.terms.side, o.side);
+        ASSERT_EQ(r.terms.type, o.type);
+        ASSERT_EQ(r.terms.tif, o.tif);
+        ASSERT_EQ(r.terms.stp, o.stp);
+        ASSERT_EQ(r.terms.price, o.price) << "order " << Raw(r.id);
+        ASSERT_EQ(r.terms.qty, o.qty) << "order " << Raw(r.id);
         ASSERT_EQ(r.remaining, o.remaining) << "order " << Raw(r.id);
         ASSERT_EQ(r.executed, o.qty - o.remaining) << "order " << Raw(r.id);
         ASSERT_EQ(r.status,
@@ -430,7 +430,7 @@ void ExpectBatchOutput(const Harness& h, const std::vector<Balance>& before) {
       ASSERT_LE(Raw(u.reports[j - 1].seq), Raw(u.reports[j].seq));
     }
     for (const ExecutionReport& r : u.reports) {
-      ASSERT_EQ(r.order.account, u.account);
+      ASSERT_EQ(r.order.terms.account, u.account);
       ASSERT_EQ(r.fill.has_value(), r.type == ExecType::kTrade);
       if (r.fill) {
         ASSERT_EQ(r.fill->order_id, r.order.id);
@@ -481,7 +481,7 @@ void ExpectHistory(const Harness& h, const Reference& ref, int64_t now_ns) {
         ASSERT_EQ(r.executed, o.executed) << "order " << want[i];
         ASSERT_EQ(r.cumulative_quote, o.cumulative_quote) << "order " << want[i];
         if (r.status == OrderStatus::kFilled && r.quote_qty.value == 0) {
-          ASSERT_EQ(r.executed, r.qty);
+          ASSERT_EQ(r.executed, r.terms.qty);
         }
         ASSERT_EQ(r.working,
                   r.status == OrderStatus::kNew || r.status == OrderStatus::kPartiallyFilled);
@@ -690,8 +690,8 @@ TEST(ReadSideEngineTest, BootstrapMidRunThenContinue) {
         ASSERT_EQ(x.size(), y.size());
         for (std::size_t i = 0; i < x.size(); ++i) {
           ASSERT_EQ(x[i].id, y[i].id);
-          ASSERT_EQ(x[i].price, y[i].price);
-          ASSERT_EQ(x[i].qty, y[i].qty);
+          ASSERT_EQ(x[i].terms.price, y[i].terms.price);
+          ASSERT_EQ(x[i].terms.qty, y[i].terms.qty);
           ASSERT_EQ(x[i].remaining, y[i].remaining);
           ASSERT_EQ(x[i].executed, y[i].executed);
           ASSERT_EQ(x[i].status, y[i].status);
@@ -932,8 +932,8 @@ TEST_F(ReadSideTest, OrderStatesReportsAndFills) {
   out = &h_.Run({Amend(t + 5 * kSec, kAlice, kBtcUsdt, s2, 1030, 0)});
   {
     const OrderRecord& r = FindUpdate(*out, kAlice)->reports[0].order;
-    EXPECT_EQ(r.price, Price{1030});
-    EXPECT_EQ(r.qty, Qty{3});
+    EXPECT_EQ(r.terms.price, Price{1030});
+    EXPECT_EQ(r.terms.qty, Qty{3});
     EXPECT_EQ(r.status, OrderStatus::kNew);
     ASSERT_EQ(out->depth.size(), 1u);
     EXPECT_EQ(out->depth[0].asks,
@@ -941,7 +941,7 @@ TEST_F(ReadSideTest, OrderStatesReportsAndFills) {
     auto open = h_.rs.OpenOrders(kAlice, kBtcUsdt);
     ASSERT_EQ(open.size(), 1u);
     EXPECT_TRUE(open[0].working);
-    EXPECT_EQ(open[0].price, Price{1030});
+    EXPECT_EQ(open[0].terms.price, Price{1030});
   }
   out = &h_.Run({Cancel(t + 6 * kSec, kAlice, kBtcUsdt, s2)});
   ASSERT_EQ(Types(FindUpdate(*out, kAlice)), std::vector<ExecType>{ExecType::kCanceled});
@@ -1261,7 +1261,7 @@ TEST(ReadSideThreadsTest, ReadersSeeConsistentSnapshots) {
       (void)snap->Ticker(kDay0Ms + 10 * 3'600'000);
       for (uint32_t a = 1; a <= kTraders; ++a) {
         for (const OrderRecord& r : h.rs.OpenOrders(AccountId{a}, std::nullopt)) {
-          EXPECT_EQ(r.account, AccountId{a});
+          EXPECT_EQ(r.terms.account, AccountId{a});
         }
         (void)h.rs.Balances(AccountId{a});
       }

@@ -7,14 +7,7 @@ namespace mb::marketdata {
 OrderRecord NewOrderRecord(const engine::OrderAccepted& a, int64_t time_ns) {
   OrderRecord r;
   r.id = a.order_id;
-  r.account = a.terms.account;
-  r.market = a.terms.market;
-  r.side = a.terms.side;
-  r.type = a.terms.type;
-  r.tif = a.terms.tif;
-  r.stp = a.terms.stp;
-  r.price = a.terms.price;
-  r.qty = a.terms.qty;
+  r.terms = a.terms;
   r.quote_qty = a.quote_qty;
   r.remaining = a.terms.qty;
   r.status = OrderStatus::kNew;
