@@ -983,9 +983,10 @@ std::string BalanceText(Balance b) {
 
 std::string OrderText(const engine::OrderView& o) {
   std::ostringstream os;
-  os << "id=" << Raw(o.id) << " account=" << Raw(o.account) << " side=" << engine::ToString(o.side)
-     << " type=" << engine::ToString(o.type) << " tif=" << engine::ToString(o.tif)
-     << " stp=" << engine::ToString(o.stp) << " price=" << o.price.value << " qty=" << o.qty.value
+  os << "id=" << Raw(o.id) << " account=" << Raw(o.terms.account)
+     << " side=" << engine::ToString(o.terms.side) << " type=" << engine::ToString(o.terms.type)
+     << " tif=" << engine::ToString(o.terms.tif) << " stp=" << engine::ToString(o.terms.stp)
+     << " price=" << o.terms.price.value << " qty=" << o.terms.qty.value
      << " remaining=" << o.remaining.value << " locked=" << o.locked.value
      << " created_ns=" << o.created_ns;
   return os.str();
@@ -994,14 +995,14 @@ std::string OrderText(const engine::OrderView& o) {
 engine::OrderView View(const RefOrder& o) {
   engine::OrderView v;
   v.id = o.id;
-  v.account = o.account;
-  v.market = o.market;
-  v.side = o.side;
-  v.type = o.type;
-  v.tif = o.tif;
-  v.stp = o.stp;
-  v.price = o.price;
-  v.qty = o.qty;
+  v.terms.account = o.account;
+  v.terms.market = o.market;
+  v.terms.side = o.side;
+  v.terms.type = o.type;
+  v.terms.tif = o.tif;
+  v.terms.stp = o.stp;
+  v.terms.price = o.price;
+  v.terms.qty = o.qty;
   v.remaining = o.remaining;
   v.locked = o.locked;
   v.created_ns = o.created_ns;
@@ -1009,10 +1010,8 @@ engine::OrderView View(const RefOrder& o) {
 }
 
 bool SameOrder(const engine::OrderView& a, const engine::OrderView& b) {
-  return std::tie(a.id, a.account, a.market, a.side, a.type, a.tif, a.stp, a.price, a.qty,
-                  a.remaining, a.locked,
-                  a.created_ns) == std::tie(b.id, b.account, b.market, b.side, b.type, b.tif, b.stp,
-                                            b.price, b.qty, b.remaining, b.locked, b.created_ns);
+  return std::tie(a.id, a.terms, a.remaining, a.locked, a.created_ns) ==
+         std::tie(b.id, b.terms, b.remaining, b.locked, b.created_ns);
 }
 
 // The invariants of DESIGN.md §2 on the real engine, re-checked from its

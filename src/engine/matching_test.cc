@@ -165,7 +165,7 @@ TEST_F(MatchingTest, GtcRemainderRestsAtItsLimit) {
   EXPECT_EQ(Bal(kAlice, kUsdt), B(kFundUsdt - 5'000, 3'000));
   std::optional<OrderView> o = engine_.FindOrder(t);
   ASSERT_TRUE(o.has_value());
-  EXPECT_EQ(o->qty, Qty{5});
+  EXPECT_EQ(o->terms.qty, Qty{5});
   EXPECT_EQ(o->remaining, Qty{3});
   EXPECT_EQ(o->locked, Amount{3'000});
   EXPECT_EQ(DepthOf(kBtcUsdt, Side::kBuy), "100x3/1");

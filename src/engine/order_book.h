@@ -32,6 +32,7 @@
 #include "engine/internal/book_side.h"
 #include "engine/internal/flat_map.h"
 #include "engine/internal/node_pool.h"
+#include "engine/order_terms.h"
 #include "engine/types.h"
 
 namespace mb::engine {
@@ -67,6 +68,10 @@ struct Order {
   bool by_quote = false;
 
   Qty qty() const noexcept { return Qty{qty_or_budget}; }
+  // As accepted (a quote-budget MARKET order has qty 0 there; it never rests).
+  OrderTerms terms() const noexcept {
+    return OrderTerms{account, market, side, type, tif, stp, price, by_quote ? Qty{0} : qty()};
+  }
 };
 static_assert(sizeof(Order) == 96);
 

@@ -216,16 +216,16 @@ void ExpectAgrees(const Engine& engine, const ReadSide& rs) {
         auto it = open.find(Raw(r.id));
         ASSERT_NE(it, open.end()) << "order " << Raw(r.id) << " is not open in the engine";
         const OrderView& o = it->second;
-        ASSERT_EQ(r.terms.account, o.account);
+        ASSERT_EQ(r.terms.account, o.terms.account);
         ASSERT_EQ(r.terms.market, m);
-        ASSERT_EQ(r.terms.side, o.side);
-        ASSERT_EQ(r.terms.type, o.type);
-        ASSERT_EQ(r.terms.tif, o.tif);
-        ASSERT_EQ(r.terms.stp, o.stp);
-        ASSERT_EQ(r.terms.price, o.price) << "order " << Raw(r.id);
-        ASSERT_EQ(r.terms.qty, o.qty) << "order " << Raw(r.id);
+        ASSERT_EQ(r.terms.side, o.terms.side);
+        ASSERT_EQ(r.terms.type, o.terms.type);
+        ASSERT_EQ(r.terms.tif, o.terms.tif);
+        ASSERT_EQ(r.terms.stp, o.terms.stp);
+        ASSERT_EQ(r.terms.price, o.terms.price) << "order " << Raw(r.id);
+        ASSERT_EQ(r.terms.qty, o.terms.qty) << "order " << Raw(r.id);
         ASSERT_EQ(r.remaining, o.remaining) << "order " << Raw(r.id);
-        ASSERT_EQ(r.executed, o.qty - o.remaining) << "order " << Raw(r.id);
+        ASSERT_EQ(r.executed, o.terms.qty - o.remaining) << "order " << Raw(r.id);
         ASSERT_EQ(r.status,
                   r.executed.value == 0 ? OrderStatus::kNew : OrderStatus::kPartiallyFilled);
         ASSERT_EQ(r.time_ns, o.created_ns);
