@@ -160,8 +160,8 @@ constexpr void VisitFields(V& v, T& x) {
     v(market, status);
     // Snapshot records.
   } else if constexpr (kIs<T, ImageOrder>) {
-    auto& [id, account, market, side, type, tif, stp, price, qty, remaining, locked, created_ns,
-           has_client_id, client_id] = x;
+    auto& [id, terms, remaining, locked, created_ns, has_client_id, client_id] = x;
+    auto& [account, market, side, type, tif, stp, price, qty] = terms;
     v(id, account, market, side, type, tif, stp, price, qty, remaining, locked, created_ns,
       has_client_id, client_id);
   } else if constexpr (kIs<T, ImageBalance>) {

@@ -88,8 +88,8 @@ auto Tie(const T& x) {
     const auto& [a, b, c, d, e] = x;
     return std::tie(a, b, c, d, e);
   } else if constexpr (std::is_same_v<T, ImageOrder>) {
-    const auto& [a, b, c, d, e, f, g, h, i, j, k, l, m, n] = x;
-    return std::tie(a, b, c, d, e, f, g, h, i, j, k, l, m, n);
+    const auto& [a, terms, c, d, e, f, g] = x;
+    return std::tuple_cat(std::tie(a), Tie(terms), std::tie(c, d, e, f, g));
   } else if constexpr (std::is_same_v<T, ImageBalance>) {
     const auto& [a, b, c, d] = x;
     return std::tie(a, b, c, d);

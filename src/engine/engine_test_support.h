@@ -208,11 +208,11 @@ inline std::string Dump(const EngineImage& im) {
        << b.locked.value << '\n';
   }
   for (const ImageOrder& o : im.orders) {
-    os << "order " << Raw(o.id) << ' ' << Raw(o.account) << ' ' << Raw(o.market) << ' '
-       << ToString(o.side) << ' ' << ToString(o.type) << ' ' << ToString(o.tif) << ' '
-       << ToString(o.stp) << ' ' << o.price.value << ' ' << o.qty.value << ' ' << o.remaining.value
-       << ' ' << o.locked.value << ' ' << o.created_ns << ' ' << o.has_client_id << ' '
-       << o.client_id.lo << ' ' << o.client_id.hi << '\n';
+    os << "order " << Raw(o.id) << ' ' << Raw(o.terms.account) << ' ' << Raw(o.terms.market) << ' '
+       << ToString(o.terms.side) << ' ' << ToString(o.terms.type) << ' ' << ToString(o.terms.tif)
+       << ' ' << ToString(o.terms.stp) << ' ' << o.terms.price.value << ' ' << o.terms.qty.value
+       << ' ' << o.remaining.value << ' ' << o.locked.value << ' ' << o.created_ns << ' '
+       << o.has_client_id << ' ' << o.client_id.lo << ' ' << o.client_id.hi << '\n';
   }
   for (const ImageClientId& c : im.recent_client_ids) {
     os << "client_id " << Raw(c.account) << ' ' << c.client_id.lo << ' ' << c.client_id.hi << ' '

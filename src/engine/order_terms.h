@@ -1,17 +1,18 @@
 // OrderTerms: what an order was placed as — whose, where, which way, what
 // kind, at what price and quantity (an amend may since have changed the last
 // two). One declaration for the structs that describe an order: the accepted
-// event (engine/event.h), the engine's query view (engine/engine.h) and the
-// read side's record (marketdata/records.h). Each embeds it as `terms` after
-// the order's id and adds what it knows besides (the lock, what is still
-// open, fills, ...).
+// event (engine/event.h), the engine's query view (engine/engine.h), the
+// snapshot's resting order (engine/image.h) and the read side's record
+// (marketdata/records.h). Each embeds it as `terms` after the order's id and
+// adds what it knows besides (the lock, what is still open, fills, ...).
 //
-// Two things an order is placed with are not here:
+// Two things an order is placed with are not here, because those structs do
+// not agree on them:
 // - the quote budget of a MARKET order by quote amount (qty is 0 for one):
-//   such an order never rests, so the view has no place for it; the accepted
-//   event and the record keep `quote_qty` beside the terms.
-// - the client order id: a string in the event and the record, a 128-bit
-//   hash in the engine and its snapshot (Key128), absent from the view.
+//   such an order never rests, so the view and the snapshot have no place for
+//   it; the accepted event and the record keep `quote_qty` beside the terms.
+// - the client order id: a string in the event and the record, a 128-bit hash
+//   in the engine and its snapshot (Key128), absent from the view.
 //
 // The PlaceOrder command (engine/command.h) carries these fields as the
 // client sent them, before the engine applies IOC and price 0 to a MARKET

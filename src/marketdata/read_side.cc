@@ -269,8 +269,8 @@ class ReadSide::Impl {
       MB_CHECK(Raw(b.account) < cfg_.max_accounts && Raw(b.asset) < n_assets_);
     }
     for (const auto& o : img.orders) {
-      MB_CHECK(Raw(o.market) < markets_.size() && Raw(o.account) < cfg_.max_accounts &&
-               o.remaining.value > 0 && o.remaining <= o.qty);
+      MB_CHECK(Raw(o.terms.market) < markets_.size() && Raw(o.terms.account) < cfg_.max_accounts &&
+               o.remaining.value > 0 && o.remaining <= o.terms.qty);
     }
 
     std::unique_lock lock(mu_);
@@ -291,33 +291,28 @@ class ReadSide::Impl {
       Account(b.account).balances[Raw(b.asset)] = Balance{b.available, b.locked};
     }
     for (const auto& o : img.orders) {
-      const MarketSpec& spec = cfg_.markets[Raw(o.market)];
+      const MarketSpec& spec = cfg_.markets[Raw(o.terms.market)];
       OrderRecord r;
       r.id = o.id;
-      r.terms.account = o.account;
-      r.terms.market = o.market;
-      r.terms.side = o.side;
-      r.terms.type = o.type;
-      r.terms.tif = o.tif;
-      r.terms.stp = o.stp;
-      r.terms.price = o.price;
-      r.terms.qty = o.qty;
+      r.terms = o.terms;
       r.remaining = o.remaining;
-      r.executed = o.qty - o.remaining;
+      r.executed = o.terms.qty - o.remaining;
       // The image does not say at which prices the filled part traded, so
       // this is an estimate at the current limit price: exact for an order
       // that only filled as a maker at that price; a part taken on arrival
       // may have traded better (a buy paid at most, a sell got at least this).
-      r.cumulative_quote = Amount{o.price.value * r.executed.value * spec.notional_per_tick_lot};
+      r.cumulative_quote =
+          Amount{o.terms.price.value * r.executed.value * spec.notional_per_tick_lot};
       r.status = r.executed.value > 0 ? OrderStatus::kPartiallyFilled : OrderStatus::kNew;
       // Only a hash of the client order id survives in the image, so these
       // orders cannot be found by client order id.
       r.time_ns = o.created_ns;
       r.update_ns = o.created_ns;
       r.working = true;
-      std::map<int64_t, int64_t>& side = markets_[Raw(o.market)].levels[SideIndex(o.side)];
-      side[o.price.value] += o.remaining.value;
-      if (Account(o.account).open.emplace(Raw(o.id), r).second) ++open_orders_;
+      std::map<int64_t, int64_t>& side =
+          markets_[Raw(o.terms.market)].levels[SideIndex(o.terms.side)];
+      side[o.terms.price.value] += o.remaining.value;
+      if (Account(o.terms.account).open.emplace(Raw(o.id), r).second) ++open_orders_;
     }
     lock.unlock();
     for (std::size_t m = 0; m < markets_.size(); ++m) Publish(static_cast<MarketId>(m));

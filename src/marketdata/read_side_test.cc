@@ -662,13 +662,14 @@ TEST(ReadSideEngineTest, BootstrapMidRunThenContinue) {
     // A resting order of the image: executed from qty - remaining, the quote
     // estimated at its limit price.
     for (const engine::ImageOrder& o : image.orders) {
-      auto r = boot.FindOrder(o.account, o.market, o.id);
+      auto r = boot.FindOrder(o.terms.account, o.terms.market, o.id);
       ASSERT_TRUE(r.has_value());
-      EXPECT_EQ(r->executed, o.qty - o.remaining);
+      EXPECT_EQ(r->executed, o.terms.qty - o.remaining);
       EXPECT_EQ(r->status,
-                o.qty == o.remaining ? OrderStatus::kNew : OrderStatus::kPartiallyFilled);
-      const int64_t npt = h.config.markets[Raw(o.market)].notional_per_tick_lot;
-      EXPECT_EQ(r->cumulative_quote.value, o.price.value * (o.qty - o.remaining).value * npt);
+                o.terms.qty == o.remaining ? OrderStatus::kNew : OrderStatus::kPartiallyFilled);
+      const int64_t npt = h.config.markets[Raw(o.terms.market)].notional_per_tick_lot;
+      EXPECT_EQ(r->cumulative_quote.value,
+                o.terms.price.value * (o.terms.qty - o.remaining).value * npt);
     }
 
     DiffBooks books;
