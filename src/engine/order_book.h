@@ -42,6 +42,15 @@ inline constexpr uint32_t kNil = UINT32_MAX;
 
 // One open order, resting or being matched. 96 bytes; pooled, addressed by
 // index. Decide reads it; evolve changes its fields.
+//
+// It keeps its terms (engine/order_terms.h) as loose fields rather than an
+// embedded OrderTerms, for two reasons. Layout: account, market and the
+// one-byte fields pack into the tail after the links, where an embedded
+// OrderTerms would bring its own 6 bytes of padding (after stp) and make a
+// slot 104 bytes, 8 more for every open order in the pool. Meaning: a
+// quote-budget MARKET order keeps its budget in qty_or_budget, where the
+// terms have the quantity. terms() copies them out for the views and the
+// snapshot.
 struct Order {
   OrderId id{};  // 0 while the slot is free
   Price price{};

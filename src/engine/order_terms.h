@@ -14,9 +14,10 @@
 // - the client order id: a string in the event and the record, a 128-bit hash
 //   in the engine and its snapshot (Key128), absent from the view.
 //
-// The PlaceOrder command (engine/command.h) carries these fields as the
-// client sent them, before the engine applies IOC and price 0 to a MARKET
-// order.
+// The engine's pooled Order (engine/order_book.h) keeps these fields in its
+// own compact layout rather than embedding this struct: see the comment
+// there. The PlaceOrder command (engine/command.h) carries them as the client
+// sent them, before the engine applies IOC and price 0 to a MARKET order.
 //
 // Thread safety: plain value.
 #pragma once
