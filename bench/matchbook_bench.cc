@@ -517,14 +517,14 @@ void BM_AmendPrice(benchmark::State& state) {
   for (Side side : {Side::kBuy, Side::kSell}) {
     for (const engine::OrderView& o : b.engine_.Orders(kBenchMarket, side)) {
       int64_t step = b.rng_.Between(1, 8);
-      int64_t to = side == Side::kBuy ? o.price.value - step : o.price.value + step;
+      int64_t to = side == Side::kBuy ? o.terms.price.value - step : o.terms.price.value + step;
       engine::AmendOrder a;
-      a.account = o.account;
+      a.account = o.terms.account;
       a.market = kBenchMarket;
       a.order_id = o.id;
       a.new_price = Price{to};
       there.push_back(Wrap(a));
-      a.new_price = o.price;
+      a.new_price = o.terms.price;
       back.push_back(Wrap(a));
     }
   }
@@ -548,7 +548,7 @@ void BM_AmendPrice(benchmark::State& state) {
     std::size_t last = k == 0 ? n - 1 : k - 1;
     const Command& c = (k == 0 ? !out : out) ? there[last] : back[last];
     const auto& a = std::get<engine::AmendOrder>(c.body);
-    MB_CHECK(b.engine_.FindOrder(a.order_id)->price == a.new_price);
+    MB_CHECK(b.engine_.FindOrder(a.order_id)->terms.price == a.new_price);
   }
   state.SetItemsProcessed(state.iterations());
 }
@@ -584,7 +584,8 @@ void BM_AmendQtyDown(benchmark::State& state) {
   MB_CHECK(b.engine_.open_orders() == base_orders);
   for (const Command& c : amends) {
     const auto& a = std::get<engine::AmendOrder>(c.body);
-    if (a.new_qty.value < kBigLots) MB_CHECK(b.engine_.FindOrder(a.order_id)->qty == a.new_qty);
+    if (a.new_qty.value < kBigLots)
+      MB_CHECK(b.engine_.FindOrder(a.order_id)->terms.qty == a.new_qty);
   }
   state.SetItemsProcessed(state.iterations());
 }

@@ -401,7 +401,7 @@ class LobsterReplay {
 
   std::string Cancel(const OrderView& o) {
     CancelOrder c;
-    c.account = o.account;
+    c.account = o.terms.account;
     c.market = kMarket;
     c.order_id = o.id;
     return Execute(c);
@@ -412,10 +412,10 @@ class LobsterReplay {
   std::string Reduce(const OrderView& o, int64_t by) {
     if (by >= o.remaining.value) return Cancel(o);
     AmendOrder a;
-    a.account = o.account;
+    a.account = o.terms.account;
     a.market = kMarket;
     a.order_id = o.id;
-    a.new_qty = Qty{o.qty.value - by};
+    a.new_qty = Qty{o.terms.qty.value - by};
     if (std::string err = Execute(a); !err.empty()) return err;
     const auto* am = std::get_if<OrderAmended>(&events_.front().body);
     if (am == nullptr || !am->keeps_priority) return "a quantity-down amend lost priority";
@@ -484,7 +484,7 @@ class LobsterReplay {
   std::vector<OrderView> OrdersAt(Side side, int64_t price) const {
     std::vector<OrderView> out;
     for (const OrderView& o : engine_.Orders(kMarket, side)) {
-      if (o.price.value == price) out.push_back(o);
+      if (o.terms.price.value == price) out.push_back(o);
     }
     return out;
   }
@@ -520,9 +520,9 @@ class LobsterReplay {
       return "the engine holds no open order for LOBSTER order " + std::to_string(m.id) +
              " (known id: " + (ids_.count(m.id) ? "yes" : "no") + ")";
     }
-    if (target->price.value != m.price || target->side != m.side) {
+    if (target->terms.price.value != m.price || target->terms.side != m.side) {
       return "LOBSTER order " + std::to_string(m.id) + " rests at " +
-             std::to_string(target->price.value) + " in the engine";
+             std::to_string(target->terms.price.value) + " in the engine";
     }
     const bool known = ids_.count(m.id) != 0;
     if (m.size > target->remaining.value || (m.type == 2 && m.size == target->remaining.value)) {

@@ -170,8 +170,8 @@ MB_FIELDS(engine::SetMarketStatus, "market,status", x.market, x.status);
 
 MB_FIELDS(engine::OrderAccepted,
           "order_id,account,market,side,type,tif,stp,price,qty,quote_qty,locked,client_order_id",
-          x.order_id, x.account, x.market, x.side, x.type, x.tif, x.stp, x.price, x.qty,
-          x.quote_qty, x.locked, x.client_order_id);
+          x.order_id, x.terms.account, x.terms.market, x.terms.side, x.terms.type, x.terms.tif,
+          x.terms.stp, x.terms.price, x.terms.qty, x.quote_qty, x.locked, x.client_order_id);
 MB_FIELDS(engine::Rejected, "command,reason,account,market,order_id,existing_id,client_order_id",
           x.command, x.reason, x.account, x.market, x.order_id, x.existing_id, x.client_order_id);
 MB_FIELDS(engine::Trade,
@@ -225,9 +225,19 @@ constexpr std::size_t FieldCount() {
   }
 }
 
+// An embedded OrderTerms (`terms`) is listed field by field in its place.
+template <class T>
+constexpr std::size_t ListedFieldCount() {
+  if constexpr (requires(const T& x) { x.terms; }) {
+    return FieldCount<T>() - 1 + FieldCount<engine::OrderTerms>();
+  } else {
+    return FieldCount<T>();
+  }
+}
+
 template <class... Ts>
 constexpr bool AllNamesMatch(std::variant<Ts...>*) {
-  return ((kNamesMatch<Ts> && CountNames<Ts>() == FieldCount<Ts>()) && ...);
+  return ((kNamesMatch<Ts> && CountNames<Ts>() == ListedFieldCount<Ts>()) && ...);
 }
 static_assert(FieldCount<engine::Trade>() == 16 && FieldCount<engine::OrderRested>() == 6);
 static_assert(AllNamesMatch(static_cast<engine::EventBody*>(nullptr)));
@@ -973,9 +983,10 @@ std::string BalanceText(Balance b) {
 
 std::string OrderText(const engine::OrderView& o) {
   std::ostringstream os;
-  os << "id=" << Raw(o.id) << " account=" << Raw(o.account) << " side=" << engine::ToString(o.side)
-     << " type=" << engine::ToString(o.type) << " tif=" << engine::ToString(o.tif)
-     << " stp=" << engine::ToString(o.stp) << " price=" << o.price.value << " qty=" << o.qty.value
+  os << "id=" << Raw(o.id) << " account=" << Raw(o.terms.account)
+     << " side=" << engine::ToString(o.terms.side) << " type=" << engine::ToString(o.terms.type)
+     << " tif=" << engine::ToString(o.terms.tif) << " stp=" << engine::ToString(o.terms.stp)
+     << " price=" << o.terms.price.value << " qty=" << o.terms.qty.value
      << " remaining=" << o.remaining.value << " locked=" << o.locked.value
      << " created_ns=" << o.created_ns;
   return os.str();
@@ -984,14 +995,14 @@ std::string OrderText(const engine::OrderView& o) {
 engine::OrderView View(const RefOrder& o) {
   engine::OrderView v;
   v.id = o.id;
-  v.account = o.account;
-  v.market = o.market;
-  v.side = o.side;
-  v.type = o.type;
-  v.tif = o.tif;
-  v.stp = o.stp;
-  v.price = o.price;
-  v.qty = o.qty;
+  v.terms.account = o.account;
+  v.terms.market = o.market;
+  v.terms.side = o.side;
+  v.terms.type = o.type;
+  v.terms.tif = o.tif;
+  v.terms.stp = o.stp;
+  v.terms.price = o.price;
+  v.terms.qty = o.qty;
   v.remaining = o.remaining;
   v.locked = o.locked;
   v.created_ns = o.created_ns;
@@ -999,10 +1010,8 @@ engine::OrderView View(const RefOrder& o) {
 }
 
 bool SameOrder(const engine::OrderView& a, const engine::OrderView& b) {
-  return std::tie(a.id, a.account, a.market, a.side, a.type, a.tif, a.stp, a.price, a.qty,
-                  a.remaining, a.locked,
-                  a.created_ns) == std::tie(b.id, b.account, b.market, b.side, b.type, b.tif, b.stp,
-                                            b.price, b.qty, b.remaining, b.locked, b.created_ns);
+  return std::tie(a.id, a.terms, a.remaining, a.locked, a.created_ns) ==
+         std::tie(b.id, b.terms, b.remaining, b.locked, b.created_ns);
 }
 
 // The invariants of DESIGN.md §2 on the real engine, re-checked from its
@@ -1776,7 +1785,7 @@ void ExpectFokExpired(const std::vector<Event>& ev, uint64_t id, int64_t qty, in
   ASSERT_EQ(ev.size(), 2u) << ToText(ev);
   const auto& a = As<engine::OrderAccepted>(ev, 0);
   EXPECT_EQ(Raw(a.order_id), id);
-  EXPECT_EQ(a.tif, TimeInForce::kFok);
+  EXPECT_EQ(a.terms.tif, TimeInForce::kFok);
   EXPECT_EQ(a.locked.value, lock);
   const auto& x = As<engine::OrderExpired>(ev, 1);
   EXPECT_EQ(Raw(x.order_id), id);

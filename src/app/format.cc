@@ -39,15 +39,16 @@ std::string FormatEvent(const engine::EngineConfig& c, const engine::Event& e) {
   switch (e.type()) {
     case EventType::kOrderAccepted: {
       const auto& a = std::get<OrderAccepted>(e.body);
-      const auto& s = Spec(c, a.market);
+      const engine::OrderTerms& t = a.terms;
+      const auto& s = Spec(c, t.market);
       std::string size = a.quote_qty.value != 0 ? "for " + FormatAmount(c, s.quote, a.quote_qty)
-                                                : FormatQty(c, a.market, a.qty);
+                                                : FormatQty(c, t.market, t.qty);
       std::string price =
-          a.type == OrderType::kMarket ? std::string("MARKET") : FormatPrice(c, a.market, a.price);
+          t.type == OrderType::kMarket ? std::string("MARKET") : FormatPrice(c, t.market, t.price);
       return fmt::format(
           "{} order={} acct={} {} {} {} {} @ {} {} stp={} locked={}{}", head, Raw(a.order_id),
-          Raw(a.account), Sym(c, a.market), ToString(a.side), ToString(a.type), size, price,
-          ToString(a.tif), ToString(a.stp), FormatAmount(c, SpendAsset(s, a.side), a.locked),
+          Raw(t.account), Sym(c, t.market), ToString(t.side), ToString(t.type), size, price,
+          ToString(t.tif), ToString(t.stp), FormatAmount(c, SpendAsset(s, t.side), a.locked),
           a.client_order_id.empty() ? std::string()
                                     : fmt::format(" clientOrderId={}", a.client_order_id.view()));
     }

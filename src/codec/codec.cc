@@ -93,7 +93,8 @@ constexpr std::size_t WireSize() {
 }
 
 // ---------------------------------------------------------------------------
-// The field lists: wire order == declaration order.
+// The field lists: wire order == declaration order, an embedded OrderTerms
+// listed field by field in its place.
 // ---------------------------------------------------------------------------
 
 template <class T, class U>
@@ -123,8 +124,8 @@ constexpr void VisitFields(V& v, T& x) {
     v(market, status);
     // Events.
   } else if constexpr (kIs<T, OrderAccepted>) {
-    auto& [order_id, account, market, side, type, tif, stp, price, qty, quote_qty, locked,
-           client_order_id] = x;
+    auto& [order_id, terms, quote_qty, locked, client_order_id] = x;
+    auto& [account, market, side, type, tif, stp, price, qty] = terms;
     v(order_id, account, market, side, type, tif, stp, price, qty, quote_qty, locked,
       client_order_id);
   } else if constexpr (kIs<T, Rejected>) {
@@ -159,8 +160,8 @@ constexpr void VisitFields(V& v, T& x) {
     v(market, status);
     // Snapshot records.
   } else if constexpr (kIs<T, ImageOrder>) {
-    auto& [id, account, market, side, type, tif, stp, price, qty, remaining, locked, created_ns,
-           has_client_id, client_id] = x;
+    auto& [id, terms, remaining, locked, created_ns, has_client_id, client_id] = x;
+    auto& [account, market, side, type, tif, stp, price, qty] = terms;
     v(id, account, market, side, type, tif, stp, price, qty, remaining, locked, created_ns,
       has_client_id, client_id);
   } else if constexpr (kIs<T, ImageBalance>) {

@@ -41,7 +41,10 @@ const char* const kRef64 = "ref-0123456789abcdefghijklmnopqrstuvwxyz-ABCDEFGHIJK
 
 template <class T>
 auto Tie(const T& x) {
-  if constexpr (std::is_same_v<T, PlaceOrder>) {
+  if constexpr (std::is_same_v<T, OrderTerms>) {
+    const auto& [a, b, c, d, e, f, g, h] = x;
+    return std::tie(a, b, c, d, e, f, g, h);
+  } else if constexpr (std::is_same_v<T, PlaceOrder>) {
     const auto& [a, b, c, d, e, f, g, h, i, j] = x;
     return std::tie(a, b, c, d, e, f, g, h, i, j);
   } else if constexpr (std::is_same_v<T, CancelOrder>) {
@@ -61,8 +64,8 @@ auto Tie(const T& x) {
     const auto& [a, b] = x;
     return std::tie(a, b);
   } else if constexpr (std::is_same_v<T, OrderAccepted>) {
-    const auto& [a, b, c, d, e, f, g, h, i, j, k, l] = x;
-    return std::tie(a, b, c, d, e, f, g, h, i, j, k, l);
+    const auto& [a, terms, c, d, e] = x;
+    return std::tuple_cat(std::tie(a), Tie(terms), std::tie(c, d, e));
   } else if constexpr (std::is_same_v<T, Rejected>) {
     const auto& [a, b, c, d, e, f, g] = x;
     return std::tie(a, b, c, d, e, f, g);
@@ -85,8 +88,8 @@ auto Tie(const T& x) {
     const auto& [a, b, c, d, e] = x;
     return std::tie(a, b, c, d, e);
   } else if constexpr (std::is_same_v<T, ImageOrder>) {
-    const auto& [a, b, c, d, e, f, g, h, i, j, k, l, m, n] = x;
-    return std::tie(a, b, c, d, e, f, g, h, i, j, k, l, m, n);
+    const auto& [a, terms, c, d, e, f, g] = x;
+    return std::tuple_cat(std::tie(a), Tie(terms), std::tie(c, d, e, f, g));
   } else if constexpr (std::is_same_v<T, ImageBalance>) {
     const auto& [a, b, c, d] = x;
     return std::tie(a, b, c, d);

@@ -86,7 +86,7 @@ TEST(EngineAllocations, HotPathAllocatesNothingOnceWarm) {
       const std::size_t k = rnd(open.size());
       const auto o = engine.FindOrder(open[k]);
       if (o) {
-        run(CancelOrder{o->account, MarketId{0}, o->id, {}});
+        run(CancelOrder{o->terms.account, MarketId{0}, o->id, {}});
       }
       open[k] = open.back();
       open.pop_back();
@@ -94,8 +94,8 @@ TEST(EngineAllocations, HotPathAllocatesNothingOnceWarm) {
       const auto o = engine.FindOrder(open[rnd(open.size())]);
       if (o) {
         const int64_t move = static_cast<int64_t>(rnd(9)) - 4;
-        const Price np{std::max<int64_t>(1, o->price.value + move)};
-        run(AmendOrder{o->account, MarketId{0}, o->id, {}, np, Qty{0}});
+        const Price np{std::max<int64_t>(1, o->terms.price.value + move)};
+        run(AmendOrder{o->terms.account, MarketId{0}, o->id, {}, np, Qty{0}});
       }
     }
   };

@@ -175,7 +175,7 @@ TEST_F(AmendTest, AmendSellQuantityDownReleasesBase) {
   EXPECT_EQ(At<OrderAmended>(ev, 0).lock_delta, Amount{0});
   EXPECT_FALSE(At<OrderAmended>(ev, 0).keeps_priority);
   EXPECT_EQ(At<OrderRested>(ev, 1).remaining, Qty{3});
-  EXPECT_EQ(engine_.FindOrder(s)->price, Price{101});
+  EXPECT_EQ(engine_.FindOrder(s)->terms.price, Price{101});
 }
 
 TEST_F(AmendTest, AmendPriceChangeRequeuesBehindTheLevel) {
@@ -216,7 +216,7 @@ TEST_F(AmendTest, AmendQuantityUpRequeues) {
   EXPECT_FALSE(m.keeps_priority);
   EXPECT_EQ(Queue(kBtcUsdt, Side::kBuy), (std::vector<uint64_t>{Raw(b), Raw(a)}));
   EXPECT_EQ(Bal(kAlice, kUsdt), B(kFundUsdt - 4'000, 4'000));
-  EXPECT_EQ(engine_.FindOrder(a)->qty, Qty{4});
+  EXPECT_EQ(engine_.FindOrder(a)->terms.qty, Qty{4});
 }
 
 TEST_F(AmendTest, AmendToACrossingPriceTradesAsTaker) {
@@ -363,7 +363,7 @@ TEST_F(AmendTest, LimitMakerAmendedToACrossingPriceWouldTakeLiquidity) {
   // Not crossing: loses priority and rests.
   Events ev = Amend(kAlice, m, 98, 0);
   ASSERT_EQ(Types(ev), "OrderAmended OrderRested");
-  EXPECT_EQ(engine_.FindOrder(m)->type, OrderType::kLimitMaker);
+  EXPECT_EQ(engine_.FindOrder(m)->terms.type, OrderType::kLimitMaker);
   // Quantity down keeps priority without a cross check.
   EXPECT_EQ(Types(Amend(kAlice, m, 0, 2)), "OrderAmended");
   // A plain limit order amended across the book trades instead.
@@ -379,7 +379,7 @@ TEST_F(AmendTest, AmendNeedingMoreThanTheAvailableBalanceChangesNothing) {
   EXPECT_EQ(r.order_id, c);
   ExpectReject(AmendCmd(kCarol, c, 0, 3), RejectReason::kInsufficientBalance);
   EXPECT_EQ(Bal(kCarol, kUsdt), B(0, 2'000));
-  EXPECT_EQ(engine_.FindOrder(c)->price, Price{100});
+  EXPECT_EQ(engine_.FindOrder(c)->terms.price, Price{100});
   // Lowering the price frees funds and needs none.
   Events ev = Amend(kCarol, c, 99, 0);
   ASSERT_EQ(Types(ev), "OrderAmended OrderRested");

@@ -156,10 +156,11 @@ void Engine::Impl::Decide(const PlaceOrder& p) noexcept {
     fok_unfillable = w.lots < p.qty.value;
   }
   const OrderId id{Raw(seq_)};
-  Emit(OrderAccepted{id, p.account, p.market, p.side, p.type,
-                     market_order ? TimeInForce::kIoc : p.tif, p.stp,
-                     market_order ? Price{0} : p.price, by_quote ? Qty{0} : p.qty,
-                     by_quote ? p.quote_qty : Amount{0}, Amount{lock}, p.client_order_id});
+  Emit(OrderAccepted{
+      id,
+      OrderTerms{p.account, p.market, p.side, p.type, market_order ? TimeInForce::kIoc : p.tif,
+                 p.stp, market_order ? Price{0} : p.price, by_quote ? Qty{0} : p.qty},
+      by_quote ? p.quote_qty : Amount{0}, Amount{lock}, p.client_order_id});
   if (fok_unfillable) {
     Emit(OrderExpired{id, p.account, p.market, p.side, ExpireReason::kFokNotFillable, p.qty,
                       Amount{lock}});
@@ -444,29 +445,30 @@ void Engine::Impl::Apply(const Event& e) noexcept {
 }
 
 void Engine::Impl::Evolve(const OrderAccepted& a, int64_t ts) {
-  const MarketSpec& m = cfg_.markets[Raw(a.market)];
+  const OrderTerms& t = a.terms;
+  const MarketSpec& m = cfg_.markets[Raw(t.market)];
   const uint32_t i = book_.Allocate();
   Order& o = book_.order(i);
   o.id = a.order_id;
-  o.price = a.price;
+  o.price = t.price;
   o.by_quote = a.quote_qty.value != 0;
-  o.qty_or_budget = a.qty.value;
-  o.remaining = a.qty;
+  o.qty_or_budget = t.qty.value;
+  o.remaining = t.qty;
   if (o.by_quote) o.qty_or_budget = a.quote_qty.value;
   o.locked = a.locked;
   o.created_ns = ts;
-  o.account = a.account;
-  o.market = a.market;
-  o.side = a.side;
-  o.type = a.type;
-  o.tif = a.tif;
-  o.stp = a.stp;
+  o.account = t.account;
+  o.market = t.market;
+  o.side = t.side;
+  o.type = t.type;
+  o.tif = t.tif;
+  o.stp = t.stp;
   if (!a.client_order_id.empty()) {
     o.has_client_id = true;
     o.client_id = HashString(a.client_order_id.view());
     accounts_.HoldClientId(o.account, o.client_id, o.id);
   }
-  const Balance& b = accounts_.Lock(a.account, SpendAsset(m, a.side), a.locked);
+  const Balance& b = accounts_.Lock(t.account, SpendAsset(m, t.side), a.locked);
   MB_CHECK(b.available.value >= 0);
   book_.Open(i);
 }

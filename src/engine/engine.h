@@ -28,6 +28,7 @@
 #include "engine/event.h"
 #include "engine/image.h"
 #include "engine/market.h"
+#include "engine/order_terms.h"
 
 namespace mb::engine {
 
@@ -40,14 +41,7 @@ struct Balance {
 // A read-only view of one order, open or being matched.
 struct OrderView {
   OrderId id{};
-  AccountId account{};
-  MarketId market{};
-  Side side = Side::kBuy;
-  OrderType type = OrderType::kLimit;
-  TimeInForce tif = TimeInForce::kGtc;
-  StpMode stp = StpMode::kNone;
-  Price price{};
-  Qty qty{};
+  OrderTerms terms{};
   Qty remaining{};
   Amount locked{};
   int64_t created_ns = 0;

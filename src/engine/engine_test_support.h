@@ -208,11 +208,11 @@ inline std::string Dump(const EngineImage& im) {
        << b.locked.value << '\n';
   }
   for (const ImageOrder& o : im.orders) {
-    os << "order " << Raw(o.id) << ' ' << Raw(o.account) << ' ' << Raw(o.market) << ' '
-       << ToString(o.side) << ' ' << ToString(o.type) << ' ' << ToString(o.tif) << ' '
-       << ToString(o.stp) << ' ' << o.price.value << ' ' << o.qty.value << ' ' << o.remaining.value
-       << ' ' << o.locked.value << ' ' << o.created_ns << ' ' << o.has_client_id << ' '
-       << o.client_id.lo << ' ' << o.client_id.hi << '\n';
+    os << "order " << Raw(o.id) << ' ' << Raw(o.terms.account) << ' ' << Raw(o.terms.market) << ' '
+       << ToString(o.terms.side) << ' ' << ToString(o.terms.type) << ' ' << ToString(o.terms.tif)
+       << ' ' << ToString(o.terms.stp) << ' ' << o.terms.price.value << ' ' << o.terms.qty.value
+       << ' ' << o.remaining.value << ' ' << o.locked.value << ' ' << o.created_ns << ' '
+       << o.has_client_id << ' ' << o.client_id.lo << ' ' << o.client_id.hi << '\n';
   }
   for (const ImageClientId& c : im.recent_client_ids) {
     os << "client_id " << Raw(c.account) << ' ' << c.client_id.lo << ' ' << c.client_id.hi << ' '
@@ -402,12 +402,12 @@ class EngineTest : public ::testing::Test {
     const OrderAccepted a = At<OrderAccepted>(ev, 0);
     const OrderExpired x = At<OrderExpired>(ev, 1);
     EXPECT_EQ(Raw(a.order_id), Raw(engine_.last_sequence()));
-    EXPECT_EQ(a.account, p.account);
-    EXPECT_EQ(a.market, p.market);
-    EXPECT_EQ(a.side, p.side);
-    EXPECT_EQ(a.tif, TimeInForce::kFok);
-    EXPECT_EQ(a.price, p.price);
-    EXPECT_EQ(a.qty, p.qty);
+    EXPECT_EQ(a.terms.account, p.account);
+    EXPECT_EQ(a.terms.market, p.market);
+    EXPECT_EQ(a.terms.side, p.side);
+    EXPECT_EQ(a.terms.tif, TimeInForce::kFok);
+    EXPECT_EQ(a.terms.price, p.price);
+    EXPECT_EQ(a.terms.qty, p.qty);
     EXPECT_EQ(a.client_order_id, p.client_order_id);
     EXPECT_EQ(x.order_id, a.order_id);
     EXPECT_EQ(x.account, p.account);

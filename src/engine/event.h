@@ -11,6 +11,7 @@
 
 #include "common/fixed_string.h"
 #include "common/strong.h"
+#include "engine/order_terms.h"
 #include "engine/types.h"
 
 namespace mb::engine {
@@ -20,15 +21,8 @@ namespace mb::engine {
 // locked += locked. The order is not in the book yet.
 struct OrderAccepted {
   OrderId order_id{};
-  AccountId account{};
-  MarketId market{};
-  Side side = Side::kBuy;
-  OrderType type = OrderType::kLimit;
-  TimeInForce tif = TimeInForce::kGtc;
-  StpMode stp = StpMode::kNone;
-  Price price{};
-  Qty qty{};
-  Amount quote_qty{};
+  OrderTerms terms{};
+  Amount quote_qty{};  // MARKET by quote amount (then terms.qty == 0)
   Amount locked{};
   ClientOrderId client_order_id{};
 };

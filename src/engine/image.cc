@@ -82,13 +82,14 @@ uint64_t HashImage(const EngineImage& img) {
     h.Add(b.locked.value);
   }
   for (const auto& o : img.orders) {
+    const OrderTerms& t = o.terms;
     h.Add(uint64_t{Raw(o.id)});
-    h.Add(uint64_t{Raw(o.account)});
-    h.Add(uint64_t{Raw(o.market)});
-    h.Add(uint64_t{Raw(o.side)} | uint64_t{Raw(o.type)} << 8 | uint64_t{Raw(o.tif)} << 16 |
-          uint64_t{Raw(o.stp)} << 24 | uint64_t{o.has_client_id} << 32);
-    h.Add(o.price.value);
-    h.Add(o.qty.value);
+    h.Add(uint64_t{Raw(t.account)});
+    h.Add(uint64_t{Raw(t.market)});
+    h.Add(uint64_t{Raw(t.side)} | uint64_t{Raw(t.type)} << 8 | uint64_t{Raw(t.tif)} << 16 |
+          uint64_t{Raw(t.stp)} << 24 | uint64_t{o.has_client_id} << 32);
+    h.Add(t.price.value);
+    h.Add(t.qty.value);
     h.Add(o.remaining.value);
     h.Add(o.locked.value);
     h.Add(o.created_ns);
@@ -140,8 +141,7 @@ EngineImage Engine::Impl::ExportImage() const {
       for (uint32_t li = book_.BestLevel(mid, sd); li != kNil; li = book_.NextLevel(mid, sd, li)) {
         for (uint32_t i = book_.level(li).head; i != kNil; i = book_.order(i).next) {
           const Order& o = book_.order(i);
-          img.orders.push_back(ImageOrder{o.id, o.account, o.market, o.side, o.type, o.tif, o.stp,
-                                          o.price, o.qty(), o.remaining, o.locked, o.created_ns,
+          img.orders.push_back(ImageOrder{o.id, o.terms(), o.remaining, o.locked, o.created_ns,
                                           o.has_client_id, o.client_id});
         }
       }
@@ -210,46 +210,47 @@ Status Engine::Impl::Load(const EngineImage& img) {
   int64_t prev_key = 0;
   for (std::size_t k = 0; k < img.orders.size(); ++k) {
     const ImageOrder& o = img.orders[k];
+    const OrderTerms& t = o.terms;
     const std::string what = "order " + std::to_string(Raw(o.id));
-    if (Raw(o.market) >= book_.markets() || Raw(o.account) >= cfg_.max_accounts ||
-        o.account == cfg_.fee_account || !EnumInRange(o.side, Side::kSell) ||
-        !EnumInRange(o.stp, StpMode::kExpireBoth) || o.tif != TimeInForce::kGtc ||
-        (o.type != OrderType::kLimit && o.type != OrderType::kLimitMaker)) {
+    if (Raw(t.market) >= book_.markets() || Raw(t.account) >= cfg_.max_accounts ||
+        t.account == cfg_.fee_account || !EnumInRange(t.side, Side::kSell) ||
+        !EnumInRange(t.stp, StpMode::kExpireBoth) || t.tif != TimeInForce::kGtc ||
+        (t.type != OrderType::kLimit && t.type != OrderType::kLimitMaker)) {
       return bad(what + " cannot rest in a book");
     }
-    const MarketSpec& m = cfg_.markets[Raw(o.market)];
+    const MarketSpec& m = cfg_.markets[Raw(t.market)];
     if (Raw(o.id) < 1 || Raw(o.id) > last || book_.Lookup(o.id) != kNil) {
       return bad(what + " has an id outside the sequence or twice");
     }
-    if (o.price.value < 1 || o.price > m.max_price || o.qty < m.min_qty || o.qty > m.max_qty ||
-        o.remaining.value <= 0 || o.remaining > o.qty || o.locked.value < 0) {
+    if (t.price.value < 1 || t.price > m.max_price || t.qty < m.min_qty || t.qty > m.max_qty ||
+        o.remaining.value <= 0 || o.remaining > t.qty || o.locked.value < 0) {
       return bad(what + " is outside its market's limits");
     }
-    const uint64_t book = uint64_t{Raw(o.market)} * 2 + Raw(o.side);
-    const int64_t key = OrderBook::LevelKey(o.side, o.price);
+    const uint64_t book = uint64_t{Raw(t.market)} * 2 + Raw(t.side);
+    const int64_t key = OrderBook::LevelKey(t.side, t.price);
     if (k > 0 && (book < prev_book || (book == prev_book && key < prev_key))) {
       return bad(what + " is not in priority order");
     }
     prev_book = book;
     prev_key = key;
-    if (o.has_client_id && accounts_.FindClientId(o.account, o.client_id) != nullptr) {
+    if (o.has_client_id && accounts_.FindClientId(t.account, o.client_id) != nullptr) {
       return bad(what + " reuses an open order's client id");
     }
     const uint32_t i = book_.Allocate();
     Order& n = book_.order(i);
     n.id = o.id;
-    n.price = o.price;
-    n.qty_or_budget = o.qty.value;
+    n.price = t.price;
+    n.qty_or_budget = t.qty.value;
     n.remaining = o.remaining;
     n.locked = o.locked;
     n.created_ns = o.created_ns;
     n.client_id = o.client_id;
-    n.account = o.account;
-    n.market = o.market;
-    n.side = o.side;
-    n.type = o.type;
-    n.tif = o.tif;
-    n.stp = o.stp;
+    n.account = t.account;
+    n.market = t.market;
+    n.side = t.side;
+    n.type = t.type;
+    n.tif = t.tif;
+    n.stp = t.stp;
     n.has_client_id = o.has_client_id;
     book_.Open(i);
     if (n.has_client_id) accounts_.HoldClientId(n.account, n.client_id, n.id);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/strong.h"
+#include "engine/order_terms.h"
 #include "engine/types.h"
 
 namespace mb::engine {
@@ -23,14 +24,7 @@ struct Key128 {
 
 struct ImageOrder {
   OrderId id{};
-  AccountId account{};
-  MarketId market{};
-  Side side = Side::kBuy;
-  OrderType type = OrderType::kLimit;
-  TimeInForce tif = TimeInForce::kGtc;
-  StpMode stp = StpMode::kNone;
-  Price price{};
-  Qty qty{};
+  OrderTerms terms{};
   Qty remaining{};
   Amount locked{};
   int64_t created_ns = 0;

@@ -122,17 +122,19 @@ TEST_F(ImageTest, RestoreRefusesImagesTheEngineCouldNotHaveMade) {
       {"order id beyond the sequence",
        [](EngineImage& i) { i.orders[0].id = OrderId{Raw(i.last_sequence) + 1}; }},
       {"order id 0", [](EngineImage& i) { i.orders[0].id = OrderId{0}; }},
-      {"price above max_price", [&](EngineImage& i) { i.orders[0].price = Price{max_price + 1}; }},
+      {"price above max_price",
+       [&](EngineImage& i) { i.orders[0].terms.price = Price{max_price + 1}; }},
       {"remaining above quantity",
-       [](EngineImage& i) { i.orders[0].remaining = Qty{i.orders[0].qty.value + 1}; }},
+       [](EngineImage& i) { i.orders[0].remaining = Qty{i.orders[0].terms.qty.value + 1}; }},
       {"huge sell remaining",
        [](EngineImage& i) {
          for (auto& o : i.orders) {
-           if (o.side == Side::kSell) o.qty = o.remaining = Qty{int64_t{1} << 60};
+           if (o.terms.side == Side::kSell) o.terms.qty = o.remaining = Qty{int64_t{1} << 60};
          }
        }},
-      {"a MARKET order resting", [](EngineImage& i) { i.orders[0].type = OrderType::kMarket; }},
-      {"an IOC order resting", [](EngineImage& i) { i.orders[0].tif = TimeInForce::kIoc; }},
+      {"a MARKET order resting",
+       [](EngineImage& i) { i.orders[0].terms.type = OrderType::kMarket; }},
+      {"an IOC order resting", [](EngineImage& i) { i.orders[0].terms.tif = TimeInForce::kIoc; }},
       {"supply above what the balances hold",
        [](EngineImage& i) { i.asset_totals[0].supply = Amount{INT64_MAX}; }},
       {"negative supply", [](EngineImage& i) { i.asset_totals[0].supply = Amount{-INT64_MAX}; }},
@@ -141,7 +143,7 @@ TEST_F(ImageTest, RestoreRefusesImagesTheEngineCouldNotHaveMade) {
        [](EngineImage& i) {
          i.orders[1].has_client_id = true;
          i.orders[1].client_id = i.orders[0].client_id;
-         i.orders[1].account = i.orders[0].account;
+         i.orders[1].terms.account = i.orders[0].terms.account;
          i.orders[0].has_client_id = true;
        }},
       {"orders out of priority order", [](EngineImage& i) { std::swap(i.orders[0], i.orders[1]); }},

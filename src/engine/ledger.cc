@@ -35,7 +35,8 @@ void AppendLedgerEntries(const EngineConfig& config, const Event& event,
     case EventType::kOrderAccepted: {
       const auto& a = std::get<OrderAccepted>(event.body);
       Lines l(event.seq, RefKind::kOrder, Raw(a.order_id), out);
-      l.Move(a.account, SpendAsset(config.markets[Raw(a.market)], a.side), a.locked.value);
+      l.Move(a.terms.account, SpendAsset(config.markets[Raw(a.terms.market)], a.terms.side),
+             a.locked.value);
       break;
     }
     case EventType::kTrade: {

@@ -198,7 +198,7 @@ class LedgerTest : public ::testing::Test {
     const MarketSpec& m = config_.markets[0];
     auto spend = [&](Side side) { return side == Side::kBuy ? m.quote : m.base; };
     if (const auto* a = std::get_if<OrderAccepted>(&ev.body)) {
-      AddLock(&out, a->account, spend(a->side), a->locked.value, Raw(a->order_id));
+      AddLock(&out, a->terms.account, spend(a->terms.side), a->locked.value, Raw(a->order_id));
     } else if (const auto* r = std::get_if<OrderRested>(&ev.body)) {
       AddLock(&out, r->account, spend(r->side), -r->released.value, Raw(r->order_id));
     } else if (const auto* c = std::get_if<OrderCanceled>(&ev.body)) {

@@ -30,10 +30,10 @@ TEST_F(MatchingTest, PartialFillsAcrossLevelsBetterPriceFirstFifoWithinALevel) {
   ASSERT_EQ(Types(ev), "OrderAccepted Trade Trade Trade");
   const OrderAccepted acc = At<OrderAccepted>(ev, 0);
   EXPECT_EQ(acc.order_id, t);
-  EXPECT_EQ(acc.account, kAlice);
-  EXPECT_EQ(acc.side, Side::kBuy);
-  EXPECT_EQ(acc.price, Price{101});
-  EXPECT_EQ(acc.qty, Qty{8});
+  EXPECT_EQ(acc.terms.account, kAlice);
+  EXPECT_EQ(acc.terms.side, Side::kBuy);
+  EXPECT_EQ(acc.terms.price, Price{101});
+  EXPECT_EQ(acc.terms.qty, Qty{8});
   EXPECT_EQ(acc.locked, Amount{8'080});  // 101 × 8 × 10
 
   const Trade t1 = At<Trade>(ev, 1);
@@ -165,7 +165,7 @@ TEST_F(MatchingTest, GtcRemainderRestsAtItsLimit) {
   EXPECT_EQ(Bal(kAlice, kUsdt), B(kFundUsdt - 5'000, 3'000));
   std::optional<OrderView> o = engine_.FindOrder(t);
   ASSERT_TRUE(o.has_value());
-  EXPECT_EQ(o->qty, Qty{5});
+  EXPECT_EQ(o->terms.qty, Qty{5});
   EXPECT_EQ(o->remaining, Qty{3});
   EXPECT_EQ(o->locked, Amount{3'000});
   EXPECT_EQ(DepthOf(kBtcUsdt, Side::kBuy), "100x3/1");

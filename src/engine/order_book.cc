@@ -21,10 +21,7 @@ OrderBook::OrderBook(std::size_t markets, uint32_t max_accounts, uint32_t expect
 }
 
 OrderView OrderBook::View(const Order& o) noexcept {
-  return OrderView{o.id,        o.account, o.market,
-                   o.side,      o.type,    o.tif,
-                   o.stp,       o.price,   o.by_quote ? Qty{0} : o.qty(),
-                   o.remaining, o.locked,  o.created_ns};
+  return OrderView{o.id, o.terms(), o.remaining, o.locked, o.created_ns};
 }
 
 std::optional<OrderView> OrderBook::FindOrder(OrderId id) const noexcept {

@@ -32,6 +32,7 @@
 #include "engine/internal/book_side.h"
 #include "engine/internal/flat_map.h"
 #include "engine/internal/node_pool.h"
+#include "engine/order_terms.h"
 #include "engine/types.h"
 
 namespace mb::engine {
@@ -41,6 +42,15 @@ inline constexpr uint32_t kNil = UINT32_MAX;
 
 // One open order, resting or being matched. 96 bytes; pooled, addressed by
 // index. Decide reads it; evolve changes its fields.
+//
+// It keeps its terms (engine/order_terms.h) as loose fields rather than an
+// embedded OrderTerms, for two reasons. Layout: account, market and the
+// one-byte fields pack into the tail after the links, where an embedded
+// OrderTerms would bring its own 6 bytes of padding (after stp) and make a
+// slot 104 bytes, 8 more for every open order in the pool. Meaning: a
+// quote-budget MARKET order keeps its budget in qty_or_budget, where the
+// terms have the quantity. terms() copies them out for the views and the
+// snapshot.
 struct Order {
   OrderId id{};  // 0 while the slot is free
   Price price{};
@@ -67,6 +77,10 @@ struct Order {
   bool by_quote = false;
 
   Qty qty() const noexcept { return Qty{qty_or_budget}; }
+  // As accepted (a quote-budget MARKET order has qty 0 there; it never rests).
+  OrderTerms terms() const noexcept {
+    return OrderTerms{account, market, side, type, tif, stp, price, by_quote ? Qty{0} : qty()};
+  }
 };
 static_assert(sizeof(Order) == 96);
 

@@ -58,7 +58,7 @@ TEST_F(FokTest, FokThatCanFillFillsCompletely) {
   Events ev = Place(Limit(kAlice, Side::kBuy, 101, 4, TimeInForce::kFok));
   ASSERT_EQ(Types(ev), "OrderAccepted Trade Trade");
   EXPECT_EQ(At<OrderAccepted>(ev, 0).locked, Amount{4'040});
-  EXPECT_EQ(At<OrderAccepted>(ev, 0).tif, TimeInForce::kFok);
+  EXPECT_EQ(At<OrderAccepted>(ev, 0).terms.tif, TimeInForce::kFok);
   const Trade last = At<Trade>(ev, 2);
   EXPECT_TRUE(last.taker_filled);
   EXPECT_EQ(last.taker_released, Amount{20});  // 4040 - 2000 - 2020
@@ -103,7 +103,7 @@ TEST_F(LimitMakerTest, LimitMakerThatWouldCrossIsRejectedOtherwiseRests) {
   ExpectReject(Maker(kAlice, Side::kBuy, 105, 1), RejectReason::kWouldTakeLiquidity);
   Events ev = Place(Maker(kAlice, Side::kBuy, 99, 2));
   ASSERT_EQ(Types(ev), "OrderAccepted OrderRested");
-  EXPECT_EQ(At<OrderAccepted>(ev, 0).type, OrderType::kLimitMaker);
+  EXPECT_EQ(At<OrderAccepted>(ev, 0).terms.type, OrderType::kLimitMaker);
   EXPECT_EQ(At<OrderAccepted>(ev, 0).locked, Amount{1'980});
   // Crossing its own account's order is still taking liquidity.
   ExpectReject(Maker(kAlice, Side::kSell, 99, 2), RejectReason::kWouldTakeLiquidity);
@@ -123,8 +123,8 @@ TEST_F(MarketOrderTest, MarketOrdersOnAnEmptyBookAreAcceptedThenExpire) {
   ASSERT_EQ(Types(ev), "OrderAccepted OrderExpired");
   OrderAccepted a = At<OrderAccepted>(ev, 0);
   EXPECT_EQ(a.order_id, o1);
-  EXPECT_EQ(a.type, OrderType::kMarket);
-  EXPECT_EQ(a.qty, Qty{5});
+  EXPECT_EQ(a.terms.type, OrderType::kMarket);
+  EXPECT_EQ(a.terms.qty, Qty{5});
   EXPECT_EQ(a.quote_qty, Amount{0});
   EXPECT_EQ(a.locked, Amount{0});  // nothing rests to be bought
   OrderExpired x = At<OrderExpired>(ev, 1);
@@ -136,7 +136,7 @@ TEST_F(MarketOrderTest, MarketOrdersOnAnEmptyBookAreAcceptedThenExpire) {
   ev = Place(MarketQuote(kAlice, Side::kBuy, 5'000));
   ASSERT_EQ(Types(ev), "OrderAccepted OrderExpired");
   a = At<OrderAccepted>(ev, 0);
-  EXPECT_EQ(a.qty, Qty{0});
+  EXPECT_EQ(a.terms.qty, Qty{0});
   EXPECT_EQ(a.quote_qty, Amount{5'000});
   EXPECT_EQ(a.locked, Amount{5'000});
   x = At<OrderExpired>(ev, 1);
@@ -264,7 +264,7 @@ TEST_F(MarketOrderTest, MarketSellByQuoteLocksTheBaseItSellsAndNeverExceedsTheBu
   Events ev = Place(MarketQuote(kBob, Side::kSell, 7'000));
   ASSERT_EQ(Types(ev), "OrderAccepted Trade Trade OrderExpired");
   const OrderAccepted a = At<OrderAccepted>(ev, 0);
-  EXPECT_EQ(a.qty, Qty{0});
+  EXPECT_EQ(a.terms.qty, Qty{0});
   EXPECT_EQ(a.quote_qty, Amount{7'000});
   EXPECT_EQ(a.locked, Amount{7'000});  // 5 + floor(2000 / 990) = 7 lots of base
   const Trade t1 = At<Trade>(ev, 1);

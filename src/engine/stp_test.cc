@@ -33,7 +33,7 @@ class StpTest : public FundedEngineTest {
 TEST_F(StpTest, ExpireTakerExpiresTheIncomingOrder) {
   Events ev = Buy(StpMode::kExpireTaker);
   ASSERT_EQ(Types(ev), "OrderAccepted OrderExpired");
-  EXPECT_EQ(At<OrderAccepted>(ev, 0).stp, StpMode::kExpireTaker);
+  EXPECT_EQ(At<OrderAccepted>(ev, 0).terms.stp, StpMode::kExpireTaker);
   const OrderExpired x = At<OrderExpired>(ev, 1);
   EXPECT_EQ(x.order_id, taker_);
   EXPECT_EQ(x.account, kAlice);

@@ -145,7 +145,8 @@ const engine::AssetSpec& Asset(const engine::EngineConfig& config, AssetId a) {
 // Binance's timeInForce shows GTC for MARKET and LIMIT_MAKER orders, whatever
 // the engine applies (MARKET is always IOC inside the engine).
 std::string_view TifString(const OrderRecord& o) {
-  return o.type == engine::OrderType::kLimit ? engine::ToString(o.tif) : std::string_view("GTC");
+  return o.terms.type == engine::OrderType::kLimit ? engine::ToString(o.terms.tif)
+                                                   : std::string_view("GTC");
 }
 
 // Binance symbol states: TRADING, and for a market not open to new orders
@@ -278,15 +279,15 @@ void BestLevel(const std::vector<Level>& side, const MarketFormat& f, std::strin
 
 // The fields every order shape shares, from price to side.
 void OrderCore(Obj& o, const MarketFormat& f, const OrderRecord& r, bool with_quote_order_qty) {
-  o.Dec("price", f.Price(r.price))
-      .Dec("origQty", f.Qty(r.qty))
+  o.Dec("price", f.Price(r.terms.price))
+      .Dec("origQty", f.Qty(r.terms.qty))
       .Dec("executedQty", f.Qty(r.executed));
   if (with_quote_order_qty) o.Dec("origQuoteOrderQty", f.Quote(r.quote_qty));
   o.Dec("cummulativeQuoteQty", f.Quote(r.cumulative_quote))
       .Str("status", marketdata::ToString(r.status))
       .Str("timeInForce", TifString(r))
-      .Str("type", engine::ToString(r.type))
-      .Str("side", engine::ToString(r.side));
+      .Str("type", engine::ToString(r.terms.type))
+      .Str("side", engine::ToString(r.terms.side));
 }
 
 void AppendKlineArray(Buf& b, const MarketFormat& f, int64_t interval_ms, const Kline& k) {
@@ -578,7 +579,7 @@ std::string BookTickerJson(const engine::EngineConfig& config, const MarketSnaps
 }
 
 std::string OrderJson(const engine::EngineConfig& config, const OrderRecord& r) {
-  const MarketFormat f(config, r.market);
+  const MarketFormat f(config, r.terms.market);
   Buf b;
   Obj o(b);
   o.Str("symbol", f.spec().symbol)
@@ -593,14 +594,14 @@ std::string OrderJson(const engine::EngineConfig& config, const OrderRecord& r) 
       .Bool("isWorking", r.working)
       .Int("workingTime", Ms(r.time_ns))
       .Dec("origQuoteOrderQty", f.Quote(r.quote_qty))
-      .Str("selfTradePreventionMode", engine::ToString(r.stp));
+      .Str("selfTradePreventionMode", engine::ToString(r.terms.stp));
   o.End();
   return ToStr(b);
 }
 
 std::string NewOrderJson(const engine::EngineConfig& config, const OrderRecord& r,
                          std::span<const Fill> fills, RespType type, int64_t transact_ms) {
-  const MarketFormat f(config, r.market);
+  const MarketFormat f(config, r.terms.market);
   Buf b;
   Obj o(b);
   o.Str("symbol", f.spec().symbol)
@@ -610,7 +611,8 @@ std::string NewOrderJson(const engine::EngineConfig& config, const OrderRecord& 
       .Int("transactTime", transact_ms);
   if (type != RespType::kAck) {
     OrderCore(o, f, r, /*with_quote_order_qty=*/true);
-    o.Int("workingTime", Ms(r.time_ns)).Str("selfTradePreventionMode", engine::ToString(r.stp));
+    o.Int("workingTime", Ms(r.time_ns))
+        .Str("selfTradePreventionMode", engine::ToString(r.terms.stp));
   }
   if (type == RespType::kFull) {
     o.Key("fills");
@@ -634,7 +636,7 @@ std::string NewOrderJson(const engine::EngineConfig& config, const OrderRecord& 
 
 std::string CanceledOrderJson(const engine::EngineConfig& config, const OrderRecord& r,
                               std::string_view cancel_client_id, int64_t transact_ms) {
-  const MarketFormat f(config, r.market);
+  const MarketFormat f(config, r.terms.market);
   Buf b;
   Obj o(b);
   // Binance gives the cancel request its own client id (a generated one when
@@ -647,7 +649,7 @@ std::string CanceledOrderJson(const engine::EngineConfig& config, const OrderRec
       .Str("clientOrderId", cancel_client_id.empty() ? r.client_order_id.view() : cancel_client_id)
       .Int("transactTime", transact_ms);
   OrderCore(o, f, r, /*with_quote_order_qty=*/true);
-  o.Str("selfTradePreventionMode", engine::ToString(r.stp));
+  o.Str("selfTradePreventionMode", engine::ToString(r.terms.stp));
   o.End();
   return ToStr(b);
 }
@@ -900,7 +902,7 @@ std::string KlineEventJson(const engine::EngineConfig& config, MarketId market,
 std::string ExecutionReportJson(const engine::EngineConfig& config,
                                 const marketdata::ExecutionReport& r, int64_t event_ms) {
   const OrderRecord& ord = r.order;
-  const MarketFormat f(config, ord.market);
+  const MarketFormat f(config, ord.terms.market);
   const Fill* fill = r.fill ? &*r.fill : nullptr;
   // Binance names the canceled order's client id in C (c is then the cancel
   // request's own id, which the read side does not keep: the order's id
@@ -913,11 +915,11 @@ std::string ExecutionReportJson(const engine::EngineConfig& config,
       .Int("E", event_ms)
       .Str("s", f.spec().symbol)
       .Str("c", ord.client_order_id.view())
-      .Str("S", engine::ToString(ord.side))
-      .Str("o", engine::ToString(ord.type))
+      .Str("S", engine::ToString(ord.terms.side))
+      .Str("o", engine::ToString(ord.terms.type))
       .Str("f", TifString(ord))
-      .Dec("q", f.Qty(ord.qty))
-      .Dec("p", f.Price(ord.price))
+      .Dec("q", f.Qty(ord.terms.qty))
+      .Dec("p", f.Price(ord.terms.price))
       .Dec("P", f.Quote(Amount{0}))
       .Dec("F", f.Base(Amount{0}))
       .Int("g", -1)
@@ -946,7 +948,7 @@ std::string ExecutionReportJson(const engine::EngineConfig& config,
       .Dec("Y", f.Quote(fill ? fill->notional : Amount{0}))
       .Dec("Q", f.Quote(ord.quote_qty))
       .Int("W", Ms(ord.time_ns))
-      .Str("V", engine::ToString(ord.stp));
+      .Str("V", engine::ToString(ord.terms.stp));
   o.End();
   return ToStr(b);
 }

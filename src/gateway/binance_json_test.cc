@@ -259,14 +259,14 @@ MarketSnapshot TickerSnapshot() {
 OrderRecord LimitBuy() {
   OrderRecord o;
   o.id = OrderId{1001};
-  o.account = AccountId{5};
-  o.market = kBtcUsdt;
-  o.side = Side::kBuy;
-  o.type = OrderType::kLimit;
-  o.tif = TimeInForce::kGtc;
-  o.stp = StpMode::kExpireMaker;
-  o.price = Price{6'500'000};
-  o.qty = Qty{300};
+  o.terms.account = AccountId{5};
+  o.terms.market = kBtcUsdt;
+  o.terms.side = Side::kBuy;
+  o.terms.type = OrderType::kLimit;
+  o.terms.tif = TimeInForce::kGtc;
+  o.terms.stp = StpMode::kExpireMaker;
+  o.terms.price = Price{6'500'000};
+  o.terms.qty = Qty{300};
   o.executed = Qty{150};
   o.cumulative_quote = Amount{9'750'000'000};
   o.remaining = Qty{150};
@@ -281,11 +281,11 @@ OrderRecord LimitBuy() {
 OrderRecord MarketBuyByQuote() {
   OrderRecord o;
   o.id = OrderId{1002};
-  o.account = AccountId{5};
-  o.market = kBtcUsdt;
-  o.side = Side::kBuy;
-  o.type = OrderType::kMarket;
-  o.tif = TimeInForce::kIoc;  // what the engine records for MARKET
+  o.terms.account = AccountId{5};
+  o.terms.market = kBtcUsdt;
+  o.terms.side = Side::kBuy;
+  o.terms.type = OrderType::kMarket;
+  o.terms.tif = TimeInForce::kIoc;  // what the engine records for MARKET
   o.quote_qty = Amount{10'000'000'000};
   o.executed = Qty{150};
   o.cumulative_quote = Amount{9'750'000'000};
@@ -617,12 +617,12 @@ TEST(OrderJson, MarketOrderByQuoteShowsGtcAndZeroPrice) {
 TEST(OrderJson, TimeInForceOfEachType) {
   const engine::EngineConfig c = TestConfig();
   OrderRecord o = LimitBuy();
-  o.tif = TimeInForce::kIoc;
+  o.terms.tif = TimeInForce::kIoc;
   EXPECT_EQ(Str(ParseObject(OrderJson(c, o)), "timeInForce"), "IOC");
-  o.tif = TimeInForce::kFok;
+  o.terms.tif = TimeInForce::kFok;
   EXPECT_EQ(Str(ParseObject(OrderJson(c, o)), "timeInForce"), "FOK");
-  o.type = OrderType::kLimitMaker;
-  o.side = Side::kSell;
+  o.terms.type = OrderType::kLimitMaker;
+  o.terms.side = Side::kSell;
   const boost::json::object maker = ParseObject(OrderJson(c, o));
   EXPECT_EQ(Str(maker, "timeInForce"), "GTC");
   EXPECT_EQ(Str(maker, "type"), "LIMIT_MAKER");

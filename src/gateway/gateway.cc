@@ -74,14 +74,7 @@ marketdata::OrderRecord OrderFromEvents(const engine::EngineConfig& config,
   for (const Event& e : events) {
     if (const auto* a = As<engine::OrderAccepted>(e)) {
       o.id = a->order_id;
-      o.account = a->account;
-      o.market = a->market;
-      o.side = a->side;
-      o.type = a->type;
-      o.tif = a->tif;
-      o.stp = a->stp;
-      o.price = a->price;
-      o.qty = a->qty;
+      o.terms = a->terms;
       o.quote_qty = a->quote_qty;
       o.client_order_id = a->client_order_id;
       o.time_ns = e.timestamp_ns;
@@ -95,15 +88,15 @@ marketdata::OrderRecord OrderFromEvents(const engine::EngineConfig& config,
       marketdata::Fill f;
       f.trade_id = t->trade_id;
       f.order_id = o.id;
-      f.account = o.account;
+      f.account = o.terms.account;
       f.market = t->market;
-      f.side = o.side;
+      f.side = o.terms.side;
       f.price = t->price;
       f.qty = t->qty;
       f.base_qty = t->base_qty;
       f.notional = t->notional;
       f.commission = t->taker_fee;
-      f.commission_asset = o.side == Side::kBuy ? m.base : m.quote;
+      f.commission_asset = o.terms.side == Side::kBuy ? m.base : m.quote;
       f.is_maker = false;
       f.time_ns = e.timestamp_ns;
       fills->push_back(f);
@@ -119,7 +112,7 @@ marketdata::OrderRecord OrderFromEvents(const engine::EngineConfig& config,
   }
   if (expired) {
     o.status = marketdata::OrderStatus::kExpired;
-  } else if (filled || (o.qty.value > 0 && o.executed == o.qty)) {
+  } else if (filled || (o.terms.qty.value > 0 && o.executed == o.terms.qty)) {
     o.status = marketdata::OrderStatus::kFilled;
   } else if (o.executed.value > 0) {
     o.status = marketdata::OrderStatus::kPartiallyFilled;
@@ -999,7 +992,7 @@ class Gateway::Impl final : public HttpHandler {
     if (units <= 0 || units % spec.lot_units != 0)
       return Reply(c, ApiError::FilterFailure("LOT_SIZE"));
     const Qty new_qty{units / spec.lot_units};
-    if (new_qty >= rec.qty) {
+    if (new_qty >= rec.terms.qty) {
       return Reply(c, ApiError::BadParam("newQty", "must be less than the order's quantity"));
     }
     engine::Command cmd;
@@ -1845,7 +1838,7 @@ class Gateway::Impl final : public HttpHandler {
   void CountEvents(std::span<const Event> events) {
     for (const Event& e : events) {
       if (const auto* a = As<engine::OrderAccepted>(e)) {
-        Count(a->market, &MarketCounts::orders);
+        Count(a->terms.market, &MarketCounts::orders);
       } else if (const auto* t = As<engine::Trade>(e)) {
         Count(t->market, &MarketCounts::trades);
       } else if (const auto* x = As<engine::OrderCanceled>(e)) {
@@ -1872,13 +1865,13 @@ class Gateway::Impl final : public HttpHandler {
         }
         if (p == nullptr) continue;
         const engine::PlaceOrder& o = *p->place;
-        r.order.market = o.market;
-        r.order.side = o.side;
-        r.order.type = o.type;
-        r.order.tif = o.tif;
-        r.order.stp = o.stp;
-        r.order.price = o.price;
-        r.order.qty = o.qty;
+        r.order.terms.market = o.market;
+        r.order.terms.side = o.side;
+        r.order.terms.type = o.type;
+        r.order.terms.tif = o.tif;
+        r.order.terms.stp = o.stp;
+        r.order.terms.price = o.price;
+        r.order.terms.qty = o.qty;
         r.order.quote_qty = o.quote_qty;
         r.order.client_order_id = o.client_order_id;
       }

@@ -269,8 +269,8 @@ class ReadSide::Impl {
       MB_CHECK(Raw(b.account) < cfg_.max_accounts && Raw(b.asset) < n_assets_);
     }
     for (const auto& o : img.orders) {
-      MB_CHECK(Raw(o.market) < markets_.size() && Raw(o.account) < cfg_.max_accounts &&
-               o.remaining.value > 0 && o.remaining <= o.qty);
+      MB_CHECK(Raw(o.terms.market) < markets_.size() && Raw(o.terms.account) < cfg_.max_accounts &&
+               o.remaining.value > 0 && o.remaining <= o.terms.qty);
     }
 
     WriterLock lock(mu_);
@@ -291,33 +291,28 @@ class ReadSide::Impl {
       Account(b.account).balances[Raw(b.asset)] = Balance{b.available, b.locked};
     }
     for (const auto& o : img.orders) {
-      const MarketSpec& spec = cfg_.markets[Raw(o.market)];
+      const MarketSpec& spec = cfg_.markets[Raw(o.terms.market)];
       OrderRecord r;
       r.id = o.id;
-      r.account = o.account;
-      r.market = o.market;
-      r.side = o.side;
-      r.type = o.type;
-      r.tif = o.tif;
-      r.stp = o.stp;
-      r.price = o.price;
-      r.qty = o.qty;
+      r.terms = o.terms;
       r.remaining = o.remaining;
-      r.executed = o.qty - o.remaining;
+      r.executed = o.terms.qty - o.remaining;
       // The image does not say at which prices the filled part traded, so
       // this is an estimate at the current limit price: exact for an order
       // that only filled as a maker at that price; a part taken on arrival
       // may have traded better (a buy paid at most, a sell got at least this).
-      r.cumulative_quote = Amount{o.price.value * r.executed.value * spec.notional_per_tick_lot};
+      r.cumulative_quote =
+          Amount{o.terms.price.value * r.executed.value * spec.notional_per_tick_lot};
       r.status = r.executed.value > 0 ? OrderStatus::kPartiallyFilled : OrderStatus::kNew;
       // Only a hash of the client order id survives in the image, so these
       // orders cannot be found by client order id.
       r.time_ns = o.created_ns;
       r.update_ns = o.created_ns;
       r.working = true;
-      std::map<int64_t, int64_t>& side = markets_[Raw(o.market)].levels[SideIndex(o.side)];
-      side[o.price.value] += o.remaining.value;
-      if (Account(o.account).open.emplace(Raw(o.id), r).second) ++open_orders_;
+      std::map<int64_t, int64_t>& side =
+          markets_[Raw(o.terms.market)].levels[SideIndex(o.terms.side)];
+      side[o.terms.price.value] += o.remaining.value;
+      if (Account(o.terms.account).open.emplace(Raw(o.id), r).second) ++open_orders_;
     }
     lock.Unlock();
     for (std::size_t m = 0; m < markets_.size(); ++m) Publish(static_cast<MarketId>(m));
@@ -392,7 +387,7 @@ class ReadSide::Impl {
     const AccountState* acc = FindAccount(account);
     if (acc == nullptr) return out;
     for (const auto& [id, r] : acc->open) {
-      if (!market || r.market == *market) out.push_back(r);
+      if (!market || r.terms.market == *market) out.push_back(r);
     }
     return out;
   }
@@ -423,7 +418,7 @@ class ReadSide::Impl {
     auto take = [&](const std::map<uint64_t, OrderRecord>& orders) {
       for (auto it = orders.lower_bound(from_id); it != orders.end(); ++it) {
         const OrderRecord& r = it->second;
-        if (r.market == market && InWindow(r.time_ns, start_ms, end_ms)) out.push_back(r);
+        if (r.terms.market == market && InWindow(r.time_ns, start_ms, end_ms)) out.push_back(r);
       }
     };
     take(acc->open);
@@ -534,7 +529,7 @@ class ReadSide::Impl {
       it = acc.closed.find(id);
       if (it == acc.closed.end()) return std::nullopt;
     }
-    if (it->second.market != market) return std::nullopt;
+    if (it->second.terms.market != market) return std::nullopt;
     return it->second;
   }
 
@@ -580,7 +575,7 @@ class ReadSide::Impl {
     rep.reject = reject;
     rep.seq = seq_;
     rep.time_ns = ts_;
-    Update(r.account).reports.push_back(std::move(rep));
+    Update(r.terms.account).reports.push_back(std::move(rep));
   }
 
   void ChangeBalance(AccountId account, AssetId asset, Amount d_available, Amount d_locked)
@@ -638,7 +633,7 @@ class ReadSide::Impl {
       if (old == acc.closed.end()) continue;
       const OrderRecord& r = old->second;
       if (!r.client_order_id.empty()) {
-        auto ci = acc.client_ids.find(ClientKey(r.market, r.client_order_id.view()));
+        auto ci = acc.client_ids.find(ClientKey(r.terms.market, r.client_order_id.view()));
         if (ci != acc.client_ids.end() && ci->second == Raw(r.id)) acc.client_ids.erase(ci);
       }
       acc.closed.erase(old);
@@ -654,12 +649,12 @@ class ReadSide::Impl {
   // ---- events --------------------------------------------------------------
 
   void On(const OrderAccepted& a) MB_REQUIRES(mu_) {
-    TouchMarket(a.market);
-    Lock(a.account, a.market, a.side, a.locked);
+    TouchMarket(a.terms.market);
+    Lock(a.terms.account, a.terms.market, a.terms.side, a.locked);
     const OrderRecord r = NewOrderRecord(a, ts_);
-    AccountState& acc = Account(a.account);
+    AccountState& acc = Account(a.terms.account);
     if (!a.client_order_id.empty()) {
-      acc.client_ids[ClientKey(a.market, a.client_order_id.view())] = Raw(a.order_id);
+      acc.client_ids[ClientKey(a.terms.market, a.client_order_id.view())] = Raw(a.order_id);
     }
     const auto [at, inserted] = acc.open.insert_or_assign(Raw(a.order_id), r);
     if (inserted) ++open_orders_;
@@ -675,8 +670,8 @@ class ReadSide::Impl {
       return;
     }
     OrderRecord r;
-    r.account = x.account;
-    r.market = x.market;
+    r.terms.account = x.account;
+    r.terms.market = x.market;
     r.status = OrderStatus::kRejected;
     r.client_order_id = x.client_order_id;
     r.time_ns = ts_;
@@ -771,7 +766,7 @@ class ReadSide::Impl {
     r->remaining = x.remaining;
     r->working = true;
     r->update_ns = ts_;
-    AdjustLevel(m, x.side, r->price, x.remaining.value);
+    AdjustLevel(m, x.side, r->terms.price, x.remaining.value);
   }
 
   // A cancel or an expiry: the order leaves, whatever it still locked returns.
@@ -784,7 +779,7 @@ class ReadSide::Impl {
     if (r == nullptr) return;
     // A taker that never rested (IOC, FOK, MARKET remainders, self-trade
     // prevention while matching) has no level to leave.
-    if (r->working) AdjustLevel(m, side, r->price, -remaining.value);
+    if (r->working) AdjustLevel(m, side, r->terms.price, -remaining.value);
     r->working = false;
     r->remaining = Qty{0};
     r->status = status;
@@ -810,15 +805,16 @@ class ReadSide::Impl {
     OrderRecord* r = OpenOrder(x.account, x.order_id);
     if (r == nullptr) return;
     if (x.keeps_priority) {
-      if (r->working) AdjustLevel(m, x.side, r->price, x.new_remaining.value - r->remaining.value);
+      if (r->working)
+        AdjustLevel(m, x.side, r->terms.price, x.new_remaining.value - r->remaining.value);
     } else {
       // The order leaves the book; the Trades and the OrderRested that follow
       // place it again at its new price.
-      if (r->working) AdjustLevel(m, x.side, r->price, -r->remaining.value);
+      if (r->working) AdjustLevel(m, x.side, r->terms.price, -r->remaining.value);
       r->working = false;
-      r->price = x.new_price;
+      r->terms.price = x.new_price;
     }
-    r->qty = x.new_qty;
+    r->terms.qty = x.new_qty;
     r->remaining = x.new_remaining;
     r->update_ns = ts_;
     Report(ExecType::kAmended, *r);

@@ -216,16 +216,16 @@ void ExpectAgrees(const Engine& engine, const ReadSide& rs) {
         auto it = open.find(Raw(r.id));
         ASSERT_NE(it, open.end()) << "order " << Raw(r.id) << " is not open in the engine";
         const OrderView& o = it->second;
-        ASSERT_EQ(r.account, o.account);
-        ASSERT_EQ(r.market, m);
-        ASSERT_EQ(r.side, o.side);
-        ASSERT_EQ(r.type, o.type);
-        ASSERT_EQ(r.tif, o.tif);
-        ASSERT_EQ(r.stp, o.stp);
-        ASSERT_EQ(r.price, o.price) << "order " << Raw(r.id);
-        ASSERT_EQ(r.qty, o.qty) << "order " << Raw(r.id);
+        ASSERT_EQ(r.terms.account, o.terms.account);
+        ASSERT_EQ(r.terms.market, m);
+        ASSERT_EQ(r.terms.side, o.terms.side);
+        ASSERT_EQ(r.terms.type, o.terms.type);
+        ASSERT_EQ(r.terms.tif, o.terms.tif);
+        ASSERT_EQ(r.terms.stp, o.terms.stp);
+        ASSERT_EQ(r.terms.price, o.terms.price) << "order " << Raw(r.id);
+        ASSERT_EQ(r.terms.qty, o.terms.qty) << "order " << Raw(r.id);
         ASSERT_EQ(r.remaining, o.remaining) << "order " << Raw(r.id);
-        ASSERT_EQ(r.executed, o.qty - o.remaining) << "order " << Raw(r.id);
+        ASSERT_EQ(r.executed, o.terms.qty - o.remaining) << "order " << Raw(r.id);
         ASSERT_EQ(r.status,
                   r.executed.value == 0 ? OrderStatus::kNew : OrderStatus::kPartiallyFilled);
         ASSERT_EQ(r.time_ns, o.created_ns);
@@ -316,10 +316,10 @@ struct Reference {
   void Add(std::span<const Event> events) {
     for (const Event& e : events) {
       if (const auto* a = std::get_if<engine::OrderAccepted>(&e.body)) {
-        orders[Raw(a->order_id)] = Order{a->account, a->market};
+        orders[Raw(a->order_id)] = Order{a->terms.account, a->terms.market};
         if (!a->client_order_id.empty()) {
-          cids[{Raw(a->account), Raw(a->market), std::string(a->client_order_id.view())}] =
-              Raw(a->order_id);
+          cids[{Raw(a->terms.account), Raw(a->terms.market),
+                std::string(a->client_order_id.view())}] = Raw(a->order_id);
         }
       } else if (const auto* t = std::get_if<engine::Trade>(&e.body)) {
         for (bool maker : {true, false}) {
@@ -430,7 +430,7 @@ void ExpectBatchOutput(const Harness& h, const std::vector<Balance>& before) {
       ASSERT_LE(Raw(u.reports[j - 1].seq), Raw(u.reports[j].seq));
     }
     for (const ExecutionReport& r : u.reports) {
-      ASSERT_EQ(r.order.account, u.account);
+      ASSERT_EQ(r.order.terms.account, u.account);
       ASSERT_EQ(r.fill.has_value(), r.type == ExecType::kTrade);
       if (r.fill) {
         ASSERT_EQ(r.fill->order_id, r.order.id);
@@ -481,7 +481,7 @@ void ExpectHistory(const Harness& h, const Reference& ref, int64_t now_ns) {
         ASSERT_EQ(r.executed, o.executed) << "order " << want[i];
         ASSERT_EQ(r.cumulative_quote, o.cumulative_quote) << "order " << want[i];
         if (r.status == OrderStatus::kFilled && r.quote_qty.value == 0) {
-          ASSERT_EQ(r.executed, r.qty);
+          ASSERT_EQ(r.executed, r.terms.qty);
         }
         ASSERT_EQ(r.working,
                   r.status == OrderStatus::kNew || r.status == OrderStatus::kPartiallyFilled);
@@ -662,13 +662,14 @@ TEST(ReadSideEngineTest, BootstrapMidRunThenContinue) {
     // A resting order of the image: executed from qty - remaining, the quote
     // estimated at its limit price.
     for (const engine::ImageOrder& o : image.orders) {
-      auto r = boot.FindOrder(o.account, o.market, o.id);
+      auto r = boot.FindOrder(o.terms.account, o.terms.market, o.id);
       ASSERT_TRUE(r.has_value());
-      EXPECT_EQ(r->executed, o.qty - o.remaining);
+      EXPECT_EQ(r->executed, o.terms.qty - o.remaining);
       EXPECT_EQ(r->status,
-                o.qty == o.remaining ? OrderStatus::kNew : OrderStatus::kPartiallyFilled);
-      const int64_t npt = h.config.markets[Raw(o.market)].notional_per_tick_lot;
-      EXPECT_EQ(r->cumulative_quote.value, o.price.value * (o.qty - o.remaining).value * npt);
+                o.terms.qty == o.remaining ? OrderStatus::kNew : OrderStatus::kPartiallyFilled);
+      const int64_t npt = h.config.markets[Raw(o.terms.market)].notional_per_tick_lot;
+      EXPECT_EQ(r->cumulative_quote.value,
+                o.terms.price.value * (o.terms.qty - o.remaining).value * npt);
     }
 
     DiffBooks books;
@@ -690,8 +691,8 @@ TEST(ReadSideEngineTest, BootstrapMidRunThenContinue) {
         ASSERT_EQ(x.size(), y.size());
         for (std::size_t i = 0; i < x.size(); ++i) {
           ASSERT_EQ(x[i].id, y[i].id);
-          ASSERT_EQ(x[i].price, y[i].price);
-          ASSERT_EQ(x[i].qty, y[i].qty);
+          ASSERT_EQ(x[i].terms.price, y[i].terms.price);
+          ASSERT_EQ(x[i].terms.qty, y[i].terms.qty);
           ASSERT_EQ(x[i].remaining, y[i].remaining);
           ASSERT_EQ(x[i].executed, y[i].executed);
           ASSERT_EQ(x[i].status, y[i].status);
@@ -932,8 +933,8 @@ TEST_F(ReadSideTest, OrderStatesReportsAndFills) {
   out = &h_.Run({Amend(t + 5 * kSec, kAlice, kBtcUsdt, s2, 1030, 0)});
   {
     const OrderRecord& r = FindUpdate(*out, kAlice)->reports[0].order;
-    EXPECT_EQ(r.price, Price{1030});
-    EXPECT_EQ(r.qty, Qty{3});
+    EXPECT_EQ(r.terms.price, Price{1030});
+    EXPECT_EQ(r.terms.qty, Qty{3});
     EXPECT_EQ(r.status, OrderStatus::kNew);
     ASSERT_EQ(out->depth.size(), 1u);
     EXPECT_EQ(out->depth[0].asks,
@@ -941,7 +942,7 @@ TEST_F(ReadSideTest, OrderStatesReportsAndFills) {
     auto open = h_.rs.OpenOrders(kAlice, kBtcUsdt);
     ASSERT_EQ(open.size(), 1u);
     EXPECT_TRUE(open[0].working);
-    EXPECT_EQ(open[0].price, Price{1030});
+    EXPECT_EQ(open[0].terms.price, Price{1030});
   }
   out = &h_.Run({Cancel(t + 6 * kSec, kAlice, kBtcUsdt, s2)});
   ASSERT_EQ(Types(FindUpdate(*out, kAlice)), std::vector<ExecType>{ExecType::kCanceled});
@@ -1261,7 +1262,7 @@ TEST(ReadSideThreadsTest, ReadersSeeConsistentSnapshots) {
       (void)snap->Ticker(kDay0Ms + 10 * 3'600'000);
       for (uint32_t a = 1; a <= kTraders; ++a) {
         for (const OrderRecord& r : h.rs.OpenOrders(AccountId{a}, std::nullopt)) {
-          EXPECT_EQ(r.account, AccountId{a});
+          EXPECT_EQ(r.terms.account, AccountId{a});
         }
         (void)h.rs.Balances(AccountId{a});
       }

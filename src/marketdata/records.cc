@@ -7,16 +7,9 @@ namespace mb::marketdata {
 OrderRecord NewOrderRecord(const engine::OrderAccepted& a, int64_t time_ns) {
   OrderRecord r;
   r.id = a.order_id;
-  r.account = a.account;
-  r.market = a.market;
-  r.side = a.side;
-  r.type = a.type;
-  r.tif = a.tif;
-  r.stp = a.stp;
-  r.price = a.price;
-  r.qty = a.qty;
+  r.terms = a.terms;
   r.quote_qty = a.quote_qty;
-  r.remaining = a.qty;
+  r.remaining = a.terms.qty;
   r.status = OrderStatus::kNew;
   r.client_order_id = a.client_order_id;
   r.time_ns = time_ns;

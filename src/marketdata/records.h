@@ -14,6 +14,7 @@
 
 #include "common/fixed_string.h"
 #include "common/strong.h"
+#include "engine/order_terms.h"
 #include "engine/types.h"
 
 namespace mb::engine {
@@ -40,14 +41,7 @@ std::string_view ToString(OrderStatus s) noexcept;  // "NEW", "PARTIALLY_FILLED"
 
 struct OrderRecord {
   OrderId id{};
-  AccountId account{};
-  MarketId market{};
-  Side side = Side::kBuy;
-  OrderType type = OrderType::kLimit;
-  TimeInForce tif = TimeInForce::kGtc;
-  StpMode stp = StpMode::kNone;
-  Price price{};       // 0 for MARKET
-  Qty qty{};           // original quantity, lots (0: MARKET by quote)
+  engine::OrderTerms terms{};
   Amount quote_qty{};  // MARKET by quote amount
   Qty executed{};      // lots
   Amount cumulative_quote{};

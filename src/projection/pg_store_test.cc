@@ -91,14 +91,14 @@ OrderRow Order(uint64_t id, uint32_t account, uint16_t market, engine::Side side
   OrderRow r;
   OrderRecord& o = r.order;
   o.id = OrderId{id};
-  o.account = AccountId{account};
-  o.market = MarketId{market};
-  o.side = side;
-  o.type = engine::OrderType::kLimit;
-  o.tif = engine::TimeInForce::kGtc;
-  o.stp = engine::StpMode::kExpireMaker;
-  o.price = Price{static_cast<int64_t>(1000 + id)};
-  o.qty = Qty{10};
+  o.terms.account = AccountId{account};
+  o.terms.market = MarketId{market};
+  o.terms.side = side;
+  o.terms.type = engine::OrderType::kLimit;
+  o.terms.tif = engine::TimeInForce::kGtc;
+  o.terms.stp = engine::StpMode::kExpireMaker;
+  o.terms.price = Price{static_cast<int64_t>(1000 + id)};
+  o.terms.qty = Qty{10};
   o.quote_qty = Amount{0};
   o.executed = Qty{status == OrderStatus::kFilled ? 10 : 0};
   o.cumulative_quote = Amount{status == OrderStatus::kFilled ? 12345 : 0};
@@ -120,12 +120,12 @@ OrderEventRow Event(uint64_t seq, uint32_t idx, const OrderRow& o, ExecType type
   e.seq = seq;
   e.idx = idx;
   e.order_id = Raw(o.order.id);
-  e.account = Raw(o.order.account);
-  e.market = Raw(o.order.market);
+  e.account = Raw(o.order.terms.account);
+  e.market = Raw(o.order.terms.market);
   e.exec_type = type;
   e.status = o.order.status;
-  e.price = o.order.price.value;
-  e.qty = o.order.qty.value;
+  e.price = o.order.terms.price.value;
+  e.qty = o.order.terms.qty.value;
   e.executed = o.order.executed.value;
   e.cumulative_quote = o.order.cumulative_quote.value;
   e.remaining = o.order.remaining.value;
@@ -277,11 +277,11 @@ class PgStoreTest : public ::testing::Test {
 
 // OrderRecord has no operator==: orders compare by their text.
 std::string D(const OrderRecord& o) {
-  return std::to_string(Raw(o.id)) + "|" + std::to_string(Raw(o.account)) + "|" +
-         std::to_string(Raw(o.market)) + "|" + std::to_string(Raw(o.side)) + "|" +
-         std::to_string(Raw(o.type)) + "|" + std::to_string(Raw(o.tif)) + "|" +
-         std::to_string(Raw(o.stp)) + "|" + std::to_string(o.price.value) + "|" +
-         std::to_string(o.qty.value) + "|" + std::to_string(o.quote_qty.value) + "|" +
+  return std::to_string(Raw(o.id)) + "|" + std::to_string(Raw(o.terms.account)) + "|" +
+         std::to_string(Raw(o.terms.market)) + "|" + std::to_string(Raw(o.terms.side)) + "|" +
+         std::to_string(Raw(o.terms.type)) + "|" + std::to_string(Raw(o.terms.tif)) + "|" +
+         std::to_string(Raw(o.terms.stp)) + "|" + std::to_string(o.terms.price.value) + "|" +
+         std::to_string(o.terms.qty.value) + "|" + std::to_string(o.quote_qty.value) + "|" +
          std::to_string(o.executed.value) + "|" + std::to_string(o.cumulative_quote.value) + "|" +
          std::to_string(o.remaining.value) + "|" + std::to_string(Raw(o.status)) + "|" +
          std::to_string(Raw(o.expire_reason)) + "|" + std::string(o.client_order_id.view()) + "|" +

@@ -360,13 +360,11 @@ TEST_P(StoreTest, HistoryAgreesWithTheReadSide) {
   ASSERT_TRUE(Rebuild(root_, j.config, s.get()).ok());
 
   auto same_order = [](const OrderRecord& a, const OrderRecord& b) {
-    return a.id == b.id && a.account == b.account && a.market == b.market && a.side == b.side &&
-           a.type == b.type && a.tif == b.tif && a.stp == b.stp && a.price == b.price &&
-           a.qty == b.qty && a.quote_qty == b.quote_qty && a.executed == b.executed &&
-           a.cumulative_quote == b.cumulative_quote && a.remaining == b.remaining &&
-           a.status == b.status && a.expire_reason == b.expire_reason &&
-           a.client_order_id == b.client_order_id && a.time_ns == b.time_ns &&
-           a.update_ns == b.update_ns && a.working == b.working;
+    return a.id == b.id && a.terms == b.terms && a.quote_qty == b.quote_qty &&
+           a.executed == b.executed && a.cumulative_quote == b.cumulative_quote &&
+           a.remaining == b.remaining && a.status == b.status &&
+           a.expire_reason == b.expire_reason && a.client_order_id == b.client_order_id &&
+           a.time_ns == b.time_ns && a.update_ns == b.update_ns && a.working == b.working;
   };
   auto same_fill = [](const marketdata::Fill& a, const marketdata::Fill& b) {
     return a.trade_id == b.trade_id && a.order_id == b.order_id && a.account == b.account &&

@@ -41,12 +41,12 @@ void RowBuilder::Report(const OrderRow& row, ExecType type, uint64_t trade_id,
   e.seq = seq_;
   e.idx = report_idx_++;
   e.order_id = Raw(o.id);
-  e.account = Raw(o.account);
-  e.market = Raw(o.market);
+  e.account = Raw(o.terms.account);
+  e.market = Raw(o.terms.market);
   e.exec_type = type;
   e.status = o.status;
-  e.price = o.price.value;
-  e.qty = o.qty.value;
+  e.price = o.terms.price.value;
+  e.qty = o.terms.qty.value;
   e.executed = o.executed.value;
   e.cumulative_quote = o.cumulative_quote.value;
   e.remaining = o.remaining.value;
@@ -97,8 +97,8 @@ void RowBuilder::Event(const engine::Event& ev, RowBatch* batch) {
           // A refused order is an execution report with no order behind it.
           if (x.command != engine::CommandType::kPlaceOrder) return;
           OrderRow row;
-          row.order.account = x.account;
-          row.order.market = x.market;
+          row.order.terms.account = x.account;
+          row.order.terms.market = x.market;
           row.order.status = OrderStatus::kRejected;
           row.order.client_order_id = x.client_order_id;
           Report(row, ExecType::kRejected, 0, x.reason, batch);
@@ -138,9 +138,9 @@ void RowBuilder::Event(const engine::Event& ev, RowBatch* batch) {
           if (!x.keeps_priority) {
             // It leaves the book; the trades and the rest that follow place it again.
             r->order.working = false;
-            r->order.price = x.new_price;
+            r->order.terms.price = x.new_price;
           }
-          r->order.qty = x.new_qty;
+          r->order.terms.qty = x.new_qty;
           r->order.remaining = x.new_remaining;
           Report(*r, ExecType::kAmended, 0, engine::RejectReason::kNone, batch);
         } else if constexpr (std::is_same_v<T, engine::Deposited>) {

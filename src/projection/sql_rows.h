@@ -32,9 +32,10 @@ inline int64_t Small(auto e) { return static_cast<int64_t>(e); }
 
 inline auto Values(const OrderRow& r) {
   const OrderRecord& o = r.order;
-  return std::make_tuple(Signed(Raw(o.id)), int64_t{Raw(o.account)}, int64_t{Raw(o.market)},
-                         Small(o.side), Small(o.type), Small(o.tif), Small(o.stp), o.price.value,
-                         o.qty.value, o.quote_qty.value, o.executed.value, o.cumulative_quote.value,
+  const engine::OrderTerms& t = o.terms;
+  return std::make_tuple(Signed(Raw(o.id)), int64_t{Raw(t.account)}, int64_t{Raw(t.market)},
+                         Small(t.side), Small(t.type), Small(t.tif), Small(t.stp), t.price.value,
+                         t.qty.value, o.quote_qty.value, o.executed.value, o.cumulative_quote.value,
                          o.remaining.value, Small(o.status), Small(o.expire_reason),
                          int64_t{o.working ? 1 : 0}, o.client_order_id.view(), o.time_ns,
                          o.update_ns, Signed(r.created_seq), Signed(r.updated_seq));
@@ -126,15 +127,16 @@ template <class Row>
 OrderRow ReadOrderRow(const Row& r, int c) {
   OrderRow row;
   OrderRecord& o = row.order;
+  engine::OrderTerms& t = o.terms;
   o.id = static_cast<OrderId>(Unsigned(r.Int(c + 0)));
-  o.account = static_cast<AccountId>(r.Int(c + 1));
-  o.market = static_cast<MarketId>(r.Int(c + 2));
-  o.side = static_cast<engine::Side>(r.Int(c + 3));
-  o.type = static_cast<engine::OrderType>(r.Int(c + 4));
-  o.tif = static_cast<engine::TimeInForce>(r.Int(c + 5));
-  o.stp = static_cast<engine::StpMode>(r.Int(c + 6));
-  o.price = Price{r.Int(c + 7)};
-  o.qty = Qty{r.Int(c + 8)};
+  t.account = static_cast<AccountId>(r.Int(c + 1));
+  t.market = static_cast<MarketId>(r.Int(c + 2));
+  t.side = static_cast<engine::Side>(r.Int(c + 3));
+  t.type = static_cast<engine::OrderType>(r.Int(c + 4));
+  t.tif = static_cast<engine::TimeInForce>(r.Int(c + 5));
+  t.stp = static_cast<engine::StpMode>(r.Int(c + 6));
+  t.price = Price{r.Int(c + 7)};
+  t.qty = Qty{r.Int(c + 8)};
   o.quote_qty = Amount{r.Int(c + 9)};
   o.executed = Qty{r.Int(c + 10)};
   o.cumulative_quote = Amount{r.Int(c + 11)};

@@ -367,7 +367,8 @@ class MixGenerator {
           const auto& x = std::get<engine::OrderRested>(e.body);
           auto v = shadow_.FindOrder(x.order_id);
           MB_CHECK(v.has_value());
-          Add(OpenOrder{v->id, v->account, v->side, v->price.value, v->qty.value});
+          Add(OpenOrder{v->id, v->terms.account, v->terms.side, v->terms.price.value,
+                        v->terms.qty.value});
           break;
         }
         case engine::EventType::kOrderAmended: {

@@ -171,7 +171,7 @@ Command MixedCommands::Next() {
     const OrderView& o = open[rng_.Below(open.size())];
     int64_t price = 0;
     int64_t qty = 0;
-    if (rng_.Percent(60)) price = std::max<int64_t>(1, o.price.value + rng_.Between(-8, 8));
+    if (rng_.Percent(60)) price = std::max<int64_t>(1, o.terms.price.value + rng_.Between(-8, 8));
     if (rng_.Percent(60)) qty = rng_.Between(1, 40);
     return Amend(ts, a, m, o.id, price, qty);
   }
@@ -227,7 +227,7 @@ std::vector<OrderView> MixedCommands::OpenOf(AccountId a, MarketId m) const {
   std::vector<OrderView> v;
   for (Side s : {Side::kBuy, Side::kSell}) {
     for (const OrderView& o : engine_->Orders(m, s)) {
-      if (o.account == a) v.push_back(o);
+      if (o.terms.account == a) v.push_back(o);
     }
   }
   return v;
