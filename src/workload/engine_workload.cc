@@ -167,10 +167,15 @@ class MixGenerator {
     double sum_open = 0;
     double sum_levels = 0;
     uint64_t samples = 0;
+    std::size_t tenth = 0;
     for (std::size_t i = 0; i < spec_.commands; ++i) {
       Command c = NextCommand();
       w.commands.push_back(c);
       Feed(c, &stats_);
+      while (tenth < stats_.open_orders_by_tenth.size() &&
+             (i + 1) * stats_.open_orders_by_tenth.size() >= (tenth + 1) * spec_.commands) {
+        stats_.open_orders_by_tenth[tenth++] = open_.size();
+      }
       if (i % 1000 == 0) {
         sum_open += static_cast<double>(open_.size());
         sum_levels +=
@@ -358,7 +363,11 @@ class MixGenerator {
         case engine::EventType::kTrade: {
           const auto& t = std::get<engine::Trade>(e.body);
           traded = true;
-          if (stats) ++stats->trades;
+          if (stats) {
+            ++stats->trades;
+            stats->filled_orders += t.maker_filled;
+            stats->filled_orders += t.taker_filled;
+          }
           if (t.maker_filled) Remove(t.maker_order_id);
           if (t.taker_filled) Remove(t.taker_order_id);
           break;

@@ -18,6 +18,7 @@
 // Thread safety: plain functions and values.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -95,11 +96,17 @@ struct MixStats {
   uint64_t move = 0;
   uint64_t trading_commands = 0;  // commands with at least one Trade
   uint64_t trades = 0;
+  // Orders that left the book (or never entered it) fully filled: maker_filled
+  // plus taker_filled over the trades. Liquibook's perf test reports this as
+  // "matched" (its inserts minus the orders resting at the end).
+  uint64_t filled_orders = 0;
   uint64_t events = 0;
   uint64_t rejected = 0;        // must stay 0: every command is valid when generated
   double mean_open_orders = 0;  // sampled every 1,000 commands
   double mean_price_levels = 0;
   std::size_t max_open_orders = 0;
+  // Resting orders after each tenth of the stream (the last: at its end).
+  std::array<std::size_t, 10> open_orders_by_tenth{};
 };
 
 struct Workload {
