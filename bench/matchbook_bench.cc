@@ -28,11 +28,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "args.h"
+#include "cli.h"
 #include "engine/engine.h"
 #include "pipeline_bench.h"
 #include "projection_bench.h"
@@ -599,90 +601,82 @@ BENCHMARK(BM_AmendQtyDown);
 
 // ------------------------------------------------------------------ CLI
 
-constexpr std::string_view kUsage =
-    R"(usage:
-  matchbook-bench engine [--commands N] [--seed S] [--json] [--clock tsc|steady]
-                         [--memory-orders N] [--check]
-      Replays the exchange-core single-book mix (9% GTC, 3% IOC, 6% cancel,
-      82% move; ~1,000 resting orders on ~750 price levels; 1,000 accounts)
-      from a command array generated up front from the seed. Prints throughput
-      (a pass without per-command clock reads), latency percentiles (a pass
-      timing each command), trade share, events/command, and bytes per resting
-      order (1,000,000 orders placed into a fresh engine). --json makes the last
-      line one JSON object. Defaults: --commands 3000000 --seed 1 --clock tsc
-      --memory-orders 1000000. --check runs Engine::CheckInvariants() after
-      every command while generating (slow; to diagnose the engine).
-  matchbook-bench gbench [Google Benchmark flags, e.g. --benchmark_filter=Cancel]
-      Per-operation cases on a steady ~1,000-order book: place resting, place
-      crossing 1 level, place crossing 10 levels, cancel, amend price, amend
-      quantity down.
-  matchbook-bench queues [--duration-ms N] [--producers 2,50,100] [--json] ...
-      The queue study (docs/queues.md); `matchbook-bench queues --help`.
-  matchbook-bench pipeline [--duration-ms N] [--producers N] [--restart-events N] [--json] ...
-      The pipeline (ring -> engine -> journal -> durable) at offered rates and at
-      its maximum, per fsync policy; replay and restart times (docs/benchmarks.md);
-      `matchbook-bench pipeline --help`.
-  matchbook-bench projection [--backend sqlite|postgres] [--events N] [--rate R] [--json] ...
-      Projecting a pre-built journal into the history store (events/s), and the
-      projection's lag behind a live exchange at R orders/s (bench/projection_bench.h).
-  matchbook-bench --help
-)";
-
-int Usage(int code) {
-  std::fputs(kUsage.data(), code == 0 ? stdout : stderr);
-  return code;
+Runner AddEngineCommand(CLI::App* app) {
+  auto args = std::make_shared<EngineArgs>();
+  CLI::App* sub = app->add_subcommand(
+      "engine",
+      "The single-book engine benchmark: replays a command array generated up front from "
+      "the seed, untimed. Prints throughput (a pass without per-command clock reads), "
+      "latency percentiles (a pass timing each command), trade share, "
+      "events/command, and bytes per resting order (--memory-orders orders placed into a "
+      "fresh engine).");
+  AddCount(sub, "--commands", &args->commands, 1, UINT64_MAX,
+           "commands in the measured stream (default 3000000)", "_,");
+  AddCount(sub, "--seed", &args->seed, 0, UINT64_MAX, "workload seed (default 1)", "_,");
+  AddCount(sub, "--memory-orders", &args->memory_orders, 1, UINT32_MAX,
+           "resting orders of the memory pass (default 1000000)", "_,");
+  auto clock = std::make_shared<std::string>("tsc");
+  sub->add_option("--clock", *clock, "per-command clock (default tsc)")
+      ->check(CLI::IsMember({"tsc", "steady"}));
+  sub->add_flag("--json", args->json, "print one JSON object as the last line");
+  sub->add_flag("--check", args->check,
+                "run Engine::CheckInvariants() after every command while generating (slow; "
+                "to diagnose the engine)");
+  return [args, clock]() -> int {
+    args->clock = *clock == "tsc" ? ClockKind::kTsc : ClockKind::kSteady;
+    return RunEngine(*args);
+  };
 }
 
-int Main(int argc, char** argv) {
-  if (argc < 2) return Usage(2);
-  std::string_view cmd = argv[1];
-  if (cmd == "--help" || cmd == "-h" || cmd == "help") return Usage(0);
-  if (cmd == "queues") return RunQueueStudy(argc, argv);
-  if (cmd == "pipeline") return RunPipelineBench(argc, argv);
-  if (cmd == "projection") return RunProjectionBench(argc, argv);
-  if (cmd == "gbench") {
-    std::vector<char*> args;
-    args.push_back(argv[0]);
-    for (int i = 2; i < argc; ++i) args.push_back(argv[i]);
-    int n = static_cast<int>(args.size());
-    benchmark::Initialize(&n, args.data());
-    if (benchmark::ReportUnrecognizedArguments(n, args.data())) return 2;
+Runner AddGbenchCommand(CLI::App* app) {
+  CLI::App* sub = app->add_subcommand(
+      "gbench",
+      "Per-operation cases on a steady ~1,000-order book: place resting, place crossing 1 "
+      "level, place crossing 10 levels, cancel, amend price, amend quantity down. Every "
+      "argument goes to Google Benchmark (e.g. --benchmark_filter=Cancel; --help lists them).");
+  // Everything after `gbench` is Google Benchmark's, --help included.
+  sub->prefix_command();
+  sub->set_help_flag();
+  return [sub, program = std::string(app->get_name())]() -> int {
+    std::vector<std::string> words = sub->remaining();
+    std::vector<char*> argv;
+    std::string name = program;
+    argv.push_back(name.data());
+    for (std::string& w : words) argv.push_back(w.data());
+    int n = static_cast<int>(argv.size());
+    benchmark::Initialize(&n, argv.data());
+    if (benchmark::ReportUnrecognizedArguments(n, argv.data())) return 2;
     benchmark::RunSpecifiedBenchmarks();
     benchmark::Shutdown();
     return 0;
+  };
+}
+
+int Main(int argc, char** argv) {
+  CLI::App app{"matchbook-bench: Matchbook's benchmarks (docs/benchmarks.md)", "matchbook-bench"};
+  app.require_subcommand(1);
+  std::map<std::string, Runner> runners;
+  runners["engine"] = AddEngineCommand(&app);
+  runners["gbench"] = AddGbenchCommand(&app);
+  runners["queues"] = AddQueueStudy(&app);
+  runners["pipeline"] = AddPipelineBench(&app);
+  runners["projection"] = AddProjectionBench(&app);
+  if (argc >= 2 && std::string_view(argv[1]) == "help") {
+    std::fputs(app.help().c_str(), stdout);
+    return 0;
   }
-  if (cmd != "engine") {
-    std::fprintf(stderr, "unknown subcommand '%s'\n", argv[1]);
-    return Usage(2);
-  }
-  EngineArgs a;
-  ArgReader reader(argc, argv, 2);
-  while (reader.Next()) {
-    const std::string_view arg = reader.flag();
-    std::string_view value;
-    auto next = [&]() -> bool { return reader.Value(&value); };
-    uint64_t v = 0;
-    if (arg == "--json") {
-      a.json = true;
-    } else if (arg == "--check") {
-      a.check = true;
-    } else if (arg == "--help" || arg == "-h") {
-      return Usage(0);
-    } else if (arg == "--commands" && next() && ParseU64(value, &v, "_,") && v > 0) {
-      a.commands = static_cast<std::size_t>(v);
-    } else if (arg == "--seed" && next() && ParseU64(value, &v, "_,")) {
-      a.seed = v;
-    } else if (arg == "--memory-orders" && next() && ParseU64(value, &v, "_,") && v > 0 &&
-               v <= UINT32_MAX) {
-      a.memory_orders = v;
-    } else if (arg == "--clock" && next() && (value == "tsc" || value == "steady")) {
-      a.clock = value == "tsc" ? ClockKind::kTsc : ClockKind::kSteady;
-    } else {
-      std::fprintf(stderr, "bad argument '%s'\n", reader.raw());
-      return Usage(2);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (argc >= 2 && runners.count(argv[1]) == 0 && argv[1][0] != '-') {
+      std::fprintf(stderr,
+                   "unknown subcommand '%s' (engine, gbench, queues, pipeline, projection)\n",
+                   argv[1]);
+      return 2;
     }
+    return app.exit(e) == 0 ? 0 : 2;
   }
-  return RunEngine(a);
+  return runners.at(app.get_subcommands().at(0)->get_name())();
 }
 
 }  // namespace

@@ -34,7 +34,7 @@
 #include <thread>
 #include <vector>
 
-#include "args.h"
+#include "cli.h"
 #include "engine/engine.h"
 #include "exchange/exchange.h"
 #include "journal/data_dir.h"
@@ -822,96 +822,6 @@ RestartResult Restart(const PipelineArgs& args, const Workload& w, const fs::pat
 
 // ------------------------------------------------------------------ CLI
 
-constexpr std::string_view kUsage =
-    R"(usage: matchbook-bench pipeline [options]
-  The whole pipeline (Submit -> inbound ring -> engine thread -> journal
-  thread -> durable OnDone) driven by the engine benchmark's exchange-core mix.
-  Per fsync policy: open-loop cells at each offered rate (latency from the
-  intended send time to OnDone, p50/p90/p99/p99.9/max) and a max-throughput
-  cell; an fsync probe (4 KiB write + fdatasync); journal replay speed; and,
-  with --restart-events, the restart time over a journal with a snapshot at 90%.
-  --duration-ms N      length of every cell (default 2000); the generated stream
-                       is max(max rate, 2.5 M/s) x duration commands (a max cell
-                       ends early if it runs out), and the replay journal
-                       scales with it (1,500 events per ms, 50 k..3 M)
-  --rates A,B,C        offered rates, commands/s (default 10000,100000,1000000;
-                       "-": none, max-throughput cells only)
-  --no-max             no max-throughput cells
-  --stages             open-loop cells also time OnSequenced (engine thread, one
-                       more clock read there) and split the latency into
-                       intended -> sequenced and sequenced -> durable
-  --policies P,Q       fsync policies: none, fsync (default none,fsync)
-  --producers N        producer threads; the stream is split round-robin
-                       (default 1; with more, commands reach the engine in
-                       another order and some cancels/moves are rejected)
-  --commands N         length of the generated measured stream (default: see above)
-  --replay-events N    events in the replay journal (default: see above)
-  --restart-events N   also time a restart over N journaled events with a
-                       snapshot at 90% (off by default; the recorded run uses
-                       10000000)
-  --inbound-capacity N, --max-batch N   Exchange options (default 65536, 4096)
-  --wait back-off|yield|busy-spin       engine and journal wait strategy
-  --spins N, --yields N, --park-us N    back-off settings (default 200, 20, 1000)
-  --batch-pool N       engine batches in flight to the journal (default: the
-                       Exchange's, 8)
-  --segment-mib N      journal segment size (default 128)
-  --sleep-margin-us N  an open-loop producer sleeps until N us before a send
-                       time, then yields (default 150; sleeps end late on a VM)
-  --full-yields N, --full-sleep-us N    a producer finding the ring full yields N
-                       times, then sleeps (default 0, 50 us)
-  --warmup-ms N        an untimed max-throughput cell (policy none) before the
-                       cells; 0: none (default min(duration, 1000)). This VM
-                       returns freed memory to the host, so a process's first
-                       page-cache writes cost a host page fault per 4 KiB
-  --fsync-samples N    fsync probe size, taken before and after the cells (200)
-  --data-dir PATH      where the cells' data directories go (default: $TMPDIR
-                       or /tmp, else /var/tmp, else beside the binary; never tmpfs)
-  --seed S             workload seed (default 1)
-  --keep               keep the data directories
-  --verbose            print the exchange's log lines
-  --metrics            the exchange records its per-stage latency histograms and
-                       gauges (as `matchbook serve` does), to measure their cost
-  --json               the last line printed is one JSON object
-)";
-
-bool ParseList(std::string_view s, std::vector<uint64_t>* out) {
-  out->clear();
-  while (!s.empty()) {
-    const auto comma = s.find(',');
-    uint64_t v = 0;
-    if (!ParseU64(s.substr(0, comma), &v) || v == 0) return false;
-    out->push_back(v);
-    if (comma == std::string_view::npos) break;
-    s = s.substr(comma + 1);
-  }
-  return !out->empty();
-}
-
-bool ParsePolicies(std::string_view s, std::vector<FsyncPolicy>* out) {
-  out->clear();
-  while (!s.empty()) {
-    const auto comma = s.find(',');
-    const std::string_view p = s.substr(0, comma);
-    if (p == "none") {
-      out->push_back(FsyncPolicy::kNone);
-    } else if (p == "fsync") {
-      out->push_back(FsyncPolicy::kFsync);
-    } else {
-      return false;
-    }
-    if (comma == std::string_view::npos) break;
-    s = s.substr(comma + 1);
-  }
-  return !out->empty();
-}
-
-int Usage(int code) {
-  std::fputs(kUsage.data(), code == 0 ? stdout : stderr);
-  return code;
-}
-
-bool IsPowerOfTwo(uint64_t v) { return v >= 2 && (v & (v - 1)) == 0; }
-
 std::string MetStr(bool met) { return met ? "met" : "NOT met"; }
 
 int Run(const PipelineArgs& args) {
@@ -1259,81 +1169,126 @@ int Run(const PipelineArgs& args) {
 
 }  // namespace
 
-int RunPipelineBench(int argc, char** argv) {
-  PipelineArgs a;
-  ArgReader reader(argc, argv, 2);
-  while (reader.Next()) {
-    const std::string_view arg = reader.flag();
-    std::string_view value;
-    auto next = [&]() -> bool { return reader.Value(&value); };
-    uint64_t v = 0;
-    if (arg == "--json") {
-      a.json = true;
-    } else if (arg == "--verbose") {
-      a.verbose = true;
-    } else if (arg == "--keep") {
-      a.keep = true;
-    } else if (arg == "--help" || arg == "-h") {
-      return Usage(0);
-    } else if (arg == "--duration-ms" && next() && ParseU64(value, &v) && v > 0) {
-      a.duration_ms = v;
-    } else if (arg == "--stages") {
-      a.stages = true;
-    } else if (arg == "--metrics") {
-      a.metrics = true;
-    } else if (arg == "--no-max") {
-      a.max_cells = false;
-    } else if (arg == "--rates" && next() &&
-               (value == "-" ? (a.rates.clear(), true) : ParseList(value, &a.rates))) {
-    } else if (arg == "--policies" && next() && ParsePolicies(value, &a.policies)) {
-    } else if (arg == "--producers" && next() && ParseU64(value, &v) && v > 0 && v <= 64) {
-      a.producers = static_cast<uint32_t>(v);
-    } else if (arg == "--commands" && next() && ParseU64(value, &v) && v > 0) {
-      a.commands = v;
-    } else if (arg == "--replay-events" && next() && ParseU64(value, &v) && v > 0) {
-      a.replay_events = v;
-    } else if (arg == "--restart-events" && next() && ParseU64(value, &v)) {
-      a.restart_events = v;
-    } else if (arg == "--seed" && next() && ParseU64(value, &v)) {
-      a.seed = v;
-    } else if (arg == "--inbound-capacity" && next() && ParseU64(value, &v) && IsPowerOfTwo(v) &&
-               v < (1u << 30)) {
-      a.inbound_capacity = static_cast<uint32_t>(v);
-    } else if (arg == "--max-batch" && next() && ParseU64(value, &v) && v > 0 && v <= (1u << 20)) {
-      a.max_batch = static_cast<uint32_t>(v);
-    } else if (arg == "--fsync-samples" && next() && ParseU64(value, &v) && v > 0 && v <= 100'000) {
-      a.fsync_samples = static_cast<uint32_t>(v);
-    } else if (arg == "--wait" && next() && concurrency::ParseWaitKind(value).ok()) {
-      a.wait = *concurrency::ParseWaitKind(value);
-    } else if (arg == "--spins" && next() && ParseU64(value, &v) && v <= 1'000'000) {
-      a.wait_config.spins = static_cast<uint32_t>(v);
-    } else if (arg == "--yields" && next() && ParseU64(value, &v) && v <= 1'000'000) {
-      a.wait_config.yields = static_cast<uint32_t>(v);
-    } else if (arg == "--park-us" && next() && ParseU64(value, &v) && v > 0 && v <= 1'000'000) {
-      a.wait_config.park_us = static_cast<uint32_t>(v);
-    } else if (arg == "--segment-mib" && next() && ParseU64(value, &v) && v > 0 && v <= 65536) {
-      a.segment_mib = v;
-    } else if (arg == "--sleep-margin-us" && next() && ParseU64(value, &v) && v <= 10'000) {
-      a.sleep_margin_ns = v * 1000;
-    } else if (arg == "--warmup-ms" && next() && ParseU64(value, &v)) {
-      a.warmup_ms = v;
-    } else if (arg == "--full-yields" && next() && ParseU64(value, &v) && v <= 1'000'000) {
-      a.full_yields = static_cast<uint32_t>(v);
-    } else if (arg == "--full-sleep-us" && next() && ParseU64(value, &v) && v > 0 &&
-               v <= 1'000'000) {
-      a.full_sleep_us = static_cast<uint32_t>(v);
-    } else if (arg == "--batch-pool" && next() && ParseU64(value, &v) && IsPowerOfTwo(v) &&
-               v <= 4096) {
-      a.batch_pool = static_cast<uint32_t>(v);
-    } else if (arg == "--data-dir" && next() && !value.empty()) {
-      a.data_dir = std::string(value);
-    } else {
-      std::fprintf(stderr, "bad argument '%s'\n", reader.raw());
-      return Usage(2);
+std::function<int()> AddPipelineBench(CLI::App* app) {
+  auto a = std::make_shared<PipelineArgs>();
+  CLI::App* sub = app->add_subcommand(
+      "pipeline",
+      "The whole pipeline (Submit -> inbound ring -> engine thread -> journal thread -> "
+      "durable OnDone) driven by the engine benchmark's exchange-core mix. Per fsync policy: "
+      "open-loop cells at each offered rate (latency from the intended send time to OnDone, "
+      "p50/p90/p99/p99.9/max) and a max-throughput cell; an fsync probe (4 KiB write + "
+      "fdatasync); journal replay speed; and, with --restart-events, the restart time over a "
+      "journal with a snapshot at 90%.");
+  AddCount(sub, "--duration-ms", &a->duration_ms, 1, UINT64_MAX,
+           "length of every cell (default 2000); the generated stream is max(max rate, 2.5 "
+           "M/s) x duration commands (a max cell ends early if it runs out), and the replay "
+           "journal scales with it (1,500 events per ms, 50 k..3 M)");
+  auto rates = std::make_shared<std::vector<std::string>>();
+  sub->add_option("--rates", *rates,
+                  "offered rates, commands/s (default 10000,100000,1000000; \"-\": none, "
+                  "max-throughput cells only)")
+      ->delimiter(',')
+      ->allow_extra_args(false)
+      ->transform((CLI::IsMember({"-"}) | (DecimalCount() & CLI::Range(uint64_t{1}, UINT64_MAX)))
+                      .description(""))
+      ->type_name("N,N,...|-");
+  auto no_max = std::make_shared<bool>(false);
+  sub->add_flag("--no-max", *no_max, "no max-throughput cells");
+  sub->add_flag("--stages", a->stages,
+                "open-loop cells also time OnSequenced (engine thread, one more clock read "
+                "there) and split the latency into intended -> sequenced and sequenced -> "
+                "durable");
+  auto policies = std::make_shared<std::vector<std::string>>();
+  AddWordList(sub, "--policies", policies.get(), {"none", "fsync"},
+              "fsync policies (default none,fsync)");
+  AddCount(sub, "--producers", &a->producers, 1, 64,
+           "producer threads; the stream is split round-robin (default 1; with more, "
+           "commands reach the engine in another order and some cancels/moves are rejected)");
+  AddCount(sub, "--commands", &a->commands, 1, UINT64_MAX,
+           "length of the generated measured stream (default: see --duration-ms)");
+  AddCount(sub, "--replay-events", &a->replay_events, 1, UINT64_MAX,
+           "events in the replay journal (default: see --duration-ms)");
+  AddCount(sub, "--restart-events", &a->restart_events, 0, UINT64_MAX,
+           "also time a restart over N journaled events with a snapshot at 90% (off by "
+           "default; the recorded run uses 10000000)");
+  AddCount(sub, "--seed", &a->seed, 0, UINT64_MAX, "workload seed (default 1)");
+  AddCount(sub, "--inbound-capacity", &a->inbound_capacity, 2, (uint64_t{1} << 30) - 1,
+           "Exchange inbound ring capacity, a power of two (default 65536)")
+      ->check(PowerOfTwo(uint64_t{1} << 29));
+  AddCount(sub, "--max-batch", &a->max_batch, 1, uint64_t{1} << 20,
+           "Exchange max batch (default 4096)");
+  auto wait = std::make_shared<std::string>();
+  sub->add_option("--wait", *wait, "engine and journal wait strategy (default back-off)")
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            auto k = concurrency::ParseWaitKind(v);
+            return k.ok() ? std::string() : k.status().message();
+          },
+          "", "wait strategy"))
+      ->type_name("back-off|yield|busy-spin");
+  AddCount(sub, "--spins", &a->wait_config.spins, 0, 1'000'000, "back-off spins (default 200)");
+  AddCount(sub, "--yields", &a->wait_config.yields, 0, 1'000'000, "back-off yields (default 20)");
+  AddCount(sub, "--park-us", &a->wait_config.park_us, 1, 1'000'000,
+           "back-off park, us (default 1000)");
+  AddCount(sub, "--batch-pool", &a->batch_pool, 2, 4096,
+           "engine batches in flight to the journal, a power of two (default: the "
+           "Exchange's, 8)")
+      ->check(PowerOfTwo(4096));
+  AddCount(sub, "--segment-mib", &a->segment_mib, 1, 65536,
+           "journal segment size, MiB (default 128)");
+  auto margin_us = std::make_shared<uint64_t>(a->sleep_margin_ns / 1000);
+  AddCount(sub, "--sleep-margin-us", margin_us.get(), 0, 10'000,
+           "an open-loop producer sleeps until N us before a send time, then yields (default "
+           "150; sleeps end late on a VM)");
+  AddCount(sub, "--full-yields", &a->full_yields, 0, 1'000'000,
+           "a producer finding the ring full yields N times, then sleeps (default 0)");
+  AddCount(sub, "--full-sleep-us", &a->full_sleep_us, 1, 1'000'000,
+           "... then sleeps this long, us (default 50)");
+  AddCount(sub, "--warmup-ms", &a->warmup_ms, 0, UINT64_MAX,
+           "an untimed max-throughput cell (policy none) before the cells; 0: none (default "
+           "min(duration, 1000)). This VM returns freed memory to the host, so a process's "
+           "first page-cache writes cost a host page fault per 4 KiB");
+  AddCount(sub, "--fsync-samples", &a->fsync_samples, 1, 100'000,
+           "fsync probe size, taken before and after the cells (default 200)");
+  sub->add_option("--data-dir", a->data_dir,
+                  "where the cells' data directories go (default: $TMPDIR or /tmp, else "
+                  "/var/tmp, else beside the binary; never tmpfs)")
+      ->check(
+          CLI::Validator([](std::string& v) { return v.empty() ? std::string("empty path") : ""; },
+                         "", "non-empty"))
+      ->type_name("PATH");
+  sub->add_flag("--keep", a->keep, "keep the data directories");
+  sub->add_flag("--verbose", a->verbose, "print the exchange's log lines");
+  sub->add_flag("--metrics", a->metrics,
+                "the exchange records its per-stage latency histograms and gauges (as "
+                "`matchbook serve` does), to measure their cost");
+  sub->add_flag("--json", a->json, "the last line printed is one JSON object");
+  return [a, rates, policies, wait, margin_us, no_max]() -> int {
+    if (!rates->empty()) {
+      if (rates->size() > 1 && std::find(rates->begin(), rates->end(), "-") != rates->end()) {
+        std::fputs("--rates: \"-\" (no open-loop cells) stands alone\n", stderr);
+        return 2;
+      }
+      a->rates.clear();
+      for (const std::string& r : *rates) {
+        if (r == "-") continue;
+        uint64_t v = 0;
+        MB_CHECK(CLI::detail::lexical_cast(r, v));
+        a->rates.push_back(v);
+      }
     }
-  }
-  if (a.warmup_ms == UINT64_MAX) a.warmup_ms = std::min<uint64_t>(a.duration_ms, 1000);
-  return Run(a);
+    if (!policies->empty()) {
+      a->policies.clear();
+      for (const std::string& p : *policies) {
+        a->policies.push_back(p == "none" ? FsyncPolicy::kNone : FsyncPolicy::kFsync);
+      }
+    }
+    if (!wait->empty()) a->wait = *concurrency::ParseWaitKind(*wait);
+    if (*no_max) a->max_cells = false;
+    a->sleep_margin_ns = *margin_us * 1000;
+    if (a->warmup_ms == UINT64_MAX) a->warmup_ms = std::min<uint64_t>(a->duration_ms, 1000);
+    return Run(*a);
+  };
 }
 
 }  // namespace mb::bench

@@ -25,9 +25,17 @@
 // and joins them before the cell ends.
 #pragma once
 
+#include <functional>
+
+namespace CLI {
+class App;
+}  // namespace CLI
+
 namespace mb::bench {
 
-// `matchbook-bench pipeline [options]`: argv[1] is "pipeline". Returns the exit code.
-int RunPipelineBench(int argc, char** argv);
+// Adds the `pipeline` subcommand to `app`. The returned runner runs the
+// benchmark with the options parsed; call it after app->parse(), when
+// `pipeline` was given. It returns the exit code.
+std::function<int()> AddPipelineBench(CLI::App* app);
 
 }  // namespace mb::bench

@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include "args.h"
+#include "cli.h"
 #include "engine/engine.h"
 #include "exchange/exchange.h"
 #include "journal/data_dir.h"
@@ -43,16 +43,6 @@ struct Options {
   uint64_t duration_ms = 10'000;
   bool json = false;
 };
-
-int Usage(const char* what, const char* arg) {
-  std::fprintf(stderr,
-               "matchbook-bench projection: %s '%s'\n"
-               "usage: matchbook-bench projection [--backend sqlite|postgres] [--events N] "
-               "[--batch-events N] [--catchup-batch-events N] [--rate ORDERS_PER_S --duration-ms "
-               "MS] [--json]\n",
-               what, arg);
-  return 2;
-}
 
 std::string Ms(int64_t ns) { return fmt::format("{:.3f}", static_cast<double>(ns) / 1e6); }
 
@@ -205,7 +195,8 @@ struct DiskFigures {
   std::string Json(std::string_view prefix) const {
     return fmt::format(
         ",\"{0}wal_bytes_per_event\":{1:.1f},\"{0}largest_wal_bytes\":{2},\"{0}checkpoints\":{3},"
-        "\"{0}checkpoints_completed\":{4},\"{0}ceiling_waits\":{5},\"{0}db_bytes_per_event\":{6:.1f}",
+        "\"{0}checkpoints_completed\":{4},\"{0}ceiling_waits\":{5},\"{0}db_bytes_per_event\":{6:."
+        "1f}",
         prefix, wal_bytes_per_event, largest_wal, checkpoints, completed, ceiling_waits,
         db_bytes_per_event);
   }
@@ -214,8 +205,7 @@ struct DiskFigures {
 // Closes the store (its last checkpoint empties the WAL into the database)
 // and reads the figures. nullopt for a backend that does not report them.
 std::optional<DiskFigures> CloseAndMeasure(std::unique_ptr<projection::Store>* store,
-                                           const fs::path& db, LargestSize* wal,
-                                           uint64_t events) {
+                                           const fs::path& db, LargestSize* wal, uint64_t events) {
   const auto s = (*store)->Storage();
   store->reset();
   const uint64_t largest = wal->Stop();
@@ -238,33 +228,7 @@ int64_t WallNs() {
       .count();
 }
 
-}  // namespace
-
-int RunProjectionBench(int argc, char** argv) {
-  Options o;
-  ArgReader args(argc, argv, 2);
-  std::string_view v;
-  while (args.Next()) {
-    uint64_t n = 0;
-    if (args.flag() == "--json") {
-      o.json = true;
-    } else if (args.flag() == "--backend" && args.Value(&v) && (v == "sqlite" || v == "postgres")) {
-      o.backend = std::string(v);
-    } else if (args.flag() == "--events" && args.Value(&v) && ParseU64(v, &n) && n > 0) {
-      o.events = n;
-    } else if (args.flag() == "--batch-events" && args.Value(&v) && ParseU64(v, &n) && n > 0) {
-      o.batch_events = n;
-    } else if (args.flag() == "--catchup-batch-events" && args.Value(&v) && ParseU64(v, &n) &&
-               n > 0) {
-      o.catchup_batch_events = n;
-    } else if (args.flag() == "--rate" && args.Value(&v) && ParseU64(v, &n) && n > 0) {
-      o.rate = n;
-    } else if (args.flag() == "--duration-ms" && args.Value(&v) && ParseU64(v, &n) && n > 0) {
-      o.duration_ms = n;
-    } else {
-      return Usage("bad argument", args.raw());
-    }
-  }
+int RunProjection(const Options& o) {
   const fs::path scratch = fs::temp_directory_path() / fmt::format("mb-bench-proj-{}", getpid());
   fs::remove_all(scratch);
   fs::create_directories(scratch);
@@ -446,10 +410,11 @@ int RunProjectionBench(int argc, char** argv) {
         o.rate, o.duration_ms, o.backend, Ms(lag.p50), Ms(lag.p99), Ms(lag.p999), Ms(lag.max),
         st.batches, dropped, caught_up ? "yes" : "NO");
     lag_json = fmt::format(
-        ",\"rate_per_s\":{},\"lag_p50_ms\":{},\"lag_p99_ms\":{},\"lag_p999_ms\":{},"
-        "\"lag_max_ms\":{},\"refused\":{},\"caught_up\":{}",
-        o.rate, Ms(lag.p50), Ms(lag.p99), Ms(lag.p999), Ms(lag.max), dropped,
-        caught_up ? "true" : "false") + live_disk;
+                   ",\"rate_per_s\":{},\"lag_p50_ms\":{},\"lag_p99_ms\":{},\"lag_p999_ms\":{},"
+                   "\"lag_max_ms\":{},\"refused\":{},\"caught_up\":{}",
+                   o.rate, Ms(lag.p50), Ms(lag.p99), Ms(lag.p999), Ms(lag.max), dropped,
+                   caught_up ? "true" : "false") +
+               live_disk;
   }
   if (o.json) {
     fmt::print(
@@ -461,6 +426,33 @@ int RunProjectionBench(int argc, char** argv) {
         Ms(bp.p99), Ms(bp.p999), Ms(bp.max), disk_json, lag_json);
   }
   return 0;
+}
+
+}  // namespace
+
+std::function<int()> AddProjectionBench(CLI::App* app) {
+  auto o = std::make_shared<Options>();
+  CLI::App* sub = app->add_subcommand(
+      "projection",
+      "Projecting a pre-built journal of --events events into a fresh history store "
+      "(events/s, per-batch commit percentiles) and, with --rate, the projection's lag behind "
+      "a live exchange taking that many orders/s for --duration-ms (bench/projection_bench.h). "
+      "PostgreSQL: $MATCHBOOK_PG_URL, or a throw-away cluster (scripts/pg_cluster.sh).");
+  sub->add_option("--backend", o->backend, "the history store (default sqlite)")
+      ->check(CLI::IsMember({"sqlite", "postgres"}));
+  AddCount(sub, "--events", &o->events, 1, UINT64_MAX,
+           "events in the pre-built journal (default 1000000)");
+  AddCount(sub, "--batch-events", &o->batch_events, 1, UINT64_MAX,
+           "events per transaction, at most, when keeping up (default 1000)");
+  AddCount(sub, "--catchup-batch-events", &o->catchup_batch_events, 1, UINT64_MAX,
+           "events per transaction, at most, when catching up (default 20000)");
+  AddCount(sub, "--rate", &o->rate, 1, UINT64_MAX,
+           "orders/s offered to a live exchange in the lag phase (default: no lag phase)")
+      ->type_name("ORDERS_PER_S");
+  AddCount(sub, "--duration-ms", &o->duration_ms, 1, UINT64_MAX,
+           "length of the lag phase (default 10000)");
+  sub->add_flag("--json", o->json, "print one JSON object as the last line");
+  return [o]() -> int { return RunProjection(*o); };
 }
 
 }  // namespace mb::bench

@@ -18,8 +18,17 @@
 // threads in the lag phase).
 #pragma once
 
+#include <functional>
+
+namespace CLI {
+class App;
+}  // namespace CLI
+
 namespace mb::bench {
 
-int RunProjectionBench(int argc, char** argv);
+// Adds the `projection` subcommand to `app`. The returned runner runs the
+// benchmark with the options parsed; call it after app->parse(), when
+// `projection` was given. It returns the exit code.
+std::function<int()> AddProjectionBench(CLI::App* app);
 
 }  // namespace mb::bench

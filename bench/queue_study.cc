@@ -65,7 +65,7 @@
 #include <utility>
 #include <vector>
 
-#include "args.h"
+#include "cli.h"
 #include "common/status.h"
 #include "concurrency/ring.h"
 
@@ -997,60 +997,6 @@ std::string Svg(const std::vector<CellResult>& rows, uint64_t duration_ms) {
 
 // ------------------------------------------------------------------ CLI
 
-constexpr std::string_view kUsage =
-    R"(usage: matchbook-bench queues [--duration-ms N] [--warmup-ms N] [--producers 2,50,100]
-                              [--capacities 2000000,20000000] [--modes mpsc,mpmc]
-                              [--queues array,linked,moodycamel,boost,ring]
-                              [--mpmc-consumers same|N] [--json] [--svg FILE]
-  The queue study (background document 004, in C++): every queue in every mode
-  with every producer count and capacity; non-blocking offer/poll loops on all
-  threads; counts read over a --duration-ms window after --warmup-ms.
-  Queues: array_one_lock (ArrayBlockingQueue analogue), linked_two_lock
-  (LinkedBlockingQueue analogue), moodycamel (ConcurrentQueue, bounded by
-  try_enqueue), boost_lockfree (boost::lockfree::queue, bounded_push),
-  mpsc_ring (Matchbook's inbound ring: MPSC only, no MPMC rows).
-  MPSC has 1 consumer; MPMC has as many consumers as producers (the study's
-  N:N) unless --mpmc-consumers N. Defaults: --duration-ms 200 --warmup-ms 50
-  --producers 2,50,100 --capacities 2000000,20000000 (10% and 100% of the
-  study's 20,000,000) --modes mpsc,mpmc, all queues.
-  Prints a progress line per cell, the table as markdown and as CSV, and with
-  --json one JSON object as the last line; --svg FILE writes a bar chart.
-)";
-
-bool ParseNumber(std::string_view s, uint64_t* out) {
-  if (s.empty()) return false;
-  uint64_t v = 0;
-  for (char ch : s) {
-    if (ch == '_') continue;
-    if (ch < '0' || ch > '9') return false;
-    if (v > (UINT64_MAX - 9) / 10) return false;
-    v = v * 10 + static_cast<uint64_t>(ch - '0');
-  }
-  *out = v;
-  return true;
-}
-
-std::vector<std::string_view> Split(std::string_view s) {
-  std::vector<std::string_view> parts;
-  while (!s.empty()) {
-    const std::size_t comma = s.find(',');
-    parts.push_back(s.substr(0, comma));
-    if (comma == std::string_view::npos) break;
-    s.remove_prefix(comma + 1);
-  }
-  return parts;
-}
-
-bool ParseNumbers(std::string_view s, uint64_t min, uint64_t max, std::vector<uint64_t>* out) {
-  out->clear();
-  for (std::string_view part : Split(s)) {
-    uint64_t v = 0;
-    if (!ParseNumber(part, &v) || v < min || v > max) return false;
-    out->push_back(v);
-  }
-  return !out->empty();
-}
-
 struct StudyArgs {
   uint64_t duration_ms = 200;
   uint64_t warmup_ms = 50;
@@ -1062,11 +1008,6 @@ struct StudyArgs {
   bool json = false;
   std::string svg;
 };
-
-int Usage(int code) {
-  std::fputs(kUsage.data(), code == 0 ? stdout : stderr);
-  return code;
-}
 
 std::string LoadAverage() {
   std::ifstream in("/proc/loadavg");
@@ -1087,66 +1028,7 @@ std::string CpuModel() {
   return "unknown CPU";
 }
 
-}  // namespace
-
-int RunQueueStudy(int argc, char** argv) {
-  StudyArgs a;
-  ArgReader reader(argc, argv, 2);
-  while (reader.Next()) {
-    const std::string_view arg = reader.flag();
-    std::string_view value;
-    auto next = [&]() -> bool { return reader.Value(&value); };
-    uint64_t v = 0;
-    bool ok = true;
-    if (arg == "--json") {
-      a.json = true;
-    } else if (arg == "--help" || arg == "-h") {
-      return Usage(0);
-    } else if (arg == "--duration-ms" && next() && ParseNumber(value, &v) && v > 0) {
-      a.duration_ms = v;
-    } else if (arg == "--warmup-ms" && next() && ParseNumber(value, &v)) {
-      a.warmup_ms = v;
-    } else if (arg == "--producers" && next()) {
-      ok = ParseNumbers(value, 1, 1000, &a.producers);
-    } else if (arg == "--capacities" && next()) {
-      ok = ParseNumbers(value, 2, uint64_t{1} << 30, &a.capacities);
-    } else if (arg == "--mpmc-consumers" && next()) {
-      ok = value == "same" || (ParseNumber(value, &a.mpmc_consumers) && a.mpmc_consumers >= 1 &&
-                               a.mpmc_consumers <= 1000);
-      if (value == "same") a.mpmc_consumers = 0;
-    } else if (arg == "--modes" && next()) {
-      a.modes.clear();
-      for (std::string_view m : Split(value)) {
-        if (m == "mpsc") {
-          a.modes.push_back(Mode::kMpsc);
-        } else if (m == "mpmc") {
-          a.modes.push_back(Mode::kMpmc);
-        } else {
-          ok = false;
-        }
-      }
-      ok = ok && !a.modes.empty();
-    } else if (arg == "--queues" && next()) {
-      a.queues.clear();
-      for (std::string_view q : Split(value)) {
-        if (auto k = ParseQueue(q)) {
-          a.queues.push_back(*k);
-        } else {
-          ok = false;
-        }
-      }
-      ok = ok && !a.queues.empty();
-    } else if (arg == "--svg" && next() && !value.empty()) {
-      a.svg = std::string(value);
-    } else {
-      ok = false;
-    }
-    if (!ok) {
-      std::fprintf(stderr, "bad argument '%s'\n", reader.raw());
-      return Usage(2);
-    }
-  }
-
+int RunStudy(const StudyArgs& a) {
   std::vector<CellSpec> cells;
   for (uint64_t producers : a.producers) {
     for (uint64_t capacity : a.capacities) {
@@ -1216,6 +1098,70 @@ int RunQueueStudy(int argc, char** argv) {
   }
   std::fflush(stdout);
   return 0;
+}
+
+}  // namespace
+
+std::function<int()> AddQueueStudy(CLI::App* app) {
+  auto a = std::make_shared<StudyArgs>();
+  CLI::App* sub = app->add_subcommand(
+      "queues",
+      "The queue study (background document 004, in C++; docs/queues.md): every queue in "
+      "every mode with every producer count and capacity; non-blocking offer/poll loops on "
+      "all threads; counts read over a --duration-ms window after --warmup-ms. Prints a "
+      "progress line per cell, the table as markdown and as CSV, and with --json one JSON "
+      "object as the last line; --svg FILE writes a bar chart.");
+  sub->footer(
+      "Queues: array_one_lock (ArrayBlockingQueue analogue; also array, abq), linked_two_lock\n"
+      "(LinkedBlockingQueue analogue; also linked, lbq), moodycamel (ConcurrentQueue, bounded\n"
+      "by try_enqueue), boost_lockfree (boost::lockfree::queue, bounded_push; also boost),\n"
+      "mpsc_ring (Matchbook's inbound ring: MPSC only, no MPMC rows; also ring).\n"
+      "MPSC has 1 consumer; MPMC has as many consumers as producers (the study's N:N) unless\n"
+      "--mpmc-consumers N.");
+  AddCount(sub, "--duration-ms", &a->duration_ms, 1, UINT64_MAX,
+           "timed window of each cell (default 200)");
+  AddCount(sub, "--warmup-ms", &a->warmup_ms, 0, UINT64_MAX,
+           "warm-up before each window (default 50)");
+  AddCountList(sub, "--producers", &a->producers, 1, 1000, "producer counts (default 2,50,100)");
+  AddCountList(sub, "--capacities", &a->capacities, 2, uint64_t{1} << 30,
+               "queue capacities (default 2000000,20000000: 10% and 100% of the study's "
+               "20,000,000)");
+  auto modes = std::make_shared<std::vector<std::string>>();
+  AddWordList(sub, "--modes", modes.get(), {"mpsc", "mpmc"}, "modes (default mpsc,mpmc)");
+  auto queues = std::make_shared<std::vector<std::string>>();
+  std::vector<std::string> names;
+  for (QueueKind q : kAllQueues) names.emplace_back(Name(q));
+  for (const char* alias : {"array", "abq", "linked", "lbq", "boost", "ring"}) {
+    names.emplace_back(alias);
+  }
+  AddWordList(sub, "--queues", queues.get(), names, "queues (default: all)");
+  auto consumers = std::make_shared<std::string>();
+  sub->add_option("--mpmc-consumers", *consumers,
+                  "MPMC consumers: same (as many as producers, the default) or N in [1, 1000]")
+      ->transform(
+          (CLI::IsMember({"same"}) | (DecimalCount() & CLI::Range(1, 1000))).description(""))
+      ->type_name("same|N");
+  sub->add_flag("--json", a->json, "print one JSON object as the last line");
+  sub->add_option("--svg", a->svg, "write a bar chart to FILE")
+      ->check(CLI::Validator(
+          [](std::string& v) { return v.empty() ? std::string("empty file name") : ""; }, "",
+          "non-empty"))
+      ->type_name("FILE");
+  return [a, modes, queues, consumers]() -> int {
+    if (!modes->empty()) {
+      a->modes.clear();
+      for (const std::string& m : *modes)
+        a->modes.push_back(m == "mpsc" ? Mode::kMpsc : Mode::kMpmc);
+    }
+    if (!queues->empty()) {
+      a->queues.clear();
+      for (const std::string& q : *queues) a->queues.push_back(*ParseQueue(q));
+    }
+    if (!consumers->empty() && *consumers != "same") {
+      MB_CHECK(CLI::detail::lexical_cast(*consumers, a->mpmc_consumers));
+    }
+    return RunStudy(*a);
+  };
 }
 
 }  // namespace mb::bench

@@ -34,13 +34,20 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 
+namespace CLI {
+class App;
+}  // namespace CLI
+
 namespace mb::bench {
 
-// `matchbook-bench queues [options]`: argv[1] is "queues". Returns the exit code.
-int RunQueueStudy(int argc, char** argv);
+// Adds the `queues` subcommand to `app`. The returned runner runs the study
+// with the options parsed; call it after app->parse(), when `queues` was given.
+// It returns the exit code.
+std::function<int()> AddQueueStudy(CLI::App* app);
 
 // Lock waits of one thread. Written by its owner thread only (relaxed
 // load + store, no read-modify-write); read by the study's main thread while
