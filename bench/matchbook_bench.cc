@@ -1,12 +1,16 @@
-// matchbook-bench: the engine's single-book benchmarks.
+// matchbook-bench: the engine's single-book benchmarks, and the entry point of
+// the pipeline, queue and projection benchmarks (their own files).
 //
-//   matchbook-bench engine [--commands N] [--seed S] [--json] [--clock tsc|steady]
-//                          [--memory-orders N] [--check]
-//       Replays the exchange-core single-book mix (engine_workload.h) from a
-//       pre-generated command array: one pass without per-command clock reads
-//       for throughput, one pass timing every command for latency percentiles,
-//       and a memory pass for bytes per resting order. With --json the last
-//       line printed is one JSON object.
+//   matchbook-bench engine [--workload exchange-core|liquibook] [--commands N]
+//                          [--seed S] [--json] [--clock tsc|steady]
+//                          [--memory-orders N] [--level-cap N] [--check]
+//       Replays a pre-generated command array: exchange-core's single-book mix
+//       (engine_workload.h, the default) or Liquibook's perf-test stream
+//       (liquibook_workload.h). One pass without per-command clock reads for
+//       throughput, one pass timing every command for latency percentiles, the
+//       same timing code around nothing for the machine's noise floor, and a
+//       memory pass for bytes per resting order. With --json the last line
+//       printed is one JSON object.
 //   matchbook-bench gbench [Google Benchmark flags]
 //       Per-operation cases on a steady ~1,000-order book.
 //
@@ -16,6 +20,13 @@
 // of an empty timed region is measured and printed; it is NOT subtracted from
 // the latencies.
 //
+// Noise floor: right after the latency pass, the same timed region (Timed())
+// with nothing inside runs for as long as that pass did. Its percentiles are
+// what an empty command would score; its gaps (two consecutive regions starting
+// more than 1 us apart: an interrupt, a VM exit, a descheduled vCPU) per second
+// say how often the machine takes the CPU away, and so how many commands of the
+// latency pass such a gap should land in.
+//
 // Thread safety: single-threaded program.
 #include <benchmark/benchmark.h>
 #include <fmt/core.h>
@@ -24,6 +35,7 @@
 #include <x86intrin.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -41,6 +53,7 @@
 #include "queue_study.h"
 #include "stats.h"
 #include "workload/engine_workload.h"
+#include "workload/liquibook_workload.h"
 
 namespace mb::bench {
 namespace {
@@ -69,6 +82,27 @@ inline uint64_t ReadSteadyNs() noexcept {
 }
 
 enum class ClockKind { kTsc, kSteady };
+
+// One timed region: the clock read before and after f(), in ticks (TSC) or ns.
+struct Span {
+  uint64_t begin = 0;
+  uint64_t end = 0;
+};
+
+template <class F>
+inline Span Timed(ClockKind kind, F&& f) {
+  Span s;
+  if (kind == ClockKind::kTsc) {
+    s.begin = ReadTsc();
+    f();
+    s.end = ReadTsc();
+  } else {
+    s.begin = ReadSteadyNs();
+    f();
+    s.end = ReadSteadyNs();
+  }
+  return s;
+}
 
 // Median cost, in ns, of an empty timed region (two back-to-back reads).
 double EmptyRegionNs(ClockKind kind, double ns_per_tick) {
@@ -157,16 +191,88 @@ MemoryResult MeasureBytesPerOrder(uint64_t orders) {
   return r;
 }
 
+// ------------------------------------------------------------------ noise floor
+
+struct NoiseResult {
+  double seconds = 0;
+  uint64_t regions = 0;
+  double p50_ns = 0;
+  double p99_ns = 0;
+  double p999_ns = 0;
+  double max_ns = 0;
+  uint64_t gaps_1us = 0;   // consecutive regions starting > 1 us apart
+  uint64_t gaps_10us = 0;  // ... > 10 us apart
+  double gaps_per_s = 0;   // gaps_1us per second
+  double gaps_10us_per_s = 0;
+};
+
+// Runs Timed() around nothing, back to back, for `seconds`: the latency pass's
+// timing code without the engine. Durations go into a histogram of one bucket
+// per clock unit (an array of every sample would take GBs at ~30 ns a region).
+NoiseResult MeasureNoise(ClockKind kind, double ns_per_tick, double seconds) {
+  constexpr std::size_t kBuckets = 1 << 16;  // ~31 us of TSC ticks at 2.1 GHz
+  std::vector<uint64_t> hist(kBuckets, 0);   // pages touched before timing
+  const double units_per_ns = kind == ClockKind::kTsc ? 1.0 / ns_per_tick : 1.0;
+  const auto gap_1us = static_cast<uint64_t>(1'000.0 * units_per_ns);
+  const auto gap_10us = static_cast<uint64_t>(10'000.0 * units_per_ns);
+  const auto length = static_cast<uint64_t>(seconds * 1e9 * units_per_ns);
+  NoiseResult r;
+  uint64_t max_units = 0;
+  const uint64_t n0 = ReadSteadyNs();
+  Span prev = Timed(kind, [] {});
+  const uint64_t end = prev.begin + length;
+  for (;;) {
+    const Span s = Timed(kind, [] {});
+    const uint64_t d = s.end - s.begin;
+    ++hist[std::min<uint64_t>(d, kBuckets - 1)];
+    max_units = std::max(max_units, d);
+    const uint64_t period = s.begin - prev.begin;
+    r.gaps_1us += period > gap_1us;
+    r.gaps_10us += period > gap_10us;
+    prev = s;
+    ++r.regions;
+    if (s.end >= end) break;
+  }
+  r.seconds = static_cast<double>(ReadSteadyNs() - n0) / 1e9;
+  // The same rule as PercentileOf(): the value at index floor(q * n).
+  auto at = [&](double q) {
+    auto idx = static_cast<uint64_t>(q * static_cast<double>(r.regions));
+    if (idx >= r.regions) idx = r.regions - 1;
+    uint64_t cum = 0;
+    for (std::size_t v = 0; v < kBuckets; ++v) {
+      cum += hist[v];
+      if (cum > idx) return v == kBuckets - 1 ? max_units : static_cast<uint64_t>(v);
+    }
+    return max_units;
+  };
+  auto ns = [&](uint64_t units) { return static_cast<double>(units) / units_per_ns; };
+  r.p50_ns = ns(at(0.50));
+  r.p99_ns = ns(at(0.99));
+  r.p999_ns = ns(at(0.999));
+  r.max_ns = ns(max_units);
+  r.gaps_per_s = static_cast<double>(r.gaps_1us) / r.seconds;
+  r.gaps_10us_per_s = static_cast<double>(r.gaps_10us) / r.seconds;
+  return r;
+}
+
 // ------------------------------------------------------------------ engine run
 
+enum class WorkloadKind { kExchangeCore, kLiquibook };
+
 struct EngineArgs {
+  WorkloadKind workload = WorkloadKind::kExchangeCore;
   std::size_t commands = 3'000'000;
   uint64_t seed = 1;
   bool json = false;
   ClockKind clock = ClockKind::kTsc;
   uint64_t memory_orders = 1'000'000;
+  std::size_t level_cap = LiquibookSpec{}.max_level_orders;
   bool check = false;
 };
+
+std::string_view WorkloadName(WorkloadKind k) {
+  return k == WorkloadKind::kExchangeCore ? "exchange-core" : "liquibook";
+}
 
 void PrepareEngine(Engine* e, const Workload& w, EventBuffer* buf) {
   for (const Command& c : w.setup) {
@@ -180,17 +286,33 @@ double Percentile(const std::vector<uint64_t>& sorted, double q) {
   return static_cast<double>(PercentileOf(sorted, q));
 }
 
+std::string Tenths(const std::array<std::size_t, 10>& v) {
+  std::string s;
+  for (std::size_t x : v) s += (s.empty() ? "" : ",") + std::to_string(x);
+  return s;
+}
+
 int RunEngine(const EngineArgs& args) {
   // Memory first, in a fresh process, so that no freed block of a later phase
   // is reused and hides growth.
   MemoryResult mem = MeasureBytesPerOrder(args.memory_orders);
 
-  MixSpec spec;
-  spec.seed = args.seed;
-  spec.commands = args.commands;
-  spec.check_invariants = args.check;
   auto g0 = SteadyClock::now();
-  Workload w = GenerateExchangeCoreMix(spec);
+  Workload w;
+  if (args.workload == WorkloadKind::kExchangeCore) {
+    MixSpec spec;
+    spec.seed = args.seed;
+    spec.commands = args.commands;
+    spec.check_invariants = args.check;
+    w = GenerateExchangeCoreMix(spec);
+  } else {
+    LiquibookSpec spec;
+    spec.seed = args.seed;
+    spec.commands = args.commands;
+    spec.max_level_orders = args.level_cap;
+    spec.check_invariants = args.check;
+    w = GenerateLiquibookStream(spec);
+  }
   double gen_s = std::chrono::duration<double>(SteadyClock::now() - g0).count();
   MB_CHECK(w.stats.rejected == 0);
   const std::size_t n = w.commands.size();
@@ -227,18 +349,8 @@ int RunEngine(const EngineArgs& args) {
     uint64_t n0 = ReadSteadyNs();
     uint64_t c0 = args.clock == ClockKind::kTsc ? ReadTsc() : n0;
     for (std::size_t i = 0; i < n; ++i) {
-      uint64_t a = 0;
-      uint64_t b = 0;
-      if (args.clock == ClockKind::kTsc) {
-        a = ReadTsc();
-        e.Process(w.commands[i], &buf);
-        b = ReadTsc();
-      } else {
-        a = ReadSteadyNs();
-        e.Process(w.commands[i], &buf);
-        b = ReadSteadyNs();
-      }
-      lat[i] = b - a;
+      const Span s = Timed(args.clock, [&] { e.Process(w.commands[i], &buf); });
+      lat[i] = s.end - s.begin;
       events += buf.size();
       uint64_t t = 0;
       for (const auto& ev : buf) t += ev.type() == EventType::kTrade;
@@ -256,6 +368,13 @@ int RunEngine(const EngineArgs& args) {
   MB_CHECK(events == tp_events);       // both replays emitted the same stream
   MB_CHECK(events == w.stats.events);  // ... as the generator's shadow engine
   MB_CHECK(trades == w.stats.trades);
+
+  // Pass 3: the noise floor, as long as the latency pass (at least 0.25 s).
+  const NoiseResult noise = MeasureNoise(args.clock, ns_per_tick, std::max(lat_pass_s, 0.25));
+
+  double timed_ns = 0;  // time inside the latency pass's timed regions
+  for (uint64_t v : lat) timed_ns += static_cast<double>(v);
+  timed_ns *= ns_per_tick;
   std::sort(lat.begin(), lat.end());
   auto ns = [&](double v) { return v * ns_per_tick; };
   const double p50 = ns(Percentile(lat, 0.50));
@@ -264,29 +383,53 @@ int RunEngine(const EngineArgs& args) {
   const double p999 = ns(Percentile(lat, 0.999));
   const double p9999 = ns(Percentile(lat, 0.9999));
   const double maxv = ns(static_cast<double>(lat.back()));
-  // Commands slower than 10 us: on a VM mostly interrupts (timer ticks, VM
-  // exits) landing inside a timed region; their rate tells them apart.
-  const uint64_t slow_threshold = static_cast<uint64_t>(10'000.0 / ns_per_tick);
-  const auto slow =
-      static_cast<uint64_t>(lat.end() - std::lower_bound(lat.begin(), lat.end(), slow_threshold));
+  // Commands slower than 1 us and 10 us: on a VM mostly interrupts (timer
+  // ticks, VM exits) landing inside a timed region; the noise floor's gap rate
+  // times the time spent inside timed regions says how many to expect.
+  auto slower_than = [&](double threshold_ns) {
+    const auto t = static_cast<uint64_t>(threshold_ns / ns_per_tick);
+    return static_cast<uint64_t>(lat.end() - std::lower_bound(lat.begin(), lat.end(), t));
+  };
+  const uint64_t slow_1us = slower_than(1'000.0);
+  const uint64_t slow = slower_than(10'000.0);
+  const double gap_hits = noise.gaps_per_s * timed_ns / 1e9;
   const double overhead_ns = EmptyRegionNs(args.clock, ns_per_tick);
   const double throughput = static_cast<double>(n) / tp_seconds;
   const double trade_share = static_cast<double>(trading) / static_cast<double>(n);
   const double events_per_cmd = static_cast<double>(events) / static_cast<double>(n);
   const char* clock_name = args.clock == ClockKind::kTsc ? "tsc" : "steady_clock";
+  const bool liquibook = args.workload == WorkloadKind::kLiquibook;
+  const auto share = [&](uint64_t x) {
+    return 100.0 * static_cast<double>(x) / static_cast<double>(n);
+  };
+  const std::size_t final_open = w.stats.open_orders_by_tenth.back();
 
-  fmt::print("matchbook-bench engine: exchange-core single-book mix, seed {}\n", args.seed);
-  fmt::print(
-      "  generated {} commands in {:.2f} s (+{} setup commands, untimed): "
-      "GTC {:.2f}%  IOC {:.2f}%  cancel {:.2f}%  move {:.2f}%\n",
-      n, gen_s, w.setup.size(), 100.0 * static_cast<double>(w.stats.gtc) / static_cast<double>(n),
-      100.0 * static_cast<double>(w.stats.ioc) / static_cast<double>(n),
-      100.0 * static_cast<double>(w.stats.cancel) / static_cast<double>(n),
-      100.0 * static_cast<double>(w.stats.move) / static_cast<double>(n));
+  if (liquibook) {
+    fmt::print("matchbook-bench engine: Liquibook's perf-test stream, seed {}\n", args.seed);
+    fmt::print(
+        "  generated {} commands in {:.2f} s (+{} setup commands, untimed): "
+        "inserts {:.2f}%  cancels {:.2f}% ({:.3f} per insert; level cap {})\n",
+        n, gen_s, w.setup.size(), share(w.stats.gtc), share(w.stats.cancel),
+        static_cast<double>(w.stats.cancel) / static_cast<double>(w.stats.gtc),
+        args.level_cap == 0 ? std::string("none") : std::to_string(args.level_cap));
+    fmt::print(
+        "  inserts that trade on arrival: {:.2f}%; orders fully filled (Liquibook's "
+        "\"matched\"): {:.2f}% of inserts\n",
+        100.0 * static_cast<double>(trading) / static_cast<double>(w.stats.gtc),
+        100.0 * static_cast<double>(w.stats.filled_orders) / static_cast<double>(w.stats.gtc));
+  } else {
+    fmt::print("matchbook-bench engine: exchange-core single-book mix, seed {}\n", args.seed);
+    fmt::print(
+        "  generated {} commands in {:.2f} s (+{} setup commands, untimed): "
+        "GTC {:.2f}%  IOC {:.2f}%  cancel {:.2f}%  move {:.2f}%\n",
+        n, gen_s, w.setup.size(), share(w.stats.gtc), share(w.stats.ioc), share(w.stats.cancel),
+        share(w.stats.move));
+  }
   fmt::print(
       "  book while replaying: {:.0f} resting orders on {:.0f} price levels on average "
-      "(max {} orders)\n",
-      w.stats.mean_open_orders, w.stats.mean_price_levels, w.stats.max_open_orders);
+      "(max {} orders); after each tenth of the stream: {}\n",
+      w.stats.mean_open_orders, w.stats.mean_price_levels, w.stats.max_open_orders,
+      Tenths(w.stats.open_orders_by_tenth));
   fmt::print("\n  {:<34} {:>16}\n", "figure", "value");
   auto row = [](std::string_view k, const std::string& v) {
     fmt::print("  {:<34} {:>16}\n", k, v);
@@ -294,12 +437,23 @@ int RunEngine(const EngineArgs& args) {
   row("commands", fmt::format("{}", n));
   row("seconds (throughput pass)", fmt::format("{:.3f}", tp_seconds));
   row("throughput (commands/s)", fmt::format("{:.0f}", throughput));
+  if (liquibook) {
+    row("inserts/s (cancels' time included)",
+        fmt::format("{:.0f}", static_cast<double>(w.stats.gtc) / tp_seconds));
+  }
   row("latency p50 (ns)", fmt::format("{:.0f}", p50));
   row("latency p90 (ns)", fmt::format("{:.0f}", p90));
   row("latency p99 (ns)", fmt::format("{:.0f}", p99));
   row("latency p99.9 (ns)", fmt::format("{:.0f}", p999));
   row("latency p99.99 (ns)", fmt::format("{:.0f}", p9999));
   row("latency max (ns)", fmt::format("{:.0f}", maxv));
+  row("noise floor p50 (ns)", fmt::format("{:.0f}", noise.p50_ns));
+  row("noise floor p99 (ns)", fmt::format("{:.0f}", noise.p99_ns));
+  row("noise floor p99.9 (ns)", fmt::format("{:.0f}", noise.p999_ns));
+  row("noise floor max (ns)", fmt::format("{:.0f}", noise.max_ns));
+  row("noise gaps > 1 us per second", fmt::format("{:.0f}", noise.gaps_per_s));
+  row("noise gaps > 10 us per second", fmt::format("{:.0f}", noise.gaps_10us_per_s));
+  row("commands >= 1 us", fmt::format("{}", slow_1us));
   row("commands >= 10 us", fmt::format("{}", slow));
   row("trade share (commands w/ trade)", fmt::format("{:.2f}%", 100.0 * trade_share));
   row("trades", fmt::format("{}", trades));
@@ -313,24 +467,49 @@ int RunEngine(const EngineArgs& args) {
   fmt::print("  {} commands took >= 10 us: {:.0f} per second of the timed pass\n", slow,
              static_cast<double>(slow) / lat_pass_s);
   fmt::print(
+      "  noise floor: {} empty timed regions over {:.3f} s; {:.0f} gaps > 1 us per second "
+      "x {:.3f} s inside the latency pass's timed regions = ~{:.0f} commands expected to "
+      "hold one ({:.3f}% of them; p99.9 is the VM's when this is above 0.1%); {} took >= 1 "
+      "us\n",
+      noise.regions, noise.seconds, noise.gaps_per_s, timed_ns / 1e9, gap_hits,
+      100.0 * gap_hits / static_cast<double>(n), slow_1us);
+  fmt::print(
       "  memory: {} resting orders on {} price levels, engine sized for them: heap "
       "(mallinfo2 uordblks+hblkhd) {:.1f} B/order, of which {:.1f} at construction; "
       "RSS (/proc/self/statm) {:.1f} B/order\n",
       mem.orders, mem.price_levels, mem.heap_per_order, mem.heap_construct_per_order,
       mem.rss_per_order);
   if (args.json) {
-    fmt::print(
-        "{{\"bench\":\"engine\",\"commands\":{},\"seed\":{},\"seconds\":{:.6f},"
+    std::string j = fmt::format(
+        "{{\"bench\":\"engine\",\"workload\":\"{}\",\"commands\":{},\"seed\":{},"
+        "\"seconds\":{:.6f},"
         "\"throughput_per_s\":{:.0f},\"p50_ns\":{:.0f},\"p90_ns\":{:.0f},\"p99_ns\":{:.0f},"
         "\"p999_ns\":{:.0f},\"p9999_ns\":{:.0f},\"max_ns\":{:.0f},\"trades\":{},"
         "\"trading_commands\":{},\"trade_share\":{:.5f},\"events\":{},"
         "\"events_per_command\":{:.4f},"
         "\"bytes_per_resting_order\":{:.1f},\"bytes_per_resting_order_rss\":{:.1f},"
         "\"clock\":\"{}\",\"clock_overhead_ns\":{:.1f},\"mean_open_orders\":{:.0f},"
-        "\"mean_price_levels\":{:.0f},\"slow_10us\":{}}}\n",
-        n, args.seed, tp_seconds, throughput, p50, p90, p99, p999, p9999, maxv, trades, trading,
-        trade_share, events, events_per_cmd, mem.heap_per_order, mem.rss_per_order, clock_name,
-        overhead_ns, w.stats.mean_open_orders, w.stats.mean_price_levels, slow);
+        "\"mean_price_levels\":{:.0f},\"slow_10us\":{},",
+        WorkloadName(args.workload), n, args.seed, tp_seconds, throughput, p50, p90, p99, p999,
+        p9999, maxv, trades, trading, trade_share, events, events_per_cmd, mem.heap_per_order,
+        mem.rss_per_order, clock_name, overhead_ns, w.stats.mean_open_orders,
+        w.stats.mean_price_levels, slow);
+    j += fmt::format(
+        "\"max_open_orders\":{},\"final_open_orders\":{},\"slow_1us\":{},"
+        "\"noise_p50_ns\":{:.0f},\"noise_p99_ns\":{:.0f},\"noise_p999_ns\":{:.0f},"
+        "\"noise_max_ns\":{:.0f},\"noise_gaps_per_s\":{:.0f},\"noise_gaps_10us_per_s\":{:.0f},"
+        "\"noise_seconds\":{:.3f},\"gap_hits_expected\":{:.0f}",
+        w.stats.max_open_orders, final_open, slow_1us, noise.p50_ns, noise.p99_ns, noise.p999_ns,
+        noise.max_ns, noise.gaps_per_s, noise.gaps_10us_per_s, noise.seconds, gap_hits);
+    if (liquibook) {
+      j += fmt::format(
+          ",\"inserts\":{},\"cancels\":{},\"inserts_per_s\":{:.0f},\"level_cap\":{},"
+          "\"insert_trade_share\":{:.5f},\"filled_share\":{:.5f}",
+          w.stats.gtc, w.stats.cancel, static_cast<double>(w.stats.gtc) / tp_seconds,
+          args.level_cap, static_cast<double>(trading) / static_cast<double>(w.stats.gtc),
+          static_cast<double>(w.stats.filled_orders) / static_cast<double>(w.stats.gtc));
+    }
+    fmt::print("{}}}\n", j);
   }
   std::fflush(stdout);
   return 0;
@@ -607,14 +786,30 @@ Runner AddEngineCommand(CLI::App* app) {
       "engine",
       "The single-book engine benchmark: replays a command array generated up front from "
       "the seed, untimed. Prints throughput (a pass without per-command clock reads), "
-      "latency percentiles (a pass timing each command), trade share, "
+      "latency percentiles (a pass timing each command), the machine's noise floor (the "
+      "same timing code around nothing, as long as the latency pass), trade share, "
       "events/command, and bytes per resting order (--memory-orders orders placed into a "
       "fresh engine).");
+  sub->footer(
+      "Workloads:\n"
+      "  exchange-core  exchange-core's single-book mix: 9% GTC, 3% IOC, 6% cancel, 82% move;\n"
+      "                 ~1,000 resting orders on ~750 price levels; 1,000 accounts.\n"
+      "  liquibook      Liquibook's perf-test stream: alternating buy/sell GTC limits, buys\n"
+      "                 at 1880-1889, sells at 1884-1893, 100-1,000 lots in steps of 100;\n"
+      "                 a level over --level-cap orders sheds its oldest with a cancel.");
+  auto wl = std::make_shared<std::string>("exchange-core");
+  sub->add_option("--workload", *wl, "the command stream (default exchange-core)")
+      ->check(CLI::IsMember({"exchange-core", "liquibook"}));
   AddCount(sub, "--commands", &args->commands, 1, UINT64_MAX,
            "commands in the measured stream (default 3000000)", "_,");
   AddCount(sub, "--seed", &args->seed, 0, UINT64_MAX, "workload seed (default 1)", "_,");
   AddCount(sub, "--memory-orders", &args->memory_orders, 1, UINT32_MAX,
            "resting orders of the memory pass (default 1000000)", "_,");
+  CLI::Option* cap =
+      AddCount(sub, "--level-cap", &args->level_cap, 0, UINT32_MAX,
+               "liquibook: most orders a price level keeps before its oldest is canceled "
+               "(default 100; 0: none, the book grows as in Liquibook's test)",
+               "_,");
   auto clock = std::make_shared<std::string>("tsc");
   sub->add_option("--clock", *clock, "per-command clock (default tsc)")
       ->check(CLI::IsMember({"tsc", "steady"}));
@@ -622,8 +817,13 @@ Runner AddEngineCommand(CLI::App* app) {
   sub->add_flag("--check", args->check,
                 "run Engine::CheckInvariants() after every command while generating (slow; "
                 "to diagnose the engine)");
-  return [args, clock]() -> int {
+  return [args, wl, clock, cap]() -> int {
+    args->workload = *wl == "liquibook" ? WorkloadKind::kLiquibook : WorkloadKind::kExchangeCore;
     args->clock = *clock == "tsc" ? ClockKind::kTsc : ClockKind::kSteady;
+    if (cap->count() > 0 && args->workload != WorkloadKind::kLiquibook) {
+      std::fputs("--level-cap: only with --workload liquibook\n", stderr);
+      return 2;
+    }
     return RunEngine(*args);
   };
 }
