@@ -66,6 +66,7 @@
 #include <vector>
 
 #include "cli.h"
+#include "common/json_escape.h"
 #include "common/status.h"
 #include "concurrency/ring.h"
 
@@ -856,15 +857,6 @@ void PrintCsv(const std::vector<CellResult>& rows) {
 
 std::string JsonOptional(const std::optional<uint64_t>& v) {
   return v ? fmt::format("{}", *v) : "null";
-}
-
-std::string JsonString(std::string_view s) {
-  std::string out = "\"";
-  for (char ch : s) {
-    if (ch == '"' || ch == '\\') out += '\\';
-    out += ch;
-  }
-  return out + "\"";
 }
 
 std::string Json(const std::vector<CellResult>& rows, uint64_t duration_ms, uint64_t warmup_ms,

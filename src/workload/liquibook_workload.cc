@@ -178,7 +178,7 @@ class LiquibookGenerator {
           const auto& x = std::get<engine::OrderRested>(e.body);
           auto v = shadow_.FindOrder(x.order_id);
           MB_CHECK(v.has_value());
-          Level(v->side, v->price.value).push_back(Resting{v->id, v->account});
+          Level(v->terms.side, v->terms.price.value).push_back(Resting{v->id, v->terms.account});
           rested_ = true;
           break;
         }
