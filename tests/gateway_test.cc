@@ -512,6 +512,36 @@ TEST_F(GatewayTest, OrdersFillsBalancesAndCancels) {
   Reply pub = n.Request(http::verb::get, "/api/v3/trades?symbol=BTCUSDT");
   ASSERT_EQ(pub.Json().as_array().size(), 1u);
   EXPECT_EQ(pub.Json().as_array()[0].at("qty").as_string(), "0.04000000");
+  // Klines of every interval of Binance's, and in a time zone: a UTC+8 day
+  // opens at 16:00 UTC; closeTime is the next open - 1.
+  const int64_t traded = pub.Json().as_array()[0].at("time").as_int64();
+  for (const char* iv : {"1s", "1m", "3m", "5m", "15m", "30m", "1h", "2h", "4h", "6h", "8h", "12h",
+                         "1d", "3d", "1w", "1M"}) {
+    Reply k = n.Request(http::verb::get, fmt::format("/api/v3/klines?symbol=BTCUSDT&interval={}", iv));
+    ASSERT_EQ(k.status, 200) << iv << " " << k.body;
+    ASSERT_EQ(k.Json().as_array().size(), 1u) << iv;
+    EXPECT_EQ(k.Json().as_array()[0].as_array()[5].as_string(), "0.04000000") << iv;
+  }
+  constexpr int64_t kDayMs = 86'400'000;
+  constexpr int64_t k8h = 8 * 3'600'000;
+  const int64_t local_day = (traded + k8h) / kDayMs * kDayMs - k8h;
+  for (const char* zone : {"%2B08:00", "8", "08:00"}) {
+    for (const char* path : {"klines", "uiKlines"}) {
+      Reply k = n.Request(http::verb::get,
+                          fmt::format("/api/v3/{}?symbol=BTCUSDT&interval=1d&timeZone={}", path, zone));
+      ASSERT_EQ(k.status, 200) << zone << " " << k.body;
+      const json::value body = k.Json();
+      const json::array& row = body.as_array().at(0).as_array();
+      EXPECT_EQ(row[0].as_int64(), local_day) << zone;
+      EXPECT_EQ(row[6].as_int64(), local_day + kDayMs - 1) << zone;
+    }
+  }
+  for (const char* zone : {"15", "%2B14:01", "-12:30", "8:5", "UTC", ""}) {
+    Reply bad = n.Request(http::verb::get,
+                          fmt::format("/api/v3/klines?symbol=BTCUSDT&interval=1h&timeZone={}", zone));
+    EXPECT_EQ(bad.status, 400) << zone;
+    EXPECT_EQ(bad.Json().at("code").as_int64(), -1100) << zone << " " << bad.body;
+  }
   Reply depth = n.Request(http::verb::get, "/api/v3/depth?symbol=BTCUSDT");
   ASSERT_EQ(depth.Json().at("bids").as_array().size(), 1u);
   EXPECT_EQ(depth.Json().at("bids").as_array()[0].as_array()[1].as_string(), "0.06000000");

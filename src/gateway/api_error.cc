@@ -133,6 +133,12 @@ ApiError ApiError::IllegalChars(std::string_view param) {
   return Make(400, -1100, Quoted("Illegal characters found in parameter '", param, "'."));
 }
 
+ApiError ApiError::IllegalChars(std::string_view param, std::string_view legal_range) {
+  return Make(400, -1100,
+              Quoted("Illegal characters found in parameter '", param, "'; legal range is '") +
+                  std::string(legal_range) + "'.");
+}
+
 ApiError ApiError::DuplicateParam(std::string_view /*param*/) {
   // Binance's text names no parameter; clients may match it exactly.
   return Make(400, -1101, "Duplicate values for a parameter detected.");

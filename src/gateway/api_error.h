@@ -28,6 +28,8 @@ struct ApiError {
   static ApiError TimestampOutside();                        // 400 -1021
   static ApiError BadSignature();                            // 400 -1022
   static ApiError IllegalChars(std::string_view param);      // 400 -1100
+  // 400 -1100 "Illegal characters found in parameter 'p'; legal range is 'r'."
+  static ApiError IllegalChars(std::string_view param, std::string_view legal_range);
   static ApiError DuplicateParam(std::string_view param);    // 400 -1101 (duplicate or too many)
   static ApiError MandatoryMissing(std::string_view param);  // 400 -1102
   static ApiError UnreadParams();                            // 400 -1104

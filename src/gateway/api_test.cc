@@ -73,6 +73,8 @@ TEST(ApiErrorTest, CatalogueCodesAndTexts) {
       {ApiError::IllegalChars("symbol"), 400, -1100,
        "Illegal characters found in parameter 'symbol'."},
       {ApiError::IllegalChars(""), 400, -1100, "Illegal characters found in a parameter."},
+      {ApiError::IllegalChars("timeZone", "-12:00 to +14:00"), 400, -1100,
+       "Illegal characters found in parameter 'timeZone'; legal range is '-12:00 to +14:00'."},
       {ApiError::DuplicateParam("symbol"), 400, -1101,
        "Duplicate values for a parameter detected."},
       {ApiError::MandatoryMissing("symbol"), 400, -1102,

@@ -290,12 +290,13 @@ void OrderCore(Obj& o, const MarketFormat& f, const OrderRecord& r, bool with_qu
       .Str("side", engine::ToString(r.terms.side));
 }
 
-void AppendKlineArray(Buf& b, const MarketFormat& f, int64_t interval_ms, const Kline& k) {
+void AppendKlineArray(Buf& b, const MarketFormat& f, marketdata::KlineInterval interval,
+                      int32_t zone_min, const Kline& k) {
   b.push_back('[');
   AppendInt(b, k.open_time_ms);
   fmt::format_to(std::back_inserter(b), ",\"{}\",\"{}\",\"{}\",\"{}\",\"{}\",", f.Price(k.open),
                  f.Price(k.high), f.Price(k.low), f.Price(k.close), f.Base(k.base_volume));
-  AppendInt(b, k.open_time_ms + interval_ms - 1);
+  AppendInt(b, marketdata::KlineNextOpenMs(interval, k.open_time_ms, zone_min) - 1);
   fmt::format_to(std::back_inserter(b), ",\"{}\",{},\"{}\",\"{}\",\"0\"]", f.Quote(k.quote_volume),
                  k.trades, f.Base(k.taker_buy_base), f.Quote(k.taker_buy_quote));
 }
@@ -477,14 +478,14 @@ std::string AggTradesJson(const engine::EngineConfig& config, std::span<const Tr
 }
 
 std::string KlinesJson(const engine::EngineConfig& config, MarketId market,
-                       marketdata::KlineInterval interval, std::span<const Kline> k) {
+                       marketdata::KlineInterval interval, std::span<const Kline> k,
+                       int32_t zone_min) {
   const MarketFormat f(config, market);
-  const int64_t interval_ms = marketdata::IntervalMs(interval);
   Buf b;
   b.push_back('[');
   for (std::size_t i = 0; i < k.size(); ++i) {
     if (i > 0) b.push_back(',');
-    AppendKlineArray(b, f, interval_ms, k[i]);
+    AppendKlineArray(b, f, interval, zone_min, k[i]);
   }
   b.push_back(']');
   return ToStr(b);
@@ -866,7 +867,7 @@ std::string BookTickerEventJson(const engine::EngineConfig& config, const Market
 
 std::string KlineEventJson(const engine::EngineConfig& config, MarketId market,
                            marketdata::KlineInterval interval, const Kline& k, bool closed,
-                           int64_t event_ns, TimeUnit unit) {
+                           int64_t event_ns, TimeUnit unit, int32_t zone_min) {
   const MarketFormat f(config, market);
   const bool any = k.trades > 0;
   Buf b;
@@ -875,7 +876,7 @@ std::string KlineEventJson(const engine::EngineConfig& config, MarketId market,
   {
     Obj ko(b);
     ko.Int("t", MsIn(k.open_time_ms, unit))
-        .Int("T", MsIn(k.open_time_ms + marketdata::IntervalMs(interval), unit) - 1)
+        .Int("T", MsIn(marketdata::KlineNextOpenMs(interval, k.open_time_ms, zone_min), unit) - 1)
         .Str("s", f.spec().symbol)
         .Str("i", marketdata::ToString(interval))
         .Int("f", TradeIdOrNone(any, k.first_trade))

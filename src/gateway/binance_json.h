@@ -59,8 +59,10 @@ std::string TradesJson(const engine::EngineConfig& config, std::span<const marke
 std::string AggTradesJson(const engine::EngineConfig& config,
                           std::span<const marketdata::TradeRow> t);
 // [[openTime,"o","h","l","c","v",closeTime,"quoteVolume",trades,"takerBuyBase","takerBuyQuote","0"]]
+// closeTime is the next candle's open time - 1 in the zone (months differ in length).
 std::string KlinesJson(const engine::EngineConfig& config, MarketId market,
-                       marketdata::KlineInterval interval, std::span<const marketdata::Kline> k);
+                       marketdata::KlineInterval interval, std::span<const marketdata::Kline> k,
+                       int32_t zone_min = 0);
 // One object each (the caller wraps several in [...]).
 std::string Ticker24hJson(const engine::EngineConfig& config, const marketdata::MarketSnapshot& s,
                           int64_t now_ms);
@@ -138,7 +140,7 @@ std::string BookTickerEventJson(const engine::EngineConfig& config,
 // last µs of the candle.
 std::string KlineEventJson(const engine::EngineConfig& config, MarketId market,
                            marketdata::KlineInterval interval, const marketdata::Kline& k,
-                           bool closed, int64_t event_ns, TimeUnit unit);
+                           bool closed, int64_t event_ns, TimeUnit unit, int32_t zone_min = 0);
 
 // --- user data payloads (times in ms: timeUnit applies to market streams only) ---
 // {e:"executionReport",E,s,c,S,o,f,q,p,P,F,g,C,x,X,r,i,l,z,L,n,N,T,t,I,w,m,M,O,Z,Y,Q,W,V}

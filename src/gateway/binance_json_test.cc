@@ -240,7 +240,7 @@ MarketSnapshot TickerSnapshot() {
   current.first_trade = TradeId{8};
   current.last_trade = TradeId{11};
   auto& series = s.klines[static_cast<std::size_t>(KlineInterval::k1m)];
-  series.closed = std::make_shared<const std::vector<Kline>>(std::vector<Kline>{BtcKline()});
+  series.closed = marketdata::KlineHistory::Append(nullptr, BtcKline(), 10);
   series.current = current;
   auto older = std::make_shared<marketdata::TradeChunk>();
   TradeRow last = BtcTrade();

@@ -543,6 +543,16 @@ class Gateway::Impl final : public HttpHandler {
     *out = std::min<std::size_t>(static_cast<std::size_t>(*v), max);
     return std::nullopt;
   }
+  // timeZone: hours or hours:minutes east of UTC, [-12:00, +14:00]; 0 when absent.
+  std::optional<ApiError> TimeZoneParam(const Ctx& c, int32_t* zone_min) {
+    *zone_min = 0;
+    const auto v = c.params.Get("timeZone");
+    if (!v) return std::nullopt;
+    const std::optional<int32_t> z = marketdata::ParseTimeZone(*v);
+    if (!z) return ApiError::IllegalChars("timeZone", "-12:00 to +14:00");
+    *zone_min = *z;
+    return std::nullopt;
+  }
   std::shared_ptr<const marketdata::MarketSnapshot> Snap(MarketId m) const {
     return read_side_.Snapshot(m);
   }
@@ -666,8 +676,10 @@ class Gateway::Impl final : public HttpHandler {
     if (auto e = LimitParam(c, 500, 1000, &limit)) return Reply(c, *e);
     if (auto e = c.params.GetInt("startTime", &start)) return Reply(c, *e);
     if (auto e = c.params.GetInt("endTime", &end)) return Reply(c, *e);
-    const auto rows = Snap(m)->Klines(*interval, start.value_or(0), end.value_or(0), limit);
-    Ok(c, KlinesJson(config_, m, *interval, rows));
+    int32_t zone = 0;
+    if (auto e = TimeZoneParam(c, &zone)) return Reply(c, *e);
+    const auto rows = Snap(m)->Klines(*interval, start.value_or(0), end.value_or(0), limit, zone);
+    Ok(c, KlinesJson(config_, m, *interval, rows, zone));
   }
   void Ticker24h(Ctx& c) {
     const int64_t now = clock_.wall_ms();

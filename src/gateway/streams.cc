@@ -73,6 +73,7 @@ struct StreamKey {
   Kind kind = Kind::kTrade;
   uint8_t interval = 0;  // kDepth, kPartialDepth: index into kIntervalMs; kKline: KlineInterval
   uint8_t levels = 0;    // kPartialDepth: 5, 10 or 20
+  int32_t zone_min = 0;  // kKline: the candles' time zone, minutes east of UTC
 };
 
 using SymbolMap = std::map<std::string, MarketId, std::less<>>;
@@ -110,8 +111,16 @@ std::optional<StreamKey> ParseStreamName(std::string_view name, const SymbolMap&
   } else if (rest == "bookTicker") {
     key.kind = Kind::kBookTicker;
   } else if (rest.starts_with("kline_")) {
-    const auto interval = marketdata::ParseKlineInterval(rest.substr(6));
+    // kline_<interval>, or kline_<interval>@<zone> (Binance: "@+08:00").
+    rest.remove_prefix(6);
+    const std::size_t zone_at = rest.find('@');
+    const auto interval = marketdata::ParseKlineInterval(rest.substr(0, zone_at));
     if (!interval) return std::nullopt;
+    if (zone_at != std::string_view::npos) {
+      const auto zone = marketdata::ParseTimeZone(rest.substr(zone_at + 1));
+      if (!zone) return std::nullopt;
+      key.zone_min = *zone;
+    }
     key.kind = Kind::kKline;
     key.interval = static_cast<uint8_t>(*interval);
   } else if (rest.starts_with("depth")) {
@@ -304,6 +313,13 @@ struct RouteTopic {
   UnitConns combined;
 };
 
+// One watched candle series: an interval in a time zone.
+struct KlineWatchKey {
+  uint8_t interval = 0;  // KlineInterval
+  int32_t zone_min = 0;
+  friend bool operator==(const KlineWatchKey&, const KlineWatchKey&) = default;
+};
+
 struct MarketRoute {
   std::vector<RouteTopic> topics;
   std::array<bool, 3> depth{};    // diff depth, by interval index
@@ -313,7 +329,7 @@ struct MarketRoute {
   bool ticker = false;
   bool mini_ticker = false;
   bool book_ticker = false;
-  std::array<bool, marketdata::kKlineIntervals> kline{};
+  std::vector<KlineWatchKey> klines;  // distinct
   bool any_kline = false;
 };
 
@@ -353,24 +369,17 @@ struct MarketFanout {
   bool has_best = false;
   Level best_bid;
   Level best_ask;
-  // Open time of the candle last sent with x=false, per interval; -1: none.
-  std::array<int64_t, marketdata::kKlineIntervals> kline_open_ms;
-  MarketFanout() { kline_open_ms.fill(-1); }
+  // Per watched series: the open time of the candle last sent with
+  // x=false; -1: none.
+  struct KlineWatch {
+    KlineWatchKey key;
+    int64_t open_ms = -1;
+  };
+  std::vector<KlineWatch> klines;
 };
 
 int64_t FloorDiv(int64_t a, int64_t b) {
   return a / b - ((a % b != 0 && (a < 0) != (b < 0)) ? 1 : 0);
-}
-
-const marketdata::Kline* FindCandle(const marketdata::KlineSeries& series, int64_t open_ms) {
-  if (series.current && series.current->open_time_ms == open_ms) return &*series.current;
-  if (series.closed) {
-    for (auto it = series.closed->rbegin(); it != series.closed->rend(); ++it) {
-      if (it->open_time_ms == open_ms) return &*it;
-      if (it->open_time_ms < open_ms) break;
-    }
-  }
-  return nullptr;
 }
 
 }  // namespace
@@ -461,8 +470,18 @@ class StreamHub::Impl {
       t.type = ConnState::Type::kCombined;
       for (std::string_view pair : Split(query, '&')) {
         if (!pair.starts_with("streams=")) continue;
+        // A '+' is the sign of a time zone ("@kline_1h@+08:00"), never a
+        // space: no stream name has one.
+        std::string names;
+        for (char ch : pair.substr(8)) {
+          if (ch == '+') {
+            names += "%2B";
+          } else {
+            names += ch;
+          }
+        }
         std::string decoded;
-        if (!PercentDecode(pair.substr(8), &decoded)) return std::nullopt;
+        if (!PercentDecode(names, &decoded)) return std::nullopt;
         for (std::string_view name : Split(decoded, '/')) {
           if (name.empty()) continue;
           if (!AddTargetStream(name, &t)) return std::nullopt;
@@ -759,10 +778,14 @@ class StreamHub::Impl {
           case Kind::kBookTicker:
             route->book_ticker = true;
             break;
-          case Kind::kKline:
-            route->kline[k.interval] = true;
+          case Kind::kKline: {
+            const KlineWatchKey w{k.interval, k.zone_min};
+            if (std::find(route->klines.begin(), route->klines.end(), w) == route->klines.end()) {
+              route->klines.push_back(w);
+            }
             route->any_kline = true;
             break;
+          }
         }
         route->topics.push_back(RouteTopic{it->first, k, it->second.raw, it->second.combined});
       }
@@ -1135,9 +1158,15 @@ class StreamHub::Impl {
       }
       if (!route.ticker && !route.mini_ticker) f.ticker_dirty = false;
       if (!route.book_ticker) f.has_best = false;
-      for (std::size_t i = 0; i < marketdata::kKlineIntervals; ++i) {
-        if (!route.kline[i]) f.kline_open_ms[i] = -1;
+      std::vector<MarketFanout::KlineWatch> klines;
+      for (const KlineWatchKey& w : route.klines) {
+        MarketFanout::KlineWatch watch{w, -1};
+        for (const auto& old : f.klines) {
+          if (old.key == w) watch.open_ms = old.open_ms;
+        }
+        klines.push_back(watch);
       }
+      f.klines = std::move(klines);
     }
   }
 
@@ -1270,32 +1299,32 @@ class StreamHub::Impl {
                  [&](TimeUnit) { return BookTickerEventJson(config_, *snap); });
   }
 
-  // After a batch that traded: the open candle of each watched interval (x=false),
+  // After a batch that traded: the open candle of each watched series (x=false),
   // preceded by the previous candle with x=true when a new one has opened.
   void SendCandles(MarketId market, const MarketRoute& route, MarketFanout* f, int64_t now,
                    int64_t origin_ns) {
     const int64_t event_ns = now * kNsPerMs;
     const auto snap = read_side_.Snapshot(market);
     if (!snap) return;
-    for (std::size_t i = 0; i < marketdata::kKlineIntervals; ++i) {
-      if (!route.kline[i]) continue;
-      const marketdata::KlineSeries& series = snap->klines[i];
-      if (!series.current) continue;
-      const auto interval = static_cast<KlineInterval>(i);
-      const auto match = [i](const StreamKey& k) {
-        return k.kind == Kind::kKline && k.interval == i;
+    for (MarketFanout::KlineWatch& w : f->klines) {
+      const auto interval = static_cast<KlineInterval>(w.key.interval);
+      const int32_t zone = w.key.zone_min;
+      const std::optional<marketdata::Kline> current = snap->LatestCandle(interval, zone);
+      if (!current) continue;
+      const auto match = [&w](const StreamKey& k) {
+        return k.kind == Kind::kKline && k.interval == w.key.interval &&
+               k.zone_min == w.key.zone_min;
       };
-      int64_t& open = f->kline_open_ms[i];
-      if (open >= 0 && series.current->open_time_ms != open) {
-        if (const marketdata::Kline* closed = FindCandle(series, open)) {
+      if (w.open_ms >= 0 && current->open_time_ms != w.open_ms) {
+        if (const auto closed = snap->Candle(interval, w.open_ms, zone)) {
           SendToTopics(route, match, origin_ns, [&](TimeUnit u) {
-            return KlineEventJson(config_, market, interval, *closed, true, event_ns, u);
+            return KlineEventJson(config_, market, interval, *closed, true, event_ns, u, zone);
           });
         }
       }
-      open = series.current->open_time_ms;
+      w.open_ms = current->open_time_ms;
       SendToTopics(route, match, origin_ns, [&](TimeUnit u) {
-        return KlineEventJson(config_, market, interval, *series.current, false, event_ns, u);
+        return KlineEventJson(config_, market, interval, *current, false, event_ns, u, zone);
       });
     }
   }
@@ -1305,23 +1334,26 @@ class StreamHub::Impl {
   void CloseCandles(MarketId market, const MarketRoute& route, MarketFanout* f, int64_t now) {
     const int64_t event_ns = now * kNsPerMs;
     std::shared_ptr<const MarketSnapshot> snap;
-    for (std::size_t i = 0; i < marketdata::kKlineIntervals; ++i) {
-      int64_t& open = f->kline_open_ms[i];
-      if (!route.kline[i] || open < 0) continue;
-      const auto interval = static_cast<KlineInterval>(i);
-      if (now < open + marketdata::IntervalMs(interval)) continue;
+    for (MarketFanout::KlineWatch& w : f->klines) {
+      if (w.open_ms < 0) continue;
+      const auto interval = static_cast<KlineInterval>(w.key.interval);
+      const int32_t zone = w.key.zone_min;
+      if (now < marketdata::KlineNextOpenMs(interval, w.open_ms, zone)) continue;
       if (!snap) snap = read_side_.Snapshot(market);
       if (!snap) return;
-      if (const marketdata::Kline* k = FindCandle(snap->klines[i], open)) {
+      if (const auto k = snap->Candle(interval, w.open_ms, zone)) {
         SendToTopics(
             route,
-            [i](const StreamKey& key) { return key.kind == Kind::kKline && key.interval == i; },
+            [&w](const StreamKey& key) {
+              return key.kind == Kind::kKline && key.interval == w.key.interval &&
+                     key.zone_min == w.key.zone_min;
+            },
             kNoOrigin,
             [&](TimeUnit u) {
-              return KlineEventJson(config_, market, interval, *k, true, event_ns, u);
+              return KlineEventJson(config_, market, interval, *k, true, event_ns, u, zone);
             });
       }
-      open = -1;
+      w.open_ms = -1;
     }
   }
 

@@ -9,7 +9,8 @@
 //
 // Market streams: <symbol>@depth (1000 ms), @depth@100ms, @depth@0ms (every
 // durable batch), @depth5/10/20 (partial book, @100ms / 1000 ms), @trade,
-// @aggTrade, @ticker, @miniTicker, @bookTicker, @kline_<interval>. Symbols
+// @aggTrade, @ticker, @miniTicker, @bookTicker, @kline_<interval> (1s..1M)
+// and @kline_<interval>@<zone> (candles aligned in a time zone, "+08:00"). Symbols
 // are lower case in stream names. Depth diffs are coalesced per interval
 // with U of the first and u of the last diff in it, so U == previous u + 1.
 //

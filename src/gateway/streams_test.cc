@@ -431,7 +431,9 @@ TEST_F(StreamsTest, MalformedRequestsGetAnErrorAndKeepTheConnection) {
                   .starts_with("Invalid value type"));
   EXPECT_TRUE(error(R"({"method":"SUBSCRIBE","id":10})", 2, 10).starts_with("Invalid request"));
   for (const char* bad : {"btcusd@trade", "BTCUSDT@trade", "btcusdt@depth7", "btcusdt@depth@10ms",
-                          "btcusdt@kline_2m", "btcusdt", "@trade", "btcusdt@trade@100ms"}) {
+                          "btcusdt@kline_2m", "btcusdt", "@trade", "btcusdt@trade@100ms",
+                          "btcusdt@kline_1d@", "btcusdt@kline_1d@+15:00", "btcusdt@kline_1d@8:5",
+                          "btcusdt@kline_1S", "btcusdt@kline_@+08:00"}) {
     const std::string req = std::string(R"({"method":"SUBSCRIBE","params":["ethusdt@trade",")") +
                             bad + R"("],"id":"s"})";
     EXPECT_EQ(error(req, 2, "s"), std::string("Invalid request: unknown stream '") + bad + "'");
@@ -828,6 +830,58 @@ TEST_F(StreamsTest, BookTickerWhenTheTopOfTheBookChanges) {
     EXPECT_EQ(Units(Str(m, "B")), 2 * kBtcLotUnits);
   }
   EXPECT_TRUE(eth->sent().empty());
+}
+
+// 1s, 1M and candles in a time zone: t and T are the candle's bounds in UTC
+// ms, as Binance aligns it in that zone.
+TEST_F(StreamsTest, KlinesOfNewIntervalsAndInATimeZone) {
+  using marketdata::KlineInterval;
+  auto s1 = Open("/ws/btcusdt@kline_1s");
+  auto month = Open("/ws/btcusdt@kline_1M");
+  auto day8 = Open("/stream?streams=btcusdt@kline_1d@+08:00/btcusdt@kline_1d");
+  Place(alice_, kBtcUsdt, Side::kSell, 10'000, 10);
+  now_ms_ += 250;
+  Place(bob_, kBtcUsdt, Side::kBuy, 10'000, 2);
+  const int64_t now = now_ms_;
+  {
+    const json::object c = Obj(s1->TakeOne()).at("k").as_object();
+    EXPECT_EQ(Str(c, "i"), "1s");
+    EXPECT_EQ(Int(c, "t"), now - now % 1000);
+    EXPECT_EQ(Int(c, "T"), now - now % 1000 + 999);
+    EXPECT_EQ(c.at("x"), false);
+  }
+  {
+    const json::object c = Obj(month->TakeOne()).at("k").as_object();
+    EXPECT_EQ(Str(c, "i"), "1M");
+    const int64_t open = marketdata::KlineOpenMs(KlineInterval::k1M, now);
+    EXPECT_EQ(Int(c, "t"), open);
+    EXPECT_EQ(Int(c, "T"), marketdata::KlineNextOpenMs(KlineInterval::k1M, open) - 1);
+    EXPECT_GE(Int(c, "T") - Int(c, "t") + 1, 28 * 86'400'000LL);
+  }
+  {
+    std::map<std::string, json::object> by_stream;
+    for (const std::string& text : day8->Take()) {
+      const json::object m = Obj(text);
+      by_stream[std::string(Str(m, "stream"))] = m.at("data").as_object().at("k").as_object();
+    }
+    ASSERT_EQ(by_stream.size(), 2u);
+    const json::object& z = by_stream.at("btcusdt@kline_1d@+08:00");
+    const json::object& u = by_stream.at("btcusdt@kline_1d");
+    const int64_t local_open = (now + 8 * 3'600'000) / 86'400'000 * 86'400'000 - 8 * 3'600'000;
+    EXPECT_EQ(Int(z, "t"), local_open);
+    EXPECT_EQ(Int(z, "T"), local_open + 86'400'000 - 1);
+    EXPECT_EQ(Int(u, "t"), now - now % 86'400'000);
+    EXPECT_EQ(Int(z, "n"), 1);
+    EXPECT_EQ(Units(Str(z, "v")), 2 * kBtcLotUnits);
+  }
+  // The second ends by the clock: the 1s candle goes out closed.
+  Advance(1000);
+  {
+    const json::object c = Obj(s1->TakeOne()).at("k").as_object();
+    EXPECT_EQ(Int(c, "t"), now - now % 1000);
+    EXPECT_EQ(c.at("x"), true);
+  }
+  EXPECT_TRUE(month->sent().empty());
 }
 
 TEST_F(StreamsTest, KlinesFollowTradesAndCloseWithXTrue) {

@@ -41,11 +41,23 @@ constexpr int64_t kDayMs = 24 * kHourMs;
 // at least this many closed candles whatever klines_per_interval says.
 constexpr std::size_t kTickerMinutes = 1440;
 
+constexpr int64_t kWeekMs = 7 * kDayMs;
+// 1970-01-05, the first Monday after the epoch: weeks open on Mondays.
+constexpr int64_t kFirstMondayMs = 4 * kDayMs;
+
 constexpr std::array<std::string_view, kKlineIntervals> kIntervalNames = {
-    "1m", "3m", "5m", "15m", "30m", "1h", "2h", "4h", "6h", "8h", "12h", "1d"};
+    "1m", "3m", "5m", "15m", "30m", "1h", "2h", "4h", "6h", "8h", "12h", "1d", "1s", "3d", "1w", "1M"};
 constexpr std::array<int64_t, kKlineIntervals> kIntervalLengthMs = {
     kMinuteMs,   3 * kMinuteMs, 5 * kMinuteMs, 15 * kMinuteMs, 30 * kMinuteMs, kHourMs,
-    2 * kHourMs, 4 * kHourMs,   6 * kHourMs,   8 * kHourMs,    12 * kHourMs,   kDayMs};
+    2 * kHourMs, 4 * kHourMs,   6 * kHourMs,   8 * kHourMs,    12 * kHourMs,   kDayMs,
+    1000,        3 * kDayMs,    kWeekMs,       31 * kDayMs};
+// Sources of candles in a zone that does not align with UTC's: the
+// fixed-length intervals of at most a day, longest first (each divides 1d,
+// 3d, 1w and a month of whole days).
+constexpr std::array<KlineInterval, 11> kZoneSources = {
+    KlineInterval::k1d, KlineInterval::k12h, KlineInterval::k8h,  KlineInterval::k6h,
+    KlineInterval::k4h, KlineInterval::k2h,  KlineInterval::k1h,  KlineInterval::k30m,
+    KlineInterval::k15m, KlineInterval::k5m, KlineInterval::k3m};
 
 // Floor division: event times before the epoch still align downwards.
 int64_t FloorDiv(int64_t a, int64_t b) noexcept {
@@ -55,6 +67,52 @@ int64_t FloorDiv(int64_t a, int64_t b) noexcept {
 }
 
 int64_t NsToMs(int64_t ns) noexcept { return FloorDiv(ns, kNsPerMs); }
+
+// Proleptic Gregorian calendar <-> days since 1970-01-01 (the usual era
+// arithmetic: 400-year eras of 146097 days, years starting on March 1st so
+// that the leap day ends them).
+struct CivilDate {
+  int64_t year = 1970;
+  int64_t month = 1;  // 1..12
+  int64_t day = 1;    // 1..31
+};
+
+CivilDate CivilFromDays(int64_t days) noexcept {
+  days += 719'468;  // days from 0000-03-01 to 1970-01-01
+  const int64_t era = FloorDiv(days, 146'097);
+  const int64_t doe = days - era * 146'097;                                           // [0, 146096]
+  const int64_t yoe = (doe - doe / 1'460 + doe / 36'524 - doe / 146'096) / 365;       // [0, 399]
+  const int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);                        // [0, 365]
+  const int64_t mp = (5 * doy + 2) / 153;                                             // [0, 11], March = 0
+  CivilDate d;
+  d.day = doy - (153 * mp + 2) / 5 + 1;
+  d.month = mp < 10 ? mp + 3 : mp - 9;
+  d.year = yoe + era * 400 + (d.month <= 2 ? 1 : 0);
+  return d;
+}
+
+int64_t DaysFromCivil(int64_t year, int64_t month, int64_t day) noexcept {
+  year -= month <= 2 ? 1 : 0;
+  const int64_t era = FloorDiv(year, 400);
+  const int64_t yoe = year - era * 400;                                       // [0, 399]
+  const int64_t doy = (153 * (month > 2 ? month - 3 : month + 9) + 2) / 5 + day - 1;  // [0, 365]
+  const int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;                  // [0, 146096]
+  return era * 146'097 + doe - 719'468;
+}
+
+// Adds candle c (later in time) into the candle being summed.
+void MergeInto(Kline* into, const Kline& c) noexcept {
+  into->high = std::max(into->high, c.high);
+  into->low = std::min(into->low, c.low);
+  into->close = c.close;
+  into->volume += c.volume;
+  into->base_volume += c.base_volume;
+  into->quote_volume += c.quote_volume;
+  into->taker_buy_base += c.taker_buy_base;
+  into->taker_buy_quote += c.taker_buy_quote;
+  into->trades += c.trades;
+  into->last_trade = c.last_trade;
+}
 
 std::size_t SideIndex(Side s) noexcept { return static_cast<std::size_t>(Raw(s)); }
 
@@ -127,6 +185,141 @@ int64_t IntervalMs(KlineInterval i) noexcept {
   return k < kKlineIntervals ? kIntervalLengthMs[k] : 0;
 }
 
+std::optional<int32_t> ParseTimeZone(std::string_view s) noexcept {
+  bool negative = false;
+  if (!s.empty() && (s.front() == '+' || s.front() == '-')) {
+    negative = s.front() == '-';
+    s.remove_prefix(1);
+  }
+  auto digits = [](std::string_view d, int32_t* out) {
+    if (d.empty() || d.size() > 2) return false;
+    int32_t v = 0;
+    for (char c : d) {
+      if (c < '0' || c > '9') return false;
+      v = v * 10 + (c - '0');
+    }
+    *out = v;
+    return true;
+  };
+  const std::size_t colon = s.find(':');
+  int32_t hours = 0;
+  int32_t minutes = 0;
+  if (!digits(s.substr(0, colon), &hours)) return std::nullopt;
+  if (colon != std::string_view::npos) {
+    const std::string_view m = s.substr(colon + 1);
+    if (m.size() != 2 || !digits(m, &minutes) || minutes > 59) return std::nullopt;
+  }
+  const int32_t total = (negative ? -1 : 1) * (hours * 60 + minutes);
+  if (total < kMinZoneMinutes || total > kMaxZoneMinutes) return std::nullopt;
+  return total;
+}
+
+int64_t KlineOpenMs(KlineInterval i, int64_t t_ms, int32_t zone_min) noexcept {
+  const int64_t offset = int64_t{zone_min} * kMinuteMs;
+  const int64_t local = t_ms + offset;
+  int64_t open = 0;
+  switch (i) {
+    case KlineInterval::k1M: {
+      const CivilDate d = CivilFromDays(FloorDiv(local, kDayMs));
+      open = DaysFromCivil(d.year, d.month, 1) * kDayMs;
+      break;
+    }
+    case KlineInterval::k1w:
+      open = FloorDiv(local - kFirstMondayMs, kWeekMs) * kWeekMs + kFirstMondayMs;
+      break;
+    default: {
+      const int64_t len = IntervalMs(i);
+      open = FloorDiv(local, len) * len;
+      break;
+    }
+  }
+  return open - offset;
+}
+
+int64_t KlineNextOpenMs(KlineInterval i, int64_t open_ms, int32_t zone_min) noexcept {
+  if (i != KlineInterval::k1M) return open_ms + IntervalMs(i);
+  const int64_t offset = int64_t{zone_min} * kMinuteMs;
+  const CivilDate d = CivilFromDays(FloorDiv(open_ms + offset, kDayMs));
+  const int64_t year = d.month == 12 ? d.year + 1 : d.year;
+  const int64_t month = d.month == 12 ? 1 : d.month + 1;
+  return DaysFromCivil(year, month, 1) * kDayMs - offset;
+}
+
+bool ZoneAligned(KlineInterval i, int32_t zone_min) noexcept {
+  if (zone_min == 0) return true;
+  if (i == KlineInterval::k1M || i == KlineInterval::k1w) return false;
+  return (int64_t{zone_min} * kMinuteMs) % IntervalMs(i) == 0;
+}
+
+KlineInterval ZoneSource(KlineInterval interval, int32_t zone_min) noexcept {
+  const int64_t offset = int64_t{zone_min} * kMinuteMs;
+  const bool calendar = interval == KlineInterval::k1M;
+  for (KlineInterval s : kZoneSources) {
+    const int64_t len = IntervalMs(s);
+    if (offset % len != 0) continue;
+    // A month is whole days (every source divides a day); the others must
+    // be a whole number of source candles, and longer than one.
+    if (calendar || (IntervalMs(interval) % len == 0 && IntervalMs(interval) > len)) return s;
+  }
+  return KlineInterval::k1m;
+}
+
+// ------------------------------------------------------------- KlineHistory
+
+std::size_t KlineHistory::LowerBound(int64_t open_ms) const noexcept {
+  std::size_t lo = 0, hi = size_;
+  while (lo < hi) {
+    const std::size_t mid = lo + (hi - lo) / 2;
+    if ((*this)[mid].open_time_ms < open_ms) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo;
+}
+
+std::size_t KlineHistory::UpperBound(int64_t open_ms) const noexcept {
+  std::size_t lo = 0, hi = size_;
+  while (lo < hi) {
+    const std::size_t mid = lo + (hi - lo) / 2;
+    if ((*this)[mid].open_time_ms <= open_ms) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo;
+}
+
+std::shared_ptr<const KlineHistory> KlineHistory::Append(const KlineHistory* history,
+                                                         const Kline& k, std::size_t bound) {
+  auto out = std::make_shared<KlineHistory>();
+  if (history != nullptr) *out = *history;  // the chunk pointers, not the candles
+  if (out->chunks_.empty() || out->chunks_.back()->size() == kChunk) {
+    auto chunk = std::make_shared<std::vector<Kline>>();
+    chunk->reserve(kChunk);
+    chunk->push_back(k);
+    out->chunks_.push_back(std::move(chunk));
+  } else {
+    // The partial last chunk is shared with older snapshots: copy it.
+    auto chunk = std::make_shared<std::vector<Kline>>();
+    chunk->reserve(kChunk);
+    chunk->assign(out->chunks_.back()->begin(), out->chunks_.back()->end());
+    chunk->push_back(k);
+    out->chunks_.back() = std::move(chunk);
+  }
+  ++out->size_;
+  while (out->size_ > std::max<std::size_t>(bound, 1)) {
+    --out->size_;
+    if (++out->skip_ == kChunk) {
+      out->chunks_.erase(out->chunks_.begin());
+      out->skip_ = 0;
+    }
+  }
+  return out;
+}
+
 void BatchOutput::Clear() {
   first_seq = Sequence{};
   last_seq = Sequence{};
@@ -161,34 +354,97 @@ std::vector<TradeRow> MarketSnapshot::RecentTrades(std::size_t limit, uint64_t f
 }
 
 std::vector<Kline> MarketSnapshot::Klines(KlineInterval interval, int64_t start_ms, int64_t end_ms,
-                                          std::size_t limit) const {
+                                          std::size_t limit, int32_t zone_min) const {
   std::vector<Kline> out;
   const auto k = static_cast<std::size_t>(interval);
   if (k >= kKlineIntervals || limit == 0) return out;
-  const KlineSeries& series = klines[k];
   auto in = [&](const Kline& c) {
     return (start_ms == 0 || c.open_time_ms >= start_ms) &&
            (end_ms == 0 || c.open_time_ms <= end_ms);
   };
+  if (!ZoneAligned(interval, zone_min)) {
+    // Sum the source candles into the zone's: a candle opening at or after
+    // start_ms is made of source candles opening at or after it.
+    const KlineSeries& src = klines[static_cast<std::size_t>(ZoneSource(interval, zone_min))];
+    auto add = [&](const Kline& c) {
+      const int64_t open = KlineOpenMs(interval, c.open_time_ms, zone_min);
+      if (!out.empty() && out.back().open_time_ms == open) {
+        MergeInto(&out.back(), c);
+      } else {
+        out.push_back(c);
+        out.back().open_time_ms = open;
+      }
+    };
+    if (src.closed) {
+      const KlineHistory& closed = *src.closed;
+      for (std::size_t i = start_ms == 0 ? 0 : closed.LowerBound(start_ms); i < closed.size(); ++i) {
+        add(closed[i]);
+      }
+    }
+    if (src.current) add(*src.current);
+    std::erase_if(out, [&](const Kline& c) { return !in(c); });
+    Limit(&out, start_ms != 0, limit);
+    return out;
+  }
+  const KlineSeries& series = klines[k];
   if (series.closed) {
-    const std::vector<Kline>& closed = *series.closed;
-    auto by_time = [](const Kline& c, int64_t t) { return c.open_time_ms < t; };
-    auto first = start_ms == 0 ? closed.begin()
-                               : std::lower_bound(closed.begin(), closed.end(), start_ms, by_time);
-    auto last = closed.end();
-    if (end_ms != 0) {
-      last = std::upper_bound(first, closed.end(), end_ms,
-                              [](int64_t t, const Kline& c) { return t < c.open_time_ms; });
-    }
+    const KlineHistory& closed = *series.closed;
+    std::size_t first = start_ms == 0 ? 0 : closed.LowerBound(start_ms);
+    const std::size_t last = end_ms == 0 ? closed.size() : closed.UpperBound(end_ms);
     // Without a start only the newest `limit` can be returned: copy no more.
-    if (start_ms == 0 && static_cast<std::size_t>(last - first) > limit) {
-      first = last - static_cast<std::ptrdiff_t>(limit);
-    }
-    out.assign(first, last);
+    if (start_ms == 0 && last > first && last - first > limit) first = last - limit;
+    for (std::size_t i = first; i < last; ++i) out.push_back(closed[i]);
   }
   if (series.current && in(*series.current)) out.push_back(*series.current);
   Limit(&out, start_ms != 0, limit);
   return out;
+}
+
+std::optional<Kline> MarketSnapshot::Candle(KlineInterval interval, int64_t open_ms,
+                                            int32_t zone_min) const {
+  const auto k = static_cast<std::size_t>(interval);
+  if (k >= kKlineIntervals) return std::nullopt;
+  if (ZoneAligned(interval, zone_min)) {
+    const KlineSeries& series = klines[k];
+    if (series.current && series.current->open_time_ms == open_ms) return series.current;
+    if (series.closed) {
+      const std::size_t i = series.closed->LowerBound(open_ms);
+      if (i < series.closed->size() && (*series.closed)[i].open_time_ms == open_ms) {
+        return (*series.closed)[i];
+      }
+    }
+    return std::nullopt;
+  }
+  const KlineSeries& src = klines[static_cast<std::size_t>(ZoneSource(interval, zone_min))];
+  const int64_t next = KlineNextOpenMs(interval, open_ms, zone_min);
+  std::optional<Kline> out;
+  auto add = [&](const Kline& c) {
+    if (c.open_time_ms < open_ms || c.open_time_ms >= next) return;
+    if (out) {
+      MergeInto(&*out, c);
+    } else {
+      out = c;
+      out->open_time_ms = open_ms;
+    }
+  };
+  if (src.closed) {
+    const KlineHistory& closed = *src.closed;
+    for (std::size_t i = closed.LowerBound(open_ms); i < closed.size(); ++i) {
+      if (closed[i].open_time_ms >= next) break;
+      add(closed[i]);
+    }
+  }
+  if (src.current) add(*src.current);
+  return out;
+}
+
+std::optional<Kline> MarketSnapshot::LatestCandle(KlineInterval interval, int32_t zone_min) const {
+  const auto k = static_cast<std::size_t>(interval);
+  if (k >= kKlineIntervals) return std::nullopt;
+  if (ZoneAligned(interval, zone_min)) return klines[k].current;
+  const KlineSeries& src = klines[static_cast<std::size_t>(ZoneSource(interval, zone_min))];
+  if (!src.current) return std::nullopt;
+  return Candle(interval, KlineOpenMs(interval, src.current->open_time_ms, zone_min), zone_min);
 }
 
 Ticker24h MarketSnapshot::Ticker(int64_t now_ms) const {
@@ -215,11 +471,8 @@ Ticker24h MarketSnapshot::Ticker(int64_t now_ms) const {
   };
   const KlineSeries& series = klines[static_cast<std::size_t>(KlineInterval::k1m)];
   if (series.closed) {
-    const std::vector<Kline>& closed = *series.closed;
-    auto first =
-        std::lower_bound(closed.begin(), closed.end(), t.open_time_ms,
-                         [](const Kline& c, int64_t time) { return c.open_time_ms < time; });
-    for (auto it = first; it != closed.end(); ++it) add(*it);
+    const KlineHistory& closed = *series.closed;
+    for (std::size_t i = closed.LowerBound(t.open_time_ms); i < closed.size(); ++i) add(closed[i]);
   }
   if (series.current) add(*series.current);
   if (t.any_trade) {
@@ -845,21 +1098,16 @@ class ReadSide::Impl {
     const int64_t ms = NsToMs(row.time_ns);
     for (std::size_t i = 0; i < kKlineIntervals; ++i) {
       KlineSeries& s = m.klines[i];
-      const int64_t open = FloorDiv(ms, kIntervalLengthMs[i]) * kIntervalLengthMs[i];
+      const int64_t open = KlineOpenMs(static_cast<KlineInterval>(i), ms);
       // A trade stamped before the open candle (a clock stepping back at
       // intake) counts in the open candle: candles never reopen.
       if (s.current && open > s.current->open_time_ms) {
-        auto closed = std::make_shared<std::vector<Kline>>();
         const std::size_t bound = ClosedBound(i);
         if (bound > 0) {
-          const std::size_t held = s.closed ? s.closed->size() : 0;
-          const std::size_t keep = std::min(held, bound - 1);
-          closed->reserve(keep + 1);
-          if (keep > 0)
-            closed->assign(s.closed->end() - static_cast<std::ptrdiff_t>(keep), s.closed->end());
-          closed->push_back(*s.current);
+          s.closed = KlineHistory::Append(s.closed.get(), *s.current, bound);
+        } else {
+          s.closed.reset();
         }
-        s.closed = std::move(closed);
         s.current.reset();
       }
       if (!s.current) {

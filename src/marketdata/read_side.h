@@ -70,6 +70,9 @@ struct TradeRow {
   Sequence seq{};
 };
 
+// Binance's kline intervals. The first twelve are the original ones; the
+// rest were added later and keep their own indices so that the order of
+// the older ones (and of snapshots' `klines`) never changes.
 enum class KlineInterval : uint8_t {
   k1m,
   k3m,
@@ -82,12 +85,38 @@ enum class KlineInterval : uint8_t {
   k6h,
   k8h,
   k12h,
-  k1d
+  k1d,
+  k1s,
+  k3d,
+  k1w,
+  k1M
 };
-inline constexpr std::size_t kKlineIntervals = 12;
-std::optional<KlineInterval> ParseKlineInterval(std::string_view s) noexcept;  // "1m".."1d"
+inline constexpr std::size_t kKlineIntervals = 16;
+// "1s", "1m".."12h", "1d", "3d", "1w", "1M" (case-sensitive, as Binance).
+std::optional<KlineInterval> ParseKlineInterval(std::string_view s) noexcept;
 std::string_view ToString(KlineInterval i) noexcept;
+// The nominal length: exact for every interval but 1M (31 days, its longest).
 int64_t IntervalMs(KlineInterval i) noexcept;
+
+// Time zones of candles, in minutes east of UTC: Binance's `timeZone`
+// ("+08:00", "-1:00", "05:45", "8", "0"), strictly within [-12:00, +14:00].
+inline constexpr int32_t kMinZoneMinutes = -12 * 60;
+inline constexpr int32_t kMaxZoneMinutes = 14 * 60;
+std::optional<int32_t> ParseTimeZone(std::string_view s) noexcept;
+
+// Candle bounds (ms since the epoch, UTC) in a zone `zone_min` minutes east
+// of UTC. Candles are aligned as Binance aligns them, in local time:
+// fixed-length intervals (1s..1d, 3d) on multiples of their length since
+// 1970-01-01 00:00, 1w on Mondays 00:00, 1M on the 1st of the month 00:00.
+// The open time of the candle holding t_ms:
+int64_t KlineOpenMs(KlineInterval i, int64_t t_ms, int32_t zone_min = 0) noexcept;
+// The open time of the candle after the one opening at open_ms (its close
+// time is this minus 1).
+int64_t KlineNextOpenMs(KlineInterval i, int64_t open_ms, int32_t zone_min = 0) noexcept;
+// True when the candles of `i` in the zone are the UTC candles (the zone's
+// offset is a whole number of candles: always for 1s, never for 1w and 1M
+// but at UTC itself).
+bool ZoneAligned(KlineInterval i, int32_t zone_min) noexcept;
 
 struct Kline {
   int64_t open_time_ms = 0;  // aligned to the interval (UTC)
@@ -122,9 +151,42 @@ struct TradeChunk {
   std::size_t total = 0;  // rows in this chunk and all older ones
 };
 
+// Closed candles of one interval, oldest first. Immutable: the candles sit
+// in chunks of kChunk shared between successive snapshots, so closing a
+// candle copies the list of chunks and at most one partial chunk, never the
+// whole history (the 1s and 1m series close a candle every second and
+// minute and hold thousands).
+class KlineHistory {
+ public:
+  static constexpr std::size_t kChunk = 64;
+
+  std::size_t size() const noexcept { return size_; }
+  bool empty() const noexcept { return size_ == 0; }
+  const Kline& operator[](std::size_t i) const noexcept {
+    const std::size_t j = skip_ + i;
+    return (*chunks_[j / kChunk])[j % kChunk];
+  }
+  const Kline& back() const noexcept { return (*this)[size_ - 1]; }
+  // Index of the first candle opening at or after open_ms (size() if none).
+  std::size_t LowerBound(int64_t open_ms) const noexcept;
+  // Index of the first candle opening after open_ms (size() if none).
+  std::size_t UpperBound(int64_t open_ms) const noexcept;
+
+  // `history` (null: empty) with k appended, keeping the newest `bound` (> 0).
+  static std::shared_ptr<const KlineHistory> Append(const KlineHistory* history, const Kline& k,
+                                                    std::size_t bound);
+
+ private:
+  // Every chunk but the last holds kChunk candles; the first skip_ of the
+  // first chunk are no longer held.
+  std::vector<std::shared_ptr<const std::vector<Kline>>> chunks_;
+  std::size_t skip_ = 0;
+  std::size_t size_ = 0;
+};
+
 struct KlineSeries {
-  std::shared_ptr<const std::vector<Kline>> closed;  // oldest first, bounded
-  std::optional<Kline> current;                      // the open candle
+  std::shared_ptr<const KlineHistory> closed;  // oldest first, bounded
+  std::optional<Kline> current;                // the open candle
 };
 
 // One market as of one durable batch. Never changes once published.
@@ -144,8 +206,16 @@ struct MarketSnapshot {
   std::vector<TradeRow> RecentTrades(std::size_t limit, uint64_t from_id = 0) const;
   // Klines with open time in [start_ms, end_ms] (0 = unbounded), the open one
   // included, at most `limit`, oldest first (the newest `limit` when no start).
+  // In a zone whose candles are not the UTC ones (ZoneAligned), they are
+  // summed from the longest held series whose candles tile them (ZoneSource),
+  // as far back as that series reaches.
   std::vector<Kline> Klines(KlineInterval interval, int64_t start_ms, int64_t end_ms,
-                            std::size_t limit) const;
+                            std::size_t limit, int32_t zone_min = 0) const;
+  // The candle of `interval` in the zone opening at open_ms, if it traded
+  // and is still held.
+  std::optional<Kline> Candle(KlineInterval interval, int64_t open_ms, int32_t zone_min = 0) const;
+  // The newest candle of `interval` in the zone (the one the last trade is in).
+  std::optional<Kline> LatestCandle(KlineInterval interval, int32_t zone_min = 0) const;
   Ticker24h Ticker(int64_t now_ms) const;
 };
 
@@ -200,6 +270,11 @@ struct BatchOutput {
   std::vector<AccountUpdate> accounts;  // one per account touched
   void Clear();
 };
+
+// The series the candles of `interval` in the zone are summed from when
+// they are not the UTC candles: the longest fixed-length interval that
+// divides them and the zone's offset (1m at worst: offsets are whole minutes).
+KlineInterval ZoneSource(KlineInterval interval, int32_t zone_min) noexcept;
 
 struct ReadSideOptions {
   std::size_t max_depth_levels = 5000;     // per side in a snapshot

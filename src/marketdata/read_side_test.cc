@@ -355,11 +355,13 @@ struct Reference {
   std::vector<TradeRow> trades[kMarkets];
 };
 
-// Klines computed the obvious way from a market's trades.
-std::vector<Kline> ReferenceKlines(const std::vector<TradeRow>& trades, int64_t interval_ms) {
+// Klines computed the obvious way from a market's trades; open(ms) gives
+// the open time of the candle holding a trade.
+template <class OpenOf>
+std::vector<Kline> ReferenceKlinesBy(const std::vector<TradeRow>& trades, const OpenOf& open_of) {
   std::vector<Kline> out;
   for (const TradeRow& t : trades) {
-    const int64_t open = t.time_ns / kMs / interval_ms * interval_ms;
+    const int64_t open = open_of(t.time_ns / kMs);
     if (out.empty() || out.back().open_time_ms != open) {
       Kline k;
       k.open_time_ms = open;
@@ -382,6 +384,10 @@ std::vector<Kline> ReferenceKlines(const std::vector<TradeRow>& trades, int64_t 
     k.last_trade = t.id;
   }
   return out;
+}
+
+std::vector<Kline> ReferenceKlines(const std::vector<TradeRow>& trades, int64_t interval_ms) {
+  return ReferenceKlinesBy(trades, [&](int64_t ms) { return ms / interval_ms * interval_ms; });
 }
 
 void ExpectKline(const Kline& got, const Kline& want) {
@@ -526,6 +532,30 @@ void ExpectHistory(const Harness& h, const Reference& ref, int64_t now_ns) {
       for (std::size_t i = 0; i < got.size(); ++i) {
         SCOPED_TRACE(std::string(ToString(iv)) + " candle " + std::to_string(i));
         ExpectKline(got[i], want[i]);
+      }
+    }
+    // Every interval in zones whose candles are the UTC ones or not (summed
+    // from 8h, 1h and 15m candles): as if bucketed in local time.
+    for (int32_t zone : {0, 8 * 60, -60, 5 * 60 + 45}) {
+      for (std::size_t i = 0; i < kKlineIntervals; ++i) {
+        const auto iv = static_cast<KlineInterval>(i);
+        const std::vector<Kline> want =
+            ReferenceKlinesBy(trades, [&](int64_t ms) { return KlineOpenMs(iv, ms, zone); });
+        const std::vector<Kline> got = snap->Klines(iv, 0, 0, kAll, zone);
+        const std::string where =
+            std::string(ToString(iv)) + " zone " + std::to_string(zone) + " market " +
+            std::to_string(mi);
+        ASSERT_EQ(got.size(), want.size()) << where;
+        for (std::size_t c = 0; c < got.size(); ++c) {
+          SCOPED_TRACE(where + " candle " + std::to_string(c));
+          ExpectKline(got[c], want[c]);
+          const std::optional<Kline> one = snap->Candle(iv, want[c].open_time_ms, zone);
+          ASSERT_TRUE(one.has_value());
+          ExpectKline(*one, want[c]);
+        }
+        const std::optional<Kline> latest = snap->LatestCandle(iv, zone);
+        ASSERT_TRUE(latest.has_value()) << where;
+        ExpectKline(*latest, want.back());
       }
     }
     // The ticker: the 1m candles opened in the last 24 h.
@@ -1284,9 +1314,10 @@ TEST(ReadSideThreadsTest, ReadersSeeConsistentSnapshots) {
 
 TEST(ReadSideNamesTest, IntervalsAndStates) {
   const std::vector<std::pair<std::string_view, int64_t>> want = {
-      {"1m", 60'000},     {"3m", 180'000},    {"5m", 300'000},     {"15m", 900'000},
-      {"30m", 1'800'000}, {"1h", 3'600'000},  {"2h", 7'200'000},   {"4h", 14'400'000},
-      {"6h", 21'600'000}, {"8h", 28'800'000}, {"12h", 43'200'000}, {"1d", 86'400'000}};
+      {"1m", 60'000},     {"3m", 180'000},    {"5m", 300'000},       {"15m", 900'000},
+      {"30m", 1'800'000}, {"1h", 3'600'000},  {"2h", 7'200'000},     {"4h", 14'400'000},
+      {"6h", 21'600'000}, {"8h", 28'800'000}, {"12h", 43'200'000},   {"1d", 86'400'000},
+      {"1s", 1'000},      {"3d", 259'200'000}, {"1w", 604'800'000}, {"1M", 2'678'400'000}};
   ASSERT_EQ(want.size(), kKlineIntervals);
   for (std::size_t i = 0; i < want.size(); ++i) {
     auto iv = ParseKlineInterval(want[i].first);
@@ -1295,7 +1326,7 @@ TEST(ReadSideNamesTest, IntervalsAndStates) {
     EXPECT_EQ(ToString(*iv), want[i].first);
     EXPECT_EQ(IntervalMs(*iv), want[i].second);
   }
-  for (std::string_view bad : {"", "1M", "2m", "1w", "3d", "1d "}) {
+  for (std::string_view bad : {"", "1S", "2m", "1W", "2d", "1d ", "1mo", "1y"}) {
     EXPECT_FALSE(ParseKlineInterval(bad).has_value()) << bad;
   }
   EXPECT_EQ(ToString(OrderStatus::kNew), "NEW");
@@ -1321,6 +1352,157 @@ TEST(ReadSideNamesTest, IntervalsAndStates) {
   EXPECT_EQ(out.first_seq, Sequence{0});
   EXPECT_EQ(out.time_ns, 0);
   EXPECT_TRUE(out.depth.empty() && out.markets.empty() && out.accounts.empty());
+}
+
+
+// Candles open where Binance opens them: fixed lengths on multiples since the
+// epoch (3d included), weeks on Mondays, months on the 1st, all in local
+// time of the zone; kDay0Ms is Monday 2024-01-01 00:00 UTC.
+TEST(KlineTimeTest, AlignmentInUtcAndZones) {
+  constexpr int64_t kH = 3'600'000;
+  constexpr int64_t kD = 24 * kH;
+  EXPECT_EQ(KlineOpenMs(KlineInterval::k1s, 1'234'567), 1'234'000);
+  EXPECT_EQ(KlineOpenMs(KlineInterval::k1s, -1), -1'000);
+  EXPECT_EQ(KlineNextOpenMs(KlineInterval::k1s, 1'234'000), 1'235'000);
+  // 2024-01-01 is day 19723 since the epoch; 3d candles open on days 3k.
+  EXPECT_EQ(KlineOpenMs(KlineInterval::k3d, kDay0Ms + 5 * kH), kDay0Ms - kD);
+  EXPECT_EQ(KlineNextOpenMs(KlineInterval::k3d, kDay0Ms - kD), kDay0Ms + 2 * kD);
+  EXPECT_EQ(KlineOpenMs(KlineInterval::k1w, kDay0Ms), kDay0Ms);
+  EXPECT_EQ(KlineOpenMs(KlineInterval::k1w, kDay0Ms + 6 * kD + 23 * kH), kDay0Ms);
+  EXPECT_EQ(KlineOpenMs(KlineInterval::k1w, kDay0Ms - 1), kDay0Ms - 7 * kD);
+  EXPECT_EQ(KlineOpenMs(KlineInterval::k1w, 0), -3 * kD);  // Thursday 1970-01-01
+  // Months: January 2024 has 31 days, February 29.
+  EXPECT_EQ(KlineOpenMs(KlineInterval::k1M, kDay0Ms - 1), kDay0Ms - 31 * kD);
+  EXPECT_EQ(KlineNextOpenMs(KlineInterval::k1M, kDay0Ms - 31 * kD), kDay0Ms);
+  EXPECT_EQ(KlineOpenMs(KlineInterval::k1M, kDay0Ms + 59 * kD + 12 * kH), kDay0Ms + 31 * kD);
+  EXPECT_EQ(KlineNextOpenMs(KlineInterval::k1M, kDay0Ms + 31 * kD), kDay0Ms + 60 * kD);
+  EXPECT_EQ(KlineOpenMs(KlineInterval::k1M, kDay0Ms + 60 * kD), kDay0Ms + 60 * kD);
+  EXPECT_EQ(KlineOpenMs(KlineInterval::k1M, 0), 0);
+  // 2100 is not a leap year: 2100-03-01 follows 2100-02-28.
+  constexpr int64_t k2100Feb = 4'105'123'200'000;  // 2100-02-01
+  EXPECT_EQ(KlineNextOpenMs(KlineInterval::k1M, k2100Feb), k2100Feb + 28 * kD);
+
+  // UTC+8: days start at 16:00 UTC the day before.
+  EXPECT_EQ(KlineOpenMs(KlineInterval::k1d, kDay0Ms + 15 * kH, 480), kDay0Ms - 8 * kH);
+  EXPECT_EQ(KlineOpenMs(KlineInterval::k1d, kDay0Ms + 16 * kH, 480), kDay0Ms + 16 * kH);
+  EXPECT_EQ(KlineOpenMs(KlineInterval::k1h, kDay0Ms + 90 * 60'000, 480), kDay0Ms + kH);
+  // 2023-12-31 17:00 UTC is 2024-01-01 01:00 in UTC+8.
+  EXPECT_EQ(KlineOpenMs(KlineInterval::k1M, kDay0Ms - 7 * kH, 480), kDay0Ms - 8 * kH);
+  EXPECT_EQ(KlineNextOpenMs(KlineInterval::k1M, kDay0Ms - 8 * kH, 480),
+            kDay0Ms + 31 * kD - 8 * kH);
+  // UTC-1: Monday 2024-01-01 00:30 UTC is still Sunday 23:30.
+  EXPECT_EQ(KlineOpenMs(KlineInterval::k1w, kDay0Ms + 30 * 60'000, -60), kDay0Ms - 7 * kD + kH);
+  // UTC+05:45: 00:50 UTC is 06:35 local; that hour opened at 00:15 UTC.
+  EXPECT_EQ(KlineOpenMs(KlineInterval::k1h, kDay0Ms + 50 * 60'000, 345), kDay0Ms + 15 * 60'000);
+
+  EXPECT_TRUE(ZoneAligned(KlineInterval::k1h, 480));
+  EXPECT_TRUE(ZoneAligned(KlineInterval::k8h, 480));
+  EXPECT_FALSE(ZoneAligned(KlineInterval::k1d, 480));
+  EXPECT_FALSE(ZoneAligned(KlineInterval::k1h, 345));
+  EXPECT_TRUE(ZoneAligned(KlineInterval::k15m, 345));
+  EXPECT_TRUE(ZoneAligned(KlineInterval::k1s, 345));
+  EXPECT_TRUE(ZoneAligned(KlineInterval::k1w, 0));
+  EXPECT_FALSE(ZoneAligned(KlineInterval::k1w, 7 * 24 * 60));
+  EXPECT_FALSE(ZoneAligned(KlineInterval::k1M, 60));
+  EXPECT_EQ(ZoneSource(KlineInterval::k1d, 480), KlineInterval::k8h);
+  EXPECT_EQ(ZoneSource(KlineInterval::k1M, 480), KlineInterval::k8h);
+  EXPECT_EQ(ZoneSource(KlineInterval::k1w, 480), KlineInterval::k8h);
+  EXPECT_EQ(ZoneSource(KlineInterval::k12h, 480), KlineInterval::k4h);
+  EXPECT_EQ(ZoneSource(KlineInterval::k1d, -60), KlineInterval::k1h);
+  EXPECT_EQ(ZoneSource(KlineInterval::k2h, -60), KlineInterval::k1h);
+  EXPECT_EQ(ZoneSource(KlineInterval::k1h, 345), KlineInterval::k15m);
+  EXPECT_EQ(ZoneSource(KlineInterval::k3d, 330), KlineInterval::k30m);
+  EXPECT_EQ(ZoneSource(KlineInterval::k3d, 0), KlineInterval::k1d);
+}
+
+TEST(KlineTimeTest, TimeZoneParameter) {
+  const std::vector<std::pair<std::string_view, int32_t>> good = {
+      {"0", 0},          {"8", 480},        {"+08:00", 480},  {"08:00", 480}, {"-1:00", -60},
+      {"05:45", 345},    {"-12:00", -720},  {"+14:00", 840},  {"14", 840},    {"-0", 0},
+      {"+5:30", 330},    {"-03:30", -210}};
+  for (const auto& [text, minutes] : good) {
+    const std::optional<int32_t> z = ParseTimeZone(text);
+    ASSERT_TRUE(z.has_value()) << text;
+    EXPECT_EQ(*z, minutes) << text;
+  }
+  for (std::string_view bad : {"", "+", "-", "15", "-13", "-12:01", "+14:01", "8:5", "8:60",
+                               "08:00:00", "abc", "1:000", "+-1", "123", " 8", "8 ", "UTC",
+                               "+8h", ":30"}) {
+    EXPECT_FALSE(ParseTimeZone(bad).has_value()) << bad;
+  }
+}
+
+// Closed candles are kept in shared chunks: appending never changes what an
+// older snapshot holds, and the newest `bound` are kept exactly.
+TEST(KlineHistoryTest, BoundedAndShared) {
+  std::shared_ptr<const KlineHistory> h;
+  std::vector<std::shared_ptr<const KlineHistory>> versions;
+  constexpr std::size_t kBound = 150;
+  for (int64_t i = 0; i < 400; ++i) {
+    Kline k;
+    k.open_time_ms = i * 1000;
+    h = KlineHistory::Append(h.get(), k, kBound);
+    versions.push_back(h);
+  }
+  ASSERT_EQ(h->size(), kBound);
+  for (std::size_t i = 0; i < kBound; ++i) {
+    ASSERT_EQ((*h)[i].open_time_ms, static_cast<int64_t>(250 + i) * 1000);
+  }
+  EXPECT_EQ(h->back().open_time_ms, 399'000);
+  EXPECT_EQ(h->LowerBound(300'000), 50u);
+  EXPECT_EQ(h->LowerBound(300'001), 51u);
+  EXPECT_EQ(h->UpperBound(300'000), 51u);
+  EXPECT_EQ(h->LowerBound(0), 0u);
+  EXPECT_EQ(h->LowerBound(1'000'000), kBound);
+  // An old version still holds what it held.
+  const KlineHistory& v99 = *versions[99];
+  ASSERT_EQ(v99.size(), 100u);
+  for (std::size_t i = 0; i < 100; ++i) {
+    ASSERT_EQ(v99[i].open_time_ms, static_cast<int64_t>(i) * 1000);
+  }
+  const KlineHistory& v200 = *versions[200];
+  ASSERT_EQ(v200.size(), kBound);
+  EXPECT_EQ(v200[0].open_time_ms, 51'000);
+  EXPECT_EQ(v200.back().open_time_ms, 200'000);
+}
+
+// 1s, 3d, 1w and 1M candles from trades, and 1d in UTC+8 summed from 8h.
+TEST(ReadSideKlineTest, NewIntervalsAndZones) {
+  Harness h;
+  h.Run({Fund(kDay0, kAlice, kBtc, 10'000'000, "a"), Fund(kDay0, kBob, kUsdt, 100'000'000, "b")});
+  h.Run({Limit(kDay0, kAlice, Side::kSell, 1000, 100)});
+  constexpr int64_t kH = 3'600 * kSec;
+  // Trades at 00:00:01.2, 00:00:01.9, 00:00:03, 15:00, 17:00 (UTC, Monday
+  // 2024-01-01) and eight days later.
+  for (int64_t at : {kSec + 200 * kMs, kSec + 900 * kMs, 3 * kSec, 15 * kH, 17 * kH,
+                     8 * 24 * kH}) {
+    h.Run({Limit(kDay0 + at, kBob, Side::kBuy, 1000, 1)});
+  }
+  auto snap = h.rs.Snapshot(kBtcUsdt);
+  auto opens = [&](KlineInterval iv, int32_t zone) {
+    std::vector<std::pair<int64_t, uint32_t>> v;
+    for (const Kline& k : snap->Klines(iv, 0, 0, 100, zone)) v.emplace_back(k.open_time_ms, k.trades);
+    return v;
+  };
+  using V = std::vector<std::pair<int64_t, uint32_t>>;
+  constexpr int64_t kHMs = 3'600'000;
+  constexpr int64_t kDMs = 24 * kHMs;
+  EXPECT_EQ(opens(KlineInterval::k1s, 0),
+            (V{{kDay0Ms + 1000, 2}, {kDay0Ms + 3000, 1}, {kDay0Ms + 15 * kHMs, 1},
+               {kDay0Ms + 17 * kHMs, 1}, {kDay0Ms + 8 * kDMs, 1}}));
+  EXPECT_EQ(opens(KlineInterval::k3d, 0), (V{{kDay0Ms - kDMs, 5}, {kDay0Ms + 8 * kDMs, 1}}));
+  EXPECT_EQ(opens(KlineInterval::k1w, 0), (V{{kDay0Ms, 5}, {kDay0Ms + 7 * kDMs, 1}}));
+  EXPECT_EQ(opens(KlineInterval::k1M, 0), (V{{kDay0Ms, 6}}));
+  // UTC+8: 17:00 UTC is already Tuesday.
+  EXPECT_EQ(opens(KlineInterval::k1d, 480),
+            (V{{kDay0Ms - 8 * kHMs, 4}, {kDay0Ms + 16 * kHMs, 1}, {kDay0Ms + 8 * kDMs - 8 * kHMs, 1}}));
+  // startTime / endTime stay UTC and select on the zone's open times.
+  EXPECT_EQ(snap->Klines(KlineInterval::k1d, kDay0Ms, kDay0Ms + 7 * kDMs, 100, 480).size(), 1u);
+  EXPECT_EQ(snap->Klines(KlineInterval::k1d, kDay0Ms - 8 * kHMs, 0, 1, 480).front().trades, 4u);
+  EXPECT_EQ(snap->Klines(KlineInterval::k1d, 0, 0, 1, 480).front().open_time_ms,
+            kDay0Ms + 8 * kDMs - 8 * kHMs);
+  // The 1s series is bounded like the others.
+  EXPECT_LE(snap->klines[static_cast<std::size_t>(KlineInterval::k1s)].closed->size(), 4u);
 }
 
 }  // namespace
