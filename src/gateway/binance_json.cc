@@ -455,19 +455,20 @@ std::string TradesJson(const engine::EngineConfig& config, std::span<const Trade
   return ToStr(b);
 }
 
-std::string AggTradesJson(const engine::EngineConfig& config, std::span<const TradeRow> t) {
+std::string AggTradesJson(const engine::EngineConfig& config,
+                          std::span<const marketdata::AggTrade> t) {
   Buf b;
   b.push_back('[');
   for (std::size_t i = 0; i < t.size(); ++i) {
-    const TradeRow& r = t[i];
+    const marketdata::AggTrade& r = t[i];
     const MarketFormat f(config, r.market);
     if (i > 0) b.push_back(',');
     Obj o(b);
     o.Uint("a", Raw(r.id))
         .Dec("p", f.Price(r.price))
         .Dec("q", f.Qty(r.qty))
-        .Uint("f", Raw(r.id))
-        .Uint("l", Raw(r.id))
+        .Uint("f", Raw(r.first))
+        .Uint("l", Raw(r.last))
         .Int("T", Ms(r.time_ns))
         .Bool("m", r.buyer_is_maker)
         .Bool("M", true);
@@ -799,7 +800,7 @@ std::string TradeEventJson(const engine::EngineConfig& config, const TradeRow& t
   return ToStr(b);
 }
 
-std::string AggTradeEventJson(const engine::EngineConfig& config, const TradeRow& t,
+std::string AggTradeEventJson(const engine::EngineConfig& config, const marketdata::AggTrade& t,
                               int64_t event_ns, TimeUnit unit) {
   const MarketFormat f(config, t.market);
   Buf b;
@@ -810,8 +811,8 @@ std::string AggTradeEventJson(const engine::EngineConfig& config, const TradeRow
       .Uint("a", Raw(t.id))
       .Dec("p", f.Price(t.price))
       .Dec("q", f.Qty(t.qty))
-      .Uint("f", Raw(t.id))
-      .Uint("l", Raw(t.id))
+      .Uint("f", Raw(t.first))
+      .Uint("l", Raw(t.last))
       .Int("T", NsIn(t.time_ns, unit))
       .Bool("m", t.buyer_is_maker)
       .Bool("M", true);

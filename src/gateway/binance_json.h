@@ -55,9 +55,9 @@ std::string DepthJson(const engine::EngineConfig& config, const marketdata::Mark
                       std::size_t limit);
 // [{id,price,qty,quoteQty,time,isBuyerMaker,isBestMatch}]
 std::string TradesJson(const engine::EngineConfig& config, std::span<const marketdata::TradeRow> t);
-// [{a,p,q,f,l,T,m,M}] — one aggregate per trade
+// [{a,p,q,f,l,T,m,M}]
 std::string AggTradesJson(const engine::EngineConfig& config,
-                          std::span<const marketdata::TradeRow> t);
+                          std::span<const marketdata::AggTrade> t);
 // [[openTime,"o","h","l","c","v",closeTime,"quoteVolume",trades,"takerBuyBase","takerBuyQuote","0"]]
 // closeTime is the next candle's open time - 1 in the zone (months differ in length).
 std::string KlinesJson(const engine::EngineConfig& config, MarketId market,
@@ -124,7 +124,7 @@ std::string PartialDepthJson(const engine::EngineConfig& config,
 std::string TradeEventJson(const engine::EngineConfig& config, const marketdata::TradeRow& t,
                            int64_t event_ns, TimeUnit unit);
 // {e:"aggTrade",E,s,a,p,q,f,l,T,m,M}
-std::string AggTradeEventJson(const engine::EngineConfig& config, const marketdata::TradeRow& t,
+std::string AggTradeEventJson(const engine::EngineConfig& config, const marketdata::AggTrade& t,
                               int64_t event_ns, TimeUnit unit);
 // 24hrTicker over the 24 h before the event time.
 std::string TickerEventJson(const engine::EngineConfig& config, const marketdata::MarketSnapshot& s,

@@ -472,14 +472,32 @@ TEST(TradesJson, Golden) {
   EXPECT_EQ(TradesJson(c, {}), "[]");
 }
 
-TEST(AggTradesJson, OneAggregatePerTrade) {
+TEST(AggTradesJson, OneTradeAlone) {
   const engine::EngineConfig c = TestConfig();
   const std::vector<TradeRow> rows = {BtcTrade()};
-  const std::string json = AggTradesJson(c, rows);
+  const std::string json = AggTradesJson(c, marketdata::Aggregate(rows));
   EXPECT_EQ(
       json,
       R"([{"a":7,"p":"65000.00000000","q":"0.00150000","f":7,"l":7,"T":1700000000123,"m":true,)"
       R"("M":true}])");
+  ParseArray(json);
+}
+
+// Trades of one aggregate (one taker at one price) are one object: a = f,
+// l the last trade, q the sum.
+TEST(AggTradesJson, TradesOfOneAggregateSummed) {
+  const engine::EngineConfig c = TestConfig();
+  std::vector<TradeRow> rows = {BtcTrade(), BtcTrade(), BtcTrade(), BtcTrade()};
+  for (std::size_t i = 0; i < rows.size(); ++i) rows[i].id = TradeId{7 + i};
+  rows[0].agg_id = rows[1].agg_id = rows[2].agg_id = TradeId{7};
+  rows[3].agg_id = TradeId{10};
+  rows[3].price = Price{6'500'100};
+  const std::string json = AggTradesJson(c, marketdata::Aggregate(rows));
+  EXPECT_EQ(
+      json,
+      R"([{"a":7,"p":"65000.00000000","q":"0.00450000","f":7,"l":9,"T":1700000000123,"m":true,)"
+      R"("M":true},{"a":10,"p":"65001.00000000","q":"0.00150000","f":10,"l":10,)"
+      R"("T":1700000000123,"m":true,"M":true}])");
   ParseArray(json);
 }
 
@@ -778,7 +796,9 @@ TEST(TradeEventJson, Golden) {
       R"({"e":"trade","E":1700000000200,"s":"BTCUSDT","t":7,"p":"65000.00000000","q":"0.00150000",)"
       R"("T":1700000000123,"m":true,"M":true})");
   ParseObject(json);
-  const std::string agg = AggTradeEventJson(c, EthTrade(), 1'700'000'001'001 * kNsPerMs, kMs);
+  const std::vector<TradeRow> eth = {EthTrade()};
+  const std::string agg =
+      AggTradeEventJson(c, marketdata::Aggregate(eth).front(), 1'700'000'001'001 * kNsPerMs, kMs);
   EXPECT_EQ(
       agg,
       R"({"e":"aggTrade","E":1700000001001,"s":"ETHBTC","a":8,"p":"0.05000000","q":"2.00000000",)"
@@ -868,7 +888,9 @@ TEST(StreamEventsInMicroseconds, EveryTimeFieldScaled) {
   const std::string trade = TradeEventJson(c, BtcTrade(), event_ns, kUs);
   EXPECT_EQ(trade, R"({"e":"trade","E":1700000000200345,"s":"BTCUSDT","t":7,"p":"65000.00000000",)"
                    R"("q":"0.00150000","T":1700000000123456,"m":true,"M":true})");
-  const boost::json::object agg = ParseObject(AggTradeEventJson(c, BtcTrade(), event_ns, kUs));
+  const std::vector<TradeRow> btc = {BtcTrade()};
+  const boost::json::object agg =
+      ParseObject(AggTradeEventJson(c, marketdata::Aggregate(btc).front(), event_ns, kUs));
   EXPECT_EQ(Int(agg, "E"), 1'700'000'000'200'345);
   EXPECT_EQ(Int(agg, "T"), 1'700'000'000'123'456);
 

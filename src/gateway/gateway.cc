@@ -645,23 +645,8 @@ class Gateway::Impl final : public HttpHandler {
   void AggTrades(Ctx& c) {
     HistoryQuery q;
     if (auto e = ParseHistory(c, "fromId", &q)) return Reply(c, *e);
-    std::vector<marketdata::TradeRow> rows;
-    const auto snap = Snap(q.market);
-    const auto held = snap->RecentTrades(options_.read_side.recent_trades, q.from.value_or(0));
-    for (const auto& t : held) {
-      const int64_t ms = t.time_ns / 1'000'000;
-      if (q.start && ms < *q.start) continue;
-      if (q.end && ms > *q.end) continue;
-      rows.push_back(t);
-    }
-    if (rows.size() > q.limit) {
-      // With a lower bound the oldest matches, otherwise the newest.
-      if (q.from || q.start) {
-        rows.resize(q.limit);
-      } else {
-        rows.erase(rows.begin(), rows.end() - static_cast<std::ptrdiff_t>(q.limit));
-      }
-    }
+    const auto rows =
+        Snap(q.market)->AggTrades(q.limit, q.from.value_or(0), q.start.value_or(0), q.end.value_or(0));
     Ok(c, AggTradesJson(config_, rows));
   }
   void Klines(Ctx& c) {

@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <span>
 #include <unordered_map>
 #include <utility>
 #include <variant>
@@ -1185,7 +1186,8 @@ class StreamHub::Impl {
       }
       if (route->book_ticker) SendBookTicker(d.market, *route, &f, d.time_ns);
     }
-    for (const marketdata::TradeRow& t : batch.trades) {
+    for (std::size_t i = 0; i < batch.trades.size(); ++i) {
+      const marketdata::TradeRow& t = batch.trades[i];
       const MarketRoute* route = RouteOf(t.market);
       if (route == nullptr) continue;
       touched_[Index(t.market)] |= kTraded;
@@ -1194,8 +1196,26 @@ class StreamHub::Impl {
                      [&](TimeUnit u) { return TradeEventJson(config_, t, batch.time_ns, u); });
       }
       if (route->agg_trade) {
-        SendToTopics(*route, MatchKind{Kind::kAggTrade}, batch.time_ns,
-                     [&](TimeUnit u) { return AggTradeEventJson(config_, t, batch.time_ns, u); });
+        // One event per aggregate, after its last trade: the rows of one
+        // aggregate are next to each other in the batch.
+        const auto agg_of = [](const marketdata::TradeRow& r) {
+          return Raw(r.agg_id) != 0 ? r.agg_id : r.id;
+        };
+        const bool last_of_aggregate = i + 1 == batch.trades.size() ||
+                                       batch.trades[i + 1].market != t.market ||
+                                       agg_of(batch.trades[i + 1]) != agg_of(t);
+        if (last_of_aggregate) {
+          std::size_t first = i;
+          while (first > 0 && batch.trades[first - 1].market == t.market &&
+                 agg_of(batch.trades[first - 1]) == agg_of(t)) {
+            --first;
+          }
+          const std::vector<marketdata::AggTrade> agg = marketdata::Aggregate(
+              std::span<const marketdata::TradeRow>(batch.trades).subspan(first, i + 1 - first));
+          SendToTopics(*route, MatchKind{Kind::kAggTrade}, batch.time_ns, [&](TimeUnit u) {
+            return AggTradeEventJson(config_, agg.front(), batch.time_ns, u);
+          });
+        }
       }
     }
     for (MarketId m : batch.markets) touched_[Index(m)] |= kTouched;

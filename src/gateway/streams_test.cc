@@ -832,6 +832,41 @@ TEST_F(StreamsTest, BookTickerWhenTheTopOfTheBookChanges) {
   EXPECT_TRUE(eth->sent().empty());
 }
 
+// One taker's fills at one price are one aggTrade event (f..l its trades, q
+// their sum); at two prices, two.
+TEST_F(StreamsTest, AggTradeAggregatesOneTakersFillsAtOnePrice) {
+  auto agg = Open("/ws/btcusdt@aggTrade");
+  auto trades = Open("/ws/btcusdt@trade");
+  for (int i = 0; i < 3; ++i) Place(alice_, kBtcUsdt, Side::kSell, 1'000'000, 2);
+  Place(bob_, kBtcUsdt, Side::kBuy, 1'000'000, 6);
+  EXPECT_EQ(trades->Take().size(), 3u);
+  {
+    const json::object a = Obj(agg->TakeOne());
+    EXPECT_EQ(Str(a, "e"), "aggTrade");
+    EXPECT_EQ(Int(a, "a"), 1);
+    EXPECT_EQ(Int(a, "f"), 1);
+    EXPECT_EQ(Int(a, "l"), 3);
+    EXPECT_EQ(Units(Str(a, "q")), 6 * kBtcLotUnits);
+    EXPECT_EQ(a.at("m"), false);
+  }
+  Place(alice_, kBtcUsdt, Side::kSell, 1'000'000, 1);
+  Place(alice_, kBtcUsdt, Side::kSell, 1'000'100, 1);
+  Place(alice_, kBtcUsdt, Side::kSell, 1'000'100, 1);
+  Place(bob_, kBtcUsdt, Side::kBuy, 1'000'100, 3);
+  const std::vector<std::string> two = agg->Take();
+  ASSERT_EQ(two.size(), 2u);
+  const json::object a = Obj(two[0]);
+  const json::object b = Obj(two[1]);
+  EXPECT_EQ(Int(a, "a"), 4);
+  EXPECT_EQ(Int(a, "f"), 4);
+  EXPECT_EQ(Int(a, "l"), 4);
+  EXPECT_EQ(Int(b, "a"), 5);
+  EXPECT_EQ(Int(b, "f"), 5);
+  EXPECT_EQ(Int(b, "l"), 6);
+  EXPECT_EQ(Units(Str(b, "q")), 2 * kBtcLotUnits);
+  EXPECT_EQ(Units(Str(b, "p")), 1'000'100 * kTickUnits);
+}
+
 // 1s, 1M and candles in a time zone: t and T are the candle's bounds in UTC
 // ms, as Binance aligns it in that zone.
 TEST_F(StreamsTest, KlinesOfNewIntervalsAndInATimeZone) {

@@ -320,6 +320,32 @@ std::shared_ptr<const KlineHistory> KlineHistory::Append(const KlineHistory* his
   return out;
 }
 
+std::vector<AggTrade> Aggregate(std::span<const TradeRow> rows) {
+  std::vector<AggTrade> out;
+  TradeId open_id{};  // the aggregate id of out.back()
+  for (const TradeRow& r : rows) {
+    const TradeId agg = Raw(r.agg_id) != 0 ? r.agg_id : r.id;
+    if (!out.empty() && agg == open_id && out.back().market == r.market) {
+      AggTrade& a = out.back();
+      a.qty += r.qty;
+      a.last = r.id;
+      continue;
+    }
+    AggTrade a;
+    a.id = agg;
+    a.market = r.market;
+    a.price = r.price;
+    a.qty = r.qty;
+    a.first = r.id;
+    a.last = r.id;
+    a.time_ns = r.time_ns;
+    a.buyer_is_maker = r.buyer_is_maker;
+    out.push_back(a);
+    open_id = agg;
+  }
+  return out;
+}
+
 void BatchOutput::Clear() {
   first_seq = Sequence{};
   last_seq = Sequence{};
@@ -350,6 +376,22 @@ std::vector<TradeRow> MarketSnapshot::RecentTrades(std::size_t limit, uint64_t f
       if (out.size() == limit) break;
     }
   }
+  return out;
+}
+
+std::vector<AggTrade> MarketSnapshot::AggTrades(std::size_t limit, uint64_t from_id,
+                                                int64_t start_ms, int64_t end_ms) const {
+  if (limit == 0) return {};
+  const std::size_t held = trades ? trades->total : 0;
+  std::vector<AggTrade> all = Aggregate(NewestRows(trades.get(), held));
+  // The oldest aggregate may have lost its first trades to the bound.
+  if (!all.empty() && all.front().first != all.front().id) all.erase(all.begin());
+  std::vector<AggTrade> out;
+  for (const AggTrade& a : all) {
+    if (Raw(a.id) < from_id || !InWindow(a.time_ns, start_ms, end_ms)) continue;
+    out.push_back(a);
+  }
+  Limit(&out, from_id > 0 || start_ms != 0, limit);
   return out;
 }
 
@@ -967,6 +1009,16 @@ class ReadSide::Impl {
     row.buy_order = taker_buys ? t.taker_order_id : t.maker_order_id;
     row.sell_order = taker_buys ? t.maker_order_id : t.taker_order_id;
     row.seq = seq_;
+    // One taker's consecutive fills at one price are one aggregate trade. A
+    // taker's fills are the events of one command, so of one batch.
+    row.agg_id = row.id;
+    if (!m.batch_trades.empty()) {
+      const TradeRow& prev = m.batch_trades.back();
+      const OrderId prev_taker = prev.buyer_is_maker ? prev.sell_order : prev.buy_order;
+      if (prev_taker == t.taker_order_id && prev.price == t.price && prev.seq == seq_) {
+        row.agg_id = prev.agg_id;
+      }
+    }
     m.batch_trades.push_back(row);
     out_->trades.push_back(row);
     AddToKlines(m, row, t.taker_side);

@@ -68,7 +68,28 @@ struct TradeRow {
   OrderId buy_order{};
   OrderId sell_order{};
   Sequence seq{};
+  // The aggregate trade this one belongs to: the id of its first trade (0:
+  // not set, the trade is its own aggregate). See AggTrade.
+  TradeId agg_id{};
 };
+
+// Binance's aggregate trade: consecutive fills of one taker order at one
+// price (one command's sweep of a price level) with their quantities summed.
+// Its id `a` is the id of its first trade: unique, increasing and the same
+// after a restart, though not dense as Binance's are.
+struct AggTrade {
+  TradeId id{};  // a == first
+  MarketId market{};
+  Price price{};
+  Qty qty{};  // summed, lots
+  TradeId first{}, last{};
+  int64_t time_ns = 0;  // of its first trade
+  bool buyer_is_maker = false;
+};
+
+// Groups rows (in trade order) into aggregate trades: rows of one market
+// with the same aggregate id, next to each other, make one.
+std::vector<AggTrade> Aggregate(std::span<const TradeRow> rows);
 
 // Binance's kline intervals. The first twelve are the original ones; the
 // rest were added later and keep their own indices so that the order of
@@ -204,6 +225,13 @@ struct MarketSnapshot {
   // Up to `limit` most recent trades, oldest first; from_id > 0: trades with id
   // >= from_id (oldest first) as far as they are still held.
   std::vector<TradeRow> RecentTrades(std::size_t limit, uint64_t from_id = 0) const;
+  // Aggregate trades of the trades held, whole ones only (an aggregate whose
+  // first trades are no longer held is left out): ids >= from_id, first
+  // trade time (ms) in [start_ms, end_ms] (0 = unbounded); at most `limit`,
+  // oldest first: the oldest matches with a lower bound (from_id or
+  // start_ms), otherwise the newest.
+  std::vector<AggTrade> AggTrades(std::size_t limit, uint64_t from_id, int64_t start_ms,
+                                  int64_t end_ms) const;
   // Klines with open time in [start_ms, end_ms] (0 = unbounded), the open one
   // included, at most `limit`, oldest first (the newest `limit` when no start).
   // In a zone whose candles are not the UTC ones (ZoneAligned), they are

@@ -1505,5 +1505,82 @@ TEST(ReadSideKlineTest, NewIntervalsAndZones) {
   EXPECT_LE(snap->klines[static_cast<std::size_t>(KlineInterval::k1s)].closed->size(), 4u);
 }
 
+// Binance's aggregate trades: one taker against three makers at one price is
+// one aggregate covering the three trades; at two prices, two.
+TEST(ReadSideAggTradeTest, OneTakerAtOnePriceIsOneAggregate) {
+  Harness h;
+  h.Run({Fund(kDay0, kAlice, kBtc, 10'000'000, "a"), Fund(kDay0, kBob, kUsdt, 100'000'000, "b")});
+  for (int i = 0; i < 3; ++i) h.Run({Limit(kDay0, kAlice, Side::kSell, 1000, 2)});
+  // Copies: every Run reuses the harness's BatchOutput.
+  const std::vector<TradeRow> one = h.Run({Limit(kDay0 + kSec, kBob, Side::kBuy, 1000, 6)}).trades;
+  ASSERT_EQ(one.size(), 3u);
+  const TradeId first = one[0].id;
+  for (const TradeRow& t : one) EXPECT_EQ(t.agg_id, first);
+  std::vector<AggTrade> agg = Aggregate(one);
+  ASSERT_EQ(agg.size(), 1u);
+  EXPECT_EQ(agg[0].id, first);
+  EXPECT_EQ(agg[0].first, first);
+  EXPECT_EQ(agg[0].last, one[2].id);
+  EXPECT_EQ(agg[0].qty, Qty{6});
+  EXPECT_EQ(agg[0].price, Price{1000});
+  EXPECT_FALSE(agg[0].buyer_is_maker);
+
+  // Two prices; and a second taker at the same price in the same batch is
+  // an aggregate of its own.
+  h.Run({Limit(kDay0, kAlice, Side::kSell, 1000, 1)});
+  h.Run({Limit(kDay0, kAlice, Side::kSell, 1010, 1)});
+  h.Run({Limit(kDay0, kAlice, Side::kSell, 1010, 3)});
+  const std::vector<TradeRow> two = h.Run({Limit(kDay0 + 2 * kSec, kBob, Side::kBuy, 1010, 3),
+                                           Limit(kDay0 + 2 * kSec, kBob, Side::kBuy, 1010, 1)})
+                                        .trades;
+  ASSERT_EQ(two.size(), 4u);
+  agg = Aggregate(two);
+  ASSERT_EQ(agg.size(), 3u);
+  EXPECT_EQ(agg[0].first, agg[0].last);
+  EXPECT_EQ(agg[0].price, Price{1000});
+  EXPECT_EQ(agg[1].price, Price{1010});
+  EXPECT_EQ(agg[1].first, two[1].id);
+  EXPECT_EQ(agg[1].last, two[2].id);
+  EXPECT_EQ(agg[1].qty, Qty{2});
+  EXPECT_EQ(agg[2].first, two[3].id);
+  EXPECT_EQ(agg[2].qty, Qty{1});
+
+  // From the snapshot: the same four aggregates, filters as Binance.
+  auto snap = h.rs.Snapshot(kBtcUsdt);
+  std::vector<AggTrade> all = snap->AggTrades(100, 0, 0, 0);
+  ASSERT_EQ(all.size(), 4u);
+  EXPECT_EQ(all[0].id, first);
+  EXPECT_EQ(all[0].last, one[2].id);
+  EXPECT_EQ(all[2].id, agg[1].id);
+  EXPECT_EQ(snap->AggTrades(1, 0, 0, 0).front().id, agg[2].id);  // newest
+  // fromId: aggregates with a >= fromId (the one holding it but starting
+  // earlier is not one of them).
+  std::vector<AggTrade> from = snap->AggTrades(100, Raw(one[1].id), 0, 0);
+  ASSERT_EQ(from.size(), 3u);
+  EXPECT_EQ(from[0].price, Price{1000});
+  EXPECT_EQ(from[0].first, two[0].id);
+  EXPECT_EQ(snap->AggTrades(1, Raw(first), 0, 0).front().id, first);  // oldest from a bound
+  EXPECT_EQ(snap->AggTrades(100, 0, kDay0Ms + 2000, 0).size(), 3u);
+  EXPECT_EQ(snap->AggTrades(100, 0, 0, kDay0Ms + 1999).size(), 1u);
+  EXPECT_TRUE(snap->AggTrades(0, 0, 0, 0).empty());
+}
+
+// An aggregate whose first trades fell out of the bounded recent trades is
+// left out rather than shown with the wrong first trade.
+TEST(ReadSideAggTradeTest, PartlyHeldAggregateIsLeftOut) {
+  ReadSideOptions o = Unbounded();
+  o.recent_trades = 2;
+  Harness h(o);
+  h.Run({Fund(kDay0, kAlice, kBtc, 10'000'000, "a"), Fund(kDay0, kBob, kUsdt, 100'000'000, "b")});
+  for (int i = 0; i < 5; ++i) h.Run({Limit(kDay0, kAlice, Side::kSell, 1000, 1)});
+  h.Run({Limit(kDay0 + kSec, kBob, Side::kBuy, 1000, 5)});  // five trades, one aggregate
+  h.Run({Limit(kDay0, kAlice, Side::kSell, 1000, 1)});
+  const BatchOutput& last = h.Run({Limit(kDay0 + 2 * kSec, kBob, Side::kBuy, 1000, 1)});
+  auto snap = h.rs.Snapshot(kBtcUsdt);
+  const std::vector<AggTrade> held = snap->AggTrades(100, 0, 0, 0);
+  ASSERT_EQ(held.size(), 1u);
+  EXPECT_EQ(held[0].id, last.trades[0].id);
+}
+
 }  // namespace
 }  // namespace mb::marketdata
