@@ -542,6 +542,53 @@ TEST_F(GatewayTest, OrdersFillsBalancesAndCancels) {
     EXPECT_EQ(bad.status, 400) << zone;
     EXPECT_EQ(bad.Json().at("code").as_int64(), -1100) << zone << " " << bad.body;
   }
+  // The average price, rolling window and trading day tickers.
+  Reply avg = n.Request(http::verb::get, "/api/v3/avgPrice?symbol=BTCUSDT");
+  ASSERT_EQ(avg.status, 200) << avg.body;
+  EXPECT_EQ(avg.Json().at("mins").as_int64(), 5);
+  EXPECT_EQ(avg.Json().at("price").as_string(), "30000.00000000");
+  EXPECT_EQ(avg.Json().at("closeTime").as_int64(), traded);
+  Reply hour = n.Request(http::verb::get, "/api/v3/ticker?symbol=BTCUSDT&windowSize=1h");
+  ASSERT_EQ(hour.status, 200) << hour.body;
+  const json::value hour_body = hour.Json();
+  const json::object& h1 = hour_body.as_object();
+  EXPECT_EQ(h1.at("count").as_int64(), 1);
+  EXPECT_EQ(h1.at("lastPrice").as_string(), "30000.00000000");
+  EXPECT_EQ(h1.at("volume").as_string(), "0.04000000");
+  EXPECT_EQ(h1.at("closeTime").as_int64() - h1.at("openTime").as_int64(), 3'600'000);
+  EXPECT_FALSE(h1.contains("prevClosePrice"));
+  Reply minis = n.Request(http::verb::get,
+                          "/api/v3/ticker?symbols=%5B%22BTCUSDT%22,%22ETHUSDT%22%5D&type=MINI");
+  ASSERT_EQ(minis.status, 200) << minis.body;
+  ASSERT_EQ(minis.Json().as_array().size(), 2u);
+  EXPECT_FALSE(minis.Json().as_array()[0].as_object().contains("priceChange"));
+  EXPECT_EQ(minis.Json().as_array()[1].at("count").as_int64(), 0);
+  const int uw1 = std::stoi(minis.headers["X-MBX-USED-WEIGHT-1M"]);
+  Reply week = n.Request(http::verb::get, "/api/v3/ticker?symbol=BTCUSDT&windowSize=7d");
+  EXPECT_EQ(week.Json().at("count").as_int64(), 1);
+  const int uw2 = std::stoi(week.headers["X-MBX-USED-WEIGHT-1M"]);
+  EXPECT_TRUE(uw2 - uw1 == 4 || uw2 == 4) << uw1 << " " << uw2;  // 4 per symbol
+  Reply day = n.Request(http::verb::get, "/api/v3/ticker/tradingDay?symbol=BTCUSDT&timeZone=8");
+  ASSERT_EQ(day.status, 200) << day.body;
+  EXPECT_EQ(day.Json().at("openTime").as_int64(), local_day);
+  EXPECT_EQ(day.Json().at("closeTime").as_int64(), local_day + kDayMs - 1);
+  EXPECT_EQ(day.Json().at("count").as_int64(), 1);
+  Reply mini24 = n.Request(http::verb::get, "/api/v3/ticker/24hr?symbol=BTCUSDT&type=MINI");
+  EXPECT_EQ(mini24.Json().at("lastPrice").as_string(), "30000.00000000");
+  EXPECT_FALSE(mini24.Json().as_object().contains("bidPrice"));
+  for (const char* bad : {"/api/v3/ticker", "/api/v3/ticker/tradingDay",
+                          "/api/v3/ticker?symbol=BTCUSDT&windowSize=60m",
+                          "/api/v3/ticker?symbol=BTCUSDT&windowSize=8d",
+                          "/api/v3/ticker?symbol=BTCUSDT&windowSize=0m",
+                          "/api/v3/ticker?symbol=BTCUSDT&type=BIG",
+                          "/api/v3/ticker/24hr?symbol=BTCUSDT&type=mini",
+                          "/api/v3/ticker/tradingDay?symbol=BTCUSDT&timeZone=15",
+                          "/api/v3/avgPrice", "/api/v3/avgPrice?symbol=NOPE"}) {
+    Reply r = n.Request(http::verb::get, bad);
+    EXPECT_EQ(r.status, 400) << bad;
+    const int64_t code = r.Json().at("code").as_int64();
+    EXPECT_TRUE(code == -1100 || code == -1102 || code == -1121) << bad << " " << r.body;
+  }
   Reply depth = n.Request(http::verb::get, "/api/v3/depth?symbol=BTCUSDT");
   ASSERT_EQ(depth.Json().at("bids").as_array().size(), 1u);
   EXPECT_EQ(depth.Json().at("bids").as_array()[0].as_array()[1].as_string(), "0.06000000");

@@ -545,11 +545,66 @@ void AppendTicker(Obj& o, const TickerKeys& k, const MarketFormat& f, const Mark
 }  // namespace
 
 std::string Ticker24hJson(const engine::EngineConfig& config, const MarketSnapshot& s,
-                          int64_t now_ms) {
+                          int64_t now_ms, bool mini) {
+  if (mini) return WindowTickerJson(config, s.market, s.Ticker(now_ms), true);
   Buf b;
   Obj o(b);
   AppendTicker(o, kRestTickerKeys, MarketFormat(config, s.market), s, now_ms,
                TimeUnit::kMillisecond);
+  o.End();
+  return ToStr(b);
+}
+
+std::string WindowTickerJson(const engine::EngineConfig& config, MarketId market,
+                             const marketdata::Ticker24h& t, bool mini) {
+  const MarketFormat f(config, market);
+  Buf b;
+  Obj o(b);
+  o.Str("symbol", f.spec().symbol);
+  if (!mini) {
+    const TickerFigures fig = Figures(f, t);
+    o.Dec("priceChange", fig.change)
+        .Dec("priceChangePercent", fig.change_pct)
+        .Dec("weightedAvgPrice", fig.weighted_avg);
+  }
+  o.Dec("openPrice", f.Price(t.open))
+      .Dec("highPrice", f.Price(t.high))
+      .Dec("lowPrice", f.Price(t.low))
+      .Dec("lastPrice", f.Price(t.last))
+      .Dec("volume", f.Base(t.base_volume))
+      .Dec("quoteVolume", f.Quote(t.quote_volume))
+      .Int("openTime", t.open_time_ms)
+      .Int("closeTime", t.close_time_ms)
+      .Int("firstId", TradeIdOrNone(t.any_trade, t.first_trade))
+      .Int("lastId", TradeIdOrNone(t.any_trade, t.last_trade))
+      .Uint("count", t.trades);
+  o.End();
+  return ToStr(b);
+}
+
+namespace {
+
+// quote volume / base volume in quote units per whole base unit (rounded
+// half up); the last price when nothing traded in the window.
+std::string AveragePriceText(const MarketFormat& f, const MarketSnapshot::AvgPrice& a) {
+  if (a.base_volume.value <= 0) return f.Price(a.last);
+  marketdata::Ticker24h t;
+  t.base_volume = a.base_volume;
+  t.quote_volume = a.quote_volume;
+  return Figures(f, t).weighted_avg;
+}
+
+}  // namespace
+
+std::string AvgPriceJson(const engine::EngineConfig& config, const MarketSnapshot& s,
+                         int64_t now_ms) {
+  const MarketFormat f(config, s.market);
+  const MarketSnapshot::AvgPrice a = s.AveragePrice(now_ms);
+  Buf b;
+  Obj o(b);
+  o.Int("mins", marketdata::kAvgPriceMinutes)
+      .Dec("price", AveragePriceText(f, a))
+      .Int("closeTime", a.last_trade_ms);
   o.End();
   return ToStr(b);
 }
@@ -845,6 +900,53 @@ std::string MiniTickerEventJson(const engine::EngineConfig& config, const Market
       .Dec("l", f.Price(t.low))
       .Dec("v", f.Base(t.base_volume))
       .Dec("q", f.Quote(t.quote_volume));
+  o.End();
+  return ToStr(b);
+}
+
+std::string WindowTickerEventJson(const engine::EngineConfig& config, const MarketSnapshot& s,
+                                  std::string_view window, int64_t window_ms, int64_t event_ns,
+                                  TimeUnit unit) {
+  const MarketFormat f(config, s.market);
+  const marketdata::Ticker24h t = s.Rolling(window_ms, Ms(event_ns));
+  const TickerFigures fig = Figures(f, t);
+  std::string event(window);
+  event += "Ticker";
+  Buf b;
+  Obj o(b);
+  o.Str("e", event)
+      .Int("E", NsIn(event_ns, unit))
+      .Str("s", f.spec().symbol)
+      .Dec("p", fig.change)
+      .Dec("P", fig.change_pct)
+      .Dec("o", f.Price(t.open))
+      .Dec("h", f.Price(t.high))
+      .Dec("l", f.Price(t.low))
+      .Dec("c", f.Price(t.last))
+      .Dec("w", fig.weighted_avg)
+      .Dec("v", f.Base(t.base_volume))
+      .Dec("q", f.Quote(t.quote_volume))
+      .Int("O", MsIn(t.open_time_ms, unit))
+      .Int("C", MsIn(t.close_time_ms, unit))
+      .Int("F", TradeIdOrNone(t.any_trade, t.first_trade))
+      .Int("L", TradeIdOrNone(t.any_trade, t.last_trade))
+      .Uint("n", t.trades);
+  o.End();
+  return ToStr(b);
+}
+
+std::string AvgPriceEventJson(const engine::EngineConfig& config, const MarketSnapshot& s,
+                              int64_t event_ns, TimeUnit unit) {
+  const MarketFormat f(config, s.market);
+  const MarketSnapshot::AvgPrice a = s.AveragePrice(Ms(event_ns));
+  Buf b;
+  Obj o(b);
+  o.Str("e", "avgPrice")
+      .Int("E", NsIn(event_ns, unit))
+      .Str("s", f.spec().symbol)
+      .Str("i", "5m")
+      .Dec("w", AveragePriceText(f, a))
+      .Int("T", MsIn(a.last_trade_ms, unit));
   o.End();
   return ToStr(b);
 }

@@ -64,8 +64,21 @@ std::string KlinesJson(const engine::EngineConfig& config, MarketId market,
                        marketdata::KlineInterval interval, std::span<const marketdata::Kline> k,
                        int32_t zone_min = 0);
 // One object each (the caller wraps several in [...]).
+// GET /ticker/24hr: type FULL (mini = false) or MINI (symbol, openPrice,
+// highPrice, lowPrice, lastPrice, volume, quoteVolume, openTime, closeTime,
+// firstId, lastId, count).
 std::string Ticker24hJson(const engine::EngineConfig& config, const marketdata::MarketSnapshot& s,
-                          int64_t now_ms);
+                          int64_t now_ms, bool mini = false);
+// GET /ticker (rolling window) and /ticker/tradingDay, from statistics `t` of
+// market s: FULL symbol, priceChange, priceChangePercent, weightedAvgPrice,
+// openPrice, highPrice, lowPrice, lastPrice, volume, quoteVolume, openTime,
+// closeTime, firstId, lastId, count; MINI without the first three and
+// weightedAvgPrice.
+std::string WindowTickerJson(const engine::EngineConfig& config, MarketId market,
+                             const marketdata::Ticker24h& t, bool mini);
+// GET /avgPrice: {mins, price, closeTime (the last trade's time)}.
+std::string AvgPriceJson(const engine::EngineConfig& config, const marketdata::MarketSnapshot& s,
+                         int64_t now_ms);
 std::string PriceTickerJson(const engine::EngineConfig& config,
                             const marketdata::MarketSnapshot& s);
 std::string BookTickerJson(const engine::EngineConfig& config, const marketdata::MarketSnapshot& s);
@@ -133,6 +146,14 @@ std::string TickerEventJson(const engine::EngineConfig& config, const marketdata
 std::string MiniTickerEventJson(const engine::EngineConfig& config,
                                 const marketdata::MarketSnapshot& s, int64_t event_ns,
                                 TimeUnit unit);
+// <symbol>@ticker_<window>: {e:"<window>Ticker",E,s,p,P,o,h,l,c,w,v,q,O,C,F,L,n}
+// over the window_ms before the event time; window names it ("1h", "4h", "1d").
+std::string WindowTickerEventJson(const engine::EngineConfig& config,
+                                  const marketdata::MarketSnapshot& s, std::string_view window,
+                                  int64_t window_ms, int64_t event_ns, TimeUnit unit);
+// <symbol>@avgPrice: {e:"avgPrice",E,s,i:"5m",w,T (the last trade's time)}.
+std::string AvgPriceEventJson(const engine::EngineConfig& config,
+                              const marketdata::MarketSnapshot& s, int64_t event_ns, TimeUnit unit);
 // {u,s,b,B,a,A}: no time field.
 std::string BookTickerEventJson(const engine::EngineConfig& config,
                                 const marketdata::MarketSnapshot& s);

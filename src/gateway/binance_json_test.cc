@@ -542,6 +542,65 @@ TEST(Ticker24hJson, Golden) {
   ParseObject(json);
 }
 
+// The rolling window and trading day tickers: FULL and MINI keys in
+// Binance's order, the same figures as the 24 h ticker over that window.
+TEST(WindowTickerJson, FullAndMini) {
+  const engine::EngineConfig c = TestConfig();
+  const MarketSnapshot s = TickerSnapshot();
+  const marketdata::Ticker24h t = s.Ticker(kTickerNowMs);
+  const std::string full = WindowTickerJson(c, s.market, t, false);
+  EXPECT_EQ(
+      full,
+      R"({"symbol":"BTCUSDT","priceChange":"-650.33000000","priceChangePercent":"-1.001",)"
+      R"("weightedAvgPrice":"64999.87000026",)"
+      R"("openPrice":"65000.00000000","highPrice":"66000.00000000","lowPrice":"64000.00000000",)"
+      R"("lastPrice":"64349.67000000","volume":"0.00500001","quoteVolume":"325.00000000",)"
+      R"("openTime":1699913700000,"closeTime":1700000100000,"firstId":5,"lastId":11,"count":7})");
+  const std::string mini = WindowTickerJson(c, s.market, t, true);
+  EXPECT_EQ(
+      mini,
+      R"({"symbol":"BTCUSDT",)"
+      R"("openPrice":"65000.00000000","highPrice":"66000.00000000","lowPrice":"64000.00000000",)"
+      R"("lastPrice":"64349.67000000","volume":"0.00500001","quoteVolume":"325.00000000",)"
+      R"("openTime":1699913700000,"closeTime":1700000100000,"firstId":5,"lastId":11,"count":7})");
+  EXPECT_EQ(Ticker24hJson(c, s, kTickerNowMs, true), mini);
+  ParseObject(full);
+  ParseObject(mini);
+}
+
+TEST(WindowTickerEventJson, OneHourWindow) {
+  const engine::EngineConfig c = TestConfig();
+  const MarketSnapshot s = TickerSnapshot();
+  const boost::json::object e = ParseObject(
+      WindowTickerEventJson(c, s, "1h", 3'600'000, kTickerNowMs * kNsPerMs, kMs));
+  EXPECT_EQ(e.at("e").as_string(), "1hTicker");
+  EXPECT_EQ(Int(e, "E"), kTickerNowMs);
+  EXPECT_EQ(Int(e, "O"), kTickerNowMs - 3'600'000);
+  EXPECT_EQ(Int(e, "C"), kTickerNowMs);
+  for (const char* key : {"s", "p", "P", "o", "h", "l", "c", "w", "v", "q", "F", "L", "n"}) {
+    EXPECT_TRUE(e.contains(key)) << key;
+  }
+}
+
+TEST(AvgPriceJson, WeightedOrLastPrice) {
+  const engine::EngineConfig c = TestConfig();
+  const MarketSnapshot s = TickerSnapshot();
+  const boost::json::object a = ParseObject(AvgPriceJson(c, s, kTickerNowMs));
+  EXPECT_EQ(Int(a, "mins"), 5);
+  EXPECT_EQ(a.size(), 3u);
+  EXPECT_TRUE(a.contains("price"));
+  EXPECT_TRUE(a.contains("closeTime"));
+  MarketSnapshot none;
+  none.market = kBtcUsd;
+  EXPECT_EQ(AvgPriceJson(c, none, kTickerNowMs), R"({"mins":5,"price":"0.00","closeTime":0})");
+  const boost::json::object ev =
+      ParseObject(AvgPriceEventJson(c, s, kTickerNowMs * kNsPerMs, kMs));
+  EXPECT_EQ(ev.at("e").as_string(), "avgPrice");
+  EXPECT_EQ(ev.at("i").as_string(), "5m");
+  EXPECT_EQ(ev.at("w"), a.at("price"));
+  EXPECT_EQ(ev.at("T"), a.at("closeTime"));
+}
+
 TEST(Ticker24hJson, NoTradesAndNoBook) {
   const engine::EngineConfig c = TestConfig();
   MarketSnapshot s;

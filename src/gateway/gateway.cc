@@ -147,6 +147,54 @@ bool IsOpen(const marketdata::OrderRecord& o) {
          o.status == marketdata::OrderStatus::kPartiallyFilled;
 }
 
+// windowSize of GET /api/v3/ticker: 1m..59m, 1h..23h, 1d..7d, in ms.
+std::optional<int64_t> ParseWindowSize(std::string_view s) {
+  if (s.size() < 2 || s.size() > 3) return std::nullopt;
+  int64_t n = 0;
+  for (char ch : s.substr(0, s.size() - 1)) {
+    if (ch < '0' || ch > '9') return std::nullopt;
+    n = n * 10 + (ch - '0');
+  }
+  if (s.front() == '0') return std::nullopt;
+  constexpr int64_t kMinute = 60'000;
+  switch (s.back()) {
+    case 'm':
+      return n <= 59 ? std::optional<int64_t>(n * kMinute) : std::nullopt;
+    case 'h':
+      return n <= 23 ? std::optional<int64_t>(n * 60 * kMinute) : std::nullopt;
+    case 'd':
+      return n <= 7 ? std::optional<int64_t>(n * 24 * 60 * kMinute) : std::nullopt;
+    default:
+      return std::nullopt;
+  }
+}
+
+// How many markets a ticker request names: 1 for `symbol`, the size of the
+// `symbols` array (0 when it does not parse: the handler refuses it), or
+// nullopt for neither (every market).
+std::optional<std::size_t> NamedSymbols(const Params& p) {
+  if (p.Has("symbol")) return 1;
+  const auto s = p.Get("symbols");
+  if (!s) return std::nullopt;
+  boost::system::error_code ec;
+  const boost::json::value v = boost::json::parse(*s, ec);
+  if (ec || !v.is_array()) return 0;
+  return v.as_array().size();
+}
+
+// Request weights as Binance's table. /ticker/24hr: 2 for one symbol or up
+// to 20, 40 up to 100, 80 beyond or for every market.
+uint32_t Ticker24hWeight(const Params& p) {
+  const std::optional<std::size_t> n = NamedSymbols(p);
+  if (!n || *n > 100) return 80;
+  return *n > 20 ? 40 : 2;
+}
+// /ticker and /ticker/tradingDay: 4 per symbol, 200 once more than 50.
+uint32_t PerSymbolWeight(const Params& p) {
+  const std::size_t n = std::max<std::size_t>(1, NamedSymbols(p).value_or(1));
+  return n > 50 ? 200 : static_cast<uint32_t>(4 * n);
+}
+
 }  // namespace
 
 class Gateway::Impl final : public HttpHandler {
@@ -337,20 +385,24 @@ class Gateway::Impl final : public HttpHandler {
       return Reply(c, path_known ? ApiError::MethodNotAllowed() : ApiError::NotFound());
     }
     const int64_t now = clock_.wall_ms();
-    const RateDecision ip = ip_limiter_.Take(c.remote, route->weight, now);
-    c.used_weight = ip.used_weight_1m;
-    if (!ip.allowed) return TooMany(c, ip);
-
     std::string_view body;
     const auto ct = c.req.find(http::field::content_type);
     if (!c.req.body().empty() &&
         (ct == c.req.end() || Trim(ct->value()).starts_with("application/x-www-form-urlencoded"))) {
       body = c.req.body();
     }
-    if (auto e = Params::Parse(c.query, body, &c.params)) return Reply(c, *e);
+    // Some weights depend on the parameters (how many symbols): parsed first,
+    // refused after the weight is taken (a malformed request still costs).
+    const std::optional<ApiError> bad_params = Params::Parse(c.query, body, &c.params);
+    const uint32_t weight =
+        !bad_params && route->weight_fn != nullptr ? route->weight_fn(c.params) : route->weight;
+    const RateDecision ip = ip_limiter_.Take(c.remote, weight, now);
+    c.used_weight = ip.used_weight_1m;
+    if (!ip.allowed) return TooMany(c, ip);
+    if (bad_params) return Reply(c, *bad_params);
     if (route->security != Security::kNone) {
       if (auto e = Authenticate(c, route->security == Security::kSigned, now)) return Reply(c, *e);
-      const RateDecision k = key_limiter_.Take(c.api_key, route->weight, now);
+      const RateDecision k = key_limiter_.Take(c.api_key, weight, now);
       c.used_weight = k.used_weight_1m;
       if (!k.allowed) return TooMany(c, k);
     }
@@ -373,12 +425,14 @@ class Gateway::Impl final : public HttpHandler {
     bool parse_auth_recorded = false;  // a request's second command is not parsing
   };
   using Fn = void (Impl::*)(Ctx&);
+  using WeightFn = uint32_t (*)(const Params&);
   struct Route {
     http::verb method;
     std::string path;
     Security security;
     uint32_t weight;
     Fn fn;
+    WeightFn weight_fn = nullptr;  // the weight from the parameters, when they set it
   };
   struct FanItem {
     std::vector<Event> events;
@@ -401,8 +455,8 @@ class Gateway::Impl final : public HttpHandler {
 
   void RegisterRoutes() {
     using V = http::verb;
-    auto add = [this](V m, std::string p, Security s, uint32_t w, Fn f) {
-      routes_.push_back(Route{m, std::move(p), s, w, f});
+    auto add = [this](V m, std::string p, Security s, uint32_t w, Fn f, WeightFn wf = nullptr) {
+      routes_.push_back(Route{m, std::move(p), s, w, f, wf});
     };
     add(V::get, "/api/v3/ping", Security::kNone, 1, &Impl::Ping);
     add(V::get, "/api/v3/time", Security::kNone, 1, &Impl::Time);
@@ -413,7 +467,11 @@ class Gateway::Impl final : public HttpHandler {
     add(V::get, "/api/v3/aggTrades", Security::kNone, 4, &Impl::AggTrades);
     add(V::get, "/api/v3/klines", Security::kNone, 2, &Impl::Klines);
     add(V::get, "/api/v3/uiKlines", Security::kNone, 2, &Impl::Klines);
-    add(V::get, "/api/v3/ticker/24hr", Security::kNone, 2, &Impl::Ticker24h);
+    add(V::get, "/api/v3/ticker/24hr", Security::kNone, 2, &Impl::Ticker24h, &Ticker24hWeight);
+    add(V::get, "/api/v3/ticker", Security::kNone, 4, &Impl::RollingTicker, &PerSymbolWeight);
+    add(V::get, "/api/v3/ticker/tradingDay", Security::kNone, 4, &Impl::TradingDayTicker,
+        &PerSymbolWeight);
+    add(V::get, "/api/v3/avgPrice", Security::kNone, 2, &Impl::AvgPrice);
     add(V::get, "/api/v3/ticker/price", Security::kNone, 2, &Impl::TickerPrice);
     add(V::get, "/api/v3/ticker/bookTicker", Security::kNone, 2, &Impl::BookTicker);
     add(V::post, "/api/v3/order", Security::kSigned, 1, &Impl::NewOrderRoute);
@@ -668,9 +726,56 @@ class Gateway::Impl final : public HttpHandler {
   }
   void Ticker24h(Ctx& c) {
     const int64_t now = clock_.wall_ms();
+    bool mini = false;
+    if (auto e = TypeParam(c, &mini)) return Reply(c, *e);
     TickerLike(c, [&](const marketdata::MarketSnapshot& s) {
-      return gateway::Ticker24hJson(config_, s, now);
+      return gateway::Ticker24hJson(config_, s, now, mini);
     });
+  }
+  // type: FULL (the default) or MINI.
+  std::optional<ApiError> TypeParam(const Ctx& c, bool* mini) {
+    *mini = false;
+    const auto v = c.params.Get("type");
+    if (!v || *v == "FULL") return std::nullopt;
+    if (*v != "MINI") return ApiError::IllegalChars("type", "FULL, MINI");
+    *mini = true;
+    return std::nullopt;
+  }
+  // GET /ticker and /ticker/tradingDay name their symbols (no "every market").
+  std::optional<ApiError> RequireSymbols(const Ctx& c) {
+    if (c.params.Has("symbol") || c.params.Has("symbols")) return std::nullopt;
+    return ApiError::MandatoryMissing("symbol");
+  }
+  void RollingTicker(Ctx& c) {
+    const int64_t now = clock_.wall_ms();
+    if (auto e = RequireSymbols(c)) return Reply(c, *e);
+    int64_t window = 24 * 3'600'000;
+    if (const auto w = c.params.Get("windowSize")) {
+      const std::optional<int64_t> parsed = ParseWindowSize(*w);
+      if (!parsed) return Reply(c, ApiError::IllegalChars("windowSize", "1m..59m, 1h..23h, 1d..7d"));
+      window = *parsed;
+    }
+    bool mini = false;
+    if (auto e = TypeParam(c, &mini)) return Reply(c, *e);
+    TickerLike(c, [&](const marketdata::MarketSnapshot& s) {
+      return WindowTickerJson(config_, s.market, s.Rolling(window, now), mini);
+    });
+  }
+  void TradingDayTicker(Ctx& c) {
+    const int64_t now = clock_.wall_ms();
+    if (auto e = RequireSymbols(c)) return Reply(c, *e);
+    int32_t zone = 0;
+    if (auto e = TimeZoneParam(c, &zone)) return Reply(c, *e);
+    bool mini = false;
+    if (auto e = TypeParam(c, &mini)) return Reply(c, *e);
+    TickerLike(c, [&](const marketdata::MarketSnapshot& s) {
+      return WindowTickerJson(config_, s.market, s.TradingDay(zone, now), mini);
+    });
+  }
+  void AvgPrice(Ctx& c) {
+    MarketId m{};
+    if (auto e = SymbolParam(c, &m)) return Reply(c, *e);
+    Ok(c, AvgPriceJson(config_, *Snap(m), clock_.wall_ms()));
   }
   void TickerPrice(Ctx& c) {
     TickerLike(c, [&](const marketdata::MarketSnapshot& s) { return PriceTickerJson(config_, s); });

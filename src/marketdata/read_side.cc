@@ -37,9 +37,9 @@ constexpr int64_t kNsPerMs = 1'000'000;
 constexpr int64_t kMinuteMs = 60'000;
 constexpr int64_t kHourMs = 60 * kMinuteMs;
 constexpr int64_t kDayMs = 24 * kHourMs;
-// The ticker aggregates the 1m candles of the last 24 h: the 1m series keeps
-// at least this many closed candles whatever klines_per_interval says.
-constexpr std::size_t kTickerMinutes = 1440;
+// Rolling windows sum the 1m candles of up to 7 days: the 1m series keeps at
+// least this many closed candles whatever klines_per_interval says.
+constexpr std::size_t kRollingMinutes = static_cast<std::size_t>(kRollingWindowMaxMs / kMinuteMs);
 
 constexpr int64_t kWeekMs = 7 * kDayMs;
 // 1970-01-05, the first Monday after the epoch: weeks open on Mondays.
@@ -489,27 +489,76 @@ std::optional<Kline> MarketSnapshot::LatestCandle(KlineInterval interval, int32_
   return Candle(interval, KlineOpenMs(interval, src.current->open_time_ms, zone_min), zone_min);
 }
 
-Ticker24h MarketSnapshot::Ticker(int64_t now_ms) const {
+Ticker24h MarketSnapshot::Ticker(int64_t now_ms) const { return Rolling(kDayMs, now_ms); }
+
+namespace {
+
+// Adds candle c to window statistics.
+void AddCandle(Ticker24h* t, const Kline& c) {
+  if (!t->any_trade) {
+    t->any_trade = true;
+    t->open = c.open;
+    t->high = c.high;
+    t->low = c.low;
+    t->first_trade = c.first_trade;
+  } else {
+    t->high = std::max(t->high, c.high);
+    t->low = std::min(t->low, c.low);
+  }
+  t->last = c.close;
+  t->last_trade = c.last_trade;
+  t->base_volume += c.base_volume;
+  t->quote_volume += c.quote_volume;
+  t->trades += c.trades;
+}
+
+// The quantity of trade `id` if it is still held.
+Qty TradeQty(const TradeChunk* head, TradeId id) {
+  // The last trade is almost always the newest row held.
+  for (const TradeChunk* c = head; c != nullptr; c = c->older.get()) {
+    if (c->rows.empty() || Raw(c->rows.front().id) > Raw(id)) continue;
+    for (auto it = c->rows.rbegin(); it != c->rows.rend(); ++it) {
+      if (it->id == id) return it->qty;
+    }
+    break;
+  }
+  return Qty{0};
+}
+
+}  // namespace
+
+Ticker24h MarketSnapshot::TradingDay(int32_t zone_min, int64_t now_ms) const {
+  const int64_t open = KlineOpenMs(KlineInterval::k1d, now_ms, zone_min);
   Ticker24h t;
-  t.open_time_ms = now_ms - kDayMs;
+  t.open_time_ms = open;
+  t.close_time_ms = KlineNextOpenMs(KlineInterval::k1d, open, zone_min) - 1;
+  if (const std::optional<Kline> day = Candle(KlineInterval::k1d, open, zone_min)) {
+    AddCandle(&t, *day);
+    t.last_qty = TradeQty(trades.get(), t.last_trade);
+  }
+  return t;
+}
+
+MarketSnapshot::AvgPrice MarketSnapshot::AveragePrice(int64_t now_ms) const {
+  AvgPrice a;
+  const Ticker24h w = Rolling(kAvgPriceMinutes * kMinuteMs, now_ms);
+  a.base_volume = w.base_volume;
+  a.quote_volume = w.quote_volume;
+  const std::vector<TradeRow> last = NewestRows(trades.get(), 1);
+  if (!last.empty()) {
+    a.any_trade = true;
+    a.last = last.back().price;
+    a.last_trade_ms = NsToMs(last.back().time_ns);
+  }
+  return a;
+}
+
+Ticker24h MarketSnapshot::Rolling(int64_t window_ms, int64_t now_ms) const {
+  Ticker24h t;
+  t.open_time_ms = now_ms - window_ms;
   t.close_time_ms = now_ms;
   auto add = [&](const Kline& c) {
-    if (c.open_time_ms < t.open_time_ms || c.open_time_ms > now_ms) return;
-    if (!t.any_trade) {
-      t.any_trade = true;
-      t.open = c.open;
-      t.high = c.high;
-      t.low = c.low;
-      t.first_trade = c.first_trade;
-    } else {
-      t.high = std::max(t.high, c.high);
-      t.low = std::min(t.low, c.low);
-    }
-    t.last = c.close;
-    t.last_trade = c.last_trade;
-    t.base_volume += c.base_volume;
-    t.quote_volume += c.quote_volume;
-    t.trades += c.trades;
+    if (c.open_time_ms >= t.open_time_ms && c.open_time_ms <= now_ms) AddCandle(&t, c);
   };
   const KlineSeries& series = klines[static_cast<std::size_t>(KlineInterval::k1m)];
   if (series.closed) {
@@ -517,19 +566,7 @@ Ticker24h MarketSnapshot::Ticker(int64_t now_ms) const {
     for (std::size_t i = closed.LowerBound(t.open_time_ms); i < closed.size(); ++i) add(closed[i]);
   }
   if (series.current) add(*series.current);
-  if (t.any_trade) {
-    // The last trade is almost always the newest row held.
-    for (const TradeChunk* c = trades.get(); c != nullptr; c = c->older.get()) {
-      if (c->rows.empty() || Raw(c->rows.front().id) > Raw(t.last_trade)) continue;
-      for (auto it = c->rows.rbegin(); it != c->rows.rend(); ++it) {
-        if (it->id == t.last_trade) {
-          t.last_qty = it->qty;
-          break;
-        }
-      }
-      break;
-    }
-  }
+  if (t.any_trade) t.last_qty = TradeQty(trades.get(), t.last_trade);
   return t;
 }
 
@@ -1142,7 +1179,7 @@ class ReadSide::Impl {
 
   std::size_t ClosedBound(std::size_t interval) const {
     return interval == static_cast<std::size_t>(KlineInterval::k1m)
-               ? std::max(opts_.klines_per_interval, kTickerMinutes)
+               ? std::max(opts_.klines_per_interval, kRollingMinutes)
                : opts_.klines_per_interval;
   }
 

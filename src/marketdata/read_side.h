@@ -152,7 +152,9 @@ struct Kline {
   TradeId last_trade{};
 };
 
-// Rolling 24 h statistics (from the 1m klines of the last 1440 minutes).
+// Statistics of a window of trades: rolling (the 1m klines opened in the
+// window; 24 h for the classic ticker, 1 minute to 7 days for windowSize) or
+// a trading day in a time zone.
 struct Ticker24h {
   bool any_trade = false;
   Price open{}, high{}, low{}, last{};
@@ -244,7 +246,25 @@ struct MarketSnapshot {
   std::optional<Kline> Candle(KlineInterval interval, int64_t open_ms, int32_t zone_min = 0) const;
   // The newest candle of `interval` in the zone (the one the last trade is in).
   std::optional<Kline> LatestCandle(KlineInterval interval, int32_t zone_min = 0) const;
+  // The 24 h before now_ms: Rolling(24 h, now_ms).
   Ticker24h Ticker(int64_t now_ms) const;
+  // The 1m candles opened in (now_ms - window_ms, now_ms]; open_time_ms =
+  // now_ms - window_ms, close_time_ms = now_ms. REQUIRES: window_ms at most
+  // kRollingWindowMaxMs (older candles are not kept).
+  Ticker24h Rolling(int64_t window_ms, int64_t now_ms) const;
+  // The trading day holding now_ms in the zone, from its 00:00 to now:
+  // open_time_ms / close_time_ms are the day's bounds (close = next day - 1).
+  Ticker24h TradingDay(int32_t zone_min, int64_t now_ms) const;
+  // Binance's current average price: quote volume over base volume of the
+  // 1m candles opened in the last kAvgPriceMinutes, and the last trade (its
+  // price stands in when nothing traded in the window).
+  struct AvgPrice {
+    bool any_trade = false;     // ever (as far as held)
+    Amount base_volume{}, quote_volume{};  // in the window
+    Price last{};
+    int64_t last_trade_ms = 0;
+  };
+  AvgPrice AveragePrice(int64_t now_ms) const;
 };
 
 // One change to one order, in event order: what an executionReport carries.
@@ -303,6 +323,12 @@ struct BatchOutput {
 // they are not the UTC candles: the longest fixed-length interval that
 // divides them and the zone's offset (1m at worst: offsets are whole minutes).
 KlineInterval ZoneSource(KlineInterval interval, int32_t zone_min) noexcept;
+
+// Rolling windows reach back at most 7 days: the 1m series keeps at least
+// 7 x 24 x 60 closed candles (per market, about 1.1 MB), whatever
+// klines_per_interval says.
+inline constexpr int64_t kRollingWindowMaxMs = 7 * 24 * 60 * 60'000;
+inline constexpr int kAvgPriceMinutes = 5;
 
 struct ReadSideOptions {
   std::size_t max_depth_levels = 5000;     // per side in a snapshot

@@ -1582,5 +1582,100 @@ TEST(ReadSideAggTradeTest, PartlyHeldAggregateIsLeftOut) {
   EXPECT_EQ(held[0].id, last.trades[0].id);
 }
 
+// Rolling windows up to 7 days are summed from the 1m candles, which are
+// kept for 7 days whatever klines_per_interval says.
+TEST(ReadSideWindowTest, RollingWindowsReachSevenDays) {
+  ReadSideOptions o = Unbounded();
+  o.klines_per_interval = 3;
+  Harness h(o);
+  h.Run({Fund(kDay0, kAlice, kBtc, 100'000'000, "a"), Fund(kDay0, kBob, kUsdt, 100'000'000, "b")});
+  h.Run({Limit(kDay0, kAlice, Side::kSell, 1000, 2000)});
+  constexpr int kTrades = 1500;  // in as many minutes: more than a day of candles
+  TradeId first{};
+  for (int i = 0; i < kTrades; ++i) {
+    const BatchOutput& out = h.Run({Limit(kDay0 + i * 5 * 60 * kSec, kBob, Side::kBuy, 1000, 1)});
+    ASSERT_EQ(out.trades.size(), 1u);
+    if (i == 0) first = out.trades[0].id;
+  }
+  const int64_t last_ms = kDay0Ms + (kTrades - 1) * 5 * 60'000;
+  auto snap = h.rs.Snapshot(kBtcUsdt);
+  const Ticker24h week = snap->Rolling(7 * 86'400'000, last_ms);
+  EXPECT_EQ(week.trades, static_cast<uint32_t>(kTrades));
+  EXPECT_EQ(week.first_trade, first);
+  EXPECT_EQ(week.open_time_ms, last_ms - 7 * 86'400'000);
+  EXPECT_EQ(week.close_time_ms, last_ms);
+  // One every 5 minutes, the window's first minute included.
+  EXPECT_EQ(snap->Rolling(86'400'000, last_ms).trades, 289u);
+  EXPECT_EQ(snap->Ticker(last_ms).trades, 289u);
+  EXPECT_EQ(snap->Rolling(60 * 60'000, last_ms).trades, 13u);
+  EXPECT_EQ(snap->Rolling(60'000, last_ms).trades, 1u);
+  EXPECT_EQ(snap->Rolling(60'000, last_ms + 120'000).trades, 0u);
+  EXPECT_FALSE(snap->Rolling(60'000, last_ms + 120'000).any_trade);
+}
+
+// The trading day in a zone: from its local midnight; the close time is the
+// day's end.
+TEST(ReadSideWindowTest, TradingDayInAZone) {
+  Harness h;
+  h.Run({Fund(kDay0, kAlice, kBtc, 10'000'000, "a"), Fund(kDay0, kBob, kUsdt, 100'000'000, "b")});
+  h.Run({Limit(kDay0, kAlice, Side::kSell, 1000, 10)});
+  h.Run({Limit(kDay0, kAlice, Side::kSell, 1010, 10)});
+  constexpr int64_t kH = 3'600 * kSec;
+  h.Run({Limit(kDay0 + 10 * kSec, kBob, Side::kBuy, 1000, 1)});
+  h.Run({Limit(kDay0 + 15 * kH, kBob, Side::kBuy, 1000, 2)});
+  h.Run({Limit(kDay0 + 17 * kH, kBob, Side::kBuy, 1010, 12)});  // 7 @ 1000, 5 @ 1010
+  constexpr int64_t kHMs = 3'600'000;
+  const int64_t now = kDay0Ms + 18 * kHMs;
+  auto snap = h.rs.Snapshot(kBtcUsdt);
+  const Ticker24h utc = snap->TradingDay(0, now);
+  EXPECT_EQ(utc.open_time_ms, kDay0Ms);
+  EXPECT_EQ(utc.close_time_ms, kDay0Ms + 24 * kHMs - 1);
+  EXPECT_EQ(utc.trades, 4u);
+  EXPECT_EQ(utc.open, Price{1000});
+  EXPECT_EQ(utc.last, Price{1010});
+  EXPECT_EQ(utc.high, Price{1010});
+  EXPECT_EQ(utc.last_qty, Qty{5});
+  const Ticker24h east = snap->TradingDay(480, now);  // Tuesday from 16:00 UTC
+  EXPECT_EQ(east.open_time_ms, kDay0Ms + 16 * kHMs);
+  EXPECT_EQ(east.close_time_ms, kDay0Ms + 40 * kHMs - 1);
+  EXPECT_EQ(east.trades, 2u);
+  EXPECT_EQ(east.open, Price{1000});
+  const Ticker24h later = snap->TradingDay(480, now + 24 * kHMs);
+  EXPECT_FALSE(later.any_trade);
+  EXPECT_EQ(later.trades, 0u);
+}
+
+// Binance's average price: quote over base volume of the last 5 minutes'
+// candles; the last price when nothing traded in them.
+TEST(ReadSideWindowTest, AveragePriceOfTheLastFiveMinutes) {
+  Harness h;
+  h.Run({Fund(kDay0, kAlice, kBtc, 10'000'000, "a"), Fund(kDay0, kBob, kUsdt, 100'000'000, "b")});
+  h.Run({Limit(kDay0, kAlice, Side::kSell, 1000, 1)});
+  h.Run({Limit(kDay0, kAlice, Side::kSell, 1010, 1)});
+  h.Run({Limit(kDay0, kAlice, Side::kSell, 1020, 2)});
+  EXPECT_FALSE(h.rs.Snapshot(kBtcUsdt)->AveragePrice(kDay0Ms).any_trade);
+  constexpr int64_t kM = 60 * kSec;
+  const BatchOutput& a = h.Run({Limit(kDay0 + 50 * kM + 30 * kSec, kBob, Side::kBuy, 1000, 1)});
+  const Amount old_quote = a.trades[0].notional;
+  const BatchOutput& b = h.Run({Limit(kDay0 + 57 * kM + 30 * kSec, kBob, Side::kBuy, 1010, 1)});
+  const Amount b_quote = b.trades[0].notional;
+  const Amount b_base = b.trades[0].base_qty;
+  const BatchOutput& c = h.Run({Limit(kDay0 + 59 * kM + 30 * kSec, kBob, Side::kBuy, 1020, 2)});
+  const Amount c_quote = c.trades[0].notional;
+  const Amount c_base = c.trades[0].base_qty;
+  const int64_t now = kDay0Ms + 60 * 60'000 + 30'000;
+  auto snap = h.rs.Snapshot(kBtcUsdt);
+  const MarketSnapshot::AvgPrice avg = snap->AveragePrice(now);
+  EXPECT_TRUE(avg.any_trade);
+  EXPECT_EQ(avg.base_volume, b_base + c_base);
+  EXPECT_EQ(avg.quote_volume, b_quote + c_quote);
+  EXPECT_NE(avg.quote_volume, b_quote + c_quote + old_quote);
+  EXPECT_EQ(avg.last, Price{1020});
+  EXPECT_EQ(avg.last_trade_ms, kDay0Ms + 59 * 60'000 + 30'000);
+  const MarketSnapshot::AvgPrice quiet = snap->AveragePrice(now + 3'600'000);
+  EXPECT_EQ(quiet.base_volume, Amount{0});
+  EXPECT_EQ(quiet.last, Price{1020});
+}
+
 }  // namespace
 }  // namespace mb::marketdata
