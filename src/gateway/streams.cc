@@ -51,6 +51,13 @@ constexpr uint8_t kInterval100ms = 1;
 constexpr uint8_t kInterval1000ms = 2;
 constexpr std::array<uint8_t, 3> kPartialLevels = {5, 10, 20};
 constexpr int64_t kTickerThrottleMs = 1000;
+// Rolling window tickers (<symbol>@ticker_<window>, !ticker_<window>@arr), by index.
+struct TickerWindow {
+  std::string_view name;
+  int64_t ms;
+};
+constexpr std::array<TickerWindow, 3> kTickerWindows = {
+    {{"1h", 3'600'000}, {"4h", 4 * 3'600'000}, {"1d", 24 * 3'600'000}}};
 constexpr int64_t kListenKeySweepMs = 1000;
 constexpr std::size_t kListenKeyLength = 60;
 constexpr int64_t kDefaultRecvWindowMs = 5000;
@@ -67,7 +74,25 @@ enum class Kind : uint8_t {
   kMiniTicker,
   kBookTicker,
   kKline,
+  kWindowTicker,  // <symbol>@ticker_<window>: interval indexes kTickerWindows
+  kAvgPrice,
+  // Streams of every market ("!..."): one array a second of the markets that changed.
+  kAllTicker,        // !ticker@arr
+  kAllMiniTicker,    // !miniTicker@arr
+  kAllWindowTicker,  // !ticker_<window>@arr: interval indexes kTickerWindows
 };
+
+// Streams of every market have no symbol; their names start with '!'.
+bool IsAllMarkets(Kind k) {
+  return k == Kind::kAllTicker || k == Kind::kAllMiniTicker || k == Kind::kAllWindowTicker;
+}
+
+std::optional<uint8_t> TickerWindowIndex(std::string_view name) {
+  for (std::size_t i = 0; i < kTickerWindows.size(); ++i) {
+    if (kTickerWindows[i].name == name) return static_cast<uint8_t>(i);
+  }
+  return std::nullopt;
+}
 
 struct StreamKey {
   MarketId market{};
@@ -94,6 +119,22 @@ struct MatchDepth {
 // Parses "btcusdt@depth5@100ms" and friends; nullopt when the name is not a
 // stream of a configured market.
 std::optional<StreamKey> ParseStreamName(std::string_view name, const SymbolMap& symbols) {
+  if (name.starts_with('!')) {
+    StreamKey key;
+    if (name == "!ticker@arr") {
+      key.kind = Kind::kAllTicker;
+    } else if (name == "!miniTicker@arr") {
+      key.kind = Kind::kAllMiniTicker;
+    } else if (name.starts_with("!ticker_") && name.ends_with("@arr")) {
+      const auto w = TickerWindowIndex(name.substr(8, name.size() - 8 - 4));
+      if (!w) return std::nullopt;
+      key.kind = Kind::kAllWindowTicker;
+      key.interval = *w;
+    } else {
+      return std::nullopt;
+    }
+    return key;
+  }
   const std::size_t at = name.find('@');
   if (at == std::string_view::npos) return std::nullopt;
   const auto market = symbols.find(name.substr(0, at));
@@ -111,6 +152,13 @@ std::optional<StreamKey> ParseStreamName(std::string_view name, const SymbolMap&
     key.kind = Kind::kMiniTicker;
   } else if (rest == "bookTicker") {
     key.kind = Kind::kBookTicker;
+  } else if (rest == "avgPrice") {
+    key.kind = Kind::kAvgPrice;
+  } else if (rest.starts_with("ticker_")) {
+    const auto w = TickerWindowIndex(rest.substr(7));
+    if (!w) return std::nullopt;
+    key.kind = Kind::kWindowTicker;
+    key.interval = *w;
   } else if (rest.starts_with("kline_")) {
     // kline_<interval>, or kline_<interval>@<zone> (Binance: "@+08:00").
     rest.remove_prefix(6);
@@ -332,6 +380,18 @@ struct MarketRoute {
   bool book_ticker = false;
   std::vector<KlineWatchKey> klines;  // distinct
   bool any_kline = false;
+  std::array<bool, kTickerWindows.size()> window_ticker{};
+  bool avg_price = false;
+  // The route of the streams of every market only:
+  bool all_ticker = false;
+  bool all_mini_ticker = false;
+  std::array<bool, kTickerWindows.size()> all_window_ticker{};
+
+  // Any stream sent on the ticker cadence (at most once a second).
+  bool AnyTicker() const {
+    return ticker || mini_ticker || avg_price ||
+           std::any_of(window_ticker.begin(), window_ticker.end(), [](bool b) { return b; });
+  }
 };
 
 struct UserSub {
@@ -397,6 +457,7 @@ class StreamHub::Impl {
         routes_(config.markets.size()),
         partial_kick_(config.markets.size(), false),
         routes_cache_(config.markets.size()),
+        all_dirty_(config.markets.size(), 0),
         fanout_(config.markets.size()),
         touched_(config.markets.size(), 0) {
     prefixes_.reserve(config.markets.size());
@@ -720,7 +781,11 @@ class StreamHub::Impl {
     (state.type == ConnState::Type::kCombined ? it->second.combined
                                               : it->second.raw)[UnitIndex(state.unit)]
         .push_back(conn);
-    touched->push_back(key.market);
+    if (IsAllMarkets(key.kind)) {
+      all_markets_dirty_ = true;
+    } else {
+      touched->push_back(key.market);
+    }
     if (key.kind == Kind::kPartialDepth) partial_kick_[Index(key.market)] = true;
     stats_.subscriptions.fetch_add(1, std::memory_order_relaxed);
   }
@@ -741,13 +806,34 @@ class StreamHub::Impl {
     if (it == topics_.end()) return;
     for (auto& conns : it->second.raw) std::erase(conns, conn);
     for (auto& conns : it->second.combined) std::erase(conns, conn);
-    touched->push_back(it->second.key.market);
+    if (IsAllMarkets(it->second.key.kind)) {
+      all_markets_dirty_ = true;
+    } else {
+      touched->push_back(it->second.key.market);
+    }
     if (NoConns(it->second.raw) && NoConns(it->second.combined)) topics_.erase(it);
   }
 
   // Publishes the new routes of the markets in *touched.
   void RebuildRoutesLocked(std::vector<MarketId>* touched) MB_REQUIRES(mu_) {
-    if (touched->empty()) return;
+    if (touched->empty() && !all_markets_dirty_) return;
+    if (all_markets_dirty_) {
+      all_markets_dirty_ = false;
+      // '!' sorts before every symbol: these names come first.
+      auto route = std::make_shared<MarketRoute>();
+      for (auto it = topics_.begin(); it != topics_.end() && it->first.starts_with('!'); ++it) {
+        const StreamKey& k = it->second.key;
+        if (k.kind == Kind::kAllTicker) route->all_ticker = true;
+        if (k.kind == Kind::kAllMiniTicker) route->all_mini_ticker = true;
+        if (k.kind == Kind::kAllWindowTicker) route->all_window_ticker[k.interval] = true;
+        route->topics.push_back(RouteTopic{it->first, k, it->second.raw, it->second.combined});
+      }
+      if (route->topics.empty()) {
+        all_route_.reset();
+      } else {
+        all_route_ = std::move(route);
+      }
+    }
     std::sort(touched->begin(), touched->end());
     touched->erase(std::unique(touched->begin(), touched->end()), touched->end());
     for (MarketId m : *touched) {
@@ -779,6 +865,16 @@ class StreamHub::Impl {
           case Kind::kBookTicker:
             route->book_ticker = true;
             break;
+          case Kind::kWindowTicker:
+            route->window_ticker[k.interval] = true;
+            break;
+          case Kind::kAvgPrice:
+            route->avg_price = true;
+            break;
+          case Kind::kAllTicker:
+          case Kind::kAllMiniTicker:
+          case Kind::kAllWindowTicker:
+            break;  // never under a symbol's prefix
           case Kind::kKline: {
             const KlineWatchKey w{k.interval, k.zone_min};
             if (std::find(route->klines.begin(), route->klines.end(), w) == route->klines.end()) {
@@ -1127,6 +1223,7 @@ class StreamHub::Impl {
         }
         if (route->any_kline) CloseCandles(static_cast<MarketId>(m), *route, &f, now);
       }
+      if (all_cache_ && now - all_sent_ms_ >= kTickerThrottleMs) SendAllMarketTickers(now);
     }
     if (now - last_sweep_ms_ >= kListenKeySweepMs) {
       last_sweep_ms_ = now;
@@ -1143,10 +1240,12 @@ class StreamHub::Impl {
       MutexLock lock(mu_);
       seen_version_ = routes_version_.load(std::memory_order_relaxed);
       routes_cache_ = routes_;
+      all_cache_ = all_route_;
       kicks.swap(partial_kick_);
       partial_kick_.assign(routes_.size(), false);
     }
-    any_route_ = false;
+    any_route_ = all_cache_ != nullptr;
+    if (!all_cache_) std::fill(all_dirty_.begin(), all_dirty_.end(), 0);
     for (std::size_t m = 0; m < routes_cache_.size(); ++m) {
       const MarketRoute* r = routes_cache_[m].get();
       MarketFanout& f = fanout_[m];
@@ -1157,7 +1256,7 @@ class StreamHub::Impl {
         if (!route.depth[i]) f.depth[i].Clear();
         f.partial_dirty[i] = route.partial[i] && (f.partial_dirty[i] || kicks[m]);
       }
-      if (!route.ticker && !route.mini_ticker) f.ticker_dirty = false;
+      if (!route.AnyTicker()) f.ticker_dirty = false;
       if (!route.book_ticker) f.has_best = false;
       std::vector<MarketFanout::KlineWatch> klines;
       for (const KlineWatchKey& w : route.klines) {
@@ -1223,10 +1322,11 @@ class StreamHub::Impl {
       if (touched_[m] == 0) continue;
       const uint8_t what = touched_[m];
       touched_[m] = 0;
+      if (all_cache_) all_dirty_[m] = 1;
       const MarketRoute* route = routes_cache_[m].get();
       if (route == nullptr) continue;
       MarketFanout& f = fanout_[m];
-      if (route->ticker || route->mini_ticker) {
+      if (route->AnyTicker()) {
         if (!f.ticker_sent_ms || now - *f.ticker_sent_ms >= kTickerThrottleMs) {
           SendTickers(static_cast<MarketId>(m), *route, &f, now);
         } else {
@@ -1302,6 +1402,71 @@ class StreamHub::Impl {
     if (route.mini_ticker) {
       SendToTopics(route, MatchKind{Kind::kMiniTicker}, kNoOrigin,
                    [&](TimeUnit u) { return MiniTickerEventJson(config_, *snap, event_ns, u); });
+    }
+    for (std::size_t w = 0; w < kTickerWindows.size(); ++w) {
+      if (!route.window_ticker[w]) continue;
+      SendToTopics(
+          route,
+          [w](const StreamKey& k) {
+            return k.kind == Kind::kWindowTicker && k.interval == static_cast<uint8_t>(w);
+          },
+          kNoOrigin, [&](TimeUnit u) {
+            return WindowTickerEventJson(config_, *snap, kTickerWindows[w].name,
+                                         kTickerWindows[w].ms, event_ns, u);
+          });
+    }
+    if (route.avg_price) {
+      SendToTopics(route, MatchKind{Kind::kAvgPrice}, kNoOrigin,
+                   [&](TimeUnit u) { return AvgPriceEventJson(config_, *snap, event_ns, u); });
+    }
+  }
+
+  // The streams of every market: once a second at most, an array of the
+  // events of the markets that changed since the last one (none: nothing).
+  void SendAllMarketTickers(int64_t now) {
+    std::vector<std::shared_ptr<const MarketSnapshot>> snaps;
+    for (std::size_t m = 0; m < all_dirty_.size(); ++m) {
+      if (all_dirty_[m] == 0) continue;
+      all_dirty_[m] = 0;
+      if (auto snap = read_side_.Snapshot(static_cast<MarketId>(m))) snaps.push_back(std::move(snap));
+    }
+    if (snaps.empty()) return;
+    all_sent_ms_ = now;
+    const int64_t event_ns = now * kNsPerMs;
+    const MarketRoute& route = *all_cache_;
+    auto array = [&](const auto& one) {
+      std::string text = "[";
+      for (std::size_t i = 0; i < snaps.size(); ++i) {
+        if (i > 0) text += ',';
+        text += one(*snaps[i]);
+      }
+      text += ']';
+      return text;
+    };
+    if (route.all_ticker) {
+      SendToTopics(route, MatchKind{Kind::kAllTicker}, kNoOrigin, [&](TimeUnit u) {
+        return array([&](const MarketSnapshot& s) { return TickerEventJson(config_, s, event_ns, u); });
+      });
+    }
+    if (route.all_mini_ticker) {
+      SendToTopics(route, MatchKind{Kind::kAllMiniTicker}, kNoOrigin, [&](TimeUnit u) {
+        return array(
+            [&](const MarketSnapshot& s) { return MiniTickerEventJson(config_, s, event_ns, u); });
+      });
+    }
+    for (std::size_t w = 0; w < kTickerWindows.size(); ++w) {
+      if (!route.all_window_ticker[w]) continue;
+      SendToTopics(
+          route,
+          [w](const StreamKey& k) {
+            return k.kind == Kind::kAllWindowTicker && k.interval == static_cast<uint8_t>(w);
+          },
+          kNoOrigin, [&](TimeUnit u) {
+            return array([&](const MarketSnapshot& s) {
+              return WindowTickerEventJson(config_, s, kTickerWindows[w].name, kTickerWindows[w].ms,
+                                           event_ns, u);
+            });
+          });
     }
   }
 
@@ -1503,6 +1668,9 @@ class StreamHub::Impl {
   Mutex mu_;
   std::map<std::string, TopicEntry, std::less<>> topics_ MB_GUARDED_BY(mu_);
   std::vector<std::shared_ptr<const MarketRoute>> routes_ MB_GUARDED_BY(mu_);  // by market
+  // The streams of every market ("!..."); null when nobody watches one.
+  std::shared_ptr<const MarketRoute> all_route_ MB_GUARDED_BY(mu_);
+  bool all_markets_dirty_ MB_GUARDED_BY(mu_) = false;  // all_route_ to rebuild
   // By market: a partial depth stream gained a subscriber.
   std::vector<bool> partial_kick_ MB_GUARDED_BY(mu_);
   std::atomic<uint64_t> routes_version_{0};  // written under mu_
@@ -1515,6 +1683,9 @@ class StreamHub::Impl {
   // Fan-out thread only.
   uint64_t seen_version_ = UINT64_MAX;
   std::vector<std::shared_ptr<const MarketRoute>> routes_cache_;
+  std::shared_ptr<const MarketRoute> all_cache_;
+  std::vector<uint8_t> all_dirty_;  // by market: changed since the last "!..." array
+  int64_t all_sent_ms_ = INT64_MIN / 2;
   bool any_route_ = false;
   std::vector<MarketFanout> fanout_;  // by market
   std::vector<uint8_t> touched_;      // by market: kTouched | kTraded, within one Publish

@@ -10,7 +10,10 @@
 // Market streams: <symbol>@depth (1000 ms), @depth@100ms, @depth@0ms (every
 // durable batch), @depth5/10/20 (partial book, @100ms / 1000 ms), @trade,
 // @aggTrade, @ticker, @miniTicker, @bookTicker, @kline_<interval> (1s..1M)
-// and @kline_<interval>@<zone> (candles aligned in a time zone, "+08:00"). Symbols
+// and @kline_<interval>@<zone> (candles aligned in a time zone, "+08:00"),
+// @ticker_<1h|4h|1d>, @avgPrice; and of every market !ticker@arr,
+// !miniTicker@arr, !ticker_<1h|4h|1d>@arr (an array a second of the markets
+// that changed; nothing is formatted while nobody subscribes). Symbols
 // are lower case in stream names. Depth diffs are coalesced per interval
 // with U of the first and u of the last diff in it, so U == previous u + 1.
 //

@@ -433,7 +433,8 @@ TEST_F(StreamsTest, MalformedRequestsGetAnErrorAndKeepTheConnection) {
   for (const char* bad : {"btcusd@trade", "BTCUSDT@trade", "btcusdt@depth7", "btcusdt@depth@10ms",
                           "btcusdt@kline_2m", "btcusdt", "@trade", "btcusdt@trade@100ms",
                           "btcusdt@kline_1d@", "btcusdt@kline_1d@+15:00", "btcusdt@kline_1d@8:5",
-                          "btcusdt@kline_1S", "btcusdt@kline_@+08:00"}) {
+                          "btcusdt@kline_1S", "btcusdt@kline_@+08:00", "!ticker_2h@arr",
+                          "!foo@arr", "!ticker", "btcusdt@ticker_2h", "btcusdt@avgprice"}) {
     const std::string req = std::string(R"({"method":"SUBSCRIBE","params":["ethusdt@trade",")") +
                             bad + R"("],"id":"s"})";
     EXPECT_EQ(error(req, 2, "s"), std::string("Invalid request: unknown stream '") + bad + "'");
@@ -865,6 +866,70 @@ TEST_F(StreamsTest, AggTradeAggregatesOneTakersFillsAtOnePrice) {
   EXPECT_EQ(Int(b, "l"), 6);
   EXPECT_EQ(Units(Str(b, "q")), 2 * kBtcLotUnits);
   EXPECT_EQ(Units(Str(b, "p")), 1'000'100 * kTickUnits);
+}
+
+// The streams of every market send, at most once a second, one array of the
+// markets that changed; a market's window ticker and average price follow
+// the ticker cadence.
+TEST_F(StreamsTest, AllMarketTickersWindowTickersAndAvgPrice) {
+  auto mini = Open("/ws/!miniTicker@arr");
+  auto both = Open("/stream?streams=!ticker@arr/!ticker_4h@arr");
+  auto one = Open("/ws/btcusdt@ticker_1h/btcusdt@avgPrice");
+  EXPECT_EQ(Ask(mini, R"({"method":"LIST_SUBSCRIPTIONS","id":1})"),
+            R"({"result":["!miniTicker@arr"],"id":1})");
+  Advance(1000);
+  EXPECT_TRUE(mini->sent().empty());  // nothing changed
+  Place(alice_, kBtcUsdt, Side::kSell, 1'000'000, 10);
+  Place(bob_, kBtcUsdt, Side::kBuy, 1'000'000, 2);
+  Advance(1000);
+  {
+    const std::vector<std::string> got = mini->Take();
+    ASSERT_EQ(got.size(), 1u);
+    const json::array arr = json::parse(got[0]).as_array();
+    ASSERT_EQ(arr.size(), 1u);
+    EXPECT_EQ(Str(arr[0].as_object(), "e"), "24hrMiniTicker");
+    EXPECT_EQ(Str(arr[0].as_object(), "s"), "BTCUSDT");
+  }
+  {
+    std::map<std::string, json::array> by_stream;
+    for (const std::string& text : both->Take()) {
+      const json::object m = Obj(text);
+      by_stream[std::string(Str(m, "stream"))] = m.at("data").as_array();
+    }
+    ASSERT_EQ(by_stream.size(), 2u);
+    EXPECT_EQ(Str(by_stream.at("!ticker@arr").at(0).as_object(), "e"), "24hrTicker");
+    const json::object& w = by_stream.at("!ticker_4h@arr").at(0).as_object();
+    EXPECT_EQ(Str(w, "e"), "4hTicker");
+    EXPECT_EQ(Int(w, "n"), 1);
+  }
+  {
+    const std::vector<std::string> got = one->Take();
+    ASSERT_GE(got.size(), 2u);
+    const json::object w = Obj(got[got.size() - 2]);
+    const json::object a = Obj(got.back());
+    EXPECT_EQ(Str(w, "e"), "1hTicker");
+    EXPECT_EQ(Int(w, "n"), 1);
+    EXPECT_EQ(Int(w, "C") - Int(w, "O"), 3'600'000);
+    EXPECT_EQ(Str(a, "e"), "avgPrice");
+    EXPECT_EQ(Str(a, "i"), "5m");
+    EXPECT_EQ(Units(Str(a, "w")), 1'000'000 * kTickUnits);
+  }
+  Advance(2000);
+  EXPECT_TRUE(mini->sent().empty());
+  // Only the market that changed.
+  Place(alice_, kEthUsdt, Side::kSell, 200'000, 5);
+  Advance(1000);
+  {
+    const json::array arr = json::parse(mini->TakeOne()).as_array();
+    ASSERT_EQ(arr.size(), 1u);
+    EXPECT_EQ(Str(arr[0].as_object(), "s"), "ETHUSDT");
+  }
+  // Unsubscribed: nothing more, and the hub forgets the route.
+  EXPECT_EQ(Ask(mini, R"({"method":"UNSUBSCRIBE","params":["!miniTicker@arr"],"id":2})"),
+            R"({"result":null,"id":2})");
+  Place(alice_, kEthUsdt, Side::kSell, 200'000, 5);
+  Advance(1000);
+  EXPECT_TRUE(mini->sent().empty());
 }
 
 // 1s, 1M and candles in a time zone: t and T are the candle's bounds in UTC
