@@ -344,6 +344,144 @@ TEST_F(GatewayTest, PublicEndpointsAndRoutingErrors) {
   EXPECT_FALSE(depth.Json().as_object().contains("code"));
 }
 
+// `symbols=[...]` percent-encoded, as clients send it.
+std::string SymbolsArg(std::initializer_list<std::string_view> names) {
+  std::string s = "%5B";
+  for (std::string_view n : names) {
+    if (s.size() > 3) s += ',';
+    s += fmt::format("%22{}%22", n);
+  }
+  return s + "%5D";
+}
+
+std::vector<std::string> InfoSymbols(const Reply& r) {
+  std::vector<std::string> out;
+  const json::value info = r.Json();
+  for (const json::value& s : info.at("symbols").as_array()) {
+    out.emplace_back(s.at("symbol").as_string());
+  }
+  return out;
+}
+
+int64_t Code(const Reply& r) {
+  const json::value v = r.Json();
+  return v.is_object() && v.as_object().contains("code") ? v.at("code").as_int64() : 0;
+}
+
+TEST_F(GatewayTest, ExchangeInfoSelectsSymbolsAsBinanceDoes) {
+  Node n(dir_);
+  auto info = [&](const std::string& q) {
+    return n.Request(http::verb::get, "/api/v3/exchangeInfo" + (q.empty() ? "" : "?" + q));
+  };
+  using V = std::vector<std::string>;
+  EXPECT_EQ(InfoSymbols(info("")), (V{"BTCUSDT", "ETHUSDT", "ETHBTC"}));
+  EXPECT_EQ(InfoSymbols(info("symbol=ETHUSDT")), (V{"ETHUSDT"}));
+  EXPECT_EQ(InfoSymbols(info("symbols=" + SymbolsArg({"ETHBTC", "BTCUSDT"}))),
+            (V{"ETHBTC", "BTCUSDT"}));
+  EXPECT_EQ(Code(info("symbol=NOPE")), -1121);
+  EXPECT_EQ(info("symbol=NOPE").Json().at("msg").as_string(), "Invalid symbol.");
+  EXPECT_EQ(Code(info("symbols=" + SymbolsArg({"BTCUSDT", "NOPE"}))), -1121);
+  EXPECT_EQ(Code(info("symbols=" + SymbolsArg({"BTCUSDT", "BTCUSDT"}))), -1151);
+  EXPECT_EQ(Code(info("symbol=BTCUSDT&symbols=" + SymbolsArg({"ETHUSDT"}))), -1128);
+
+  // permissions: every market is SPOT only.
+  EXPECT_EQ(InfoSymbols(info("permissions=SPOT")).size(), 3u);
+  EXPECT_EQ(InfoSymbols(info("permissions=" + SymbolsArg({"MARGIN", "SPOT"}))).size(), 3u);
+  EXPECT_EQ(InfoSymbols(info("permissions=" + SymbolsArg({"MARGIN", "LEVERAGED"}))).size(), 0u);
+  EXPECT_EQ(Code(info("permissions=SPOT&symbol=BTCUSDT")), -1128);
+  EXPECT_EQ(Code(info("permissions=%5B")), -1130);
+
+  // showPermissionSets=false empties permissionSets.
+  const json::value with_sets = info("symbol=BTCUSDT").Json().at("symbols").as_array()[0];
+  EXPECT_EQ(json::serialize(with_sets.at("permissionSets")), R"([["SPOT"]])");
+  const json::value no_sets =
+      info("symbol=BTCUSDT&showPermissionSets=false").Json().at("symbols").as_array()[0];
+  EXPECT_EQ(json::serialize(no_sets.at("permissionSets")), "[]");
+  EXPECT_EQ(json::serialize(no_sets.at("permissions")), R"(["SPOT"])");
+  EXPECT_EQ(Code(info("showPermissionSets=maybe")), -1130);
+
+  // symbolStatus filters by the market's current status, alone only.
+  ASSERT_EQ(n.Admin(http::verb::post, "markets/ETHUSDT/status", R"({"status":"HALTED"})").status,
+            200);
+  EXPECT_EQ(InfoSymbols(info("symbolStatus=TRADING")), (V{"BTCUSDT", "ETHBTC"}));
+  EXPECT_EQ(InfoSymbols(info("symbolStatus=HALT")), (V{"ETHUSDT"}));
+  EXPECT_EQ(InfoSymbols(info("symbolStatus=BREAK")), V{});
+  EXPECT_EQ(Code(info("symbolStatus=HALTED")), -1122);
+  EXPECT_EQ(Code(info("symbolStatus=HALT&symbol=ETHUSDT")), -1128);
+  EXPECT_EQ(Code(info("symbolStatus=HALT&symbols=" + SymbolsArg({"ETHUSDT"}))), -1128);
+
+  // The symbol flags of what Matchbook supports, and the limits it applies.
+  const json::value all = info("").Json();
+  const json::object& s = all.at("symbols").as_array()[0].as_object();
+  EXPECT_TRUE(s.at("amendAllowed").as_bool());
+  EXPECT_FALSE(s.at("opoAllowed").as_bool());
+  EXPECT_FALSE(s.at("pegInstructionsAllowed").as_bool());
+  EXPECT_FALSE(s.at("icebergAllowed").as_bool());
+  const json::array& limits = all.at("rateLimits").as_array();
+  ASSERT_EQ(limits.size(), 1u);
+  EXPECT_EQ(limits[0].at("rateLimitType").as_string(), "REQUEST_WEIGHT");
+  EXPECT_EQ(limits[0].at("interval").as_string(), "MINUTE");
+  EXPECT_EQ(limits[0].at("limit").as_int64(), 12000);  // the per-IP default
+}
+
+TEST_F(GatewayTest, TickersTakeTypeSymbolsAndSymbolStatusAsBinanceDoes) {
+  Node n(dir_);
+  auto get = [&](const std::string& target) { return n.Request(http::verb::get, target); };
+  // type=MINI: the mini shape; FULL (the default) the full one; else -1139.
+  const Reply mini = get("/api/v3/ticker/24hr?symbol=BTCUSDT&type=MINI");
+  ASSERT_EQ(mini.status, 200) << mini.body;
+  const json::object m = mini.Json().as_object();
+  for (const char* k : {"symbol", "openPrice", "highPrice", "lowPrice", "lastPrice", "volume",
+                        "quoteVolume", "openTime", "closeTime", "firstId", "lastId", "count"}) {
+    EXPECT_TRUE(m.contains(k)) << k;
+  }
+  EXPECT_EQ(m.size(), 12u);
+  EXPECT_FALSE(m.contains("priceChange"));
+  EXPECT_TRUE(get("/api/v3/ticker/24hr?symbol=BTCUSDT&type=FULL")
+                  .Json()
+                  .as_object()
+                  .contains("priceChange"));
+  EXPECT_EQ(get("/api/v3/ticker/24hr?type=MINI").Json().as_array().size(), 3u);
+  for (const char* bad : {"mini", "SHORT", ""}) {
+    const Reply r = get(fmt::format("/api/v3/ticker/24hr?symbol=BTCUSDT&type={}", bad));
+    EXPECT_EQ(Code(r), -1139) << bad;
+    EXPECT_EQ(r.Json().at("msg").as_string(), "Invalid ticker type.");
+  }
+
+  ASSERT_EQ(n.Admin(http::verb::post, "markets/ETHUSDT/status", R"({"status":"HALTED"})").status,
+            200);
+  for (const char* path :
+       {"/api/v3/ticker/24hr", "/api/v3/ticker/price", "/api/v3/ticker/bookTicker"}) {
+    SCOPED_TRACE(path);
+    const std::string p(path);
+    const Reply dup = get(p + "?symbols=" + SymbolsArg({"BTCUSDT", "ETHUSDT", "BTCUSDT"}));
+    EXPECT_EQ(Code(dup), -1151);
+    EXPECT_EQ(dup.Json().at("msg").as_string(), "Symbol is present multiple times in the list.");
+    EXPECT_EQ(Code(get(p + "?symbol=BTCUSDT&symbols=" + SymbolsArg({"ETHUSDT"}))), -1128);
+    // symbolStatus: a list or all markets lose the others; one symbol must match.
+    const Reply trading = get(p + "?symbolStatus=TRADING");
+    ASSERT_EQ(trading.status, 200) << trading.body;
+    ASSERT_EQ(trading.Json().as_array().size(), 2u);
+    EXPECT_EQ(trading.Json().as_array()[0].at("symbol").as_string(), "BTCUSDT");
+    EXPECT_EQ(trading.Json().as_array()[1].at("symbol").as_string(), "ETHBTC");
+    const Reply halted =
+        get(p + "?symbolStatus=HALT&symbols=" + SymbolsArg({"BTCUSDT", "ETHUSDT"}));
+    ASSERT_EQ(halted.Json().as_array().size(), 1u);
+    EXPECT_EQ(halted.Json().as_array()[0].at("symbol").as_string(), "ETHUSDT");
+    const Reply one = get(p + "?symbol=ETHUSDT&symbolStatus=HALT");
+    EXPECT_EQ(one.Json().at("symbol").as_string(), "ETHUSDT");
+    const Reply mismatch = get(p + "?symbol=ETHUSDT&symbolStatus=TRADING");
+    EXPECT_EQ(Code(mismatch), -1220);
+    EXPECT_EQ(mismatch.Json().at("msg").as_string(),
+              "The symbol's status does not match the requested symbolStatus.");
+    EXPECT_EQ(Code(get(p + "?symbolStatus=OPEN")), -1122);
+  }
+  // depth: the one symbol's status must match.
+  EXPECT_EQ(get("/api/v3/depth?symbol=ETHUSDT&symbolStatus=HALT").status, 200);
+  EXPECT_EQ(Code(get("/api/v3/depth?symbol=ETHUSDT&symbolStatus=TRADING")), -1220);
+  EXPECT_EQ(Code(get("/api/v3/depth?symbol=BTCUSDT&symbolStatus=NOPE")), -1122);
+}
+
 TEST_F(GatewayTest, AdminTokenAccountsKeysAndIdempotentTransfers) {
   Node n(dir_);
   EXPECT_EQ(n.Request(http::verb::get, "/admin/v1/health").status, 401);

@@ -329,25 +329,36 @@ std::string AssetAmount(const engine::EngineConfig& config, AssetId asset, Amoun
 
 // --- REST ---
 
+std::optional<engine::MarketStatus> ParseSymbolStatus(std::string_view s) noexcept {
+  if (s == "TRADING") return engine::MarketStatus::kTrading;
+  if (s == "HALT") return engine::MarketStatus::kHalted;
+  if (s == "BREAK") return engine::MarketStatus::kCancelOnly;
+  return std::nullopt;
+}
+
 std::string ExchangeInfoJson(const engine::EngineConfig& config,
-                             std::span<const engine::MarketStatus> statuses, int64_t now_ms,
-                             uint32_t weight_per_minute) {
+                             std::span<const engine::MarketStatus> statuses, int64_t server_time,
+                             std::span<const RateLimitJson> rate_limits,
+                             std::span<const MarketId> markets, bool show_permission_sets) {
   Buf b;
   Obj root(b);
-  root.Str("timezone", "UTC").Int("serverTime", now_ms).Key("rateLimits");
-  {
-    b.push_back('[');
+  root.Str("timezone", "UTC").Int("serverTime", server_time).Key("rateLimits");
+  b.push_back('[');
+  for (std::size_t i = 0; i < rate_limits.size(); ++i) {
+    if (i > 0) b.push_back(',');
     Obj rl(b);
-    rl.Str("rateLimitType", "REQUEST_WEIGHT")
-        .Str("interval", "MINUTE")
-        .Int("intervalNum", 1)
-        .Uint("limit", weight_per_minute);
+    rl.Str("rateLimitType", rate_limits[i].type)
+        .Str("interval", rate_limits[i].interval)
+        .Int("intervalNum", rate_limits[i].interval_num)
+        .Uint("limit", rate_limits[i].limit);
     rl.End();
-    b.push_back(']');
   }
+  b.push_back(']');
   root.Raw("exchangeFilters", "[]").Key("symbols");
   b.push_back('[');
-  for (std::size_t i = 0; i < config.markets.size(); ++i) {
+  for (std::size_t n = 0; n < markets.size(); ++n) {
+    const std::size_t i = Raw(markets[n]);
+    if (i >= config.markets.size()) continue;
     const engine::MarketSpec& m = config.markets[i];
     const MarketFormat f(config, MarketId{static_cast<uint16_t>(i)});
     const engine::AssetSpec& base = Asset(config, m.base);
@@ -356,7 +367,7 @@ std::string ExchangeInfoJson(const engine::EngineConfig& config,
     // Largest notional an order can have; Validate() guarantees it fits.
     const int128 max_notional =
         static_cast<int128>(m.max_price.value) * m.max_qty.value * m.notional_per_tick_lot;
-    if (i > 0) b.push_back(',');
+    if (n > 0) b.push_back(',');
     Obj s(b);
     s.Str("symbol", m.symbol)
         .Str("status", SymbolStatus(status))
@@ -371,9 +382,12 @@ std::string ExchangeInfoJson(const engine::EngineConfig& config,
         .Bool("icebergAllowed", false)
         .Bool("ocoAllowed", false)
         .Bool("otoAllowed", false)
+        .Bool("opoAllowed", false)
         .Bool("quoteOrderQtyMarketAllowed", true)
         .Bool("allowTrailingStop", false)
         .Bool("cancelReplaceAllowed", true)
+        .Bool("amendAllowed", true)
+        .Bool("pegInstructionsAllowed", false)
         .Bool("isSpotTradingAllowed", true)
         .Bool("isMarginTradingAllowed", false)
         .Key("filters");
@@ -417,7 +431,7 @@ std::string ExchangeInfoJson(const engine::EngineConfig& config,
     }
     b.push_back(']');
     s.Raw("permissions", R"(["SPOT"])")
-        .Raw("permissionSets", R"([["SPOT"]])")
+        .Raw("permissionSets", show_permission_sets ? R"([["SPOT"]])" : "[]")
         .Str("defaultSelfTradePreventionMode", "NONE")
         .Raw("allowedSelfTradePreventionModes",
              R"(["NONE","EXPIRE_TAKER","EXPIRE_MAKER","EXPIRE_BOTH"])");
@@ -548,6 +562,28 @@ std::string Ticker24hJson(const engine::EngineConfig& config, const MarketSnapsh
   Obj o(b);
   AppendTicker(o, kRestTickerKeys, MarketFormat(config, s.market), s, now_ms,
                TimeUnit::kMillisecond);
+  o.End();
+  return ToStr(b);
+}
+
+std::string Ticker24hMiniJson(const engine::EngineConfig& config, const MarketSnapshot& s,
+                              int64_t now_ms) {
+  const MarketFormat f(config, s.market);
+  const marketdata::Ticker24h t = s.Ticker(now_ms);
+  Buf b;
+  Obj o(b);
+  o.Str("symbol", f.spec().symbol)
+      .Dec("openPrice", f.Price(t.open))
+      .Dec("highPrice", f.Price(t.high))
+      .Dec("lowPrice", f.Price(t.low))
+      .Dec("lastPrice", f.Price(t.last))
+      .Dec("volume", f.Base(t.base_volume))
+      .Dec("quoteVolume", f.Quote(t.quote_volume))
+      .Int("openTime", t.open_time_ms)
+      .Int("closeTime", t.close_time_ms)
+      .Int("firstId", TradeIdOrNone(t.any_trade, t.first_trade))
+      .Int("lastId", TradeIdOrNone(t.any_trade, t.last_trade))
+      .Uint("count", t.trades);
   o.End();
   return ToStr(b);
 }

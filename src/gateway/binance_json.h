@@ -40,15 +40,32 @@ class MarketFormat {
 
 std::string AssetAmount(const engine::EngineConfig& config, AssetId asset, Amount a);
 
-// GET /api/v3/exchangeInfo: timezone, serverTime, rateLimits, symbols with
-// status (TRADING / HALT / BREAK), baseAsset(Precision), quoteAsset(Precision),
-// orderTypes [LIMIT, LIMIT_MAKER, MARKET], quoteOrderQtyMarketAllowed,
-// cancelReplaceAllowed, permissions, defaultSelfTradePreventionMode,
-// allowedSelfTradePreventionModes, filters PRICE_FILTER / LOT_SIZE /
-// MARKET_LOT_SIZE / NOTIONAL / MIN_NOTIONAL. statuses by MarketId.
+// Binance's symbolStatus names: TRADING, HALT (halted), BREAK (cancel-only);
+// nullopt for anything else (case-sensitive, as Binance).
+std::optional<engine::MarketStatus> ParseSymbolStatus(std::string_view s) noexcept;
+
+// One entry of exchangeInfo's rateLimits: a limit the server enforces.
+struct RateLimitJson {
+  std::string_view type;      // REQUEST_WEIGHT, ORDERS, RAW_REQUESTS
+  std::string_view interval;  // SECOND, MINUTE, DAY
+  int interval_num = 1;
+  uint64_t limit = 0;
+};
+
+// GET /api/v3/exchangeInfo: timezone, serverTime, rateLimits (as given),
+// the symbols of `markets` (in that order) with status (TRADING / HALT /
+// BREAK), baseAsset(Precision), quoteAsset(Precision), orderTypes [LIMIT,
+// LIMIT_MAKER, MARKET], the feature flags (icebergAllowed, ocoAllowed,
+// otoAllowed, opoAllowed, quoteOrderQtyMarketAllowed, allowTrailingStop,
+// cancelReplaceAllowed, amendAllowed, pegInstructionsAllowed, ...),
+// permissions, permissionSets ([] when !show_permission_sets),
+// defaultSelfTradePreventionMode, allowedSelfTradePreventionModes, filters
+// PRICE_FILTER / LOT_SIZE / MARKET_LOT_SIZE / NOTIONAL / MIN_NOTIONAL.
+// statuses by MarketId; server_time in the unit the client asked for.
 std::string ExchangeInfoJson(const engine::EngineConfig& config,
-                             std::span<const engine::MarketStatus> statuses, int64_t now_ms,
-                             uint32_t weight_per_minute);
+                             std::span<const engine::MarketStatus> statuses, int64_t server_time,
+                             std::span<const RateLimitJson> rate_limits,
+                             std::span<const MarketId> markets, bool show_permission_sets = true);
 
 // {"lastUpdateId":N,"bids":[["p","q"],...],"asks":[...]}
 std::string DepthJson(const engine::EngineConfig& config, const marketdata::MarketSnapshot& s,
@@ -62,6 +79,10 @@ std::string AggTradesJson(const engine::EngineConfig& config,
 std::string KlinesJson(const engine::EngineConfig& config, MarketId market,
                        marketdata::KlineInterval interval, std::span<const marketdata::Kline> k);
 // One object each (the caller wraps several in [...]).
+// GET /api/v3/ticker/24hr?type=MINI: symbol, openPrice, highPrice, lowPrice,
+// lastPrice, volume, quoteVolume, openTime, closeTime, firstId, lastId, count.
+std::string Ticker24hMiniJson(const engine::EngineConfig& config,
+                              const marketdata::MarketSnapshot& s, int64_t now_ms);
 std::string Ticker24hJson(const engine::EngineConfig& config, const marketdata::MarketSnapshot& s,
                           int64_t now_ms);
 std::string PriceTickerJson(const engine::EngineConfig& config,

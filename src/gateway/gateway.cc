@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <boost/json.hpp>
@@ -548,29 +549,83 @@ class Gateway::Impl final : public HttpHandler {
   }
   // symbol=X → [X]; symbols=["X","Y"] → both; neither → every market (*all = true).
   std::optional<ApiError> SymbolsParam(const Ctx& c, std::vector<MarketId>* out, bool* all) {
-    *all = false;
-    if (auto s = c.params.Get("symbol")) {
-      MarketId m{};
-      if (auto e = FindMarket(config_, *s, &m)) return e;
-      out->push_back(m);
-      return std::nullopt;
+    SymbolSelection sel;
+    if (auto e = SelectSymbols(c, StatusFilter::kFilter, &sel)) return e;
+    *all = sel.all;
+    *out = std::move(sel.markets);
+    return std::nullopt;
+  }
+  // Which markets a request names, Binance's way: `symbol` (one; -1121 when
+  // unknown), `symbols` (a JSON array; -1151 when one appears twice), not both
+  // (-1128), neither: every market. `symbolStatus` (TRADING, HALT, BREAK;
+  // -1122 otherwise) keeps the markets in that status: with kFilter a single
+  // `symbol` in another status is -1220 and a list just loses it; with
+  // kAlone (exchangeInfo) it cannot be combined with `symbol` or `symbols`.
+  enum class StatusFilter : uint8_t { kFilter, kAlone };
+  struct SymbolSelection {
+    std::vector<MarketId> markets;
+    bool single = false;  // `symbol`: the answer is one object, not an array
+    bool all = false;     // neither `symbol` nor `symbols`
+  };
+  std::optional<ApiError> SelectSymbols(const Ctx& c, StatusFilter mode, SymbolSelection* out) {
+    const std::optional<std::string_view> symbol = c.params.Get("symbol");
+    const std::optional<std::string_view> symbols = c.params.Get("symbols");
+    if (symbol && symbols) return ApiError::BadParamCombination();
+    std::optional<MarketStatus> status;
+    if (auto st = c.params.Get("symbolStatus")) {
+      if (mode == StatusFilter::kAlone && (symbol || symbols)) {
+        return ApiError::BadParamCombination();
+      }
+      status = ParseSymbolStatus(*st);
+      if (!status) return ApiError::InvalidSymbolStatus();
     }
-    if (auto s = c.params.Get("symbols")) {
+    SymbolSelection sel;
+    if (symbol) {
+      MarketId m{};
+      if (auto e = FindMarket(config_, *symbol, &m)) return e;
+      if (status && Snap(m)->status != *status) return ApiError::SymbolStatusMismatch();
+      sel.markets.push_back(m);
+      sel.single = true;
+    } else if (symbols) {
       json::error_code ec;
-      json::value v = json::parse(*s, ec);
+      json::value v = json::parse(*symbols, ec);
       if (ec || !v.is_array()) return ApiError::BadParam("symbols", "expected a JSON array");
       for (const json::value& x : v.as_array()) {
         if (!x.is_string()) return ApiError::BadParam("symbols", "expected strings");
         MarketId m{};
         if (auto e = FindMarket(config_, std::string_view(x.as_string()), &m)) return e;
-        out->push_back(m);
+        if (std::find(sel.markets.begin(), sel.markets.end(), m) != sel.markets.end()) {
+          return ApiError::DuplicateSymbols();
+        }
+        sel.markets.push_back(m);
       }
-      return std::nullopt;
+    } else {
+      sel.all = true;
+      for (std::size_t i = 0; i < config_.markets.size(); ++i) {
+        sel.markets.push_back(static_cast<MarketId>(i));
+      }
     }
-    *all = true;
-    for (std::size_t i = 0; i < config_.markets.size(); ++i) {
-      out->push_back(static_cast<MarketId>(i));
+    if (status && !sel.single) {
+      std::erase_if(sel.markets, [&](MarketId m) { return Snap(m)->status != *status; });
     }
+    *out = std::move(sel);
+    return std::nullopt;
+  }
+  // The tickers' `type`: FULL (the default) or MINI; else -1139.
+  static std::optional<ApiError> TickerTypeParam(const Ctx& c, bool* mini) {
+    const std::optional<std::string_view> t = c.params.Get("type");
+    *mini = t && *t == "MINI";
+    if (t && !*mini && *t != "FULL") return ApiError::InvalidTickerType();
+    return std::nullopt;
+  }
+  // depth's `symbolStatus`: the market must be in that status (-1220), as on
+  // Binance; an unknown status name is -1122.
+  std::optional<ApiError> SymbolStatusParam(const Ctx& c, MarketId m) {
+    const std::optional<std::string_view> st = c.params.Get("symbolStatus");
+    if (!st) return std::nullopt;
+    const std::optional<MarketStatus> status = ParseSymbolStatus(*st);
+    if (!status) return ApiError::InvalidSymbolStatus();
+    if (Snap(m)->status != *status) return ApiError::SymbolStatusMismatch();
     return std::nullopt;
   }
   template <class F>
@@ -592,18 +647,75 @@ class Gateway::Impl final : public HttpHandler {
   void Ping(Ctx& c) { Ok(c, "{}"); }
   void Time(Ctx& c) { Ok(c, fmt::format("{{\"serverTime\":{}}}", clock_.wall_ms())); }
   void ExchangeInfo(Ctx& c) {
+    SymbolSelection sel;
+    if (auto e = SelectSymbols(c, StatusFilter::kAlone, &sel)) return Reply(c, *e);
+    bool spot = true;  // every Matchbook market has the SPOT permission, and only it
+    if (auto p = c.params.Get("permissions")) {
+      if (c.params.Has("symbol") || c.params.Has("symbols")) {
+        return Reply(c, ApiError::BadParamCombination());
+      }
+      if (auto e = PermissionsParam(*p, &spot)) return Reply(c, *e);
+    }
+    bool show_sets = true;
+    if (auto v = c.params.Get("showPermissionSets")) {
+      if (*v == "false") {
+        show_sets = false;
+      } else if (*v != "true") {
+        return Reply(c, ApiError::BadParam("showPermissionSets", "true or false"));
+      }
+    }
+    if (!spot) sel.markets.clear();
     std::vector<MarketStatus> statuses;
     for (std::size_t i = 0; i < config_.markets.size(); ++i) {
       statuses.push_back(Snap(static_cast<MarketId>(i))->status);
     }
-    Ok(c,
-       ExchangeInfoJson(config_, statuses, clock_.wall_ms(), options_.key_limit.weight_per_minute));
+    const std::vector<RateLimitJson> limits = RateLimits();
+    Ok(c, ExchangeInfoJson(config_, statuses, clock_.wall_ms(), limits, sel.markets, show_sets));
+  }
+  // The limits this server applies, as exchangeInfo lists them. Weight is
+  // counted per IP, as on Binance (a per-key bucket, when configured, is
+  // Matchbook's own addition and not listed).
+  std::vector<RateLimitJson> RateLimits() const {
+    std::vector<RateLimitJson> out;
+    if (options_.ip_limit.weight_per_minute != 0) {
+      out.push_back({"REQUEST_WEIGHT", "MINUTE", 1, options_.ip_limit.weight_per_minute});
+    }
+    return out;
+  }
+  // exchangeInfo's `permissions`: one name (SPOT) or a JSON array of names.
+  // *spot: whether SPOT is among them.
+  static std::optional<ApiError> PermissionsParam(std::string_view v, bool* spot) {
+    std::vector<std::string> names;
+    if (!v.empty() && v.front() == '[') {
+      json::error_code ec;
+      json::value parsed = json::parse(v, ec);
+      if (ec || !parsed.is_array() || parsed.as_array().empty()) {
+        return ApiError::BadParam("permissions", "expected a name or a JSON array of names");
+      }
+      for (const json::value& x : parsed.as_array()) {
+        if (!x.is_string()) return ApiError::BadParam("permissions", "expected strings");
+        names.emplace_back(x.as_string());
+      }
+    } else {
+      names.emplace_back(v);
+    }
+    *spot = false;
+    for (const std::string& n : names) {
+      if (n.empty() || !std::all_of(n.begin(), n.end(), [](char ch) {
+            return (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '_';
+          })) {
+        return ApiError::BadParam("permissions", "expected permission names such as SPOT");
+      }
+      if (n == "SPOT") *spot = true;
+    }
+    return std::nullopt;
   }
   void Depth(Ctx& c) {
     MarketId m{};
     std::size_t limit = 0;
     if (auto e = SymbolParam(c, &m)) return Reply(c, *e);
     if (auto e = LimitParam(c, 100, 5000, &limit)) return Reply(c, *e);
+    if (auto e = SymbolStatusParam(c, m)) return Reply(c, *e);
     Ok(c, DepthJson(config_, *Snap(m), limit));
   }
   void Trades(Ctx& c) {
@@ -671,8 +783,10 @@ class Gateway::Impl final : public HttpHandler {
   }
   void Ticker24h(Ctx& c) {
     const int64_t now = clock_.wall_ms();
+    bool mini = false;
+    if (auto e = TickerTypeParam(c, &mini)) return Reply(c, *e);
     TickerLike(c, [&](const marketdata::MarketSnapshot& s) {
-      return gateway::Ticker24hJson(config_, s, now);
+      return mini ? Ticker24hMiniJson(config_, s, now) : gateway::Ticker24hJson(config_, s, now);
     });
   }
   void TickerPrice(Ctx& c) {
