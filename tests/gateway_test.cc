@@ -482,6 +482,111 @@ TEST_F(GatewayTest, TickersTakeTypeSymbolsAndSymbolStatusAsBinanceDoes) {
   EXPECT_EQ(Code(get("/api/v3/depth?symbol=BTCUSDT&symbolStatus=NOPE")), -1122);
 }
 
+TEST_F(GatewayTest, MicrosecondTimestampsAndTheTimeUnitHeader) {
+  Node n(dir_);
+  auto alice = n.NewAccount("alice");
+  auto bob = n.NewAccount("bob");
+  ASSERT_EQ(n.Deposit(alice.account, "USDT", "100000", "a").status, 200);
+  ASSERT_EQ(n.Deposit(bob.account, "BTC", "10", "b").status, 200);
+  // A signed call with the parameters as given (timestamp and recvWindow
+  // included), in the query, with extra headers.
+  auto signed_get = [&](const std::string& path, const std::string& params,
+                        std::map<std::string, std::string> headers = {}) {
+    headers["X-MBX-APIKEY"] = alice.key;
+    return n.Request(http::verb::get,
+                     path + "?" + params + "&signature=" + HmacSha256Hex(alice.secret, params), {},
+                     headers);
+  };
+
+  // timestamp in µs; recvWindow with µs decimals.
+  const int64_t now_us = WallNs() / 1'000;
+  Reply us = signed_get("/api/v3/account", fmt::format("timestamp={}", now_us));
+  EXPECT_EQ(us.status, 200) << us.body;
+  Reply window =
+      signed_get("/api/v3/account", fmt::format("timestamp={}&recvWindow=6000.346", WallMs()));
+  EXPECT_EQ(window.status, 200) << window.body;
+  EXPECT_EQ(
+      Code(signed_get("/api/v3/account", fmt::format("timestamp={}&recvWindow=60000.5", WallMs()))),
+      -1130);
+  EXPECT_EQ(Code(signed_get("/api/v3/account",
+                            fmt::format("timestamp={}&recvWindow=5000.0001", WallMs()))),
+            -1111);
+  // Ten seconds old in µs is outside the default 5 s window.
+  EXPECT_EQ(Code(signed_get("/api/v3/account", fmt::format("timestamp={}", now_us - 10'000'000))),
+            -1021);
+  EXPECT_EQ(Code(signed_get("/api/v3/account",
+                            fmt::format("timestamp={}", WallNs() / 1'000 + 2'000'000))),
+            -1021);
+
+  // A trade to have times to show.
+  const int64_t before_ms = WallMs();
+  ASSERT_EQ(n.Signed(http::verb::post, "/api/v3/order", alice,
+                     "symbol=BTCUSDT&side=BUY&type=LIMIT&timeInForce=GTC&quantity=0.1&price=30000")
+                .status,
+            200);
+  ASSERT_EQ(n.Signed(http::verb::post, "/api/v3/order", bob,
+                     "symbol=BTCUSDT&side=SELL&type=MARKET&quantity=0.1")
+                .status,
+            200);
+
+  // X-MBX-TIME-UNIT: every time in the body in µs; any letter case.
+  const std::map<std::string, std::string> micro = {{"X-MBX-TIME-UNIT", "microsecond"}};
+  const Reply t = n.Request(http::verb::get, "/api/v3/time", {}, micro);
+  EXPECT_NEAR(static_cast<double>(t.Json().at("serverTime").as_int64()),
+              static_cast<double>(WallNs() / 1'000), 5e6);
+  const Reply ms = n.Request(http::verb::get, "/api/v3/trades?symbol=BTCUSDT");
+  const Reply trades = n.Request(http::verb::get, "/api/v3/trades?symbol=BTCUSDT", {},
+                                 {{"X-MBX-TIME-UNIT", "MICROSECOND"}});
+  ASSERT_EQ(trades.Json().as_array().size(), 1u);
+  EXPECT_EQ(trades.Json().as_array()[0].at("time").as_int64(),
+            ms.Json().as_array()[0].at("time").as_int64() * 1'000);
+  EXPECT_EQ(trades.Json().as_array()[0].at("price").as_string(), "30000.00000000");
+  const Reply kl_ms = n.Request(http::verb::get, "/api/v3/klines?symbol=BTCUSDT&interval=1m");
+  const Reply kl_us =
+      n.Request(http::verb::get, "/api/v3/klines?symbol=BTCUSDT&interval=1m", {}, micro);
+  ASSERT_EQ(kl_us.Json().as_array().size(), 1u);
+  const json::array row_ms = kl_ms.Json().as_array()[0].as_array();
+  const json::array row_us = kl_us.Json().as_array()[0].as_array();
+  EXPECT_EQ(row_us[0].as_int64(), row_ms[0].as_int64() * 1'000);
+  EXPECT_EQ(row_us[6].as_int64(), row_ms[6].as_int64() * 1'000);
+  EXPECT_EQ(row_us[8].as_int64(), row_ms[8].as_int64());  // the trade count is not a time
+  const Reply acct = signed_get("/api/v3/account", fmt::format("timestamp={}", WallMs()), micro);
+  EXPECT_GT(acct.Json().at("updateTime").as_int64(), before_ms * 1'000 - 1);
+  const Reply bad = n.Request(http::verb::get, "/api/v3/time", {}, {{"X-MBX-TIME-UNIT", "SECOND"}});
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_EQ(Code(bad), -1194);
+  EXPECT_EQ(bad.Json().at("msg").as_string(),
+            "Invalid value for time unit; expected either MICROSECOND or MILLISECOND.");
+  EXPECT_EQ(n.Request(http::verb::get, "/api/v3/time", {}, {{"X-MBX-TIME-UNIT", "MILLISECOND"}})
+                    .Json()
+                    .at("serverTime")
+                    .as_int64() /
+                1'000'000'000,
+            WallMs() / 1'000'000'000);
+
+  // startTime / endTime in µs select as their ms values do.
+  const int64_t trade_ms = ms.Json().as_array()[0].at("time").as_int64();
+  auto agg = [&](const std::string& q) {
+    return n.Request(http::verb::get, "/api/v3/aggTrades?symbol=BTCUSDT&" + q).Json().as_array();
+  };
+  EXPECT_EQ(agg(fmt::format("startTime={}", trade_ms * 1'000)).size(), 1u);
+  EXPECT_EQ(agg(fmt::format("startTime={}", (trade_ms + 1) * 1'000)).size(), 0u);
+  EXPECT_EQ(agg(fmt::format("endTime={}", (trade_ms - 1) * 1'000 + 999)).size(), 0u);
+  EXPECT_EQ(
+      agg(fmt::format("startTime={}&endTime={}", trade_ms * 1'000, trade_ms * 1'000 + 999)).size(),
+      1u);
+
+  // A parameter in both the query and the body: the query's value is used.
+  const std::string query = "symbol=NOPE";
+  const std::string body = fmt::format(
+      "symbol=BTCUSDT&side=BUY&type=LIMIT&timeInForce=GTC&quantity=0.1&price=30000&timestamp={}",
+      WallMs());
+  const Reply both = n.Request(http::verb::post, "/api/v3/order/test?" + query,
+                               body + "&signature=" + HmacSha256Hex(alice.secret, query + body),
+                               {{"X-MBX-APIKEY", alice.key}});
+  EXPECT_EQ(Code(both), -1121) << both.body;
+}
+
 TEST_F(GatewayTest, AdminTokenAccountsKeysAndIdempotentTransfers) {
   Node n(dir_);
   EXPECT_EQ(n.Request(http::verb::get, "/admin/v1/health").status, 401);

@@ -180,6 +180,11 @@ ApiError ApiError::SymbolStatusMismatch() {
 
 ApiError ApiError::InvalidTickerType() { return Make(400, -1139, "Invalid ticker type."); }
 
+ApiError ApiError::InvalidTimeUnit() {
+  return Make(400, -1194,
+              "Invalid value for time unit; expected either MICROSECOND or MILLISECOND.");
+}
+
 ApiError ApiError::DuplicateSymbols() {
   return Make(400, -1151, "Symbol is present multiple times in the list.");
 }

@@ -10,8 +10,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <boost/json.hpp>
 #include <cstdint>
 #include <iterator>
+#include <limits>
 #include <optional>
 #include <span>
 #include <string>
@@ -783,6 +785,53 @@ std::optional<TimeUnit> ParseTimeUnit(std::string_view s) noexcept {
   if (equals_ignoring_case("MILLISECOND")) return TimeUnit::kMillisecond;
   if (equals_ignoring_case("MICROSECOND")) return TimeUnit::kMicrosecond;
   return std::nullopt;
+}
+
+namespace {
+
+constexpr std::string_view kTimeKeys[] = {"serverTime",  "time",     "updateTime", "transactTime",
+                                          "workingTime", "openTime", "closeTime",  "T"};
+
+void ScaleTime(boost::json::value* v) {
+  // Times in ms are far below the bound; anything else is left alone.
+  constexpr int64_t kBound = std::numeric_limits<int64_t>::max() / kUsPerMs;
+  if (v->is_int64() && v->as_int64() < kBound && v->as_int64() > -kBound) {
+    *v = v->as_int64() * kUsPerMs;
+  } else if (v->is_uint64() && v->as_uint64() < static_cast<uint64_t>(kBound)) {
+    *v = v->as_uint64() * static_cast<uint64_t>(kUsPerMs);
+  }
+}
+
+void TimesInMicros(boost::json::value* v) {
+  if (v->is_object()) {
+    for (auto& kv : v->as_object()) {
+      const std::string_view key(kv.key().data(), kv.key().size());
+      if (std::find(std::begin(kTimeKeys), std::end(kTimeKeys), key) != std::end(kTimeKeys)) {
+        ScaleTime(&kv.value());
+      } else {
+        TimesInMicros(&kv.value());
+      }
+    }
+  } else if (v->is_array()) {
+    boost::json::array& a = v->as_array();
+    // A kline: [openTime,"o","h","l","c","v",closeTime,"q",n,"tb","tq","0"].
+    if (a.size() == 12 && a[0].is_int64() && a[6].is_int64() && a[1].is_string()) {
+      ScaleTime(&a[0]);
+      ScaleTime(&a[6]);
+      return;
+    }
+    for (boost::json::value& x : a) TimesInMicros(&x);
+  }
+}
+
+}  // namespace
+
+std::string TimesInMicros(std::string_view body) {
+  boost::json::error_code ec;
+  boost::json::value v = boost::json::parse(body, ec);
+  if (ec) return std::string(body);
+  TimesInMicros(&v);
+  return boost::json::serialize(v);
 }
 
 int64_t NsIn(int64_t ns, TimeUnit unit) noexcept {

@@ -128,6 +128,13 @@ enum class TimeUnit : uint8_t { kMillisecond, kMicrosecond };
 inline constexpr std::size_t kTimeUnits = 2;
 // "MILLISECOND" or "MICROSECOND" in any letter case; nullopt otherwise.
 std::optional<TimeUnit> ParseTimeUnit(std::string_view s) noexcept;
+// A REST body with its times in µs, for a client that sent
+// X-MBX-TIME-UNIT: MICROSECOND: the integer values of the keys Binance
+// documents as times (serverTime, time, updateTime, transactTime,
+// workingTime, openTime, closeTime, T) and the open/close times of kline rows
+// (arrays of 12 whose [0] and [6] are integers), at any depth, x 1000. Not
+// JSON: returned unchanged.
+std::string TimesInMicros(std::string_view body);
 // ns since the epoch in `unit`, truncated.
 int64_t NsIn(int64_t ns, TimeUnit unit) noexcept;
 // ms since the epoch in `unit`.

@@ -138,6 +138,13 @@ std::string_view Trim(std::string_view s) {
 
 enum class Security : uint8_t { kNone, kApiKey, kSigned };
 
+// What an answer's headers and body depend on besides the body: carried from
+// the request to whichever thread answers it.
+struct ReplyMeta {
+  uint32_t used_weight = 0;                     // the IP's weight this minute
+  TimeUnit time_unit = TimeUnit::kMillisecond;  // X-MBX-TIME-UNIT: times in the body
+};
+
 // A history request waits at most this long for the history to catch up.
 constexpr std::chrono::milliseconds kHistoryWait{2000};
 // History requests queued for the history thread, at most (then 503).
@@ -160,7 +167,7 @@ class Gateway::Impl final : public HttpHandler {
     Respond respond;
     unsigned version = 11;
     bool keep_alive = true;
-    uint32_t used_weight = 0;
+    ReplyMeta meta;
     bool acked = false;  // answered at sequencing (ACK)
     exchange::Outcome::State state = exchange::Outcome::State::kDurable;
     Sequence seq{};
@@ -194,7 +201,7 @@ class Gateway::Impl final : public HttpHandler {
     void Reply(int status, std::string body) {
       http_status = static_cast<uint16_t>(status);
       if (gw->timing_) responded_ns = SteadyNs();
-      respond(gw->MakeResponse(version, keep_alive, status, std::move(body), used_weight));
+      respond(gw->MakeResponse(version, keep_alive, status, std::move(body), meta));
     }
     void Fail(const ApiError& e) { Reply(e.http_status, e.Json()); }
   };
@@ -289,12 +296,15 @@ class Gateway::Impl final : public HttpHandler {
   std::filesystem::path admin_token_path() const { return keys_->admin_token_path(); }
 
   Response MakeResponse(unsigned version, bool keep_alive, int status, std::string body,
-                        uint32_t used_weight) const {
+                        const ReplyMeta& meta) const {
     CountStatus(status);
     Response res{static_cast<http::status>(status), version};
     res.set(http::field::server, "matchbook");
     res.set(http::field::content_type, "application/json;charset=UTF-8");
-    if (used_weight > 0) res.set("X-MBX-USED-WEIGHT-1M", std::to_string(used_weight));
+    if (meta.used_weight > 0) res.set("X-MBX-USED-WEIGHT-1M", std::to_string(meta.used_weight));
+    if (meta.time_unit == TimeUnit::kMicrosecond && status == 200) {
+      body = TimesInMicros(body);
+    }
     res.keep_alive(keep_alive);
     res.body() = std::move(body);
     res.prepare_payload();
@@ -339,7 +349,7 @@ class Gateway::Impl final : public HttpHandler {
     }
     const int64_t now = clock_.wall_ms();
     const RateDecision ip = ip_limiter_.Take(c.remote, route->weight, now);
-    c.used_weight = ip.used_weight_1m;
+    c.meta.used_weight = ip.used_weight_1m;
     if (!ip.allowed) return TooMany(c, ip);
 
     std::string_view body;
@@ -349,10 +359,26 @@ class Gateway::Impl final : public HttpHandler {
       body = c.req.body();
     }
     if (auto e = Params::Parse(c.query, body, &c.params)) return Reply(c, *e);
+    const auto unit = c.req.find("X-MBX-TIME-UNIT");
+    if (unit != c.req.end()) {
+      const std::optional<TimeUnit> u = ParseTimeUnit(Trim(unit->value()));
+      if (!u) return Reply(c, ApiError::InvalidTimeUnit());
+      c.meta.time_unit = *u;
+    }
+    // startTime / endTime may be µs, as on Binance: the endpoints read ms.
+    for (const std::string_view name : {"startTime", "endTime"}) {
+      std::optional<int64_t> t;
+      if (!c.params.GetInt(name, &t) && t && *t >= kMicrosFrom) {
+        c.params.Set(name, std::to_string(TimestampToMillis(*t)));
+      }
+    }
     if (route->security != Security::kNone) {
-      if (auto e = Authenticate(c, route->security == Security::kSigned, now)) return Reply(c, *e);
+      if (auto e =
+              Authenticate(c, route->security == Security::kSigned, clock_.wall_ns() / 1'000)) {
+        return Reply(c, *e);
+      }
       const RateDecision k = key_limiter_.Take(c.api_key, route->weight, now);
-      c.used_weight = k.used_weight_1m;
+      c.meta.used_weight = k.used_weight_1m;
       if (!k.allowed) return TooMany(c, k);
     }
     (this->*(route->fn))(c);
@@ -369,7 +395,7 @@ class Gateway::Impl final : public HttpHandler {
     Params params;
     std::string api_key;
     AccountId account{};
-    uint32_t used_weight = 0;
+    ReplyMeta meta;
     int64_t ingress_ns = 0;            // Handle() entry, steady_clock ns (0: not measured)
     bool parse_auth_recorded = false;  // a request's second command is not parsing
   };
@@ -394,7 +420,7 @@ class Gateway::Impl final : public HttpHandler {
     Respond respond;
     unsigned version = 11;
     bool keep_alive = true;
-    uint32_t used_weight = 0;
+    ReplyMeta meta;
     uint64_t wait_seq = 0;  // the read side's applied sequence when the request arrived
     std::chrono::steady_clock::time_point deadline;
     std::function<void(HistoryJob&)> run;
@@ -435,22 +461,24 @@ class Gateway::Impl final : public HttpHandler {
 
   // --- answers ---
   void Reply(Ctx& c, int status, std::string body) {
-    c.respond(MakeResponse(c.version, c.keep_alive, status, std::move(body), c.used_weight));
+    c.respond(MakeResponse(c.version, c.keep_alive, status, std::move(body), c.meta));
   }
   void Reply(Ctx& c, const ApiError& e) { Reply(c, e.http_status, e.Json()); }
   void Ok(Ctx& c, std::string body) { Reply(c, 200, std::move(body)); }
   void TooMany(Ctx& c, const RateDecision& d) {
+    ReplyMeta meta = c.meta;
+    meta.used_weight = d.used_weight_1m;
     Response res = MakeResponse(
         c.version, c.keep_alive, 429,
         ApiError::TooManyRequests(
             fmt::format("Too much request weight used; retry after {} s.", d.retry_after_s))
             .Json(),
-        d.used_weight_1m);
+        meta);
     res.set(http::field::retry_after, std::to_string(std::max<uint32_t>(1, d.retry_after_s)));
     if (rejected_429_ != nullptr) rejected_429_->Inc();
     c.respond(std::move(res));
   }
-  void Busy(const Respond& respond, unsigned version, bool keep_alive, uint32_t used_weight,
+  void Busy(const Respond& respond, unsigned version, bool keep_alive, const ReplyMeta& meta,
             exchange::SubmitResult r) {
     std::string msg;
     switch (r) {
@@ -467,8 +495,7 @@ class Gateway::Impl final : public HttpHandler {
         msg = "The exchange is shutting down.";
         break;
     }
-    Response res =
-        MakeResponse(version, keep_alive, 503, ApiError::ServerBusy(msg).Json(), used_weight);
+    Response res = MakeResponse(version, keep_alive, 503, ApiError::ServerBusy(msg).Json(), meta);
     res.set(http::field::retry_after, std::to_string(options_.retry_after_s));
     if (rejected_503_ != nullptr) rejected_503_->Inc();
     respond(std::move(res));
@@ -487,7 +514,7 @@ class Gateway::Impl final : public HttpHandler {
     p->respond = c.respond;
     p->version = c.version;
     p->keep_alive = c.keep_alive;
-    p->used_weight = c.used_weight;
+    p->meta = c.meta;
     p->finish = std::move(finish);
     p->on_sequenced = std::move(on_sequenced);
     if (const auto* place = std::get_if<engine::PlaceOrder>(&cmd.body)) p->place = *place;
@@ -498,12 +525,12 @@ class Gateway::Impl final : public HttpHandler {
     }
     const exchange::SubmitResult r = exchange_->Submit(cmd, p, 0, notify);
     if (r != exchange::SubmitResult::kOk) {
-      Busy(p->respond, p->version, p->keep_alive, p->used_weight, r);
+      Busy(p->respond, p->version, p->keep_alive, p->meta, r);
       delete p;
     }
   }
 
-  std::optional<ApiError> Authenticate(Ctx& c, bool is_signed, int64_t now) {
+  std::optional<ApiError> Authenticate(Ctx& c, bool is_signed, int64_t now_us) {
     const auto h = c.req.find("X-MBX-APIKEY");
     if (h == c.req.end() || h->value().empty()) return ApiError::BadApiKeyFormat();
     c.api_key = std::string(Trim(h->value()));
@@ -511,14 +538,15 @@ class Gateway::Impl final : public HttpHandler {
     if (!key || key->revoked) return ApiError::RejectedApiKey();
     c.account = key->account;
     if (!is_signed) return std::nullopt;
-    std::optional<int64_t> ts, window;
+    std::optional<int64_t> ts;
+    int64_t window_us = 0;
     if (auto e = c.params.GetInt("timestamp", &ts)) return e;
     if (!ts) return ApiError::MandatoryMissing("timestamp");
-    if (auto e = c.params.GetInt("recvWindow", &window)) return e;
+    if (auto e = ParseRecvWindow(c.params.Get("recvWindow"), &window_us)) return e;
     if (!c.params.signature() || c.params.signature()->empty()) {
       return ApiError::MandatoryMissing("signature");
     }
-    if (auto e = CheckTimestamp(*ts, window.value_or(5000), now)) return e;
+    if (auto e = CheckTimestampUs(*ts, window_us, now_us)) return e;
     if (!SignatureEquals(HmacSha256Hex(key->secret, c.params.signed_payload()),
                          *c.params.signature())) {
       return ApiError::BadSignature();
@@ -1043,7 +1071,7 @@ class Gateway::Impl final : public HttpHandler {
     ctx->respond = c.respond;
     ctx->version = c.version;
     ctx->keep_alive = c.keep_alive;
-    ctx->used_weight = c.used_weight;
+    ctx->meta = c.meta;
     ctx->account = c.account;
     ctx->ingress_ns = c.ingress_ns;
     ctx->parse_auth_recorded = true;  // by the cancel's Submit below
@@ -1815,7 +1843,7 @@ class Gateway::Impl final : public HttpHandler {
     job.respond = std::move(c.respond);
     job.version = c.version;
     job.keep_alive = c.keep_alive;
-    job.used_weight = c.used_weight;
+    job.meta = c.meta;
     job.wait_seq = read_side_.applied_seq();
     job.deadline = std::chrono::steady_clock::now() + kHistoryWait;
     job.run = std::move(run);
@@ -1838,14 +1866,14 @@ class Gateway::Impl final : public HttpHandler {
             "Server is currently overloaded with other requests. Please try again in a few "
             "seconds.")
             .Json(),
-        job.used_weight);
+        job.meta);
     res.set(http::field::retry_after, std::to_string(options_.retry_after_s));
     job.respond(std::move(res));
   }
 
   void JobReply(HistoryJob& j, int status, std::string body) {
     if (status == 200) history_last_error_.clear();
-    j.respond(MakeResponse(j.version, j.keep_alive, status, std::move(body), j.used_weight));
+    j.respond(MakeResponse(j.version, j.keep_alive, status, std::move(body), j.meta));
   }
   void JobReply(HistoryJob& j, const ApiError& e) { JobReply(j, e.http_status, e.Json()); }
   // The history is behind or its database fails: Binance's answer to a
@@ -1855,8 +1883,8 @@ class Gateway::Impl final : public HttpHandler {
       history_last_error_ = why.message();
       log::Warn("gateway", "history unavailable (503): " + why.message());
     }
-    Response res = MakeResponse(j.version, j.keep_alive, 503, ApiError::Disconnected("").Json(),
-                                j.used_weight);
+    Response res =
+        MakeResponse(j.version, j.keep_alive, 503, ApiError::Disconnected("").Json(), j.meta);
     res.set(http::field::retry_after, std::to_string(options_.retry_after_s));
     j.respond(std::move(res));
   }
@@ -1920,7 +1948,7 @@ class Gateway::Impl final : public HttpHandler {
       if (!p->acked) {
         p->http_status = 503;
         if (timing_) p->responded_ns = SteadyNs();
-        Busy(p->respond, p->version, p->keep_alive, p->used_weight,
+        Busy(p->respond, p->version, p->keep_alive, p->meta,
              p->state == exchange::Outcome::State::kRefusing ? exchange::SubmitResult::kRefusing
                                                              : exchange::SubmitResult::kClosed);
       }
