@@ -587,6 +587,44 @@ TEST_F(GatewayTest, MicrosecondTimestampsAndTheTimeUnitHeader) {
   EXPECT_EQ(Code(both), -1121) << both.body;
 }
 
+TEST_F(GatewayTest, MarketBuyByQuoteThatSpendsItsBudgetIsFilled) {
+  Node n(dir_);
+  auto alice = n.NewAccount("alice");
+  auto bob = n.NewAccount("bob");
+  ASSERT_EQ(n.Deposit(alice.account, "USDT", "1000", "a").status, 200);
+  ASSERT_EQ(n.Deposit(bob.account, "BTC", "1", "b").status, 200);
+  ASSERT_EQ(n.Signed(http::verb::post, "/api/v3/order", bob,
+                     "symbol=BTCUSDT&side=SELL&type=LIMIT&timeInForce=GTC&quantity=1&price=30000")
+                .status,
+            200);
+  // One lot (0.00001 BTC) costs 0.3 USDT: 100.1 buys 333 lots for 99.9 and
+  // leaves 0.2, less than a lot, with the ask still on the book.
+  const Reply buy = n.Signed(http::verb::post, "/api/v3/order", alice,
+                             "symbol=BTCUSDT&side=BUY&type=MARKET&quoteOrderQty=100.1");
+  ASSERT_EQ(buy.status, 200) << buy.body;
+  const json::value b = buy.Json();
+  EXPECT_EQ(b.at("status").as_string(), "FILLED");
+  EXPECT_EQ(b.at("executedQty").as_string(), "0.00333000");
+  EXPECT_EQ(b.at("origQty").as_string(), "0.00333000");
+  EXPECT_EQ(b.at("cummulativeQuoteQty").as_string(), "99.90000000");
+  const Reply get = n.Signed(http::verb::get, "/api/v3/order", alice,
+                             fmt::format("symbol=BTCUSDT&orderId={}", b.at("orderId").as_int64()));
+  EXPECT_EQ(get.Json().at("origQty").as_string(), "0.00333000") << get.body;
+  // A budget larger than the book: the order runs out of liquidity and expires.
+  ASSERT_EQ(n.Signed(http::verb::post, "/api/v3/order", alice,
+                     "symbol=BTCUSDT&side=BUY&type=MARKET&quoteOrderQty=800")
+                .Json()
+                .at("status")
+                .as_string(),
+            "FILLED");  // 800 of the 0.99667 BTC left: budget-bound again
+  ASSERT_EQ(n.Deposit(alice.account, "USDT", "100000", "a2").status, 200);
+  const Reply sweep = n.Signed(http::verb::post, "/api/v3/order", alice,
+                               "symbol=BTCUSDT&side=BUY&type=MARKET&quoteOrderQty=50000");
+  ASSERT_EQ(sweep.status, 200) << sweep.body;
+  EXPECT_EQ(sweep.Json().at("status").as_string(), "EXPIRED");
+  EXPECT_EQ(sweep.Json().at("origQty").as_string(), sweep.Json().at("executedQty").as_string());
+}
+
 TEST_F(GatewayTest, AdminTokenAccountsKeysAndIdempotentTransfers) {
   Node n(dir_);
   EXPECT_EQ(n.Request(http::verb::get, "/admin/v1/health").status, 401);

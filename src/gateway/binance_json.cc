@@ -281,8 +281,11 @@ void BestLevel(const std::vector<Level>& side, const MarketFormat& f, std::strin
 
 // The fields every order shape shares, from price to side.
 void OrderCore(Obj& o, const MarketFormat& f, const OrderRecord& r, bool with_quote_order_qty) {
+  // A market order by quote amount has no quantity of its own: Binance shows
+  // what it executed.
+  const bool by_quote = r.quote_qty.value > 0 && r.terms.qty.value == 0;
   o.Dec("price", f.Price(r.terms.price))
-      .Dec("origQty", f.Qty(r.terms.qty))
+      .Dec("origQty", f.Qty(by_quote ? r.executed : r.terms.qty))
       .Dec("executedQty", f.Qty(r.executed));
   if (with_quote_order_qty) o.Dec("origQuoteOrderQty", f.Quote(r.quote_qty));
   o.Dec("cummulativeQuoteQty", f.Quote(r.cumulative_quote))

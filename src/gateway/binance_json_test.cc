@@ -640,8 +640,9 @@ TEST(OrderJson, LimitOrderGolden) {
 TEST(OrderJson, MarketOrderByQuoteShowsGtcAndZeroPrice) {
   const engine::EngineConfig c = TestConfig();
   const std::string json = OrderJson(c, MarketBuyByQuote());
+  // origQty: what it executed, as Binance shows an order by quoteOrderQty.
   EXPECT_EQ(json, R"({"symbol":"BTCUSDT","orderId":1002,"orderListId":-1,"clientOrderId":"",)"
-                  R"("price":"0.00000000","origQty":"0.00000000","executedQty":"0.00150000",)"
+                  R"("price":"0.00000000","origQty":"0.00150000","executedQty":"0.00150000",)"
                   R"("cummulativeQuoteQty":"97.50000000",)"
                   R"("status":"EXPIRED","timeInForce":"GTC","type":"MARKET","side":"BUY",)"
                   R"("stopPrice":"0.00000000","icebergQty":"0.00000000",)"

@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/checked.h"
 #include "common/clock.h"
 #include "common/decimal.h"
 #include "common/hmac.h"
@@ -64,6 +65,17 @@ const T* As(const Event& e) {
   return std::get_if<T>(&e.body);
 }
 
+// A market order by quote amount stopped by its budget rather than by the
+// book: its last fill left the maker on the book (there was more to take),
+// or what is left of the budget buys less than one lot at the last price.
+bool QuoteBudgetSpent(const engine::EngineConfig& config, const marketdata::OrderRecord& o,
+                      const engine::Trade& last) {
+  if (!last.maker_filled) return true;
+  const engine::MarketSpec& m = config.markets[static_cast<std::size_t>(last.market)];
+  const int128 lot_cost = static_cast<int128>(last.price.value) * m.notional_per_tick_lot;
+  return static_cast<int128>(o.quote_qty.value) - o.cumulative_quote.value < lot_cost;
+}
+
 // What a new order's own events say about it: the answer to POST /order
 // reflects the order as its command left it, not later commands' effects.
 marketdata::OrderRecord OrderFromEvents(const engine::EngineConfig& config,
@@ -72,6 +84,7 @@ marketdata::OrderRecord OrderFromEvents(const engine::EngineConfig& config,
   marketdata::OrderRecord o;
   bool expired = false;
   bool filled = false;
+  const engine::Trade* last_fill = nullptr;
   for (const Event& e : events) {
     if (const auto* a = As<engine::OrderAccepted>(e)) {
       o.id = a->order_id;
@@ -82,6 +95,7 @@ marketdata::OrderRecord OrderFromEvents(const engine::EngineConfig& config,
       o.update_ns = e.timestamp_ns;
     } else if (const auto* t = As<engine::Trade>(e)) {
       if (t->taker_order_id != o.id) continue;
+      last_fill = t;
       o.executed += t->qty;
       o.cumulative_quote += t->notional;
       filled = filled || t->taker_filled;
@@ -111,7 +125,13 @@ marketdata::OrderRecord OrderFromEvents(const engine::EngineConfig& config,
       o.expire_reason = x->reason;
     }
   }
-  if (expired) {
+  if (expired && last_fill != nullptr && o.quote_qty.value > 0 &&
+      o.expire_reason == engine::ExpireReason::kNoLiquidity &&
+      QuoteBudgetSpent(config, o, *last_fill)) {
+    // Binance: a market order by quoteOrderQty that bought (or sold) all the
+    // budget allows at the lot size is FILLED, not EXPIRED.
+    o.status = marketdata::OrderStatus::kFilled;
+  } else if (expired) {
     o.status = marketdata::OrderStatus::kExpired;
   } else if (filled || (o.terms.qty.value > 0 && o.executed == o.terms.qty)) {
     o.status = marketdata::OrderStatus::kFilled;
