@@ -625,6 +625,151 @@ TEST_F(GatewayTest, MarketBuyByQuoteThatSpendsItsBudgetIsFilled) {
   EXPECT_EQ(sweep.Json().at("origQty").as_string(), sweep.Json().at("executedQty").as_string());
 }
 
+TEST_F(GatewayTest, RequestWeightsFollowBinanceAndShowOnEveryAnswer) {
+  ManualClock clock;  // one minute throughout: the used weight only grows
+  gateway::GatewayOptions go;
+  go.clock = &clock;
+  Node n(dir_, go);
+  auto alice = n.NewAccount("alice");
+  uint32_t used = 0;
+  // The weight a request adds to the IP's used weight, and that the header is there.
+  auto weigh = [&](const Reply& r) {
+    const auto h = r.headers.find("X-MBX-USED-WEIGHT-1M");
+    EXPECT_NE(h, r.headers.end()) << r.status << " " << r.body;
+    if (h == r.headers.end()) return uint32_t{0};
+    const auto now = static_cast<uint32_t>(std::stoul(h->second));
+    const uint32_t delta = now - used;
+    used = now;
+    return delta;
+  };
+  auto get = [&](const std::string& target) { return weigh(n.Request(http::verb::get, target)); };
+  auto sig = [&](const std::string& path, const std::string& params) {
+    return weigh(n.Signed(http::verb::get, path, alice, params, clock.wall_ms()));
+  };
+  (void)get("/api/v3/ping");
+  EXPECT_EQ(get("/api/v3/depth?symbol=BTCUSDT"), 5u);
+  EXPECT_EQ(get("/api/v3/depth?symbol=BTCUSDT&limit=100"), 5u);
+  EXPECT_EQ(get("/api/v3/depth?symbol=BTCUSDT&limit=101"), 25u);
+  EXPECT_EQ(get("/api/v3/depth?symbol=BTCUSDT&limit=1000"), 50u);
+  EXPECT_EQ(get("/api/v3/depth?symbol=BTCUSDT&limit=5000"), 250u);
+  EXPECT_EQ(get("/api/v3/ticker/24hr?symbol=BTCUSDT"), 2u);
+  EXPECT_EQ(get("/api/v3/ticker/24hr?symbols=" + SymbolsArg({"BTCUSDT", "ETHUSDT"})), 2u);
+  EXPECT_EQ(get("/api/v3/ticker/24hr"), 80u);
+  EXPECT_EQ(get("/api/v3/ticker/price?symbol=BTCUSDT"), 2u);
+  EXPECT_EQ(get("/api/v3/ticker/price"), 4u);
+  EXPECT_EQ(get("/api/v3/ticker/bookTicker?symbols=" + SymbolsArg({"BTCUSDT"})), 4u);
+  EXPECT_EQ(get("/api/v3/exchangeInfo"), 20u);
+  // Errors show the used weight too, and a refused request still weighs.
+  EXPECT_EQ(get("/api/v3/depth?symbol=NOPE"), 5u);
+  EXPECT_EQ(get("/api/v3/nothing"), 0u);
+  EXPECT_EQ(get("/api/v3/depth?symbol=BTCUSDT&symbol=ETHUSDT"), 5u);
+  // Signed endpoints count on the IP as well.
+  EXPECT_EQ(sig("/api/v3/openOrders", "symbol=BTCUSDT"), 6u);
+  EXPECT_EQ(sig("/api/v3/openOrders", ""), 80u);
+  EXPECT_EQ(sig("/api/v3/myTrades", "symbol=BTCUSDT"), 20u);
+  EXPECT_EQ(sig("/api/v3/myTrades", "symbol=BTCUSDT&orderId=1"), 5u);
+  EXPECT_EQ(sig("/api/v3/account", ""), 20u);
+  EXPECT_EQ(weigh(n.Signed(http::verb::get, "/api/v3/account", alice, "", clock.wall_ms() - 9000)),
+            20u);  // -1021 after the weight was taken
+
+  // allOrders / myTrades: at most 24 h between startTime and endTime, and
+  // myTrades takes no time bound with an id bound.
+  const int64_t t0 = clock.wall_ms() - 48 * 3'600'000;
+  auto code = [&](const std::string& path, const std::string& params) {
+    return Code(n.Signed(http::verb::get, path, alice, params, clock.wall_ms()));
+  };
+  for (const char* path : {"/api/v3/allOrders", "/api/v3/myTrades"}) {
+    SCOPED_TRACE(path);
+    const Reply r =
+        n.Signed(http::verb::get, path, alice,
+                 fmt::format("symbol=BTCUSDT&startTime={}&endTime={}", t0, t0 + 24 * 3'600'000 + 1),
+                 clock.wall_ms());
+    EXPECT_EQ(Code(r), -1127);
+    EXPECT_EQ(r.Json().at("msg").as_string(), "More than 24 hours between startTime and endTime.");
+    EXPECT_EQ(
+        code(path, fmt::format("symbol=BTCUSDT&startTime={}&endTime={}", t0, t0 + 24 * 3'600'000)),
+        0);
+  }
+  EXPECT_EQ(code("/api/v3/myTrades", fmt::format("symbol=BTCUSDT&orderId=1&startTime={}", t0)),
+            -1128);
+  EXPECT_EQ(code("/api/v3/myTrades", fmt::format("symbol=BTCUSDT&fromId=1&endTime={}", t0)), -1128);
+  EXPECT_EQ(code("/api/v3/myTrades", "symbol=BTCUSDT&orderId=1&fromId=1"), 0);
+}
+
+TEST_F(GatewayTest, RequestWeightAndOrderLimitsAnswer429AsBinanceDoes) {
+  ManualClock clock;
+  gateway::GatewayOptions go;
+  go.clock = &clock;
+  go.ip_limit.weight_per_minute = go.ip_limit.burst = 100;
+  go.order_limit.per_10s = 2;
+  go.order_limit.per_day = 3;
+  Node n(dir_, go);
+  // The IP's limit, in Binance's words.
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_EQ(n.Request(http::verb::get, "/api/v3/exchangeInfo").status, 200);  // weight 20
+  }
+  const Reply over = n.Request(http::verb::get, "/api/v3/exchangeInfo");
+  EXPECT_EQ(over.status, 429);
+  EXPECT_EQ(Code(over), -1003);
+  EXPECT_EQ(over.Json().at("msg").as_string(),
+            "Too much request weight used; current limit is 100 request weight per 1 MINUTE. "
+            "Please use WebSocket Streams for live updates to avoid polling the API.");
+  EXPECT_EQ(over.headers.at("X-MBX-USED-WEIGHT-1M"), "100");
+  EXPECT_FALSE(over.headers.at("Retry-After").empty());
+  clock.Advance(std::chrono::seconds(60));
+
+  // exchangeInfo lists the limits applied.
+  const json::value info = n.Request(http::verb::get, "/api/v3/exchangeInfo").Json();
+  const json::array& limits = info.at("rateLimits").as_array();
+  ASSERT_EQ(limits.size(), 3u);
+  EXPECT_EQ(limits[0].at("limit").as_int64(), 100);
+  EXPECT_EQ(limits[1].at("rateLimitType").as_string(), "ORDERS");
+  EXPECT_EQ(limits[1].at("interval").as_string(), "SECOND");
+  EXPECT_EQ(limits[1].at("intervalNum").as_int64(), 10);
+  EXPECT_EQ(limits[1].at("limit").as_int64(), 2);
+  EXPECT_EQ(limits[2].at("interval").as_string(), "DAY");
+  EXPECT_EQ(limits[2].at("limit").as_int64(), 3);
+
+  // New orders per account: counted in headers, refused over a limit.
+  auto alice = n.NewAccount("alice");
+  auto bob = n.NewAccount("bob");
+  ASSERT_EQ(n.Deposit(alice.account, "USDT", "100000", "a").status, 200);
+  ASSERT_EQ(n.Deposit(bob.account, "USDT", "100000", "b").status, 200);
+  auto order = [&](const Client::Keys& k) {
+    return n.Signed(http::verb::post, "/api/v3/order", k,
+                    "symbol=BTCUSDT&side=BUY&type=LIMIT&timeInForce=GTC&quantity=0.001&price=10000",
+                    clock.wall_ms());
+  };
+  const Reply first = order(alice);
+  ASSERT_EQ(first.status, 200) << first.body;
+  EXPECT_EQ(first.headers.at("X-MBX-ORDER-COUNT-10S"), "1");
+  EXPECT_EQ(first.headers.at("X-MBX-ORDER-COUNT-1D"), "1");
+  EXPECT_EQ(order(alice).headers.at("X-MBX-ORDER-COUNT-10S"), "2");
+  const Reply third = order(alice);
+  EXPECT_EQ(third.status, 429);
+  EXPECT_EQ(Code(third), -1015);
+  EXPECT_EQ(third.Json().at("msg").as_string(),
+            "Too many new orders; current limit is 2 orders per 10 SECOND.");
+  EXPECT_FALSE(third.headers.at("Retry-After").empty());
+  // Per account: Bob is not limited by Alice's orders. Reads carry no count.
+  EXPECT_EQ(order(bob).headers.at("X-MBX-ORDER-COUNT-10S"), "1");
+  EXPECT_EQ(
+      n.Signed(http::verb::get, "/api/v3/openOrders", alice, "symbol=BTCUSDT", clock.wall_ms())
+          .headers.count("X-MBX-ORDER-COUNT-10S"),
+      0u);
+  // The next 10 s window; then the day's limit.
+  clock.Advance(std::chrono::seconds(10));
+  const Reply fourth = order(alice);
+  ASSERT_EQ(fourth.status, 200) << fourth.body;
+  EXPECT_EQ(fourth.headers.at("X-MBX-ORDER-COUNT-10S"), "1");
+  EXPECT_EQ(fourth.headers.at("X-MBX-ORDER-COUNT-1D"), "3");
+  clock.Advance(std::chrono::seconds(10));
+  const Reply day = order(alice);
+  EXPECT_EQ(Code(day), -1015);
+  EXPECT_EQ(day.Json().at("msg").as_string(),
+            "Too many new orders; current limit is 3 orders per 1 DAY.");
+}
+
 TEST_F(GatewayTest, AdminTokenAccountsKeysAndIdempotentTransfers) {
   Node n(dir_);
   EXPECT_EQ(n.Request(http::verb::get, "/admin/v1/health").status, 401);
@@ -950,15 +1095,15 @@ TEST_F(GatewayTest, TimeComesFromTheGivenClock) {
 
   // recvWindow=5000: 5000 ms old is in, 5001 out; 999 ms ahead is in, 1000 out.
   auto open_orders = [&](int64_t timestamp) {
-    return n.Signed(http::verb::get, "/api/v3/openOrders", alice, "", timestamp);
+    return n.Signed(http::verb::get, "/api/v3/openOrders", alice, "symbol=BTCUSDT", timestamp);
   };
   EXPECT_EQ(open_orders(now - 5000).status, 200);
   EXPECT_EQ(open_orders(now - 5001).Json().at("code").as_int64(), -1021);
   EXPECT_EQ(open_orders(now + 999).status, 200);
   EXPECT_EQ(open_orders(now + 1000).Json().at("code").as_int64(), -1021);
 
-  // 12 of the 40 weight taken (openOrders weighs 6; refused requests take
-  // none). /account weighs 20: once, then 8 are left and it waits 12 s.
+  // 12 of the 40 weight taken (openOrders of one symbol weighs 6; refused
+  // requests take none). /account weighs 20: once, then 8 are left and it waits 12 s.
   auto account = [&] {
     return n.Signed(http::verb::get, "/api/v3/account", alice, "", clock.wall_ms());
   };

@@ -1079,5 +1079,40 @@ TEST(RateLimiterTest, DropsIdleBucketsFirst) {
   EXPECT_TRUE(rl.Take("a", 5, 61'002).allowed);
 }
 
+TEST(OrderCountLimiterTest, FixedWindowsPerAccount) {
+  OrderCountLimiter ol({.per_10s = 2, .per_day = 3});
+  const int64_t day = 86'400'000;
+  const int64_t t0 = 19'000 * day + 5'000;  // 5 s into a window and a day
+  OrderCountDecision d = ol.Take(1, t0);
+  EXPECT_TRUE(d.allowed);
+  EXPECT_EQ(d.count_10s, 1U);
+  EXPECT_EQ(d.count_1d, 1U);
+  EXPECT_TRUE(ol.Take(1, t0 + 1).allowed);
+  d = ol.Take(1, t0 + 2);
+  EXPECT_FALSE(d.allowed);
+  EXPECT_FALSE(d.day_limit);
+  EXPECT_EQ(d.retry_after_s, 5U);       // until the window ends
+  EXPECT_EQ(d.count_10s, 2U);           // a refused order is not counted
+  EXPECT_TRUE(ol.Take(2, t0).allowed);  // another account
+  // The next window (fixed, from the epoch): one more for the day, then none.
+  d = ol.Take(1, t0 + 5'000);
+  EXPECT_TRUE(d.allowed);
+  EXPECT_EQ(d.count_10s, 1U);
+  EXPECT_EQ(d.count_1d, 3U);
+  d = ol.Take(1, t0 + 15'000);
+  EXPECT_FALSE(d.allowed);
+  EXPECT_TRUE(d.day_limit);
+  EXPECT_EQ(d.retry_after_s, static_cast<uint32_t>((day - 20'000 + 999) / 1000));
+  // A new day.
+  d = ol.Take(1, 19'001 * day);
+  EXPECT_TRUE(d.allowed);
+  EXPECT_EQ(d.count_1d, 1U);
+  // No limits: counted only.
+  OrderCountLimiter none({});
+  for (int i = 0; i < 500; ++i) d = none.Take(7, t0);
+  EXPECT_TRUE(d.allowed);
+  EXPECT_EQ(d.count_10s, 500U);
+}
+
 }  // namespace
 }  // namespace mb::gateway

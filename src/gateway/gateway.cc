@@ -163,7 +163,32 @@ enum class Security : uint8_t { kNone, kApiKey, kSigned };
 struct ReplyMeta {
   uint32_t used_weight = 0;                     // the IP's weight this minute
   TimeUnit time_unit = TimeUnit::kMillisecond;  // X-MBX-TIME-UNIT: times in the body
+  // An order-placing request's account's new orders (X-MBX-ORDER-COUNT-10S / -1D).
+  std::optional<std::pair<uint32_t, uint32_t>> order_counts;
 };
+
+// Binance's request weights that depend on the request (docs/api.md). Each
+// reads the parameters leniently: a malformed one is refused later by the
+// endpoint, at the route's base weight.
+uint32_t DepthWeight(const Params& p) {
+  std::optional<int64_t> limit;
+  if (p.GetInt("limit", &limit) || !limit || *limit <= 100) return 5;
+  if (*limit <= 500) return 25;
+  if (*limit <= 1000) return 50;
+  return 250;
+}
+uint32_t Ticker24hWeight(const Params& p) {
+  if (p.Has("symbol")) return 2;
+  const std::optional<std::string_view> symbols = p.Get("symbols");
+  if (!symbols) return 80;
+  boost::json::error_code ec;
+  const boost::json::value v = boost::json::parse(*symbols, ec);
+  const std::size_t n = !ec && v.is_array() ? v.as_array().size() : 1;
+  return n <= 20 ? 2 : n <= 100 ? 40 : 80;
+}
+uint32_t TickerWeight(const Params& p) { return p.Has("symbol") ? 2 : 4; }
+uint32_t OpenOrdersWeight(const Params& p) { return p.Has("symbol") ? 6 : 80; }
+uint32_t MyTradesWeight(const Params& p) { return p.Has("orderId") ? 5 : 20; }
 
 // A history request waits at most this long for the history to catch up.
 constexpr std::chrono::milliseconds kHistoryWait{2000};
@@ -238,6 +263,7 @@ class Gateway::Impl final : public HttpHandler {
                  [this] { return clock_.wall_ms(); }),
         key_limiter_(options_.key_limit),
         ip_limiter_(options_.ip_limit),
+        order_limiter_(options_.order_limit),
         timing_(options_.metrics != nullptr || options_.flight_recorder != nullptr),
         market_counts_(std::make_unique<MarketCounts[]>(config_.markets.size())) {
     RegisterRoutes();
@@ -322,6 +348,10 @@ class Gateway::Impl final : public HttpHandler {
     res.set(http::field::server, "matchbook");
     res.set(http::field::content_type, "application/json;charset=UTF-8");
     if (meta.used_weight > 0) res.set("X-MBX-USED-WEIGHT-1M", std::to_string(meta.used_weight));
+    if (meta.order_counts) {
+      res.set("X-MBX-ORDER-COUNT-10S", std::to_string(meta.order_counts->first));
+      res.set("X-MBX-ORDER-COUNT-1D", std::to_string(meta.order_counts->second));
+    }
     if (meta.time_unit == TimeUnit::kMicrosecond && status == 200) {
       body = TimesInMicros(body);
     }
@@ -364,13 +394,12 @@ class Gateway::Impl final : public HttpHandler {
         break;
       }
     }
+    const int64_t now = clock_.wall_ms();
     if (route == nullptr) {
+      // Nothing to weigh, but the answer still shows the IP's used weight.
+      c.meta.used_weight = ip_limiter_.Take(c.remote, 0, now).used_weight_1m;
       return Reply(c, path_known ? ApiError::MethodNotAllowed() : ApiError::NotFound());
     }
-    const int64_t now = clock_.wall_ms();
-    const RateDecision ip = ip_limiter_.Take(c.remote, route->weight, now);
-    c.meta.used_weight = ip.used_weight_1m;
-    if (!ip.allowed) return TooMany(c, ip);
 
     std::string_view body;
     const auto ct = c.req.find(http::field::content_type);
@@ -378,7 +407,14 @@ class Gateway::Impl final : public HttpHandler {
         (ct == c.req.end() || Trim(ct->value()).starts_with("application/x-www-form-urlencoded"))) {
       body = c.req.body();
     }
-    if (auto e = Params::Parse(c.query, body, &c.params)) return Reply(c, *e);
+    const std::optional<ApiError> bad_params = Params::Parse(c.query, body, &c.params);
+    // Weight is counted per IP, as on Binance, and shown on every answer.
+    const uint32_t weight =
+        bad_params || route->weigh == nullptr ? route->weight : route->weigh(c.params);
+    const RateDecision ip = ip_limiter_.Take(c.remote, weight, now);
+    c.meta.used_weight = ip.used_weight_1m;
+    if (!ip.allowed) return TooMany(c, ip, options_.ip_limit.weight_per_minute);
+    if (bad_params) return Reply(c, *bad_params);
     const auto unit = c.req.find("X-MBX-TIME-UNIT");
     if (unit != c.req.end()) {
       const std::optional<TimeUnit> u = ParseTimeUnit(Trim(unit->value()));
@@ -397,9 +433,14 @@ class Gateway::Impl final : public HttpHandler {
               Authenticate(c, route->security == Security::kSigned, clock_.wall_ns() / 1'000)) {
         return Reply(c, *e);
       }
-      const RateDecision k = key_limiter_.Take(c.api_key, route->weight, now);
-      c.meta.used_weight = k.used_weight_1m;
-      if (!k.allowed) return TooMany(c, k);
+      // Matchbook's own per-key bucket, beside Binance's per-IP one.
+      const RateDecision k = key_limiter_.Take(c.api_key, weight, now);
+      if (!k.allowed) return TooMany(c, k, options_.key_limit.weight_per_minute);
+    }
+    if (route->counts_order) {
+      const OrderCountDecision d = order_limiter_.Take(static_cast<uint64_t>(c.account), now);
+      c.meta.order_counts = std::make_pair(d.count_10s, d.count_1d);
+      if (!d.allowed) return TooManyOrders(c, d);
     }
     (this->*(route->fn))(c);
   }
@@ -424,8 +465,10 @@ class Gateway::Impl final : public HttpHandler {
     http::verb method;
     std::string path;
     Security security;
-    uint32_t weight;
+    uint32_t weight;  // Binance's weight; `weigh`, when set, gives it from the parameters
     Fn fn;
+    uint32_t (*weigh)(const Params&) = nullptr;
+    bool counts_order = false;  // places a new order: counted against the ORDERS limits
   };
   struct FanItem {
     std::vector<Event> events;
@@ -448,31 +491,33 @@ class Gateway::Impl final : public HttpHandler {
 
   void RegisterRoutes() {
     using V = http::verb;
-    auto add = [this](V m, std::string p, Security s, uint32_t w, Fn f) {
-      routes_.push_back(Route{m, std::move(p), s, w, f});
+    auto add = [this](V m, std::string p, Security s, uint32_t w, Fn f,
+                      uint32_t (*weigh)(const Params&) = nullptr, bool counts_order = false) {
+      routes_.push_back(Route{m, std::move(p), s, w, f, weigh, counts_order});
     };
     add(V::get, "/api/v3/ping", Security::kNone, 1, &Impl::Ping);
     add(V::get, "/api/v3/time", Security::kNone, 1, &Impl::Time);
     add(V::get, "/api/v3/exchangeInfo", Security::kNone, 20, &Impl::ExchangeInfo);
-    add(V::get, "/api/v3/depth", Security::kNone, 5, &Impl::Depth);
+    add(V::get, "/api/v3/depth", Security::kNone, 5, &Impl::Depth, &DepthWeight);
     add(V::get, "/api/v3/trades", Security::kNone, 25, &Impl::Trades);
     add(V::get, "/api/v3/historicalTrades", Security::kNone, 25, &Impl::Trades);
     add(V::get, "/api/v3/aggTrades", Security::kNone, 4, &Impl::AggTrades);
     add(V::get, "/api/v3/klines", Security::kNone, 2, &Impl::Klines);
     add(V::get, "/api/v3/uiKlines", Security::kNone, 2, &Impl::Klines);
-    add(V::get, "/api/v3/ticker/24hr", Security::kNone, 2, &Impl::Ticker24h);
-    add(V::get, "/api/v3/ticker/price", Security::kNone, 2, &Impl::TickerPrice);
-    add(V::get, "/api/v3/ticker/bookTicker", Security::kNone, 2, &Impl::BookTicker);
-    add(V::post, "/api/v3/order", Security::kSigned, 1, &Impl::NewOrderRoute);
+    add(V::get, "/api/v3/ticker/24hr", Security::kNone, 2, &Impl::Ticker24h, &Ticker24hWeight);
+    add(V::get, "/api/v3/ticker/price", Security::kNone, 2, &Impl::TickerPrice, &TickerWeight);
+    add(V::get, "/api/v3/ticker/bookTicker", Security::kNone, 2, &Impl::BookTicker, &TickerWeight);
+    add(V::post, "/api/v3/order", Security::kSigned, 1, &Impl::NewOrderRoute, nullptr, true);
     add(V::post, "/api/v3/order/test", Security::kSigned, 1, &Impl::TestOrder);
     add(V::get, "/api/v3/order", Security::kSigned, 4, &Impl::GetOrder);
     add(V::delete_, "/api/v3/order", Security::kSigned, 1, &Impl::CancelOrderRoute);
-    add(V::post, "/api/v3/order/cancelReplace", Security::kSigned, 1, &Impl::CancelReplace);
+    add(V::post, "/api/v3/order/cancelReplace", Security::kSigned, 1, &Impl::CancelReplace, nullptr,
+        true);
     add(V::put, "/api/v3/order/amend/keepPriority", Security::kSigned, 4, &Impl::AmendKeepPriority);
     add(V::delete_, "/api/v3/openOrders", Security::kSigned, 1, &Impl::CancelAllRoute);
-    add(V::get, "/api/v3/openOrders", Security::kSigned, 6, &Impl::OpenOrders);
+    add(V::get, "/api/v3/openOrders", Security::kSigned, 6, &Impl::OpenOrders, &OpenOrdersWeight);
     add(V::get, "/api/v3/allOrders", Security::kSigned, 20, &Impl::AllOrders);
-    add(V::get, "/api/v3/myTrades", Security::kSigned, 20, &Impl::MyTrades);
+    add(V::get, "/api/v3/myTrades", Security::kSigned, 20, &Impl::MyTrades, &MyTradesWeight);
     add(V::get, "/api/v3/account", Security::kSigned, 20, &Impl::Account);
     add(V::post, "/api/v3/userDataStream", Security::kApiKey, 2, &Impl::ListenKeyCreate);
     add(V::put, "/api/v3/userDataStream", Security::kApiKey, 2, &Impl::ListenKeyKeepAlive);
@@ -485,15 +530,31 @@ class Gateway::Impl final : public HttpHandler {
   }
   void Reply(Ctx& c, const ApiError& e) { Reply(c, e.http_status, e.Json()); }
   void Ok(Ctx& c, std::string body) { Reply(c, 200, std::move(body)); }
-  void TooMany(Ctx& c, const RateDecision& d) {
-    ReplyMeta meta = c.meta;
-    meta.used_weight = d.used_weight_1m;
+  // 429 for request weight over `limit` per minute (Binance's text); the
+  // answer shows the IP's used weight, as every answer does.
+  void TooMany(Ctx& c, const RateDecision& d, uint32_t limit) {
     Response res = MakeResponse(
         c.version, c.keep_alive, 429,
         ApiError::TooManyRequests(
-            fmt::format("Too much request weight used; retry after {} s.", d.retry_after_s))
+            fmt::format("Too much request weight used; current limit is {} request weight per 1 "
+                        "MINUTE. Please use WebSocket Streams for live updates to avoid polling "
+                        "the API.",
+                        limit))
             .Json(),
-        meta);
+        c.meta);
+    res.set(http::field::retry_after, std::to_string(std::max<uint32_t>(1, d.retry_after_s)));
+    if (rejected_429_ != nullptr) rejected_429_->Inc();
+    c.respond(std::move(res));
+  }
+  // 429 -1015 for new orders over an ORDERS limit.
+  void TooManyOrders(Ctx& c, const OrderCountDecision& d) {
+    const std::string msg =
+        d.day_limit ? fmt::format("Too many new orders; current limit is {} orders per 1 DAY.",
+                                  options_.order_limit.per_day)
+                    : fmt::format("Too many new orders; current limit is {} orders per 10 SECOND.",
+                                  options_.order_limit.per_10s);
+    Response res =
+        MakeResponse(c.version, c.keep_alive, 429, ApiError{429, -1015, msg}.Json(), c.meta);
     res.set(http::field::retry_after, std::to_string(std::max<uint32_t>(1, d.retry_after_s)));
     if (rejected_429_ != nullptr) rejected_429_->Inc();
     c.respond(std::move(res));
@@ -727,6 +788,12 @@ class Gateway::Impl final : public HttpHandler {
     std::vector<RateLimitJson> out;
     if (options_.ip_limit.weight_per_minute != 0) {
       out.push_back({"REQUEST_WEIGHT", "MINUTE", 1, options_.ip_limit.weight_per_minute});
+    }
+    if (options_.order_limit.per_10s != 0) {
+      out.push_back({"ORDERS", "SECOND", 10, options_.order_limit.per_10s});
+    }
+    if (options_.order_limit.per_day != 0) {
+      out.push_back({"ORDERS", "DAY", 1, options_.order_limit.per_day});
     }
     return out;
   }
@@ -1206,9 +1273,19 @@ class Gateway::Impl final : public HttpHandler {
     return s;
   }
 
+  // allOrders / myTrades: Binance looks up at most 24 hours at once.
+  static std::optional<ApiError> AccountHistoryWindow(const HistoryQuery& q) {
+    constexpr int64_t kMaxWindowMs = 24 * 3'600'000;
+    if (q.start && q.end && static_cast<int128>(*q.end) - *q.start > kMaxWindowMs) {
+      return ApiError{400, -1127, "More than 24 hours between startTime and endTime."};
+    }
+    return std::nullopt;
+  }
+
   void AllOrders(Ctx& c) {
     HistoryQuery q;
     if (auto e = ParseHistory(c, "orderId", &q)) return Reply(c, *e);
+    if (auto e = AccountHistoryWindow(q)) return Reply(c, *e);
     if (history_ != nullptr) {
       return Defer(c, [this, f = Filter(c, q, 0)](HistoryJob& j) {
         auto orders = history_->AllOrders(f);
@@ -1226,6 +1303,10 @@ class Gateway::Impl final : public HttpHandler {
     std::optional<uint64_t> order;
     if (auto e = ParseHistory(c, "fromId", &q)) return Reply(c, *e);
     if (auto e = c.params.GetUint("orderId", &order)) return Reply(c, *e);
+    if (auto e = AccountHistoryWindow(q)) return Reply(c, *e);
+    // Binance's combinations: symbol, with orderId [+ fromId], fromId,
+    // startTime and/or endTime; a time bound with an id bound is refused.
+    if ((order || q.from) && (q.start || q.end)) return Reply(c, ApiError::BadParamCombination());
     if (history_ != nullptr) {
       return Defer(c, [this, f = Filter(c, q, order.value_or(0))](HistoryJob& j) {
         auto fills = history_->MyTrades(f);
@@ -2095,6 +2176,7 @@ class Gateway::Impl final : public HttpHandler {
   StreamHub streams_;
   RateLimiter key_limiter_;
   RateLimiter ip_limiter_;
+  OrderCountLimiter order_limiter_;
   std::vector<Route> routes_;
   exchange::Exchange* exchange_ = nullptr;
   History* history_ = nullptr;  // the history endpoints' source when set
