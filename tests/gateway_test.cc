@@ -344,6 +344,432 @@ TEST_F(GatewayTest, PublicEndpointsAndRoutingErrors) {
   EXPECT_FALSE(depth.Json().as_object().contains("code"));
 }
 
+// `symbols=[...]` percent-encoded, as clients send it.
+std::string SymbolsArg(std::initializer_list<std::string_view> names) {
+  std::string s = "%5B";
+  for (std::string_view n : names) {
+    if (s.size() > 3) s += ',';
+    s += fmt::format("%22{}%22", n);
+  }
+  return s + "%5D";
+}
+
+std::vector<std::string> InfoSymbols(const Reply& r) {
+  std::vector<std::string> out;
+  const json::value info = r.Json();
+  for (const json::value& s : info.at("symbols").as_array()) {
+    out.emplace_back(s.at("symbol").as_string());
+  }
+  return out;
+}
+
+int64_t Code(const Reply& r) {
+  const json::value v = r.Json();
+  return v.is_object() && v.as_object().contains("code") ? v.at("code").as_int64() : 0;
+}
+
+TEST_F(GatewayTest, ExchangeInfoSelectsSymbolsAsBinanceDoes) {
+  Node n(dir_);
+  auto info = [&](const std::string& q) {
+    return n.Request(http::verb::get, "/api/v3/exchangeInfo" + (q.empty() ? "" : "?" + q));
+  };
+  using V = std::vector<std::string>;
+  EXPECT_EQ(InfoSymbols(info("")), (V{"BTCUSDT", "ETHUSDT", "ETHBTC"}));
+  EXPECT_EQ(InfoSymbols(info("symbol=ETHUSDT")), (V{"ETHUSDT"}));
+  EXPECT_EQ(InfoSymbols(info("symbols=" + SymbolsArg({"ETHBTC", "BTCUSDT"}))),
+            (V{"ETHBTC", "BTCUSDT"}));
+  EXPECT_EQ(Code(info("symbol=NOPE")), -1121);
+  EXPECT_EQ(info("symbol=NOPE").Json().at("msg").as_string(), "Invalid symbol.");
+  EXPECT_EQ(Code(info("symbols=" + SymbolsArg({"BTCUSDT", "NOPE"}))), -1121);
+  EXPECT_EQ(Code(info("symbols=" + SymbolsArg({"BTCUSDT", "BTCUSDT"}))), -1151);
+  EXPECT_EQ(Code(info("symbol=BTCUSDT&symbols=" + SymbolsArg({"ETHUSDT"}))), -1128);
+
+  // permissions: every market is SPOT only.
+  EXPECT_EQ(InfoSymbols(info("permissions=SPOT")).size(), 3u);
+  EXPECT_EQ(InfoSymbols(info("permissions=" + SymbolsArg({"MARGIN", "SPOT"}))).size(), 3u);
+  EXPECT_EQ(InfoSymbols(info("permissions=" + SymbolsArg({"MARGIN", "LEVERAGED"}))).size(), 0u);
+  EXPECT_EQ(Code(info("permissions=SPOT&symbol=BTCUSDT")), -1128);
+  EXPECT_EQ(Code(info("permissions=%5B")), -1130);
+
+  // showPermissionSets=false empties permissionSets.
+  const json::value with_sets = info("symbol=BTCUSDT").Json().at("symbols").as_array()[0];
+  EXPECT_EQ(json::serialize(with_sets.at("permissionSets")), R"([["SPOT"]])");
+  const json::value no_sets =
+      info("symbol=BTCUSDT&showPermissionSets=false").Json().at("symbols").as_array()[0];
+  EXPECT_EQ(json::serialize(no_sets.at("permissionSets")), "[]");
+  EXPECT_EQ(json::serialize(no_sets.at("permissions")), R"(["SPOT"])");
+  EXPECT_EQ(Code(info("showPermissionSets=maybe")), -1130);
+
+  // symbolStatus filters by the market's current status, alone only.
+  ASSERT_EQ(n.Admin(http::verb::post, "markets/ETHUSDT/status", R"({"status":"HALTED"})").status,
+            200);
+  EXPECT_EQ(InfoSymbols(info("symbolStatus=TRADING")), (V{"BTCUSDT", "ETHBTC"}));
+  EXPECT_EQ(InfoSymbols(info("symbolStatus=HALT")), (V{"ETHUSDT"}));
+  EXPECT_EQ(InfoSymbols(info("symbolStatus=BREAK")), V{});
+  EXPECT_EQ(Code(info("symbolStatus=HALTED")), -1122);
+  EXPECT_EQ(Code(info("symbolStatus=HALT&symbol=ETHUSDT")), -1128);
+  EXPECT_EQ(Code(info("symbolStatus=HALT&symbols=" + SymbolsArg({"ETHUSDT"}))), -1128);
+
+  // The symbol flags of what Matchbook supports, and the limits it applies.
+  const json::value all = info("").Json();
+  const json::object& s = all.at("symbols").as_array()[0].as_object();
+  EXPECT_TRUE(s.at("amendAllowed").as_bool());
+  EXPECT_FALSE(s.at("opoAllowed").as_bool());
+  EXPECT_FALSE(s.at("pegInstructionsAllowed").as_bool());
+  EXPECT_FALSE(s.at("icebergAllowed").as_bool());
+  const json::array& limits = all.at("rateLimits").as_array();
+  ASSERT_EQ(limits.size(), 1u);
+  EXPECT_EQ(limits[0].at("rateLimitType").as_string(), "REQUEST_WEIGHT");
+  EXPECT_EQ(limits[0].at("interval").as_string(), "MINUTE");
+  EXPECT_EQ(limits[0].at("limit").as_int64(), 12000);  // the per-IP default
+}
+
+TEST_F(GatewayTest, TickersTakeTypeSymbolsAndSymbolStatusAsBinanceDoes) {
+  Node n(dir_);
+  auto get = [&](const std::string& target) { return n.Request(http::verb::get, target); };
+  // type=MINI: the mini shape; FULL (the default) the full one; else -1139.
+  const Reply mini = get("/api/v3/ticker/24hr?symbol=BTCUSDT&type=MINI");
+  ASSERT_EQ(mini.status, 200) << mini.body;
+  const json::object m = mini.Json().as_object();
+  for (const char* k : {"symbol", "openPrice", "highPrice", "lowPrice", "lastPrice", "volume",
+                        "quoteVolume", "openTime", "closeTime", "firstId", "lastId", "count"}) {
+    EXPECT_TRUE(m.contains(k)) << k;
+  }
+  EXPECT_EQ(m.size(), 12u);
+  EXPECT_FALSE(m.contains("priceChange"));
+  EXPECT_TRUE(get("/api/v3/ticker/24hr?symbol=BTCUSDT&type=FULL")
+                  .Json()
+                  .as_object()
+                  .contains("priceChange"));
+  EXPECT_EQ(get("/api/v3/ticker/24hr?type=MINI").Json().as_array().size(), 3u);
+  for (const char* bad : {"mini", "SHORT", ""}) {
+    const Reply r = get(fmt::format("/api/v3/ticker/24hr?symbol=BTCUSDT&type={}", bad));
+    EXPECT_EQ(Code(r), -1139) << bad;
+    EXPECT_EQ(r.Json().at("msg").as_string(), "Invalid ticker type.");
+  }
+
+  ASSERT_EQ(n.Admin(http::verb::post, "markets/ETHUSDT/status", R"({"status":"HALTED"})").status,
+            200);
+  for (const char* path :
+       {"/api/v3/ticker/24hr", "/api/v3/ticker/price", "/api/v3/ticker/bookTicker"}) {
+    SCOPED_TRACE(path);
+    const std::string p(path);
+    const Reply dup = get(p + "?symbols=" + SymbolsArg({"BTCUSDT", "ETHUSDT", "BTCUSDT"}));
+    EXPECT_EQ(Code(dup), -1151);
+    EXPECT_EQ(dup.Json().at("msg").as_string(), "Symbol is present multiple times in the list.");
+    EXPECT_EQ(Code(get(p + "?symbol=BTCUSDT&symbols=" + SymbolsArg({"ETHUSDT"}))), -1128);
+    // symbolStatus: a list or all markets lose the others; one symbol must match.
+    const Reply trading = get(p + "?symbolStatus=TRADING");
+    ASSERT_EQ(trading.status, 200) << trading.body;
+    ASSERT_EQ(trading.Json().as_array().size(), 2u);
+    EXPECT_EQ(trading.Json().as_array()[0].at("symbol").as_string(), "BTCUSDT");
+    EXPECT_EQ(trading.Json().as_array()[1].at("symbol").as_string(), "ETHBTC");
+    const Reply halted =
+        get(p + "?symbolStatus=HALT&symbols=" + SymbolsArg({"BTCUSDT", "ETHUSDT"}));
+    ASSERT_EQ(halted.Json().as_array().size(), 1u);
+    EXPECT_EQ(halted.Json().as_array()[0].at("symbol").as_string(), "ETHUSDT");
+    const Reply one = get(p + "?symbol=ETHUSDT&symbolStatus=HALT");
+    EXPECT_EQ(one.Json().at("symbol").as_string(), "ETHUSDT");
+    const Reply mismatch = get(p + "?symbol=ETHUSDT&symbolStatus=TRADING");
+    EXPECT_EQ(Code(mismatch), -1220);
+    EXPECT_EQ(mismatch.Json().at("msg").as_string(),
+              "The symbol's status does not match the requested symbolStatus.");
+    EXPECT_EQ(Code(get(p + "?symbolStatus=OPEN")), -1122);
+  }
+  // depth: the one symbol's status must match.
+  EXPECT_EQ(get("/api/v3/depth?symbol=ETHUSDT&symbolStatus=HALT").status, 200);
+  EXPECT_EQ(Code(get("/api/v3/depth?symbol=ETHUSDT&symbolStatus=TRADING")), -1220);
+  EXPECT_EQ(Code(get("/api/v3/depth?symbol=BTCUSDT&symbolStatus=NOPE")), -1122);
+}
+
+TEST_F(GatewayTest, MicrosecondTimestampsAndTheTimeUnitHeader) {
+  Node n(dir_);
+  auto alice = n.NewAccount("alice");
+  auto bob = n.NewAccount("bob");
+  ASSERT_EQ(n.Deposit(alice.account, "USDT", "100000", "a").status, 200);
+  ASSERT_EQ(n.Deposit(bob.account, "BTC", "10", "b").status, 200);
+  // A signed call with the parameters as given (timestamp and recvWindow
+  // included), in the query, with extra headers.
+  auto signed_get = [&](const std::string& path, const std::string& params,
+                        std::map<std::string, std::string> headers = {}) {
+    headers["X-MBX-APIKEY"] = alice.key;
+    return n.Request(http::verb::get,
+                     path + "?" + params + "&signature=" + HmacSha256Hex(alice.secret, params), {},
+                     headers);
+  };
+
+  // timestamp in µs; recvWindow with µs decimals.
+  const int64_t now_us = WallNs() / 1'000;
+  Reply us = signed_get("/api/v3/account", fmt::format("timestamp={}", now_us));
+  EXPECT_EQ(us.status, 200) << us.body;
+  Reply window =
+      signed_get("/api/v3/account", fmt::format("timestamp={}&recvWindow=6000.346", WallMs()));
+  EXPECT_EQ(window.status, 200) << window.body;
+  EXPECT_EQ(
+      Code(signed_get("/api/v3/account", fmt::format("timestamp={}&recvWindow=60000.5", WallMs()))),
+      -1130);
+  EXPECT_EQ(Code(signed_get("/api/v3/account",
+                            fmt::format("timestamp={}&recvWindow=5000.0001", WallMs()))),
+            -1111);
+  // Ten seconds old in µs is outside the default 5 s window.
+  EXPECT_EQ(Code(signed_get("/api/v3/account", fmt::format("timestamp={}", now_us - 10'000'000))),
+            -1021);
+  EXPECT_EQ(Code(signed_get("/api/v3/account",
+                            fmt::format("timestamp={}", WallNs() / 1'000 + 2'000'000))),
+            -1021);
+
+  // A trade to have times to show.
+  const int64_t before_ms = WallMs();
+  ASSERT_EQ(n.Signed(http::verb::post, "/api/v3/order", alice,
+                     "symbol=BTCUSDT&side=BUY&type=LIMIT&timeInForce=GTC&quantity=0.1&price=30000")
+                .status,
+            200);
+  ASSERT_EQ(n.Signed(http::verb::post, "/api/v3/order", bob,
+                     "symbol=BTCUSDT&side=SELL&type=MARKET&quantity=0.1")
+                .status,
+            200);
+
+  // X-MBX-TIME-UNIT: every time in the body in µs; any letter case.
+  const std::map<std::string, std::string> micro = {{"X-MBX-TIME-UNIT", "microsecond"}};
+  const Reply t = n.Request(http::verb::get, "/api/v3/time", {}, micro);
+  EXPECT_NEAR(static_cast<double>(t.Json().at("serverTime").as_int64()),
+              static_cast<double>(WallNs() / 1'000), 5e6);
+  const Reply ms = n.Request(http::verb::get, "/api/v3/trades?symbol=BTCUSDT");
+  const Reply trades = n.Request(http::verb::get, "/api/v3/trades?symbol=BTCUSDT", {},
+                                 {{"X-MBX-TIME-UNIT", "MICROSECOND"}});
+  ASSERT_EQ(trades.Json().as_array().size(), 1u);
+  EXPECT_EQ(trades.Json().as_array()[0].at("time").as_int64(),
+            ms.Json().as_array()[0].at("time").as_int64() * 1'000);
+  EXPECT_EQ(trades.Json().as_array()[0].at("price").as_string(), "30000.00000000");
+  const Reply kl_ms = n.Request(http::verb::get, "/api/v3/klines?symbol=BTCUSDT&interval=1m");
+  const Reply kl_us =
+      n.Request(http::verb::get, "/api/v3/klines?symbol=BTCUSDT&interval=1m", {}, micro);
+  ASSERT_EQ(kl_us.Json().as_array().size(), 1u);
+  const json::array row_ms = kl_ms.Json().as_array()[0].as_array();
+  const json::array row_us = kl_us.Json().as_array()[0].as_array();
+  EXPECT_EQ(row_us[0].as_int64(), row_ms[0].as_int64() * 1'000);
+  EXPECT_EQ(row_us[6].as_int64(), row_ms[6].as_int64() * 1'000);
+  EXPECT_EQ(row_us[8].as_int64(), row_ms[8].as_int64());  // the trade count is not a time
+  const Reply acct = signed_get("/api/v3/account", fmt::format("timestamp={}", WallMs()), micro);
+  EXPECT_GT(acct.Json().at("updateTime").as_int64(), before_ms * 1'000 - 1);
+  const Reply bad = n.Request(http::verb::get, "/api/v3/time", {}, {{"X-MBX-TIME-UNIT", "SECOND"}});
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_EQ(Code(bad), -1194);
+  EXPECT_EQ(bad.Json().at("msg").as_string(),
+            "Invalid value for time unit; expected either MICROSECOND or MILLISECOND.");
+  EXPECT_EQ(n.Request(http::verb::get, "/api/v3/time", {}, {{"X-MBX-TIME-UNIT", "MILLISECOND"}})
+                    .Json()
+                    .at("serverTime")
+                    .as_int64() /
+                1'000'000'000,
+            WallMs() / 1'000'000'000);
+
+  // startTime / endTime in µs select as their ms values do.
+  const int64_t trade_ms = ms.Json().as_array()[0].at("time").as_int64();
+  auto agg = [&](const std::string& q) {
+    return n.Request(http::verb::get, "/api/v3/aggTrades?symbol=BTCUSDT&" + q).Json().as_array();
+  };
+  EXPECT_EQ(agg(fmt::format("startTime={}", trade_ms * 1'000)).size(), 1u);
+  EXPECT_EQ(agg(fmt::format("startTime={}", (trade_ms + 1) * 1'000)).size(), 0u);
+  EXPECT_EQ(agg(fmt::format("endTime={}", (trade_ms - 1) * 1'000 + 999)).size(), 0u);
+  EXPECT_EQ(
+      agg(fmt::format("startTime={}&endTime={}", trade_ms * 1'000, trade_ms * 1'000 + 999)).size(),
+      1u);
+
+  // A parameter in both the query and the body: the query's value is used.
+  const std::string query = "symbol=NOPE";
+  const std::string body = fmt::format(
+      "symbol=BTCUSDT&side=BUY&type=LIMIT&timeInForce=GTC&quantity=0.1&price=30000&timestamp={}",
+      WallMs());
+  const Reply both = n.Request(http::verb::post, "/api/v3/order/test?" + query,
+                               body + "&signature=" + HmacSha256Hex(alice.secret, query + body),
+                               {{"X-MBX-APIKEY", alice.key}});
+  EXPECT_EQ(Code(both), -1121) << both.body;
+}
+
+TEST_F(GatewayTest, MarketBuyByQuoteThatSpendsItsBudgetIsFilled) {
+  Node n(dir_);
+  auto alice = n.NewAccount("alice");
+  auto bob = n.NewAccount("bob");
+  ASSERT_EQ(n.Deposit(alice.account, "USDT", "1000", "a").status, 200);
+  ASSERT_EQ(n.Deposit(bob.account, "BTC", "1", "b").status, 200);
+  ASSERT_EQ(n.Signed(http::verb::post, "/api/v3/order", bob,
+                     "symbol=BTCUSDT&side=SELL&type=LIMIT&timeInForce=GTC&quantity=1&price=30000")
+                .status,
+            200);
+  // One lot (0.00001 BTC) costs 0.3 USDT: 100.1 buys 333 lots for 99.9 and
+  // leaves 0.2, less than a lot, with the ask still on the book.
+  const Reply buy = n.Signed(http::verb::post, "/api/v3/order", alice,
+                             "symbol=BTCUSDT&side=BUY&type=MARKET&quoteOrderQty=100.1");
+  ASSERT_EQ(buy.status, 200) << buy.body;
+  const json::value b = buy.Json();
+  EXPECT_EQ(b.at("status").as_string(), "FILLED");
+  EXPECT_EQ(b.at("executedQty").as_string(), "0.00333000");
+  EXPECT_EQ(b.at("origQty").as_string(), "0.00333000");
+  EXPECT_EQ(b.at("cummulativeQuoteQty").as_string(), "99.90000000");
+  const Reply get = n.Signed(http::verb::get, "/api/v3/order", alice,
+                             fmt::format("symbol=BTCUSDT&orderId={}", b.at("orderId").as_int64()));
+  EXPECT_EQ(get.Json().at("origQty").as_string(), "0.00333000") << get.body;
+  // A budget larger than the book: the order runs out of liquidity and expires.
+  ASSERT_EQ(n.Signed(http::verb::post, "/api/v3/order", alice,
+                     "symbol=BTCUSDT&side=BUY&type=MARKET&quoteOrderQty=800")
+                .Json()
+                .at("status")
+                .as_string(),
+            "FILLED");  // 800 of the 0.99667 BTC left: budget-bound again
+  ASSERT_EQ(n.Deposit(alice.account, "USDT", "100000", "a2").status, 200);
+  const Reply sweep = n.Signed(http::verb::post, "/api/v3/order", alice,
+                               "symbol=BTCUSDT&side=BUY&type=MARKET&quoteOrderQty=50000");
+  ASSERT_EQ(sweep.status, 200) << sweep.body;
+  EXPECT_EQ(sweep.Json().at("status").as_string(), "EXPIRED");
+  EXPECT_EQ(sweep.Json().at("origQty").as_string(), sweep.Json().at("executedQty").as_string());
+}
+
+TEST_F(GatewayTest, RequestWeightsFollowBinanceAndShowOnEveryAnswer) {
+  ManualClock clock;  // one minute throughout: the used weight only grows
+  gateway::GatewayOptions go;
+  go.clock = &clock;
+  Node n(dir_, go);
+  auto alice = n.NewAccount("alice");
+  uint32_t used = 0;
+  // The weight a request adds to the IP's used weight, and that the header is there.
+  auto weigh = [&](const Reply& r) {
+    const auto h = r.headers.find("X-MBX-USED-WEIGHT-1M");
+    EXPECT_NE(h, r.headers.end()) << r.status << " " << r.body;
+    if (h == r.headers.end()) return uint32_t{0};
+    const auto now = static_cast<uint32_t>(std::stoul(h->second));
+    const uint32_t delta = now - used;
+    used = now;
+    return delta;
+  };
+  auto get = [&](const std::string& target) { return weigh(n.Request(http::verb::get, target)); };
+  auto sig = [&](const std::string& path, const std::string& params) {
+    return weigh(n.Signed(http::verb::get, path, alice, params, clock.wall_ms()));
+  };
+  (void)get("/api/v3/ping");
+  EXPECT_EQ(get("/api/v3/depth?symbol=BTCUSDT"), 5u);
+  EXPECT_EQ(get("/api/v3/depth?symbol=BTCUSDT&limit=100"), 5u);
+  EXPECT_EQ(get("/api/v3/depth?symbol=BTCUSDT&limit=101"), 25u);
+  EXPECT_EQ(get("/api/v3/depth?symbol=BTCUSDT&limit=1000"), 50u);
+  EXPECT_EQ(get("/api/v3/depth?symbol=BTCUSDT&limit=5000"), 250u);
+  EXPECT_EQ(get("/api/v3/ticker/24hr?symbol=BTCUSDT"), 2u);
+  EXPECT_EQ(get("/api/v3/ticker/24hr?symbols=" + SymbolsArg({"BTCUSDT", "ETHUSDT"})), 2u);
+  EXPECT_EQ(get("/api/v3/ticker/24hr"), 80u);
+  EXPECT_EQ(get("/api/v3/ticker/price?symbol=BTCUSDT"), 2u);
+  EXPECT_EQ(get("/api/v3/ticker/price"), 4u);
+  EXPECT_EQ(get("/api/v3/ticker/bookTicker?symbols=" + SymbolsArg({"BTCUSDT"})), 4u);
+  EXPECT_EQ(get("/api/v3/exchangeInfo"), 20u);
+  // Errors show the used weight too, and a refused request still weighs.
+  EXPECT_EQ(get("/api/v3/depth?symbol=NOPE"), 5u);
+  EXPECT_EQ(get("/api/v3/nothing"), 0u);
+  EXPECT_EQ(get("/api/v3/depth?symbol=BTCUSDT&symbol=ETHUSDT"), 5u);
+  // Signed endpoints count on the IP as well.
+  EXPECT_EQ(sig("/api/v3/openOrders", "symbol=BTCUSDT"), 6u);
+  EXPECT_EQ(sig("/api/v3/openOrders", ""), 80u);
+  EXPECT_EQ(sig("/api/v3/myTrades", "symbol=BTCUSDT"), 20u);
+  EXPECT_EQ(sig("/api/v3/myTrades", "symbol=BTCUSDT&orderId=1"), 5u);
+  EXPECT_EQ(sig("/api/v3/account", ""), 20u);
+  EXPECT_EQ(weigh(n.Signed(http::verb::get, "/api/v3/account", alice, "", clock.wall_ms() - 9000)),
+            20u);  // -1021 after the weight was taken
+
+  // allOrders / myTrades: at most 24 h between startTime and endTime, and
+  // myTrades takes no time bound with an id bound.
+  const int64_t t0 = clock.wall_ms() - 48 * 3'600'000;
+  auto code = [&](const std::string& path, const std::string& params) {
+    return Code(n.Signed(http::verb::get, path, alice, params, clock.wall_ms()));
+  };
+  for (const char* path : {"/api/v3/allOrders", "/api/v3/myTrades"}) {
+    SCOPED_TRACE(path);
+    const Reply r =
+        n.Signed(http::verb::get, path, alice,
+                 fmt::format("symbol=BTCUSDT&startTime={}&endTime={}", t0, t0 + 24 * 3'600'000 + 1),
+                 clock.wall_ms());
+    EXPECT_EQ(Code(r), -1127);
+    EXPECT_EQ(r.Json().at("msg").as_string(), "More than 24 hours between startTime and endTime.");
+    EXPECT_EQ(
+        code(path, fmt::format("symbol=BTCUSDT&startTime={}&endTime={}", t0, t0 + 24 * 3'600'000)),
+        0);
+  }
+  EXPECT_EQ(code("/api/v3/myTrades", fmt::format("symbol=BTCUSDT&orderId=1&startTime={}", t0)),
+            -1128);
+  EXPECT_EQ(code("/api/v3/myTrades", fmt::format("symbol=BTCUSDT&fromId=1&endTime={}", t0)), -1128);
+  EXPECT_EQ(code("/api/v3/myTrades", "symbol=BTCUSDT&orderId=1&fromId=1"), 0);
+}
+
+TEST_F(GatewayTest, RequestWeightAndOrderLimitsAnswer429AsBinanceDoes) {
+  ManualClock clock;
+  gateway::GatewayOptions go;
+  go.clock = &clock;
+  go.ip_limit.weight_per_minute = go.ip_limit.burst = 100;
+  go.order_limit.per_10s = 2;
+  go.order_limit.per_day = 3;
+  Node n(dir_, go);
+  // The IP's limit, in Binance's words.
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_EQ(n.Request(http::verb::get, "/api/v3/exchangeInfo").status, 200);  // weight 20
+  }
+  const Reply over = n.Request(http::verb::get, "/api/v3/exchangeInfo");
+  EXPECT_EQ(over.status, 429);
+  EXPECT_EQ(Code(over), -1003);
+  EXPECT_EQ(over.Json().at("msg").as_string(),
+            "Too much request weight used; current limit is 100 request weight per 1 MINUTE. "
+            "Please use WebSocket Streams for live updates to avoid polling the API.");
+  EXPECT_EQ(over.headers.at("X-MBX-USED-WEIGHT-1M"), "100");
+  EXPECT_FALSE(over.headers.at("Retry-After").empty());
+  clock.Advance(std::chrono::seconds(60));
+
+  // exchangeInfo lists the limits applied.
+  const json::value info = n.Request(http::verb::get, "/api/v3/exchangeInfo").Json();
+  const json::array& limits = info.at("rateLimits").as_array();
+  ASSERT_EQ(limits.size(), 3u);
+  EXPECT_EQ(limits[0].at("limit").as_int64(), 100);
+  EXPECT_EQ(limits[1].at("rateLimitType").as_string(), "ORDERS");
+  EXPECT_EQ(limits[1].at("interval").as_string(), "SECOND");
+  EXPECT_EQ(limits[1].at("intervalNum").as_int64(), 10);
+  EXPECT_EQ(limits[1].at("limit").as_int64(), 2);
+  EXPECT_EQ(limits[2].at("interval").as_string(), "DAY");
+  EXPECT_EQ(limits[2].at("limit").as_int64(), 3);
+
+  // New orders per account: counted in headers, refused over a limit.
+  auto alice = n.NewAccount("alice");
+  auto bob = n.NewAccount("bob");
+  ASSERT_EQ(n.Deposit(alice.account, "USDT", "100000", "a").status, 200);
+  ASSERT_EQ(n.Deposit(bob.account, "USDT", "100000", "b").status, 200);
+  auto order = [&](const Client::Keys& k) {
+    return n.Signed(http::verb::post, "/api/v3/order", k,
+                    "symbol=BTCUSDT&side=BUY&type=LIMIT&timeInForce=GTC&quantity=0.001&price=10000",
+                    clock.wall_ms());
+  };
+  const Reply first = order(alice);
+  ASSERT_EQ(first.status, 200) << first.body;
+  EXPECT_EQ(first.headers.at("X-MBX-ORDER-COUNT-10S"), "1");
+  EXPECT_EQ(first.headers.at("X-MBX-ORDER-COUNT-1D"), "1");
+  EXPECT_EQ(order(alice).headers.at("X-MBX-ORDER-COUNT-10S"), "2");
+  const Reply third = order(alice);
+  EXPECT_EQ(third.status, 429);
+  EXPECT_EQ(Code(third), -1015);
+  EXPECT_EQ(third.Json().at("msg").as_string(),
+            "Too many new orders; current limit is 2 orders per 10 SECOND.");
+  EXPECT_FALSE(third.headers.at("Retry-After").empty());
+  // Per account: Bob is not limited by Alice's orders. Reads carry no count.
+  EXPECT_EQ(order(bob).headers.at("X-MBX-ORDER-COUNT-10S"), "1");
+  EXPECT_EQ(
+      n.Signed(http::verb::get, "/api/v3/openOrders", alice, "symbol=BTCUSDT", clock.wall_ms())
+          .headers.count("X-MBX-ORDER-COUNT-10S"),
+      0u);
+  // The next 10 s window; then the day's limit.
+  clock.Advance(std::chrono::seconds(10));
+  const Reply fourth = order(alice);
+  ASSERT_EQ(fourth.status, 200) << fourth.body;
+  EXPECT_EQ(fourth.headers.at("X-MBX-ORDER-COUNT-10S"), "1");
+  EXPECT_EQ(fourth.headers.at("X-MBX-ORDER-COUNT-1D"), "3");
+  clock.Advance(std::chrono::seconds(10));
+  const Reply day = order(alice);
+  EXPECT_EQ(Code(day), -1015);
+  EXPECT_EQ(day.Json().at("msg").as_string(),
+            "Too many new orders; current limit is 3 orders per 1 DAY.");
+}
+
 TEST_F(GatewayTest, AdminTokenAccountsKeysAndIdempotentTransfers) {
   Node n(dir_);
   EXPECT_EQ(n.Request(http::verb::get, "/admin/v1/health").status, 401);
@@ -587,7 +1013,7 @@ TEST_F(GatewayTest, OrdersFillsBalancesAndCancels) {
     Reply r = n.Request(http::verb::get, bad);
     EXPECT_EQ(r.status, 400) << bad;
     const int64_t code = r.Json().at("code").as_int64();
-    EXPECT_TRUE(code == -1100 || code == -1102 || code == -1121) << bad << " " << r.body;
+    EXPECT_TRUE(code == -1100 || code == -1102 || code == -1121 || code == -1139) << bad << " " << r.body;
   }
   Reply depth = n.Request(http::verb::get, "/api/v3/depth?symbol=BTCUSDT");
   ASSERT_EQ(depth.Json().at("bids").as_array().size(), 1u);
@@ -746,15 +1172,15 @@ TEST_F(GatewayTest, TimeComesFromTheGivenClock) {
 
   // recvWindow=5000: 5000 ms old is in, 5001 out; 999 ms ahead is in, 1000 out.
   auto open_orders = [&](int64_t timestamp) {
-    return n.Signed(http::verb::get, "/api/v3/openOrders", alice, "", timestamp);
+    return n.Signed(http::verb::get, "/api/v3/openOrders", alice, "symbol=BTCUSDT", timestamp);
   };
   EXPECT_EQ(open_orders(now - 5000).status, 200);
   EXPECT_EQ(open_orders(now - 5001).Json().at("code").as_int64(), -1021);
   EXPECT_EQ(open_orders(now + 999).status, 200);
   EXPECT_EQ(open_orders(now + 1000).Json().at("code").as_int64(), -1021);
 
-  // 12 of the 40 weight taken (openOrders weighs 6; refused requests take
-  // none). /account weighs 20: once, then 8 are left and it waits 12 s.
+  // 12 of the 40 weight taken (openOrders of one symbol weighs 6; refused
+  // requests take none). /account weighs 20: once, then 8 are left and it waits 12 s.
   auto account = [&] {
     return n.Signed(http::verb::get, "/api/v3/account", alice, "", clock.wall_ms());
   };

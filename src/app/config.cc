@@ -36,8 +36,8 @@ constexpr std::string_view kTopKeys[] = {"engine",     "assets",    "markets", "
 constexpr std::string_view kMetricsKeys[] = {
     "remote", "port", "flight_threshold_ms", "flight_window_ms", "flight_capacity", "flight_keep"};
 constexpr std::string_view kProjectionKeys[] = {
-    "backend",       "path",      "url",    "batch_events", "batch_wait_ms",
-    "catchup_batch_events", "wal_max_mb", "cache_mb"};
+    "backend",    "path",    "url", "batch_events", "batch_wait_ms", "catchup_batch_events",
+    "wal_max_mb", "cache_mb"};
 constexpr std::string_view kGatewayKeys[] = {"host",
                                              "port",
                                              "io_threads",
@@ -51,6 +51,8 @@ constexpr std::string_view kGatewayKeys[] = {"host",
                                              "ws_send_queue_bytes",
                                              "weight_per_minute",
                                              "ip_weight_per_minute",
+                                             "orders_per_10s",
+                                             "orders_per_day",
                                              "admin_remote",
                                              "recent_trades",
                                              "history_orders",
@@ -505,6 +507,10 @@ class Loader {
     MB_RETURN_IF_ERROR(OptionalInt(t, "gateway", "ip_weight_per_minute", 0, kU32Max,
                                    &g->ip_limit.weight_per_minute));
     g->ip_limit.burst = g->ip_limit.weight_per_minute;
+    MB_RETURN_IF_ERROR(
+        OptionalInt(t, "gateway", "orders_per_10s", 0, kU32Max, &g->order_limit.per_10s));
+    MB_RETURN_IF_ERROR(
+        OptionalInt(t, "gateway", "orders_per_day", 0, kU32Max, &g->order_limit.per_day));
     MB_RETURN_IF_ERROR(OptionalBool(t, "gateway", "admin_remote", &g->admin_remote));
     MB_RETURN_IF_ERROR(
         OptionalInt(t, "gateway", "recent_trades", 1, 1'000'000, &g->read_side.recent_trades));

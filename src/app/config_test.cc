@@ -408,6 +408,7 @@ TEST(ParseConfig, RuntimeTablesAreOptionalAndParsed) {
                            "[threads.engine]\nwait = \"busy-spin\"\ncpu = 1\nrealtime = true\n"
                            "[gateway]\nhost = \"0.0.0.0\"\nport = 9000\nio_threads = 4\n"
                            "weight_per_minute = 1200\nadmin_remote = true\n"
+                           "orders_per_10s = 50\norders_per_day = 160000\n"
                            "ws_send_queue_messages = 100\nhistory_orders = 50\n"
                            "[projection]\nbackend = \"postgres\"\nurl = \"postgresql://h/db\"\n"
                            "batch_events = 50\ncatchup_batch_events = 500\n"
@@ -436,6 +437,9 @@ TEST(ParseConfig, RuntimeTablesAreOptionalAndParsed) {
   EXPECT_EQ(g.server.ws_send_queue_messages, 100u);
   EXPECT_EQ(g.read_side.history_orders, 50u);
   EXPECT_EQ(g.ip_limit.weight_per_minute, 12000u) << "unset keys keep their defaults";
+  EXPECT_EQ(g.order_limit.per_10s, 50u);
+  EXPECT_EQ(g.order_limit.per_day, 160000u);
+  EXPECT_EQ(base->runtime.gateway.order_limit.per_10s, 0u) << "no ORDERS limit unless configured";
   EXPECT_EQ(base->runtime.gateway.server.port, 8080);
   const ProjectionConfig& p = c->runtime.projection;
   EXPECT_EQ(p.store.backend, "postgres");

@@ -174,6 +174,27 @@ ApiError ApiError::BadSymbol() { return Make(400, -1121, "Invalid symbol."); }
 
 ApiError ApiError::InvalidInterval() { return Make(400, -1120, "Invalid interval."); }
 
+ApiError ApiError::InvalidSymbolStatus() { return Make(400, -1122, "Invalid symbolStatus."); }
+
+ApiError ApiError::BadParamCombination() {
+  return Make(400, -1128, "Combination of optional parameters invalid.");
+}
+
+ApiError ApiError::SymbolStatusMismatch() {
+  return Make(400, -1220, "The symbol's status does not match the requested symbolStatus.");
+}
+
+ApiError ApiError::InvalidTickerType() { return Make(400, -1139, "Invalid ticker type."); }
+
+ApiError ApiError::InvalidTimeUnit() {
+  return Make(400, -1194,
+              "Invalid value for time unit; expected either MICROSECOND or MILLISECOND.");
+}
+
+ApiError ApiError::DuplicateSymbols() {
+  return Make(400, -1151, "Symbol is present multiple times in the list.");
+}
+
 ApiError ApiError::BadParam(std::string_view param, std::string_view why) {
   std::string msg = param.empty() ? std::string("Invalid data sent for a parameter.")
                                   : Quoted("Data sent for parameter '", param, "' is not valid.");

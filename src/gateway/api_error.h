@@ -41,6 +41,12 @@ struct ApiError {
   static ApiError InvalidSide();                             // 400 -1117
   static ApiError BadSymbol();                               // 400 -1121
   static ApiError InvalidInterval();                         // 400 -1120
+  static ApiError InvalidSymbolStatus();                     // 400 -1122
+  static ApiError BadParamCombination();                     // 400 -1128
+  static ApiError SymbolStatusMismatch();                    // 400 -1220
+  static ApiError InvalidTickerType();                       // 400 -1139
+  static ApiError InvalidTimeUnit();                         // 400 -1194
+  static ApiError DuplicateSymbols();                        // 400 -1151
   static ApiError BadParam(std::string_view param, std::string_view why);  // 400 -1130
   static ApiError NewOrderRejected(std::string msg);                       // 400 -2010
   static ApiError InsufficientBalance();            // 400 -2010 exact ccxt text

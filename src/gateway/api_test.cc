@@ -89,6 +89,14 @@ TEST(ApiErrorTest, CatalogueCodesAndTexts) {
       {ApiError::InvalidSide(), 400, -1117, "Invalid side."},
       {ApiError::InvalidInterval(), 400, -1120, "Invalid interval."},
       {ApiError::BadSymbol(), 400, -1121, "Invalid symbol."},
+      {ApiError::InvalidSymbolStatus(), 400, -1122, "Invalid symbolStatus."},
+      {ApiError::BadParamCombination(), 400, -1128, "Combination of optional parameters invalid."},
+      {ApiError::SymbolStatusMismatch(), 400, -1220,
+       "The symbol's status does not match the requested symbolStatus."},
+      {ApiError::InvalidTickerType(), 400, -1139, "Invalid ticker type."},
+      {ApiError::InvalidTimeUnit(), 400, -1194,
+       "Invalid value for time unit; expected either MICROSECOND or MILLISECOND."},
+      {ApiError::DuplicateSymbols(), 400, -1151, "Symbol is present multiple times in the list."},
       {ApiError::BadParam("limit", "Must be 1..5000."), 400, -1130,
        "Data sent for parameter 'limit' is not valid. Must be 1..5000."},
       {ApiError::BadParam("", ""), 400, -1130, "Invalid data sent for a parameter."},
@@ -340,10 +348,31 @@ TEST(ParamsTest, Duplicates) {
   const ApiError e = MustFail("a=1&b=2&a=1");
   EXPECT_EQ(e.code, -1101);
   EXPECT_EQ(e.msg, "Duplicate values for a parameter detected.");
-  EXPECT_EQ(MustFail("a=1", "a=2").code, -1101);
+  EXPECT_EQ(MustFail("b=1", "a=2&a=3").code, -1101);
   EXPECT_EQ(MustFail("signature=1&signature=2").code, -1101);
-  EXPECT_EQ(MustFail("signature=1", "signature=1").code, -1101);
   EXPECT_EQ(MustFail("a=1&%61=2").code, -1101);  // the same name once decoded
+}
+
+TEST(ParamsTest, QueryValueWinsOverTheBody) {
+  // Binance: a parameter in both the query string and the body takes the
+  // query's value; the signature still covers every byte sent.
+  Params p = MustParse("a=1&b=2", "a=9&c=3");
+  EXPECT_EQ(p.Get("a"), "1");
+  EXPECT_EQ(p.Get("c"), "3");
+  EXPECT_EQ(p.all().size(), 3U);
+  EXPECT_EQ(p.signed_payload(), "a=1&b=2a=9&c=3");
+  p = MustParse("x=1&signature=aa", "signature=bb&y=2");
+  EXPECT_EQ(p.signature(), "aa");
+  EXPECT_EQ(p.signed_payload(), "x=1y=2");
+}
+
+TEST(ParamsTest, SetReplacesAPresentValueOnly) {
+  Params p = MustParse("startTime=5&signature=s");
+  EXPECT_TRUE(p.Set("startTime", "7"));
+  EXPECT_EQ(p.Get("startTime"), "7");
+  EXPECT_FALSE(p.Set("endTime", "1"));
+  EXPECT_FALSE(p.Has("endTime"));
+  EXPECT_EQ(p.signed_payload(), "startTime=5");
 }
 
 TEST(ParamsTest, TooManyParameters) {
@@ -495,6 +524,52 @@ TEST(TimestampTest, RecvWindowBounds) {
   }
   EXPECT_FALSE(CheckTimestamp(now, 1, now).has_value());
   EXPECT_FALSE(CheckTimestamp(now, 60000, now).has_value());
+}
+
+TEST(TimestampTest, MicrosecondTimestampsByMagnitude) {
+  const int64_t now_ms = 1'700'000'000'000;
+  const int64_t now_us = now_ms * 1'000 + 250;
+  // The same instant in ms and in µs.
+  EXPECT_FALSE(CheckTimestampUs(now_ms, 5'000'000, now_us).has_value());
+  EXPECT_FALSE(CheckTimestampUs(now_us, 5'000'000, now_us).has_value());
+  // µs: the window and the 1 s ahead bound are exact to the µs.
+  EXPECT_FALSE(CheckTimestampUs(now_us + 999'999, 5'000'000, now_us).has_value());
+  EXPECT_EQ(CheckTimestampUs(now_us + 1'000'000, 5'000'000, now_us)->code, -1021);
+  EXPECT_FALSE(CheckTimestampUs(now_us - 1'500, 1'500, now_us).has_value());
+  EXPECT_EQ(CheckTimestampUs(now_us - 1'501, 1'500, now_us)->code, -1021);
+  // The whole-ms form takes µs timestamps too.
+  EXPECT_FALSE(CheckTimestamp(now_ms * 1'000, 5000, now_ms).has_value());
+  EXPECT_EQ(CheckTimestamp((now_ms - 6'000) * 1'000, 5000, now_ms)->code, -1021);
+  // 10^13 is the first µs value.
+  EXPECT_EQ(TimestampToMillis(kMicrosFrom - 1), kMicrosFrom - 1);
+  EXPECT_EQ(TimestampToMillis(kMicrosFrom), kMicrosFrom / 1'000);
+  EXPECT_EQ(TimestampToMillis(now_us), now_ms);
+  EXPECT_EQ(TimestampToMillis(now_ms), now_ms);
+  EXPECT_EQ(TimestampToMillis(-5), -5);
+  EXPECT_EQ(CheckTimestampUs(std::numeric_limits<int64_t>::max(), 60'000'000, now_us)->code, -1021);
+  EXPECT_EQ(CheckTimestampUs(std::numeric_limits<int64_t>::min(), 60'000'000, now_us)->code, -1021);
+}
+
+TEST(TimestampTest, RecvWindowWithMicroseconds) {
+  int64_t us = 0;
+  EXPECT_FALSE(ParseRecvWindow(std::nullopt, &us).has_value());
+  EXPECT_EQ(us, 5'000'000);
+  EXPECT_FALSE(ParseRecvWindow("6000.346", &us).has_value());
+  EXPECT_EQ(us, 6'000'346);
+  EXPECT_FALSE(ParseRecvWindow("60000", &us).has_value());
+  EXPECT_EQ(us, 60'000'000);
+  EXPECT_FALSE(ParseRecvWindow("0.001", &us).has_value());
+  EXPECT_EQ(us, 1);
+  EXPECT_FALSE(ParseRecvWindow("1.5", &us).has_value());
+  EXPECT_EQ(us, 1'500);
+  EXPECT_EQ(ParseRecvWindow("60000.001", &us)->code, -1130);
+  EXPECT_EQ(ParseRecvWindow("0", &us)->code, -1130);
+  EXPECT_EQ(ParseRecvWindow("-5", &us)->code, -1130);
+  EXPECT_EQ(ParseRecvWindow("99999999999999999999", &us)->code, -1130);
+  EXPECT_EQ(ParseRecvWindow("1.0001", &us)->code, -1111);
+  EXPECT_EQ(ParseRecvWindow("abc", &us)->code, -1100);
+  EXPECT_EQ(ParseRecvWindow("", &us)->code, -1105);
+  EXPECT_EQ(us, 1'500);  // errors leave the output alone
 }
 
 // ---------------------------------------------------------------- RandomToken
@@ -1004,6 +1079,41 @@ TEST(RateLimiterTest, DropsIdleBucketsFirst) {
   EXPECT_FALSE(rl.Take(o[0], 1, 61'001).allowed);
   // "a" would have had ~1 token left (refill 1/min): a fresh bucket allows 5.
   EXPECT_TRUE(rl.Take("a", 5, 61'002).allowed);
+}
+
+TEST(OrderCountLimiterTest, FixedWindowsPerAccount) {
+  OrderCountLimiter ol({.per_10s = 2, .per_day = 3});
+  const int64_t day = 86'400'000;
+  const int64_t t0 = 19'000 * day + 5'000;  // 5 s into a window and a day
+  OrderCountDecision d = ol.Take(1, t0);
+  EXPECT_TRUE(d.allowed);
+  EXPECT_EQ(d.count_10s, 1U);
+  EXPECT_EQ(d.count_1d, 1U);
+  EXPECT_TRUE(ol.Take(1, t0 + 1).allowed);
+  d = ol.Take(1, t0 + 2);
+  EXPECT_FALSE(d.allowed);
+  EXPECT_FALSE(d.day_limit);
+  EXPECT_EQ(d.retry_after_s, 5U);       // until the window ends
+  EXPECT_EQ(d.count_10s, 2U);           // a refused order is not counted
+  EXPECT_TRUE(ol.Take(2, t0).allowed);  // another account
+  // The next window (fixed, from the epoch): one more for the day, then none.
+  d = ol.Take(1, t0 + 5'000);
+  EXPECT_TRUE(d.allowed);
+  EXPECT_EQ(d.count_10s, 1U);
+  EXPECT_EQ(d.count_1d, 3U);
+  d = ol.Take(1, t0 + 15'000);
+  EXPECT_FALSE(d.allowed);
+  EXPECT_TRUE(d.day_limit);
+  EXPECT_EQ(d.retry_after_s, static_cast<uint32_t>((day - 20'000 + 999) / 1000));
+  // A new day.
+  d = ol.Take(1, 19'001 * day);
+  EXPECT_TRUE(d.allowed);
+  EXPECT_EQ(d.count_1d, 1U);
+  // No limits: counted only.
+  OrderCountLimiter none({});
+  for (int i = 0; i < 500; ++i) d = none.Take(7, t0);
+  EXPECT_TRUE(d.allowed);
+  EXPECT_EQ(d.count_10s, 500U);
 }
 
 }  // namespace

@@ -19,6 +19,7 @@
 #include <utility>
 
 #include "common/checked.h"
+#include "common/decimal.h"
 #include "common/file.h"
 
 namespace mb::gateway {
@@ -243,18 +244,56 @@ bool SignatureEquals(std::string_view expected_hex, std::string_view given_hex) 
   return ConstantTimeEquals(lower(expected_hex), lower(given_hex));
 }
 
-std::optional<ApiError> CheckTimestamp(int64_t timestamp_ms, int64_t recv_window_ms,
-                                       int64_t now_ms) {
-  if (recv_window_ms < 1 || recv_window_ms > kMaxRecvWindowMs) {
-    return ApiError::BadParam("recvWindow", "It must be between 1 and 60000 milliseconds.");
-  }
+int64_t TimestampToMillis(int64_t ts) noexcept {
+  if (ts < kMicrosFrom) return ts;
+  return ts / 1'000;
+}
+
+std::optional<ApiError> CheckTimestampUs(int64_t timestamp, int64_t recv_window_us,
+                                         int64_t now_us) {
   // In 128 bits: a client's timestamp may be any int64.
-  const int128 ahead = static_cast<int128>(timestamp_ms) - now_ms;
-  if (ahead >= kMaxAheadMs) {
+  const int128 ts_us = timestamp >= kMicrosFrom ? static_cast<int128>(timestamp)
+                                                : static_cast<int128>(timestamp) * 1'000;
+  const int128 ahead = ts_us - now_us;
+  if (ahead >= kMaxAheadMs * 1'000) {
     return ApiError{400, -1021,
                     "Timestamp for this request was 1000ms ahead of the server's time."};
   }
-  if (-ahead > recv_window_ms) return ApiError::TimestampOutside();
+  if (-ahead > recv_window_us) return ApiError::TimestampOutside();
+  return std::nullopt;
+}
+
+std::optional<ApiError> CheckTimestamp(int64_t timestamp, int64_t recv_window_ms, int64_t now_ms) {
+  if (recv_window_ms < 1 || recv_window_ms > kMaxRecvWindowMs) {
+    return ApiError::BadParam("recvWindow", "It must be between 1 and 60000 milliseconds.");
+  }
+  return CheckTimestampUs(timestamp, recv_window_ms * 1'000,
+                          static_cast<int64_t>(static_cast<int128>(now_ms) * 1'000));
+}
+
+std::optional<ApiError> ParseRecvWindow(std::optional<std::string_view> text, int64_t* window_us) {
+  if (!text) {
+    *window_us = 5'000'000;
+    return std::nullopt;
+  }
+  if (text->empty()) return ApiError::EmptyParam("recvWindow");
+  int64_t us = 0;
+  switch (TryParseDecimal(*text, 3, /*allow_negative=*/true, &us)) {
+    case DecimalError::kOk:
+      break;
+    case DecimalError::kTooManyDecimals:
+      return ApiError::TooMuchPrecision("recvWindow");
+    case DecimalError::kOverflow:
+      us = -1;  // out of range below
+      break;
+    default:
+      return ApiError::IllegalChars("recvWindow");
+  }
+  if (us <= 0 || us > kMaxRecvWindowMs * 1'000) {
+    return ApiError::BadParam("recvWindow",
+                              "It must be more than 0 and at most 60000 milliseconds.");
+  }
+  *window_us = us;
   return std::nullopt;
 }
 

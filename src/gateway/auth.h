@@ -25,10 +25,23 @@ namespace mb::gateway {
 // Constant-time equality of two hex signatures (case-insensitive hex), such as
 // the HmacSha256Hex (common/hmac.h) of a payload and the signature sent with it.
 bool SignatureEquals(std::string_view expected_hex, std::string_view given_hex);
-// Binance: -1021 when timestamp >= now_ms + 1000 or now_ms - timestamp > recv_window;
-// recvWindow must be in 1..60000 (else -1130 on 'recvWindow').
-std::optional<ApiError> CheckTimestamp(int64_t timestamp_ms, int64_t recv_window_ms,
-                                       int64_t now_ms);
+// Binance takes `timestamp`, `startTime` and `endTime` in ms or in µs and
+// tells them apart by size: a value of 10^13 or more (in ms, a date after the
+// year 2286) is µs.
+inline constexpr int64_t kMicrosFrom = 10'000'000'000'000;
+// A timestamp in ms or µs (by kMicrosFrom) → ms, rounded down.
+int64_t TimestampToMillis(int64_t ts) noexcept;
+
+// Binance: -1021 when timestamp >= now + 1000 ms or now - timestamp > recvWindow.
+// `timestamp` in ms or µs (kMicrosFrom); recv_window_us and now_us in µs.
+std::optional<ApiError> CheckTimestampUs(int64_t timestamp, int64_t recv_window_us, int64_t now_us);
+// The same with a whole-ms recvWindow, which must be in 1..60000 (else -1130
+// on 'recvWindow').
+std::optional<ApiError> CheckTimestamp(int64_t timestamp, int64_t recv_window_ms, int64_t now_ms);
+// recvWindow as Binance takes it: ms with up to three decimals (µs), more
+// than 0 and at most 60000; absent: 5000. In µs. Errors: empty -1105, not a
+// decimal -1100, a fourth decimal -1111, out of range -1130.
+std::optional<ApiError> ParseRecvWindow(std::optional<std::string_view> text, int64_t* window_us);
 
 // Random printable token of `length` [A-Za-z0-9] characters (OpenSSL RAND_bytes).
 std::string RandomToken(std::size_t length);

@@ -10,8 +10,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <boost/json.hpp>
 #include <cstdint>
 #include <iterator>
+#include <limits>
 #include <optional>
 #include <span>
 #include <string>
@@ -279,8 +281,11 @@ void BestLevel(const std::vector<Level>& side, const MarketFormat& f, std::strin
 
 // The fields every order shape shares, from price to side.
 void OrderCore(Obj& o, const MarketFormat& f, const OrderRecord& r, bool with_quote_order_qty) {
+  // A market order by quote amount has no quantity of its own: Binance shows
+  // what it executed.
+  const bool by_quote = r.quote_qty.value > 0 && r.terms.qty.value == 0;
   o.Dec("price", f.Price(r.terms.price))
-      .Dec("origQty", f.Qty(r.terms.qty))
+      .Dec("origQty", f.Qty(by_quote ? r.executed : r.terms.qty))
       .Dec("executedQty", f.Qty(r.executed));
   if (with_quote_order_qty) o.Dec("origQuoteOrderQty", f.Quote(r.quote_qty));
   o.Dec("cummulativeQuoteQty", f.Quote(r.cumulative_quote))
@@ -330,25 +335,36 @@ std::string AssetAmount(const engine::EngineConfig& config, AssetId asset, Amoun
 
 // --- REST ---
 
+std::optional<engine::MarketStatus> ParseSymbolStatus(std::string_view s) noexcept {
+  if (s == "TRADING") return engine::MarketStatus::kTrading;
+  if (s == "HALT") return engine::MarketStatus::kHalted;
+  if (s == "BREAK") return engine::MarketStatus::kCancelOnly;
+  return std::nullopt;
+}
+
 std::string ExchangeInfoJson(const engine::EngineConfig& config,
-                             std::span<const engine::MarketStatus> statuses, int64_t now_ms,
-                             uint32_t weight_per_minute) {
+                             std::span<const engine::MarketStatus> statuses, int64_t server_time,
+                             std::span<const RateLimitJson> rate_limits,
+                             std::span<const MarketId> markets, bool show_permission_sets) {
   Buf b;
   Obj root(b);
-  root.Str("timezone", "UTC").Int("serverTime", now_ms).Key("rateLimits");
-  {
-    b.push_back('[');
+  root.Str("timezone", "UTC").Int("serverTime", server_time).Key("rateLimits");
+  b.push_back('[');
+  for (std::size_t i = 0; i < rate_limits.size(); ++i) {
+    if (i > 0) b.push_back(',');
     Obj rl(b);
-    rl.Str("rateLimitType", "REQUEST_WEIGHT")
-        .Str("interval", "MINUTE")
-        .Int("intervalNum", 1)
-        .Uint("limit", weight_per_minute);
+    rl.Str("rateLimitType", rate_limits[i].type)
+        .Str("interval", rate_limits[i].interval)
+        .Int("intervalNum", rate_limits[i].interval_num)
+        .Uint("limit", rate_limits[i].limit);
     rl.End();
-    b.push_back(']');
   }
+  b.push_back(']');
   root.Raw("exchangeFilters", "[]").Key("symbols");
   b.push_back('[');
-  for (std::size_t i = 0; i < config.markets.size(); ++i) {
+  for (std::size_t n = 0; n < markets.size(); ++n) {
+    const std::size_t i = Raw(markets[n]);
+    if (i >= config.markets.size()) continue;
     const engine::MarketSpec& m = config.markets[i];
     const MarketFormat f(config, MarketId{static_cast<uint16_t>(i)});
     const engine::AssetSpec& base = Asset(config, m.base);
@@ -357,7 +373,7 @@ std::string ExchangeInfoJson(const engine::EngineConfig& config,
     // Largest notional an order can have; Validate() guarantees it fits.
     const int128 max_notional =
         static_cast<int128>(m.max_price.value) * m.max_qty.value * m.notional_per_tick_lot;
-    if (i > 0) b.push_back(',');
+    if (n > 0) b.push_back(',');
     Obj s(b);
     s.Str("symbol", m.symbol)
         .Str("status", SymbolStatus(status))
@@ -372,9 +388,12 @@ std::string ExchangeInfoJson(const engine::EngineConfig& config,
         .Bool("icebergAllowed", false)
         .Bool("ocoAllowed", false)
         .Bool("otoAllowed", false)
+        .Bool("opoAllowed", false)
         .Bool("quoteOrderQtyMarketAllowed", true)
         .Bool("allowTrailingStop", false)
         .Bool("cancelReplaceAllowed", true)
+        .Bool("amendAllowed", true)
+        .Bool("pegInstructionsAllowed", false)
         .Bool("isSpotTradingAllowed", true)
         .Bool("isMarginTradingAllowed", false)
         .Key("filters");
@@ -418,7 +437,7 @@ std::string ExchangeInfoJson(const engine::EngineConfig& config,
     }
     b.push_back(']');
     s.Raw("permissions", R"(["SPOT"])")
-        .Raw("permissionSets", R"([["SPOT"]])")
+        .Raw("permissionSets", show_permission_sets ? R"([["SPOT"]])" : "[]")
         .Str("defaultSelfTradePreventionMode", "NONE")
         .Raw("allowedSelfTradePreventionModes",
              R"(["NONE","EXPIRE_TAKER","EXPIRE_MAKER","EXPIRE_BOTH"])");
@@ -804,6 +823,53 @@ std::optional<TimeUnit> ParseTimeUnit(std::string_view s) noexcept {
   if (equals_ignoring_case("MILLISECOND")) return TimeUnit::kMillisecond;
   if (equals_ignoring_case("MICROSECOND")) return TimeUnit::kMicrosecond;
   return std::nullopt;
+}
+
+namespace {
+
+constexpr std::string_view kTimeKeys[] = {"serverTime",  "time",     "updateTime", "transactTime",
+                                          "workingTime", "openTime", "closeTime",  "T"};
+
+void ScaleTime(boost::json::value* v) {
+  // Times in ms are far below the bound; anything else is left alone.
+  constexpr int64_t kBound = std::numeric_limits<int64_t>::max() / kUsPerMs;
+  if (v->is_int64() && v->as_int64() < kBound && v->as_int64() > -kBound) {
+    *v = v->as_int64() * kUsPerMs;
+  } else if (v->is_uint64() && v->as_uint64() < static_cast<uint64_t>(kBound)) {
+    *v = v->as_uint64() * static_cast<uint64_t>(kUsPerMs);
+  }
+}
+
+void TimesInMicros(boost::json::value* v) {
+  if (v->is_object()) {
+    for (auto& kv : v->as_object()) {
+      const std::string_view key(kv.key().data(), kv.key().size());
+      if (std::find(std::begin(kTimeKeys), std::end(kTimeKeys), key) != std::end(kTimeKeys)) {
+        ScaleTime(&kv.value());
+      } else {
+        TimesInMicros(&kv.value());
+      }
+    }
+  } else if (v->is_array()) {
+    boost::json::array& a = v->as_array();
+    // A kline: [openTime,"o","h","l","c","v",closeTime,"q",n,"tb","tq","0"].
+    if (a.size() == 12 && a[0].is_int64() && a[6].is_int64() && a[1].is_string()) {
+      ScaleTime(&a[0]);
+      ScaleTime(&a[6]);
+      return;
+    }
+    for (boost::json::value& x : a) TimesInMicros(&x);
+  }
+}
+
+}  // namespace
+
+std::string TimesInMicros(std::string_view body) {
+  boost::json::error_code ec;
+  boost::json::value v = boost::json::parse(body, ec);
+  if (ec) return std::string(body);
+  TimesInMicros(&v);
+  return boost::json::serialize(v);
 }
 
 int64_t NsIn(int64_t ns, TimeUnit unit) noexcept {

@@ -40,15 +40,32 @@ class MarketFormat {
 
 std::string AssetAmount(const engine::EngineConfig& config, AssetId asset, Amount a);
 
-// GET /api/v3/exchangeInfo: timezone, serverTime, rateLimits, symbols with
-// status (TRADING / HALT / BREAK), baseAsset(Precision), quoteAsset(Precision),
-// orderTypes [LIMIT, LIMIT_MAKER, MARKET], quoteOrderQtyMarketAllowed,
-// cancelReplaceAllowed, permissions, defaultSelfTradePreventionMode,
-// allowedSelfTradePreventionModes, filters PRICE_FILTER / LOT_SIZE /
-// MARKET_LOT_SIZE / NOTIONAL / MIN_NOTIONAL. statuses by MarketId.
+// Binance's symbolStatus names: TRADING, HALT (halted), BREAK (cancel-only);
+// nullopt for anything else (case-sensitive, as Binance).
+std::optional<engine::MarketStatus> ParseSymbolStatus(std::string_view s) noexcept;
+
+// One entry of exchangeInfo's rateLimits: a limit the server enforces.
+struct RateLimitJson {
+  std::string_view type;      // REQUEST_WEIGHT, ORDERS, RAW_REQUESTS
+  std::string_view interval;  // SECOND, MINUTE, DAY
+  int interval_num = 1;
+  uint64_t limit = 0;
+};
+
+// GET /api/v3/exchangeInfo: timezone, serverTime, rateLimits (as given),
+// the symbols of `markets` (in that order) with status (TRADING / HALT /
+// BREAK), baseAsset(Precision), quoteAsset(Precision), orderTypes [LIMIT,
+// LIMIT_MAKER, MARKET], the feature flags (icebergAllowed, ocoAllowed,
+// otoAllowed, opoAllowed, quoteOrderQtyMarketAllowed, allowTrailingStop,
+// cancelReplaceAllowed, amendAllowed, pegInstructionsAllowed, ...),
+// permissions, permissionSets ([] when !show_permission_sets),
+// defaultSelfTradePreventionMode, allowedSelfTradePreventionModes, filters
+// PRICE_FILTER / LOT_SIZE / MARKET_LOT_SIZE / NOTIONAL / MIN_NOTIONAL.
+// statuses by MarketId; server_time in the unit the client asked for.
 std::string ExchangeInfoJson(const engine::EngineConfig& config,
-                             std::span<const engine::MarketStatus> statuses, int64_t now_ms,
-                             uint32_t weight_per_minute);
+                             std::span<const engine::MarketStatus> statuses, int64_t server_time,
+                             std::span<const RateLimitJson> rate_limits,
+                             std::span<const MarketId> markets, bool show_permission_sets = true);
 
 // {"lastUpdateId":N,"bids":[["p","q"],...],"asks":[...]}
 std::string DepthJson(const engine::EngineConfig& config, const marketdata::MarketSnapshot& s,
@@ -122,6 +139,13 @@ enum class TimeUnit : uint8_t { kMillisecond, kMicrosecond };
 inline constexpr std::size_t kTimeUnits = 2;
 // "MILLISECOND" or "MICROSECOND" in any letter case; nullopt otherwise.
 std::optional<TimeUnit> ParseTimeUnit(std::string_view s) noexcept;
+// A REST body with its times in µs, for a client that sent
+// X-MBX-TIME-UNIT: MICROSECOND: the integer values of the keys Binance
+// documents as times (serverTime, time, updateTime, transactTime,
+// workingTime, openTime, closeTime, T) and the open/close times of kline rows
+// (arrays of 12 whose [0] and [6] are integers), at any depth, x 1000. Not
+// JSON: returned unchanged.
+std::string TimesInMicros(std::string_view body);
 // ns since the epoch in `unit`, truncated.
 int64_t NsIn(int64_t ns, TimeUnit unit) noexcept;
 // ms since the epoch in `unit`.

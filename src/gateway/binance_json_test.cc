@@ -367,7 +367,9 @@ TEST(AssetAmount, UsesTheAssetScale) {
 TEST(ExchangeInfoJson, GoldenForOneMarket) {
   engine::EngineConfig c = TestConfig();
   c.markets.resize(1);
-  const std::string json = ExchangeInfoJson(c, {}, 1'700'000'000'123, 6000);
+  const RateLimitJson limits[] = {{"REQUEST_WEIGHT", "MINUTE", 1, 6000}};
+  const MarketId markets[] = {MarketId{0}};
+  const std::string json = ExchangeInfoJson(c, {}, 1'700'000'000'123, limits, markets);
   EXPECT_EQ(
       json,
       R"({"timezone":"UTC","serverTime":1700000000123,)"
@@ -377,8 +379,9 @@ TEST(ExchangeInfoJson, GoldenForOneMarket) {
       R"("quoteAsset":"USDT","quotePrecision":8,"quoteAssetPrecision":8,)"
       R"("baseCommissionPrecision":8,"quoteCommissionPrecision":8,)"
       R"("orderTypes":["LIMIT","LIMIT_MAKER","MARKET"],"icebergAllowed":false,"ocoAllowed":false,)"
-      R"("otoAllowed":false,"quoteOrderQtyMarketAllowed":true,"allowTrailingStop":false,)"
-      R"("cancelReplaceAllowed":true,"isSpotTradingAllowed":true,"isMarginTradingAllowed":false,)"
+      R"("otoAllowed":false,"opoAllowed":false,"quoteOrderQtyMarketAllowed":true,)"
+      R"("allowTrailingStop":false,"cancelReplaceAllowed":true,"amendAllowed":true,)"
+      R"("pegInstructionsAllowed":false,"isSpotTradingAllowed":true,"isMarginTradingAllowed":false,)"
       R"("filters":[{"filterType":"PRICE_FILTER","minPrice":"0.01000000",)"
       R"("maxPrice":"1000000.00000000","tickSize":"0.01000000"},)"
       R"({"filterType":"LOT_SIZE","minQty":"0.00001000","maxQty":"9000.00000000",)"
@@ -395,12 +398,46 @@ TEST(ExchangeInfoJson, GoldenForOneMarket) {
   ParseObject(json);
 }
 
+TEST(ExchangeInfoJson, ListsTheGivenMarketsAndLimits) {
+  const engine::EngineConfig c = TestConfig();
+  const RateLimitJson limits[] = {{"REQUEST_WEIGHT", "MINUTE", 1, 6000},
+                                  {"ORDERS", "SECOND", 10, 100}};
+  const MarketId markets[] = {MarketId{2}, MarketId{0}};
+  const boost::json::object root =
+      ParseObject(ExchangeInfoJson(c, {}, 7, limits, markets, /*show_permission_sets=*/false));
+  const boost::json::array& rl = root.at("rateLimits").as_array();
+  ASSERT_EQ(rl.size(), 2U);
+  EXPECT_EQ(Str(rl[1].as_object(), "rateLimitType"), "ORDERS");
+  EXPECT_EQ(Str(rl[1].as_object(), "interval"), "SECOND");
+  EXPECT_EQ(Int(rl[1].as_object(), "intervalNum"), 10);
+  EXPECT_EQ(Int(rl[1].as_object(), "limit"), 100);
+  const boost::json::array& symbols = root.at("symbols").as_array();
+  ASSERT_EQ(symbols.size(), 2U);
+  EXPECT_EQ(Str(symbols[0].as_object(), "symbol"), "BTCUSD");
+  EXPECT_EQ(Str(symbols[1].as_object(), "symbol"), "BTCUSDT");
+  EXPECT_TRUE(symbols[0].at("permissionSets").as_array().empty());
+  const boost::json::object none = ParseObject(ExchangeInfoJson(c, {}, 7, {}, {}));
+  EXPECT_TRUE(none.at("rateLimits").as_array().empty());
+  EXPECT_TRUE(none.at("symbols").as_array().empty());
+}
+
+TEST(ExchangeInfoJson, ParsesBinanceSymbolStatuses) {
+  EXPECT_EQ(ParseSymbolStatus("TRADING"), MarketStatus::kTrading);
+  EXPECT_EQ(ParseSymbolStatus("HALT"), MarketStatus::kHalted);
+  EXPECT_EQ(ParseSymbolStatus("BREAK"), MarketStatus::kCancelOnly);
+  for (std::string_view bad : {"", "trading", "HALTED", "CANCEL_ONLY", "AUCTION_MATCH"}) {
+    EXPECT_EQ(ParseSymbolStatus(bad), std::nullopt) << bad;
+  }
+}
+
 TEST(ExchangeInfoJson, StatusesScalesAndFiltersOfEveryMarket) {
   const engine::EngineConfig c = TestConfig();
   // Live statuses for the first two markets; the others fall back to their
   // configured status (BTCUSD is cancel-only).
   const std::vector<MarketStatus> statuses = {MarketStatus::kTrading, MarketStatus::kHalted};
-  const boost::json::object root = ParseObject(ExchangeInfoJson(c, statuses, 5, 1200));
+  const RateLimitJson limits[] = {{"REQUEST_WEIGHT", "MINUTE", 1, 1200}};
+  const MarketId markets[] = {MarketId{0}, MarketId{1}, MarketId{2}, MarketId{3}};
+  const boost::json::object root = ParseObject(ExchangeInfoJson(c, statuses, 5, limits, markets));
   EXPECT_EQ(Int(root, "serverTime"), 5);
   EXPECT_EQ(Int(root.at("rateLimits").as_array()[0].as_object(), "limit"), 1200);
   const boost::json::array& symbols = root.at("symbols").as_array();
@@ -680,8 +717,9 @@ TEST(OrderJson, LimitOrderGolden) {
 TEST(OrderJson, MarketOrderByQuoteShowsGtcAndZeroPrice) {
   const engine::EngineConfig c = TestConfig();
   const std::string json = OrderJson(c, MarketBuyByQuote());
+  // origQty: what it executed, as Binance shows an order by quoteOrderQty.
   EXPECT_EQ(json, R"({"symbol":"BTCUSDT","orderId":1002,"orderListId":-1,"clientOrderId":"",)"
-                  R"("price":"0.00000000","origQty":"0.00000000","executedQty":"0.00150000",)"
+                  R"("price":"0.00000000","origQty":"0.00150000","executedQty":"0.00150000",)"
                   R"("cummulativeQuoteQty":"97.50000000",)"
                   R"("status":"EXPIRED","timeInForce":"GTC","type":"MARKET","side":"BUY",)"
                   R"("stopPrice":"0.00000000","icebergQty":"0.00000000",)"

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <boost/json.hpp>
@@ -16,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/checked.h"
 #include "common/clock.h"
 #include "common/decimal.h"
 #include "common/hmac.h"
@@ -63,6 +65,17 @@ const T* As(const Event& e) {
   return std::get_if<T>(&e.body);
 }
 
+// A market order by quote amount stopped by its budget rather than by the
+// book: its last fill left the maker on the book (there was more to take),
+// or what is left of the budget buys less than one lot at the last price.
+bool QuoteBudgetSpent(const engine::EngineConfig& config, const marketdata::OrderRecord& o,
+                      const engine::Trade& last) {
+  if (!last.maker_filled) return true;
+  const engine::MarketSpec& m = config.markets[static_cast<std::size_t>(last.market)];
+  const int128 lot_cost = static_cast<int128>(last.price.value) * m.notional_per_tick_lot;
+  return static_cast<int128>(o.quote_qty.value) - o.cumulative_quote.value < lot_cost;
+}
+
 // What a new order's own events say about it: the answer to POST /order
 // reflects the order as its command left it, not later commands' effects.
 marketdata::OrderRecord OrderFromEvents(const engine::EngineConfig& config,
@@ -71,6 +84,7 @@ marketdata::OrderRecord OrderFromEvents(const engine::EngineConfig& config,
   marketdata::OrderRecord o;
   bool expired = false;
   bool filled = false;
+  const engine::Trade* last_fill = nullptr;
   for (const Event& e : events) {
     if (const auto* a = As<engine::OrderAccepted>(e)) {
       o.id = a->order_id;
@@ -81,6 +95,7 @@ marketdata::OrderRecord OrderFromEvents(const engine::EngineConfig& config,
       o.update_ns = e.timestamp_ns;
     } else if (const auto* t = As<engine::Trade>(e)) {
       if (t->taker_order_id != o.id) continue;
+      last_fill = t;
       o.executed += t->qty;
       o.cumulative_quote += t->notional;
       filled = filled || t->taker_filled;
@@ -110,7 +125,13 @@ marketdata::OrderRecord OrderFromEvents(const engine::EngineConfig& config,
       o.expire_reason = x->reason;
     }
   }
-  if (expired) {
+  if (expired && last_fill != nullptr && o.quote_qty.value > 0 &&
+      o.expire_reason == engine::ExpireReason::kNoLiquidity &&
+      QuoteBudgetSpent(config, o, *last_fill)) {
+    // Binance: a market order by quoteOrderQty that bought (or sold) all the
+    // budget allows at the lot size is FILLED, not EXPIRED.
+    o.status = marketdata::OrderStatus::kFilled;
+  } else if (expired) {
     o.status = marketdata::OrderStatus::kExpired;
   } else if (filled || (o.terms.qty.value > 0 && o.executed == o.terms.qty)) {
     o.status = marketdata::OrderStatus::kFilled;
@@ -136,6 +157,29 @@ std::string_view Trim(std::string_view s) {
 }
 
 enum class Security : uint8_t { kNone, kApiKey, kSigned };
+
+// What an answer's headers and body depend on besides the body: carried from
+// the request to whichever thread answers it.
+struct ReplyMeta {
+  uint32_t used_weight = 0;                     // the IP's weight this minute
+  TimeUnit time_unit = TimeUnit::kMillisecond;  // X-MBX-TIME-UNIT: times in the body
+  // An order-placing request's account's new orders (X-MBX-ORDER-COUNT-10S / -1D).
+  std::optional<std::pair<uint32_t, uint32_t>> order_counts;
+};
+
+// Binance's request weights that depend on the request (docs/api.md). Each
+// reads the parameters leniently: a malformed one is refused later by the
+// endpoint, at the route's base weight.
+uint32_t DepthWeight(const Params& p) {
+  std::optional<int64_t> limit;
+  if (p.GetInt("limit", &limit) || !limit || *limit <= 100) return 5;
+  if (*limit <= 500) return 25;
+  if (*limit <= 1000) return 50;
+  return 250;
+}
+uint32_t TickerWeight(const Params& p) { return p.Has("symbol") ? 2 : 4; }
+uint32_t OpenOrdersWeight(const Params& p) { return p.Has("symbol") ? 6 : 80; }
+uint32_t MyTradesWeight(const Params& p) { return p.Has("orderId") ? 5 : 20; }
 
 // A history request waits at most this long for the history to catch up.
 constexpr std::chrono::milliseconds kHistoryWait{2000};
@@ -207,7 +251,7 @@ class Gateway::Impl final : public HttpHandler {
     Respond respond;
     unsigned version = 11;
     bool keep_alive = true;
-    uint32_t used_weight = 0;
+    ReplyMeta meta;
     bool acked = false;  // answered at sequencing (ACK)
     exchange::Outcome::State state = exchange::Outcome::State::kDurable;
     Sequence seq{};
@@ -241,7 +285,7 @@ class Gateway::Impl final : public HttpHandler {
     void Reply(int status, std::string body) {
       http_status = static_cast<uint16_t>(status);
       if (gw->timing_) responded_ns = SteadyNs();
-      respond(gw->MakeResponse(version, keep_alive, status, std::move(body), used_weight));
+      respond(gw->MakeResponse(version, keep_alive, status, std::move(body), meta));
     }
     void Fail(const ApiError& e) { Reply(e.http_status, e.Json()); }
   };
@@ -258,6 +302,7 @@ class Gateway::Impl final : public HttpHandler {
                  [this] { return clock_.wall_ms(); }),
         key_limiter_(options_.key_limit),
         ip_limiter_(options_.ip_limit),
+        order_limiter_(options_.order_limit),
         timing_(options_.metrics != nullptr || options_.flight_recorder != nullptr),
         market_counts_(std::make_unique<MarketCounts[]>(config_.markets.size())) {
     RegisterRoutes();
@@ -336,12 +381,19 @@ class Gateway::Impl final : public HttpHandler {
   std::filesystem::path admin_token_path() const { return keys_->admin_token_path(); }
 
   Response MakeResponse(unsigned version, bool keep_alive, int status, std::string body,
-                        uint32_t used_weight) const {
+                        const ReplyMeta& meta) const {
     CountStatus(status);
     Response res{static_cast<http::status>(status), version};
     res.set(http::field::server, "matchbook");
     res.set(http::field::content_type, "application/json;charset=UTF-8");
-    if (used_weight > 0) res.set("X-MBX-USED-WEIGHT-1M", std::to_string(used_weight));
+    if (meta.used_weight > 0) res.set("X-MBX-USED-WEIGHT-1M", std::to_string(meta.used_weight));
+    if (meta.order_counts) {
+      res.set("X-MBX-ORDER-COUNT-10S", std::to_string(meta.order_counts->first));
+      res.set("X-MBX-ORDER-COUNT-1D", std::to_string(meta.order_counts->second));
+    }
+    if (meta.time_unit == TimeUnit::kMicrosecond && status == 200) {
+      body = TimesInMicros(body);
+    }
     res.keep_alive(keep_alive);
     res.body() = std::move(body);
     res.prepare_payload();
@@ -381,30 +433,53 @@ class Gateway::Impl final : public HttpHandler {
         break;
       }
     }
+    const int64_t now = clock_.wall_ms();
     if (route == nullptr) {
+      // Nothing to weigh, but the answer still shows the IP's used weight.
+      c.meta.used_weight = ip_limiter_.Take(c.remote, 0, now).used_weight_1m;
       return Reply(c, path_known ? ApiError::MethodNotAllowed() : ApiError::NotFound());
     }
-    const int64_t now = clock_.wall_ms();
+
     std::string_view body;
     const auto ct = c.req.find(http::field::content_type);
     if (!c.req.body().empty() &&
         (ct == c.req.end() || Trim(ct->value()).starts_with("application/x-www-form-urlencoded"))) {
       body = c.req.body();
     }
-    // Some weights depend on the parameters (how many symbols): parsed first,
-    // refused after the weight is taken (a malformed request still costs).
     const std::optional<ApiError> bad_params = Params::Parse(c.query, body, &c.params);
+    // Weight is counted per IP, as on Binance, and shown on every answer.
     const uint32_t weight =
-        !bad_params && route->weight_fn != nullptr ? route->weight_fn(c.params) : route->weight;
+        bad_params || route->weigh == nullptr ? route->weight : route->weigh(c.params);
     const RateDecision ip = ip_limiter_.Take(c.remote, weight, now);
-    c.used_weight = ip.used_weight_1m;
-    if (!ip.allowed) return TooMany(c, ip);
+    c.meta.used_weight = ip.used_weight_1m;
+    if (!ip.allowed) return TooMany(c, ip, options_.ip_limit.weight_per_minute);
     if (bad_params) return Reply(c, *bad_params);
+    const auto unit = c.req.find("X-MBX-TIME-UNIT");
+    if (unit != c.req.end()) {
+      const std::optional<TimeUnit> u = ParseTimeUnit(Trim(unit->value()));
+      if (!u) return Reply(c, ApiError::InvalidTimeUnit());
+      c.meta.time_unit = *u;
+    }
+    // startTime / endTime may be µs, as on Binance: the endpoints read ms.
+    for (const std::string_view name : {"startTime", "endTime"}) {
+      std::optional<int64_t> t;
+      if (!c.params.GetInt(name, &t) && t && *t >= kMicrosFrom) {
+        c.params.Set(name, std::to_string(TimestampToMillis(*t)));
+      }
+    }
     if (route->security != Security::kNone) {
-      if (auto e = Authenticate(c, route->security == Security::kSigned, now)) return Reply(c, *e);
+      if (auto e =
+              Authenticate(c, route->security == Security::kSigned, clock_.wall_ns() / 1'000)) {
+        return Reply(c, *e);
+      }
+      // Matchbook's own per-key bucket, beside Binance's per-IP one.
       const RateDecision k = key_limiter_.Take(c.api_key, weight, now);
-      c.used_weight = k.used_weight_1m;
-      if (!k.allowed) return TooMany(c, k);
+      if (!k.allowed) return TooMany(c, k, options_.key_limit.weight_per_minute);
+    }
+    if (route->counts_order) {
+      const OrderCountDecision d = order_limiter_.Take(static_cast<uint64_t>(c.account), now);
+      c.meta.order_counts = std::make_pair(d.count_10s, d.count_1d);
+      if (!d.allowed) return TooManyOrders(c, d);
     }
     (this->*(route->fn))(c);
   }
@@ -420,19 +495,19 @@ class Gateway::Impl final : public HttpHandler {
     Params params;
     std::string api_key;
     AccountId account{};
-    uint32_t used_weight = 0;
+    ReplyMeta meta;
     int64_t ingress_ns = 0;            // Handle() entry, steady_clock ns (0: not measured)
     bool parse_auth_recorded = false;  // a request's second command is not parsing
   };
   using Fn = void (Impl::*)(Ctx&);
-  using WeightFn = uint32_t (*)(const Params&);
   struct Route {
     http::verb method;
     std::string path;
     Security security;
-    uint32_t weight;
+    uint32_t weight;  // Binance's weight; `weigh`, when set, gives it from the parameters
     Fn fn;
-    WeightFn weight_fn = nullptr;  // the weight from the parameters, when they set it
+    uint32_t (*weigh)(const Params&) = nullptr;
+    bool counts_order = false;  // places a new order: counted against the ORDERS limits
   };
   struct FanItem {
     std::vector<Event> events;
@@ -447,7 +522,7 @@ class Gateway::Impl final : public HttpHandler {
     Respond respond;
     unsigned version = 11;
     bool keep_alive = true;
-    uint32_t used_weight = 0;
+    ReplyMeta meta;
     uint64_t wait_seq = 0;  // the read side's applied sequence when the request arrived
     std::chrono::steady_clock::time_point deadline;
     std::function<void(HistoryJob&)> run;
@@ -455,13 +530,14 @@ class Gateway::Impl final : public HttpHandler {
 
   void RegisterRoutes() {
     using V = http::verb;
-    auto add = [this](V m, std::string p, Security s, uint32_t w, Fn f, WeightFn wf = nullptr) {
-      routes_.push_back(Route{m, std::move(p), s, w, f, wf});
+    auto add = [this](V m, std::string p, Security s, uint32_t w, Fn f,
+                      uint32_t (*weigh)(const Params&) = nullptr, bool counts_order = false) {
+      routes_.push_back(Route{m, std::move(p), s, w, f, weigh, counts_order});
     };
     add(V::get, "/api/v3/ping", Security::kNone, 1, &Impl::Ping);
     add(V::get, "/api/v3/time", Security::kNone, 1, &Impl::Time);
     add(V::get, "/api/v3/exchangeInfo", Security::kNone, 20, &Impl::ExchangeInfo);
-    add(V::get, "/api/v3/depth", Security::kNone, 5, &Impl::Depth);
+    add(V::get, "/api/v3/depth", Security::kNone, 5, &Impl::Depth, &DepthWeight);
     add(V::get, "/api/v3/trades", Security::kNone, 25, &Impl::Trades);
     add(V::get, "/api/v3/historicalTrades", Security::kNone, 25, &Impl::Trades);
     add(V::get, "/api/v3/aggTrades", Security::kNone, 4, &Impl::AggTrades);
@@ -472,18 +548,19 @@ class Gateway::Impl final : public HttpHandler {
     add(V::get, "/api/v3/ticker/tradingDay", Security::kNone, 4, &Impl::TradingDayTicker,
         &PerSymbolWeight);
     add(V::get, "/api/v3/avgPrice", Security::kNone, 2, &Impl::AvgPrice);
-    add(V::get, "/api/v3/ticker/price", Security::kNone, 2, &Impl::TickerPrice);
-    add(V::get, "/api/v3/ticker/bookTicker", Security::kNone, 2, &Impl::BookTicker);
-    add(V::post, "/api/v3/order", Security::kSigned, 1, &Impl::NewOrderRoute);
+    add(V::get, "/api/v3/ticker/price", Security::kNone, 2, &Impl::TickerPrice, &TickerWeight);
+    add(V::get, "/api/v3/ticker/bookTicker", Security::kNone, 2, &Impl::BookTicker, &TickerWeight);
+    add(V::post, "/api/v3/order", Security::kSigned, 1, &Impl::NewOrderRoute, nullptr, true);
     add(V::post, "/api/v3/order/test", Security::kSigned, 1, &Impl::TestOrder);
     add(V::get, "/api/v3/order", Security::kSigned, 4, &Impl::GetOrder);
     add(V::delete_, "/api/v3/order", Security::kSigned, 1, &Impl::CancelOrderRoute);
-    add(V::post, "/api/v3/order/cancelReplace", Security::kSigned, 1, &Impl::CancelReplace);
+    add(V::post, "/api/v3/order/cancelReplace", Security::kSigned, 1, &Impl::CancelReplace, nullptr,
+        true);
     add(V::put, "/api/v3/order/amend/keepPriority", Security::kSigned, 4, &Impl::AmendKeepPriority);
     add(V::delete_, "/api/v3/openOrders", Security::kSigned, 1, &Impl::CancelAllRoute);
-    add(V::get, "/api/v3/openOrders", Security::kSigned, 6, &Impl::OpenOrders);
+    add(V::get, "/api/v3/openOrders", Security::kSigned, 6, &Impl::OpenOrders, &OpenOrdersWeight);
     add(V::get, "/api/v3/allOrders", Security::kSigned, 20, &Impl::AllOrders);
-    add(V::get, "/api/v3/myTrades", Security::kSigned, 20, &Impl::MyTrades);
+    add(V::get, "/api/v3/myTrades", Security::kSigned, 20, &Impl::MyTrades, &MyTradesWeight);
     add(V::get, "/api/v3/account", Security::kSigned, 20, &Impl::Account);
     add(V::post, "/api/v3/userDataStream", Security::kApiKey, 2, &Impl::ListenKeyCreate);
     add(V::put, "/api/v3/userDataStream", Security::kApiKey, 2, &Impl::ListenKeyKeepAlive);
@@ -492,22 +569,40 @@ class Gateway::Impl final : public HttpHandler {
 
   // --- answers ---
   void Reply(Ctx& c, int status, std::string body) {
-    c.respond(MakeResponse(c.version, c.keep_alive, status, std::move(body), c.used_weight));
+    c.respond(MakeResponse(c.version, c.keep_alive, status, std::move(body), c.meta));
   }
   void Reply(Ctx& c, const ApiError& e) { Reply(c, e.http_status, e.Json()); }
   void Ok(Ctx& c, std::string body) { Reply(c, 200, std::move(body)); }
-  void TooMany(Ctx& c, const RateDecision& d) {
+  // 429 for request weight over `limit` per minute (Binance's text); the
+  // answer shows the IP's used weight, as every answer does.
+  void TooMany(Ctx& c, const RateDecision& d, uint32_t limit) {
     Response res = MakeResponse(
         c.version, c.keep_alive, 429,
         ApiError::TooManyRequests(
-            fmt::format("Too much request weight used; retry after {} s.", d.retry_after_s))
+            fmt::format("Too much request weight used; current limit is {} request weight per 1 "
+                        "MINUTE. Please use WebSocket Streams for live updates to avoid polling "
+                        "the API.",
+                        limit))
             .Json(),
-        d.used_weight_1m);
+        c.meta);
     res.set(http::field::retry_after, std::to_string(std::max<uint32_t>(1, d.retry_after_s)));
     if (rejected_429_ != nullptr) rejected_429_->Inc();
     c.respond(std::move(res));
   }
-  void Busy(const Respond& respond, unsigned version, bool keep_alive, uint32_t used_weight,
+  // 429 -1015 for new orders over an ORDERS limit.
+  void TooManyOrders(Ctx& c, const OrderCountDecision& d) {
+    const std::string msg =
+        d.day_limit ? fmt::format("Too many new orders; current limit is {} orders per 1 DAY.",
+                                  options_.order_limit.per_day)
+                    : fmt::format("Too many new orders; current limit is {} orders per 10 SECOND.",
+                                  options_.order_limit.per_10s);
+    Response res =
+        MakeResponse(c.version, c.keep_alive, 429, ApiError{429, -1015, msg}.Json(), c.meta);
+    res.set(http::field::retry_after, std::to_string(std::max<uint32_t>(1, d.retry_after_s)));
+    if (rejected_429_ != nullptr) rejected_429_->Inc();
+    c.respond(std::move(res));
+  }
+  void Busy(const Respond& respond, unsigned version, bool keep_alive, const ReplyMeta& meta,
             exchange::SubmitResult r) {
     std::string msg;
     switch (r) {
@@ -524,8 +619,7 @@ class Gateway::Impl final : public HttpHandler {
         msg = "The exchange is shutting down.";
         break;
     }
-    Response res =
-        MakeResponse(version, keep_alive, 503, ApiError::ServerBusy(msg).Json(), used_weight);
+    Response res = MakeResponse(version, keep_alive, 503, ApiError::ServerBusy(msg).Json(), meta);
     res.set(http::field::retry_after, std::to_string(options_.retry_after_s));
     if (rejected_503_ != nullptr) rejected_503_->Inc();
     respond(std::move(res));
@@ -544,7 +638,7 @@ class Gateway::Impl final : public HttpHandler {
     p->respond = c.respond;
     p->version = c.version;
     p->keep_alive = c.keep_alive;
-    p->used_weight = c.used_weight;
+    p->meta = c.meta;
     p->finish = std::move(finish);
     p->on_sequenced = std::move(on_sequenced);
     if (const auto* place = std::get_if<engine::PlaceOrder>(&cmd.body)) p->place = *place;
@@ -555,12 +649,12 @@ class Gateway::Impl final : public HttpHandler {
     }
     const exchange::SubmitResult r = exchange_->Submit(cmd, p, 0, notify);
     if (r != exchange::SubmitResult::kOk) {
-      Busy(p->respond, p->version, p->keep_alive, p->used_weight, r);
+      Busy(p->respond, p->version, p->keep_alive, p->meta, r);
       delete p;
     }
   }
 
-  std::optional<ApiError> Authenticate(Ctx& c, bool is_signed, int64_t now) {
+  std::optional<ApiError> Authenticate(Ctx& c, bool is_signed, int64_t now_us) {
     const auto h = c.req.find("X-MBX-APIKEY");
     if (h == c.req.end() || h->value().empty()) return ApiError::BadApiKeyFormat();
     c.api_key = std::string(Trim(h->value()));
@@ -568,14 +662,15 @@ class Gateway::Impl final : public HttpHandler {
     if (!key || key->revoked) return ApiError::RejectedApiKey();
     c.account = key->account;
     if (!is_signed) return std::nullopt;
-    std::optional<int64_t> ts, window;
+    std::optional<int64_t> ts;
+    int64_t window_us = 0;
     if (auto e = c.params.GetInt("timestamp", &ts)) return e;
     if (!ts) return ApiError::MandatoryMissing("timestamp");
-    if (auto e = c.params.GetInt("recvWindow", &window)) return e;
+    if (auto e = ParseRecvWindow(c.params.Get("recvWindow"), &window_us)) return e;
     if (!c.params.signature() || c.params.signature()->empty()) {
       return ApiError::MandatoryMissing("signature");
     }
-    if (auto e = CheckTimestamp(*ts, window.value_or(5000), now)) return e;
+    if (auto e = CheckTimestampUs(*ts, window_us, now_us)) return e;
     if (!SignatureEquals(HmacSha256Hex(key->secret, c.params.signed_payload()),
                          *c.params.signature())) {
       return ApiError::BadSignature();
@@ -616,29 +711,83 @@ class Gateway::Impl final : public HttpHandler {
   }
   // symbol=X → [X]; symbols=["X","Y"] → both; neither → every market (*all = true).
   std::optional<ApiError> SymbolsParam(const Ctx& c, std::vector<MarketId>* out, bool* all) {
-    *all = false;
-    if (auto s = c.params.Get("symbol")) {
-      MarketId m{};
-      if (auto e = FindMarket(config_, *s, &m)) return e;
-      out->push_back(m);
-      return std::nullopt;
+    SymbolSelection sel;
+    if (auto e = SelectSymbols(c, StatusFilter::kFilter, &sel)) return e;
+    *all = sel.all;
+    *out = std::move(sel.markets);
+    return std::nullopt;
+  }
+  // Which markets a request names, Binance's way: `symbol` (one; -1121 when
+  // unknown), `symbols` (a JSON array; -1151 when one appears twice), not both
+  // (-1128), neither: every market. `symbolStatus` (TRADING, HALT, BREAK;
+  // -1122 otherwise) keeps the markets in that status: with kFilter a single
+  // `symbol` in another status is -1220 and a list just loses it; with
+  // kAlone (exchangeInfo) it cannot be combined with `symbol` or `symbols`.
+  enum class StatusFilter : uint8_t { kFilter, kAlone };
+  struct SymbolSelection {
+    std::vector<MarketId> markets;
+    bool single = false;  // `symbol`: the answer is one object, not an array
+    bool all = false;     // neither `symbol` nor `symbols`
+  };
+  std::optional<ApiError> SelectSymbols(const Ctx& c, StatusFilter mode, SymbolSelection* out) {
+    const std::optional<std::string_view> symbol = c.params.Get("symbol");
+    const std::optional<std::string_view> symbols = c.params.Get("symbols");
+    if (symbol && symbols) return ApiError::BadParamCombination();
+    std::optional<MarketStatus> status;
+    if (auto st = c.params.Get("symbolStatus")) {
+      if (mode == StatusFilter::kAlone && (symbol || symbols)) {
+        return ApiError::BadParamCombination();
+      }
+      status = ParseSymbolStatus(*st);
+      if (!status) return ApiError::InvalidSymbolStatus();
     }
-    if (auto s = c.params.Get("symbols")) {
+    SymbolSelection sel;
+    if (symbol) {
+      MarketId m{};
+      if (auto e = FindMarket(config_, *symbol, &m)) return e;
+      if (status && Snap(m)->status != *status) return ApiError::SymbolStatusMismatch();
+      sel.markets.push_back(m);
+      sel.single = true;
+    } else if (symbols) {
       json::error_code ec;
-      json::value v = json::parse(*s, ec);
+      json::value v = json::parse(*symbols, ec);
       if (ec || !v.is_array()) return ApiError::BadParam("symbols", "expected a JSON array");
       for (const json::value& x : v.as_array()) {
         if (!x.is_string()) return ApiError::BadParam("symbols", "expected strings");
         MarketId m{};
         if (auto e = FindMarket(config_, std::string_view(x.as_string()), &m)) return e;
-        out->push_back(m);
+        if (std::find(sel.markets.begin(), sel.markets.end(), m) != sel.markets.end()) {
+          return ApiError::DuplicateSymbols();
+        }
+        sel.markets.push_back(m);
       }
-      return std::nullopt;
+    } else {
+      sel.all = true;
+      for (std::size_t i = 0; i < config_.markets.size(); ++i) {
+        sel.markets.push_back(static_cast<MarketId>(i));
+      }
     }
-    *all = true;
-    for (std::size_t i = 0; i < config_.markets.size(); ++i) {
-      out->push_back(static_cast<MarketId>(i));
+    if (status && !sel.single) {
+      std::erase_if(sel.markets, [&](MarketId m) { return Snap(m)->status != *status; });
     }
+    *out = std::move(sel);
+    return std::nullopt;
+  }
+  // The tickers' `type`: FULL (the default) or MINI; else -1139.
+  static std::optional<ApiError> TickerTypeParam(const Ctx& c, bool* mini) {
+    const std::optional<std::string_view> t = c.params.Get("type");
+    *mini = t && *t == "MINI";
+    if (t && !*mini && *t != "FULL") return ApiError::InvalidTickerType();
+    return std::nullopt;
+  }
+  // depth's `symbolStatus`: the market must be in that status (-1220), as on
+  // Binance; an unknown status name is -1122.
+  std::optional<ApiError> SymbolStatusParam(const Ctx& c, MarketId m) {
+    const std::optional<std::string_view> st = c.params.Get("symbolStatus");
+    if (!st) return std::nullopt;
+    const std::optional<MarketStatus> status = ParseSymbolStatus(*st);
+    if (!status) return ApiError::InvalidSymbolStatus();
+    if (Snap(m)->status != *status) return ApiError::SymbolStatusMismatch();
     return std::nullopt;
   }
   template <class F>
@@ -660,18 +809,81 @@ class Gateway::Impl final : public HttpHandler {
   void Ping(Ctx& c) { Ok(c, "{}"); }
   void Time(Ctx& c) { Ok(c, fmt::format("{{\"serverTime\":{}}}", clock_.wall_ms())); }
   void ExchangeInfo(Ctx& c) {
+    SymbolSelection sel;
+    if (auto e = SelectSymbols(c, StatusFilter::kAlone, &sel)) return Reply(c, *e);
+    bool spot = true;  // every Matchbook market has the SPOT permission, and only it
+    if (auto p = c.params.Get("permissions")) {
+      if (c.params.Has("symbol") || c.params.Has("symbols")) {
+        return Reply(c, ApiError::BadParamCombination());
+      }
+      if (auto e = PermissionsParam(*p, &spot)) return Reply(c, *e);
+    }
+    bool show_sets = true;
+    if (auto v = c.params.Get("showPermissionSets")) {
+      if (*v == "false") {
+        show_sets = false;
+      } else if (*v != "true") {
+        return Reply(c, ApiError::BadParam("showPermissionSets", "true or false"));
+      }
+    }
+    if (!spot) sel.markets.clear();
     std::vector<MarketStatus> statuses;
     for (std::size_t i = 0; i < config_.markets.size(); ++i) {
       statuses.push_back(Snap(static_cast<MarketId>(i))->status);
     }
-    Ok(c,
-       ExchangeInfoJson(config_, statuses, clock_.wall_ms(), options_.key_limit.weight_per_minute));
+    const std::vector<RateLimitJson> limits = RateLimits();
+    Ok(c, ExchangeInfoJson(config_, statuses, clock_.wall_ms(), limits, sel.markets, show_sets));
+  }
+  // The limits this server applies, as exchangeInfo lists them. Weight is
+  // counted per IP, as on Binance (a per-key bucket, when configured, is
+  // Matchbook's own addition and not listed).
+  std::vector<RateLimitJson> RateLimits() const {
+    std::vector<RateLimitJson> out;
+    if (options_.ip_limit.weight_per_minute != 0) {
+      out.push_back({"REQUEST_WEIGHT", "MINUTE", 1, options_.ip_limit.weight_per_minute});
+    }
+    if (options_.order_limit.per_10s != 0) {
+      out.push_back({"ORDERS", "SECOND", 10, options_.order_limit.per_10s});
+    }
+    if (options_.order_limit.per_day != 0) {
+      out.push_back({"ORDERS", "DAY", 1, options_.order_limit.per_day});
+    }
+    return out;
+  }
+  // exchangeInfo's `permissions`: one name (SPOT) or a JSON array of names.
+  // *spot: whether SPOT is among them.
+  static std::optional<ApiError> PermissionsParam(std::string_view v, bool* spot) {
+    std::vector<std::string> names;
+    if (!v.empty() && v.front() == '[') {
+      json::error_code ec;
+      json::value parsed = json::parse(v, ec);
+      if (ec || !parsed.is_array() || parsed.as_array().empty()) {
+        return ApiError::BadParam("permissions", "expected a name or a JSON array of names");
+      }
+      for (const json::value& x : parsed.as_array()) {
+        if (!x.is_string()) return ApiError::BadParam("permissions", "expected strings");
+        names.emplace_back(x.as_string());
+      }
+    } else {
+      names.emplace_back(v);
+    }
+    *spot = false;
+    for (const std::string& n : names) {
+      if (n.empty() || !std::all_of(n.begin(), n.end(), [](char ch) {
+            return (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '_';
+          })) {
+        return ApiError::BadParam("permissions", "expected permission names such as SPOT");
+      }
+      if (n == "SPOT") *spot = true;
+    }
+    return std::nullopt;
   }
   void Depth(Ctx& c) {
     MarketId m{};
     std::size_t limit = 0;
     if (auto e = SymbolParam(c, &m)) return Reply(c, *e);
     if (auto e = LimitParam(c, 100, 5000, &limit)) return Reply(c, *e);
+    if (auto e = SymbolStatusParam(c, m)) return Reply(c, *e);
     Ok(c, DepthJson(config_, *Snap(m), limit));
   }
   void Trades(Ctx& c) {
@@ -727,19 +939,10 @@ class Gateway::Impl final : public HttpHandler {
   void Ticker24h(Ctx& c) {
     const int64_t now = clock_.wall_ms();
     bool mini = false;
-    if (auto e = TypeParam(c, &mini)) return Reply(c, *e);
+    if (auto e = TickerTypeParam(c, &mini)) return Reply(c, *e);
     TickerLike(c, [&](const marketdata::MarketSnapshot& s) {
       return gateway::Ticker24hJson(config_, s, now, mini);
     });
-  }
-  // type: FULL (the default) or MINI.
-  std::optional<ApiError> TypeParam(const Ctx& c, bool* mini) {
-    *mini = false;
-    const auto v = c.params.Get("type");
-    if (!v || *v == "FULL") return std::nullopt;
-    if (*v != "MINI") return ApiError::IllegalChars("type", "FULL, MINI");
-    *mini = true;
-    return std::nullopt;
   }
   // GET /ticker and /ticker/tradingDay name their symbols (no "every market").
   std::optional<ApiError> RequireSymbols(const Ctx& c) {
@@ -756,7 +959,7 @@ class Gateway::Impl final : public HttpHandler {
       window = *parsed;
     }
     bool mini = false;
-    if (auto e = TypeParam(c, &mini)) return Reply(c, *e);
+    if (auto e = TickerTypeParam(c, &mini)) return Reply(c, *e);
     TickerLike(c, [&](const marketdata::MarketSnapshot& s) {
       return WindowTickerJson(config_, s.market, s.Rolling(window, now), mini);
     });
@@ -767,7 +970,7 @@ class Gateway::Impl final : public HttpHandler {
     int32_t zone = 0;
     if (auto e = TimeZoneParam(c, &zone)) return Reply(c, *e);
     bool mini = false;
-    if (auto e = TypeParam(c, &mini)) return Reply(c, *e);
+    if (auto e = TickerTypeParam(c, &mini)) return Reply(c, *e);
     TickerLike(c, [&](const marketdata::MarketSnapshot& s) {
       return WindowTickerJson(config_, s.market, s.TradingDay(zone, now), mini);
     });
@@ -1031,7 +1234,7 @@ class Gateway::Impl final : public HttpHandler {
     ctx->respond = c.respond;
     ctx->version = c.version;
     ctx->keep_alive = c.keep_alive;
-    ctx->used_weight = c.used_weight;
+    ctx->meta = c.meta;
     ctx->account = c.account;
     ctx->ingress_ns = c.ingress_ns;
     ctx->parse_auth_recorded = true;  // by the cancel's Submit below
@@ -1146,9 +1349,19 @@ class Gateway::Impl final : public HttpHandler {
     return s;
   }
 
+  // allOrders / myTrades: Binance looks up at most 24 hours at once.
+  static std::optional<ApiError> AccountHistoryWindow(const HistoryQuery& q) {
+    constexpr int64_t kMaxWindowMs = 24 * 3'600'000;
+    if (q.start && q.end && static_cast<int128>(*q.end) - *q.start > kMaxWindowMs) {
+      return ApiError{400, -1127, "More than 24 hours between startTime and endTime."};
+    }
+    return std::nullopt;
+  }
+
   void AllOrders(Ctx& c) {
     HistoryQuery q;
     if (auto e = ParseHistory(c, "orderId", &q)) return Reply(c, *e);
+    if (auto e = AccountHistoryWindow(q)) return Reply(c, *e);
     if (history_ != nullptr) {
       return Defer(c, [this, f = Filter(c, q, 0)](HistoryJob& j) {
         auto orders = history_->AllOrders(f);
@@ -1166,6 +1379,10 @@ class Gateway::Impl final : public HttpHandler {
     std::optional<uint64_t> order;
     if (auto e = ParseHistory(c, "fromId", &q)) return Reply(c, *e);
     if (auto e = c.params.GetUint("orderId", &order)) return Reply(c, *e);
+    if (auto e = AccountHistoryWindow(q)) return Reply(c, *e);
+    // Binance's combinations: symbol, with orderId [+ fromId], fromId,
+    // startTime and/or endTime; a time bound with an id bound is refused.
+    if ((order || q.from) && (q.start || q.end)) return Reply(c, ApiError::BadParamCombination());
     if (history_ != nullptr) {
       return Defer(c, [this, f = Filter(c, q, order.value_or(0))](HistoryJob& j) {
         auto fills = history_->MyTrades(f);
@@ -1803,7 +2020,7 @@ class Gateway::Impl final : public HttpHandler {
     job.respond = std::move(c.respond);
     job.version = c.version;
     job.keep_alive = c.keep_alive;
-    job.used_weight = c.used_weight;
+    job.meta = c.meta;
     job.wait_seq = read_side_.applied_seq();
     job.deadline = std::chrono::steady_clock::now() + kHistoryWait;
     job.run = std::move(run);
@@ -1826,14 +2043,14 @@ class Gateway::Impl final : public HttpHandler {
             "Server is currently overloaded with other requests. Please try again in a few "
             "seconds.")
             .Json(),
-        job.used_weight);
+        job.meta);
     res.set(http::field::retry_after, std::to_string(options_.retry_after_s));
     job.respond(std::move(res));
   }
 
   void JobReply(HistoryJob& j, int status, std::string body) {
     if (status == 200) history_last_error_.clear();
-    j.respond(MakeResponse(j.version, j.keep_alive, status, std::move(body), j.used_weight));
+    j.respond(MakeResponse(j.version, j.keep_alive, status, std::move(body), j.meta));
   }
   void JobReply(HistoryJob& j, const ApiError& e) { JobReply(j, e.http_status, e.Json()); }
   // The history is behind or its database fails: Binance's answer to a
@@ -1843,8 +2060,8 @@ class Gateway::Impl final : public HttpHandler {
       history_last_error_ = why.message();
       log::Warn("gateway", "history unavailable (503): " + why.message());
     }
-    Response res = MakeResponse(j.version, j.keep_alive, 503, ApiError::Disconnected("").Json(),
-                                j.used_weight);
+    Response res =
+        MakeResponse(j.version, j.keep_alive, 503, ApiError::Disconnected("").Json(), j.meta);
     res.set(http::field::retry_after, std::to_string(options_.retry_after_s));
     j.respond(std::move(res));
   }
@@ -1908,7 +2125,7 @@ class Gateway::Impl final : public HttpHandler {
       if (!p->acked) {
         p->http_status = 503;
         if (timing_) p->responded_ns = SteadyNs();
-        Busy(p->respond, p->version, p->keep_alive, p->used_weight,
+        Busy(p->respond, p->version, p->keep_alive, p->meta,
              p->state == exchange::Outcome::State::kRefusing ? exchange::SubmitResult::kRefusing
                                                              : exchange::SubmitResult::kClosed);
       }
@@ -2035,6 +2252,7 @@ class Gateway::Impl final : public HttpHandler {
   StreamHub streams_;
   RateLimiter key_limiter_;
   RateLimiter ip_limiter_;
+  OrderCountLimiter order_limiter_;
   std::vector<Route> routes_;
   exchange::Exchange* exchange_ = nullptr;
   History* history_ = nullptr;  // the history endpoints' source when set

@@ -61,6 +61,7 @@ struct GatewayOptions {
   ServerOptions server;
   RateLimitOptions key_limit;                                             // per API key
   RateLimitOptions ip_limit{.weight_per_minute = 12000, .burst = 12000};  // per IP
+  OrderLimitOptions order_limit;  // new orders per account (Binance's ORDERS limits)
   StreamOptions streams;
   marketdata::ReadSideOptions read_side;
   bool admin_remote = false;   // the operator API answers non-loopback peers

@@ -148,10 +148,17 @@ std::optional<ApiError> ParseNewOrder(const Params& params, const engine::Engine
     p.type = OrderType::kLimitMaker;
   } else if (type == "MARKET") {
     p.type = OrderType::kMarket;
-  } else if (type == "STOP_LOSS" || type == "STOP_LOSS_LIMIT" || type == "TAKE_PROFIT" ||
-             type == "TAKE_PROFIT_LIMIT") {
-    // Binance order types Matchbook does not implement (no stop orders).
-    return ApiError::UnknownOrderComposition();
+  } else if (type == "STOP_LOSS") {
+    // Binance order types Matchbook does not implement (no stop orders):
+    // Binance's answer for a symbol that does not enable them.
+    return ApiError::NewOrderRejected("Stop loss orders are not supported for this symbol.");
+  } else if (type == "STOP_LOSS_LIMIT") {
+    return ApiError::NewOrderRejected("Stop loss limit orders are not supported for this symbol.");
+  } else if (type == "TAKE_PROFIT") {
+    return ApiError::NewOrderRejected("Take profit orders are not supported for this symbol.");
+  } else if (type == "TAKE_PROFIT_LIMIT") {
+    return ApiError::NewOrderRejected(
+        "Take profit limit orders are not supported for this symbol.");
   } else {
     return ApiError::InvalidOrderType();
   }
@@ -191,6 +198,18 @@ std::optional<ApiError> ParseNewOrder(const Params& params, const engine::Engine
     if (qty_text && quote_text) return ApiError::NotRequired("quoteOrderQty");
     if (!qty_text && !quote_text) return EitherMissing("quantity", "quoteOrderQty");
   }
+
+  // No symbol enables iceberg orders (exchangeInfo: icebergAllowed false).
+  if (Sent(params, "icebergQty")) {
+    return ApiError::NewOrderRejected("Iceberg orders are not supported for this symbol.");
+  }
+  std::optional<int64_t> strategy_type;
+  if (auto e = params.GetInt("strategyType", &strategy_type)) return e;
+  if (strategy_type && *strategy_type < 1'000'000) {
+    return ApiError{400, -1134, "strategyType was less than 1000000."};
+  }
+  std::optional<uint64_t> strategy_id;
+  if (auto e = params.GetUint("strategyId", &strategy_id)) return e;
 
   std::optional<std::string_view> client_id;
   if (auto e = Optional(params, "newClientOrderId", &client_id)) return e;

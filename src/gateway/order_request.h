@@ -28,8 +28,11 @@ struct NewOrder {
 };
 
 // POST /api/v3/order (and /order/test): symbol, side (BUY|SELL), type (LIMIT,
-// LIMIT_MAKER, MARKET; other Binance types → -1116 or "Unsupported order
-// combination" -1014), timeInForce (GTC|IOC|FOK, required for LIMIT, refused
+// LIMIT_MAKER, MARKET; STOP_LOSS, STOP_LOSS_LIMIT, TAKE_PROFIT,
+// TAKE_PROFIT_LIMIT → -2010 "... orders are not supported for this symbol.";
+// anything else -1116), icebergQty (→ -2010 "Iceberg orders are not supported
+// for this symbol."), strategyId / strategyType (integers, read and not kept;
+// strategyType below 1000000 → -1134), timeInForce (GTC|IOC|FOK, required for LIMIT, refused
 // for others → -1106), quantity / quoteOrderQty (MARKET: exactly one),
 // price (LIMIT, LIMIT_MAKER), newClientOrderId (^[.A-Z:/a-z0-9_-]{1,36}$),
 // newOrderRespType (ACK|RESULT|FULL), selfTradePreventionMode (NONE,

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <variant>
 
 #include "common/status.h"
@@ -272,12 +273,35 @@ TEST_F(ParseNewOrderTest, Side) {
 TEST_F(ParseNewOrderTest, Type) {
   ExpectError("symbol=BTCUSDT&side=BUY&quantity=1", -1102,
               "Mandatory parameter 'type' was not sent, was empty/null, or malformed.");
-  for (const char* t : {"STOP_LOSS", "STOP_LOSS_LIMIT", "TAKE_PROFIT", "TAKE_PROFIT_LIMIT"}) {
+  // Stop and take-profit orders: Binance's -2010 for a symbol without them.
+  const std::pair<const char*, const char*> unsupported[] = {
+      {"STOP_LOSS", "Stop loss orders are not supported for this symbol."},
+      {"STOP_LOSS_LIMIT", "Stop loss limit orders are not supported for this symbol."},
+      {"TAKE_PROFIT", "Take profit orders are not supported for this symbol."},
+      {"TAKE_PROFIT_LIMIT", "Take profit limit orders are not supported for this symbol."},
+  };
+  for (const auto& [t, msg] : unsupported) {
     ExpectError(std::string("symbol=BTCUSDT&side=BUY&quantity=1&price=1&stopPrice=1&type=") + t,
-                -1014, "Unsupported order combination.");
+                -2010, msg);
   }
   ExpectError("symbol=BTCUSDT&side=BUY&type=OCO&quantity=1", -1116, "Invalid orderType.");
   ExpectError("symbol=BTCUSDT&side=BUY&type=limit&quantity=1", -1116, "Invalid orderType.");
+}
+
+TEST_F(ParseNewOrderTest, IcebergAndStrategyParameters) {
+  const std::string limit =
+      "symbol=BTCUSDT&side=BUY&type=LIMIT&timeInForce=GTC&quantity=1&price=10";
+  // No symbol allows iceberg orders.
+  ExpectError(limit + "&icebergQty=0.5", -2010,
+              "Iceberg orders are not supported for this symbol.");
+  ExpectError("symbol=BTCUSDT&side=BUY&type=LIMIT_MAKER&quantity=1&price=10&icebergQty=0.1", -2010,
+              "Iceberg orders are not supported for this symbol.");
+  // strategyType: at least 1000000; strategyId: any unsigned integer.
+  ExpectError(limit + "&strategyType=999999", -1134, "strategyType was less than 1000000.");
+  ExpectError(limit + "&strategyType=-5", -1134, "strategyType was less than 1000000.");
+  EXPECT_EQ(Refuse(limit + "&strategyType=abc").code, -1100);
+  EXPECT_EQ(Refuse(limit + "&strategyId=-1").code, -1100);
+  EXPECT_EQ(Accept(limit + "&strategyType=1000000&strategyId=7").place.qty.value > 0, true);
 }
 
 TEST_F(ParseNewOrderTest, TimeInForce) {

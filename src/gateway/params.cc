@@ -1,6 +1,7 @@
 #include "gateway/params.h"
 
 #include <charconv>
+#include <cstdint>
 #include <system_error>
 
 namespace mb::gateway {
@@ -45,7 +46,11 @@ struct ParseState {
 // Parses one source (the query string or the body) into `state` and appends
 // its raw bytes, minus the signature parameter and one '&' next to it, to
 // `payload`. Every other byte is kept as received: the client signed those.
-std::optional<ApiError> ParseSource(std::string_view src, std::size_t max_params, ParseState* state,
+// `query_items`: how many of state->items came from the query string when
+// parsing the body (a body parameter the query already has is ignored: the
+// query's value is used, as on Binance); SIZE_MAX while parsing the query.
+std::optional<ApiError> ParseSource(std::string_view src, std::size_t max_params,
+                                    std::size_t query_items, ParseState* state,
                                     std::string* payload) {
   std::size_t cut_begin = std::string_view::npos;
   std::size_t cut_end = std::string_view::npos;
@@ -73,15 +78,18 @@ std::optional<ApiError> ParseSource(std::string_view src, std::size_t max_params
     if (!PercentDecode(raw_value, &value) || HasControlChar(value)) {
       return ApiError::IllegalChars(name);
     }
-    for (const auto& item : state->items) {
-      if (item.first == name) return ApiError::DuplicateParam(name);
+    bool in_query = false;
+    for (std::size_t i = 0; i < state->items.size(); ++i) {
+      if (state->items[i].first != name) continue;
+      if (query_items == SIZE_MAX || i >= query_items) return ApiError::DuplicateParam(name);
+      in_query = true;
     }
     if (name == kSignature) {
-      state->signature = value;
+      if (!in_query) state->signature = value;
       cut_begin = piece_begin;
       cut_end = piece_begin + piece.size();
     }
-    state->items.emplace_back(std::move(name), std::move(value));
+    if (!in_query) state->items.emplace_back(std::move(name), std::move(value));
   }
 
   if (cut_begin == std::string_view::npos) {
@@ -129,12 +137,22 @@ std::optional<ApiError> Params::Parse(std::string_view query, std::string_view b
   payload.reserve(query.size() + body.size());
   // The query string first, then the body directly after it (no separator):
   // Binance's "totalParams".
-  if (auto err = ParseSource(query, max_params, &state, &payload)) return err;
-  if (auto err = ParseSource(body, max_params, &state, &payload)) return err;
+  if (auto err = ParseSource(query, max_params, SIZE_MAX, &state, &payload)) return err;
+  if (auto err = ParseSource(body, max_params, state.items.size(), &state, &payload)) return err;
   out->items_ = std::move(state.items);
   out->signature_ = std::move(state.signature);
   out->signed_payload_ = std::move(payload);
   return std::nullopt;
+}
+
+bool Params::Set(std::string_view name, std::string value) {
+  for (auto& item : items_) {
+    if (item.first == name) {
+      item.second = std::move(value);
+      return true;
+    }
+  }
+  return false;
 }
 
 bool Params::Has(std::string_view name) const { return Get(name).has_value(); }

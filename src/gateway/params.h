@@ -20,8 +20,10 @@ namespace mb::gateway {
 class Params {
  public:
   // Parses "a=1&b=x%20y" (and a form body). Errors: bad percent-encoding or a
-  // control character (-1100), a duplicate name (-1101), more than
-  // max_params (-1101). Empty values are kept (Get() sees ""), checked later.
+  // control character (-1100), a name twice in the query or twice in the body
+  // (-1101), more than max_params (-1101). A name in both the query and the
+  // body takes the query's value, as on Binance. Empty values are kept (Get()
+  // sees ""), checked later.
   static std::optional<ApiError> Parse(std::string_view query, std::string_view body, Params* out,
                                        std::size_t max_params = 64);
 
@@ -42,6 +44,10 @@ class Params {
   std::optional<ApiError> GetUint(std::string_view name, std::optional<uint64_t>* out) const;
 
   const std::vector<std::pair<std::string, std::string>>& all() const noexcept { return items_; }
+
+  // Replaces the value of a parameter that is present (false otherwise). The
+  // signed payload is not touched: it stays the bytes the client signed.
+  bool Set(std::string_view name, std::string value);
 
  private:
   std::vector<std::pair<std::string, std::string>> items_;

@@ -101,4 +101,51 @@ RateDecision RateLimiter::Take(std::string_view key, uint32_t weight, int64_t no
   return d;
 }
 
+OrderCountLimiter::OrderCountLimiter(OrderLimitOptions options) : options_(options) {}
+
+OrderCountDecision OrderCountLimiter::Take(uint64_t account, int64_t now_ms) {
+  constexpr int64_t kWindowMs = 10'000;
+  constexpr int64_t kDayMs = 86'400'000;
+  const int64_t window = FloorDiv(now_ms, kWindowMs);
+  const int64_t day = FloorDiv(now_ms, kDayMs);
+  Stripe& stripe = stripes_[account % stripes_.size()];
+  MutexLock lock(stripe.mu);
+  auto it = stripe.counts.find(account);
+  if (it == stripe.counts.end()) {
+    const std::size_t per_stripe =
+        std::max<std::size_t>(1, options_.max_accounts / stripes_.size());
+    if (stripe.counts.size() >= per_stripe) {
+      std::erase_if(stripe.counts, [&](const auto& entry) { return entry.second.day != day; });
+    }
+    // Still full of today's counters: one is forgotten (its account counts
+    // from zero again), which only ever lets an order through.
+    if (stripe.counts.size() >= per_stripe) stripe.counts.erase(stripe.counts.begin());
+    it = stripe.counts.emplace(account, Counts{}).first;
+  }
+  Counts& c = it->second;
+  if (c.window != window) {
+    c.window = window;
+    c.in_window = 0;
+  }
+  if (c.day != day) {
+    c.day = day;
+    c.in_day = 0;
+  }
+  OrderCountDecision d;
+  if (options_.per_10s != 0 && c.in_window >= options_.per_10s) {
+    d.allowed = false;
+    d.retry_after_s = static_cast<uint32_t>(((window + 1) * kWindowMs - now_ms + 999) / 1000);
+  } else if (options_.per_day != 0 && c.in_day >= options_.per_day) {
+    d.allowed = false;
+    d.day_limit = true;
+    d.retry_after_s = static_cast<uint32_t>(((day + 1) * kDayMs - now_ms + 999) / 1000);
+  } else {
+    c.in_window = SaturatingAdd(c.in_window, 1);
+    c.in_day = SaturatingAdd(c.in_day, 1);
+  }
+  d.count_10s = c.in_window;
+  d.count_1d = c.in_day;
+  return d;
+}
+
 }  // namespace mb::gateway

@@ -1,5 +1,7 @@
 // Request-weight limits: a token bucket per API key and per IP, and the used
-// weight of the current minute for the X-MBX-USED-WEIGHT-1M header.
+// weight of the current minute for the X-MBX-USED-WEIGHT-1M header. Order
+// counts: new orders per account in the current 10 seconds and day, for the
+// X-MBX-ORDER-COUNT-10S / -1D headers and Binance's ORDERS limits.
 //
 // Thread safety: any thread (striped mutexes).
 #pragma once
@@ -44,6 +46,42 @@ class RateLimiter {
     std::unordered_map<std::string, Bucket> buckets MB_GUARDED_BY(mu);
   };
   RateLimitOptions options_;
+  std::array<Stripe, 16> stripes_;
+};
+
+struct OrderLimitOptions {
+  uint32_t per_10s = 0;                // new orders per account per 10 s; 0: no limit
+  uint32_t per_day = 0;                // per account per UTC day; 0: no limit
+  std::size_t max_accounts = 100'000;  // counters kept; those of past days dropped first
+};
+
+struct OrderCountDecision {
+  bool allowed = true;
+  bool day_limit = false;      // refused by the daily limit (else the 10 s one)
+  uint32_t retry_after_s = 0;  // when refused: until the refusing window ends
+  uint32_t count_10s = 0;      // this account's new orders in the current window, this one included
+  uint32_t count_1d = 0;
+};
+
+// Binance counts new orders per account in fixed windows (10 s and a UTC
+// day, from the epoch). A refused order is not counted.
+class OrderCountLimiter {
+ public:
+  explicit OrderCountLimiter(OrderLimitOptions options);
+  OrderCountDecision Take(uint64_t account, int64_t now_ms);
+
+ private:
+  struct Counts {
+    int64_t window = -1;  // now_ms / 10000
+    uint32_t in_window = 0;
+    int64_t day = -1;  // now_ms / 86400000
+    uint32_t in_day = 0;
+  };
+  struct Stripe {
+    Mutex mu;
+    std::unordered_map<uint64_t, Counts> counts MB_GUARDED_BY(mu);
+  };
+  OrderLimitOptions options_;
   std::array<Stripe, 16> stripes_;
 };
 

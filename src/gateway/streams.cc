@@ -709,11 +709,14 @@ class StreamHub::Impl {
       }
       return Reply(*conn, ResultAnswer(std::move(list), id));
     }
+    if (method == "SET_PROPERTY" || method == "GET_PROPERTY") {
+      return HandleProperty(conn, state, method == "SET_PROPERTY", params, id);
+    }
     if (method != "SUBSCRIBE" && method != "UNSUBSCRIBE") {
       return Reply(*conn, ErrorAnswer(2,
                                       "Invalid request: unknown variant `" + std::string(method) +
                                           "`, expected one of `SUBSCRIBE`, `UNSUBSCRIBE`, "
-                                          "`LIST_SUBSCRIPTIONS`",
+                                          "`LIST_SUBSCRIPTIONS`, `SET_PROPERTY`, `GET_PROPERTY`",
                                       id));
     }
     if (params == nullptr) {
@@ -768,6 +771,54 @@ class StreamHub::Impl {
     RebuildRoutesLocked(&touched);
     // Under mu_: the answer is queued before the fan-out thread can see the
     // new subscription (ccxt asks for the REST snapshot once it has it).
+    Reply(*conn, ResultAnswer(nullptr, id));
+  }
+
+  // SET_PROPERTY ["combined", bool] / GET_PROPERTY ["combined"]: whether the
+  // connection's messages are wrapped as {"stream":..,"data":..}. The only
+  // property, as on Binance; /ws starts false, /stream true.
+  void HandleProperty(const ConnPtr& conn, ConnState& state, bool set, const json::value* params,
+                      const json::value& id) {
+    if (params == nullptr || !params->is_array() || params->get_array().empty() ||
+        !params->get_array()[0].is_string()) {
+      return Reply(*conn, ErrorAnswer(2, "Invalid request: property name must be a string", id));
+    }
+    const json::array& args = params->get_array();
+    if (args.size() > (set ? 2U : 1U)) {
+      return Reply(*conn, ErrorAnswer(2, "Invalid request: too many parameters", id));
+    }
+    if (args[0].get_string() != "combined")
+      return Reply(*conn, ErrorAnswer(0, "Unknown property", id));
+    if (!set) {
+      return Reply(*conn, ResultAnswer(state.type == ConnState::Type::kCombined, id));
+    }
+    if (args.size() < 2 || !args[1].is_bool()) {
+      return Reply(*conn, ErrorAnswer(1, "Invalid value type: expected Boolean", id));
+    }
+    const ConnState::Type type =
+        args[1].get_bool() ? ConnState::Type::kCombined : ConnState::Type::kRaw;
+    MutexLock lock(mu_);
+    ConnState::Registry& reg = state.registry(mu_);
+    if (reg.closed) return;
+    if (type != state.type) {
+      // The connection moves between each of its topics' raw and combined
+      // subscribers; the fan-out sees the change with the new routes.
+      std::vector<MarketId> touched;
+      const std::size_t unit = UnitIndex(state.unit);
+      for (const std::string& name : reg.streams) {
+        const auto it = topics_.find(name);
+        if (it == topics_.end()) continue;
+        auto& from =
+            state.type == ConnState::Type::kCombined ? it->second.combined : it->second.raw;
+        auto& to = type == ConnState::Type::kCombined ? it->second.combined : it->second.raw;
+        std::erase(from[unit], conn);
+        to[unit].push_back(conn);
+        touched.push_back(it->second.key.market);
+      }
+      state.type = type;
+      RebuildRoutesLocked(&touched);
+    }
+    // Under mu_, as for SUBSCRIBE: answered before any message in the new shape.
     Reply(*conn, ResultAnswer(nullptr, id));
   }
 

@@ -423,8 +423,23 @@ TEST_F(StreamsTest, MalformedRequestsGetAnErrorAndKeepTheConnection) {
   EXPECT_EQ(error(R"({"method":"SUBSCRIBE","params":["btcusdt@trade"],"id":5,"x":1})", 0, 5),
             "Unknown property: x");
   EXPECT_TRUE(error(R"({"params":["btcusdt@trade"],"id":6})", 2, 6).starts_with("Invalid request"));
-  EXPECT_TRUE(error(R"({"method":"SET_PROPERTY","params":["combined",true],"id":7})", 2, 7)
-                  .starts_with("Invalid request: unknown variant `SET_PROPERTY`"));
+  EXPECT_EQ(error(R"({"method":"SET_PROPERTIES","params":["combined",true],"id":7})", 2, 7),
+            "Invalid request: unknown variant `SET_PROPERTIES`, expected one of `SUBSCRIBE`, "
+            "`UNSUBSCRIBE`, `LIST_SUBSCRIPTIONS`, `SET_PROPERTY`, `GET_PROPERTY`");
+  EXPECT_EQ(error(R"({"method":"SET_PROPERTY","params":["combined","yes"],"id":13})", 1, 13),
+            "Invalid value type: expected Boolean");
+  EXPECT_EQ(error(R"({"method":"SET_PROPERTY","params":["combined"],"id":14})", 1, 14),
+            "Invalid value type: expected Boolean");
+  EXPECT_EQ(error(R"({"method":"SET_PROPERTY","params":["raw",true],"id":15})", 0, 15),
+            "Unknown property");
+  EXPECT_EQ(error(R"({"method":"GET_PROPERTY","params":[1],"id":16})", 2, 16),
+            "Invalid request: property name must be a string");
+  EXPECT_EQ(error(R"({"method":"GET_PROPERTY","id":17})", 2, 17),
+            "Invalid request: property name must be a string");
+  EXPECT_EQ(error(R"({"method":"GET_PROPERTY","params":["combined",true],"id":18})", 2, 18),
+            "Invalid request: too many parameters");
+  EXPECT_EQ(error(R"({"method":"SET_PROPERTY","params":["combined",true,1],"id":19})", 2, 19),
+            "Invalid request: too many parameters");
   EXPECT_TRUE(error(R"({"method":"SUBSCRIBE","params":"btcusdt@trade","id":8})", 1, 8)
                   .starts_with("Invalid value type"));
   EXPECT_TRUE(error(R"({"method":"SUBSCRIBE","params":[42],"id":9})", 1, 9)
@@ -482,6 +497,49 @@ TEST_F(StreamsTest, FloodOfRequestsClosesWith1008) {
 }
 
 // ------------------------------------------------------------ market streams
+
+TEST_F(StreamsTest, CombinedPropertyIsReadAndSwitchedPerConnection) {
+  auto c = Open("/ws/btcusdt@trade");
+  auto other = Open("/ws/btcusdt@trade");
+  auto s = Open("/stream?streams=btcusdt@trade");
+  EXPECT_EQ(Ask(c, R"({"method":"GET_PROPERTY","params":["combined"],"id":1})"),
+            R"({"result":false,"id":1})");
+  EXPECT_EQ(Ask(s, R"({"method":"GET_PROPERTY","params":["combined"],"id":"a"})"),
+            R"({"result":true,"id":"a"})");
+  EXPECT_EQ(Ask(c, R"({"method":"SET_PROPERTY","params":["combined",true],"id":2})"),
+            R"({"result":null,"id":2})");
+  EXPECT_EQ(Ask(c, R"({"method":"GET_PROPERTY","params":["combined"],"id":3})"),
+            R"({"result":true,"id":3})");
+  // Streams subscribed before and after the switch arrive wrapped; the other
+  // connections keep their own shape.
+  EXPECT_EQ(Ask(c, R"({"method":"SUBSCRIBE","params":["btcusdt@aggTrade"],"id":4})"),
+            R"({"result":null,"id":4})");
+  Place(alice_, kBtcUsdt, Side::kSell, 1'000'000, 30);
+  Place(bob_, kBtcUsdt, Side::kBuy, 1'000'000, 10);
+  const std::string trade = other->TakeOne();
+  const std::vector<std::string> got = c->Take();
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0], R"({"stream":"btcusdt@trade","data":)" + trade + "}");
+  EXPECT_EQ(Str(Obj(got[1]), "stream"), "btcusdt@aggTrade");
+  EXPECT_EQ(s->TakeOne(), got[0]);
+  // And back: raw again.
+  EXPECT_EQ(Ask(s, R"({"method":"SET_PROPERTY","params":["combined",false],"id":5})"),
+            R"({"result":null,"id":5})");
+  EXPECT_EQ(Ask(c, R"({"method":"SET_PROPERTY","params":["combined",false],"id":6})"),
+            R"({"result":null,"id":6})");
+  Place(bob_, kBtcUsdt, Side::kBuy, 1'000'000, 10);
+  const std::string second = other->TakeOne();
+  EXPECT_EQ(s->TakeOne(), second);
+  const std::vector<std::string> raw = c->Take();
+  ASSERT_EQ(raw.size(), 2u);
+  EXPECT_EQ(raw[0], second);
+  EXPECT_EQ(Str(Obj(raw[1]), "e"), "aggTrade");
+  EXPECT_EQ(hub_->stats().subscriptions.load(), 4u);
+  hub_->OnClose(c);
+  hub_->OnClose(other);
+  hub_->OnClose(s);
+  EXPECT_EQ(hub_->stats().subscriptions.load(), 0u);
+}
 
 TEST_F(StreamsTest, TradesGoRawOrCombinedToTheirSubscribersOnly) {
   auto raw1 = Open("/ws/btcusdt@trade");
