@@ -4,6 +4,11 @@
 #include <gtest/gtest.h>
 #include <xxhash.h>
 
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
 #include "journal/journal_test_support.h"
 
 namespace mb::journal {
@@ -40,12 +45,36 @@ namespace {
   return ::testing::AssertionSuccess();
 }
 
-TEST(JournalDamage, FlippedByteInTheMiddleOfTheLastSegment) {
-  TempDir tmp;
-  const History h = MakeHistory(7, 30);
-  const fs::path root = tmp / "j";
-  auto sums = WriteHistory(root, h, 30);
-  ASSERT_TRUE(sums.ok()) << sums.status().message();
+// A journal of one engine session to damage: written at src_ and damaged in
+// copies at root_ (or written and damaged in place).
+class JournalDamage : public JournalTest {
+ protected:
+  // Writes every record of the session MakeHistory(seed, commands) to a new
+  // journal at root; h_ describes it.
+  void WriteJournal(const fs::path& root, uint64_t seed, std::size_t commands,
+                    const JournalOptions& options = Options()) {
+    h_ = MakeHistory(seed, commands);
+    auto sums = WriteHistory(root, h_, commands, options);
+    ASSERT_TRUE(sums.ok()) << sums.status().message();
+  }
+
+  // Recovers the data directory at root into a new engine of the session's
+  // configuration.
+  Status RecoverFresh(const fs::path& root, const RecoveryOptions& options,
+                      OpenMode mode = OpenMode::kReadOnly) {
+    engine::Engine eng(h_.config);
+    RecoveryReport report;
+    return RecoverInto(root, &eng, options, &report, mode);
+  }
+
+  const fs::path src_ = tmp_ / "src";
+  const fs::path root_ = tmp_ / "case";
+  History h_;
+};
+
+TEST_F(JournalDamage, FlippedByteInTheMiddleOfTheLastSegment) {
+  const fs::path root = tmp_ / "j";
+  ASSERT_NO_FATAL_FAILURE(WriteJournal(root, 7, 30));
   auto recs = ReadAll(root);
   ASSERT_TRUE(recs.ok());
   const fs::path seg = Segments(root).at(0);
@@ -61,7 +90,7 @@ TEST(JournalDamage, FlippedByteInTheMiddleOfTheLastSegment) {
     damaged[at] ^= std::byte{0x20};
     Store(seg, damaged);
     const ::testing::AssertionResult r =
-        RefusedUnchanged(root, h.config_hash,
+        RefusedUnchanged(root, h_.config_hash,
                          {seg.filename().string(), fmt::format("offset {}", hit.offset),
                           fmt::format("sequence {}", hit.seq), "not a torn tail"});
     if (!r) {
@@ -74,81 +103,69 @@ TEST(JournalDamage, FlippedByteInTheMiddleOfTheLastSegment) {
   Bytes damaged = clean;
   damaged[(*recs)[9].offset + 30] ^= std::byte{0x01};
   Store(seg, damaged);
-  engine::Engine eng(h.config);
-  RecoveryReport report;
   RecoveryOptions ro = Quiet();
   ro.repair = true;
-  const Status s = RecoverInto(root, &eng, ro, &report, OpenMode::kReadWrite);
+  const Status s = RecoverFresh(root, ro, OpenMode::kReadWrite);
   EXPECT_EQ(s.code(), StatusCode::kCorruption) << s.message();
   EXPECT_EQ(Load(seg), damaged);
 }
 
-TEST(JournalDamage, DamageInANonLastSegmentIsNeverATornTail) {
-  TempDir tmp;
-  const History h = MakeHistory(8, 60);
-  const fs::path src = tmp / "src";
-  auto sums = WriteHistory(src, h, 60, Options(1024));
-  ASSERT_TRUE(sums.ok()) << sums.status().message();
-  ASSERT_GE(Segments(src).size(), 3u);
-  auto recs = ReadAll(src);
+TEST_F(JournalDamage, DamageInANonLastSegmentIsNeverATornTail) {
+  ASSERT_NO_FATAL_FAILURE(WriteJournal(src_, 8, 60, Options(1024)));
+  ASSERT_GE(Segments(src_).size(), 3u);
+  auto recs = ReadAll(src_);
   ASSERT_TRUE(recs.ok());
-  const std::string seg0 = Segments(src)[0].filename().string();
-  const std::string seg1 = Segments(src)[1].filename().string();
+  const std::string seg0 = Segments(src_)[0].filename().string();
+  const std::string seg1 = Segments(src_)[1].filename().string();
   const Rec* last0 = nullptr;  // the last record of the first segment
   for (const Rec& r : *recs) {
     if (r.segment == seg0) last0 = &r;
   }
   ASSERT_NE(last0, nullptr);
-  const fs::path root = tmp / "case";
 
   {
     SCOPED_TRACE("a flipped byte in the last record of the first segment");
-    CopyTree(src, root);
-    Bytes b = Load(root / "journal" / seg0);
+    CopyTree(src_, root_);
+    Bytes b = Load(root_ / "journal" / seg0);
     b[last0->offset + kRecordHeaderSize + 5] ^= std::byte{0x10};
-    Store(root / "journal" / seg0, b);
+    Store(root_ / "journal" / seg0, b);
     EXPECT_TRUE(
-        RefusedUnchanged(root, h.config_hash, {seg0, fmt::format("offset {}", last0->offset)}));
+        RefusedUnchanged(root_, h_.config_hash, {seg0, fmt::format("offset {}", last0->offset)}));
   }
   {
     SCOPED_TRACE("the first segment cut inside its last record");
-    CopyTree(src, root);
-    fs::resize_file(root / "journal" / seg0, last0->end() - 5);
+    CopyTree(src_, root_);
+    fs::resize_file(root_ / "journal" / seg0, last0->end() - 5);
     EXPECT_TRUE(
-        RefusedUnchanged(root, h.config_hash, {seg0, fmt::format("offset {}", last0->offset)}));
+        RefusedUnchanged(root_, h_.config_hash, {seg0, fmt::format("offset {}", last0->offset)}));
   }
   {
     SCOPED_TRACE("the first segment cut at a record boundary (a whole record lost)");
-    CopyTree(src, root);
-    fs::resize_file(root / "journal" / seg0, last0->offset);
-    EXPECT_TRUE(RefusedUnchanged(root, h.config_hash, {seg1, "missing"}));
+    CopyTree(src_, root_);
+    fs::resize_file(root_ / "journal" / seg0, last0->offset);
+    EXPECT_TRUE(RefusedUnchanged(root_, h_.config_hash, {seg1, "missing"}));
   }
   {
     SCOPED_TRACE("a flipped byte in the header of the second segment");
-    CopyTree(src, root);
-    Bytes b = Load(root / "journal" / seg1);
+    CopyTree(src_, root_);
+    Bytes b = Load(root_ / "journal" / seg1);
     b[20] ^= std::byte{0x01};
-    Store(root / "journal" / seg1, b);
-    EXPECT_TRUE(RefusedUnchanged(root, h.config_hash, {seg1, "checksum"}));
+    Store(root_ / "journal" / seg1, b);
+    EXPECT_TRUE(RefusedUnchanged(root_, h_.config_hash, {seg1, "checksum"}));
   }
   {
     SCOPED_TRACE("the second segment cut to a partial header");
-    CopyTree(src, root);
-    fs::resize_file(root / "journal" / seg1, 10);
-    EXPECT_TRUE(RefusedUnchanged(root, h.config_hash, {seg1, "shorter than a segment header"}));
+    CopyTree(src_, root_);
+    fs::resize_file(root_ / "journal" / seg1, 10);
+    EXPECT_TRUE(RefusedUnchanged(root_, h_.config_hash, {seg1, "shorter than a segment header"}));
   }
 }
 
-TEST(JournalDamage, WrongVersionBadMagicAndForeignFiles) {
-  TempDir tmp;
-  const History h = MakeHistory(9, 40);
-  const fs::path src = tmp / "src";
-  auto sums = WriteHistory(src, h, 40, Options(1024));
-  ASSERT_TRUE(sums.ok()) << sums.status().message();
-  const std::vector<fs::path> segs = Segments(src);
+TEST_F(JournalDamage, WrongVersionBadMagicAndForeignFiles) {
+  ASSERT_NO_FATAL_FAILURE(WriteJournal(src_, 9, 40, Options(1024)));
+  const std::vector<fs::path> segs = Segments(src_);
   ASSERT_GE(segs.size(), 2u);
   const std::string last = segs.back().filename().string();
-  const fs::path root = tmp / "case";
 
   // Rewrites bytes [at, at + 2) of a segment header as `value`, checksum redone.
   auto rewrite_u16 = [&](const fs::path& seg, std::size_t at, uint16_t value) {
@@ -159,122 +176,106 @@ TEST(JournalDamage, WrongVersionBadMagicAndForeignFiles) {
   };
   {
     SCOPED_TRACE("format version 2");
-    CopyTree(src, root);
-    rewrite_u16(root / "journal" / last, 8, 2);
-    EXPECT_TRUE(RefusedUnchanged(root, h.config_hash, {last, "version 2"}));
+    CopyTree(src_, root_);
+    rewrite_u16(root_ / "journal" / last, 8, 2);
+    EXPECT_TRUE(RefusedUnchanged(root_, h_.config_hash, {last, "version 2"}));
   }
   {
     SCOPED_TRACE("header size 48");
-    CopyTree(src, root);
-    rewrite_u16(root / "journal" / last, 10, 48);
-    EXPECT_TRUE(RefusedUnchanged(root, h.config_hash, {last, "segment header size 48"}));
+    CopyTree(src_, root_);
+    rewrite_u16(root_ / "journal" / last, 10, 48);
+    EXPECT_TRUE(RefusedUnchanged(root_, h_.config_hash, {last, "segment header size 48"}));
   }
   {
     SCOPED_TRACE("a foreign file with a segment name, after the journal");
-    CopyTree(src, root);
+    CopyTree(src_, root_);
     const std::string text = "This is not a journal segment, it is someone's notes.\n";
-    const fs::path foreign = root / "journal" / SegmentFileName(41);
+    const fs::path foreign = root_ / "journal" / SegmentFileName(41);
     std::ofstream(foreign) << text << text;
-    EXPECT_TRUE(RefusedUnchanged(root, h.config_hash, {SegmentFileName(41), "bad magic"}));
+    EXPECT_TRUE(RefusedUnchanged(root_, h_.config_hash, {SegmentFileName(41), "bad magic"}));
   }
   {
     SCOPED_TRACE("a foreign file with a segment name, alone");
-    fs::remove_all(root);
-    fs::create_directories(root / "journal");
-    std::ofstream(root / "journal" / SegmentFileName(1)) << std::string(100, 'x');
-    EXPECT_TRUE(RefusedUnchanged(root, h.config_hash, {"bad magic"}));
+    fs::remove_all(root_);
+    fs::create_directories(root_ / "journal");
+    std::ofstream(root_ / "journal" / SegmentFileName(1)) << std::string(100, 'x');
+    EXPECT_TRUE(RefusedUnchanged(root_, h_.config_hash, {"bad magic"}));
   }
   {
     SCOPED_TRACE("a segment whose name and header disagree");
-    CopyTree(src, root);
-    fs::rename(root / "journal" / last, root / "journal" / SegmentFileName(1000));
-    EXPECT_TRUE(RefusedUnchanged(root, h.config_hash, {"the file name says 1000"}));
+    CopyTree(src_, root_);
+    fs::rename(root_ / "journal" / last, root_ / "journal" / SegmentFileName(1000));
+    EXPECT_TRUE(RefusedUnchanged(root_, h_.config_hash, {"the file name says 1000"}));
   }
   {
     SCOPED_TRACE("notes.txt in journal/");
-    CopyTree(src, root);
-    std::ofstream(root / "journal" / "notes.txt") << "hello\n";
-    EXPECT_TRUE(RefusedUnchanged(root, h.config_hash, {"unexpected file notes.txt"}));
-    engine::Engine eng(h.config);
-    RecoveryReport report;
-    const Status s = RecoverInto(root, &eng, Quiet(), &report);
+    CopyTree(src_, root_);
+    std::ofstream(root_ / "journal" / "notes.txt") << "hello\n";
+    EXPECT_TRUE(RefusedUnchanged(root_, h_.config_hash, {"unexpected file notes.txt"}));
+    const Status s = RecoverFresh(root_, Quiet());
     EXPECT_EQ(s.code(), StatusCode::kCorruption);
     EXPECT_HAS(s.message(), "notes.txt");
   }
   {
     SCOPED_TRACE("notes.txt in snapshots/");
-    CopyTree(src, root);
-    std::ofstream(root / "snapshots" / "notes.txt") << "hello\n";
-    const auto before = Tree(root);
-    engine::Engine eng(h.config);
-    RecoveryReport report;
-    const Status s = RecoverInto(root, &eng, Quiet(), &report);
+    CopyTree(src_, root_);
+    std::ofstream(root_ / "snapshots" / "notes.txt") << "hello\n";
+    const auto before = Tree(root_);
+    const Status s = RecoverFresh(root_, Quiet());
     EXPECT_EQ(s.code(), StatusCode::kCorruption);
     EXPECT_HAS(s.message(), "unexpected file notes.txt");
-    EXPECT_EQ(Tree(root), before);
+    EXPECT_EQ(Tree(root_), before);
   }
 }
 
-TEST(JournalDamage, MissingSegments) {
-  TempDir tmp;
-  const History h = MakeHistory(10, 60);
-  const fs::path src = tmp / "src";
-  auto sums = WriteHistory(src, h, 60, Options(1024));
-  ASSERT_TRUE(sums.ok()) << sums.status().message();
-  const std::vector<fs::path> segs = Segments(src);
+TEST_F(JournalDamage, MissingSegments) {
+  ASSERT_NO_FATAL_FAILURE(WriteJournal(src_, 10, 60, Options(1024)));
+  const std::vector<fs::path> segs = Segments(src_);
   ASSERT_GE(segs.size(), 3u);
-  const fs::path root = tmp / "case";
   {
     SCOPED_TRACE("a middle segment deleted");
-    CopyTree(src, root);
-    fs::remove(root / "journal" / segs[1].filename());
+    CopyTree(src_, root_);
+    fs::remove(root_ / "journal" / segs[1].filename());
     EXPECT_TRUE(
-        RefusedUnchanged(root, h.config_hash, {segs[2].filename().string(), "records missing"}));
-    engine::Engine eng(h.config);
-    RecoveryReport report;
-    const Status s = RecoverInto(root, &eng, Quiet(false), &report);
+        RefusedUnchanged(root_, h_.config_hash, {segs[2].filename().string(), "records missing"}));
+    const Status s = RecoverFresh(root_, Quiet(false));
     EXPECT_EQ(s.code(), StatusCode::kCorruption) << s.message();
     EXPECT_HAS(s.message(), "records missing");
   }
   {
     SCOPED_TRACE("the first segment deleted");
-    CopyTree(src, root);
-    fs::remove(root / "journal" / segs[0].filename());
-    const auto before = Tree(root);
-    engine::Engine eng(h.config);
-    RecoveryReport report;
-    const Status s = RecoverInto(root, &eng, Quiet(), &report);
+    CopyTree(src_, root_);
+    fs::remove(root_ / "journal" / segs[0].filename());
+    const auto before = Tree(root_);
+    const Status s = RecoverFresh(root_, Quiet());
     EXPECT_EQ(s.code(), StatusCode::kCorruption) << s.message();
     EXPECT_HAS(s.message(), "segments are missing");
-    EXPECT_EQ(Tree(root), before);
+    EXPECT_EQ(Tree(root_), before);
   }
 }
 
-TEST(JournalDamage, ConfigHashMismatch) {
-  TempDir tmp;
-  const History h = MakeHistory(11, 30);
-  auto sums = WriteHistory(tmp.path(), h, 30, Options(1024));
-  ASSERT_TRUE(sums.ok()) << sums.status().message();
+TEST_F(JournalDamage, ConfigHashMismatch) {
+  ASSERT_NO_FATAL_FAILURE(WriteJournal(tmp_.path(), 11, 30, Options(1024)));
   const engine::Engine other(TestConfig(/*maker_fee_bps=*/3));
-  ASSERT_NE(other.ConfigHash(), h.config_hash);
+  ASSERT_NE(other.ConfigHash(), h_.config_hash);
   EXPECT_TRUE(
-      RefusedUnchanged(tmp.path(), other.ConfigHash(),
-                       {Segments(tmp.path())[0].filename().string(), "another configuration"}));
+      RefusedUnchanged(tmp_.path(), other.ConfigHash(),
+                       {Segments(tmp_.path())[0].filename().string(), "another configuration"}));
   // 0 skips the check; the right hash passes.
-  EXPECT_TRUE(ReadAll(tmp.path()).ok());
+  EXPECT_TRUE(ReadAll(tmp_.path()).ok());
   ScanOptions so;
-  so.config_hash = h.config_hash;
-  EXPECT_TRUE(ReadAll(tmp.path(), so).ok());
+  so.config_hash = h_.config_hash;
+  EXPECT_TRUE(ReadAll(tmp_.path(), so).ok());
 
-  const auto before = Tree(tmp.path());
+  const auto before = Tree(tmp_.path());
   engine::Engine eng(TestConfig(3));
   RecoveryReport report;
   RecoveryOptions ro = Quiet();
   ro.repair = true;
-  const Status s = RecoverInto(tmp.path(), &eng, ro, &report, OpenMode::kReadWrite);
+  const Status s = RecoverInto(tmp_.path(), &eng, ro, &report, OpenMode::kReadWrite);
   EXPECT_EQ(s.code(), StatusCode::kCorruption);
   EXPECT_HAS(s.message(), "another configuration");
-  EXPECT_EQ(Tree(tmp.path()), before);
+  EXPECT_EQ(Tree(tmp_.path()), before);
 }
 
 }  // namespace

@@ -7,9 +7,11 @@
 namespace mb::journal {
 namespace {
 
-TEST(JournalDataDir, OneWriterAtATime) {
-  TempDir tmp;
-  const fs::path root = tmp / "data";
+// Each test in a fresh directory (tmp_).
+class JournalDataDir : public JournalTest {};
+
+TEST_F(JournalDataDir, OneWriterAtATime) {
+  const fs::path root = tmp_ / "data";
   auto first = DataDir::Open(root, OpenMode::kReadWrite);
   ASSERT_TRUE(first.ok()) << first.status().message();
   EXPECT_TRUE(fs::is_directory(root / "journal"));
@@ -49,9 +51,8 @@ TEST(JournalDataDir, OneWriterAtATime) {
   EXPECT_EQ(InChild([&] { return DataDir::Open(root, OpenMode::kReadWrite).ok() ? 1 : 0; }), 0);
 }
 
-TEST(JournalDataDir, BadPaths) {
-  TempDir tmp;
-  const fs::path file = tmp / "file";
+TEST_F(JournalDataDir, BadPaths) {
+  const fs::path file = tmp_ / "file";
   std::ofstream(file) << "a regular file\n";
 
   auto under = DataDir::Open(file / "data", OpenMode::kReadWrite);
@@ -68,14 +69,14 @@ TEST(JournalDataDir, BadPaths) {
   EXPECT_TRUE(fs::is_regular_file(file));
 
   // Read-only opens create nothing.
-  auto missing = DataDir::Open(tmp / "missing", OpenMode::kReadOnly);
+  auto missing = DataDir::Open(tmp_ / "missing", OpenMode::kReadOnly);
   EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
   EXPECT_HAS(missing.status().message(), "does not exist");
-  EXPECT_FALSE(fs::exists(tmp / "missing"));
-  fs::create_directories(tmp / "empty");
-  auto ro = DataDir::Open(tmp / "empty", OpenMode::kReadOnly);
+  EXPECT_FALSE(fs::exists(tmp_ / "missing"));
+  fs::create_directories(tmp_ / "empty");
+  auto ro = DataDir::Open(tmp_ / "empty", OpenMode::kReadOnly);
   ASSERT_TRUE(ro.ok());
-  EXPECT_TRUE(fs::is_empty(tmp / "empty"));
+  EXPECT_TRUE(fs::is_empty(tmp_ / "empty"));
   auto scan = ScanJournal(*ro, {}, nullptr);
   ASSERT_TRUE(scan.ok()) << scan.status().message();
   EXPECT_EQ(scan->last_seq, 0u);
@@ -86,26 +87,25 @@ TEST(JournalDataDir, BadPaths) {
   EXPECT_FALSE(JournalWriter::Open(*ro, Options(), 1, *scan).ok());
 }
 
-TEST(JournalDataDir, UnwritableDirectory) {
-  TempDir tmp;
+TEST_F(JournalDataDir, UnwritableDirectory) {
   // Root ignores permission bits: run as root, the checks run in a child that
   // has become an unprivileged user (nobody), on directories it owns.
   const bool root_user = ::geteuid() == 0;
   const uid_t uid = root_user ? 65534 : ::geteuid();
   const gid_t gid = root_user ? 65534 : ::getegid();
 
-  const fs::path fresh = tmp / "fresh";    // empty, 0500
-  const fs::path layout = tmp / "layout";  // journal/ and snapshots/, no LOCK; 0500
-  const fs::path jro = tmp / "jro";        // complete, journal/ 0500
+  const fs::path fresh = tmp_ / "fresh";    // empty, 0500
+  const fs::path layout = tmp_ / "layout";  // journal/ and snapshots/, no LOCK; 0500
+  const fs::path jro = tmp_ / "jro";        // complete, journal/ 0500
   fs::create_directories(fresh);
   fs::create_directories(layout / "journal");
   fs::create_directories(layout / "snapshots");
   { ASSERT_TRUE(DataDir::Open(jro, OpenMode::kReadWrite).ok()); }
   if (root_user) {
-    for (const fs::path& p : fs::recursive_directory_iterator(tmp.path())) {
+    for (const fs::path& p : fs::recursive_directory_iterator(tmp_.path())) {
       ASSERT_EQ(::chown(p.c_str(), uid, gid), 0) << p;
     }
-    ASSERT_EQ(::chown(tmp.path().c_str(), uid, gid), 0);
+    ASSERT_EQ(::chown(tmp_.path().c_str(), uid, gid), 0);
   }
   fs::permissions(fresh, fs::perms::owner_read | fs::perms::owner_exec);
   fs::permissions(layout, fs::perms::owner_read | fs::perms::owner_exec);

@@ -3,66 +3,83 @@
 // tails found and repaired.
 #include <gtest/gtest.h>
 
+#include <cstddef>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
 #include "journal/journal_test_support.h"
 
 namespace mb::journal {
 namespace {
 
-TEST(JournalRecovery, FromScratchMatchesTheLiveEngine) {
-  TempDir tmp;
-  const History h = MakeHistory(14, 400);
-  ASSERT_GT(h.trades, 30u);
-  ASSERT_GT(h.cancels, 10u);
-  auto sums = WriteHistory(tmp.path(), h, 400, Options(8192), 9);
-  ASSERT_TRUE(sums.ok()) << sums.status().message();
+// A journal of one engine session written in the test's directory, to
+// recover from.
+class JournalRecovery : public JournalTest {
+ protected:
+  // Writes every record of the session MakeHistory(seed, commands) to a new
+  // journal at root, syncing every `group` records; h_ and sums_ describe it.
+  void WriteJournal(const fs::path& root, uint64_t seed, std::size_t commands,
+                    const JournalOptions& options = Options(), std::size_t group = 5) {
+    h_ = MakeHistory(seed, commands);
+    auto sums = WriteHistory(root, h_, commands, options, group);
+    ASSERT_TRUE(sums.ok()) << sums.status().message();
+    sums_ = std::move(*sums);
+  }
 
-  engine::Engine eng(h.config);
+  History h_;
+  std::vector<uint64_t> sums_;  // sums_[s - 1]: the checksum of record s
+};
+
+TEST_F(JournalRecovery, FromScratchMatchesTheLiveEngine) {
+  ASSERT_NO_FATAL_FAILURE(WriteJournal(tmp_.path(), 14, 400, Options(8192), 9));
+  ASSERT_GT(h_.trades, 30u);
+  ASSERT_GT(h_.cancels, 10u);
+
+  engine::Engine eng(h_.config);
   RecoveryOptions ro = Quiet(false);
   uint64_t calls = 0;
   ro.after_record = [&](const engine::Engine& e, uint64_t seq) -> Status {
     ++calls;
-    if (seq != calls || Raw(e.last_sequence()) != seq || e.StateHash() != h.hashes[seq - 1]) {
+    if (seq != calls || Raw(e.last_sequence()) != seq || e.StateHash() != h_.hashes[seq - 1]) {
       return Status(StatusCode::kInternal, fmt::format("diverged at {}", seq));
     }
     return Status::Ok();
   };
   RecoveryReport report;
-  ASSERT_OK(RecoverInto(tmp.path(), &eng, ro, &report));
+  ASSERT_OK(RecoverInto(tmp_.path(), &eng, ro, &report));
   EXPECT_EQ(calls, 400u);
   EXPECT_EQ(report.snapshot_seq, 0u);
   EXPECT_EQ(report.recovered_seq, 400u);
   EXPECT_EQ(report.replayed_records, 400u);
-  EXPECT_EQ(report.replayed_events, h.events);
-  EXPECT_EQ(report.state_hash, h.hashes.back());
-  EXPECT_EQ(eng.StateHash(), h.hashes.back());
+  EXPECT_EQ(report.replayed_events, h_.events);
+  EXPECT_EQ(report.state_hash, h_.hashes.back());
+  EXPECT_EQ(eng.StateHash(), h_.hashes.back());
   EXPECT_EQ(Raw(eng.last_sequence()), 400u);
   EXPECT_OK_INVARIANTS(eng);
-  EXPECT_EQ(report.journal.last_checksum, sums->back());
+  EXPECT_EQ(report.journal.last_checksum, sums_.back());
   EXPECT_FALSE(report.journal.tail.has_value());
   EXPECT_HAS(Describe(report), "recovered sequence 400");
 
   // The callback's error stops recovery.
-  engine::Engine stopped(h.config);
+  engine::Engine stopped(h_.config);
   ro.after_record = [](const engine::Engine&, uint64_t seq) {
     return seq == 17 ? Status(StatusCode::kInternal, "stop at 17") : Status::Ok();
   };
-  const Status s = RecoverInto(tmp.path(), &stopped, ro, &report);
+  const Status s = RecoverInto(tmp_.path(), &stopped, ro, &report);
   EXPECT_HAS(s.message(), "stop at 17");
 
   // An empty data directory recovers to the empty state.
-  fs::create_directories(tmp / "empty");
-  engine::Engine fresh(h.config);
-  ASSERT_OK(RecoverInto(tmp / "empty", &fresh, Quiet(), &report));
+  fs::create_directories(tmp_ / "empty");
+  engine::Engine fresh(h_.config);
+  ASSERT_OK(RecoverInto(tmp_ / "empty", &fresh, Quiet(), &report));
   EXPECT_EQ(report.recovered_seq, 0u);
-  EXPECT_EQ(report.state_hash, engine::Engine(h.config).StateHash());
+  EXPECT_EQ(report.state_hash, engine::Engine(h_.config).StateHash());
 }
 
-TEST(JournalRecovery, FromASnapshotReplaysOnlyLaterRecords) {
-  TempDir tmp;
-  const History h = MakeHistory(15, 300);
-  auto sums = WriteHistory(tmp.path(), h, 300, Options(4096), 6);
-  ASSERT_TRUE(sums.ok()) << sums.status().message();
-  auto recs = ReadAll(tmp.path());
+TEST_F(JournalRecovery, FromASnapshotReplaysOnlyLaterRecords) {
+  ASSERT_NO_FATAL_FAILURE(WriteJournal(tmp_.path(), 15, 300, Options(4096), 6));
+  auto recs = ReadAll(tmp_.path());
   ASSERT_TRUE(recs.ok());
   // Snapshot points at segment edges (first and last record of a segment) as
   // well as inside segments and at both ends of the journal.
@@ -76,9 +93,9 @@ TEST(JournalRecovery, FromASnapshotReplaysOnlyLaterRecords) {
   ASSERT_GE(points.size(), 8u);
   for (uint64_t s : points) {
     SCOPED_TRACE(fmt::format("snapshot at {}", s));
-    auto path = Snapshot(tmp.path(), h, s, (*sums)[s - 1]);
+    auto path = Snapshot(tmp_.path(), h_, s, sums_[s - 1]);
     ASSERT_TRUE(path.ok()) << path.status().message();
-    engine::Engine eng(h.config);
+    engine::Engine eng(h_.config);
     RecoveryOptions ro = Quiet();
     uint64_t first_replayed = 0;
     ro.after_record = [&](const engine::Engine&, uint64_t seq) {
@@ -86,37 +103,34 @@ TEST(JournalRecovery, FromASnapshotReplaysOnlyLaterRecords) {
       return Status::Ok();
     };
     RecoveryReport report;
-    ASSERT_OK(RecoverInto(tmp.path(), &eng, ro, &report));
+    ASSERT_OK(RecoverInto(tmp_.path(), &eng, ro, &report));
     EXPECT_EQ(report.snapshot_seq, s);
     EXPECT_EQ(report.snapshot_file, path->string());
     EXPECT_TRUE(report.notes.empty());
     EXPECT_EQ(report.replayed_records, 300 - s);
     EXPECT_EQ(first_replayed, s == 300 ? 0 : s + 1);
     EXPECT_EQ(report.recovered_seq, 300u);
-    EXPECT_EQ(report.state_hash, h.hashes.back());
+    EXPECT_EQ(report.state_hash, h_.hashes.back());
     EXPECT_EQ(report.journal.last_seq, 300u);
-    EXPECT_EQ(report.journal.last_checksum, sums->back());
+    EXPECT_EQ(report.journal.last_checksum, sums_.back());
     EXPECT_OK_INVARIANTS(eng);
     fs::remove(*path);
   }
 }
 
-TEST(JournalRecovery, DamagedSnapshotsFallBack) {
-  TempDir tmp;
-  const History h = MakeHistory(16, 400);
-  auto sums = WriteHistory(tmp.path(), h, 400, Options(8192), 10);
-  ASSERT_TRUE(sums.ok()) << sums.status().message();
+TEST_F(JournalRecovery, DamagedSnapshotsFallBack) {
+  ASSERT_NO_FATAL_FAILURE(WriteJournal(tmp_.path(), 16, 400, Options(8192), 10));
   std::vector<fs::path> snaps;
   for (uint64_t s : {100u, 200u, 300u}) {
-    auto path = Snapshot(tmp.path(), h, s, (*sums)[s - 1]);
+    auto path = Snapshot(tmp_.path(), h_, s, sums_[s - 1]);
     ASSERT_TRUE(path.ok()) << path.status().message();
     snaps.push_back(*path);
   }
-  engine::Engine scratch(h.config);
+  engine::Engine scratch(h_.config);
   RecoveryReport base;
-  ASSERT_OK(RecoverInto(tmp.path(), &scratch, Quiet(false), &base));
+  ASSERT_OK(RecoverInto(tmp_.path(), &scratch, Quiet(false), &base));
   EXPECT_EQ(base.snapshot_seq, 0u);
-  EXPECT_EQ(base.state_hash, h.hashes.back());
+  EXPECT_EQ(base.state_hash, h_.hashes.back());
 
   struct Step {
     std::size_t damage;  // index into snaps
@@ -145,10 +159,10 @@ TEST(JournalRecovery, DamagedSnapshotsFallBack) {
     SCOPED_TRACE(fmt::format("damaged {}", snaps[step.damage].filename().string()));
     step.how(snaps[step.damage]);
     ++damaged;
-    const auto before = Tree(tmp.path());
-    engine::Engine eng(h.config);
+    const auto before = Tree(tmp_.path());
+    engine::Engine eng(h_.config);
     RecoveryReport report;
-    ASSERT_OK(RecoverInto(tmp.path(), &eng, Quiet(), &report));
+    ASSERT_OK(RecoverInto(tmp_.path(), &eng, Quiet(), &report));
     EXPECT_EQ(report.snapshot_seq, step.expect_snapshot);
     EXPECT_EQ(report.replayed_records, 400 - step.expect_snapshot);
     ASSERT_EQ(report.notes.size(), damaged);
@@ -159,22 +173,19 @@ TEST(JournalRecovery, DamagedSnapshotsFallBack) {
     EXPECT_EQ(report.recovered_seq, base.recovered_seq);
     EXPECT_EQ(report.state_hash, base.state_hash);
     EXPECT_OK_INVARIANTS(eng);
-    EXPECT_EQ(Tree(tmp.path()), before) << "recovery changed a file";
+    EXPECT_EQ(Tree(tmp_.path()), before) << "recovery changed a file";
   }
 }
 
-TEST(JournalRecovery, SnapshotAheadOfTheJournal) {
-  TempDir tmp;
-  const History h = MakeHistory(17, 150);
-  const fs::path full = tmp / "full";
-  auto sums = WriteHistory(full, h, 150);
-  ASSERT_TRUE(sums.ok()) << sums.status().message();
+TEST_F(JournalRecovery, SnapshotAheadOfTheJournal) {
+  const fs::path full = tmp_ / "full";
+  ASSERT_NO_FATAL_FAILURE(WriteJournal(full, 17, 150));
   {
     SCOPED_TRACE("journal of 100 records, snapshot at 150");
-    const fs::path root = tmp / "short";
-    ASSERT_TRUE(WriteHistory(root, h, 100).ok());
-    ASSERT_TRUE(Snapshot(root, h, 150, (*sums)[149]).ok());
-    engine::Engine eng(h.config);
+    const fs::path root = tmp_ / "short";
+    ASSERT_TRUE(WriteHistory(root, h_, 100).ok());
+    ASSERT_TRUE(Snapshot(root, h_, 150, sums_[149]).ok());
+    engine::Engine eng(h_.config);
     RecoveryReport report;
     const Status s = RecoverInto(root, &eng, Quiet(), &report);
     EXPECT_EQ(s.code(), StatusCode::kCorruption);
@@ -183,9 +194,9 @@ TEST(JournalRecovery, SnapshotAheadOfTheJournal) {
   }
   {
     SCOPED_TRACE("no journal at all, a snapshot at 150");
-    const fs::path root = tmp / "none";
-    ASSERT_TRUE(Snapshot(root, h, 150, (*sums)[149]).ok());
-    engine::Engine eng(h.config);
+    const fs::path root = tmp_ / "none";
+    ASSERT_TRUE(Snapshot(root, h_, 150, sums_[149]).ok());
+    engine::Engine eng(h_.config);
     RecoveryReport report;
     const Status s = RecoverInto(root, &eng, Quiet(), &report);
     EXPECT_EQ(s.code(), StatusCode::kCorruption);
@@ -193,12 +204,12 @@ TEST(JournalRecovery, SnapshotAheadOfTheJournal) {
   }
   {
     SCOPED_TRACE("the snapshot's record lost in a torn tail");
-    const fs::path root = tmp / "torn";
+    const fs::path root = tmp_ / "torn";
     CopyTree(full, root);
-    ASSERT_TRUE(Snapshot(root, h, 150, (*sums)[149]).ok());
+    ASSERT_TRUE(Snapshot(root, h_, 150, sums_[149]).ok());
     const fs::path seg = Segments(root).back();
     fs::resize_file(seg, fs::file_size(seg) - 3);
-    engine::Engine eng(h.config);
+    engine::Engine eng(h_.config);
     RecoveryReport report;
     RecoveryOptions ro = Quiet();
     ro.repair = true;
@@ -209,82 +220,78 @@ TEST(JournalRecovery, SnapshotAheadOfTheJournal) {
   }
 }
 
-TEST(JournalRecovery, SnapshotFromAnotherHistory) {
-  TempDir tmp;
+TEST_F(JournalRecovery, SnapshotFromAnotherHistory) {
   const History a = MakeHistory(18, 200);
   const History b = MakeHistory(19, 200);
   ASSERT_EQ(a.config_hash, b.config_hash);
   ASSERT_NE(a.hashes[119], b.hashes[119]);
-  auto sums_a = WriteHistory(tmp / "a", a, 200);
-  auto sums_b = WriteHistory(tmp / "b", b, 200);
+  auto sums_a = WriteHistory(tmp_ / "a", a, 200);
+  auto sums_b = WriteHistory(tmp_ / "b", b, 200);
   ASSERT_TRUE(sums_a.ok() && sums_b.ok());
   ASSERT_NE((*sums_a)[119], (*sums_b)[119]);
 
-  auto path = Snapshot(tmp / "a", b, 120, (*sums_b)[119]);
+  auto path = Snapshot(tmp_ / "a", b, 120, (*sums_b)[119]);
   ASSERT_TRUE(path.ok()) << path.status().message();
-  const auto before = Tree(tmp / "a");
+  const auto before = Tree(tmp_ / "a");
   engine::Engine eng(a.config);
   RecoveryReport report;
-  const Status s = RecoverInto(tmp / "a", &eng, Quiet(), &report);
+  const Status s = RecoverInto(tmp_ / "a", &eng, Quiet(), &report);
   EXPECT_EQ(s.code(), StatusCode::kCorruption);
   EXPECT_HAS(s.message(), "does not belong to this journal");
   EXPECT_HAS(s.message(), path->filename().string());
-  EXPECT_EQ(Tree(tmp / "a"), before);
+  EXPECT_EQ(Tree(tmp_ / "a"), before);
 
   // Without snapshots the journal alone recovers.
   engine::Engine scratch(a.config);
-  ASSERT_OK(RecoverInto(tmp / "a", &scratch, Quiet(false), &report));
+  ASSERT_OK(RecoverInto(tmp_ / "a", &scratch, Quiet(false), &report));
   EXPECT_EQ(report.state_hash, a.hashes.back());
 }
 
-TEST(JournalRecovery, TornTailIsFoundAndRepaired) {
-  TempDir tmp;
-  const History h = MakeHistory(20, 200);
-  auto sums = WriteHistory(tmp.path(), h, 200, Options(8192));
-  ASSERT_TRUE(sums.ok()) << sums.status().message();
-  ASSERT_GE(Segments(tmp.path()).size(), 2u);
-  const fs::path seg = Segments(tmp.path()).back();
+TEST_F(JournalRecovery, TornTailIsFoundAndRepaired) {
+  ASSERT_NO_FATAL_FAILURE(WriteJournal(tmp_.path(), 20, 200, Options(8192)));
+  ASSERT_GE(Segments(tmp_.path()).size(), 2u);
+  const fs::path seg = Segments(tmp_.path()).back();
   const uint64_t size = fs::file_size(seg);
   fs::resize_file(seg, size - 7);
 
   {
     SCOPED_TRACE("read-only: found, not cut");
-    engine::Engine eng(h.config);
+    engine::Engine eng(h_.config);
     RecoveryReport report;
-    ASSERT_OK(RecoverInto(tmp.path(), &eng, Quiet(), &report));
+    ASSERT_OK(RecoverInto(tmp_.path(), &eng, Quiet(), &report));
     EXPECT_EQ(report.recovered_seq, 199u);
-    EXPECT_EQ(report.state_hash, h.hashes[198]);
+    EXPECT_EQ(report.state_hash, h_.hashes[198]);
     ASSERT_TRUE(report.journal.tail.has_value());
     EXPECT_FALSE(report.journal.tail->repaired);
     EXPECT_EQ(fs::file_size(seg), size - 7);
   }
-  auto dir = DataDir::Open(tmp.path(), OpenMode::kReadWrite);
+  auto dir = DataDir::Open(tmp_.path(), OpenMode::kReadWrite);
   ASSERT_TRUE(dir.ok());
-  engine::Engine eng(h.config);
+  engine::Engine eng(h_.config);
   RecoveryOptions ro = Quiet();
   ro.repair = true;
   auto report = Recover(*dir, &eng, ro);
   ASSERT_TRUE(report.ok()) << report.status().message();
   EXPECT_EQ(report->recovered_seq, 199u);
-  EXPECT_EQ(report->state_hash, h.hashes[198]);
+  EXPECT_EQ(report->state_hash, h_.hashes[198]);
   ASSERT_TRUE(report->journal.tail.has_value());
   EXPECT_TRUE(report->journal.tail->repaired);
   EXPECT_HAS(Describe(*report->journal.tail), "dropped");
-  EXPECT_EQ(report->journal.last_checksum, (*sums)[198]);
+  EXPECT_EQ(report->journal.last_checksum, sums_[198]);
   // The writer continues from the recovery's scan, as the exchange does.
   // (A roll size the last segment has not reached: the record goes into it.)
   auto w = JournalWriter::Open(*dir, Options(1 << 20), eng.ConfigHash(), report->journal);
   ASSERT_TRUE(w.ok()) << w.status().message();
-  EXPECT_EQ((*w)->Append(h.records[199]), (*sums)[199]);
+  EXPECT_EQ((*w)->Append(h_.records[199]), sums_[199]);
   ASSERT_OK((*w)->Write());
   ASSERT_OK((*w)->Sync());
   EXPECT_EQ(fs::file_size(seg), size);
   w->reset();
-  engine::Engine again(h.config);
+  engine::Engine again(h_.config);
   RecoveryReport r2;
-  ASSERT_OK(RecoverInto(tmp.path(), &again, Quiet(), &r2));
+  ASSERT_OK(RecoverInto(tmp_.path(), &again, Quiet(), &r2));
   EXPECT_EQ(r2.recovered_seq, 200u);
-  EXPECT_EQ(r2.state_hash, h.hashes.back());
+  EXPECT_EQ(r2.state_hash, h_.hashes.back());
   EXPECT_FALSE(r2.journal.tail.has_value());
 }
 

@@ -9,10 +9,12 @@
 namespace mb::journal {
 namespace {
 
-TEST(JournalSnapshot, RoundTripAndPruning) {
-  TempDir tmp;
+// Each test in a fresh directory (tmp_).
+class JournalSnapshot : public JournalTest {};
+
+TEST_F(JournalSnapshot, RoundTripAndPruning) {
   const History h = MakeHistory(12, 120);
-  const fs::path root = tmp / "data";
+  const fs::path root = tmp_ / "data";
   {
     auto dir = DataDir::Open(root, OpenMode::kReadWrite);
     ASSERT_TRUE(dir.ok());
@@ -65,7 +67,7 @@ TEST(JournalSnapshot, RoundTripAndPruning) {
   }
 
   // keep = 3: the newest three stay, whatever order they were written in.
-  const fs::path pr = tmp / "prune";
+  const fs::path pr = tmp_ / "prune";
   for (uint64_t seq : {20u, 60u, 40u, 80u, 10u, 100u}) {
     auto path = Snapshot(pr, h, seq, 0, 3);
     ASSERT_TRUE(path.ok()) << path.status().message();
@@ -86,10 +88,9 @@ TEST(JournalSnapshot, RoundTripAndPruning) {
   EXPECT_EQ((*listed)[0].seq, 110u);
 }
 
-TEST(JournalSnapshot, DamagedFilesAreRefused) {
-  TempDir tmp;
+TEST_F(JournalSnapshot, DamagedFilesAreRefused) {
   const History h = MakeHistory(13, 80);
-  auto path = Snapshot(tmp / "data", h, 80, 1);
+  auto path = Snapshot(tmp_ / "data", h, 80, 1);
   ASSERT_TRUE(path.ok()) << path.status().message();
   const Bytes clean = Load(*path);
   ASSERT_TRUE(ReadSnapshot(*path).ok());
@@ -143,7 +144,7 @@ TEST(JournalSnapshot, DamagedFilesAreRefused) {
   PutU64(b.data() + 72, XXH3_64bits(b.data(), 72));
   cases.push_back({"another raw size, checksum redone", b, "size"});
 
-  const fs::path file = tmp / "data" / "snapshots" / SnapshotFileName(80);
+  const fs::path file = tmp_ / "data" / "snapshots" / SnapshotFileName(80);
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
     Store(file, c.bytes);
@@ -154,7 +155,7 @@ TEST(JournalSnapshot, DamagedFilesAreRefused) {
     EXPECT_HAS(loaded.status().message(), c.needle);
     EXPECT_EQ(Load(file), c.bytes);
   }
-  EXPECT_EQ(ReadSnapshot(tmp / "data" / "snapshots" / SnapshotFileName(7)).status().code(),
+  EXPECT_EQ(ReadSnapshot(tmp_ / "data" / "snapshots" / SnapshotFileName(7)).status().code(),
             StatusCode::kIoError);
 }
 

@@ -4,6 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <cstddef>
+#include <cstdint>
+#include <utility>
+#include <vector>
 
 #include "journal/journal_test_support.h"
 
@@ -89,14 +93,29 @@ namespace {
   return ::testing::AssertionSuccess();
 }
 
-TEST(JournalTornTail, EveryCutInTheLastThreeRecords) {
-  TempDir tmp;
-  const History h = MakeHistory(4, 31);
-  const fs::path src = tmp / "src";
+// Journals of one engine session, written in the test's directory, to cut
+// and repair.
+class JournalTornTail : public JournalTest {
+ protected:
+  // Writes records 1..records of the session MakeHistory(seed, commands) to a
+  // new journal at root; h_ and sums_ describe it.
+  void WriteJournal(const fs::path& root, uint64_t seed, std::size_t commands, uint64_t records,
+                    const JournalOptions& options = Options()) {
+    h_ = MakeHistory(seed, commands);
+    auto sums = WriteHistory(root, h_, records, options);
+    ASSERT_TRUE(sums.ok()) << sums.status().message();
+    sums_ = std::move(*sums);
+  }
+
+  History h_;
+  std::vector<uint64_t> sums_;  // sums_[s - 1]: the checksum of record s
+};
+
+TEST_F(JournalTornTail, EveryCutInTheLastThreeRecords) {
+  const fs::path src = tmp_ / "src";
   // Records 1..31 are written for the expected bytes; the journal under test
   // is records 1..30 (31 is what the writer appends after the deepest cut).
-  auto sums = WriteHistory(src, h, 31, Options(1 << 20));
-  ASSERT_TRUE(sums.ok()) << sums.status().message();
+  ASSERT_NO_FATAL_FAILURE(WriteJournal(src, 4, 31, 31, Options(1 << 20)));
   ASSERT_EQ(Segments(src).size(), 1u);
   auto recs = ReadAll(src);
   ASSERT_TRUE(recs.ok()) << recs.status().message();
@@ -108,7 +127,7 @@ TEST(JournalTornTail, EveryCutInTheLastThreeRecords) {
 
   uint64_t cuts = 0;
   for (uint64_t cut = from; cut <= end30; ++cut, ++cuts) {
-    const ::testing::AssertionResult r = RepairsTornCut(tmp / "cut", full, cut, *recs, h);
+    const ::testing::AssertionResult r = RepairsTornCut(tmp_ / "cut", full, cut, *recs, h_);
     if (!r) {
       ADD_FAILURE() << "cut at offset " << cut << " (records 28..30 span " << from << ".." << end30
                     << "): " << r.message();
@@ -118,12 +137,9 @@ TEST(JournalTornTail, EveryCutInTheLastThreeRecords) {
   EXPECT_EQ(cuts, end30 - from + 1);
 }
 
-TEST(JournalTornTail, ZeroFilledTail) {
-  TempDir tmp;
-  const History h = MakeHistory(5, 11);
-  const fs::path src = tmp / "src";
-  auto sums = WriteHistory(src, h, 11);
-  ASSERT_TRUE(sums.ok()) << sums.status().message();
+TEST_F(JournalTornTail, ZeroFilledTail) {
+  const fs::path src = tmp_ / "src";
+  ASSERT_NO_FATAL_FAILURE(WriteJournal(src, 5, 11, 11));
   auto recs = ReadAll(src);
   ASSERT_TRUE(recs.ok());
   const Bytes full = Load(Segments(src)[0]);
@@ -131,7 +147,7 @@ TEST(JournalTornTail, ZeroFilledTail) {
 
   for (uint64_t zeros : {1u, 10u, 24u, 25u, 4096u}) {
     SCOPED_TRACE(fmt::format("{} zero bytes", zeros));
-    const fs::path root = tmp / "z";
+    const fs::path root = tmp_ / "z";
     fs::remove_all(root);
     fs::create_directories(root / "journal");
     const fs::path seg = root / "journal" / SegmentFileName(1);
@@ -163,16 +179,16 @@ TEST(JournalTornTail, ZeroFilledTail) {
       EXPECT_TRUE(scan.tail->repaired);
       EXPECT_EQ(scan.last_seq, 10u);
       EXPECT_EQ(fs::file_size(seg), end10);
-      auto w = JournalWriter::Open(*dir, Options(), h.config_hash, scan);
+      auto w = JournalWriter::Open(*dir, Options(), h_.config_hash, scan);
       ASSERT_TRUE(w.ok()) << w.status().message();
-      EXPECT_EQ((*w)->Append(h.records[10]), (*sums)[10]);
+      EXPECT_EQ((*w)->Append(h_.records[10]), sums_[10]);
       ASSERT_OK((*w)->Write());
       ASSERT_OK((*w)->Sync());
     }
     auto again = ReadAll(root, {}, &scan);
     ASSERT_TRUE(again.ok()) << again.status().message();
     EXPECT_FALSE(scan.tail.has_value());
-    EXPECT_TRUE(HoldsRecords(*again, h, *sums, 11));
+    EXPECT_TRUE(HoldsRecords(*again, h_, sums_, 11));
     EXPECT_EQ(Load(seg), full);
   }
 }
@@ -181,12 +197,9 @@ TEST(JournalTornTail, ZeroFilledTail) {
 // hole with whole records after it. Nothing after the hole was ever covered
 // by an fdatasync, so it is a torn tail too (cut at the hole); the same bytes
 // non-zero are damage (JournalDamage tests).
-TEST(JournalTornTail, ZeroHoleBeforeLaterRecordsIsATornTail) {
-  TempDir tmp;
-  const History h = MakeHistory(9, 30);
-  const fs::path root = tmp / "hole";
-  auto sums = WriteHistory(root, h, 30);
-  ASSERT_TRUE(sums.ok()) << sums.status().message();
+TEST_F(JournalTornTail, ZeroHoleBeforeLaterRecordsIsATornTail) {
+  const fs::path root = tmp_ / "hole";
+  ASSERT_NO_FATAL_FAILURE(WriteJournal(root, 9, 30, 30));
   auto recs = ReadAll(root);
   ASSERT_TRUE(recs.ok());
   const fs::path seg = Segments(root)[0];
@@ -212,8 +225,8 @@ TEST(JournalTornTail, ZeroHoleBeforeLaterRecordsIsATornTail) {
     EXPECT_EQ(fs::file_size(seg), r20.offset);
   }
   // One non-zero byte in the hole makes it damage: refused, file unchanged.
-  const fs::path root2 = tmp / "hole2";
-  auto sums2 = WriteHistory(root2, h, 30);
+  const fs::path root2 = tmp_ / "hole2";
+  auto sums2 = WriteHistory(root2, h_, 30);
   ASSERT_TRUE(sums2.ok());
   const fs::path seg2 = Segments(root2)[0];
   Bytes bytes2 = Load(seg2);
@@ -231,17 +244,14 @@ TEST(JournalTornTail, ZeroHoleBeforeLaterRecordsIsATornTail) {
   EXPECT_EQ(Load(seg2), bytes2);
 }
 
-TEST(JournalTornTail, PartialSegmentHeaderIsRemoved) {
-  TempDir tmp;
-  const History h = MakeHistory(6, 45);
-  const fs::path root = tmp / "multi";
-  auto sums = WriteHistory(root, h, 40, Options(1024));
-  ASSERT_TRUE(sums.ok()) << sums.status().message();
+TEST_F(JournalTornTail, PartialSegmentHeaderIsRemoved) {
+  const fs::path root = tmp_ / "multi";
+  ASSERT_NO_FATAL_FAILURE(WriteJournal(root, 6, 45, 40, Options(1024)));
   const std::vector<fs::path> segs = Segments(root);
   ASSERT_GE(segs.size(), 2u);
 
   std::array<std::byte, kSegmentHeaderSize> header{};
-  EncodeSegmentHeader({kSegmentFormatVersion, 41, h.config_hash}, header);
+  EncodeSegmentHeader({kSegmentFormatVersion, 41, h_.config_hash}, header);
   const fs::path partial = root / "journal" / SegmentFileName(41);
   Store(partial, std::span(header).first(10));
 
@@ -258,24 +268,24 @@ TEST(JournalTornTail, PartialSegmentHeaderIsRemoved) {
     ASSERT_TRUE(dir.ok());
     ScanOptions so;
     so.repair = true;
-    so.config_hash = h.config_hash;
+    so.config_hash = h_.config_hash;
     auto rw = ReadAll(*dir, so, &scan);
     ASSERT_TRUE(rw.ok()) << rw.status().message();
     ASSERT_TRUE(scan.tail.has_value());
     EXPECT_TRUE(scan.tail->repaired);
     EXPECT_FALSE(fs::exists(partial));
     EXPECT_EQ(scan.last_seq, 40u);
-    EXPECT_EQ(scan.last_checksum, sums->back());
+    EXPECT_EQ(scan.last_checksum, sums_.back());
     EXPECT_EQ(scan.last_segment, segs.back());
     EXPECT_EQ(scan.last_segment_size, fs::file_size(segs.back()));
   }
-  auto more = AppendHistory(root, h, 41, 45, Options(1024));
+  auto more = AppendHistory(root, h_, 41, 45, Options(1024));
   ASSERT_TRUE(more.ok()) << more.status().message();
-  sums->insert(sums->end(), more->begin(), more->end());
+  sums_.insert(sums_.end(), more->begin(), more->end());
   auto all = ReadAll(root, {}, &scan);
   ASSERT_TRUE(all.ok()) << all.status().message();
   EXPECT_FALSE(scan.tail.has_value());
-  EXPECT_TRUE(HoldsRecords(*all, h, *sums, 45));
+  EXPECT_TRUE(HoldsRecords(*all, h_, sums_, 45));
 
   // A last segment of zero bytes only (a filesystem that showed the new size
   // before the data after a crash) holds nothing: the tail, removed likewise.
@@ -299,10 +309,10 @@ TEST(JournalTornTail, PartialSegmentHeaderIsRemoved) {
   // starts again at sequence 1.
   for (uint64_t size : {0u, 10u, 39u}) {
     SCOPED_TRACE(fmt::format("{} header bytes", size));
-    const fs::path only = tmp / "only";
+    const fs::path only = tmp_ / "only";
     fs::remove_all(only);
     fs::create_directories(only / "journal");
-    EncodeSegmentHeader({kSegmentFormatVersion, 1, h.config_hash}, header);
+    EncodeSegmentHeader({kSegmentFormatVersion, 1, h_.config_hash}, header);
     Store(only / "journal" / SegmentFileName(1), std::span(header).first(size));
     {
       auto dir = DataDir::Open(only, OpenMode::kReadWrite);
@@ -318,11 +328,11 @@ TEST(JournalTornTail, PartialSegmentHeaderIsRemoved) {
       EXPECT_TRUE(s->last_segment.empty());
       EXPECT_TRUE(Segments(only).empty());
     }
-    auto first = WriteHistory(only, h, 3);
+    auto first = WriteHistory(only, h_, 3);
     ASSERT_TRUE(first.ok()) << first.status().message();
     auto recs = ReadAll(only);
     ASSERT_TRUE(recs.ok()) << recs.status().message();
-    EXPECT_TRUE(HoldsRecords(*recs, h, *first, 3));
+    EXPECT_TRUE(HoldsRecords(*recs, h_, *first, 3));
   }
 }
 
