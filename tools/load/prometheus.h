@@ -44,7 +44,7 @@ Result<PromSample> ParsePromSample(std::string_view line);
 
 // The CPU counters of the process behind one /metrics answer.
 struct ServerCpu {
-  double process_seconds = 0;              // process_cpu_seconds_total
+  double process_seconds = 0;             // process_cpu_seconds_total
   std::map<std::string, double> threads;  // matchbook_thread_cpu_seconds_total by `thread`
 };
 
