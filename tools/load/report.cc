@@ -225,9 +225,9 @@ std::string HumanSummary(const Report& r) {
   }
   if (r.server_cpu_seconds && r.server_cpu_window_s) {
     const double window = *r.server_cpu_window_s;
-    s += fmt::format("server CPU (its process_cpu_seconds_total) {:.3f} s over {:.1f} s = {:.1f} %",
-                     *r.server_cpu_seconds, window,
-                     window > 0 ? 100 * *r.server_cpu_seconds / window : 0.0);
+    s += fmt::format(
+        "server CPU (its process_cpu_seconds_total) {:.3f} s over {:.1f} s = {:.1f} % of a core",
+        *r.server_cpu_seconds, window, window > 0 ? 100 * *r.server_cpu_seconds / window : 0.0);
     if (r.server_cpu_us_per_order)
       s += fmt::format("  {:.1f} us/order", *r.server_cpu_us_per_order);
     if (r.server_cpu_ns_per_message)
