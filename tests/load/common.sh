@@ -1,6 +1,7 @@
 # Shared by the matchbook-load tests: start a throw-away `matchbook serve`
 # (rate limits off, port 0) and stop it on exit.
-# Usage: source common.sh; start_server MATCHBOOK_BIN -> sets PORT, TOKEN, SERVER_PID, DATA_DIR.
+# Usage: source common.sh; start_server MATCHBOOK_BIN [SERVE_ARGS...] -> sets PORT, TOKEN,
+# SERVER_PID, DATA_DIR.
 
 fail() {
   echo "FAIL: $*" >&2
@@ -11,7 +12,7 @@ start_server() {
   DATA_DIR=$(mktemp -d)
   mkfifo "$DATA_DIR/stdout.fifo"
   "$1" serve --data-dir "$DATA_DIR" --port 0 --weight-per-minute 0 --ip-weight-per-minute 0 \
-    >"$DATA_DIR/stdout.fifo" 2>"$DATA_DIR/stderr" &
+    "${@:2}" >"$DATA_DIR/stdout.fifo" 2>"$DATA_DIR/stderr" &
   SERVER_PID=$!
   trap stop_server EXIT
   PORT=

@@ -19,11 +19,54 @@ run() {  # run NAME SUBSCRIBERS ARGS...
   local rc=$?
   [ $rc -eq 0 ] || { cat "$OUT/$name.err" "$OUT/$name.out" >&2; fail "$name exited $rc"; }
   check_json "$OUT/$name.out" "$subs" "$name" || fail "$name: bad report"
+  check_server_cpu "$OUT/$name.out" "$subs" || fail "$name: bad server CPU figures"
+}
+
+# The server's own CPU (its /metrics, loopback): per order, per thread and,
+# with subscribers, per message delivered; no warning.
+check_server_cpu() {  # check_server_cpu FILE SUBSCRIBERS
+  python3 - "$@" <<'PY'
+import json, math, sys
+r = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
+subs = int(sys.argv[2])
+need = ["server_cpu_seconds", "server_cpu_window_s", "server_cpu_us_per_order",
+        "server_cpu_ns_per_message", "server_threads", "server_cpu_warning", "messages_delivered"]
+missing = [k for k in need if k not in r]
+assert not missing, "missing fields: %s" % missing
+assert r["server_cpu_warning"] is None, r["server_cpu_warning"]
+us = r["server_cpu_us_per_order"]
+assert isinstance(us, (int, float)) and math.isfinite(us) and us > 0, us
+assert r["server_cpu_seconds"] > 0 and r["server_cpu_window_s"] > 0, r
+# Two cores at most, and a little slack for the scrapes' own timing.
+assert r["server_cpu_seconds"] <= 2.5 * r["server_cpu_window_s"], r
+threads = r["server_threads"]
+assert isinstance(threads, dict) and threads, threads
+for name, t in threads.items():
+    assert t["cpu_seconds"] >= 0, (name, t)
+# Threads are read just after the process, each to a clock tick.
+slack = 0.05 + 0.01 * len(threads)
+assert sum(t["cpu_seconds"] for t in threads.values()) <= r["server_cpu_seconds"] + slack, threads
+if subs > 0:
+    assert r["messages_delivered"] > 0, r["messages_delivered"]
+    assert r["messages_delivered"] <= r["messages"], (r["messages_delivered"], r["messages"])
+    ns = r["server_cpu_ns_per_message"]
+    assert isinstance(ns, (int, float)) and math.isfinite(ns) and ns > 0, ns
+else:
+    assert r["server_cpu_ns_per_message"] is None, r["server_cpu_ns_per_message"]
+    assert r["messages_delivered"] == 0, r["messages_delivered"]
+if r["preset"] == "max":
+    for s in r["steps"]:
+        v = s["server_cpu_us_per_order"]
+        assert v is None or (math.isfinite(v) and v >= 0), s
+    assert any(s["server_cpu_us_per_order"] for s in r["steps"]), r["steps"]
+print("%s: server %.1f us/order, %s ns/message" % (r["preset"], us, r["server_cpu_ns_per_message"]))
+PY
 }
 
 run coinflow 5 --preset coinflow --duration 3 --subscribers 5 --rate 100
 run snaptrade 1 --preset snaptrade --duration 3 --rate 500
 run lighter 50 --preset lighter --duration 3 --subscribers 50 --rate 200
+run nosubs 0 --preset snaptrade --duration 1 --rate 200 --subscribers 0
 run max 1 --preset max --duration 6 --rate 100 --max-p99-ms 1000
 
 python3 - "$OUT/max.out" <<'PY' || fail "max: steps"
@@ -50,4 +93,6 @@ done
   --subscribers 1 --rate 50 --accounts 2 --connections 4 >"$OUT/human.out" 2>&1 ||
   fail "human summary run"
 grep -q 'order response' "$OUT/human.out" || fail "no summary table"
+grep -q '^server CPU (its process_cpu_seconds_total) .* us/order' "$OUT/human.out" ||
+  fail "no server CPU line in the summary"
 echo "load_smoke: ok"

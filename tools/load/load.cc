@@ -29,6 +29,7 @@
 #include "common/hmac.h"
 #include "common/thread_annotations.h"
 #include "load/histogram.h"
+#include "load/prometheus.h"
 
 namespace mb::load {
 
@@ -772,6 +773,7 @@ class Runner {
     if (!abort_reason_.empty()) r.aborted = abort_reason_;
   }
   bool aborted() const { return aborted_.load(); }
+  uint64_t messages() const { return messages_.load(); }
   const std::string& abort_reason() const { return abort_reason_; }
 
   // Called by connections and subscribers.
@@ -1122,6 +1124,69 @@ void HistoryReader::Retry() {
   });
 }
 
+// The serving process's CPU counters from the target's GET /metrics, on the
+// main thread between phases. The first failure (unreachable, refused, no
+// process_cpu_seconds_total) is kept as the reason and ends the readings:
+// every later Read() is nullopt at once, so a refusing server costs one call.
+class ServerCpuProbe {
+ public:
+  struct Reading {
+    ServerCpu cpu;
+    Clock::time_point at;
+  };
+  explicit ServerCpuProbe(SetupClient& c) : c_(c) {}
+
+  std::optional<Reading> Read() {
+    if (failure_) return std::nullopt;
+    auto a = c_.Call(http::verb::get, "/metrics", {});
+    if (!a.ok()) return Fail(a.status().message());
+    if (a->status != 200) {
+      std::string body = a->body.substr(0, 200);
+      while (!body.empty() && (body.back() == '\n' || body.back() == '\r')) body.pop_back();
+      return Fail(fmt::format("GET /metrics answered {}: {}", a->status, body));
+    }
+    auto cpu = ServerCpuFrom(ParsePromText(a->body));
+    if (!cpu.ok()) return Fail("GET /metrics: " + cpu.status().message());
+    return Reading{std::move(*cpu), Clock::now()};
+  }
+  const std::optional<std::string>& failure() const { return failure_; }
+
+ private:
+  std::nullopt_t Fail(std::string why) {
+    failure_ = std::move(why);
+    return std::nullopt;
+  }
+  SetupClient& c_;
+  std::optional<std::string> failure_;
+};
+
+// The server's CPU over [before, after] divided by the orders answered (us)
+// and the messages delivered (ns) in it; unset figures where a divisor is 0.
+void SetServerCpu(const ServerCpuProbe::Reading& before, const ServerCpuProbe::Reading& after,
+                  uint64_t orders, uint64_t messages, Report& rep) {
+  rep.messages_delivered = messages;
+  const double cpu = after.cpu.process_seconds - before.cpu.process_seconds;
+  if (cpu < 0) {
+    rep.server_cpu_warning = "process_cpu_seconds_total went down: another process answered";
+    return;
+  }
+  const auto per = [](double seconds, uint64_t n, double unit) -> std::optional<double> {
+    if (n == 0) return std::nullopt;
+    return seconds * unit / static_cast<double>(n);
+  };
+  rep.server_cpu_seconds = cpu;
+  rep.server_cpu_window_s =
+      duration_cast<std::chrono::duration<double>>(after.at - before.at).count();
+  rep.server_cpu_us_per_order = per(cpu, orders, 1e6);
+  if (rep.subscribers > 0) rep.server_cpu_ns_per_message = per(cpu, messages, 1e9);
+  for (const auto& [name, secs] : after.cpu.threads) {
+    const auto was = before.cpu.threads.find(name);
+    // A thread started inside the window counts from 0.
+    const double d = std::max(0.0, secs - (was == before.cpu.threads.end() ? 0.0 : was->second));
+    rep.server_threads[name] = ServerThreadCpu{d, per(d, orders, 1e6)};
+  }
+}
+
 Status SeedBook(SetupClient& c, const Market& m, const std::vector<AccountKeys>& accounts,
                 int64_t mid, int64_t qty) {
   for (int level = 1; level <= kSeedLevels; ++level) {
@@ -1173,12 +1238,21 @@ Result<Report> RunLoad(const Options& o) {
   Runner runner(o, m, setup.endpoint(), flow);
   MB_RETURN_IF_ERROR(runner.Start());
 
+  // The server's CPU is read right before the first order and right after
+  // each phase's answers have drained: set-up and connecting stay outside.
+  ServerCpuProbe probe(setup);
+  std::optional<ServerCpuProbe::Reading> first = probe.Read(), last = first;
+  const uint64_t messages0 = runner.messages();
+  uint64_t window_orders = 0;
+
   const double cpu0 = CpuSeconds();
   const auto wall0 = Clock::now();
   Figures order;
   double achieved = 0, elapsed = 0;
   if (o.preset != "max") {
     auto pr = runner.RunPhase(o.rate, o.duration_s, 0, rep);
+    window_orders = pr.responses;
+    if (first) last = probe.Read();
     order = Figures::From(*pr.order);
     elapsed = pr.elapsed_s;
     achieved = pr.elapsed_s > 0 ? static_cast<double>(pr.answered_ok) / pr.elapsed_s : 0;
@@ -1190,9 +1264,17 @@ Result<Report> RunLoad(const Options& o) {
     int bisections = 0;
     const Step* best_step = nullptr;
     while (!runner.aborted() && !g_stop_requested.load()) {
+      const std::optional<ServerCpuProbe::Reading> step_start = last;
       auto pr = runner.RunPhase(rate, step_s, elapsed, rep);
       elapsed += pr.elapsed_s;
+      window_orders += pr.responses;
       Step s;
+      if (step_start) {
+        last = probe.Read();
+        const double cpu = last ? last->cpu.process_seconds - step_start->cpu.process_seconds : -1;
+        if (cpu >= 0 && pr.responses > 0)
+          s.server_cpu_us_per_order = cpu * 1e6 / static_cast<double>(pr.responses);
+      }
       s.rate = rate;
       s.achieved = pr.elapsed_s > 0 ? static_cast<double>(pr.answered_ok) / pr.elapsed_s : 0;
       s.requests = pr.requests;
@@ -1231,8 +1313,18 @@ Result<Report> RunLoad(const Options& o) {
   }
   const double wall = duration_cast<std::chrono::duration<double>>(Clock::now() - wall0).count();
   const double cpu = CpuSeconds() - cpu0;
+  const uint64_t messages = runner.messages() - messages0;
   runner.Shutdown();
   runner.Fill(rep);
+  if (first && last) {
+    SetServerCpu(*first, *last, window_orders, messages, rep);
+  } else {
+    rep.messages_delivered = messages;
+    rep.server_cpu_warning = probe.failure().value_or("no /metrics reading");
+  }
+  if (rep.server_cpu_warning)
+    fmt::print(stderr, "matchbook-load: warning: server CPU not measured: {}\n",
+               *rep.server_cpu_warning);
   if (!rep.aborted && g_stop_requested.load()) rep.aborted = "interrupted (SIGINT)";
   rep.order = order;
   rep.achieved_rate_per_s = achieved;

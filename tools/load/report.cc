@@ -38,6 +38,10 @@ class JsonObject {
   }
   JsonObject& N(std::string_view key, double v) { return Raw(key, Num(v)); }
   JsonObject& S(std::string_view key, std::string_view v) { return Raw(key, JsonString(v)); }
+  // null when unset or not finite.
+  JsonObject& Opt(std::string_view key, const std::optional<double>& v) {
+    return v && std::isfinite(*v) ? N(key, *v) : Raw(key, "null");
+  }
   std::string Done() const { return text_.empty() ? "{}" : text_ + "}"; }
 
  private:
@@ -112,6 +116,7 @@ std::string ToJson(const Report& r) {
                  .N("p99", s.order.p99)
                  .N("max", s.order.max)
                  .Raw("pass", s.pass ? "true" : "false")
+                 .Opt("server_cpu_us_per_order", s.server_cpu_us_per_order)
                  .Done();
   }
   steps += ']';
@@ -127,6 +132,16 @@ std::string ToJson(const Report& r) {
                   .Done();
   }
   series += ']';
+  std::string threads = "null";
+  if (r.server_cpu_seconds) {
+    JsonObject t;
+    for (const auto& [name, cpu] : r.server_threads)
+      t.Raw(name, JsonObject()
+                      .N("cpu_seconds", cpu.cpu_seconds)
+                      .Opt("us_per_order", cpu.us_per_order)
+                      .Done());
+    threads = t.Done();
+  }
   return JsonObject()
       .S("preset", r.preset)
       .S("symbol", r.symbol)
@@ -159,7 +174,14 @@ std::string ToJson(const Report& r) {
       .N("subscribers", r.subscribers)
       .N("subscriber_drops", d(r.subscriber_drops))
       .N("messages", d(r.messages))
+      .N("messages_delivered", d(r.messages_delivered))
       .N("loadgen_cpu_percent", r.loadgen_cpu_percent)
+      .Opt("server_cpu_seconds", r.server_cpu_seconds)
+      .Opt("server_cpu_window_s", r.server_cpu_window_s)
+      .Opt("server_cpu_us_per_order", r.server_cpu_us_per_order)
+      .Opt("server_cpu_ns_per_message", r.server_cpu_ns_per_message)
+      .Raw("server_threads", threads)
+      .Raw("server_cpu_warning", r.server_cpu_warning ? JsonString(*r.server_cpu_warning) : "null")
       .N("threads", r.threads)
       .N("connections", r.connections)
       .N("accounts", r.accounts)
@@ -191,12 +213,37 @@ std::string HumanSummary(const Report& r) {
                    r.messages);
   if (r.history_readers > 0)
     s += fmt::format("history readers {}  errors {}\n", r.history_readers, r.history_errors);
-  for (const Step& st : r.steps)
+  for (const Step& st : r.steps) {
     s += fmt::format(
         "  step {:>9.0f}/s  achieved {:>9.1f}/s  p50 {:>8.3f}  p99 {:>8.3f}  errors "
-        "{}  dropped {}  {}\n",
+        "{}  dropped {}  {}",
         st.rate, st.achieved, st.order.p50, st.order.p99, st.errors, st.dropped,
         st.pass ? "pass" : "fail");
+    if (st.server_cpu_us_per_order)
+      s += fmt::format("  server CPU {:.1f} us/order", *st.server_cpu_us_per_order);
+    s += '\n';
+  }
+  if (r.server_cpu_seconds && r.server_cpu_window_s) {
+    const double window = *r.server_cpu_window_s;
+    s += fmt::format(
+        "server CPU (its process_cpu_seconds_total) {:.3f} s over {:.1f} s = {:.1f} % of a core",
+        *r.server_cpu_seconds, window, window > 0 ? 100 * *r.server_cpu_seconds / window : 0.0);
+    if (r.server_cpu_us_per_order)
+      s += fmt::format("  {:.1f} us/order", *r.server_cpu_us_per_order);
+    if (r.server_cpu_ns_per_message)
+      s += fmt::format("  {:.0f} ns/message ({} delivered)", *r.server_cpu_ns_per_message,
+                       r.messages_delivered);
+    s += '\n';
+    for (const auto& [name, cpu] : r.server_threads) {
+      if (cpu.cpu_seconds <= 0) continue;
+      s += fmt::format("  server thread {:<20} {:>9.3f} s", name, cpu.cpu_seconds);
+      if (cpu.us_per_order) s += fmt::format("  {:>9.1f} us/order", *cpu.us_per_order);
+      s += '\n';
+    }
+  } else {
+    s += fmt::format("server CPU not measured: {}\n",
+                     r.server_cpu_warning.value_or("no /metrics reading"));
+  }
   s +=
       fmt::format("load generator CPU {:.1f} % (100 % = one core), {} io threads, {} connections\n",
                   r.loadgen_cpu_percent, r.threads, r.connections);

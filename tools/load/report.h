@@ -37,6 +37,15 @@ struct Step {
   uint64_t requests = 0, errors = 0, dropped = 0;
   Figures order;
   bool pass = false;
+  // The server's process CPU over the step / the step's answers, in us; unset
+  // when the target's /metrics could not be read.
+  std::optional<double> server_cpu_us_per_order;
+};
+
+// One server thread's CPU over the measured window.
+struct ServerThreadCpu {
+  double cpu_seconds = 0;
+  std::optional<double> us_per_order;  // unset when nothing was answered
 };
 
 struct Report {
@@ -57,6 +66,17 @@ struct Report {
   uint64_t subscriber_drops = 0;
   uint64_t messages = 0;
   double loadgen_cpu_percent = 0;
+  // The serving process's CPU (its /metrics, scraped right before the first
+  // order and right after the last answer), apart from the load generator's
+  // own. Unset, with server_cpu_warning saying why, when /metrics could not
+  // be read.
+  std::optional<double> server_cpu_seconds;         // process_cpu_seconds_total, after - before
+  std::optional<double> server_cpu_window_s;        // wall time between the two scrapes
+  std::optional<double> server_cpu_us_per_order;    // / orders answered in the window
+  std::optional<double> server_cpu_ns_per_message;  // / messages_delivered; unset without any
+  std::map<std::string, ServerThreadCpu> server_threads;  // by thread name
+  std::optional<std::string> server_cpu_warning;
+  uint64_t messages_delivered = 0;  // messages the subscribers received in the window
   int threads = 0, connections = 0, accounts = 0;
   std::optional<std::string> aborted;
   std::vector<SecondPoint> series;
