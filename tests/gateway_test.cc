@@ -147,6 +147,9 @@ struct NodeOptions {
   // A second gateway on the same exchange (own key store in <dir>/twin),
   // answering history from its read side: the reference to compare with.
   bool twin = false;
+  // While *hold_durable is true, durable batches wait before they reach the
+  // gateway: the read side lags the engine as much as a test needs.
+  std::atomic<bool>* hold_durable = nullptr;
 };
 
 class Node {
@@ -192,6 +195,13 @@ class Node {
       o.on_durable = [durable, twin = o.on_durable](std::span<const engine::Event> ev) {
         durable(ev);
         twin(ev);
+      };
+    }
+    if (options_.hold_durable != nullptr) {
+      o.on_durable = [durable = o.on_durable,
+                      hold = options_.hold_durable](std::span<const engine::Event> ev) {
+        while (hold->load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        durable(ev);
       };
     }
     if (options_.projection) {
@@ -540,6 +550,101 @@ TEST_F(GatewayTest, OrdersFillsBalancesAndCancels) {
   ASSERT_EQ(ack.status, 200) << ack.body;
   EXPECT_GT(ack.Json().at("orderId").as_int64(), buy_id);
   EXPECT_FALSE(ack.Json().as_object().contains("status"));
+}
+
+// An order answered with ACK is the engine's at once: an amend or a cancel
+// sent before the read side shows it finds it (the engine decides, not the
+// read side), and answers once its own events are durable.
+TEST_F(GatewayTest, AmendAndCancelRightAfterAnAckPlacement) {
+  std::atomic<bool> hold{false};
+  NodeOptions no;
+  no.hold_durable = &hold;
+  Node n(dir_, no);
+  auto alice = n.NewAccount("alice");
+  ASSERT_EQ(n.Deposit(alice.account, "USDT", "100000", "a").status, 200);
+
+  hold = true;  // from here the read side sees nothing new until released
+  auto place = [&](const std::string& cid) {
+    Reply r = n.Signed(http::verb::post, "/api/v3/order", alice,
+                       "symbol=BTCUSDT&side=BUY&type=LIMIT&timeInForce=GTC&quantity=0.1&"
+                       "price=30000&newOrderRespType=ACK&newClientOrderId=" +
+                           cid);
+    EXPECT_EQ(r.status, 200) << r.body;
+    return r.Json().at("orderId").as_int64();
+  };
+  const int64_t a = place("quick-a");
+  const int64_t b = place("quick-b");
+  const int64_t c = place("quick-c");
+  Reply amend_a, amend_b, cancel_c;
+  std::thread ta([&] {
+    amend_a = n.Signed(http::verb::put, "/api/v3/order/amend/keepPriority", alice,
+                       fmt::format("symbol=BTCUSDT&orderId={}&newQty=0.04", a));
+  });
+  std::thread tb([&] {
+    amend_b = n.Signed(http::verb::put, "/api/v3/order/amend/keepPriority", alice,
+                       "symbol=BTCUSDT&origClientOrderId=quick-b&newQty=0.05&"
+                       "newClientOrderId=quick-b");
+  });
+  std::thread tc([&] {
+    cancel_c = n.Signed(http::verb::delete_, "/api/v3/order", alice,
+                        fmt::format("symbol=BTCUSDT&orderId={}&origClientOrderId=quick-c", c));
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  hold = false;
+  ta.join();
+  tb.join();
+  tc.join();
+
+  ASSERT_EQ(amend_a.status, 200) << amend_a.body;
+  const json::value ja = amend_a.Json();
+  EXPECT_GT(ja.at("transactTime").as_int64(), 0);
+  EXPECT_GT(ja.at("executionId").as_int64(), c);
+  const json::object& o = ja.at("amendedOrder").as_object();
+  std::vector<std::string> keys;
+  for (const auto& kv : o) keys.emplace_back(kv.key());
+  EXPECT_EQ(keys, (std::vector<std::string>{
+                      "symbol", "orderId", "orderListId", "origClientOrderId", "clientOrderId",
+                      "price", "qty", "executedQty", "preventedQty", "quoteOrderQty",
+                      "cumulativeQuoteQty", "status", "timeInForce", "type", "side",
+                      "workingTime", "selfTradePreventionMode"}));
+  EXPECT_EQ(o.at("orderId").as_int64(), a);
+  EXPECT_EQ(o.at("origClientOrderId").as_string(), "quick-a");
+  EXPECT_EQ(o.at("clientOrderId").as_string(), "quick-a");
+  EXPECT_EQ(o.at("qty").as_string(), "0.04000000");
+  EXPECT_EQ(o.at("status").as_string(), "NEW");
+  ASSERT_EQ(amend_b.status, 200) << amend_b.body;
+  EXPECT_EQ(amend_b.Json().at("amendedOrder").at("orderId").as_int64(), b);
+  EXPECT_EQ(amend_b.Json().at("amendedOrder").at("qty").as_string(), "0.05000000");
+  ASSERT_EQ(cancel_c.status, 200) << cancel_c.body;
+  EXPECT_EQ(cancel_c.Json().at("orderId").as_int64(), c);
+  EXPECT_EQ(cancel_c.Json().at("status").as_string(), "CANCELED");
+  EXPECT_EQ(cancel_c.Json().at("origClientOrderId").as_string(), "quick-c");
+
+  // The engine's refusals, each -2038 with Binance's text; nothing changes.
+  auto amend = [&](const std::string& params) {
+    return n.Signed(http::verb::put, "/api/v3/order/amend/keepPriority", alice,
+                    "symbol=BTCUSDT&" + params);
+  };
+  Reply up = amend(fmt::format("orderId={}&newQty=0.05", a));
+  EXPECT_EQ(up.status, 400);
+  EXPECT_EQ(up.Json().at("code").as_int64(), -2038) << up.body;
+  EXPECT_EQ(up.Json().at("msg").as_string(), "Order amend (quantity increase) is not supported.");
+  Reply same = amend(fmt::format("orderId={}&newQty=0.04", a));
+  EXPECT_EQ(same.Json().at("code").as_int64(), -2038) << same.body;
+  EXPECT_EQ(same.Json().at("msg").as_string(),
+            "The requested action would change no state; rejecting");
+  Reply gone = amend(fmt::format("orderId={}&newQty=0.01", c));
+  EXPECT_EQ(gone.Json().at("code").as_int64(), -2038) << gone.body;
+  EXPECT_EQ(gone.Json().at("msg").as_string(), "Unknown order sent.");
+  Reply pair = amend(fmt::format("orderId={}&origClientOrderId=quick-b&newQty=0.01", a));
+  EXPECT_EQ(pair.Json().at("code").as_int64(), -2038) << pair.body;
+  Reply renamed = amend(fmt::format("orderId={}&newQty=0.01&newClientOrderId=other", a));
+  EXPECT_EQ(renamed.Json().at("code").as_int64(), -1130) << renamed.body;
+  Reply missing = amend("newQty=0.01");
+  EXPECT_EQ(missing.Json().at("code").as_int64(), -1102) << missing.body;
+  Reply get = n.Signed(http::verb::get, "/api/v3/order", alice,
+                       fmt::format("symbol=BTCUSDT&orderId={}", a));
+  EXPECT_EQ(get.Json().at("origQty").as_string(), "0.04000000") << get.body;
 }
 
 // A FOK that cannot fill completely is, as on Binance, an order that

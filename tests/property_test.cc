@@ -162,8 +162,10 @@ MB_FIELDS(engine::PlaceOrder,
 MB_FIELDS(engine::CancelOrder, "account,market,order_id,orig_client_order_id", x.account, x.market,
           x.order_id, x.orig_client_order_id);
 MB_FIELDS(engine::CancelAll, "account,market", x.account, x.market);
-MB_FIELDS(engine::AmendOrder, "account,market,order_id,orig_client_order_id,new_price,new_qty",
-          x.account, x.market, x.order_id, x.orig_client_order_id, x.new_price, x.new_qty);
+MB_FIELDS(engine::AmendOrder,
+          "account,market,order_id,orig_client_order_id,new_price,new_qty,keep_priority",
+          x.account, x.market, x.order_id, x.orig_client_order_id, x.new_price, x.new_qty,
+          x.keep_priority);
 MB_FIELDS(engine::Deposit, "account,asset,amount,ref", x.account, x.asset, x.amount, x.ref);
 MB_FIELDS(engine::Withdraw, "account,asset,amount,ref", x.account, x.asset, x.amount, x.ref);
 MB_FIELDS(engine::SetMarketStatus, "market,status", x.market, x.status);
@@ -636,7 +638,11 @@ class Generator {
           t.cid = ClientOrderId::From(o->client_id);
         } else {
           t.id = o->id;
-          if (P(100)) t.cid = ClientOrderId::From("ignored");  // order_id wins
+          if (P(100)) {
+            t.cid = ClientOrderId::From("other");  // not this order's: an unknown order
+          } else if (!o->client_id.empty() && P(100)) {
+            t.cid = ClientOrderId::From(o->client_id);  // both ids, naming the same order
+          }
         }
         if (P(40)) {  // the right order, the wrong market
           t.market = MarketId{static_cast<uint16_t>((Raw(t.market) + 1) % kMarkets)};
@@ -705,9 +711,12 @@ class Generator {
     if (t.order == nullptr) {
       a.new_price = P(500) ? NearPrice(Raw(t.market)) : Price{0};
       a.new_qty = Qty{R(0, 50)};
+      a.keep_priority = P(200);
       return a;
     }
-    return AmendBody(t);
+    a = AmendBody(t);
+    a.keep_priority = P(200);  // amend/keepPriority: only a smaller quantity
+    return a;
   }
 
   engine::AmendOrder AmendBody(const Target& t) {

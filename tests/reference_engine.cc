@@ -139,6 +139,8 @@ RefOrder* ReferenceEngine::ResolveTarget(AccountId account, MarketId market, Ord
   }
   RefOrder* o = FindOpen(target);
   if (o == nullptr || o->account != account || o->market != market) return nullptr;
+  // Both ids: the order named by id must carry the client id given.
+  if (Raw(id) != 0 && !cid.empty() && o->client_id != Str(cid)) return nullptr;
   return o;
 }
 
@@ -622,6 +624,11 @@ void ReferenceEngine::DoAmend(const engine::AmendOrder& c) {
   // READING (Q6): "unchanged" compares the effective values with the order's.
   if (new_price == target->price && new_qty == target->qty) {
     return reject(RejectReason::kNoChange);
+  }
+  // keep_priority: a smaller quantity at the same price, nothing else.
+  if (c.keep_priority) {
+    if (new_price != target->price) return reject(RejectReason::kInvalidPrice);
+    if (new_qty > target->qty) return reject(RejectReason::kQuantityIncrease);
   }
   if (new_price.value < 1 || new_price > spec.max_price) {
     return reject(RejectReason::kInvalidPrice);

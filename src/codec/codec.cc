@@ -50,7 +50,7 @@ inline constexpr int kEnumMax<engine::MarketStatus> = Raw(engine::MarketStatus::
 template <>
 inline constexpr int kEnumMax<engine::CommandType> = Raw(engine::CommandType::kSetMarketStatus);
 template <>
-inline constexpr int kEnumMax<engine::RejectReason> = Raw(engine::RejectReason::kNoChange);
+inline constexpr int kEnumMax<engine::RejectReason> = Raw(engine::RejectReason::kQuantityIncrease);
 template <>
 inline constexpr int kEnumMax<engine::ExpireReason> = Raw(engine::ExpireReason::kFokNotFillable);
 
@@ -114,8 +114,8 @@ constexpr void VisitFields(V& v, T& x) {
     auto& [account, market] = x;
     v(account, market);
   } else if constexpr (kIs<T, AmendOrder>) {
-    auto& [account, market, order_id, orig_client_order_id, new_price, new_qty] = x;
-    v(account, market, order_id, orig_client_order_id, new_price, new_qty);
+    auto& [account, market, order_id, orig_client_order_id, new_price, new_qty, keep_priority] = x;
+    v(account, market, order_id, orig_client_order_id, new_price, new_qty, keep_priority);
   } else if constexpr (kIs<T, engine::Deposit> || kIs<T, Withdraw>) {
     auto& [account, asset, amount, ref] = x;
     v(account, asset, amount, ref);

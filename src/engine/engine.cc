@@ -299,6 +299,11 @@ inline uint32_t Engine::Impl::Target(AccountId account, MarketId market, OrderId
   if (i == kNil) return kNil;
   const Order& o = book_.order(i);
   if (o.account != account || o.market != market) return kNil;
+  // Both ids: the order found by id must carry the client id given.
+  if (Raw(id) != 0 && !cid.empty() &&
+      (!o.has_client_id || o.client_id != HashString(cid.view()))) {
+    return kNil;
+  }
   return i;
 }
 
@@ -353,6 +358,10 @@ void Engine::Impl::Decide(const AmendOrder& a) noexcept {
   const Price price = a.new_price.value == 0 ? o.price : a.new_price;
   const Qty qty = a.new_qty.value == 0 ? o.qty() : a.new_qty;
   if (price == o.price && qty == o.qty()) return reject(RejectReason::kNoChange);
+  if (a.keep_priority) {
+    if (price != o.price) return reject(RejectReason::kInvalidPrice);
+    if (qty > o.qty()) return reject(RejectReason::kQuantityIncrease);
+  }
   if (price.value < 1 || price > m.max_price) return reject(RejectReason::kInvalidPrice);
   const int64_t filled = o.qty().value - o.remaining.value;
   if (qty < m.min_qty || qty > m.max_qty || qty.value <= filled) {

@@ -334,7 +334,7 @@ class EngineTest : public ::testing::Test {
   }
   static AmendOrder AmendCmd(AccountId account, OrderId id, int64_t new_price, int64_t new_qty,
                              MarketId market = kBtcUsdt) {
-    return AmendOrder{account, market, id, {}, Price{new_price}, Qty{new_qty}};
+    return AmendOrder{account, market, id, {}, Price{new_price}, Qty{new_qty}, false};
   }
   static Deposit DepositCmd(AccountId account, AssetId asset, int64_t amount,
                             std::string_view ref) {

@@ -163,8 +163,8 @@ class LedgerTest : public ::testing::Test {
     Place(kBob, Side::kSell, 101, 3);
     Place(kAlice, Side::kBuy, 105, 4);  // 2 @ 100 + 2 @ 101, releases 180
     const OrderId bid = Place(kAlice, Side::kBuy, 99, 5);
-    Run(AmendOrder{kAlice, kBtcUsdt, bid, {}, Price{0}, Qty{3}});   // release 2 lots
-    Run(AmendOrder{kAlice, kBtcUsdt, bid, {}, Price{98}, Qty{6}});  // re-lock
+    Run(AmendOrder{kAlice, kBtcUsdt, bid, {}, Price{0}, Qty{3}, false});   // release 2 lots
+    Run(AmendOrder{kAlice, kBtcUsdt, bid, {}, Price{98}, Qty{6}, false});  // re-lock
     PlaceOrder mkt;
     mkt.account = kCarol;
     mkt.market = kBtcUsdt;

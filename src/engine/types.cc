@@ -133,6 +133,8 @@ std::string_view ToString(RejectReason v) noexcept {
       return "InvalidStatus";
     case RejectReason::kNoChange:
       return "NoChange";
+    case RejectReason::kQuantityIncrease:
+      return "QuantityIncrease";
   }
   return "UNKNOWN";
 }

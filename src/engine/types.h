@@ -61,6 +61,7 @@ enum class RejectReason : uint8_t {
   kInvalidAmount = 17,      // deposit/withdrawal amount <= 0
   kInvalidStatus = 18,      // unknown market status value
   kNoChange = 19,           // amend that changes neither price nor quantity
+  kQuantityIncrease = 20,   // a keep-priority amend to a larger quantity
 };
 
 // Why an order left the book or the matching loop without filling completely.

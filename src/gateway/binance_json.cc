@@ -654,6 +654,40 @@ std::string CanceledOrderJson(const engine::EngineConfig& config, const OrderRec
   return ToStr(b);
 }
 
+std::string AmendedOrderJson(const engine::EngineConfig& config, const OrderRecord& r,
+                             std::string_view orig_client_id, int64_t transact_ms,
+                             uint64_t execution_id) {
+  const MarketFormat f(config, r.terms.market);
+  Buf b;
+  Obj o(b);
+  o.Int("transactTime", transact_ms).Uint("executionId", execution_id).Key("amendedOrder");
+  {
+    Obj a(b);
+    a.Str("symbol", f.spec().symbol)
+        .Uint("orderId", Raw(r.id))
+        .Int("orderListId", -1)
+        .Str("origClientOrderId", orig_client_id)
+        .Str("clientOrderId", r.client_order_id.view())
+        .Dec("price", f.Price(r.terms.price))
+        .Dec("qty", f.Qty(r.terms.qty))
+        .Dec("executedQty", f.Qty(r.executed))
+        // Self-trade prevention expires whole orders: an open order has
+        // prevented nothing.
+        .Dec("preventedQty", f.Qty(Qty{0}))
+        .Dec("quoteOrderQty", f.Quote(r.quote_qty))
+        .Dec("cumulativeQuoteQty", f.Quote(r.cumulative_quote))
+        .Str("status", marketdata::ToString(r.status))
+        .Str("timeInForce", TifString(r))
+        .Str("type", engine::ToString(r.terms.type))
+        .Str("side", engine::ToString(r.terms.side));
+    if (r.working) a.Int("workingTime", Ms(r.time_ns));
+    a.Str("selfTradePreventionMode", engine::ToString(r.terms.stp));
+    a.End();
+  }
+  o.End();
+  return ToStr(b);
+}
+
 std::string MyTradesJson(const engine::EngineConfig& config, std::span<const Fill> fills) {
   Buf b;
   b.push_back('[');

@@ -86,6 +86,15 @@ std::string NewOrderJson(const engine::EngineConfig& config, const marketdata::O
 // cummulativeQuoteQty, status, timeInForce, type, side, selfTradePreventionMode.
 std::string CanceledOrderJson(const engine::EngineConfig& config, const marketdata::OrderRecord& o,
                               std::string_view cancel_client_id, int64_t transact_ms);
+// PUT /order/amend/keepPriority answer: {transactTime, executionId,
+// amendedOrder: {symbol, orderId, orderListId, origClientOrderId,
+// clientOrderId, price, qty, executedQty, preventedQty, quoteOrderQty,
+// cumulativeQuoteQty, status, timeInForce, type, side, workingTime (while on
+// the book), selfTradePreventionMode}}. orig_client_id: the order's client id
+// before the amend.
+std::string AmendedOrderJson(const engine::EngineConfig& config, const marketdata::OrderRecord& o,
+                             std::string_view orig_client_id, int64_t transact_ms,
+                             uint64_t execution_id);
 // [{symbol,id,orderId,orderListId,price,qty,quoteQty,commission,commissionAsset,time,isBuyer,isMaker,isBestMatch}]
 std::string MyTradesJson(const engine::EngineConfig& config, std::span<const marketdata::Fill> f);
 // GET /account: makerCommission, takerCommission, buyerCommission,

@@ -840,14 +840,9 @@ class Gateway::Impl final : public HttpHandler {
 
   void CancelOrderRoute(Ctx& c) {
     engine::CancelOrder cancel;
+    // The engine finds the order (both ids: they must name the same order),
+    // so an order placed a moment ago is found before the read side shows it.
     if (auto e = ParseCancel(c.params, config_, c.account, &cancel)) return Reply(c, *e);
-    if (static_cast<uint64_t>(cancel.order_id) != 0 && !cancel.orig_client_order_id.empty()) {
-      // Both ids: Binance refuses a pair that names two different orders.
-      const auto rec = read_side_.FindOrder(c.account, cancel.market, cancel.order_id);
-      if (!rec || rec->client_order_id.view() != cancel.orig_client_order_id.view()) {
-        return Reply(c, ApiError::CancelRejected("Unknown order sent."));
-      }
-    }
     std::string new_cid(c.params.Get("newClientOrderId").value_or(""));
     SubmitCancel(c, cancel, std::move(new_cid),
                  [](Pending& p, std::string body) { p.Reply(200, std::move(body)); });
@@ -975,12 +970,27 @@ class Gateway::Impl final : public HttpHandler {
   }
 
   // PUT /api/v3/order/amend/keepPriority: reduce an open order's quantity
-  // keeping its place in the queue (newQty = the new total quantity).
+  // keeping its place in the queue (newQty = the new total quantity). The
+  // engine names the order and decides (it exists, newQty is below its
+  // quantity), so an order placed a moment ago can be amended before the read
+  // side shows it.
   void AmendKeepPriority(Ctx& c) {
     MarketId m{};
     if (auto e = SymbolParam(c, &m)) return Reply(c, *e);
-    marketdata::OrderRecord rec;
-    if (auto e = FindOrderParam(c, m, &rec)) return Reply(c, *e);
+    std::optional<uint64_t> id;
+    if (auto e = c.params.GetUint("orderId", &id)) return Reply(c, *e);
+    const std::optional<std::string_view> orig = c.params.Get("origClientOrderId");
+    if (!id && !orig) return Reply(c, ApiError::MandatoryMissing("orderId"));
+    engine::AmendOrder amend;
+    amend.account = c.account;
+    amend.market = m;
+    amend.keep_priority = true;
+    // Order ids start at 1; an id no order can have names no order.
+    if (id && *id == 0) return Reply(c, ApiError::AmendRejected("Unknown order sent."));
+    if (id) amend.order_id = static_cast<OrderId>(*id);
+    if (orig && !amend.orig_client_order_id.Assign(*orig)) {
+      return Reply(c, ApiError::AmendRejected("Unknown order sent."));
+    }
     std::string_view text;
     if (auto e = c.params.Require("newQty", &text)) return Reply(c, *e);
     const engine::MarketSpec& spec = config_.markets[static_cast<std::size_t>(m)];
@@ -991,22 +1001,31 @@ class Gateway::Impl final : public HttpHandler {
     }
     if (units <= 0 || units % spec.lot_units != 0)
       return Reply(c, ApiError::FilterFailure("LOT_SIZE"));
-    const Qty new_qty{units / spec.lot_units};
-    if (new_qty >= rec.terms.qty) {
-      return Reply(c, ApiError::BadParam("newQty", "must be less than the order's quantity"));
+    amend.new_qty = Qty{units / spec.lot_units};
+    // The order keeps its client order id (docs/api.md): newClientOrderId may
+    // only repeat the origClientOrderId sent.
+    if (auto new_cid = c.params.Get("newClientOrderId"); new_cid && new_cid != orig) {
+      return Reply(c, ApiError::BadParam("newClientOrderId",
+                                         "An amended order keeps its client order id."));
     }
     engine::Command cmd;
-    cmd.body = engine::AmendOrder{c.account, m, rec.id, {}, Price{}, new_qty};
+    cmd.body = amend;
     const AccountId account = c.account;
-    Submit(c, "amend", cmd, [this, account, m, id = rec.id](Pending& p) {
+    Submit(c, "amend", cmd, [this, account, m](Pending& p) {
       if (const engine::Rejected* r = FirstReject(p.events)) {
         return p.Fail(ApiError::FromReject(engine::CommandType::kAmendOrder, r->reason));
       }
-      const auto now_rec = read_side_.FindOrder(account, m, id);
-      if (!now_rec) return p.Fail(ApiError::NoSuchOrder());
-      p.Reply(200, fmt::format(R"({{"transactTime":{},"executionId":{},"amendedOrder":{}}})",
-                               p.events.front().timestamp_ns / 1'000'000,
-                               static_cast<uint64_t>(p.seq), OrderJson(config_, *now_rec)));
+      for (const Event& e : p.events) {
+        const auto* a = As<engine::OrderAmended>(e);
+        if (a == nullptr) continue;
+        // Answered once the read side shows the amend.
+        const auto rec = read_side_.FindOrder(account, m, a->order_id);
+        if (!rec) return p.Fail(ApiError::NoSuchOrder());
+        return p.Reply(200, AmendedOrderJson(config_, *rec, rec->client_order_id.view(),
+                                             e.timestamp_ns / 1'000'000,
+                                             static_cast<uint64_t>(p.seq)));
+      }
+      p.Fail(ApiError::Unknown("amend produced no amendment"));
     });
   }
 

@@ -296,10 +296,10 @@ std::optional<ApiError> ParseCancel(const Params& params, const engine::EngineCo
     c.order_id = OrderId{*order_id};
   }
   if (client_id) {
-    // An id no order can have (the pattern of newClientOrderId) names no order.
+    // An id no order can have (the pattern of newClientOrderId) names no
+    // order; with an orderId too, it cannot be that order's.
     if (!ValidClientId(*client_id) || !c.orig_client_order_id.Assign(*client_id)) {
-      if (!order_id) return ApiError::CancelRejected("Unknown order sent.");
-      c.orig_client_order_id = ClientOrderId{};
+      return ApiError::CancelRejected("Unknown order sent.");
     }
   }
   *out = c;
