@@ -150,6 +150,8 @@ struct NodeOptions {
   // While *hold_durable is true, durable batches wait before they reach the
   // gateway: the read side lags the engine as much as a test needs.
   std::atomic<bool>* hold_durable = nullptr;
+  // [engine] client_order_id.
+  engine::ClientOrderIds client_order_ids = engine::ClientOrderIds::kBinance;
 };
 
 class Node {
@@ -170,6 +172,7 @@ class Node {
     ASSERT_TRUE(cfg.ok()) << cfg.status().message();
     cfg->runtime.data_dir = dir_.string();
     cfg->runtime.journal.policy = journal::FsyncPolicy::kNone;
+    cfg->engine.client_order_ids = options_.client_order_ids;
     config_ = cfg->engine;
     gateway::GatewayOptions go = options_.gateway;
     go.server.port = 0;
@@ -479,9 +482,10 @@ TEST_F(GatewayTest, OrdersFillsBalancesAndCancels) {
   Reply dup = n.Signed(http::verb::post, "/api/v3/order", alice,
                        "symbol=BTCUSDT&side=BUY&type=LIMIT&timeInForce=GTC&quantity=0.1&"
                        "price=30000&newClientOrderId=alice-1");
-  // Idempotent re-submission: the first order, not a second one.
-  ASSERT_EQ(dup.status, 200) << dup.body;
-  EXPECT_EQ(dup.Json().at("orderId").as_int64(), buy_id);
+  // The client order id of an open order: refused, as on Binance.
+  EXPECT_EQ(dup.status, 400) << dup.body;
+  EXPECT_EQ(dup.Json().at("code").as_int64(), -2010);
+  EXPECT_EQ(dup.Json().at("msg").as_string(), "Duplicate order sent.");
 
   Reply get =
       n.Signed(http::verb::get, "/api/v3/order", alice, "symbol=BTCUSDT&origClientOrderId=alice-1");
@@ -647,6 +651,66 @@ TEST_F(GatewayTest, AmendAndCancelRightAfterAnAckPlacement) {
   EXPECT_EQ(get.Json().at("origQty").as_string(), "0.04000000") << get.body;
 }
 
+// Client order ids: Binance's rule by default (an open order's id refused, a
+// closed order's id free for a new order); the idempotent rule as a venue
+// setting answers a re-submission with the first order.
+TEST_F(GatewayTest, ClientOrderIdOfAClosedOrderPlacesANewOrder) {
+  Node n(dir_);
+  auto alice = n.NewAccount("alice");
+  ASSERT_EQ(n.Deposit(alice.account, "USDT", "100000", "a").status, 200);
+  const std::string order =
+      "symbol=BTCUSDT&side=BUY&type=LIMIT&timeInForce=GTC&quantity=0.1&price=30000&"
+      "newClientOrderId=again&newOrderRespType=";
+  Reply first = n.Signed(http::verb::post, "/api/v3/order", alice, order + "RESULT");
+  ASSERT_EQ(first.status, 200) << first.body;
+  const int64_t first_id = first.Json().at("orderId").as_int64();
+  for (const char* resp : {"ACK", "RESULT"}) {
+    Reply dup = n.Signed(http::verb::post, "/api/v3/order", alice, order + resp);
+    EXPECT_EQ(dup.status, 400) << dup.body;
+    EXPECT_EQ(dup.body, R"({"code":-2010,"msg":"Duplicate order sent."})");
+  }
+  ASSERT_EQ(n.Signed(http::verb::delete_, "/api/v3/order", alice,
+                     fmt::format("symbol=BTCUSDT&orderId={}", first_id))
+                .status,
+            200);
+  for (const char* resp : {"ACK", "RESULT"}) {
+    Reply next = n.Signed(http::verb::post, "/api/v3/order", alice, order + resp);
+    ASSERT_EQ(next.status, 200) << next.body;
+    EXPECT_GT(next.Json().at("orderId").as_int64(), first_id);
+    EXPECT_EQ(next.Json().at("clientOrderId").as_string(), "again");
+    const int64_t id = next.Json().at("orderId").as_int64();
+    Reply cancel = n.Signed(http::verb::delete_, "/api/v3/order", alice,
+                            "symbol=BTCUSDT&origClientOrderId=again");
+    ASSERT_EQ(cancel.status, 200) << cancel.body;
+    EXPECT_EQ(cancel.Json().at("orderId").as_int64(), id);
+  }
+}
+
+TEST_F(GatewayTest, IdempotentClientOrderIdsAnswerAResubmissionWithTheFirstOrder) {
+  NodeOptions no;
+  no.client_order_ids = engine::ClientOrderIds::kIdempotent;
+  Node n(dir_, no);
+  auto alice = n.NewAccount("alice");
+  ASSERT_EQ(n.Deposit(alice.account, "USDT", "100000", "a").status, 200);
+  const std::string order =
+      "symbol=BTCUSDT&side=BUY&type=LIMIT&timeInForce=GTC&quantity=0.1&price=30000&"
+      "newClientOrderId=again&newOrderRespType=RESULT";
+  Reply first = n.Signed(http::verb::post, "/api/v3/order", alice, order);
+  ASSERT_EQ(first.status, 200) << first.body;
+  const int64_t first_id = first.Json().at("orderId").as_int64();
+  Reply dup = n.Signed(http::verb::post, "/api/v3/order", alice, order);
+  ASSERT_EQ(dup.status, 200) << dup.body;
+  EXPECT_EQ(dup.Json().at("orderId").as_int64(), first_id);
+  ASSERT_EQ(n.Signed(http::verb::delete_, "/api/v3/order", alice,
+                     fmt::format("symbol=BTCUSDT&orderId={}", first_id))
+                .status,
+            200);
+  Reply closed = n.Signed(http::verb::post, "/api/v3/order", alice, order);
+  ASSERT_EQ(closed.status, 200) << closed.body;
+  EXPECT_EQ(closed.Json().at("orderId").as_int64(), first_id);
+  EXPECT_EQ(closed.Json().at("status").as_string(), "CANCELED");
+}
+
 // A FOK that cannot fill completely is, as on Binance, an order that
 // EXPIRED: HTTP 200 with its order id, nothing executed, nothing locked, the
 // book untouched; queryable afterwards like any closed order.
@@ -704,13 +768,15 @@ TEST_F(GatewayTest, UnfillableFokIsAnOrderThatExpired) {
   EXPECT_EQ(all.Json().as_array()[0].at("orderId").as_int64(), fok_id);
   EXPECT_EQ(all.Json().as_array()[0].at("status").as_string(), "EXPIRED");
 
-  // Its client order id stays taken: a re-submission answers with that order.
+  // Its client order id is free again (Binance's rule): a re-submission is a
+  // new order.
   Reply again = n.Signed(http::verb::post, "/api/v3/order", alice,
                          "symbol=BTCUSDT&side=BUY&type=LIMIT&timeInForce=FOK&quantity=0.05&"
                          "price=32000&newClientOrderId=fok-1&newOrderRespType=RESULT");
   ASSERT_EQ(again.status, 200) << again.body;
-  EXPECT_EQ(again.Json().at("orderId").as_int64(), fok_id);
+  EXPECT_GT(again.Json().at("orderId").as_int64(), fok_id);
   EXPECT_EQ(again.Json().at("status").as_string(), "EXPIRED");
+  const int64_t again_id = again.Json().at("orderId").as_int64();
 
   // RESULT and ACK answers.
   Reply result = n.Signed(http::verb::post, "/api/v3/order", alice,
@@ -719,7 +785,7 @@ TEST_F(GatewayTest, UnfillableFokIsAnOrderThatExpired) {
   ASSERT_EQ(result.status, 200) << result.body;
   EXPECT_EQ(result.Json().at("status").as_string(), "EXPIRED");
   EXPECT_EQ(result.Json().at("executedQty").as_string(), "0.00000000");
-  EXPECT_GT(result.Json().at("orderId").as_int64(), fok_id);
+  EXPECT_GT(result.Json().at("orderId").as_int64(), again_id);
   Reply ack = n.Signed(http::verb::post, "/api/v3/order", alice,
                        "symbol=BTCUSDT&side=BUY&type=LIMIT&timeInForce=FOK&quantity=0.03&"
                        "price=32000&newOrderRespType=ACK");

@@ -1323,7 +1323,9 @@ extern "C" void OnAbort(int) {
   }
 }
 
-TEST(PropertyTest, RealEngineMatchesReference) {
+// The random command stream through the real engine and the reference, under
+// one client order id rule.
+void MatchesReference(engine::ClientOrderIds rule) {
   const uint64_t seed = EnvU64("MB_SEED", kDefaultSeed);
   const uint64_t n = EnvU64("MB_PROPERTY_COMMANDS", kDefaultCommands);
   const uint64_t replay_every = std::max<uint64_t>(1, EnvU64("MB_REPLAY_EVERY", 100));
@@ -1335,7 +1337,11 @@ TEST(PropertyTest, RealEngineMatchesReference) {
   std::signal(SIGABRT, OnAbort);
   const auto started = std::chrono::steady_clock::now();
 
-  const EngineConfig config = ValidConfig();
+  const EngineConfig config = [rule] {
+    EngineConfig c = ValidConfig();
+    c.client_order_ids = rule;
+    return c;
+  }();
   Engine real(config);
   Engine replay(config);
   std::optional<Engine> restored;
@@ -1474,6 +1480,12 @@ TEST(PropertyTest, RealEngineMatchesReference) {
       "[property] %llu commands in %.1f s, %zu open orders at the end, event hash %016llx\n%s",
       static_cast<unsigned long long>(n), secs, real.open_orders(),
       static_cast<unsigned long long>(hasher.value()), coverage.Text().c_str());
+}
+
+TEST(PropertyTest, RealEngineMatchesReference) { MatchesReference(engine::ClientOrderIds::kBinance); }
+
+TEST(PropertyTest, RealEngineMatchesReferenceWithIdempotentClientOrderIds) {
+  MatchesReference(engine::ClientOrderIds::kIdempotent);
 }
 
 // The generator itself is reproducible: same seed, same commands.
@@ -1896,15 +1908,20 @@ TEST_F(Scenario, AmendPriceCrossesAndTrades) {
   ExpectLedgerMatches();
 }
 
-TEST_F(Scenario, ClientIdsStayReservedAfterTheOrderCloses) {
-  const uint64_t first = NextSeq();
+// Binance's rule: a closed order's client id is free at once; an open one's is
+// refused.
+TEST_F(Scenario, ClientIdsAreFreeOnceTheOrderCloses) {
   Place(kAlice, kEthUsdt, Side::kBuy, OrderType::kLimit, TimeInForce::kIoc, 200'000, 10,
         StpMode::kNone, 0, "my-order");  // expires at once: closed
+  const uint64_t second = NextSeq();
   auto ev = Place(kAlice, kEthUsdt, Side::kBuy, OrderType::kLimit, TimeInForce::kGtc, 200'000, 10,
                   StpMode::kNone, 0, "my-order");
+  As<engine::OrderAccepted>(ev, 0);
+  ev = Place(kAlice, kEthUsdt, Side::kBuy, OrderType::kLimit, TimeInForce::kGtc, 200'000, 10,
+             StpMode::kNone, 0, "my-order");
   ASSERT_EQ(ev.size(), 1u) << ToText(ev);
   EXPECT_EQ(As<engine::Rejected>(ev, 0).reason, RejectReason::kDuplicateClientOrderId);
-  EXPECT_EQ(As<engine::Rejected>(ev, 0).existing_id, first);
+  EXPECT_EQ(As<engine::Rejected>(ev, 0).existing_id, second);
   // Another account may use the same id.
   ev = Place(kBob, kEthUsdt, Side::kBuy, OrderType::kLimit, TimeInForce::kGtc, 200'000, 10,
              StpMode::kNone, 0, "my-order");

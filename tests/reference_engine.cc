@@ -178,6 +178,12 @@ void ReferenceEngine::RemoveFromBook(OrderId id) {
 
 void ReferenceEngine::CloseOrder(const RefOrder& order) {
   if (order.client_id.empty()) return;
+  if (config_.client_order_ids == engine::ClientOrderIds::kBinance) {
+    // Binance's rule: the id is free once its order closes.
+    auto it = client_ids_.find({order.account, order.client_id});
+    if (it != client_ids_.end() && it->second == order.id) client_ids_.erase(it);
+    return;
+  }
   closed_ids_.push_back(RefReservedClientId{order.account, order.client_id, order.id});
   while (closed_ids_.size() > config_.client_id_memory) {
     const RefReservedClientId& oldest = closed_ids_.front();

@@ -580,7 +580,13 @@ void Engine::Impl::ApplyClose(OrderId id, Amount released) {
 
 void Engine::Impl::Retire(uint32_t i) {
   const Order& o = book_.order(i);
-  if (o.has_client_id) accounts_.ReserveClientId(o.account, o.client_id, o.id);
+  if (o.has_client_id) {
+    if (cfg_.client_order_ids == ClientOrderIds::kIdempotent) {
+      accounts_.ReserveClientId(o.account, o.client_id, o.id);
+    } else {
+      accounts_.ReleaseClientId(o.account, o.client_id, o.id);
+    }
+  }
   book_.Close(i);
 }
 

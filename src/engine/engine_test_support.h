@@ -462,6 +462,11 @@ class FundedEngineTest : public EngineTest {
     Fund(kAlice);
     Fund(kBob);
   }
+  // Starts over (before any command) with another client order id rule.
+  void UseClientOrderIds(ClientOrderIds rule) {
+    config_.client_order_ids = rule;
+    engine_ = Engine(config_);
+  }
 };
 
 }  // namespace mb::engine

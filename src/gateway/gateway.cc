@@ -726,8 +726,11 @@ class Gateway::Impl final : public HttpHandler {
       // (a reject changes nothing, so it is final when decided).
       on_seq = [this, done, place = o.place](Pending& p, std::span<const Event> ev) {
         if (const engine::Rejected* r = FirstReject(ev)) {
-          // A duplicate is answered from the read side once durable (below).
-          if (r->reason == engine::RejectReason::kDuplicateClientOrderId) return false;
+          // Under the idempotent rule a duplicate is answered from the read
+          // side once durable (below).
+          if (r->reason == engine::RejectReason::kDuplicateClientOrderId && idempotent()) {
+            return false;
+          }
           AnswerReject(p, place, *r, RespType::kAck, done);
           return true;
         }
@@ -753,13 +756,20 @@ class Gateway::Impl final : public HttpHandler {
         std::move(on_seq));
   }
 
-  // A rejected order's answer. A re-submitted client order id is not an error
-  // on Binance: it is answered with the first order's current state
-  // (idempotent re-submission, DESIGN.md §2). Everything else is -2010 with the
-  // reason.
+  // Whether the venue answers a re-submitted client order id with the first
+  // order ([engine] client_order_id = "idempotent") instead of Binance's -2010.
+  bool idempotent() const {
+    return config_.client_order_ids == engine::ClientOrderIds::kIdempotent;
+  }
+
+  // A rejected order's answer: -2010 with the reason (a client order id of an
+  // open order: "Duplicate order sent.", as on Binance). Under the idempotent
+  // rule a re-submitted client order id is answered with the first order's
+  // current state instead (DESIGN.md §2).
   void AnswerReject(Pending& p, const engine::PlaceOrder& place, const engine::Rejected& r,
                     RespType resp, const std::function<void(Pending&, std::string)>& done) {
-    if (r.reason == engine::RejectReason::kDuplicateClientOrderId && r.existing_id != 0) {
+    if (r.reason == engine::RejectReason::kDuplicateClientOrderId && r.existing_id != 0 &&
+        idempotent()) {
       const auto o =
           read_side_.FindOrder(place.account, place.market, static_cast<OrderId>(r.existing_id));
       if (o) {
