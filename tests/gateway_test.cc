@@ -711,6 +711,154 @@ TEST_F(GatewayTest, IdempotentClientOrderIdsAnswerAResubmissionWithTheFirstOrder
   EXPECT_EQ(closed.Json().at("status").as_string(), "CANCELED");
 }
 
+// cancelReplace answers every combination as Binance does: 200 when both
+// succeed, 409 -2021 when one of them failed, 400 -2022 when the cancel failed
+// and the order was not attempted or failed too.
+TEST_F(GatewayTest, CancelReplaceAnswersEachOutcomeAsBinance) {
+  Node n(dir_);
+  auto alice = n.NewAccount("alice");
+  auto bob = n.NewAccount("bob");
+  ASSERT_EQ(n.Deposit(alice.account, "USDT", "100000", "a").status, 200);
+  ASSERT_EQ(n.Deposit(bob.account, "BTC", "1", "b").status, 200);
+  ASSERT_EQ(n.Signed(http::verb::post, "/api/v3/order", bob,
+                     "symbol=BTCUSDT&side=SELL&type=LIMIT&timeInForce=GTC&quantity=0.01&"
+                     "price=30500")
+                .status,
+            200);
+  auto rest = [&](const std::string& cid) {
+    Reply r = n.Signed(http::verb::post, "/api/v3/order", alice,
+                       "symbol=BTCUSDT&side=BUY&type=LIMIT&timeInForce=GTC&quantity=0.1&"
+                       "price=30000&newClientOrderId=" +
+                           cid);
+    EXPECT_EQ(r.status, 200) << r.body;
+    return r.Json().at("orderId").as_int64();
+  };
+  auto replace = [&](const std::string& mode, const std::string& cancel,
+                     const std::string& order) {
+    return n.Signed(http::verb::post, "/api/v3/order/cancelReplace", alice,
+                    "symbol=BTCUSDT&cancelReplaceMode=" + mode + "&" + cancel + "&" + order);
+  };
+  const std::string maker_that_takes = "side=BUY&type=LIMIT_MAKER&quantity=0.01&price=31000";
+  const std::string good = "side=BUY&type=LIMIT&timeInForce=GTC&quantity=0.01&price=29000";
+  auto data = [](const Reply& r) { return r.Json().at("data").as_object(); };
+
+  // Canceled, then the engine refuses the new order: 409 -2021.
+  const int64_t a = rest("cr-a");
+  Reply taker = replace("STOP_ON_FAILURE", fmt::format("cancelOrderId={}", a), maker_that_takes);
+  EXPECT_EQ(taker.status, 409) << taker.body;
+  EXPECT_EQ(taker.Json().at("code").as_int64(), -2021);
+  EXPECT_EQ(taker.Json().at("msg").as_string(), "Order cancel-replace partially failed.");
+  EXPECT_EQ(data(taker).at("cancelResult").as_string(), "SUCCESS");
+  EXPECT_EQ(data(taker).at("newOrderResult").as_string(), "FAILURE");
+  EXPECT_EQ(data(taker).at("cancelResponse").at("orderId").as_int64(), a);
+  EXPECT_EQ(data(taker).at("cancelResponse").at("status").as_string(), "CANCELED");
+  EXPECT_EQ(data(taker).at("newOrderResponse").at("code").as_int64(), -2010);
+  EXPECT_EQ(data(taker).at("newOrderResponse").at("msg").as_string(),
+            "Order would immediately match and take.");
+  // Canceled, then refused by the balance check: 409 -2021 too.
+  const int64_t b = rest("cr-b");
+  Reply poor = replace("STOP_ON_FAILURE", fmt::format("cancelOrderId={}", b),
+                       "side=BUY&type=LIMIT&timeInForce=GTC&quantity=100&price=30000");
+  EXPECT_EQ(poor.status, 409) << poor.body;
+  EXPECT_EQ(data(poor).at("newOrderResponse").at("msg").as_string(),
+            "Account has insufficient balance for requested action.");
+  // The cancel fails: not attempted (400 -2022) or, allowed, placed (409 -2021).
+  Reply stop = replace("STOP_ON_FAILURE", "cancelOrderId=999999", good);
+  EXPECT_EQ(stop.status, 400) << stop.body;
+  EXPECT_EQ(stop.Json().at("code").as_int64(), -2022);
+  EXPECT_EQ(stop.Json().at("msg").as_string(), "Order cancel-replace failed.");
+  EXPECT_EQ(data(stop).at("newOrderResult").as_string(), "NOT_ATTEMPTED");
+  EXPECT_EQ(data(stop).at("cancelResponse").at("code").as_int64(), -2011);
+  EXPECT_TRUE(data(stop).at("newOrderResponse").is_null());
+  Reply allowed = replace("ALLOW_FAILURE", "cancelOrderId=999999", good);
+  EXPECT_EQ(allowed.status, 409) << allowed.body;
+  EXPECT_EQ(allowed.Json().at("code").as_int64(), -2021);
+  EXPECT_EQ(data(allowed).at("cancelResult").as_string(), "FAILURE");
+  EXPECT_EQ(data(allowed).at("newOrderResult").as_string(), "SUCCESS");
+  EXPECT_EQ(data(allowed).at("cancelResponse").at("msg").as_string(), "Unknown order sent.");
+  EXPECT_GT(data(allowed).at("newOrderResponse").at("orderId").as_int64(), b);
+  // Both fail: 400 -2022.
+  Reply both = replace("ALLOW_FAILURE", "cancelOrderId=999999", maker_that_takes);
+  EXPECT_EQ(both.status, 400) << both.body;
+  EXPECT_EQ(both.Json().at("code").as_int64(), -2022);
+  EXPECT_EQ(data(both).at("newOrderResult").as_string(), "FAILURE");
+  EXPECT_EQ(data(both).at("newOrderResponse").at("code").as_int64(), -2010);
+
+  // Both ids must name the same order; cancelRestrictions are the engine's.
+  const int64_t c = rest("cr-c");
+  Reply pair = replace("STOP_ON_FAILURE",
+                       fmt::format("cancelOrderId={}&cancelOrigClientOrderId=cr-a", c), good);
+  EXPECT_EQ(pair.status, 400) << pair.body;
+  EXPECT_EQ(data(pair).at("cancelResponse").at("msg").as_string(), "Unknown order sent.");
+  Reply restricted =
+      replace("STOP_ON_FAILURE",
+              fmt::format("cancelOrderId={}&cancelRestrictions=ONLY_PARTIALLY_FILLED", c), good);
+  EXPECT_EQ(restricted.status, 400) << restricted.body;
+  EXPECT_EQ(data(restricted).at("cancelResponse").at("code").as_int64(), -2011);
+  EXPECT_EQ(data(restricted).at("cancelResponse").at("msg").as_string(),
+            "Order was not canceled due to cancel restrictions.");
+  Reply bad = replace("STOP_ON_FAILURE",
+                      fmt::format("cancelOrderId={}&cancelRestrictions=NEW", c), good);
+  EXPECT_EQ(bad.status, 400) << bad.body;
+  EXPECT_EQ(bad.body, R"({"code":-1145,"msg":"Invalid cancelRestrictions"})");
+  // Both succeed.
+  Reply ok = replace("STOP_ON_FAILURE",
+                     fmt::format("cancelOrderId={}&cancelOrigClientOrderId=cr-c&"
+                                 "cancelRestrictions=ONLY_NEW",
+                                 c),
+                     good);
+  ASSERT_EQ(ok.status, 200) << ok.body;
+  EXPECT_EQ(ok.Json().at("cancelResult").as_string(), "SUCCESS");
+  EXPECT_EQ(ok.Json().at("newOrderResult").as_string(), "SUCCESS");
+  EXPECT_EQ(ok.Json().at("cancelResponse").at("orderId").as_int64(), c);
+}
+
+// GET and DELETE /api/v3/order with both ids, and DELETE's cancelRestrictions.
+TEST_F(GatewayTest, BothOrderIdsAndCancelRestrictions) {
+  Node n(dir_);
+  auto alice = n.NewAccount("alice");
+  auto bob = n.NewAccount("bob");
+  ASSERT_EQ(n.Deposit(alice.account, "USDT", "100000", "a").status, 200);
+  ASSERT_EQ(n.Deposit(bob.account, "BTC", "1", "b").status, 200);
+  Reply placed = n.Signed(http::verb::post, "/api/v3/order", alice,
+                          "symbol=BTCUSDT&side=BUY&type=LIMIT&timeInForce=GTC&quantity=0.1&"
+                          "price=30000&newClientOrderId=both-1");
+  ASSERT_EQ(placed.status, 200) << placed.body;
+  const int64_t id = placed.Json().at("orderId").as_int64();
+  Reply wrong = n.Signed(http::verb::get, "/api/v3/order", alice,
+                         fmt::format("symbol=BTCUSDT&orderId={}&origClientOrderId=other", id));
+  EXPECT_EQ(wrong.status, 400);
+  EXPECT_EQ(wrong.body, R"({"code":-2039,"msg":"Client order ID is not correct for this order ID."})");
+  Reply right = n.Signed(http::verb::get, "/api/v3/order", alice,
+                         fmt::format("symbol=BTCUSDT&orderId={}&origClientOrderId=both-1", id));
+  ASSERT_EQ(right.status, 200) << right.body;
+  EXPECT_EQ(right.Json().at("orderId").as_int64(), id);
+
+  auto cancel = [&](const std::string& params) {
+    return n.Signed(http::verb::delete_, "/api/v3/order", alice,
+                    fmt::format("symbol=BTCUSDT&orderId={}&", id) + params);
+  };
+  Reply pair = cancel("origClientOrderId=other");
+  EXPECT_EQ(pair.Json().at("code").as_int64(), -2011) << pair.body;
+  Reply bad = cancel("cancelRestrictions=ANY");
+  EXPECT_EQ(bad.body, R"({"code":-1145,"msg":"Invalid cancelRestrictions"})");
+  Reply not_partial = cancel("cancelRestrictions=ONLY_PARTIALLY_FILLED");
+  EXPECT_EQ(not_partial.status, 400);
+  EXPECT_EQ(not_partial.body,
+            R"({"code":-2011,"msg":"Order was not canceled due to cancel restrictions."})");
+  // Partly filled: ONLY_NEW refused, ONLY_PARTIALLY_FILLED cancels.
+  ASSERT_EQ(n.Signed(http::verb::post, "/api/v3/order", bob,
+                     "symbol=BTCUSDT&side=SELL&type=MARKET&quantity=0.04")
+                .status,
+            200);
+  Reply not_new = cancel("cancelRestrictions=ONLY_NEW");
+  EXPECT_EQ(not_new.Json().at("code").as_int64(), -2011) << not_new.body;
+  Reply done = cancel("origClientOrderId=both-1&cancelRestrictions=ONLY_PARTIALLY_FILLED");
+  ASSERT_EQ(done.status, 200) << done.body;
+  EXPECT_EQ(done.Json().at("status").as_string(), "CANCELED");
+  EXPECT_EQ(done.Json().at("executedQty").as_string(), "0.04000000");
+}
+
 // A FOK that cannot fill completely is, as on Binance, an order that
 // EXPIRED: HTTP 200 with its order id, nothing executed, nothing locked, the
 // book untouched; queryable afterwards like any closed order.

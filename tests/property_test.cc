@@ -159,8 +159,8 @@ struct Fields;
 MB_FIELDS(engine::PlaceOrder,
           "account,market,side,type,tif,stp,price,qty,quote_qty,client_order_id", x.account,
           x.market, x.side, x.type, x.tif, x.stp, x.price, x.qty, x.quote_qty, x.client_order_id);
-MB_FIELDS(engine::CancelOrder, "account,market,order_id,orig_client_order_id", x.account, x.market,
-          x.order_id, x.orig_client_order_id);
+MB_FIELDS(engine::CancelOrder, "account,market,order_id,orig_client_order_id,restriction",
+          x.account, x.market, x.order_id, x.orig_client_order_id, x.restriction);
 MB_FIELDS(engine::CancelAll, "account,market", x.account, x.market);
 MB_FIELDS(engine::AmendOrder,
           "account,market,order_id,orig_client_order_id,new_price,new_qty,keep_priority",
@@ -685,6 +685,10 @@ class Generator {
     c.market = t.market;
     c.order_id = t.id;
     c.orig_client_order_id = t.cid;
+    if (P(200)) {  // cancelRestrictions
+      c.restriction = P(500) ? engine::CancelRestriction::kOnlyNew
+                             : engine::CancelRestriction::kOnlyPartiallyFilled;
+    }
     return c;
   }
 

@@ -559,6 +559,12 @@ void ReferenceEngine::DoCancel(const engine::CancelOrder& c) {
   }
   RefOrder* target = ResolveTarget(c.account, c.market, c.order_id, c.orig_client_order_id);
   if (target == nullptr) return reject(RejectReason::kUnknownOrder);
+  // cancelRestrictions: ONLY_NEW wants nothing executed, ONLY_PARTIALLY_FILLED something.
+  const bool executed = target->remaining < target->qty;
+  if ((c.restriction == engine::CancelRestriction::kOnlyNew && executed) ||
+      (c.restriction == engine::CancelRestriction::kOnlyPartiallyFilled && !executed)) {
+    return reject(RejectReason::kCancelRestricted);
+  }
 
   RefOrder o = *target;
   RemoveFromBook(o.id);

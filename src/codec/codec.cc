@@ -50,9 +50,12 @@ inline constexpr int kEnumMax<engine::MarketStatus> = Raw(engine::MarketStatus::
 template <>
 inline constexpr int kEnumMax<engine::CommandType> = Raw(engine::CommandType::kSetMarketStatus);
 template <>
-inline constexpr int kEnumMax<engine::RejectReason> = Raw(engine::RejectReason::kQuantityIncrease);
+inline constexpr int kEnumMax<engine::RejectReason> = Raw(engine::RejectReason::kCancelRestricted);
 template <>
 inline constexpr int kEnumMax<engine::ExpireReason> = Raw(engine::ExpireReason::kFokNotFillable);
+template <>
+inline constexpr int kEnumMax<engine::CancelRestriction> =
+    Raw(engine::CancelRestriction::kOnlyPartiallyFilled);
 
 static_assert(kEnumMax<CommandType> + 1 == std::variant_size_v<CommandBody>);
 static_assert(Raw(EventType::kMarketStatusChanged) + 1 == std::variant_size_v<EventBody>);
@@ -108,8 +111,8 @@ constexpr void VisitFields(V& v, T& x) {
     auto& [account, market, side, type, tif, stp, price, qty, quote_qty, client_order_id] = x;
     v(account, market, side, type, tif, stp, price, qty, quote_qty, client_order_id);
   } else if constexpr (kIs<T, CancelOrder>) {
-    auto& [account, market, order_id, orig_client_order_id] = x;
-    v(account, market, order_id, orig_client_order_id);
+    auto& [account, market, order_id, orig_client_order_id, restriction] = x;
+    v(account, market, order_id, orig_client_order_id, restriction);
   } else if constexpr (kIs<T, CancelAll>) {
     auto& [account, market] = x;
     v(account, market);

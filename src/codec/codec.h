@@ -44,7 +44,7 @@ namespace mb::codec {
 
 inline constexpr std::array<std::size_t, 7> kCommandSize = {
     80,  // kPlaceOrder
-    60,  // kCancelOrder
+    61,  // kCancelOrder
     15,  // kCancelAll
     77,  // kAmendOrder
     88,  // kDeposit

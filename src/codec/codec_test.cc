@@ -48,8 +48,8 @@ auto Tie(const T& x) {
     const auto& [a, b, c, d, e, f, g, h, i, j] = x;
     return std::tie(a, b, c, d, e, f, g, h, i, j);
   } else if constexpr (std::is_same_v<T, CancelOrder>) {
-    const auto& [a, b, c, d] = x;
-    return std::tie(a, b, c, d);
+    const auto& [a, b, c, d, e] = x;
+    return std::tie(a, b, c, d, e);
   } else if constexpr (std::is_same_v<T, CancelAll>) {
     const auto& [a, b] = x;
     return std::tie(a, b);
@@ -198,7 +198,8 @@ Command MakeCommand(CommandType type, bool max) {
       break;
     case CommandType::kCancelOrder:
       c.body = CancelOrder{AccountId{max ? kU32Max - 1 : 3}, MarketId{max ? kU16Max : uint16_t{4}},
-                           OrderId{max ? kU64Max : 5}, coid};
+                           OrderId{max ? kU64Max : 5}, coid,
+                           max ? CancelRestriction::kOnlyPartiallyFilled : CancelRestriction::kNone};
       break;
     case CommandType::kCancelAll:
       c.body = CancelAll{AccountId{max ? kU32Max : 6}, MarketId{max ? kU16Max : uint16_t{7}}};
@@ -250,7 +251,7 @@ Event MakeEvent(EventType type, bool max) {
       break;
     case EventType::kRejected:
       e.body = Rejected{max ? CommandType::kSetMarketStatus : CommandType::kCancelOrder,
-                        max ? RejectReason::kQuantityIncrease : RejectReason::kUnknownMarket,
+                        max ? RejectReason::kCancelRestricted : RejectReason::kUnknownMarket,
                         AccountId{max ? kU32Max : 7},
                         MarketId{max ? kU16Max : uint16_t{8}},
                         OrderId{max ? kU64Max : 9},
@@ -460,7 +461,7 @@ TEST(CodecEvent, EveryTypeRoundTrips) {
 }
 
 TEST(Codec, SizesAreTheDocumentedOnes) {
-  EXPECT_EQ(kCommandSize, (std::array<std::size_t, 7>{80, 60, 15, 77, 88, 88, 12}));
+  EXPECT_EQ(kCommandSize, (std::array<std::size_t, 7>{80, 61, 15, 77, 88, 88, 12}));
   EXPECT_EQ(kEventSize, (std::array<std::size_t, 10>{104, 78, 110, 48, 48, 49, 65, 104, 104, 20}));
   EXPECT_EQ(EncodedSize(static_cast<CommandType>(7)), 0u);
   EXPECT_EQ(EncodedSize(static_cast<EventType>(10)), 0u);
@@ -589,6 +590,7 @@ const Site kSites[] = {
     {false, kPo, 71, Kind::kPad, 0, "PlaceOrder.client_order_id last pad"},
     {false, kCo, 15, Kind::kStrLen, 36, "CancelOrder.orig_client_order_id.len"},
     {false, kCo, 51, Kind::kPad, 0, "CancelOrder.orig_client_order_id last pad"},
+    {false, kCo, 52, Kind::kEnum, 2, "CancelOrder.restriction"},
     {false, kAm, 15, Kind::kStrLen, 36, "AmendOrder.orig_client_order_id.len"},
     {false, kAm, 17, Kind::kPad, 0, "AmendOrder.orig_client_order_id first pad"},
     {false, kAm, 68, Kind::kBool, 1, "AmendOrder.keep_priority"},
@@ -604,7 +606,7 @@ const Site kSites[] = {
     {true, 0, 67, Kind::kStrLen, 36, "OrderAccepted.client_order_id.len"},
     {true, 0, 103, Kind::kPad, 0, "OrderAccepted.client_order_id last pad"},
     {true, 1, 17, Kind::kEnum, 6, "Rejected.command"},
-    {true, 1, 18, Kind::kEnum, 20, "Rejected.reason"},
+    {true, 1, 18, Kind::kEnum, 21, "Rejected.reason"},
     {true, 1, 41, Kind::kStrLen, 36, "Rejected.client_order_id.len"},
     {true, 1, 43, Kind::kPad, 0, "Rejected.client_order_id first pad"},
     {true, 2, 27, Kind::kEnum, 1, "Trade.taker_side"},
@@ -780,10 +782,10 @@ TEST(CodecGolden, FingerprintOfAllSamples) {
   }
   const auto image = EncodeImage(MakeImage());
   all.insert(all.end(), image.begin(), image.end());
-  EXPECT_EQ(all.size(), 2 * (80 + 60 + 15 + 77 + 88 + 88 + 12) +
+  EXPECT_EQ(all.size(), 2 * (80 + 61 + 15 + 77 + 88 + 88 + 12) +
                             2 * (104 + 78 + 110 + 48 + 48 + 49 + 65 + 104 + 104 + 20) +
                             image.size());
-  EXPECT_EQ(XXH3_64bits(all.data(), all.size()), 0xc3c00d4826c15408ULL)
+  EXPECT_EQ(XXH3_64bits(all.data(), all.size()), 0xb93f0ac17a402801ULL)
       << std::hex << "0x" << XXH3_64bits(all.data(), all.size());
 }
 

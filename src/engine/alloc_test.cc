@@ -86,7 +86,7 @@ TEST(EngineAllocations, HotPathAllocatesNothingOnceWarm) {
       const std::size_t k = rnd(open.size());
       const auto o = engine.FindOrder(open[k]);
       if (o) {
-        run(CancelOrder{o->terms.account, MarketId{0}, o->id, {}});
+        run(CancelOrder{o->terms.account, MarketId{0}, o->id, {}, {}});
       }
       open[k] = open.back();
       open.pop_back();

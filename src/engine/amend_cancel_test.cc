@@ -88,18 +88,41 @@ TEST_F(CancelTest, CancelByClientOrderId) {
 TEST_F(CancelTest, CancelByIdAndClientOrderIdNeedsBothToNameTheOrder) {
   const OrderId a = Rest(WithClientId(Limit(kAlice, Side::kBuy, 100, 2), "mine"));
   const OrderId b = Rest(Limit(kAlice, Side::kBuy, 100, 2));  // no client id
-  Rejected r = ExpectReject(CancelOrder{kAlice, kBtcUsdt, a, ClientOrderId::From("other")},
+  Rejected r = ExpectReject(CancelOrder{kAlice, kBtcUsdt, a, ClientOrderId::From("other"), {}},
                             RejectReason::kUnknownOrder);
   EXPECT_EQ(r.order_id, a);
   EXPECT_EQ(r.client_order_id.view(), "other");
-  ExpectReject(CancelOrder{kAlice, kBtcUsdt, b, ClientOrderId::From("mine")},
+  ExpectReject(CancelOrder{kAlice, kBtcUsdt, b, ClientOrderId::From("mine"), {}},
                RejectReason::kUnknownOrder);
   ExpectReject(AmendOrder{kAlice, kBtcUsdt, a, ClientOrderId::From("other"), Price{0}, Qty{1}, false},
                RejectReason::kUnknownOrder);
   EXPECT_EQ(engine_.open_orders(), 2u);
-  Events ev = Run(CancelOrder{kAlice, kBtcUsdt, a, ClientOrderId::From("mine")});
+  Events ev = Run(CancelOrder{kAlice, kBtcUsdt, a, ClientOrderId::From("mine"), {}});
   ASSERT_EQ(Types(ev), "OrderCanceled");
   EXPECT_EQ(At<OrderCanceled>(ev, 0).order_id, a);
+}
+
+// cancelRestrictions, decided against the order as it is when the cancel runs.
+TEST_F(CancelTest, CancelRestrictionsNeedTheOrdersState) {
+  const OrderId fresh = Rest(kAlice, Side::kSell, 100, 5);
+  const OrderId partial = Rest(kAlice, Side::kSell, 101, 5);
+  Place(Limit(kBob, Side::kBuy, 101, 7));  // fills fresh, 2 of partial
+  ASSERT_FALSE(engine_.FindOrder(fresh).has_value());
+  const OrderId untouched = Rest(kAlice, Side::kSell, 102, 5);
+  auto cancel = [](OrderId id, CancelRestriction r) {
+    return CancelOrder{kAlice, kBtcUsdt, id, {}, r};
+  };
+  Rejected r = ExpectReject(cancel(partial, CancelRestriction::kOnlyNew),
+                            RejectReason::kCancelRestricted);
+  EXPECT_EQ(r.command, CommandType::kCancelOrder);
+  EXPECT_EQ(r.order_id, partial);
+  ExpectReject(cancel(untouched, CancelRestriction::kOnlyPartiallyFilled),
+               RejectReason::kCancelRestricted);
+  ExpectReject(cancel(OrderId{999}, CancelRestriction::kOnlyNew), RejectReason::kUnknownOrder);
+  EXPECT_EQ(engine_.open_orders(), 2u);
+  EXPECT_EQ(Types(Run(cancel(partial, CancelRestriction::kOnlyPartiallyFilled))), "OrderCanceled");
+  EXPECT_EQ(Types(Run(cancel(untouched, CancelRestriction::kOnlyNew))), "OrderCanceled");
+  EXPECT_EQ(engine_.open_orders(), 0u);
 }
 
 TEST_F(CancelTest, CancelAllCancelsTheAccountsOrdersOfOneMarketInAscendingId) {

@@ -31,12 +31,15 @@ struct PlaceOrder {
 
 // Targets one open order by id, or by client order id when order_id == 0.
 // With both, the order named by order_id must carry that client order id
-// (Binance's rule); otherwise the command is refused as kUnknownOrder.
+// (Binance's rule); otherwise the command is refused as kUnknownOrder. An
+// order whose state does not meet `restriction` is not canceled
+// (kCancelRestricted).
 struct CancelOrder {
   AccountId account{};
   MarketId market{};
   OrderId order_id{};
   ClientOrderId orig_client_order_id{};
+  CancelRestriction restriction = CancelRestriction::kNone;
 };
 
 struct CancelAll {

@@ -319,6 +319,13 @@ void Engine::Impl::Decide(const CancelOrder& c) noexcept {
   uint32_t i = Target(c.account, c.market, c.order_id, c.orig_client_order_id);
   if (i == kNil) return reject(RejectReason::kUnknownOrder);
   const Order& o = book_.order(i);
+  // Only resting (LIMIT, LIMIT_MAKER) orders are targets: qty() is a quantity.
+  const bool executed = o.remaining < o.qty();
+  if ((c.restriction == CancelRestriction::kOnlyNew && executed) ||
+      (c.restriction == CancelRestriction::kOnlyPartiallyFilled && !executed) ||
+      !EnumInRange(c.restriction, CancelRestriction::kOnlyPartiallyFilled)) {
+    return reject(RejectReason::kCancelRestricted);
+  }
   Emit(OrderCanceled{o.id, o.account, o.market, o.side, o.remaining, o.locked});
 }
 

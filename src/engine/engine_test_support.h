@@ -326,11 +326,11 @@ class EngineTest : public ::testing::Test {
     return p;
   }
   static CancelOrder CancelCmd(AccountId account, OrderId id, MarketId market = kBtcUsdt) {
-    return CancelOrder{account, market, id, {}};
+    return CancelOrder{account, market, id, {}, {}};
   }
   static CancelOrder CancelByClientCmd(AccountId account, std::string_view client_id,
                                        MarketId market = kBtcUsdt) {
-    return CancelOrder{account, market, OrderId{0}, ClientOrderId::From(client_id)};
+    return CancelOrder{account, market, OrderId{0}, ClientOrderId::From(client_id), {}};
   }
   static AmendOrder AmendCmd(AccountId account, OrderId id, int64_t new_price, int64_t new_qty,
                              MarketId market = kBtcUsdt) {

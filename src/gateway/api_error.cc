@@ -67,6 +67,8 @@ std::string_view OrderRejectText(engine::RejectReason reason) {
       return "The requested action would change no state; rejecting";
     case RejectReason::kQuantityIncrease:
       return "Order amend (quantity increase) is not supported.";
+    case RejectReason::kCancelRestricted:
+      return "Order was not canceled due to cancel restrictions.";
   }
   return "Order rejected.";
 }
@@ -185,6 +187,14 @@ ApiError ApiError::InsufficientBalance() {
 }
 
 ApiError ApiError::CancelRejected(std::string msg) { return Make(400, -2011, std::move(msg)); }
+
+ApiError ApiError::InvalidCancelRestrictions() {
+  return Make(400, -1145, "Invalid cancelRestrictions");
+}
+
+ApiError ApiError::ClientOrderIdInvalid() {
+  return Make(400, -2039, "Client order ID is not correct for this order ID.");
+}
 
 ApiError ApiError::AmendRejected(std::string msg) { return Make(400, -2038, std::move(msg)); }
 

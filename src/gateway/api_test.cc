@@ -150,6 +150,8 @@ TEST(ApiErrorTest, FromRejectCancelAndAmend) {
   ExpectReject(CommandType::kCancelOrder, RejectReason::kMarketNotTrading, -2011,
                "Market is closed.");
   ExpectReject(CommandType::kCancelOrder, RejectReason::kUnknownMarket, -1121, "Invalid symbol.");
+  ExpectReject(CommandType::kCancelOrder, RejectReason::kCancelRestricted, -2011,
+               "Order was not canceled due to cancel restrictions.");
   // A refused amend is -2038 ORDER_AMEND_REJECTED with the engine's text.
   ExpectReject(CommandType::kAmendOrder, RejectReason::kUnknownOrder, -2038, "Unknown order sent.");
   ExpectReject(CommandType::kAmendOrder, RejectReason::kNoChange, -2038,
@@ -166,7 +168,7 @@ TEST(ApiErrorTest, FromRejectCancelAndAmend) {
 }
 
 TEST(ApiErrorTest, FromRejectEveryReasonHasAText) {
-  for (int r = 1; r <= static_cast<int>(RejectReason::kQuantityIncrease); ++r) {
+  for (int r = 1; r <= static_cast<int>(RejectReason::kCancelRestricted); ++r) {
     const auto reason = static_cast<RejectReason>(r);
     for (CommandType cmd : {CommandType::kPlaceOrder, CommandType::kAmendOrder,
                             CommandType::kCancelOrder, CommandType::kCancelAll}) {

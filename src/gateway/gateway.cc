@@ -713,10 +713,14 @@ class Gateway::Impl final : public HttpHandler {
                 [](Pending& p, std::string body) { p.Reply(200, std::move(body)); });
   }
 
-  // Places `o`; `done` gets the Binance answer body (or the Pending fails
-  // with the reject).
+  // What answers an order the engine refused (the Pending fails with it by
+  // default).
+  using OrderFail = std::function<void(Pending&, const ApiError&)>;
+
+  // Places `o`; `done` gets the Binance answer body, `fail` (or, without it,
+  // the Pending's Fail) the engine's refusal.
   void SubmitOrder(Ctx& c, const char* kind, const NewOrder& o,
-                   std::function<void(Pending&, std::string)> done) {
+                   std::function<void(Pending&, std::string)> done, OrderFail fail = nullptr) {
     engine::Command cmd;
     cmd.body = o.place;
     const RespType resp = o.resp;
@@ -724,14 +728,14 @@ class Gateway::Impl final : public HttpHandler {
     if (resp == RespType::kAck) {
       // ACK: answered once sequenced. A rejected order is answered then too
       // (a reject changes nothing, so it is final when decided).
-      on_seq = [this, done, place = o.place](Pending& p, std::span<const Event> ev) {
+      on_seq = [this, done, fail, place = o.place](Pending& p, std::span<const Event> ev) {
         if (const engine::Rejected* r = FirstReject(ev)) {
           // Under the idempotent rule a duplicate is answered from the read
           // side once durable (below).
           if (r->reason == engine::RejectReason::kDuplicateClientOrderId && idempotent()) {
             return false;
           }
-          AnswerReject(p, place, *r, RespType::kAck, done);
+          AnswerReject(p, place, *r, RespType::kAck, done, fail);
           return true;
         }
         std::vector<marketdata::Fill> fills;
@@ -743,10 +747,10 @@ class Gateway::Impl final : public HttpHandler {
     }
     Submit(
         c, kind, cmd,
-        [this, resp, done, place = o.place](Pending& p) {
+        [this, resp, done, fail, place = o.place](Pending& p) {
           if (p.acked) return;
           if (const engine::Rejected* r = FirstReject(p.events)) {
-            return AnswerReject(p, place, *r, resp, done);
+            return AnswerReject(p, place, *r, resp, done, fail);
           }
           std::vector<marketdata::Fill> fills;
           const marketdata::OrderRecord rec = OrderFromEvents(config_, p.events, &fills);
@@ -767,7 +771,8 @@ class Gateway::Impl final : public HttpHandler {
   // rule a re-submitted client order id is answered with the first order's
   // current state instead (DESIGN.md §2).
   void AnswerReject(Pending& p, const engine::PlaceOrder& place, const engine::Rejected& r,
-                    RespType resp, const std::function<void(Pending&, std::string)>& done) {
+                    RespType resp, const std::function<void(Pending&, std::string)>& done,
+                    const OrderFail& fail) {
     if (r.reason == engine::RejectReason::kDuplicateClientOrderId && r.existing_id != 0 &&
         idempotent()) {
       const auto o =
@@ -778,7 +783,9 @@ class Gateway::Impl final : public HttpHandler {
         return done(p, NewOrderJson(config_, *o, fills, resp, o->time_ns / 1'000'000));
       }
     }
-    p.Fail(ApiError::FromReject(engine::CommandType::kPlaceOrder, r.reason));
+    const ApiError e = ApiError::FromReject(engine::CommandType::kPlaceOrder, r.reason);
+    if (fail) return fail(p, e);
+    p.Fail(e);
   }
 
   void TestOrder(Ctx& c) {
@@ -788,16 +795,25 @@ class Gateway::Impl final : public HttpHandler {
     Ok(c, "{}");
   }
 
-  // orderId, else origClientOrderId (one of them is required).
+  // orderId and/or origClientOrderId (one of them is required; *client_id
+  // is empty when not sent).
   std::optional<ApiError> OrderRefParam(const Ctx& c, std::optional<uint64_t>* id,
                                         std::string* client_id) {
     if (auto e = c.params.GetUint("orderId", id)) return e;
-    if (*id) return std::nullopt;
-    if (auto cid = c.params.Get("origClientOrderId")) {
-      *client_id = std::string(*cid);
-      return std::nullopt;
-    }
+    if (auto cid = c.params.Get("origClientOrderId")) *client_id = std::string(*cid);
+    if (*id || !client_id->empty()) return std::nullopt;
     return ApiError::MandatoryMissing("orderId");
+  }
+
+  // Both ids (Binance): the order is looked up by orderId, and must carry the
+  // origClientOrderId sent, else -2039.
+  static std::optional<ApiError> CheckClientId(const marketdata::OrderRecord& rec,
+                                               std::optional<uint64_t> id,
+                                               std::string_view client_id) {
+    if (id && !client_id.empty() && rec.client_order_id.view() != client_id) {
+      return ApiError::ClientOrderIdInvalid();
+    }
+    return std::nullopt;
   }
 
   // The order as the read side holds it (open, or closed and still held).
@@ -810,6 +826,7 @@ class Gateway::Impl final : public HttpHandler {
         id ? read_side_.FindOrder(c.account, market, static_cast<OrderId>(*id))
            : read_side_.FindOrderByClientId(c.account, market, cid);
     if (!rec) return ApiError::NoSuchOrder();
+    if (auto e = CheckClientId(*rec, id, cid)) return e;
     *out = *rec;
     return std::nullopt;
   }
@@ -830,12 +847,16 @@ class Gateway::Impl final : public HttpHandler {
     const std::optional<marketdata::OrderRecord> rec =
         id ? read_side_.FindOrder(c.account, m, static_cast<OrderId>(*id))
            : read_side_.FindOrderByClientId(c.account, m, cid);
-    if (rec && IsOpen(*rec)) return Ok(c, OrderJson(config_, *rec));
+    if (rec && IsOpen(*rec)) {
+      if (auto e = CheckClientId(*rec, id, cid)) return Reply(c, *e);
+      return Ok(c, OrderJson(config_, *rec));
+    }
     Defer(c, [this, account = c.account, m, id, cid = std::move(cid)](HistoryJob& j) {
       auto found = id ? history_->FindOrder(account, m, static_cast<OrderId>(*id))
                       : history_->FindOrderByClientId(account, m, cid);
       if (!found.ok()) return HistoryUnavailable(j, found.status());
       if (!*found) return JobReply(j, ApiError::NoSuchOrder());
+      if (auto e = CheckClientId(**found, id, cid)) return JobReply(j, *e);
       JobReply(j, 200, OrderJson(config_, **found));
     });
   }
@@ -900,7 +921,10 @@ class Gateway::Impl final : public HttpHandler {
 
   // cancelReplace: the cancel, then (if it succeeded, or always with
   // cancelReplaceMode=ALLOW_FAILURE) the new order. Not atomic: another
-  // command may come between the two, as on Binance.
+  // command may come between the two. Answers as Binance does: both done 200;
+  // one failed 409 -2021 "Order cancel-replace partially failed."; the cancel
+  // failed and the order was not attempted, or both failed, 400 -2022 "Order
+  // cancel-replace failed."; data holds each side's answer or error.
   void CancelReplace(Ctx& c) {
     std::string_view mode;
     if (auto e = c.params.Require("cancelReplaceMode", &mode)) return Reply(c, *e);
@@ -913,16 +937,13 @@ class Gateway::Impl final : public HttpHandler {
     engine::CancelOrder cancel;
     cancel.account = c.account;
     cancel.market = m;
-    std::optional<uint64_t> id;
-    if (auto e = c.params.GetUint("cancelOrderId", &id)) return Reply(c, *e);
-    if (id) {
-      cancel.order_id = static_cast<OrderId>(*id);
-    } else if (auto cid = c.params.Get("cancelOrigClientOrderId")) {
-      if (!cancel.orig_client_order_id.Assign(*cid)) {
-        return Reply(c, ApiError::IllegalChars("cancelOrigClientOrderId"));
-      }
-    } else {
-      return Reply(c, ApiError::MandatoryMissing("cancelOrderId"));
+    // Both ids: the engine requires that they name the same order.
+    if (auto e = ParseCancelTarget(c.params, "cancelOrderId", "cancelOrigClientOrderId", &cancel)) {
+      if (e->code != -2011) return Reply(c, *e);
+      // An id no order can have: the cancel fails as the engine would fail
+      // it (naming nothing), and the new order follows the mode.
+      cancel.order_id = OrderId{0};
+      cancel.orig_client_order_id = ClientOrderId{};
     }
     auto order = std::make_shared<NewOrder>();
     if (auto e = ParseNewOrder(c.params, config_, c.account, order.get())) return Reply(c, *e);
@@ -955,28 +976,44 @@ class Gateway::Impl final : public HttpHandler {
         }
       }
       if (!cancel_ok && !allow_failure) {
-        return p.Reply(400, fmt::format(R"({{"code":-2022,"msg":"Order cancel-replace failed.",)"
-                                        R"("data":{{"cancelResult":"FAILURE",)"
-                                        R"("newOrderResult":"NOT_ATTEMPTED",)"
-                                        R"("cancelResponse":{},"newOrderResponse":null}}}})",
-                                        cancel_json));
+        return p.Reply(400, ReplaceFailed(cancel_json, "NOT_ATTEMPTED", "null"));
       }
-      if (auto e = DryRun(order->place)) {
-        return p.Reply(
-            400, fmt::format(R"({{"code":{},"msg":"Order cancel-replace {}.",)"
-                             R"("data":{{"cancelResult":"{}","newOrderResult":"FAILURE",)"
-                             R"("cancelResponse":{},"newOrderResponse":{}}}}})",
-                             cancel_ok ? -2021 : -2022, cancel_ok ? "partially failed" : "failed",
-                             cancel_ok ? "SUCCESS" : "FAILURE", cancel_json, e->Json()));
-      }
-      const std::string cancel_result = cancel_ok ? "SUCCESS" : "FAILURE";
-      SubmitOrder(*ctx, "cancel_replace", *order,
-                  [cancel_json, cancel_result](Pending& q, std::string body) {
-                    q.Reply(200, fmt::format(R"({{"cancelResult":"{}","newOrderResult":"SUCCESS",)"
-                                             R"("cancelResponse":{},"newOrderResponse":{}}})",
-                                             cancel_result, cancel_json, body));
-                  });
+      // The new order refused (the dry run or the engine): a partial failure
+      // when the cancel went through, a failure otherwise.
+      auto refused = [cancel_ok, cancel_json](Pending& q, const ApiError& e) {
+        if (cancel_ok) return q.Reply(409, ReplacePartial(true, cancel_json, e.Json()));
+        q.Reply(400, ReplaceFailed(cancel_json, "FAILURE", e.Json()));
+      };
+      if (auto e = DryRun(order->place)) return refused(p, *e);
+      SubmitOrder(
+          *ctx, "cancel_replace", *order,
+          [cancel_ok, cancel_json](Pending& q, std::string body) {
+            if (!cancel_ok) return q.Reply(409, ReplacePartial(false, cancel_json, body));
+            q.Reply(200, fmt::format(R"({{"cancelResult":"SUCCESS","newOrderResult":"SUCCESS",)"
+                                     R"("cancelResponse":{},"newOrderResponse":{}}})",
+                                     cancel_json, body));
+          },
+          refused);
     });
+  }
+
+  // cancelReplace's -2022: the cancel failed; the new order `new_result`
+  // (NOT_ATTEMPTED or FAILURE) with `new_json` (null or its error).
+  static std::string ReplaceFailed(const std::string& cancel_json, std::string_view new_result,
+                                   std::string_view new_json) {
+    return fmt::format(R"({{"code":-2022,"msg":"Order cancel-replace failed.",)"
+                       R"("data":{{"cancelResult":"FAILURE","newOrderResult":"{}",)"
+                       R"("cancelResponse":{},"newOrderResponse":{}}}}})",
+                       new_result, cancel_json, new_json);
+  }
+  // cancelReplace's -2021: one side succeeded (the cancel when cancel_ok).
+  static std::string ReplacePartial(bool cancel_ok, const std::string& cancel_json,
+                                    std::string_view new_json) {
+    return fmt::format(R"({{"code":-2021,"msg":"Order cancel-replace partially failed.",)"
+                       R"("data":{{"cancelResult":"{}","newOrderResult":"{}",)"
+                       R"("cancelResponse":{},"newOrderResponse":{}}}}})",
+                       cancel_ok ? "SUCCESS" : "FAILURE", cancel_ok ? "FAILURE" : "SUCCESS",
+                       cancel_json, new_json);
   }
 
   // PUT /api/v3/order/amend/keepPriority: reduce an open order's quantity

@@ -470,6 +470,18 @@ TEST_F(ParseCancelTest, ByOrderIdOrClientIdOrBoth) {
   const engine::CancelOrder both = Accept("symbol=BTCUSDT&orderId=9&origClientOrderId=my-1");
   EXPECT_EQ(both.order_id, OrderId{9});
   EXPECT_EQ(both.orig_client_order_id.view(), "my-1");
+  EXPECT_EQ(both.restriction, engine::CancelRestriction::kNone);
+}
+
+TEST_F(ParseCancelTest, CancelRestrictions) {
+  EXPECT_EQ(Accept("symbol=BTCUSDT&orderId=9&cancelRestrictions=ONLY_NEW").restriction,
+            engine::CancelRestriction::kOnlyNew);
+  EXPECT_EQ(Accept("symbol=BTCUSDT&orderId=9&cancelRestrictions=ONLY_PARTIALLY_FILLED").restriction,
+            engine::CancelRestriction::kOnlyPartiallyFilled);
+  ExpectError("symbol=BTCUSDT&orderId=9&cancelRestrictions=only_new", -1145,
+              "Invalid cancelRestrictions");
+  ExpectError("symbol=BTCUSDT&orderId=9&cancelRestrictions=FILLED", -1145,
+              "Invalid cancelRestrictions");
 }
 
 TEST_F(ParseCancelTest, Errors) {
