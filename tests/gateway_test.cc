@@ -859,6 +859,80 @@ TEST_F(GatewayTest, BothOrderIdsAndCancelRestrictions) {
   EXPECT_EQ(done.Json().at("executedQty").as_string(), "0.04000000");
 }
 
+// A cancel gets its own client order id (newClientOrderId on DELETE,
+// cancelNewClientOrderId on cancelReplace, generated otherwise);
+// origClientOrderId is the order's. Expired orders say why.
+TEST_F(GatewayTest, CancelAnswersCarryTheCancelsClientIdAndExpiriesTheirReason) {
+  Node n(dir_);
+  auto alice = n.NewAccount("alice");
+  ASSERT_EQ(n.Deposit(alice.account, "USDT", "100000", "a").status, 200);
+  ASSERT_EQ(n.Deposit(alice.account, "BTC", "1", "b").status, 200);
+  auto rest = [&](const std::string& cid) {
+    Reply r = n.Signed(http::verb::post, "/api/v3/order", alice,
+                       "symbol=BTCUSDT&side=BUY&type=LIMIT&timeInForce=GTC&quantity=0.01&"
+                       "price=30000&newClientOrderId=" +
+                           cid);
+    EXPECT_EQ(r.status, 200) << r.body;
+    return r.Json().at("orderId").as_int64();
+  };
+  const int64_t a = rest("order-a");
+  Reply generated = n.Signed(http::verb::delete_, "/api/v3/order", alice,
+                             fmt::format("symbol=BTCUSDT&orderId={}", a));
+  ASSERT_EQ(generated.status, 200) << generated.body;
+  EXPECT_EQ(generated.Json().at("origClientOrderId").as_string(), "order-a");
+  const std::string cancel_id(generated.Json().at("clientOrderId").as_string());
+  EXPECT_NE(cancel_id, "order-a");
+  EXPECT_EQ(cancel_id.size(), 25u) << cancel_id;
+
+  rest("order-b");
+  Reply named = n.Signed(http::verb::delete_, "/api/v3/order", alice,
+                         "symbol=BTCUSDT&origClientOrderId=order-b&newClientOrderId=cancel-b");
+  ASSERT_EQ(named.status, 200) << named.body;
+  EXPECT_EQ(named.Json().at("origClientOrderId").as_string(), "order-b");
+  EXPECT_EQ(named.Json().at("clientOrderId").as_string(), "cancel-b");
+  const int64_t c = rest("order-c");
+  Reply illegal = n.Signed(http::verb::delete_, "/api/v3/order", alice,
+                           fmt::format("symbol=BTCUSDT&orderId={}&newClientOrderId=a%20b", c));
+  EXPECT_EQ(illegal.Json().at("code").as_int64(), -1100) << illegal.body;
+
+  Reply replaced = n.Signed(http::verb::post, "/api/v3/order/cancelReplace", alice,
+                            fmt::format("symbol=BTCUSDT&cancelReplaceMode=STOP_ON_FAILURE&"
+                                        "cancelOrderId={}&cancelNewClientOrderId=cancel-c&"
+                                        "side=BUY&type=LIMIT&timeInForce=GTC&quantity=0.01&"
+                                        "price=29000&newClientOrderId=order-d",
+                                        c));
+  ASSERT_EQ(replaced.status, 200) << replaced.body;
+  EXPECT_EQ(replaced.Json().at("cancelResponse").at("origClientOrderId").as_string(), "order-c");
+  EXPECT_EQ(replaced.Json().at("cancelResponse").at("clientOrderId").as_string(), "cancel-c");
+  rest("order-e");
+  Reply all = n.Signed(http::verb::delete_, "/api/v3/openOrders", alice, "symbol=BTCUSDT");
+  const json::value canceled = all.Json();
+  ASSERT_EQ(canceled.as_array().size(), 2u) << all.body;
+  for (const json::value& o : canceled.as_array()) {
+    EXPECT_NE(o.at("clientOrderId"), o.at("origClientOrderId")) << all.body;
+  }
+
+  // Expiries: an IOC's remainder, and self-trade prevention.
+  Reply ioc = n.Signed(http::verb::post, "/api/v3/order", alice,
+                       "symbol=BTCUSDT&side=BUY&type=LIMIT&timeInForce=IOC&quantity=0.01&"
+                       "price=30000&newOrderRespType=RESULT");
+  ASSERT_EQ(ioc.status, 200) << ioc.body;
+  EXPECT_EQ(ioc.Json().at("status").as_string(), "EXPIRED");
+  EXPECT_EQ(ioc.Json().at("expiryReason").as_string(), "UNFILLED_IOC_QUANTITY_EXPIRED");
+  rest("maker");
+  Reply stp = n.Signed(http::verb::post, "/api/v3/order", alice,
+                       "symbol=BTCUSDT&side=SELL&type=LIMIT&timeInForce=GTC&quantity=0.03&"
+                       "price=30000&selfTradePreventionMode=EXPIRE_TAKER&"
+                       "newOrderRespType=RESULT");
+  ASSERT_EQ(stp.status, 200) << stp.body;
+  EXPECT_EQ(stp.Json().at("status").as_string(), "EXPIRED");
+  EXPECT_EQ(stp.Json().at("preventedQuantity").as_string(), "0.03000000");
+  EXPECT_FALSE(stp.Json().as_object().contains("expiryReason"));
+  Reply get = n.Signed(http::verb::get, "/api/v3/order", alice,
+                       fmt::format("symbol=BTCUSDT&orderId={}", stp.Json().at("orderId").as_int64()));
+  EXPECT_EQ(get.Json().at("preventedQuantity").as_string(), "0.03000000") << get.body;
+}
+
 // A FOK that cannot fill completely is, as on Binance, an order that
 // EXPIRED: HTTP 200 with its order id, nothing executed, nothing locked, the
 // book untouched; queryable afterwards like any closed order.

@@ -290,6 +290,33 @@ void OrderCore(Obj& o, const MarketFormat& f, const OrderRecord& r, bool with_qu
       .Str("side", engine::ToString(r.terms.side));
 }
 
+// The conditional fields of an expired order (Binance's "Conditional fields
+// in Order Responses"): expiryReason in Binance's words, and for an order
+// that self-trade prevention expired, preventedQuantity (what it still had to
+// fill) instead. preventedMatchId is not given: the engine keeps no record of
+// prevented matches to name.
+void ExpiryFields(Obj& o, const MarketFormat& f, const OrderRecord& r) {
+  if (r.status != marketdata::OrderStatus::kExpired) return;
+  switch (r.expire_reason) {
+    case engine::ExpireReason::kIocRemainder:
+      o.Str("expiryReason", "UNFILLED_IOC_QUANTITY_EXPIRED");
+      return;
+    case engine::ExpireReason::kFokNotFillable:
+      o.Str("expiryReason", "UNFILLED_FOK_ORDER_EXPIRED");
+      return;
+    case engine::ExpireReason::kNoLiquidity:
+      o.Str("expiryReason", "INSUFFICIENT_LIQUIDITY");
+      return;
+    case engine::ExpireReason::kSelfTradePrevention: {
+      // A market order by quote amount has no quantity to state.
+      const Qty left =
+          r.terms.qty.value > r.executed.value ? r.terms.qty - r.executed : Qty{0};
+      o.Dec("preventedQuantity", f.Qty(left));
+      return;
+    }
+  }
+}
+
 void AppendKlineArray(Buf& b, const MarketFormat& f, int64_t interval_ms, const Kline& k) {
   b.push_back('[');
   AppendInt(b, k.open_time_ms);
@@ -595,6 +622,7 @@ std::string OrderJson(const engine::EngineConfig& config, const OrderRecord& r) 
       .Int("workingTime", Ms(r.time_ns))
       .Dec("origQuoteOrderQty", f.Quote(r.quote_qty))
       .Str("selfTradePreventionMode", engine::ToString(r.terms.stp));
+  ExpiryFields(o, f, r);
   o.End();
   return ToStr(b);
 }
@@ -613,6 +641,7 @@ std::string NewOrderJson(const engine::EngineConfig& config, const OrderRecord& 
     OrderCore(o, f, r, /*with_quote_order_qty=*/true);
     o.Int("workingTime", Ms(r.time_ns))
         .Str("selfTradePreventionMode", engine::ToString(r.terms.stp));
+    ExpiryFields(o, f, r);
   }
   if (type == RespType::kFull) {
     o.Key("fills");
@@ -639,9 +668,8 @@ std::string CanceledOrderJson(const engine::EngineConfig& config, const OrderRec
   const MarketFormat f(config, r.terms.market);
   Buf b;
   Obj o(b);
-  // Binance gives the cancel request its own client id (a generated one when
-  // the request names none); without one, the order's id is repeated rather
-  // than inventing a new one.
+  // Binance gives the cancel request its own client id (the gateway generates
+  // one when the request names none); without one, the order's is repeated.
   o.Str("symbol", f.spec().symbol)
       .Str("origClientOrderId", r.client_order_id.view())
       .Uint("orderId", Raw(r.id))

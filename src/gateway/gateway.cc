@@ -874,7 +874,9 @@ class Gateway::Impl final : public HttpHandler {
     // The engine finds the order (both ids: they must name the same order),
     // so an order placed a moment ago is found before the read side shows it.
     if (auto e = ParseCancel(c.params, config_, c.account, &cancel)) return Reply(c, *e);
-    std::string new_cid(c.params.Get("newClientOrderId").value_or(""));
+    // The cancel's own client order id (Binance's newClientOrderId of DELETE).
+    std::string new_cid;
+    if (auto e = CancelClientId(c.params, "newClientOrderId", &new_cid)) return Reply(c, *e);
     SubmitCancel(c, cancel, std::move(new_cid),
                  [](Pending& p, std::string body) { p.Reply(200, std::move(body)); });
   }
@@ -911,7 +913,7 @@ class Gateway::Impl final : public HttpHandler {
       for (const Event& e : p.events) {
         if (const auto* x = As<engine::OrderCanceled>(e)) {
           if (body.size() > 1) body += ',';
-          body += CanceledBody(account, m, x->order_id, "", e.timestamp_ns / 1'000'000);
+          body += CanceledBody(account, m, x->order_id, NewClientId(), e.timestamp_ns / 1'000'000);
         }
       }
       body += ']';
@@ -945,6 +947,10 @@ class Gateway::Impl final : public HttpHandler {
       cancel.order_id = OrderId{0};
       cancel.orig_client_order_id = ClientOrderId{};
     }
+    std::string cancel_cid;
+    if (auto e = CancelClientId(c.params, "cancelNewClientOrderId", &cancel_cid)) {
+      return Reply(c, *e);
+    }
     auto order = std::make_shared<NewOrder>();
     if (auto e = ParseNewOrder(c.params, config_, c.account, order.get())) return Reply(c, *e);
     if (order->client_order_id.empty()) {
@@ -961,7 +967,8 @@ class Gateway::Impl final : public HttpHandler {
     ctx->parse_auth_recorded = true;  // by the cancel's Submit below
     engine::Command cmd;
     cmd.body = cancel;
-    Submit(c, "cancel_replace", cmd, [this, cancel, order, ctx, allow_failure](Pending& p) {
+    Submit(c, "cancel_replace", cmd,
+           [this, cancel, cancel_cid, order, ctx, allow_failure](Pending& p) {
       std::string cancel_json;
       bool cancel_ok = false;
       if (const engine::Rejected* r = FirstReject(p.events)) {
@@ -969,7 +976,7 @@ class Gateway::Impl final : public HttpHandler {
       } else {
         for (const Event& e : p.events) {
           if (const auto* x = As<engine::OrderCanceled>(e)) {
-            cancel_json = CanceledBody(cancel.account, cancel.market, x->order_id, "",
+            cancel_json = CanceledBody(cancel.account, cancel.market, x->order_id, cancel_cid,
                                        e.timestamp_ns / 1'000'000);
             cancel_ok = true;
           }

@@ -20,6 +20,7 @@
 #include "common/decimal.h"
 #include "common/strong.h"
 #include "engine/types.h"
+#include "gateway/auth.h"
 
 namespace mb::gateway {
 namespace {
@@ -307,6 +308,21 @@ std::optional<ApiError> ParseCancelTarget(const Params& params, std::string_view
   }
   return std::nullopt;
 }
+
+std::optional<ApiError> CancelClientId(const Params& params, std::string_view param,
+                                       std::string* out) {
+  std::optional<std::string_view> id;
+  if (auto e = Optional(params, param, &id)) return e;
+  if (!id) {
+    *out = NewClientId();
+    return std::nullopt;
+  }
+  if (!ValidClientId(*id)) return IllegalChars(param, kClientIdRange);
+  *out = std::string(*id);
+  return std::nullopt;
+}
+
+std::string NewClientId() { return "mb-" + RandomToken(22); }
 
 std::optional<ApiError> ParseCancel(const Params& params, const engine::EngineConfig& config,
                                     AccountId account, engine::CancelOrder* out) {

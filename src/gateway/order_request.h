@@ -55,6 +55,15 @@ std::optional<ApiError> ParseCancelTarget(const Params& params, std::string_view
                                           std::string_view client_id_param,
                                           engine::CancelOrder* c);
 
+// The client order id a cancel gets (Binance gives each cancel its own): the
+// parameter `param` (DELETE's newClientOrderId, cancelReplace's
+// cancelNewClientOrderId) when sent, checked as newClientOrderId is (-1100),
+// else a generated one.
+std::optional<ApiError> CancelClientId(const Params& params, std::string_view param,
+                                       std::string* out);
+// A generated client order id: "mb-" and 22 random characters.
+std::string NewClientId();
+
 // The lock the order needs (what the engine will lock), for the balance dry
 // run: quote notional for limit buys, quote_qty for market buys by quote,
 // base for sells; market buys by base quantity cannot be priced here (nullopt).
