@@ -606,11 +606,11 @@ TEST_F(GatewayTest, AmendAndCancelRightAfterAnAckPlacement) {
   const json::object& o = ja.at("amendedOrder").as_object();
   std::vector<std::string> keys;
   for (const auto& kv : o) keys.emplace_back(kv.key());
-  EXPECT_EQ(keys, (std::vector<std::string>{
-                      "symbol", "orderId", "orderListId", "origClientOrderId", "clientOrderId",
-                      "price", "qty", "executedQty", "preventedQty", "quoteOrderQty",
-                      "cumulativeQuoteQty", "status", "timeInForce", "type", "side",
-                      "workingTime", "selfTradePreventionMode"}));
+  EXPECT_EQ(keys, (std::vector<std::string>{"symbol", "orderId", "orderListId", "origClientOrderId",
+                                            "clientOrderId", "price", "qty", "executedQty",
+                                            "preventedQty", "quoteOrderQty", "cumulativeQuoteQty",
+                                            "status", "timeInForce", "type", "side", "workingTime",
+                                            "selfTradePreventionMode"}));
   EXPECT_EQ(o.at("orderId").as_int64(), a);
   EXPECT_EQ(o.at("origClientOrderId").as_string(), "quick-a");
   EXPECT_EQ(o.at("clientOrderId").as_string(), "quick-a");
@@ -733,8 +733,7 @@ TEST_F(GatewayTest, CancelReplaceAnswersEachOutcomeAsBinance) {
     EXPECT_EQ(r.status, 200) << r.body;
     return r.Json().at("orderId").as_int64();
   };
-  auto replace = [&](const std::string& mode, const std::string& cancel,
-                     const std::string& order) {
+  auto replace = [&](const std::string& mode, const std::string& cancel, const std::string& order) {
     return n.Signed(http::verb::post, "/api/v3/order/cancelReplace", alice,
                     "symbol=BTCUSDT&cancelReplaceMode=" + mode + "&" + cancel + "&" + order);
   };
@@ -797,8 +796,8 @@ TEST_F(GatewayTest, CancelReplaceAnswersEachOutcomeAsBinance) {
   EXPECT_EQ(data(restricted).at("cancelResponse").at("code").as_int64(), -2011);
   EXPECT_EQ(data(restricted).at("cancelResponse").at("msg").as_string(),
             "Order was not canceled due to cancel restrictions.");
-  Reply bad = replace("STOP_ON_FAILURE",
-                      fmt::format("cancelOrderId={}&cancelRestrictions=NEW", c), good);
+  Reply bad =
+      replace("STOP_ON_FAILURE", fmt::format("cancelOrderId={}&cancelRestrictions=NEW", c), good);
   EXPECT_EQ(bad.status, 400) << bad.body;
   EXPECT_EQ(bad.body, R"({"code":-1145,"msg":"Invalid cancelRestrictions"})");
   // Both succeed.
@@ -828,7 +827,8 @@ TEST_F(GatewayTest, BothOrderIdsAndCancelRestrictions) {
   Reply wrong = n.Signed(http::verb::get, "/api/v3/order", alice,
                          fmt::format("symbol=BTCUSDT&orderId={}&origClientOrderId=other", id));
   EXPECT_EQ(wrong.status, 400);
-  EXPECT_EQ(wrong.body, R"({"code":-2039,"msg":"Client order ID is not correct for this order ID."})");
+  EXPECT_EQ(wrong.body,
+            R"({"code":-2039,"msg":"Client order ID is not correct for this order ID."})");
   Reply right = n.Signed(http::verb::get, "/api/v3/order", alice,
                          fmt::format("symbol=BTCUSDT&orderId={}&origClientOrderId=both-1", id));
   ASSERT_EQ(right.status, 200) << right.body;
@@ -928,8 +928,9 @@ TEST_F(GatewayTest, CancelAnswersCarryTheCancelsClientIdAndExpiriesTheirReason) 
   EXPECT_EQ(stp.Json().at("status").as_string(), "EXPIRED");
   EXPECT_EQ(stp.Json().at("preventedQuantity").as_string(), "0.03000000");
   EXPECT_FALSE(stp.Json().as_object().contains("expiryReason"));
-  Reply get = n.Signed(http::verb::get, "/api/v3/order", alice,
-                       fmt::format("symbol=BTCUSDT&orderId={}", stp.Json().at("orderId").as_int64()));
+  Reply get =
+      n.Signed(http::verb::get, "/api/v3/order", alice,
+               fmt::format("symbol=BTCUSDT&orderId={}", stp.Json().at("orderId").as_int64()));
   EXPECT_EQ(get.Json().at("preventedQuantity").as_string(), "0.03000000") << get.body;
 }
 

@@ -163,9 +163,8 @@ MB_FIELDS(engine::CancelOrder, "account,market,order_id,orig_client_order_id,res
           x.account, x.market, x.order_id, x.orig_client_order_id, x.restriction);
 MB_FIELDS(engine::CancelAll, "account,market", x.account, x.market);
 MB_FIELDS(engine::AmendOrder,
-          "account,market,order_id,orig_client_order_id,new_price,new_qty,keep_priority",
-          x.account, x.market, x.order_id, x.orig_client_order_id, x.new_price, x.new_qty,
-          x.keep_priority);
+          "account,market,order_id,orig_client_order_id,new_price,new_qty,keep_priority", x.account,
+          x.market, x.order_id, x.orig_client_order_id, x.new_price, x.new_qty, x.keep_priority);
 MB_FIELDS(engine::Deposit, "account,asset,amount,ref", x.account, x.asset, x.amount, x.ref);
 MB_FIELDS(engine::Withdraw, "account,asset,amount,ref", x.account, x.asset, x.amount, x.ref);
 MB_FIELDS(engine::SetMarketStatus, "market,status", x.market, x.status);
@@ -1486,7 +1485,9 @@ void MatchesReference(engine::ClientOrderIds rule) {
       static_cast<unsigned long long>(hasher.value()), coverage.Text().c_str());
 }
 
-TEST(PropertyTest, RealEngineMatchesReference) { MatchesReference(engine::ClientOrderIds::kBinance); }
+TEST(PropertyTest, RealEngineMatchesReference) {
+  MatchesReference(engine::ClientOrderIds::kBinance);
+}
 
 TEST(PropertyTest, RealEngineMatchesReferenceWithIdempotentClientOrderIds) {
   MatchesReference(engine::ClientOrderIds::kIdempotent);

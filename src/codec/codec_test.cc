@@ -197,17 +197,21 @@ Command MakeCommand(CommandType type, bool max) {
                           coid};
       break;
     case CommandType::kCancelOrder:
-      c.body = CancelOrder{AccountId{max ? kU32Max - 1 : 3}, MarketId{max ? kU16Max : uint16_t{4}},
-                           OrderId{max ? kU64Max : 5}, coid,
-                           max ? CancelRestriction::kOnlyPartiallyFilled : CancelRestriction::kNone};
+      c.body =
+          CancelOrder{AccountId{max ? kU32Max - 1 : 3}, MarketId{max ? kU16Max : uint16_t{4}},
+                      OrderId{max ? kU64Max : 5}, coid,
+                      max ? CancelRestriction::kOnlyPartiallyFilled : CancelRestriction::kNone};
       break;
     case CommandType::kCancelAll:
       c.body = CancelAll{AccountId{max ? kU32Max : 6}, MarketId{max ? kU16Max : uint16_t{7}}};
       break;
     case CommandType::kAmendOrder:
-      c.body = AmendOrder{AccountId{max ? kU32Max : 8},   MarketId{max ? kU16Max : uint16_t{9}},
-                          OrderId{max ? kU64Max : 10},    coid,
-                          Price{max ? kI64Max : kI64Min}, Qty{max ? kI64Min : kI64Max},
+      c.body = AmendOrder{AccountId{max ? kU32Max : 8},
+                          MarketId{max ? kU16Max : uint16_t{9}},
+                          OrderId{max ? kU64Max : 10},
+                          coid,
+                          Price{max ? kI64Max : kI64Min},
+                          Qty{max ? kI64Min : kI64Max},
                           max};
       break;
     case CommandType::kDeposit:

@@ -58,10 +58,9 @@ TEST_F(ClientOrderIdTest, ClosedOrdersClientOrderIdIsFreeAtOnce) {
   ASSERT_FALSE(engine_.FindOrder(a).has_value());
   const OrderId b = Rest(WithClientId(Limit(kAlice, Side::kBuy, 99, 2), "c1"));
   EXPECT_NE(b, a);
-  Rejected r = ExpectReject(WithClientId(Limit(kAlice, Side::kSell, 200, 1, TimeInForce::kGtc,
-                                               kEthUsdt),
-                                         "c1"),
-                            RejectReason::kDuplicateClientOrderId);
+  Rejected r = ExpectReject(
+      WithClientId(Limit(kAlice, Side::kSell, 200, 1, TimeInForce::kGtc, kEthUsdt), "c1"),
+      RejectReason::kDuplicateClientOrderId);
   EXPECT_EQ(r.existing_id, Raw(b));
   // Canceled, expired: free too.
   Cancel(kAlice, b);

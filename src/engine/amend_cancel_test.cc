@@ -94,8 +94,9 @@ TEST_F(CancelTest, CancelByIdAndClientOrderIdNeedsBothToNameTheOrder) {
   EXPECT_EQ(r.client_order_id.view(), "other");
   ExpectReject(CancelOrder{kAlice, kBtcUsdt, b, ClientOrderId::From("mine"), {}},
                RejectReason::kUnknownOrder);
-  ExpectReject(AmendOrder{kAlice, kBtcUsdt, a, ClientOrderId::From("other"), Price{0}, Qty{1}, false},
-               RejectReason::kUnknownOrder);
+  ExpectReject(
+      AmendOrder{kAlice, kBtcUsdt, a, ClientOrderId::From("other"), Price{0}, Qty{1}, false},
+      RejectReason::kUnknownOrder);
   EXPECT_EQ(engine_.open_orders(), 2u);
   Events ev = Run(CancelOrder{kAlice, kBtcUsdt, a, ClientOrderId::From("mine"), {}});
   ASSERT_EQ(Types(ev), "OrderCanceled");
@@ -112,8 +113,8 @@ TEST_F(CancelTest, CancelRestrictionsNeedTheOrdersState) {
   auto cancel = [](OrderId id, CancelRestriction r) {
     return CancelOrder{kAlice, kBtcUsdt, id, {}, r};
   };
-  Rejected r = ExpectReject(cancel(partial, CancelRestriction::kOnlyNew),
-                            RejectReason::kCancelRestricted);
+  Rejected r =
+      ExpectReject(cancel(partial, CancelRestriction::kOnlyNew), RejectReason::kCancelRestricted);
   EXPECT_EQ(r.command, CommandType::kCancelOrder);
   EXPECT_EQ(r.order_id, partial);
   ExpectReject(cancel(untouched, CancelRestriction::kOnlyPartiallyFilled),
@@ -380,14 +381,13 @@ TEST_F(AmendTest, AmendChecks) {
 
 TEST_F(AmendTest, AmendByClientOrderId) {
   const OrderId a = Rest(WithClientId(Limit(kAlice, Side::kBuy, 100, 5), "amend-me"));
-  Events ev = Run(
-      AmendOrder{kAlice, kBtcUsdt, OrderId{0}, ClientOrderId::From("amend-me"), Price{0}, Qty{3},
-                 false});
+  Events ev = Run(AmendOrder{kAlice, kBtcUsdt, OrderId{0}, ClientOrderId::From("amend-me"),
+                             Price{0}, Qty{3}, false});
   ASSERT_EQ(Types(ev), "OrderAmended");
   EXPECT_EQ(At<OrderAmended>(ev, 0).order_id, a);
-  Rejected r = ExpectReject(
-      AmendOrder{kAlice, kBtcUsdt, OrderId{0}, ClientOrderId::From("other"), Price{0}, Qty{2}, false},
-      RejectReason::kUnknownOrder);
+  Rejected r = ExpectReject(AmendOrder{kAlice, kBtcUsdt, OrderId{0}, ClientOrderId::From("other"),
+                                       Price{0}, Qty{2}, false},
+                            RejectReason::kUnknownOrder);
   EXPECT_EQ(r.order_id, OrderId{0});
   EXPECT_EQ(r.client_order_id.view(), "other");
   // The amended order keeps its client id.
@@ -403,8 +403,7 @@ TEST_F(AmendTest, KeepPriorityAmendOnlyReducesTheQuantity) {
   const OrderId a = Rest(WithClientId(Limit(kAlice, Side::kBuy, 100, 5), "keep"));
   const OrderId b = Rest(kAlice, Side::kBuy, 100, 1);
   auto keep = [&](OrderId id, std::string_view cid, int64_t price, int64_t qty) {
-    return AmendOrder{kAlice,          kBtcUsdt, id, ClientOrderId::From(cid), Price{price},
-                      Qty{qty}, true};
+    return AmendOrder{kAlice, kBtcUsdt, id, ClientOrderId::From(cid), Price{price}, Qty{qty}, true};
   };
   Rejected r = ExpectReject(keep(a, "", 0, 6), RejectReason::kQuantityIncrease);
   EXPECT_EQ(r.command, CommandType::kAmendOrder);

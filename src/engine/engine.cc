@@ -300,8 +300,7 @@ inline uint32_t Engine::Impl::Target(AccountId account, MarketId market, OrderId
   const Order& o = book_.order(i);
   if (o.account != account || o.market != market) return kNil;
   // Both ids: the order found by id must carry the client id given.
-  if (Raw(id) != 0 && !cid.empty() &&
-      (!o.has_client_id || o.client_id != HashString(cid.view()))) {
+  if (Raw(id) != 0 && !cid.empty() && (!o.has_client_id || o.client_id != HashString(cid.view()))) {
     return kNil;
   }
   return i;

@@ -309,8 +309,7 @@ void ExpiryFields(Obj& o, const MarketFormat& f, const OrderRecord& r) {
       return;
     case engine::ExpireReason::kSelfTradePrevention: {
       // A market order by quote amount has no quantity to state.
-      const Qty left =
-          r.terms.qty.value > r.executed.value ? r.terms.qty - r.executed : Qty{0};
+      const Qty left = r.terms.qty.value > r.executed.value ? r.terms.qty - r.executed : Qty{0};
       o.Dec("preventedQuantity", f.Qty(left));
       return;
     }

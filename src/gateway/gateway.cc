@@ -967,41 +967,42 @@ class Gateway::Impl final : public HttpHandler {
     ctx->parse_auth_recorded = true;  // by the cancel's Submit below
     engine::Command cmd;
     cmd.body = cancel;
-    Submit(c, "cancel_replace", cmd,
-           [this, cancel, cancel_cid, order, ctx, allow_failure](Pending& p) {
-      std::string cancel_json;
-      bool cancel_ok = false;
-      if (const engine::Rejected* r = FirstReject(p.events)) {
-        cancel_json = ApiError::FromReject(engine::CommandType::kCancelOrder, r->reason).Json();
-      } else {
-        for (const Event& e : p.events) {
-          if (const auto* x = As<engine::OrderCanceled>(e)) {
-            cancel_json = CanceledBody(cancel.account, cancel.market, x->order_id, cancel_cid,
-                                       e.timestamp_ns / 1'000'000);
-            cancel_ok = true;
+    Submit(
+        c, "cancel_replace", cmd,
+        [this, cancel, cancel_cid, order, ctx, allow_failure](Pending& p) {
+          std::string cancel_json;
+          bool cancel_ok = false;
+          if (const engine::Rejected* r = FirstReject(p.events)) {
+            cancel_json = ApiError::FromReject(engine::CommandType::kCancelOrder, r->reason).Json();
+          } else {
+            for (const Event& e : p.events) {
+              if (const auto* x = As<engine::OrderCanceled>(e)) {
+                cancel_json = CanceledBody(cancel.account, cancel.market, x->order_id, cancel_cid,
+                                           e.timestamp_ns / 1'000'000);
+                cancel_ok = true;
+              }
+            }
           }
-        }
-      }
-      if (!cancel_ok && !allow_failure) {
-        return p.Reply(400, ReplaceFailed(cancel_json, "NOT_ATTEMPTED", "null"));
-      }
-      // The new order refused (the dry run or the engine): a partial failure
-      // when the cancel went through, a failure otherwise.
-      auto refused = [cancel_ok, cancel_json](Pending& q, const ApiError& e) {
-        if (cancel_ok) return q.Reply(409, ReplacePartial(true, cancel_json, e.Json()));
-        q.Reply(400, ReplaceFailed(cancel_json, "FAILURE", e.Json()));
-      };
-      if (auto e = DryRun(order->place)) return refused(p, *e);
-      SubmitOrder(
-          *ctx, "cancel_replace", *order,
-          [cancel_ok, cancel_json](Pending& q, std::string body) {
-            if (!cancel_ok) return q.Reply(409, ReplacePartial(false, cancel_json, body));
-            q.Reply(200, fmt::format(R"({{"cancelResult":"SUCCESS","newOrderResult":"SUCCESS",)"
-                                     R"("cancelResponse":{},"newOrderResponse":{}}})",
-                                     cancel_json, body));
-          },
-          refused);
-    });
+          if (!cancel_ok && !allow_failure) {
+            return p.Reply(400, ReplaceFailed(cancel_json, "NOT_ATTEMPTED", "null"));
+          }
+          // The new order refused (the dry run or the engine): a partial failure
+          // when the cancel went through, a failure otherwise.
+          auto refused = [cancel_ok, cancel_json](Pending& q, const ApiError& e) {
+            if (cancel_ok) return q.Reply(409, ReplacePartial(true, cancel_json, e.Json()));
+            q.Reply(400, ReplaceFailed(cancel_json, "FAILURE", e.Json()));
+          };
+          if (auto e = DryRun(order->place)) return refused(p, *e);
+          SubmitOrder(
+              *ctx, "cancel_replace", *order,
+              [cancel_ok, cancel_json](Pending& q, std::string body) {
+                if (!cancel_ok) return q.Reply(409, ReplacePartial(false, cancel_json, body));
+                q.Reply(200, fmt::format(R"({{"cancelResult":"SUCCESS","newOrderResult":"SUCCESS",)"
+                                         R"("cancelResponse":{},"newOrderResponse":{}}})",
+                                         cancel_json, body));
+              },
+              refused);
+        });
   }
 
   // cancelReplace's -2022: the cancel failed; the new order `new_result`
@@ -1059,8 +1060,8 @@ class Gateway::Impl final : public HttpHandler {
     // The order keeps its client order id (docs/api.md): newClientOrderId may
     // only repeat the origClientOrderId sent.
     if (auto new_cid = c.params.Get("newClientOrderId"); new_cid && new_cid != orig) {
-      return Reply(c, ApiError::BadParam("newClientOrderId",
-                                         "An amended order keeps its client order id."));
+      return Reply(
+          c, ApiError::BadParam("newClientOrderId", "An amended order keeps its client order id."));
     }
     engine::Command cmd;
     cmd.body = amend;
@@ -1075,9 +1076,9 @@ class Gateway::Impl final : public HttpHandler {
         // Answered once the read side shows the amend.
         const auto rec = read_side_.FindOrder(account, m, a->order_id);
         if (!rec) return p.Fail(ApiError::NoSuchOrder());
-        return p.Reply(200, AmendedOrderJson(config_, *rec, rec->client_order_id.view(),
-                                             e.timestamp_ns / 1'000'000,
-                                             static_cast<uint64_t>(p.seq)));
+        return p.Reply(200,
+                       AmendedOrderJson(config_, *rec, rec->client_order_id.view(),
+                                        e.timestamp_ns / 1'000'000, static_cast<uint64_t>(p.seq)));
       }
       p.Fail(ApiError::Unknown("amend produced no amendment"));
     });

@@ -52,8 +52,7 @@ std::optional<ApiError> ParseCancel(const Params& params, const engine::EngineCo
 // cancelOrderId / cancelOrigClientOrderId), and its cancelRestrictions, into
 // *c (account and market left as they are).
 std::optional<ApiError> ParseCancelTarget(const Params& params, std::string_view id_param,
-                                          std::string_view client_id_param,
-                                          engine::CancelOrder* c);
+                                          std::string_view client_id_param, engine::CancelOrder* c);
 
 // The client order id a cancel gets (Binance gives each cancel its own): the
 // parameter `param` (DELETE's newClientOrderId, cancelReplace's
