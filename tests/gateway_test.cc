@@ -147,6 +147,11 @@ struct NodeOptions {
   // A second gateway on the same exchange (own key store in <dir>/twin),
   // answering history from its read side: the reference to compare with.
   bool twin = false;
+  // While *hold_durable is true, durable batches wait before they reach the
+  // gateway: the read side lags the engine as much as a test needs.
+  std::atomic<bool>* hold_durable = nullptr;
+  // [engine] client_order_id.
+  engine::ClientOrderIds client_order_ids = engine::ClientOrderIds::kBinance;
 };
 
 class Node {
@@ -167,6 +172,7 @@ class Node {
     ASSERT_TRUE(cfg.ok()) << cfg.status().message();
     cfg->runtime.data_dir = dir_.string();
     cfg->runtime.journal.policy = journal::FsyncPolicy::kNone;
+    cfg->engine.client_order_ids = options_.client_order_ids;
     config_ = cfg->engine;
     gateway::GatewayOptions go = options_.gateway;
     go.server.port = 0;
@@ -192,6 +198,13 @@ class Node {
       o.on_durable = [durable, twin = o.on_durable](std::span<const engine::Event> ev) {
         durable(ev);
         twin(ev);
+      };
+    }
+    if (options_.hold_durable != nullptr) {
+      o.on_durable = [durable = o.on_durable,
+                      hold = options_.hold_durable](std::span<const engine::Event> ev) {
+        while (hold->load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        durable(ev);
       };
     }
     if (options_.projection) {
@@ -895,9 +908,10 @@ TEST_F(GatewayTest, OrdersFillsBalancesAndCancels) {
   Reply dup = n.Signed(http::verb::post, "/api/v3/order", alice,
                        "symbol=BTCUSDT&side=BUY&type=LIMIT&timeInForce=GTC&quantity=0.1&"
                        "price=30000&newClientOrderId=alice-1");
-  // Idempotent re-submission: the first order, not a second one.
-  ASSERT_EQ(dup.status, 200) << dup.body;
-  EXPECT_EQ(dup.Json().at("orderId").as_int64(), buy_id);
+  // The client order id of an open order: refused, as on Binance.
+  EXPECT_EQ(dup.status, 400) << dup.body;
+  EXPECT_EQ(dup.Json().at("code").as_int64(), -2010);
+  EXPECT_EQ(dup.Json().at("msg").as_string(), "Duplicate order sent.");
 
   Reply get =
       n.Signed(http::verb::get, "/api/v3/order", alice, "symbol=BTCUSDT&origClientOrderId=alice-1");
@@ -1045,6 +1059,384 @@ TEST_F(GatewayTest, OrdersFillsBalancesAndCancels) {
   EXPECT_FALSE(ack.Json().as_object().contains("status"));
 }
 
+// An order answered with ACK is the engine's at once: an amend or a cancel
+// sent before the read side shows it finds it (the engine decides, not the
+// read side), and answers once its own events are durable.
+TEST_F(GatewayTest, AmendAndCancelRightAfterAnAckPlacement) {
+  std::atomic<bool> hold{false};
+  NodeOptions no;
+  no.hold_durable = &hold;
+  Node n(dir_, no);
+  auto alice = n.NewAccount("alice");
+  ASSERT_EQ(n.Deposit(alice.account, "USDT", "100000", "a").status, 200);
+
+  hold = true;  // from here the read side sees nothing new until released
+  auto place = [&](const std::string& cid) {
+    Reply r = n.Signed(http::verb::post, "/api/v3/order", alice,
+                       "symbol=BTCUSDT&side=BUY&type=LIMIT&timeInForce=GTC&quantity=0.1&"
+                       "price=30000&newOrderRespType=ACK&newClientOrderId=" +
+                           cid);
+    EXPECT_EQ(r.status, 200) << r.body;
+    return r.Json().at("orderId").as_int64();
+  };
+  const int64_t a = place("quick-a");
+  const int64_t b = place("quick-b");
+  const int64_t c = place("quick-c");
+  Reply amend_a, amend_b, cancel_c;
+  std::thread ta([&] {
+    amend_a = n.Signed(http::verb::put, "/api/v3/order/amend/keepPriority", alice,
+                       fmt::format("symbol=BTCUSDT&orderId={}&newQty=0.04", a));
+  });
+  std::thread tb([&] {
+    amend_b = n.Signed(http::verb::put, "/api/v3/order/amend/keepPriority", alice,
+                       "symbol=BTCUSDT&origClientOrderId=quick-b&newQty=0.05&"
+                       "newClientOrderId=quick-b");
+  });
+  std::thread tc([&] {
+    cancel_c = n.Signed(http::verb::delete_, "/api/v3/order", alice,
+                        fmt::format("symbol=BTCUSDT&orderId={}&origClientOrderId=quick-c", c));
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  hold = false;
+  ta.join();
+  tb.join();
+  tc.join();
+
+  ASSERT_EQ(amend_a.status, 200) << amend_a.body;
+  const json::value ja = amend_a.Json();
+  EXPECT_GT(ja.at("transactTime").as_int64(), 0);
+  EXPECT_GT(ja.at("executionId").as_int64(), c);
+  const json::object& o = ja.at("amendedOrder").as_object();
+  std::vector<std::string> keys;
+  for (const auto& kv : o) keys.emplace_back(kv.key());
+  EXPECT_EQ(keys, (std::vector<std::string>{"symbol", "orderId", "orderListId", "origClientOrderId",
+                                            "clientOrderId", "price", "qty", "executedQty",
+                                            "preventedQty", "quoteOrderQty", "cumulativeQuoteQty",
+                                            "status", "timeInForce", "type", "side", "workingTime",
+                                            "selfTradePreventionMode"}));
+  EXPECT_EQ(o.at("orderId").as_int64(), a);
+  EXPECT_EQ(o.at("origClientOrderId").as_string(), "quick-a");
+  EXPECT_EQ(o.at("clientOrderId").as_string(), "quick-a");
+  EXPECT_EQ(o.at("qty").as_string(), "0.04000000");
+  EXPECT_EQ(o.at("status").as_string(), "NEW");
+  ASSERT_EQ(amend_b.status, 200) << amend_b.body;
+  EXPECT_EQ(amend_b.Json().at("amendedOrder").at("orderId").as_int64(), b);
+  EXPECT_EQ(amend_b.Json().at("amendedOrder").at("qty").as_string(), "0.05000000");
+  ASSERT_EQ(cancel_c.status, 200) << cancel_c.body;
+  EXPECT_EQ(cancel_c.Json().at("orderId").as_int64(), c);
+  EXPECT_EQ(cancel_c.Json().at("status").as_string(), "CANCELED");
+  EXPECT_EQ(cancel_c.Json().at("origClientOrderId").as_string(), "quick-c");
+
+  // The engine's refusals, each -2038 with Binance's text; nothing changes.
+  auto amend = [&](const std::string& params) {
+    return n.Signed(http::verb::put, "/api/v3/order/amend/keepPriority", alice,
+                    "symbol=BTCUSDT&" + params);
+  };
+  Reply up = amend(fmt::format("orderId={}&newQty=0.05", a));
+  EXPECT_EQ(up.status, 400);
+  EXPECT_EQ(up.Json().at("code").as_int64(), -2038) << up.body;
+  EXPECT_EQ(up.Json().at("msg").as_string(), "Order amend (quantity increase) is not supported.");
+  Reply same = amend(fmt::format("orderId={}&newQty=0.04", a));
+  EXPECT_EQ(same.Json().at("code").as_int64(), -2038) << same.body;
+  EXPECT_EQ(same.Json().at("msg").as_string(),
+            "The requested action would change no state; rejecting");
+  Reply gone = amend(fmt::format("orderId={}&newQty=0.01", c));
+  EXPECT_EQ(gone.Json().at("code").as_int64(), -2038) << gone.body;
+  EXPECT_EQ(gone.Json().at("msg").as_string(), "Unknown order sent.");
+  Reply pair = amend(fmt::format("orderId={}&origClientOrderId=quick-b&newQty=0.01", a));
+  EXPECT_EQ(pair.Json().at("code").as_int64(), -2038) << pair.body;
+  Reply renamed = amend(fmt::format("orderId={}&newQty=0.01&newClientOrderId=other", a));
+  EXPECT_EQ(renamed.Json().at("code").as_int64(), -1130) << renamed.body;
+  Reply missing = amend("newQty=0.01");
+  EXPECT_EQ(missing.Json().at("code").as_int64(), -1102) << missing.body;
+  Reply get = n.Signed(http::verb::get, "/api/v3/order", alice,
+                       fmt::format("symbol=BTCUSDT&orderId={}", a));
+  EXPECT_EQ(get.Json().at("origQty").as_string(), "0.04000000") << get.body;
+}
+
+// Client order ids: Binance's rule by default (an open order's id refused, a
+// closed order's id free for a new order); the idempotent rule as a venue
+// setting answers a re-submission with the first order.
+TEST_F(GatewayTest, ClientOrderIdOfAClosedOrderPlacesANewOrder) {
+  Node n(dir_);
+  auto alice = n.NewAccount("alice");
+  ASSERT_EQ(n.Deposit(alice.account, "USDT", "100000", "a").status, 200);
+  const std::string order =
+      "symbol=BTCUSDT&side=BUY&type=LIMIT&timeInForce=GTC&quantity=0.1&price=30000&"
+      "newClientOrderId=again&newOrderRespType=";
+  Reply first = n.Signed(http::verb::post, "/api/v3/order", alice, order + "RESULT");
+  ASSERT_EQ(first.status, 200) << first.body;
+  const int64_t first_id = first.Json().at("orderId").as_int64();
+  for (const char* resp : {"ACK", "RESULT"}) {
+    Reply dup = n.Signed(http::verb::post, "/api/v3/order", alice, order + resp);
+    EXPECT_EQ(dup.status, 400) << dup.body;
+    EXPECT_EQ(dup.body, R"({"code":-2010,"msg":"Duplicate order sent."})");
+  }
+  ASSERT_EQ(n.Signed(http::verb::delete_, "/api/v3/order", alice,
+                     fmt::format("symbol=BTCUSDT&orderId={}", first_id))
+                .status,
+            200);
+  for (const char* resp : {"ACK", "RESULT"}) {
+    Reply next = n.Signed(http::verb::post, "/api/v3/order", alice, order + resp);
+    ASSERT_EQ(next.status, 200) << next.body;
+    EXPECT_GT(next.Json().at("orderId").as_int64(), first_id);
+    EXPECT_EQ(next.Json().at("clientOrderId").as_string(), "again");
+    const int64_t id = next.Json().at("orderId").as_int64();
+    Reply cancel = n.Signed(http::verb::delete_, "/api/v3/order", alice,
+                            "symbol=BTCUSDT&origClientOrderId=again");
+    ASSERT_EQ(cancel.status, 200) << cancel.body;
+    EXPECT_EQ(cancel.Json().at("orderId").as_int64(), id);
+  }
+}
+
+TEST_F(GatewayTest, IdempotentClientOrderIdsAnswerAResubmissionWithTheFirstOrder) {
+  NodeOptions no;
+  no.client_order_ids = engine::ClientOrderIds::kIdempotent;
+  Node n(dir_, no);
+  auto alice = n.NewAccount("alice");
+  ASSERT_EQ(n.Deposit(alice.account, "USDT", "100000", "a").status, 200);
+  const std::string order =
+      "symbol=BTCUSDT&side=BUY&type=LIMIT&timeInForce=GTC&quantity=0.1&price=30000&"
+      "newClientOrderId=again&newOrderRespType=RESULT";
+  Reply first = n.Signed(http::verb::post, "/api/v3/order", alice, order);
+  ASSERT_EQ(first.status, 200) << first.body;
+  const int64_t first_id = first.Json().at("orderId").as_int64();
+  Reply dup = n.Signed(http::verb::post, "/api/v3/order", alice, order);
+  ASSERT_EQ(dup.status, 200) << dup.body;
+  EXPECT_EQ(dup.Json().at("orderId").as_int64(), first_id);
+  ASSERT_EQ(n.Signed(http::verb::delete_, "/api/v3/order", alice,
+                     fmt::format("symbol=BTCUSDT&orderId={}", first_id))
+                .status,
+            200);
+  Reply closed = n.Signed(http::verb::post, "/api/v3/order", alice, order);
+  ASSERT_EQ(closed.status, 200) << closed.body;
+  EXPECT_EQ(closed.Json().at("orderId").as_int64(), first_id);
+  EXPECT_EQ(closed.Json().at("status").as_string(), "CANCELED");
+}
+
+// cancelReplace answers every combination as Binance does: 200 when both
+// succeed, 409 -2021 when one of them failed, 400 -2022 when the cancel failed
+// and the order was not attempted or failed too.
+TEST_F(GatewayTest, CancelReplaceAnswersEachOutcomeAsBinance) {
+  Node n(dir_);
+  auto alice = n.NewAccount("alice");
+  auto bob = n.NewAccount("bob");
+  ASSERT_EQ(n.Deposit(alice.account, "USDT", "100000", "a").status, 200);
+  ASSERT_EQ(n.Deposit(bob.account, "BTC", "1", "b").status, 200);
+  ASSERT_EQ(n.Signed(http::verb::post, "/api/v3/order", bob,
+                     "symbol=BTCUSDT&side=SELL&type=LIMIT&timeInForce=GTC&quantity=0.01&"
+                     "price=30500")
+                .status,
+            200);
+  auto rest = [&](const std::string& cid) {
+    Reply r = n.Signed(http::verb::post, "/api/v3/order", alice,
+                       "symbol=BTCUSDT&side=BUY&type=LIMIT&timeInForce=GTC&quantity=0.1&"
+                       "price=30000&newClientOrderId=" +
+                           cid);
+    EXPECT_EQ(r.status, 200) << r.body;
+    return r.Json().at("orderId").as_int64();
+  };
+  auto replace = [&](const std::string& mode, const std::string& cancel, const std::string& order) {
+    return n.Signed(http::verb::post, "/api/v3/order/cancelReplace", alice,
+                    "symbol=BTCUSDT&cancelReplaceMode=" + mode + "&" + cancel + "&" + order);
+  };
+  const std::string maker_that_takes = "side=BUY&type=LIMIT_MAKER&quantity=0.01&price=31000";
+  const std::string good = "side=BUY&type=LIMIT&timeInForce=GTC&quantity=0.01&price=29000";
+  auto data = [](const Reply& r) { return r.Json().at("data").as_object(); };
+
+  // Canceled, then the engine refuses the new order: 409 -2021.
+  const int64_t a = rest("cr-a");
+  Reply taker = replace("STOP_ON_FAILURE", fmt::format("cancelOrderId={}", a), maker_that_takes);
+  EXPECT_EQ(taker.status, 409) << taker.body;
+  EXPECT_EQ(taker.Json().at("code").as_int64(), -2021);
+  EXPECT_EQ(taker.Json().at("msg").as_string(), "Order cancel-replace partially failed.");
+  EXPECT_EQ(data(taker).at("cancelResult").as_string(), "SUCCESS");
+  EXPECT_EQ(data(taker).at("newOrderResult").as_string(), "FAILURE");
+  EXPECT_EQ(data(taker).at("cancelResponse").at("orderId").as_int64(), a);
+  EXPECT_EQ(data(taker).at("cancelResponse").at("status").as_string(), "CANCELED");
+  EXPECT_EQ(data(taker).at("newOrderResponse").at("code").as_int64(), -2010);
+  EXPECT_EQ(data(taker).at("newOrderResponse").at("msg").as_string(),
+            "Order would immediately match and take.");
+  // Canceled, then refused by the balance check: 409 -2021 too.
+  const int64_t b = rest("cr-b");
+  Reply poor = replace("STOP_ON_FAILURE", fmt::format("cancelOrderId={}", b),
+                       "side=BUY&type=LIMIT&timeInForce=GTC&quantity=100&price=30000");
+  EXPECT_EQ(poor.status, 409) << poor.body;
+  EXPECT_EQ(data(poor).at("newOrderResponse").at("msg").as_string(),
+            "Account has insufficient balance for requested action.");
+  // The cancel fails: not attempted (400 -2022) or, allowed, placed (409 -2021).
+  Reply stop = replace("STOP_ON_FAILURE", "cancelOrderId=999999", good);
+  EXPECT_EQ(stop.status, 400) << stop.body;
+  EXPECT_EQ(stop.Json().at("code").as_int64(), -2022);
+  EXPECT_EQ(stop.Json().at("msg").as_string(), "Order cancel-replace failed.");
+  EXPECT_EQ(data(stop).at("newOrderResult").as_string(), "NOT_ATTEMPTED");
+  EXPECT_EQ(data(stop).at("cancelResponse").at("code").as_int64(), -2011);
+  EXPECT_TRUE(data(stop).at("newOrderResponse").is_null());
+  Reply allowed = replace("ALLOW_FAILURE", "cancelOrderId=999999", good);
+  EXPECT_EQ(allowed.status, 409) << allowed.body;
+  EXPECT_EQ(allowed.Json().at("code").as_int64(), -2021);
+  EXPECT_EQ(data(allowed).at("cancelResult").as_string(), "FAILURE");
+  EXPECT_EQ(data(allowed).at("newOrderResult").as_string(), "SUCCESS");
+  EXPECT_EQ(data(allowed).at("cancelResponse").at("msg").as_string(), "Unknown order sent.");
+  EXPECT_GT(data(allowed).at("newOrderResponse").at("orderId").as_int64(), b);
+  // Both fail: 400 -2022.
+  Reply both = replace("ALLOW_FAILURE", "cancelOrderId=999999", maker_that_takes);
+  EXPECT_EQ(both.status, 400) << both.body;
+  EXPECT_EQ(both.Json().at("code").as_int64(), -2022);
+  EXPECT_EQ(data(both).at("newOrderResult").as_string(), "FAILURE");
+  EXPECT_EQ(data(both).at("newOrderResponse").at("code").as_int64(), -2010);
+
+  // Both ids must name the same order; cancelRestrictions are the engine's.
+  const int64_t c = rest("cr-c");
+  Reply pair = replace("STOP_ON_FAILURE",
+                       fmt::format("cancelOrderId={}&cancelOrigClientOrderId=cr-a", c), good);
+  EXPECT_EQ(pair.status, 400) << pair.body;
+  EXPECT_EQ(data(pair).at("cancelResponse").at("msg").as_string(), "Unknown order sent.");
+  Reply restricted =
+      replace("STOP_ON_FAILURE",
+              fmt::format("cancelOrderId={}&cancelRestrictions=ONLY_PARTIALLY_FILLED", c), good);
+  EXPECT_EQ(restricted.status, 400) << restricted.body;
+  EXPECT_EQ(data(restricted).at("cancelResponse").at("code").as_int64(), -2011);
+  EXPECT_EQ(data(restricted).at("cancelResponse").at("msg").as_string(),
+            "Order was not canceled due to cancel restrictions.");
+  Reply bad =
+      replace("STOP_ON_FAILURE", fmt::format("cancelOrderId={}&cancelRestrictions=NEW", c), good);
+  EXPECT_EQ(bad.status, 400) << bad.body;
+  EXPECT_EQ(bad.body, R"({"code":-1145,"msg":"Invalid cancelRestrictions"})");
+  // Both succeed.
+  Reply ok = replace("STOP_ON_FAILURE",
+                     fmt::format("cancelOrderId={}&cancelOrigClientOrderId=cr-c&"
+                                 "cancelRestrictions=ONLY_NEW",
+                                 c),
+                     good);
+  ASSERT_EQ(ok.status, 200) << ok.body;
+  EXPECT_EQ(ok.Json().at("cancelResult").as_string(), "SUCCESS");
+  EXPECT_EQ(ok.Json().at("newOrderResult").as_string(), "SUCCESS");
+  EXPECT_EQ(ok.Json().at("cancelResponse").at("orderId").as_int64(), c);
+}
+
+// GET and DELETE /api/v3/order with both ids, and DELETE's cancelRestrictions.
+TEST_F(GatewayTest, BothOrderIdsAndCancelRestrictions) {
+  Node n(dir_);
+  auto alice = n.NewAccount("alice");
+  auto bob = n.NewAccount("bob");
+  ASSERT_EQ(n.Deposit(alice.account, "USDT", "100000", "a").status, 200);
+  ASSERT_EQ(n.Deposit(bob.account, "BTC", "1", "b").status, 200);
+  Reply placed = n.Signed(http::verb::post, "/api/v3/order", alice,
+                          "symbol=BTCUSDT&side=BUY&type=LIMIT&timeInForce=GTC&quantity=0.1&"
+                          "price=30000&newClientOrderId=both-1");
+  ASSERT_EQ(placed.status, 200) << placed.body;
+  const int64_t id = placed.Json().at("orderId").as_int64();
+  Reply wrong = n.Signed(http::verb::get, "/api/v3/order", alice,
+                         fmt::format("symbol=BTCUSDT&orderId={}&origClientOrderId=other", id));
+  EXPECT_EQ(wrong.status, 400);
+  EXPECT_EQ(wrong.body,
+            R"({"code":-2039,"msg":"Client order ID is not correct for this order ID."})");
+  Reply right = n.Signed(http::verb::get, "/api/v3/order", alice,
+                         fmt::format("symbol=BTCUSDT&orderId={}&origClientOrderId=both-1", id));
+  ASSERT_EQ(right.status, 200) << right.body;
+  EXPECT_EQ(right.Json().at("orderId").as_int64(), id);
+
+  auto cancel = [&](const std::string& params) {
+    return n.Signed(http::verb::delete_, "/api/v3/order", alice,
+                    fmt::format("symbol=BTCUSDT&orderId={}&", id) + params);
+  };
+  Reply pair = cancel("origClientOrderId=other");
+  EXPECT_EQ(pair.Json().at("code").as_int64(), -2011) << pair.body;
+  Reply bad = cancel("cancelRestrictions=ANY");
+  EXPECT_EQ(bad.body, R"({"code":-1145,"msg":"Invalid cancelRestrictions"})");
+  Reply not_partial = cancel("cancelRestrictions=ONLY_PARTIALLY_FILLED");
+  EXPECT_EQ(not_partial.status, 400);
+  EXPECT_EQ(not_partial.body,
+            R"({"code":-2011,"msg":"Order was not canceled due to cancel restrictions."})");
+  // Partly filled: ONLY_NEW refused, ONLY_PARTIALLY_FILLED cancels.
+  ASSERT_EQ(n.Signed(http::verb::post, "/api/v3/order", bob,
+                     "symbol=BTCUSDT&side=SELL&type=MARKET&quantity=0.04")
+                .status,
+            200);
+  Reply not_new = cancel("cancelRestrictions=ONLY_NEW");
+  EXPECT_EQ(not_new.Json().at("code").as_int64(), -2011) << not_new.body;
+  Reply done = cancel("origClientOrderId=both-1&cancelRestrictions=ONLY_PARTIALLY_FILLED");
+  ASSERT_EQ(done.status, 200) << done.body;
+  EXPECT_EQ(done.Json().at("status").as_string(), "CANCELED");
+  EXPECT_EQ(done.Json().at("executedQty").as_string(), "0.04000000");
+}
+
+// A cancel gets its own client order id (newClientOrderId on DELETE,
+// cancelNewClientOrderId on cancelReplace, generated otherwise);
+// origClientOrderId is the order's. Expired orders say why.
+TEST_F(GatewayTest, CancelAnswersCarryTheCancelsClientIdAndExpiriesTheirReason) {
+  Node n(dir_);
+  auto alice = n.NewAccount("alice");
+  ASSERT_EQ(n.Deposit(alice.account, "USDT", "100000", "a").status, 200);
+  ASSERT_EQ(n.Deposit(alice.account, "BTC", "1", "b").status, 200);
+  auto rest = [&](const std::string& cid) {
+    Reply r = n.Signed(http::verb::post, "/api/v3/order", alice,
+                       "symbol=BTCUSDT&side=BUY&type=LIMIT&timeInForce=GTC&quantity=0.01&"
+                       "price=30000&newClientOrderId=" +
+                           cid);
+    EXPECT_EQ(r.status, 200) << r.body;
+    return r.Json().at("orderId").as_int64();
+  };
+  const int64_t a = rest("order-a");
+  Reply generated = n.Signed(http::verb::delete_, "/api/v3/order", alice,
+                             fmt::format("symbol=BTCUSDT&orderId={}", a));
+  ASSERT_EQ(generated.status, 200) << generated.body;
+  EXPECT_EQ(generated.Json().at("origClientOrderId").as_string(), "order-a");
+  const std::string cancel_id(generated.Json().at("clientOrderId").as_string());
+  EXPECT_NE(cancel_id, "order-a");
+  EXPECT_EQ(cancel_id.size(), 25u) << cancel_id;
+
+  rest("order-b");
+  Reply named = n.Signed(http::verb::delete_, "/api/v3/order", alice,
+                         "symbol=BTCUSDT&origClientOrderId=order-b&newClientOrderId=cancel-b");
+  ASSERT_EQ(named.status, 200) << named.body;
+  EXPECT_EQ(named.Json().at("origClientOrderId").as_string(), "order-b");
+  EXPECT_EQ(named.Json().at("clientOrderId").as_string(), "cancel-b");
+  const int64_t c = rest("order-c");
+  Reply illegal = n.Signed(http::verb::delete_, "/api/v3/order", alice,
+                           fmt::format("symbol=BTCUSDT&orderId={}&newClientOrderId=a%20b", c));
+  EXPECT_EQ(illegal.Json().at("code").as_int64(), -1100) << illegal.body;
+
+  Reply replaced = n.Signed(http::verb::post, "/api/v3/order/cancelReplace", alice,
+                            fmt::format("symbol=BTCUSDT&cancelReplaceMode=STOP_ON_FAILURE&"
+                                        "cancelOrderId={}&cancelNewClientOrderId=cancel-c&"
+                                        "side=BUY&type=LIMIT&timeInForce=GTC&quantity=0.01&"
+                                        "price=29000&newClientOrderId=order-d",
+                                        c));
+  ASSERT_EQ(replaced.status, 200) << replaced.body;
+  EXPECT_EQ(replaced.Json().at("cancelResponse").at("origClientOrderId").as_string(), "order-c");
+  EXPECT_EQ(replaced.Json().at("cancelResponse").at("clientOrderId").as_string(), "cancel-c");
+  rest("order-e");
+  Reply all = n.Signed(http::verb::delete_, "/api/v3/openOrders", alice, "symbol=BTCUSDT");
+  const json::value canceled = all.Json();
+  ASSERT_EQ(canceled.as_array().size(), 2u) << all.body;
+  for (const json::value& o : canceled.as_array()) {
+    EXPECT_NE(o.at("clientOrderId"), o.at("origClientOrderId")) << all.body;
+  }
+
+  // Expiries: an IOC's remainder, and self-trade prevention.
+  Reply ioc = n.Signed(http::verb::post, "/api/v3/order", alice,
+                       "symbol=BTCUSDT&side=BUY&type=LIMIT&timeInForce=IOC&quantity=0.01&"
+                       "price=30000&newOrderRespType=RESULT");
+  ASSERT_EQ(ioc.status, 200) << ioc.body;
+  EXPECT_EQ(ioc.Json().at("status").as_string(), "EXPIRED");
+  EXPECT_EQ(ioc.Json().at("expiryReason").as_string(), "UNFILLED_IOC_QUANTITY_EXPIRED");
+  rest("maker");
+  Reply stp = n.Signed(http::verb::post, "/api/v3/order", alice,
+                       "symbol=BTCUSDT&side=SELL&type=LIMIT&timeInForce=GTC&quantity=0.03&"
+                       "price=30000&selfTradePreventionMode=EXPIRE_TAKER&"
+                       "newOrderRespType=RESULT");
+  ASSERT_EQ(stp.status, 200) << stp.body;
+  EXPECT_EQ(stp.Json().at("status").as_string(), "EXPIRED");
+  EXPECT_EQ(stp.Json().at("preventedQuantity").as_string(), "0.03000000");
+  EXPECT_FALSE(stp.Json().as_object().contains("expiryReason"));
+  Reply get =
+      n.Signed(http::verb::get, "/api/v3/order", alice,
+               fmt::format("symbol=BTCUSDT&orderId={}", stp.Json().at("orderId").as_int64()));
+  EXPECT_EQ(get.Json().at("preventedQuantity").as_string(), "0.03000000") << get.body;
+}
+
 // A FOK that cannot fill completely is, as on Binance, an order that
 // EXPIRED: HTTP 200 with its order id, nothing executed, nothing locked, the
 // book untouched; queryable afterwards like any closed order.
@@ -1102,13 +1494,15 @@ TEST_F(GatewayTest, UnfillableFokIsAnOrderThatExpired) {
   EXPECT_EQ(all.Json().as_array()[0].at("orderId").as_int64(), fok_id);
   EXPECT_EQ(all.Json().as_array()[0].at("status").as_string(), "EXPIRED");
 
-  // Its client order id stays taken: a re-submission answers with that order.
+  // Its client order id is free again (Binance's rule): a re-submission is a
+  // new order.
   Reply again = n.Signed(http::verb::post, "/api/v3/order", alice,
                          "symbol=BTCUSDT&side=BUY&type=LIMIT&timeInForce=FOK&quantity=0.05&"
                          "price=32000&newClientOrderId=fok-1&newOrderRespType=RESULT");
   ASSERT_EQ(again.status, 200) << again.body;
-  EXPECT_EQ(again.Json().at("orderId").as_int64(), fok_id);
+  EXPECT_GT(again.Json().at("orderId").as_int64(), fok_id);
   EXPECT_EQ(again.Json().at("status").as_string(), "EXPIRED");
+  const int64_t again_id = again.Json().at("orderId").as_int64();
 
   // RESULT and ACK answers.
   Reply result = n.Signed(http::verb::post, "/api/v3/order", alice,
@@ -1117,7 +1511,7 @@ TEST_F(GatewayTest, UnfillableFokIsAnOrderThatExpired) {
   ASSERT_EQ(result.status, 200) << result.body;
   EXPECT_EQ(result.Json().at("status").as_string(), "EXPIRED");
   EXPECT_EQ(result.Json().at("executedQty").as_string(), "0.00000000");
-  EXPECT_GT(result.Json().at("orderId").as_int64(), fok_id);
+  EXPECT_GT(result.Json().at("orderId").as_int64(), again_id);
   Reply ack = n.Signed(http::verb::post, "/api/v3/order", alice,
                        "symbol=BTCUSDT&side=BUY&type=LIMIT&timeInForce=FOK&quantity=0.03&"
                        "price=32000&newOrderRespType=ACK");

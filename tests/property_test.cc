@@ -159,11 +159,12 @@ struct Fields;
 MB_FIELDS(engine::PlaceOrder,
           "account,market,side,type,tif,stp,price,qty,quote_qty,client_order_id", x.account,
           x.market, x.side, x.type, x.tif, x.stp, x.price, x.qty, x.quote_qty, x.client_order_id);
-MB_FIELDS(engine::CancelOrder, "account,market,order_id,orig_client_order_id", x.account, x.market,
-          x.order_id, x.orig_client_order_id);
+MB_FIELDS(engine::CancelOrder, "account,market,order_id,orig_client_order_id,restriction",
+          x.account, x.market, x.order_id, x.orig_client_order_id, x.restriction);
 MB_FIELDS(engine::CancelAll, "account,market", x.account, x.market);
-MB_FIELDS(engine::AmendOrder, "account,market,order_id,orig_client_order_id,new_price,new_qty",
-          x.account, x.market, x.order_id, x.orig_client_order_id, x.new_price, x.new_qty);
+MB_FIELDS(engine::AmendOrder,
+          "account,market,order_id,orig_client_order_id,new_price,new_qty,keep_priority", x.account,
+          x.market, x.order_id, x.orig_client_order_id, x.new_price, x.new_qty, x.keep_priority);
 MB_FIELDS(engine::Deposit, "account,asset,amount,ref", x.account, x.asset, x.amount, x.ref);
 MB_FIELDS(engine::Withdraw, "account,asset,amount,ref", x.account, x.asset, x.amount, x.ref);
 MB_FIELDS(engine::SetMarketStatus, "market,status", x.market, x.status);
@@ -636,7 +637,11 @@ class Generator {
           t.cid = ClientOrderId::From(o->client_id);
         } else {
           t.id = o->id;
-          if (P(100)) t.cid = ClientOrderId::From("ignored");  // order_id wins
+          if (P(100)) {
+            t.cid = ClientOrderId::From("other");  // not this order's: an unknown order
+          } else if (!o->client_id.empty() && P(100)) {
+            t.cid = ClientOrderId::From(o->client_id);  // both ids, naming the same order
+          }
         }
         if (P(40)) {  // the right order, the wrong market
           t.market = MarketId{static_cast<uint16_t>((Raw(t.market) + 1) % kMarkets)};
@@ -679,6 +684,10 @@ class Generator {
     c.market = t.market;
     c.order_id = t.id;
     c.orig_client_order_id = t.cid;
+    if (P(200)) {  // cancelRestrictions
+      c.restriction = P(500) ? engine::CancelRestriction::kOnlyNew
+                             : engine::CancelRestriction::kOnlyPartiallyFilled;
+    }
     return c;
   }
 
@@ -705,9 +714,12 @@ class Generator {
     if (t.order == nullptr) {
       a.new_price = P(500) ? NearPrice(Raw(t.market)) : Price{0};
       a.new_qty = Qty{R(0, 50)};
+      a.keep_priority = P(200);
       return a;
     }
-    return AmendBody(t);
+    a = AmendBody(t);
+    a.keep_priority = P(200);  // amend/keepPriority: only a smaller quantity
+    return a;
   }
 
   engine::AmendOrder AmendBody(const Target& t) {
@@ -1314,7 +1326,9 @@ extern "C" void OnAbort(int) {
   }
 }
 
-TEST(PropertyTest, RealEngineMatchesReference) {
+// The random command stream through the real engine and the reference, under
+// one client order id rule.
+void MatchesReference(engine::ClientOrderIds rule) {
   const uint64_t seed = EnvU64("MB_SEED", kDefaultSeed);
   const uint64_t n = EnvU64("MB_PROPERTY_COMMANDS", kDefaultCommands);
   const uint64_t replay_every = std::max<uint64_t>(1, EnvU64("MB_REPLAY_EVERY", 100));
@@ -1326,7 +1340,11 @@ TEST(PropertyTest, RealEngineMatchesReference) {
   std::signal(SIGABRT, OnAbort);
   const auto started = std::chrono::steady_clock::now();
 
-  const EngineConfig config = ValidConfig();
+  const EngineConfig config = [rule] {
+    EngineConfig c = ValidConfig();
+    c.client_order_ids = rule;
+    return c;
+  }();
   Engine real(config);
   Engine replay(config);
   std::optional<Engine> restored;
@@ -1465,6 +1483,14 @@ TEST(PropertyTest, RealEngineMatchesReference) {
       "[property] %llu commands in %.1f s, %zu open orders at the end, event hash %016llx\n%s",
       static_cast<unsigned long long>(n), secs, real.open_orders(),
       static_cast<unsigned long long>(hasher.value()), coverage.Text().c_str());
+}
+
+TEST(PropertyTest, RealEngineMatchesReference) {
+  MatchesReference(engine::ClientOrderIds::kBinance);
+}
+
+TEST(PropertyTest, RealEngineMatchesReferenceWithIdempotentClientOrderIds) {
+  MatchesReference(engine::ClientOrderIds::kIdempotent);
 }
 
 // The generator itself is reproducible: same seed, same commands.
@@ -1887,15 +1913,20 @@ TEST_F(Scenario, AmendPriceCrossesAndTrades) {
   ExpectLedgerMatches();
 }
 
-TEST_F(Scenario, ClientIdsStayReservedAfterTheOrderCloses) {
-  const uint64_t first = NextSeq();
+// Binance's rule: a closed order's client id is free at once; an open one's is
+// refused.
+TEST_F(Scenario, ClientIdsAreFreeOnceTheOrderCloses) {
   Place(kAlice, kEthUsdt, Side::kBuy, OrderType::kLimit, TimeInForce::kIoc, 200'000, 10,
         StpMode::kNone, 0, "my-order");  // expires at once: closed
+  const uint64_t second = NextSeq();
   auto ev = Place(kAlice, kEthUsdt, Side::kBuy, OrderType::kLimit, TimeInForce::kGtc, 200'000, 10,
                   StpMode::kNone, 0, "my-order");
+  As<engine::OrderAccepted>(ev, 0);
+  ev = Place(kAlice, kEthUsdt, Side::kBuy, OrderType::kLimit, TimeInForce::kGtc, 200'000, 10,
+             StpMode::kNone, 0, "my-order");
   ASSERT_EQ(ev.size(), 1u) << ToText(ev);
   EXPECT_EQ(As<engine::Rejected>(ev, 0).reason, RejectReason::kDuplicateClientOrderId);
-  EXPECT_EQ(As<engine::Rejected>(ev, 0).existing_id, first);
+  EXPECT_EQ(As<engine::Rejected>(ev, 0).existing_id, second);
   // Another account may use the same id.
   ev = Place(kBob, kEthUsdt, Side::kBuy, OrderType::kLimit, TimeInForce::kGtc, 200'000, 10,
              StpMode::kNone, 0, "my-order");

@@ -139,6 +139,8 @@ RefOrder* ReferenceEngine::ResolveTarget(AccountId account, MarketId market, Ord
   }
   RefOrder* o = FindOpen(target);
   if (o == nullptr || o->account != account || o->market != market) return nullptr;
+  // Both ids: the order named by id must carry the client id given.
+  if (Raw(id) != 0 && !cid.empty() && o->client_id != Str(cid)) return nullptr;
   return o;
 }
 
@@ -176,6 +178,12 @@ void ReferenceEngine::RemoveFromBook(OrderId id) {
 
 void ReferenceEngine::CloseOrder(const RefOrder& order) {
   if (order.client_id.empty()) return;
+  if (config_.client_order_ids == engine::ClientOrderIds::kBinance) {
+    // Binance's rule: the id is free once its order closes.
+    auto it = client_ids_.find({order.account, order.client_id});
+    if (it != client_ids_.end() && it->second == order.id) client_ids_.erase(it);
+    return;
+  }
   closed_ids_.push_back(RefReservedClientId{order.account, order.client_id, order.id});
   while (closed_ids_.size() > config_.client_id_memory) {
     const RefReservedClientId& oldest = closed_ids_.front();
@@ -551,6 +559,12 @@ void ReferenceEngine::DoCancel(const engine::CancelOrder& c) {
   }
   RefOrder* target = ResolveTarget(c.account, c.market, c.order_id, c.orig_client_order_id);
   if (target == nullptr) return reject(RejectReason::kUnknownOrder);
+  // cancelRestrictions: ONLY_NEW wants nothing executed, ONLY_PARTIALLY_FILLED something.
+  const bool executed = target->remaining < target->qty;
+  if ((c.restriction == engine::CancelRestriction::kOnlyNew && executed) ||
+      (c.restriction == engine::CancelRestriction::kOnlyPartiallyFilled && !executed)) {
+    return reject(RejectReason::kCancelRestricted);
+  }
 
   RefOrder o = *target;
   RemoveFromBook(o.id);
@@ -622,6 +636,11 @@ void ReferenceEngine::DoAmend(const engine::AmendOrder& c) {
   // READING (Q6): "unchanged" compares the effective values with the order's.
   if (new_price == target->price && new_qty == target->qty) {
     return reject(RejectReason::kNoChange);
+  }
+  // keep_priority: a smaller quantity at the same price, nothing else.
+  if (c.keep_priority) {
+    if (new_price != target->price) return reject(RejectReason::kInvalidPrice);
+    if (new_qty > target->qty) return reject(RejectReason::kQuantityIncrease);
   }
   if (new_price.value < 1 || new_price > spec.max_price) {
     return reject(RejectReason::kInvalidPrice);

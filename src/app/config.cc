@@ -66,7 +66,7 @@ constexpr std::string_view kThreadsKeys[] = {"inbound_capacity", "max_batch", "e
 constexpr std::string_view kStageKeys[] = {"wait", "spins",    "yields",     "park_us",
                                            "cpu",  "realtime", "rt_priority"};
 constexpr std::string_view kEngineKeys[] = {"max_accounts", "fee_account", "expected_open_orders",
-                                            "client_id_memory"};
+                                            "client_id_memory", "client_order_id"};
 constexpr std::string_view kAssetKeys[] = {"symbol", "scale"};
 constexpr std::string_view kMarketKeys[] = {
     "symbol",  "base",      "quote",        "tick_size",     "step_size",     "min_qty",
@@ -540,6 +540,19 @@ class Loader {
     c->expected_open_orders = static_cast<uint32_t>(v);
     MB_RETURN_IF_ERROR(GetInt(*t, "engine", "client_id_memory", 0, kU32Max, &v));
     c->client_id_memory = static_cast<uint32_t>(v);
+    if (t->contains("client_order_id")) {  // optional: "binance" by default
+      std::string text;
+      const toml::node* where = nullptr;
+      MB_RETURN_IF_ERROR(GetString(*t, "engine", "client_order_id", &text, &where));
+      if (text == "binance") {
+        c->client_order_ids = engine::ClientOrderIds::kBinance;
+      } else if (text == "idempotent") {
+        c->client_order_ids = engine::ClientOrderIds::kIdempotent;
+      } else {
+        return At(*where, "engine.client_order_id",
+                  fmt::format("unknown rule \"{}\" (expected binance or idempotent)", text));
+      }
+    }
     return Status::Ok();
   }
 

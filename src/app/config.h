@@ -1,7 +1,8 @@
 // Loads the engine configuration (assets, markets, sizing) from a TOML file.
 // The format is documented at the top of config/matchbook.toml; in short:
 //
-//   [engine]     max_accounts, fee_account, expected_open_orders, client_id_memory
+//   [engine]     max_accounts, fee_account, expected_open_orders, client_id_memory,
+//                client_order_id (optional: "binance" (default) | "idempotent")
 //   [[assets]]   symbol, scale                       (AssetId = position)
 //   [[markets]]  symbol, base, quote, tick_size, step_size, min_qty, max_qty,
 //                max_price, min_notional, maker_fee_bps, taker_fee_bps,
@@ -36,8 +37,9 @@
 //                flight_keep (20)
 //
 // Decimals are TOML strings parsed exactly (common/decimal.h); TOML floats are
-// refused. Every key is required except markets.status, and unknown keys are
-// errors, so a typo never silently becomes a default. The result has passed
+// refused. Every key is required except markets.status and
+// engine.client_order_id, and unknown keys are errors, so a typo never
+// silently becomes a default. The result has passed
 // EngineConfig::Validate(), so its derived fields are filled.
 //
 // Errors are kInvalidArgument (kNotFound / kIoError when the file cannot be

@@ -10,6 +10,7 @@
 
 #include "common/status.h"
 #include "common/strong.h"
+#include "engine/engine.h"
 #include "engine/market.h"
 #include "engine/types.h"
 
@@ -105,6 +106,29 @@ TEST(ParseConfig, StatusIsOptionalAndParsed) {
   r = ParseConfig(Edit({{27, "status = \"CANCEL_ONLY\""}}), kName);
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_EQ(r->markets[0].status, MarketStatus::kCancelOnly);
+}
+
+// [engine] client_order_id: Binance's rule unless the idempotent one is asked
+// for; the choice is part of the configuration hash (recovery refuses a data
+// directory written under the other rule), the default hashing as before.
+TEST(ParseConfig, ClientOrderIdRuleIsOptionalAndParsed) {
+  Result<EngineConfig> r = ParseConfig(Edit(), kName);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->client_order_ids, engine::ClientOrderIds::kBinance);
+  const uint64_t default_hash = engine::HashConfig(*r);
+  r = ParseConfig(Edit({{6, "client_order_id = \"binance\""}}), kName);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->client_order_ids, engine::ClientOrderIds::kBinance);
+  EXPECT_EQ(engine::HashConfig(*r), default_hash);
+  r = ParseConfig(Edit({{6, "client_order_id = \"idempotent\""}}), kName);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->client_order_ids, engine::ClientOrderIds::kIdempotent);
+  EXPECT_NE(engine::HashConfig(*r), default_hash);
+  r = ParseConfig(Edit({{6, "client_order_id = \"strict\""}}), kName);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(),
+            "test.toml:6: engine.client_order_id: unknown rule \"strict\" (expected binance or "
+            "idempotent)");
 }
 
 TEST(ParseConfig, AcceptsExactTrailingZerosAndInlineComments) {

@@ -52,7 +52,7 @@ class Session {
     Place(alice, m, engine::Side::kBuy, ticks(99), lots(4), "alice-bid-99");
     // Crosses two levels with a limit of 103: fills below the limit, rests the rest.
     Place(alice, m, engine::Side::kBuy, ticks(103), lots(12), "alice-sweep");
-    Do(engine::CancelOrder{alice, m, OrderId{0}, ClientOrderId::From("alice-sweep")});
+    Do(engine::CancelOrder{alice, m, OrderId{0}, ClientOrderId::From("alice-sweep"), {}});
     Place(bob, m, engine::Side::kSell, ticks(100), lots(3), "bob-ask-100");
     engine::PlaceOrder buy{};
     buy.account = alice;
@@ -62,7 +62,7 @@ class Session {
     buy.quote_qty = Amount{lot_cost * lots(2).value + lot_cost / 2};  // leaves dust
     buy.client_order_id = ClientOrderId::From("alice-market");
     Do(buy);
-    Do(engine::CancelOrder{bob, m, OrderId{4}, {}});  // already filled: rejected
+    Do(engine::CancelOrder{bob, m, OrderId{4}, {}, {}});  // already filled: rejected
 
     *out_ += "\n" + FormatState(engine_);
     Status inv = engine_.CheckInvariants();

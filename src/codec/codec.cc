@@ -50,9 +50,12 @@ inline constexpr int kEnumMax<engine::MarketStatus> = Raw(engine::MarketStatus::
 template <>
 inline constexpr int kEnumMax<engine::CommandType> = Raw(engine::CommandType::kSetMarketStatus);
 template <>
-inline constexpr int kEnumMax<engine::RejectReason> = Raw(engine::RejectReason::kNoChange);
+inline constexpr int kEnumMax<engine::RejectReason> = Raw(engine::RejectReason::kCancelRestricted);
 template <>
 inline constexpr int kEnumMax<engine::ExpireReason> = Raw(engine::ExpireReason::kFokNotFillable);
+template <>
+inline constexpr int kEnumMax<engine::CancelRestriction> =
+    Raw(engine::CancelRestriction::kOnlyPartiallyFilled);
 
 static_assert(kEnumMax<CommandType> + 1 == std::variant_size_v<CommandBody>);
 static_assert(Raw(EventType::kMarketStatusChanged) + 1 == std::variant_size_v<EventBody>);
@@ -108,14 +111,14 @@ constexpr void VisitFields(V& v, T& x) {
     auto& [account, market, side, type, tif, stp, price, qty, quote_qty, client_order_id] = x;
     v(account, market, side, type, tif, stp, price, qty, quote_qty, client_order_id);
   } else if constexpr (kIs<T, CancelOrder>) {
-    auto& [account, market, order_id, orig_client_order_id] = x;
-    v(account, market, order_id, orig_client_order_id);
+    auto& [account, market, order_id, orig_client_order_id, restriction] = x;
+    v(account, market, order_id, orig_client_order_id, restriction);
   } else if constexpr (kIs<T, CancelAll>) {
     auto& [account, market] = x;
     v(account, market);
   } else if constexpr (kIs<T, AmendOrder>) {
-    auto& [account, market, order_id, orig_client_order_id, new_price, new_qty] = x;
-    v(account, market, order_id, orig_client_order_id, new_price, new_qty);
+    auto& [account, market, order_id, orig_client_order_id, new_price, new_qty, keep_priority] = x;
+    v(account, market, order_id, orig_client_order_id, new_price, new_qty, keep_priority);
   } else if constexpr (kIs<T, engine::Deposit> || kIs<T, Withdraw>) {
     auto& [account, asset, amount, ref] = x;
     v(account, asset, amount, ref);

@@ -44,9 +44,9 @@ namespace mb::codec {
 
 inline constexpr std::array<std::size_t, 7> kCommandSize = {
     80,  // kPlaceOrder
-    60,  // kCancelOrder
+    61,  // kCancelOrder
     15,  // kCancelAll
-    76,  // kAmendOrder
+    77,  // kAmendOrder
     88,  // kDeposit
     88,  // kWithdraw
     12,  // kSetMarketStatus

@@ -48,14 +48,14 @@ auto Tie(const T& x) {
     const auto& [a, b, c, d, e, f, g, h, i, j] = x;
     return std::tie(a, b, c, d, e, f, g, h, i, j);
   } else if constexpr (std::is_same_v<T, CancelOrder>) {
-    const auto& [a, b, c, d] = x;
-    return std::tie(a, b, c, d);
+    const auto& [a, b, c, d, e] = x;
+    return std::tie(a, b, c, d, e);
   } else if constexpr (std::is_same_v<T, CancelAll>) {
     const auto& [a, b] = x;
     return std::tie(a, b);
   } else if constexpr (std::is_same_v<T, AmendOrder>) {
-    const auto& [a, b, c, d, e, f] = x;
-    return std::tie(a, b, c, d, e, f);
+    const auto& [a, b, c, d, e, f, g] = x;
+    return std::tie(a, b, c, d, e, f, g);
   } else if constexpr (std::is_same_v<T, Deposit> || std::is_same_v<T, Withdraw>) {
     const auto& [a, b, c, d] = x;
     return std::tie(a, b, c, d);
@@ -197,16 +197,22 @@ Command MakeCommand(CommandType type, bool max) {
                           coid};
       break;
     case CommandType::kCancelOrder:
-      c.body = CancelOrder{AccountId{max ? kU32Max - 1 : 3}, MarketId{max ? kU16Max : uint16_t{4}},
-                           OrderId{max ? kU64Max : 5}, coid};
+      c.body =
+          CancelOrder{AccountId{max ? kU32Max - 1 : 3}, MarketId{max ? kU16Max : uint16_t{4}},
+                      OrderId{max ? kU64Max : 5}, coid,
+                      max ? CancelRestriction::kOnlyPartiallyFilled : CancelRestriction::kNone};
       break;
     case CommandType::kCancelAll:
       c.body = CancelAll{AccountId{max ? kU32Max : 6}, MarketId{max ? kU16Max : uint16_t{7}}};
       break;
     case CommandType::kAmendOrder:
-      c.body = AmendOrder{AccountId{max ? kU32Max : 8},   MarketId{max ? kU16Max : uint16_t{9}},
-                          OrderId{max ? kU64Max : 10},    coid,
-                          Price{max ? kI64Max : kI64Min}, Qty{max ? kI64Min : kI64Max}};
+      c.body = AmendOrder{AccountId{max ? kU32Max : 8},
+                          MarketId{max ? kU16Max : uint16_t{9}},
+                          OrderId{max ? kU64Max : 10},
+                          coid,
+                          Price{max ? kI64Max : kI64Min},
+                          Qty{max ? kI64Min : kI64Max},
+                          max};
       break;
     case CommandType::kDeposit:
       c.body = Deposit{AccountId{max ? kU32Max : 11}, AssetId{max ? kU16Max : uint16_t{12}},
@@ -249,7 +255,7 @@ Event MakeEvent(EventType type, bool max) {
       break;
     case EventType::kRejected:
       e.body = Rejected{max ? CommandType::kSetMarketStatus : CommandType::kCancelOrder,
-                        max ? RejectReason::kNoChange : RejectReason::kUnknownMarket,
+                        max ? RejectReason::kCancelRestricted : RejectReason::kUnknownMarket,
                         AccountId{max ? kU32Max : 7},
                         MarketId{max ? kU16Max : uint16_t{8}},
                         OrderId{max ? kU64Max : 9},
@@ -459,7 +465,7 @@ TEST(CodecEvent, EveryTypeRoundTrips) {
 }
 
 TEST(Codec, SizesAreTheDocumentedOnes) {
-  EXPECT_EQ(kCommandSize, (std::array<std::size_t, 7>{80, 60, 15, 76, 88, 88, 12}));
+  EXPECT_EQ(kCommandSize, (std::array<std::size_t, 7>{80, 61, 15, 77, 88, 88, 12}));
   EXPECT_EQ(kEventSize, (std::array<std::size_t, 10>{104, 78, 110, 48, 48, 49, 65, 104, 104, 20}));
   EXPECT_EQ(EncodedSize(static_cast<CommandType>(7)), 0u);
   EXPECT_EQ(EncodedSize(static_cast<EventType>(10)), 0u);
@@ -588,8 +594,10 @@ const Site kSites[] = {
     {false, kPo, 71, Kind::kPad, 0, "PlaceOrder.client_order_id last pad"},
     {false, kCo, 15, Kind::kStrLen, 36, "CancelOrder.orig_client_order_id.len"},
     {false, kCo, 51, Kind::kPad, 0, "CancelOrder.orig_client_order_id last pad"},
+    {false, kCo, 52, Kind::kEnum, 2, "CancelOrder.restriction"},
     {false, kAm, 15, Kind::kStrLen, 36, "AmendOrder.orig_client_order_id.len"},
     {false, kAm, 17, Kind::kPad, 0, "AmendOrder.orig_client_order_id first pad"},
+    {false, kAm, 68, Kind::kBool, 1, "AmendOrder.keep_priority"},
     {false, kDe, 15, Kind::kStrLen, 64, "Deposit.ref.len"},
     {false, kDe, 79, Kind::kPad, 0, "Deposit.ref last pad"},
     {false, kWi, 15, Kind::kStrLen, 64, "Withdraw.ref.len"},
@@ -602,7 +610,7 @@ const Site kSites[] = {
     {true, 0, 67, Kind::kStrLen, 36, "OrderAccepted.client_order_id.len"},
     {true, 0, 103, Kind::kPad, 0, "OrderAccepted.client_order_id last pad"},
     {true, 1, 17, Kind::kEnum, 6, "Rejected.command"},
-    {true, 1, 18, Kind::kEnum, 19, "Rejected.reason"},
+    {true, 1, 18, Kind::kEnum, 21, "Rejected.reason"},
     {true, 1, 41, Kind::kStrLen, 36, "Rejected.client_order_id.len"},
     {true, 1, 43, Kind::kPad, 0, "Rejected.client_order_id first pad"},
     {true, 2, 27, Kind::kEnum, 1, "Trade.taker_side"},
@@ -778,10 +786,10 @@ TEST(CodecGolden, FingerprintOfAllSamples) {
   }
   const auto image = EncodeImage(MakeImage());
   all.insert(all.end(), image.begin(), image.end());
-  EXPECT_EQ(all.size(), 2 * (80 + 60 + 15 + 76 + 88 + 88 + 12) +
+  EXPECT_EQ(all.size(), 2 * (80 + 61 + 15 + 77 + 88 + 88 + 12) +
                             2 * (104 + 78 + 110 + 48 + 48 + 49 + 65 + 104 + 104 + 20) +
                             image.size());
-  EXPECT_EQ(XXH3_64bits(all.data(), all.size()), 0xae5e39af3d1e644cULL)
+  EXPECT_EQ(XXH3_64bits(all.data(), all.size()), 0xb93f0ac17a402801ULL)
       << std::hex << "0x" << XXH3_64bits(all.data(), all.size());
 }
 

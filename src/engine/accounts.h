@@ -82,6 +82,11 @@ class Accounts {
   void HoldClientId(AccountId a, const Key128& id, OrderId order) {
     client_ids_.Put(ClientKey{a, id}, order);
   }
+  // An order with a client id closed and its id is free (Binance's rule).
+  void ReleaseClientId(AccountId a, const Key128& id, OrderId order) {
+    const OrderId* held = client_ids_.Find(ClientKey{a, id});
+    if (held != nullptr && *held == order) client_ids_.Erase(ClientKey{a, id});
+  }
   // An order with a client id closed: the id stays taken until client_id_memory
   // later closes push it out (then it is free, unless an open order took it).
   void ReserveClientId(AccountId a, const Key128& id, OrderId order);

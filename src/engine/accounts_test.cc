@@ -19,8 +19,17 @@
 namespace mb::engine {
 namespace {
 
-// Alice and Bob funded.
+// Alice and Bob funded; Binance's client order id rule (the default).
 class ClientOrderIdTest : public FundedEngineTest {};
+
+// The same under the idempotent rule ([engine] client_order_id = "idempotent").
+class IdempotentClientOrderIdTest : public FundedEngineTest {
+ protected:
+  void SetUp() override {
+    UseClientOrderIds(ClientOrderIds::kIdempotent);
+    FundedEngineTest::SetUp();
+  }
+};
 
 TEST_F(ClientOrderIdTest, DuplicateClientOrderIdWhileOpenNamesTheFirstOrder) {
   const OrderId a = Rest(WithClientId(Limit(kAlice, Side::kBuy, 100, 2), "c1"));
@@ -40,7 +49,42 @@ TEST_F(ClientOrderIdTest, DuplicateClientOrderIdWhileOpenNamesTheFirstOrder) {
   Rest(WithClientId(Limit(kBob, Side::kBuy, 99, 2), "c1"));
 }
 
-TEST_F(ClientOrderIdTest, ClientOrderIdStaysReservedForTheLastClosedOrders) {
+// Binance: the id of a closed order is free at once, and the new order takes
+// it (a cancel by client id then names the new one); an open order's id is
+// refused whatever the market.
+TEST_F(ClientOrderIdTest, ClosedOrdersClientOrderIdIsFreeAtOnce) {
+  const OrderId a = Rest(WithClientId(Limit(kAlice, Side::kBuy, 100, 2), "c1"));
+  EXPECT_EQ(Types(Place(Limit(kBob, Side::kSell, 100, 2))), "OrderAccepted Trade");
+  ASSERT_FALSE(engine_.FindOrder(a).has_value());
+  const OrderId b = Rest(WithClientId(Limit(kAlice, Side::kBuy, 99, 2), "c1"));
+  EXPECT_NE(b, a);
+  Rejected r = ExpectReject(
+      WithClientId(Limit(kAlice, Side::kSell, 200, 1, TimeInForce::kGtc, kEthUsdt), "c1"),
+      RejectReason::kDuplicateClientOrderId);
+  EXPECT_EQ(r.existing_id, Raw(b));
+  // Canceled, expired: free too.
+  Cancel(kAlice, b);
+  const OrderId ioc = NextOrderId();
+  EXPECT_EQ(Types(Place(WithClientId(Limit(kAlice, Side::kBuy, 100, 1, TimeInForce::kIoc), "c1"))),
+            "OrderAccepted OrderExpired");
+  const OrderId c = Rest(WithClientId(Limit(kAlice, Side::kBuy, 98, 2), "c1"));
+  EXPECT_GT(Raw(c), Raw(ioc));
+  Events ev = Run(CancelByClientCmd(kAlice, "c1"));
+  ASSERT_EQ(Types(ev), "OrderCanceled");
+  EXPECT_EQ(At<OrderCanceled>(ev, 0).order_id, c);
+  ExpectReject(CancelByClientCmd(kAlice, "c1"), RejectReason::kUnknownOrder);
+  // Nothing is reserved.
+  EXPECT_TRUE(engine_.ExportImage().recent_client_ids.empty());
+}
+
+TEST_F(IdempotentClientOrderIdTest, DuplicateClientOrderIdWhileOpenNamesTheFirstOrder) {
+  const OrderId a = Rest(WithClientId(Limit(kAlice, Side::kBuy, 100, 2), "c1"));
+  Rejected r = ExpectReject(WithClientId(Limit(kAlice, Side::kBuy, 101, 1), "c1"),
+                            RejectReason::kDuplicateClientOrderId);
+  EXPECT_EQ(r.existing_id, Raw(a));
+}
+
+TEST_F(IdempotentClientOrderIdTest, ClientOrderIdStaysReservedForTheLastClosedOrders) {
   const OrderId a = Rest(WithClientId(Limit(kAlice, Side::kBuy, 100, 2), "c1"));
   EXPECT_EQ(Types(Place(Limit(kBob, Side::kSell, 100, 2))), "OrderAccepted Trade");
   ASSERT_FALSE(engine_.FindOrder(a).has_value());
@@ -72,7 +116,7 @@ TEST_F(ClientOrderIdTest, ClientOrderIdStaysReservedForTheLastClosedOrders) {
   EXPECT_EQ(At<OrderCanceled>(ev, 0).order_id, again);
 }
 
-TEST_F(ClientOrderIdTest, ExpiredOrderReservesItsClientIdButARejectedOneDoesNot) {
+TEST_F(IdempotentClientOrderIdTest, ExpiredOrderReservesItsClientIdButARejectedOneDoesNot) {
   const OrderId ioc = NextOrderId();
   EXPECT_EQ(Types(Place(WithClientId(Limit(kAlice, Side::kBuy, 100, 1, TimeInForce::kIoc), "x"))),
             "OrderAccepted OrderExpired");

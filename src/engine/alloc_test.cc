@@ -86,7 +86,7 @@ TEST(EngineAllocations, HotPathAllocatesNothingOnceWarm) {
       const std::size_t k = rnd(open.size());
       const auto o = engine.FindOrder(open[k]);
       if (o) {
-        run(CancelOrder{o->terms.account, MarketId{0}, o->id, {}});
+        run(CancelOrder{o->terms.account, MarketId{0}, o->id, {}, {}});
       }
       open[k] = open.back();
       open.pop_back();
@@ -95,7 +95,7 @@ TEST(EngineAllocations, HotPathAllocatesNothingOnceWarm) {
       if (o) {
         const int64_t move = static_cast<int64_t>(rnd(9)) - 4;
         const Price np{std::max<int64_t>(1, o->terms.price.value + move)};
-        run(AmendOrder{o->terms.account, MarketId{0}, o->id, {}, np, Qty{0}});
+        run(AmendOrder{o->terms.account, MarketId{0}, o->id, {}, np, Qty{0}, false});
       }
     }
   };

@@ -84,6 +84,48 @@ TEST_F(CancelTest, CancelByClientOrderId) {
   EXPECT_EQ(Bal(kBob, kUsdt), B(kFundUsdt - 2'000, 2'000));
 }
 
+// Both ids (Binance's rule): the order found by id must carry the client id.
+TEST_F(CancelTest, CancelByIdAndClientOrderIdNeedsBothToNameTheOrder) {
+  const OrderId a = Rest(WithClientId(Limit(kAlice, Side::kBuy, 100, 2), "mine"));
+  const OrderId b = Rest(Limit(kAlice, Side::kBuy, 100, 2));  // no client id
+  Rejected r = ExpectReject(CancelOrder{kAlice, kBtcUsdt, a, ClientOrderId::From("other"), {}},
+                            RejectReason::kUnknownOrder);
+  EXPECT_EQ(r.order_id, a);
+  EXPECT_EQ(r.client_order_id.view(), "other");
+  ExpectReject(CancelOrder{kAlice, kBtcUsdt, b, ClientOrderId::From("mine"), {}},
+               RejectReason::kUnknownOrder);
+  ExpectReject(
+      AmendOrder{kAlice, kBtcUsdt, a, ClientOrderId::From("other"), Price{0}, Qty{1}, false},
+      RejectReason::kUnknownOrder);
+  EXPECT_EQ(engine_.open_orders(), 2u);
+  Events ev = Run(CancelOrder{kAlice, kBtcUsdt, a, ClientOrderId::From("mine"), {}});
+  ASSERT_EQ(Types(ev), "OrderCanceled");
+  EXPECT_EQ(At<OrderCanceled>(ev, 0).order_id, a);
+}
+
+// cancelRestrictions, decided against the order as it is when the cancel runs.
+TEST_F(CancelTest, CancelRestrictionsNeedTheOrdersState) {
+  const OrderId fresh = Rest(kAlice, Side::kSell, 100, 5);
+  const OrderId partial = Rest(kAlice, Side::kSell, 101, 5);
+  Place(Limit(kBob, Side::kBuy, 101, 7));  // fills fresh, 2 of partial
+  ASSERT_FALSE(engine_.FindOrder(fresh).has_value());
+  const OrderId untouched = Rest(kAlice, Side::kSell, 102, 5);
+  auto cancel = [](OrderId id, CancelRestriction r) {
+    return CancelOrder{kAlice, kBtcUsdt, id, {}, r};
+  };
+  Rejected r =
+      ExpectReject(cancel(partial, CancelRestriction::kOnlyNew), RejectReason::kCancelRestricted);
+  EXPECT_EQ(r.command, CommandType::kCancelOrder);
+  EXPECT_EQ(r.order_id, partial);
+  ExpectReject(cancel(untouched, CancelRestriction::kOnlyPartiallyFilled),
+               RejectReason::kCancelRestricted);
+  ExpectReject(cancel(OrderId{999}, CancelRestriction::kOnlyNew), RejectReason::kUnknownOrder);
+  EXPECT_EQ(engine_.open_orders(), 2u);
+  EXPECT_EQ(Types(Run(cancel(partial, CancelRestriction::kOnlyPartiallyFilled))), "OrderCanceled");
+  EXPECT_EQ(Types(Run(cancel(untouched, CancelRestriction::kOnlyNew))), "OrderCanceled");
+  EXPECT_EQ(engine_.open_orders(), 0u);
+}
+
 TEST_F(CancelTest, CancelAllCancelsTheAccountsOrdersOfOneMarketInAscendingId) {
   const OrderId z = Rest(kAlice, Side::kBuy, 98, 2);
   const OrderId y = Rest(kAlice, Side::kSell, 105, 1);
@@ -339,13 +381,13 @@ TEST_F(AmendTest, AmendChecks) {
 
 TEST_F(AmendTest, AmendByClientOrderId) {
   const OrderId a = Rest(WithClientId(Limit(kAlice, Side::kBuy, 100, 5), "amend-me"));
-  Events ev = Run(
-      AmendOrder{kAlice, kBtcUsdt, OrderId{0}, ClientOrderId::From("amend-me"), Price{0}, Qty{3}});
+  Events ev = Run(AmendOrder{kAlice, kBtcUsdt, OrderId{0}, ClientOrderId::From("amend-me"),
+                             Price{0}, Qty{3}, false});
   ASSERT_EQ(Types(ev), "OrderAmended");
   EXPECT_EQ(At<OrderAmended>(ev, 0).order_id, a);
-  Rejected r = ExpectReject(
-      AmendOrder{kAlice, kBtcUsdt, OrderId{0}, ClientOrderId::From("other"), Price{0}, Qty{2}},
-      RejectReason::kUnknownOrder);
+  Rejected r = ExpectReject(AmendOrder{kAlice, kBtcUsdt, OrderId{0}, ClientOrderId::From("other"),
+                                       Price{0}, Qty{2}, false},
+                            RejectReason::kUnknownOrder);
   EXPECT_EQ(r.order_id, OrderId{0});
   EXPECT_EQ(r.client_order_id.view(), "other");
   // The amended order keeps its client id.
@@ -353,6 +395,33 @@ TEST_F(AmendTest, AmendByClientOrderId) {
   ASSERT_EQ(Types(ev), "OrderCanceled");
   EXPECT_EQ(At<OrderCanceled>(ev, 0).order_id, a);
   EXPECT_EQ(At<OrderCanceled>(ev, 0).released, Amount{3'000});
+}
+
+// amend/keepPriority: only a smaller quantity at the same price; the engine
+// decides it against the order as it is when the command runs.
+TEST_F(AmendTest, KeepPriorityAmendOnlyReducesTheQuantity) {
+  const OrderId a = Rest(WithClientId(Limit(kAlice, Side::kBuy, 100, 5), "keep"));
+  const OrderId b = Rest(kAlice, Side::kBuy, 100, 1);
+  auto keep = [&](OrderId id, std::string_view cid, int64_t price, int64_t qty) {
+    return AmendOrder{kAlice, kBtcUsdt, id, ClientOrderId::From(cid), Price{price}, Qty{qty}, true};
+  };
+  Rejected r = ExpectReject(keep(a, "", 0, 6), RejectReason::kQuantityIncrease);
+  EXPECT_EQ(r.command, CommandType::kAmendOrder);
+  EXPECT_EQ(r.order_id, a);
+  ExpectReject(keep(a, "", 0, 5), RejectReason::kNoChange);
+  ExpectReject(keep(a, "", 101, 4), RejectReason::kInvalidPrice);
+  ExpectReject(keep(OrderId{0}, "keep", 0, 7), RejectReason::kQuantityIncrease);
+  ExpectReject(keep(OrderId{0}, "nope", 0, 4), RejectReason::kUnknownOrder);
+  EXPECT_EQ(Bal(kAlice, kUsdt), B(kFundUsdt - 6'000, 6'000));
+  // By client order id: keeps its place ahead of b.
+  Events ev = Run(keep(OrderId{0}, "keep", 0, 3));
+  ASSERT_EQ(Types(ev), "OrderAmended");
+  EXPECT_EQ(At<OrderAmended>(ev, 0).order_id, a);
+  EXPECT_TRUE(At<OrderAmended>(ev, 0).keeps_priority);
+  EXPECT_EQ(Queue(kBtcUsdt, Side::kBuy), (std::vector<uint64_t>{Raw(a), Raw(b)}));
+  EXPECT_EQ(Bal(kAlice, kUsdt), B(kFundUsdt - 4'000, 4'000));
+  // The same amend without keep_priority may raise the quantity (losing its place).
+  EXPECT_EQ(Types(Amend(kAlice, a, 0, 6)), "OrderAmended OrderRested");
 }
 
 TEST_F(AmendTest, LimitMakerAmendedToACrossingPriceWouldTakeLiquidity) {

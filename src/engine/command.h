@@ -30,11 +30,16 @@ struct PlaceOrder {
 };
 
 // Targets one open order by id, or by client order id when order_id == 0.
+// With both, the order named by order_id must carry that client order id
+// (Binance's rule); otherwise the command is refused as kUnknownOrder. An
+// order whose state does not meet `restriction` is not canceled
+// (kCancelRestricted).
 struct CancelOrder {
   AccountId account{};
   MarketId market{};
   OrderId order_id{};
   ClientOrderId orig_client_order_id{};
+  CancelRestriction restriction = CancelRestriction::kNone;
 };
 
 struct CancelAll {
@@ -43,7 +48,12 @@ struct CancelAll {
 };
 
 // new_qty is the new total quantity, filled part included (Binance semantics);
-// 0 leaves the quantity alone. new_price 0 leaves the price alone.
+// 0 leaves the quantity alone. new_price 0 leaves the price alone. The order
+// is named as CancelOrder names it.
+// keep_priority: the amend may only reduce the quantity at the same price
+// (Binance's amend/keepPriority); a larger quantity is refused with
+// kQuantityIncrease, the same quantity with kNoChange, a price with
+// kInvalidPrice.
 struct AmendOrder {
   AccountId account{};
   MarketId market{};
@@ -51,6 +61,7 @@ struct AmendOrder {
   ClientOrderId orig_client_order_id{};
   Price new_price{};
   Qty new_qty{};
+  bool keep_priority = false;
 };
 
 struct Deposit {

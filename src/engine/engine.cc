@@ -299,6 +299,10 @@ inline uint32_t Engine::Impl::Target(AccountId account, MarketId market, OrderId
   if (i == kNil) return kNil;
   const Order& o = book_.order(i);
   if (o.account != account || o.market != market) return kNil;
+  // Both ids: the order found by id must carry the client id given.
+  if (Raw(id) != 0 && !cid.empty() && (!o.has_client_id || o.client_id != HashString(cid.view()))) {
+    return kNil;
+  }
   return i;
 }
 
@@ -314,6 +318,13 @@ void Engine::Impl::Decide(const CancelOrder& c) noexcept {
   uint32_t i = Target(c.account, c.market, c.order_id, c.orig_client_order_id);
   if (i == kNil) return reject(RejectReason::kUnknownOrder);
   const Order& o = book_.order(i);
+  // Only resting (LIMIT, LIMIT_MAKER) orders are targets: qty() is a quantity.
+  const bool executed = o.remaining < o.qty();
+  if ((c.restriction == CancelRestriction::kOnlyNew && executed) ||
+      (c.restriction == CancelRestriction::kOnlyPartiallyFilled && !executed) ||
+      !EnumInRange(c.restriction, CancelRestriction::kOnlyPartiallyFilled)) {
+    return reject(RejectReason::kCancelRestricted);
+  }
   Emit(OrderCanceled{o.id, o.account, o.market, o.side, o.remaining, o.locked});
 }
 
@@ -353,6 +364,10 @@ void Engine::Impl::Decide(const AmendOrder& a) noexcept {
   const Price price = a.new_price.value == 0 ? o.price : a.new_price;
   const Qty qty = a.new_qty.value == 0 ? o.qty() : a.new_qty;
   if (price == o.price && qty == o.qty()) return reject(RejectReason::kNoChange);
+  if (a.keep_priority) {
+    if (price != o.price) return reject(RejectReason::kInvalidPrice);
+    if (qty > o.qty()) return reject(RejectReason::kQuantityIncrease);
+  }
   if (price.value < 1 || price > m.max_price) return reject(RejectReason::kInvalidPrice);
   const int64_t filled = o.qty().value - o.remaining.value;
   if (qty < m.min_qty || qty > m.max_qty || qty.value <= filled) {
@@ -571,7 +586,13 @@ void Engine::Impl::ApplyClose(OrderId id, Amount released) {
 
 void Engine::Impl::Retire(uint32_t i) {
   const Order& o = book_.order(i);
-  if (o.has_client_id) accounts_.ReserveClientId(o.account, o.client_id, o.id);
+  if (o.has_client_id) {
+    if (cfg_.client_order_ids == ClientOrderIds::kIdempotent) {
+      accounts_.ReserveClientId(o.account, o.client_id, o.id);
+    } else {
+      accounts_.ReleaseClientId(o.account, o.client_id, o.id);
+    }
+  }
   book_.Close(i);
 }
 

@@ -326,15 +326,15 @@ class EngineTest : public ::testing::Test {
     return p;
   }
   static CancelOrder CancelCmd(AccountId account, OrderId id, MarketId market = kBtcUsdt) {
-    return CancelOrder{account, market, id, {}};
+    return CancelOrder{account, market, id, {}, {}};
   }
   static CancelOrder CancelByClientCmd(AccountId account, std::string_view client_id,
                                        MarketId market = kBtcUsdt) {
-    return CancelOrder{account, market, OrderId{0}, ClientOrderId::From(client_id)};
+    return CancelOrder{account, market, OrderId{0}, ClientOrderId::From(client_id), {}};
   }
   static AmendOrder AmendCmd(AccountId account, OrderId id, int64_t new_price, int64_t new_qty,
                              MarketId market = kBtcUsdt) {
-    return AmendOrder{account, market, id, {}, Price{new_price}, Qty{new_qty}};
+    return AmendOrder{account, market, id, {}, Price{new_price}, Qty{new_qty}, false};
   }
   static Deposit DepositCmd(AccountId account, AssetId asset, int64_t amount,
                             std::string_view ref) {
@@ -461,6 +461,11 @@ class FundedEngineTest : public EngineTest {
   void SetUp() override {
     Fund(kAlice);
     Fund(kBob);
+  }
+  // Starts over (before any command) with another client order id rule.
+  void UseClientOrderIds(ClientOrderIds rule) {
+    config_.client_order_ids = rule;
+    engine_ = Engine(config_);
   }
 };
 

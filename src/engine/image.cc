@@ -65,6 +65,9 @@ uint64_t HashConfig(const EngineConfig& config) {
   h.Add(uint64_t{config.max_accounts});
   h.Add(uint64_t{Raw(config.fee_account)});
   h.Add(uint64_t{config.client_id_memory});
+  if (config.client_order_ids != ClientOrderIds::kBinance) {
+    h.Add(uint64_t{static_cast<uint8_t>(config.client_order_ids)});
+  }
   return h.Digest();
 }
 
@@ -260,6 +263,9 @@ Status Engine::Impl::Load(const EngineImage& img) {
     return InvalidArgument("snapshot holds more reserved client ids than client_id_memory");
   }
   for (const auto& r : img.recent_client_ids) {
+    // Binance's rule reserves nothing: the reservations of an image written
+    // under the idempotent rule free their ids.
+    if (cfg_.client_order_ids == ClientOrderIds::kBinance) break;
     if (Raw(r.account) >= cfg_.max_accounts || Raw(r.order_id) < 1 || Raw(r.order_id) > last) {
       return InvalidArgument("snapshot reserves a client id for an impossible order");
     }

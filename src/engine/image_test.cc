@@ -23,8 +23,14 @@
 namespace mb::engine {
 namespace {
 
+// Under the idempotent client order id rule, so that images hold reserved ids.
 class ImageTest : public EngineTest {
  protected:
+  ImageTest() {
+    config_.client_order_ids = ClientOrderIds::kIdempotent;
+    engine_ = Engine(config_);
+  }
+
   // Balances, resting orders on both sides of two markets, trades, fees, a
   // reserved client id of a closed order, transfers, a non-default status.
   void Scenario() {
@@ -161,6 +167,31 @@ TEST_F(ImageTest, RestoreRefusesImagesTheEngineCouldNotHaveMade) {
   }
   Engine fresh(config_);
   EXPECT_TRUE(fresh.Restore(good).ok());
+}
+
+// An image written before the rule was a setting (the idempotent rule, under
+// the hash Binance's rule keeps) restores under Binance's rule: its reserved
+// ids are free.
+TEST_F(ImageTest, ReservedIdsOfAnOlderImageAreFreeUnderBinancesRule) {
+  Scenario();
+  EngineImage image = engine_.ExportImage();
+  ASSERT_FALSE(image.recent_client_ids.empty());
+  EngineConfig binance = config_;
+  binance.client_order_ids = ClientOrderIds::kBinance;
+  Engine restored(binance);
+  image.config_hash = restored.ConfigHash();
+  ASSERT_NE(image.config_hash, engine_.ConfigHash());
+  Status s = restored.Restore(image);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_TRUE(restored.ExportImage().recent_client_ids.empty());
+  // "a-1" was filled: reserved here, free there.
+  const Command again{ts_, PlaceOrder(WithClientId(Limit(kAlice, Side::kBuy, 100, 1), "a-1"))};
+  Events a, b;
+  engine_.Process(again, &a);
+  restored.Process(again, &b);
+  journal_.insert(journal_.end(), a.begin(), a.end());
+  EXPECT_EQ(Types(a), "Rejected");
+  EXPECT_EQ(Types(b), "OrderAccepted OrderRested");
 }
 
 TEST_F(ImageTest, ReplayingTheEventsThroughApplyGivesTheSameState) {

@@ -163,8 +163,8 @@ class LedgerTest : public ::testing::Test {
     Place(kBob, Side::kSell, 101, 3);
     Place(kAlice, Side::kBuy, 105, 4);  // 2 @ 100 + 2 @ 101, releases 180
     const OrderId bid = Place(kAlice, Side::kBuy, 99, 5);
-    Run(AmendOrder{kAlice, kBtcUsdt, bid, {}, Price{0}, Qty{3}});   // release 2 lots
-    Run(AmendOrder{kAlice, kBtcUsdt, bid, {}, Price{98}, Qty{6}});  // re-lock
+    Run(AmendOrder{kAlice, kBtcUsdt, bid, {}, Price{0}, Qty{3}, false});   // release 2 lots
+    Run(AmendOrder{kAlice, kBtcUsdt, bid, {}, Price{98}, Qty{6}, false});  // re-lock
     PlaceOrder mkt;
     mkt.account = kCarol;
     mkt.market = kBtcUsdt;
@@ -178,7 +178,7 @@ class LedgerTest : public ::testing::Test {
     Place(kCarol, Side::kBuy, 110, 1);                    // self-trade (STP NONE)
     Place(kBob, Side::kSell, 97, 10, TimeInForce::kIoc);  // 2 @ 104, 6 @ 98, 2 expire
     Run(CancelAll{kCarol, kBtcUsdt});
-    Run(engine::CancelOrder{kAlice, kBtcUsdt, OrderId{999}, {}});  // rejected
+    Run(engine::CancelOrder{kAlice, kBtcUsdt, OrderId{999}, {}, {}});  // rejected
     Run(SetMarketStatus{kBtcUsdt, MarketStatus::kTrading});
     Withdraw(kBob, kUsdt, 1'000, "w-1");
     Withdraw(kFee, kBtc, engine_.balance(kFee, kBtc).available.value, "w-fee");
@@ -396,7 +396,7 @@ TEST_F(LedgerTest, PriceImprovementOfARestedRemainderIsInTheLedger) {
   std::vector<LedgerEntry> all;
   for (const Event& e : events_) AppendLedgerEntries(config_, e, &all);
   ExpectLedgerMatchesBalances(all);
-  Run(engine::CancelOrder{kAlice, kBtcUsdt, a, {}});
+  Run(engine::CancelOrder{kAlice, kBtcUsdt, a, {}, {}});
   all.clear();
   for (const Event& e : events_) AppendLedgerEntries(config_, e, &all);
   ExpectLedgerMatchesBalances(all);

@@ -203,6 +203,11 @@ Status EngineConfig::Validate() {
   if (client_id_memory < 1) {
     return InvalidArgument("client_id_memory: must be at least 1, got 0");
   }
+  if (client_order_ids != ClientOrderIds::kBinance &&
+      client_order_ids != ClientOrderIds::kIdempotent) {
+    return InvalidArgument("client_order_ids: unknown rule " +
+                           std::to_string(static_cast<int>(client_order_ids)));
+  }
   if (price_window_ticks < 64 || (price_window_ticks & (price_window_ticks - 1)) != 0) {
     return InvalidArgument("price_window_ticks: must be a power of two >= 64, got " +
                            std::to_string(price_window_ticks));

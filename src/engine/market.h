@@ -45,6 +45,18 @@ inline AssetId SpendAsset(const MarketSpec& m, Side side) noexcept {
   return side == Side::kBuy ? m.quote : m.base;
 }
 
+// What a client order id already in use means to a new order (DESIGN.md §2).
+enum class ClientOrderIds : uint8_t {
+  // Binance's rule: unique among the account's open orders. A new order with
+  // the id of an open one is refused (kDuplicateClientOrderId); the id of a
+  // closed order is free again at once.
+  kBinance = 0,
+  // Idempotent re-submission: the id also stays taken for the last
+  // client_id_memory closed orders, and a re-submission is refused naming the
+  // first order (Rejected.existing_id), which the gateway answers with.
+  kIdempotent = 1,
+};
+
 struct EngineConfig {
   std::vector<AssetSpec> assets;            // AssetId = index
   std::vector<MarketSpec> markets;          // MarketId = index
@@ -52,6 +64,10 @@ struct EngineConfig {
   AccountId fee_account{0};                 // collects fees; may not trade
   uint32_t expected_open_orders = 1 << 16;  // pools are sized for this at start
   uint32_t client_id_memory = 1 << 16;      // closed orders whose client ids stay reserved
+                                            // (kIdempotent only)
+  // Part of the decision, so part of the configuration hash (when not the
+  // default, so that configurations from before it keep their hash).
+  ClientOrderIds client_order_ids = ClientOrderIds::kBinance;
   // Width, in ticks, of each book side's direct-indexed price window (a power of
   // two >= 64): levels within it are found in O(1), others in O(log n). Tuning
   // only: it changes no outcome, so it is not part of the configuration hash.

@@ -38,18 +38,17 @@ TEST_F(FokTest, FokThatCannotFillExpiresAndTradesNothing) {
   EXPECT_EQ(Raw(engine_.next_trade_id()), 1u);
 }
 
-TEST_F(FokTest, FokThatExpiresKeepsItsClientOrderIdReserved) {
+TEST_F(FokTest, FokThatExpiresFreesItsClientOrderId) {
   Rest(kBob, Side::kSell, 100, 2);
   const OrderExpired x =
       ExpectFokExpires(WithClientId(Limit(kAlice, Side::kBuy, 100, 3, TimeInForce::kFok), "fok"));
-  // Like any closed order's, its id stays reserved: a re-submission answers
-  // with the expired order.
-  const Rejected r =
-      ExpectReject(WithClientId(Limit(kAlice, Side::kBuy, 100, 2, TimeInForce::kFok), "fok"),
-                   RejectReason::kDuplicateClientOrderId);
-  EXPECT_EQ(r.existing_id, Raw(x.order_id));
   EXPECT_EQ(Bal(kAlice, kUsdt), B(kFundUsdt, 0));
   EXPECT_EQ(DepthOf(kBtcUsdt, Side::kSell), "100x2/1");
+  // Like any closed order's, its id is free again (Binance's rule): the
+  // re-submission is a new order.
+  Events ev = Place(WithClientId(Limit(kAlice, Side::kBuy, 100, 2, TimeInForce::kFok), "fok"));
+  ASSERT_EQ(Types(ev), "OrderAccepted Trade");
+  EXPECT_NE(At<OrderAccepted>(ev, 0).order_id, x.order_id);
 }
 
 TEST_F(FokTest, FokThatCanFillFillsCompletely) {

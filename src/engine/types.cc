@@ -133,6 +133,22 @@ std::string_view ToString(RejectReason v) noexcept {
       return "InvalidStatus";
     case RejectReason::kNoChange:
       return "NoChange";
+    case RejectReason::kQuantityIncrease:
+      return "QuantityIncrease";
+    case RejectReason::kCancelRestricted:
+      return "CancelRestricted";
+  }
+  return "UNKNOWN";
+}
+
+std::string_view ToString(CancelRestriction v) noexcept {
+  switch (v) {
+    case CancelRestriction::kNone:
+      return "NONE";
+    case CancelRestriction::kOnlyNew:
+      return "ONLY_NEW";
+    case CancelRestriction::kOnlyPartiallyFilled:
+      return "ONLY_PARTIALLY_FILLED";
   }
   return "UNKNOWN";
 }

@@ -29,6 +29,13 @@ enum class StpMode : uint8_t {
 
 enum class MarketStatus : uint8_t { kTrading = 0, kHalted = 1, kCancelOnly = 2 };
 
+// A condition a cancel puts on the order's state (Binance's cancelRestrictions).
+enum class CancelRestriction : uint8_t {
+  kNone = 0,
+  kOnlyNew = 1,              // nothing of the order executed yet
+  kOnlyPartiallyFilled = 2,  // some of it executed
+};
+
 enum class CommandType : uint8_t {
   kPlaceOrder = 0,
   kCancelOrder = 1,
@@ -61,6 +68,8 @@ enum class RejectReason : uint8_t {
   kInvalidAmount = 17,      // deposit/withdrawal amount <= 0
   kInvalidStatus = 18,      // unknown market status value
   kNoChange = 19,           // amend that changes neither price nor quantity
+  kQuantityIncrease = 20,   // a keep-priority amend to a larger quantity
+  kCancelRestricted = 21,   // the order's state does not meet the cancel's restriction
 };
 
 // Why an order left the book or the matching loop without filling completely.
@@ -76,6 +85,7 @@ std::string_view ToString(OrderType v) noexcept;
 std::string_view ToString(TimeInForce v) noexcept;
 std::string_view ToString(StpMode v) noexcept;
 std::string_view ToString(MarketStatus v) noexcept;
+std::string_view ToString(CancelRestriction v) noexcept;
 std::string_view ToString(CommandType v) noexcept;
 std::string_view ToString(RejectReason v) noexcept;
 std::string_view ToString(ExpireReason v) noexcept;

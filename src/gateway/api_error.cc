@@ -64,7 +64,11 @@ std::string_view OrderRejectText(engine::RejectReason reason) {
     case RejectReason::kInvalidStatus:
       return "Invalid market status.";
     case RejectReason::kNoChange:
-      return "Amend changes neither price nor quantity.";
+      return "The requested action would change no state; rejecting";
+    case RejectReason::kQuantityIncrease:
+      return "Order amend (quantity increase) is not supported.";
+    case RejectReason::kCancelRestricted:
+      return "Order was not canceled due to cancel restrictions.";
   }
   return "Order rejected.";
 }
@@ -211,6 +215,16 @@ ApiError ApiError::InsufficientBalance() {
 
 ApiError ApiError::CancelRejected(std::string msg) { return Make(400, -2011, std::move(msg)); }
 
+ApiError ApiError::InvalidCancelRestrictions() {
+  return Make(400, -1145, "Invalid cancelRestrictions");
+}
+
+ApiError ApiError::ClientOrderIdInvalid() {
+  return Make(400, -2039, "Client order ID is not correct for this order ID.");
+}
+
+ApiError ApiError::AmendRejected(std::string msg) { return Make(400, -2038, std::move(msg)); }
+
 ApiError ApiError::NoSuchOrder() { return Make(400, -2013, "Order does not exist."); }
 
 ApiError ApiError::BadApiKeyFormat() { return Make(401, -2014, "API-key format invalid."); }
@@ -243,15 +257,16 @@ ApiError ApiError::FromReject(engine::CommandType command, engine::RejectReason 
       if (reason == RejectReason::kMinNotional) return FilterFailure("NOTIONAL");
       return NewOrderRejected(text);
     case CommandType::kAmendOrder:
-      if (reason == RejectReason::kUnknownOrder) return CancelRejected(text);
+      // Binance answers a refused amend with -2038 ORDER_AMEND_REJECTED and
+      // the engine's text; filter failures keep -1013.
       if (reason == RejectReason::kInvalidQuantity) {
         // Also the reject of an amend to at most the executed quantity.
-        return NewOrderRejected(
+        return AmendRejected(
             "Filter failure: LOT_SIZE, or the new quantity is not above the executed quantity.");
       }
       if (reason == RejectReason::kInvalidPrice) return FilterFailure("PRICE_FILTER");
       if (reason == RejectReason::kMinNotional) return FilterFailure("NOTIONAL");
-      return NewOrderRejected(text);
+      return AmendRejected(text);
     case CommandType::kCancelOrder:
     case CommandType::kCancelAll:
       // An account the engine does not know has no orders to cancel.

@@ -51,6 +51,9 @@ struct ApiError {
   static ApiError NewOrderRejected(std::string msg);                       // 400 -2010
   static ApiError InsufficientBalance();            // 400 -2010 exact ccxt text
   static ApiError CancelRejected(std::string msg);  // 400 -2011
+  static ApiError InvalidCancelRestrictions();      // 400 -1145
+  static ApiError AmendRejected(std::string msg);   // 400 -2038
+  static ApiError ClientOrderIdInvalid();           // 400 -2039 (GET order, both ids)
   static ApiError NoSuchOrder();                    // 400 -2013 "Order does not exist."
   static ApiError BadApiKeyFormat();                // 401 -2014
   static ApiError RejectedApiKey();                 // 401 -2015

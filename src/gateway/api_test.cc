@@ -160,12 +160,17 @@ TEST(ApiErrorTest, FromRejectCancelAndAmend) {
   ExpectReject(CommandType::kCancelOrder, RejectReason::kMarketNotTrading, -2011,
                "Market is closed.");
   ExpectReject(CommandType::kCancelOrder, RejectReason::kUnknownMarket, -1121, "Invalid symbol.");
-  ExpectReject(CommandType::kAmendOrder, RejectReason::kUnknownOrder, -2011, "Unknown order sent.");
-  ExpectReject(CommandType::kAmendOrder, RejectReason::kNoChange, -2010,
-               "Amend changes neither price nor quantity.");
+  ExpectReject(CommandType::kCancelOrder, RejectReason::kCancelRestricted, -2011,
+               "Order was not canceled due to cancel restrictions.");
+  // A refused amend is -2038 ORDER_AMEND_REJECTED with the engine's text.
+  ExpectReject(CommandType::kAmendOrder, RejectReason::kUnknownOrder, -2038, "Unknown order sent.");
+  ExpectReject(CommandType::kAmendOrder, RejectReason::kNoChange, -2038,
+               "The requested action would change no state; rejecting");
+  ExpectReject(CommandType::kAmendOrder, RejectReason::kQuantityIncrease, -2038,
+               "Order amend (quantity increase) is not supported.");
   ExpectReject(CommandType::kAmendOrder, RejectReason::kInsufficientBalance, -2010,
                "Account has insufficient balance for requested action.");
-  ExpectReject(CommandType::kAmendOrder, RejectReason::kInvalidQuantity, -2010,
+  ExpectReject(CommandType::kAmendOrder, RejectReason::kInvalidQuantity, -2038,
                "Filter failure: LOT_SIZE, or the new quantity is not above the executed "
                "quantity.");
   ExpectReject(CommandType::kWithdraw, RejectReason::kInvalidAmount, -1130,
@@ -173,7 +178,7 @@ TEST(ApiErrorTest, FromRejectCancelAndAmend) {
 }
 
 TEST(ApiErrorTest, FromRejectEveryReasonHasAText) {
-  for (int r = 1; r <= static_cast<int>(RejectReason::kNoChange); ++r) {
+  for (int r = 1; r <= static_cast<int>(RejectReason::kCancelRestricted); ++r) {
     const auto reason = static_cast<RejectReason>(r);
     for (CommandType cmd : {CommandType::kPlaceOrder, CommandType::kAmendOrder,
                             CommandType::kCancelOrder, CommandType::kCancelAll}) {
@@ -184,7 +189,7 @@ TEST(ApiErrorTest, FromRejectEveryReasonHasAText) {
       const std::set<int> allowed =
           cmd == CommandType::kCancelOrder || cmd == CommandType::kCancelAll
               ? std::set<int>{-2011, -1121, -2010}
-              : std::set<int>{-2010, -2011, -1013, -1121};
+              : std::set<int>{-2010, -2038, -1013, -1121};
       EXPECT_EQ(allowed.count(e.code), 1U) << e.code;
     }
   }

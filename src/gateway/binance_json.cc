@@ -295,6 +295,32 @@ void OrderCore(Obj& o, const MarketFormat& f, const OrderRecord& r, bool with_qu
       .Str("side", engine::ToString(r.terms.side));
 }
 
+// The conditional fields of an expired order (Binance's "Conditional fields
+// in Order Responses"): expiryReason in Binance's words, and for an order
+// that self-trade prevention expired, preventedQuantity (what it still had to
+// fill) instead. preventedMatchId is not given: the engine keeps no record of
+// prevented matches to name.
+void ExpiryFields(Obj& o, const MarketFormat& f, const OrderRecord& r) {
+  if (r.status != marketdata::OrderStatus::kExpired) return;
+  switch (r.expire_reason) {
+    case engine::ExpireReason::kIocRemainder:
+      o.Str("expiryReason", "UNFILLED_IOC_QUANTITY_EXPIRED");
+      return;
+    case engine::ExpireReason::kFokNotFillable:
+      o.Str("expiryReason", "UNFILLED_FOK_ORDER_EXPIRED");
+      return;
+    case engine::ExpireReason::kNoLiquidity:
+      o.Str("expiryReason", "INSUFFICIENT_LIQUIDITY");
+      return;
+    case engine::ExpireReason::kSelfTradePrevention: {
+      // A market order by quote amount has no quantity to state.
+      const Qty left = r.terms.qty.value > r.executed.value ? r.terms.qty - r.executed : Qty{0};
+      o.Dec("preventedQuantity", f.Qty(left));
+      return;
+    }
+  }
+}
+
 void AppendKlineArray(Buf& b, const MarketFormat& f, marketdata::KlineInterval interval,
                       int32_t zone_min, const Kline& k) {
   b.push_back('[');
@@ -671,6 +697,7 @@ std::string OrderJson(const engine::EngineConfig& config, const OrderRecord& r) 
       .Int("workingTime", Ms(r.time_ns))
       .Dec("origQuoteOrderQty", f.Quote(r.quote_qty))
       .Str("selfTradePreventionMode", engine::ToString(r.terms.stp));
+  ExpiryFields(o, f, r);
   o.End();
   return ToStr(b);
 }
@@ -689,6 +716,7 @@ std::string NewOrderJson(const engine::EngineConfig& config, const OrderRecord& 
     OrderCore(o, f, r, /*with_quote_order_qty=*/true);
     o.Int("workingTime", Ms(r.time_ns))
         .Str("selfTradePreventionMode", engine::ToString(r.terms.stp));
+    ExpiryFields(o, f, r);
   }
   if (type == RespType::kFull) {
     o.Key("fills");
@@ -715,9 +743,8 @@ std::string CanceledOrderJson(const engine::EngineConfig& config, const OrderRec
   const MarketFormat f(config, r.terms.market);
   Buf b;
   Obj o(b);
-  // Binance gives the cancel request its own client id (a generated one when
-  // the request names none); without one, the order's id is repeated rather
-  // than inventing a new one.
+  // Binance gives the cancel request its own client id (the gateway generates
+  // one when the request names none); without one, the order's is repeated.
   o.Str("symbol", f.spec().symbol)
       .Str("origClientOrderId", r.client_order_id.view())
       .Uint("orderId", Raw(r.id))
@@ -726,6 +753,40 @@ std::string CanceledOrderJson(const engine::EngineConfig& config, const OrderRec
       .Int("transactTime", transact_ms);
   OrderCore(o, f, r, /*with_quote_order_qty=*/true);
   o.Str("selfTradePreventionMode", engine::ToString(r.terms.stp));
+  o.End();
+  return ToStr(b);
+}
+
+std::string AmendedOrderJson(const engine::EngineConfig& config, const OrderRecord& r,
+                             std::string_view orig_client_id, int64_t transact_ms,
+                             uint64_t execution_id) {
+  const MarketFormat f(config, r.terms.market);
+  Buf b;
+  Obj o(b);
+  o.Int("transactTime", transact_ms).Uint("executionId", execution_id).Key("amendedOrder");
+  {
+    Obj a(b);
+    a.Str("symbol", f.spec().symbol)
+        .Uint("orderId", Raw(r.id))
+        .Int("orderListId", -1)
+        .Str("origClientOrderId", orig_client_id)
+        .Str("clientOrderId", r.client_order_id.view())
+        .Dec("price", f.Price(r.terms.price))
+        .Dec("qty", f.Qty(r.terms.qty))
+        .Dec("executedQty", f.Qty(r.executed))
+        // Self-trade prevention expires whole orders: an open order has
+        // prevented nothing.
+        .Dec("preventedQty", f.Qty(Qty{0}))
+        .Dec("quoteOrderQty", f.Quote(r.quote_qty))
+        .Dec("cumulativeQuoteQty", f.Quote(r.cumulative_quote))
+        .Str("status", marketdata::ToString(r.status))
+        .Str("timeInForce", TifString(r))
+        .Str("type", engine::ToString(r.terms.type))
+        .Str("side", engine::ToString(r.terms.side));
+    if (r.working) a.Int("workingTime", Ms(r.time_ns));
+    a.Str("selfTradePreventionMode", engine::ToString(r.terms.stp));
+    a.End();
+  }
   o.End();
   return ToStr(b);
 }

@@ -104,20 +104,34 @@ std::string BookTickerJson(const engine::EngineConfig& config, const marketdata:
 // orderId, orderListId -1, clientOrderId, price, origQty, executedQty,
 // cummulativeQuoteQty, status, timeInForce, type, side, stopPrice, icebergQty,
 // time, updateTime, isWorking, workingTime, origQuoteOrderQty,
-// selfTradePreventionMode.
+// selfTradePreventionMode; an EXPIRED order adds expiryReason
+// (UNFILLED_IOC_QUANTITY_EXPIRED, UNFILLED_FOK_ORDER_EXPIRED,
+// INSUFFICIENT_LIQUIDITY) or, expired by self-trade prevention,
+// preventedQuantity.
 std::string OrderJson(const engine::EngineConfig& config, const marketdata::OrderRecord& o);
 // POST /order answers: ACK {symbol,orderId,orderListId,clientOrderId,transactTime};
-// RESULT adds price..selfTradePreventionMode (+workingTime); FULL adds fills
+// RESULT adds price..selfTradePreventionMode (+workingTime, and expired:
+// expiryReason or preventedQuantity as OrderJson); FULL adds fills
 // [{price,qty,commission,commissionAsset,tradeId}].
 enum class RespType : uint8_t { kAck, kResult, kFull };
 std::string NewOrderJson(const engine::EngineConfig& config, const marketdata::OrderRecord& o,
                          std::span<const marketdata::Fill> fills, RespType type,
                          int64_t transact_ms);
-// DELETE /order answer: symbol, origClientOrderId, orderId, orderListId,
-// clientOrderId, transactTime, price, origQty, executedQty,
-// cummulativeQuoteQty, status, timeInForce, type, side, selfTradePreventionMode.
+// DELETE /order answer: symbol, origClientOrderId (the order's), orderId,
+// orderListId, clientOrderId (the cancel's own: cancel_client_id),
+// transactTime, price, origQty, executedQty, cummulativeQuoteQty, status,
+// timeInForce, type, side, selfTradePreventionMode.
 std::string CanceledOrderJson(const engine::EngineConfig& config, const marketdata::OrderRecord& o,
                               std::string_view cancel_client_id, int64_t transact_ms);
+// PUT /order/amend/keepPriority answer: {transactTime, executionId,
+// amendedOrder: {symbol, orderId, orderListId, origClientOrderId,
+// clientOrderId, price, qty, executedQty, preventedQty, quoteOrderQty,
+// cumulativeQuoteQty, status, timeInForce, type, side, workingTime (while on
+// the book), selfTradePreventionMode}}. orig_client_id: the order's client id
+// before the amend.
+std::string AmendedOrderJson(const engine::EngineConfig& config, const marketdata::OrderRecord& o,
+                             std::string_view orig_client_id, int64_t transact_ms,
+                             uint64_t execution_id);
 // [{symbol,id,orderId,orderListId,price,qty,quoteQty,commission,commissionAsset,time,isBuyer,isMaker,isBestMatch}]
 std::string MyTradesJson(const engine::EngineConfig& config, std::span<const marketdata::Fill> f);
 // GET /account: makerCommission, takerCommission, buyerCommission,

@@ -290,6 +290,7 @@ OrderRecord MarketBuyByQuote() {
   o.executed = Qty{150};
   o.cumulative_quote = Amount{9'750'000'000};
   o.status = OrderStatus::kExpired;
+  o.expire_reason = engine::ExpireReason::kNoLiquidity;
   o.time_ns = 1'700'000'000'123'000'000;
   o.update_ns = 1'700'000'000'123'000'000;
   o.working = false;
@@ -725,8 +726,32 @@ TEST(OrderJson, MarketOrderByQuoteShowsGtcAndZeroPrice) {
                   R"("stopPrice":"0.00000000","icebergQty":"0.00000000",)"
                   R"("time":1700000000123,"updateTime":1700000000123,"isWorking":false,)"
                   R"("workingTime":1700000000123,)"
-                  R"("origQuoteOrderQty":"100.00000000","selfTradePreventionMode":"NONE"})");
+                  R"("origQuoteOrderQty":"100.00000000","selfTradePreventionMode":"NONE",)"
+                  R"("expiryReason":"INSUFFICIENT_LIQUIDITY"})");
   ParseObject(json);
+}
+
+// Expired orders carry Binance's expiryReason, or preventedQuantity when
+// self-trade prevention expired them; other orders neither.
+TEST(OrderJson, ExpiredOrdersSayWhy) {
+  const engine::EngineConfig c = TestConfig();
+  OrderRecord o = LimitBuy();
+  auto field = [&](const std::string& json, const char* key) -> std::string {
+    const boost::json::object obj = ParseObject(json);
+    if (!obj.contains(key)) return "absent";
+    return std::string(obj.at(key).as_string());
+  };
+  EXPECT_EQ(field(OrderJson(c, o), "expiryReason"), "absent");
+  o.status = OrderStatus::kExpired;
+  o.expire_reason = engine::ExpireReason::kIocRemainder;
+  EXPECT_EQ(field(OrderJson(c, o), "expiryReason"), "UNFILLED_IOC_QUANTITY_EXPIRED");
+  o.expire_reason = engine::ExpireReason::kFokNotFillable;
+  EXPECT_EQ(field(NewOrderJson(c, o, {}, RespType::kResult, 1), "expiryReason"),
+            "UNFILLED_FOK_ORDER_EXPIRED");
+  EXPECT_EQ(field(NewOrderJson(c, o, {}, RespType::kAck, 1), "expiryReason"), "absent");
+  o.expire_reason = engine::ExpireReason::kSelfTradePrevention;
+  EXPECT_EQ(field(OrderJson(c, o), "expiryReason"), "absent");
+  EXPECT_EQ(field(OrderJson(c, o), "preventedQuantity"), "0.00150000");  // 300 - 150 lots
 }
 
 TEST(OrderJson, TimeInForceOfEachType) {

@@ -1018,10 +1018,14 @@ class Gateway::Impl final : public HttpHandler {
                 [](Pending& p, std::string body) { p.Reply(200, std::move(body)); });
   }
 
-  // Places `o`; `done` gets the Binance answer body (or the Pending fails
-  // with the reject).
+  // What answers an order the engine refused (the Pending fails with it by
+  // default).
+  using OrderFail = std::function<void(Pending&, const ApiError&)>;
+
+  // Places `o`; `done` gets the Binance answer body, `fail` (or, without it,
+  // the Pending's Fail) the engine's refusal.
   void SubmitOrder(Ctx& c, const char* kind, const NewOrder& o,
-                   std::function<void(Pending&, std::string)> done) {
+                   std::function<void(Pending&, std::string)> done, OrderFail fail = nullptr) {
     engine::Command cmd;
     cmd.body = o.place;
     const RespType resp = o.resp;
@@ -1029,11 +1033,14 @@ class Gateway::Impl final : public HttpHandler {
     if (resp == RespType::kAck) {
       // ACK: answered once sequenced. A rejected order is answered then too
       // (a reject changes nothing, so it is final when decided).
-      on_seq = [this, done, place = o.place](Pending& p, std::span<const Event> ev) {
+      on_seq = [this, done, fail, place = o.place](Pending& p, std::span<const Event> ev) {
         if (const engine::Rejected* r = FirstReject(ev)) {
-          // A duplicate is answered from the read side once durable (below).
-          if (r->reason == engine::RejectReason::kDuplicateClientOrderId) return false;
-          AnswerReject(p, place, *r, RespType::kAck, done);
+          // Under the idempotent rule a duplicate is answered from the read
+          // side once durable (below).
+          if (r->reason == engine::RejectReason::kDuplicateClientOrderId && idempotent()) {
+            return false;
+          }
+          AnswerReject(p, place, *r, RespType::kAck, done, fail);
           return true;
         }
         std::vector<marketdata::Fill> fills;
@@ -1045,10 +1052,10 @@ class Gateway::Impl final : public HttpHandler {
     }
     Submit(
         c, kind, cmd,
-        [this, resp, done, place = o.place](Pending& p) {
+        [this, resp, done, fail, place = o.place](Pending& p) {
           if (p.acked) return;
           if (const engine::Rejected* r = FirstReject(p.events)) {
-            return AnswerReject(p, place, *r, resp, done);
+            return AnswerReject(p, place, *r, resp, done, fail);
           }
           std::vector<marketdata::Fill> fills;
           const marketdata::OrderRecord rec = OrderFromEvents(config_, p.events, &fills);
@@ -1058,13 +1065,21 @@ class Gateway::Impl final : public HttpHandler {
         std::move(on_seq));
   }
 
-  // A rejected order's answer. A re-submitted client order id is not an error
-  // on Binance: it is answered with the first order's current state
-  // (idempotent re-submission, DESIGN.md §2). Everything else is -2010 with the
-  // reason.
+  // Whether the venue answers a re-submitted client order id with the first
+  // order ([engine] client_order_id = "idempotent") instead of Binance's -2010.
+  bool idempotent() const {
+    return config_.client_order_ids == engine::ClientOrderIds::kIdempotent;
+  }
+
+  // A rejected order's answer: -2010 with the reason (a client order id of an
+  // open order: "Duplicate order sent.", as on Binance). Under the idempotent
+  // rule a re-submitted client order id is answered with the first order's
+  // current state instead (DESIGN.md §2).
   void AnswerReject(Pending& p, const engine::PlaceOrder& place, const engine::Rejected& r,
-                    RespType resp, const std::function<void(Pending&, std::string)>& done) {
-    if (r.reason == engine::RejectReason::kDuplicateClientOrderId && r.existing_id != 0) {
+                    RespType resp, const std::function<void(Pending&, std::string)>& done,
+                    const OrderFail& fail) {
+    if (r.reason == engine::RejectReason::kDuplicateClientOrderId && r.existing_id != 0 &&
+        idempotent()) {
       const auto o =
           read_side_.FindOrder(place.account, place.market, static_cast<OrderId>(r.existing_id));
       if (o) {
@@ -1073,7 +1088,9 @@ class Gateway::Impl final : public HttpHandler {
         return done(p, NewOrderJson(config_, *o, fills, resp, o->time_ns / 1'000'000));
       }
     }
-    p.Fail(ApiError::FromReject(engine::CommandType::kPlaceOrder, r.reason));
+    const ApiError e = ApiError::FromReject(engine::CommandType::kPlaceOrder, r.reason);
+    if (fail) return fail(p, e);
+    p.Fail(e);
   }
 
   void TestOrder(Ctx& c) {
@@ -1083,16 +1100,25 @@ class Gateway::Impl final : public HttpHandler {
     Ok(c, "{}");
   }
 
-  // orderId, else origClientOrderId (one of them is required).
+  // orderId and/or origClientOrderId (one of them is required; *client_id
+  // is empty when not sent).
   std::optional<ApiError> OrderRefParam(const Ctx& c, std::optional<uint64_t>* id,
                                         std::string* client_id) {
     if (auto e = c.params.GetUint("orderId", id)) return e;
-    if (*id) return std::nullopt;
-    if (auto cid = c.params.Get("origClientOrderId")) {
-      *client_id = std::string(*cid);
-      return std::nullopt;
-    }
+    if (auto cid = c.params.Get("origClientOrderId")) *client_id = std::string(*cid);
+    if (*id || !client_id->empty()) return std::nullopt;
     return ApiError::MandatoryMissing("orderId");
+  }
+
+  // Both ids (Binance): the order is looked up by orderId, and must carry the
+  // origClientOrderId sent, else -2039.
+  static std::optional<ApiError> CheckClientId(const marketdata::OrderRecord& rec,
+                                               std::optional<uint64_t> id,
+                                               std::string_view client_id) {
+    if (id && !client_id.empty() && rec.client_order_id.view() != client_id) {
+      return ApiError::ClientOrderIdInvalid();
+    }
+    return std::nullopt;
   }
 
   // The order as the read side holds it (open, or closed and still held).
@@ -1105,6 +1131,7 @@ class Gateway::Impl final : public HttpHandler {
         id ? read_side_.FindOrder(c.account, market, static_cast<OrderId>(*id))
            : read_side_.FindOrderByClientId(c.account, market, cid);
     if (!rec) return ApiError::NoSuchOrder();
+    if (auto e = CheckClientId(*rec, id, cid)) return e;
     *out = *rec;
     return std::nullopt;
   }
@@ -1125,12 +1152,16 @@ class Gateway::Impl final : public HttpHandler {
     const std::optional<marketdata::OrderRecord> rec =
         id ? read_side_.FindOrder(c.account, m, static_cast<OrderId>(*id))
            : read_side_.FindOrderByClientId(c.account, m, cid);
-    if (rec && IsOpen(*rec)) return Ok(c, OrderJson(config_, *rec));
+    if (rec && IsOpen(*rec)) {
+      if (auto e = CheckClientId(*rec, id, cid)) return Reply(c, *e);
+      return Ok(c, OrderJson(config_, *rec));
+    }
     Defer(c, [this, account = c.account, m, id, cid = std::move(cid)](HistoryJob& j) {
       auto found = id ? history_->FindOrder(account, m, static_cast<OrderId>(*id))
                       : history_->FindOrderByClientId(account, m, cid);
       if (!found.ok()) return HistoryUnavailable(j, found.status());
       if (!*found) return JobReply(j, ApiError::NoSuchOrder());
+      if (auto e = CheckClientId(**found, id, cid)) return JobReply(j, *e);
       JobReply(j, 200, OrderJson(config_, **found));
     });
   }
@@ -1145,15 +1176,12 @@ class Gateway::Impl final : public HttpHandler {
 
   void CancelOrderRoute(Ctx& c) {
     engine::CancelOrder cancel;
+    // The engine finds the order (both ids: they must name the same order),
+    // so an order placed a moment ago is found before the read side shows it.
     if (auto e = ParseCancel(c.params, config_, c.account, &cancel)) return Reply(c, *e);
-    if (static_cast<uint64_t>(cancel.order_id) != 0 && !cancel.orig_client_order_id.empty()) {
-      // Both ids: Binance refuses a pair that names two different orders.
-      const auto rec = read_side_.FindOrder(c.account, cancel.market, cancel.order_id);
-      if (!rec || rec->client_order_id.view() != cancel.orig_client_order_id.view()) {
-        return Reply(c, ApiError::CancelRejected("Unknown order sent."));
-      }
-    }
-    std::string new_cid(c.params.Get("newClientOrderId").value_or(""));
+    // The cancel's own client order id (Binance's newClientOrderId of DELETE).
+    std::string new_cid;
+    if (auto e = CancelClientId(c.params, "newClientOrderId", &new_cid)) return Reply(c, *e);
     SubmitCancel(c, cancel, std::move(new_cid),
                  [](Pending& p, std::string body) { p.Reply(200, std::move(body)); });
   }
@@ -1190,7 +1218,7 @@ class Gateway::Impl final : public HttpHandler {
       for (const Event& e : p.events) {
         if (const auto* x = As<engine::OrderCanceled>(e)) {
           if (body.size() > 1) body += ',';
-          body += CanceledBody(account, m, x->order_id, "", e.timestamp_ns / 1'000'000);
+          body += CanceledBody(account, m, x->order_id, NewClientId(), e.timestamp_ns / 1'000'000);
         }
       }
       body += ']';
@@ -1200,7 +1228,10 @@ class Gateway::Impl final : public HttpHandler {
 
   // cancelReplace: the cancel, then (if it succeeded, or always with
   // cancelReplaceMode=ALLOW_FAILURE) the new order. Not atomic: another
-  // command may come between the two, as on Binance.
+  // command may come between the two. Answers as Binance does: both done 200;
+  // one failed 409 -2021 "Order cancel-replace partially failed."; the cancel
+  // failed and the order was not attempted, or both failed, 400 -2022 "Order
+  // cancel-replace failed."; data holds each side's answer or error.
   void CancelReplace(Ctx& c) {
     std::string_view mode;
     if (auto e = c.params.Require("cancelReplaceMode", &mode)) return Reply(c, *e);
@@ -1213,16 +1244,17 @@ class Gateway::Impl final : public HttpHandler {
     engine::CancelOrder cancel;
     cancel.account = c.account;
     cancel.market = m;
-    std::optional<uint64_t> id;
-    if (auto e = c.params.GetUint("cancelOrderId", &id)) return Reply(c, *e);
-    if (id) {
-      cancel.order_id = static_cast<OrderId>(*id);
-    } else if (auto cid = c.params.Get("cancelOrigClientOrderId")) {
-      if (!cancel.orig_client_order_id.Assign(*cid)) {
-        return Reply(c, ApiError::IllegalChars("cancelOrigClientOrderId"));
-      }
-    } else {
-      return Reply(c, ApiError::MandatoryMissing("cancelOrderId"));
+    // Both ids: the engine requires that they name the same order.
+    if (auto e = ParseCancelTarget(c.params, "cancelOrderId", "cancelOrigClientOrderId", &cancel)) {
+      if (e->code != -2011) return Reply(c, *e);
+      // An id no order can have: the cancel fails as the engine would fail
+      // it (naming nothing), and the new order follows the mode.
+      cancel.order_id = OrderId{0};
+      cancel.orig_client_order_id = ClientOrderId{};
+    }
+    std::string cancel_cid;
+    if (auto e = CancelClientId(c.params, "cancelNewClientOrderId", &cancel_cid)) {
+      return Reply(c, *e);
     }
     auto order = std::make_shared<NewOrder>();
     if (auto e = ParseNewOrder(c.params, config_, c.account, order.get())) return Reply(c, *e);
@@ -1240,52 +1272,85 @@ class Gateway::Impl final : public HttpHandler {
     ctx->parse_auth_recorded = true;  // by the cancel's Submit below
     engine::Command cmd;
     cmd.body = cancel;
-    Submit(c, "cancel_replace", cmd, [this, cancel, order, ctx, allow_failure](Pending& p) {
-      std::string cancel_json;
-      bool cancel_ok = false;
-      if (const engine::Rejected* r = FirstReject(p.events)) {
-        cancel_json = ApiError::FromReject(engine::CommandType::kCancelOrder, r->reason).Json();
-      } else {
-        for (const Event& e : p.events) {
-          if (const auto* x = As<engine::OrderCanceled>(e)) {
-            cancel_json = CanceledBody(cancel.account, cancel.market, x->order_id, "",
-                                       e.timestamp_ns / 1'000'000);
-            cancel_ok = true;
+    Submit(
+        c, "cancel_replace", cmd,
+        [this, cancel, cancel_cid, order, ctx, allow_failure](Pending& p) {
+          std::string cancel_json;
+          bool cancel_ok = false;
+          if (const engine::Rejected* r = FirstReject(p.events)) {
+            cancel_json = ApiError::FromReject(engine::CommandType::kCancelOrder, r->reason).Json();
+          } else {
+            for (const Event& e : p.events) {
+              if (const auto* x = As<engine::OrderCanceled>(e)) {
+                cancel_json = CanceledBody(cancel.account, cancel.market, x->order_id, cancel_cid,
+                                           e.timestamp_ns / 1'000'000);
+                cancel_ok = true;
+              }
+            }
           }
-        }
-      }
-      if (!cancel_ok && !allow_failure) {
-        return p.Reply(400, fmt::format(R"({{"code":-2022,"msg":"Order cancel-replace failed.",)"
-                                        R"("data":{{"cancelResult":"FAILURE",)"
-                                        R"("newOrderResult":"NOT_ATTEMPTED",)"
-                                        R"("cancelResponse":{},"newOrderResponse":null}}}})",
-                                        cancel_json));
-      }
-      if (auto e = DryRun(order->place)) {
-        return p.Reply(
-            400, fmt::format(R"({{"code":{},"msg":"Order cancel-replace {}.",)"
-                             R"("data":{{"cancelResult":"{}","newOrderResult":"FAILURE",)"
-                             R"("cancelResponse":{},"newOrderResponse":{}}}}})",
-                             cancel_ok ? -2021 : -2022, cancel_ok ? "partially failed" : "failed",
-                             cancel_ok ? "SUCCESS" : "FAILURE", cancel_json, e->Json()));
-      }
-      const std::string cancel_result = cancel_ok ? "SUCCESS" : "FAILURE";
-      SubmitOrder(*ctx, "cancel_replace", *order,
-                  [cancel_json, cancel_result](Pending& q, std::string body) {
-                    q.Reply(200, fmt::format(R"({{"cancelResult":"{}","newOrderResult":"SUCCESS",)"
-                                             R"("cancelResponse":{},"newOrderResponse":{}}})",
-                                             cancel_result, cancel_json, body));
-                  });
-    });
+          if (!cancel_ok && !allow_failure) {
+            return p.Reply(400, ReplaceFailed(cancel_json, "NOT_ATTEMPTED", "null"));
+          }
+          // The new order refused (the dry run or the engine): a partial failure
+          // when the cancel went through, a failure otherwise.
+          auto refused = [cancel_ok, cancel_json](Pending& q, const ApiError& e) {
+            if (cancel_ok) return q.Reply(409, ReplacePartial(true, cancel_json, e.Json()));
+            q.Reply(400, ReplaceFailed(cancel_json, "FAILURE", e.Json()));
+          };
+          if (auto e = DryRun(order->place)) return refused(p, *e);
+          SubmitOrder(
+              *ctx, "cancel_replace", *order,
+              [cancel_ok, cancel_json](Pending& q, std::string body) {
+                if (!cancel_ok) return q.Reply(409, ReplacePartial(false, cancel_json, body));
+                q.Reply(200, fmt::format(R"({{"cancelResult":"SUCCESS","newOrderResult":"SUCCESS",)"
+                                         R"("cancelResponse":{},"newOrderResponse":{}}})",
+                                         cancel_json, body));
+              },
+              refused);
+        });
+  }
+
+  // cancelReplace's -2022: the cancel failed; the new order `new_result`
+  // (NOT_ATTEMPTED or FAILURE) with `new_json` (null or its error).
+  static std::string ReplaceFailed(const std::string& cancel_json, std::string_view new_result,
+                                   std::string_view new_json) {
+    return fmt::format(R"({{"code":-2022,"msg":"Order cancel-replace failed.",)"
+                       R"("data":{{"cancelResult":"FAILURE","newOrderResult":"{}",)"
+                       R"("cancelResponse":{},"newOrderResponse":{}}}}})",
+                       new_result, cancel_json, new_json);
+  }
+  // cancelReplace's -2021: one side succeeded (the cancel when cancel_ok).
+  static std::string ReplacePartial(bool cancel_ok, const std::string& cancel_json,
+                                    std::string_view new_json) {
+    return fmt::format(R"({{"code":-2021,"msg":"Order cancel-replace partially failed.",)"
+                       R"("data":{{"cancelResult":"{}","newOrderResult":"{}",)"
+                       R"("cancelResponse":{},"newOrderResponse":{}}}}})",
+                       cancel_ok ? "SUCCESS" : "FAILURE", cancel_ok ? "FAILURE" : "SUCCESS",
+                       cancel_json, new_json);
   }
 
   // PUT /api/v3/order/amend/keepPriority: reduce an open order's quantity
-  // keeping its place in the queue (newQty = the new total quantity).
+  // keeping its place in the queue (newQty = the new total quantity). The
+  // engine names the order and decides (it exists, newQty is below its
+  // quantity), so an order placed a moment ago can be amended before the read
+  // side shows it.
   void AmendKeepPriority(Ctx& c) {
     MarketId m{};
     if (auto e = SymbolParam(c, &m)) return Reply(c, *e);
-    marketdata::OrderRecord rec;
-    if (auto e = FindOrderParam(c, m, &rec)) return Reply(c, *e);
+    std::optional<uint64_t> id;
+    if (auto e = c.params.GetUint("orderId", &id)) return Reply(c, *e);
+    const std::optional<std::string_view> orig = c.params.Get("origClientOrderId");
+    if (!id && !orig) return Reply(c, ApiError::MandatoryMissing("orderId"));
+    engine::AmendOrder amend;
+    amend.account = c.account;
+    amend.market = m;
+    amend.keep_priority = true;
+    // Order ids start at 1; an id no order can have names no order.
+    if (id && *id == 0) return Reply(c, ApiError::AmendRejected("Unknown order sent."));
+    if (id) amend.order_id = static_cast<OrderId>(*id);
+    if (orig && !amend.orig_client_order_id.Assign(*orig)) {
+      return Reply(c, ApiError::AmendRejected("Unknown order sent."));
+    }
     std::string_view text;
     if (auto e = c.params.Require("newQty", &text)) return Reply(c, *e);
     const engine::MarketSpec& spec = config_.markets[static_cast<std::size_t>(m)];
@@ -1296,22 +1361,31 @@ class Gateway::Impl final : public HttpHandler {
     }
     if (units <= 0 || units % spec.lot_units != 0)
       return Reply(c, ApiError::FilterFailure("LOT_SIZE"));
-    const Qty new_qty{units / spec.lot_units};
-    if (new_qty >= rec.terms.qty) {
-      return Reply(c, ApiError::BadParam("newQty", "must be less than the order's quantity"));
+    amend.new_qty = Qty{units / spec.lot_units};
+    // The order keeps its client order id (docs/api.md): newClientOrderId may
+    // only repeat the origClientOrderId sent.
+    if (auto new_cid = c.params.Get("newClientOrderId"); new_cid && new_cid != orig) {
+      return Reply(
+          c, ApiError::BadParam("newClientOrderId", "An amended order keeps its client order id."));
     }
     engine::Command cmd;
-    cmd.body = engine::AmendOrder{c.account, m, rec.id, {}, Price{}, new_qty};
+    cmd.body = amend;
     const AccountId account = c.account;
-    Submit(c, "amend", cmd, [this, account, m, id = rec.id](Pending& p) {
+    Submit(c, "amend", cmd, [this, account, m](Pending& p) {
       if (const engine::Rejected* r = FirstReject(p.events)) {
         return p.Fail(ApiError::FromReject(engine::CommandType::kAmendOrder, r->reason));
       }
-      const auto now_rec = read_side_.FindOrder(account, m, id);
-      if (!now_rec) return p.Fail(ApiError::NoSuchOrder());
-      p.Reply(200, fmt::format(R"({{"transactTime":{},"executionId":{},"amendedOrder":{}}})",
-                               p.events.front().timestamp_ns / 1'000'000,
-                               static_cast<uint64_t>(p.seq), OrderJson(config_, *now_rec)));
+      for (const Event& e : p.events) {
+        const auto* a = As<engine::OrderAmended>(e);
+        if (a == nullptr) continue;
+        // Answered once the read side shows the amend.
+        const auto rec = read_side_.FindOrder(account, m, a->order_id);
+        if (!rec) return p.Fail(ApiError::NoSuchOrder());
+        return p.Reply(200,
+                       AmendedOrderJson(config_, *rec, rec->client_order_id.view(),
+                                        e.timestamp_ns / 1'000'000, static_cast<uint64_t>(p.seq)));
+      }
+      p.Fail(ApiError::Unknown("amend produced no amendment"));
     });
   }
 

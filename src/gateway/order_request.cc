@@ -20,6 +20,7 @@
 #include "common/decimal.h"
 #include "common/strong.h"
 #include "engine/types.h"
+#include "gateway/auth.h"
 
 namespace mb::gateway {
 namespace {
@@ -293,34 +294,65 @@ std::optional<ApiError> ParseNewOrder(const Params& params, const engine::Engine
   return std::nullopt;
 }
 
+std::optional<ApiError> ParseCancelTarget(const Params& params, std::string_view id_param,
+                                          std::string_view client_id_param,
+                                          engine::CancelOrder* c) {
+  std::optional<uint64_t> order_id;
+  if (auto e = params.GetUint(id_param, &order_id)) return e;
+  const std::optional<std::string_view> client_id = Sent(params, client_id_param);
+  if (!order_id && !client_id) return EitherMissing(client_id_param, id_param);
+  if (order_id) {
+    // Order ids are sequences, which start at 1; 0 would mean "by client id"
+    // to the engine.
+    if (*order_id == 0) return ApiError::CancelRejected("Unknown order sent.");
+    c->order_id = OrderId{*order_id};
+  }
+  if (client_id) {
+    // An id no order can have (the pattern of newClientOrderId) names no
+    // order; with an order id too, it cannot be that order's.
+    if (!ValidClientId(*client_id) || !c->orig_client_order_id.Assign(*client_id)) {
+      return ApiError::CancelRejected("Unknown order sent.");
+    }
+  }
+  std::optional<std::string_view> restriction;
+  if (auto e = Optional(params, "cancelRestrictions", &restriction)) return e;
+  if (restriction) {
+    if (*restriction == "ONLY_NEW") {
+      c->restriction = engine::CancelRestriction::kOnlyNew;
+    } else if (*restriction == "ONLY_PARTIALLY_FILLED") {
+      c->restriction = engine::CancelRestriction::kOnlyPartiallyFilled;
+    } else {
+      return ApiError::InvalidCancelRestrictions();
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> CancelClientId(const Params& params, std::string_view param,
+                                       std::string* out) {
+  std::optional<std::string_view> id;
+  if (auto e = Optional(params, param, &id)) return e;
+  if (!id) {
+    *out = NewClientId();
+    return std::nullopt;
+  }
+  if (!ValidClientId(*id)) return IllegalChars(param, kClientIdRange);
+  *out = std::string(*id);
+  return std::nullopt;
+}
+
+std::string NewClientId() { return "mb-" + RandomToken(22); }
+
 std::optional<ApiError> ParseCancel(const Params& params, const engine::EngineConfig& config,
                                     AccountId account, engine::CancelOrder* out) {
   std::string_view symbol;
   if (auto e = params.Require("symbol", &symbol)) return e;
   MarketId market{};
   if (auto e = FindMarket(config, symbol, &market)) return e;
-
-  std::optional<uint64_t> order_id;
-  if (auto e = params.GetUint("orderId", &order_id)) return e;
-  const std::optional<std::string_view> client_id = Sent(params, "origClientOrderId");
-  if (!order_id && !client_id) return EitherMissing("origClientOrderId", "orderId");
-
   engine::CancelOrder c;
   c.account = account;
   c.market = market;
-  if (order_id) {
-    // Order ids are sequences, which start at 1; 0 would mean "by client id"
-    // to the engine.
-    if (*order_id == 0) return ApiError::CancelRejected("Unknown order sent.");
-    c.order_id = OrderId{*order_id};
-  }
-  if (client_id) {
-    // An id no order can have (the pattern of newClientOrderId) names no order.
-    if (!ValidClientId(*client_id) || !c.orig_client_order_id.Assign(*client_id)) {
-      if (!order_id) return ApiError::CancelRejected("Unknown order sent.");
-      c.orig_client_order_id = ClientOrderId{};
-    }
-  }
+  if (auto e = ParseCancelTarget(params, "orderId", "origClientOrderId", &c)) return e;
   *out = c;
   return std::nullopt;
 }

@@ -45,10 +45,26 @@ struct NewOrder {
 std::optional<ApiError> ParseNewOrder(const Params& params, const engine::EngineConfig& config,
                                       AccountId account, NewOrder* out);
 
-// DELETE /api/v3/order: symbol + orderId or origClientOrderId (-1102 naming
-// "orderId" when neither).
+// DELETE /api/v3/order: symbol + orderId and/or origClientOrderId (-1102 when
+// neither), cancelRestrictions (ONLY_NEW, ONLY_PARTIALLY_FILLED; -1145
+// otherwise).
 std::optional<ApiError> ParseCancel(const Params& params, const engine::EngineConfig& config,
                                     AccountId account, engine::CancelOrder* out);
+// The order a cancel names, by the parameters `id_param` and/or
+// `client_id_param` (DELETE's orderId / origClientOrderId, cancelReplace's
+// cancelOrderId / cancelOrigClientOrderId), and its cancelRestrictions, into
+// *c (account and market left as they are).
+std::optional<ApiError> ParseCancelTarget(const Params& params, std::string_view id_param,
+                                          std::string_view client_id_param, engine::CancelOrder* c);
+
+// The client order id a cancel gets (Binance gives each cancel its own): the
+// parameter `param` (DELETE's newClientOrderId, cancelReplace's
+// cancelNewClientOrderId) when sent, checked as newClientOrderId is (-1100),
+// else a generated one.
+std::optional<ApiError> CancelClientId(const Params& params, std::string_view param,
+                                       std::string* out);
+// A generated client order id: "mb-" and 22 random characters.
+std::string NewClientId();
 
 // The lock the order needs (what the engine will lock), for the balance dry
 // run: quote notional for limit buys, quote_qty for market buys by quote,

@@ -494,12 +494,18 @@ TEST_F(ParseCancelTest, ByOrderIdOrClientIdOrBoth) {
   const engine::CancelOrder both = Accept("symbol=BTCUSDT&orderId=9&origClientOrderId=my-1");
   EXPECT_EQ(both.order_id, OrderId{9});
   EXPECT_EQ(both.orig_client_order_id.view(), "my-1");
+  EXPECT_EQ(both.restriction, engine::CancelRestriction::kNone);
+}
 
-  // A client id no order can have is dropped when the order id decides.
-  const engine::CancelOrder long_id =
-      Accept("symbol=BTCUSDT&orderId=9&origClientOrderId=" + std::string(37, 'a'));
-  EXPECT_EQ(long_id.order_id, OrderId{9});
-  EXPECT_TRUE(long_id.orig_client_order_id.empty());
+TEST_F(ParseCancelTest, CancelRestrictions) {
+  EXPECT_EQ(Accept("symbol=BTCUSDT&orderId=9&cancelRestrictions=ONLY_NEW").restriction,
+            engine::CancelRestriction::kOnlyNew);
+  EXPECT_EQ(Accept("symbol=BTCUSDT&orderId=9&cancelRestrictions=ONLY_PARTIALLY_FILLED").restriction,
+            engine::CancelRestriction::kOnlyPartiallyFilled);
+  ExpectError("symbol=BTCUSDT&orderId=9&cancelRestrictions=only_new", -1145,
+              "Invalid cancelRestrictions");
+  ExpectError("symbol=BTCUSDT&orderId=9&cancelRestrictions=FILLED", -1145,
+              "Invalid cancelRestrictions");
 }
 
 TEST_F(ParseCancelTest, Errors) {
@@ -518,6 +524,9 @@ TEST_F(ParseCancelTest, Errors) {
   ExpectError("symbol=BTCUSDT&origClientOrderId=" + std::string(37, 'a'), -2011,
               "Unknown order sent.");
   ExpectError("symbol=BTCUSDT&origClientOrderId=bad%20id", -2011, "Unknown order sent.");
+  // With an order id too: a client id no order can have is not that order's.
+  ExpectError("symbol=BTCUSDT&orderId=9&origClientOrderId=" + std::string(37, 'a'), -2011,
+              "Unknown order sent.");
 }
 
 // --- RequiredLock ---

@@ -246,7 +246,7 @@ inline History MakeHistory(uint64_t seed, std::size_t commands) {
       const std::vector<engine::OrderView> open = eng.Orders(kMarket, side);
       if (!open.empty()) {
         const engine::OrderView& o = open[rng.Below(open.size())];
-        run(engine::CancelOrder{o.terms.account, kMarket, o.id, {}});
+        run(engine::CancelOrder{o.terms.account, kMarket, o.id, {}, {}});
         continue;
       }
     }

@@ -93,7 +93,7 @@ Command Place(int64_t ts, AccountId a, MarketId m, Side side, OrderType type, Ti
 }
 
 Command Cancel(int64_t ts, AccountId a, MarketId m, OrderId id, std::string_view cid) {
-  return Command{ts, CancelOrder{a, m, id, ClientOrderId::From(cid)}};
+  return Command{ts, CancelOrder{a, m, id, ClientOrderId::From(cid), {}}};
 }
 
 Command Amend(int64_t ts, AccountId a, MarketId m, OrderId id, int64_t price, int64_t qty) {

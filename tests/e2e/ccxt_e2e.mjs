@@ -281,16 +281,17 @@ async function main(srv) {
       const openAll = await exA.fetchOpenOrders();
       deepEq(openAll.map((x) => x.id), [o.id], 'fetchOpenOrders() without symbol');
 
-      // Re-submitting the same client order id never makes a second order:
-      // DESIGN.md says the first result comes back (idempotent), Binance
-      // answers -2010 "Duplicate order sent."; either way nothing changes.
+      // Re-submitting the client order id of an open order never makes a
+      // second order: as on Binance (the default) it is refused with -2010
+      // "Duplicate order sent."; under the idempotent venue setting the first
+      // result comes back. Either way nothing changes.
       const raw = await alice.rest.signed('POST', '/api/v3/order', { symbol: 'BTCUSDT', side: 'BUY', type: 'LIMIT', timeInForce: 'GTC', quantity: '0.2', price: '30000', newClientOrderId: 'alice-b1' });
       if (raw.status === 200) {
         eq(String(raw.json && raw.json.orderId), o.id, 're-submission of clientOrderId alice-b1: orderId of the first order');
-        log('    re-submitted clientOrderId: the first order is returned (idempotent)');
+        log('    re-submitted clientOrderId: the first order is returned (idempotent venue setting)');
       } else {
         expectError(raw, -2010, 're-submission of clientOrderId alice-b1 (the same order or -2010 expected)');
-        log(`    re-submitted clientOrderId: refused with -2010 "${raw.json.msg}" (Binance behaviour; DESIGN.md says idempotent)`);
+        log(`    re-submitted clientOrderId: refused with -2010 "${raw.json.msg}" (Binance behaviour, the default)`);
       }
       await expectBalance(exA, exp.alice, 'alice after re-submission of B');
       deepEq((await exA.fetchOpenOrders(SYM)).map((x) => x.id), [o.id], 'open orders after re-submission of B');
