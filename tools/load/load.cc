@@ -379,7 +379,8 @@ struct Iteration {
   uint64_t order_id = 0;
   Clock::time_point intended;
   http::verb verb = http::verb::post;
-  std::string target;
+  std::string target;   // http: the signed request target
+  std::string ws_text;  // ws-api: the signed request {id, method, params}
 };
 
 // The order mix. Next() is called by the sender only; Answered() from any io
@@ -458,6 +459,13 @@ class OrderFlow {
       }
     }
     const AccountKeys& k = keys_[it.account];
+    if (o_.transport == Transport::kWsApi) {
+      const char* method = it.op == Op::kCancel  ? "order.cancel"
+                           : it.op == Op::kAmend ? "order.amend.keepPriority"
+                                                 : "order.place";
+      it.ws_text = WsApiRequest(++ws_id_, method, query, k);
+      return it;
+    }
     query += fmt::format("&timestamp={}&recvWindow=60000", WallMs());
     const std::string sig = HmacSha256Hex(k.secret, query);
     const char* path = it.op == Op::kCancel  ? "/api/v3/order"
@@ -484,6 +492,34 @@ class OrderFlow {
   }
 
   const std::string& api_key(uint32_t account) const { return keys_[account].key; }
+
+  // A WebSocket API request with the parameters of `query` (k=v&..., values
+  // that need no encoding), signed as Binance's WebSocket API wants it: HMAC
+  // over every parameter sorted by name, k=v&k=v.
+  static std::string WsApiRequest(uint64_t id, std::string_view method, std::string_view query,
+                                  const AccountKeys& k) {
+    std::map<std::string, std::string> params;
+    for (std::size_t pos = 0; pos < query.size();) {
+      const std::size_t amp = std::min(query.find('&', pos), query.size());
+      const std::string_view pair = query.substr(pos, amp - pos);
+      const std::size_t eq = pair.find('=');
+      params[std::string(pair.substr(0, eq))] =
+          eq == std::string_view::npos ? std::string() : std::string(pair.substr(eq + 1));
+      pos = amp + 1;
+    }
+    params["apiKey"] = k.key;
+    params["timestamp"] = std::to_string(WallMs());
+    params["recvWindow"] = "60000";
+    std::string payload;
+    json::object p;
+    for (const auto& [name, value] : params) {
+      if (!payload.empty()) payload += '&';
+      payload += name + "=" + value;
+      p[name] = value;
+    }
+    p["signature"] = HmacSha256Hex(k.secret, payload);
+    return json::serialize(json::object{{"id", id}, {"method", method}, {"params", std::move(p)}});
+  }
 
   // The n-th history query: allOrders and myTrades in turn, each account in
   // turn. Any thread (reads only what never changes).
@@ -512,6 +548,7 @@ class OrderFlow {
   std::vector<State> state_ MB_GUARDED_BY(mu_);
   const int64_t mid_, qty_;
   uint64_t next_account_ = 0;
+  uint64_t ws_id_ = 0;  // the last WebSocket API request id
   std::mt19937_64 rng_;
   std::uniform_real_distribution<double> uniform_{0.0, 1.0};
   // Offsets from the mid in ticks: geometric, mean ~6 ticks.
@@ -520,20 +557,29 @@ class OrderFlow {
 
 class Runner;
 
-// One keep-alive HTTP connection with at most one request in flight. Every
-// member is touched on the connection's strand only.
-class HttpConn {
+// A connection of the order flow, with at most one request in flight.
+class OrderConn {
+ public:
+  virtual ~OrderConn() = default;
+  virtual void Connect() = 0;
+  virtual void Send(Iteration it) = 0;
+  virtual void Close() = 0;
+};
+
+// One keep-alive HTTP connection. Every member is touched on the
+// connection's strand only.
+class HttpConn final : public OrderConn {
  public:
   HttpConn(Runner& runner, asio::io_context& ioc)
       : runner_(runner), stream_(asio::make_strand(ioc)), retry_(stream_.get_executor()) {}
-  void Connect() {
+  void Connect() override {
     asio::post(stream_.get_executor(), [this] { DoConnect(); });
   }
-  void Send(Iteration it) {
+  void Send(Iteration it) override {
     asio::post(stream_.get_executor(),
                [this, it = std::move(it)]() mutable { DoSend(std::move(it)); });
   }
-  void Close() {
+  void Close() override {
     asio::post(stream_.get_executor(), [this] {
       retry_.cancel();
       beast::error_code ignored;
@@ -553,6 +599,41 @@ class HttpConn {
   beast::flat_buffer buffer_;
   http::request<http::empty_body> req_;
   http::response<http::string_body> res_;
+  Iteration it_;
+};
+
+// One WebSocket API connection (/ws-api/v3): a request, its answer, the
+// next. Every member is touched on the connection's strand only.
+class WsApiConn final : public OrderConn {
+ public:
+  WsApiConn(Runner& runner, asio::io_context& ioc)
+      : runner_(runner), strand_(asio::make_strand(ioc)), retry_(strand_) {}
+  void Connect() override {
+    asio::post(strand_, [this] { DoConnect(); });
+  }
+  void Send(Iteration it) override {
+    asio::post(strand_, [this, it = std::move(it)]() mutable { DoSend(std::move(it)); });
+  }
+  void Close() override {
+    asio::post(strand_, [this] {
+      retry_.cancel();
+      beast::error_code ignored;
+      if (ws_) beast::get_lowest_layer(*ws_).socket().close(ignored);
+    });
+  }
+
+ private:
+  void DoConnect();
+  void DoSend(Iteration it);
+  void OnRead(beast::error_code ec);
+  void Fail(const char* stage, beast::error_code ec);
+
+  Runner& runner_;
+  asio::strand<asio::io_context::executor_type> strand_;
+  // A new stream for each connection: a failed WebSocket stream is not reused.
+  std::unique_ptr<websocket::stream<beast::tcp_stream>> ws_;
+  asio::steady_timer retry_;
+  beast::flat_buffer buffer_;
   Iteration it_;
 };
 
@@ -631,8 +712,13 @@ class Runner {
   Status Start() {
     work_.emplace(asio::make_work_guard(ioc_));
     for (int i = 0; i < o_.threads; ++i) threads_.emplace_back([this] { ioc_.run(); });
-    for (int i = 0; i < o_.connections; ++i)
-      conns_.push_back(std::make_unique<HttpConn>(*this, ioc_));
+    for (int i = 0; i < o_.connections; ++i) {
+      if (o_.transport == Transport::kWsApi) {
+        conns_.push_back(std::make_unique<WsApiConn>(*this, ioc_));
+      } else {
+        conns_.push_back(std::make_unique<HttpConn>(*this, ioc_));
+      }
+    }
     for (int i = 0; i < o_.subscribers; ++i)
       subs_.push_back(std::make_unique<Subscriber>(*this, ioc_));
     for (int i = 0; i < o_.history_readers; ++i)
@@ -777,7 +863,7 @@ class Runner {
   const std::string& abort_reason() const { return abort_reason_; }
 
   // Called by connections and subscribers.
-  void Idle(HttpConn* c) {
+  void Idle(OrderConn* c) {
     MutexLock lock(idle_mu_);
     idle_.push_back(c);
   }
@@ -865,10 +951,10 @@ class Runner {
     MutexLock lock(idle_mu_);
     return idle_.size();
   }
-  HttpConn* TakeIdle() {
+  OrderConn* TakeIdle() {
     MutexLock lock(idle_mu_);
     if (idle_.empty()) return nullptr;
-    HttpConn* c = idle_.front();
+    OrderConn* c = idle_.front();
     idle_.pop_front();
     return c;
   }
@@ -918,7 +1004,7 @@ class Runner {
       const auto intended =
           phase_start_ +
           nanoseconds(static_cast<int64_t>(static_cast<double>(next_i_) * 1e9 / rate_));
-      HttpConn* c = TakeIdle();
+      OrderConn* c = TakeIdle();
       if (c == nullptr) {
         dropped_.fetch_add(1, std::memory_order_relaxed);
         continue;
@@ -954,13 +1040,13 @@ class Runner {
   Clock::time_point phase_start_;
   uint64_t next_i_ = 0, total_ = 0;
 
-  std::vector<std::unique_ptr<HttpConn>> conns_;
+  std::vector<std::unique_ptr<OrderConn>> conns_;
   std::vector<std::unique_ptr<Subscriber>> subs_;
   std::vector<std::unique_ptr<HistoryReader>> readers_;
   Mutex idle_mu_;
   // First in, first out: every connection is used in turn, so none sits idle
   // long enough for the server's keep-alive timeout to close it.
-  std::deque<HttpConn*> idle_ MB_GUARDED_BY(idle_mu_);
+  std::deque<OrderConn*> idle_ MB_GUARDED_BY(idle_mu_);
 
   Histogram order_, delivery_, freshness_, history_;
   std::atomic<uint64_t> history_errors_{0};
@@ -1030,6 +1116,66 @@ void HttpConn::Fail(const char* stage, beast::error_code ec) {
   runner_.RequestFailed(stage, ec);
   beast::error_code ignored;
   stream_.socket().close(ignored);
+  retry_.expires_after(kReconnectDelay);
+  retry_.async_wait([this](beast::error_code ec2) {
+    if (!ec2) DoConnect();
+  });
+}
+
+void WsApiConn::DoConnect() {
+  if (runner_.stopping()) return;
+  ws_ = std::make_unique<websocket::stream<beast::tcp_stream>>(strand_);
+  auto& tcp_layer = beast::get_lowest_layer(*ws_);
+  tcp_layer.expires_after(kConnectTimeout);
+  tcp_layer.async_connect(runner_.endpoint(), [this](beast::error_code ec) {
+    if (ec) return Fail("ws-api connect", ec);
+    beast::get_lowest_layer(*ws_).socket().set_option(tcp::no_delay(true));
+    beast::get_lowest_layer(*ws_).expires_never();
+    websocket::stream_base::timeout t{};
+    t.handshake_timeout = kConnectTimeout;
+    t.idle_timeout = websocket::stream_base::none();
+    t.keep_alive_pings = false;
+    ws_->set_option(t);
+    ws_->text(true);
+    const auto& ep = runner_.endpoint();
+    ws_->async_handshake(fmt::format("{}:{}", ep.address().to_string(), ep.port()), "/ws-api/v3",
+                        [this](beast::error_code ec2) {
+                          if (ec2) return Fail("ws-api handshake", ec2);
+                          buffer_.clear();
+                          runner_.Idle(this);  // last: the sender may use it at once
+                        });
+  });
+}
+
+void WsApiConn::DoSend(Iteration it) {
+  it_ = std::move(it);
+  ws_->async_write(asio::buffer(it_.ws_text), [this](beast::error_code ec, std::size_t) {
+    if (ec) return Fail("write", ec);
+    ws_->async_read(buffer_, [this](beast::error_code ec2, std::size_t) { OnRead(ec2); });
+  });
+}
+
+void WsApiConn::OnRead(beast::error_code ec) {
+  if (ec) return Fail("read", ec);
+  const auto data = buffer_.cdata();
+  const std::string_view text(static_cast<const char*>(data.data()), data.size());
+  // {"id":N,"status":S,"result"|"error":...}: the envelope's status comes first.
+  const int64_t status = FindInt(text, "\"status\":");
+  runner_.Answered(it_, status > 0 ? static_cast<unsigned>(status) : 0u, text);
+  buffer_.consume(buffer_.size());
+  runner_.Idle(this);  // last
+}
+
+void WsApiConn::Fail(const char* stage, beast::error_code ec) {
+  if (runner_.stopping()) return;
+  if (it_.ws_text.empty()) {
+    runner_.ConnectFailed(stage, ec);
+  } else {
+    runner_.RequestFailed(stage, ec);
+  }
+  it_ = {};
+  beast::error_code ignored;
+  beast::get_lowest_layer(*ws_).socket().close(ignored);
   retry_.expires_after(kReconnectDelay);
   retry_.async_wait([this](beast::error_code ec2) {
     if (!ec2) DoConnect();
