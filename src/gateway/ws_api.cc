@@ -308,7 +308,8 @@ class WsApi::Impl {
 
     const std::shared_ptr<Session> session = SessionOf(*conn);
     if (method->path.empty()) {
-      if (auto e = SessionMethod(*method, call.params, payload, session, &call.body)) {
+      if (auto e = SessionMethod(*method, call.params, payload, session, rate_limits,
+                                 &call.body)) {
         call.error = std::move(*e);
       }
     } else if (method->is_signed) {
@@ -374,7 +375,8 @@ class WsApi::Impl {
   // session.logon / status / logout: the answer's body, or the error.
   std::optional<ApiError> SessionMethod(const WsApiMethod& method, const Params& params,
                                         std::string_view payload,
-                                        const std::shared_ptr<Session>& session, std::string* body) {
+                                        const std::shared_ptr<Session>& session,
+                                        bool return_rate_limits, std::string* body) {
     if (!session) return ApiError::Unknown("The connection is closing.");
     const int64_t now_ms = clock_us_() / 1'000;
     if (method.name == "session.logon") {
@@ -405,7 +407,7 @@ class WsApi::Impl {
       o["authorizedSince"] = session->authorized_ms;
     }
     o["connectedSince"] = session->connected_ms;
-    o["returnRateLimits"] = true;
+    o["returnRateLimits"] = return_rate_limits;
     o["serverTime"] = now_ms;
     o["userDataStream"] = false;
     *body = json::serialize(o);

@@ -345,6 +345,10 @@ TEST_F(WsApiTest, SessionLogonLetsRequestsGoUnsignedUntilLogout) {
   EXPECT_EQ(logon.at("result").at("authorizedSince"), kNowMs + 10);
   EXPECT_EQ(logon.at("result").at("serverTime"), kNowMs + 10);
   EXPECT_EQ(Request("session.status", {}).at("result").at("apiKey"), json::value(ed_.key));
+  EXPECT_EQ(logon.at("result").at("returnRateLimits"), true);
+  EXPECT_EQ(Request("session.status", {{"returnRateLimits", false}}).at("result").at(
+                "returnRateLimits"),
+            false);
 
   // Logged on: a timestamp is all a signed method needs, still in its window.
   const std::size_t before = backend_.calls.size();
