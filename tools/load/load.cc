@@ -1,6 +1,7 @@
 #include "load/load.h"
 
 #include <fmt/format.h>
+#include <openssl/evp.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -122,7 +123,61 @@ struct Market {
 struct AccountKeys {
   uint64_t id = 0;
   std::string key, secret;
+  // --ws-auth session: an Ed25519 key (raw 32-byte private key) for session.logon.
+  std::string ed_key, ed_private;
 };
+
+std::string Base64(std::string_view bytes) {
+  static constexpr std::string_view kAlphabet =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  for (std::size_t i = 0; i < bytes.size(); i += 3) {
+    const std::size_t n = std::min<std::size_t>(3, bytes.size() - i);
+    uint32_t v = 0;
+    for (std::size_t j = 0; j < 3; ++j)
+      v = (v << 8) | (j < n ? static_cast<unsigned char>(bytes[i + j]) : 0u);
+    for (std::size_t j = 0; j < 4; ++j)
+      out.push_back(j <= n ? kAlphabet[(v >> (18 - 6 * j)) & 63u] : '=');
+  }
+  return out;
+}
+
+// A new Ed25519 key pair (OpenSSL): raw private and public keys, 32 bytes each.
+bool NewEd25519(std::string* priv, std::string* pub) {
+  EVP_PKEY* key = nullptr;
+  EVP_PKEY_CTX* ctx = EVP_PKEY_CTX_new_id(EVP_PKEY_ED25519, nullptr);
+  const bool made =
+      ctx != nullptr && EVP_PKEY_keygen_init(ctx) == 1 && EVP_PKEY_keygen(ctx, &key) == 1;
+  EVP_PKEY_CTX_free(ctx);
+  if (!made) return false;
+  priv->assign(32, '\0');
+  pub->assign(32, '\0');
+  std::size_t priv_len = 32, pub_len = 32;
+  const bool ok =
+      EVP_PKEY_get_raw_private_key(key, reinterpret_cast<unsigned char*>(priv->data()),
+                                   &priv_len) == 1 &&
+      EVP_PKEY_get_raw_public_key(key, reinterpret_cast<unsigned char*>(pub->data()), &pub_len) ==
+          1;
+  EVP_PKEY_free(key);
+  return ok && priv_len == 32 && pub_len == 32;
+}
+
+// The base64 Ed25519 signature of `message` by a raw private key.
+std::string SignEd25519(const std::string& priv, std::string_view message) {
+  EVP_PKEY* key = EVP_PKEY_new_raw_private_key(
+      EVP_PKEY_ED25519, nullptr, reinterpret_cast<const unsigned char*>(priv.data()), priv.size());
+  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
+  std::string sig(64, '\0');
+  std::size_t len = sig.size();
+  const bool ok = key != nullptr && ctx != nullptr &&
+                  EVP_DigestSignInit(ctx, nullptr, nullptr, nullptr, key) == 1 &&
+                  EVP_DigestSign(ctx, reinterpret_cast<unsigned char*>(sig.data()), &len,
+                                 reinterpret_cast<const unsigned char*>(message.data()),
+                                 message.size()) == 1;
+  EVP_MD_CTX_free(ctx);
+  EVP_PKEY_free(key);
+  return ok ? Base64(std::string_view(sig).substr(0, len)) : std::string();
+}
 
 // Blocking HTTP for the set-up; every call has a deadline (its own io_context
 // runs each exchange to completion).
@@ -301,7 +356,7 @@ Result<Market> LoadMarket(SetupClient& c, const std::string& wanted) {
 }
 
 Result<std::vector<AccountKeys>> CreateAccounts(SetupClient& c, const Market& m, int n, int64_t mid,
-                                                int64_t qty) {
+                                                int64_t qty, bool ed25519) {
   std::vector<AccountKeys> out;
   const std::string run = std::to_string(WallNs());
   for (int i = 0; i < n; ++i) {
@@ -317,6 +372,15 @@ Result<std::vector<AccountKeys>> CreateAccounts(SetupClient& c, const Market& m,
     k.key = JStr(*key, "apiKey");
     k.secret = JStr(*key, "secretKey");
     if (k.key.empty() || k.secret.empty()) return Unavailable("apiKeys: no apiKey/secretKey");
+    if (ed25519) {
+      std::string pub;
+      if (!NewEd25519(&k.ed_private, &pub)) return Unavailable("cannot make an Ed25519 key");
+      auto ed = c.Admin(http::verb::post, fmt::format("/admin/v1/accounts/{}/apiKeys", k.id),
+                        json::serialize(json::object{{"publicKey", Base64(pub)}}));
+      if (!ed.ok()) return ed.status();
+      k.ed_key = JStr(*ed, "apiKey");
+      if (k.ed_key.empty()) return Unavailable("apiKeys: no apiKey for the Ed25519 key");
+    }
     // Ample funds: enough for kFundedOrders orders of the run's largest size
     // on each side (an account holds at most kMaxOpenPerAccount open).
     const double base_units = static_cast<double>(2 * qty) * kFundedOrders;
@@ -397,11 +461,13 @@ class OrderFlow {
         qty_(qty),
         rng_(o.seed) {}
 
-  Iteration Next(Clock::time_point intended) {
+  // account >= 0: for that account (a connection logged on as it).
+  Iteration Next(Clock::time_point intended, int account = -1) {
     MutexLock lock(mu_);
     Iteration it;
     it.intended = intended;
-    it.account = static_cast<uint32_t>(next_account_++ % keys_.size());
+    it.account = account >= 0 ? static_cast<uint32_t>(account)
+                              : static_cast<uint32_t>(next_account_++ % keys_.size());
     State& st = state_[it.account];
     const double r = uniform_(rng_);
     const std::size_t open = st.fresh.size() + st.amended.size();
@@ -463,7 +529,7 @@ class OrderFlow {
       const char* method = it.op == Op::kCancel  ? "order.cancel"
                            : it.op == Op::kAmend ? "order.amend.keepPriority"
                                                  : "order.place";
-      it.ws_text = WsApiRequest(++ws_id_, method, query, k);
+      it.ws_text = WsApiRequest(++ws_id_, method, query, k, o_.ws_auth == WsAuth::kSession);
       return it;
     }
     query += fmt::format("&timestamp={}&recvWindow=60000", WallMs());
@@ -492,12 +558,15 @@ class OrderFlow {
   }
 
   const std::string& api_key(uint32_t account) const { return keys_[account].key; }
+  const AccountKeys& keys(uint32_t account) const { return keys_[account]; }
+  std::size_t accounts() const { return keys_.size(); }
 
   // A WebSocket API request with the parameters of `query` (k=v&..., values
   // that need no encoding), signed as Binance's WebSocket API wants it: HMAC
   // over every parameter sorted by name, k=v&k=v.
+  // logged_on: the connection's session authenticates it (no key, no signature).
   static std::string WsApiRequest(uint64_t id, std::string_view method, std::string_view query,
-                                  const AccountKeys& k) {
+                                  const AccountKeys& k, bool logged_on) {
     std::map<std::string, std::string> params;
     for (std::size_t pos = 0; pos < query.size();) {
       const std::size_t amp = std::min(query.find('&', pos), query.size());
@@ -507,7 +576,7 @@ class OrderFlow {
           eq == std::string_view::npos ? std::string() : std::string(pair.substr(eq + 1));
       pos = amp + 1;
     }
-    params["apiKey"] = k.key;
+    if (!logged_on) params["apiKey"] = k.key;
     params["timestamp"] = std::to_string(WallMs());
     params["recvWindow"] = "60000";
     std::string payload;
@@ -517,7 +586,7 @@ class OrderFlow {
       payload += name + "=" + value;
       p[name] = value;
     }
-    p["signature"] = HmacSha256Hex(k.secret, payload);
+    if (!logged_on) p["signature"] = HmacSha256Hex(k.secret, payload);
     return json::serialize(json::object{{"id", id}, {"method", method}, {"params", std::move(p)}});
   }
 
@@ -564,6 +633,8 @@ class OrderConn {
   virtual void Connect() = 0;
   virtual void Send(Iteration it) = 0;
   virtual void Close() = 0;
+  // The account every request on it must be for (a logged-on session), or -1.
+  virtual int account() const { return -1; }
 };
 
 // One keep-alive HTTP connection. Every member is touched on the
@@ -606,8 +677,10 @@ class HttpConn final : public OrderConn {
 // next. Every member is touched on the connection's strand only.
 class WsApiConn final : public OrderConn {
  public:
-  WsApiConn(Runner& runner, asio::io_context& ioc)
-      : runner_(runner), strand_(asio::make_strand(ioc)), retry_(strand_) {}
+  // account >= 0: logs on as that account (session.logon) after each connect.
+  WsApiConn(Runner& runner, asio::io_context& ioc, int account)
+      : runner_(runner), strand_(asio::make_strand(ioc)), retry_(strand_), account_(account) {}
+  int account() const override { return account_; }
   void Connect() override {
     asio::post(strand_, [this] { DoConnect(); });
   }
@@ -624,6 +697,7 @@ class WsApiConn final : public OrderConn {
 
  private:
   void DoConnect();
+  void Logon();
   void DoSend(Iteration it);
   void OnRead(beast::error_code ec);
   void Fail(const char* stage, beast::error_code ec);
@@ -635,6 +709,8 @@ class WsApiConn final : public OrderConn {
   asio::steady_timer retry_;
   beast::flat_buffer buffer_;
   Iteration it_;
+  const int account_;
+  std::string logon_;  // the session.logon request in flight
 };
 
 // One WebSocket subscriber: trade delivery lag and depth freshness.
@@ -714,7 +790,10 @@ class Runner {
     for (int i = 0; i < o_.threads; ++i) threads_.emplace_back([this] { ioc_.run(); });
     for (int i = 0; i < o_.connections; ++i) {
       if (o_.transport == Transport::kWsApi) {
-        conns_.push_back(std::make_unique<WsApiConn>(*this, ioc_));
+        const int account = o_.ws_auth == WsAuth::kSession
+                                ? static_cast<int>(static_cast<std::size_t>(i) % flow_.accounts())
+                                : -1;
+        conns_.push_back(std::make_unique<WsApiConn>(*this, ioc_, account));
       } else {
         conns_.push_back(std::make_unique<HttpConn>(*this, ioc_));
       }
@@ -944,6 +1023,7 @@ class Runner {
     return fmt::format("/stream?streams={}@trade/{}@depth@0ms&timeUnit=MICROSECOND", s, s);
   }
   const std::string& api_key(uint32_t account) const { return flow_.api_key(account); }
+  const AccountKeys& keys(uint32_t account) const { return flow_.keys(account); }
   const std::string& host_header() const { return host_header_; }
 
  private:
@@ -1010,7 +1090,7 @@ class Runner {
         continue;
       }
       requests_.fetch_add(1, std::memory_order_relaxed);
-      c->Send(flow_.Next(intended));
+      c->Send(flow_.Next(intended, c->account()));
     }
     if (next_i_ >= total_) {
       sending_ = false;
@@ -1142,8 +1222,36 @@ void WsApiConn::DoConnect() {
                         [this](beast::error_code ec2) {
                           if (ec2) return Fail("ws-api handshake", ec2);
                           buffer_.clear();
+                          if (account_ >= 0) return Logon();
                           runner_.Idle(this);  // last: the sender may use it at once
                         });
+  });
+}
+
+void WsApiConn::Logon() {
+  const AccountKeys& k = runner_.keys(static_cast<uint32_t>(account_));
+  const std::string ts = std::to_string(WallMs());
+  const std::string payload = "apiKey=" + k.ed_key + "&timestamp=" + ts;
+  logon_ = json::serialize(json::object{
+      {"id", "logon"},
+      {"method", "session.logon"},
+      {"params", json::object{{"apiKey", k.ed_key},
+                              {"timestamp", ts},
+                              {"signature", SignEd25519(k.ed_private, payload)}}}});
+  ws_->async_write(asio::buffer(logon_), [this](beast::error_code ec, std::size_t) {
+    if (ec) return Fail("ws-api logon", ec);
+    ws_->async_read(buffer_, [this](beast::error_code ec2, std::size_t) {
+      if (ec2) return Fail("ws-api logon", ec2);
+      const auto data = buffer_.cdata();
+      const std::string_view text(static_cast<const char*>(data.data()), data.size());
+      const bool ok = FindInt(text, "\"status\":") == 200;
+      buffer_.consume(buffer_.size());
+      if (!ok) {
+        return Fail("ws-api logon refused",
+                    boost::system::errc::make_error_code(boost::system::errc::permission_denied));
+      }
+      runner_.Idle(this);  // last
+    });
   });
 }
 
@@ -1376,7 +1484,8 @@ Result<Report> RunLoad(const Options& o) {
   auto mid = FindMid(setup, m);
   if (!mid.ok()) return mid.status();
   const int64_t qty = MinQty(m, *mid - 64);
-  auto accounts = CreateAccounts(setup, m, o.accounts, *mid, qty);
+  auto accounts = CreateAccounts(setup, m, o.accounts, *mid, qty,
+                                 o.ws_auth == WsAuth::kSession);
   if (!accounts.ok()) return accounts.status();
   MB_RETURN_IF_ERROR(SeedBook(setup, m, *accounts, *mid, 5 * qty));
 
