@@ -11,12 +11,14 @@
 #include <gtest/gtest.h>
 #include <ifaddrs.h>
 #include <netinet/in.h>
+#include <openssl/evp.h>
 
 #include <atomic>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/websocket.hpp>
 #include <boost/json.hpp>
 #include <chrono>
 #include <cstring>
@@ -2410,6 +2412,299 @@ TEST_F(GatewayTest, ConcurrentScrapesWhileTrading) {
   EXPECT_GT(orders.load(), 2);
   const std::string text = n.Request(http::verb::get, "/metrics").body;
   EXPECT_EQ(Sample(text, R"(matchbook_orders_total{market="BTCUSDT"})"), orders.load());
+}
+
+
+// ------------------------------------------------------------ WebSocket API
+
+// A blocking WebSocket API client: one request, its answer.
+class WsApiClient {
+ public:
+  WsApiClient(uint16_t port) {
+    tcp::socket sock(io_);
+    sock.connect(tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), port));
+    ws_.next_layer() = std::move(sock);
+    ws_.handshake("127.0.0.1", "/ws-api/v3");
+  }
+  json::object Call(std::string_view method, json::object params) {
+    json::object req{{"id", ++id_}, {"method", method}, {"params", std::move(params)}};
+    ws_.write(boost::asio::buffer(json::serialize(req)));
+    for (;;) {
+      beast::flat_buffer buf;
+      ws_.read(buf);
+      json::value v = json::parse(beast::buffers_to_string(buf.data()));
+      // User data pushes have no id; answers carry the request's.
+      if (v.as_object().contains("id") && v.at("id") == json::value(id_)) return v.as_object();
+    }
+  }
+  // Binance's payload: every parameter but the signature, sorted, k=v&k=v.
+  static std::string Payload(const json::object& params) {
+    std::map<std::string, std::string> sorted;
+    for (const auto& kv : params) {
+      const json::value& v = kv.value();
+      sorted[std::string(kv.key())] =
+          v.is_string() ? std::string(v.get_string()) : json::serialize(v);
+    }
+    std::string out;
+    for (const auto& [k, v] : sorted) out += (out.empty() ? "" : "&") + k + "=" + v;
+    return out;
+  }
+  json::object Signed(std::string_view method, const Client::Keys& k, json::object params) {
+    params["apiKey"] = k.key;
+    params["timestamp"] = WallMs();
+    params["signature"] = HmacSha256Hex(k.secret, Payload(params));
+    return Call(method, std::move(params));
+  }
+
+ private:
+  boost::asio::io_context io_;
+  beast::websocket::stream<tcp::socket> ws_{io_};
+  int64_t id_ = 0;
+};
+
+// An order's answer without what differs between two equal orders.
+json::value Normalized(json::value v) {
+  if (!v.is_object()) return v;
+  for (const char* f : {"orderId", "clientOrderId", "transactTime", "workingTime"}) {
+    v.as_object().erase(f);
+  }
+  if (v.as_object().contains("fills")) {
+    for (json::value& fill : v.at("fills").as_array()) fill.as_object().erase("tradeId");
+  }
+  return v;
+}
+
+TEST_F(GatewayTest, WebSocketApiTradesAsRestDoes) {
+  Node n(dir_);
+  auto alice = n.NewAccount("alice");
+  auto bob = n.NewAccount("bob");
+  ASSERT_EQ(n.Deposit(alice.account, "USDT", "100000", "a").status, 200);
+  ASSERT_EQ(n.Deposit(bob.account, "BTC", "10", "b").status, 200);
+  WsApiClient ws(n.port());
+
+  json::object a = ws.Call("ping", {});
+  EXPECT_EQ(a.at("status"), 200);
+  EXPECT_EQ(a.at("result"), json::object());
+  EXPECT_EQ(a.at("rateLimits").at(0).at("rateLimitType"), "REQUEST_WEIGHT");
+  EXPECT_GT(ws.Call("time", {}).at("result").at("serverTime").as_int64(), 0);
+  a = ws.Call("exchangeInfo", {{"symbol", "BTCUSDT"}});
+  ASSERT_EQ(a.at("status"), 200);
+  EXPECT_EQ(a.at("result").at("symbols").as_array().size(), 1u);
+
+  // Alice rests two equal buys, one through each API: the same answer.
+  Reply rest = n.Signed(http::verb::post, "/api/v3/order", alice,
+                        "symbol=BTCUSDT&side=BUY&type=LIMIT&timeInForce=GTC&quantity=0.1&"
+                        "price=30000&newOrderRespType=FULL");
+  ASSERT_EQ(rest.status, 200) << rest.body;
+  a = ws.Signed("order.place", alice,
+                {{"symbol", "BTCUSDT"}, {"side", "BUY"}, {"type", "LIMIT"},
+                 {"timeInForce", "GTC"}, {"quantity", "0.1"}, {"price", "30000"},
+                 {"newClientOrderId", "ws-1"}, {"newOrderRespType", "FULL"}});
+  ASSERT_EQ(a.at("status"), 200) << json::serialize(a);
+  EXPECT_EQ(Normalized(a.at("result")), Normalized(rest.Json()));
+  EXPECT_EQ(a.at("result").at("clientOrderId"), "ws-1");
+  const int64_t ws_order = a.at("result").at("orderId").as_int64();
+  // The order counts and the weight are those REST shows.
+  bool orders_shown = false;
+  for (const json::value& l : a.at("rateLimits").as_array()) {
+    if (l.at("rateLimitType") == "ORDERS") orders_shown = true;
+  }
+  EXPECT_FALSE(orders_shown);  // no ORDERS limit configured: none shown
+
+  // The errors REST gives.
+  a = ws.Signed("order.place", alice,
+                {{"symbol", "BTCUSDT"}, {"side", "BUY"}, {"type", "LIMIT"},
+                 {"timeInForce", "GTC"}, {"quantity", "0.1"}, {"price", "30000.001"}});
+  EXPECT_EQ(a.at("status"), 400);
+  EXPECT_EQ(a.at("error").at("code"), -1013);
+  EXPECT_EQ(a.at("error").at("msg"), "Filter failure: PRICE_FILTER");
+  a = ws.Signed("order.status", alice, {{"symbol", "BTCUSDT"}, {"orderId", 999999}});
+  EXPECT_EQ(a.at("error").at("code"), -2013);
+  EXPECT_EQ(ws.Signed("order.test", alice,
+                      {{"symbol", "BTCUSDT"}, {"side", "BUY"}, {"type", "MARKET"},
+                       {"quantity", "0.1"}})
+                .at("status"),
+            200);
+
+  // Bob sells into both; Alice sees her order, trades and balances.
+  a = ws.Signed("order.place", bob,
+                {{"symbol", "BTCUSDT"}, {"side", "SELL"}, {"type", "MARKET"},
+                 {"quantity", "0.15"}, {"newOrderRespType", "RESULT"}});
+  ASSERT_EQ(a.at("status"), 200) << json::serialize(a);
+  EXPECT_EQ(a.at("result").at("status"), "FILLED");
+  a = ws.Signed("order.status", alice, {{"symbol", "BTCUSDT"}, {"origClientOrderId", "ws-1"}});
+  ASSERT_EQ(a.at("status"), 200) << json::serialize(a);
+  EXPECT_EQ(a.at("result").at("status"), "PARTIALLY_FILLED");
+  EXPECT_EQ(a.at("result").at("executedQty"), "0.05000000");
+  a = ws.Signed("myTrades", alice, {{"symbol", "BTCUSDT"}});
+  ASSERT_EQ(a.at("status"), 200) << json::serialize(a);
+  EXPECT_EQ(a.at("result").as_array().size(), 2u);
+  a = ws.Signed("account.status", alice, {});
+  ASSERT_EQ(a.at("status"), 200);
+  EXPECT_EQ(json::serialize(a.at("result")),
+            n.Signed(http::verb::get, "/api/v3/account", alice, "").body);
+
+  // Amend, cancelReplace, open orders, cancel all, all orders.
+  a = ws.Signed("order.amend.keepPriority", alice,
+                {{"symbol", "BTCUSDT"}, {"orderId", ws_order}, {"newQty", "0.08"}});
+  ASSERT_EQ(a.at("status"), 200) << json::serialize(a);
+  EXPECT_EQ(a.at("result").at("amendedOrder").at("qty"), "0.08000000");
+  a = ws.Signed("order.cancelReplace", alice,
+                {{"symbol", "BTCUSDT"}, {"cancelReplaceMode", "STOP_ON_FAILURE"},
+                 {"cancelOrderId", ws_order}, {"side", "BUY"}, {"type", "LIMIT"},
+                 {"timeInForce", "GTC"}, {"quantity", "0.2"}, {"price", "29000"},
+                 {"newClientOrderId", "ws-2"}});
+  ASSERT_EQ(a.at("status"), 200) << json::serialize(a);
+  EXPECT_EQ(a.at("result").at("cancelResult"), "SUCCESS");
+  EXPECT_EQ(a.at("result").at("newOrderResponse").at("clientOrderId"), "ws-2");
+  a = ws.Signed("order.place", alice,
+                {{"symbol", "BTCUSDT"}, {"side", "BUY"}, {"type", "LIMIT"},
+                 {"timeInForce", "GTC"}, {"quantity", "0.1"}, {"price", "28000"},
+                 {"newOrderRespType", "ACK"}});
+  ASSERT_EQ(a.at("status"), 200) << json::serialize(a);
+  EXPECT_FALSE(a.at("result").as_object().contains("status"));  // ACK
+  a = ws.Signed("order.cancel", alice, {{"symbol", "BTCUSDT"}, {"origClientOrderId", "ws-2"}});
+  ASSERT_EQ(a.at("status"), 200) << json::serialize(a);
+  EXPECT_EQ(a.at("result").at("status"), "CANCELED");
+  a = ws.Signed("openOrders.status", alice, {{"symbol", "BTCUSDT"}});
+  ASSERT_EQ(a.at("status"), 200);
+  EXPECT_EQ(a.at("result").as_array().size(), 1u);
+  a = ws.Signed("openOrders.cancelAll", alice, {{"symbol", "BTCUSDT"}});
+  ASSERT_EQ(a.at("status"), 200) << json::serialize(a);
+  EXPECT_EQ(a.at("result").as_array().size(), 1u);
+  EXPECT_EQ(ws.Signed("openOrders.status", alice, {}).at("result"), json::array());
+  a = ws.Signed("allOrders", alice, {{"symbol", "BTCUSDT"}});
+  ASSERT_EQ(a.at("status"), 200);
+  EXPECT_EQ(a.at("result").as_array().size(), 4u);
+  EXPECT_EQ(json::serialize(a.at("result")),
+            n.Signed(http::verb::get, "/api/v3/allOrders", alice, "symbol=BTCUSDT").body);
+
+  // A bad signature, then the connection still answers.
+  json::object forged{{"apiKey", alice.key}, {"timestamp", WallMs()}, {"signature", "00"}};
+  EXPECT_EQ(ws.Call("account.status", forged).at("error").at("code"), -1022);
+  EXPECT_EQ(ws.Call("ping", {}).at("status"), 200);
+}
+
+TEST_F(GatewayTest, WebSocketApiWeightIsTheIpsRestWeight) {
+  gateway::GatewayOptions go;
+  go.ip_limit.weight_per_minute = 60;
+  go.ip_limit.burst = 60;
+  Node n(dir_, go);
+  WsApiClient ws(n.port());
+  // exchangeInfo weighs 20 through either API; the IP's bucket is one.
+  json::object a = ws.Call("exchangeInfo", {});
+  EXPECT_EQ(a.at("rateLimits").at(0).at("count"), 20);
+  EXPECT_EQ(a.at("rateLimits").at(0).at("limit"), 60);
+  Reply r = n.Request(http::verb::get, "/api/v3/exchangeInfo");
+  EXPECT_EQ(r.headers["X-MBX-USED-WEIGHT-1M"], "40");
+  a = ws.Call("exchangeInfo", {});
+  EXPECT_EQ(a.at("status"), 200);
+  a = ws.Call("exchangeInfo", {});
+  EXPECT_EQ(a.at("status"), 429);
+  EXPECT_EQ(a.at("error").at("code"), -1003);
+  EXPECT_EQ(n.Request(http::verb::get, "/api/v3/ping").status, 429);
+}
+
+TEST_F(GatewayTest, WebSocketApiSessionWithAnOperatorRegisteredEd25519Key) {
+  Node n(dir_);
+  auto alice = n.NewAccount("alice");
+  // RFC 8032's first test key.
+  std::string secret, pub;
+  for (std::string_view hex : {"9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60",
+                               "d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a"}) {
+    std::string& out = secret.empty() ? secret : pub;
+    for (std::size_t i = 0; i < hex.size(); i += 2) {
+      out.push_back(static_cast<char>(std::stoi(std::string(hex.substr(i, 2)), nullptr, 16)));
+    }
+  }
+  const std::string der = std::string("\x30\x2a\x30\x05\x06\x03\x2b\x65\x70\x03\x21\x00", 12) + pub;
+  const std::string pem = "-----BEGIN PUBLIC KEY-----\n" + gateway::Base64Encode(der) +
+                          "\n-----END PUBLIC KEY-----\n";
+  Reply bad = n.Admin(http::verb::post, fmt::format("accounts/{}/apiKeys", alice.account),
+                      R"({"publicKey":"nonsense"})");
+  EXPECT_EQ(bad.status, 400) << bad.body;
+  Reply made = n.Admin(http::verb::post, fmt::format("accounts/{}/apiKeys", alice.account),
+                       json::serialize(json::object{{"publicKey", pem}}));
+  ASSERT_EQ(made.status, 200) << made.body;
+  EXPECT_EQ(made.Json().at("keyType"), "ED25519");
+  EXPECT_FALSE(made.Json().as_object().contains("secretKey"));
+  const std::string ed_key(made.Json().at("apiKey").as_string());
+  // Registered twice: refused.
+  EXPECT_EQ(n.Admin(http::verb::post, fmt::format("accounts/{}/apiKeys", alice.account),
+                    json::serialize(json::object{{"publicKey", pem}}))
+                .status,
+            400);
+
+  const auto sign = [&](json::object params) {
+    params["apiKey"] = ed_key;
+    params["timestamp"] = WallMs();
+    const std::string payload = WsApiClient::Payload(params);
+    EVP_PKEY* key = EVP_PKEY_new_raw_private_key(
+        EVP_PKEY_ED25519, nullptr, reinterpret_cast<const unsigned char*>(secret.data()),
+        secret.size());
+    EVP_MD_CTX* ctx = EVP_MD_CTX_new();
+    std::string sig(64, '\0');
+    std::size_t len = sig.size();
+    EXPECT_EQ(EVP_DigestSignInit(ctx, nullptr, nullptr, nullptr, key), 1);
+    EXPECT_EQ(EVP_DigestSign(ctx, reinterpret_cast<unsigned char*>(sig.data()), &len,
+                             reinterpret_cast<const unsigned char*>(payload.data()),
+                             payload.size()),
+              1);
+    EVP_MD_CTX_free(ctx);
+    EVP_PKEY_free(key);
+    params["signature"] = gateway::Base64Encode(sig);
+    return params;
+  };
+
+  WsApiClient ws(n.port());
+  // An HMAC key cannot log on.
+  json::object a = ws.Signed("session.logon", alice, {});
+  EXPECT_EQ(a.at("error").at("code"), -4056);
+  a = ws.Call("session.logon", sign({}));
+  ASSERT_EQ(a.at("status"), 200) << json::serialize(a);
+  EXPECT_EQ(a.at("result").at("apiKey"), json::value(ed_key));
+  a = ws.Call("account.status", {{"timestamp", WallMs()}});
+  ASSERT_EQ(a.at("status"), 200) << json::serialize(a);
+  EXPECT_EQ(json::serialize(a.at("result")),
+            n.Signed(http::verb::get, "/api/v3/account", alice, "").body);
+  a = ws.Call("session.logout", {});
+  EXPECT_TRUE(a.at("result").at("apiKey").is_null());
+  EXPECT_EQ(ws.Call("account.status", {{"timestamp", WallMs()}}).at("error").at("code"), -1102);
+  // The Ed25519 key signs a request by itself too, and REST takes it.
+  EXPECT_EQ(ws.Call("account.status", sign({})).at("status"), 200);
+  const std::string query = fmt::format("timestamp={}", WallMs());
+  EVP_PKEY* key = EVP_PKEY_new_raw_private_key(
+      EVP_PKEY_ED25519, nullptr, reinterpret_cast<const unsigned char*>(secret.data()),
+      secret.size());
+  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
+  std::string sig(64, '\0');
+  std::size_t len = sig.size();
+  ASSERT_EQ(EVP_DigestSignInit(ctx, nullptr, nullptr, nullptr, key), 1);
+  ASSERT_EQ(EVP_DigestSign(ctx, reinterpret_cast<unsigned char*>(sig.data()), &len,
+                           reinterpret_cast<const unsigned char*>(query.data()), query.size()),
+            1);
+  EVP_MD_CTX_free(ctx);
+  EVP_PKEY_free(key);
+  std::string encoded;
+  for (char ch : gateway::Base64Encode(sig)) {
+    if (ch == '+') {
+      encoded += "%2B";
+    } else if (ch == '/') {
+      encoded += "%2F";
+    } else if (ch == '=') {
+      encoded += "%3D";
+    } else {
+      encoded += ch;
+    }
+  }
+  Reply r = n.Request(http::verb::get, "/api/v3/account?" + query + "&signature=" + encoded, {},
+                      {{"X-MBX-APIKEY", ed_key}});
+  EXPECT_EQ(r.status, 200) << r.body;
+  // An empty HMAC-style signature of the empty secret is no Ed25519 signature.
+  const std::string hmac_sig = HmacSha256Hex("", query);
+  r = n.Request(http::verb::get, "/api/v3/account?" + query + "&signature=" + hmac_sig, {},
+                {{"X-MBX-APIKEY", ed_key}});
+  EXPECT_EQ(r.Json().at("code"), -1022);
 }
 
 }  // namespace

@@ -1121,5 +1121,151 @@ TEST(OrderCountLimiterTest, FixedWindowsPerAccount) {
   EXPECT_EQ(d.count_10s, 500U);
 }
 
+
+// ---------------------------------------------------------------- Ed25519
+
+std::string FromHex(std::string_view hex) {
+  std::string out;
+  for (std::size_t i = 0; i + 1 < hex.size(); i += 2) {
+    out.push_back(static_cast<char>(std::stoi(std::string(hex.substr(i, 2)), nullptr, 16)));
+  }
+  return out;
+}
+
+// RFC 8032, section 7.1, tests 1 to 3 (public key, message, signature).
+struct Rfc8032Vector {
+  std::string_view public_key, message, signature;
+};
+constexpr Rfc8032Vector kRfc8032[] = {
+    {"d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a", "",
+     "e5564300c360ac729086e2cc806e828a84877f1eb8e5d974d873e065224901555fb8821590a33bac"
+     "c61e39701cf9b46bd25bf5f0595bbe24655141438e7a100b"},
+    {"3d4017c3e843895a92b70aa74d1b7ebc9c982ccf2ec4968cc0cd55f12af4660c", "72",
+     "92a009a9f0d4cab8720e820b5f642540a2b27b5416503f8fb3762223ebdb69da085ac1e43e15996e"
+     "458f3613d0f11d8c387b2eaeb4302aeeb00d291612bb0c00"},
+    {"fc51cd8e6218a1a38da47ed00230f0580816ed13ba3303ac5deb911548908025", "af82",
+     "6291d657deec24024827e69c3abe01a30ce548a284743a445e3680d7db5ac3ac18ff9b538d16f290"
+     "ae67f760984dc6594a7c15e9716ed28dc027beceea1ec40a"},
+};
+
+TEST(Ed25519Test, Rfc8032Vectors) {
+  for (const Rfc8032Vector& v : kRfc8032) {
+    SCOPED_TRACE(v.message);
+    const std::string key = FromHex(v.public_key);
+    const std::string msg = FromHex(v.message);
+    const std::string sig = FromHex(v.signature);
+    EXPECT_TRUE(Ed25519Verify(key, msg, sig));
+    // Any flipped bit of the message or the signature fails.
+    std::string bad_sig = sig;
+    bad_sig[10] = static_cast<char>(bad_sig[10] ^ 1);
+    EXPECT_FALSE(Ed25519Verify(key, msg, bad_sig));
+    EXPECT_FALSE(Ed25519Verify(key, msg + "x", sig));
+    EXPECT_FALSE(Ed25519Verify(key, msg, sig.substr(0, 63)));
+    EXPECT_FALSE(Ed25519Verify(key.substr(1), msg, sig));
+  }
+  // One vector's signature under another's key.
+  EXPECT_FALSE(Ed25519Verify(FromHex(kRfc8032[1].public_key), FromHex(kRfc8032[0].message),
+                             FromHex(kRfc8032[0].signature)));
+}
+
+TEST(Ed25519Test, Base64RoundTripsAndRefusesMalformedText) {
+  EXPECT_EQ(Base64Encode(""), "");
+  EXPECT_EQ(Base64Encode("f"), "Zg==");
+  EXPECT_EQ(Base64Encode("fo"), "Zm8=");
+  EXPECT_EQ(Base64Encode("foo"), "Zm9v");
+  EXPECT_EQ(Base64Encode("foobar"), "Zm9vYmFy");
+  for (std::string_view s : {"", "f", "fo", "foo", "foob", "fooba", "foobar", "\xff\x00\x80"}) {
+    EXPECT_EQ(Base64Decode(Base64Encode(s)), std::string(s));
+  }
+  for (std::string_view bad : {"Zg=", "Zg", "Z===", "Zg=a", "Zm9v!A==", "=Zm9", "Zm9v\n"}) {
+    EXPECT_EQ(Base64Decode(bad), std::nullopt) << bad;
+  }
+}
+
+TEST(Ed25519Test, PublicKeysInPemDerOrRaw) {
+  const std::string raw = FromHex(kRfc8032[0].public_key);
+  // The DER SubjectPublicKeyInfo of an Ed25519 key: a fixed 12-byte prefix.
+  const std::string der = FromHex("302a300506032b6570032100") + raw;
+  const std::string pem =
+      "-----BEGIN PUBLIC KEY-----\n" + Base64Encode(der) + "\n-----END PUBLIC KEY-----\n";
+  EXPECT_EQ(ParseEd25519PublicKey(pem), raw);
+  EXPECT_EQ(ParseEd25519PublicKey("  " + pem), raw);
+  EXPECT_EQ(ParseEd25519PublicKey(Base64Encode(der)), raw);
+  EXPECT_EQ(ParseEd25519PublicKey(Base64Encode(raw)), raw);
+  EXPECT_EQ(ParseEd25519PublicKey(Base64Encode(raw.substr(1))), std::nullopt);
+  EXPECT_EQ(ParseEd25519PublicKey("not a key"), std::nullopt);
+  EXPECT_EQ(ParseEd25519PublicKey("-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----"),
+            std::nullopt);
+  // An X25519 key (another OID) is not an Ed25519 key.
+  EXPECT_EQ(ParseEd25519PublicKey(Base64Encode(FromHex("302a300506032b656e032100") + raw)),
+            std::nullopt);
+}
+
+TEST(Ed25519Test, VerifySignatureByKeyType) {
+  ApiKey hmac;
+  hmac.key = "k";
+  hmac.secret = "s3cret";
+  EXPECT_TRUE(VerifySignature(hmac, "a=1", HmacSha256Hex("s3cret", "a=1")));
+  EXPECT_FALSE(VerifySignature(hmac, "a=2", HmacSha256Hex("s3cret", "a=1")));
+  // An empty secret never verifies (it would be anyone's).
+  hmac.secret.clear();
+  EXPECT_FALSE(VerifySignature(hmac, "a=1", HmacSha256Hex("", "a=1")));
+
+  ApiKey ed;
+  ed.ed25519_public_key = FromHex(kRfc8032[2].public_key);
+  const std::string msg = FromHex(kRfc8032[2].message);
+  const std::string sig = FromHex(kRfc8032[2].signature);
+  EXPECT_TRUE(VerifySignature(ed, msg, Base64Encode(sig)));
+  EXPECT_FALSE(VerifySignature(ed, msg, Base64Encode(sig).substr(1)));
+  EXPECT_FALSE(VerifySignature(ed, msg, HmacSha256Hex("", msg)));
+}
+
+TEST_F(KeyStoreTest, Ed25519KeysPersistWithoutASecret) {
+  const std::string raw = FromHex(kRfc8032[0].public_key);
+  std::string api_key;
+  {
+    auto store = OpenStore();
+    ASSERT_NE(store, nullptr);
+    Result<AccountInfo> alice = store->CreateAccount("alice", 1000);
+    ASSERT_TRUE(alice.ok());
+    Result<ApiKey> k = store->CreateEd25519Key(alice->id, raw, 2000);
+    ASSERT_TRUE(k.ok()) << k.status().message();
+    EXPECT_TRUE(k->is_ed25519());
+    EXPECT_TRUE(k->secret.empty());
+    EXPECT_EQ(k->key.size(), 64u);
+    api_key = k->key;
+    // The same public key twice, a wrong size, an unknown account: refused.
+    EXPECT_EQ(store->CreateEd25519Key(alice->id, raw, 2000).status().code(),
+              StatusCode::kInvalidArgument);
+    EXPECT_EQ(store->CreateEd25519Key(alice->id, raw.substr(1), 2000).status().code(),
+              StatusCode::kInvalidArgument);
+    EXPECT_EQ(
+        store->CreateEd25519Key(AccountId{9}, FromHex(kRfc8032[1].public_key), 2000).status().code(),
+        StatusCode::kNotFound);
+  }
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  const std::optional<ApiKey> k = store->FindKey(api_key);
+  ASSERT_TRUE(k.has_value());
+  EXPECT_EQ(k->ed25519_public_key, raw);
+  EXPECT_TRUE(k->secret.empty());
+  EXPECT_EQ(k->account, AccountId{1});
+  EXPECT_EQ(k->created_ms, 2000);
+
+  // A stored Ed25519 key with a secret, or a key of the wrong size, is refused.
+  const std::string text = ReadText(auth_path());
+  for (const auto& [from, to] :
+       {std::pair<std::string, std::string>{"\"secret\":\"\"", "\"secret\":\"x\""},
+        std::pair<std::string, std::string>{Base64Encode(raw), Base64Encode(raw.substr(2))}}) {
+    std::string broken = text;
+    const std::size_t at = broken.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    broken.replace(at, from.size(), to);
+    WriteText(auth_path(), broken);
+    Result<std::unique_ptr<KeyStore>> r = KeyStore::Open(dir_, 100);
+    EXPECT_FALSE(r.ok()) << from;
+  }
+}
+
 }  // namespace
 }  // namespace mb::gateway

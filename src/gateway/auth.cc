@@ -1,18 +1,24 @@
 #include "gateway/auth.h"
 
 #include <fcntl.h>
+#include <openssl/bio.h>
 #include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
 #include <openssl/rand.h>
+#include <openssl/x509.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
 #include <boost/json.hpp>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <memory>
 #include <set>
 #include <sstream>
 #include <system_error>
@@ -21,6 +27,7 @@
 #include "common/checked.h"
 #include "common/decimal.h"
 #include "common/file.h"
+#include "common/hmac.h"
 
 namespace mb::gateway {
 namespace fs = std::filesystem;
@@ -40,6 +47,34 @@ constexpr std::size_t kMaxNameLength = 64;
 constexpr int64_t kFileVersion = 1;
 constexpr int64_t kMaxRecvWindowMs = 60'000;
 constexpr int64_t kMaxAheadMs = 1'000;
+constexpr std::size_t kEd25519KeyBytes = 32;
+constexpr std::size_t kEd25519SignatureBytes = 64;
+constexpr std::string_view kBase64Alphabet =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+// OpenSSL objects freed at scope exit.
+struct PkeyFree {
+  void operator()(EVP_PKEY* p) const { EVP_PKEY_free(p); }
+};
+struct MdCtxFree {
+  void operator()(EVP_MD_CTX* p) const { EVP_MD_CTX_free(p); }
+};
+struct BioFree {
+  void operator()(BIO* p) const { BIO_free(p); }
+};
+using PkeyPtr = std::unique_ptr<EVP_PKEY, PkeyFree>;
+
+// The raw public key of an Ed25519 EVP_PKEY, or nullopt for another type.
+std::optional<std::string> RawEd25519(EVP_PKEY* key) {
+  if (key == nullptr || EVP_PKEY_get_id(key) != EVP_PKEY_ED25519) return std::nullopt;
+  std::string raw(kEd25519KeyBytes, '\0');
+  std::size_t len = raw.size();
+  if (EVP_PKEY_get_raw_public_key(key, reinterpret_cast<unsigned char*>(raw.data()), &len) != 1 ||
+      len != kEd25519KeyBytes) {
+    return std::nullopt;
+  }
+  return raw;
+}
 
 bool IsAlnum(char c) {
   return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
@@ -89,6 +124,7 @@ Result<std::optional<std::string>> ReadIfExists(const fs::path& path) {
 // {"version":1,
 //  "accounts":[{"id":1,"name":"alice","created_ms":1700000000000}],
 //  "keys":[{"key":"<64>","secret":"<64>","account":1,"created_ms":...,"revoked":false}]}
+// An Ed25519 key has "secret":"" and "ed25519":"<base64 of the raw 32-byte public key>".
 
 std::optional<int64_t> GetInt64(const json::object& o, std::string_view field) {
   const json::value* v = o.if_contains(field);
@@ -168,7 +204,16 @@ std::string ParseAuthJson(std::string_view text, uint32_t max_accounts, Loaded* 
       return where +
              " needs \"key\", \"secret\", \"account\", \"created_ms\" and a boolean \"revoked\"";
     }
-    if (!IsToken(*key, kKeyLength) || !IsToken(*secret, kKeyLength)) {
+    std::string ed25519;
+    if (const json::value* pk = o->if_contains("ed25519")) {
+      const std::optional<std::string> raw =
+          pk->is_string() ? Base64Decode(pk->get_string()) : std::nullopt;
+      if (!raw || raw->size() != kEd25519KeyBytes || !secret->empty()) {
+        return where + ": \"ed25519\" must be the base64 of 32 bytes, with an empty secret";
+      }
+      ed25519 = *raw;
+    }
+    if (!IsToken(*key, kKeyLength) || (ed25519.empty() && !IsToken(*secret, kKeyLength))) {
       return where + ": key and secret must be 64 characters of [A-Za-z0-9]";
     }
     if (*account < 1 || *account > std::numeric_limits<uint32_t>::max() ||
@@ -181,6 +226,7 @@ std::string ParseAuthJson(std::string_view text, uint32_t max_accounts, Loaded* 
     k.account = AccountId{static_cast<uint32_t>(*account)};
     k.created_ms = *created;
     k.revoked = revoked->get_bool();
+    k.ed25519_public_key = std::move(ed25519);
     if (!loaded.keys.emplace(k.key, k).second) return where + ": the key appears twice";
   }
   *out = std::move(loaded);
@@ -195,11 +241,13 @@ std::string SerializeAuthJson(const std::map<uint32_t, AccountInfo>& accounts,
   }
   json::array keys_a;
   for (const auto& [key, k] : keys) {
-    keys_a.push_back(json::object{{"key", k.key},
-                                  {"secret", k.secret},
-                                  {"account", Raw(k.account)},
-                                  {"created_ms", k.created_ms},
-                                  {"revoked", k.revoked}});
+    json::object o{{"key", k.key},
+                   {"secret", k.secret},
+                   {"account", Raw(k.account)},
+                   {"created_ms", k.created_ms},
+                   {"revoked", k.revoked}};
+    if (k.is_ed25519()) o["ed25519"] = Base64Encode(k.ed25519_public_key);
+    keys_a.push_back(std::move(o));
   }
   const json::object root{
       {"version", kFileVersion}, {"accounts", std::move(accounts_a)}, {"keys", std::move(keys_a)}};
@@ -242,6 +290,104 @@ bool SignatureEquals(std::string_view expected_hex, std::string_view given_hex) 
     return out;
   };
   return ConstantTimeEquals(lower(expected_hex), lower(given_hex));
+}
+
+std::string Base64Encode(std::string_view bytes) {
+  std::string out;
+  out.reserve((bytes.size() + 2) / 3 * 4);
+  for (std::size_t i = 0; i < bytes.size(); i += 3) {
+    const std::size_t n = std::min<std::size_t>(3, bytes.size() - i);
+    uint32_t v = 0;
+    for (std::size_t j = 0; j < 3; ++j) {
+      v = (v << 8) | (j < n ? static_cast<unsigned char>(bytes[i + j]) : 0u);
+    }
+    for (std::size_t j = 0; j < 4; ++j) {
+      out.push_back(j <= n ? kBase64Alphabet[(v >> (18 - 6 * j)) & 63u] : '=');
+    }
+  }
+  return out;
+}
+
+std::optional<std::string> Base64Decode(std::string_view text) {
+  if (text.size() % 4 != 0) return std::nullopt;
+  std::string out;
+  out.reserve(text.size() / 4 * 3);
+  for (std::size_t i = 0; i < text.size(); i += 4) {
+    uint32_t v = 0;
+    std::size_t pad = 0;
+    for (std::size_t j = 0; j < 4; ++j) {
+      const char c = text[i + j];
+      if (c == '=') {
+        // Padding only at the very end, at most two.
+        if (i + 4 != text.size() || j < 2) return std::nullopt;
+        ++pad;
+        v <<= 6;
+        continue;
+      }
+      if (pad != 0) return std::nullopt;
+      const std::size_t d = kBase64Alphabet.find(c);
+      if (d == std::string_view::npos) return std::nullopt;
+      v = (v << 6) | static_cast<uint32_t>(d);
+    }
+    out.push_back(static_cast<char>((v >> 16) & 0xFF));
+    if (pad < 2) out.push_back(static_cast<char>((v >> 8) & 0xFF));
+    if (pad < 1) out.push_back(static_cast<char>(v & 0xFF));
+  }
+  return out;
+}
+
+std::optional<std::string> ParseEd25519PublicKey(std::string_view text) {
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front()))) {
+    text.remove_prefix(1);
+  }
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) {
+    text.remove_suffix(1);
+  }
+  if (text.starts_with("-----BEGIN PUBLIC KEY-----")) {
+    std::unique_ptr<BIO, BioFree> bio(BIO_new_mem_buf(text.data(), static_cast<int>(text.size())));
+    if (!bio) return std::nullopt;
+    PkeyPtr key(PEM_read_bio_PUBKEY(bio.get(), nullptr, nullptr, nullptr));
+    return RawEd25519(key.get());
+  }
+  const std::optional<std::string> bytes = Base64Decode(text);
+  if (!bytes) return std::nullopt;
+  if (bytes->size() == kEd25519KeyBytes) return bytes;
+  const auto* p = reinterpret_cast<const unsigned char*>(bytes->data());
+  PkeyPtr key(d2i_PUBKEY(nullptr, &p, static_cast<long>(bytes->size())));
+  if (!key || p != reinterpret_cast<const unsigned char*>(bytes->data()) + bytes->size()) {
+    return std::nullopt;
+  }
+  return RawEd25519(key.get());
+}
+
+bool Ed25519Verify(std::string_view public_key, std::string_view message,
+                   std::string_view signature) {
+  if (public_key.size() != kEd25519KeyBytes || signature.size() != kEd25519SignatureBytes) {
+    return false;
+  }
+  PkeyPtr key(EVP_PKEY_new_raw_public_key(
+      EVP_PKEY_ED25519, nullptr, reinterpret_cast<const unsigned char*>(public_key.data()),
+      public_key.size()));
+  if (!key) return false;
+  std::unique_ptr<EVP_MD_CTX, MdCtxFree> ctx(EVP_MD_CTX_new());
+  if (!ctx || EVP_DigestVerifyInit(ctx.get(), nullptr, nullptr, nullptr, key.get()) != 1) {
+    return false;
+  }
+  return EVP_DigestVerify(ctx.get(), reinterpret_cast<const unsigned char*>(signature.data()),
+                          signature.size(),
+                          reinterpret_cast<const unsigned char*>(message.data()),
+                          message.size()) == 1;
+}
+
+bool VerifySignature(const ApiKey& key, std::string_view payload, std::string_view signature) {
+  if (key.is_ed25519()) {
+    const std::optional<std::string> raw = Base64Decode(signature);
+    return raw && Ed25519Verify(key.ed25519_public_key, payload, *raw);
+  }
+  // An HMAC key always has its secret; an empty one would make any
+  // signature of the empty secret pass.
+  if (key.secret.empty()) return false;
+  return SignatureEquals(HmacSha256Hex(key.secret, payload), signature);
 }
 
 int64_t TimestampToMillis(int64_t ts) noexcept {
@@ -423,6 +569,35 @@ Result<ApiKey> KeyStore::CreateKey(AccountId account, int64_t now_ms) {
   k.secret = RandomToken(kKeyLength);
   k.account = account;
   k.created_ms = now_ms;
+  keys_.emplace(k.key, k);
+  if (Status s = Save(); !s.ok()) {
+    keys_.erase(k.key);
+    return s;
+  }
+  return k;
+}
+
+Result<ApiKey> KeyStore::CreateEd25519Key(AccountId account, std::string public_key,
+                                          int64_t now_ms) {
+  if (public_key.size() != kEd25519KeyBytes) {
+    return InvalidArgument("an Ed25519 public key has 32 bytes");
+  }
+  WriterLock lock(mu_);
+  if (accounts_.count(Raw(account)) == 0) {
+    return NotFound("account " + std::to_string(Raw(account)) + " does not exist");
+  }
+  for (const auto& [name, existing] : keys_) {
+    if (existing.ed25519_public_key == public_key) {
+      return InvalidArgument("this public key is already registered");
+    }
+  }
+  ApiKey k;
+  do {
+    k.key = RandomToken(kKeyLength);
+  } while (keys_.count(k.key) != 0);
+  k.account = account;
+  k.created_ms = now_ms;
+  k.ed25519_public_key = std::move(public_key);
   keys_.emplace(k.key, k);
   if (Status s = Save(); !s.ok()) {
     keys_.erase(k.key);

@@ -1,7 +1,8 @@
-// Authentication: checking HMAC-SHA256 request signatures (Binance SIGNED
-// endpoints; common/hmac.h computes them), the timestamp/recvWindow window,
-// and the store of accounts, API keys and the admin token, persisted in the
-// data directory.
+// Authentication: checking request signatures (Binance SIGNED endpoints:
+// HMAC-SHA256 with a secret the exchange made, common/hmac.h; or Ed25519 with
+// a public key the account's owner registered, OpenSSL), the
+// timestamp/recvWindow window, and the store of accounts, API keys and the
+// admin token, persisted in the data directory.
 //
 // Thread safety: the free functions are pure. KeyStore: every method from any
 // thread (a shared_mutex; writes also rewrite the file atomically).
@@ -46,13 +47,35 @@ std::optional<ApiError> ParseRecvWindow(std::optional<std::string_view> text, in
 // Random printable token of `length` [A-Za-z0-9] characters (OpenSSL RAND_bytes).
 std::string RandomToken(std::size_t length);
 
+// Standard base64 (RFC 4648, with padding). Decode: nullopt when malformed.
+std::string Base64Encode(std::string_view bytes);
+std::optional<std::string> Base64Decode(std::string_view text);
+
+// An Ed25519 public key as an operator registers it: PEM ("-----BEGIN PUBLIC
+// KEY-----", as Binance asks for it), base64 of that DER SubjectPublicKeyInfo,
+// or base64 of the raw 32 bytes. The raw 32 bytes, or nullopt when it is none
+// of these or not an Ed25519 key.
+std::optional<std::string> ParseEd25519PublicKey(std::string_view text);
+// RFC 8032 Ed25519 verification (OpenSSL's EVP_DigestVerify): a raw 32-byte
+// public key, a 64-byte signature. False on any other size.
+bool Ed25519Verify(std::string_view public_key, std::string_view message,
+                   std::string_view signature);
+
 struct ApiKey {
   std::string key;     // 64 characters, public
-  std::string secret;  // 64 characters, shown once at creation
+  std::string secret;  // HMAC keys: 64 characters, shown once at creation; Ed25519 keys: empty
   AccountId account{};
   int64_t created_ms = 0;
   bool revoked = false;
+  std::string ed25519_public_key;  // Ed25519 keys: the raw 32 bytes; HMAC keys: empty
+
+  bool is_ed25519() const noexcept { return !ed25519_public_key.empty(); }
 };
+
+// Whether `signature` is `key`'s signature of `payload`: hex HMAC-SHA256 with
+// the secret (either letter case) for an HMAC key, base64 Ed25519 for an
+// Ed25519 key (as Binance takes them).
+bool VerifySignature(const ApiKey& key, std::string_view payload, std::string_view signature);
 
 struct AccountInfo {
   AccountId id{};
@@ -60,8 +83,8 @@ struct AccountInfo {
   int64_t created_ms = 0;
 };
 
-// <data_dir>/auth.json (0600): accounts, API keys (secrets included: HMAC
-// needs them) and <data_dir>/admin.token (0600, generated on first open).
+// <data_dir>/auth.json (0600): accounts, API keys (HMAC secrets included:
+// HMAC needs them; Ed25519 public keys) and <data_dir>/admin.token (0600, generated on first open).
 class KeyStore {
  public:
   // Loads or creates the files. Error: unreadable/invalid files (named), a
@@ -80,6 +103,10 @@ class KeyStore {
   std::vector<AccountInfo> Accounts() const;
 
   Result<ApiKey> CreateKey(AccountId account, int64_t now_ms);  // account must exist
+  // An Ed25519 key: the API key for the raw 32-byte `public_key` (see
+  // ParseEd25519PublicKey). Error: no such account, a key not 32 bytes, a
+  // public key already registered.
+  Result<ApiKey> CreateEd25519Key(AccountId account, std::string public_key, int64_t now_ms);
   Status RevokeKey(std::string_view key);                       // kNotFound
   std::optional<ApiKey> FindKey(std::string_view key) const;    // revoked keys too
   std::vector<ApiKey> Keys(AccountId account) const;

@@ -29,6 +29,7 @@
 #include "gateway/history.h"
 #include "gateway/order_request.h"
 #include "gateway/params.h"
+#include "gateway/ws_api.h"
 #include "log/log.h"
 #include "metrics/flight_recorder.h"
 #include "metrics/metrics.h"
@@ -241,7 +242,7 @@ uint32_t PerSymbolWeight(const Params& p) {
 
 }  // namespace
 
-class Gateway::Impl final : public HttpHandler {
+class Gateway::Impl final : public HttpHandler, public WsApiBackend {
  public:
   // One request on its way through the pipeline: the completion the exchange
   // calls back, and what to answer. Owned by itself: deleted by the fan-out
@@ -300,6 +301,11 @@ class Gateway::Impl final : public HttpHandler {
         read_side_(config_, options_.read_side),
         streams_(config_, read_side_, *keys_, options_.streams,
                  [this] { return clock_.wall_ms(); }),
+        ws_api_(*keys_, *this, streams_,
+                WsApiOptions{.weight_per_minute = options_.ip_limit.weight_per_minute,
+                             .orders_per_10s = options_.order_limit.per_10s,
+                             .orders_per_day = options_.order_limit.per_day},
+                [this] { return clock_.wall_ns() / 1'000; }),
         key_limiter_(options_.key_limit),
         ip_limiter_(options_.ip_limit),
         order_limiter_(options_.order_limit),
@@ -335,7 +341,7 @@ class Gateway::Impl final : public HttpHandler {
     if (history_ != nullptr) log::Info("gateway", "thread " + history_runner_.Start());
     ServerOptions so = options_.server;
     so.ws_freshness = hist_freshness_;
-    server_ = std::make_unique<Server>(so, this, &streams_);
+    server_ = std::make_unique<Server>(so, this, &ws_api_);
     Status s = server_->Start();
     if (s.ok() && options_.metrics != nullptr && options_.metrics_port != 0) {
       ServerOptions mo = options_.server;
@@ -447,6 +453,72 @@ class Gateway::Impl final : public HttpHandler {
       body = c.req.body();
     }
     const std::optional<ApiError> bad_params = Params::Parse(c.query, body, &c.params);
+    Dispatch(c, *route, bad_params, /*authenticated=*/false);
+  }
+
+  // --- WsApiBackend (io threads): a WebSocket API call, answered by its REST twin ---
+  void Call(WsApiCall call, WsApiDone done) override {
+    Ctx c;
+    if (timing_) c.ingress_ns = SteadyNs();
+    c.remote = std::move(call.remote);
+    c.respond = [done = std::move(done)](Response res) {
+      WsApiAnswer a;
+      a.status = static_cast<int>(res.result_int());
+      a.body = std::move(res.body());
+      const auto header = [&res](std::string_view name) -> uint32_t {
+        const auto it = res.find(name);
+        if (it == res.end()) return 0;
+        uint32_t v = 0;
+        for (char ch : it->value()) {
+          if (ch < '0' || ch > '9') return 0;
+          v = v * 10 + static_cast<uint32_t>(ch - '0');
+        }
+        return v;
+      };
+      a.used_weight = header("X-MBX-USED-WEIGHT-1M");
+      if (res.find("X-MBX-ORDER-COUNT-10S") != res.end()) {
+        a.order_counts = std::make_pair(header("X-MBX-ORDER-COUNT-10S"),
+                                        header("X-MBX-ORDER-COUNT-1D"));
+      }
+      done(std::move(a));
+    };
+    const Route* route = nullptr;
+    if (call.method != nullptr && !call.method->path.empty()) {
+      for (const Route& r : routes_) {
+        if (r.path == call.method->path && r.method == call.method->verb) {
+          route = &r;
+          break;
+        }
+      }
+    }
+    if (route == nullptr || call.error) {
+      // Refused before dispatch, or answered by the WebSocket API itself: its
+      // weight still counts against the IP.
+      const RateDecision ip = ip_limiter_.Take(c.remote, call.weight, clock_.wall_ms());
+      c.meta.used_weight = ip.used_weight_1m;
+      if (!ip.allowed) return TooMany(c, ip, options_.ip_limit.weight_per_minute);
+      if (call.error) return Reply(c, *call.error);
+      if (route == nullptr && call.method != nullptr && !call.method->path.empty()) {
+        return Reply(c, ApiError::NotFound());
+      }
+      return Ok(c, std::move(call.body));
+    }
+    c.params = std::move(call.params);
+    c.api_key = std::move(call.api_key);
+    c.account = call.account;
+    Dispatch(c, *route, std::nullopt, /*authenticated=*/true);
+  }
+
+ private:
+  struct Ctx;
+  struct Route;
+  // A request on its way to its route, from HTTP (Handle) or the WebSocket
+  // API (Call): weight, authentication unless `authenticated` (the WebSocket
+  // API checked it), limits, then the route's handler.
+  void Dispatch(Ctx& c, const Route& r, const std::optional<ApiError>& bad_params,
+                bool authenticated) {
+    const Route* route = &r;
+    const int64_t now = clock_.wall_ms();
     // Weight is counted per IP, as on Binance, and shown on every answer.
     const uint32_t weight =
         bad_params || route->weigh == nullptr ? route->weight : route->weigh(c.params);
@@ -468,9 +540,11 @@ class Gateway::Impl final : public HttpHandler {
       }
     }
     if (route->security != Security::kNone) {
-      if (auto e =
-              Authenticate(c, route->security == Security::kSigned, clock_.wall_ns() / 1'000)) {
-        return Reply(c, *e);
+      if (!authenticated) {
+        if (auto e =
+                Authenticate(c, route->security == Security::kSigned, clock_.wall_ns() / 1'000)) {
+          return Reply(c, *e);
+        }
       }
       // Matchbook's own per-key bucket, beside Binance's per-IP one.
       const RateDecision k = key_limiter_.Take(c.api_key, weight, now);
@@ -671,8 +745,7 @@ class Gateway::Impl final : public HttpHandler {
       return ApiError::MandatoryMissing("signature");
     }
     if (auto e = CheckTimestampUs(*ts, window_us, now_us)) return e;
-    if (!SignatureEquals(HmacSha256Hex(key->secret, c.params.signed_payload()),
-                         *c.params.signature())) {
+    if (!VerifySignature(*key, c.params.signed_payload(), *c.params.signature())) {
       return ApiError::BadSignature();
     }
     return std::nullopt;
@@ -1544,7 +1617,7 @@ class Gateway::Impl final : public HttpHandler {
     }
     if (parts.size() == 3 && parts[0] == "accounts" && parts[2] == "apiKeys" &&
         v == http::verb::post) {
-      return AdminCreateKey(c, parts[1]);
+      return AdminCreateKey(c, parts[1], obj);
     }
     if (parts.size() == 3 && parts[0] == "accounts" && parts[2] == "ledger" &&
         v == http::verb::get) {
@@ -1885,6 +1958,7 @@ class Gateway::Impl final : public HttpHandler {
     for (const ApiKey& k : keys_->Keys(*id)) {
       json::object x;
       x["apiKey"] = k.key;
+      x["keyType"] = k.is_ed25519() ? "ED25519" : "HMAC_SHA256";
       x["revoked"] = k.revoked;
       x["createdTime"] = k.created_ms;
       keys.push_back(std::move(x));
@@ -1892,18 +1966,41 @@ class Gateway::Impl final : public HttpHandler {
     o["apiKeys"] = std::move(keys);
     Ok(c, json::serialize(o));
   }
-  void AdminCreateKey(Ctx& c, std::string_view id_text) {
+  // POST accounts/{id}/apiKeys: an HMAC key (the exchange makes the secret),
+  // or with {"publicKey": PEM or base64} an Ed25519 key for that public key.
+  void AdminCreateKey(Ctx& c, std::string_view id_text, const json::object& body) {
     const auto id = ParseAccountId(id_text);
     if (!id) return Reply(c, ApiError{404, -1000, "No such account."});
     if (*id == config_.fee_account) {
       return Reply(c, ApiError{400, -1002, "The fee account cannot trade: it has no API keys."});
     }
-    auto k = keys_->CreateKey(*id, clock_.wall_ms());
+    const json::value* public_key = body.if_contains("publicKey");
+    Result<ApiKey> k = InvalidArgument("");
+    if (public_key != nullptr) {
+      const std::optional<std::string> raw =
+          public_key->is_string() ? ParseEd25519PublicKey(public_key->get_string()) : std::nullopt;
+      if (!raw) {
+        return Reply(c, ApiError{400, -1130,
+                                 "Field 'publicKey' must be an Ed25519 public key: PEM "
+                                 "(-----BEGIN PUBLIC KEY-----) or base64."});
+      }
+      k = keys_->CreateEd25519Key(*id, *raw, clock_.wall_ms());
+      if (!k.ok() && k.status().code() == StatusCode::kInvalidArgument) {
+        return Reply(c, ApiError{400, -1130, k.status().message()});
+      }
+    } else {
+      k = keys_->CreateKey(*id, clock_.wall_ms());
+    }
     if (!k.ok()) return Reply(c, ApiError{500, -1000, k.status().message()});
     json::object o;
     o["accountId"] = static_cast<uint32_t>(*id);
     o["apiKey"] = k->key;
-    o["secretKey"] = k->secret;
+    if (k->is_ed25519()) {
+      o["keyType"] = "ED25519";
+    } else {
+      o["keyType"] = "HMAC_SHA256";
+      o["secretKey"] = k->secret;
+    }
     Ok(c, json::serialize(o));
   }
   // GET accounts/{id}/ledger?fromSeq&limit: the account's ledger lines from
@@ -2324,6 +2421,7 @@ class Gateway::Impl final : public HttpHandler {
   std::unique_ptr<KeyStore> keys_;
   marketdata::ReadSide read_side_;
   StreamHub streams_;
+  WsApi ws_api_;  // /ws-api/v3; passes the other WebSocket connections to streams_
   RateLimiter key_limiter_;
   RateLimiter ip_limiter_;
   OrderCountLimiter order_limiter_;

@@ -19,7 +19,9 @@
 //                event showed is in the history.
 //
 // Routes: the Binance Spot REST subset (/api/v3/...), the WebSocket streams
-// and WebSocket API (streams.h), the operator API (/admin/v1/..., loopback
+// (streams.h), the WebSocket API (ws_api.h: each method answered by its REST
+// twin's handler, through the same weight, authentication and order limits),
+// the operator API (/admin/v1/..., loopback
 // only unless allowed, guarded by the admin token) and, with a metrics
 // registry, GET /metrics (Prometheus text; loopback only unless allowed; also
 // on its own port with metrics_port). docs/api.md lists them.

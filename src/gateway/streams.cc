@@ -1048,7 +1048,7 @@ class StreamHub::Impl {
       payload += '=';
       payload += v;
     }
-    if (!SignatureEquals(HmacSha256Hex(key->secret, payload), signature->get_string())) {
+    if (!VerifySignature(*key, payload, signature->get_string())) {
       return ApiError::BadSignature();
     }
     return key->account;

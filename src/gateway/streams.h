@@ -4,8 +4,9 @@
 //                           LIST_SUBSCRIPTIONS / SET_PROPERTY-free requests
 //   /stream?streams=a/b     combined: every message {"stream":name,"data":{...}}
 //   /ws/<listenKey>         the user data of the listenKey's account
-//   /ws-api/v3              WebSocket API: userDataStream.subscribe.signature,
-//                           userDataStream.unsubscribe, ping, time
+//   /ws-api/v3              WebSocket API (ws_api.h, which passes these on):
+//                           userDataStream.subscribe.signature,
+//                           userDataStream.unsubscribe
 //
 // Market streams: <symbol>@depth (1000 ms), @depth@100ms, @depth@0ms (every
 // durable batch), @depth5/10/20 (partial book, @100ms / 1000 ms), @trade,

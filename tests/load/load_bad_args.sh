@@ -34,6 +34,9 @@ expect 2 "--admin-token: missing" --target $T --preset coinflow
 expect 2 "--connections: must be" --target $T --admin-token x --preset coinflow --connections 0
 expect 2 "--cancel-share: must be 0..1" --target $T --admin-token x --preset coinflow --cancel-share 2
 expect 2 "--resp-type" --target $T --admin-token x --preset coinflow --resp-type BOGUS
+expect 2 "--transport" --target $T --admin-token x --preset coinflow --transport BOGUS
+expect 2 "--ws-auth" --target $T --admin-token x --preset coinflow --transport ws-api --ws-auth BOGUS
+expect 2 "--ws-auth" --target $T --admin-token x --preset coinflow --ws-auth session
 expect 2 "--bogus" --target $T --admin-token x --preset coinflow --bogus
 
 # Nothing listens on port 1: a clear error within 5 s.

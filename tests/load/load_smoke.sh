@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Every preset, short and at modest rates (this also runs in Debug and ASan
-# builds), against a real server: the last stdout line is the JSON report with
+# Every preset, short and at modest rates, and the WebSocket API
+# (--transport ws-api, HMAC-signed and logged on) (this also runs in Debug and
+# ASan builds), against a real server: the last stdout line is the JSON report with
 # every interface field, requests > 0, no errors, delivery and freshness
 # measured when there are subscribers; --out-dir writes the JSON and the SVG.
 # Usage: load_smoke.sh MATCHBOOK MATCHBOOK_LOAD
@@ -67,6 +68,8 @@ run coinflow 5 --preset coinflow --duration 3 --subscribers 5 --rate 100
 run snaptrade 1 --preset snaptrade --duration 3 --rate 500
 run lighter 50 --preset lighter --duration 3 --subscribers 50 --rate 200
 run nosubs 0 --preset snaptrade --duration 1 --rate 200 --subscribers 0
+run wsapi 5 --preset coinflow --duration 3 --subscribers 5 --rate 100 --transport ws-api
+run wssession 1 --preset snaptrade --duration 2 --rate 200 --transport ws-api --ws-auth session
 run max 1 --preset max --duration 6 --rate 100 --max-p99-ms 1000
 
 python3 - "$OUT/max.out" <<'PY' || fail "max: steps"

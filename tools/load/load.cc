@@ -1,6 +1,7 @@
 #include "load/load.h"
 
 #include <fmt/format.h>
+#include <openssl/evp.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -122,7 +123,61 @@ struct Market {
 struct AccountKeys {
   uint64_t id = 0;
   std::string key, secret;
+  // --ws-auth session: an Ed25519 key (raw 32-byte private key) for session.logon.
+  std::string ed_key, ed_private;
 };
+
+std::string Base64(std::string_view bytes) {
+  static constexpr std::string_view kAlphabet =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  for (std::size_t i = 0; i < bytes.size(); i += 3) {
+    const std::size_t n = std::min<std::size_t>(3, bytes.size() - i);
+    uint32_t v = 0;
+    for (std::size_t j = 0; j < 3; ++j)
+      v = (v << 8) | (j < n ? static_cast<unsigned char>(bytes[i + j]) : 0u);
+    for (std::size_t j = 0; j < 4; ++j)
+      out.push_back(j <= n ? kAlphabet[(v >> (18 - 6 * j)) & 63u] : '=');
+  }
+  return out;
+}
+
+// A new Ed25519 key pair (OpenSSL): raw private and public keys, 32 bytes each.
+bool NewEd25519(std::string* priv, std::string* pub) {
+  EVP_PKEY* key = nullptr;
+  EVP_PKEY_CTX* ctx = EVP_PKEY_CTX_new_id(EVP_PKEY_ED25519, nullptr);
+  const bool made =
+      ctx != nullptr && EVP_PKEY_keygen_init(ctx) == 1 && EVP_PKEY_keygen(ctx, &key) == 1;
+  EVP_PKEY_CTX_free(ctx);
+  if (!made) return false;
+  priv->assign(32, '\0');
+  pub->assign(32, '\0');
+  std::size_t priv_len = 32, pub_len = 32;
+  const bool ok =
+      EVP_PKEY_get_raw_private_key(key, reinterpret_cast<unsigned char*>(priv->data()),
+                                   &priv_len) == 1 &&
+      EVP_PKEY_get_raw_public_key(key, reinterpret_cast<unsigned char*>(pub->data()), &pub_len) ==
+          1;
+  EVP_PKEY_free(key);
+  return ok && priv_len == 32 && pub_len == 32;
+}
+
+// The base64 Ed25519 signature of `message` by a raw private key.
+std::string SignEd25519(const std::string& priv, std::string_view message) {
+  EVP_PKEY* key = EVP_PKEY_new_raw_private_key(
+      EVP_PKEY_ED25519, nullptr, reinterpret_cast<const unsigned char*>(priv.data()), priv.size());
+  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
+  std::string sig(64, '\0');
+  std::size_t len = sig.size();
+  const bool ok = key != nullptr && ctx != nullptr &&
+                  EVP_DigestSignInit(ctx, nullptr, nullptr, nullptr, key) == 1 &&
+                  EVP_DigestSign(ctx, reinterpret_cast<unsigned char*>(sig.data()), &len,
+                                 reinterpret_cast<const unsigned char*>(message.data()),
+                                 message.size()) == 1;
+  EVP_MD_CTX_free(ctx);
+  EVP_PKEY_free(key);
+  return ok ? Base64(std::string_view(sig).substr(0, len)) : std::string();
+}
 
 // Blocking HTTP for the set-up; every call has a deadline (its own io_context
 // runs each exchange to completion).
@@ -301,7 +356,7 @@ Result<Market> LoadMarket(SetupClient& c, const std::string& wanted) {
 }
 
 Result<std::vector<AccountKeys>> CreateAccounts(SetupClient& c, const Market& m, int n, int64_t mid,
-                                                int64_t qty) {
+                                                int64_t qty, bool ed25519) {
   std::vector<AccountKeys> out;
   const std::string run = std::to_string(WallNs());
   for (int i = 0; i < n; ++i) {
@@ -317,6 +372,15 @@ Result<std::vector<AccountKeys>> CreateAccounts(SetupClient& c, const Market& m,
     k.key = JStr(*key, "apiKey");
     k.secret = JStr(*key, "secretKey");
     if (k.key.empty() || k.secret.empty()) return Unavailable("apiKeys: no apiKey/secretKey");
+    if (ed25519) {
+      std::string pub;
+      if (!NewEd25519(&k.ed_private, &pub)) return Unavailable("cannot make an Ed25519 key");
+      auto ed = c.Admin(http::verb::post, fmt::format("/admin/v1/accounts/{}/apiKeys", k.id),
+                        json::serialize(json::object{{"publicKey", Base64(pub)}}));
+      if (!ed.ok()) return ed.status();
+      k.ed_key = JStr(*ed, "apiKey");
+      if (k.ed_key.empty()) return Unavailable("apiKeys: no apiKey for the Ed25519 key");
+    }
     // Ample funds: enough for kFundedOrders orders of the run's largest size
     // on each side (an account holds at most kMaxOpenPerAccount open).
     const double base_units = static_cast<double>(2 * qty) * kFundedOrders;
@@ -379,7 +443,8 @@ struct Iteration {
   uint64_t order_id = 0;
   Clock::time_point intended;
   http::verb verb = http::verb::post;
-  std::string target;
+  std::string target;   // http: the signed request target
+  std::string ws_text;  // ws-api: the signed request {id, method, params}
 };
 
 // The order mix. Next() is called by the sender only; Answered() from any io
@@ -396,11 +461,13 @@ class OrderFlow {
         qty_(qty),
         rng_(o.seed) {}
 
-  Iteration Next(Clock::time_point intended) {
+  // account >= 0: for that account (a connection logged on as it).
+  Iteration Next(Clock::time_point intended, int account = -1) {
     MutexLock lock(mu_);
     Iteration it;
     it.intended = intended;
-    it.account = static_cast<uint32_t>(next_account_++ % keys_.size());
+    it.account = account >= 0 ? static_cast<uint32_t>(account)
+                              : static_cast<uint32_t>(next_account_++ % keys_.size());
     State& st = state_[it.account];
     const double r = uniform_(rng_);
     const std::size_t open = st.fresh.size() + st.amended.size();
@@ -458,6 +525,13 @@ class OrderFlow {
       }
     }
     const AccountKeys& k = keys_[it.account];
+    if (o_.transport == Transport::kWsApi) {
+      const char* method = it.op == Op::kCancel  ? "order.cancel"
+                           : it.op == Op::kAmend ? "order.amend.keepPriority"
+                                                 : "order.place";
+      it.ws_text = WsApiRequest(++ws_id_, method, query, k, o_.ws_auth == WsAuth::kSession);
+      return it;
+    }
     query += fmt::format("&timestamp={}&recvWindow=60000", WallMs());
     const std::string sig = HmacSha256Hex(k.secret, query);
     const char* path = it.op == Op::kCancel  ? "/api/v3/order"
@@ -484,6 +558,37 @@ class OrderFlow {
   }
 
   const std::string& api_key(uint32_t account) const { return keys_[account].key; }
+  const AccountKeys& keys(uint32_t account) const { return keys_[account]; }
+  std::size_t accounts() const { return keys_.size(); }
+
+  // A WebSocket API request with the parameters of `query` (k=v&..., values
+  // that need no encoding), signed as Binance's WebSocket API wants it: HMAC
+  // over every parameter sorted by name, k=v&k=v.
+  // logged_on: the connection's session authenticates it (no key, no signature).
+  static std::string WsApiRequest(uint64_t id, std::string_view method, std::string_view query,
+                                  const AccountKeys& k, bool logged_on) {
+    std::map<std::string, std::string> params;
+    for (std::size_t pos = 0; pos < query.size();) {
+      const std::size_t amp = std::min(query.find('&', pos), query.size());
+      const std::string_view pair = query.substr(pos, amp - pos);
+      const std::size_t eq = pair.find('=');
+      params[std::string(pair.substr(0, eq))] =
+          eq == std::string_view::npos ? std::string() : std::string(pair.substr(eq + 1));
+      pos = amp + 1;
+    }
+    if (!logged_on) params["apiKey"] = k.key;
+    params["timestamp"] = std::to_string(WallMs());
+    params["recvWindow"] = "60000";
+    std::string payload;
+    json::object p;
+    for (const auto& [name, value] : params) {
+      if (!payload.empty()) payload += '&';
+      payload += name + "=" + value;
+      p[name] = value;
+    }
+    if (!logged_on) p["signature"] = HmacSha256Hex(k.secret, payload);
+    return json::serialize(json::object{{"id", id}, {"method", method}, {"params", std::move(p)}});
+  }
 
   // The n-th history query: allOrders and myTrades in turn, each account in
   // turn. Any thread (reads only what never changes).
@@ -512,6 +617,7 @@ class OrderFlow {
   std::vector<State> state_ MB_GUARDED_BY(mu_);
   const int64_t mid_, qty_;
   uint64_t next_account_ = 0;
+  uint64_t ws_id_ = 0;  // the last WebSocket API request id
   std::mt19937_64 rng_;
   std::uniform_real_distribution<double> uniform_{0.0, 1.0};
   // Offsets from the mid in ticks: geometric, mean ~6 ticks.
@@ -520,20 +626,31 @@ class OrderFlow {
 
 class Runner;
 
-// One keep-alive HTTP connection with at most one request in flight. Every
-// member is touched on the connection's strand only.
-class HttpConn {
+// A connection of the order flow, with at most one request in flight.
+class OrderConn {
+ public:
+  virtual ~OrderConn() = default;
+  virtual void Connect() = 0;
+  virtual void Send(Iteration it) = 0;
+  virtual void Close() = 0;
+  // The account every request on it must be for (a logged-on session), or -1.
+  virtual int account() const { return -1; }
+};
+
+// One keep-alive HTTP connection. Every member is touched on the
+// connection's strand only.
+class HttpConn final : public OrderConn {
  public:
   HttpConn(Runner& runner, asio::io_context& ioc)
       : runner_(runner), stream_(asio::make_strand(ioc)), retry_(stream_.get_executor()) {}
-  void Connect() {
+  void Connect() override {
     asio::post(stream_.get_executor(), [this] { DoConnect(); });
   }
-  void Send(Iteration it) {
+  void Send(Iteration it) override {
     asio::post(stream_.get_executor(),
                [this, it = std::move(it)]() mutable { DoSend(std::move(it)); });
   }
-  void Close() {
+  void Close() override {
     asio::post(stream_.get_executor(), [this] {
       retry_.cancel();
       beast::error_code ignored;
@@ -554,6 +671,46 @@ class HttpConn {
   http::request<http::empty_body> req_;
   http::response<http::string_body> res_;
   Iteration it_;
+};
+
+// One WebSocket API connection (/ws-api/v3): a request, its answer, the
+// next. Every member is touched on the connection's strand only.
+class WsApiConn final : public OrderConn {
+ public:
+  // account >= 0: logs on as that account (session.logon) after each connect.
+  WsApiConn(Runner& runner, asio::io_context& ioc, int account)
+      : runner_(runner), strand_(asio::make_strand(ioc)), retry_(strand_), account_(account) {}
+  int account() const override { return account_; }
+  void Connect() override {
+    asio::post(strand_, [this] { DoConnect(); });
+  }
+  void Send(Iteration it) override {
+    asio::post(strand_, [this, it = std::move(it)]() mutable { DoSend(std::move(it)); });
+  }
+  void Close() override {
+    asio::post(strand_, [this] {
+      retry_.cancel();
+      beast::error_code ignored;
+      if (ws_) beast::get_lowest_layer(*ws_).socket().close(ignored);
+    });
+  }
+
+ private:
+  void DoConnect();
+  void Logon();
+  void DoSend(Iteration it);
+  void OnRead(beast::error_code ec);
+  void Fail(const char* stage, beast::error_code ec);
+
+  Runner& runner_;
+  asio::strand<asio::io_context::executor_type> strand_;
+  // A new stream for each connection: a failed WebSocket stream is not reused.
+  std::unique_ptr<websocket::stream<beast::tcp_stream>> ws_;
+  asio::steady_timer retry_;
+  beast::flat_buffer buffer_;
+  Iteration it_;
+  const int account_;
+  std::string logon_;  // the session.logon request in flight
 };
 
 // One WebSocket subscriber: trade delivery lag and depth freshness.
@@ -631,8 +788,16 @@ class Runner {
   Status Start() {
     work_.emplace(asio::make_work_guard(ioc_));
     for (int i = 0; i < o_.threads; ++i) threads_.emplace_back([this] { ioc_.run(); });
-    for (int i = 0; i < o_.connections; ++i)
-      conns_.push_back(std::make_unique<HttpConn>(*this, ioc_));
+    for (int i = 0; i < o_.connections; ++i) {
+      if (o_.transport == Transport::kWsApi) {
+        const int account = o_.ws_auth == WsAuth::kSession
+                                ? static_cast<int>(static_cast<std::size_t>(i) % flow_.accounts())
+                                : -1;
+        conns_.push_back(std::make_unique<WsApiConn>(*this, ioc_, account));
+      } else {
+        conns_.push_back(std::make_unique<HttpConn>(*this, ioc_));
+      }
+    }
     for (int i = 0; i < o_.subscribers; ++i)
       subs_.push_back(std::make_unique<Subscriber>(*this, ioc_));
     for (int i = 0; i < o_.history_readers; ++i)
@@ -777,7 +942,7 @@ class Runner {
   const std::string& abort_reason() const { return abort_reason_; }
 
   // Called by connections and subscribers.
-  void Idle(HttpConn* c) {
+  void Idle(OrderConn* c) {
     MutexLock lock(idle_mu_);
     idle_.push_back(c);
   }
@@ -858,6 +1023,7 @@ class Runner {
     return fmt::format("/stream?streams={}@trade/{}@depth@0ms&timeUnit=MICROSECOND", s, s);
   }
   const std::string& api_key(uint32_t account) const { return flow_.api_key(account); }
+  const AccountKeys& keys(uint32_t account) const { return flow_.keys(account); }
   const std::string& host_header() const { return host_header_; }
 
  private:
@@ -865,10 +1031,10 @@ class Runner {
     MutexLock lock(idle_mu_);
     return idle_.size();
   }
-  HttpConn* TakeIdle() {
+  OrderConn* TakeIdle() {
     MutexLock lock(idle_mu_);
     if (idle_.empty()) return nullptr;
-    HttpConn* c = idle_.front();
+    OrderConn* c = idle_.front();
     idle_.pop_front();
     return c;
   }
@@ -918,13 +1084,13 @@ class Runner {
       const auto intended =
           phase_start_ +
           nanoseconds(static_cast<int64_t>(static_cast<double>(next_i_) * 1e9 / rate_));
-      HttpConn* c = TakeIdle();
+      OrderConn* c = TakeIdle();
       if (c == nullptr) {
         dropped_.fetch_add(1, std::memory_order_relaxed);
         continue;
       }
       requests_.fetch_add(1, std::memory_order_relaxed);
-      c->Send(flow_.Next(intended));
+      c->Send(flow_.Next(intended, c->account()));
     }
     if (next_i_ >= total_) {
       sending_ = false;
@@ -954,13 +1120,13 @@ class Runner {
   Clock::time_point phase_start_;
   uint64_t next_i_ = 0, total_ = 0;
 
-  std::vector<std::unique_ptr<HttpConn>> conns_;
+  std::vector<std::unique_ptr<OrderConn>> conns_;
   std::vector<std::unique_ptr<Subscriber>> subs_;
   std::vector<std::unique_ptr<HistoryReader>> readers_;
   Mutex idle_mu_;
   // First in, first out: every connection is used in turn, so none sits idle
   // long enough for the server's keep-alive timeout to close it.
-  std::deque<HttpConn*> idle_ MB_GUARDED_BY(idle_mu_);
+  std::deque<OrderConn*> idle_ MB_GUARDED_BY(idle_mu_);
 
   Histogram order_, delivery_, freshness_, history_;
   std::atomic<uint64_t> history_errors_{0};
@@ -1030,6 +1196,94 @@ void HttpConn::Fail(const char* stage, beast::error_code ec) {
   runner_.RequestFailed(stage, ec);
   beast::error_code ignored;
   stream_.socket().close(ignored);
+  retry_.expires_after(kReconnectDelay);
+  retry_.async_wait([this](beast::error_code ec2) {
+    if (!ec2) DoConnect();
+  });
+}
+
+void WsApiConn::DoConnect() {
+  if (runner_.stopping()) return;
+  ws_ = std::make_unique<websocket::stream<beast::tcp_stream>>(strand_);
+  auto& tcp_layer = beast::get_lowest_layer(*ws_);
+  tcp_layer.expires_after(kConnectTimeout);
+  tcp_layer.async_connect(runner_.endpoint(), [this](beast::error_code ec) {
+    if (ec) return Fail("ws-api connect", ec);
+    beast::get_lowest_layer(*ws_).socket().set_option(tcp::no_delay(true));
+    beast::get_lowest_layer(*ws_).expires_never();
+    websocket::stream_base::timeout t{};
+    t.handshake_timeout = kConnectTimeout;
+    t.idle_timeout = websocket::stream_base::none();
+    t.keep_alive_pings = false;
+    ws_->set_option(t);
+    ws_->text(true);
+    const auto& ep = runner_.endpoint();
+    ws_->async_handshake(fmt::format("{}:{}", ep.address().to_string(), ep.port()), "/ws-api/v3",
+                        [this](beast::error_code ec2) {
+                          if (ec2) return Fail("ws-api handshake", ec2);
+                          buffer_.clear();
+                          if (account_ >= 0) return Logon();
+                          runner_.Idle(this);  // last: the sender may use it at once
+                        });
+  });
+}
+
+void WsApiConn::Logon() {
+  const AccountKeys& k = runner_.keys(static_cast<uint32_t>(account_));
+  const std::string ts = std::to_string(WallMs());
+  const std::string payload = "apiKey=" + k.ed_key + "&timestamp=" + ts;
+  logon_ = json::serialize(json::object{
+      {"id", "logon"},
+      {"method", "session.logon"},
+      {"params", json::object{{"apiKey", k.ed_key},
+                              {"timestamp", ts},
+                              {"signature", SignEd25519(k.ed_private, payload)}}}});
+  ws_->async_write(asio::buffer(logon_), [this](beast::error_code ec, std::size_t) {
+    if (ec) return Fail("ws-api logon", ec);
+    ws_->async_read(buffer_, [this](beast::error_code ec2, std::size_t) {
+      if (ec2) return Fail("ws-api logon", ec2);
+      const auto data = buffer_.cdata();
+      const std::string_view text(static_cast<const char*>(data.data()), data.size());
+      const bool ok = FindInt(text, "\"status\":") == 200;
+      buffer_.consume(buffer_.size());
+      if (!ok) {
+        return Fail("ws-api logon refused",
+                    boost::system::errc::make_error_code(boost::system::errc::permission_denied));
+      }
+      runner_.Idle(this);  // last
+    });
+  });
+}
+
+void WsApiConn::DoSend(Iteration it) {
+  it_ = std::move(it);
+  ws_->async_write(asio::buffer(it_.ws_text), [this](beast::error_code ec, std::size_t) {
+    if (ec) return Fail("write", ec);
+    ws_->async_read(buffer_, [this](beast::error_code ec2, std::size_t) { OnRead(ec2); });
+  });
+}
+
+void WsApiConn::OnRead(beast::error_code ec) {
+  if (ec) return Fail("read", ec);
+  const auto data = buffer_.cdata();
+  const std::string_view text(static_cast<const char*>(data.data()), data.size());
+  // {"id":N,"status":S,"result"|"error":...}: the envelope's status comes first.
+  const int64_t status = FindInt(text, "\"status\":");
+  runner_.Answered(it_, status > 0 ? static_cast<unsigned>(status) : 0u, text);
+  buffer_.consume(buffer_.size());
+  runner_.Idle(this);  // last
+}
+
+void WsApiConn::Fail(const char* stage, beast::error_code ec) {
+  if (runner_.stopping()) return;
+  if (it_.ws_text.empty()) {
+    runner_.ConnectFailed(stage, ec);
+  } else {
+    runner_.RequestFailed(stage, ec);
+  }
+  it_ = {};
+  beast::error_code ignored;
+  beast::get_lowest_layer(*ws_).socket().close(ignored);
   retry_.expires_after(kReconnectDelay);
   retry_.async_wait([this](beast::error_code ec2) {
     if (!ec2) DoConnect();
@@ -1230,7 +1484,8 @@ Result<Report> RunLoad(const Options& o) {
   auto mid = FindMid(setup, m);
   if (!mid.ok()) return mid.status();
   const int64_t qty = MinQty(m, *mid - 64);
-  auto accounts = CreateAccounts(setup, m, o.accounts, *mid, qty);
+  auto accounts = CreateAccounts(setup, m, o.accounts, *mid, qty,
+                                 o.ws_auth == WsAuth::kSession);
   if (!accounts.ok()) return accounts.status();
   MB_RETURN_IF_ERROR(SeedBook(setup, m, *accounts, *mid, 5 * qty));
 

@@ -84,6 +84,8 @@ Result<Options> ParseOptions(int argc, char** argv) {
       "latency from the intended send time)",
       "matchbook-load"};
   std::string resp = "RESULT";
+  std::string transport = "http";
+  std::string ws_auth = "hmac";
   double duration = 0, rate = 0;
   int subscribers = 0;
   app.add_option("--target", o.target, "the server, http://host:port")->required();
@@ -104,6 +106,10 @@ Result<Options> ParseOptions(int argc, char** argv) {
   app.add_option("--cancel-share", o.cancel_share, "share of cancels (0.2)");
   app.add_option("--amend-share", o.amend_share, "share of amends (0.05)");
   app.add_option("--resp-type", resp, "newOrderRespType: ACK | RESULT | FULL (RESULT)");
+  app.add_option("--transport", transport,
+                 "orders over http (REST) or ws-api (the WebSocket API, /ws-api/v3) (http)");
+  app.add_option("--ws-auth", ws_auth,
+                 "ws-api: hmac (each request signed) or session (session.logon, Ed25519) (hmac)");
   app.add_option("--max-p99-ms", o.max_p99_ms, "max: the p99 a step must stay under (5)");
   app.add_flag("--json", o.json, "print one JSON object on the last line");
   try {
@@ -154,6 +160,22 @@ Result<Options> ParseOptions(int argc, char** argv) {
     o.resp_type = RespType::kFull;
   } else {
     return InvalidArgument("--resp-type: '" + resp + "' is not ACK, RESULT or FULL");
+  }
+  if (transport == "http") {
+    o.transport = Transport::kHttp;
+  } else if (transport == "ws-api") {
+    o.transport = Transport::kWsApi;
+  } else {
+    return InvalidArgument("--transport: '" + transport + "' is not http or ws-api");
+  }
+  if (ws_auth == "hmac") {
+    o.ws_auth = WsAuth::kHmac;
+  } else if (ws_auth == "session") {
+    if (o.transport != Transport::kWsApi)
+      return InvalidArgument("--ws-auth: session needs --transport ws-api");
+    o.ws_auth = WsAuth::kSession;
+  } else {
+    return InvalidArgument("--ws-auth: '" + ws_auth + "' is not hmac or session");
   }
   return o;
 }

@@ -13,6 +13,13 @@
 namespace mb::load {
 
 enum class RespType : uint8_t { kAck, kResult, kFull };
+// How orders travel: signed REST requests, or the WebSocket API (/ws-api/v3:
+// one connection per load connection, each request HMAC-signed).
+enum class Transport : uint8_t { kHttp, kWsApi };
+// How ws-api requests authenticate: each signed with HMAC, or the connection
+// logged on once (session.logon with an Ed25519 key; one account per
+// connection) and requests unsigned.
+enum class WsAuth : uint8_t { kHmac, kSession };
 
 struct Options {
   std::string target;  // http://host:port as given
@@ -27,7 +34,9 @@ struct Options {
   // closed loop beside the order flow: the API's history readers.
   int history_readers = 0;
   int accounts = 64;
-  int connections = 64;  // HTTP keep-alive connections, one request in flight each
+  int connections = 64;  // HTTP keep-alive (or ws-api) connections, one request in flight each
+  Transport transport = Transport::kHttp;
+  WsAuth ws_auth = WsAuth::kHmac;
   int threads = 1;       // io threads
   std::string symbol;    // empty: the first TRADING market
   uint64_t seed = 1;
