@@ -115,15 +115,20 @@ Result<std::size_t> Projector::RunBatch(uint64_t limit_seq, bool wait) {
     }
     if (!wait || records == 0) break;
     // A partial batch waits for more: until it could be full (every record
-    // holds at least one event), a reader waits for the projection, or
-    // batch_wait is up. Durable records that leave it short of full do not
-    // wake it: one wake-up and one commit per batch, not per record.
-    const auto deadline = started + options_.batch_wait;
+    // holds at least one event) or batch_wait is up, and no longer than
+    // reader_batch_wait while a reader waits for the projection. Durable
+    // records that leave it short of full do not wake it: one wake-up and
+    // one commit per batch, not per record.
     MutexLock lock(mu_);
-    if (stop_ || readers_waiting_ > 0 || std::chrono::steady_clock::now() >= deadline) break;
+    const bool readers = readers_waiting_ > 0;
+    const auto deadline = started + (readers ? std::min(options_.batch_wait,
+                                                        options_.reader_batch_wait)
+                                             : options_.batch_wait);
+    if (stop_ || std::chrono::steady_clock::now() >= deadline) break;
     fill_seq_ = tail_->next_seq() + (cap - batch_.events) - 1;
     cv_.wait_until(lock.native(), deadline, [&]() MB_REQUIRES(mu_) {
-      return stop_ || readers_waiting_ > 0 ||
+      // A reader arriving during the wait shortens it (the loop comes back here).
+      return stop_ || (!readers && readers_waiting_ > 0) ||
              durable_.load(std::memory_order_acquire) >= fill_seq_;
     });
     fill_seq_ = 0;
@@ -232,7 +237,7 @@ bool Projector::WaitApplied(uint64_t seq, std::chrono::milliseconds timeout) {
   MutexLock lock(mu_);
   if (applied_seq() >= seq) return true;
   ++readers_waiting_;
-  cv_.notify_one();  // a batch waiting to fill commits now
+  cv_.notify_one();  // a batch waiting to fill waits no longer than reader_batch_wait
   const bool applied =
       applied_cv_.wait_for(lock.native(), timeout, [&] { return applied_seq() >= seq; });
   --readers_waiting_;

@@ -59,10 +59,12 @@ struct ProjectorOptions {
   std::size_t catchup_batch_events = 20000;
   // A partial batch waits this long for more: at low rates one commit (and
   // its write-ahead log pages) serves every record that became durable
-  // meanwhile. It commits sooner when it could be full, and at once while a
-  // reader waits for the projection (WaitApplied), so history answers never
-  // wait for a batch to fill.
+  // meanwhile. It commits sooner when it could be full, and while a reader
+  // waits for the projection (WaitApplied) it waits at most reader_batch_wait,
+  // so history answers never wait for a batch to fill; readers asking in a
+  // closed loop still share commits instead of forcing one per question.
   std::chrono::milliseconds batch_wait{50};
+  std::chrono::milliseconds reader_batch_wait{5};
   std::chrono::milliseconds retry{500};      // after a store error
   // The live thread (Start): its name, placement and wait. It parks when
   // there is nothing durable to apply; NotifyDurable wakes it, and the park
@@ -117,7 +119,7 @@ class Projector final : private concurrency::Agent {
   // Journal thread: records up to seq are durable.
   void NotifyDurable(uint64_t seq);
   // Waits until applied_seq >= seq; false on timeout. While it waits, the
-  // live thread commits each batch without waiting for it to fill.
+  // live thread's batches wait at most reader_batch_wait to fill.
   bool WaitApplied(uint64_t seq, std::chrono::milliseconds timeout);
 
   uint64_t applied_seq() const noexcept { return applied_.load(std::memory_order_acquire); }
