@@ -28,7 +28,7 @@
 //   [projection] backend ("sqlite" | "postgres"), path (sqlite file; "" =
 //   <data_dir>/projection.sqlite),
 //                url (postgres connection URL; "" = $MATCHBOOK_PG_URL), batch_events (1000),
-//                batch_wait_ms (10), catchup_batch_events (20000), wal_max_mb (64: the
+//                batch_wait_ms (50), catchup_batch_events (20000), wal_max_mb (64: the
 //                SQLite write-ahead log's ceiling, at least 4), cache_mb (64: SQLite's
 //                page cache)
 //   [metrics]    remote (false: /metrics answers loopback peers only), port (0: no
@@ -71,7 +71,7 @@ namespace mb::app {
 struct ProjectionConfig {
   projection::StoreOptions store;  // backend "sqlite" by default
   uint32_t batch_events = 1000;
-  uint32_t batch_wait_ms = 10;
+  uint32_t batch_wait_ms = 50;
   uint32_t catchup_batch_events = 20000;  // a batch when the projector is behind
 };
 

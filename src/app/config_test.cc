@@ -470,7 +470,7 @@ TEST(ParseConfig, RuntimeTablesAreOptionalAndParsed) {
   EXPECT_EQ(p.store.url, "postgresql://h/db");
   EXPECT_EQ(p.batch_events, 50u);
   EXPECT_EQ(p.catchup_batch_events, 500u);
-  EXPECT_EQ(p.batch_wait_ms, 10u) << "unset keys keep their defaults";
+  EXPECT_EQ(p.batch_wait_ms, 50u) << "unset keys keep their defaults";
   EXPECT_EQ(p.store.wal_max_bytes, uint64_t{16} << 20);
   EXPECT_EQ(p.store.cache_bytes, uint64_t{8} << 20);
   EXPECT_EQ(base->runtime.projection.store.backend, "sqlite");

@@ -168,6 +168,48 @@ TEST(Waiter, DoesNotParkWhenWorkIsAlreadyThere) {
   EXPECT_EQ(waiter.parks(), 0u);
 }
 
+// Calls Idle (nothing ready) until the waiter parks once; returns the calls.
+uint32_t IdleUntilParked(Waiter* waiter) {
+  const uint64_t parks = waiter->parks();
+  uint32_t calls = 0;
+  while (waiter->parks() == parks) {
+    waiter->Idle([] { return false; });
+    ++calls;
+  }
+  waiter->Reset();
+  return calls;
+}
+
+// Idle periods that end in long parks (work every few milliseconds) teach
+// back-off that its spin and yield phases do not pay: it soon parks at the
+// first idle round.
+TEST(Waiter, BackOffStopsSpinningWhenItParksAnyway) {
+  Waiter waiter({WaitKind::kBackOff, 200, 20, 2'000});  // each park times out after 2 ms
+  EXPECT_EQ(waiter.budget(), 220u);
+  EXPECT_EQ(IdleUntilParked(&waiter), 221u) << "the first idle period spins, yields, then parks";
+  for (int i = 0; i < 10; ++i) IdleUntilParked(&waiter);
+  EXPECT_EQ(waiter.budget(), 0u);
+  EXPECT_EQ(IdleUntilParked(&waiter), 1u) << "parks at once";
+}
+
+// Work that shows up just as the phases run out (here: at the last check
+// before parking) gives them their rounds back, up to spins + yields.
+TEST(Waiter, BackOffSpinsAgainWhenWorkComesRightAfterIt) {
+  Waiter waiter({WaitKind::kBackOff, 200, 20, 2'000});
+  for (int i = 0; i < 12; ++i) IdleUntilParked(&waiter);
+  ASSERT_EQ(waiter.budget(), 0u);
+  for (int i = 0; i < 10; ++i) {
+    // Through the spin and yield rounds to the parking round, where the work is.
+    const uint32_t rounds = waiter.budget() + 1;
+    for (uint32_t r = 0; r < rounds; ++r) waiter.Idle([] { return true; });
+    waiter.Reset();
+  }
+  EXPECT_EQ(waiter.budget(), 220u);
+  const uint64_t parks = waiter.parks();
+  for (int i = 0; i < 220; ++i) waiter.Idle([] { return false; });
+  EXPECT_EQ(waiter.parks(), parks) << "220 rounds of spinning and yielding before a park";
+}
+
 TEST(WaitConfig, ParsesNames) {
   EXPECT_EQ(*ParseWaitKind("busy-spin"), WaitKind::kBusySpin);
   EXPECT_EQ(*ParseWaitKind("back-off"), WaitKind::kBackOff);

@@ -6,6 +6,17 @@
 //              for at most `park_us`; producers wake a parked consumer. The default:
 //              an idle stage costs nothing, so it behaves on a 2-core machine.
 //
+// Back-off learns whether its spin and yield phases pay. They pay when work
+// arrives within them; they are wasted when the consumer parks anyway, and at
+// low rates (work every millisecond or so) every idle period would spin and
+// yield for tens of microseconds and then park: the phases, not the work,
+// would be the stage's CPU. So each park is timed: one that lasts longer than
+// kShortParkNs halves the polls the next idle period makes before parking
+// (yields go first, then spins), down to none; one that ends sooner (work came
+// right after the consumer gave up), or work found at the last check before
+// parking, doubles them again, up to spins + yields. A busy stage keeps its
+// phases; a stage fed every millisecond parks as soon as it is idle.
+//
 // Usage (consumer):   Waiter w(config);
 //                     for (;;) { if (work()) { w.Reset(); continue; }
 //                                w.Idle([&] { return has_work(); }); }
@@ -39,6 +50,11 @@ struct WaitConfig {
   uint32_t park_us = 1000;  // back-off: longest single park
 };
 
+// A park shorter than this means the work came about as soon as the spin and
+// yield phases would have waited for it (200 polls and 20 yields take tens of
+// microseconds): they would have paid, so back-off gives them more rounds.
+inline constexpr int64_t kShortParkNs = 50'000;
+
 std::string_view ToString(WaitKind kind) noexcept;
 // "busy-spin" | "yield" | "back-off"
 Result<WaitKind> ParseWaitKind(std::string_view text);
@@ -47,7 +63,8 @@ std::string Describe(const WaitConfig& config);
 
 class Waiter {
  public:
-  explicit Waiter(WaitConfig config = {}) noexcept : config_(config) {}
+  explicit Waiter(WaitConfig config = {}) noexcept
+      : config_(config), budget_(config.spins + config.yields) {}
   Waiter(const Waiter&) = delete;
   Waiter& operator=(const Waiter&) = delete;
 
@@ -71,10 +88,13 @@ class Waiter {
         break;
     }
     const uint32_t round = idle_rounds_++;
-    if (round < config_.spins) {
-      CpuRelax();
-    } else if (round < config_.spins + config_.yields) {
-      Yield();
+    if (round < budget_) {
+      // The budget is cut from the end: yields go before spins.
+      if (round < config_.spins) {
+        CpuRelax();
+      } else {
+        Yield();
+      }
     } else {
       parked_.store(1, std::memory_order_seq_cst);
 #if !defined(__SANITIZE_THREAD__)
@@ -82,7 +102,11 @@ class Waiter {
       // flags (a store-load order; acquire loads alone do not give it).
       std::atomic_thread_fence(std::memory_order_seq_cst);
 #endif
-      if (!ready()) Park();
+      if (ready()) {
+        Grow();  // the work came just as the phases ran out
+      } else {
+        Park();
+      }
       parked_.store(0, std::memory_order_relaxed);
     }
   }
@@ -105,6 +129,9 @@ class Waiter {
   void WakeAlways() noexcept { WakeSlow(); }
 
   uint64_t parks() const noexcept { return parks_.load(std::memory_order_relaxed); }
+  // Back-off: the polls (spins, then yields) the next idle period makes before
+  // parking, as learned so far. Consumer thread only.
+  uint32_t budget() const noexcept { return budget_; }
 
  private:
   static void CpuRelax() noexcept {
@@ -115,9 +142,11 @@ class Waiter {
   static void Yield() noexcept;
   void Park() noexcept;
   void WakeSlow() noexcept;
+  void Grow() noexcept;
 
   const WaitConfig config_;
   uint32_t idle_rounds_ = 0;         // consumer-private
+  uint32_t budget_ = 0;              // consumer-private: polls before parking (back-off)
   std::atomic<uint32_t> parked_{0};  // the futex word: 1 while the consumer may sleep
   std::atomic<uint64_t> parks_{0};   // consumer writes; a gauge for tests and metrics
 };

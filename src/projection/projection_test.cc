@@ -675,6 +675,61 @@ TEST(ProjectorClockTest, LagIsMeasuredOnTheGivenClock) {
   fs::remove_all(root);
 }
 
+// ---- the live thread's batches -------------------------------------------------
+
+// A partial batch waits up to batch_wait for more records, but not while a
+// reader waits for the projection: history answers never wait for a batch
+// to fill.
+TEST(ProjectorLiveTest, AReaderDoesNotWaitForABatchToFill) {
+  const fs::path root = TestDir("reader");
+  JournalBuilder j(root, 11);
+  j.Run(300);
+  const uint64_t half = j.last_seq() / 2;
+  auto store = OpenSqliteStore((root / "p.sqlite").string(), j.config);
+  ASSERT_TRUE(store.ok()) << store.status().message();
+  ProjectorOptions po;
+  po.batch_events = 1'000'000;
+  po.batch_wait = std::chrono::minutes(10);  // a batch would never fill by itself
+  po.log = [](std::string_view) {};
+  Projector p(root, j.config, j.hash, store->get(), po);
+  p.Start(0);
+  p.NotifyDurable(half);
+  EXPECT_TRUE(p.WaitApplied(half, std::chrono::seconds(60)))
+      << "the reader waited for the batch to fill; applied " << p.applied_seq();
+  p.NotifyDurable(j.last_seq());
+  EXPECT_TRUE(p.WaitApplied(j.last_seq(), std::chrono::seconds(60)))
+      << "applied " << p.applied_seq();
+  p.Stop();
+  EXPECT_EQ(p.stats().lag_events, 0u);
+  fs::remove_all(root);
+}
+
+// A partial batch is woken when the durable records could fill it, not at
+// every durable record: it then commits without waiting out batch_wait.
+TEST(ProjectorLiveTest, APartialBatchCommitsOnceItCanBeFull) {
+  const fs::path root = TestDir("fill");
+  JournalBuilder j(root, 12);
+  j.Run(300);
+  auto store = OpenSqliteStore((root / "p.sqlite").string(), j.config);
+  ASSERT_TRUE(store.ok()) << store.status().message();
+  ProjectorOptions po;
+  po.batch_events = 50;
+  po.catchup_batch_events = 50;
+  po.batch_wait = std::chrono::minutes(10);
+  po.log = [](std::string_view) {};
+  Projector p(root, j.config, j.hash, store->get(), po);
+  p.Start(0);
+  p.NotifyDurable(1);  // one record: the batch waits to fill
+  p.NotifyDurable(j.last_seq());
+  // Polled, not WaitApplied: a waiting reader would make the batch commit early.
+  for (int i = 0; i < 6000 && p.applied_seq() < 50; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_GE(p.applied_seq(), 50u) << "the full batch waited for batch_wait";
+  p.Stop();
+  fs::remove_all(root);
+}
+
 // ---- bad input ---------------------------------------------------------------
 
 TEST(BadStoreTest, SqliteRefusesANewerSchemaAndWhatIsNotADatabase) {

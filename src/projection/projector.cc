@@ -114,13 +114,24 @@ Result<std::size_t> Projector::RunBatch(uint64_t limit_seq, bool wait) {
       continue;
     }
     if (!wait || records == 0) break;
-    // A partial batch waits a little for more.
-    const auto deadline = started + options_.batch_wait;
+    // A partial batch waits for more: until it could be full (every record
+    // holds at least one event) or batch_wait is up, and no longer than
+    // reader_batch_wait while a reader waits for the projection. Durable
+    // records that leave it short of full do not wake it: one wake-up and
+    // one commit per batch, not per record.
     MutexLock lock(mu_);
+    const bool readers = readers_waiting_ > 0;
+    const auto deadline = started + (readers ? std::min(options_.batch_wait,
+                                                        options_.reader_batch_wait)
+                                             : options_.batch_wait);
     if (stop_ || std::chrono::steady_clock::now() >= deadline) break;
+    fill_seq_ = tail_->next_seq() + (cap - batch_.events) - 1;
     cv_.wait_until(lock.native(), deadline, [&]() MB_REQUIRES(mu_) {
-      return stop_ || durable_.load(std::memory_order_acquire) >= tail_->next_seq();
+      // A reader arriving during the wait shortens it (the loop comes back here).
+      return stop_ || (!readers && readers_waiting_ > 0) ||
+             durable_.load(std::memory_order_acquire) >= fill_seq_;
     });
+    fill_seq_ = 0;
   }
   if (records == 0) return std::size_t{0};
   builder_.Finish(&batch_);
@@ -209,20 +220,28 @@ bool Projector::HasWork() const {
 }
 
 void Projector::NotifyDurable(uint64_t seq) {
+  bool filled = false;
   {
     MutexLock lock(mu_);
     if (seq <= durable_.load(std::memory_order_relaxed)) return;
     durable_.store(seq, std::memory_order_release);
     if (notes_.size() >= kMaxNotes) notes_.pop_back();  // keeps the oldest: lag never understated
     notes_.emplace_back(seq, clock_.steady_ns());
+    filled = fill_seq_ != 0 && seq >= fill_seq_;
   }
-  cv_.notify_one();  // a batch waiting to fill
-  runner_.Wake();
+  if (filled) cv_.notify_one();  // the batch waiting to fill can be full now
+  runner_.Wake();                // a fence and a load unless the thread is parked
 }
 
 bool Projector::WaitApplied(uint64_t seq, std::chrono::milliseconds timeout) {
   MutexLock lock(mu_);
-  return applied_cv_.wait_for(lock.native(), timeout, [&] { return applied_seq() >= seq; });
+  if (applied_seq() >= seq) return true;
+  ++readers_waiting_;
+  cv_.notify_one();  // a batch waiting to fill waits no longer than reader_batch_wait
+  const bool applied =
+      applied_cv_.wait_for(lock.native(), timeout, [&] { return applied_seq() >= seq; });
+  --readers_waiting_;
+  return applied;
 }
 
 ProjectorStats Projector::stats() const {
