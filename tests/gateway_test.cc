@@ -622,9 +622,17 @@ TEST_F(GatewayTest, MarketBuyByQuoteThatSpendsItsBudgetIsFilled) {
   EXPECT_EQ(b.at("executedQty").as_string(), "0.00333000");
   EXPECT_EQ(b.at("origQty").as_string(), "0.00333000");
   EXPECT_EQ(b.at("cummulativeQuoteQty").as_string(), "99.90000000");
+  // Every view says FILLED, with origQty the executed quantity.
   const Reply get = n.Signed(http::verb::get, "/api/v3/order", alice,
                              fmt::format("symbol=BTCUSDT&orderId={}", b.at("orderId").as_int64()));
+  EXPECT_EQ(get.Json().at("status").as_string(), "FILLED") << get.body;
   EXPECT_EQ(get.Json().at("origQty").as_string(), "0.00333000") << get.body;
+  EXPECT_FALSE(get.Json().as_object().contains("expiryReason")) << get.body;
+  const Reply all = n.Signed(http::verb::get, "/api/v3/allOrders", alice, "symbol=BTCUSDT");
+  ASSERT_EQ(all.status, 200) << all.body;
+  ASSERT_EQ(all.Json().as_array().size(), 1u) << all.body;
+  EXPECT_EQ(all.Json().as_array()[0].at("status").as_string(), "FILLED") << all.body;
+  EXPECT_EQ(all.Json().as_array()[0].at("origQty").as_string(), "0.00333000") << all.body;
   // A budget larger than the book: the order runs out of liquidity and expires.
   ASSERT_EQ(n.Signed(http::verb::post, "/api/v3/order", alice,
                      "symbol=BTCUSDT&side=BUY&type=MARKET&quoteOrderQty=800")
@@ -1147,13 +1155,50 @@ TEST_F(GatewayTest, AmendAndCancelRightAfterAnAckPlacement) {
   EXPECT_EQ(gone.Json().at("msg").as_string(), "Unknown order sent.");
   Reply pair = amend(fmt::format("orderId={}&origClientOrderId=quick-b&newQty=0.01", a));
   EXPECT_EQ(pair.Json().at("code").as_int64(), -2038) << pair.body;
-  Reply renamed = amend(fmt::format("orderId={}&newQty=0.01&newClientOrderId=other", a));
-  EXPECT_EQ(renamed.Json().at("code").as_int64(), -1130) << renamed.body;
+  // newClientOrderId another open order holds: Binance's -2010.
+  Reply taken = amend(fmt::format("orderId={}&newQty=0.01&newClientOrderId=quick-b", a));
+  EXPECT_EQ(taken.status, 400);
+  EXPECT_EQ(taken.Json().at("code").as_int64(), -2010) << taken.body;
+  EXPECT_EQ(taken.Json().at("msg").as_string(), "Duplicate order sent.");
+  Reply bad = amend(fmt::format("orderId={}&newQty=0.01&newClientOrderId=a%20b", a));
+  EXPECT_EQ(bad.Json().at("code").as_int64(), -1100) << bad.body;
   Reply missing = amend("newQty=0.01");
   EXPECT_EQ(missing.Json().at("code").as_int64(), -1102) << missing.body;
   Reply get = n.Signed(http::verb::get, "/api/v3/order", alice,
                        fmt::format("symbol=BTCUSDT&orderId={}", a));
   EXPECT_EQ(get.Json().at("origQty").as_string(), "0.04000000") << get.body;
+  EXPECT_EQ(get.Json().at("clientOrderId").as_string(), "quick-a") << get.body;
+
+  // newClientOrderId: the amended order takes it (Binance).
+  Reply renamed = amend(fmt::format("orderId={}&newQty=0.01&newClientOrderId=other", a));
+  ASSERT_EQ(renamed.status, 200) << renamed.body;
+  EXPECT_EQ(renamed.Json().at("amendedOrder").at("origClientOrderId").as_string(), "quick-a");
+  EXPECT_EQ(renamed.Json().at("amendedOrder").at("clientOrderId").as_string(), "other");
+  get = n.Signed(http::verb::get, "/api/v3/order", alice, "symbol=BTCUSDT&origClientOrderId=other");
+  ASSERT_EQ(get.status, 200) << get.body;
+  EXPECT_EQ(get.Json().at("orderId").as_int64(), a);
+  EXPECT_EQ(get.Json().at("clientOrderId").as_string(), "other");
+  EXPECT_EQ(get.Json().at("origQty").as_string(), "0.01000000");
+  get =
+      n.Signed(http::verb::get, "/api/v3/order", alice, "symbol=BTCUSDT&origClientOrderId=quick-a");
+  EXPECT_EQ(get.Json().at("code").as_int64(), -2013) << get.body;
+  // Its previous id is free for a new order; the new one is not.
+  Reply again = n.Signed(http::verb::post, "/api/v3/order", alice,
+                         "symbol=BTCUSDT&side=BUY&type=LIMIT&timeInForce=GTC&quantity=0.1&"
+                         "price=30000&newClientOrderId=quick-a");
+  EXPECT_EQ(again.status, 200) << again.body;
+  Reply dup = n.Signed(http::verb::post, "/api/v3/order", alice,
+                       "symbol=BTCUSDT&side=BUY&type=LIMIT&timeInForce=GTC&quantity=0.1&"
+                       "price=30000&newClientOrderId=other");
+  EXPECT_EQ(dup.Json().at("code").as_int64(), -2010) << dup.body;
+  // The open orders show the new id.
+  const Reply open = n.Signed(http::verb::get, "/api/v3/openOrders", alice, "symbol=BTCUSDT");
+  const json::value rows = open.Json();
+  bool shown = false;
+  for (const json::value& row : rows.as_array()) {
+    if (row.at("orderId").as_int64() == a) shown = row.at("clientOrderId").as_string() == "other";
+  }
+  EXPECT_TRUE(shown) << open.body;
 }
 
 // Client order ids: Binance's rule by default (an open order's id refused, a

@@ -163,11 +163,14 @@ MB_FIELDS(engine::CancelOrder, "account,market,order_id,orig_client_order_id,res
           x.account, x.market, x.order_id, x.orig_client_order_id, x.restriction);
 MB_FIELDS(engine::CancelAll, "account,market", x.account, x.market);
 MB_FIELDS(engine::AmendOrder,
-          "account,market,order_id,orig_client_order_id,new_price,new_qty,keep_priority", x.account,
-          x.market, x.order_id, x.orig_client_order_id, x.new_price, x.new_qty, x.keep_priority);
+          "account,market,order_id,orig_client_order_id,new_price,new_qty,keep_priority,"
+          "new_client_order_id",
+          x.account, x.market, x.order_id, x.orig_client_order_id, x.new_price, x.new_qty,
+          x.keep_priority, x.new_client_order_id);
 MB_FIELDS(engine::Deposit, "account,asset,amount,ref", x.account, x.asset, x.amount, x.ref);
 MB_FIELDS(engine::Withdraw, "account,asset,amount,ref", x.account, x.asset, x.amount, x.ref);
 MB_FIELDS(engine::SetMarketStatus, "market,status", x.market, x.status);
+MB_FIELDS(engine::CancelReplace, "cancel,place,mode", x.cancel, x.place, x.mode);
 
 MB_FIELDS(engine::OrderAccepted,
           "order_id,account,market,side,type,tif,stp,price,qty,quote_qty,locked,client_order_id",
@@ -197,6 +200,8 @@ MB_FIELDS(engine::Deposited, "transfer_id,account,asset,amount,ref", x.transfer_
 MB_FIELDS(engine::Withdrawn, "transfer_id,account,asset,amount,ref", x.transfer_id, x.account,
           x.asset, x.amount, x.ref);
 MB_FIELDS(engine::MarketStatusChanged, "market,status", x.market, x.status);
+MB_FIELDS(engine::ClientOrderIdChanged, "order_id,account,market,client_order_id", x.order_id,
+          x.account, x.market, x.client_order_id);
 
 #undef MB_FIELDS
 
@@ -253,6 +258,9 @@ struct IsFixedString : std::false_type {};
 template <std::size_t N>
 struct IsFixedString<FixedString<N>> : std::true_type {};
 
+template <class T>
+void PrintStruct(std::ostream& os, const T& x);
+
 template <class V>
 void PrintValue(std::ostream& os, const V& v) {
   if constexpr (std::is_same_v<V, bool>) {
@@ -268,6 +276,8 @@ void PrintValue(std::ostream& os, const V& v) {
     os << v.value;
   } else if constexpr (IsFixedString<V>::value) {
     os << '"' << v.view() << '"';
+  } else if constexpr (requires { Fields<V>::kNames; }) {
+    PrintStruct(os, v);  // a command inside a command (CancelReplace)
   } else {
     os << v;
   }
@@ -526,7 +536,8 @@ class Generator {
     if (roll < 560) return MarketOrder(ref, true);
     if (roll < 660) return Cancel(ref);
     if (roll < 675) return CancelAllCmd(ref);
-    if (roll < 790) return Amend(ref);
+    if (roll < 775) return Amend(ref);
+    if (roll < 790) return CancelReplaceCmd(ref);
     if (roll < 835) return DepositCmd(ref);
     if (roll < 870) return WithdrawCmd(ref);
     if (roll < 873) return StatusCmd();
@@ -719,7 +730,41 @@ class Generator {
     }
     a = AmendBody(t);
     a.keep_priority = P(200);  // amend/keepPriority: only a smaller quantity
+    // newClientOrderId: fresh, an old one (perhaps the order's own), or
+    // another open order's (refused).
+    if (P(250)) {
+      if (P(300)) {
+        for (int tries = 0; tries < 8 && a.new_client_order_id.empty(); ++tries) {
+          const RefOrder* o = AnyOpen(ref, a.market);
+          if (o != nullptr && o->account == a.account && !o->client_id.empty()) {
+            a.new_client_order_id = ClientOrderId::From(o->client_id);
+          }
+        }
+      }
+      if (a.new_client_order_id.empty()) {
+        a.new_client_order_id = P(700) ? FreshCid(a.account) : NewOrderCid(a.account);
+        cids_[a.account].push_back(a.new_client_order_id);
+      }
+    }
     return a;
+  }
+
+  // cancelReplace: a cancel (valid or not, with its restrictions) and a new
+  // order of the same account and market, in either mode.
+  engine::CancelReplace CancelReplaceCmd(const ReferenceEngine& ref) {
+    engine::CancelReplace cr;
+    cr.cancel = Cancel(ref);
+    const uint64_t r = U(10);
+    cr.place = r < 6   ? Limit(ref, TimeInForce::kGtc)
+               : r < 8 ? Limit(ref, TimeInForce::kIoc)
+                       : MarketOrder(ref, P(500));
+    if (P(900)) {
+      cr.place.account = cr.cancel.account;
+      cr.place.market = cr.cancel.market;
+    }
+    cr.mode = P(500) ? engine::CancelReplaceMode::kAllowFailure
+                     : engine::CancelReplaceMode::kStopOnFailure;
+    return cr;
   }
 
   engine::AmendOrder AmendBody(const Target& t) {
@@ -1749,7 +1794,7 @@ TEST_F(Scenario, QuoteBudgetBuyStopsOnDust) {
   EXPECT_EQ(As<engine::Trade>(ev, 2).qty.value, 2);  // floor(17002 / 6001)
   EXPECT_FALSE(As<engine::Trade>(ev, 2).taker_filled);
   const auto& x = As<engine::OrderExpired>(ev, 3);
-  EXPECT_EQ(x.reason, ExpireReason::kNoLiquidity);
+  EXPECT_EQ(x.reason, ExpireReason::kQuoteBudgetSpent);  // 3 lots at 6001 left on the book
   EXPECT_EQ(x.released.value, 5'000);
   EXPECT_EQ(Bal(kCarol, kBtc).locked.value, 0);
   ExpectLedgerMatches();
@@ -1775,7 +1820,7 @@ TEST_F(Scenario, QuoteBudgetSellLocksWhatTheWalkSells) {
   EXPECT_EQ(As<engine::OrderAccepted>(ev, 0).locked.value, 5 * 100'000);
   EXPECT_EQ(As<engine::Trade>(ev, 1).qty.value, 4);
   EXPECT_EQ(As<engine::Trade>(ev, 2).qty.value, 1);
-  EXPECT_EQ(As<engine::OrderExpired>(ev, 3).reason, ExpireReason::kNoLiquidity);
+  EXPECT_EQ(As<engine::OrderExpired>(ev, 3).reason, ExpireReason::kQuoteBudgetSpent);
   EXPECT_EQ(As<engine::OrderExpired>(ev, 3).released.value, 0);
   ExpectLedgerMatches();
 }

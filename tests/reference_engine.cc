@@ -59,6 +59,7 @@ std::vector<Event> ReferenceEngine::Process(const engine::Command& command) {
   if (const auto* c = std::get_if<engine::Deposit>(&command.body)) DoDeposit(*c);
   if (const auto* c = std::get_if<engine::Withdraw>(&command.body)) DoWithdraw(*c);
   if (const auto* c = std::get_if<engine::SetMarketStatus>(&command.body)) DoSetMarketStatus(*c);
+  if (const auto* c = std::get_if<engine::CancelReplace>(&command.body)) DoCancelReplace(*c);
   MB_CHECK(!out_.empty());
   return out_;
 }
@@ -288,7 +289,12 @@ ReferenceEngine::MatchOutcome ReferenceEngine::Match(RefOrder& taker) {
       int64_t lots = 0;
       if (by_quote) {
         lots = Narrow(std::min<i128>(maker.remaining.value, taker.budget_left.value / unit));
-        if (lots == 0) return MatchOutcome::kOpen;  // dust: the budget cannot buy one lot here
+        if (lots == 0) {
+          // Dust: the budget cannot buy one lot here. Having bought something,
+          // the order has spent its budget (not met the end of the book).
+          return taker.budget_left < taker.quote_qty ? MatchOutcome::kBudgetSpent
+                                                     : MatchOutcome::kOpen;
+        }
       } else {
         lots = std::min(taker.remaining.value, maker.remaining.value);
       }
@@ -376,6 +382,8 @@ void ReferenceEngine::Finish(RefOrder& taker, MatchOutcome outcome) {
       return;
     case MatchOutcome::kExpired:
       return;  // Match expired it
+    case MatchOutcome::kBudgetSpent:
+      return ExpireOrder(taker, ExpireReason::kQuoteBudgetSpent);
     case MatchOutcome::kOpen:
       break;
   }
@@ -677,6 +685,18 @@ void ReferenceEngine::DoAmend(const engine::AmendOrder& c) {
     }
   }
 
+  // newClientOrderId: refused when another order (open, or reserved closed)
+  // holds it; the order's own id changes nothing.
+  bool rename = false;
+  if (!c.new_client_order_id.empty()) {
+    auto holder = client_ids_.find({c.account, Str(c.new_client_order_id)});
+    if (holder != client_ids_.end() && holder->second != id) {
+      return Reject(CommandType::kAmendOrder, RejectReason::kDuplicateClientOrderId, c.account,
+                    c.market, c.order_id, Raw(holder->second), c.orig_client_order_id);
+    }
+    rename = holder == client_ids_.end();
+  }
+
   engine::OrderAmended e;
   e.order_id = id;
   e.account = target->account;
@@ -692,6 +712,22 @@ void ReferenceEngine::DoAmend(const engine::AmendOrder& c) {
   b.available.value -= lock_delta;
   b.locked.value += lock_delta;
 
+  if (rename) {
+    engine::ClientOrderIdChanged r;
+    r.order_id = id;
+    r.account = target->account;
+    r.market = target->market;
+    r.client_order_id = c.new_client_order_id;
+    Emit(r);
+    // The previous id is free at once.
+    if (!target->client_id.empty()) {
+      auto old = client_ids_.find({target->account, target->client_id});
+      if (old != client_ids_.end() && old->second == id) client_ids_.erase(old);
+    }
+    target->client_id = Str(c.new_client_order_id);
+    client_ids_[{target->account, target->client_id}] = id;
+  }
+
   if (keeps_priority) {
     target->qty = new_qty;
     target->remaining = Qty{new_remaining};
@@ -705,6 +741,17 @@ void ReferenceEngine::DoAmend(const engine::AmendOrder& c) {
   o.remaining = Qty{new_remaining};
   o.locked = Amount{static_cast<int64_t>(new_lock)};
   Finish(o, Match(o));
+}
+
+void ReferenceEngine::DoCancelReplace(const engine::CancelReplace& c) {
+  // The cancel, then the new order in the same sequence: unless the cancel
+  // was refused and the mode stops on failure.
+  const std::size_t before = out_.size();
+  DoCancel(c.cancel);
+  MB_CHECK(out_.size() == before + 1);
+  const bool canceled = std::holds_alternative<engine::OrderCanceled>(out_.back().body);
+  if (!canceled && c.mode != engine::CancelReplaceMode::kAllowFailure) return;
+  DoPlace(c.place);
 }
 
 void ReferenceEngine::DoDeposit(const engine::Deposit& c) {

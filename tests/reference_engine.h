@@ -118,7 +118,9 @@ class ReferenceEngine {
     engine::Side side = engine::Side::kBuy;
     Price price{};
   };
-  enum class MatchOutcome { kOpen, kFilled, kExpired };
+  // kBudgetSpent: a MARKET order by quote amount bought what its budget
+  // allows while the book still had liquidity.
+  enum class MatchOutcome { kOpen, kFilled, kExpired, kBudgetSpent };
 
   void Emit(engine::EventBody body);
   void Reject(engine::CommandType command, engine::RejectReason reason, AccountId account,
@@ -131,6 +133,7 @@ class ReferenceEngine {
   void DoDeposit(const engine::Deposit& c);
   void DoWithdraw(const engine::Withdraw& c);
   void DoSetMarketStatus(const engine::SetMarketStatus& c);
+  void DoCancelReplace(const engine::CancelReplace& c);
 
   // Matches a taker against the opposite side of its book, emitting trades and
   // self-trade expiries. The taker is not in the book.

@@ -134,6 +134,11 @@ std::string FormatEvent(const engine::EngineConfig& c, const engine::Event& e) {
       const auto& s = std::get<MarketStatusChanged>(e.body);
       return fmt::format("{} {} -> {}", head, Sym(c, s.market), ToString(s.status));
     }
+    case EventType::kClientOrderIdChanged: {
+      const auto& x = std::get<ClientOrderIdChanged>(e.body);
+      return fmt::format("{} order={} acct={} client_order_id={}", head, Raw(x.order_id),
+                         Raw(x.account), x.client_order_id.view());
+    }
   }
   return head;
 }

@@ -48,17 +48,20 @@ inline constexpr int kEnumMax<engine::StpMode> = Raw(engine::StpMode::kExpireBot
 template <>
 inline constexpr int kEnumMax<engine::MarketStatus> = Raw(engine::MarketStatus::kCancelOnly);
 template <>
-inline constexpr int kEnumMax<engine::CommandType> = Raw(engine::CommandType::kSetMarketStatus);
+inline constexpr int kEnumMax<engine::CommandType> = Raw(engine::CommandType::kCancelReplace);
 template <>
 inline constexpr int kEnumMax<engine::RejectReason> = Raw(engine::RejectReason::kCancelRestricted);
 template <>
-inline constexpr int kEnumMax<engine::ExpireReason> = Raw(engine::ExpireReason::kFokNotFillable);
+inline constexpr int kEnumMax<engine::ExpireReason> = Raw(engine::ExpireReason::kQuoteBudgetSpent);
 template <>
 inline constexpr int kEnumMax<engine::CancelRestriction> =
     Raw(engine::CancelRestriction::kOnlyPartiallyFilled);
+template <>
+inline constexpr int kEnumMax<engine::CancelReplaceMode> =
+    Raw(engine::CancelReplaceMode::kAllowFailure);
 
 static_assert(kEnumMax<CommandType> + 1 == std::variant_size_v<CommandBody>);
-static_assert(Raw(EventType::kMarketStatusChanged) + 1 == std::variant_size_v<EventBody>);
+static_assert(Raw(EventType::kClientOrderIdChanged) + 1 == std::variant_size_v<EventBody>);
 
 template <class T>
 struct IsFixed : std::false_type {};
@@ -117,14 +120,23 @@ constexpr void VisitFields(V& v, T& x) {
     auto& [account, market] = x;
     v(account, market);
   } else if constexpr (kIs<T, AmendOrder>) {
-    auto& [account, market, order_id, orig_client_order_id, new_price, new_qty, keep_priority] = x;
-    v(account, market, order_id, orig_client_order_id, new_price, new_qty, keep_priority);
+    auto& [account, market, order_id, orig_client_order_id, new_price, new_qty, keep_priority,
+           new_client_order_id] = x;
+    v(account, market, order_id, orig_client_order_id, new_price, new_qty, keep_priority,
+      new_client_order_id);
   } else if constexpr (kIs<T, engine::Deposit> || kIs<T, Withdraw>) {
     auto& [account, asset, amount, ref] = x;
     v(account, asset, amount, ref);
   } else if constexpr (kIs<T, SetMarketStatus>) {
     auto& [market, status] = x;
     v(market, status);
+  } else if constexpr (kIs<T, CancelReplace>) {
+    // The cancel's fields, then the new order's, then the mode.
+    auto& [cancel, place, mode] = x;
+    auto& [c_account, c_market, order_id, orig_client_order_id, restriction] = cancel;
+    auto& [account, market, side, type, tif, stp, price, qty, quote_qty, client_order_id] = place;
+    v(c_account, c_market, order_id, orig_client_order_id, restriction, account, market, side, type,
+      tif, stp, price, qty, quote_qty, client_order_id, mode);
     // Events.
   } else if constexpr (kIs<T, OrderAccepted>) {
     auto& [order_id, terms, quote_qty, locked, client_order_id] = x;
@@ -161,6 +173,9 @@ constexpr void VisitFields(V& v, T& x) {
   } else if constexpr (kIs<T, MarketStatusChanged>) {
     auto& [market, status] = x;
     v(market, status);
+  } else if constexpr (kIs<T, ClientOrderIdChanged>) {
+    auto& [order_id, account, market, client_order_id] = x;
+    v(order_id, account, market, client_order_id);
     // Snapshot records.
   } else if constexpr (kIs<T, ImageOrder>) {
     auto& [id, terms, remaining, locked, created_ns, has_client_id, client_id] = x;

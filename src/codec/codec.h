@@ -42,18 +42,19 @@ namespace mb::codec {
 // lists, so they can't drift from the code.
 // ---------------------------------------------------------------------------
 
-inline constexpr std::array<std::size_t, 7> kCommandSize = {
-    80,  // kPlaceOrder
-    61,  // kCancelOrder
-    15,  // kCancelAll
-    77,  // kAmendOrder
-    88,  // kDeposit
-    88,  // kWithdraw
-    12,  // kSetMarketStatus
+inline constexpr std::array<std::size_t, 8> kCommandSize = {
+    80,   // kPlaceOrder
+    61,   // kCancelOrder
+    15,   // kCancelAll
+    114,  // kAmendOrder
+    88,   // kDeposit
+    88,   // kWithdraw
+    12,   // kSetMarketStatus
+    133,  // kCancelReplace
 };
-inline constexpr std::size_t kMaxCommandSize = 88;
+inline constexpr std::size_t kMaxCommandSize = 133;
 
-inline constexpr std::array<std::size_t, 10> kEventSize = {
+inline constexpr std::array<std::size_t, 11> kEventSize = {
     104,  // kOrderAccepted
     78,   // kRejected
     110,  // kTrade
@@ -64,6 +65,7 @@ inline constexpr std::array<std::size_t, 10> kEventSize = {
     104,  // kDeposited
     104,  // kWithdrawn
     20,   // kMarketStatusChanged
+    68,   // kClientOrderIdChanged
 };
 inline constexpr std::size_t kMaxEventSize = 110;
 

@@ -456,5 +456,132 @@ TEST_F(AmendTest, AmendNeedingMoreThanTheAvailableBalanceChangesNothing) {
   EXPECT_EQ(Bal(kCarol, kUsdt), B(20, 1'980));
 }
 
+// newClientOrderId: the amended order takes the new id; the previous one is
+// free at once; an id another open order holds is refused and changes nothing.
+TEST_F(AmendTest, AmendGivesTheOrderANewClientOrderId) {
+  const OrderId a = Rest(WithClientId(Limit(kAlice, Side::kBuy, 100, 5), "first"));
+  const OrderId other = Rest(WithClientId(Limit(kAlice, Side::kBuy, 99, 2), "taken"));
+  Rest(WithClientId(Limit(kBob, Side::kBuy, 98, 2), "bobs"));
+
+  AmendOrder am = AmendCmd(kAlice, a, 0, 4);
+  am.new_client_order_id = ClientOrderId::From("taken");
+  Rejected r = ExpectReject(am, RejectReason::kDuplicateClientOrderId);
+  EXPECT_EQ(r.existing_id, Raw(other));
+  EXPECT_EQ(r.order_id, a);
+
+  // Another account's id is no obstacle; the order's own id changes nothing.
+  am.new_client_order_id = ClientOrderId::From("first");
+  EXPECT_EQ(Types(Run(am)), "OrderAmended");
+  am.new_qty = Qty{3};
+  am.new_client_order_id = ClientOrderId::From("bobs");
+  Events ev = Run(am);
+  ASSERT_EQ(Types(ev), "OrderAmended ClientOrderIdChanged");
+  const ClientOrderIdChanged c = At<ClientOrderIdChanged>(ev, 1);
+  EXPECT_EQ(c.order_id, a);
+  EXPECT_EQ(c.account, kAlice);
+  EXPECT_EQ(c.market, kBtcUsdt);
+  EXPECT_EQ(c.client_order_id.view(), "bobs");
+
+  // Found by the new id, no longer by the previous one, which is free.
+  ExpectReject(CancelByClientCmd(kAlice, "first"), RejectReason::kUnknownOrder);
+  const OrderId reuse = Rest(WithClientId(Limit(kAlice, Side::kSell, 200, 1), "first"));
+  ExpectReject(WithClientId(Limit(kAlice, Side::kSell, 200, 1), "bobs"),
+               RejectReason::kDuplicateClientOrderId);
+  ev = Run(CancelByClientCmd(kAlice, "bobs"));
+  ASSERT_EQ(Types(ev), "OrderCanceled");
+  EXPECT_EQ(At<OrderCanceled>(ev, 0).order_id, a);
+  EXPECT_EQ(At<OrderCanceled>(ev, 0).released, Amount{3'000});
+  EXPECT_TRUE(engine_.FindOrder(reuse).has_value());
+}
+
+// A re-pricing amend with a new id: the id changes before the order trades.
+TEST_F(AmendTest, AmendThatTradesCarriesTheNewIdFirst) {
+  const OrderId a = Rest(Limit(kAlice, Side::kBuy, 100, 5));
+  Rest(kBob, Side::kSell, 105, 2);
+  AmendOrder am = AmendCmd(kAlice, a, 105, 0);
+  am.new_client_order_id = ClientOrderId::From("renamed");
+  Events ev = Run(am);
+  ASSERT_EQ(Types(ev), "OrderAmended ClientOrderIdChanged Trade OrderRested");
+  ExpectReject(WithClientId(Limit(kAlice, Side::kBuy, 90, 2), "renamed"),
+               RejectReason::kDuplicateClientOrderId);
+}
+
+// cancelReplace is one command: one sequence, the cancel's event first, and
+// the new order may spend what the cancel released.
+class CancelReplaceTest : public FundedEngineTest {
+ protected:
+  static CancelReplace Cr(const CancelOrder& c, const PlaceOrder& p,
+                          CancelReplaceMode mode = CancelReplaceMode::kStopOnFailure) {
+    CancelReplace cr;
+    cr.cancel = c;
+    cr.place = p;
+    cr.mode = mode;
+    return cr;
+  }
+};
+
+TEST_F(CancelReplaceTest, CancelThenPlaceInOneSequence) {
+  Credit(kCarol, kUsdt, 6'000);
+  const OrderId a = Rest(kCarol, Side::kBuy, 100, 6);  // locks all 6000
+  const OrderId next = NextOrderId();
+  // Alone, the new order would not be funded; after the cancel it is.
+  Events ev = Run(Cr(CancelCmd(kCarol, a), Limit(kCarol, Side::kBuy, 120, 5)));
+  ASSERT_EQ(Types(ev), "OrderCanceled OrderAccepted OrderRested");
+  EXPECT_EQ(At<OrderCanceled>(ev, 0).order_id, a);
+  EXPECT_EQ(At<OrderAccepted>(ev, 1).order_id, next);
+  EXPECT_EQ(Bal(kCarol, kUsdt), B(0, 6'000));
+  EXPECT_FALSE(engine_.FindOrder(a).has_value());
+  EXPECT_TRUE(engine_.FindOrder(next).has_value());
+}
+
+TEST_F(CancelReplaceTest, ARefusedCancelFollowsTheMode) {
+  const OrderId a = Rest(kAlice, Side::kBuy, 100, 5);
+  const std::string before = Dump(engine_.ExportImage());
+  // STOP_ON_FAILURE: the new order is not attempted.
+  Events ev = Run(Cr(CancelCmd(kAlice, OrderId{999}), Limit(kAlice, Side::kBuy, 90, 2)));
+  ASSERT_EQ(Types(ev), "Rejected");
+  EXPECT_EQ(At<Rejected>(ev, 0).command, CommandType::kCancelOrder);
+  EXPECT_EQ(At<Rejected>(ev, 0).reason, RejectReason::kUnknownOrder);
+  EXPECT_EQ(Dump(engine_.ExportImage()), before);
+  // cancelRestrictions refuse it the same way.
+  ev = Run(Cr(CancelOrder{kAlice, kBtcUsdt, a, {}, CancelRestriction::kOnlyPartiallyFilled},
+              Limit(kAlice, Side::kBuy, 90, 2)));
+  ASSERT_EQ(Types(ev), "Rejected");
+  EXPECT_EQ(At<Rejected>(ev, 0).reason, RejectReason::kCancelRestricted);
+  // ALLOW_FAILURE: the new order is placed anyway.
+  const OrderId next = NextOrderId();
+  ev = Run(Cr(CancelCmd(kAlice, OrderId{999}), Limit(kAlice, Side::kBuy, 90, 2),
+              CancelReplaceMode::kAllowFailure));
+  ASSERT_EQ(Types(ev), "Rejected OrderAccepted OrderRested");
+  EXPECT_EQ(At<Rejected>(ev, 0).command, CommandType::kCancelOrder);
+  EXPECT_EQ(At<OrderAccepted>(ev, 1).order_id, next);
+  EXPECT_TRUE(engine_.FindOrder(a).has_value());
+  // Both refused: nothing changes.
+  const std::string now = Dump(engine_.ExportImage());
+  ev = Run(Cr(CancelCmd(kAlice, OrderId{999}), Limit(kAlice, Side::kBuy, 0, 1),
+              CancelReplaceMode::kAllowFailure));
+  ASSERT_EQ(Types(ev), "Rejected Rejected");
+  EXPECT_EQ(At<Rejected>(ev, 1).command, CommandType::kPlaceOrder);
+  EXPECT_EQ(At<Rejected>(ev, 1).reason, RejectReason::kInvalidPrice);
+  EXPECT_EQ(Dump(engine_.ExportImage()), now);
+}
+
+TEST_F(CancelReplaceTest, CanceledButTheNewOrderRefused) {
+  const OrderId a = Rest(WithClientId(Limit(kAlice, Side::kBuy, 100, 5), "keep"));
+  Events ev = Run(Cr(CancelCmd(kAlice, a), WithClientId(Limit(kAlice, Side::kBuy, 100, 1), "x"),
+                     CancelReplaceMode::kStopOnFailure));
+  ASSERT_EQ(Types(ev), "OrderCanceled OrderAccepted OrderRested");
+  // The canceled order's client id is free for the new order of the same command.
+  const OrderId b = Rest(WithClientId(Limit(kAlice, Side::kBuy, 100, 5), "keep2"));
+  ev = Run(Cr(CancelCmd(kAlice, b), WithClientId(Limit(kAlice, Side::kBuy, 100, 1), "keep2")));
+  ASSERT_EQ(Types(ev), "OrderCanceled OrderAccepted OrderRested");
+  // Canceled, then the order refused: the cancel stands.
+  const OrderId c = Rest(kAlice, Side::kBuy, 100, 5);
+  ev = Run(Cr(CancelCmd(kAlice, c), Limit(kAlice, Side::kBuy, 100, kInt64Max)));
+  ASSERT_EQ(Types(ev), "OrderCanceled Rejected");
+  EXPECT_EQ(At<Rejected>(ev, 1).command, CommandType::kPlaceOrder);
+  EXPECT_FALSE(engine_.FindOrder(c).has_value());
+}
+
 }  // namespace
 }  // namespace mb::engine

@@ -62,6 +62,11 @@ struct AmendOrder {
   Price new_price{};
   Qty new_qty{};
   bool keep_priority = false;
+  // Empty: the order keeps its client order id. Otherwise the amended order
+  // takes this id (Binance's newClientOrderId); an id another open order of
+  // the account holds is refused (kDuplicateClientOrderId, the amend changes
+  // nothing), the order's own id changes nothing.
+  ClientOrderId new_client_order_id{};
 };
 
 struct Deposit {
@@ -83,9 +88,21 @@ struct SetMarketStatus {
   MarketStatus status = MarketStatus::kTrading;
 };
 
+// Cancels an open order and places a new one in one step (Binance's
+// order/cancelReplace): no other command comes between the two. Its events are
+// the cancel's (OrderCanceled, or Rejected with command kCancelOrder), then,
+// unless the cancel was refused under kStopOnFailure, the new order's (as a
+// PlaceOrder's; a refusal is Rejected with command kPlaceOrder). The new
+// order's id is the command's sequence, as for PlaceOrder.
+struct CancelReplace {
+  CancelOrder cancel{};
+  PlaceOrder place{};
+  CancelReplaceMode mode = CancelReplaceMode::kStopOnFailure;
+};
+
 // Variant index == CommandType.
 using CommandBody = std::variant<PlaceOrder, CancelOrder, CancelAll, AmendOrder, Deposit, Withdraw,
-                                 SetMarketStatus>;
+                                 SetMarketStatus, CancelReplace>;
 
 struct Command {
   int64_t timestamp_ns = 0;  // wall time assigned at intake; the engine never reads a clock

@@ -181,6 +181,10 @@ void Engine::Impl::Match(uint32_t ti) noexcept {
   const Side opp = Opposite(side);
   const int32_t maker_bps = m.maker_fee_bps;
   const int32_t taker_bps = m.taker_fee_bps;
+  // A budget order stopped by its budget (not by the book) once it traded is
+  // done: kQuoteBudgetSpent, not kNoLiquidity.
+  bool traded = false;
+  bool budget_spent = false;
 
   for (uint32_t li = book_.BestLevel(market, opp); li != kNil; li = book_.BestLevel(market, opp)) {
     const Order& t = book_.order(ti);
@@ -203,7 +207,10 @@ void Engine::Impl::Match(uint32_t ti) noexcept {
     int64_t take = std::min(t.remaining.value, maker.remaining.value);
     const int64_t lot_cost = l.price.value * m.notional_per_tick_lot;
     if (by_quote) take = std::min(maker.remaining.value, t.qty_or_budget / lot_cost);
-    if (take <= 0) break;
+    if (take <= 0) {
+      budget_spent = by_quote && traded;
+      break;
+    }
     const int64_t base_qty = take * m.lot_units;
     const int64_t notional = lot_cost * take;
     // The buyer receives base, the seller quote; each pays its role's rate.
@@ -231,6 +238,7 @@ void Engine::Impl::Match(uint32_t ti) noexcept {
     tr.maker_filled = maker_filled;
     tr.taker_filled = taker_filled;
     Emit(tr);
+    traded = true;
     if (taker_filled) return;
   }
   const Order& t = book_.order(ti);
@@ -242,8 +250,10 @@ void Engine::Impl::Match(uint32_t ti) noexcept {
     Emit(OrderRested{taker_id, taker_account, market, side, t.remaining,
                      Amount{t.locked.value - keep}});
   } else {
-    Emit(OrderExpired{taker_id, taker_account, market, side,
-                      any_price ? ExpireReason::kNoLiquidity : ExpireReason::kIocRemainder,
+    const ExpireReason reason = budget_spent ? ExpireReason::kQuoteBudgetSpent
+                                : any_price  ? ExpireReason::kNoLiquidity
+                                             : ExpireReason::kIocRemainder;
+    Emit(OrderExpired{taker_id, taker_account, market, side, reason,
                       by_quote ? Qty{0} : t.remaining, t.locked});
   }
 }
@@ -398,8 +408,24 @@ void Engine::Impl::Decide(const AmendOrder& a) noexcept {
       return reject(RejectReason::kInsufficientBalance);
     }
   }
+  // A new client order id: free, or the order's own (then nothing changes).
+  bool rename = false;
+  if (!a.new_client_order_id.empty()) {
+    const Key128 cid = HashString(a.new_client_order_id.view());
+    if (const OrderId* holder = accounts_.FindClientId(a.account, cid)) {
+      if (*holder != o.id) {
+        return Reject(CommandType::kAmendOrder, RejectReason::kDuplicateClientOrderId, a.account,
+                      a.market, a.order_id, a.orig_client_order_id, Raw(*holder));
+      }
+    } else {
+      rename = true;
+    }
+  }
+  const OrderId id = o.id;
+  const AccountId account = o.account;
   Emit(OrderAmended{o.id, o.account, o.market, o.side, price, qty, remaining, Amount{delta},
                     keeps_priority});
+  if (rename) Emit(ClientOrderIdChanged{id, account, a.market, a.new_client_order_id});
   if (!keeps_priority) Match(i);
 }
 
@@ -563,6 +589,25 @@ void Engine::Impl::Evolve(const OrderAmended& a, int64_t) {
     o.qty_or_budget = a.new_qty.value;
     o.remaining = a.new_remaining;
   }
+}
+
+void Engine::Impl::Evolve(const ClientOrderIdChanged& x, int64_t) {
+  uint32_t i = book_.Lookup(x.order_id);
+  MB_CHECK(i != kNil);
+  Order& o = book_.order(i);
+  // The previous id is free at once: the order still holds the new one.
+  if (o.has_client_id) accounts_.ReleaseClientId(o.account, o.client_id, o.id);
+  o.has_client_id = !x.client_order_id.empty();
+  o.client_id = o.has_client_id ? HashString(x.client_order_id.view()) : Key128{};
+  if (o.has_client_id) accounts_.HoldClientId(o.account, o.client_id, o.id);
+}
+
+void Engine::Impl::Decide(const CancelReplace& c) noexcept {
+  // One command, one sequence: nothing comes between the cancel and the order.
+  Decide(c.cancel);
+  const bool canceled = !out_->empty() && out_->back().type() == EventType::kOrderCanceled;
+  if (!canceled && c.mode != CancelReplaceMode::kAllowFailure) return;
+  Decide(c.place);
 }
 
 void Engine::Impl::Evolve(const Deposited& d, int64_t) {

@@ -131,6 +131,16 @@ struct MarketStatusChanged {
   MarketStatus status = MarketStatus::kTrading;
 };
 
+// An amended order took a new client order id (AmendOrder's
+// new_client_order_id). Follows the amend's OrderAmended, before any trade of
+// the amended order. The id it had before is free from here on.
+struct ClientOrderIdChanged {
+  OrderId order_id{};
+  AccountId account{};
+  MarketId market{};
+  ClientOrderId client_order_id{};
+};
+
 enum class EventType : uint8_t {
   kOrderAccepted = 0,
   kRejected = 1,
@@ -142,12 +152,13 @@ enum class EventType : uint8_t {
   kDeposited = 7,
   kWithdrawn = 8,
   kMarketStatusChanged = 9,
+  kClientOrderIdChanged = 10,
 };
 
 // Variant index == EventType.
 using EventBody =
     std::variant<OrderAccepted, Rejected, Trade, OrderRested, OrderCanceled, OrderExpired,
-                 OrderAmended, Deposited, Withdrawn, MarketStatusChanged>;
+                 OrderAmended, Deposited, Withdrawn, MarketStatusChanged, ClientOrderIdChanged>;
 
 struct Event {
   Event() = default;

@@ -101,6 +101,7 @@ void AppendLedgerEntries(const EngineConfig& config, const Event& event,
     }
     case EventType::kRejected:
     case EventType::kMarketStatusChanged:
+    case EventType::kClientOrderIdChanged:
       break;
   }
 }

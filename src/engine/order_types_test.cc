@@ -227,12 +227,35 @@ TEST_F(MarketOrderTest, MarketBuyByQuoteLocksTheBudgetAndReleasesTheDust) {
   EXPECT_FALSE(t2.taker_filled);
   const OrderExpired x = At<OrderExpired>(ev, 3);
   EXPECT_EQ(x.order_id, t);
-  EXPECT_EQ(x.reason, ExpireReason::kNoLiquidity);
+  // The book still offers more: the budget stopped it, not the book.
+  EXPECT_EQ(x.reason, ExpireReason::kQuoteBudgetSpent);
   EXPECT_EQ(x.remaining, Qty{0});
   EXPECT_EQ(x.released, Amount{190});  // the dust
   EXPECT_EQ(Bal(kAlice, kUsdt), B(kFundUsdt - 6'010, 0));
   EXPECT_EQ(Bal(kAlice, kBtc), B(kFundBtc + 6'000 - 12, 0));
   EXPECT_EQ(DepthOf(kBtcUsdt, Side::kSell), "101x4/1");
+}
+
+// The budget's dust after the book ran out: the book stopped it (an expiry);
+// the budget stopped it at the next level's lot price: spent.
+TEST_F(MarketOrderTest, MarketBuyByQuoteTellsTheBudgetSpentFromTheBookRunningOut) {
+  Rest(kBob, Side::kSell, 100, 5);
+  Events ev = Place(MarketQuote(kAlice, Side::kBuy, 6'200));  // buys the 5, 1200 left
+  ASSERT_EQ(Types(ev), "OrderAccepted Trade OrderExpired");
+  EXPECT_TRUE(At<Trade>(ev, 1).maker_filled);
+  EXPECT_EQ(At<OrderExpired>(ev, 2).reason, ExpireReason::kNoLiquidity);
+  EXPECT_EQ(At<OrderExpired>(ev, 2).released, Amount{1'200});
+
+  Rest(kBob, Side::kSell, 100, 5);
+  Rest(kBob, Side::kSell, 200, 5);                     // one lot costs 2000
+  ev = Place(MarketQuote(kAlice, Side::kBuy, 6'200));  // buys the 5 at 100, 1200 left
+  ASSERT_EQ(Types(ev), "OrderAccepted Trade OrderExpired");
+  EXPECT_TRUE(At<Trade>(ev, 1).maker_filled);
+  EXPECT_EQ(At<OrderExpired>(ev, 2).reason, ExpireReason::kQuoteBudgetSpent);
+  EXPECT_EQ(At<OrderExpired>(ev, 2).remaining, Qty{0});
+  EXPECT_EQ(At<OrderExpired>(ev, 2).released, Amount{1'200});
+  EXPECT_EQ(Bal(kAlice, kUsdt), B(kFundUsdt - 10'000, 0));
+  EXPECT_EQ(DepthOf(kBtcUsdt, Side::kSell), "200x5/1");
 }
 
 TEST_F(MarketOrderTest, MarketBuyByQuoteThatSpendsItsWholeBudgetIsFilled) {
@@ -282,7 +305,7 @@ TEST_F(MarketOrderTest, MarketSellByQuoteLocksTheBaseItSellsAndNeverExceedsTheBu
   const OrderExpired x = At<OrderExpired>(ev, 3);
   EXPECT_EQ(x.order_id, t);
   EXPECT_EQ(x.side, Side::kSell);
-  EXPECT_EQ(x.reason, ExpireReason::kNoLiquidity);
+  EXPECT_EQ(x.reason, ExpireReason::kQuoteBudgetSpent);
   EXPECT_EQ(x.remaining, Qty{0});
   EXPECT_EQ(x.released, Amount{0});
   EXPECT_EQ(Bal(kBob, kBtc), B(kFundBtc - 7'000, 0));

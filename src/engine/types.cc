@@ -87,6 +87,8 @@ std::string_view ToString(CommandType v) noexcept {
       return "Withdraw";
     case CommandType::kSetMarketStatus:
       return "SetMarketStatus";
+    case CommandType::kCancelReplace:
+      return "CancelReplace";
   }
   return "UNKNOWN";
 }
@@ -153,6 +155,16 @@ std::string_view ToString(CancelRestriction v) noexcept {
   return "UNKNOWN";
 }
 
+std::string_view ToString(CancelReplaceMode v) noexcept {
+  switch (v) {
+    case CancelReplaceMode::kStopOnFailure:
+      return "STOP_ON_FAILURE";
+    case CancelReplaceMode::kAllowFailure:
+      return "ALLOW_FAILURE";
+  }
+  return "UNKNOWN";
+}
+
 std::string_view ToString(ExpireReason v) noexcept {
   switch (v) {
     case ExpireReason::kIocRemainder:
@@ -163,6 +175,8 @@ std::string_view ToString(ExpireReason v) noexcept {
       return "NoLiquidity";
     case ExpireReason::kFokNotFillable:
       return "FokNotFillable";
+    case ExpireReason::kQuoteBudgetSpent:
+      return "QuoteBudgetSpent";
   }
   return "UNKNOWN";
 }
@@ -189,6 +203,8 @@ std::string_view ToString(EventType v) noexcept {
       return "Withdrawn";
     case EventType::kMarketStatusChanged:
       return "MarketStatusChanged";
+    case EventType::kClientOrderIdChanged:
+      return "ClientOrderIdChanged";
   }
   return "UNKNOWN";
 }

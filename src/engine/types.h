@@ -36,6 +36,13 @@ enum class CancelRestriction : uint8_t {
   kOnlyPartiallyFilled = 2,  // some of it executed
 };
 
+// What a CancelReplace does when its cancel is refused (Binance's
+// cancelReplaceMode).
+enum class CancelReplaceMode : uint8_t {
+  kStopOnFailure = 0,  // the new order is not attempted
+  kAllowFailure = 1,   // the new order is placed anyway
+};
+
 enum class CommandType : uint8_t {
   kPlaceOrder = 0,
   kCancelOrder = 1,
@@ -44,6 +51,7 @@ enum class CommandType : uint8_t {
   kDeposit = 4,
   kWithdraw = 5,
   kSetMarketStatus = 6,
+  kCancelReplace = 7,
 };
 
 // Why a command changed nothing. Every reject is an event, never an error.
@@ -76,8 +84,14 @@ enum class RejectReason : uint8_t {
 enum class ExpireReason : uint8_t {
   kIocRemainder = 0,  // IOC / FOK / MARKET remainder after matching
   kSelfTradePrevention = 1,
-  kNoLiquidity = 2,     // market order met an empty book or exhausted its budget
+  // A MARKET order ran out of book. (Segments of format version 1 also use it
+  // for a budget order stopped by its budget: kQuoteBudgetSpent came later.)
+  kNoLiquidity = 2,
   kFokNotFillable = 3,  // FOK could not fill completely: expired on acceptance, nothing traded
+  // A MARKET order by quote amount that spent its budget down to less than
+  // one lot at the next price while the book still had liquidity: it is done
+  // (Binance reports it FILLED, origQty = the executed quantity).
+  kQuoteBudgetSpent = 4,
 };
 
 std::string_view ToString(Side v) noexcept;
@@ -86,6 +100,7 @@ std::string_view ToString(TimeInForce v) noexcept;
 std::string_view ToString(StpMode v) noexcept;
 std::string_view ToString(MarketStatus v) noexcept;
 std::string_view ToString(CancelRestriction v) noexcept;
+std::string_view ToString(CancelReplaceMode v) noexcept;
 std::string_view ToString(CommandType v) noexcept;
 std::string_view ToString(RejectReason v) noexcept;
 std::string_view ToString(ExpireReason v) noexcept;

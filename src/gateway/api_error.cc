@@ -266,6 +266,8 @@ ApiError ApiError::FromReject(engine::CommandType command, engine::RejectReason 
       }
       if (reason == RejectReason::kInvalidPrice) return FilterFailure("PRICE_FILTER");
       if (reason == RejectReason::kMinNotional) return FilterFailure("NOTIONAL");
+      // newClientOrderId held by another open order: Binance's client id rule.
+      if (reason == RejectReason::kDuplicateClientOrderId) return NewOrderRejected(text);
       return AmendRejected(text);
     case CommandType::kCancelOrder:
     case CommandType::kCancelAll:
@@ -275,6 +277,7 @@ ApiError ApiError::FromReject(engine::CommandType command, engine::RejectReason 
     case CommandType::kDeposit:
     case CommandType::kWithdraw:
     case CommandType::kSetMarketStatus:
+    case CommandType::kCancelReplace:  // answered per side, as kCancelOrder and kPlaceOrder
       break;
   }
   // Operator commands (deposits, withdrawals, market status): Matchbook's own

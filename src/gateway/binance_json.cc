@@ -312,6 +312,8 @@ void ExpiryFields(Obj& o, const MarketFormat& f, const OrderRecord& r) {
     case engine::ExpireReason::kNoLiquidity:
       o.Str("expiryReason", "INSUFFICIENT_LIQUIDITY");
       return;
+    case engine::ExpireReason::kQuoteBudgetSpent:
+      return;  // FILLED, not expired: never here
     case engine::ExpireReason::kSelfTradePrevention: {
       // A market order by quote amount has no quantity to state.
       const Qty left = r.terms.qty.value > r.executed.value ? r.terms.qty - r.executed : Qty{0};
@@ -1138,8 +1140,11 @@ std::string ExecutionReportJson(const engine::EngineConfig& config,
   // Binance names the canceled order's client id in C (c is then the cancel
   // request's own id, which the read side does not keep: the order's id
   // stands in); ccxt takes C when it is non-empty.
+  // An amend that changed the client order id names the previous one in C.
   const std::string_view orig_client_id =
-      r.type == marketdata::ExecType::kCanceled ? ord.client_order_id.view() : std::string_view();
+      r.type == marketdata::ExecType::kCanceled  ? ord.client_order_id.view()
+      : r.type == marketdata::ExecType::kAmended ? r.orig_client_order_id.view()
+                                                 : std::string_view();
   Buf b;
   Obj o(b);
   o.Str("e", "executionReport")

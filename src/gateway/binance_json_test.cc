@@ -1139,7 +1139,15 @@ TEST(ExecutionReportJson, ExpiredAmendedAndMarketOrders) {
 
   r.type = ExecType::kAmended;
   r.order = LimitBuy();
-  EXPECT_EQ(Str(ParseObject(ExecutionReportJson(c, r, 1)), "x"), "REPLACED");
+  boost::json::object a = ParseObject(ExecutionReportJson(c, r, 1));
+  EXPECT_EQ(Str(a, "x"), "REPLACED");
+  EXPECT_EQ(Str(a, "C"), "");  // the id did not change
+  // An amend that gave the order a new client id: c the new one, C the previous.
+  r.order.client_order_id = ClientOrderId::From("renamed");
+  r.orig_client_order_id = ClientOrderId::From("my-order_1");
+  a = ParseObject(ExecutionReportJson(c, r, 1));
+  EXPECT_EQ(Str(a, "c"), "renamed");
+  EXPECT_EQ(Str(a, "C"), "my-order_1");
 }
 
 TEST(ExecutionReportJson, RejectReasons) {

@@ -66,17 +66,6 @@ const T* As(const Event& e) {
   return std::get_if<T>(&e.body);
 }
 
-// A market order by quote amount stopped by its budget rather than by the
-// book: its last fill left the maker on the book (there was more to take),
-// or what is left of the budget buys less than one lot at the last price.
-bool QuoteBudgetSpent(const engine::EngineConfig& config, const marketdata::OrderRecord& o,
-                      const engine::Trade& last) {
-  if (!last.maker_filled) return true;
-  const engine::MarketSpec& m = config.markets[static_cast<std::size_t>(last.market)];
-  const int128 lot_cost = static_cast<int128>(last.price.value) * m.notional_per_tick_lot;
-  return static_cast<int128>(o.quote_qty.value) - o.cumulative_quote.value < lot_cost;
-}
-
 // What a new order's own events say about it: the answer to POST /order
 // reflects the order as its command left it, not later commands' effects.
 marketdata::OrderRecord OrderFromEvents(const engine::EngineConfig& config,
@@ -85,7 +74,6 @@ marketdata::OrderRecord OrderFromEvents(const engine::EngineConfig& config,
   marketdata::OrderRecord o;
   bool expired = false;
   bool filled = false;
-  const engine::Trade* last_fill = nullptr;
   for (const Event& e : events) {
     if (const auto* a = As<engine::OrderAccepted>(e)) {
       o.id = a->order_id;
@@ -96,7 +84,6 @@ marketdata::OrderRecord OrderFromEvents(const engine::EngineConfig& config,
       o.update_ns = e.timestamp_ns;
     } else if (const auto* t = As<engine::Trade>(e)) {
       if (t->taker_order_id != o.id) continue;
-      last_fill = t;
       o.executed += t->qty;
       o.cumulative_quote += t->notional;
       filled = filled || t->taker_filled;
@@ -126,9 +113,7 @@ marketdata::OrderRecord OrderFromEvents(const engine::EngineConfig& config,
       o.expire_reason = x->reason;
     }
   }
-  if (expired && last_fill != nullptr && o.quote_qty.value > 0 &&
-      o.expire_reason == engine::ExpireReason::kNoLiquidity &&
-      QuoteBudgetSpent(config, o, *last_fill)) {
+  if (expired && o.expire_reason == engine::ExpireReason::kQuoteBudgetSpent) {
     // Binance: a market order by quoteOrderQty that bought (or sold) all the
     // budget allows at the lot size is FILLED, not EXPIRED.
     o.status = marketdata::OrderStatus::kFilled;
@@ -1299,87 +1284,85 @@ class Gateway::Impl final : public HttpHandler, public WsApiBackend {
     });
   }
 
-  // cancelReplace: the cancel, then (if it succeeded, or always with
-  // cancelReplaceMode=ALLOW_FAILURE) the new order. Not atomic: another
-  // command may come between the two. Answers as Binance does: both done 200;
-  // one failed 409 -2021 "Order cancel-replace partially failed."; the cancel
-  // failed and the order was not attempted, or both failed, 400 -2022 "Order
-  // cancel-replace failed."; data holds each side's answer or error.
+  // cancelReplace: one engine command (engine::CancelReplace) cancels and,
+  // if the cancel succeeded or always with cancelReplaceMode=ALLOW_FAILURE,
+  // places the new order, with no other command between the two. Answers as
+  // Binance does: both done 200; one failed 409 -2021 "Order cancel-replace
+  // partially failed."; the cancel failed and the order was not attempted,
+  // or both failed, 400 -2022 "Order cancel-replace failed."; data holds each
+  // side's answer or error.
   void CancelReplace(Ctx& c) {
     std::string_view mode;
     if (auto e = c.params.Require("cancelReplaceMode", &mode)) return Reply(c, *e);
     if (mode != "STOP_ON_FAILURE" && mode != "ALLOW_FAILURE") {
       return Reply(c, ApiError::BadParam("cancelReplaceMode", "STOP_ON_FAILURE or ALLOW_FAILURE"));
     }
-    const bool allow_failure = mode == "ALLOW_FAILURE";
     MarketId m{};
     if (auto e = SymbolParam(c, &m)) return Reply(c, *e);
-    engine::CancelOrder cancel;
-    cancel.account = c.account;
-    cancel.market = m;
+    engine::CancelReplace cr;
+    cr.mode = mode == "ALLOW_FAILURE" ? engine::CancelReplaceMode::kAllowFailure
+                                      : engine::CancelReplaceMode::kStopOnFailure;
+    cr.cancel.account = c.account;
+    cr.cancel.market = m;
     // Both ids: the engine requires that they name the same order.
-    if (auto e = ParseCancelTarget(c.params, "cancelOrderId", "cancelOrigClientOrderId", &cancel)) {
+    if (auto e =
+            ParseCancelTarget(c.params, "cancelOrderId", "cancelOrigClientOrderId", &cr.cancel)) {
       if (e->code != -2011) return Reply(c, *e);
       // An id no order can have: the cancel fails as the engine would fail
       // it (naming nothing), and the new order follows the mode.
-      cancel.order_id = OrderId{0};
-      cancel.orig_client_order_id = ClientOrderId{};
+      cr.cancel.order_id = OrderId{0};
+      cr.cancel.orig_client_order_id = ClientOrderId{};
     }
     std::string cancel_cid;
     if (auto e = CancelClientId(c.params, "cancelNewClientOrderId", &cancel_cid)) {
       return Reply(c, *e);
     }
-    auto order = std::make_shared<NewOrder>();
-    if (auto e = ParseNewOrder(c.params, config_, c.account, order.get())) return Reply(c, *e);
-    if (order->client_order_id.empty()) {
-      order->client_order_id = "mb-" + RandomToken(22);
-      (void)order->place.client_order_id.Assign(order->client_order_id);
+    NewOrder order;
+    if (auto e = ParseNewOrder(c.params, config_, c.account, &order)) return Reply(c, *e);
+    if (order.client_order_id.empty()) {
+      order.client_order_id = "mb-" + RandomToken(22);
+      (void)order.place.client_order_id.Assign(order.client_order_id);
     }
-    auto ctx = std::make_shared<Ctx>();
-    ctx->respond = c.respond;
-    ctx->version = c.version;
-    ctx->keep_alive = c.keep_alive;
-    ctx->meta = c.meta;
-    ctx->account = c.account;
-    ctx->ingress_ns = c.ingress_ns;
-    ctx->parse_auth_recorded = true;  // by the cancel's Submit below
+    cr.place = order.place;
     engine::Command cmd;
-    cmd.body = cancel;
+    cmd.body = cr;
     Submit(
         c, "cancel_replace", cmd,
-        [this, cancel, cancel_cid, order, ctx, allow_failure](Pending& p) {
+        [this, cancel = cr.cancel, cancel_cid, place = order.place, resp = order.resp](Pending& p) {
+          // The cancel's event comes first, then the new order's, if it
+          // was attempted.
+          const std::span<const Event> events(p.events);
           std::string cancel_json;
           bool cancel_ok = false;
-          if (const engine::Rejected* r = FirstReject(p.events)) {
+          if (const auto* x = As<engine::OrderCanceled>(events.front())) {
+            cancel_json = CanceledBody(cancel.account, cancel.market, x->order_id, cancel_cid,
+                                       events.front().timestamp_ns / 1'000'000);
+            cancel_ok = true;
+          } else if (const auto* r = As<engine::Rejected>(events.front())) {
             cancel_json = ApiError::FromReject(engine::CommandType::kCancelOrder, r->reason).Json();
-          } else {
-            for (const Event& e : p.events) {
-              if (const auto* x = As<engine::OrderCanceled>(e)) {
-                cancel_json = CanceledBody(cancel.account, cancel.market, x->order_id, cancel_cid,
-                                           e.timestamp_ns / 1'000'000);
-                cancel_ok = true;
-              }
-            }
           }
-          if (!cancel_ok && !allow_failure) {
+          const std::span<const Event> placed = events.subspan(1);
+          if (placed.empty()) {
             return p.Reply(400, ReplaceFailed(cancel_json, "NOT_ATTEMPTED", "null"));
           }
-          // The new order refused (the dry run or the engine): a partial failure
-          // when the cancel went through, a failure otherwise.
+          auto done = [cancel_ok, cancel_json](Pending& q, std::string body) {
+            if (!cancel_ok) return q.Reply(409, ReplacePartial(false, cancel_json, body));
+            q.Reply(200, fmt::format(R"({{"cancelResult":"SUCCESS","newOrderResult":"SUCCESS",)"
+                                     R"("cancelResponse":{},"newOrderResponse":{}}})",
+                                     cancel_json, body));
+          };
+          // The new order refused: a partial failure when the cancel went
+          // through, a failure otherwise.
           auto refused = [cancel_ok, cancel_json](Pending& q, const ApiError& e) {
             if (cancel_ok) return q.Reply(409, ReplacePartial(true, cancel_json, e.Json()));
             q.Reply(400, ReplaceFailed(cancel_json, "FAILURE", e.Json()));
           };
-          if (auto e = DryRun(order->place)) return refused(p, *e);
-          SubmitOrder(
-              *ctx, "cancel_replace", *order,
-              [cancel_ok, cancel_json](Pending& q, std::string body) {
-                if (!cancel_ok) return q.Reply(409, ReplacePartial(false, cancel_json, body));
-                q.Reply(200, fmt::format(R"({{"cancelResult":"SUCCESS","newOrderResult":"SUCCESS",)"
-                                         R"("cancelResponse":{},"newOrderResponse":{}}})",
-                                         cancel_json, body));
-              },
-              refused);
+          if (const engine::Rejected* r = FirstReject(placed)) {
+            return AnswerReject(p, place, *r, resp, done, refused);
+          }
+          std::vector<marketdata::Fill> fills;
+          const marketdata::OrderRecord rec = OrderFromEvents(config_, placed, &fills);
+          done(p, NewOrderJson(config_, rec, fills, resp, placed.front().timestamp_ns / 1'000'000));
         });
   }
 
@@ -1435,16 +1418,26 @@ class Gateway::Impl final : public HttpHandler, public WsApiBackend {
     if (units <= 0 || units % spec.lot_units != 0)
       return Reply(c, ApiError::FilterFailure("LOT_SIZE"));
     amend.new_qty = Qty{units / spec.lot_units};
-    // The order keeps its client order id (docs/api.md): newClientOrderId may
-    // only repeat the origClientOrderId sent.
-    if (auto new_cid = c.params.Get("newClientOrderId"); new_cid && new_cid != orig) {
-      return Reply(
-          c, ApiError::BadParam("newClientOrderId", "An amended order keeps its client order id."));
+    // newClientOrderId: the amended order's new client order id (the engine
+    // refuses one another open order holds); without it the order keeps its
+    // own.
+    if (c.params.Has("newClientOrderId")) {
+      std::string new_cid;
+      if (auto e = CancelClientId(c.params, "newClientOrderId", &new_cid)) return Reply(c, *e);
+      (void)amend.new_client_order_id.Assign(new_cid);
+    }
+    // The id before the amend, for origClientOrderId: the one sent, else the
+    // one the read side shows now.
+    std::string before(orig.value_or(std::string_view()));
+    if (before.empty() && id) {
+      if (const auto rec = read_side_.FindOrder(c.account, m, static_cast<OrderId>(*id))) {
+        before = std::string(rec->client_order_id.view());
+      }
     }
     engine::Command cmd;
     cmd.body = amend;
     const AccountId account = c.account;
-    Submit(c, "amend", cmd, [this, account, m](Pending& p) {
+    Submit(c, "amend", cmd, [this, account, m, before](Pending& p) {
       if (const engine::Rejected* r = FirstReject(p.events)) {
         return p.Fail(ApiError::FromReject(engine::CommandType::kAmendOrder, r->reason));
       }
@@ -1454,9 +1447,13 @@ class Gateway::Impl final : public HttpHandler, public WsApiBackend {
         // Answered once the read side shows the amend.
         const auto rec = read_side_.FindOrder(account, m, a->order_id);
         if (!rec) return p.Fail(ApiError::NoSuchOrder());
-        return p.Reply(200,
-                       AmendedOrderJson(config_, *rec, rec->client_order_id.view(),
-                                        e.timestamp_ns / 1'000'000, static_cast<uint64_t>(p.seq)));
+        const bool renamed = std::any_of(p.events.begin(), p.events.end(), [](const Event& ev) {
+          return ev.type() == engine::EventType::kClientOrderIdChanged;
+        });
+        return p.Reply(
+            200, AmendedOrderJson(config_, *rec,
+                                  renamed ? std::string_view(before) : rec->client_order_id.view(),
+                                  e.timestamp_ns / 1'000'000, static_cast<uint64_t>(p.seq)));
       }
       p.Fail(ApiError::Unknown("amend produced no amendment"));
     });

@@ -34,13 +34,14 @@ Result<SegmentHeader> DecodeSegmentHeader(std::span<const std::byte> in, std::st
   }
   SegmentHeader h;
   h.version = GetU16(p + 8);
-  if (h.version != kSegmentFormatVersion) {
-    return Corruption(fmt::format("{}: segment format version {} (this build reads version {})",
-                                  what, h.version, kSegmentFormatVersion));
+  if (h.version < kOldestSegmentFormatVersion || h.version > kSegmentFormatVersion) {
+    return Corruption(
+        fmt::format("{}: segment format version {} (this build reads versions {} to {})", what,
+                    h.version, kOldestSegmentFormatVersion, kSegmentFormatVersion));
   }
   if (GetU16(p + 10) != kSegmentHeaderSize) {
     return Corruption(fmt::format("{}: segment header size {} (version {} headers are {} bytes)",
-                                  what, GetU16(p + 10), kSegmentFormatVersion, kSegmentHeaderSize));
+                                  what, GetU16(p + 10), h.version, kSegmentHeaderSize));
   }
   h.first_seq = GetU64(p + 16);
   h.config_hash = GetU64(p + 24);

@@ -27,7 +27,13 @@
 namespace mb::journal {
 
 inline constexpr std::array<char, 8> kSegmentMagic = {'M', 'B', 'J', 'R', 'N', 'L', '0', '1'};
-inline constexpr uint16_t kSegmentFormatVersion = 1;
+// The version this build writes. Version 2 added event types (and enum
+// values) to the codec: ClientOrderIdChanged, ExpireReason kQuoteBudgetSpent,
+// Rejected for CommandType kCancelReplace. A version 1 segment holds only the
+// older ones, so this build reads both; an older build refuses version 2 by
+// its header instead of failing on the first new event.
+inline constexpr uint16_t kSegmentFormatVersion = 2;
+inline constexpr uint16_t kOldestSegmentFormatVersion = 1;
 inline constexpr std::size_t kSegmentHeaderSize = 40;
 
 inline constexpr std::size_t kRecordHeaderSize = 24;

@@ -247,6 +247,59 @@ TEST_F(JournalRecovery, SnapshotFromAnotherHistory) {
   EXPECT_EQ(report.state_hash, a.hashes.back());
 }
 
+// testdata/v1 holds a journal written by the version-1 build (segment format
+// 1, the codec before ClientOrderIdChanged, kQuoteBudgetSpent and
+// CancelReplace): the session MakeHistory(21, 150). It still decodes, and
+// replays to the state that build reported.
+TEST_F(JournalRecovery, ReadsAVersion1Journal) {
+  const fs::path golden = fs::path(MB_SOURCE_DIR) / "src/journal/testdata/v1";
+  CopyTree(golden, tmp_ / "v1");
+  const std::vector<fs::path> segs = Segments(tmp_ / "v1");
+  ASSERT_EQ(segs.size(), 1u);
+  {
+    const Bytes head = Load(segs[0]);
+    ASSERT_GE(head.size(), kSegmentHeaderSize);
+    EXPECT_EQ(GetU16(head.data() + 8), 1u) << "the golden must stay a version-1 segment";
+  }
+  const engine::EngineConfig config = TestConfig();
+  engine::Engine eng(config);
+  ASSERT_EQ(eng.ConfigHash(), 0x8821480636e79e9cULL);
+  RecoveryOptions ro = Quiet(false);
+  RecoveryReport report;
+  ASSERT_OK(RecoverInto(tmp_ / "v1", &eng, ro, &report));
+  EXPECT_EQ(report.recovered_seq, 150u);
+  EXPECT_EQ(report.replayed_events, 288u);
+  EXPECT_EQ(eng.StateHash(), 0x444faaaeb41b15e1ULL);
+  EXPECT_OK_INVARIANTS(eng);
+  // The same session run by this build gives the same state.
+  EXPECT_EQ(MakeHistory(21, 150).hashes.back(), 0x444faaaeb41b15e1ULL);
+
+  // This build appends version-2 segments after it, and reads both.
+  auto dir = DataDir::Open(tmp_ / "v1", OpenMode::kReadWrite);
+  ASSERT_TRUE(dir.ok()) << dir.status().message();
+  // (The large roll size: the new segment comes from the old one's version.)
+  auto w = JournalWriter::Open(*dir, Options(), eng.ConfigHash(), report.journal);
+  ASSERT_TRUE(w.ok()) << w.status().message();
+  engine::EventBuffer out;
+  engine::Deposit d;
+  d.account = AccountId{1};
+  d.asset = kUsdt;
+  d.amount = Amount{5};
+  d.ref = TransferRef::From("after-v1");
+  eng.Process(engine::Command{1'800'000'000'000'000'000, d}, &out);
+  (void)(*w)->Append(out);
+  ASSERT_OK((*w)->Write());
+  ASSERT_OK((*w)->Sync());
+  w->reset();
+  const std::vector<fs::path> now = Segments(tmp_ / "v1");
+  ASSERT_EQ(now.size(), 2u);
+  EXPECT_EQ(GetU16(Load(now[1]).data() + 8), kSegmentFormatVersion);
+  engine::Engine again(config);
+  ASSERT_OK(RecoverInto(tmp_ / "v1", &again, Quiet(false), &report));
+  EXPECT_EQ(report.recovered_seq, 151u);
+  EXPECT_EQ(again.StateHash(), eng.StateHash());
+}
+
 TEST_F(JournalRecovery, TornTailIsFoundAndRepaired) {
   ASSERT_NO_FATAL_FAILURE(WriteJournal(tmp_.path(), 20, 200, Options(8192)));
   ASSERT_GE(Segments(tmp_.path()).size(), 2u);

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <array>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
@@ -98,6 +99,15 @@ Status JournalWriter::OpenSegment(const fs::path& path, uint64_t size) {
   if (fd_ < 0) return ErrnoStatus(path, "open for append", errno);
   path_ = path;
   file_size_ = synced_size_ = size;
+  // The scan checked the header; only its version matters here.
+  std::array<std::byte, kSegmentHeaderSize> header{};
+  const int rd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (rd < 0) return ErrnoStatus(path, "open to read the header", errno);
+  const ssize_t n = ::pread(rd, header.data(), header.size(), 0);
+  ::close(rd);
+  if (n == static_cast<ssize_t>(header.size())) {
+    roll_before_write_ = GetU16(header.data() + 8) < kSegmentFormatVersion;
+  }
   return Status::Ok();
 }
 
@@ -168,7 +178,10 @@ Status JournalWriter::SyncAll() {
 
 Status JournalWriter::Write() {
   if (pending_.size == 0) return Status::Ok();
-  if (file_size_ >= options_.segment_bytes) MB_RETURN_IF_ERROR(Roll());
+  if (roll_before_write_ || file_size_ >= options_.segment_bytes) {
+    MB_RETURN_IF_ERROR(Roll());
+    roll_before_write_ = false;
+  }
   std::size_t done = 0;
   while (done < pending_.size) {
     const ssize_t n = ::pwrite(fd_, pending_.data.get() + done, pending_.size - done,

@@ -110,6 +110,10 @@ class JournalWriter {
   uint64_t written_since_writeback_ = 0;
   std::filesystem::path path_;
   uint64_t file_size_ = 0;    // bytes written to the current segment
+  // The segment opened at start-up has an older format version: the first
+  // write starts a new segment, so that a segment's records are all of its
+  // header's version.
+  bool roll_before_write_ = false;
   uint64_t synced_size_ = 0;  // of those, durable
   uint64_t total_bytes_ = 0;  // all segments
 

@@ -15,6 +15,7 @@
 namespace mb::marketdata {
 
 using engine::Balance;
+using engine::ClientOrderIdChanged;
 using engine::Deposited;
 using engine::EngineConfig;
 using engine::EngineImage;
@@ -1137,8 +1138,58 @@ class ReadSide::Impl {
   }
 
   void On(const OrderExpired& x) MB_REQUIRES(mu_) {
+    if (x.reason == engine::ExpireReason::kQuoteBudgetSpent) return BudgetSpent(x);
     CloseOrder(x.account, x.market, x.side, x.order_id, x.remaining, x.released,
                OrderStatus::kExpired, ExecType::kExpired, x.reason);
+  }
+
+  // A market order by quote amount that spent its budget is FILLED (Binance):
+  // no EXPIRED report; its last fill's report, in this batch (the order's
+  // events are one command's), says FILLED.
+  void BudgetSpent(const OrderExpired& x) MB_REQUIRES(mu_) {
+    TouchMarket(x.market);
+    Lock(x.account, x.market, x.side, Amount{-x.released.value});
+    OrderRecord* r = OpenOrder(x.account, x.order_id);
+    if (r == nullptr) return;
+    r->working = false;
+    r->remaining = Qty{0};
+    r->status = OrderStatus::kFilled;
+    r->update_ns = ts_;
+    std::vector<ExecutionReport>& reports = Update(x.account).reports;
+    for (auto it = reports.rbegin(); it != reports.rend(); ++it) {
+      if (it->order.id != x.order_id) continue;
+      it->order.status = OrderStatus::kFilled;
+      it->order.remaining = Qty{0};
+      break;
+    }
+    Close(x.account, x.order_id);
+  }
+
+  // The amend just reported gave the order a new client order id: the order
+  // is found by it (no longer by the previous one), and the amend's report
+  // carries it (c) with the previous one (C).
+  void On(const ClientOrderIdChanged& x) MB_REQUIRES(mu_) {
+    OrderRecord* r = OpenOrder(x.account, x.order_id);
+    if (r == nullptr) return;
+    AccountState& acc = Account(x.account);
+    const ClientOrderId previous = r->client_order_id;
+    if (!previous.empty()) {
+      auto ci = acc.client_ids.find(ClientKey(x.market, previous.view()));
+      if (ci != acc.client_ids.end() && ci->second == Raw(x.order_id)) acc.client_ids.erase(ci);
+    }
+    if (!x.client_order_id.empty()) {
+      acc.client_ids[ClientKey(x.market, x.client_order_id.view())] = Raw(x.order_id);
+    }
+    r->client_order_id = x.client_order_id;
+    std::vector<ExecutionReport>& reports = Update(x.account).reports;
+    for (auto it = reports.rbegin(); it != reports.rend(); ++it) {
+      if (it->order.id != x.order_id) continue;
+      if (it->type == ExecType::kAmended) {
+        it->order.client_order_id = x.client_order_id;
+        it->orig_client_order_id = previous;
+      }
+      break;
+    }
   }
 
   void On(const OrderAmended& x) MB_REQUIRES(mu_) {

@@ -273,6 +273,8 @@ struct ExecutionReport {
   OrderRecord order;                                          // the order after this change
   std::optional<Fill> fill;                                   // kTrade
   engine::RejectReason reject = engine::RejectReason::kNone;  // kRejected
+  // kAmended that gave the order a new client order id: the id it had before.
+  ClientOrderId orig_client_order_id{};
   Sequence seq{};
   int64_t time_ns = 0;
 };

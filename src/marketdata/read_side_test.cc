@@ -344,7 +344,10 @@ struct Reference {
       } else if (const auto* c = std::get_if<engine::OrderCanceled>(&e.body)) {
         orders.at(Raw(c->order_id)).status = OrderStatus::kCanceled;
       } else if (const auto* x = std::get_if<engine::OrderExpired>(&e.body)) {
-        orders.at(Raw(x->order_id)).status = OrderStatus::kExpired;
+        // A budget order that spent its budget is FILLED (Binance).
+        orders.at(Raw(x->order_id)).status = x->reason == engine::ExpireReason::kQuoteBudgetSpent
+                                                 ? OrderStatus::kFilled
+                                                 : OrderStatus::kExpired;
       }
     }
   }
@@ -1036,6 +1039,63 @@ TEST_F(ReadSideTest, OrderStatesReportsAndFills) {
   fills = h_.rs.MyTrades(kAlice, kBtcUsdt, 0, 0, t_ms, 0, 1);  // the oldest from start
   ASSERT_EQ(fills.size(), 1u);
   EXPECT_EQ(fills[0].trade_id, TradeId{1});
+}
+
+// A MARKET buy by quote amount that spent its budget while the book still had
+// liquidity is FILLED (its last fill's report says so; no EXPIRED report).
+TEST_F(ReadSideTest, QuoteBudgetSpentIsFilled) {
+  const int64_t t = kDay0 + kSec;
+  h_.Run({Limit(t, kAlice, Side::kSell, 1000, 10), Limit(t, kAlice, Side::kSell, 2000, 5)});
+  const BatchOutput* out = &h_.Run({Place(t + kSec, kBob, kBtcUsdt, Side::kBuy, OrderType::kMarket,
+                                          TimeInForce::kIoc, 0, 0, "q1", StpMode::kNone, 10'500)});
+  const OrderId q = Last();
+  ASSERT_EQ(h_.Batch<engine::OrderExpired>().size(), 1u);
+  EXPECT_EQ(h_.Batch<engine::OrderExpired>()[0].reason, engine::ExpireReason::kQuoteBudgetSpent);
+  ASSERT_EQ(Types(FindUpdate(*out, kBob)),
+            (std::vector<ExecType>{ExecType::kNew, ExecType::kTrade}));
+  const ExecutionReport& last = FindUpdate(*out, kBob)->reports[1];
+  EXPECT_EQ(last.order.status, OrderStatus::kFilled);
+  EXPECT_EQ(last.order.executed, Qty{10});
+  EXPECT_EQ(last.order.remaining, Qty{0});
+  const auto rec = h_.rs.FindOrder(kBob, kBtcUsdt, q);
+  ASSERT_TRUE(rec.has_value());
+  EXPECT_EQ(rec->status, OrderStatus::kFilled);
+  EXPECT_EQ(rec->executed, Qty{10});
+  EXPECT_TRUE(h_.rs.OpenOrders(kBob, std::nullopt).empty());
+  const auto all = h_.rs.AllOrders(kBob, kBtcUsdt, 0, 0, 0, 100);
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0].status, OrderStatus::kFilled);
+
+  // The book running out is still an expiry.
+  out = &h_.Run({Place(t + 2 * kSec, kBob, kBtcUsdt, Side::kBuy, OrderType::kMarket,
+                       TimeInForce::kIoc, 0, 0, "q2", StpMode::kNone, 50'000)});
+  ASSERT_EQ(Types(FindUpdate(*out, kBob)),
+            (std::vector<ExecType>{ExecType::kNew, ExecType::kTrade, ExecType::kExpired}));
+  EXPECT_EQ(h_.rs.FindOrder(kBob, kBtcUsdt, Last())->status, OrderStatus::kExpired);
+}
+
+// An amend with a new client order id: the order is found by the new id, not
+// by the previous one, and the amend's report carries both (c and C).
+TEST_F(ReadSideTest, AmendWithANewClientOrderIdMovesTheId) {
+  const int64_t t = kDay0 + kSec;
+  h_.Run({Limit(t, kAlice, Side::kSell, 3000, 5, TimeInForce::kGtc, "old")});
+  const OrderId s = Last();
+  Command am = Amend(t + kSec, kAlice, kBtcUsdt, s, 0, 3);
+  std::get<engine::AmendOrder>(am.body).new_client_order_id = ClientOrderId::From("new");
+  const BatchOutput* out = &h_.Run({am});
+  ASSERT_EQ(Types(FindUpdate(*out, kAlice)), std::vector<ExecType>{ExecType::kAmended});
+  const ExecutionReport& r = FindUpdate(*out, kAlice)->reports[0];
+  EXPECT_EQ(r.order.client_order_id.view(), "new");
+  EXPECT_EQ(r.orig_client_order_id.view(), "old");
+  EXPECT_EQ(r.order.terms.qty, Qty{3});
+  const auto found = h_.rs.FindOrderByClientId(kAlice, kBtcUsdt, "new");
+  ASSERT_TRUE(found.has_value());
+  EXPECT_EQ(found->id, s);
+  EXPECT_FALSE(h_.rs.FindOrderByClientId(kAlice, kBtcUsdt, "old").has_value());
+  EXPECT_EQ(h_.rs.OpenOrders(kAlice, kBtcUsdt)[0].client_order_id.view(), "new");
+  // An amend that keeps the id reports no previous one.
+  out = &h_.Run({Amend(t + 2 * kSec, kAlice, kBtcUsdt, s, 0, 2)});
+  EXPECT_TRUE(FindUpdate(*out, kAlice)->reports[0].orig_client_order_id.empty());
 }
 
 TEST_F(ReadSideTest, DepositsAndWithdrawalsAreBalanceDeltas) {

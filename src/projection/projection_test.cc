@@ -437,6 +437,51 @@ TEST_P(StoreTest, HistoryAgreesWithTheReadSide) {
   EXPECT_FALSE(none->has_value());
 }
 
+// A MARKET buy by quote amount that spent its budget is FILLED in the order
+// row and its last report; an amend's new client order id is the order's.
+TEST_P(StoreTest, BudgetSpentIsFilledAndAnAmendedIdIsTheOrders) {
+  JournalBuilder j(root_, 29);
+  using engine::OrderType;
+  using engine::Side;
+  using engine::TimeInForce;
+  const MarketId btc = workload::mixed::kBtcUsdt;
+  const int64_t t = j.records.back().front().timestamp_ns + 1'000'000;
+  j.Process(workload::Place(t, AccountId{1}, btc, Side::kSell, OrderType::kLimit, TimeInForce::kGtc,
+                            1000, 10));
+  j.Process(workload::Place(t, AccountId{1}, btc, Side::kSell, OrderType::kLimit, TimeInForce::kGtc,
+                            2000, 5));
+  j.Process(workload::Place(t, AccountId{2}, btc, Side::kBuy, OrderType::kMarket, TimeInForce::kIoc,
+                            0, 0, "q1", engine::StpMode::kNone, 10'500));
+  const uint64_t q = j.last_seq();
+  ASSERT_EQ(j.records.back().size(), 3u);
+  const auto* x = std::get_if<engine::OrderExpired>(&j.records.back().back().body);
+  ASSERT_NE(x, nullptr);
+  ASSERT_EQ(x->reason, engine::ExpireReason::kQuoteBudgetSpent);
+  j.Process(workload::Place(t, AccountId{1}, btc, Side::kSell, OrderType::kLimit, TimeInForce::kGtc,
+                            3000, 5, "old"));
+  const uint64_t s_id = j.last_seq();
+  Command am = workload::Amend(t, AccountId{1}, btc, OrderId{s_id}, 0, 3);
+  std::get<engine::AmendOrder>(am.body).new_client_order_id = ClientOrderId::From("new");
+  j.Process(am);
+  j.Flush();
+
+  auto s = Open(NewStoreOptions("f"), j.config);
+  ASSERT_TRUE(Rebuild(root_, j.config, s.get()).ok());
+  auto o = s->FindOrder(2, Raw(btc), q);
+  ASSERT_TRUE(o.ok() && o->has_value());
+  EXPECT_EQ((*o)->status, marketdata::OrderStatus::kFilled);
+  EXPECT_EQ((*o)->executed, Qty{10});
+  EXPECT_EQ((*o)->remaining, Qty{0});
+  auto renamed = s->FindOrderByClientId(1, Raw(btc), "new");
+  ASSERT_TRUE(renamed.ok() && renamed->has_value());
+  EXPECT_EQ(Raw((*renamed)->id), s_id);
+  EXPECT_EQ((*renamed)->client_order_id.view(), "new");
+  EXPECT_EQ((*renamed)->terms.qty, Qty{3});
+  auto old = s->FindOrderByClientId(1, Raw(btc), "old");
+  ASSERT_TRUE(old.ok());
+  EXPECT_FALSE(old->has_value());
+}
+
 TEST_P(StoreTest, RefusesAProjectionOfAnotherJournal) {
   const fs::path other = TestDir("other");
   JournalBuilder j(root_, 24);

@@ -131,6 +131,20 @@ void RowBuilder::Event(const engine::Event& ev, RowBatch* batch) {
           Close(Raw(x.order_id), OrderStatus::kCanceled, engine::ExpireReason::kIocRemainder,
                 ExecType::kCanceled, batch);
         } else if constexpr (std::is_same_v<T, engine::OrderExpired>) {
+          if (x.reason == engine::ExpireReason::kQuoteBudgetSpent) {
+            // A market order by quote amount that spent its budget is FILLED
+            // (Binance): no EXPIRED report; its last fill's report says FILLED.
+            OrderRow* r = Touch(Raw(x.order_id));
+            if (r == nullptr) return;
+            r->order.working = false;
+            r->order.remaining = Qty{0};
+            r->order.status = OrderStatus::kFilled;
+            LastReport(Raw(x.order_id), ExecType::kTrade, batch, [](OrderEventRow& e) {
+              e.status = OrderStatus::kFilled;
+              e.remaining = 0;
+            });
+            return;
+          }
           Close(Raw(x.order_id), OrderStatus::kExpired, x.reason, ExecType::kExpired, batch);
         } else if constexpr (std::is_same_v<T, engine::OrderAmended>) {
           OrderRow* r = Touch(Raw(x.order_id));
@@ -143,6 +157,14 @@ void RowBuilder::Event(const engine::Event& ev, RowBatch* batch) {
           r->order.terms.qty = x.new_qty;
           r->order.remaining = x.new_remaining;
           Report(*r, ExecType::kAmended, 0, engine::RejectReason::kNone, batch);
+        } else if constexpr (std::is_same_v<T, engine::ClientOrderIdChanged>) {
+          // The amend just reported gave the order a new client order id.
+          OrderRow* r = Touch(Raw(x.order_id));
+          if (r == nullptr) return;
+          r->order.client_order_id = x.client_order_id;
+          LastReport(Raw(x.order_id), ExecType::kAmended, batch, [&](OrderEventRow& e) {
+            e.client_order_id = std::string(x.client_order_id.view());
+          });
         } else if constexpr (std::is_same_v<T, engine::Deposited>) {
           batch->deposits.push_back(TransferRow{Raw(x.transfer_id), Raw(x.account), Raw(x.asset),
                                                 x.amount.value, std::string(x.ref.view()), ts_});
@@ -154,6 +176,15 @@ void RowBuilder::Event(const engine::Event& ev, RowBatch* batch) {
         }
       },
       ev.body);
+}
+
+template <class F>
+void RowBuilder::LastReport(uint64_t order_id, ExecType type, RowBatch* batch, F&& change) {
+  for (auto it = batch->order_events.rbegin(); it != batch->order_events.rend(); ++it) {
+    if (it->order_id != order_id) continue;
+    if (it->exec_type == type) change(*it);
+    return;
+  }
 }
 
 void RowBuilder::Fill(const engine::Trade& t, bool maker, RowBatch* batch) {

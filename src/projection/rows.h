@@ -147,6 +147,10 @@ class RowBuilder {
   void Report(const OrderRow& row, ExecType type, uint64_t trade_id, engine::RejectReason reject,
               RowBatch* batch);
   void Fill(const engine::Trade& t, bool maker, RowBatch* batch);
+  // Applies `change` to the order's last report in the batch when it is of
+  // `type` (a later event of the same command refines it).
+  template <class F>
+  void LastReport(uint64_t order_id, ExecType type, RowBatch* batch, F&& change);
   void Close(uint64_t order_id, OrderStatus status, engine::ExpireReason reason, ExecType type,
              RowBatch* batch);
 

@@ -96,6 +96,7 @@ class Engine::Impl {
   void Decide(const Deposit& d) noexcept;
   void Decide(const Withdraw& w) noexcept;
   void Decide(const SetMarketStatus& s) noexcept;
+  void Decide(const CancelReplace& c) noexcept;
   // Matches the open order at pool index ti, in no level, against the book;
   // then it rests, expires or has filled.
   void Match(uint32_t ti) noexcept;
@@ -125,6 +126,7 @@ class Engine::Impl {
   void Evolve(const Deposited& d, int64_t);
   void Evolve(const Withdrawn& w, int64_t);
   void Evolve(const MarketStatusChanged& x, int64_t) noexcept { status_[Raw(x.market)] = x.status; }
+  void Evolve(const ClientOrderIdChanged& x, int64_t);
   void ApplyClose(OrderId id, Amount released);
   // An order leaves the engine (filled, canceled, expired).
   void Retire(uint32_t i);
