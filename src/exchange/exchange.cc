@@ -120,7 +120,8 @@ class Exchange::Impl final : private concurrency::Agent {
   }
 
   Status Start() {
-    auto dir = journal::DataDir::Open(opt_.data_dir, journal::OpenMode::kReadWrite);
+    auto dir =
+        journal::DataDir::Open(opt_.data_dir, journal::OpenMode::kReadWrite, opt_.file_system);
     if (!dir.ok()) return dir.status();
     dir_.emplace(std::move(dir).value());
 
