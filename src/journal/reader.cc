@@ -190,7 +190,12 @@ Result<ScanResult> ScanJournal(const DataDir& dir, const ScanOptions& options,
                         : what,
                    false};
       if (options.repair) {
-        MB_RETURN_IF_ERROR(Truncate(dir.file_system(), f.path, off));
+        if (Status cut = Truncate(dir.file_system(), f.path, off); !cut.ok()) {
+          return IoError(
+              fmt::format("cannot cut the torn tail of the journal ({} bytes after "
+                          "offset {}); the next open finds it again: {}",
+                          t.bytes, off, cut.message()));
+        }
         t.repaired = true;
       }
       result.tail = t;
