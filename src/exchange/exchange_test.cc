@@ -15,6 +15,7 @@
 #include <mutex>
 #include <thread>
 
+#include "common/fault_file_system.h"
 #include "metrics/metrics.h"
 #include "workload/engine_workload.h"
 
@@ -290,6 +291,61 @@ TEST_F(ExchangeTest, WriteErrorsRefuseThenRecover) {
   ASSERT_TRUE(again.ok()) << again.status().message();
   EXPECT_EQ((*again)->recovery().recovered_seq, durable) << "every durable command, once";
   ASSERT_TRUE((*again)->Close().ok());
+}
+
+// A failed fdatasync (a lost writeback): nothing written since the last good
+// one is acknowledged, intake is refused with the reason, and once the disk
+// works again the same records are written again and acknowledged, once each.
+TEST_F(ExchangeTest, FailedFdatasyncIsNeverAcknowledged) {
+  FaultFileSystem fsys;
+  auto o = Options();
+  o.file_system = &fsys;
+  o.snapshots.on_shutdown = false;
+  auto ex = Exchange::Open(o);
+  ASSERT_TRUE(ex.ok());
+  Collector c;
+  SubmitRange(ex->get(), &c, 0, 100);
+  while ((*ex)->durable_seq() < 100) std::this_thread::yield();
+  ASSERT_EQ(c.done().size(), 100u);
+
+  fsys.Inject(Fault(FileOp::kDataSync, EIO, ".mbj").Times(-1));
+  std::size_t i = 100;
+  SubmitResult r = SubmitResult::kOk;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (std::chrono::steady_clock::now() < deadline) {
+    r = (*ex)->Submit(all_[i], &c, i, false);
+    if (r == SubmitResult::kRefusing) break;
+    if (r == SubmitResult::kOk) ++i;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  ASSERT_EQ(r, SubmitResult::kRefusing);
+  ASSERT_GT(i, 100u);
+  EXPECT_NE((*ex)->RefusalReason().find("fdatasync"), std::string::npos) << (*ex)->RefusalReason();
+  // Some retries fail too; still nothing after 100 is acknowledged.
+  while (fsys.failed(FileOp::kDataSync) < 3)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_EQ((*ex)->durable_seq(), 100u);
+  EXPECT_EQ(c.done().size(), 100u) << "a command was acknowledged after a failed fdatasync";
+
+  fsys.Clear();
+  while ((r = (*ex)->Submit(all_[i], &c, i, false)) != SubmitResult::kOk) {
+    ASSERT_NE(r, SubmitResult::kClosed);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ++i;
+  ASSERT_TRUE((*ex)->Close().ok());
+  const auto done = c.done();
+  EXPECT_EQ(done.size(), i);
+  for (const auto& [tag, d] : done) {
+    EXPECT_EQ(d.state, Outcome::State::kDurable) << tag;
+    EXPECT_EQ(d.seq, tag + 1);
+  }
+  auto again = Exchange::Open(Options());
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_EQ((*again)->recovery().recovered_seq, i) << "every acknowledged command, once";
+  EXPECT_FALSE((*again)->recovery().journal.tail.has_value());
+  ASSERT_TRUE((*again)->Close().ok());
+  EXPECT_EQ((*again)->ClosedStateHash(), ReferenceHash(i));
 }
 
 // Close() on a disk that never recovers: bounded, and every command still in
