@@ -234,6 +234,13 @@ class Exchange::Impl final : private concurrency::Agent {
     r.AddCounterFn("matchbook_snapshots_total", "Snapshots written", {}, read([](const Impl& x) {
                      return static_cast<double>(x.snapshots_.load(std::memory_order_relaxed));
                    }));
+    r.AddCounterFn(
+        "matchbook_snapshot_failures_total",
+        "Snapshots not written (a write error, or the journal could not be synced first); the "
+        "previous snapshots stay",
+        {}, read([](const Impl& x) {
+          return static_cast<double>(x.snapshot_failures_.load(std::memory_order_relaxed));
+        }));
   }
 
   uint64_t batches_in_flight() const noexcept {
@@ -533,6 +540,7 @@ class Exchange::Impl final : private concurrency::Agent {
         // Under `none` the records the snapshot covers may not be on disk yet:
         // a snapshot must never be ahead of the journal after a power cut.
         if (Status s = writer_->SyncAll(); !s.ok()) {
+          snapshot_failures_.fetch_add(1, std::memory_order_relaxed);
           opt_.log(fmt::format("snapshot at sequence {} skipped: {}", b->last_seq, s.message()));
         } else {
           MutexLock lock(snapshot_mu_);
@@ -612,6 +620,7 @@ class Exchange::Impl final : private concurrency::Agent {
     auto path = journal::WriteSnapshot(*dir_, job.image, &meta, opt_.snapshots.zstd_level,
                                        opt_.snapshots.keep);
     if (!path.ok()) {
+      snapshot_failures_.fetch_add(1, std::memory_order_relaxed);
       opt_.log(
           fmt::format("snapshot at sequence {} failed: {}", meta.seq, path.status().message()));
       return;
@@ -690,6 +699,7 @@ class Exchange::Impl final : private concurrency::Agent {
     s.write_groups = write_groups_.load(std::memory_order_relaxed);
     s.write_errors = write_errors_.load(std::memory_order_relaxed);
     s.snapshots = snapshots_.load(std::memory_order_relaxed);
+    s.snapshot_failures = snapshot_failures_.load(std::memory_order_relaxed);
     return s;
   }
   uint64_t ClosedStateHash() const {
@@ -752,7 +762,7 @@ class Exchange::Impl final : private concurrency::Agent {
   Status close_status_;
 
   std::atomic<uint64_t> submitted_{0}, refused_full_{0}, refused_journal_{0}, batches_{0},
-      write_groups_{0}, write_errors_{0}, snapshots_{0};
+      write_groups_{0}, write_errors_{0}, snapshots_{0}, snapshot_failures_{0};
   std::atomic<uint64_t> batches_done_{0};   // batches back in the pool (durable or failed)
   std::atomic<uint64_t> journal_bytes_{0};  // the writer's bytes_on_disk() after each write
 

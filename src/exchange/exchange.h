@@ -157,6 +157,7 @@ struct ExchangeStats {
   uint64_t write_groups = 0;
   uint64_t write_errors = 0;
   uint64_t snapshots = 0;
+  uint64_t snapshot_failures = 0;  // the previous snapshots stay
 };
 
 class Exchange {

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "common/fault_file_system.h"
+#include "journal/format.h"
 #include "metrics/metrics.h"
 #include "workload/engine_workload.h"
 
@@ -346,6 +347,48 @@ TEST_F(ExchangeTest, FailedFdatasyncIsNeverAcknowledged) {
   EXPECT_FALSE((*again)->recovery().journal.tail.has_value());
   ASSERT_TRUE((*again)->Close().ok());
   EXPECT_EQ((*again)->ClosedStateHash(), ReferenceHash(i));
+}
+
+// A snapshot that cannot be written (here: its rename fails) is counted and
+// logged, trading goes on, the previous snapshot stays, and a restart
+// recovers from it.
+TEST_F(ExchangeTest, FailedSnapshotKeepsThePreviousOne) {
+  FaultFileSystem fsys;
+  auto o = Options();
+  o.file_system = &fsys;
+  o.snapshots.on_shutdown = false;
+  auto ex = Exchange::Open(o);
+  ASSERT_TRUE(ex.ok());
+  Collector c;
+  SubmitRange(ex->get(), &c, 0, 1000);
+  while ((*ex)->durable_seq() < 1000) std::this_thread::yield();
+  (*ex)->RequestSnapshot();
+  while ((*ex)->stats().snapshots < 1) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+
+  fsys.Inject(Fault(FileOp::kRename, ENOSPC, ".mbs"));
+  SubmitRange(ex->get(), &c, 1000, 2000);
+  while ((*ex)->durable_seq() < 2000) std::this_thread::yield();
+  (*ex)->RequestSnapshot();
+  while ((*ex)->stats().snapshot_failures < 1) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  EXPECT_NE(log().find("snapshot at sequence 2000 failed"), std::string::npos) << log();
+  EXPECT_NE(log().find("No space left on device"), std::string::npos) << log();
+  SubmitRange(ex->get(), &c, 2000, 2500);
+  ASSERT_TRUE((*ex)->Close().ok());
+  EXPECT_EQ(c.done().size(), 2500u) << "trading stopped with the snapshot";
+  std::vector<std::string> files;
+  for (const auto& e : fs::directory_iterator(root_ / "snapshots")) {
+    files.push_back(e.path().filename().string());
+  }
+  EXPECT_EQ(files, std::vector<std::string>{journal::SnapshotFileName(1000)});
+
+  auto again = Exchange::Open(Options());
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_EQ((*again)->recovery().snapshot_seq, 1000u);
+  EXPECT_EQ((*again)->recovery().recovered_seq, 2500u);
+  ASSERT_TRUE((*again)->Close().ok());
+  EXPECT_EQ((*again)->ClosedStateHash(), ReferenceHash(2500));
 }
 
 // Close() on a disk that never recovers: bounded, and every command still in
