@@ -31,7 +31,7 @@ skip() {
   echo "full disk: skipped: $*"
   exit 77
 }
-[ "$(id -u)" = 0 ] || skip "needs root (it loop-mounts two small file systems)"
+[ "$(id -u)" = 0 ] || skip "needs root (it loop-mounts three small file systems)"
 for tool in losetup mkfs.ext4 mount umount python3; do
   command -v "$tool" >/dev/null || skip "$tool is not installed"
 done
