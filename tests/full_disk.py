@@ -186,11 +186,16 @@ def run():
     wait_for("a snapshot after B was freed",
              lambda: metric("matchbook_snapshots_total") > written)
 
-    # --- C full: the log has no room; trading goes on (lines are dropped).
+    # --- C full: the log and the flight recorder have no room; trading goes
+    # on (log lines and dumps are dropped).
+    dump_errors = admin("GET", "flight-recorder")["dumpErrors"]
     fill(os.path.join(WORK, "c/filler"))
     for _ in range(100):
         if t.one() != 200:
             die(f"C full stopped trading: {t.refused[-1:] or t.unexpected}")
+    wait_for("a flight-recorder dump to fail",
+             lambda: admin("GET", "flight-recorder")["dumpErrors"] > dump_errors,
+             tick=lambda: t.one() == 200 or die(f"C full stopped trading: {t.refused[-1:]}"))
     written = metric("matchbook_snapshots_total")
     admin("POST", "snapshot")  # its log line has nowhere to go
     wait_for("a snapshot while C was full", lambda: metric("matchbook_snapshots_total") > written)
@@ -245,7 +250,7 @@ def run():
     acked = t.acked + flow.acked
     json.dump(acked, open(os.path.join(WORK, "acked.json"), "w"))
     print(f"full disk: {len(acked)} orders acknowledged, {refused} refused while A was full, "
-          f"{len(t.acked)} while B was full or before")
+          f"{len(t.acked)} by the probing client")
 
 
 def check():
