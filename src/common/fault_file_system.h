@@ -39,8 +39,9 @@ enum class FileOp : uint8_t {
   kSyncDirectory,
   kTruncate,
   kRename,
+  kUnlink,
 };
-inline constexpr std::size_t kFileOps = 7;
+inline constexpr std::size_t kFileOps = 8;
 
 struct FileFault {
   FileOp op = FileOp::kWrite;
@@ -146,6 +147,10 @@ class FaultFileSystem : public FileSystem {
     const std::string both = std::string(from) + "\n" + to;
     if (const Verdict v = Check(FileOp::kRename, both); v.fail) return Fail(v.err);
     return FileSystem::Rename(from, to);
+  }
+  int Unlink(const char* path) override {
+    if (const Verdict v = Check(FileOp::kUnlink, path); v.fail) return Fail(v.err);
+    return FileSystem::Unlink(path);
   }
 
  private:

@@ -92,7 +92,7 @@ Status WriteFileAtomically(const fs::path& path, std::span<const std::byte> byte
   if (fsys.Close(fd) != 0 && s.ok()) s = ErrnoStatus(tmp, "close", errno);
   if (s.ok() && fsys.Rename(tmp.c_str(), path.c_str()) != 0) s = ErrnoStatus(path, "rename", errno);
   if (!s.ok()) {
-    ::unlink(tmp.c_str());
+    fsys.Unlink(tmp.c_str());
     return s;
   }
   if (sync == FileSync::kNone) return Status::Ok();

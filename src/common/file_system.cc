@@ -17,6 +17,7 @@ int FileSystem::Sync(int fd) { return ::fsync(fd); }
 int FileSystem::SyncDirectory(int fd) { return ::fsync(fd); }
 int FileSystem::Truncate(int fd, off_t size) { return ::ftruncate(fd, size); }
 int FileSystem::Rename(const char* from, const char* to) { return ::rename(from, to); }
+int FileSystem::Unlink(const char* path) { return ::unlink(path); }
 
 FileSystem& RealFileSystem() noexcept {
   static FileSystem real;

@@ -1,7 +1,7 @@
 // The calls through which the journal, the snapshots, the data directory and
 // the helpers of common/file.h change files: open, write / pwrite, fdatasync,
-// fsync (of a file and of a directory), ftruncate, rename, close. Each has the
-// meaning and the error convention of its system call (-1 with errno set).
+// fsync (of a file and of a directory), ftruncate, rename, unlink, close. Each
+// has the meaning and the error convention of its system call (-1 with errno set).
 //
 // RealFileSystem() makes the system calls; it is what every caller uses
 // unless it is handed another one. Tests hand in a FileSystem that fails
@@ -11,7 +11,9 @@
 // fsync that fails. One virtual call per system call is all it costs.
 //
 // Reading (mmap) does not go through it: a read error is reported as the
-// damage it causes, and the recovery tests make that damage directly.
+// damage it causes, and the recovery tests make that damage directly. Nor do
+// the journal's sync_file_range, a writeback hint whose failure changes
+// nothing.
 //
 // Thread safety: RealFileSystem is stateless and may be used by any thread.
 // An implementation used by several threads (the journal thread, the snapshot
@@ -41,6 +43,7 @@ class FileSystem {
   virtual int SyncDirectory(int fd);
   virtual int Truncate(int fd, off_t size);
   virtual int Rename(const char* from, const char* to);
+  virtual int Unlink(const char* path);
 };
 
 // The system calls themselves.

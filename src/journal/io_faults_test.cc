@@ -2,7 +2,8 @@
 // through the data directory's FileSystem (common/fault_file_system.h): a
 // lost writeback reported by fdatasync, ENOSPC in the middle of a group, a
 // segment roll that fails at each of its steps, snapshot writes that fail at
-// each of theirs, and a torn tail that cannot be cut at recovery.
+// each of theirs, and a torn tail that cannot be cut or an empty last
+// segment that cannot be removed at recovery.
 #include <gtest/gtest.h>
 
 #include <cerrno>
@@ -378,6 +379,44 @@ TEST_F(JournalIoFaults, FailedCutOfATornTailFailsTheStartAndIsRetried) {
     EXPECT_EQ(fs::file_size(seg), good);
     EXPECT_TRUE(JournalHolds(12));
   }
+}
+
+// A roll cut short leaves a last segment without a whole header; start-up
+// removes it. When the removal fails, start-up stops and says so; the next
+// start removes it.
+TEST_F(JournalIoFaults, FailedRemovalOfAnEmptyLastSegmentFailsTheStart) {
+  ASSERT_NO_FATAL_FAILURE(OpenWriter(40, 12, Options()));
+  Append(1, 12);
+  ASSERT_OK(w_->Write());
+  ASSERT_OK(w_->Sync());
+  w_.reset();
+  dir_.reset();
+  const fs::path empty = root_ / "journal" / SegmentFileName(13);
+  Store(empty, Bytes(kSegmentHeaderSize - 1, std::byte{0}));
+
+  fsys_.Inject(Fault(FileOp::kUnlink, EIO, SegmentFileName(13)));
+  RecoveryOptions ro = Quiet();
+  ro.repair = true;
+  {
+    auto dir = DataDir::Open(root_, OpenMode::kReadWrite, &fsys_);
+    ASSERT_TRUE(dir.ok());
+    engine::Engine e(TestConfig());
+    auto r = Recover(*dir, &e, ro);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kIoError);
+    EXPECT_HAS(r.status().message(), "remove the empty last segment");
+    EXPECT_HAS(r.status().message(), empty.string());
+  }
+  EXPECT_TRUE(fs::exists(empty));
+  fsys_.Clear();
+  auto dir = DataDir::Open(root_, OpenMode::kReadWrite, &fsys_);
+  ASSERT_TRUE(dir.ok());
+  engine::Engine e(TestConfig());
+  auto r = Recover(*dir, &e, ro);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->recovered_seq, 12u);
+  EXPECT_FALSE(fs::exists(empty));
+  EXPECT_TRUE(JournalHolds(12));
 }
 
 // Under `none` a failed fdatasync (at a roll) cannot tell what the kernel

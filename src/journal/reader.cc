@@ -102,7 +102,9 @@ Result<ScanResult> ScanJournal(const DataDir& dir, const ScanOptions& options,
                                                    : "segment holds only zero bytes",
                    false};
       if (options.repair) {
-        if (::unlink(f.path.c_str()) != 0) return ErrnoStatus(f.path, "remove", errno);
+        if (dir.file_system().Unlink(f.path.c_str()) != 0) {
+          return ErrnoStatus(f.path, "remove the empty last segment", errno);
+        }
         MB_RETURN_IF_ERROR(SyncDir(dir.journal_dir(), dir.file_system()));
         t.repaired = true;
       }

@@ -58,7 +58,7 @@ Result<fs::path> WriteSnapshot(const DataDir& dir, const engine::EngineImage& im
   auto listed = dir.ListSnapshots();
   if (listed.ok() && listed->size() > keep) {
     const std::size_t drop = listed->size() - keep;
-    for (std::size_t i = 0; i < drop; ++i) ::unlink((*listed)[i].path.c_str());
+    for (std::size_t i = 0; i < drop; ++i) dir.file_system().Unlink((*listed)[i].path.c_str());
     MB_RETURN_IF_ERROR(SyncDir(dir.snapshot_dir(), dir.file_system()));
   }
   return path;

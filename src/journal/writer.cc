@@ -115,7 +115,7 @@ Status JournalWriter::CreateSegment(uint64_t first_seq) {
   if (s.ok()) s = SyncDir(journal_dir_, *fsys_);
   if (!s.ok()) {
     fsys_->Close(fd);
-    ::unlink(path.c_str());
+    fsys_->Unlink(path.c_str());
     return s;
   }
   if (fd_ >= 0) fsys_->Close(fd_);
