@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <filesystem>
@@ -369,8 +370,8 @@ TEST_F(ExchangeTest, FailedFdatasyncIsNeverAcknowledged) {
 }
 
 // A snapshot that cannot be written (here: its rename fails) is counted and
-// logged, trading goes on, the previous snapshot stays, and a restart
-// recovers from it.
+// logged, the previous snapshot stays, a new request at the same sequence
+// writes it after all, and trading goes on throughout.
 TEST_F(ExchangeTest, FailedSnapshotKeepsThePreviousOne) {
   FaultFileSystem fsys;
   auto o = Options();
@@ -393,18 +394,33 @@ TEST_F(ExchangeTest, FailedSnapshotKeepsThePreviousOne) {
   }
   EXPECT_NE(log().find("snapshot at sequence 2000 failed"), std::string::npos) << log();
   EXPECT_NE(log().find("No space left on device"), std::string::npos) << log();
+  const auto snapshot_files = [&] {
+    std::vector<std::string> files;
+    for (const auto& e : fs::directory_iterator(root_ / "snapshots")) {
+      files.push_back(e.path().filename().string());
+    }
+    std::sort(files.begin(), files.end());
+    return files;
+  };
+  EXPECT_EQ(snapshot_files(), std::vector<std::string>{journal::SnapshotFileName(1000)});
+
+  // Nothing new since the failure: the request is not taken as already done.
+  fsys.Clear();
+  (*ex)->RequestSnapshot();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while ((*ex)->stats().snapshots < 2 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  ASSERT_EQ((*ex)->stats().snapshots, 2u) << "the failed snapshot was not written again";
+  EXPECT_EQ(snapshot_files(), (std::vector<std::string>{journal::SnapshotFileName(1000),
+                                                        journal::SnapshotFileName(2000)}));
   SubmitRange(ex->get(), &c, 2000, 2500);
   ASSERT_TRUE((*ex)->Close().ok());
   EXPECT_EQ(c.done().size(), 2500u) << "trading stopped with the snapshot";
-  std::vector<std::string> files;
-  for (const auto& e : fs::directory_iterator(root_ / "snapshots")) {
-    files.push_back(e.path().filename().string());
-  }
-  EXPECT_EQ(files, std::vector<std::string>{journal::SnapshotFileName(1000)});
 
   auto again = Exchange::Open(Options());
   ASSERT_TRUE(again.ok()) << again.status().message();
-  EXPECT_EQ((*again)->recovery().snapshot_seq, 1000u);
+  EXPECT_EQ((*again)->recovery().snapshot_seq, 2000u);
   EXPECT_EQ((*again)->recovery().recovered_seq, 2500u);
   ASSERT_TRUE((*again)->Close().ok());
   EXPECT_EQ((*again)->ClosedStateHash(), ReferenceHash(2500));
