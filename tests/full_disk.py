@@ -211,8 +211,12 @@ def run():
 
     def keep_trading():
         while not stop.is_set():
-            if flow.one() != 200:
-                time.sleep(0.02)
+            try:
+                if flow.one() != 200:
+                    time.sleep(0.02)
+            except Exception as e:  # reported below, with what the server said
+                flow.unexpected.append(("exception", repr(e)))
+                return
     th = threading.Thread(target=keep_trading)
     th.start()
     try:
@@ -236,7 +240,8 @@ def run():
         os.unlink(os.path.join(WORK, "a/filler"))
         wait_for("intake to resume once A is freed", lambda: t.one("ACK") == 200, seconds=30)
         acked = len(flow.acked)
-        wait_for("the flow to go on", lambda: len(flow.acked) > acked + 20, seconds=30)
+        wait_for("the flow to go on",
+                 lambda: len(flow.acked) > acked + 20 or flow.unexpected, seconds=30)
     finally:
         stop.set()
         th.join(60)
