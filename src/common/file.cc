@@ -54,10 +54,10 @@ Result<std::vector<std::byte>> ReadFile(const fs::path& path) {
   return std::vector<std::byte>(file.bytes().begin(), file.bytes().end());
 }
 
-Status WriteAll(int fd, std::span<const std::byte> bytes, const fs::path& path) {
+Status WriteAll(int fd, std::span<const std::byte> bytes, const fs::path& path, FileSystem& fsys) {
   std::size_t done = 0;
   while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    const ssize_t n = fsys.Write(fd, bytes.data() + done, bytes.size() - done);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return ErrnoStatus(path, "write", errno);
     if (n == 0) return ErrnoStatus(path, "write", EIO);
@@ -66,42 +66,43 @@ Status WriteAll(int fd, std::span<const std::byte> bytes, const fs::path& path) 
   return Status::Ok();
 }
 
-Status SyncDir(const fs::path& dir) {
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+Status SyncDir(const fs::path& dir, FileSystem& fsys) {
+  const int fd = fsys.Open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
   if (fd < 0) return ErrnoStatus(dir, "open directory", errno);
-  const int rc = ::fsync(fd);
+  const int rc = fsys.SyncDirectory(fd);
   const int err = errno;
-  ::close(fd);
+  fsys.Close(fd);
   if (rc != 0) return ErrnoStatus(dir, "fsync directory", err);
   return Status::Ok();
 }
 
 Status WriteFileAtomically(const fs::path& path, std::span<const std::byte> bytes, unsigned mode,
-                           FileSync sync) {
+                           FileSync sync, FileSystem& fsys) {
   fs::path tmp = path;
   tmp += ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
-                        static_cast<mode_t>(mode));
+  const int fd = fsys.Open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
+                           static_cast<mode_t>(mode));
   if (fd < 0) return ErrnoStatus(tmp, "create", errno);
   Status s;
   if (::fchmod(fd, static_cast<mode_t>(mode)) != 0) s = ErrnoStatus(tmp, "chmod", errno);
-  if (s.ok()) s = WriteAll(fd, bytes, tmp);
-  if (s.ok() && sync == FileSync::kDurable && ::fsync(fd) != 0) {
+  if (s.ok()) s = WriteAll(fd, bytes, tmp, fsys);
+  if (s.ok() && sync == FileSync::kDurable && fsys.Sync(fd) != 0) {
     s = ErrnoStatus(tmp, "fsync", errno);
   }
-  if (::close(fd) != 0 && s.ok()) s = ErrnoStatus(tmp, "close", errno);
-  if (s.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) s = ErrnoStatus(path, "rename", errno);
+  if (fsys.Close(fd) != 0 && s.ok()) s = ErrnoStatus(tmp, "close", errno);
+  if (s.ok() && fsys.Rename(tmp.c_str(), path.c_str()) != 0) s = ErrnoStatus(path, "rename", errno);
   if (!s.ok()) {
-    ::unlink(tmp.c_str());
+    fsys.Unlink(tmp.c_str());
     return s;
   }
   if (sync == FileSync::kNone) return Status::Ok();
-  return SyncDir(path.parent_path());
+  return SyncDir(path.parent_path(), fsys);
 }
 
 Status WriteFileAtomically(const fs::path& path, std::string_view text, unsigned mode,
-                           FileSync sync) {
-  return WriteFileAtomically(path, std::as_bytes(std::span(text.data(), text.size())), mode, sync);
+                           FileSync sync, FileSystem& fsys) {
+  return WriteFileAtomically(path, std::as_bytes(std::span(text.data(), text.size())), mode, sync,
+                             fsys);
 }
 
 }  // namespace mb

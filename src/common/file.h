@@ -1,6 +1,9 @@
 // Small file helpers over POSIX calls, shared by the journal (segments,
 // snapshots), the gateway's key store and the flight recorder. Errors are
-// kIoError statuses naming the path, what failed and the errno text.
+// kIoError statuses naming the path, what failed and the errno text. The
+// helpers that change files make their calls through a FileSystem
+// (common/file_system.h): the real system calls unless a test passes one that
+// fails some of them.
 //
 // Thread safety: plain functions; a MappedFile is owned by one thread (its
 // bytes may be read by any once Open() returned).
@@ -12,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/file_system.h"
 #include "common/status.h"
 
 namespace mb {
@@ -38,9 +42,10 @@ class MappedFile {
 // Reads a whole file.
 Result<std::vector<std::byte>> ReadFile(const std::filesystem::path& path);
 // write() until done; EINTR retried. `path` names the file in errors.
-Status WriteAll(int fd, std::span<const std::byte> bytes, const std::filesystem::path& path);
+Status WriteAll(int fd, std::span<const std::byte> bytes, const std::filesystem::path& path,
+                FileSystem& fsys = RealFileSystem());
 // fsync of a directory, so that a create / rename / unlink in it is durable.
-Status SyncDir(const std::filesystem::path& dir);
+Status SyncDir(const std::filesystem::path& dir, FileSystem& fsys = RealFileSystem());
 
 // Whether WriteFileAtomically makes the new file durable before it returns.
 enum class FileSync : uint8_t {
@@ -52,10 +57,14 @@ enum class FileSync : uint8_t {
 // file is also set to, so a secret is never readable by others, even briefly),
 // renames it over `path` (with kDurable: fsyncs it first and the directory
 // after): readers see the old file or the whole new one, never a part. On an
-// error the temporary file is removed.
+// error before the rename the temporary file is removed and `path` is as it
+// was. A failed directory fsync after the rename is reported too: `path` then
+// holds the whole new file, but a power cut may still bring the old one back.
 Status WriteFileAtomically(const std::filesystem::path& path, std::span<const std::byte> bytes,
-                           unsigned mode = 0644, FileSync sync = FileSync::kDurable);
+                           unsigned mode = 0644, FileSync sync = FileSync::kDurable,
+                           FileSystem& fsys = RealFileSystem());
 Status WriteFileAtomically(const std::filesystem::path& path, std::string_view text,
-                           unsigned mode = 0644, FileSync sync = FileSync::kDurable);
+                           unsigned mode = 0644, FileSync sync = FileSync::kDurable,
+                           FileSystem& fsys = RealFileSystem());
 
 }  // namespace mb

@@ -10,6 +10,9 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <string_view>
+
+#include "common/fault_file_system.h"
 
 namespace mb {
 namespace {
@@ -87,6 +90,44 @@ TEST_F(FileTest, ErrorsNameThePathAndLeaveNothingBehind) {
 
   EXPECT_EQ(ErrnoStatus("/some/path", "open", ENOENT).message(),
             "/some/path: open: No such file or directory");
+}
+
+// Each step of WriteFileAtomically failing (the key store and the flight
+// recorder rely on it as the snapshots do): before the rename, the old file
+// is untouched and no temporary file is left; a failed directory fsync after
+// it is reported, with the whole new file in place.
+TEST_F(FileTest, EveryFailingStepLeavesTheOldFileOrTheWholeNewOne) {
+  const fs::path p = dir_ / "keys.json";
+  ASSERT_TRUE(WriteFileAtomically(p, std::string_view("old")).ok());
+  struct Step {
+    FileFault fault;
+    const char* says;
+  };
+  const Step steps[] = {
+      {Fault(FileOp::kOpen, ENOSPC, "keys.json.tmp"), "create"},
+      {Fault(FileOp::kWrite, ENOSPC, "keys.json.tmp").Times(-1).ShortFirst(), "write"},
+      {Fault(FileOp::kSync, EIO, "keys.json.tmp"), "fsync"},
+      {Fault(FileOp::kRename, EIO, "keys.json"), "rename"},
+  };
+  for (const Step& step : steps) {
+    SCOPED_TRACE(step.says);
+    FaultFileSystem fsys;
+    fsys.Inject(step.fault);
+    const Status s = WriteFileAtomically(p, std::string_view("a new and longer content"), 0600,
+                                         FileSync::kDurable, fsys);
+    ASSERT_FALSE(s.ok());
+    EXPECT_EQ(s.code(), StatusCode::kIoError);
+    EXPECT_NE(s.message().find(step.says), std::string::npos) << s.message();
+    EXPECT_EQ(Slurp(p), "old");
+    EXPECT_FALSE(fs::exists(dir_ / "keys.json.tmp"));
+  }
+  FaultFileSystem fsys;
+  fsys.Inject(Fault(FileOp::kSyncDirectory, EIO));
+  const Status s = WriteFileAtomically(p, std::string_view("new"), 0600, FileSync::kDurable, fsys);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("fsync directory"), std::string::npos) << s.message();
+  EXPECT_EQ(Slurp(p), "new");
+  EXPECT_EQ(fsys.failed(FileOp::kSyncDirectory), 1);
 }
 
 TEST_F(FileTest, ReadFileAndMappedFile) {

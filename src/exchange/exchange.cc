@@ -120,7 +120,8 @@ class Exchange::Impl final : private concurrency::Agent {
   }
 
   Status Start() {
-    auto dir = journal::DataDir::Open(opt_.data_dir, journal::OpenMode::kReadWrite);
+    auto dir =
+        journal::DataDir::Open(opt_.data_dir, journal::OpenMode::kReadWrite, opt_.file_system);
     if (!dir.ok()) return dir.status();
     dir_.emplace(std::move(dir).value());
 
@@ -233,6 +234,13 @@ class Exchange::Impl final : private concurrency::Agent {
     r.AddCounterFn("matchbook_snapshots_total", "Snapshots written", {}, read([](const Impl& x) {
                      return static_cast<double>(x.snapshots_.load(std::memory_order_relaxed));
                    }));
+    r.AddCounterFn(
+        "matchbook_snapshot_failures_total",
+        "Snapshots not written (a write error, or the journal could not be synced first); the "
+        "previous snapshots stay",
+        {}, read([](const Impl& x) {
+          return static_cast<double>(x.snapshot_failures_.load(std::memory_order_relaxed));
+        }));
   }
 
   uint64_t batches_in_flight() const noexcept {
@@ -382,9 +390,17 @@ class Exchange::Impl final : private concurrency::Agent {
     inbound_.Release(end);
   }
 
+  // Engine thread: the current state is in a snapshot written or being
+  // written. One that failed does not count: a request at the same sequence
+  // writes it again, and so does the next periodic one.
+  bool SnapshotTaken() const {
+    return Raw(engine_->last_sequence()) == last_snapshot_seq_ &&
+           snapshot_failed_seq_.load(std::memory_order_acquire) != last_snapshot_seq_;
+  }
+
   bool SnapshotDue() const {
     if (snapshot_requested_.load(std::memory_order_acquire)) return true;
-    if (Raw(engine_->last_sequence()) == last_snapshot_seq_) return false;
+    if (SnapshotTaken()) return false;
     if (opt_.snapshots.every_events != 0 && events_since_snapshot_ >= opt_.snapshots.every_events) {
       return true;
     }
@@ -395,7 +411,7 @@ class Exchange::Impl final : private concurrency::Agent {
   // A snapshot with nothing new to journal: an empty batch carries it, so it
   // still reaches the snapshot thread only after everything before it is durable.
   void EmitSnapshotBatch() {
-    if (Raw(engine_->last_sequence()) == last_snapshot_seq_) {
+    if (SnapshotTaken()) {
       snapshot_requested_.store(false, std::memory_order_release);
       return;
     }
@@ -532,6 +548,8 @@ class Exchange::Impl final : private concurrency::Agent {
         // Under `none` the records the snapshot covers may not be on disk yet:
         // a snapshot must never be ahead of the journal after a power cut.
         if (Status s = writer_->SyncAll(); !s.ok()) {
+          snapshot_failures_.fetch_add(1, std::memory_order_relaxed);
+          snapshot_failed_seq_.store(b->last_seq, std::memory_order_release);
           opt_.log(fmt::format("snapshot at sequence {} skipped: {}", b->last_seq, s.message()));
         } else {
           MutexLock lock(snapshot_mu_);
@@ -611,12 +629,16 @@ class Exchange::Impl final : private concurrency::Agent {
     auto path = journal::WriteSnapshot(*dir_, job.image, &meta, opt_.snapshots.zstd_level,
                                        opt_.snapshots.keep);
     if (!path.ok()) {
+      snapshot_failures_.fetch_add(1, std::memory_order_relaxed);
+      snapshot_failed_seq_.store(meta.seq, std::memory_order_release);
       opt_.log(
           fmt::format("snapshot at sequence {} failed: {}", meta.seq, path.status().message()));
       return;
     }
     snapshots_.fetch_add(1, std::memory_order_relaxed);
     snapshot_written_seq_.store(meta.seq, std::memory_order_relaxed);
+    uint64_t failed = meta.seq;  // written after all: no longer to be retried
+    snapshot_failed_seq_.compare_exchange_strong(failed, 0, std::memory_order_acq_rel);
     opt_.log(
         fmt::format("snapshot at sequence {}: {} ({} bytes, {} raw) state hash {:016x} in "
                     "{:.3f} s",
@@ -689,6 +711,7 @@ class Exchange::Impl final : private concurrency::Agent {
     s.write_groups = write_groups_.load(std::memory_order_relaxed);
     s.write_errors = write_errors_.load(std::memory_order_relaxed);
     s.snapshots = snapshots_.load(std::memory_order_relaxed);
+    s.snapshot_failures = snapshot_failures_.load(std::memory_order_relaxed);
     return s;
   }
   uint64_t ClosedStateHash() const {
@@ -747,11 +770,14 @@ class Exchange::Impl final : private concurrency::Agent {
   std::atomic<bool> engine_done_{false};
   std::atomic<bool> journal_done_{false};
   std::atomic<uint64_t> snapshot_written_seq_{0};  // the newest snapshot on disk
+  // The sequence of the last snapshot that failed (0: none pending a retry);
+  // written by the snapshot and journal threads, read by the engine thread.
+  std::atomic<uint64_t> snapshot_failed_seq_{0};
   bool running_ = false;
   Status close_status_;
 
   std::atomic<uint64_t> submitted_{0}, refused_full_{0}, refused_journal_{0}, batches_{0},
-      write_groups_{0}, write_errors_{0}, snapshots_{0};
+      write_groups_{0}, write_errors_{0}, snapshots_{0}, snapshot_failures_{0};
   std::atomic<uint64_t> batches_done_{0};   // batches back in the pool (durable or failed)
   std::atomic<uint64_t> journal_bytes_{0};  // the writer's bytes_on_disk() after each write
 

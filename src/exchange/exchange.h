@@ -42,6 +42,7 @@
 #include <string>
 #include <vector>
 
+#include "common/file_system.h"
 #include "common/status.h"
 #include "concurrency/thread.h"
 #include "engine/command.h"
@@ -110,6 +111,9 @@ struct SnapshotOptions {
 struct ExchangeOptions {
   engine::EngineConfig engine;  // REQUIRES: Validate() passed
   std::filesystem::path data_dir = "data";
+  // The calls that change files in data_dir (null: the real system calls;
+  // tests pass one that fails some). Must outlive the exchange.
+  FileSystem* file_system = nullptr;
   journal::JournalOptions journal;
   SnapshotOptions snapshots;
   uint32_t inbound_capacity = 1u << 16;  // power of two
@@ -153,6 +157,7 @@ struct ExchangeStats {
   uint64_t write_groups = 0;
   uint64_t write_errors = 0;
   uint64_t snapshots = 0;
+  uint64_t snapshot_failures = 0;  // the previous snapshots stay
 };
 
 class Exchange {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <filesystem>
@@ -15,6 +16,8 @@
 #include <mutex>
 #include <thread>
 
+#include "common/fault_file_system.h"
+#include "journal/format.h"
 #include "metrics/metrics.h"
 #include "workload/engine_workload.h"
 
@@ -290,6 +293,137 @@ TEST_F(ExchangeTest, WriteErrorsRefuseThenRecover) {
   ASSERT_TRUE(again.ok()) << again.status().message();
   EXPECT_EQ((*again)->recovery().recovered_seq, durable) << "every durable command, once";
   ASSERT_TRUE((*again)->Close().ok());
+}
+
+// A failed fdatasync (a lost writeback): nothing written since the last good
+// one is acknowledged, intake is refused with the reason, and once the disk
+// works again the same records are written again and acknowledged, once each.
+TEST_F(ExchangeTest, FailedFdatasyncIsNeverAcknowledged) {
+  FaultFileSystem fsys;
+  auto o = Options();
+  o.file_system = &fsys;
+  o.snapshots.on_shutdown = false;
+  auto ex = Exchange::Open(o);
+  ASSERT_TRUE(ex.ok());
+  Collector c;
+  SubmitRange(ex->get(), &c, 0, 100);
+  while ((*ex)->durable_seq() < 100) std::this_thread::yield();
+  while (c.count() < 100) std::this_thread::yield();  // completions follow the durable sequence
+
+  fsys.Inject(Fault(FileOp::kDataSync, EIO, ".mbj").Times(-1));
+  std::size_t i = 100;
+  SubmitResult r = SubmitResult::kOk;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (std::chrono::steady_clock::now() < deadline) {
+    r = (*ex)->Submit(all_[i], &c, i, false);
+    if (r == SubmitResult::kRefusing) break;
+    if (r == SubmitResult::kOk) ++i;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  ASSERT_EQ(r, SubmitResult::kRefusing);
+  ASSERT_GT(i, 100u);
+  EXPECT_NE((*ex)->RefusalReason().find("fdatasync"), std::string::npos) << (*ex)->RefusalReason();
+  // Some retries fail too; still nothing after 100 is acknowledged.
+  while (fsys.failed(FileOp::kDataSync) < 3)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_EQ((*ex)->durable_seq(), 100u);
+  const auto durable = [&c] {
+    std::size_t n = 0;
+    for (const auto& [tag, d] : c.done()) n += d.state == Outcome::State::kDurable;
+    return n;
+  };
+  EXPECT_EQ(durable(), 100u) << "a command was acknowledged after a failed fdatasync";
+
+  fsys.Clear();
+  while ((r = (*ex)->Submit(all_[i], &c, i, false)) != SubmitResult::kOk) {
+    ASSERT_NE(r, SubmitResult::kClosed);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ++i;
+  ASSERT_TRUE((*ex)->Close().ok());
+  // Every command taken completed once: durable, or refused without reaching
+  // the engine (those already in the ring when the refusal began).
+  const auto done = c.done();
+  EXPECT_EQ(done.size(), i);
+  std::map<uint64_t, std::size_t> by_seq;  // durable: sequence -> tag
+  for (const auto& [tag, d] : done) {
+    if (d.state == Outcome::State::kDurable) {
+      by_seq[d.seq] = tag;
+    } else {
+      EXPECT_EQ(d.state, Outcome::State::kRefusing) << tag;
+    }
+  }
+  engine::Engine reference(workload_.config);
+  engine::EventBuffer events;
+  uint64_t next = 1;
+  for (const auto& [seq, tag] : by_seq) {
+    EXPECT_EQ(seq, next++) << "durable sequences are dense";
+    events.clear();
+    reference.Process(all_[tag], &events);
+  }
+  auto again = Exchange::Open(Options());
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_EQ((*again)->recovery().recovered_seq, by_seq.size()) << "every durable command, once";
+  EXPECT_FALSE((*again)->recovery().journal.tail.has_value());
+  ASSERT_TRUE((*again)->Close().ok());
+  EXPECT_EQ((*again)->ClosedStateHash(), reference.StateHash());
+}
+
+// A snapshot that cannot be written (here: its rename fails) is counted and
+// logged, the previous snapshot stays, a new request at the same sequence
+// writes it after all, and trading goes on throughout.
+TEST_F(ExchangeTest, FailedSnapshotKeepsThePreviousOne) {
+  FaultFileSystem fsys;
+  auto o = Options();
+  o.file_system = &fsys;
+  o.snapshots.on_shutdown = false;
+  auto ex = Exchange::Open(o);
+  ASSERT_TRUE(ex.ok());
+  Collector c;
+  SubmitRange(ex->get(), &c, 0, 1000);
+  while ((*ex)->durable_seq() < 1000) std::this_thread::yield();
+  (*ex)->RequestSnapshot();
+  while ((*ex)->stats().snapshots < 1) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+
+  fsys.Inject(Fault(FileOp::kRename, ENOSPC, ".mbs"));
+  SubmitRange(ex->get(), &c, 1000, 2000);
+  while ((*ex)->durable_seq() < 2000) std::this_thread::yield();
+  (*ex)->RequestSnapshot();
+  while ((*ex)->stats().snapshot_failures < 1) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  EXPECT_NE(log().find("snapshot at sequence 2000 failed"), std::string::npos) << log();
+  EXPECT_NE(log().find("No space left on device"), std::string::npos) << log();
+  const auto snapshot_files = [&] {
+    std::vector<std::string> files;
+    for (const auto& e : fs::directory_iterator(root_ / "snapshots")) {
+      files.push_back(e.path().filename().string());
+    }
+    std::sort(files.begin(), files.end());
+    return files;
+  };
+  EXPECT_EQ(snapshot_files(), std::vector<std::string>{journal::SnapshotFileName(1000)});
+
+  // Nothing new since the failure: the request is not taken as already done.
+  fsys.Clear();
+  (*ex)->RequestSnapshot();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while ((*ex)->stats().snapshots < 2 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  ASSERT_EQ((*ex)->stats().snapshots, 2u) << "the failed snapshot was not written again";
+  EXPECT_EQ(snapshot_files(), (std::vector<std::string>{journal::SnapshotFileName(1000),
+                                                        journal::SnapshotFileName(2000)}));
+  SubmitRange(ex->get(), &c, 2000, 2500);
+  ASSERT_TRUE((*ex)->Close().ok());
+  EXPECT_EQ(c.done().size(), 2500u) << "trading stopped with the snapshot";
+
+  auto again = Exchange::Open(Options());
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_EQ((*again)->recovery().snapshot_seq, 2000u);
+  EXPECT_EQ((*again)->recovery().recovered_seq, 2500u);
+  ASSERT_TRUE((*again)->Close().ok());
+  EXPECT_EQ((*again)->ClosedStateHash(), ReferenceHash(2500));
 }
 
 // Close() on a disk that never recovers: bounded, and every command still in

@@ -16,10 +16,11 @@ namespace mb::journal {
 
 namespace fs = std::filesystem;
 
-Result<DataDir> DataDir::Open(const fs::path& root, OpenMode mode) {
+Result<DataDir> DataDir::Open(const fs::path& root, OpenMode mode, FileSystem* file_system) {
   DataDir d;
   d.root_ = root;
   d.mode_ = mode;
+  if (file_system != nullptr) d.fsys_ = file_system;
   std::error_code ec;
   if (mode == OpenMode::kReadOnly) {
     if (!fs::is_directory(root, ec)) {
@@ -35,7 +36,7 @@ Result<DataDir> DataDir::Open(const fs::path& root, OpenMode mode) {
     }
   }
   const fs::path lock_path = root / "LOCK";
-  d.lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  d.lock_fd_ = d.fsys_->Open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (d.lock_fd_ < 0) {
     return IoError(
         fmt::format("data directory {} is not writable: {}", root.string(), std::strerror(errno)));
@@ -55,8 +56,8 @@ Result<DataDir> DataDir::Open(const fs::path& root, OpenMode mode) {
     return ErrnoStatus(lock_path, "lock", err);
   }
   const std::string pid = fmt::format("{}\n", ::getpid());
-  if (::ftruncate(d.lock_fd_, 0) != 0 ||
-      ::pwrite(d.lock_fd_, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {
+  if (d.fsys_->Truncate(d.lock_fd_, 0) != 0 ||
+      d.fsys_->PWrite(d.lock_fd_, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {
     return ErrnoStatus(lock_path, "write", errno);
   }
   // A probe that the directories accept new files (root may own an
@@ -71,15 +72,19 @@ Result<DataDir> DataDir::Open(const fs::path& root, OpenMode mode) {
 }
 
 DataDir::DataDir(DataDir&& other) noexcept
-    : root_(std::move(other.root_)), mode_(other.mode_), lock_fd_(other.lock_fd_) {
+    : root_(std::move(other.root_)),
+      mode_(other.mode_),
+      fsys_(other.fsys_),
+      lock_fd_(other.lock_fd_) {
   other.lock_fd_ = -1;
 }
 
 DataDir& DataDir::operator=(DataDir&& other) noexcept {
   if (this != &other) {
-    if (lock_fd_ >= 0) ::close(lock_fd_);
+    if (lock_fd_ >= 0) fsys_->Close(lock_fd_);
     root_ = std::move(other.root_);
     mode_ = other.mode_;
+    fsys_ = other.fsys_;
     lock_fd_ = other.lock_fd_;
     other.lock_fd_ = -1;
   }
@@ -87,7 +92,7 @@ DataDir& DataDir::operator=(DataDir&& other) noexcept {
 }
 
 DataDir::~DataDir() {
-  if (lock_fd_ >= 0) ::close(lock_fd_);  // releases the flock
+  if (lock_fd_ >= 0) fsys_->Close(lock_fd_);  // releases the flock
 }
 
 namespace {

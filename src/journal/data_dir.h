@@ -11,7 +11,10 @@
 // no lock and create nothing.
 //
 // The file helpers the journal uses (WriteFileAtomically, MappedFile, ...)
-// are in common/file.h.
+// are in common/file.h. Everything that writes into the directory (the lock
+// file, the journal writer, snapshots, the repair of a torn tail) makes its
+// calls through the directory's FileSystem: the real system calls, or in
+// tests one that fails chosen calls.
 //
 // Thread safety: a DataDir is immutable after Open.
 #pragma once
@@ -21,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "common/file_system.h"
 #include "common/status.h"
 
 namespace mb::journal {
@@ -37,7 +41,10 @@ struct FileEntry {
 
 class DataDir {
  public:
-  static Result<DataDir> Open(const std::filesystem::path& root, OpenMode mode);
+  // `file_system` (null: RealFileSystem()) must outlive the DataDir and
+  // everything opened through it.
+  static Result<DataDir> Open(const std::filesystem::path& root, OpenMode mode,
+                              FileSystem* file_system = nullptr);
   DataDir(DataDir&& other) noexcept;
   DataDir& operator=(DataDir&& other) noexcept;
   DataDir(const DataDir&) = delete;
@@ -48,6 +55,7 @@ class DataDir {
   std::filesystem::path journal_dir() const { return root_ / "journal"; }
   std::filesystem::path snapshot_dir() const { return root_ / "snapshots"; }
   OpenMode mode() const noexcept { return mode_; }
+  FileSystem& file_system() const noexcept { return *fsys_; }
 
   // Segments sorted by first sequence. A file in journal/ that is not a
   // segment (by name) is an error: the directory holds only what we wrote.
@@ -59,6 +67,7 @@ class DataDir {
   DataDir() = default;
   std::filesystem::path root_;
   OpenMode mode_ = OpenMode::kReadOnly;
+  FileSystem* fsys_ = &RealFileSystem();
   int lock_fd_ = -1;
 };
 

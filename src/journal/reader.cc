@@ -51,13 +51,13 @@ uint64_t CountPartialRecords(std::span<const std::byte> tail) {
   return n;
 }
 
-Status Truncate(const fs::path& path, uint64_t size) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+Status Truncate(FileSystem& fsys, const fs::path& path, uint64_t size) {
+  const int fd = fsys.Open(path.c_str(), O_WRONLY | O_CLOEXEC, 0);
   if (fd < 0) return ErrnoStatus(path, "open for repair", errno);
   Status s;
-  if (::ftruncate(fd, static_cast<off_t>(size)) != 0) s = ErrnoStatus(path, "truncate", errno);
-  if (s.ok() && ::fsync(fd) != 0) s = ErrnoStatus(path, "fsync", errno);
-  ::close(fd);
+  if (fsys.Truncate(fd, static_cast<off_t>(size)) != 0) s = ErrnoStatus(path, "truncate", errno);
+  if (s.ok() && fsys.Sync(fd) != 0) s = ErrnoStatus(path, "fsync", errno);
+  fsys.Close(fd);
   return s;
 }
 
@@ -102,8 +102,10 @@ Result<ScanResult> ScanJournal(const DataDir& dir, const ScanOptions& options,
                                                    : "segment holds only zero bytes",
                    false};
       if (options.repair) {
-        if (::unlink(f.path.c_str()) != 0) return ErrnoStatus(f.path, "remove", errno);
-        MB_RETURN_IF_ERROR(SyncDir(dir.journal_dir()));
+        if (dir.file_system().Unlink(f.path.c_str()) != 0) {
+          return ErrnoStatus(f.path, "remove the empty last segment", errno);
+        }
+        MB_RETURN_IF_ERROR(SyncDir(dir.journal_dir(), dir.file_system()));
         t.repaired = true;
       }
       result.tail = t;
@@ -190,7 +192,12 @@ Result<ScanResult> ScanJournal(const DataDir& dir, const ScanOptions& options,
                         : what,
                    false};
       if (options.repair) {
-        MB_RETURN_IF_ERROR(Truncate(f.path, off));
+        if (Status cut = Truncate(dir.file_system(), f.path, off); !cut.ok()) {
+          return IoError(
+              fmt::format("cannot cut the torn tail of the journal ({} bytes after "
+                          "offset {}); the next open finds it again: {}",
+                          t.bytes, off, cut.message()));
+        }
         t.repaired = true;
       }
       result.tail = t;

@@ -53,13 +53,13 @@ Result<fs::path> WriteSnapshot(const DataDir& dir, const engine::EngineImage& im
   PutU64(p + 72, XXH3_64bits(p, 72));
 
   const fs::path path = dir.snapshot_dir() / SnapshotFileName(meta->seq);
-  MB_RETURN_IF_ERROR(WriteFileAtomically(path, file));
+  MB_RETURN_IF_ERROR(WriteFileAtomically(path, file, 0644, FileSync::kDurable, dir.file_system()));
 
   auto listed = dir.ListSnapshots();
   if (listed.ok() && listed->size() > keep) {
     const std::size_t drop = listed->size() - keep;
-    for (std::size_t i = 0; i < drop; ++i) ::unlink((*listed)[i].path.c_str());
-    MB_RETURN_IF_ERROR(SyncDir(dir.snapshot_dir()));
+    for (std::size_t i = 0; i < drop; ++i) dir.file_system().Unlink((*listed)[i].path.c_str());
+    MB_RETURN_IF_ERROR(SyncDir(dir.snapshot_dir(), dir.file_system()));
   }
   return path;
 }

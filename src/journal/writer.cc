@@ -69,10 +69,13 @@ std::byte* JournalWriter::Buffer::Grow(std::size_t n) {
 
 JournalWriter::JournalWriter(const DataDir& dir, const JournalOptions& options,
                              uint64_t config_hash)
-    : journal_dir_(dir.journal_dir()), options_(options), config_hash_(config_hash) {}
+    : journal_dir_(dir.journal_dir()),
+      fsys_(&dir.file_system()),
+      options_(options),
+      config_hash_(config_hash) {}
 
 JournalWriter::~JournalWriter() {
-  if (fd_ >= 0) ::close(fd_);
+  if (fd_ >= 0) fsys_->Close(fd_);
 }
 
 Result<std::unique_ptr<JournalWriter>> JournalWriter::Open(const DataDir& dir,
@@ -95,7 +98,7 @@ Result<std::unique_ptr<JournalWriter>> JournalWriter::Open(const DataDir& dir,
 }
 
 Status JournalWriter::OpenSegment(const fs::path& path, uint64_t size) {
-  fd_ = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  fd_ = fsys_->Open(path.c_str(), O_WRONLY | O_CLOEXEC, 0);
   if (fd_ < 0) return ErrnoStatus(path, "open for append", errno);
   path_ = path;
   file_size_ = synced_size_ = size;
@@ -113,19 +116,19 @@ Status JournalWriter::OpenSegment(const fs::path& path, uint64_t size) {
 
 Status JournalWriter::CreateSegment(uint64_t first_seq) {
   const fs::path path = journal_dir_ / SegmentFileName(first_seq);
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  const int fd = fsys_->Open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) return ErrnoStatus(path, "create segment", errno);
   std::array<std::byte, kSegmentHeaderSize> header{};
   EncodeSegmentHeader({kSegmentFormatVersion, first_seq, config_hash_}, header);
-  Status s = WriteAll(fd, header, path);
-  if (s.ok() && ::fdatasync(fd) != 0) s = ErrnoStatus(path, "fdatasync", errno);
-  if (s.ok()) s = SyncDir(journal_dir_);
+  Status s = WriteAll(fd, header, path, *fsys_);
+  if (s.ok() && fsys_->DataSync(fd) != 0) s = ErrnoStatus(path, "fdatasync", errno);
+  if (s.ok()) s = SyncDir(journal_dir_, *fsys_);
   if (!s.ok()) {
-    ::close(fd);
-    ::unlink(path.c_str());
+    fsys_->Close(fd);
+    fsys_->Unlink(path.c_str());
     return s;
   }
-  if (fd_ >= 0) ::close(fd_);
+  if (fd_ >= 0) fsys_->Close(fd_);
   fd_ = fd;
   written_since_writeback_ = 0;
   path_ = path;
@@ -163,7 +166,7 @@ Status JournalWriter::Roll() {
 Status JournalWriter::SyncAll() {
   if (options_.policy != FsyncPolicy::kNone) return Sync();
   if (!sync_error_.ok()) return sync_error_;
-  if (::fdatasync(fd_) != 0) {
+  if (fsys_->DataSync(fd_) != 0) {
     // The kernel reports a lost writeback once; what was lost cannot be told
     // from what was not, so every later SyncAll() fails too (no snapshot, no
     // roll: the exchange refuses commands) until a restart re-reads the disk.
@@ -184,13 +187,13 @@ Status JournalWriter::Write() {
   }
   std::size_t done = 0;
   while (done < pending_.size) {
-    const ssize_t n = ::pwrite(fd_, pending_.data.get() + done, pending_.size - done,
-                               static_cast<off_t>(file_size_ + done));
+    const ssize_t n = fsys_->PWrite(fd_, pending_.data.get() + done, pending_.size - done,
+                                    static_cast<off_t>(file_size_ + done));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       const int err = n < 0 ? errno : EIO;
       // Cut off what this call wrote, so the retry starts at a record boundary.
-      if (::ftruncate(fd_, static_cast<off_t>(file_size_)) != 0) {
+      if (fsys_->Truncate(fd_, static_cast<off_t>(file_size_)) != 0) {
         // The file may now end in a partial record; recovery treats it as a
         // torn tail. Nothing acknowledged is in it.
       }
@@ -221,12 +224,12 @@ Status JournalWriter::Write() {
 
 Status JournalWriter::Sync() {
   if (unsynced_.size == 0) return Status::Ok();
-  if (::fdatasync(fd_) != 0) {
+  if (fsys_->DataSync(fd_) != 0) {
     const int err = errno;
     // The kernel may have dropped the dirty pages it failed to write: write
     // them again from memory, from the last durable length.
     const uint64_t lost = file_size_ - synced_size_;
-    if (::ftruncate(fd_, static_cast<off_t>(synced_size_)) != 0) {
+    if (fsys_->Truncate(fd_, static_cast<off_t>(synced_size_)) != 0) {
       // As in Write(): a partial tail is a torn tail to recovery.
     }
     total_bytes_ -= lost;

@@ -100,6 +100,7 @@ class JournalWriter {
   };
 
   std::filesystem::path journal_dir_;
+  FileSystem* fsys_;  // the data directory's
   JournalOptions options_;
   uint64_t config_hash_;
 
