@@ -8,12 +8,12 @@ write in flight: what reached the device (everything fdatasync'ed) is in the
 copy, what sat in the page cache may not be.
 
 One run:
-  1. A 128 MiB image, mkfs.ext4, loop device, mount; `serve` on it with 1 MiB
+  1. A 256 MiB image (--image-mb), mkfs.ext4, loop device, mount; `serve` on it with 1 MiB
      journal segments, a snapshot every 2,000 events and every second, and the
      SQLite projection's WAL capped at 4 MiB (its floor).
   2. Load: accounts, API keys and deposits through the operator API, then
      signed LIMIT / IOC / MARKET orders (RESULT or FULL answers), cancels and
-     more deposits from four connections. Every acknowledged answer is kept.
+     more deposits from eight connections. Every acknowledged answer is kept.
   3. Cuts at chosen moments: `startup` (the first 1.5 s after `serve` is
      restarted, alternately after SIGKILL and SIGTERM), `roll` (a new journal
      segment appeared), `snapshot` (a snapshot file appeared after SIGUSR1),
@@ -29,7 +29,7 @@ One run:
      API key, order, cancel and deposit present with the same ids (through
      the API), the projection caught up, a clean SIGTERM, then `matchbook
      verify` and `matchbook verify --projection`. For every fifth cut, the
-     recovering `serve` is itself cut in its first 0.3 s (`recovering`) and
+     recovering `serve` is itself cut in its first 0.2 s (`recovering`) and
      that copy checked the same way.
 
 The last line is `N passed, M failed`. `--check DIR` repeats the check of one
@@ -55,7 +55,6 @@ import threading
 import time
 import urllib.parse
 
-IMAGE_MB = 128
 MOMENTS = ["startup", "roll", "snapshot", "checkpoint", "load"]
 FINAL = {"FILLED", "CANCELED", "EXPIRED", "REJECTED"}
 
@@ -120,10 +119,15 @@ def cleanup():
     DISKS.cleanup()
 
 
-def make_image(path):
+def make_image(path, size_mb):
     with open(path, "wb") as f:
-        f.truncate(IMAGE_MB << 20)
+        f.truncate(size_mb << 20)
     subprocess.run(["mkfs.ext4", "-q", "-m", "0", path], check=True)
+
+
+def sparse_copy(src, dest):
+    # The image is mostly holes: copying only what ext4 wrote keeps many cuts small.
+    subprocess.run(["cp", "--sparse=always", src, dest], check=True)
 
 
 def dev_name(dev):
@@ -171,7 +175,7 @@ def take_cut(pid, dev, backing, dest, on_stopped=None):
         before = write_ios(dev)
         if writes_in_flight(dev) != 0:
             return False
-        shutil.copyfile(backing, dest)
+        sparse_copy(backing, dest)
         if write_ios(dev) != before or writes_in_flight(dev) != 0:
             os.unlink(dest)
             return False
@@ -347,7 +351,7 @@ class Load:
             return True
         return False
 
-    def start(self, workers=4):
+    def start(self, workers=8):
         for w in range(workers):
             t = threading.Thread(target=self._worker, args=(w,), daemon=True)
             t.start()
@@ -538,7 +542,7 @@ def check_cut(binary, cut_dir, moment, keep_images, nested_cut=False, rnd=None):
     tools_log = os.path.join(cut_dir, "check.log")
     with open(os.path.join(cut_dir, "acks.jsonl")) as f:
         acks = [json.loads(line) for line in f if line.strip()]
-    shutil.copyfile(image, work)
+    sparse_copy(image, work)
     # Replay the ext4 journal as a mount would, then a read-only full check.
     run_tool(["e2fsck", "-E", "journal_only", "-p", work], tools_log)
     if run_tool(["fsck.ext4", "-f", "-n", work], tools_log) != 0:
@@ -560,7 +564,7 @@ def check_cut(binary, cut_dir, moment, keep_images, nested_cut=False, rnd=None):
             return res
         serve = Serve(binary, config, data, os.path.join(cut_dir, "serve.log"))
         if nested_cut:
-            time.sleep(rnd.uniform(0, 0.3))
+            time.sleep(rnd.uniform(0, 0.2))
             sub = os.path.join(cut_dir, "recovering")
             os.makedirs(sub, exist_ok=True)
             shutil.copyfile(config, os.path.join(sub, "matchbook.toml"))
@@ -571,6 +575,9 @@ def check_cut(binary, cut_dir, moment, keep_images, nested_cut=False, rnd=None):
                 if take_cut(serve.proc.pid, dev, work, os.path.join(sub, "image.ext4"),
                             lambda: write_acks(os.path.join(sub, "acks.jsonl"), acks)):
                     taken = True
+                    with open(os.path.join(sub, "moment"), "w") as f:
+                        f.write("recovering\n" if not serve.ready.is_set() else
+                                "recovering (after ready)\n")
                     break
                 time.sleep(0.01)
             res.nested = sub if taken else None
@@ -608,13 +615,13 @@ def check_cut(binary, cut_dir, moment, keep_images, nested_cut=False, rnd=None):
 class Primary:
     """The `serve` under load whose disk is cut."""
 
-    def __init__(self, binary, run_dir, config):
+    def __init__(self, binary, run_dir, config, image_mb):
         self.binary = binary
         self.run_dir = run_dir
         self.config = config
         self.image = os.path.join(run_dir, "primary.ext4")
         self.mnt = os.path.join(run_dir, "primary")
-        make_image(self.image)
+        make_image(self.image, image_mb)
         self.dev, err = DISKS.attach(self.image, self.mnt)
         if self.dev is None:
             raise RuntimeError(f"cannot mount the primary image: {err}")
@@ -690,7 +697,8 @@ def run(args):
     log(f"power_cut: journal.fsync = {args.fsync}; {args.cuts} cuts ({n_main} of the primary under load, {n_nested} of a "
         f"recovering server) in {run_dir}; serve = {binary}")
 
-    primary = Primary(binary, run_dir, config)
+    started = time.monotonic()
+    primary = Primary(binary, run_dir, config, args.image_mb)
     primary.start()
     if not primary.serve.wait_ready():
         raise RuntimeError("the primary serve did not start (primary-serve.log)")
@@ -742,11 +750,15 @@ def run(args):
             f"acknowledgements")
         time.sleep(rnd.uniform(0.05, 0.4))
     load.join()
+    load_s = time.monotonic() - started
     rc = primary.serve.stop()
+    fs = os.statvfs(primary.mnt)
+    used_mb = (fs.f_blocks - fs.f_bfree) * fs.f_frsize / 2**20
+    log(f"the primary's file system: {used_mb:.0f} of {args.image_mb} MiB used")
     DISKS.release(primary.dev, primary.mnt)
     if not args.keep_images:
         os.unlink(primary.image)
-    log(f"load: {len(acks.items)} acknowledged answers; the primary exited {rc}; "
+    log(f"load: {len(acks.items)} acknowledged answers in {load_s:.1f} s; the primary exited {rc}; "
         f"{discarded} cut(s) discarded (a write during the copy) and taken again")
 
     results = []
@@ -758,16 +770,19 @@ def run(args):
         report(res)
         if res.nested:
             nested_left -= 1
-            with open(os.path.join(res.nested, "moment"), "w") as f:
-                f.write("recovering\n")
             sub = check_cut(binary, res.nested, "recovering", args.keep_images)
             results.append(sub)
             report(sub)
+    log(f"checks: {time.monotonic() - started - load_s:.1f} s")
     return summarize(results, args.cuts)
 
 
 def report(res):
     rec = f"{res.recovery_s * 1000:.0f} ms" if res.recovery_s is not None else "-"
+    when = os.path.join(res.cut_dir, "moment")
+    if res.moment == "recovering" and os.path.exists(when):
+        rec += " (cut " + ("before" if open(when).read().strip() == "recovering" else "after")
+        rec += " its parent's serve was ready)"
     log(f"{os.path.basename(os.path.dirname(res.cut_dir)) + '/' if res.moment == 'recovering' else ''}"
         f"{os.path.basename(res.cut_dir)} [{res.moment}]: {res.outcome}, recovery {rec}")
     for p in res.problems[:20]:
@@ -809,6 +824,8 @@ def main():
     ap.add_argument("--out", required=True, help="run directory (cuts and acknowledgements)")
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--keep-images", action="store_true")
+    ap.add_argument("--image-mb", type=int, default=256,
+                    help="size of the primary's ext4 image (the journal, snapshots and projection)")
     ap.add_argument("--fsync", default="fsync",
                     help="journal.fsync of the server under test; under none, losses are expected")
     ap.add_argument("--check", metavar="CUT_DIR", help="check one cut directory again")
