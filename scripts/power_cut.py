@@ -494,25 +494,19 @@ def check_state(port, token, acks):
             if o is None or o["status"] != "CANCELED":
                 problems.append(f"cancel of {a['orderId']} lost "
                                 f"({o['status'] if o else 'no order'})")
-    # Deposits through the ledger.
-    deposits = collections.defaultdict(set)
-    for acc in accounts:
-        from_seq = 0
-        while True:
-            st, led = api.admin("GET", f"accounts/{acc}/ledger?fromSeq={from_seq}&limit=1000")
-            if st != 200 or not isinstance(led, dict):
-                problems.append(f"ledger of {acc}: {st} {led}")
-                break
-            entries = led.get("entries", [])
-            if not entries:
-                break
-            for e in entries:
-                if e.get("reason") == "Deposit":
-                    deposits[acc].add(str(e.get("ref")))
-            from_seq = entries[-1]["seq"] + 1
+    # Deposits through the ledger: a deposit's transfer id is its command's
+    # sequence, so the first ledger line at or after it is the deposit's own.
     for a in acks:
-        if a["kind"] == "deposit" and str(a["transferId"]) not in deposits[a["accountId"]]:
-            problems.append(f"deposit {a['transferId']} ({a['ref']}) lost")
+        if a["kind"] != "deposit":
+            continue
+        tid = a["transferId"]
+        st, led = api.admin("GET", f"accounts/{a['accountId']}/ledger?fromSeq={tid}&limit=1")
+        entries = led.get("entries", []) if st == 200 and isinstance(led, dict) else None
+        if entries is None:
+            problems.append(f"ledger of {a['accountId']}: {st} {led}")
+        elif not any(e.get("seq") == tid and e.get("reason") == "Deposit" and
+                     str(e.get("ref")) == str(tid) for e in entries):
+            problems.append(f"deposit {tid} ({a['ref']}) lost")
     return problems
 
 
