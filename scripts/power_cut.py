@@ -1,0 +1,862 @@
+#!/usr/bin/env python3
+"""Power-cut harness for `matchbook serve` (driven by scripts/power_cut.sh).
+
+A SIGKILL keeps the page cache; a power cut does not. Here `serve` keeps its
+data directory on ext4 on a loop device, and a cut is a copy of the loop
+device's backing file taken while `serve` is stopped and the device has no
+write in flight: what reached the device (everything fdatasync'ed) is in the
+copy, what sat in the page cache may not be.
+
+One run:
+  1. A 256 MiB image (--image-mb), mkfs.ext4, loop device, mount; `serve` on it with 1 MiB
+     journal segments, a snapshot every 2,000 events and every second, and the
+     SQLite projection's WAL capped at 4 MiB (its floor).
+  2. Load: accounts, API keys and deposits through the operator API, then
+     signed LIMIT / IOC / MARKET orders (RESULT or FULL answers), cancels and
+     more deposits from eight connections. Every acknowledged answer is kept.
+  3. Cuts at chosen moments: `startup` (the first 1.5 s after `serve` is
+     restarted, alternately after SIGKILL and SIGTERM), `roll` (a new journal
+     segment appeared), `snapshot` (a snapshot file appeared after SIGUSR1),
+     `checkpoint` (the projection's database file changed: a WAL checkpoint),
+     `load` (any moment). A cut: SIGSTOP, wait until every thread is stopped
+     and the device has no write in flight, read its write counter, copy the
+     image, read the counter again (a write during the copy discards the cut;
+     another is taken), write the acknowledgements received so far beside the
+     copy (acks.jsonl), SIGCONT.
+  4. Each cut is checked: fsck.ext4 -n (after replaying the ext4 journal as a
+     mount would), mount (an unmountable copy is counted apart), `serve` on it
+     (the recovery time is the time to `ready`), every acknowledged account,
+     API key, order, cancel and deposit present with the same ids (through
+     the API), the projection caught up, a clean SIGTERM, then `matchbook
+     verify` and `matchbook verify --projection`. For every fifth cut, the
+     recovering `serve` is itself cut in its first 0.2 s (`recovering`) and
+     that copy checked the same way.
+
+The last line is `N passed, M failed`. `--check DIR` repeats the check of one
+cut directory (image.ext4 + acks.jsonl + matchbook.toml); images of passing
+cuts are removed unless --keep-images.
+"""
+
+import argparse
+import collections
+import hashlib
+import hmac
+import http.client
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+
+MOMENTS = ["startup", "roll", "snapshot", "checkpoint", "load"]
+FINAL = {"FILLED", "CANCELED", "EXPIRED", "REJECTED"}
+
+
+def log(msg):
+    print(msg, flush=True)
+
+
+# ---------------------------------------------------------------------------
+# Mounts and loop devices, always released (see Cleanup()).
+
+class Disks:
+    def __init__(self):
+        self.mounts = []   # mount points, newest last
+        self.loops = []    # /dev/loopN
+
+    def attach(self, image, mnt):
+        dev = subprocess.run(["losetup", "--find", "--show", image], check=True,
+                             capture_output=True, text=True).stdout.strip()
+        self.loops.append(dev)
+        os.makedirs(mnt, exist_ok=True)
+        r = subprocess.run(["mount", "-t", "ext4", dev, mnt], capture_output=True, text=True)
+        if r.returncode != 0:
+            self.detach(dev)
+            return None, r.stderr.strip()
+        self.mounts.append(mnt)
+        return dev, ""
+
+    def release(self, dev, mnt):
+        if mnt in self.mounts:
+            subprocess.run(["umount", mnt], check=False)
+            self.mounts.remove(mnt)
+        self.detach(dev)
+
+    def detach(self, dev):
+        if dev in self.loops:
+            subprocess.run(["losetup", "-d", dev], check=False)
+            self.loops.remove(dev)
+
+    def cleanup(self):
+        for mnt in reversed(list(self.mounts)):
+            subprocess.run(["umount", "-l", mnt], check=False)
+        self.mounts.clear()
+        for dev in list(self.loops):
+            subprocess.run(["losetup", "-d", dev], check=False)
+        self.loops.clear()
+
+
+DISKS = Disks()
+CHILDREN = []
+
+
+def cleanup():
+    for p in CHILDREN:
+        if p.poll() is None:
+            try:
+                os.kill(p.pid, signal.SIGCONT)
+                p.kill()
+                p.wait(timeout=10)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+    DISKS.cleanup()
+
+
+def make_image(path, size_mb):
+    with open(path, "wb") as f:
+        f.truncate(size_mb << 20)
+    subprocess.run(["mkfs.ext4", "-q", "-m", "0", path], check=True)
+
+
+def sparse_copy(src, dest):
+    # The image is mostly holes: copying only what ext4 wrote keeps many cuts small.
+    subprocess.run(["cp", "--sparse=always", src, dest], check=True)
+
+
+def dev_name(dev):
+    return os.path.basename(dev)
+
+
+def write_ios(dev):
+    with open(f"/sys/block/{dev_name(dev)}/stat") as f:
+        return int(f.read().split()[4])
+
+
+def writes_in_flight(dev):
+    with open(f"/sys/block/{dev_name(dev)}/inflight") as f:
+        return int(f.read().split()[1])
+
+
+def all_threads_stopped(pid):
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+            if state not in ("T", "t", "Z", "X"):
+                return False
+    except FileNotFoundError:
+        return True
+    return True
+
+
+def take_cut(pid, dev, backing, dest, on_stopped=None):
+    """Copies `backing` to `dest` as a power cut of `dev` would leave it.
+
+    Returns True when the copy is faithful; False (and no `dest`) when a
+    write reached the device during the copy. `on_stopped` runs while the
+    process is stopped, after the copy (it records the acknowledgements).
+    """
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        deadline = time.monotonic() + 3
+        while not all_threads_stopped(pid):
+            if time.monotonic() > deadline:
+                return False  # a thread still in the kernel: it could answer after the copy
+            time.sleep(0.001)
+        while writes_in_flight(dev) != 0 and time.monotonic() < deadline:
+            time.sleep(0.001)
+        before = write_ios(dev)
+        if writes_in_flight(dev) != 0:
+            return False
+        sparse_copy(backing, dest)
+        if write_ios(dev) != before or writes_in_flight(dev) != 0:
+            os.unlink(dest)
+            return False
+        if on_stopped is not None:
+            on_stopped()
+        return True
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+
+# ---------------------------------------------------------------------------
+# `matchbook serve`.
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Serve:
+    def __init__(self, binary, config, data_dir, log_path, port=0):
+        self.started = time.monotonic()
+        self.log_file = open(log_path, "ab")
+        self.proc = subprocess.Popen(
+            [binary, "serve", "--config", config, "--data-dir", data_dir, "--host", "127.0.0.1",
+             "--port", str(port), "--weight-per-minute", "0", "--ip-weight-per-minute", "0",
+             "--flight-threshold-ms", "0"],
+            stdout=subprocess.PIPE, stderr=self.log_file)
+        CHILDREN.append(self.proc)
+        self.port = None
+        self.ready_after = None
+        self.ready = threading.Event()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for raw in self.proc.stdout:
+            line = raw.decode(errors="replace").strip()
+            m = re.match(r"api: http://[^:]+:(\d+)/", line)
+            if m:
+                self.port = int(m.group(1))
+            if line == "ready":
+                self.ready_after = time.monotonic() - self.started
+                self.ready.set()
+
+    def wait_ready(self, timeout=60):
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if self.ready.wait(0.05):
+                return True
+            if self.proc.poll() is not None:
+                return False
+        return False
+
+    def stop(self, sig=signal.SIGTERM, timeout=60):
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            rc = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            rc = self.proc.wait()
+        self.log_file.close()
+        return rc
+
+
+# ---------------------------------------------------------------------------
+# The API: operator calls and signed Binance calls.
+
+class Api:
+    def __init__(self, port, token):
+        self.port = port
+        self.token = token
+        self.conn = None
+
+    def _request(self, method, path, body=None, headers=None, timeout=30):
+        if self.conn is None:
+            self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        try:
+            self.conn.request(method, path, body=body, headers=headers or {})
+            r = self.conn.getresponse()
+            data = r.read()
+        except (OSError, http.client.HTTPException):
+            self.conn.close()
+            self.conn = None
+            raise
+        try:
+            return r.status, json.loads(data) if data else None
+        except ValueError:
+            return r.status, data.decode(errors="replace")
+
+    def admin(self, method, path, doc=None):
+        body = json.dumps(doc) if doc is not None else None
+        return self._request(method, "/admin/v1/" + path, body,
+                             {"X-MB-ADMIN-TOKEN": self.token, "Content-Type": "application/json"})
+
+    def signed(self, method, path, key, secret, params):
+        params = dict(params)
+        params["timestamp"] = int(time.time() * 1000)
+        params["recvWindow"] = 60000
+        qs = urllib.parse.urlencode(params)
+        sig = hmac.new(secret.encode(), qs.encode(), hashlib.sha256).hexdigest()
+        text = f"{qs}&signature={sig}"
+        headers = {"X-MBX-APIKEY": key}
+        if method in ("GET", "DELETE"):
+            return self._request(method, f"{path}?{text}", None, headers)
+        headers["Content-Type"] = "application/x-www-form-urlencoded"
+        return self._request(method, path, text, headers)
+
+
+class Acks:
+    """Every acknowledged answer, in the order received."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.items = []
+
+    def add(self, item):
+        with self.lock:
+            self.items.append(item)
+
+    def upto_now(self):
+        with self.lock:
+            return list(self.items)
+
+
+def write_acks(path, items):
+    with open(path, "w") as f:
+        for it in items:
+            f.write(json.dumps(it, sort_keys=True) + "\n")
+
+
+class Load:
+    """Signed orders, cancels and deposits from a few connections."""
+
+    def __init__(self, port, token, acks, seed):
+        self.port = port
+        self.token = token
+        self.acks = acks
+        self.seed = seed
+        self.stop = threading.Event()
+        self.accounts = []  # (id, key, secret)
+        self.counter = 0
+        self.counter_lock = threading.Lock()
+        self.answered = 0
+        self.threads = []
+
+    def next_id(self):
+        with self.counter_lock:
+            self.counter += 1
+            return self.counter
+
+    def setup(self):
+        api = Api(self.port, self.token)
+        for name in ("pc-maker", "pc-taker"):
+            st, acc = api.admin("POST", "accounts", {"name": name})
+            assert st == 200, (st, acc)
+            self.acks.add({"kind": "account", "accountId": acc["accountId"], "name": name})
+            st, k = api.admin("POST", f"accounts/{acc['accountId']}/apiKeys")
+            assert st == 200, (st, k)
+            self.acks.add({"kind": "apiKey", "accountId": acc["accountId"], "apiKey": k["apiKey"],
+                           "secretKey": k["secretKey"]})
+            self.accounts.append((acc["accountId"], k["apiKey"], k["secretKey"]))
+            for asset, amount in (("USDT", "50000000"), ("BTC", "2000")):
+                self.deposit(api, acc["accountId"], asset, amount)
+
+    def deposit(self, api, account, asset, amount):
+        ref = f"pc-{self.seed}-dep-{self.next_id()}"
+        st, d = api.admin("POST", "deposits", {"accountId": account, "asset": asset,
+                                               "amount": amount, "ref": ref})
+        if st == 200 and isinstance(d, dict) and "transferId" in d:
+            self.acks.add({"kind": "deposit", "accountId": account, "ref": ref,
+                           "transferId": d["transferId"], "asset": asset, "amount": amount})
+            return True
+        return False
+
+    def start(self, workers=8):
+        for w in range(workers):
+            t = threading.Thread(target=self._worker, args=(w,), daemon=True)
+            t.start()
+            self.threads.append(t)
+
+    def join(self):
+        self.stop.set()
+        for t in self.threads:
+            t.join(timeout=60)
+
+    def _worker(self, w):
+        rnd = random.Random(self.seed * 100 + w)
+        account, key, secret = self.accounts[w % len(self.accounts)]
+        api = Api(self.port, self.token)
+        open_orders = []
+        while not self.stop.is_set():
+            try:
+                roll = rnd.random()
+                if roll < 0.05:
+                    if self.deposit(api, account, "USDT", str(rnd.randint(1, 1000))):
+                        self.answered += 1
+                elif roll < 0.28 and open_orders:
+                    order_id = open_orders.pop(rnd.randrange(len(open_orders)))
+                    st, o = api.signed("DELETE", "/api/v3/order", key, secret,
+                                       {"symbol": "BTCUSDT", "orderId": order_id})
+                    if st == 200 and isinstance(o, dict) and o.get("status") == "CANCELED":
+                        self.acks.add({"kind": "cancel", "accountId": account, "symbol": "BTCUSDT",
+                                       "orderId": o["orderId"], "clientOrderId":
+                                       o.get("origClientOrderId", o.get("clientOrderId"))})
+                        self.answered += 1
+                else:
+                    cid = f"pc{self.seed}x{self.next_id()}"
+                    p = {"symbol": "BTCUSDT", "side": rnd.choice(["BUY", "SELL"]),
+                         "quantity": f"{rnd.randint(2, 40) * 0.0001:.4f}",
+                         "newClientOrderId": cid,
+                         "newOrderRespType": rnd.choice(["RESULT", "FULL"])}
+                    kind = rnd.random()
+                    if kind < 0.75:
+                        p.update(type="LIMIT", timeInForce="GTC",
+                                 price=f"{30000 + rnd.randint(-40, 40) * 0.5:.2f}")
+                    elif kind < 0.9:
+                        p.update(type="LIMIT", timeInForce="IOC",
+                                 price=f"{30000 + rnd.randint(-40, 40) * 0.5:.2f}")
+                    else:
+                        p.update(type="MARKET")
+                    st, o = api.signed("POST", "/api/v3/order", key, secret, p)
+                    if st == 200 and isinstance(o, dict) and "orderId" in o:
+                        self.acks.add({"kind": "order", "accountId": account, "symbol": "BTCUSDT",
+                                       "orderId": o["orderId"], "clientOrderId": o["clientOrderId"],
+                                       "status": o["status"], "executedQty": o["executedQty"]})
+                        self.answered += 1
+                        if o["status"] in ("NEW", "PARTIALLY_FILLED"):
+                            open_orders.append(o["orderId"])
+                            if len(open_orders) > 200:
+                                open_orders.pop(0)
+            except (OSError, http.client.HTTPException, ValueError):
+                # serve stopped, restarting or cut: what was not answered is not acknowledged.
+                time.sleep(0.02)
+
+
+# ---------------------------------------------------------------------------
+# The configuration: small segments, frequent snapshots and checkpoints.
+
+def write_config(repo, path, fsync):
+    with open(os.path.join(repo, "config", "matchbook.toml")) as f:
+        text = f.read()
+    text = re.sub(r'(?m)^fsync = "[^"]*"$', f'fsync = "{fsync}"', text)
+    text = re.sub(r"(?m)^segment_mb = \d+$", "segment_mb = 1", text)
+    text = re.sub(r"(?m)^every_events = \d+$", "every_events = 2000", text)
+    text = re.sub(r"(?m)^every_seconds = \d+$", "every_seconds = 1", text)
+    if re.search(r"(?m)^\[projection\]", text):
+        raise SystemExit("power_cut: the default configuration gained [projection]; update the harness")
+    text += "\n[projection]\nwal_max_mb = 4\n"
+    with open(path, "w") as f:
+        f.write(text)
+
+
+# ---------------------------------------------------------------------------
+# Checking one cut.
+
+def dec(s):
+    return round(float(s) * 1e8)
+
+
+def check_state(port, token, acks):
+    """Every acknowledged answer against the recovered server; returns problems."""
+    problems = []
+    api = Api(port, token)
+    keys = {}
+    for a in acks:
+        if a["kind"] == "apiKey":
+            keys[a["accountId"]] = (a["apiKey"], a["secretKey"])
+    accounts = {a["accountId"] for a in acks if a["kind"] == "account"}
+    for acc in sorted(accounts):
+        st, doc = api.admin("GET", f"accounts/{acc}")
+        if st != 200:
+            problems.append(f"account {acc}: {st} {doc}")
+    # The projection catches up with the journal.
+    end = time.monotonic() + 30
+    lag = None
+    while time.monotonic() < end:
+        st, h = api.admin("GET", "health")
+        proj = h.get("projection", {}) if isinstance(h, dict) else {}
+        lag = proj.get("lagEvents")
+        if st == 200 and lag == 0:
+            break
+        time.sleep(0.05)
+    if lag != 0:
+        # The history answers below would each wait for it and fail: say it once,
+        # and count what the journal alone shows lost (an order's id and a
+        # deposit's transfer id are their command's sequence; docs/engine.md).
+        durable = h.get("durableSequence") if isinstance(h, dict) else None
+        beyond = sum(1 for a in acks if isinstance(durable, int) and a["kind"] in
+                     ("order", "deposit") and a.get("orderId", a.get("transferId")) > durable)
+        problems.append(f"projection did not catch up: {lag} events behind; the history "
+                        f"was not checked; {beyond} acknowledged orders and deposits "
+                        f"are beyond the recovered sequence {durable}")
+        return problems
+    # Orders and cancels through allOrders (history + open orders), per account.
+    orders = {}
+    for acc, (key, secret) in keys.items():
+        from_id = 1  # orderId 0 would mean "the newest" (Binance)
+        while True:
+            st, page = api.signed("GET", "/api/v3/allOrders", key, secret,
+                                  {"symbol": "BTCUSDT", "orderId": from_id, "limit": 1000})
+            if st != 200 or not isinstance(page, list):
+                problems.append(f"allOrders for account {acc}: {st} {page}")
+                break
+            for o in page:
+                orders[o["orderId"]] = o
+            if len(page) < 1000:
+                break
+            from_id = page[-1]["orderId"] + 1
+    for a in acks:
+        if a["kind"] == "order":
+            o = orders.get(a["orderId"])
+            if o is None:
+                problems.append(f"order {a['orderId']} ({a['clientOrderId']}, {a['status']}) lost")
+            elif o["clientOrderId"] != a["clientOrderId"]:
+                problems.append(f"order {a['orderId']}: clientOrderId {o['clientOrderId']} "
+                                f"!= {a['clientOrderId']}")
+            elif dec(o["executedQty"]) < dec(a["executedQty"]):
+                problems.append(f"order {a['orderId']}: executedQty {o['executedQty']} "
+                                f"< acknowledged {a['executedQty']}")
+            elif a["status"] in FINAL and o["status"] != a["status"]:
+                problems.append(f"order {a['orderId']}: status {o['status']} != {a['status']}")
+        elif a["kind"] == "cancel":
+            o = orders.get(a["orderId"])
+            if o is None or o["status"] != "CANCELED":
+                problems.append(f"cancel of {a['orderId']} lost "
+                                f"({o['status'] if o else 'no order'})")
+    # Deposits through the ledger: a deposit's transfer id is its command's
+    # sequence, so the first ledger line at or after it is the deposit's own.
+    for a in acks:
+        if a["kind"] != "deposit":
+            continue
+        tid = a["transferId"]
+        st, led = api.admin("GET", f"accounts/{a['accountId']}/ledger?fromSeq={tid}&limit=1")
+        entries = led.get("entries", []) if st == 200 and isinstance(led, dict) else None
+        if entries is None:
+            problems.append(f"ledger of {a['accountId']}: {st} {led}")
+            break
+        elif not any(e.get("seq") == tid and e.get("reason") == "Deposit" and
+                     str(e.get("ref")) == str(tid) for e in entries):
+            problems.append(f"deposit {tid} ({a['ref']}) lost")
+    return problems
+
+
+def run_tool(args, out_path):
+    with open(out_path, "ab") as f:
+        f.write(f"$ {' '.join(args)}\n".encode())
+        f.flush()
+        return subprocess.run(args, stdout=f, stderr=subprocess.STDOUT, timeout=300).returncode
+
+
+class Result:
+    def __init__(self, cut_dir, moment):
+        self.cut_dir = cut_dir
+        self.moment = moment
+        self.outcome = "passed"  # passed | failed | unmountable
+        self.problems = []
+        self.recovery_s = None
+        self.nested = None  # a Result of the cut taken while recovering
+
+
+def check_cut(binary, cut_dir, moment, keep_images, nested_cut=False, rnd=None):
+    """Checks one cut directory; with nested_cut, cuts the recovering serve too."""
+    res = Result(cut_dir, moment)
+    image = os.path.join(cut_dir, "image.ext4")
+    work = os.path.join(cut_dir, "recover.ext4")
+    config = os.path.join(cut_dir, "matchbook.toml")
+    tools_log = os.path.join(cut_dir, "check.log")
+    with open(os.path.join(cut_dir, "acks.jsonl")) as f:
+        acks = [json.loads(line) for line in f if line.strip()]
+    sparse_copy(image, work)
+    # Replay the ext4 journal as a mount would, then a read-only full check.
+    run_tool(["e2fsck", "-E", "journal_only", "-p", work], tools_log)
+    if run_tool(["fsck.ext4", "-f", "-n", work], tools_log) != 0:
+        res.outcome = "failed"
+        res.problems.append("fsck.ext4 -n found errors (check.log)")
+    mnt = os.path.join(cut_dir, "mnt")
+    dev, err = DISKS.attach(work, mnt)
+    if dev is None:
+        res.outcome = "unmountable"
+        res.problems.append(f"mount: {err}")
+        os.unlink(work)
+        return res
+    try:
+        data = os.path.join(mnt, "data")
+        if not os.path.isdir(data):
+            # Cut before `serve` created its directory: nothing was acknowledged yet.
+            if acks:
+                res.problems.append("data directory missing")
+            return res
+        serve = Serve(binary, config, data, os.path.join(cut_dir, "serve.log"))
+        if nested_cut:
+            time.sleep(rnd.uniform(0, 0.2))
+            sub = os.path.join(cut_dir, "recovering")
+            os.makedirs(sub, exist_ok=True)
+            shutil.copyfile(config, os.path.join(sub, "matchbook.toml"))
+            taken = False
+            for _ in range(20):
+                if serve.proc.poll() is not None:
+                    break
+                if take_cut(serve.proc.pid, dev, work, os.path.join(sub, "image.ext4"),
+                            lambda: write_acks(os.path.join(sub, "acks.jsonl"), acks)):
+                    taken = True
+                    with open(os.path.join(sub, "moment"), "w") as f:
+                        f.write("recovering\n" if not serve.ready.is_set() else
+                                "recovering (after ready)\n")
+                    break
+                time.sleep(0.01)
+            res.nested = sub if taken else None
+        if not serve.wait_ready():
+            res.problems.append(f"serve did not become ready (exit {serve.proc.poll()}; serve.log)")
+            serve.stop(signal.SIGKILL)
+            return res
+        res.recovery_s = serve.ready_after
+        with open(os.path.join(data, "admin.token")) as f:
+            token = f.read().strip()
+        try:
+            res.problems += check_state(serve.port, token, acks)
+        except (OSError, http.client.HTTPException, ValueError, KeyError) as e:
+            res.problems.append(f"API check: {e!r}")
+        rc = serve.stop()
+        if rc != 0:
+            res.problems.append(f"serve exited {rc} on SIGTERM (serve.log)")
+        if run_tool([binary, "verify", data, "--config", config], tools_log) != 0:
+            res.problems.append("matchbook verify failed (check.log)")
+        if run_tool([binary, "verify", "--projection", data, "--config", config], tools_log) != 0:
+            res.problems.append("matchbook verify --projection failed (check.log)")
+    finally:
+        DISKS.release(dev, mnt)
+        if res.problems and res.outcome == "passed":
+            res.outcome = "failed"
+        os.unlink(work)
+        if res.outcome == "passed" and not keep_images:
+            os.unlink(image)
+    return res
+
+
+# ---------------------------------------------------------------------------
+# The run.
+
+class Primary:
+    """The `serve` under load whose disk is cut."""
+
+    def __init__(self, binary, run_dir, config, image_mb):
+        self.binary = binary
+        self.run_dir = run_dir
+        self.config = config
+        self.image = os.path.join(run_dir, "primary.ext4")
+        self.mnt = os.path.join(run_dir, "primary")
+        make_image(self.image, image_mb)
+        self.dev, err = DISKS.attach(self.image, self.mnt)
+        if self.dev is None:
+            raise RuntimeError(f"cannot mount the primary image: {err}")
+        self.data = os.path.join(self.mnt, "data")
+        self.port = free_port()
+        self.restarts = 0
+        self.serve = None
+
+    def start(self):
+        self.serve = Serve(self.binary, self.config, self.data,
+                           os.path.join(self.run_dir, "primary-serve.log"), self.port)
+
+    def restart(self):
+        self.restarts += 1
+        self.serve.stop(signal.SIGKILL if self.restarts % 2 else signal.SIGTERM)
+        self.start()
+
+    def token(self):
+        with open(os.path.join(self.data, "admin.token")) as f:
+            return f.read().strip()
+
+
+def journal_segments(data):
+    try:
+        return len(os.listdir(os.path.join(data, "journal")))
+    except FileNotFoundError:
+        return 0
+
+
+def snapshot_names(data):
+    try:
+        return set(os.listdir(os.path.join(data, "snapshots")))
+    except FileNotFoundError:
+        return set()
+
+
+def projection_stamp(data):
+    try:
+        st = os.stat(os.path.join(data, "projection.sqlite"))
+        return (st.st_mtime_ns, st.st_size)
+    except FileNotFoundError:
+        return None
+
+
+def wait_for(pred, timeout):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return True
+        time.sleep(0.001)
+    return False
+
+
+def percentile(values, p):
+    if not values:
+        return float("nan")
+    s = sorted(values)
+    return s[min(len(s) - 1, int(round(p / 100 * (len(s) - 1))))]
+
+
+def run(args):
+    binary = os.path.abspath(args.bin)
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    rnd = random.Random(args.seed)
+    run_dir = args.out
+    os.makedirs(run_dir, exist_ok=True)
+    config = os.path.join(run_dir, "matchbook.toml")
+    write_config(repo, config, args.fsync)
+    n_nested = args.cuts // 5
+    n_main = args.cuts - n_nested
+    plan = [MOMENTS[i % len(MOMENTS)] for i in range(n_main)]
+    rnd.shuffle(plan)
+    log(f"power_cut: journal.fsync = {args.fsync}; {args.cuts} cuts ({n_main} of the primary under load, {n_nested} of a "
+        f"recovering server) in {run_dir}; serve = {binary}")
+
+    started = time.monotonic()
+    primary = Primary(binary, run_dir, config, args.image_mb)
+    primary.start()
+    if not primary.serve.wait_ready():
+        raise RuntimeError("the primary serve did not start (primary-serve.log)")
+    acks = Acks()
+    load = Load(primary.port, primary.token(), acks, args.seed)
+    load.setup()
+    load.start()
+    time.sleep(1.0)
+
+    cuts = []  # (cut_dir, moment)
+    discarded = 0
+    for i, moment in enumerate(plan):
+        cut_dir = os.path.join(run_dir, f"cut-{i + 1:03d}")
+        os.makedirs(cut_dir)
+        shutil.copyfile(config, os.path.join(cut_dir, "matchbook.toml"))
+        label = moment
+        if moment == "startup":
+            primary.restart()
+            time.sleep(rnd.uniform(0, 1.5))
+        elif moment == "roll":
+            n = journal_segments(primary.data)
+            if not wait_for(lambda: journal_segments(primary.data) != n, 20):
+                label = "load"
+        elif moment == "snapshot":
+            before = snapshot_names(primary.data)
+            primary.serve.proc.send_signal(signal.SIGUSR1)
+            if not wait_for(lambda: snapshot_names(primary.data) - before, 5):
+                label = "load"
+        elif moment == "checkpoint":
+            stamp = projection_stamp(primary.data)
+            if not wait_for(lambda: projection_stamp(primary.data) != stamp, 10):
+                label = "load"
+        else:
+            time.sleep(rnd.uniform(0.1, 1.0))
+        taken = False
+        while not taken:
+            if primary.serve.proc.poll() is not None:
+                raise RuntimeError("the primary serve exited (primary-serve.log)")
+            taken = take_cut(primary.serve.proc.pid, primary.dev, primary.image,
+                             os.path.join(cut_dir, "image.ext4"),
+                             lambda: write_acks(os.path.join(cut_dir, "acks.jsonl"),
+                                                acks.upto_now()))
+            if not taken:
+                discarded += 1
+        with open(os.path.join(cut_dir, "moment"), "w") as f:
+            f.write(label + "\n")
+        cuts.append((cut_dir, label))
+        log(f"cut {i + 1}: {label}, {sum(1 for _ in open(os.path.join(cut_dir, 'acks.jsonl')))} "
+            f"acknowledgements")
+        time.sleep(rnd.uniform(0.05, 0.4))
+    load.join()
+    load_s = time.monotonic() - started
+    rc = primary.serve.stop()
+    fs = os.statvfs(primary.mnt)
+    used_mb = (fs.f_blocks - fs.f_bfree) * fs.f_frsize / 2**20
+    log(f"the primary's file system: {used_mb:.0f} of {args.image_mb} MiB used")
+    DISKS.release(primary.dev, primary.mnt)
+    if not args.keep_images:
+        os.unlink(primary.image)
+    log(f"load: {len(acks.items)} acknowledged answers in {load_s:.1f} s; the primary exited {rc}; "
+        f"{discarded} cut(s) discarded (a write during the copy) and taken again")
+
+    results = []
+    nested_left = n_nested
+    for idx, (cut_dir, label) in enumerate(cuts):
+        want_nested = nested_left > 0 and (idx % 4 == 0 or len(cuts) - idx <= nested_left)
+        res = check_cut(binary, cut_dir, label, args.keep_images, want_nested, rnd)
+        results.append(res)
+        report(res)
+        if res.nested:
+            nested_left -= 1
+            sub = check_cut(binary, res.nested, "recovering", args.keep_images)
+            results.append(sub)
+            report(sub)
+    log(f"checks: {time.monotonic() - started - load_s:.1f} s")
+    return summarize(results, args.cuts)
+
+
+def report(res):
+    rec = f"{res.recovery_s * 1000:.0f} ms" if res.recovery_s is not None else "-"
+    when = os.path.join(res.cut_dir, "moment")
+    if res.moment == "recovering" and os.path.exists(when):
+        rec += " (cut " + ("before" if open(when).read().strip() == "recovering" else "after")
+        rec += " its parent's serve was ready)"
+    log(f"{os.path.basename(os.path.dirname(res.cut_dir)) + '/' if res.moment == 'recovering' else ''}"
+        f"{os.path.basename(res.cut_dir)} [{res.moment}]: {res.outcome}, recovery {rec}")
+    for p in res.problems[:20]:
+        log(f"  {p}")
+    if len(res.problems) > 20:
+        log(f"  ... {len(res.problems) - 20} more")
+
+
+def summarize(results, wanted):
+    by = collections.OrderedDict()
+    for m in MOMENTS + ["recovering"]:
+        by[m] = [0, 0, 0]
+    for r in results:
+        c = by.setdefault(r.moment, [0, 0, 0])
+        c[0] += 1
+        if r.outcome == "passed":
+            c[1] += 1
+        elif r.outcome == "unmountable":
+            c[2] += 1
+    log("moment      cuts  survived  unmountable")
+    for m, (n, ok, um) in by.items():
+        log(f"{m:<11} {n:>4}  {ok:>8}  {um:>11}")
+    times = [r.recovery_s * 1000 for r in results if r.recovery_s is not None]
+    log(f"recovery time to ready: p50 {percentile(times, 50):.0f} ms, max "
+        f"{max(times) if times else float('nan'):.0f} ms over {len(times)} recoveries")
+    passed = sum(1 for r in results if r.outcome == "passed")
+    failed = len(results) - passed
+    if len(results) < wanted:
+        log(f"power_cut: only {len(results)} of {wanted} cuts were taken")
+        failed += wanted - len(results)
+    log(f"{passed} passed, {failed} failed")
+    return 0 if failed == 0 else 1
+
+
+def main():
+    ap = argparse.ArgumentParser(description="power cuts of matchbook serve on a loop device")
+    ap.add_argument("cuts", type=int, nargs="?", default=20)
+    ap.add_argument("--bin", required=True, help="the matchbook binary")
+    ap.add_argument("--out", required=True, help="run directory (cuts and acknowledgements)")
+    ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("--keep-images", action="store_true")
+    ap.add_argument("--image-mb", type=int, default=256,
+                    help="size of the primary's ext4 image (the journal, snapshots and projection)")
+    ap.add_argument("--fsync", default="fsync",
+                    help="journal.fsync of the server under test; under none, losses are expected")
+    ap.add_argument("--check", metavar="CUT_DIR", help="check one cut directory again")
+    args = ap.parse_args()
+    if args.seed is None:
+        args.seed = random.SystemRandom().randrange(1 << 30)
+
+    def on_signal(signum, _frame):
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGHUP, on_signal)
+    try:
+        if args.check:
+            cut_dir = os.path.abspath(args.check)
+            moment_file = os.path.join(cut_dir, "moment")
+            moment = open(moment_file).read().strip() if os.path.exists(moment_file) else "load"
+            res = check_cut(os.path.abspath(args.bin), cut_dir, moment, True)
+            report(res)
+            return summarize([res], 1)
+        if args.cuts < 1:
+            ap.error("the number of cuts must be at least 1")
+        log(f"power_cut: seed {args.seed}")
+        return run(args)
+    finally:
+        cleanup()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
