@@ -1475,13 +1475,14 @@ TEST_F(GatewayTest, CancelAnswersCarryTheCancelsClientIdAndExpiriesTheirReason) 
                        "price=30000&selfTradePreventionMode=EXPIRE_TAKER&"
                        "newOrderRespType=RESULT");
   ASSERT_EQ(stp.status, 200) << stp.body;
-  EXPECT_EQ(stp.Json().at("status").as_string(), "EXPIRED");
+  EXPECT_EQ(stp.Json().at("status").as_string(), "EXPIRED_IN_MATCH");
   EXPECT_EQ(stp.Json().at("preventedQuantity").as_string(), "0.03000000");
   EXPECT_FALSE(stp.Json().as_object().contains("expiryReason"));
   Reply get =
       n.Signed(http::verb::get, "/api/v3/order", alice,
                fmt::format("symbol=BTCUSDT&orderId={}", stp.Json().at("orderId").as_int64()));
   EXPECT_EQ(get.Json().at("preventedQuantity").as_string(), "0.03000000") << get.body;
+  EXPECT_EQ(get.Json().at("status").as_string(), "EXPIRED_IN_MATCH") << get.body;
 }
 
 // A FOK that cannot fill completely is, as on Binance, an order that

@@ -279,6 +279,16 @@ void BestLevel(const std::vector<Level>& side, const MarketFormat& f, std::strin
   *qty = f.Qty(best.qty);
 }
 
+// Binance names an order that self-trade prevention expired EXPIRED_IN_MATCH
+// (the read side's status is EXPIRED with that reason).
+std::string_view StatusString(const OrderRecord& r) {
+  if (r.status == marketdata::OrderStatus::kExpired &&
+      r.expire_reason == engine::ExpireReason::kSelfTradePrevention) {
+    return "EXPIRED_IN_MATCH";
+  }
+  return marketdata::ToString(r.status);
+}
+
 // The fields every order shape shares, from price to side.
 void OrderCore(Obj& o, const MarketFormat& f, const OrderRecord& r, bool with_quote_order_qty) {
   // A market order by quote amount has no quantity of its own: Binance shows
@@ -289,7 +299,7 @@ void OrderCore(Obj& o, const MarketFormat& f, const OrderRecord& r, bool with_qu
       .Dec("executedQty", f.Qty(r.executed));
   if (with_quote_order_qty) o.Dec("origQuoteOrderQty", f.Quote(r.quote_qty));
   o.Dec("cummulativeQuoteQty", f.Quote(r.cumulative_quote))
-      .Str("status", marketdata::ToString(r.status))
+      .Str("status", StatusString(r))
       .Str("timeInForce", TifString(r))
       .Str("type", engine::ToString(r.terms.type))
       .Str("side", engine::ToString(r.terms.side));
@@ -781,7 +791,7 @@ std::string AmendedOrderJson(const engine::EngineConfig& config, const OrderReco
         .Dec("preventedQty", f.Qty(Qty{0}))
         .Dec("quoteOrderQty", f.Quote(r.quote_qty))
         .Dec("cumulativeQuoteQty", f.Quote(r.cumulative_quote))
-        .Str("status", marketdata::ToString(r.status))
+        .Str("status", StatusString(r))
         .Str("timeInForce", TifString(r))
         .Str("type", engine::ToString(r.terms.type))
         .Str("side", engine::ToString(r.terms.side));
@@ -1160,8 +1170,11 @@ std::string ExecutionReportJson(const engine::EngineConfig& config,
       .Dec("F", f.Base(Amount{0}))
       .Int("g", -1)
       .Str("C", orig_client_id)
-      .Str("x", marketdata::ToString(r.type))
-      .Str("X", marketdata::ToString(ord.status))
+      .Str("x", r.type == marketdata::ExecType::kExpired &&
+                        StatusString(ord) == std::string_view("EXPIRED_IN_MATCH")
+                    ? std::string_view("TRADE_PREVENTION")
+                    : marketdata::ToString(r.type))
+      .Str("X", StatusString(ord))
       .Str("r", RejectString(r.reject))
       .Uint("i", Raw(ord.id))
       .Dec("l", f.Qty(fill ? fill->qty : mb::Qty{0}))

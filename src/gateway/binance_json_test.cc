@@ -751,6 +751,8 @@ TEST(OrderJson, ExpiredOrdersSayWhy) {
   EXPECT_EQ(field(NewOrderJson(c, o, {}, RespType::kAck, 1), "expiryReason"), "absent");
   o.expire_reason = engine::ExpireReason::kSelfTradePrevention;
   EXPECT_EQ(field(OrderJson(c, o), "expiryReason"), "absent");
+  EXPECT_EQ(field(OrderJson(c, o), "status"), "EXPIRED_IN_MATCH");
+  EXPECT_EQ(field(NewOrderJson(c, o, {}, RespType::kResult, 1), "status"), "EXPIRED_IN_MATCH");
   EXPECT_EQ(field(OrderJson(c, o), "preventedQuantity"), "0.00150000");  // 300 - 150 lots
 }
 
@@ -1117,6 +1119,26 @@ TEST(ExecutionReportJson, CancelNamesTheOriginalClientId) {
   EXPECT_TRUE(o.at("N").is_null());
   EXPECT_EQ(Str(o, "z"), "0.00150000");
   EXPECT_EQ(Str(o, "Z"), "97.50000000");
+}
+
+// Binance reports an order that self-trade prevention expired as
+// x TRADE_PREVENTION, X EXPIRED_IN_MATCH; other expiries stay EXPIRED.
+TEST(ExecutionReportJson, SelfTradePreventionExpiryIsExpiredInMatch) {
+  const engine::EngineConfig c = TestConfig();
+  ExecutionReport r;
+  r.type = ExecType::kExpired;
+  r.order = LimitBuy();
+  r.order.status = OrderStatus::kExpired;
+  r.order.expire_reason = engine::ExpireReason::kSelfTradePrevention;
+  r.seq = Sequence{1003};
+  r.time_ns = 1'700'000'000'123'000'000;
+  const boost::json::object stp = ParseObject(ExecutionReportJson(c, r, 1));
+  EXPECT_EQ(Str(stp, "x"), "TRADE_PREVENTION");
+  EXPECT_EQ(Str(stp, "X"), "EXPIRED_IN_MATCH");
+  r.order.expire_reason = engine::ExpireReason::kIocRemainder;
+  const boost::json::object ioc = ParseObject(ExecutionReportJson(c, r, 1));
+  EXPECT_EQ(Str(ioc, "x"), "EXPIRED");
+  EXPECT_EQ(Str(ioc, "X"), "EXPIRED");
 }
 
 TEST(ExecutionReportJson, ExpiredAmendedAndMarketOrders) {
