@@ -967,7 +967,8 @@ TEST_F(GatewayTest, OrdersFillsBalancesAndCancels) {
   const int64_t traded = pub.Json().as_array()[0].at("time").as_int64();
   for (const char* iv : {"1s", "1m", "3m", "5m", "15m", "30m", "1h", "2h", "4h", "6h", "8h", "12h",
                          "1d", "3d", "1w", "1M"}) {
-    Reply k = n.Request(http::verb::get, fmt::format("/api/v3/klines?symbol=BTCUSDT&interval={}", iv));
+    Reply k =
+        n.Request(http::verb::get, fmt::format("/api/v3/klines?symbol=BTCUSDT&interval={}", iv));
     ASSERT_EQ(k.status, 200) << iv << " " << k.body;
     ASSERT_EQ(k.Json().as_array().size(), 1u) << iv;
     EXPECT_EQ(k.Json().as_array()[0].as_array()[5].as_string(), "0.04000000") << iv;
@@ -977,8 +978,9 @@ TEST_F(GatewayTest, OrdersFillsBalancesAndCancels) {
   const int64_t local_day = (traded + k8h) / kDayMs * kDayMs - k8h;
   for (const char* zone : {"%2B08:00", "8", "08:00"}) {
     for (const char* path : {"klines", "uiKlines"}) {
-      Reply k = n.Request(http::verb::get,
-                          fmt::format("/api/v3/{}?symbol=BTCUSDT&interval=1d&timeZone={}", path, zone));
+      Reply k =
+          n.Request(http::verb::get,
+                    fmt::format("/api/v3/{}?symbol=BTCUSDT&interval=1d&timeZone={}", path, zone));
       ASSERT_EQ(k.status, 200) << zone << " " << k.body;
       const json::value body = k.Json();
       const json::array& row = body.as_array().at(0).as_array();
@@ -987,8 +989,9 @@ TEST_F(GatewayTest, OrdersFillsBalancesAndCancels) {
     }
   }
   for (const char* zone : {"15", "%2B14:01", "-12:30", "8:5", "UTC", ""}) {
-    Reply bad = n.Request(http::verb::get,
-                          fmt::format("/api/v3/klines?symbol=BTCUSDT&interval=1h&timeZone={}", zone));
+    Reply bad =
+        n.Request(http::verb::get,
+                  fmt::format("/api/v3/klines?symbol=BTCUSDT&interval=1h&timeZone={}", zone));
     EXPECT_EQ(bad.status, 400) << zone;
     EXPECT_EQ(bad.Json().at("code").as_int64(), -1100) << zone << " " << bad.body;
   }
@@ -1026,18 +1029,19 @@ TEST_F(GatewayTest, OrdersFillsBalancesAndCancels) {
   Reply mini24 = n.Request(http::verb::get, "/api/v3/ticker/24hr?symbol=BTCUSDT&type=MINI");
   EXPECT_EQ(mini24.Json().at("lastPrice").as_string(), "30000.00000000");
   EXPECT_FALSE(mini24.Json().as_object().contains("bidPrice"));
-  for (const char* bad : {"/api/v3/ticker", "/api/v3/ticker/tradingDay",
-                          "/api/v3/ticker?symbol=BTCUSDT&windowSize=60m",
-                          "/api/v3/ticker?symbol=BTCUSDT&windowSize=8d",
-                          "/api/v3/ticker?symbol=BTCUSDT&windowSize=0m",
-                          "/api/v3/ticker?symbol=BTCUSDT&type=BIG",
-                          "/api/v3/ticker/24hr?symbol=BTCUSDT&type=mini",
-                          "/api/v3/ticker/tradingDay?symbol=BTCUSDT&timeZone=15",
-                          "/api/v3/avgPrice", "/api/v3/avgPrice?symbol=NOPE"}) {
+  for (const char* bad :
+       {"/api/v3/ticker", "/api/v3/ticker/tradingDay",
+        "/api/v3/ticker?symbol=BTCUSDT&windowSize=60m",
+        "/api/v3/ticker?symbol=BTCUSDT&windowSize=8d",
+        "/api/v3/ticker?symbol=BTCUSDT&windowSize=0m", "/api/v3/ticker?symbol=BTCUSDT&type=BIG",
+        "/api/v3/ticker/24hr?symbol=BTCUSDT&type=mini",
+        "/api/v3/ticker/tradingDay?symbol=BTCUSDT&timeZone=15", "/api/v3/avgPrice",
+        "/api/v3/avgPrice?symbol=NOPE"}) {
     Reply r = n.Request(http::verb::get, bad);
     EXPECT_EQ(r.status, 400) << bad;
     const int64_t code = r.Json().at("code").as_int64();
-    EXPECT_TRUE(code == -1100 || code == -1102 || code == -1121 || code == -1139) << bad << " " << r.body;
+    EXPECT_TRUE(code == -1100 || code == -1102 || code == -1121 || code == -1139)
+        << bad << " " << r.body;
   }
   Reply depth = n.Request(http::verb::get, "/api/v3/depth?symbol=BTCUSDT");
   ASSERT_EQ(depth.Json().at("bids").as_array().size(), 1u);
@@ -2460,7 +2464,6 @@ TEST_F(GatewayTest, ConcurrentScrapesWhileTrading) {
   EXPECT_EQ(Sample(text, R"(matchbook_orders_total{market="BTCUSDT"})"), orders.load());
 }
 
-
 // ------------------------------------------------------------ WebSocket API
 
 // A blocking WebSocket API client: one request, its answer.
@@ -2543,9 +2546,14 @@ TEST_F(GatewayTest, WebSocketApiTradesAsRestDoes) {
                         "price=30000&newOrderRespType=FULL");
   ASSERT_EQ(rest.status, 200) << rest.body;
   a = ws.Signed("order.place", alice,
-                {{"symbol", "BTCUSDT"}, {"side", "BUY"}, {"type", "LIMIT"},
-                 {"timeInForce", "GTC"}, {"quantity", "0.1"}, {"price", "30000"},
-                 {"newClientOrderId", "ws-1"}, {"newOrderRespType", "FULL"}});
+                {{"symbol", "BTCUSDT"},
+                 {"side", "BUY"},
+                 {"type", "LIMIT"},
+                 {"timeInForce", "GTC"},
+                 {"quantity", "0.1"},
+                 {"price", "30000"},
+                 {"newClientOrderId", "ws-1"},
+                 {"newOrderRespType", "FULL"}});
   ASSERT_EQ(a.at("status"), 200) << json::serialize(a);
   EXPECT_EQ(Normalized(a.at("result")), Normalized(rest.Json()));
   EXPECT_EQ(a.at("result").at("clientOrderId"), "ws-1");
@@ -2559,23 +2567,30 @@ TEST_F(GatewayTest, WebSocketApiTradesAsRestDoes) {
 
   // The errors REST gives.
   a = ws.Signed("order.place", alice,
-                {{"symbol", "BTCUSDT"}, {"side", "BUY"}, {"type", "LIMIT"},
-                 {"timeInForce", "GTC"}, {"quantity", "0.1"}, {"price", "30000.001"}});
+                {{"symbol", "BTCUSDT"},
+                 {"side", "BUY"},
+                 {"type", "LIMIT"},
+                 {"timeInForce", "GTC"},
+                 {"quantity", "0.1"},
+                 {"price", "30000.001"}});
   EXPECT_EQ(a.at("status"), 400);
   EXPECT_EQ(a.at("error").at("code"), -1013);
   EXPECT_EQ(a.at("error").at("msg"), "Filter failure: PRICE_FILTER");
   a = ws.Signed("order.status", alice, {{"symbol", "BTCUSDT"}, {"orderId", 999999}});
   EXPECT_EQ(a.at("error").at("code"), -2013);
-  EXPECT_EQ(ws.Signed("order.test", alice,
-                      {{"symbol", "BTCUSDT"}, {"side", "BUY"}, {"type", "MARKET"},
-                       {"quantity", "0.1"}})
-                .at("status"),
-            200);
+  EXPECT_EQ(
+      ws.Signed("order.test", alice,
+                {{"symbol", "BTCUSDT"}, {"side", "BUY"}, {"type", "MARKET"}, {"quantity", "0.1"}})
+          .at("status"),
+      200);
 
   // Bob sells into both; Alice sees her order, trades and balances.
   a = ws.Signed("order.place", bob,
-                {{"symbol", "BTCUSDT"}, {"side", "SELL"}, {"type", "MARKET"},
-                 {"quantity", "0.15"}, {"newOrderRespType", "RESULT"}});
+                {{"symbol", "BTCUSDT"},
+                 {"side", "SELL"},
+                 {"type", "MARKET"},
+                 {"quantity", "0.15"},
+                 {"newOrderRespType", "RESULT"}});
   ASSERT_EQ(a.at("status"), 200) << json::serialize(a);
   EXPECT_EQ(a.at("result").at("status"), "FILLED");
   a = ws.Signed("order.status", alice, {{"symbol", "BTCUSDT"}, {"origClientOrderId", "ws-1"}});
@@ -2596,16 +2611,25 @@ TEST_F(GatewayTest, WebSocketApiTradesAsRestDoes) {
   ASSERT_EQ(a.at("status"), 200) << json::serialize(a);
   EXPECT_EQ(a.at("result").at("amendedOrder").at("qty"), "0.08000000");
   a = ws.Signed("order.cancelReplace", alice,
-                {{"symbol", "BTCUSDT"}, {"cancelReplaceMode", "STOP_ON_FAILURE"},
-                 {"cancelOrderId", ws_order}, {"side", "BUY"}, {"type", "LIMIT"},
-                 {"timeInForce", "GTC"}, {"quantity", "0.2"}, {"price", "29000"},
+                {{"symbol", "BTCUSDT"},
+                 {"cancelReplaceMode", "STOP_ON_FAILURE"},
+                 {"cancelOrderId", ws_order},
+                 {"side", "BUY"},
+                 {"type", "LIMIT"},
+                 {"timeInForce", "GTC"},
+                 {"quantity", "0.2"},
+                 {"price", "29000"},
                  {"newClientOrderId", "ws-2"}});
   ASSERT_EQ(a.at("status"), 200) << json::serialize(a);
   EXPECT_EQ(a.at("result").at("cancelResult"), "SUCCESS");
   EXPECT_EQ(a.at("result").at("newOrderResponse").at("clientOrderId"), "ws-2");
   a = ws.Signed("order.place", alice,
-                {{"symbol", "BTCUSDT"}, {"side", "BUY"}, {"type", "LIMIT"},
-                 {"timeInForce", "GTC"}, {"quantity", "0.1"}, {"price", "28000"},
+                {{"symbol", "BTCUSDT"},
+                 {"side", "BUY"},
+                 {"type", "LIMIT"},
+                 {"timeInForce", "GTC"},
+                 {"quantity", "0.1"},
+                 {"price", "28000"},
                  {"newOrderRespType", "ACK"}});
   ASSERT_EQ(a.at("status"), 200) << json::serialize(a);
   EXPECT_FALSE(a.at("result").as_object().contains("status"));  // ACK
@@ -2656,16 +2680,17 @@ TEST_F(GatewayTest, WebSocketApiSessionWithAnOperatorRegisteredEd25519Key) {
   auto alice = n.NewAccount("alice");
   // RFC 8032's first test key.
   std::string secret, pub;
-  for (std::string_view hex : {"9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60",
-                               "d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a"}) {
+  for (std::string_view hex :
+       {"9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60",
+        "d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a"}) {
     std::string& out = secret.empty() ? secret : pub;
     for (std::size_t i = 0; i < hex.size(); i += 2) {
       out.push_back(static_cast<char>(std::stoi(std::string(hex.substr(i, 2)), nullptr, 16)));
     }
   }
   const std::string der = std::string("\x30\x2a\x30\x05\x06\x03\x2b\x65\x70\x03\x21\x00", 12) + pub;
-  const std::string pem = "-----BEGIN PUBLIC KEY-----\n" + gateway::Base64Encode(der) +
-                          "\n-----END PUBLIC KEY-----\n";
+  const std::string pem =
+      "-----BEGIN PUBLIC KEY-----\n" + gateway::Base64Encode(der) + "\n-----END PUBLIC KEY-----\n";
   Reply bad = n.Admin(http::verb::post, fmt::format("accounts/{}/apiKeys", alice.account),
                       R"({"publicKey":"nonsense"})");
   EXPECT_EQ(bad.status, 400) << bad.body;
@@ -2692,10 +2717,10 @@ TEST_F(GatewayTest, WebSocketApiSessionWithAnOperatorRegisteredEd25519Key) {
     std::string sig(64, '\0');
     std::size_t len = sig.size();
     EXPECT_EQ(EVP_DigestSignInit(ctx, nullptr, nullptr, nullptr, key), 1);
-    EXPECT_EQ(EVP_DigestSign(ctx, reinterpret_cast<unsigned char*>(sig.data()), &len,
-                             reinterpret_cast<const unsigned char*>(payload.data()),
-                             payload.size()),
-              1);
+    EXPECT_EQ(
+        EVP_DigestSign(ctx, reinterpret_cast<unsigned char*>(sig.data()), &len,
+                       reinterpret_cast<const unsigned char*>(payload.data()), payload.size()),
+        1);
     EVP_MD_CTX_free(ctx);
     EVP_PKEY_free(key);
     params["signature"] = gateway::Base64Encode(sig);

@@ -480,8 +480,7 @@ TEST(ParseConfig, RuntimeTablesAreOptionalAndParsed) {
   for (const char* bad : {"wal_max_mb = 3", "wal_max_mb = \"64\"", "cache_mb = 0"}) {
     auto r = ParseFullConfig(Edit() + "[projection]\n" + bad + "\n", "test.toml");
     ASSERT_FALSE(r.ok()) << bad;
-    EXPECT_NE(r.status().message().find("projection."), std::string::npos)
-        << r.status().message();
+    EXPECT_NE(r.status().message().find("projection."), std::string::npos) << r.status().message();
   }
 }
 

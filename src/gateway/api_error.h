@@ -18,16 +18,16 @@ struct ApiError {
   std::string Json() const;  // {"code":-1121,"msg":"Invalid symbol."}
 
   // Catalogue (Binance texts).
-  static ApiError Unknown(std::string msg);                  // 500 -1000
-  static ApiError Disconnected(std::string msg);             // 503 -1001
-  static ApiError Unauthorized();                            // 401 -1002
-  static ApiError TooManyRequests(std::string msg);          // 429 -1003
-  static ApiError ServerBusy(std::string msg);               // 503 -1008
-  static ApiError UnknownOrderComposition();                 // 400 -1014
-  static ApiError FilterFailure(std::string_view filter);    // 400 -1013 "Filter failure: LOT_SIZE"
-  static ApiError TimestampOutside();                        // 400 -1021
-  static ApiError BadSignature();                            // 400 -1022
-  static ApiError IllegalChars(std::string_view param);      // 400 -1100
+  static ApiError Unknown(std::string msg);                // 500 -1000
+  static ApiError Disconnected(std::string msg);           // 503 -1001
+  static ApiError Unauthorized();                          // 401 -1002
+  static ApiError TooManyRequests(std::string msg);        // 429 -1003
+  static ApiError ServerBusy(std::string msg);             // 503 -1008
+  static ApiError UnknownOrderComposition();               // 400 -1014
+  static ApiError FilterFailure(std::string_view filter);  // 400 -1013 "Filter failure: LOT_SIZE"
+  static ApiError TimestampOutside();                      // 400 -1021
+  static ApiError BadSignature();                          // 400 -1022
+  static ApiError IllegalChars(std::string_view param);    // 400 -1100
   // 400 -1100 "Illegal characters found in parameter 'p'; legal range is 'r'."
   static ApiError IllegalChars(std::string_view param, std::string_view legal_range);
   static ApiError DuplicateParam(std::string_view param);    // 400 -1101 (duplicate or too many)

@@ -1121,7 +1121,6 @@ TEST(OrderCountLimiterTest, FixedWindowsPerAccount) {
   EXPECT_EQ(d.count_10s, 500U);
 }
 
-
 // ---------------------------------------------------------------- Ed25519
 
 std::string FromHex(std::string_view hex) {
@@ -1239,9 +1238,10 @@ TEST_F(KeyStoreTest, Ed25519KeysPersistWithoutASecret) {
               StatusCode::kInvalidArgument);
     EXPECT_EQ(store->CreateEd25519Key(alice->id, raw.substr(1), 2000).status().code(),
               StatusCode::kInvalidArgument);
-    EXPECT_EQ(
-        store->CreateEd25519Key(AccountId{9}, FromHex(kRfc8032[1].public_key), 2000).status().code(),
-        StatusCode::kNotFound);
+    EXPECT_EQ(store->CreateEd25519Key(AccountId{9}, FromHex(kRfc8032[1].public_key), 2000)
+                  .status()
+                  .code(),
+              StatusCode::kNotFound);
   }
   auto store = OpenStore();
   ASSERT_NE(store, nullptr);

@@ -365,17 +365,16 @@ bool Ed25519Verify(std::string_view public_key, std::string_view message,
   if (public_key.size() != kEd25519KeyBytes || signature.size() != kEd25519SignatureBytes) {
     return false;
   }
-  PkeyPtr key(EVP_PKEY_new_raw_public_key(
-      EVP_PKEY_ED25519, nullptr, reinterpret_cast<const unsigned char*>(public_key.data()),
-      public_key.size()));
+  PkeyPtr key(EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, nullptr,
+                                          reinterpret_cast<const unsigned char*>(public_key.data()),
+                                          public_key.size()));
   if (!key) return false;
   std::unique_ptr<EVP_MD_CTX, MdCtxFree> ctx(EVP_MD_CTX_new());
   if (!ctx || EVP_DigestVerifyInit(ctx.get(), nullptr, nullptr, nullptr, key.get()) != 1) {
     return false;
   }
   return EVP_DigestVerify(ctx.get(), reinterpret_cast<const unsigned char*>(signature.data()),
-                          signature.size(),
-                          reinterpret_cast<const unsigned char*>(message.data()),
+                          signature.size(), reinterpret_cast<const unsigned char*>(message.data()),
                           message.size()) == 1;
 }
 

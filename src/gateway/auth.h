@@ -107,8 +107,8 @@ class KeyStore {
   // ParseEd25519PublicKey). Error: no such account, a key not 32 bytes, a
   // public key already registered.
   Result<ApiKey> CreateEd25519Key(AccountId account, std::string public_key, int64_t now_ms);
-  Status RevokeKey(std::string_view key);                       // kNotFound
-  std::optional<ApiKey> FindKey(std::string_view key) const;    // revoked keys too
+  Status RevokeKey(std::string_view key);                     // kNotFound
+  std::optional<ApiKey> FindKey(std::string_view key) const;  // revoked keys too
   std::vector<ApiKey> Keys(AccountId account) const;
 
  private:

@@ -609,8 +609,8 @@ TEST(WindowTickerJson, FullAndMini) {
 TEST(WindowTickerEventJson, OneHourWindow) {
   const engine::EngineConfig c = TestConfig();
   const MarketSnapshot s = TickerSnapshot();
-  const boost::json::object e = ParseObject(
-      WindowTickerEventJson(c, s, "1h", 3'600'000, kTickerNowMs * kNsPerMs, kMs));
+  const boost::json::object e =
+      ParseObject(WindowTickerEventJson(c, s, "1h", 3'600'000, kTickerNowMs * kNsPerMs, kMs));
   EXPECT_EQ(e.at("e").as_string(), "1hTicker");
   EXPECT_EQ(Int(e, "E"), kTickerNowMs);
   EXPECT_EQ(Int(e, "O"), kTickerNowMs - 3'600'000);
@@ -631,8 +631,7 @@ TEST(AvgPriceJson, WeightedOrLastPrice) {
   MarketSnapshot none;
   none.market = kBtcUsd;
   EXPECT_EQ(AvgPriceJson(c, none, kTickerNowMs), R"({"mins":5,"price":"0.00","closeTime":0})");
-  const boost::json::object ev =
-      ParseObject(AvgPriceEventJson(c, s, kTickerNowMs * kNsPerMs, kMs));
+  const boost::json::object ev = ParseObject(AvgPriceEventJson(c, s, kTickerNowMs * kNsPerMs, kMs));
   EXPECT_EQ(ev.at("e").as_string(), "avgPrice");
   EXPECT_EQ(ev.at("i").as_string(), "5m");
   EXPECT_EQ(ev.at("w"), a.at("price"));

@@ -462,8 +462,8 @@ class Gateway::Impl final : public HttpHandler, public WsApiBackend {
       };
       a.used_weight = header("X-MBX-USED-WEIGHT-1M");
       if (res.find("X-MBX-ORDER-COUNT-10S") != res.end()) {
-        a.order_counts = std::make_pair(header("X-MBX-ORDER-COUNT-10S"),
-                                        header("X-MBX-ORDER-COUNT-1D"));
+        a.order_counts =
+            std::make_pair(header("X-MBX-ORDER-COUNT-10S"), header("X-MBX-ORDER-COUNT-1D"));
       }
       done(std::move(a));
     };
@@ -973,8 +973,8 @@ class Gateway::Impl final : public HttpHandler, public WsApiBackend {
   void AggTrades(Ctx& c) {
     HistoryQuery q;
     if (auto e = ParseHistory(c, "fromId", &q)) return Reply(c, *e);
-    const auto rows =
-        Snap(q.market)->AggTrades(q.limit, q.from.value_or(0), q.start.value_or(0), q.end.value_or(0));
+    const auto rows = Snap(q.market)->AggTrades(q.limit, q.from.value_or(0), q.start.value_or(0),
+                                                q.end.value_or(0));
     Ok(c, AggTradesJson(config_, rows));
   }
   void Klines(Ctx& c) {
@@ -1013,7 +1013,8 @@ class Gateway::Impl final : public HttpHandler, public WsApiBackend {
     int64_t window = 24 * 3'600'000;
     if (const auto w = c.params.Get("windowSize")) {
       const std::optional<int64_t> parsed = ParseWindowSize(*w);
-      if (!parsed) return Reply(c, ApiError::IllegalChars("windowSize", "1m..59m, 1h..23h, 1d..7d"));
+      if (!parsed)
+        return Reply(c, ApiError::IllegalChars("windowSize", "1m..59m, 1h..23h, 1d..7d"));
       window = *parsed;
     }
     bool mini = false;

@@ -1461,7 +1461,8 @@ class StreamHub::Impl {
           [w](const StreamKey& k) {
             return k.kind == Kind::kWindowTicker && k.interval == static_cast<uint8_t>(w);
           },
-          kNoOrigin, [&](TimeUnit u) {
+          kNoOrigin,
+          [&](TimeUnit u) {
             return WindowTickerEventJson(config_, *snap, kTickerWindows[w].name,
                                          kTickerWindows[w].ms, event_ns, u);
           });
@@ -1479,7 +1480,8 @@ class StreamHub::Impl {
     for (std::size_t m = 0; m < all_dirty_.size(); ++m) {
       if (all_dirty_[m] == 0) continue;
       all_dirty_[m] = 0;
-      if (auto snap = read_side_.Snapshot(static_cast<MarketId>(m))) snaps.push_back(std::move(snap));
+      if (auto snap = read_side_.Snapshot(static_cast<MarketId>(m)))
+        snaps.push_back(std::move(snap));
     }
     if (snaps.empty()) return;
     all_sent_ms_ = now;
@@ -1496,7 +1498,8 @@ class StreamHub::Impl {
     };
     if (route.all_ticker) {
       SendToTopics(route, MatchKind{Kind::kAllTicker}, kNoOrigin, [&](TimeUnit u) {
-        return array([&](const MarketSnapshot& s) { return TickerEventJson(config_, s, event_ns, u); });
+        return array(
+            [&](const MarketSnapshot& s) { return TickerEventJson(config_, s, event_ns, u); });
       });
     }
     if (route.all_mini_ticker) {
@@ -1512,7 +1515,8 @@ class StreamHub::Impl {
           [w](const StreamKey& k) {
             return k.kind == Kind::kAllWindowTicker && k.interval == static_cast<uint8_t>(w);
           },
-          kNoOrigin, [&](TimeUnit u) {
+          kNoOrigin,
+          [&](TimeUnit u) {
             return array([&](const MarketSnapshot& s) {
               return WindowTickerEventJson(config_, s, kTickerWindows[w].name, kTickerWindows[w].ms,
                                            event_ns, u);

@@ -445,11 +445,11 @@ TEST_F(StreamsTest, MalformedRequestsGetAnErrorAndKeepTheConnection) {
   EXPECT_TRUE(error(R"({"method":"SUBSCRIBE","params":[42],"id":9})", 1, 9)
                   .starts_with("Invalid value type"));
   EXPECT_TRUE(error(R"({"method":"SUBSCRIBE","id":10})", 2, 10).starts_with("Invalid request"));
-  for (const char* bad : {"btcusd@trade", "BTCUSDT@trade", "btcusdt@depth7", "btcusdt@depth@10ms",
-                          "btcusdt@kline_2m", "btcusdt", "@trade", "btcusdt@trade@100ms",
-                          "btcusdt@kline_1d@", "btcusdt@kline_1d@+15:00", "btcusdt@kline_1d@8:5",
-                          "btcusdt@kline_1S", "btcusdt@kline_@+08:00", "!ticker_2h@arr",
-                          "!foo@arr", "!ticker", "btcusdt@ticker_2h", "btcusdt@avgprice"}) {
+  for (const char* bad :
+       {"btcusd@trade", "BTCUSDT@trade", "btcusdt@depth7", "btcusdt@depth@10ms", "btcusdt@kline_2m",
+        "btcusdt", "@trade", "btcusdt@trade@100ms", "btcusdt@kline_1d@", "btcusdt@kline_1d@+15:00",
+        "btcusdt@kline_1d@8:5", "btcusdt@kline_1S", "btcusdt@kline_@+08:00", "!ticker_2h@arr",
+        "!foo@arr", "!ticker", "btcusdt@ticker_2h", "btcusdt@avgprice"}) {
     const std::string req = std::string(R"({"method":"SUBSCRIBE","params":["ethusdt@trade",")") +
                             bad + R"("],"id":"s"})";
     EXPECT_EQ(error(req, 2, "s"), std::string("Invalid request: unknown stream '") + bad + "'");

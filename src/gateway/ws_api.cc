@@ -6,8 +6,8 @@
 #include <boost/json.hpp>
 #include <map>
 #include <unordered_map>
-#include <variant>
 #include <utility>
+#include <variant>
 
 #include "common/thread_annotations.h"
 
@@ -93,9 +93,7 @@ struct Session {
   int64_t authorized_ms = 0;
 };
 
-bool IsApiTarget(std::string_view target) {
-  return target.substr(0, target.find('?')) == kPath;
-}
+bool IsApiTarget(std::string_view target) { return target.substr(0, target.find('?')) == kPath; }
 
 }  // namespace
 
@@ -119,8 +117,8 @@ std::string WsApiEnvelope(std::string_view id_json, const WsApiAnswer& answer,
   if (return_rate_limits) {
     out += ",\"rateLimits\":[";
     bool first = true;
-    const auto limit = [&](std::string_view type, std::string_view interval, int num,
-                           uint32_t max, uint32_t count) {
+    const auto limit = [&](std::string_view type, std::string_view interval, int num, uint32_t max,
+                           uint32_t count) {
       if (max == 0) return;
       if (!first) out += ',';
       first = false;
@@ -209,15 +207,16 @@ class WsApi::Impl {
 
   void HandleRequest(const std::shared_ptr<WsConnection>& conn, std::string_view text) {
     if (text.size() > options_.max_request_bytes) {
-      return Refuse(conn, "null", true,
-                    ApiError{400, -1000,
-                             "Request too large: " + std::to_string(text.size()) +
-                                 " bytes; at most " + std::to_string(options_.max_request_bytes) +
-                                 " are read."});
+      return Refuse(
+          conn, "null", true,
+          ApiError{400, -1000,
+                   "Request too large: " + std::to_string(text.size()) + " bytes; at most " +
+                       std::to_string(options_.max_request_bytes) + " are read."});
     }
     boost::system::error_code ec;
     const json::value doc = json::parse(text, ec);
-    if (ec) return Refuse(conn, "null", true, ApiError{400, -1135, "Invalid JSON: " + ec.message()});
+    if (ec)
+      return Refuse(conn, "null", true, ApiError{400, -1135, "Invalid JSON: " + ec.message()});
     const json::object* req = doc.if_object();
     if (req == nullptr) {
       return Refuse(conn, "null", true,
@@ -238,9 +237,9 @@ class WsApi::Impl {
     const json::object* params = &kNoParams;
     if (const json::value* p = req->if_contains("params")) {
       if (!p->is_object()) {
-        return Refuse(conn, std::move(id_json), true,
-                      ApiError{400, -1135,
-                               "Invalid 'params' in JSON request; expected an object."});
+        return Refuse(
+            conn, std::move(id_json), true,
+            ApiError{400, -1135, "Invalid 'params' in JSON request; expected an object."});
       }
       params = &p->get_object();
     }
@@ -268,9 +267,9 @@ class WsApi::Impl {
     if (name.starts_with("userDataStream.")) return streams_.OnMessage(conn, text);
     const WsApiMethod* method = FindWsApiMethod(name);
     if (method == nullptr) {
-      return Refuse(
-          conn, std::move(id_json), rate_limits,
-          ApiError::BadParam("method", "Unknown method '" + std::string(name.substr(0, 64)) + "'."));
+      return Refuse(conn, std::move(id_json), rate_limits,
+                    ApiError::BadParam(
+                        "method", "Unknown method '" + std::string(name.substr(0, 64)) + "'."));
     }
 
     WsApiCall call;
@@ -308,8 +307,7 @@ class WsApi::Impl {
 
     const std::shared_ptr<Session> session = SessionOf(*conn);
     if (method->path.empty()) {
-      if (auto e = SessionMethod(*method, call.params, payload, session, rate_limits,
-                                 &call.body)) {
+      if (auto e = SessionMethod(*method, call.params, payload, session, rate_limits, &call.body)) {
         call.error = std::move(*e);
       }
     } else if (method->is_signed) {
@@ -331,7 +329,8 @@ class WsApi::Impl {
   }
 
   // A request signed by its own apiKey + signature: the key, or the error.
-  std::variant<ApiKey, ApiError> VerifySigned(const Params& params, std::string_view payload) const {
+  std::variant<ApiKey, ApiError> VerifySigned(const Params& params,
+                                              std::string_view payload) const {
     const std::optional<std::string_view> api_key = params.Get("apiKey");
     if (!api_key || api_key->empty()) return ApiError::MandatoryMissing("apiKey");
     const std::optional<std::string_view> signature = params.Get("signature");

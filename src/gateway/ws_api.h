@@ -48,7 +48,7 @@ namespace mb::gateway {
 struct WsApiMethod {
   std::string_view name;  // "order.place"
   http::verb verb = http::verb::get;
-  std::string_view path;  // "/api/v3/order"; empty: answered by WsApi
+  std::string_view path;   // "/api/v3/order"; empty: answered by WsApi
   bool is_signed = false;  // TRADE / USER_DATA: a signature or a logged-on session
   uint32_t weight = 1;     // of a method without a path (the endpoint's weight otherwise)
 };

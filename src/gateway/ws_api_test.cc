@@ -188,7 +188,9 @@ class WsApiTest : public ::testing::Test {
     params["signature"] = Base64Encode(Ed25519Sign(kEdSecret, Payload(params)));
     return params;
   }
-  static int64_t Code(const json::object& a) { return a.at("error").at("code").to_number<int64_t>(); }
+  static int64_t Code(const json::object& a) {
+    return a.at("error").at("code").to_number<int64_t>();
+  }
 
   fs::path dir_;
   std::unique_ptr<KeyStore> keys_;
@@ -300,10 +302,10 @@ TEST_F(WsApiTest, SignedMethodsNeedAValidSignatureInTheWindow) {
   // Outside recvWindow, or ahead of the server: -1021; a bad recvWindow -1130.
   EXPECT_EQ(Code(Request("account.status", SignHmac({{"timestamp", now_ms_ - 5001}}))), -1021);
   EXPECT_EQ(Code(Request("account.status", SignHmac({{"timestamp", now_ms_ + 1000}}))), -1021);
-  EXPECT_EQ(Request("account.status",
-                    SignHmac({{"timestamp", now_ms_ - 9000}, {"recvWindow", 10000}}))
-                .at("status"),
-            200);
+  EXPECT_EQ(
+      Request("account.status", SignHmac({{"timestamp", now_ms_ - 9000}, {"recvWindow", 10000}}))
+          .at("status"),
+      200);
   EXPECT_EQ(Code(Request("account.status", SignHmac({{"recvWindow", 70000}}))), -1130);
   // A revoked key stops working.
   ASSERT_TRUE(keys_->RevokeKey(hmac_.key).ok());
@@ -346,9 +348,9 @@ TEST_F(WsApiTest, SessionLogonLetsRequestsGoUnsignedUntilLogout) {
   EXPECT_EQ(logon.at("result").at("serverTime"), kNowMs + 10);
   EXPECT_EQ(Request("session.status", {}).at("result").at("apiKey"), json::value(ed_.key));
   EXPECT_EQ(logon.at("result").at("returnRateLimits"), true);
-  EXPECT_EQ(Request("session.status", {{"returnRateLimits", false}}).at("result").at(
-                "returnRateLimits"),
-            false);
+  EXPECT_EQ(
+      Request("session.status", {{"returnRateLimits", false}}).at("result").at("returnRateLimits"),
+      false);
 
   // Logged on: a timestamp is all a signed method needs, still in its window.
   const std::size_t before = backend_.calls.size();

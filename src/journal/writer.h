@@ -110,7 +110,7 @@ class JournalWriter {
   Status sync_error_;  // `none`: a failed SyncAll() stays failed
   uint64_t written_since_writeback_ = 0;
   std::filesystem::path path_;
-  uint64_t file_size_ = 0;    // bytes written to the current segment
+  uint64_t file_size_ = 0;  // bytes written to the current segment
   // The segment opened at start-up has an older format version: the first
   // write starts a new segment, so that a segment's records are all of its
   // header's version.

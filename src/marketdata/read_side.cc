@@ -47,7 +47,8 @@ constexpr int64_t kWeekMs = 7 * kDayMs;
 constexpr int64_t kFirstMondayMs = 4 * kDayMs;
 
 constexpr std::array<std::string_view, kKlineIntervals> kIntervalNames = {
-    "1m", "3m", "5m", "15m", "30m", "1h", "2h", "4h", "6h", "8h", "12h", "1d", "1s", "3d", "1w", "1M"};
+    "1m", "3m", "5m",  "15m", "30m", "1h", "2h", "4h",
+    "6h", "8h", "12h", "1d",  "1s",  "3d", "1w", "1M"};
 constexpr std::array<int64_t, kKlineIntervals> kIntervalLengthMs = {
     kMinuteMs,   3 * kMinuteMs, 5 * kMinuteMs, 15 * kMinuteMs, 30 * kMinuteMs, kHourMs,
     2 * kHourMs, 4 * kHourMs,   6 * kHourMs,   8 * kHourMs,    12 * kHourMs,   kDayMs,
@@ -56,9 +57,9 @@ constexpr std::array<int64_t, kKlineIntervals> kIntervalLengthMs = {
 // fixed-length intervals of at most a day, longest first (each divides 1d,
 // 3d, 1w and a month of whole days).
 constexpr std::array<KlineInterval, 11> kZoneSources = {
-    KlineInterval::k1d, KlineInterval::k12h, KlineInterval::k8h,  KlineInterval::k6h,
-    KlineInterval::k4h, KlineInterval::k2h,  KlineInterval::k1h,  KlineInterval::k30m,
-    KlineInterval::k15m, KlineInterval::k5m, KlineInterval::k3m};
+    KlineInterval::k1d,  KlineInterval::k12h, KlineInterval::k8h, KlineInterval::k6h,
+    KlineInterval::k4h,  KlineInterval::k2h,  KlineInterval::k1h, KlineInterval::k30m,
+    KlineInterval::k15m, KlineInterval::k5m,  KlineInterval::k3m};
 
 // Floor division: event times before the epoch still align downwards.
 int64_t FloorDiv(int64_t a, int64_t b) noexcept {
@@ -81,10 +82,10 @@ struct CivilDate {
 CivilDate CivilFromDays(int64_t days) noexcept {
   days += 719'468;  // days from 0000-03-01 to 1970-01-01
   const int64_t era = FloorDiv(days, 146'097);
-  const int64_t doe = days - era * 146'097;                                           // [0, 146096]
-  const int64_t yoe = (doe - doe / 1'460 + doe / 36'524 - doe / 146'096) / 365;       // [0, 399]
-  const int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);                        // [0, 365]
-  const int64_t mp = (5 * doy + 2) / 153;                                             // [0, 11], March = 0
+  const int64_t doe = days - era * 146'097;                                      // [0, 146096]
+  const int64_t yoe = (doe - doe / 1'460 + doe / 36'524 - doe / 146'096) / 365;  // [0, 399]
+  const int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);                   // [0, 365]
+  const int64_t mp = (5 * doy + 2) / 153;  // [0, 11], March = 0
   CivilDate d;
   d.day = doy - (153 * mp + 2) / 5 + 1;
   d.month = mp < 10 ? mp + 3 : mp - 9;
@@ -95,9 +96,9 @@ CivilDate CivilFromDays(int64_t days) noexcept {
 int64_t DaysFromCivil(int64_t year, int64_t month, int64_t day) noexcept {
   year -= month <= 2 ? 1 : 0;
   const int64_t era = FloorDiv(year, 400);
-  const int64_t yoe = year - era * 400;                                       // [0, 399]
+  const int64_t yoe = year - era * 400;                                               // [0, 399]
   const int64_t doy = (153 * (month > 2 ? month - 3 : month + 9) + 2) / 5 + day - 1;  // [0, 365]
-  const int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;                  // [0, 146096]
+  const int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;                          // [0, 146096]
   return era * 146'097 + doe - 719'468;
 }
 
@@ -420,7 +421,8 @@ std::vector<Kline> MarketSnapshot::Klines(KlineInterval interval, int64_t start_
     };
     if (src.closed) {
       const KlineHistory& closed = *src.closed;
-      for (std::size_t i = start_ms == 0 ? 0 : closed.LowerBound(start_ms); i < closed.size(); ++i) {
+      for (std::size_t i = start_ms == 0 ? 0 : closed.LowerBound(start_ms); i < closed.size();
+           ++i) {
         add(closed[i]);
       }
     }

@@ -259,7 +259,7 @@ struct MarketSnapshot {
   // 1m candles opened in the last kAvgPriceMinutes, and the last trade (its
   // price stands in when nothing traded in the window).
   struct AvgPrice {
-    bool any_trade = false;     // ever (as far as held)
+    bool any_trade = false;                // ever (as far as held)
     Amount base_volume{}, quote_volume{};  // in the window
     Price last{};
     int64_t last_trade_ms = 0;

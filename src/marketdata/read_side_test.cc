@@ -545,9 +545,8 @@ void ExpectHistory(const Harness& h, const Reference& ref, int64_t now_ns) {
         const std::vector<Kline> want =
             ReferenceKlinesBy(trades, [&](int64_t ms) { return KlineOpenMs(iv, ms, zone); });
         const std::vector<Kline> got = snap->Klines(iv, 0, 0, kAll, zone);
-        const std::string where =
-            std::string(ToString(iv)) + " zone " + std::to_string(zone) + " market " +
-            std::to_string(mi);
+        const std::string where = std::string(ToString(iv)) + " zone " + std::to_string(zone) +
+                                  " market " + std::to_string(mi);
         ASSERT_EQ(got.size(), want.size()) << where;
         for (std::size_t c = 0; c < got.size(); ++c) {
           SCOPED_TRACE(where + " candle " + std::to_string(c));
@@ -1374,9 +1373,9 @@ TEST(ReadSideThreadsTest, ReadersSeeConsistentSnapshots) {
 
 TEST(ReadSideNamesTest, IntervalsAndStates) {
   const std::vector<std::pair<std::string_view, int64_t>> want = {
-      {"1m", 60'000},     {"3m", 180'000},    {"5m", 300'000},       {"15m", 900'000},
-      {"30m", 1'800'000}, {"1h", 3'600'000},  {"2h", 7'200'000},     {"4h", 14'400'000},
-      {"6h", 21'600'000}, {"8h", 28'800'000}, {"12h", 43'200'000},   {"1d", 86'400'000},
+      {"1m", 60'000},     {"3m", 180'000},     {"5m", 300'000},     {"15m", 900'000},
+      {"30m", 1'800'000}, {"1h", 3'600'000},   {"2h", 7'200'000},   {"4h", 14'400'000},
+      {"6h", 21'600'000}, {"8h", 28'800'000},  {"12h", 43'200'000}, {"1d", 86'400'000},
       {"1s", 1'000},      {"3d", 259'200'000}, {"1w", 604'800'000}, {"1M", 2'678'400'000}};
   ASSERT_EQ(want.size(), kKlineIntervals);
   for (std::size_t i = 0; i < want.size(); ++i) {
@@ -1414,7 +1413,6 @@ TEST(ReadSideNamesTest, IntervalsAndStates) {
   EXPECT_TRUE(out.depth.empty() && out.markets.empty() && out.accounts.empty());
 }
 
-
 // Candles open where Binance opens them: fixed lengths on multiples since the
 // epoch (3d included), weeks on Mondays, months on the 1st, all in local
 // time of the zone; kDay0Ms is Monday 2024-01-01 00:00 UTC.
@@ -1448,8 +1446,7 @@ TEST(KlineTimeTest, AlignmentInUtcAndZones) {
   EXPECT_EQ(KlineOpenMs(KlineInterval::k1h, kDay0Ms + 90 * 60'000, 480), kDay0Ms + kH);
   // 2023-12-31 17:00 UTC is 2024-01-01 01:00 in UTC+8.
   EXPECT_EQ(KlineOpenMs(KlineInterval::k1M, kDay0Ms - 7 * kH, 480), kDay0Ms - 8 * kH);
-  EXPECT_EQ(KlineNextOpenMs(KlineInterval::k1M, kDay0Ms - 8 * kH, 480),
-            kDay0Ms + 31 * kD - 8 * kH);
+  EXPECT_EQ(KlineNextOpenMs(KlineInterval::k1M, kDay0Ms - 8 * kH, 480), kDay0Ms + 31 * kD - 8 * kH);
   // UTC-1: Monday 2024-01-01 00:30 UTC is still Sunday 23:30.
   EXPECT_EQ(KlineOpenMs(KlineInterval::k1w, kDay0Ms + 30 * 60'000, -60), kDay0Ms - 7 * kD + kH);
   // UTC+05:45: 00:50 UTC is 06:35 local; that hour opened at 00:15 UTC.
@@ -1477,17 +1474,17 @@ TEST(KlineTimeTest, AlignmentInUtcAndZones) {
 
 TEST(KlineTimeTest, TimeZoneParameter) {
   const std::vector<std::pair<std::string_view, int32_t>> good = {
-      {"0", 0},          {"8", 480},        {"+08:00", 480},  {"08:00", 480}, {"-1:00", -60},
-      {"05:45", 345},    {"-12:00", -720},  {"+14:00", 840},  {"14", 840},    {"-0", 0},
-      {"+5:30", 330},    {"-03:30", -210}};
+      {"0", 0},       {"8", 480},     {"+08:00", 480},  {"08:00", 480},
+      {"-1:00", -60}, {"05:45", 345}, {"-12:00", -720}, {"+14:00", 840},
+      {"14", 840},    {"-0", 0},      {"+5:30", 330},   {"-03:30", -210}};
   for (const auto& [text, minutes] : good) {
     const std::optional<int32_t> z = ParseTimeZone(text);
     ASSERT_TRUE(z.has_value()) << text;
     EXPECT_EQ(*z, minutes) << text;
   }
-  for (std::string_view bad : {"", "+", "-", "15", "-13", "-12:01", "+14:01", "8:5", "8:60",
-                               "08:00:00", "abc", "1:000", "+-1", "123", " 8", "8 ", "UTC",
-                               "+8h", ":30"}) {
+  for (std::string_view bad :
+       {"", "+", "-", "15", "-13", "-12:01", "+14:01", "8:5", "8:60", "08:00:00", "abc", "1:000",
+        "+-1", "123", " 8", "8 ", "UTC", "+8h", ":30"}) {
     EXPECT_FALSE(ParseTimeZone(bad).has_value()) << bad;
   }
 }
@@ -1534,28 +1531,31 @@ TEST(ReadSideKlineTest, NewIntervalsAndZones) {
   constexpr int64_t kH = 3'600 * kSec;
   // Trades at 00:00:01.2, 00:00:01.9, 00:00:03, 15:00, 17:00 (UTC, Monday
   // 2024-01-01) and eight days later.
-  for (int64_t at : {kSec + 200 * kMs, kSec + 900 * kMs, 3 * kSec, 15 * kH, 17 * kH,
-                     8 * 24 * kH}) {
+  for (int64_t at : {kSec + 200 * kMs, kSec + 900 * kMs, 3 * kSec, 15 * kH, 17 * kH, 8 * 24 * kH}) {
     h.Run({Limit(kDay0 + at, kBob, Side::kBuy, 1000, 1)});
   }
   auto snap = h.rs.Snapshot(kBtcUsdt);
   auto opens = [&](KlineInterval iv, int32_t zone) {
     std::vector<std::pair<int64_t, uint32_t>> v;
-    for (const Kline& k : snap->Klines(iv, 0, 0, 100, zone)) v.emplace_back(k.open_time_ms, k.trades);
+    for (const Kline& k : snap->Klines(iv, 0, 0, 100, zone))
+      v.emplace_back(k.open_time_ms, k.trades);
     return v;
   };
   using V = std::vector<std::pair<int64_t, uint32_t>>;
   constexpr int64_t kHMs = 3'600'000;
   constexpr int64_t kDMs = 24 * kHMs;
-  EXPECT_EQ(opens(KlineInterval::k1s, 0),
-            (V{{kDay0Ms + 1000, 2}, {kDay0Ms + 3000, 1}, {kDay0Ms + 15 * kHMs, 1},
-               {kDay0Ms + 17 * kHMs, 1}, {kDay0Ms + 8 * kDMs, 1}}));
+  EXPECT_EQ(opens(KlineInterval::k1s, 0), (V{{kDay0Ms + 1000, 2},
+                                             {kDay0Ms + 3000, 1},
+                                             {kDay0Ms + 15 * kHMs, 1},
+                                             {kDay0Ms + 17 * kHMs, 1},
+                                             {kDay0Ms + 8 * kDMs, 1}}));
   EXPECT_EQ(opens(KlineInterval::k3d, 0), (V{{kDay0Ms - kDMs, 5}, {kDay0Ms + 8 * kDMs, 1}}));
   EXPECT_EQ(opens(KlineInterval::k1w, 0), (V{{kDay0Ms, 5}, {kDay0Ms + 7 * kDMs, 1}}));
   EXPECT_EQ(opens(KlineInterval::k1M, 0), (V{{kDay0Ms, 6}}));
   // UTC+8: 17:00 UTC is already Tuesday.
-  EXPECT_EQ(opens(KlineInterval::k1d, 480),
-            (V{{kDay0Ms - 8 * kHMs, 4}, {kDay0Ms + 16 * kHMs, 1}, {kDay0Ms + 8 * kDMs - 8 * kHMs, 1}}));
+  EXPECT_EQ(
+      opens(KlineInterval::k1d, 480),
+      (V{{kDay0Ms - 8 * kHMs, 4}, {kDay0Ms + 16 * kHMs, 1}, {kDay0Ms + 8 * kDMs - 8 * kHMs, 1}}));
   // startTime / endTime stay UTC and select on the zone's open times.
   EXPECT_EQ(snap->Klines(KlineInterval::k1d, kDay0Ms, kDay0Ms + 7 * kDMs, 100, 480).size(), 1u);
   EXPECT_EQ(snap->Klines(KlineInterval::k1d, kDay0Ms - 8 * kHMs, 0, 1, 480).front().trades, 4u);

@@ -121,9 +121,9 @@ Result<std::size_t> Projector::RunBatch(uint64_t limit_seq, bool wait) {
     // one commit per batch, not per record.
     MutexLock lock(mu_);
     const bool readers = readers_waiting_ > 0;
-    const auto deadline = started + (readers ? std::min(options_.batch_wait,
-                                                        options_.reader_batch_wait)
-                                             : options_.batch_wait);
+    const auto deadline =
+        started +
+        (readers ? std::min(options_.batch_wait, options_.reader_batch_wait) : options_.batch_wait);
     if (stop_ || std::chrono::steady_clock::now() >= deadline) break;
     fill_seq_ = tail_->next_seq() + (cap - batch_.events) - 1;
     cv_.wait_until(lock.native(), deadline, [&]() MB_REQUIRES(mu_) {

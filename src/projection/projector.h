@@ -65,7 +65,7 @@ struct ProjectorOptions {
   // closed loop still share commits instead of forcing one per question.
   std::chrono::milliseconds batch_wait{50};
   std::chrono::milliseconds reader_batch_wait{5};
-  std::chrono::milliseconds retry{500};      // after a store error
+  std::chrono::milliseconds retry{500};  // after a store error
   // The live thread (Start): its name, placement and wait. It parks when
   // there is nothing durable to apply; NotifyDurable wakes it, and the park
   // never lasts longer than park_us (so it also looks without a notification).

@@ -153,11 +153,10 @@ bool NewEd25519(std::string* priv, std::string* pub) {
   priv->assign(32, '\0');
   pub->assign(32, '\0');
   std::size_t priv_len = 32, pub_len = 32;
-  const bool ok =
-      EVP_PKEY_get_raw_private_key(key, reinterpret_cast<unsigned char*>(priv->data()),
-                                   &priv_len) == 1 &&
-      EVP_PKEY_get_raw_public_key(key, reinterpret_cast<unsigned char*>(pub->data()), &pub_len) ==
-          1;
+  const bool ok = EVP_PKEY_get_raw_private_key(key, reinterpret_cast<unsigned char*>(priv->data()),
+                                               &priv_len) == 1 &&
+                  EVP_PKEY_get_raw_public_key(key, reinterpret_cast<unsigned char*>(pub->data()),
+                                              &pub_len) == 1;
   EVP_PKEY_free(key);
   return ok && priv_len == 32 && pub_len == 32;
 }
@@ -169,11 +168,11 @@ std::string SignEd25519(const std::string& priv, std::string_view message) {
   EVP_MD_CTX* ctx = EVP_MD_CTX_new();
   std::string sig(64, '\0');
   std::size_t len = sig.size();
-  const bool ok = key != nullptr && ctx != nullptr &&
-                  EVP_DigestSignInit(ctx, nullptr, nullptr, nullptr, key) == 1 &&
-                  EVP_DigestSign(ctx, reinterpret_cast<unsigned char*>(sig.data()), &len,
-                                 reinterpret_cast<const unsigned char*>(message.data()),
-                                 message.size()) == 1;
+  const bool ok =
+      key != nullptr && ctx != nullptr &&
+      EVP_DigestSignInit(ctx, nullptr, nullptr, nullptr, key) == 1 &&
+      EVP_DigestSign(ctx, reinterpret_cast<unsigned char*>(sig.data()), &len,
+                     reinterpret_cast<const unsigned char*>(message.data()), message.size()) == 1;
   EVP_MD_CTX_free(ctx);
   EVP_PKEY_free(key);
   return ok ? Base64(std::string_view(sig).substr(0, len)) : std::string();
@@ -1219,12 +1218,12 @@ void WsApiConn::DoConnect() {
     ws_->text(true);
     const auto& ep = runner_.endpoint();
     ws_->async_handshake(fmt::format("{}:{}", ep.address().to_string(), ep.port()), "/ws-api/v3",
-                        [this](beast::error_code ec2) {
-                          if (ec2) return Fail("ws-api handshake", ec2);
-                          buffer_.clear();
-                          if (account_ >= 0) return Logon();
-                          runner_.Idle(this);  // last: the sender may use it at once
-                        });
+                         [this](beast::error_code ec2) {
+                           if (ec2) return Fail("ws-api handshake", ec2);
+                           buffer_.clear();
+                           if (account_ >= 0) return Logon();
+                           runner_.Idle(this);  // last: the sender may use it at once
+                         });
   });
 }
 
@@ -1232,12 +1231,12 @@ void WsApiConn::Logon() {
   const AccountKeys& k = runner_.keys(static_cast<uint32_t>(account_));
   const std::string ts = std::to_string(WallMs());
   const std::string payload = "apiKey=" + k.ed_key + "&timestamp=" + ts;
-  logon_ = json::serialize(json::object{
-      {"id", "logon"},
-      {"method", "session.logon"},
-      {"params", json::object{{"apiKey", k.ed_key},
-                              {"timestamp", ts},
-                              {"signature", SignEd25519(k.ed_private, payload)}}}});
+  logon_ = json::serialize(
+      json::object{{"id", "logon"},
+                   {"method", "session.logon"},
+                   {"params", json::object{{"apiKey", k.ed_key},
+                                           {"timestamp", ts},
+                                           {"signature", SignEd25519(k.ed_private, payload)}}}});
   ws_->async_write(asio::buffer(logon_), [this](beast::error_code ec, std::size_t) {
     if (ec) return Fail("ws-api logon", ec);
     ws_->async_read(buffer_, [this](beast::error_code ec2, std::size_t) {
@@ -1484,8 +1483,7 @@ Result<Report> RunLoad(const Options& o) {
   auto mid = FindMid(setup, m);
   if (!mid.ok()) return mid.status();
   const int64_t qty = MinQty(m, *mid - 64);
-  auto accounts = CreateAccounts(setup, m, o.accounts, *mid, qty,
-                                 o.ws_auth == WsAuth::kSession);
+  auto accounts = CreateAccounts(setup, m, o.accounts, *mid, qty, o.ws_auth == WsAuth::kSession);
   if (!accounts.ok()) return accounts.status();
   MB_RETURN_IF_ERROR(SeedBook(setup, m, *accounts, *mid, 5 * qty));
 

@@ -37,8 +37,8 @@ struct Options {
   int connections = 64;  // HTTP keep-alive (or ws-api) connections, one request in flight each
   Transport transport = Transport::kHttp;
   WsAuth ws_auth = WsAuth::kHmac;
-  int threads = 1;       // io threads
-  std::string symbol;    // empty: the first TRADING market
+  int threads = 1;     // io threads
+  std::string symbol;  // empty: the first TRADING market
   uint64_t seed = 1;
   std::string out_dir;  // empty: no files
   double marketable_share = 0.2;
