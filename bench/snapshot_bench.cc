@@ -4,6 +4,7 @@
 #include <fmt/core.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -71,7 +72,8 @@ engine::EngineConfig SnapshotConfig(const SnapshotArgs& a) {
   }
   c.max_accounts = a.accounts + 1;
   c.fee_account = AccountId{0};
-  c.expected_open_orders = static_cast<uint32_t>(a.open_orders);
+  // Pools sized for the orders (at least 1,024: a configuration must expect some).
+  c.expected_open_orders = static_cast<uint32_t>(std::max<uint64_t>(a.open_orders, 1'024));
   Status s = c.Validate();
   MB_CHECK(s.ok());
   return c;
