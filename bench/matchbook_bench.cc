@@ -1,5 +1,5 @@
 // matchbook-bench: the engine's single-book benchmarks, and the entry point of
-// the pipeline, queue and projection benchmarks (their own files).
+// the pipeline, queue, projection and snapshot benchmarks (their own files).
 //
 //   matchbook-bench engine [--workload exchange-core|liquibook] [--commands N]
 //                          [--seed S] [--json] [--clock tsc|steady]
@@ -51,6 +51,7 @@
 #include "pipeline_bench.h"
 #include "projection_bench.h"
 #include "queue_study.h"
+#include "snapshot_bench.h"
 #include "stats.h"
 #include "workload/engine_workload.h"
 #include "workload/liquibook_workload.h"
@@ -861,6 +862,7 @@ int Main(int argc, char** argv) {
   runners["queues"] = AddQueueStudy(&app);
   runners["pipeline"] = AddPipelineBench(&app);
   runners["projection"] = AddProjectionBench(&app);
+  runners["snapshot"] = AddSnapshotBench(&app);
   if (argc >= 2 && std::string_view(argv[1]) == "help") {
     std::fputs(app.help().c_str(), stdout);
     return 0;
@@ -870,7 +872,8 @@ int Main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     if (argc >= 2 && runners.count(argv[1]) == 0 && argv[1][0] != '-') {
       std::fprintf(stderr,
-                   "unknown subcommand '%s' (engine, gbench, queues, pipeline, projection)\n",
+                   "unknown subcommand '%s' (engine, gbench, queues, pipeline, projection, "
+                   "snapshot)\n",
                    argv[1]);
       return 2;
     }
