@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Installs every Debian 12 package Matchbook needs to build, test and run.
+# Installs every Debian 12 package Matchbook needs to build, test and run
+# (e2fsprogs, mount and util-linux: the power-cut and full-disk tests make
+# ext4 file systems on loop devices).
 # Idempotent: packages already present are skipped, so a second run is quick.
 set -euo pipefail
 
@@ -11,6 +13,7 @@ packages=(
   libzstd-dev libconcurrentqueue-dev libboost1.81-dev libssl-dev
   libsqlite3-dev libpq-dev postgresql-15
   libspdlog-dev prometheus curl python3 openssl
+  e2fsprogs mount util-linux
 )
 # The end-to-end tests drive the server with the real ccxt client (npm). A
 # Node.js already on the machine (e.g. from NodeSource) is used as it is.
