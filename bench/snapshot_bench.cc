@@ -291,8 +291,7 @@ int RunSnapshotBench(const SnapshotArgs& a) {
   const Percentiles hsh = Summarize(&hash_ns);
   const Percentiles wrt = Summarize(&write_ns);
   const Percentiles fre = Summarize(&free_ns);
-  const double orders_per_s =
-      exp.mean > 0 ? static_cast<double>(orders) / (exp.mean / 1e9) : 0.0;
+  const double orders_per_s = exp.mean > 0 ? static_cast<double>(orders) / (exp.mean / 1e9) : 0.0;
 
   fmt::print(
       "matchbook-bench snapshot: {} open orders on {} price levels in {} markets, {} accounts "
@@ -301,8 +300,7 @@ int RunSnapshotBench(const SnapshotArgs& a) {
   fmt::print(
       "  image: {} orders, {} balances, {} transfers; {} bytes in memory, {} encoded, {} "
       "compressed (zstd {})\n",
-      orders, balances, transfers, image_memory, meta.raw_size, meta.compressed_size,
-      a.zstd_level);
+      orders, balances, transfers, image_memory, meta.raw_size, meta.compressed_size, a.zstd_level);
   fmt::print("\n  {:<26} {:>10} {:>10} {:>10} {:>10} {:>10}   ({} snapshots)\n", "step (ms)", "p50",
              "p99", "p99.9", "max", "mean", a.repeat);
   PrintRow("export (engine thread)", exp);
@@ -328,9 +326,9 @@ int RunSnapshotBench(const SnapshotArgs& a) {
         "\"rss_peak_bytes\":{},",
         orders, price_levels, a.markets, a.accounts, a.repeat, balances, transfers, image_memory,
         meta.raw_size, meta.compressed_size, a.zstd_level, orders_per_s, built.rss, end.peak);
-    j += JsonStep("export", exp) + "," + JsonStep("base_export", base) + "," + JsonStep("copy", cpy) + "," +
-         JsonStep("encode", enc) + "," + JsonStep("hash", hsh) + "," + JsonStep("write", wrt) +
-         "," + JsonStep("free", fre);
+    j += JsonStep("export", exp) + "," + JsonStep("base_export", base) + "," +
+         JsonStep("copy", cpy) + "," + JsonStep("encode", enc) + "," + JsonStep("hash", hsh) + "," +
+         JsonStep("write", wrt) + "," + JsonStep("free", fre);
     fmt::print("{}}}\n", j);
   }
   std::fflush(stdout);
