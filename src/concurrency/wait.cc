@@ -10,6 +10,8 @@
 #include <climits>
 #include <ctime>
 
+#include "common/clock.h"
+
 namespace mb::concurrency {
 
 std::string_view ToString(WaitKind kind) noexcept {
@@ -40,16 +42,6 @@ std::string Describe(const WaitConfig& config) {
 
 void Waiter::Yield() noexcept { sched_yield(); }
 
-namespace {
-
-int64_t MonotonicNs() noexcept {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
-
-}  // namespace
-
 void Waiter::Grow() noexcept {
   const uint64_t full = uint64_t{config_.spins} + config_.yields;
   budget_ = static_cast<uint32_t>(std::min<uint64_t>(full, uint64_t{budget_} * 2 + 1));
@@ -62,12 +54,12 @@ void Waiter::Park() noexcept {
   timeout.tv_nsec = static_cast<long>(config_.park_us % 1'000'000) * 1000;
   // Two clock reads (vDSO, tens of nanoseconds) against a futex round trip:
   // how long the park lasted is what tells whether spinning would have paid.
-  const int64_t start = MonotonicNs();
+  const int64_t start = SteadyNs();
   // Sleeps only while the word is still 1: a Wake() between our announcement
   // and this call makes it return at once (EAGAIN).
   syscall(SYS_futex, reinterpret_cast<uint32_t*>(&parked_), FUTEX_WAIT_PRIVATE, 1u, &timeout,
           nullptr, 0);
-  if (MonotonicNs() - start < kShortParkNs) {
+  if (SteadyNs() - start < kShortParkNs) {
     Grow();
   } else {
     budget_ /= 2;
