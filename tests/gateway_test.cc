@@ -2690,7 +2690,7 @@ TEST_F(GatewayTest, WebSocketApiSessionWithAnOperatorRegisteredEd25519Key) {
   }
   const std::string der = std::string("\x30\x2a\x30\x05\x06\x03\x2b\x65\x70\x03\x21\x00", 12) + pub;
   const std::string pem =
-      "-----BEGIN PUBLIC KEY-----\n" + gateway::Base64Encode(der) + "\n-----END PUBLIC KEY-----\n";
+      "-----BEGIN PUBLIC KEY-----\n" + mb::Base64Encode(der) + "\n-----END PUBLIC KEY-----\n";
   Reply bad = n.Admin(http::verb::post, fmt::format("accounts/{}/apiKeys", alice.account),
                       R"({"publicKey":"nonsense"})");
   EXPECT_EQ(bad.status, 400) << bad.body;
@@ -2723,7 +2723,7 @@ TEST_F(GatewayTest, WebSocketApiSessionWithAnOperatorRegisteredEd25519Key) {
         1);
     EVP_MD_CTX_free(ctx);
     EVP_PKEY_free(key);
-    params["signature"] = gateway::Base64Encode(sig);
+    params["signature"] = mb::Base64Encode(sig);
     return params;
   };
 
@@ -2757,7 +2757,7 @@ TEST_F(GatewayTest, WebSocketApiSessionWithAnOperatorRegisteredEd25519Key) {
   EVP_MD_CTX_free(ctx);
   EVP_PKEY_free(key);
   std::string encoded;
-  for (char ch : gateway::Base64Encode(sig)) {
+  for (char ch : mb::Base64Encode(sig)) {
     if (ch == '+') {
       encoded += "%2B";
     } else if (ch == '/') {

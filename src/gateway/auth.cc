@@ -24,6 +24,7 @@
 #include <system_error>
 #include <utility>
 
+#include "common/base64.h"
 #include "common/checked.h"
 #include "common/decimal.h"
 #include "common/file.h"
@@ -49,8 +50,6 @@ constexpr int64_t kMaxRecvWindowMs = 60'000;
 constexpr int64_t kMaxAheadMs = 1'000;
 constexpr std::size_t kEd25519KeyBytes = 32;
 constexpr std::size_t kEd25519SignatureBytes = 64;
-constexpr std::string_view kBase64Alphabet =
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
 // OpenSSL objects freed at scope exit.
 struct PkeyFree {
@@ -290,50 +289,6 @@ bool SignatureEquals(std::string_view expected_hex, std::string_view given_hex) 
     return out;
   };
   return ConstantTimeEquals(lower(expected_hex), lower(given_hex));
-}
-
-std::string Base64Encode(std::string_view bytes) {
-  std::string out;
-  out.reserve((bytes.size() + 2) / 3 * 4);
-  for (std::size_t i = 0; i < bytes.size(); i += 3) {
-    const std::size_t n = std::min<std::size_t>(3, bytes.size() - i);
-    uint32_t v = 0;
-    for (std::size_t j = 0; j < 3; ++j) {
-      v = (v << 8) | (j < n ? static_cast<unsigned char>(bytes[i + j]) : 0u);
-    }
-    for (std::size_t j = 0; j < 4; ++j) {
-      out.push_back(j <= n ? kBase64Alphabet[(v >> (18 - 6 * j)) & 63u] : '=');
-    }
-  }
-  return out;
-}
-
-std::optional<std::string> Base64Decode(std::string_view text) {
-  if (text.size() % 4 != 0) return std::nullopt;
-  std::string out;
-  out.reserve(text.size() / 4 * 3);
-  for (std::size_t i = 0; i < text.size(); i += 4) {
-    uint32_t v = 0;
-    std::size_t pad = 0;
-    for (std::size_t j = 0; j < 4; ++j) {
-      const char c = text[i + j];
-      if (c == '=') {
-        // Padding only at the very end, at most two.
-        if (i + 4 != text.size() || j < 2) return std::nullopt;
-        ++pad;
-        v <<= 6;
-        continue;
-      }
-      if (pad != 0) return std::nullopt;
-      const std::size_t d = kBase64Alphabet.find(c);
-      if (d == std::string_view::npos) return std::nullopt;
-      v = (v << 6) | static_cast<uint32_t>(d);
-    }
-    out.push_back(static_cast<char>((v >> 16) & 0xFF));
-    if (pad < 2) out.push_back(static_cast<char>((v >> 8) & 0xFF));
-    if (pad < 1) out.push_back(static_cast<char>(v & 0xFF));
-  }
-  return out;
 }
 
 std::optional<std::string> ParseEd25519PublicKey(std::string_view text) {

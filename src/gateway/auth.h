@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/base64.h"  // Ed25519 keys and signatures are base64
 #include "common/status.h"
 #include "common/strong.h"
 #include "common/thread_annotations.h"
@@ -46,10 +47,6 @@ std::optional<ApiError> ParseRecvWindow(std::optional<std::string_view> text, in
 
 // Random printable token of `length` [A-Za-z0-9] characters (OpenSSL RAND_bytes).
 std::string RandomToken(std::size_t length);
-
-// Standard base64 (RFC 4648, with padding). Decode: nullopt when malformed.
-std::string Base64Encode(std::string_view bytes);
-std::optional<std::string> Base64Decode(std::string_view text);
 
 // An Ed25519 public key as an operator registers it: PEM ("-----BEGIN PUBLIC
 // KEY-----", as Binance asks for it), base64 of that DER SubjectPublicKeyInfo,

@@ -26,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/base64.h"
 #include "common/clock.h"
 #include "common/hmac.h"
 #include "common/thread_annotations.h"
@@ -127,21 +128,6 @@ struct AccountKeys {
   std::string ed_key, ed_private;
 };
 
-std::string Base64(std::string_view bytes) {
-  static constexpr std::string_view kAlphabet =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  for (std::size_t i = 0; i < bytes.size(); i += 3) {
-    const std::size_t n = std::min<std::size_t>(3, bytes.size() - i);
-    uint32_t v = 0;
-    for (std::size_t j = 0; j < 3; ++j)
-      v = (v << 8) | (j < n ? static_cast<unsigned char>(bytes[i + j]) : 0u);
-    for (std::size_t j = 0; j < 4; ++j)
-      out.push_back(j <= n ? kAlphabet[(v >> (18 - 6 * j)) & 63u] : '=');
-  }
-  return out;
-}
-
 // A new Ed25519 key pair (OpenSSL): raw private and public keys, 32 bytes each.
 bool NewEd25519(std::string* priv, std::string* pub) {
   EVP_PKEY* key = nullptr;
@@ -175,7 +161,7 @@ std::string SignEd25519(const std::string& priv, std::string_view message) {
                      reinterpret_cast<const unsigned char*>(message.data()), message.size()) == 1;
   EVP_MD_CTX_free(ctx);
   EVP_PKEY_free(key);
-  return ok ? Base64(std::string_view(sig).substr(0, len)) : std::string();
+  return ok ? Base64Encode(std::string_view(sig).substr(0, len)) : std::string();
 }
 
 // Blocking HTTP for the set-up; every call has a deadline (its own io_context
@@ -375,7 +361,7 @@ Result<std::vector<AccountKeys>> CreateAccounts(SetupClient& c, const Market& m,
       std::string pub;
       if (!NewEd25519(&k.ed_private, &pub)) return Unavailable("cannot make an Ed25519 key");
       auto ed = c.Admin(http::verb::post, fmt::format("/admin/v1/accounts/{}/apiKeys", k.id),
-                        json::serialize(json::object{{"publicKey", Base64(pub)}}));
+                        json::serialize(json::object{{"publicKey", Base64Encode(pub)}}));
       if (!ed.ok()) return ed.status();
       k.ed_key = JStr(*ed, "apiKey");
       if (k.ed_key.empty()) return Unavailable("apiKeys: no apiKey for the Ed25519 key");
