@@ -5,14 +5,17 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <numeric>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "cli.h"
@@ -20,6 +23,7 @@
 #include "common/status.h"
 #include "engine/engine.h"
 #include "engine/image.h"
+#include "exchange/exchange.h"
 #include "journal/data_dir.h"
 #include "journal/snapshot.h"
 #include "stats.h"
@@ -44,8 +48,9 @@ struct SnapshotArgs {
   uint32_t accounts = 10'000;
   uint32_t levels = 1'000;  // price levels a side, per market
   uint64_t seed = 1;
-  int zstd_level = 1;  // the exchange's default (ExchangeOptions::snapshots)
-  std::string dir;     // scratch directory; empty: one under the system's temp directory
+  int zstd_level = 1;        // the exchange's default (ExchangeOptions::snapshots)
+  std::string dir;           // scratch directory; empty: one under the system's temp directory
+  uint64_t live_repeat = 5;  // snapshots of the live exchange (0: no live part)
   bool json = false;
 };
 
@@ -85,9 +90,11 @@ void Run(Engine* e, const Command& c, EventBuffer* buf) {
   buf->clear();
 }
 
+using CommandSink = std::function<void(const Command&)>;
+
 // One deposit of every asset to every account: as much as keeps each asset's
 // supply below 4 * 10^18 units, far more than the orders lock.
-void Fund(Engine* e, const SnapshotArgs& a, std::size_t assets, EventBuffer* buf) {
+void FundCommands(const SnapshotArgs& a, std::size_t assets, const CommandSink& sink) {
   const int64_t amount = 4'000'000'000'000'000'000 / static_cast<int64_t>(a.accounts);
   for (uint32_t acct = 1; acct <= a.accounts; ++acct) {
     for (std::size_t asset = 0; asset < assets; ++asset) {
@@ -98,16 +105,20 @@ void Fund(Engine* e, const SnapshotArgs& a, std::size_t assets, EventBuffer* buf
       d.ref = TransferRef::From(fmt::format("fund-{}-{}", acct, asset));
       Command c;
       c.body = d;
-      Run(e, c, buf);
+      sink(c);
     }
   }
+}
+
+void Fund(Engine* e, const SnapshotArgs& a, std::size_t assets, EventBuffer* buf) {
+  FundCommands(a, assets, [&](const Command& c) { Run(e, c, buf); });
 }
 
 // N resting GTC limits: a random market, side and account; a level `off` ticks
 // behind the touch with off the product of two uniform draws (more orders near
 // the touch, a long thin tail); 1..20 lots; a client order id each. Bids sit
 // below a market's center, asks at or above it: nothing crosses.
-void PlaceOrders(Engine* e, const SnapshotArgs& a, EventBuffer* buf) {
+void OrderCommands(const SnapshotArgs& a, const CommandSink& sink) {
   constexpr int64_t kCenter = 3'000'000;
   Rng rng(a.seed);
   const uint64_t levels = a.levels;
@@ -125,10 +136,16 @@ void PlaceOrders(Engine* e, const SnapshotArgs& a, EventBuffer* buf) {
     Command c;
     c.timestamp_ns = static_cast<int64_t>(k) * 1'000;
     c.body = p;
+    sink(c);
+  }
+}
+
+void PlaceOrders(Engine* e, const SnapshotArgs& a, EventBuffer* buf) {
+  OrderCommands(a, [&](const Command& c) {
     e->Process(c, buf);
     MB_CHECK(buf->back().type() == EventType::kOrderRested);
     buf->clear();
-  }
+  });
   MB_CHECK(e->open_orders() == a.open_orders);
 }
 
@@ -190,6 +207,132 @@ std::string JsonStep(std::string_view name, const Percentiles& p) {
       "\"{0}_p50_ns\":{1},\"{0}_p99_ns\":{2},\"{0}_p999_ns\":{3},\"{0}_max_ns\":{4},"
       "\"{0}_mean_ns\":{5:.0f}",
       name, p.p50, p.p99, p.p999, p.max, p.mean);
+}
+
+// ------------------------------------------------------------- live exchange
+//
+// The same state built through a running Exchange, whose snapshots are
+// exported from its follower engine (exchange/snapshot_follower.h). A probe
+// submits one deposit at a time (the next 100 µs after the last one's
+// answer) and records how long the engine took to take and process it
+// (submitted -> matched: the inbound ring's wait plus the command). The same
+// probe runs first with no snapshot, then while --live-repeat snapshots are
+// requested one after the other: an engine thread that stalls for a
+// snapshot shows in the second window's max.
+
+// Counts answers; every command of the build must be accepted.
+class BuildCompletion final : public exchange::Completion {
+ public:
+  void OnDone(uint64_t /*tag*/, const exchange::Outcome& o) noexcept override {
+    MB_CHECK(o.state == exchange::Outcome::State::kDurable);
+    MB_CHECK(o.events.front().type() != EventType::kRejected);
+    done_.fetch_add(1, std::memory_order_release);
+  }
+  uint64_t done() const noexcept { return done_.load(std::memory_order_acquire); }
+
+ private:
+  std::atomic<uint64_t> done_{0};
+};
+
+class ProbeCompletion final : public exchange::Completion {
+ public:
+  void OnDone(uint64_t /*tag*/, const exchange::Outcome& o) noexcept override {
+    MB_CHECK(o.state == exchange::Outcome::State::kDurable);
+    times_ = o.times;
+    done_.store(true, std::memory_order_release);
+    done_.notify_one();
+  }
+  // Submits one command and waits for its answer.
+  exchange::StageTimes Run(exchange::Exchange* ex, const Command& c) {
+    done_.store(false, std::memory_order_relaxed);
+    while (ex->Submit(c, this, 0) != exchange::SubmitResult::kOk) std::this_thread::yield();
+    done_.wait(false, std::memory_order_acquire);  // asleep: the CPU stays the exchange's
+    return times_;
+  }
+
+ private:
+  std::atomic<bool> done_{false};
+  exchange::StageTimes times_;
+};
+
+struct LiveResult {
+  double build_s = 0;
+  Percentiles quiet_engine, during_engine;    // submitted -> matched
+  Percentiles quiet_durable, during_durable;  // submitted -> durable
+  Percentiles snapshot;                       // request -> written
+  uint64_t snapshots = 0;
+};
+
+Result<LiveResult> RunLive(const SnapshotArgs& a, const engine::EngineConfig& config,
+                           const fs::path& data_dir) {
+  exchange::ExchangeOptions o;
+  o.engine = config;
+  o.data_dir = data_dir;
+  o.snapshots.every_events = 0;
+  o.snapshots.every_seconds = 0;
+  o.snapshots.on_shutdown = false;
+  o.stage_times = true;
+  o.log = [](std::string_view) {};
+  auto opened = exchange::Exchange::Open(o);
+  if (!opened.ok()) return opened.status();
+  exchange::Exchange* ex = opened->get();
+
+  LiveResult r;
+  const auto b0 = SteadyClock::now();
+  BuildCompletion build;
+  uint64_t submitted = 0;
+  const auto submit = [&](const Command& c) {
+    while (ex->Submit(c, &build, 0) != exchange::SubmitResult::kOk) std::this_thread::yield();
+    ++submitted;
+  };
+  FundCommands(a, config.assets.size(), submit);
+  OrderCommands(a, submit);
+  while (build.done() < submitted) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  r.build_s = static_cast<double>(NsSince(b0)) / 1e9;
+
+  ProbeCompletion probe;
+  uint64_t probes = 0;
+  const auto probe_once = [&](std::vector<int64_t>* engine_ns, std::vector<int64_t>* durable_ns) {
+    engine::Deposit d;
+    d.account = AccountId{1};
+    d.asset = AssetId{0};
+    d.amount = Amount{1};
+    d.ref = TransferRef::From(fmt::format("probe-{}", probes++));
+    Command c;
+    c.body = d;
+    const exchange::StageTimes t = probe.Run(ex, c);
+    engine_ns->push_back(t.matched_ns - t.submitted_ns);
+    durable_ns->push_back(t.durable_ns - t.submitted_ns);
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  };
+
+  // The first window lasts as long as the second (at least a second).
+  std::vector<int64_t> during_engine, during_durable, snapshot_ns;
+  for (uint64_t k = 0; k < a.live_repeat; ++k) {
+    const uint64_t before = ex->stats().snapshots;
+    const auto t0 = SteadyClock::now();
+    ex->RequestSnapshot();
+    while (ex->stats().snapshots == before) {
+      if (ex->stats().snapshot_failures > 0)
+        return IoError("a snapshot of the live exchange failed");
+      probe_once(&during_engine, &during_durable);
+    }
+    snapshot_ns.push_back(NsSince(t0));
+  }
+  const int64_t during_total = std::accumulate(snapshot_ns.begin(), snapshot_ns.end(), int64_t{0});
+  std::vector<int64_t> quiet_engine, quiet_durable;
+  const auto q0 = SteadyClock::now();
+  while (NsSince(q0) < std::max<int64_t>(during_total, 1'000'000'000)) {
+    probe_once(&quiet_engine, &quiet_durable);
+  }
+  r.snapshots = ex->stats().snapshots;
+  MB_RETURN_IF_ERROR(ex->Close());
+  r.quiet_engine = Summarize(&quiet_engine);
+  r.quiet_durable = Summarize(&quiet_durable);
+  r.during_engine = Summarize(&during_engine);
+  r.during_durable = Summarize(&during_durable);
+  r.snapshot = Summarize(&snapshot_ns);
+  return r;
 }
 
 int RunSnapshotBench(const SnapshotArgs& a) {
@@ -317,6 +460,30 @@ int RunSnapshotBench(const SnapshotArgs& a) {
       static_cast<double>(start.rss) / 1048576.0, static_cast<double>(built.rss) / 1048576.0,
       static_cast<double>(end.rss) / 1048576.0, static_cast<double>(end.peak) / 1048576.0);
   fmt::print("  snapshots written to {}\n", dir->snapshot_dir().string());
+
+  LiveResult live;
+  if (a.live_repeat > 0) {
+    auto lr = RunLive(a, config, scratch / "live");
+    if (!lr.ok()) {
+      std::fprintf(stderr, "snapshot: live exchange: %s\n", lr.status().message().c_str());
+      return 1;
+    }
+    live = *lr;
+    fmt::print(
+        "\n  live exchange (same state, built through the pipeline in {:.2f} s): {} snapshots "
+        "from the follower engine\n",
+        live.build_s, live.snapshots);
+    fmt::print("  {:<26} {:>10} {:>10} {:>10} {:>10} {:>10}   (probes)\n", "step (ms)", "p50",
+               "p99", "p99.9", "max", "mean");
+    PrintRow("request -> written", live.snapshot);
+    PrintRow("engine, no snapshot", live.quiet_engine);
+    PrintRow("engine, during snapshots", live.during_engine);
+    PrintRow("durable, no snapshot", live.quiet_durable);
+    PrintRow("durable, during snapshots", live.during_durable);
+    fmt::print(
+        "  ({} and {} probes; engine = submitted -> matched, durable = submitted -> fsynced)\n",
+        live.quiet_engine.n, live.during_engine.n);
+  }
   if (a.json) {
     std::string j = fmt::format(
         "{{\"bench\":\"snapshot\",\"open_orders\":{},\"price_levels\":{},\"markets\":{},"
@@ -329,6 +496,13 @@ int RunSnapshotBench(const SnapshotArgs& a) {
     j += JsonStep("export", exp) + "," + JsonStep("base_export", base) + "," +
          JsonStep("copy", cpy) + "," + JsonStep("encode", enc) + "," + JsonStep("hash", hsh) + "," +
          JsonStep("write", wrt) + "," + JsonStep("free", fre);
+    if (a.live_repeat > 0) {
+      j += "," + JsonStep("live_snapshot", live.snapshot) + "," +
+           JsonStep("live_engine_quiet", live.quiet_engine) + "," +
+           JsonStep("live_engine_during", live.during_engine) + "," +
+           JsonStep("live_durable_quiet", live.quiet_durable) + "," +
+           JsonStep("live_durable_during", live.during_durable);
+    }
     fmt::print("{}}}\n", j);
   }
   std::fflush(stdout);
@@ -345,7 +519,9 @@ std::function<int()> AddSnapshotBench(CLI::App* app) {
       "(several markets, many accounts, orders over many price levels) exports its image "
       "--repeat times; each export (the engine thread's whole share of a snapshot) and the "
       "snapshot thread's encode, hash and write are timed apart. Prints p50/p99/p99.9/max per "
-      "step, the image's bytes and the resident memory.");
+      "step, the image's bytes and the resident memory; then the same state in a running "
+      "exchange, whose snapshots come from its follower engine, probed for engine stalls "
+      "while --live-repeat snapshots are taken.");
   AddCount(sub, "--open-orders", &args->open_orders, 0, 50'000'000,
            "resting orders in the books (default 100000)", "_,");
   AddCount(sub, "--repeat", &args->repeat, 1, 100'000, "snapshots taken (default 10)", "_,");
@@ -355,6 +531,10 @@ std::function<int()> AddSnapshotBench(CLI::App* app) {
   AddCount(sub, "--levels", &args->levels, 1, 4'096,
            "price levels a side per market that orders may rest on (default 1000)", "_,");
   AddCount(sub, "--seed", &args->seed, 0, UINT64_MAX, "order generator seed (default 1)", "_,");
+  AddCount(sub, "--live-repeat", &args->live_repeat, 0, 1'000,
+           "snapshots of a live exchange holding the same state, probed for engine stalls "
+           "(default 5; 0: skip)",
+           "_,");
   AddCount(sub, "--zstd-level", &args->zstd_level, 1, 19,
            "zstd level of the written snapshot (default 1, the exchange's)");
   sub->add_option("--dir", args->dir,

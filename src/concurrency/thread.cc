@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 #include <pthread.h>
 #include <sched.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -67,6 +70,17 @@ std::string ApplyToCurrentThread(const StageConfig& config) {
     } else {
       warnings += fmt::format("; WARNING: SCHED_FIFO {} refused ({}), running SCHED_OTHER",
                               config.rt_priority, std::strerror(rc));
+    }
+  }
+  if (!config.realtime && config.background_nice > 0) {
+    sched_param param{};
+    const int rc = pthread_setschedparam(pthread_self(), SCHED_BATCH, &param);
+    const auto tid = static_cast<id_t>(syscall(SYS_gettid));
+    if (rc == 0 && setpriority(PRIO_PROCESS, tid, config.background_nice) == 0) {
+      policy = fmt::format("SCHED_BATCH nice {}", config.background_nice);
+    } else {
+      warnings += fmt::format("; WARNING: background scheduling refused ({})",
+                              std::strerror(rc != 0 ? rc : errno));
     }
   }
   return fmt::format("{}: {} (numa node {}), {}{}", name, placement,

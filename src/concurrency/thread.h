@@ -16,6 +16,9 @@ struct StageConfig {
   int cpu = -1;           // pin to this CPU; -1: let the scheduler place it
   bool realtime = false;  // ask for SCHED_FIFO
   int rt_priority = 10;   // SCHED_FIFO priority (1..99) when realtime
+  // A background stage (snapshots): SCHED_BATCH at this nice value, so the
+  // latency-critical stages take the CPU first when it is short. 0: not.
+  int background_nice = 0;
 };
 
 // Names the calling thread, pins it and sets its scheduling class as `config`

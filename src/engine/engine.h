@@ -105,6 +105,10 @@ class Engine {
   Status CheckInvariants() const;
 
   EngineImage ExportImage() const;
+  // The same into *image, reusing its vectors' capacity: a caller that
+  // exports again and again (the snapshot follower) allocates and frees no
+  // memory once the image has grown to the state's size.
+  void ExportImage(EngineImage* image) const;
   // Replaces the whole state. Fails (changing nothing) when the image belongs
   // to another configuration or is inconsistent.
   Status Restore(const EngineImage& image);

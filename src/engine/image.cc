@@ -115,10 +115,19 @@ uint64_t HashImage(const EngineImage& img) {
 
 uint64_t Engine::Impl::ConfigHash() const { return HashConfig(cfg_); }
 
-uint64_t Engine::Impl::StateHash() const { return HashImage(ExportImage()); }
-
-EngineImage Engine::Impl::ExportImage() const {
+uint64_t Engine::Impl::StateHash() const {
   EngineImage img;
+  ExportImage(&img);
+  return HashImage(img);
+}
+
+void Engine::Impl::ExportImage(EngineImage* out) const {
+  EngineImage& img = *out;
+  img.asset_totals.clear();
+  img.balances.clear();
+  img.orders.clear();
+  img.recent_client_ids.clear();
+  img.transfers.clear();
   img.config_hash = ConfigHash();
   img.last_sequence = last_seq_;
   img.next_trade_id = next_trade_;
@@ -160,7 +169,6 @@ EngineImage Engine::Impl::ExportImage() const {
             [](const ImageTransfer& a, const ImageTransfer& b) {
               return a.ref.lo != b.ref.lo ? a.ref.lo < b.ref.lo : a.ref.hi < b.ref.hi;
             });
-  return img;
 }
 
 Status Engine::Impl::Load(const EngineImage& img) {
@@ -293,7 +301,12 @@ Status Engine::Impl::Load(const EngineImage& img) {
 
 uint64_t Engine::StateHash() const { return impl_->StateHash(); }
 uint64_t Engine::ConfigHash() const { return impl_->ConfigHash(); }
-EngineImage Engine::ExportImage() const { return impl_->ExportImage(); }
+EngineImage Engine::ExportImage() const {
+  EngineImage img;
+  impl_->ExportImage(&img);
+  return img;
+}
+void Engine::ExportImage(EngineImage* image) const { impl_->ExportImage(image); }
 
 Status Engine::Restore(const EngineImage& image) {
   auto fresh = std::make_unique<Impl>(impl_->config());

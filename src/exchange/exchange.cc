@@ -15,6 +15,7 @@
 #include "concurrency/agent.h"
 #include "concurrency/ring.h"
 #include "concurrency/wait.h"
+#include "exchange/snapshot_follower.h"
 #include "metrics/metrics.h"
 #include "metrics/owner_link.h"
 
@@ -23,6 +24,14 @@ namespace mb::exchange {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// The follower applies at most this many records a round, and parks at most
+// this long when it is level with the journal.
+constexpr std::size_t kFollowerChunk = 4096;
+constexpr int64_t kFollowerParkUs = 100'000;
+// The snapshot thread yields the CPU to the engine and journal threads when
+// it is short (a snapshot of a large state is seconds of CPU).
+constexpr int kBackgroundNice = 10;
 
 bool IsPowerOfTwo(uint32_t v) { return v >= 2 && (v & (v - 1)) == 0; }
 
@@ -52,7 +61,6 @@ struct SnapshotJob {
 struct Batch {
   engine::EventBuffer events;
   std::vector<CommandEntry> commands;
-  std::unique_ptr<SnapshotJob> snapshot;  // taken after this batch, if any
   uint64_t last_seq = 0;
   // Stage times shared by the batch's commands (0 when off or not reached).
   int64_t sequenced_ns = 0;
@@ -61,7 +69,6 @@ struct Batch {
   void Clear() {
     events.clear();
     commands.clear();
-    snapshot.reset();
     last_seq = 0;
     sequenced_ns = 0;
     journaled_ns = 0;
@@ -143,9 +150,13 @@ class Exchange::Impl final : private concurrency::Agent {
     writer_ = std::move(writer).value();
     durable_seq_.store(recovery_.recovered_seq, std::memory_order_relaxed);
     last_checksum_ = recovery_.journal.last_checksum;
-    last_snapshot_seq_ = recovery_.snapshot_seq;
     snapshot_written_seq_.store(recovery_.snapshot_seq, std::memory_order_relaxed);
-    last_snapshot_time_ = Clock::now();
+    synced_seq_.store(recovery_.recovered_seq, std::memory_order_relaxed);
+    auto follower = SnapshotFollower::Start(*engine_, opt_.data_dir, last_checksum_);
+    if (!follower.ok()) return follower.status();
+    follower_ = std::move(follower).value();
+    written_seq_ = recovery_.snapshot_seq;
+    last_attempt_ = Clock::now();
 
     for (uint32_t i = 0; i < opt_.batch_pool; ++i) {
       auto b = std::make_unique<Batch>();
@@ -293,7 +304,7 @@ class Exchange::Impl final : private concurrency::Agent {
 
   void RequestSnapshot() noexcept {
     snapshot_requested_.store(true, std::memory_order_release);
-    engine_wait_.WakeAlways();
+    snapshot_runner_.Wake();
   }
 
   // ---------------------------------------------------------------- engine
@@ -311,10 +322,8 @@ class Exchange::Impl final : private concurrency::Agent {
       const int64_t end = inbound_.Available(opt_.max_batch);
       if (end == begin) {
         if (engine_stop_.load(std::memory_order_acquire)) break;
-        if (SnapshotDue()) EmitSnapshotBatch();
         engine_wait_.Idle([this] {
-          return inbound_.HasAvailable() || engine_stop_.load(std::memory_order_acquire) ||
-                 snapshot_requested_.load(std::memory_order_acquire);
+          return inbound_.HasAvailable() || engine_stop_.load(std::memory_order_acquire);
         });
         continue;
       }
@@ -353,8 +362,6 @@ class Exchange::Impl final : private concurrency::Agent {
       }
       inbound_.Release(end);
       b->last_seq = Raw(engine_->last_sequence());
-      events_since_snapshot_ += b->events.size();
-      if (SnapshotDue()) TakeSnapshot(b);
       PushBatch(b);
     }
   }
@@ -390,48 +397,6 @@ class Exchange::Impl final : private concurrency::Agent {
     inbound_.Release(end);
   }
 
-  // Engine thread: the current state is in a snapshot written or being
-  // written. One that failed does not count: a request at the same sequence
-  // writes it again, and so does the next periodic one.
-  bool SnapshotTaken() const {
-    return Raw(engine_->last_sequence()) == last_snapshot_seq_ &&
-           snapshot_failed_seq_.load(std::memory_order_acquire) != last_snapshot_seq_;
-  }
-
-  bool SnapshotDue() const {
-    if (snapshot_requested_.load(std::memory_order_acquire)) return true;
-    if (SnapshotTaken()) return false;
-    if (opt_.snapshots.every_events != 0 && events_since_snapshot_ >= opt_.snapshots.every_events) {
-      return true;
-    }
-    return opt_.snapshots.every_seconds != 0 &&
-           Clock::now() - last_snapshot_time_ >= std::chrono::seconds(opt_.snapshots.every_seconds);
-  }
-
-  // A snapshot with nothing new to journal: an empty batch carries it, so it
-  // still reaches the snapshot thread only after everything before it is durable.
-  void EmitSnapshotBatch() {
-    if (SnapshotTaken()) {
-      snapshot_requested_.store(false, std::memory_order_release);
-      return;
-    }
-    Batch* b = AcquireBatch();
-    b->last_seq = Raw(engine_->last_sequence());
-    TakeSnapshot(b);
-    PushBatch(b);
-  }
-
-  // Engine thread: the image is copied here (the one stall a snapshot costs
-  // the engine); encoding, compression and the write happen on the snapshot thread.
-  void TakeSnapshot(Batch* b) {
-    snapshot_requested_.store(false, std::memory_order_release);
-    b->snapshot = std::make_unique<SnapshotJob>();
-    b->snapshot->image = engine_->ExportImage();
-    last_snapshot_seq_ = Raw(engine_->last_sequence());
-    last_snapshot_time_ = Clock::now();
-    events_since_snapshot_ = 0;
-  }
-
   // ---------------------------------------------------------------- journal
 
   void JournalLoop() {
@@ -445,6 +410,7 @@ class Exchange::Impl final : private concurrency::Agent {
     bool abandoned = false;  // Close() gave up on a failing disk: fail what is left
     for (;;) {
       bool appended = false;
+      if (!abandoned) ServeSync();
       while (Batch** pb = to_journal_.Front()) {
         Batch* b = *pb;
         to_journal_.Pop();
@@ -453,7 +419,6 @@ class Exchange::Impl final : private concurrency::Agent {
             last_checksum_ = writer_->Append(
                 std::span<const engine::Event>(b->events.data() + c.begin, c.end - c.begin));
           }
-          if (b->snapshot) b->snapshot->record_checksum = last_checksum_;
         }
         written.push_back(b);
         appended = true;
@@ -508,7 +473,7 @@ class Exchange::Impl final : private concurrency::Agent {
         // Interval policy: wait for the sync to fall due (or for new work);
         // the back-off parks, so the wait costs no CPU.
         if (to_journal_.Empty() && writer_->NextSyncDeadline() > Clock::now()) {
-          journal_wait_.Idle([this] { return !to_journal_.Empty(); });
+          journal_wait_.Idle([this] { return !to_journal_.Empty() || SyncWanted(); });
         }
         continue;
       }
@@ -517,8 +482,10 @@ class Exchange::Impl final : private concurrency::Agent {
           engine_done_.load(std::memory_order_acquire) && to_journal_.Empty()) {
         break;
       }
-      journal_wait_.Idle(
-          [this] { return !to_journal_.Empty() || journal_stop_.load(std::memory_order_acquire); });
+      journal_wait_.Idle([this] {
+        return !to_journal_.Empty() || SyncWanted() ||
+               journal_stop_.load(std::memory_order_acquire);
+      });
     }
   }
 
@@ -544,19 +511,6 @@ class Exchange::Impl final : private concurrency::Agent {
         }
       }
       if (opt_.on_durable && !b->events.empty()) opt_.on_durable(b->events);
-      if (b->snapshot) {
-        // Under `none` the records the snapshot covers may not be on disk yet:
-        // a snapshot must never be ahead of the journal after a power cut.
-        if (Status s = writer_->SyncAll(); !s.ok()) {
-          snapshot_failures_.fetch_add(1, std::memory_order_relaxed);
-          snapshot_failed_seq_.store(b->last_seq, std::memory_order_release);
-          opt_.log(fmt::format("snapshot at sequence {} skipped: {}", b->last_seq, s.message()));
-        } else {
-          MutexLock lock(snapshot_mu_);
-          snapshot_jobs_.push_back(std::move(b->snapshot));
-          snapshot_runner_.Wake();
-        }
-      }
       b->Clear();
       batches_done_.fetch_add(1, std::memory_order_relaxed);
       MB_CHECK(free_.TryPush(b));
@@ -605,24 +559,112 @@ class Exchange::Impl final : private concurrency::Agent {
 
   // ---------------------------------------------------------------- snapshots
 
-  // The snapshot writer's rounds (mb-snapshot): one queued snapshot each.
+  // The snapshot thread's rounds (mb-snapshot): the follower engine applies
+  // what the journal has written since the last round, in chunks; a snapshot
+  // falls due between two chunks (by events, by time, or on request) and is
+  // exported from the follower and written here. The engine thread takes no
+  // part. A round with nothing new parks the thread (kFollowerParkUs at most).
   int DoWork() override {
-    std::unique_ptr<SnapshotJob> job;
-    {
-      MutexLock lock(snapshot_mu_);
-      if (snapshot_jobs_.empty()) return 0;
-      job = std::move(snapshot_jobs_.front());
-      snapshot_jobs_.pop_front();
+    if (follower_ == nullptr) return 0;
+    if (sync_wait_seq_ != 0) return AwaitSync();
+    // A request covers whatever was durable when it was made.
+    const uint64_t limit = durable_seq_.load(std::memory_order_acquire);
+    if (snapshot_requested_.exchange(false, std::memory_order_acq_rel)) {
+      requested_ = true;
+      request_seq_ = limit;
     }
-    WriteSnapshotJob(*job);
+    auto events = follower_->CatchUp(limit, kFollowerChunk);
+    if (!events.ok()) {
+      snapshot_failures_.fetch_add(1, std::memory_order_relaxed);
+      opt_.log(fmt::format("snapshots stopped: {}", events.status().message()));
+      follower_.reset();
+      return 0;
+    }
+    events_since_snapshot_ += *events;
+    if (!FollowerSnapshotDue()) return *events > 0 ? 1 : 0;
+    requested_ = false;
+    if (follower_->applied_seq() == written_seq_) return *events > 0 ? 1 : 0;  // nothing new
+    if (opt_.journal.policy == journal::FsyncPolicy::kNone) {
+      // Under `none` the records the snapshot covers may not be on disk yet
+      // (a snapshot must never be ahead of the journal after a power cut):
+      // the journal thread syncs them first.
+      sync_wait_seq_ = follower_->applied_seq();
+      sync_wanted_.store(sync_wait_seq_, std::memory_order_release);
+      journal_wait_.WakeAlways();
+      return 1;
+    }
+    SnapshotFromFollower();
     return 1;
   }
   bool HasWork() const override {
-    MutexLock lock(snapshot_mu_);
-    return !snapshot_jobs_.empty();
+    if (snapshot_requested_.load(std::memory_order_acquire)) return true;
+    return sync_wait_seq_ != 0 && SyncAnswered();
   }
 
-  void WriteSnapshotJob(const SnapshotJob& job) {
+  bool FollowerSnapshotDue() const {
+    if (requested_) return follower_->applied_seq() >= request_seq_;
+    if (opt_.snapshots.every_events != 0 && events_since_snapshot_ >= opt_.snapshots.every_events) {
+      return true;
+    }
+    return opt_.snapshots.every_seconds != 0 &&
+           Clock::now() - last_attempt_ >= std::chrono::seconds(opt_.snapshots.every_seconds);
+  }
+
+  bool SyncAnswered() const {
+    return synced_seq_.load(std::memory_order_acquire) >= sync_wait_seq_ ||
+           sync_failed_seq_.load(std::memory_order_acquire) >= sync_wait_seq_;
+  }
+
+  // Under `none`: the snapshot waits, at its sequence, for the journal
+  // thread's sync; a failed sync fails the snapshot (retried when the next
+  // one falls due).
+  int AwaitSync() {
+    if (!SyncAnswered()) return 0;
+    if (synced_seq_.load(std::memory_order_acquire) >= sync_wait_seq_) {
+      SnapshotFromFollower();
+    } else {
+      snapshot_failures_.fetch_add(1, std::memory_order_relaxed);
+      opt_.log(fmt::format("snapshot at sequence {} skipped: the journal could not be synced ({})",
+                           sync_wait_seq_, RefusalReason()));
+      AttemptDone();
+    }
+    sync_wait_seq_ = 0;
+    return 1;
+  }
+
+  void SnapshotFromFollower() {
+    follower_->engine().ExportImage(&follower_job_.image);
+    follower_job_.record_checksum = follower_->last_checksum();
+    if (WriteSnapshotJob(follower_job_)) written_seq_ = follower_->applied_seq();
+    AttemptDone();
+  }
+
+  void AttemptDone() {
+    events_since_snapshot_ = 0;
+    last_attempt_ = Clock::now();
+  }
+
+  // Journal thread: a sync the snapshot thread waits for (fsync=none only).
+  bool SyncWanted() const {
+    const uint64_t want = sync_wanted_.load(std::memory_order_acquire);
+    return want > synced_seq_.load(std::memory_order_relaxed) &&
+           want > sync_failed_seq_.load(std::memory_order_relaxed);
+  }
+  void ServeSync() {
+    if (!SyncWanted()) return;
+    const uint64_t want = sync_wanted_.load(std::memory_order_acquire);
+    if (Status s = writer_->SyncAll(); s.ok()) {
+      synced_seq_.store(writer_->durable_seq(), std::memory_order_release);
+    } else {
+      opt_.log(fmt::format("journal sync for the snapshot at sequence {} failed: {}", want,
+                           s.message()));
+      sync_failed_seq_.store(want, std::memory_order_release);
+    }
+    snapshot_runner_.Wake();
+  }
+
+  // Returns whether the snapshot was written.
+  bool WriteSnapshotJob(const SnapshotJob& job) {
     const auto start = Clock::now();
     journal::SnapshotMeta meta;
     meta.record_checksum = job.record_checksum;
@@ -630,21 +672,19 @@ class Exchange::Impl final : private concurrency::Agent {
                                        opt_.snapshots.keep);
     if (!path.ok()) {
       snapshot_failures_.fetch_add(1, std::memory_order_relaxed);
-      snapshot_failed_seq_.store(meta.seq, std::memory_order_release);
       opt_.log(
           fmt::format("snapshot at sequence {} failed: {}", meta.seq, path.status().message()));
-      return;
+      return false;
     }
     snapshots_.fetch_add(1, std::memory_order_relaxed);
     snapshot_written_seq_.store(meta.seq, std::memory_order_relaxed);
-    uint64_t failed = meta.seq;  // written after all: no longer to be retried
-    snapshot_failed_seq_.compare_exchange_strong(failed, 0, std::memory_order_acq_rel);
     opt_.log(
         fmt::format("snapshot at sequence {}: {} ({} bytes, {} raw) state hash {:016x} in "
                     "{:.3f} s",
                     meta.seq, path->string(), meta.compressed_size, meta.raw_size, meta.state_hash,
                     std::chrono::duration<double>(Clock::now() - start).count()));
     if (opt_.on_snapshot) opt_.on_snapshot(meta);
+    return true;
   }
 
   // ---------------------------------------------------------------- shutdown
@@ -742,10 +782,15 @@ class Exchange::Impl final : private concurrency::Agent {
   concurrency::Waiter journal_wait_;  // the journal parks here; the engine wakes it
   concurrency::Waiter free_wait_;     // the engine waits for a free batch here
 
-  // Engine thread only.
-  uint64_t events_since_snapshot_ = 0;
-  uint64_t last_snapshot_seq_ = 0;
-  Clock::time_point last_snapshot_time_;
+  // Snapshot thread only (set up by Start()).
+  std::unique_ptr<SnapshotFollower> follower_;  // null once it failed
+  SnapshotJob follower_job_;                    // reused: no allocation per snapshot once grown
+  uint64_t events_since_snapshot_ = 0;          // applied by the follower
+  uint64_t written_seq_ = 0;                    // of the newest snapshot written
+  uint64_t sync_wait_seq_ = 0;                  // a snapshot waiting for a sync (`none`)
+  bool requested_ = false;
+  uint64_t request_seq_ = 0;  // what a request covers
+  Clock::time_point last_attempt_;
   // Journal thread only (read by Close() after the join).
   uint64_t last_checksum_ = 0;
   uint64_t not_durable_ = 0;
@@ -756,11 +801,15 @@ class Exchange::Impl final : private concurrency::Agent {
   std::string refusal_ MB_GUARDED_BY(refusal_mu_);
 
   std::atomic<bool> snapshot_requested_{false};
-  mutable Mutex snapshot_mu_;
-  std::deque<std::unique_ptr<SnapshotJob>> snapshot_jobs_ MB_GUARDED_BY(snapshot_mu_);
-  // The snapshot writer: parks until a snapshot is queued (a second at most).
+  // The snapshot thread: the follower engine and the snapshot writer.
   concurrency::AgentRunner snapshot_runner_{
-      this, {"mb-snapshot", {concurrency::WaitKind::kBackOff, 0, 0, 1'000'000}}};
+      this,
+      {"mb-snapshot",
+       {concurrency::WaitKind::kBackOff, 0, 0, kFollowerParkUs},
+       -1,
+       false,
+       10,
+       kBackgroundNice}};
 
   std::atomic<int64_t> in_submit_{0};
   std::atomic<bool> closed_{false};
@@ -770,9 +819,12 @@ class Exchange::Impl final : private concurrency::Agent {
   std::atomic<bool> engine_done_{false};
   std::atomic<bool> journal_done_{false};
   std::atomic<uint64_t> snapshot_written_seq_{0};  // the newest snapshot on disk
-  // The sequence of the last snapshot that failed (0: none pending a retry);
-  // written by the snapshot and journal threads, read by the engine thread.
-  std::atomic<uint64_t> snapshot_failed_seq_{0};
+  // fsync=none: the snapshot thread asks the journal thread for a sync up to
+  // sync_wanted_; the journal thread answers in synced_seq_ (what is on
+  // disk) or sync_failed_seq_.
+  std::atomic<uint64_t> sync_wanted_{0};
+  std::atomic<uint64_t> synced_seq_{0};
+  std::atomic<uint64_t> sync_failed_seq_{0};
   bool running_ = false;
   Status close_status_;
 

@@ -426,6 +426,75 @@ TEST_F(ExchangeTest, FailedSnapshotKeepsThePreviousOne) {
   EXPECT_EQ((*again)->ClosedStateHash(), ReferenceHash(2500));
 }
 
+// Snapshots come from the follower engine, which replays the journal: one
+// requested while commands keep arriving covers at least everything durable
+// when it was asked for, and holds exactly the state the commands up to its
+// sequence give (the reference engine's).
+TEST_F(ExchangeTest, RequestedSnapshotUnderLoadCoversWhatWasDurable) {
+  auto o = Options();
+  o.snapshots.on_shutdown = false;
+  std::mutex mu;
+  std::vector<journal::SnapshotMeta> snaps;
+  o.on_snapshot = [&](const journal::SnapshotMeta& m) {
+    std::lock_guard<std::mutex> lock(mu);
+    snaps.push_back(m);
+  };
+  auto ex = Exchange::Open(o);
+  ASSERT_TRUE(ex.ok());
+  Collector c;
+  SubmitRange(ex->get(), &c, 0, 3000);
+  while ((*ex)->durable_seq() < 3000) std::this_thread::yield();
+  (*ex)->RequestSnapshot();
+  SubmitRange(ex->get(), &c, 3000, 12000);
+  while ((*ex)->stats().snapshots < 1) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  ASSERT_TRUE((*ex)->Close().ok());
+  std::lock_guard<std::mutex> lock(mu);
+  ASSERT_EQ(snaps.size(), 1u);
+  EXPECT_GE(snaps[0].seq, 3000u);
+  EXPECT_EQ(snaps[0].state_hash, ReferenceHash(snaps[0].seq));
+  EXPECT_EQ(c.done().size(), 12000u);
+}
+
+// Under fsync=none the journal's records may still be only in the page
+// cache: a snapshot waits for the journal thread to sync them, and when that
+// sync fails there is no snapshot (one ahead of the journal on disk would
+// outlive a power cut that the records did not).
+TEST_F(ExchangeTest, SnapshotUnderFsyncNoneNeedsTheJournalSynced) {
+  FaultFileSystem fsys;
+  auto o = Options();
+  o.file_system = &fsys;
+  o.journal.policy = journal::FsyncPolicy::kNone;
+  o.snapshots.on_shutdown = false;
+  auto ex = Exchange::Open(o);
+  ASSERT_TRUE(ex.ok());
+  Collector c;
+  SubmitRange(ex->get(), &c, 0, 1000);
+  while ((*ex)->durable_seq() < 1000) std::this_thread::yield();
+  const int syncs = fsys.calls(FileOp::kDataSync);
+  (*ex)->RequestSnapshot();
+  while ((*ex)->stats().snapshots < 1) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  EXPECT_GT(fsys.calls(FileOp::kDataSync), syncs) << "no journal sync before the snapshot";
+
+  fsys.Inject(Fault(FileOp::kDataSync, EIO, ".mbj").Times(-1));
+  SubmitRange(ex->get(), &c, 1000, 2000);
+  while ((*ex)->durable_seq() < 2000) std::this_thread::yield();
+  (*ex)->RequestSnapshot();
+  while ((*ex)->stats().snapshot_failures < 1) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  EXPECT_EQ((*ex)->stats().snapshots, 1u);
+  EXPECT_NE(log().find("snapshot at sequence 2000 skipped"), std::string::npos) << log();
+  std::vector<std::string> files;
+  for (const auto& e : fs::directory_iterator(root_ / "snapshots")) {
+    files.push_back(e.path().filename().string());
+  }
+  EXPECT_EQ(files, std::vector<std::string>{journal::SnapshotFileName(1000)});
+  fsys.Clear();
+  SubmitRange(ex->get(), &c, 2000, 2100);
+  (void)(*ex)->Close();
+  EXPECT_EQ(c.done().size(), 2100u) << "trading stopped with the snapshot";
+}
+
 // Close() on a disk that never recovers: bounded, and every command still in
 // memory is reported not durable (never silently dropped, never claimed durable).
 TEST_F(ExchangeTest, CloseGivesUpOnAFailingDiskAndSaysSo) {

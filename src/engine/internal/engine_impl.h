@@ -69,7 +69,7 @@ class Engine::Impl {
   const Accounts& accounts() const noexcept { return accounts_; }
 
   // --- the image (image.cc) ---
-  EngineImage ExportImage() const;
+  void ExportImage(EngineImage* img) const;
   // Loads an image into this fresh Impl, checking it against everything the
   // engine itself could have exported; on failure this Impl is half-loaded
   // and must be dropped. The caller then checks the invariants.
