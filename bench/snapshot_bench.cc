@@ -306,7 +306,7 @@ Result<LiveResult> RunLive(const SnapshotArgs& a, const engine::EngineConfig& co
     std::this_thread::sleep_for(std::chrono::microseconds(100));
   };
 
-  // The first window lasts as long as the second (at least a second).
+  // The window with snapshots first; then one as long (at least a second) without.
   std::vector<int64_t> during_engine, during_durable, snapshot_ns;
   for (uint64_t k = 0; k < a.live_repeat; ++k) {
     const uint64_t before = ex->stats().snapshots;
@@ -446,7 +446,7 @@ int RunSnapshotBench(const SnapshotArgs& a) {
       orders, balances, transfers, image_memory, meta.raw_size, meta.compressed_size, a.zstd_level);
   fmt::print("\n  {:<26} {:>10} {:>10} {:>10} {:>10} {:>10}   ({} snapshots)\n", "step (ms)", "p50",
              "p99", "p99.9", "max", "mean", a.repeat);
-  PrintRow("export (engine thread)", exp);
+  PrintRow("export (ExportImage)", exp);
   PrintRow("  of which no-order base", base);
   PrintRow("copy of the orders (floor)", cpy);
   PrintRow("encode (in write)", enc);

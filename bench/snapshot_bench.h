@@ -5,10 +5,10 @@
 // denser near the touch, each with a client order id), then a snapshot is
 // taken --repeat R times, each step timed on its own:
 //
-//   export  Engine::ExportImage(): the copy of the engine state the exchange's
-//           engine thread makes when a snapshot is due. It is the whole of the
-//           engine-thread stall a snapshot costs; nothing else a snapshot does
-//           runs there.
+//   export  Engine::ExportImage(): the copy of the engine state a snapshot
+//           starts with. The exchange makes it on the snapshot thread, from
+//           its follower engine (exchange/snapshot_follower.h); made on the
+//           engine thread, it would be that thread's stall.
 //   encode  codec::EncodeImage(), hash  engine::HashImage(): parts of write.
 //   write   journal::WriteSnapshot() into a scratch data directory (encode,
 //           hash, zstd at --zstd-level, temporary file, fsync, rename): the
@@ -21,6 +21,13 @@
 // exported per second, the image's size in memory, encoded and compressed,
 // and the process's resident memory. `--json` makes the last line one JSON
 // object.
+//
+// Then (--live-repeat R, default 5; 0 skips it) the same state is built
+// through a running Exchange and a probe submits one deposit at a time,
+// timing submitted -> matched (the engine's share) and submitted -> durable,
+// first while R snapshots are requested one after the other, then for as long
+// again with none: an engine thread that stalled for a snapshot would show in
+// the first window's tail.
 //
 // Thread safety: single-threaded program.
 #pragma once
