@@ -130,6 +130,7 @@ int Serve(const mb::app::Config& cfg, const std::string& source, bool recover_on
   fo.window_ms = mc.flight_window_ms;
   fo.threshold_ns = uint64_t{mc.flight_threshold_ms} * 1'000'000;
   fo.keep = mc.flight_keep;
+  fo.log = mb::log::Sink("flight", mb::log::Level::kWarn);
   mb::metrics::FlightRecorder recorder(fo);
   o.metrics = &registry;
   mb::gateway::GatewayOptions go = cfg.runtime.gateway;

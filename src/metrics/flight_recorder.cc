@@ -279,7 +279,12 @@ int FlightRecorder::DoWork() {
     dumps_written_.fetch_add(1, std::memory_order_release);
   } else {
     dump_errors_.fetch_add(1, std::memory_order_release);
-    std::fprintf(stderr, "flight recorder: %s\n", st.message().c_str());
+    const std::string line = "flight recorder: dump not written: " + st.message();
+    if (options_.log) {
+      options_.log(line);
+    } else {
+      std::fprintf(stderr, "%s\n", line.c_str());
+    }
   }
   return 1;
 }

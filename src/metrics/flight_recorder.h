@@ -45,6 +45,7 @@
 #include <atomic>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -82,6 +83,9 @@ struct FlightRecorderOptions {
   uint64_t threshold_ns = 0;        // 0: never dump; else responded - ingress > threshold dumps
   uint32_t min_interval_ms = 1000;  // at most one dump per interval (others are suppressed)
   uint32_t keep = 20;               // newest dump files kept, older ones deleted; 0: keep all
+  // Where a dump that cannot be written is reported (the dumper's thread;
+  // empty: stderr). The server passes its log.
+  std::function<void(std::string_view)> log;
 };
 
 class FlightRecorder final : private concurrency::Agent {
@@ -129,7 +133,7 @@ class FlightRecorder final : private concurrency::Agent {
     uint64_t triggers;     // commands slower than the threshold
     uint64_t dumps;        // dump files written
     uint64_t suppressed;   // triggers not dumped (pending dump or min interval)
-    uint64_t dump_errors;  // dumps that could not be written (logged on stderr)
+    uint64_t dump_errors;  // dumps that could not be written (each one logged)
   };
   Stats stats() const noexcept;
 

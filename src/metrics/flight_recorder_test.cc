@@ -11,8 +11,10 @@
 #include <chrono>
 #include <fstream>
 #include <functional>
+#include <mutex>
 #include <set>
 #include <thread>
+#include <vector>
 
 #include "common/clock.h"
 
@@ -285,6 +287,29 @@ TEST_F(FlightRecorderTest, StartNamesAnUnusableDirectory) {
 
 // Readers copying the ring while one thread writes never see a torn trace.
 // Run under ThreadSanitizer too (the tsan preset).
+// A dump that cannot be written (its directory replaced by a file) is
+// counted and reported through the log the recorder was given.
+TEST_F(FlightRecorderTest, ADumpThatCannotBeWrittenIsLogged) {
+  std::mutex mu;
+  std::vector<std::string> lines;
+  auto o = Options();
+  o.log = [&](std::string_view line) {
+    std::lock_guard<std::mutex> lock(mu);
+    lines.emplace_back(line);
+  };
+  FlightRecorder fr(o);
+  ASSERT_TRUE(fr.Start().ok());
+  fs::remove_all(dir_);
+  std::ofstream(dir_) << "not a directory";
+  fr.Record(Trace(1, SteadyNs() - 5 * kMs, 5 * kMs));
+  ASSERT_TRUE(WaitFor([&] { return fr.stats().dump_errors == 1; }));
+  EXPECT_EQ(fr.stats().dumps, 0u);
+  std::lock_guard<std::mutex> lock(mu);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_NE(lines[0].find("flight recorder: dump not written"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[0].find(dir_.string()), std::string::npos) << lines[0];
+}
+
 TEST_F(FlightRecorderTest, RecentUnderAConcurrentWriter) {
   FlightRecorderOptions o = Options();
   o.capacity = 1000;  // rounded up to 1024
