@@ -506,6 +506,7 @@ int main(int argc, char** argv) {
   int io_threads = 0;
   uint32_t ws_queue_messages = 0;
   uint32_t ws_queue_bytes = 0;
+  uint32_t ws_slow_grace_ms = 0;
   int64_t key_weight = -1;
   int64_t ip_weight = -1;
   int metrics_port = -1;
@@ -532,6 +533,11 @@ int main(int argc, char** argv) {
       ->add_option("--ws-send-queue-bytes", ws_queue_bytes,
                    "Bytes a WebSocket may have queued before it is disconnected as slow")
       ->check(CLI::Range(1024, 2'000'000'000));
+  serve
+      ->add_option("--ws-slow-close-grace-ms", ws_slow_grace_ms,
+                   "How long a slow consumer's close frame may wait behind its unread data "
+                   "before the connection is torn down (ms)")
+      ->check(CLI::Range(100, 600'000));
   serve
       ->add_option("--weight-per-minute", key_weight,
                    "Request weight an API key may use per minute (0: unlimited); overrides "
@@ -643,6 +649,7 @@ int main(int argc, char** argv) {
   if (io_threads > 0) so.io_threads = io_threads;
   if (ws_queue_messages > 0) so.ws_send_queue_messages = ws_queue_messages;
   if (ws_queue_bytes > 0) so.ws_send_queue_bytes = ws_queue_bytes;
+  if (ws_slow_grace_ms > 0) so.ws_slow_close_grace_ms = ws_slow_grace_ms;
   mb::gateway::GatewayOptions& go = cfg->runtime.gateway;
   if (key_weight >= 0)
     go.key_limit.weight_per_minute = go.key_limit.burst = static_cast<uint32_t>(key_weight);

@@ -74,7 +74,6 @@ constexpr auto kWsHandshakeTimeout = std::chrono::seconds(30);
 constexpr auto kWsCloseTimeout = std::chrono::seconds(5);
 // A slow consumer's close frame waits behind a write the peer does not read:
 // give it a moment to get out, then tear down.
-constexpr auto kWsSlowCloseTimeout = std::chrono::seconds(2);
 // Stop(): how long the io threads may take to finish after every connection
 // was closed before the io_context is stopped outright.
 constexpr auto kStopTimeout = std::chrono::seconds(2);
@@ -293,7 +292,8 @@ class WsSession final : public WsConnection, public Connection {
       core_->stats.ws_slow_disconnects.fetch_add(1);
       core_->Post(executor_, [self = Self()] {
         self->StartClose(static_cast<uint16_t>(websocket::close_code::policy_error),
-                         std::string(kSlowConsumerReason), kWsSlowCloseTimeout);
+                         std::string(kSlowConsumerReason),
+                         std::chrono::milliseconds(self->core_->options.ws_slow_close_grace_ms));
       });
       return false;
     }

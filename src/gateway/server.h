@@ -57,6 +57,9 @@ struct ServerOptions {
   uint32_t ws_max_message_bytes = 64 * 1024;
   uint32_t ws_send_queue_messages = 4096;
   uint32_t ws_send_queue_bytes = 8 << 20;
+  // How long a slow consumer's close may take (its close frame waits behind
+  // the data it has not read) before the connection is torn down.
+  uint32_t ws_slow_close_grace_ms = 2'000;
   uint32_t ws_idle_ping_ms = 30'000;  // ping a silent client; close if no pong in as long
   // Where written WebSocket messages that carry an origin time record their
   // age (ns); null: not measured. Must outlive the server.

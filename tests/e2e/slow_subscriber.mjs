@@ -3,7 +3,10 @@
 // normal readers keep receiving every trade, and the latency of order entry
 // (POST /api/v3/order, newOrderRespType=ACK) does not move.
 //
-// Server flags: --ws-send-queue-messages 256 --ws-send-queue-bytes 1048576.
+// Server flags: --ws-send-queue-messages 256 --ws-send-queue-bytes 1048576
+// --ws-slow-close-grace-ms 6000 (S2 must resume reading within the grace
+// period to see the close frame; 6 s rather than the default 2 s keeps that
+// a check of behaviour even when a loaded machine schedules the client late).
 //
 // What a peer sees of "closed with 1008" depends on whether it reads: the
 // close frame can only travel once the data already in the TCP buffers
@@ -51,6 +54,7 @@ const BEFORE_MS = 3000;
 const STALL_MAX_MS = 45000;
 const QUEUE_MESSAGES = 256;
 const QUEUE_BYTES = 1048576;
+const CLOSE_GRACE_MS = 6000;
 // Loopback TCP here buffers about 4 MB toward a reader that stopped (server
 // send buffer + client receive buffer); the server queue adds at most 1 MB.
 // A stalled client must be cut off before the readers got this much since
@@ -333,4 +337,4 @@ async function main(srv) {
   }
 }
 
-runMain('slow_subscriber', () => withServer({ bin, extraArgs: ['--ws-send-queue-messages', String(QUEUE_MESSAGES), '--ws-send-queue-bytes', String(QUEUE_BYTES)] }, main), { timeoutMs: 110000 });
+runMain('slow_subscriber', () => withServer({ bin, extraArgs: ['--ws-send-queue-messages', String(QUEUE_MESSAGES), '--ws-send-queue-bytes', String(QUEUE_BYTES), '--ws-slow-close-grace-ms', String(CLOSE_GRACE_MS)] }, main), { timeoutMs: 110000 });
