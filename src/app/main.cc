@@ -102,6 +102,7 @@ mb::projection::ProjectorOptions ProjectorOptionsFor(const mb::app::Config& cfg)
   po.catchup_batch_events = cfg.runtime.projection.catchup_batch_events;
   po.batch_wait = std::chrono::milliseconds(cfg.runtime.projection.batch_wait_ms);
   po.log = mb::log::Sink("projection");
+  po.sync_journal = cfg.runtime.journal.policy == mb::journal::FsyncPolicy::kNone;
   return po;
 }
 

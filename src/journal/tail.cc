@@ -14,15 +14,23 @@ namespace mb::journal {
 
 namespace fs = std::filesystem;
 
-JournalTail::JournalTail(fs::path data_dir, uint64_t config_hash, uint64_t from_seq)
+JournalTail::JournalTail(fs::path data_dir, uint64_t config_hash, uint64_t from_seq,
+                         FileSystem* file_system)
     : journal_dir_(std::move(data_dir) / "journal"),
       config_hash_(config_hash),
+      fsys_(file_system != nullptr ? file_system : &RealFileSystem()),
       next_seq_(from_seq == 0 ? 1 : from_seq) {}
+
+Status JournalTail::SyncDelivered() {
+  if (fd_ < 0) return Status::Ok();  // nothing read since the last segment was closed
+  if (fsys_->DataSync(fd_) != 0) return ErrnoStatus(segment_, "fdatasync", errno);
+  return Status::Ok();
+}
 
 JournalTail::~JournalTail() { CloseSegment(); }
 
 void JournalTail::CloseSegment() {
-  if (fd_ >= 0) ::close(fd_);
+  if (fd_ >= 0) fsys_->Close(fd_);
   fd_ = -1;
   buf_pos_ = buf_end_ = 0;
   buf_file_off_ = 0;
@@ -58,7 +66,7 @@ Status JournalTail::OpenSegmentFor(uint64_t seq, bool* found) {
     return Status::Ok();  // no journal yet
   }
   CloseSegment();
-  fd_ = ::open(best_path.c_str(), O_RDONLY | O_CLOEXEC);
+  fd_ = fsys_->Open(best_path.c_str(), O_RDONLY | O_CLOEXEC, 0);
   if (fd_ < 0) return ErrnoStatus(best_path, "open", errno);
   segment_ = best_path;
   segment_first_ = best;

@@ -17,6 +17,7 @@
 #include <limits>
 #include <vector>
 
+#include "common/file_system.h"
 #include "common/status.h"
 #include "journal/reader.h"
 
@@ -27,7 +28,10 @@ class JournalTail {
   static constexpr uint64_t kEverything = std::numeric_limits<uint64_t>::max();
 
   // Starts at from_seq (>= 1). config_hash 0 skips the segment check.
-  JournalTail(std::filesystem::path data_dir, uint64_t config_hash, uint64_t from_seq);
+  // file_system: what opens, closes and syncs segments (null: the system
+  // calls); reads are always direct.
+  JournalTail(std::filesystem::path data_dir, uint64_t config_hash, uint64_t from_seq,
+              FileSystem* file_system = nullptr);
   ~JournalTail();
   JournalTail(const JournalTail&) = delete;
   JournalTail& operator=(const JournalTail&) = delete;
@@ -42,6 +46,13 @@ class JournalTail {
 
   uint64_t next_seq() const noexcept { return next_seq_; }
 
+  // fdatasync of the segment being read: with every earlier segment already
+  // synced by the writer when it rolled, every record delivered so far is
+  // then on disk. Under fsync=none a reader that makes its own output durable
+  // (the projection) calls it first, so that output is never on disk ahead of
+  // the journal. An error names the segment.
+  Status SyncDelivered();
+
  private:
   Status OpenSegmentFor(uint64_t seq, bool* found);
   // Makes at least `n` bytes available at buf_pos_ (fewer at the end of the file).
@@ -50,6 +61,7 @@ class JournalTail {
 
   std::filesystem::path journal_dir_;
   uint64_t config_hash_;
+  FileSystem* fsys_;
   uint64_t next_seq_;
 
   int fd_ = -1;

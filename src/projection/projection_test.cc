@@ -22,6 +22,7 @@
 #include <thread>
 
 #include "common/clock.h"
+#include "common/fault_file_system.h"
 #include "engine/engine.h"
 #include "exchange/exchange.h"
 #include "journal/data_dir.h"
@@ -717,6 +718,45 @@ TEST(ProjectorClockTest, LagIsMeasuredOnTheGivenClock) {
   const std::vector<int64_t> second = p.TakeLagSamples();
   ASSERT_EQ(second.size(), 1u);
   EXPECT_EQ(second[0], clock.wall_ns() - j.records[half].front().timestamp_ns);
+  fs::remove_all(root);
+}
+
+// Under journal fsync=none (sync_journal) the projector makes the journal
+// records of a batch durable before it commits the batch: a failed sync
+// commits nothing, and the batch is applied once the sync succeeds.
+TEST(ProjectorSyncTest, SyncsTheJournalBeforeEachCommitAndCommitsNothingWhenItFails) {
+  const fs::path root = TestDir("sync");
+  JournalBuilder j(root, 13);
+  j.Run(300);
+  auto store = OpenSqliteStore((root / "p.sqlite").string(), j.config);
+  ASSERT_TRUE(store.ok()) << store.status().message();
+  FaultFileSystem fsys;
+  ProjectorOptions po;
+  po.batch_events = 100;
+  po.catchup_batch_events = 100;  // several batches
+  po.sync_journal = true;
+  po.file_system = &fsys;
+  po.log = [](std::string_view) {};
+  Projector p(root, j.config, j.hash, store->get(), po);
+  ASSERT_TRUE(p.Init().ok());
+  auto n = p.RunOnce(j.last_seq());
+  ASSERT_TRUE(n.ok()) << n.status().message();
+  EXPECT_EQ(fsys.calls(FileOp::kDataSync), 1) << "one journal sync per commit";
+  const uint64_t applied = p.applied_seq();
+  ASSERT_GT(applied, 0u);
+  ASSERT_LT(applied, j.last_seq());
+
+  fsys.Inject(Fault(FileOp::kDataSync, EIO, ".mbj"));
+  n = p.RunOnce(j.last_seq());
+  ASSERT_FALSE(n.ok());
+  EXPECT_NE(n.status().message().find("fdatasync"), std::string::npos) << n.status().message();
+  EXPECT_EQ(p.applied_seq(), applied);
+  EXPECT_EQ((*store)->State()->applied_seq, applied) << "committed without a durable journal";
+
+  Projector again(root, j.config, j.hash, store->get(), po);
+  ASSERT_TRUE(again.Init().ok());
+  ASSERT_TRUE(again.CatchUp(j.last_seq()).ok());
+  EXPECT_EQ(again.applied_seq(), j.last_seq());
   fs::remove_all(root);
 }
 

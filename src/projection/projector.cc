@@ -72,7 +72,8 @@ Status Projector::Init() {
   if (!open.ok()) return open.status();
   builder_.Seed(*open);
   state_ = *state;
-  tail_ = std::make_unique<journal::JournalTail>(data_dir_, config_hash_, state_.applied_seq + 1);
+  tail_ = std::make_unique<journal::JournalTail>(data_dir_, config_hash_, state_.applied_seq + 1,
+                                                 options_.file_system);
   applied_.store(state_.applied_seq, std::memory_order_release);
   return Status::Ok();
 }
@@ -137,6 +138,7 @@ Result<std::size_t> Projector::RunBatch(uint64_t limit_seq, bool wait) {
   builder_.Finish(&batch_);
   const ProjectorState next{batch_.last_seq, batch_.last_checksum, config_hash_,
                             batch_.last_time_ns};
+  if (options_.sync_journal) MB_RETURN_IF_ERROR(tail_->SyncDelivered());
   MB_RETURN_IF_ERROR(store_->Commit(batch_, next));
   state_ = next;
   if (const auto storage = store_->Storage();

@@ -71,7 +71,14 @@ struct ProjectorOptions {
   // never lasts longer than park_us (so it also looks without a notification).
   concurrency::StageConfig stage{"mb-projector", {concurrency::WaitKind::kBackOff, 0, 0, 200'000}};
   std::function<void(std::string_view)> log;  // default: stderr
-  std::size_t lag_samples = 0;                // keep up to this many per-batch lags (benchmarks)
+  // Under journal fsync=none the records the projector reads may still be
+  // only in the page cache: with sync_journal it fdatasyncs them before each
+  // commit, so after a power cut the projection is never ahead of the
+  // journal. file_system: what the journal reader opens and syncs with (null:
+  // the system calls; tests pass one that fails).
+  bool sync_journal = false;
+  FileSystem* file_system = nullptr;
+  std::size_t lag_samples = 0;  // keep up to this many per-batch lags (benchmarks)
   // What lag is measured with: steady readings for lag_seconds, wall readings
   // for the lag samples (against the records' event times). Null: the system
   // clock. Outlives the projector. Batch waits and retries stay on the real
