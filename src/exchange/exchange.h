@@ -7,7 +7,10 @@
 //        ──▶ journal thread: one record per command, one write per group,
 //            fsync policy ──▶ durable sequence advances ──▶ OnDone, then the
 //            durable-batch listener (the read side)
-//        ──▶ snapshot thread: compress + write snapshots taken by the engine
+//   journal files ──▶ snapshot thread: the follower engine applies every
+//            durable record (exchange/snapshot_follower.h); snapshots are its
+//            image, compressed and written there — the engine thread never
+//            stops for one
 //
 // Open() recovers the state from the data directory (newest valid snapshot +
 // journal replay, a torn tail cut) before any command is taken.
@@ -174,7 +177,8 @@ class Exchange {
   // Why Submit() returns kRefusing (empty when it does not).
   std::string RefusalReason() const;
 
-  // A snapshot at the next batch boundary.
+  // A snapshot covering at least every command durable now (taken by the
+  // snapshot thread once its follower engine has applied them).
   void RequestSnapshot() noexcept;
 
   // Stops intake, drains everything taken into the journal, takes the
