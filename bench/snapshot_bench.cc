@@ -216,9 +216,9 @@ std::string JsonStep(std::string_view name, const Percentiles& p) {
 // submits one deposit at a time (the next 100 µs after the last one's
 // answer) and records how long the engine took to take and process it
 // (submitted -> matched: the inbound ring's wait plus the command). The same
-// probe runs first with no snapshot, then while --live-repeat snapshots are
-// requested one after the other: an engine thread that stalls for a
-// snapshot shows in the second window's max.
+// probe runs first while --live-repeat snapshots are requested one after the
+// other, then as long again with none: an engine thread that stalled for a
+// snapshot would show in the first window's tail.
 
 // Counts answers; every command of the build must be accepted.
 class BuildCompletion final : public exchange::Completion {

@@ -151,8 +151,10 @@ class Exchange::Impl final : private concurrency::Agent {
     durable_seq_.store(recovery_.recovered_seq, std::memory_order_relaxed);
     last_checksum_ = recovery_.journal.last_checksum;
     snapshot_written_seq_.store(recovery_.snapshot_seq, std::memory_order_relaxed);
+    // JournalWriter::Open made the recovered records durable.
     synced_seq_.store(recovery_.recovered_seq, std::memory_order_relaxed);
-    auto follower = SnapshotFollower::Start(*engine_, opt_.data_dir, last_checksum_);
+    auto follower =
+        SnapshotFollower::Start(*engine_, opt_.data_dir, last_checksum_, opt_.file_system);
     if (!follower.ok()) return follower.status();
     follower_ = std::move(follower).value();
     written_seq_ = recovery_.snapshot_seq;
@@ -565,11 +567,20 @@ class Exchange::Impl final : private concurrency::Agent {
   // exported from the follower and written here. The engine thread takes no
   // part. A round with nothing new parks the thread (kFollowerParkUs at most).
   int DoWork() override {
-    if (follower_ == nullptr) return 0;
+    if (follower_ == nullptr) {
+      if (snapshot_requested_.exchange(false, std::memory_order_acq_rel)) {
+        opt_.log("snapshot request ignored: snapshots stopped (see the earlier error); restart");
+      }
+      return 0;
+    }
     if (sync_wait_seq_ != 0) return AwaitSync();
-    // A request covers whatever was durable when it was made.
+    // Closing: the shutdown snapshot (Close()) covers what is left to apply.
+    if (closed_.load(std::memory_order_acquire)) return 0;
+    // A request covers whatever was durable when it was made: the flag is
+    // taken before the durable sequence is read.
+    const bool request = snapshot_requested_.exchange(false, std::memory_order_acq_rel);
     const uint64_t limit = durable_seq_.load(std::memory_order_acquire);
-    if (snapshot_requested_.exchange(false, std::memory_order_acq_rel)) {
+    if (request) {
       requested_ = true;
       request_seq_ = limit;
     }
@@ -597,8 +608,8 @@ class Exchange::Impl final : private concurrency::Agent {
     return 1;
   }
   bool HasWork() const override {
-    if (snapshot_requested_.load(std::memory_order_acquire)) return true;
-    return sync_wait_seq_ != 0 && SyncAnswered();
+    if (sync_wait_seq_ != 0) return SyncAnswered();
+    return snapshot_requested_.load(std::memory_order_acquire);
   }
 
   bool FollowerSnapshotDue() const {
@@ -624,8 +635,9 @@ class Exchange::Impl final : private concurrency::Agent {
       SnapshotFromFollower();
     } else {
       snapshot_failures_.fetch_add(1, std::memory_order_relaxed);
-      opt_.log(fmt::format("snapshot at sequence {} skipped: the journal could not be synced ({})",
-                           sync_wait_seq_, RefusalReason()));
+      // The journal thread logged the sync's error.
+      opt_.log(fmt::format("snapshot at sequence {} skipped: the journal could not be synced",
+                           sync_wait_seq_));
       AttemptDone();
     }
     sync_wait_seq_ = 0;

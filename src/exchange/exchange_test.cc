@@ -189,6 +189,12 @@ TEST_F(ExchangeTest, PeriodicAndRequestedSnapshots) {
   ASSERT_TRUE(ex.ok());
   Collector c;
   SubmitRange(ex->get(), &c, 0, 8000);
+  // The follower takes them as it applies the journal (Close() would not
+  // wait for it to catch up: the shutdown snapshot covers the rest).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while ((*ex)->stats().snapshots < 2 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
   ASSERT_TRUE((*ex)->Close().ok());
   std::lock_guard<std::mutex> lock(mu);
   ASSERT_GE(snaps.size(), 2u);
@@ -493,6 +499,45 @@ TEST_F(ExchangeTest, SnapshotUnderFsyncNoneNeedsTheJournalSynced) {
   SubmitRange(ex->get(), &c, 2000, 2100);
   (void)(*ex)->Close();
   EXPECT_EQ(c.done().size(), 2100u) << "trading stopped with the snapshot";
+}
+
+// A follower engine that cannot read the journal stops snapshots with one
+// clear log line; a request is then refused in the log (the snapshot thread
+// neither spins nor hangs), trading goes on, and the shutdown snapshot (from
+// the engine itself) is still written.
+TEST_F(ExchangeTest, AFollowerThatCannotReadStopsSnapshotsNotTrading) {
+  FaultFileSystem fsys;
+  auto o = Options();
+  o.file_system = &fsys;
+  auto ex = Exchange::Open(o);
+  ASSERT_TRUE(ex.ok());
+  fsys.Inject(Fault(FileOp::kOpen, EIO, ".mbj").Times(-1));  // no segment opens again
+  Collector c;
+  SubmitRange(ex->get(), &c, 0, 1000);
+  (*ex)->RequestSnapshot();
+  const auto logged = [&](std::string_view what) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (log().find(what) == std::string::npos) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    return true;
+  };
+  ASSERT_TRUE(logged("snapshots stopped: the snapshot follower stopped at sequence 0")) << log();
+  EXPECT_GE((*ex)->stats().snapshot_failures, 1u);
+  (*ex)->RequestSnapshot();
+  ASSERT_TRUE(logged("snapshot request ignored: snapshots stopped")) << log();
+  SubmitRange(ex->get(), &c, 1000, 2000);
+  while ((*ex)->durable_seq() < 2000) std::this_thread::yield();
+  fsys.Clear();
+  ASSERT_TRUE((*ex)->Close().ok());
+  EXPECT_EQ(c.done().size(), 2000u);
+  EXPECT_EQ((*ex)->stats().snapshots, 1u) << "the shutdown snapshot";
+  auto again = Exchange::Open(Options());
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_EQ((*again)->recovery().snapshot_seq, 2000u);
+  ASSERT_TRUE((*again)->Close().ok());
+  EXPECT_EQ((*again)->ClosedStateHash(), ReferenceHash(2000));
 }
 
 // Close() on a disk that never recovers: bounded, and every command still in

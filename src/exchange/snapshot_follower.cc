@@ -9,17 +9,18 @@
 namespace mb::exchange {
 
 Result<std::unique_ptr<SnapshotFollower>> SnapshotFollower::Start(
-    const engine::Engine& leader, const std::filesystem::path& data_dir, uint64_t last_checksum) {
+    const engine::Engine& leader, const std::filesystem::path& data_dir, uint64_t last_checksum,
+    FileSystem* file_system) {
   engine::Engine copy(leader.config());
   MB_RETURN_IF_ERROR(copy.Restore(leader.ExportImage()));
   return std::unique_ptr<SnapshotFollower>(
-      new SnapshotFollower(std::move(copy), data_dir, last_checksum));
+      new SnapshotFollower(std::move(copy), data_dir, last_checksum, file_system));
 }
 
 SnapshotFollower::SnapshotFollower(engine::Engine engine, const std::filesystem::path& data_dir,
-                                   uint64_t last_checksum)
+                                   uint64_t last_checksum, FileSystem* file_system)
     : engine_(std::move(engine)),
-      tail_(data_dir, engine_.ConfigHash(), Raw(engine_.last_sequence()) + 1),
+      tail_(data_dir, engine_.ConfigHash(), Raw(engine_.last_sequence()) + 1, file_system),
       applied_seq_(Raw(engine_.last_sequence())),
       last_checksum_(last_checksum) {
   events_.reserve(64);

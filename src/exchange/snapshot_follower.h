@@ -7,8 +7,10 @@
 //
 // The cost is a second copy of the state in memory and the replay itself
 // (≈ 0.1 µs an event, on a thread that is otherwise idle). The follower
-// reads the journal files, so it only ever sees records the journal has
-// written: the snapshot it makes can never be ahead of the journal.
+// reads the journal files up to the durable sequence the exchange gives it:
+// under fsync=none that is what was written, and the exchange has the
+// journal synced before it writes a snapshot (exchange.cc), so no snapshot is
+// ahead of the journal on disk.
 //
 // Thread safety: one thread owns a SnapshotFollower (the snapshot thread).
 #pragma once
@@ -27,10 +29,12 @@ class SnapshotFollower {
  public:
   // Starts as a copy of `leader` (at leader.last_sequence(), whose record has
   // checksum `last_checksum`) and follows the journal of `data_dir` from the
-  // next sequence. Called before the leader's engine thread starts.
+  // next sequence, opening segments through `file_system` (null: the system
+  // calls). Called before the leader's engine thread starts.
   static Result<std::unique_ptr<SnapshotFollower>> Start(const engine::Engine& leader,
                                                          const std::filesystem::path& data_dir,
-                                                         uint64_t last_checksum);
+                                                         uint64_t last_checksum,
+                                                         FileSystem* file_system = nullptr);
 
   // Applies the records with sequence <= limit_seq that are not applied yet,
   // at most max_records; returns how many events they held. A record that
@@ -44,7 +48,7 @@ class SnapshotFollower {
 
  private:
   SnapshotFollower(engine::Engine engine, const std::filesystem::path& data_dir,
-                   uint64_t last_checksum);
+                   uint64_t last_checksum, FileSystem* file_system);
 
   engine::Engine engine_;
   journal::JournalTail tail_;

@@ -72,8 +72,6 @@ constexpr auto kWsHandshakeTimeout = std::chrono::seconds(30);
 // A close started by Close(): the queue is flushed and the close handshake done
 // within this, else the TCP connection is torn down.
 constexpr auto kWsCloseTimeout = std::chrono::seconds(5);
-// A slow consumer's close frame waits behind a write the peer does not read:
-// give it a moment to get out, then tear down.
 // Stop(): how long the io threads may take to finish after every connection
 // was closed before the io_context is stopped outright.
 constexpr auto kStopTimeout = std::chrono::seconds(2);

@@ -101,6 +101,13 @@ Status JournalWriter::OpenSegment(const fs::path& path, uint64_t size) {
   fd_ = fsys_->Open(path.c_str(), O_WRONLY | O_CLOEXEC, 0);
   if (fd_ < 0) return ErrnoStatus(path, "open for append", errno);
   path_ = path;
+  // The records recovered from it may be only in the page cache (the last
+  // process wrote them and died before its fdatasync): they become the state
+  // everything else builds on (answers, snapshots, the projection), so they
+  // are made durable before anything is.
+  if (fsys_->DataSync(fd_) != 0) {
+    return ErrnoStatus(path, "fdatasync of the recovered journal tail", errno);
+  }
   file_size_ = synced_size_ = size;
   // The scan checked the header; only its version matters here.
   std::array<std::byte, kSegmentHeaderSize> header{};

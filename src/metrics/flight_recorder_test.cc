@@ -285,8 +285,6 @@ TEST_F(FlightRecorderTest, StartNamesAnUnusableDirectory) {
   EXPECT_NE(st.message().find(o.dir.string()), std::string::npos) << st.message();
 }
 
-// Readers copying the ring while one thread writes never see a torn trace.
-// Run under ThreadSanitizer too (the tsan preset).
 // A dump that cannot be written (its directory replaced by a file) is
 // counted and reported through the log the recorder was given.
 TEST_F(FlightRecorderTest, ADumpThatCannotBeWrittenIsLogged) {
@@ -310,6 +308,8 @@ TEST_F(FlightRecorderTest, ADumpThatCannotBeWrittenIsLogged) {
   EXPECT_NE(lines[0].find(dir_.string()), std::string::npos) << lines[0];
 }
 
+// Readers copying the ring while one thread writes never see a torn trace.
+// Run under ThreadSanitizer too (the tsan preset).
 TEST_F(FlightRecorderTest, RecentUnderAConcurrentWriter) {
   FlightRecorderOptions o = Options();
   o.capacity = 1000;  // rounded up to 1024

@@ -752,6 +752,12 @@ TEST(ProjectorSyncTest, SyncsTheJournalBeforeEachCommitAndCommitsNothingWhenItFa
   EXPECT_NE(n.status().message().find("fdatasync"), std::string::npos) << n.status().message();
   EXPECT_EQ(p.applied_seq(), applied);
   EXPECT_EQ((*store)->State()->applied_seq, applied) << "committed without a durable journal";
+  fsys.Clear();  // a new descriptor's sync would succeed now: still failed until a restart
+  n = p.RunOnce(j.last_seq());
+  ASSERT_FALSE(n.ok());
+  EXPECT_NE(n.status().message().find("until a restart"), std::string::npos)
+      << n.status().message();
+  EXPECT_EQ((*store)->State()->applied_seq, applied);
 
   Projector again(root, j.config, j.hash, store->get(), po);
   ASSERT_TRUE(again.Init().ok());

@@ -90,6 +90,7 @@ Status Projector::CatchUp(uint64_t limit_seq) {
 
 Result<std::size_t> Projector::RunBatch(uint64_t limit_seq, bool wait) {
   if (!tail_) return Status(StatusCode::kInternal, "projector: Init() first");
+  if (!journal_sync_error_.ok()) return journal_sync_error_;
   batch_.Clear();
   std::size_t records = 0;
   int64_t first_time_ns = 0;
@@ -138,7 +139,17 @@ Result<std::size_t> Projector::RunBatch(uint64_t limit_seq, bool wait) {
   builder_.Finish(&batch_);
   const ProjectorState next{batch_.last_seq, batch_.last_checksum, config_hash_,
                             batch_.last_time_ns};
-  if (options_.sync_journal) MB_RETURN_IF_ERROR(tail_->SyncDelivered());
+  if (options_.sync_journal) {
+    if (Status s = tail_->SyncDelivered(); !s.ok()) {
+      // The kernel reports a lost writeback once: a later sync through a
+      // new descriptor could succeed over pages it dropped. So it stays failed.
+      journal_sync_error_ =
+          Status(s.code(), s.message() +
+                               "; the projection stops until a restart (records the kernel "
+                               "failed to write cannot be told from the rest)");
+      return journal_sync_error_;
+    }
+  }
   MB_RETURN_IF_ERROR(store_->Commit(batch_, next));
   state_ = next;
   if (const auto storage = store_->Storage();

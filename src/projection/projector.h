@@ -143,6 +143,7 @@ class Projector final : private concurrency::Agent {
   void Log(std::string_view line) const;
   void Fail(const Status& st);
 
+  Status journal_sync_error_;  // sync_journal: a failed sync, kept until restart
   const std::filesystem::path data_dir_;
   const uint64_t config_hash_;
   Store* const store_;
