@@ -25,9 +25,10 @@ One run:
      the checks below look only at the harness's own accounts (their ids come
      from the server, so they never clash) and its BTCUSDT orders, so the extra
      state changes what recovery loads, not what is checked. The image must
-     hold it (--image-mb; about 620 bytes of journal and projection per
-     record), and every cut copies it (sparse): 20 cuts of 3 M records are
-     about 37 GiB of copies at once.
+     hold it (--image-mb; about 600 bytes of journal and projection per
+     record), every cut copies it (sparse: 20 cuts at 2 M records are about
+     23 GiB of copies at once), and each check's `verify --projection` reads
+     all of it (over 2 minutes a cut at 2 M records on the 2-vCPU VM).
   2. Load: accounts, API keys and deposits through the operator API, then
      signed LIMIT / IOC / MARKET orders (RESULT or FULL answers), cancels and
      more deposits from eight connections. Every acknowledged answer is kept.
@@ -888,7 +889,9 @@ def run(args):
         taken = False
         while not taken:
             if primary.serve.proc.poll() is not None:
-                raise RuntimeError("the primary serve exited (primary-serve.log)")
+                rc = primary.serve.proc.returncode
+                how = f"signal {-rc}" if rc < 0 else f"status {rc}"
+                raise RuntimeError(f"the primary serve exited ({how}; primary-serve.log)")
             taken = take_cut(primary.serve.proc.pid, primary.dev, primary.image,
                              os.path.join(cut_dir, "image.ext4"),
                              lambda: write_acks(os.path.join(cut_dir, "acks.jsonl"),
