@@ -11,6 +11,24 @@ One run:
   1. A 256 MiB image (--image-mb), mkfs.ext4, loop device, mount; `serve` on it with 1 MiB
      journal segments, a snapshot every 2,000 events and every second, and the
      SQLite projection's WAL capped at 4 MiB (its floor).
+  1b. With --prefill-events N, before the harness's own load: matchbook-load
+     (--load-bin, default the one beside --bin) drives the server over the
+     WebSocket API (session logon, ACK answers, 256 accounts of its own, on
+     ETHUSDT, offered far more than the server takes) until the journal holds
+     at least N records: its durable sequence (GET /metrics,
+     matchbook_journal_durable_sequence), one record per command (an order, a
+     cancel, a deposit, ...). The server exposes no live count of events (an
+     order's fills are events inside its record); `matchbook verify` in each
+     cut's check.log prints both (about 1.8 events per record under this
+     load). Progress every 5 s; then the cuts wait for the projection to catch
+     up. The prefill's accounts, orders and deposits are not acknowledgements:
+     the checks below look only at the harness's own accounts (their ids come
+     from the server, so they never clash) and its BTCUSDT orders, so the extra
+     state changes what recovery loads, not what is checked. The image must
+     hold it (--image-mb; about 600 bytes of journal and projection per
+     record), every cut copies it (sparse: 20 cuts at 2 M records are about
+     23 GiB of copies at once), and each check's `verify --projection` reads
+     all of it (over 2 minutes a cut at 2 M records on the 2-vCPU VM).
   2. Load: accounts, API keys and deposits through the operator API, then
      signed LIMIT / IOC / MARKET orders (RESULT or FULL answers), cancels and
      more deposits from eight connections. Every acknowledged answer is kept.
@@ -535,6 +553,21 @@ class Result:
         self.problems = []
         self.recovery_s = None
         self.nested = None  # a Result of the cut taken while recovering
+        self.recovered = None  # serve's "recovered sequence ..." log line
+
+
+def recovered_line(serve_log):
+    """The last "recovered sequence ..." line of a serve log, without its stamp."""
+    found = None
+    try:
+        with open(serve_log, errors="replace") as f:
+            for line in f:
+                i = line.find("recovered sequence")
+                if i >= 0:
+                    found = line[i:].strip()
+    except FileNotFoundError:
+        pass
+    return found
 
 
 def check_cut(binary, cut_dir, moment, keep_images, nested_cut=False, rnd=None):
@@ -590,6 +623,7 @@ def check_cut(binary, cut_dir, moment, keep_images, nested_cut=False, rnd=None):
             serve.stop(signal.SIGKILL)
             return res
         res.recovery_s = serve.ready_after
+        res.recovered = recovered_line(os.path.join(cut_dir, "serve.log"))
         with open(os.path.join(data, "admin.token")) as f:
             token = f.read().strip()
         try:
@@ -679,6 +713,116 @@ def wait_for(pred, timeout):
     return False
 
 
+def metrics(port):
+    """The server's GET /metrics as {name: value} (unlabelled samples only)."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        conn.request("GET", "/metrics")
+        text = conn.getresponse().read().decode(errors="replace")
+    finally:
+        conn.close()
+    out = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and not line.startswith("#") and "{" not in parts[0]:
+            try:
+                out[parts[0]] = float(parts[1])
+            except ValueError:
+                pass
+    return out
+
+
+def journal_bytes(data):
+    d = os.path.join(data, "journal")
+    try:
+        return sum(os.path.getsize(os.path.join(d, n)) for n in os.listdir(d))
+    except FileNotFoundError:
+        return 0
+
+
+def file_mib(path):
+    try:
+        return os.path.getsize(path) / 2**20
+    except FileNotFoundError:
+        return 0.0
+
+
+# The prefill's order flow: matchbook-load over the WebSocket API (session
+# logon, so no per-request HMAC; the fastest path on the 2-vCPU VM), ACK answers,
+# far more offered than the server takes (an open-loop generator drops the rest),
+# on ETHUSDT so the harness's BTCUSDT book and accounts are left as they are.
+PREFILL_SYMBOL = "ETHUSDT"
+PREFILL_RATE = 30000
+
+
+def prefill(primary, load_bin, target, seed, run_dir):
+    """Drives the primary until its durable journal sequence reaches `target`.
+
+    The journal's sequence counts records (one per command: an order, a cancel,
+    a deposit, ...); an order's fills are events inside its record. Returns
+    (records, seconds).
+    """
+    log_path = os.path.join(run_dir, "prefill-load.log")
+    started = time.monotonic()
+    m = metrics(primary.port)
+    seq = int(m.get("matchbook_journal_durable_sequence", 0))
+    log(f"prefill: to {target:,} journal records with {load_bin} ({PREFILL_SYMBOL}, ws-api, "
+        f"ACK answers, {PREFILL_RATE:,}/s offered); from {seq:,}")
+    attempt = 0
+    last_t, last_seq = started, seq
+    while seq < target:
+        attempt += 1
+        if attempt > 5:
+            raise RuntimeError(f"prefill: matchbook-load kept exiting ({log_path})")
+        with open(log_path, "ab") as lf:
+            load = subprocess.Popen(
+                [load_bin, "--target", f"http://127.0.0.1:{primary.port}",
+                 "--admin-token", primary.token(), "--preset", "snaptrade",
+                 "--duration", "86400", "--rate", str(PREFILL_RATE), "--resp-type", "ACK",
+                 "--connections", "64", "--subscribers", "0", "--accounts", "256",
+                 "--symbol", PREFILL_SYMBOL, "--transport", "ws-api", "--ws-auth", "session",
+                 "--seed", str(seed * 10 + attempt)],
+                stdout=lf, stderr=subprocess.STDOUT)
+        CHILDREN.append(load)
+        try:
+            while seq < target and load.poll() is None:
+                time.sleep(5)
+                m = metrics(primary.port)
+                seq = int(m.get("matchbook_journal_durable_sequence", seq))
+                now = time.monotonic()
+                log(f"prefill: {seq:,} records ({(seq - last_seq) / (now - last_t):,.0f}/s), "
+                    f"projection {int(m.get('matchbook_projection_lag_events', -1)):,} events "
+                    f"behind, journal {journal_bytes(primary.data) / 2**20:,.0f} MiB in "
+                    f"{journal_segments(primary.data)} segments, {now - started:.0f} s")
+                last_t, last_seq = now, seq
+        finally:
+            if load.poll() is None:
+                load.send_signal(signal.SIGINT)
+                try:
+                    load.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    load.kill()
+                    load.wait()
+    fill_s = time.monotonic() - started
+    # The cuts are checked against a projection that catches up within 30 s
+    # (check_state): start them with the primary's projection caught up.
+    end = time.monotonic() + 600
+    lag = None
+    while time.monotonic() < end:
+        m = metrics(primary.port)
+        lag = int(m.get("matchbook_projection_lag_events", -1))
+        if lag == 0:
+            break
+        time.sleep(1)
+    seq = int(m.get("matchbook_journal_durable_sequence", seq))
+    log(f"prefill: {seq:,} journal records in {fill_s:.0f} s ({seq / fill_s:,.0f}/s); "
+        f"projection caught up after {time.monotonic() - started - fill_s:.0f} s more "
+        f"(lag {lag}); journal {journal_bytes(primary.data) / 2**20:,.0f} MiB in "
+        f"{journal_segments(primary.data)} segments, projection "
+        f"{file_mib(os.path.join(primary.data, 'projection.sqlite')):,.0f} MiB")
+    return seq, fill_s
+
+
 def percentile(values, p):
     if not values:
         return float("nan")
@@ -706,6 +850,11 @@ def run(args):
     primary.start()
     if not primary.serve.wait_ready():
         raise RuntimeError("the primary serve did not start (primary-serve.log)")
+    if args.prefill_events:
+        load_bin = args.load_bin or os.path.join(os.path.dirname(binary), "matchbook-load")
+        if not os.access(load_bin, os.X_OK):
+            raise RuntimeError(f"--prefill-events needs matchbook-load (no {load_bin}; --load-bin)")
+        prefill(primary, os.path.abspath(load_bin), args.prefill_events, args.seed, run_dir)
     acks = Acks()
     load = Load(primary.port, primary.token(), acks, args.seed)
     load.setup()
@@ -740,7 +889,9 @@ def run(args):
         taken = False
         while not taken:
             if primary.serve.proc.poll() is not None:
-                raise RuntimeError("the primary serve exited (primary-serve.log)")
+                rc = primary.serve.proc.returncode
+                how = f"signal {-rc}" if rc < 0 else f"status {rc}"
+                raise RuntimeError(f"the primary serve exited ({how}; primary-serve.log)")
             taken = take_cut(primary.serve.proc.pid, primary.dev, primary.image,
                              os.path.join(cut_dir, "image.ext4"),
                              lambda: write_acks(os.path.join(cut_dir, "acks.jsonl"),
@@ -756,6 +907,9 @@ def run(args):
     load.join()
     load_s = time.monotonic() - started
     rc = primary.serve.stop()
+    log(f"the primary's journal: {journal_bytes(primary.data) / 2**20:,.0f} MiB in "
+        f"{journal_segments(primary.data)} segments; projection "
+        f"{file_mib(os.path.join(primary.data, 'projection.sqlite')):,.0f} MiB")
     fs = os.statvfs(primary.mnt)
     used_mb = (fs.f_blocks - fs.f_bfree) * fs.f_frsize / 2**20
     log(f"the primary's file system: {used_mb:.0f} of {args.image_mb} MiB used")
@@ -789,6 +943,8 @@ def report(res):
         rec += " its parent's serve was ready)"
     log(f"{os.path.basename(os.path.dirname(res.cut_dir)) + '/' if res.moment == 'recovering' else ''}"
         f"{os.path.basename(res.cut_dir)} [{res.moment}]: {res.outcome}, recovery {rec}")
+    if res.recovered:
+        log(f"  {res.recovered}")
     for p in res.problems[:20]:
         log(f"  {p}")
     if len(res.problems) > 20:
@@ -832,6 +988,11 @@ def main():
                     help="size of the primary's ext4 image (the journal, snapshots and projection)")
     ap.add_argument("--fsync", default="fsync",
                     help="journal.fsync of the server under test; under none, losses are expected")
+    ap.add_argument("--prefill-events", type=int, default=0, metavar="N",
+                    help="before the cuts, fill the journal to N records (its durable sequence) "
+                         "with matchbook-load")
+    ap.add_argument("--load-bin", default=None,
+                    help="matchbook-load for --prefill-events (default: beside --bin)")
     ap.add_argument("--check", metavar="CUT_DIR", help="check one cut directory again")
     args = ap.parse_args()
     if args.seed is None:
