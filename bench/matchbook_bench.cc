@@ -48,6 +48,7 @@
 
 #include "cli.h"
 #include "engine/engine.h"
+#include "fill.h"
 #include "pipeline_bench.h"
 #include "projection_bench.h"
 #include "queue_study.h"
@@ -863,6 +864,7 @@ int Main(int argc, char** argv) {
   runners["pipeline"] = AddPipelineBench(&app);
   runners["projection"] = AddProjectionBench(&app);
   runners["snapshot"] = AddSnapshotBench(&app);
+  runners["fill"] = AddFillCommand(&app);
   if (argc >= 2 && std::string_view(argv[1]) == "help") {
     std::fputs(app.help().c_str(), stdout);
     return 0;
@@ -873,7 +875,7 @@ int Main(int argc, char** argv) {
     if (argc >= 2 && runners.count(argv[1]) == 0 && argv[1][0] != '-') {
       std::fprintf(stderr,
                    "unknown subcommand '%s' (engine, gbench, queues, pipeline, projection, "
-                   "snapshot)\n",
+                   "snapshot, fill)\n",
                    argv[1]);
       return 2;
     }

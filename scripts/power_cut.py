@@ -570,7 +570,8 @@ def recovered_line(serve_log):
     return found
 
 
-def check_cut(binary, cut_dir, moment, keep_images, nested_cut=False, rnd=None):
+def check_cut(binary, cut_dir, moment, keep_images, nested_cut=False, rnd=None,
+              verify_projection=True):
     """Checks one cut directory; with nested_cut, cuts the recovering serve too."""
     res = Result(cut_dir, moment)
     image = os.path.join(cut_dir, "image.ext4")
@@ -635,7 +636,8 @@ def check_cut(binary, cut_dir, moment, keep_images, nested_cut=False, rnd=None):
             res.problems.append(f"serve exited {rc} on SIGTERM (serve.log)")
         if run_tool([binary, "verify", data, "--config", config], tools_log) != 0:
             res.problems.append("matchbook verify failed (check.log)")
-        if run_tool([binary, "verify", "--projection", data, "--config", config], tools_log) != 0:
+        if verify_projection and run_tool([binary, "verify", "--projection", data, "--config",
+                                           config], tools_log) != 0:
             res.problems.append("matchbook verify --projection failed (check.log)")
     finally:
         DISKS.release(dev, mnt)
@@ -823,6 +825,43 @@ def prefill(primary, load_bin, target, seed, run_dir):
     return seq, fill_s
 
 
+def prefill_fill(primary, bench_bin, config, target, seed, run_dir):
+    """Before serve first starts: `matchbook-bench fill` grows the primary's
+    journal by `target` events through the Exchange serve runs (its config,
+    its data directory), without the API. Returns (events, seconds)."""
+    os.makedirs(primary.data, exist_ok=True)
+    log_path = os.path.join(run_dir, "prefill-fill.log")
+    log(f"prefill: {target:,} events with {bench_bin} fill ({PREFILL_SYMBOL}, 256 accounts at "
+        f"the top of the account range)")
+    started = time.monotonic()
+    with open(log_path, "wb") as lf:
+        rc = subprocess.call([bench_bin, "fill", "--config", config, "--data-dir", primary.data,
+                              "--market", PREFILL_SYMBOL, "--events", str(target),
+                              "--seed", str(seed)], stdout=lf, stderr=subprocess.STDOUT)
+    fill_s = time.monotonic() - started
+    if rc != 0:
+        raise RuntimeError(f"prefill: matchbook-bench fill exited {rc} ({log_path})")
+    with open(log_path) as f:
+        lines = [line.strip() for line in f if line.startswith("fill: ") and " records " in line]
+    log(f"prefill: {lines[-1] if lines else '?'} ({fill_s:.0f} s); journal "
+        f"{journal_bytes(primary.data) / 2**20:,.0f} MiB in {journal_segments(primary.data)} segments")
+    return target, fill_s
+
+
+def wait_projection(primary, started, timeout):
+    """Waits until the primary's projection has caught up with its journal."""
+    end = time.monotonic() + timeout
+    lag = None
+    while time.monotonic() < end:
+        m = metrics(primary.port)
+        lag = int(m.get("matchbook_projection_lag_events", -1))
+        if lag == 0:
+            break
+        time.sleep(1)
+    log(f"prefill: projection caught up {time.monotonic() - started:.0f} s after serve started "
+        f"(lag {lag}); projection {file_mib(os.path.join(primary.data, 'projection.sqlite')):,.0f} MiB")
+
+
 def percentile(values, p):
     if not values:
         return float("nan")
@@ -847,10 +886,21 @@ def run(args):
 
     started = time.monotonic()
     primary = Primary(binary, run_dir, config, args.image_mb)
+    if args.prefill_events and args.prefill_via == "fill":
+        bench_bin = args.bench_bin or os.path.join(os.path.dirname(binary), "matchbook-bench")
+        if not os.access(bench_bin, os.X_OK):
+            raise RuntimeError(f"--prefill-events needs matchbook-bench (no {bench_bin}; --bench-bin)")
+        prefill_fill(primary, os.path.abspath(bench_bin), config, args.prefill_events, args.seed,
+                     run_dir)
     primary.start()
+    serve_started = time.monotonic()
     if not primary.serve.wait_ready():
         raise RuntimeError("the primary serve did not start (primary-serve.log)")
-    if args.prefill_events:
+    if args.prefill_events and args.prefill_via == "fill":
+        log(f"prefill: the primary recovered in {primary.serve.ready_after:.3f} s: "
+            f"{recovered_line(os.path.join(run_dir, 'primary-serve.log'))}")
+        wait_projection(primary, serve_started, 3600)
+    elif args.prefill_events:
         load_bin = args.load_bin or os.path.join(os.path.dirname(binary), "matchbook-load")
         if not os.access(load_bin, os.X_OK):
             raise RuntimeError(f"--prefill-events needs matchbook-load (no {load_bin}; --load-bin)")
@@ -923,12 +973,15 @@ def run(args):
     nested_left = n_nested
     for idx, (cut_dir, label) in enumerate(cuts):
         want_nested = nested_left > 0 and (idx % 4 == 0 or len(cuts) - idx <= nested_left)
-        res = check_cut(binary, cut_dir, label, args.keep_images, want_nested, rnd)
+        every = args.verify_projection_every
+        res = check_cut(binary, cut_dir, label, args.keep_images, want_nested, rnd,
+                        verify_projection=every > 0 and idx % every == 0)
         results.append(res)
         report(res)
         if res.nested:
             nested_left -= 1
-            sub = check_cut(binary, res.nested, "recovering", args.keep_images)
+            sub = check_cut(binary, res.nested, "recovering", args.keep_images,
+                            verify_projection=every > 0 and idx % every == 0)
             results.append(sub)
             report(sub)
     log(f"checks: {time.monotonic() - started - load_s:.1f} s")
@@ -989,10 +1042,18 @@ def main():
     ap.add_argument("--fsync", default="fsync",
                     help="journal.fsync of the server under test; under none, losses are expected")
     ap.add_argument("--prefill-events", type=int, default=0, metavar="N",
-                    help="before the cuts, fill the journal to N records (its durable sequence) "
-                         "with matchbook-load")
+                    help="before the cuts, grow the journal by N events with matchbook-bench "
+                         "fill (--prefill-via load: to N records, its durable sequence, with "
+                         "matchbook-load through the API)")
+    ap.add_argument("--prefill-via", choices=("fill", "load"), default="fill")
+    ap.add_argument("--bench-bin", default=None,
+                    help="matchbook-bench for --prefill-events (default: beside --bin)")
     ap.add_argument("--load-bin", default=None,
-                    help="matchbook-load for --prefill-events (default: beside --bin)")
+                    help="matchbook-load for --prefill-via load (default: beside --bin)")
+    ap.add_argument("--verify-projection-every", type=int, default=1, metavar="K",
+                    help="run `matchbook verify --projection` on every K-th cut (default 1: "
+                         "all; 0: none). It reads the whole projection: minutes a cut on a "
+                         "journal of millions of records")
     ap.add_argument("--check", metavar="CUT_DIR", help="check one cut directory again")
     args = ap.parse_args()
     if args.seed is None:
