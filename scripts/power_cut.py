@@ -11,30 +11,31 @@ One run:
   1. A 256 MiB image (--image-mb), mkfs.ext4, loop device, mount; `serve` on it with 1 MiB
      journal segments, a snapshot every 2,000 events and every second, and the
      SQLite projection's WAL capped at 4 MiB (its floor).
-  1b. With --prefill-events N, before the harness's own load: matchbook-load
-     (--load-bin, default the one beside --bin) drives the server over the
-     WebSocket API (session logon, ACK answers, 256 accounts of its own, on
-     ETHUSDT, offered far more than the server takes) until the journal holds
-     at least N records: its durable sequence (GET /metrics,
-     matchbook_journal_durable_sequence), one record per command (an order, a
-     cancel, a deposit, ...). The server exposes no live count of events (an
-     order's fills are events inside its record); `matchbook verify` in each
-     cut's check.log prints both (about 1.8 events per record under this
-     load). Progress every 5 s; then the cuts wait for the projection to catch
-     up. The prefill's accounts, orders and deposits are not acknowledgements:
-     the checks below look only at the harness's own accounts (their ids come
-     from the server, so they never clash) and its BTCUSDT orders, so the extra
+  1b. With --prefill-events N, before serve first starts: `matchbook-bench
+     fill` (--bench-bin, default the one beside --bin) grows the journal by N
+     events through the Exchange serve runs (the same configuration and data
+     directory; resting orders, cancels and crossing IOC orders of 256
+     accounts at the top of the account range, on ETHUSDT). serve then starts
+     on it and the cuts wait for its projection to catch up. With
+     --prefill-via load instead: matchbook-load (--load-bin) drives the
+     running server over the WebSocket API (session logon, ACK answers, 256
+     accounts of its own, ETHUSDT) until its durable sequence
+     (matchbook_journal_durable_sequence: records, one per command) reaches
+     N; ~3,200 records/s on the 2-vCPU VM. Either way the prefill's
+     accounts, orders and deposits are not acknowledgements: the checks below
+     look only at the harness's own accounts and BTCUSDT orders, so the extra
      state changes what recovery loads, not what is checked. The image must
      hold it (--image-mb; about 600 bytes of journal and projection per
-     record), every cut copies it (sparse: 20 cuts at 2 M records are about
-     23 GiB of copies at once), and each check's `verify --projection` reads
-     all of it (over 2 minutes a cut at 2 M records on the 2-vCPU VM).
+     record), every cut copies it (sparse), and each check's `verify
+     --projection` reads all of it (minutes a cut at millions of records:
+     --verify-projection-every K runs it on every K-th cut only).
   2. Load: accounts, API keys and deposits through the operator API, then
      signed LIMIT / IOC / MARKET orders (RESULT or FULL answers), cancels and
      more deposits from eight connections. Every acknowledged answer is kept.
   3. Cuts at chosen moments: `startup` (the first 1.5 s after `serve` is
      restarted, alternately after SIGKILL and SIGTERM), `roll` (a new journal
-     segment appeared), `snapshot` (a snapshot file appeared after SIGUSR1),
+     segment appeared), `snapshot` (a snapshot file appeared after SIGUSR1;
+     `snapshot-write` when its temporary file was caught, the write under way),
      `checkpoint` (the projection's database file changed: a WAL checkpoint),
      `load` (any moment). A cut: SIGSTOP, wait until every thread is stopped
      and the device has no write in flight, read its write counter, copy the
@@ -229,7 +230,14 @@ class Serve:
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self):
+        # serve's standard output goes to its log too: a line printed there
+        # (and nowhere else) must not be lost if serve then exits.
         for raw in self.proc.stdout:
+            try:
+                self.log_file.write(b"stdout: " + raw)
+                self.log_file.flush()
+            except ValueError:  # closed by stop()
+                pass
             line = raw.decode(errors="replace").strip()
             m = re.match(r"api: http://[^:]+:(\d+)/", line)
             if m:
@@ -926,6 +934,8 @@ def run(args):
             if not wait_for(lambda: journal_segments(primary.data) != n, 20):
                 label = "load"
         elif moment == "snapshot":
+            # Cut as soon as the snapshot's temporary file appears (its write
+            # under way: "snapshot-write"), else once the file is in place.
             before = snapshot_names(primary.data)
             primary.serve.proc.send_signal(signal.SIGUSR1)
             if not wait_for(lambda: snapshot_names(primary.data) - before, 5):
@@ -942,10 +952,17 @@ def run(args):
                 rc = primary.serve.proc.returncode
                 how = f"signal {-rc}" if rc < 0 else f"status {rc}"
                 raise RuntimeError(f"the primary serve exited ({how}; primary-serve.log)")
+            writing = []
+
+            def on_stopped():
+                write_acks(os.path.join(cut_dir, "acks.jsonl"), acks.upto_now())
+                # serve is stopped: a temporary snapshot file now is a write under way.
+                writing.append(any(n.endswith(".tmp") for n in snapshot_names(primary.data)))
+
             taken = take_cut(primary.serve.proc.pid, primary.dev, primary.image,
-                             os.path.join(cut_dir, "image.ext4"),
-                             lambda: write_acks(os.path.join(cut_dir, "acks.jsonl"),
-                                                acks.upto_now()))
+                             os.path.join(cut_dir, "image.ext4"), on_stopped)
+            if taken and label == "snapshot" and writing and writing[0]:
+                label = "snapshot-write"
             if not taken:
                 discarded += 1
         with open(os.path.join(cut_dir, "moment"), "w") as f:
@@ -1006,7 +1023,7 @@ def report(res):
 
 def summarize(results, wanted):
     by = collections.OrderedDict()
-    for m in MOMENTS + ["recovering"]:
+    for m in MOMENTS + ["snapshot-write", "recovering"]:
         by[m] = [0, 0, 0]
     for r in results:
         c = by.setdefault(r.moment, [0, 0, 0])
@@ -1015,9 +1032,9 @@ def summarize(results, wanted):
             c[1] += 1
         elif r.outcome == "unmountable":
             c[2] += 1
-    log("moment      cuts  survived  unmountable")
+    log("moment          cuts  survived  unmountable")
     for m, (n, ok, um) in by.items():
-        log(f"{m:<11} {n:>4}  {ok:>8}  {um:>11}")
+        log(f"{m:<15} {n:>4}  {ok:>8}  {um:>11}")
     times = [r.recovery_s * 1000 for r in results if r.recovery_s is not None]
     log(f"recovery time to ready: p50 {percentile(times, 50):.0f} ms, max "
         f"{max(times) if times else float('nan'):.0f} ms over {len(times)} recoveries")

@@ -5,7 +5,8 @@
 # (scripts/power_cut.py says how; README and docs/pipeline.md what it shows).
 #
 #   scripts/power_cut.sh N [--out DIR] [--seed S] [--keep-images] [--fsync POLICY]
-#                        [--image-mb MB] [--prefill-events N [--load-bin PATH]]
+#                        [--image-mb MB] [--prefill-events N [--prefill-via fill|load]
+#                        [--bench-bin PATH] [--load-bin PATH]] [--verify-projection-every K]
 #   scripts/power_cut.sh --check CUT_DIR      # check one cut again
 #
 # Each run makes a new directory power_cut.XXXXXX under --out (default
