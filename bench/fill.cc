@@ -4,11 +4,13 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <deque>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -17,6 +19,7 @@
 
 #include "app/config.h"
 #include "cli.h"
+#include "common/checked.h"
 #include "engine/command.h"
 #include "exchange/exchange.h"
 #include "fmt/format.h"
@@ -128,10 +131,50 @@ int RunFill(const FillArgs& args) {
     return 2;
   }
 
+  const auto first = static_cast<uint32_t>(ec.max_accounts - 1 - args.accounts);
+  if (Raw(ec.fee_account) >= first) {
+    std::fprintf(stderr, "fill: the fee account %u lies in the fill's accounts %u..%u\n",
+                 Raw(ec.fee_account), first, ec.max_accounts - 2);
+    return 2;
+  }
+  // Each account gets what 100,000 of its largest orders need (a random walk
+  // of fills never runs it dry), capped so that every account's deposit of an
+  // asset together stays far inside the engine's int64 supply.
+  const int64_t cap = std::numeric_limits<int64_t>::max() / 4 / static_cast<int64_t>(args.accounts);
+  const int64_t top = center + band + 8;
+  int64_t quote_each = 0;
+  int64_t base_each = 0;
+  if (!CheckedMul3(top, static_cast<int64_t>(nptl), max_lots * 100'000, &quote_each))
+    quote_each = cap;
+  if (!CheckedMul3(m.lot_units, max_lots, 100'000, &base_each)) base_each = cap;
+  quote_each = std::min(quote_each, cap);
+  base_each = std::min(base_each, cap);
+  int64_t one_quote = 0;
+  if (!CheckedMul3(top, static_cast<int64_t>(nptl), max_lots, &one_quote) ||
+      quote_each / std::max<int64_t>(one_quote, 1) < 1'000 ||
+      base_each / std::max<int64_t>(m.lot_units * max_lots, 1) < 1'000) {
+    std::fprintf(stderr,
+                 "fill: market %s: an order's value is too large for %llu accounts to hold "
+                 "1,000 orders each (fewer --accounts, a smaller --band)\n",
+                 m.symbol.c_str(), static_cast<unsigned long long>(args.accounts));
+    return 2;
+  }
   options.stage_times = true;
   std::atomic<uint64_t> events{0};
-  options.on_durable = [&events](std::span<const engine::Event> e) {
-    events.fetch_add(e.size(), std::memory_order_relaxed);
+  // Rejections by command type (journal thread): a fill is a journal of
+  // orders, not of refusals.
+  std::array<std::atomic<uint64_t>, 8> rejected{};
+  std::atomic<uint64_t> trades{0};
+  options.on_durable = [&](std::span<const engine::Event> es) {
+    events.fetch_add(es.size(), std::memory_order_relaxed);
+    for (const engine::Event& e : es) {
+      if (const auto* r = std::get_if<engine::Rejected>(&e.body)) {
+        rejected[static_cast<std::size_t>(r->command) % rejected.size()].fetch_add(
+            1, std::memory_order_relaxed);
+      } else if (e.type() == engine::EventType::kTrade) {
+        trades.fetch_add(1, std::memory_order_relaxed);
+      }
+    }
   };
   auto opened = exchange::Exchange::Open(std::move(options));
   if (!opened.ok()) {
@@ -143,8 +186,22 @@ int RunFill(const FillArgs& args) {
 
   Tally tally;
   uint64_t submitted = 0;
+  // The journal failing (a full disk): the exchange holds what it took until
+  // the disk recovers, so a wait for it would never end; stop and let Close()
+  // report what is not durable.
+  uint32_t polls = 0;
+  auto refusing = [&]() -> bool {
+    if (++polls % 4096 != 0) return false;
+    const std::string why = ex.RefusalReason();
+    if (why.empty()) return false;
+    std::fprintf(stderr, "fill: the journal refuses: %s\n", why.c_str());
+    return true;
+  };
   auto submit = [&](const engine::Command& c) -> bool {
-    while (submitted - tally.done() >= args.window) std::this_thread::yield();
+    while (submitted - tally.done() >= args.window) {
+      if (refusing()) return false;
+      std::this_thread::yield();
+    }
     for (;;) {
       exchange::SubmitResult r = ex.Submit(c, &tally, submitted);
       if (r == exchange::SubmitResult::kOk) break;
@@ -159,18 +216,15 @@ int RunFill(const FillArgs& args) {
     return true;
   };
 
-  const auto first = static_cast<uint32_t>(ec.max_accounts - 1 - args.accounts);
-  const std::string tag = fmt::format("fill{}-", args.seed);
+  // Client ids and deposit references are unique per run (the sequence the
+  // run starts from is in them), so a second fill on the same directory
+  // neither duplicates nor cancels the first one's.
+  const std::string tag = fmt::format("f{}-{}-", args.seed, start_seq);
   bool ok = true;
   for (uint32_t i = 0; i < args.accounts && ok; ++i) {
     const AccountId a{first + i};
-    // Every order it can send, 100,000 times over: a random walk of fills
-    // never runs an account dry.
-    const int64_t orders = max_lots * 100'000;
-    ok = submit(workload::Fund(0, a, m.quote,
-                               (center + band + 8) * static_cast<int64_t>(nptl) * orders,
-                               tag + "q" + std::to_string(i))) &&
-         submit(workload::Fund(0, a, m.base, m.lot_units * orders, tag + "b" + std::to_string(i)));
+    ok = submit(workload::Fund(0, a, m.quote, quote_each, tag + "q" + std::to_string(i))) &&
+         submit(workload::Fund(0, a, m.base, base_each, tag + "b" + std::to_string(i)));
   }
 
   Rng rng(args.seed);
@@ -186,9 +240,10 @@ int RunFill(const FillArgs& args) {
     const engine::Side side = rng.Below(2) == 0 ? engine::Side::kBuy : engine::Side::kSell;
     const int64_t lots = min_lots * rng.Between(1, 20);
     if (rng.Below(5) == 0) {
-      // Crosses the touch: buys up to the centre plus a few ticks, sells down to it.
-      const int64_t price =
-          side == engine::Side::kBuy ? center + rng.Between(1, 8) : center - rng.Between(1, 8);
+      // Crosses into the other side's band: a buy up to a price above the
+      // centre, a sell down to one below it; it trades with what rests there.
+      const int64_t price = side == engine::Side::kBuy ? center + rng.Between(1, band)
+                                                       : center - rng.Between(1, band);
       ok = submit(workload::Place(0, a, market, side, engine::OrderType::kLimit,
                                   engine::TimeInForce::kIoc, price,
                                   std::min<int64_t>(lots, min_lots * 5), cid(next_cid++)));
@@ -215,7 +270,10 @@ int RunFill(const FillArgs& args) {
       }
     }
   }
-  while (tally.done() < submitted) std::this_thread::yield();
+  while (ok && tally.done() < submitted) {
+    if (refusing()) ok = false;
+    std::this_thread::yield();
+  }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const uint64_t end_seq = ex.durable_seq();
@@ -238,6 +296,23 @@ int RunFill(const FillArgs& args) {
   if (!ok || tally.failed() != 0) {
     std::fprintf(stderr, "fill: %llu commands not durable\n",
                  static_cast<unsigned long long>(tally.failed()));
+    return 1;
+  }
+  auto refused = [&](engine::CommandType t) {
+    return rejected[static_cast<std::size_t>(t) % rejected.size()].load();
+  };
+  const uint64_t refused_deposits = refused(engine::CommandType::kDeposit);
+  const uint64_t refused_orders = refused(engine::CommandType::kPlaceOrder);
+  fmt::print(
+      "fill: {} trades; refused: {} deposits, {} orders, {} cancels (of orders already "
+      "filled)\n",
+      trades.load(), refused_deposits, refused_orders, refused(engine::CommandType::kCancelOrder));
+  if (refused_deposits != 0 || refused_orders * 100 > submitted) {
+    std::fprintf(stderr,
+                 "fill: the engine refused %llu deposits and %llu orders: the journal is not "
+                 "the order flow asked for\n",
+                 static_cast<unsigned long long>(refused_deposits),
+                 static_cast<unsigned long long>(refused_orders));
     return 1;
   }
   std::vector<int64_t> lat = tally.TakeLatencies();

@@ -12,12 +12,23 @@
 // assets, then round-robin each account either places a resting GTC limit
 // order within --band ticks of the centre, cancels its oldest order by
 // client id once it holds --orders-per-account, or (one command in five)
-// sends an IOC limit order that crosses the touch and trades. The book so
-// stays near accounts x orders-per-account open orders, as a venue's does.
+// sends an IOC limit order priced into the other side's band, which trades
+// with what rests there. The book so stays near accounts x
+// orders-per-account open orders, as a venue's does. Client ids and deposit
+// references carry the sequence the run starts from, so fills can be
+// repeated on one directory. It stops at the first durable batch that
+// brings the events to --events (so it may pass it by up to --window
+// commands' events).
 //
-// Printed: the records and events written, commands/s and events/s, and the
-// Submit -> durable latency p50/p99/p99.9/max; `--json` makes the last line
-// one JSON object.
+// Refused: a market the configuration lacks, a fee account among the fill's
+// accounts, an order too valuable for the accounts to hold (exit 2). A fill
+// whose deposits the engine refused, or more than 1 % of its orders, fails
+// (exit 1) after printing the counts; so does a journal that refuses writes
+// (a full disk): it stops and Close() reports what was not durable.
+//
+// Printed: the records and events written, commands/s and events/s, the
+// Submit -> durable latency p50/p99/p99.9/max, trades and refusals;
+// `--json` makes the last line one JSON object.
 //
 // Thread safety: single-threaded program (the Exchange's own threads aside).
 #pragma once

@@ -227,7 +227,8 @@ class Serve:
         self.port = None
         self.ready_after = None
         self.ready = threading.Event()
-        threading.Thread(target=self._read, daemon=True).start()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
 
     def _read(self):
         # serve's standard output goes to its log too: a line printed there
@@ -263,6 +264,7 @@ class Serve:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             rc = self.proc.wait()
+        self.reader.join(timeout=5)  # its last stdout lines into the log first
         self.log_file.close()
         return rc
 
@@ -843,9 +845,14 @@ def prefill_fill(primary, bench_bin, config, target, seed, run_dir):
         f"the top of the account range)")
     started = time.monotonic()
     with open(log_path, "wb") as lf:
-        rc = subprocess.call([bench_bin, "fill", "--config", config, "--data-dir", primary.data,
-                              "--market", PREFILL_SYMBOL, "--events", str(target),
-                              "--seed", str(seed)], stdout=lf, stderr=subprocess.STDOUT)
+        try:
+            # ~1 M events/s: an hour is far more than any fill needs.
+            rc = subprocess.call([bench_bin, "fill", "--config", config, "--data-dir",
+                                  primary.data, "--market", PREFILL_SYMBOL, "--events",
+                                  str(target), "--seed", str(seed)],
+                                 stdout=lf, stderr=subprocess.STDOUT, timeout=3600)
+        except subprocess.TimeoutExpired:
+            raise RuntimeError(f"prefill: matchbook-bench fill ran over an hour ({log_path})")
     fill_s = time.monotonic() - started
     if rc != 0:
         raise RuntimeError(f"prefill: matchbook-bench fill exited {rc} ({log_path})")
@@ -866,6 +873,8 @@ def wait_projection(primary, started, timeout):
         if lag == 0:
             break
         time.sleep(1)
+    if lag != 0:
+        raise RuntimeError(f"prefill: the projection did not catch up in {timeout} s (lag {lag})")
     log(f"prefill: projection caught up {time.monotonic() - started:.0f} s after serve started "
         f"(lag {lag}); projection {file_mib(os.path.join(primary.data, 'projection.sqlite')):,.0f} MiB")
 

@@ -16,14 +16,16 @@ import sys
 
 
 def syntax_only(argv):
-    """The compile without its output file, ccache or code generation."""
+    """The compile without its output file, dependency file or code generation.
+
+    CMake leaves the compiler launcher (ccache) out of compile_commands.json,
+    and ccache would not cache a compile without output anyway.
+    """
     out = []
     skip = False
-    for i, a in enumerate(argv):
+    for a in argv:
         if skip:
             skip = False
-            continue
-        if i == 0 and os.path.basename(a) == "ccache":
             continue
         if a == "-o":
             skip = True
