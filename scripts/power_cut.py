@@ -548,11 +548,18 @@ def check_state(port, token, acks):
     return problems
 
 
-def run_tool(args, out_path):
+def run_tool(args, out_path, timeout=300):
+    """Runs a check tool into out_path; a tool over its time fails the check
+    (a line in out_path says so) instead of stopping the harness."""
     with open(out_path, "ab") as f:
         f.write(f"$ {' '.join(args)}\n".encode())
         f.flush()
-        return subprocess.run(args, stdout=f, stderr=subprocess.STDOUT, timeout=300).returncode
+        try:
+            return subprocess.run(args, stdout=f, stderr=subprocess.STDOUT,
+                                  timeout=timeout).returncode
+        except subprocess.TimeoutExpired:
+            f.write(f"power_cut: timed out after {timeout} s\n".encode())
+            return -1
 
 
 class Result:
@@ -603,12 +610,14 @@ def check_cut(binary, cut_dir, moment, keep_images, nested_cut=False, rnd=None,
         res.problems.append(f"mount: {err}")
         os.unlink(work)
         return res
+    checked = False
     try:
         data = os.path.join(mnt, "data")
         if not os.path.isdir(data):
             # Cut before `serve` created its directory: nothing was acknowledged yet.
             if acks:
                 res.problems.append("data directory missing")
+            checked = True
             return res
         serve = Serve(binary, config, data, os.path.join(cut_dir, "serve.log"))
         if nested_cut:
@@ -646,15 +655,19 @@ def check_cut(binary, cut_dir, moment, keep_images, nested_cut=False, rnd=None,
             res.problems.append(f"serve exited {rc} on SIGTERM (serve.log)")
         if run_tool([binary, "verify", data, "--config", config], tools_log) != 0:
             res.problems.append("matchbook verify failed (check.log)")
+        # The whole projection rebuilt and compared: minutes at millions of records.
         if verify_projection and run_tool([binary, "verify", "--projection", data, "--config",
-                                           config], tools_log) != 0:
+                                           config], tools_log, timeout=3600) != 0:
             res.problems.append("matchbook verify --projection failed (check.log)")
+        checked = True
     finally:
         DISKS.release(dev, mnt)
         if res.problems and res.outcome == "passed":
             res.outcome = "failed"
         os.unlink(work)
-        if res.outcome == "passed" and not keep_images:
+        # The image goes only after a check that ran to its end and passed
+        # (an exception part-way keeps it for --check).
+        if checked and res.outcome == "passed" and not keep_images:
             os.unlink(image)
     return res
 
@@ -1095,7 +1108,8 @@ def main():
             cut_dir = os.path.abspath(args.check)
             moment_file = os.path.join(cut_dir, "moment")
             moment = open(moment_file).read().strip() if os.path.exists(moment_file) else "load"
-            res = check_cut(os.path.abspath(args.bin), cut_dir, moment, True)
+            res = check_cut(os.path.abspath(args.bin), cut_dir, moment, True,
+                            verify_projection=args.verify_projection_every > 0)
             report(res)
             return summarize([res], 1)
         if args.cuts < 1:
