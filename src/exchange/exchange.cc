@@ -586,8 +586,8 @@ class Exchange::Impl final : private concurrency::Agent {
     }
     auto events = follower_->CatchUp(limit, kFollowerChunk);
     if (!events.ok()) {
-      snapshot_failures_.fetch_add(1, std::memory_order_relaxed);
       opt_.log(fmt::format("snapshots stopped: {}", events.status().message()));
+      snapshot_failures_.fetch_add(1, std::memory_order_release);  // after its log line
       follower_.reset();
       return 0;
     }
@@ -634,10 +634,10 @@ class Exchange::Impl final : private concurrency::Agent {
     if (synced_seq_.load(std::memory_order_acquire) >= sync_wait_seq_) {
       SnapshotFromFollower();
     } else {
-      snapshot_failures_.fetch_add(1, std::memory_order_relaxed);
       // The journal thread logged the sync's error.
       opt_.log(fmt::format("snapshot at sequence {} skipped: the journal could not be synced",
                            sync_wait_seq_));
+      snapshot_failures_.fetch_add(1, std::memory_order_release);  // after its log line
       AttemptDone();
     }
     sync_wait_seq_ = 0;
@@ -683,12 +683,12 @@ class Exchange::Impl final : private concurrency::Agent {
     auto path = journal::WriteSnapshot(*dir_, job.image, &meta, opt_.snapshots.zstd_level,
                                        opt_.snapshots.keep);
     if (!path.ok()) {
-      snapshot_failures_.fetch_add(1, std::memory_order_relaxed);
+      // Counted after its log line: whoever sees the count can read why.
       opt_.log(
           fmt::format("snapshot at sequence {} failed: {}", meta.seq, path.status().message()));
+      snapshot_failures_.fetch_add(1, std::memory_order_release);
       return false;
     }
-    snapshots_.fetch_add(1, std::memory_order_relaxed);
     snapshot_written_seq_.store(meta.seq, std::memory_order_relaxed);
     opt_.log(
         fmt::format("snapshot at sequence {}: {} ({} bytes, {} raw) state hash {:016x} in "
@@ -696,6 +696,7 @@ class Exchange::Impl final : private concurrency::Agent {
                     meta.seq, path->string(), meta.compressed_size, meta.raw_size, meta.state_hash,
                     std::chrono::duration<double>(Clock::now() - start).count()));
     if (opt_.on_snapshot) opt_.on_snapshot(meta);
+    snapshots_.fetch_add(1, std::memory_order_release);  // after its log line and handler
     return true;
   }
 
@@ -762,8 +763,8 @@ class Exchange::Impl final : private concurrency::Agent {
     s.batches = batches_.load(std::memory_order_relaxed);
     s.write_groups = write_groups_.load(std::memory_order_relaxed);
     s.write_errors = write_errors_.load(std::memory_order_relaxed);
-    s.snapshots = snapshots_.load(std::memory_order_relaxed);
-    s.snapshot_failures = snapshot_failures_.load(std::memory_order_relaxed);
+    s.snapshots = snapshots_.load(std::memory_order_acquire);
+    s.snapshot_failures = snapshot_failures_.load(std::memory_order_acquire);
     return s;
   }
   uint64_t ClosedStateHash() const {
