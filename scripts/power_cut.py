@@ -51,7 +51,10 @@ One run:
      recovering `serve` is itself cut in its first 0.2 s (`recovering`) and
      that copy checked the same way.
 
-The last line is `N passed, M failed`. `--check DIR` repeats the check of one
+A run of more than --round-cuts cuts (default 100) is made of rounds, each
+with a new primary (image, accounts, load, acknowledgements) in a directory
+round-NNN: every cut copies and checks one round's data, however long the
+run. The last line, for all rounds, is `N passed, M failed`. `--check DIR` repeats the check of one
 cut directory (image.ext4 + acks.jsonl + matchbook.toml); images of passing
 cuts are removed unless --keep-images.
 """
@@ -899,19 +902,19 @@ def percentile(values, p):
     return s[min(len(s) - 1, int(round(p / 100 * (len(s) - 1))))]
 
 
-def run(args):
+def run_round(args, cuts, run_dir, seed):
+    """One primary, `cuts` cuts of it and their checks; returns the results."""
     binary = os.path.abspath(args.bin)
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    rnd = random.Random(args.seed)
-    run_dir = args.out
+    rnd = random.Random(seed)
     os.makedirs(run_dir, exist_ok=True)
     config = os.path.join(run_dir, "matchbook.toml")
     write_config(repo, config, args.fsync)
-    n_nested = args.cuts // 5
-    n_main = args.cuts - n_nested
+    n_nested = cuts // 5
+    n_main = cuts - n_nested
     plan = [MOMENTS[i % len(MOMENTS)] for i in range(n_main)]
     rnd.shuffle(plan)
-    log(f"power_cut: journal.fsync = {args.fsync}; {args.cuts} cuts ({n_main} of the primary under load, {n_nested} of a "
+    log(f"power_cut: journal.fsync = {args.fsync}; {cuts} cuts ({n_main} of the primary under load, {n_nested} of a "
         f"recovering server) in {run_dir}; serve = {binary}")
 
     started = time.monotonic()
@@ -920,7 +923,7 @@ def run(args):
         bench_bin = args.bench_bin or os.path.join(os.path.dirname(binary), "matchbook-bench")
         if not os.access(bench_bin, os.X_OK):
             raise RuntimeError(f"--prefill-events needs matchbook-bench (no {bench_bin}; --bench-bin)")
-        prefill_fill(primary, os.path.abspath(bench_bin), config, args.prefill_events, args.seed,
+        prefill_fill(primary, os.path.abspath(bench_bin), config, args.prefill_events, seed,
                      run_dir)
     primary.start()
     serve_started = time.monotonic()
@@ -934,9 +937,9 @@ def run(args):
         load_bin = args.load_bin or os.path.join(os.path.dirname(binary), "matchbook-load")
         if not os.access(load_bin, os.X_OK):
             raise RuntimeError(f"--prefill-events needs matchbook-load (no {load_bin}; --load-bin)")
-        prefill(primary, os.path.abspath(load_bin), args.prefill_events, args.seed, run_dir)
+        prefill(primary, os.path.abspath(load_bin), args.prefill_events, seed, run_dir)
     acks = Acks()
-    load = Load(primary.port, primary.token(), acks, args.seed)
+    load = Load(primary.port, primary.token(), acks, seed)
     load.setup()
     load.start()
     time.sleep(1.0)
@@ -1024,7 +1027,7 @@ def run(args):
             results.append(sub)
             report(sub)
     log(f"checks: {time.monotonic() - started - load_s:.1f} s")
-    return summarize(results, args.cuts)
+    return results
 
 
 def report(res):
@@ -1069,6 +1072,22 @@ def summarize(results, wanted):
     return 0 if failed == 0 else 1
 
 
+def run(args):
+    """The cuts in rounds of at most --round-cuts, each round a new primary
+    (its own image, accounts, load and acknowledgements), so that a run of
+    thousands of cuts keeps each cut's copy and check the size of one
+    round's data rather than growing with the whole run."""
+    rounds = (args.cuts + args.round_cuts - 1) // args.round_cuts
+    results = []
+    for r in range(rounds):
+        cuts = min(args.round_cuts, args.cuts - r * args.round_cuts)
+        run_dir = args.out if rounds == 1 else os.path.join(args.out, f"round-{r + 1:03d}")
+        if rounds > 1:
+            log(f"power_cut: round {r + 1} of {rounds}: {cuts} cuts")
+        results += run_round(args, cuts, run_dir, args.seed + r)
+    return summarize(results, args.cuts)
+
+
 def main():
     ap = argparse.ArgumentParser(description="power cuts of matchbook serve on a loop device")
     ap.add_argument("cuts", type=int, nargs="?", default=20)
@@ -1085,6 +1104,9 @@ def main():
                          "fill (--prefill-via load: to N records, its durable sequence, with "
                          "matchbook-load through the API)")
     ap.add_argument("--prefill-via", choices=("fill", "load"), default="fill")
+    ap.add_argument("--round-cuts", type=int, default=100, metavar="R",
+                    help="cuts per round (default 100): each round starts a new primary, so "
+                         "a run of thousands of cuts needs the disk of one round")
     ap.add_argument("--bench-bin", default=None,
                     help="matchbook-bench for --prefill-events (default: beside --bin)")
     ap.add_argument("--load-bin", default=None,
@@ -1114,6 +1136,8 @@ def main():
             return summarize([res], 1)
         if args.cuts < 1:
             ap.error("the number of cuts must be at least 1")
+        if args.round_cuts < 1:
+            ap.error("--round-cuts must be at least 1")
         log(f"power_cut: seed {args.seed}")
         return run(args)
     finally:

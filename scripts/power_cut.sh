@@ -7,6 +7,7 @@
 #   scripts/power_cut.sh N [--out DIR] [--seed S] [--keep-images] [--fsync POLICY]
 #                        [--image-mb MB] [--prefill-events N [--prefill-via fill|load]
 #                        [--bench-bin PATH] [--load-bin PATH]] [--verify-projection-every K]
+#                        [--round-cuts R]
 #   scripts/power_cut.sh --check CUT_DIR      # check one cut again
 #
 # Each run makes a new directory power_cut.XXXXXX under --out (default
