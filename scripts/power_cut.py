@@ -51,7 +51,7 @@ One run:
      recovering `serve` is itself cut in its first 0.2 s (`recovering`) and
      that copy checked the same way.
 
-A run of more than --round-cuts cuts (default 100) is made of rounds, each
+A run of more than --round-cuts cuts (default 20) is made of rounds, each
 with a new primary (image, accounts, load, acknowledgements) in a directory
 round-NNN: every cut copies and checks one round's data, however long the
 run. The last line, for all rounds, is `N passed, M failed`. `--check DIR` repeats the check of one
@@ -1104,9 +1104,12 @@ def main():
                          "fill (--prefill-via load: to N records, its durable sequence, with "
                          "matchbook-load through the API)")
     ap.add_argument("--prefill-via", choices=("fill", "load"), default="fill")
-    ap.add_argument("--round-cuts", type=int, default=100, metavar="R",
-                    help="cuts per round (default 100): each round starts a new primary, so "
-                         "a run of thousands of cuts needs the disk of one round")
+    ap.add_argument("--round-cuts", type=int, default=20, metavar="R",
+                    help="cuts per round (default 20): each round starts a new primary, so "
+                         "a run of thousands of cuts needs the disk and the check time of one "
+                         "round (a check reads every acknowledgement of its round: late in a "
+                         "100-cut round one took ~12 s, in a 20-cut round ~2 s); a prefill is "
+                         "made for each round")
     ap.add_argument("--bench-bin", default=None,
                     help="matchbook-bench for --prefill-events (default: beside --bin)")
     ap.add_argument("--load-bin", default=None,
