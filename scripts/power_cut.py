@@ -1084,7 +1084,14 @@ def run(args):
         run_dir = args.out if rounds == 1 else os.path.join(args.out, f"round-{r + 1:03d}")
         if rounds > 1:
             log(f"power_cut: round {r + 1} of {rounds}: {cuts} cuts")
-        results += run_round(args, cuts, run_dir, args.seed + r)
+        try:
+            results += run_round(args, cuts, run_dir, args.seed + r)
+        except RuntimeError as e:
+            # The round's own cuts count as failed (summarize: fewer than
+            # wanted); the rounds before keep their results.
+            log(f"power_cut: round {r + 1} stopped: {e}")
+            if rounds == 1:
+                raise
     return summarize(results, args.cuts)
 
 

@@ -11,7 +11,8 @@
 #   scripts/power_cut.sh --check CUT_DIR      # check one cut again
 #
 # Each run makes a new directory power_cut.XXXXXX under --out (default
-# $TMPDIR or /tmp) holding a directory per cut: acks.jsonl (every answer
+# $TMPDIR or /tmp) holding a directory per cut (under round-NNN/ when the run
+# has more than --round-cuts cuts): acks.jsonl (every answer
 # acknowledged before the cut), matchbook.toml, moment, check.log, serve.log
 # and, unless the cut passed, image.ext4 (kept always with --keep-images).
 #

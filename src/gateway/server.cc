@@ -14,8 +14,10 @@
 // WsConnection users. Every session also holds the Core (io_context, stats,
 // handlers, registry), so a session that outlives the Server — a Respond kept
 // by the handler — still destroys its socket against a live io_context. After
-// Stop() nothing is posted to the io_context any more (Core::Post), so a
-// queued handler can never keep a session alive inside a context nobody runs.
+// Stop() nothing is posted to the io_contexts any more (Core::Post; the one
+// plain post, an accepted connection handed to its context, happens on the
+// acceptor's strand, which Stop() drains first), so a queued handler can
+// never keep a session alive inside a context nobody runs.
 //
 // Errors: every Asio/Beast call uses its error_code overload; exceptions
 // thrown by handler code are caught at the io thread boundary.
@@ -43,6 +45,7 @@
 #include <cstdio>
 #include <deque>
 #include <exception>
+#include <future>
 #include <iterator>
 #include <memory>
 #include <optional>
@@ -903,12 +906,22 @@ class Server::Impl {
   void Stop() {
     if (!started_ || stopped_) return;
     stopped_ = true;
-    const auto live = core_->BeginStop();
-    net::post(acceptor_.get_executor(), [this] {
+    // The acceptor is closed on its strand, and waited for, before anything
+    // else: an accept being handled there hands its connection to another
+    // io thread's context with a plain post, which must reach that context
+    // while its work guard still keeps it running.
+    auto acceptor_closed = std::make_shared<std::promise<void>>();
+    std::future<void> closed = acceptor_closed->get_future();
+    net::post(acceptor_.get_executor(), [this, acceptor_closed] {
       error_code ignored;
       acceptor_.close(ignored);
       accept_retry_.cancel();
+      acceptor_closed->set_value();
     });
+    if (closed.wait_for(kStopTimeout) != std::future_status::ready) {
+      log::Warn("gateway", "server: the acceptor did not close in time; stopping anyway");
+    }
+    const auto live = core_->BeginStop();
     for (const auto& conn : live) conn->Shutdown();
     work_.clear();
     {
