@@ -185,21 +185,17 @@ class Node {
     exchange::ExchangeOptions o = app::ExchangeOptionsFrom(*cfg);
     o.log = [](std::string_view) {};
     o.metrics = go.metrics;
-    gw_->Wire(&o);
+    stage_ = std::make_unique<fanout::Stage>(fanout::StageOptions{.timing = true});
+    gw_->Wire(&o, stage_.get());
     if (options_.twin) {
       auto twin = gateway::Gateway::Create(config_, dir_ / "twin", go);
       ASSERT_TRUE(twin.ok()) << twin.status().message();
       twin_ = std::move(twin).value();
       auto recovered = o.on_recovered;
-      auto durable = o.on_durable;
-      twin_->Wire(&o);
+      twin_->Wire(&o, stage_.get());  // a second handler of the same stage
       o.on_recovered = [recovered, twin = o.on_recovered](const engine::Engine& e) {
         recovered(e);
         twin(e);
-      };
-      o.on_durable = [durable, twin = o.on_durable](std::span<const engine::Event> ev) {
-        durable(ev);
-        twin(ev);
       };
     }
     if (options_.hold_durable != nullptr) {
@@ -217,17 +213,16 @@ class Node {
       po.log = [](std::string_view) {};
       projector_ = std::make_unique<projection::Projector>(
           dir_, config_, engine::HashConfig(config_), store_.get(), po);
-      o.on_durable = [durable = o.on_durable,
-                      p = projector_.get()](std::span<const engine::Event> ev) {
-        durable(ev);
-        if (!ev.empty()) p->NotifyDurable(static_cast<uint64_t>(ev.back().seq));
-      };
+      projector_feed_ = std::make_unique<fanout::SequenceHandler>(
+          [p = projector_.get()](uint64_t seq) { p->NotifyDurable(seq); });
+      stage_->Add(projector_feed_.get());
       history_ = std::make_unique<app::ProjectionHistory>(store_.get(), projector_.get());
       gw_->SetHistory(history_.get());
     }
     auto ex = exchange::Exchange::Open(std::move(o));
     ASSERT_TRUE(ex.ok()) << ex.status().message();
     ex_ = std::move(ex).value();
+    stage_->Start();
     if (projector_) projector_->Start(ex_->durable_seq());
     ASSERT_TRUE(gw_->Start(ex_.get()).ok());
     client_ = Client(gw_->port(), ReadToken(*gw_));
@@ -241,9 +236,12 @@ class Node {
     gw_->StopServer();
     if (twin_) twin_->StopServer();
     (void)ex_->Close();
+    stage_->Stop();
     gw_->Stop();
     if (twin_) twin_->Stop();
     if (projector_) projector_->Stop();
+    stage_.reset();
+    projector_feed_.reset();
     gw_.reset();
     twin_.reset();
     ex_.reset();
@@ -294,6 +292,8 @@ class Node {
   engine::EngineConfig config_;
   std::unique_ptr<projection::Store> store_;
   std::unique_ptr<projection::Projector> projector_;
+  std::unique_ptr<fanout::SequenceHandler> projector_feed_;
+  std::unique_ptr<fanout::Stage> stage_;
   std::unique_ptr<app::ProjectionHistory> history_;  // the gateway's view of the two above
   std::unique_ptr<gateway::Gateway> gw_;
   std::unique_ptr<gateway::Gateway> twin_;
@@ -2151,6 +2151,38 @@ TEST_F(GatewayTest, HistoryAnswers503WhileTheProjectionIsBehind) {
   Reply closed_again =
       n.Signed(http::verb::get, "/api/v3/order", alice, "symbol=BTCUSDT&origClientOrderId=c1");
   EXPECT_EQ(closed_again.Json(), before.Json().as_array()[0]);
+}
+
+// The projector is one handler of the fan-out stage; with its thread stopped
+// (a database that does not answer holds it the same way) more durable
+// batches than the fan-out ring holds go through, every order is answered,
+// and the projection catches up once it runs again.
+TEST_F(GatewayTest, AStalledProjectorHoldsNoOrderBack) {
+  Node n(dir_, WithProjection());
+  auto alice = n.NewAccount("alice");
+  ASSERT_EQ(n.Deposit(alice.account, "USDT", "100000", "a").status, 200);
+  n.projector().Stop();
+  const uint64_t before = n.exchange().durable_seq();
+  constexpr int kOrders = 1'500;  // one durable batch each: more than the ring's 1,024
+  for (int i = 0; i < kOrders; ++i) {
+    Reply r = n.Signed(http::verb::post, "/api/v3/order", alice,
+                       fmt::format("symbol=BTCUSDT&side=BUY&type=LIMIT&timeInForce=GTC&"
+                                   "quantity=0.001&price={}&newClientOrderId=s{}",
+                                   10000 + i, i));
+    ASSERT_EQ(r.status, 200) << i << ": " << r.body;
+  }
+  EXPECT_GE(n.exchange().durable_seq(), before + kOrders);
+  Reply open = n.Signed(http::verb::get, "/api/v3/openOrders", alice, "symbol=BTCUSDT");
+  ASSERT_EQ(open.status, 200);
+  EXPECT_EQ(open.Json().as_array().size(), static_cast<std::size_t>(kOrders));
+  Reply health = n.Admin(http::verb::get, "health");
+  EXPECT_GE(Id(health.Json().at("projection"), "lagEvents"), static_cast<uint64_t>(kOrders))
+      << health.body;
+
+  n.projector().Start(n.exchange().durable_seq());
+  Reply all = n.Signed(http::verb::get, "/api/v3/allOrders", alice, "symbol=BTCUSDT&limit=1000");
+  ASSERT_EQ(all.status, 200) << all.body;
+  EXPECT_EQ(all.Json().as_array().size(), 1000u);
 }
 
 // Closed orders and fills from before a restart: the read side starts from

@@ -43,6 +43,7 @@
 #include "common/progress.h"
 #include "engine/engine.h"
 #include "exchange/exchange.h"
+#include "fanout/stage.h"
 #include "gateway/gateway.h"
 #include "journal/data_dir.h"
 #include "journal/reader.h"
@@ -143,7 +144,6 @@ int Serve(const mb::app::Config& cfg, const std::string& source, bool recover_on
   go.flight_window_ms = fo.window_ms;
   auto gw = mb::gateway::Gateway::Create(cfg.engine, cfg.runtime.data_dir, go);
   if (!gw.ok()) return ServeFail(gw.status());
-  (*gw)->Wire(&o);
 
   // The history projection follows the journal on its own thread; a database
   // that cannot be reached is retried and never stops trading.
@@ -202,13 +202,17 @@ int Serve(const mb::app::Config& cfg, const std::string& source, bool recover_on
           "gauge", s->seconds_since_checkpoint);
     }
   });
-  auto gateway_durable = std::move(o.on_durable);
-  o.on_durable = [&projector, gateway_durable](std::span<const mb::engine::Event> events) {
-    if (gateway_durable) gateway_durable(events);
-    if (!events.empty()) projector.NotifyDurable(static_cast<uint64_t>(events.back().seq));
-  };
+  // Durable batches go through the fan-out stage to its handlers: the
+  // gateway (read side, streams, then the answers) and the projector's
+  // wake-up. Declared after what its handlers use, so it stops first.
+  mb::fanout::SequenceHandler projector_feed(
+      [&projector](uint64_t seq) { projector.NotifyDurable(seq); });
+  mb::fanout::Stage fanout(mb::fanout::StageOptions{.timing = true});
+  (*gw)->Wire(&o, &fanout);
+  fanout.Add(&projector_feed);
   auto ex = mb::exchange::Exchange::Open(std::move(o));
   if (!ex.ok()) return ServeFail(ex.status());
+  mb::log::Info("gateway", "thread " + fanout.Start());
   // Started once the data directory is locked: its start-up tidies the dump
   // directory, which a second server refused by the lock must not touch.
   if (Status s = recorder.Start(); !s.ok()) {
@@ -228,6 +232,7 @@ int Serve(const mb::app::Config& cfg, const std::string& source, bool recover_on
   };
   if (recover_only) {
     Status s = (*ex)->Close();
+    fanout.Stop();
     stop_projector();
     (*gw)->Stop();
     recorder.Stop();
@@ -293,6 +298,7 @@ int Serve(const mb::app::Config& cfg, const std::string& source, bool recover_on
   mb::log::Info("app", fmt::format("signal {}: shutting down", g_signal.load()));
   (*gw)->StopServer();
   Status s = (*ex)->Close();
+  fanout.Stop();  // every durable batch and answer delivered
   stop_projector();
   (*gw)->Stop();
   recorder.Stop();

@@ -227,12 +227,12 @@ uint32_t PerSymbolWeight(const Params& p) {
 
 }  // namespace
 
-class Gateway::Impl final : public HttpHandler, public WsApiBackend {
+class Gateway::Impl final : public HttpHandler, public WsApiBackend, public fanout::Handler {
  public:
   // One request on its way through the pipeline: the completion the exchange
   // calls back, and what to answer. Owned by itself: deleted by the fan-out
   // thread once answered (or by the submitter when Submit() refused it).
-  struct Pending final : exchange::Completion {
+  struct Pending final : exchange::Completion, fanout::Answer {
     Impl* gw = nullptr;
     Respond respond;
     unsigned version = 11;
@@ -241,7 +241,9 @@ class Gateway::Impl final : public HttpHandler, public WsApiBackend {
     bool acked = false;  // answered at sequencing (ACK)
     exchange::Outcome::State state = exchange::Outcome::State::kDurable;
     Sequence seq{};
-    std::vector<Event> events;
+    // The command's events: valid while the fan-out stage delivers them
+    // (OnApplied, which answers).
+    std::span<const Event> events;
     // The flight recorder's trace: what the command is and its stage times
     // (steady_clock ns; 0 when not measured). responded_ns is stamped by
     // Reply(), on the engine thread for an ACK.
@@ -261,12 +263,22 @@ class Gateway::Impl final : public HttpHandler, public WsApiBackend {
     void OnSequenced(uint64_t, Sequence, std::span<const Event> ev) noexcept override {
       if (on_sequenced) acked = on_sequenced(*this, ev);
     }
+    // Journal thread (durable, or not durable at Close) or engine thread
+    // (refused after intake).
     void OnDone(uint64_t, const exchange::Outcome& o) noexcept override {
       state = o.state;
       seq = o.seq;
       times = o.times;
-      events.assign(o.events.begin(), o.events.end());
-      gw->EnqueuePending(this);
+      if (o.state == exchange::Outcome::State::kDurable) {
+        gw->stage_->Hold(this, o.seq);  // goes out with its group's events
+      } else {
+        gw->stage_->PublishAnswer(this);
+      }
+    }
+    // Fan-out thread, once every handler has seen the command's batch.
+    void OnApplied(std::span<const Event> ev) noexcept override {
+      events = ev;
+      gw->Finish(this);
     }
     void Reply(int status, std::string body) {
       http_status = static_cast<uint16_t>(status);
@@ -305,16 +317,13 @@ class Gateway::Impl final : public HttpHandler, public WsApiBackend {
     if (link_) link_->Clear();
   }
 
-  void Wire(exchange::ExchangeOptions* o) {
+  void Wire(exchange::ExchangeOptions* o, fanout::Stage* stage) {
     o->on_recovered = [this](const engine::Engine& engine) {
       read_side_.Bootstrap(engine.ExportImage());
     };
-    o->on_durable = [this](std::span<const Event> events) {
-      FanItem item;
-      item.events.assign(events.begin(), events.end());
-      if (timing_) item.durable_ns = SteadyNs();
-      Enqueue(std::move(item));
-    };
+    stage_ = stage;
+    stage_->Add(this);
+    o->on_durable = stage_->DurableListener();
     if (options_.metrics != nullptr || options_.flight_recorder != nullptr) o->stage_times = true;
   }
 
@@ -322,7 +331,6 @@ class Gateway::Impl final : public HttpHandler, public WsApiBackend {
 
   Status Start(exchange::Exchange* exchange) {
     exchange_ = exchange;
-    log::Info("gateway", "thread " + fanout_runner_.Start());
     if (history_ != nullptr) log::Info("gateway", "thread " + history_runner_.Start());
     ServerOptions so = options_.server;
     so.ws_freshness = hist_freshness_;
@@ -360,11 +368,6 @@ class Gateway::Impl final : public HttpHandler, public WsApiBackend {
       MutexLock lock(history_mu_);
       history_queue_.clear();
     }
-    // The fan-out drains what the journal thread handed it, then stops.
-    fanout_runner_.Stop();
-    // Whatever was still waiting cannot be answered any more.
-    for (Pending* p : waiting_) delete p;
-    waiting_.clear();
   }
 
   uint16_t port() const noexcept { return server_ ? server_->port() : 0; }
@@ -389,12 +392,6 @@ class Gateway::Impl final : public HttpHandler, public WsApiBackend {
     res.body() = std::move(body);
     res.prepare_payload();
     return res;
-  }
-
-  void EnqueuePending(Pending* p) {
-    FanItem item;
-    item.pending = p;
-    Enqueue(std::move(item));
   }
 
   // --- HttpHandler ---
@@ -567,11 +564,6 @@ class Gateway::Impl final : public HttpHandler, public WsApiBackend {
     Fn fn;
     uint32_t (*weigh)(const Params&) = nullptr;
     bool counts_order = false;  // places a new order: counted against the ORDERS limits
-  };
-  struct FanItem {
-    std::vector<Event> events;
-    Pending* pending = nullptr;
-    int64_t durable_ns = 0;  // when on_durable handed the batch over (0: not measured)
   };
   // A request answered from the history by the history thread: what it
   // waits for, the query (`run`) and how to answer it. Respond posts the
@@ -1775,14 +1767,24 @@ class Gateway::Impl final : public HttpHandler, public WsApiBackend {
     link_.emplace(this);
     auto read = [this](double (*f)(const Impl&)) { return link_->Read(f); };
     r.AddGauge("matchbook_fanout_queue_depth",
-               "Durable batches and answers queued for the fan-out thread", {},
-               read([](const Impl& g) { return static_cast<double>(g.fanout_depth_.load()); }));
+               "Durable batches and answers in the fan-out ring, not yet delivered", {},
+               read([](const Impl& g) {
+                 return g.stage_ != nullptr ? static_cast<double>(g.stage_->depth()) : 0.0;
+               }));
+    r.AddCounterFn("matchbook_fanout_full_waits_total",
+                   "Times the journal thread found the fan-out ring full and waited", {},
+                   read([](const Impl& g) {
+                     return g.stage_ != nullptr ? static_cast<double>(g.stage_->full_waits()) : 0.0;
+                   }));
     r.AddGauge("matchbook_history_queue_depth", "History requests waiting for the history thread",
                {},
                read([](const Impl& g) { return static_cast<double>(g.history_depth_.load()); }));
     r.AddGauge("matchbook_responses_waiting",
                "Durable commands whose answers wait for the read side to apply them", {},
-               read([](const Impl& g) { return static_cast<double>(g.waiting_count_.load()); }));
+               read([](const Impl& g) {
+                 return g.stage_ != nullptr ? static_cast<double>(g.stage_->answers_waiting())
+                                            : 0.0;
+               }));
     r.AddGauge("matchbook_read_side_applied_sequence",
                "The last sequence the read side (REST market data, streams) has applied", {},
                read([](const Impl& g) { return static_cast<double>(g.read_side_.applied_seq()); }));
@@ -2279,16 +2281,7 @@ class Gateway::Impl final : public HttpHandler, public WsApiBackend {
     return !history_queue_.empty();
   }
 
-  // --- the fan-out thread ---
-  void Enqueue(FanItem item) {
-    {
-      MutexLock lock(mu_);
-      queue_.push_back(std::move(item));
-      fanout_depth_.store(queue_.size(), std::memory_order_relaxed);
-    }
-    fanout_runner_.Wake();
-  }
-
+  // --- the fan-out thread (a handler of the fan-out stage) ---
   void Finish(Pending* p) {
     if (p->state != exchange::Outcome::State::kDurable) {
       if (!p->acked) {
@@ -2343,13 +2336,15 @@ class Gateway::Impl final : public HttpHandler, public WsApiBackend {
   // A Rejected event carries no order details; the gateway still holds the
   // command (its request waits for this batch), so the user-data report of a
   // rejected order says what was refused.
-  void DescribeRejectedOrders(marketdata::BatchOutput* out) {
+  static void DescribeRejectedOrders(const fanout::Batch& batch, marketdata::BatchOutput* out) {
     for (marketdata::AccountUpdate& u : out->accounts) {
       for (marketdata::ExecutionReport& r : u.reports) {
         if (r.type != marketdata::ExecType::kRejected) continue;
         const Pending* p = nullptr;
-        for (const Pending* w : waiting_) {
-          if (w->seq == r.seq && w->place) p = w;
+        for (const fanout::Batch::Waiting& w : batch.answers) {
+          if (w.seq != r.seq) continue;
+          const auto* mine = dynamic_cast<const Pending*>(w.answer);
+          if (mine != nullptr && mine->place) p = mine;
         }
         if (p == nullptr) continue;
         const engine::PlaceOrder& o = *p->place;
@@ -2366,51 +2361,20 @@ class Gateway::Impl final : public HttpHandler, public WsApiBackend {
     }
   }
 
-  // The fan-out thread's rounds (mb-fanout): every durable batch and answer
-  // queued since the last round, then the throttled streams' clock. The park
-  // between rounds lasts at most 10 ms, the throttled streams' step.
-  int FanOutRound() {
-    {
-      MutexLock lock(mu_);
-      fan_local_.swap(queue_);
-      fanout_depth_.store(0, std::memory_order_relaxed);
+  // fanout::Handler: one durable batch — the read side, the streams, the
+  // counts; the stage then delivers the batch's answers.
+  void OnBatch(const fanout::Batch& batch, bool) override {
+    if (batch.events.empty()) return;
+    read_side_.Apply(batch.events, &fan_out_);
+    DescribeRejectedOrders(batch, &fan_out_);
+    streams_.Publish(fan_out_);
+    if (options_.metrics != nullptr) {
+      if (batch.published_ns != 0) hist_fanout_->RecordDelta(SteadyNs() - batch.published_ns);
+      CountEvents(batch.events);
     }
-    const int items = static_cast<int>(fan_local_.size());
-    for (FanItem& item : fan_local_) {
-      if (item.pending != nullptr) {
-        Pending* p = item.pending;
-        if (p->state != exchange::Outcome::State::kDurable ||
-            static_cast<uint64_t>(p->seq) <= read_side_.applied_seq()) {
-          Finish(p);
-        } else {
-          waiting_.push_back(p);
-          waiting_count_.store(waiting_.size(), std::memory_order_relaxed);
-        }
-        continue;
-      }
-      read_side_.Apply(item.events, &fan_out_);
-      DescribeRejectedOrders(&fan_out_);
-      streams_.Publish(fan_out_);
-      if (options_.metrics != nullptr) {
-        if (item.durable_ns != 0) hist_fanout_->RecordDelta(SteadyNs() - item.durable_ns);
-        CountEvents(item.events);
-      }
-      const uint64_t applied = read_side_.applied_seq();
-      while (!waiting_.empty() && static_cast<uint64_t>(waiting_.front()->seq) <= applied) {
-        Pending* p = waiting_.front();
-        waiting_.pop_front();
-        Finish(p);
-      }
-      waiting_count_.store(waiting_.size(), std::memory_order_relaxed);
-    }
-    fan_local_.clear();
-    streams_.Tick(clock_.wall_ms());
-    return items;
   }
-  bool FanOutWaiting() {
-    MutexLock lock(mu_);
-    return !queue_.empty();
-  }
+  // The throttled streams' clock: every round, at least every 10 ms.
+  void OnRound() override { streams_.Tick(clock_.wall_ms()); }
 
   const engine::EngineConfig config_;
   const std::filesystem::path data_dir_;
@@ -2441,21 +2405,11 @@ class Gateway::Impl final : public HttpHandler, public WsApiBackend {
   metrics::Counter* rejected_503_ = nullptr;
   metrics::Counter* rejected_429_ = nullptr;
   std::unique_ptr<MarketCounts[]> market_counts_;  // written by the fan-out thread only
-  std::atomic<std::size_t> fanout_depth_{0};
   std::atomic<std::size_t> history_depth_{0};
-  std::atomic<std::size_t> waiting_count_{0};  // waiting_.size(), for the gauge
   std::optional<metrics::OwnerLink<Impl>> link_;
 
-  Mutex mu_;
-  std::deque<FanItem> queue_ MB_GUARDED_BY(mu_);
-  // The fan-out thread's own.
-  std::deque<FanItem> fan_local_;
-  marketdata::BatchOutput fan_out_;
-  std::deque<Pending*> waiting_;  // durable, not yet applied
-  concurrency::FunctionAgent fanout_agent_{[this] { return FanOutRound(); },
-                                           [this] { return FanOutWaiting(); }};
-  concurrency::AgentRunner fanout_runner_{
-      &fanout_agent_, {"mb-fanout", {concurrency::WaitKind::kBackOff, 0, 0, 10'000}}};
+  fanout::Stage* stage_ = nullptr;   // set by Wire(): durable batches and answers
+  marketdata::BatchOutput fan_out_;  // the fan-out thread's own
 
   Mutex history_mu_;
   std::deque<HistoryJob> history_queue_ MB_GUARDED_BY(history_mu_);
@@ -2480,7 +2434,9 @@ Result<std::unique_ptr<Gateway>> Gateway::Create(const engine::EngineConfig& con
 
 Gateway::Gateway(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Gateway::~Gateway() = default;
-void Gateway::Wire(exchange::ExchangeOptions* options) { impl_->Wire(options); }
+void Gateway::Wire(exchange::ExchangeOptions* options, fanout::Stage* stage) {
+  impl_->Wire(options, stage);
+}
 void Gateway::SetHistory(History* history) { impl_->SetHistory(history); }
 Status Gateway::Start(exchange::Exchange* exchange) { return impl_->Start(exchange); }
 void Gateway::StopServer() { impl_->StopServer(); }

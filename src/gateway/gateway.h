@@ -6,10 +6,13 @@
 //                against the read side, then Exchange::Submit()
 //                  ring full → 503 + Retry-After; never waits for the engine
 //   engine thread (OnSequenced): ACK answers
-//   journal thread (OnDone, on_durable): hands events to the fan-out thread
-//   fan-out thread: ReadSide::Apply() (snapshots swapped atomically), the
-//                streams (streams.h), then RESULT/FULL answers — so what an
-//                answer says is already visible to the next request
+//   journal thread (OnDone, on_durable): holds each durable command's answer
+//                in the fan-out stage (fanout/stage.h) with its group's events
+//   fan-out thread (mb-fanout, the stage's; the gateway is one of its
+//                handlers): ReadSide::Apply() (snapshots swapped atomically),
+//                the streams (streams.h), then the batch's RESULT/FULL
+//                answers — so what an answer says is already visible to the
+//                next request
 //   history thread (with SetHistory): allOrders, myTrades, GET order of an
 //                order that is not open, and the operator's ledger, from the
 //                history (gateway/history.h; the app serves it from the
@@ -46,6 +49,7 @@
 #include "common/status.h"
 #include "engine/market.h"
 #include "exchange/exchange.h"
+#include "fanout/stage.h"
 #include "gateway/history.h"
 #include "gateway/rate_limit.h"
 #include "gateway/server.h"
@@ -96,20 +100,23 @@ class Gateway {
   Gateway(const Gateway&) = delete;
   Gateway& operator=(const Gateway&) = delete;
 
-  // Sets the exchange's on_recovered and on_durable listeners to this
-  // gateway's read side. REQUIRES: before Exchange::Open(*options).
-  void Wire(exchange::ExchangeOptions* options);
+  // Sets the exchange's on_recovered listener to this gateway's read side,
+  // its on_durable listener to `stage`'s, and adds the gateway to the
+  // stage's handlers; answers to durable commands travel through `stage`.
+  // REQUIRES: before Exchange::Open(*options) and stage->Start(); `stage`
+  // outlives Stop() and is stopped before it.
+  void Wire(exchange::ExchangeOptions* options, fanout::Stage* stage);
   // Answers the history endpoints from `history` instead of the bounded read
   // side. Whoever owns it keeps it following the journal; the gateway only
   // reads. REQUIRES: before Start(); outlives Stop().
   void SetHistory(History* history);
-  // Starts the fan-out thread (and the history thread) and the server.
+  // Starts the history thread and the server.
   // REQUIRES: exchange opened with Wire()d options and outlives Stop().
   Status Start(exchange::Exchange* exchange);
   // Stops taking requests and closes every connection (before Exchange::Close()).
   void StopServer();
-  // Stops the history and fan-out threads (after Exchange::Close(): every
-  // durable batch seen).
+  // Stops the history thread. REQUIRES: after Exchange::Close() and the
+  // fan-out stage's Stop() (every durable batch and answer delivered).
   void Stop();
 
   uint16_t port() const noexcept;
