@@ -1,0 +1,618 @@
+// The operator API (/admin/v1/...) and /metrics: on the io threads; the
+// metrics registry's callbacks on whichever thread scrapes.
+#include "gateway/gateway_impl.h"
+
+namespace mb::gateway {
+
+void Gateway::Impl::HandleAdmin(Ctx& c) {
+  if (!c.loopback && !options_.admin_remote) {
+    return Reply(c, ApiError{403, -1002, "The operator API answers loopback clients only."});
+  }
+  std::string token;
+  if (auto h = c.req.find("X-MB-ADMIN-TOKEN"); h != c.req.end()) {
+    token = std::string(Trim(h->value()));
+  } else if (auto a = c.req.find(http::field::authorization); a != c.req.end()) {
+    std::string_view v = Trim(a->value());
+    if (v.starts_with("Bearer ")) token = std::string(Trim(v.substr(7)));
+  }
+  if (token.empty() || !keys_->CheckAdminToken(token)) {
+    return Reply(c, ApiError{401, -1002, "Missing or wrong admin token (X-MB-ADMIN-TOKEN)."});
+  }
+  json::value body;
+  if (!c.req.body().empty()) {
+    json::error_code ec;
+    body = json::parse(c.req.body(), ec);
+    if (ec || !body.is_object()) {
+      return Reply(c, ApiError{400, -1130, "The request body must be a JSON object."});
+    }
+  } else {
+    body = json::object();
+  }
+  const http::verb v = c.req.method();
+  const std::string_view rest = std::string_view(c.path).substr(std::strlen("/admin/v1/"));
+  std::vector<std::string_view> parts;
+  for (std::size_t pos = 0; pos <= rest.size();) {
+    const std::size_t slash = rest.find('/', pos);
+    const std::size_t endp = slash == std::string_view::npos ? rest.size() : slash;
+    parts.push_back(rest.substr(pos, endp - pos));
+    pos = endp + 1;
+  }
+  const json::object& obj = body.as_object();
+  if (parts.size() == 1 && parts[0] == "health" && v == http::verb::get) return AdminHealth(c);
+  if (parts.size() == 1 && parts[0] == "ready" && v == http::verb::get) return AdminReady(c);
+  if (parts.size() == 1 && parts[0] == "accounts" && v == http::verb::post) {
+    return AdminCreateAccount(c, obj);
+  }
+  if (parts.size() == 1 && parts[0] == "accounts" && v == http::verb::get) {
+    return AdminAccounts(c);
+  }
+  if (parts.size() == 2 && parts[0] == "accounts" && v == http::verb::get) {
+    return AdminAccount(c, parts[1]);
+  }
+  if (parts.size() == 3 && parts[0] == "accounts" && parts[2] == "apiKeys" &&
+      v == http::verb::post) {
+    return AdminCreateKey(c, parts[1], obj);
+  }
+  if (parts.size() == 3 && parts[0] == "accounts" && parts[2] == "ledger" && v == http::verb::get) {
+    return AdminLedger(c, parts[1]);
+  }
+  if (parts.size() == 2 && parts[0] == "apiKeys" && v == http::verb::delete_) {
+    return AdminRevokeKey(c, parts[1]);
+  }
+  if (parts.size() == 1 && (parts[0] == "deposits" || parts[0] == "withdrawals") &&
+      v == http::verb::post) {
+    return AdminTransfer(c, obj, parts[0] == "deposits");
+  }
+  if (parts.size() == 3 && parts[0] == "markets" && parts[2] == "status" && v == http::verb::post) {
+    return AdminMarketStatus(c, parts[1], obj);
+  }
+  if (parts.size() == 1 && parts[0] == "markets" && v == http::verb::get) {
+    return AdminMarkets(c);
+  }
+  if (parts.size() == 1 && parts[0] == "markets" && v == http::verb::post) {
+    return Reply(c, ApiError{409, -1000,
+                             "Markets are part of the configuration the journal was written "
+                             "with: add a [[markets]] entry to the configuration file and "
+                             "restart (ids are positions: append only)."});
+  }
+  if (parts.size() == 1 && parts[0] == "snapshot" && v == http::verb::post) {
+    exchange_->RequestSnapshot();
+    return Ok(c, R"({"requested":true})");
+  }
+  if (parts.size() == 1 && parts[0] == "flight-recorder" && v == http::verb::get) {
+    return AdminFlightRecorder(c);
+  }
+  if (parts.size() == 2 && parts[0] == "flight-recorder" && v == http::verb::get) {
+    return AdminFlightDump(c, parts[1]);
+  }
+  Reply(c, ApiError::NotFound());
+}
+
+// GET flight-recorder: the recorder's settings, counts and dumps (newest first).
+void Gateway::Impl::AdminFlightRecorder(Ctx& c) {
+  metrics::FlightRecorder* fr = options_.flight_recorder;
+  if (fr == nullptr) return Reply(c, ApiError{404, -1000, "The flight recorder is off."});
+  const metrics::FlightRecorder::Stats st = fr->stats();
+  json::object o;
+  o["thresholdMs"] = static_cast<double>(options_.flight_threshold_ns) / 1e6;
+  o["windowMs"] = options_.flight_window_ms;
+  o["recorded"] = st.recorded;
+  o["triggers"] = st.triggers;
+  o["suppressed"] = st.suppressed;
+  o["dumpErrors"] = st.dump_errors;
+  json::array dumps;
+  for (const metrics::FlightRecorder::DumpInfo& d : fr->Dumps()) {
+    json::object x;
+    x["file"] = d.file;
+    x["writtenAtMs"] = d.wall_ms;
+    x["triggerSeq"] = d.trigger_seq;
+    x["triggerLatencyMs"] = static_cast<double>(d.trigger_latency_ns) / 1e6;
+    x["traces"] = d.traces;
+    x["bytes"] = d.bytes;
+    dumps.push_back(std::move(x));
+  }
+  o["dumps"] = std::move(dumps);
+  Ok(c, json::serialize(o));
+}
+
+// GET flight-recorder/<file>: one dump, as written. Only listed names are
+// read, so no path can reach outside the recorder's directory.
+void Gateway::Impl::AdminFlightDump(Ctx& c, std::string_view file) {
+  metrics::FlightRecorder* fr = options_.flight_recorder;
+  if (fr == nullptr) return Reply(c, ApiError{404, -1000, "The flight recorder is off."});
+  auto dump = fr->ReadDump(file);
+  if (!dump.ok()) {
+    const bool missing = dump.status().code() == StatusCode::kNotFound;
+    return Reply(c, ApiError{missing ? 404 : 500, -1000,
+                             missing ? std::string("No such flight-recorder dump.")
+                                     : dump.status().message()});
+  }
+  Ok(c, std::move(dump).value());
+}
+
+// --- metrics ---
+// GET /metrics: the registry's text exposition (io thread; reads atomics
+// and takes no lock the engine or journal threads take).
+void Gateway::Impl::HandleMetrics(Ctx& c) {
+  if (!c.loopback && !options_.metrics_remote) {
+    return Reply(c, ApiError{403, -1002, "/metrics answers loopback clients only."});
+  }
+  if (c.req.method() != http::verb::get && c.req.method() != http::verb::head) {
+    return Reply(c, ApiError::MethodNotAllowed());
+  }
+  c.respond(MetricsResponse(c.version, c.keep_alive));
+}
+
+Response Gateway::Impl::MetricsResponse(unsigned version, bool keep_alive) const {
+  CountStatus(200);
+  Response res{http::status::ok, version};
+  res.set(http::field::server, "matchbook");
+  res.set(http::field::content_type, metrics::kContentType);
+  res.keep_alive(keep_alive);
+  res.body() = options_.metrics->Expose();
+  res.prepare_payload();
+  return res;
+}
+
+void Gateway::Impl::CountStatus(int status) const {
+  if (status_counters_[0] == nullptr) return;
+  std::size_t i = 0;
+  while (i < std::size(kCountedStatuses) && kCountedStatuses[i] != status) ++i;
+  status_counters_[i]->Inc();
+}
+
+void Gateway::Impl::RegisterMetrics(metrics::Registry& r) {
+  hist_parse_auth_ = &r.AddHistogram(kStageLatency, kStageLatencyHelp, {{"stage", "parse_auth"}});
+  hist_fanout_ = &r.AddHistogram(kStageLatency, kStageLatencyHelp, {{"stage", "fanout"}});
+  hist_response_ =
+      &r.AddHistogram(kStageLatency, kStageLatencyHelp, {{"stage", "submit_to_response"}});
+  hist_freshness_ = &r.AddHistogram(
+      "matchbook_ws_freshness_seconds",
+      "Age of WebSocket market data when written to the socket: from the engine time of the "
+      "batch it reports (CLOCK_REALTIME) to the completed write");
+  for (std::size_t i = 0; i < kStatusSlots; ++i) {
+    const std::string code =
+        i < std::size(kCountedStatuses) ? std::to_string(kCountedStatuses[i]) : "other";
+    status_counters_[i] =
+        &r.AddCounter("matchbook_http_requests_total",
+                      "HTTP answers given by the gateway, by status code", {{"code", code}});
+  }
+  constexpr std::string_view kRejectedHelp =
+      "Requests refused for load: 503 (inbound ring full, journal refusing, shutting down) "
+      "and 429 (request weight over the limit)";
+  rejected_503_ =
+      &r.AddCounter("matchbook_http_rejected_total", kRejectedHelp, {{"reason", "busy_503"}});
+  rejected_429_ = &r.AddCounter("matchbook_http_rejected_total", kRejectedHelp,
+                                {{"reason", "rate_limited_429"}});
+  // The registry's callbacks read the gateway through link_, which ~Impl()
+  // clears: a scrape after the gateway is gone reads 0 or writes nothing.
+  link_.emplace(this);
+  auto read = [this](double (*f)(const Impl&)) { return link_->Read(f); };
+  r.AddGauge("matchbook_fanout_queue_depth",
+             "Durable batches and answers in the fan-out ring, not yet delivered", {},
+             read([](const Impl& g) {
+               return g.stage_ != nullptr ? static_cast<double>(g.stage_->depth()) : 0.0;
+             }));
+  r.AddCounterFn("matchbook_fanout_full_waits_total",
+                 "Times the journal thread found the fan-out ring full and waited", {},
+                 read([](const Impl& g) {
+                   return g.stage_ != nullptr ? static_cast<double>(g.stage_->full_waits()) : 0.0;
+                 }));
+  r.AddGauge("matchbook_history_queue_depth", "History requests waiting for the history thread", {},
+             read([](const Impl& g) { return static_cast<double>(g.history_depth_.load()); }));
+  r.AddGauge("matchbook_responses_waiting",
+             "Durable commands whose answers wait for the read side to apply them", {},
+             read([](const Impl& g) {
+               return g.stage_ != nullptr ? static_cast<double>(g.stage_->answers_waiting()) : 0.0;
+             }));
+  r.AddGauge("matchbook_read_side_applied_sequence",
+             "The last sequence the read side (REST market data, streams) has applied", {},
+             read([](const Impl& g) { return static_cast<double>(g.read_side_.applied_seq()); }));
+  r.AddGauge("matchbook_open_orders", "Orders resting on the books (as the read side has them)", {},
+             read([](const Impl& g) { return static_cast<double>(g.read_side_.open_orders()); }));
+  r.AddCounterFn(
+      "matchbook_closed_orders_total", "Orders filled, canceled or expired since the start", {},
+      read([](const Impl& g) { return static_cast<double>(g.read_side_.closed_orders()); }));
+  r.AddGauge("matchbook_ws_connections", "Open WebSocket connections", {},
+             read([](const Impl& g) { return g.WsStat(&ServerStats::ws_open); }));
+  r.AddCounterFn("matchbook_ws_connections_total", "WebSocket handshakes completed", {},
+                 read([](const Impl& g) { return g.WsStat(&ServerStats::ws_total); }));
+  r.AddCounterFn("matchbook_ws_disconnects_total",
+                 "WebSocket connections that ended, for any reason", {},
+                 read([](const Impl& g) { return g.WsStat(&ServerStats::ws_closed); }));
+  r.AddCounterFn("matchbook_ws_messages_sent_total", "WebSocket messages written", {},
+                 read([](const Impl& g) { return g.WsStat(&ServerStats::ws_messages_sent); }));
+  r.AddCounterFn("matchbook_ws_dropped_messages_total",
+                 "WebSocket messages discarded because a connection's send queue overflowed", {},
+                 read([](const Impl& g) { return g.WsStat(&ServerStats::ws_dropped_messages); }));
+  r.AddCounterFn("matchbook_ws_slow_disconnects_total",
+                 "WebSocket connections closed (1008) because their send queue overflowed", {},
+                 read([](const Impl& g) { return g.WsStat(&ServerStats::ws_slow_disconnects); }));
+  r.AddGauge("matchbook_ws_subscriptions", "Stream subscriptions of all WebSocket connections", {},
+             read([](const Impl& g) {
+               return static_cast<double>(g.streams_.stats().subscriptions.load());
+             }));
+  r.AddCollector(link_->With([](const Impl& g, metrics::SampleWriter& w) {
+    struct Family {
+      const char* name;
+      const char* help;
+      std::atomic<uint64_t> MarketCounts::*field;
+    };
+    static constexpr Family kFamilies[] = {
+        {"matchbook_orders_total", "Orders accepted by the engine (durable), by market",
+         &MarketCounts::orders},
+        {"matchbook_trades_total", "Trades (durable), by market", &MarketCounts::trades},
+        {"matchbook_cancels_total",
+         "Orders cancelled (durable; by their owner, cancel-all, cancel-replace or "
+         "self-trade prevention), by market",
+         &MarketCounts::cancels},
+    };
+    for (const Family& f : kFamilies) {
+      w.Family(f.name, f.help, "counter");
+      for (std::size_t i = 0; i < g.config_.markets.size(); ++i) {
+        w.Sample(f.name, {{"market", g.config_.markets[i].symbol}},
+                 static_cast<double>((g.market_counts_[i].*f.field).load()));
+      }
+    }
+  }));
+}
+
+double Gateway::Impl::WsStat(std::atomic<uint64_t> ServerStats::*field) const {
+  return server_ ? static_cast<double>((server_->stats().*field).load()) : 0.0;
+}
+
+std::optional<std::string> Gateway::Impl::StringField(const json::object& o, std::string_view k) {
+  auto it = o.find(k);
+  if (it == o.end() || !it->value().is_string()) return std::nullopt;
+  return std::string(it->value().as_string());
+}
+
+std::optional<uint32_t> Gateway::Impl::AccountField(const json::object& o) {
+  auto it = o.find("accountId");
+  if (it == o.end()) return std::nullopt;
+  if (it->value().is_int64() && it->value().as_int64() >= 0 &&
+      it->value().as_int64() <= UINT32_MAX) {
+    return static_cast<uint32_t>(it->value().as_int64());
+  }
+  if (it->value().is_uint64() && it->value().as_uint64() <= UINT32_MAX) {
+    return static_cast<uint32_t>(it->value().as_uint64());
+  }
+  return std::nullopt;
+}
+
+std::optional<AccountId> Gateway::Impl::ParseAccountId(std::string_view s) {
+  uint32_t id = 0;
+  if (s.empty() || s.size() > 9) return std::nullopt;
+  for (char ch : s) {
+    if (ch < '0' || ch > '9') return std::nullopt;
+    id = id * 10 + static_cast<uint32_t>(ch - '0');
+  }
+  if (static_cast<AccountId>(id) != config_.fee_account &&
+      !keys_->FindAccount(static_cast<AccountId>(id))) {
+    return std::nullopt;
+  }
+  return static_cast<AccountId>(id);
+}
+
+void Gateway::Impl::AdminHealth(Ctx& c) {
+  const std::string refusal = exchange_->RefusalReason();
+  const exchange::ExchangeStats st = exchange_->stats();
+  json::object o;
+  o["status"] = refusal.empty() ? "ok" : "refusing";
+  o["durableSequence"] = exchange_->durable_seq();
+  o["appliedSequence"] = read_side_.applied_seq();
+  o["inboundRemaining"] = exchange_->inbound_remaining();
+  o["submitted"] = st.submitted;
+  o["refusedFull"] = st.refused_full;
+  o["refusedJournal"] = st.refused_journal;
+  o["reason"] = refusal;
+  if (history_ != nullptr) {
+    const HistoryHealth h = history_->Health();
+    json::object p;
+    p["appliedSequence"] = h.applied_seq;
+    p["lagEvents"] = h.lag_events;
+    p["lagSeconds"] = h.lag_seconds;
+    p["healthy"] = h.healthy;
+    p["lastError"] = h.last_error;
+    p["backend"] = h.backend;
+    if (h.storage) {
+      const HistoryStorage& disk = *h.storage;
+      json::object d;
+      d["dbBytes"] = disk.db_bytes;
+      d["walBytes"] = disk.wal_bytes;
+      d["walMaxBytes"] = disk.wal_max_bytes;
+      d["overCeiling"] = disk.over_ceiling || disk.wal_bytes > disk.wal_max_bytes;
+      d["walFramesWritten"] = disk.frames_written;
+      d["walFramesCheckpointed"] = disk.frames_checkpointed;
+      d["checkpoints"] = disk.checkpoints;
+      d["checkpointsCompleted"] = disk.checkpoints_completed;
+      d["ceilingWaits"] = disk.ceiling_waits;
+      if (disk.seconds_since_checkpoint >= 0) {
+        d["secondsSinceCheckpoint"] = disk.seconds_since_checkpoint;
+      } else {
+        d["secondsSinceCheckpoint"] = nullptr;
+      }
+      p["storage"] = std::move(d);
+    }
+    o["projection"] = std::move(p);
+  }
+  Ok(c, json::serialize(o));
+}
+
+void Gateway::Impl::AdminReady(Ctx& c) {
+  const bool ready = exchange_->RefusalReason().empty();
+  Reply(c, ready ? 200 : 503, ready ? R"({"ready":true})" : R"({"ready":false})");
+}
+
+json::object Gateway::Impl::AccountObject(const AccountInfo& a) {
+  json::object o;
+  o["accountId"] = static_cast<uint32_t>(a.id);
+  o["name"] = a.name;
+  o["createdTime"] = a.created_ms;
+  return o;
+}
+
+void Gateway::Impl::AdminCreateAccount(Ctx& c, const json::object& body) {
+  const auto name = StringField(body, "name");
+  if (!name) return Reply(c, ApiError{400, -1102, "Field 'name' (a string) is required."});
+  auto r = keys_->CreateAccount(*name, clock_.wall_ms());
+  if (!r.ok()) return Reply(c, ApiError{400, -1130, r.status().message()});
+  Ok(c, json::serialize(AccountObject(*r)));
+}
+
+void Gateway::Impl::AdminAccounts(Ctx& c) {
+  json::array a;
+  for (const AccountInfo& info : keys_->Accounts()) a.push_back(AccountObject(info));
+  Ok(c, json::serialize(a));
+}
+
+void Gateway::Impl::AdminAccount(Ctx& c, std::string_view id_text) {
+  const auto id = ParseAccountId(id_text);
+  if (!id) return Reply(c, ApiError{404, -1000, "No such account."});
+  // The fee account exists without being created: it collects every fee.
+  const AccountInfo info = keys_->FindAccount(*id).value_or(AccountInfo{*id, "fee account", 0});
+  json::object o = AccountObject(info);
+  json::array balances;
+  for (const marketdata::BalanceRow& b : read_side_.Balances(*id)) {
+    json::object x;
+    x["asset"] = config_.assets[static_cast<std::size_t>(b.asset)].symbol;
+    x["free"] = AssetAmount(config_, b.asset, b.available);
+    x["locked"] = AssetAmount(config_, b.asset, b.locked);
+    balances.push_back(std::move(x));
+  }
+  o["balances"] = std::move(balances);
+  json::array keys;
+  for (const ApiKey& k : keys_->Keys(*id)) {
+    json::object x;
+    x["apiKey"] = k.key;
+    x["keyType"] = k.is_ed25519() ? "ED25519" : "HMAC_SHA256";
+    x["revoked"] = k.revoked;
+    x["createdTime"] = k.created_ms;
+    keys.push_back(std::move(x));
+  }
+  o["apiKeys"] = std::move(keys);
+  Ok(c, json::serialize(o));
+}
+
+// POST accounts/{id}/apiKeys: an HMAC key (the exchange makes the secret),
+// or with {"publicKey": PEM or base64} an Ed25519 key for that public key.
+void Gateway::Impl::AdminCreateKey(Ctx& c, std::string_view id_text, const json::object& body) {
+  const auto id = ParseAccountId(id_text);
+  if (!id) return Reply(c, ApiError{404, -1000, "No such account."});
+  if (*id == config_.fee_account) {
+    return Reply(c, ApiError{400, -1002, "The fee account cannot trade: it has no API keys."});
+  }
+  const json::value* public_key = body.if_contains("publicKey");
+  Result<ApiKey> k = InvalidArgument("");
+  if (public_key != nullptr) {
+    const std::optional<std::string> raw =
+        public_key->is_string() ? ParseEd25519PublicKey(public_key->get_string()) : std::nullopt;
+    if (!raw) {
+      return Reply(c, ApiError{400, -1130,
+                               "Field 'publicKey' must be an Ed25519 public key: PEM "
+                               "(-----BEGIN PUBLIC KEY-----) or base64."});
+    }
+    k = keys_->CreateEd25519Key(*id, *raw, clock_.wall_ms());
+    if (!k.ok() && k.status().code() == StatusCode::kInvalidArgument) {
+      return Reply(c, ApiError{400, -1130, k.status().message()});
+    }
+  } else {
+    k = keys_->CreateKey(*id, clock_.wall_ms());
+  }
+  if (!k.ok()) return Reply(c, ApiError{500, -1000, k.status().message()});
+  json::object o;
+  o["accountId"] = static_cast<uint32_t>(*id);
+  o["apiKey"] = k->key;
+  if (k->is_ed25519()) {
+    o["keyType"] = "ED25519";
+  } else {
+    o["keyType"] = "HMAC_SHA256";
+    o["secretKey"] = k->secret;
+  }
+  Ok(c, json::serialize(o));
+}
+
+// GET accounts/{id}/ledger?fromSeq&limit: the account's ledger lines from
+// the history, oldest first, in whole records (a record's lines share its
+// seq): at most `limit` lines, except that a first record with more lines is
+// given whole. fromSeq = the last line's seq + 1 continues a page.
+void Gateway::Impl::AdminLedger(Ctx& c, std::string_view id_text) {
+  if (history_ == nullptr) {
+    return Reply(c, ApiError{404, -1000,
+                             "The ledger is served from the projection (history database), "
+                             "which this gateway runs without."});
+  }
+  const auto id = ParseAccountId(id_text);
+  if (!id) return Reply(c, ApiError{404, -1000, "No such account."});
+  if (auto e = Params::Parse(c.query, {}, &c.params)) return Reply(c, *e);
+  std::optional<uint64_t> from;
+  LedgerFilter q;
+  if (auto e = c.params.GetUint("fromSeq", &from)) return Reply(c, *e);
+  if (auto e = LimitParam(c, 500, 1000, &q.limit)) return Reply(c, *e);
+  q.account = *id;
+  q.from_seq = from.value_or(0);
+  Defer(c, [this, q](HistoryJob& j) {
+    std::vector<LedgerLine> lines;
+    LedgerFilter more = q;
+    more.limit = q.limit + 1;
+    for (;;) {
+      auto rows = history_->Ledger(more);
+      if (!rows.ok()) return HistoryUnavailable(j, rows.status());
+      lines = std::move(rows).value();
+      if (lines.size() < more.limit) break;  // nothing after these
+      // More lines follow: the last record may be cut off.
+      const uint64_t cut = lines.back().seq;
+      if (lines.front().seq != cut) {
+        while (lines.back().seq == cut) lines.pop_back();
+        break;
+      }
+      more.limit *= 2;  // one record fills the page: fetch all of it
+    }
+    if (lines.size() > q.limit) {
+      // The first record alone is over the limit: only it.
+      const uint64_t first = lines.front().seq;
+      while (lines.back().seq != first) lines.pop_back();
+    }
+    json::object o;
+    o["accountId"] = static_cast<uint32_t>(q.account);
+    json::array entries;
+    for (const LedgerLine& l : lines) {
+      json::object x;
+      x["seq"] = l.seq;
+      x["index"] = l.idx;
+      x["asset"] = config_.assets[static_cast<std::size_t>(l.asset)].symbol;
+      x["bucket"] = l.bucket == engine::Bucket::kAvailable ? "AVAILABLE" : "LOCKED";
+      x["delta"] = AssetAmount(config_, l.asset, l.delta);
+      x["reason"] = engine::ToString(l.reason);
+      x["refKind"] = l.ref_kind == engine::RefKind::kOrder   ? "ORDER"
+                     : l.ref_kind == engine::RefKind::kTrade ? "TRADE"
+                                                             : "TRANSFER";
+      x["ref"] = l.ref;
+      x["time"] = l.time_ns / 1'000'000;
+      entries.push_back(std::move(x));
+    }
+    o["entries"] = std::move(entries);
+    JobReply(j, 200, json::serialize(o));
+  });
+}
+
+void Gateway::Impl::AdminRevokeKey(Ctx& c, std::string_view key) {
+  Status s = keys_->RevokeKey(key);
+  if (!s.ok()) {
+    return Reply(c, ApiError{s.code() == StatusCode::kNotFound ? 404 : 500, -1000, s.message()});
+  }
+  json::object o;
+  o["apiKey"] = key;
+  o["revoked"] = true;
+  Ok(c, json::serialize(o));
+}
+
+void Gateway::Impl::AdminTransfer(Ctx& c, const json::object& body, bool deposit) {
+  const auto account = AccountField(body);
+  if (!account || !keys_->FindAccount(static_cast<AccountId>(*account))) {
+    return Reply(c, ApiError{400, -1102, "Field 'accountId' must name an existing account."});
+  }
+  const auto asset_name = StringField(body, "asset");
+  const auto amount_text = StringField(body, "amount");
+  const auto ref = StringField(body, "ref");
+  if (!asset_name || !amount_text || !ref) {
+    return Reply(c, ApiError{400, -1102,
+                             "Fields 'asset', 'amount' (a decimal string) and 'ref' (the "
+                             "idempotency reference) are required."});
+  }
+  std::optional<AssetId> asset;
+  for (std::size_t i = 0; i < config_.assets.size(); ++i) {
+    if (config_.assets[i].symbol == *asset_name) asset = static_cast<AssetId>(i);
+  }
+  if (!asset) return Reply(c, ApiError{400, -1130, "Unknown asset '" + *asset_name + "'."});
+  auto units = ParseDecimal(*amount_text, config_.assets[static_cast<std::size_t>(*asset)].scale);
+  if (!units.ok() || *units <= 0) {
+    return Reply(c, ApiError{400, -1130,
+                             "Field 'amount': " + (units.ok() ? std::string("must be positive")
+                                                              : units.status().message())});
+  }
+  TransferRef tref;
+  if (ref->empty() || !tref.Assign(*ref)) {
+    return Reply(c, ApiError{400, -1130, "Field 'ref' must be 1 to 64 characters."});
+  }
+  engine::Command cmd;
+  const AccountId acc = static_cast<AccountId>(*account);
+  if (deposit) {
+    cmd.body = engine::Deposit{acc, *asset, Amount{*units}, tref};
+  } else {
+    cmd.body = engine::Withdraw{acc, *asset, Amount{*units}, tref};
+  }
+  const engine::CommandType type =
+      deposit ? engine::CommandType::kDeposit : engine::CommandType::kWithdraw;
+  c.account = acc;
+  Submit(c, deposit ? "deposit" : "withdraw", cmd,
+         [this, acc, asset = *asset, amount = *amount_text, ref = *ref, type](Pending& p) {
+           json::object o;
+           o["accountId"] = static_cast<uint32_t>(acc);
+           o["asset"] = config_.assets[static_cast<std::size_t>(asset)].symbol;
+           o["amount"] = amount;
+           o["ref"] = ref;
+           if (const engine::Rejected* r = FirstReject(p.events)) {
+             if (r->reason == engine::RejectReason::kDuplicateTransfer) {
+               o["transferId"] = r->existing_id;
+               o["duplicate"] = true;
+               return p.Reply(200, json::serialize(o));
+             }
+             if (r->reason == engine::RejectReason::kInsufficientBalance) {
+               return p.Fail(ApiError::InsufficientBalance());
+             }
+             return p.Fail(ApiError{400, -1130, std::string(engine::ToString(r->reason))});
+           }
+           o["transferId"] = static_cast<uint64_t>(p.seq);
+           o["duplicate"] = false;
+           (void)type;
+           p.Reply(200, json::serialize(o));
+         });
+}
+
+void Gateway::Impl::AdminMarketStatus(Ctx& c, std::string_view symbol, const json::object& body) {
+  MarketId m{};
+  if (auto e = FindMarket(config_, symbol, &m)) return Reply(c, *e);
+  const auto status = StringField(body, "status");
+  MarketStatus st{};
+  if (status == "TRADING") {
+    st = MarketStatus::kTrading;
+  } else if (status == "HALTED") {
+    st = MarketStatus::kHalted;
+  } else if (status == "CANCEL_ONLY") {
+    st = MarketStatus::kCancelOnly;
+  } else {
+    return Reply(c, ApiError{400, -1130,
+                             "Field 'status' must be \"TRADING\", \"HALTED\" or \"CANCEL_ONLY\"."});
+  }
+  engine::Command cmd;
+  cmd.body = engine::SetMarketStatus{m, st};
+  Submit(c, "market_status", cmd, [this, m, st](Pending& p) {
+    if (const engine::Rejected* r = FirstReject(p.events)) {
+      return p.Fail(ApiError{400, -1130, std::string(engine::ToString(r->reason))});
+    }
+    json::object o;
+    o["symbol"] = config_.markets[static_cast<std::size_t>(m)].symbol;
+    o["status"] = st == MarketStatus::kTrading  ? "TRADING"
+                  : st == MarketStatus::kHalted ? "HALTED"
+                                                : "CANCEL_ONLY";
+    p.Reply(200, json::serialize(o));
+  });
+}
+
+void Gateway::Impl::AdminMarkets(Ctx& c) {
+  json::array a;
+  for (std::size_t i = 0; i < config_.markets.size(); ++i) {
+    const auto s = Snap(static_cast<MarketId>(i));
+    json::object o;
+    o["symbol"] = config_.markets[i].symbol;
+    o["status"] = std::string(engine::ToString(s->status));
+    o["lastUpdateId"] = s->last_update_id;
+    o["bidLevels"] = s->bids.size();
+    o["askLevels"] = s->asks.size();
+    a.push_back(std::move(o));
+  }
+  Ok(c, json::serialize(a));
+}
+
+}  // namespace mb::gateway

@@ -1,0 +1,526 @@
+// REST trading (orders, cancels, cancel-replace, amend, open orders, account,
+// listen keys). The routes run on the io threads; an order's ACK answer on
+// the engine thread (OnSequenced); RESULT and FULL answers on the fan-out
+// thread (Pending::finish); history answers on the history thread.
+#include "gateway/gateway_impl.h"
+
+namespace mb::gateway {
+
+// The dry run: what the engine would refuse for certain, refused here with
+// Binance's error, per the latest read-side snapshot. The engine decides.
+std::optional<ApiError> Gateway::Impl::DryRun(const engine::PlaceOrder& o) {
+  const auto snap = Snap(o.market);
+  if (snap->status != MarketStatus::kTrading) {
+    return ApiError::FromReject(engine::CommandType::kPlaceOrder,
+                                engine::RejectReason::kMarketNotTrading);
+  }
+  if (const std::optional<Amount> need = RequiredLock(config_, o)) {
+    const engine::MarketSpec& m = config_.markets[static_cast<std::size_t>(o.market)];
+    const AssetId asset = engine::SpendAsset(m, o.side);
+    if (read_side_.balance(o.account, asset).available < *need) {
+      return ApiError::InsufficientBalance();
+    }
+  }
+  return std::nullopt;
+}
+
+void Gateway::Impl::NewOrderRoute(Ctx& c) {
+  NewOrder o;
+  if (auto e = ParseNewOrder(c.params, config_, c.account, &o)) return Reply(c, *e);
+  if (o.client_order_id.empty()) {
+    o.client_order_id = "mb-" + RandomToken(22);
+    (void)o.place.client_order_id.Assign(o.client_order_id);
+  }
+  if (auto e = DryRun(o.place)) return Reply(c, *e);
+  SubmitOrder(c, "new_order", o,
+              [](Pending& p, std::string body) { p.Reply(200, std::move(body)); });
+}
+
+// Places `o`; `done` gets the Binance answer body, `fail` (or, without it,
+// the Pending's Fail) the engine's refusal.
+void Gateway::Impl::SubmitOrder(Ctx& c, const char* kind, const NewOrder& o,
+                                std::function<void(Pending&, std::string)> done, OrderFail fail) {
+  engine::Command cmd;
+  cmd.body = o.place;
+  const RespType resp = o.resp;
+  std::function<bool(Pending&, std::span<const Event>)> on_seq;
+  if (resp == RespType::kAck) {
+    // ACK: answered once sequenced. A rejected order is answered then too
+    // (a reject changes nothing, so it is final when decided).
+    on_seq = [this, done, fail, place = o.place](Pending& p, std::span<const Event> ev) {
+      if (const engine::Rejected* r = FirstReject(ev)) {
+        // Under the idempotent rule a duplicate is answered from the read
+        // side once durable (below).
+        if (r->reason == engine::RejectReason::kDuplicateClientOrderId && idempotent()) {
+          return false;
+        }
+        AnswerReject(p, place, *r, RespType::kAck, done, fail);
+        return true;
+      }
+      std::vector<marketdata::Fill> fills;
+      const marketdata::OrderRecord rec = OrderFromEvents(config_, ev, &fills);
+      done(p, NewOrderJson(config_, rec, {}, RespType::kAck, ev.front().timestamp_ns / 1'000'000));
+      return true;
+    };
+  }
+  Submit(
+      c, kind, cmd,
+      [this, resp, done, fail, place = o.place](Pending& p) {
+        if (p.acked) return;
+        if (const engine::Rejected* r = FirstReject(p.events)) {
+          return AnswerReject(p, place, *r, resp, done, fail);
+        }
+        std::vector<marketdata::Fill> fills;
+        const marketdata::OrderRecord rec = OrderFromEvents(config_, p.events, &fills);
+        done(p, NewOrderJson(config_, rec, fills, resp, p.events.front().timestamp_ns / 1'000'000));
+      },
+      std::move(on_seq));
+}
+
+// Whether the venue answers a re-submitted client order id with the first
+// order ([engine] client_order_id = "idempotent") instead of Binance's -2010.
+bool Gateway::Impl::idempotent() const {
+  return config_.client_order_ids == engine::ClientOrderIds::kIdempotent;
+}
+
+// A rejected order's answer: -2010 with the reason (a client order id of an
+// open order: "Duplicate order sent.", as on Binance). Under the idempotent
+// rule a re-submitted client order id is answered with the first order's
+// current state instead (DESIGN.md §2).
+void Gateway::Impl::AnswerReject(Pending& p, const engine::PlaceOrder& place,
+                                 const engine::Rejected& r, RespType resp,
+                                 const std::function<void(Pending&, std::string)>& done,
+                                 const OrderFail& fail) {
+  if (r.reason == engine::RejectReason::kDuplicateClientOrderId && r.existing_id != 0 &&
+      idempotent()) {
+    const auto o =
+        read_side_.FindOrder(place.account, place.market, static_cast<OrderId>(r.existing_id));
+    if (o) {
+      const auto fills = read_side_.MyTrades(place.account, place.market, r.existing_id, 0, 0, 0,
+                                             options_.read_side.history_trades);
+      return done(p, NewOrderJson(config_, *o, fills, resp, o->time_ns / 1'000'000));
+    }
+  }
+  const ApiError e = ApiError::FromReject(engine::CommandType::kPlaceOrder, r.reason);
+  if (fail) return fail(p, e);
+  p.Fail(e);
+}
+
+void Gateway::Impl::TestOrder(Ctx& c) {
+  NewOrder o;
+  if (auto e = ParseNewOrder(c.params, config_, c.account, &o)) return Reply(c, *e);
+  if (auto e = DryRun(o.place)) return Reply(c, *e);
+  Ok(c, "{}");
+}
+
+// orderId and/or origClientOrderId (one of them is required; *client_id
+// is empty when not sent).
+std::optional<ApiError> Gateway::Impl::OrderRefParam(const Ctx& c, std::optional<uint64_t>* id,
+                                                     std::string* client_id) {
+  if (auto e = c.params.GetUint("orderId", id)) return e;
+  if (auto cid = c.params.Get("origClientOrderId")) *client_id = std::string(*cid);
+  if (*id || !client_id->empty()) return std::nullopt;
+  return ApiError::MandatoryMissing("orderId");
+}
+
+// Both ids (Binance): the order is looked up by orderId, and must carry the
+// origClientOrderId sent, else -2039.
+std::optional<ApiError> Gateway::Impl::CheckClientId(const marketdata::OrderRecord& rec,
+                                                     std::optional<uint64_t> id,
+                                                     std::string_view client_id) {
+  if (id && !client_id.empty() && rec.client_order_id.view() != client_id) {
+    return ApiError::ClientOrderIdInvalid();
+  }
+  return std::nullopt;
+}
+
+// The order as the read side holds it (open, or closed and still held).
+std::optional<ApiError> Gateway::Impl::FindOrderParam(const Ctx& c, MarketId market,
+                                                      marketdata::OrderRecord* out) {
+  std::optional<uint64_t> id;
+  std::string cid;
+  if (auto e = OrderRefParam(c, &id, &cid)) return e;
+  const std::optional<marketdata::OrderRecord> rec =
+      id ? read_side_.FindOrder(c.account, market, static_cast<OrderId>(*id))
+         : read_side_.FindOrderByClientId(c.account, market, cid);
+  if (!rec) return ApiError::NoSuchOrder();
+  if (auto e = CheckClientId(*rec, id, cid)) return e;
+  *out = *rec;
+  return std::nullopt;
+}
+
+// An open order from the read side; any other from the history when there
+// is one.
+void Gateway::Impl::GetOrder(Ctx& c) {
+  MarketId m{};
+  if (auto e = SymbolParam(c, &m)) return Reply(c, *e);
+  if (history_ == nullptr) {
+    marketdata::OrderRecord rec;
+    if (auto e = FindOrderParam(c, m, &rec)) return Reply(c, *e);
+    return Ok(c, OrderJson(config_, rec));
+  }
+  std::optional<uint64_t> id;
+  std::string cid;
+  if (auto e = OrderRefParam(c, &id, &cid)) return Reply(c, *e);
+  const std::optional<marketdata::OrderRecord> rec =
+      id ? read_side_.FindOrder(c.account, m, static_cast<OrderId>(*id))
+         : read_side_.FindOrderByClientId(c.account, m, cid);
+  if (rec && IsOpen(*rec)) {
+    if (auto e = CheckClientId(*rec, id, cid)) return Reply(c, *e);
+    return Ok(c, OrderJson(config_, *rec));
+  }
+  Defer(c, [this, account = c.account, m, id, cid = std::move(cid)](HistoryJob& j) {
+    auto found = id ? history_->FindOrder(account, m, static_cast<OrderId>(*id))
+                    : history_->FindOrderByClientId(account, m, cid);
+    if (!found.ok()) return HistoryUnavailable(j, found.status());
+    if (!*found) return JobReply(j, ApiError::NoSuchOrder());
+    if (auto e = CheckClientId(**found, id, cid)) return JobReply(j, *e);
+    JobReply(j, 200, OrderJson(config_, **found));
+  });
+}
+
+// The answer to a cancel, from the read side once the cancel is applied.
+std::string Gateway::Impl::CanceledBody(AccountId account, MarketId market, OrderId id,
+                                        std::string_view cancel_client_id, int64_t ms) {
+  const auto rec = read_side_.FindOrder(account, market, id);
+  if (!rec) return "{}";
+  return CanceledOrderJson(config_, *rec, cancel_client_id, ms);
+}
+
+void Gateway::Impl::CancelOrderRoute(Ctx& c) {
+  engine::CancelOrder cancel;
+  // The engine finds the order (both ids: they must name the same order),
+  // so an order placed a moment ago is found before the read side shows it.
+  if (auto e = ParseCancel(c.params, config_, c.account, &cancel)) return Reply(c, *e);
+  // The cancel's own client order id (Binance's newClientOrderId of DELETE).
+  std::string new_cid;
+  if (auto e = CancelClientId(c.params, "newClientOrderId", &new_cid)) return Reply(c, *e);
+  SubmitCancel(c, cancel, std::move(new_cid),
+               [](Pending& p, std::string body) { p.Reply(200, std::move(body)); });
+}
+
+void Gateway::Impl::SubmitCancel(Ctx& c, const engine::CancelOrder& cancel, std::string new_cid,
+                                 std::function<void(Pending&, std::string)> done) {
+  engine::Command cmd;
+  cmd.body = cancel;
+  Submit(c, "cancel", cmd, [this, cancel, new_cid, done](Pending& p) {
+    if (const engine::Rejected* r = FirstReject(p.events)) {
+      return p.Fail(ApiError::FromReject(engine::CommandType::kCancelOrder, r->reason));
+    }
+    for (const Event& e : p.events) {
+      if (const auto* x = As<engine::OrderCanceled>(e)) {
+        return done(p, CanceledBody(cancel.account, cancel.market, x->order_id, new_cid,
+                                    e.timestamp_ns / 1'000'000));
+      }
+    }
+    p.Fail(ApiError::Unknown("cancel produced no cancellation"));
+  });
+}
+
+void Gateway::Impl::CancelAllRoute(Ctx& c) {
+  MarketId m{};
+  if (auto e = SymbolParam(c, &m)) return Reply(c, *e);
+  engine::Command cmd;
+  cmd.body = engine::CancelAll{c.account, m};
+  const AccountId account = c.account;
+  Submit(c, "cancel_all", cmd, [this, account, m](Pending& p) {
+    if (const engine::Rejected* r = FirstReject(p.events)) {
+      return p.Fail(ApiError::FromReject(engine::CommandType::kCancelAll, r->reason));
+    }
+    std::string body = "[";
+    for (const Event& e : p.events) {
+      if (const auto* x = As<engine::OrderCanceled>(e)) {
+        if (body.size() > 1) body += ',';
+        body += CanceledBody(account, m, x->order_id, NewClientId(), e.timestamp_ns / 1'000'000);
+      }
+    }
+    body += ']';
+    p.Reply(200, std::move(body));
+  });
+}
+
+// cancelReplace: one engine command (engine::CancelReplace) cancels and,
+// if the cancel succeeded or always with cancelReplaceMode=ALLOW_FAILURE,
+// places the new order, with no other command between the two. Answers as
+// Binance does: both done 200; one failed 409 -2021 "Order cancel-replace
+// partially failed."; the cancel failed and the order was not attempted,
+// or both failed, 400 -2022 "Order cancel-replace failed."; data holds each
+// side's answer or error.
+void Gateway::Impl::CancelReplace(Ctx& c) {
+  std::string_view mode;
+  if (auto e = c.params.Require("cancelReplaceMode", &mode)) return Reply(c, *e);
+  if (mode != "STOP_ON_FAILURE" && mode != "ALLOW_FAILURE") {
+    return Reply(c, ApiError::BadParam("cancelReplaceMode", "STOP_ON_FAILURE or ALLOW_FAILURE"));
+  }
+  MarketId m{};
+  if (auto e = SymbolParam(c, &m)) return Reply(c, *e);
+  engine::CancelReplace cr;
+  cr.mode = mode == "ALLOW_FAILURE" ? engine::CancelReplaceMode::kAllowFailure
+                                    : engine::CancelReplaceMode::kStopOnFailure;
+  cr.cancel.account = c.account;
+  cr.cancel.market = m;
+  // Both ids: the engine requires that they name the same order.
+  if (auto e =
+          ParseCancelTarget(c.params, "cancelOrderId", "cancelOrigClientOrderId", &cr.cancel)) {
+    if (e->code != -2011) return Reply(c, *e);
+    // An id no order can have: the cancel fails as the engine would fail
+    // it (naming nothing), and the new order follows the mode.
+    cr.cancel.order_id = OrderId{0};
+    cr.cancel.orig_client_order_id = ClientOrderId{};
+  }
+  std::string cancel_cid;
+  if (auto e = CancelClientId(c.params, "cancelNewClientOrderId", &cancel_cid)) {
+    return Reply(c, *e);
+  }
+  NewOrder order;
+  if (auto e = ParseNewOrder(c.params, config_, c.account, &order)) return Reply(c, *e);
+  if (order.client_order_id.empty()) {
+    order.client_order_id = "mb-" + RandomToken(22);
+    (void)order.place.client_order_id.Assign(order.client_order_id);
+  }
+  cr.place = order.place;
+  engine::Command cmd;
+  cmd.body = cr;
+  Submit(
+      c, "cancel_replace", cmd,
+      [this, cancel = cr.cancel, cancel_cid, place = order.place, resp = order.resp](Pending& p) {
+        // The cancel's event comes first, then the new order's, if it
+        // was attempted.
+        const std::span<const Event> events(p.events);
+        std::string cancel_json;
+        bool cancel_ok = false;
+        if (const auto* x = As<engine::OrderCanceled>(events.front())) {
+          cancel_json = CanceledBody(cancel.account, cancel.market, x->order_id, cancel_cid,
+                                     events.front().timestamp_ns / 1'000'000);
+          cancel_ok = true;
+        } else if (const auto* r = As<engine::Rejected>(events.front())) {
+          cancel_json = ApiError::FromReject(engine::CommandType::kCancelOrder, r->reason).Json();
+        }
+        const std::span<const Event> placed = events.subspan(1);
+        if (placed.empty()) {
+          return p.Reply(400, ReplaceFailed(cancel_json, "NOT_ATTEMPTED", "null"));
+        }
+        auto done = [cancel_ok, cancel_json](Pending& q, std::string body) {
+          if (!cancel_ok) return q.Reply(409, ReplacePartial(false, cancel_json, body));
+          q.Reply(200, fmt::format(R"({{"cancelResult":"SUCCESS","newOrderResult":"SUCCESS",)"
+                                   R"("cancelResponse":{},"newOrderResponse":{}}})",
+                                   cancel_json, body));
+        };
+        // The new order refused: a partial failure when the cancel went
+        // through, a failure otherwise.
+        auto refused = [cancel_ok, cancel_json](Pending& q, const ApiError& e) {
+          if (cancel_ok) return q.Reply(409, ReplacePartial(true, cancel_json, e.Json()));
+          q.Reply(400, ReplaceFailed(cancel_json, "FAILURE", e.Json()));
+        };
+        if (const engine::Rejected* r = FirstReject(placed)) {
+          return AnswerReject(p, place, *r, resp, done, refused);
+        }
+        std::vector<marketdata::Fill> fills;
+        const marketdata::OrderRecord rec = OrderFromEvents(config_, placed, &fills);
+        done(p, NewOrderJson(config_, rec, fills, resp, placed.front().timestamp_ns / 1'000'000));
+      });
+}
+
+// cancelReplace's -2022: the cancel failed; the new order `new_result`
+// (NOT_ATTEMPTED or FAILURE) with `new_json` (null or its error).
+std::string Gateway::Impl::ReplaceFailed(const std::string& cancel_json,
+                                         std::string_view new_result, std::string_view new_json) {
+  return fmt::format(R"({{"code":-2022,"msg":"Order cancel-replace failed.",)"
+                     R"("data":{{"cancelResult":"FAILURE","newOrderResult":"{}",)"
+                     R"("cancelResponse":{},"newOrderResponse":{}}}}})",
+                     new_result, cancel_json, new_json);
+}
+
+// cancelReplace's -2021: one side succeeded (the cancel when cancel_ok).
+std::string Gateway::Impl::ReplacePartial(bool cancel_ok, const std::string& cancel_json,
+                                          std::string_view new_json) {
+  return fmt::format(R"({{"code":-2021,"msg":"Order cancel-replace partially failed.",)"
+                     R"("data":{{"cancelResult":"{}","newOrderResult":"{}",)"
+                     R"("cancelResponse":{},"newOrderResponse":{}}}}})",
+                     cancel_ok ? "SUCCESS" : "FAILURE", cancel_ok ? "FAILURE" : "SUCCESS",
+                     cancel_json, new_json);
+}
+
+// PUT /api/v3/order/amend/keepPriority: reduce an open order's quantity
+// keeping its place in the queue (newQty = the new total quantity). The
+// engine names the order and decides (it exists, newQty is below its
+// quantity), so an order placed a moment ago can be amended before the read
+// side shows it.
+void Gateway::Impl::AmendKeepPriority(Ctx& c) {
+  MarketId m{};
+  if (auto e = SymbolParam(c, &m)) return Reply(c, *e);
+  std::optional<uint64_t> id;
+  if (auto e = c.params.GetUint("orderId", &id)) return Reply(c, *e);
+  const std::optional<std::string_view> orig = c.params.Get("origClientOrderId");
+  if (!id && !orig) return Reply(c, ApiError::MandatoryMissing("orderId"));
+  engine::AmendOrder amend;
+  amend.account = c.account;
+  amend.market = m;
+  amend.keep_priority = true;
+  // Order ids start at 1; an id no order can have names no order.
+  if (id && *id == 0) return Reply(c, ApiError::AmendRejected("Unknown order sent."));
+  if (id) amend.order_id = static_cast<OrderId>(*id);
+  if (orig && !amend.orig_client_order_id.Assign(*orig)) {
+    return Reply(c, ApiError::AmendRejected("Unknown order sent."));
+  }
+  std::string_view text;
+  if (auto e = c.params.Require("newQty", &text)) return Reply(c, *e);
+  const engine::MarketSpec& spec = config_.markets[static_cast<std::size_t>(m)];
+  const int base_scale = config_.assets[static_cast<std::size_t>(spec.base)].scale;
+  int64_t units = 0;
+  if (TryParseDecimal(text, base_scale, false, &units) != DecimalError::kOk) {
+    return Reply(c, ApiError::TooMuchPrecision("newQty"));
+  }
+  if (units <= 0 || units % spec.lot_units != 0)
+    return Reply(c, ApiError::FilterFailure("LOT_SIZE"));
+  amend.new_qty = Qty{units / spec.lot_units};
+  // newClientOrderId: the amended order's new client order id (the engine
+  // refuses one another open order holds); without it the order keeps its
+  // own.
+  if (c.params.Has("newClientOrderId")) {
+    std::string new_cid;
+    if (auto e = CancelClientId(c.params, "newClientOrderId", &new_cid)) return Reply(c, *e);
+    (void)amend.new_client_order_id.Assign(new_cid);
+  }
+  // The id before the amend, for origClientOrderId: the one sent, else the
+  // one the read side shows now.
+  std::string before(orig.value_or(std::string_view()));
+  if (before.empty() && id) {
+    if (const auto rec = read_side_.FindOrder(c.account, m, static_cast<OrderId>(*id))) {
+      before = std::string(rec->client_order_id.view());
+    }
+  }
+  engine::Command cmd;
+  cmd.body = amend;
+  const AccountId account = c.account;
+  Submit(c, "amend", cmd, [this, account, m, before](Pending& p) {
+    if (const engine::Rejected* r = FirstReject(p.events)) {
+      return p.Fail(ApiError::FromReject(engine::CommandType::kAmendOrder, r->reason));
+    }
+    for (const Event& e : p.events) {
+      const auto* a = As<engine::OrderAmended>(e);
+      if (a == nullptr) continue;
+      // Answered once the read side shows the amend.
+      const auto rec = read_side_.FindOrder(account, m, a->order_id);
+      if (!rec) return p.Fail(ApiError::NoSuchOrder());
+      const bool renamed = std::any_of(p.events.begin(), p.events.end(), [](const Event& ev) {
+        return ev.type() == engine::EventType::kClientOrderIdChanged;
+      });
+      return p.Reply(
+          200, AmendedOrderJson(config_, *rec,
+                                renamed ? std::string_view(before) : rec->client_order_id.view(),
+                                e.timestamp_ns / 1'000'000, static_cast<uint64_t>(p.seq)));
+    }
+    p.Fail(ApiError::Unknown("amend produced no amendment"));
+  });
+}
+
+std::string Gateway::Impl::OrdersJson(std::span<const marketdata::OrderRecord> orders) const {
+  std::string body = "[";
+  for (std::size_t i = 0; i < orders.size(); ++i) {
+    if (i > 0) body += ',';
+    body += OrderJson(config_, orders[i]);
+  }
+  body += ']';
+  return body;
+}
+
+void Gateway::Impl::OpenOrders(Ctx& c) {
+  std::optional<MarketId> market;
+  if (auto s = c.params.Get("symbol")) {
+    MarketId m{};
+    if (auto e = FindMarket(config_, *s, &m)) return Reply(c, *e);
+    market = m;
+  }
+  const auto orders = read_side_.OpenOrders(c.account, market);
+  Ok(c, OrdersJson(orders));
+}
+
+// The history's form of the filters.
+HistoryFilter Gateway::Impl::Filter(const Ctx& c, const HistoryQuery& q, uint64_t order_id) {
+  HistoryFilter s;
+  s.account = c.account;
+  s.market = q.market;
+  s.order_id = order_id;
+  s.from_id = q.from.value_or(0);
+  s.start_ms = q.start.value_or(0);
+  s.end_ms = q.end.value_or(0);
+  s.limit = q.limit;
+  return s;
+}
+
+// allOrders / myTrades: Binance looks up at most 24 hours at once.
+std::optional<ApiError> Gateway::Impl::AccountHistoryWindow(const HistoryQuery& q) {
+  constexpr int64_t kMaxWindowMs = 24 * 3'600'000;
+  if (q.start && q.end && static_cast<int128>(*q.end) - *q.start > kMaxWindowMs) {
+    return ApiError{400, -1127, "More than 24 hours between startTime and endTime."};
+  }
+  return std::nullopt;
+}
+
+void Gateway::Impl::AllOrders(Ctx& c) {
+  HistoryQuery q;
+  if (auto e = ParseHistory(c, "orderId", &q)) return Reply(c, *e);
+  if (auto e = AccountHistoryWindow(q)) return Reply(c, *e);
+  if (history_ != nullptr) {
+    return Defer(c, [this, f = Filter(c, q, 0)](HistoryJob& j) {
+      auto orders = history_->AllOrders(f);
+      if (!orders.ok()) return HistoryUnavailable(j, orders.status());
+      JobReply(j, 200, OrdersJson(*orders));
+    });
+  }
+  const auto orders = read_side_.AllOrders(c.account, q.market, q.from.value_or(0),
+                                           q.start.value_or(0), q.end.value_or(0), q.limit);
+  Ok(c, OrdersJson(orders));
+}
+
+void Gateway::Impl::MyTrades(Ctx& c) {
+  HistoryQuery q;
+  std::optional<uint64_t> order;
+  if (auto e = ParseHistory(c, "fromId", &q)) return Reply(c, *e);
+  if (auto e = c.params.GetUint("orderId", &order)) return Reply(c, *e);
+  if (auto e = AccountHistoryWindow(q)) return Reply(c, *e);
+  // Binance's combinations: symbol, with orderId [+ fromId], fromId,
+  // startTime and/or endTime; a time bound with an id bound is refused.
+  if ((order || q.from) && (q.start || q.end)) return Reply(c, ApiError::BadParamCombination());
+  if (history_ != nullptr) {
+    return Defer(c, [this, f = Filter(c, q, order.value_or(0))](HistoryJob& j) {
+      auto fills = history_->MyTrades(f);
+      if (!fills.ok()) return HistoryUnavailable(j, fills.status());
+      JobReply(j, 200, MyTradesJson(config_, *fills));
+    });
+  }
+  const auto fills = read_side_.MyTrades(c.account, q.market, order.value_or(0), q.from.value_or(0),
+                                         q.start.value_or(0), q.end.value_or(0), q.limit);
+  Ok(c, MyTradesJson(config_, fills));
+}
+
+void Gateway::Impl::Account(Ctx& c) {
+  const auto balances = read_side_.Balances(c.account);
+  Ok(c, AccountJson(config_, c.account, balances,
+                    read_side_.account_update_ns(c.account) / 1'000'000));
+}
+
+void Gateway::Impl::ListenKeyCreate(Ctx& c) {
+  Ok(c, fmt::format(R"({{"listenKey":"{}"}})", streams_.CreateListenKey(c.account)));
+}
+
+void Gateway::Impl::ListenKeyKeepAlive(Ctx& c) {
+  std::string_view key;
+  if (auto e = c.params.Require("listenKey", &key)) return Reply(c, *e);
+  if (!streams_.KeepAliveListenKey(c.account, key)) {
+    return Reply(c, ApiError{400, -1125, "This listenKey does not exist."});
+  }
+  Ok(c, "{}");
+}
+
+void Gateway::Impl::ListenKeyClose(Ctx& c) {
+  std::string_view key;
+  if (auto e = c.params.Require("listenKey", &key)) return Reply(c, *e);
+  if (!streams_.CloseListenKey(c.account, key)) {
+    return Reply(c, ApiError{400, -1125, "This listenKey does not exist."});
+  }
+  Ok(c, "{}");
+}
+
+}  // namespace mb::gateway
