@@ -222,6 +222,9 @@ void Gateway::Impl::RegisterMetrics(metrics::Registry& r) {
                  read([](const Impl& g) { return g.WsStat(&ServerStats::ws_closed); }));
   r.AddCounterFn("matchbook_ws_messages_sent_total", "WebSocket messages written", {},
                  read([](const Impl& g) { return g.WsStat(&ServerStats::ws_messages_sent); }));
+  r.AddCounterFn("matchbook_ws_socket_writes_total",
+                 "Sends to WebSocket sockets (the frames gathered for a connection leave in one)",
+                 {}, read([](const Impl& g) { return g.WsStat(&ServerStats::ws_socket_writes); }));
   r.AddCounterFn("matchbook_ws_dropped_messages_total",
                  "WebSocket messages discarded because a connection's send queue overflowed", {},
                  read([](const Impl& g) { return g.WsStat(&ServerStats::ws_dropped_messages); }));

@@ -236,13 +236,198 @@ PeerAddress DescribePeer(const tcp::endpoint& ep) {
 // ---------------------------------------------------------------------------
 // WebSocket
 
+// A WebSocket session's transport. Beast writes each frame into it; it sends
+// what has gathered in one write once the session has nothing more ready
+// (no write completion of its own still queued on the strand) or 4 KiB
+// have gathered: the frames queued for one connection while a batch is
+// published leave in one send instead of one each. Beast's own frames — the
+// handshake's answer, pongs, the close frame — take the same path, so bytes
+// never interleave. Bounded: while a send is in flight and 4 KiB wait
+// behind it, a frame's write completes only once the send ends, so the
+// session's queue and its slow-consumer limit fill as before.
+//
+// Strand only (the session's). Beast runs one write at a time, so at most
+// one async_write_some is outstanding.
+class GatheringStream {
+ public:
+  using executor_type = beast::tcp_stream::executor_type;
+  using next_layer_type = beast::tcp_stream;
+  // Send without waiting for more frames once this much has gathered; while
+  // a send is in flight, hold the writer back beyond it. Small, so that what
+  // a slow reader leaves unsent here stays a few frames beside its queue.
+  static constexpr std::size_t kEagerBytes = 4 * 1024;
+  static constexpr std::size_t kMaxGatheredBytes = 4 * 1024;
+  static constexpr int kMaxDeferrals = 256;  // rounds a send waits for more frames
+
+  GatheringStream(beast::tcp_stream stream, ServerStats* stats)
+      : stream_(std::move(stream)), stats_(stats) {}
+  GatheringStream(GatheringStream&&) = default;
+
+  executor_type get_executor() noexcept { return stream_.get_executor(); }
+  beast::tcp_stream& next_layer() noexcept { return stream_; }
+  const beast::tcp_stream& next_layer() const noexcept { return stream_; }
+
+  // The session: kept alive by a pending send or flush.
+  void set_owner(std::weak_ptr<void> owner) { owner_ = std::move(owner); }
+  // The session has more frames ready to write: the send waits for them.
+  void set_more_coming(bool more) { more_coming_ = more; }
+
+  template <class MutableBufferSequence, class ReadHandler>
+  auto async_read_some(const MutableBufferSequence& buffers, ReadHandler&& handler) {
+    return stream_.async_read_some(buffers, std::forward<ReadHandler>(handler));
+  }
+
+  template <class ConstBufferSequence, class WriteHandler>
+  auto async_write_some(const ConstBufferSequence& buffers, WriteHandler&& handler) {
+    return net::async_initiate<WriteHandler, void(error_code, std::size_t)>(
+        [this](auto h, const ConstBufferSequence& b) { Gather(std::move(h), b); }, handler,
+        buffers);
+  }
+
+  // Calls `then` (posted) once everything gathered has been sent or the
+  // socket has failed: the close frame goes out before the teardown.
+  template <class Then>
+  void AsyncFlush(Then then) {
+    flushed_ = std::make_unique<ThenOf<Then>>(std::move(then));
+    Send();
+    if (!sending_) RunFlushed();
+  }
+
+ private:
+  struct Then {
+    virtual ~Then() = default;
+    virtual void Run() = 0;
+  };
+  template <class F>
+  struct ThenOf final : Then {
+    explicit ThenOf(F fn) : f(std::move(fn)) {}
+    void Run() override { std::move(f)(); }
+    F f;
+  };
+  void RunFlushed() {
+    if (!flushed_) return;
+    net::post(stream_.get_executor(),
+              [then = std::shared_ptr<Then>(std::exchange(flushed_, nullptr))] { then->Run(); });
+  }
+
+  // A write held back while too much waits for the socket.
+  struct Held {
+    virtual ~Held() = default;
+    virtual void Complete(GatheringStream* s, error_code ec) = 0;
+  };
+  template <class Handler>
+  struct HeldOf final : Held {
+    HeldOf(Handler handler, std::size_t bytes) : h(std::move(handler)), n(bytes) {}
+    void Complete(GatheringStream* s, error_code ec) override {
+      s->Complete(std::move(h), ec, ec ? 0 : n);
+    }
+    Handler h;
+    std::size_t n;
+  };
+
+  template <class Handler, class ConstBufferSequence>
+  void Gather(Handler h, const ConstBufferSequence& b) {
+    if (error_) return Complete(std::move(h), error_, 0);
+    const std::size_t n = net::buffer_size(b);
+    for (auto it = net::buffer_sequence_begin(b); it != net::buffer_sequence_end(b); ++it) {
+      const net::const_buffer piece(*it);
+      gathered_.append(static_cast<const char*>(piece.data()), piece.size());
+    }
+    if (sending_ && gathered_.size() > kMaxGatheredBytes) {
+      held_ = std::make_unique<HeldOf<Handler>>(std::move(h), n);
+      return;
+    }
+    Complete(std::move(h), {}, n);
+    ScheduleFlush();
+  }
+
+  // The write's completion, posted: never inside the initiating call.
+  template <class Handler>
+  void Complete(Handler h, error_code ec, std::size_t n) {
+    ++completions_queued_;
+    net::post(stream_.get_executor(), [this, h = std::move(h), ec, n]() mutable {
+      --completions_queued_;
+      std::move(h)(ec, n);
+    });
+  }
+
+  void ScheduleFlush() {
+    if (flush_posted_ || sending_ || gathered_.empty()) return;  // a send in flight: at its end
+    flush_posted_ = true;
+    net::post(stream_.get_executor(), [this, owner = owner_.lock()] {
+      if (!owner) return;  // the session is gone, and this layer with it
+      flush_posted_ = false;
+      // The session may still be handing frames over (each of its writes
+      // completes through the strand's queue): wait behind them, a bounded
+      // number of rounds.
+      if ((more_coming_ || completions_queued_ > 0) && gathered_.size() < kEagerBytes &&
+          ++deferrals_ < kMaxDeferrals) {
+        return ScheduleFlush();
+      }
+      deferrals_ = 0;
+      Send();
+    });
+  }
+
+  void Send() {
+    if (sending_ || gathered_.empty() || error_) return;
+    sending_ = true;
+    sending_buf_.swap(gathered_);
+    stats_->ws_socket_writes.fetch_add(1, std::memory_order_relaxed);
+    net::async_write(stream_, net::buffer(sending_buf_),
+                     [this, owner = owner_.lock()](error_code ec, std::size_t) {
+                       if (owner) OnSent(ec);
+                     });
+  }
+
+  void OnSent(error_code ec) {
+    sending_ = false;
+    sending_buf_.clear();
+    if (ec) {
+      error_ = ec;
+      gathered_.clear();
+    }
+    if (held_) std::exchange(held_, nullptr)->Complete(this, error_);
+    if (flushed_) {
+      Send();
+      if (!sending_) RunFlushed();
+    } else {
+      ScheduleFlush();
+    }
+  }
+
+  beast::tcp_stream stream_;
+  ServerStats* stats_;
+  std::weak_ptr<void> owner_;
+  std::string gathered_;     // frames not yet sent
+  std::string sending_buf_;  // the send in flight
+  bool sending_ = false;
+  bool flush_posted_ = false;
+  bool more_coming_ = false;
+  int completions_queued_ = 0;
+  int deferrals_ = 0;
+  error_code error_;  // the socket failed: every later write fails with it
+  std::unique_ptr<Held> held_;
+  std::unique_ptr<Then> flushed_;  // AsyncFlush()'s continuation
+};
+
+// Closing: Beast tears the TCP connection down under the gathering layer
+// (the session only closes asynchronously).
+template <class TeardownHandler>
+void async_teardown(beast::role_type role, GatheringStream& s, TeardownHandler&& handler) {
+  s.AsyncFlush([role, &s, h = std::forward<TeardownHandler>(handler)]() mutable {
+    using beast::websocket::async_teardown;
+    async_teardown(role, s.next_layer(), std::move(h));
+  });
+}
+
 class WsSession final : public WsConnection, public Connection {
  public:
   WsSession(std::shared_ptr<Core> core, beast::tcp_stream stream, OpenSlot slot, std::string remote,
             std::string target)
       : core_(std::move(core)),
         executor_(stream.get_executor()),
-        ws_(std::move(stream)),
+        ws_(std::move(stream), &core_->stats),
         teardown_timer_(executor_),
         slot_(std::move(slot)),
         remote_(std::move(remote)),
@@ -256,6 +441,7 @@ class WsSession final : public WsConnection, public Connection {
 
   // On the strand (the HTTP session's completion handler): the handshake.
   void Run(Request request) {
+    ws_.next_layer().set_owner(std::weak_ptr<void>(Self()));
     if (!core_->Register(id_, std::weak_ptr<Connection>(Self()))) {
       FailHandshake({});
       return;
@@ -403,10 +589,12 @@ class WsSession final : public WsConnection, public Connection {
       MutexLock lock(mu_);
       if (finished_ || close_started_) {
         writing_ = false;
+        ws_.next_layer().set_more_coming(false);
         return;
       }
       if (queue_.empty()) {
         writing_ = false;
+        ws_.next_layer().set_more_coming(false);
         if (state_ == State::kClosing) {
           close_now = true;
           code = close_code_;
@@ -415,6 +603,7 @@ class WsSession final : public WsConnection, public Connection {
       } else {
         next = std::move(queue_.front());
         queue_.pop_front();
+        ws_.next_layer().set_more_coming(!queue_.empty());
         waiting_bytes_ -= next.text->size();
         inflight_bytes_ = next.text->size();
       }
@@ -438,6 +627,7 @@ class WsSession final : public WsConnection, public Connection {
     }
     inflight_.reset();
     if (ec) {
+      ws_.next_layer().set_more_coming(false);
       Teardown();  // the read loop ends and reports the close
       return;
     }
@@ -510,7 +700,7 @@ class WsSession final : public WsConnection, public Connection {
 
   const std::shared_ptr<Core> core_;     // first: destroyed last (owns the io_context)
   const net::any_io_executor executor_;  // the strand
-  websocket::stream<beast::tcp_stream> ws_;
+  websocket::stream<GatheringStream> ws_;
   net::steady_timer teardown_timer_;
   beast::flat_buffer read_buffer_;
   Request upgrade_;  // kept until the handshake completes

@@ -13,11 +13,15 @@
 // Send() on a full queue closes the connection with code 1008 and the reason
 // "slow consumer: send queue full" and returns false — a slow subscriber never
 // blocks the sender. Beast answers pings; the server pings idle clients.
+// The frames queued for one connection leave in one send: Beast writes each
+// into the connection's send buffer, which is sent once the writer has no
+// more ready (or 4 KiB have gathered); while a send is in flight and 4 KiB
+// wait behind it, the writer waits, so a slow reader still fills its queue.
 //
 // Freshness: a message queued with an origin time (Send's origin_wall_ns,
 // CLOCK_REALTIME ns, e.g. the engine time of the batch it reports) records
-// "now - origin" into ServerOptions::ws_freshness when its write completes:
-// the age of the news when it reached the socket.
+// "now - origin" into ServerOptions::ws_freshness when its frame is in the
+// send buffer: the age of the news as it leaves for the socket.
 //
 // Thread safety: Start/Stop from one thread. HttpHandler::Handle and
 // WsHandler callbacks run on the io threads. Respond (once per request) and
@@ -77,6 +81,9 @@ struct ServerStats {
   std::atomic<uint64_t> ws_total{0};   // handshakes completed
   std::atomic<uint64_t> ws_closed{0};  // opened connections that ended, for any reason
   std::atomic<uint64_t> ws_messages_sent{0};
+  // Sends to WebSocket sockets: the frames gathered for one connection
+  // leave in one (ws_messages_sent / ws_socket_writes frames per send).
+  std::atomic<uint64_t> ws_socket_writes{0};
   // Messages discarded by an overflowing send queue: the one that did not fit
   // and those still waiting behind the in-flight one.
   std::atomic<uint64_t> ws_dropped_messages{0};

@@ -152,6 +152,11 @@ class TestWs : public WsHandler {
   }
   void OnMessage(const std::shared_ptr<WsConnection>& conn, std::string_view text) override {
     if (echo_.load()) conn->Send(std::string(text));
+    // On the connection's strand: all queued before its writer can run.
+    for (int i = 0; i < burst_.load(); ++i) conn->Send(BurstMessage(i));
+  }
+  static std::string BurstMessage(int i) {
+    return std::string(static_cast<std::size_t>(i % 300), 'x') + std::to_string(i);
   }
   void OnClose(const std::shared_ptr<WsConnection>& conn) override {
     std::lock_guard lock(mu_);
@@ -176,6 +181,7 @@ class TestWs : public WsHandler {
 
   std::atomic<bool> accept_{true};
   std::atomic<bool> echo_{true};
+  std::atomic<int> burst_{0};  // messages sent back for each message received
 
  private:
   std::mutex mu_;
@@ -966,6 +972,42 @@ TEST(ServerTest, WebSocketSendFromAnotherThread) {
   }
   sender.JoinAll();
   EXPECT_TRUE(Eventually([&] { return server.stats().ws_messages_sent.load() == kMessages; }));
+}
+
+// Messages queued while the connection's writer is busy leave together: one
+// send carries many frames, each frame intact and in order. The client reads
+// nothing until the burst is queued, so the frames gather.
+TEST(ServerTest, WebSocketFramesQueuedTogetherLeaveInOneSend) {
+  TestWs handler;
+  handler.echo_ = false;
+  Server server(TestOptions(), nullptr, &handler);
+  ASSERT_TRUE(server.Start().ok());
+  WsClient client(server.port(), "/ws");
+  ASSERT_FALSE(client.handshake_error());
+  const auto conn = handler.WaitOpened(1);
+  ASSERT_TRUE(conn);
+  const uint64_t writes_before = server.stats().ws_socket_writes.load();
+  constexpr int kMessages = 500;  // ~75 KB
+  handler.burst_ = kMessages;
+  ASSERT_FALSE(client.Write("go"));
+  for (int i = 0; i < kMessages; ++i) {
+    std::string text;
+    ASSERT_FALSE(client.Read(text)) << i;
+    EXPECT_EQ(text, TestWs::BurstMessage(i));
+  }
+  EXPECT_TRUE(Eventually([&] { return server.stats().ws_messages_sent.load() == kMessages; }));
+  const uint64_t writes = server.stats().ws_socket_writes.load() - writes_before;
+  EXPECT_GE(writes, 1u);
+  // 4 KiB per send: ~20 sends; one per frame was 500.
+  EXPECT_LE(writes, static_cast<uint64_t>(kMessages / 10)) << writes << " sends for " << kMessages;
+  // The connection still works both ways, and closes cleanly.
+  handler.burst_ = 0;
+  ASSERT_TRUE(conn->Send(std::string("last")));
+  std::string last;
+  ASSERT_FALSE(client.Read(last));
+  EXPECT_EQ(last, "last");
+  ASSERT_FALSE(client.CloseNormally());
+  EXPECT_TRUE(Eventually([&] { return handler.Closes(conn->id()) == 1; }));
 }
 
 // Messages queued with an origin time record their age when written; the
