@@ -236,28 +236,29 @@ PeerAddress DescribePeer(const tcp::endpoint& ep) {
 // ---------------------------------------------------------------------------
 // WebSocket
 
-// A WebSocket session's transport. Beast writes each frame into it; it sends
-// what has gathered in one write once the session has nothing more ready
-// (no write completion of its own still queued on the strand) or 4 KiB
-// have gathered: the frames queued for one connection while a batch is
-// published leave in one send instead of one each. Beast's own frames — the
-// handshake's answer, pongs, the close frame — take the same path, so bytes
-// never interleave. Bounded: while a send is in flight and 4 KiB wait
-// behind it, a frame's write completes only once the send ends, so the
-// session's queue and its slow-consumer limit fill as before.
+// A WebSocket session's transport: one buffer in front of the socket that
+// every frame goes through. The session appends its data frames itself
+// (AppendText: RFC 6455's unmasked server frame, FIN, text, built here; each
+// message one frame) — all the messages queued for the connection while a
+// batch is published, up to 4 KiB at a time — and then sends them in one
+// write; Beast, which runs the handshake, reads, answers pings and closes,
+// writes its own frames through async_write_some into the same buffer, each
+// frame in one call, so frames never interleave, and the teardown waits
+// until the close frame is sent. A send is first tried at once on the
+// non-blocking socket (the common case costs no handler); what the socket
+// does not take is sent asynchronously, and until then the session keeps
+// its messages in its own bounded queue (busy()), so a slow reader still
+// fills that queue and is cut off.
 //
 // Strand only (the session's). Beast runs one write at a time, so at most
-// one async_write_some is outstanding.
+// one of its writes is outstanding.
 class GatheringStream {
  public:
   using executor_type = beast::tcp_stream::executor_type;
   using next_layer_type = beast::tcp_stream;
-  // Send without waiting for more frames once this much has gathered; while
-  // a send is in flight, hold the writer back beyond it. Small, so that what
-  // a slow reader leaves unsent here stays a few frames beside its queue.
-  static constexpr std::size_t kEagerBytes = 4 * 1024;
-  static constexpr std::size_t kMaxGatheredBytes = 4 * 1024;
-  static constexpr int kMaxDeferrals = 256;  // rounds a send waits for more frames
+  // What the session appends before each send; while a send is in flight,
+  // Beast's frames beyond it wait.
+  static constexpr std::size_t kSendBytes = 4 * 1024;
 
   GatheringStream(beast::tcp_stream stream, ServerStats* stats)
       : stream_(std::move(stream)), stats_(stats) {}
@@ -267,16 +268,73 @@ class GatheringStream {
   beast::tcp_stream& next_layer() noexcept { return stream_; }
   const beast::tcp_stream& next_layer() const noexcept { return stream_; }
 
-  // The session: kept alive by a pending send or flush.
-  void set_owner(std::weak_ptr<void> owner) { owner_ = std::move(owner); }
-  // The session has more frames ready to write: the send waits for them.
-  void set_more_coming(bool more) { more_coming_ = more; }
+  // Once, before the handshake: the session (kept alive by a pending send),
+  // what to call when a send the socket could not take at once has ended,
+  // and the socket made non-blocking for the first try of a send.
+  void Open(std::weak_ptr<void> owner, std::function<void()> on_sent) {
+    owner_ = std::move(owner);
+    on_sent_ = std::move(on_sent);
+    error_code ec;
+    stream_.socket().non_blocking(true, ec);
+    if (ec) error_ = ec;
+  }
+
+  // A send is in flight (the socket was full) or the socket failed: append
+  // nothing more now.
+  bool busy() const noexcept { return sending_ || static_cast<bool>(error_); }
+  bool failed() const noexcept { return static_cast<bool>(error_); }
+
+  // One text message as one frame.
+  void AppendText(std::string_view payload) {
+    char header[10];
+    std::size_t n = 0;
+    header[n++] = static_cast<char>(0x81);  // FIN, opcode 1 (text)
+    const std::size_t size = payload.size();
+    if (size < 126) {
+      header[n++] = static_cast<char>(size);
+    } else if (size <= 0xFFFF) {
+      header[n++] = 126;
+      header[n++] = static_cast<char>(size >> 8);
+      header[n++] = static_cast<char>(size & 0xFF);
+    } else {
+      header[n++] = 127;
+      for (int shift = 56; shift >= 0; shift -= 8) {
+        header[n++] = static_cast<char>((static_cast<uint64_t>(size) >> shift) & 0xFF);
+      }
+    }
+    gathered_.append(header, n);
+    gathered_.append(payload);
+  }
+  std::size_t gathered() const noexcept { return gathered_.size(); }
+
+  // Sends what gathered: at once what the socket takes, the rest
+  // asynchronously (busy() until then).
+  void Send() {
+    if (sending_ || gathered_.empty() || error_) return;
+    stats_->ws_socket_writes.fetch_add(1, std::memory_order_relaxed);
+    error_code ec;
+    const std::size_t sent = stream_.socket().write_some(net::buffer(gathered_), ec);
+    if (ec == net::error::would_block || ec == net::error::try_again) ec = {};
+    if (ec) return Fail(ec);
+    if (sent == gathered_.size()) {
+      gathered_.clear();
+      return;
+    }
+    sending_ = true;
+    sending_buf_.assign(gathered_, sent);
+    gathered_.clear();
+    net::async_write(stream_, net::buffer(sending_buf_),
+                     [this, owner = owner_.lock()](error_code e, std::size_t) {
+                       if (owner) OnSent(e);
+                     });
+  }
 
   template <class MutableBufferSequence, class ReadHandler>
   auto async_read_some(const MutableBufferSequence& buffers, ReadHandler&& handler) {
     return stream_.async_read_some(buffers, std::forward<ReadHandler>(handler));
   }
 
+  // Beast's frames.
   template <class ConstBufferSequence, class WriteHandler>
   auto async_write_some(const ConstBufferSequence& buffers, WriteHandler&& handler) {
     return net::async_initiate<WriteHandler, void(error_code, std::size_t)>(
@@ -310,7 +368,8 @@ class GatheringStream {
               [then = std::shared_ptr<Then>(std::exchange(flushed_, nullptr))] { then->Run(); });
   }
 
-  // A write held back while too much waits for the socket.
+  // One of Beast's writes, held while a send is in flight and enough waits
+  // behind it.
   struct Held {
     virtual ~Held() = default;
     virtual void Complete(GatheringStream* s, error_code ec) = 0;
@@ -333,79 +392,47 @@ class GatheringStream {
       const net::const_buffer piece(*it);
       gathered_.append(static_cast<const char*>(piece.data()), piece.size());
     }
-    if (sending_ && gathered_.size() > kMaxGatheredBytes) {
+    if (sending_ && gathered_.size() > kSendBytes) {
       held_ = std::make_unique<HeldOf<Handler>>(std::move(h), n);
       return;
     }
     Complete(std::move(h), {}, n);
-    ScheduleFlush();
+    Send();
   }
 
-  // The write's completion, posted: never inside the initiating call.
+  // A write's completion, posted: never inside the initiating call.
   template <class Handler>
   void Complete(Handler h, error_code ec, std::size_t n) {
-    ++completions_queued_;
-    net::post(stream_.get_executor(), [this, h = std::move(h), ec, n]() mutable {
-      --completions_queued_;
-      std::move(h)(ec, n);
-    });
-  }
-
-  void ScheduleFlush() {
-    if (flush_posted_ || sending_ || gathered_.empty()) return;  // a send in flight: at its end
-    flush_posted_ = true;
-    net::post(stream_.get_executor(), [this, owner = owner_.lock()] {
-      if (!owner) return;  // the session is gone, and this layer with it
-      flush_posted_ = false;
-      // The session may still be handing frames over (each of its writes
-      // completes through the strand's queue): wait behind them, a bounded
-      // number of rounds.
-      if ((more_coming_ || completions_queued_ > 0) && gathered_.size() < kEagerBytes &&
-          ++deferrals_ < kMaxDeferrals) {
-        return ScheduleFlush();
-      }
-      deferrals_ = 0;
-      Send();
-    });
-  }
-
-  void Send() {
-    if (sending_ || gathered_.empty() || error_) return;
-    sending_ = true;
-    sending_buf_.swap(gathered_);
-    stats_->ws_socket_writes.fetch_add(1, std::memory_order_relaxed);
-    net::async_write(stream_, net::buffer(sending_buf_),
-                     [this, owner = owner_.lock()](error_code ec, std::size_t) {
-                       if (owner) OnSent(ec);
-                     });
+    net::post(stream_.get_executor(), [h = std::move(h), ec, n]() mutable { std::move(h)(ec, n); });
   }
 
   void OnSent(error_code ec) {
     sending_ = false;
     sending_buf_.clear();
     if (ec) {
-      error_ = ec;
-      gathered_.clear();
-    }
-    if (held_) std::exchange(held_, nullptr)->Complete(this, error_);
-    if (flushed_) {
+      Fail(ec);
+    } else {
+      if (held_) std::exchange(held_, nullptr)->Complete(this, {});
       Send();
       if (!sending_) RunFlushed();
-    } else {
-      ScheduleFlush();
     }
+    if (on_sent_) on_sent_();
+  }
+
+  void Fail(error_code ec) {
+    error_ = ec;
+    gathered_.clear();
+    if (held_) std::exchange(held_, nullptr)->Complete(this, ec);
+    RunFlushed();
   }
 
   beast::tcp_stream stream_;
   ServerStats* stats_;
   std::weak_ptr<void> owner_;
+  std::function<void()> on_sent_;
   std::string gathered_;     // frames not yet sent
-  std::string sending_buf_;  // the send in flight
+  std::string sending_buf_;  // what the socket has yet to take of the send in flight
   bool sending_ = false;
-  bool flush_posted_ = false;
-  bool more_coming_ = false;
-  int completions_queued_ = 0;
-  int deferrals_ = 0;
   error_code error_;  // the socket failed: every later write fails with it
   std::unique_ptr<Held> held_;
   std::unique_ptr<Then> flushed_;  // AsyncFlush()'s continuation
@@ -441,7 +468,9 @@ class WsSession final : public WsConnection, public Connection {
 
   // On the strand (the HTTP session's completion handler): the handshake.
   void Run(Request request) {
-    ws_.next_layer().set_owner(std::weak_ptr<void>(Self()));
+    ws_.next_layer().Open(std::weak_ptr<void>(Self()), [weak = std::weak_ptr<WsSession>(Self())] {
+      if (auto self = weak.lock()) self->WriteNext();  // on the strand: the socket took the rest
+    });
     if (!core_->Register(id_, std::weak_ptr<Connection>(Self()))) {
       FailHandshake({});
       return;
@@ -470,11 +499,10 @@ class WsSession final : public WsConnection, public Connection {
     {
       MutexLock lock(mu_);
       if (state_ != State::kOpen) return false;
-      const std::size_t messages = queue_.size() + (inflight_bytes_.has_value() ? 1 : 0);
-      const std::size_t queued = waiting_bytes_ + inflight_bytes_.value_or(0);
-      if (messages + 1 > o.ws_send_queue_messages || queued + bytes > o.ws_send_queue_bytes) {
-        // Slow consumer: drop what waits and close; the in-flight message
-        // (if any) is the last thing the peer gets before the close frame.
+      if (queue_.size() + 1 > o.ws_send_queue_messages ||
+          waiting_bytes_ + bytes > o.ws_send_queue_bytes) {
+        // Slow consumer: drop what waits and close; what the socket has yet
+        // to take is the last thing the peer gets before the close frame.
         overflow = true;
         state_ = State::kFailed;
         core_->stats.ws_dropped_messages.fetch_add(1 + queue_.size());
@@ -579,63 +607,60 @@ class WsSession final : public WsConnection, public Connection {
     Read();
   }
 
-  // The one writer: sends the queue front, the next from the completion.
+  // The one writer: moves what is queued into the transport's buffer, up
+  // to 4 KiB at a time, and sends it, until the queue is empty or the socket
+  // is full (the transport calls back once it has taken the rest).
   void WriteNext() {
-    Queued next;
-    bool close_now = false;
-    uint16_t code = 0;
-    std::string reason;
-    {
-      MutexLock lock(mu_);
-      if (finished_ || close_started_) {
-        writing_ = false;
-        ws_.next_layer().set_more_coming(false);
+    GatheringStream& out = ws_.next_layer();
+    for (;;) {
+      bool close_now = false;
+      uint16_t code = 0;
+      std::string reason;
+      {
+        MutexLock lock(mu_);
+        if (finished_ || close_started_) {
+          writing_ = false;
+          return;
+        }
+        if (out.busy() && !out.failed()) return;  // writing_ stays: the send's end calls back
+        if (out.failed() || queue_.empty()) {
+          writing_ = false;
+          if (!out.failed() && state_ == State::kClosing) {
+            close_now = true;
+            code = close_code_;
+            reason = close_reason_;
+          }
+        } else {
+          batch_.clear();
+          std::size_t taken = out.gathered();
+          do {
+            taken += queue_.front().text->size();
+            waiting_bytes_ -= queue_.front().text->size();
+            batch_.push_back(std::move(queue_.front()));
+            queue_.pop_front();
+          } while (!queue_.empty() && taken < GatheringStream::kSendBytes);
+        }
+      }
+      if (out.failed()) {
+        Teardown();  // the read loop ends and reports the close
         return;
       }
-      if (queue_.empty()) {
-        writing_ = false;
-        ws_.next_layer().set_more_coming(false);
-        if (state_ == State::kClosing) {
-          close_now = true;
-          code = close_code_;
-          reason = close_reason_;
-        }
-      } else {
-        next = std::move(queue_.front());
-        queue_.pop_front();
-        ws_.next_layer().set_more_coming(!queue_.empty());
-        waiting_bytes_ -= next.text->size();
-        inflight_bytes_ = next.text->size();
+      if (close_now) {
+        StartClose(code, std::move(reason), kWsCloseTimeout);
+        return;
       }
+      if (batch_.empty()) return;
+      const int64_t now_ns = core_->options.ws_freshness != nullptr ? WallNs() : 0;
+      for (const Queued& m : batch_) {
+        out.AppendText(*m.text);
+        if (m.origin_wall_ns != 0 && now_ns != 0) {
+          core_->options.ws_freshness->RecordDelta(now_ns - m.origin_wall_ns);
+        }
+      }
+      core_->stats.ws_messages_sent.fetch_add(batch_.size());
+      batch_.clear();
+      out.Send();
     }
-    if (close_now) {
-      StartClose(code, std::move(reason), kWsCloseTimeout);
-      return;
-    }
-    if (!next.text) return;
-    inflight_ = std::move(next.text);
-    inflight_origin_ns_ = next.origin_wall_ns;
-    ws_.async_write(net::buffer(*inflight_),
-                    [self = Self()](error_code ec, std::size_t) { self->OnWrite(ec); });
-  }
-
-  void OnWrite(error_code ec) {
-    {
-      MutexLock lock(mu_);
-      inflight_bytes_.reset();
-      if (ec) writing_ = false;
-    }
-    inflight_.reset();
-    if (ec) {
-      ws_.next_layer().set_more_coming(false);
-      Teardown();  // the read loop ends and reports the close
-      return;
-    }
-    core_->stats.ws_messages_sent.fetch_add(1);
-    if (inflight_origin_ns_ != 0 && core_->options.ws_freshness != nullptr) {
-      core_->options.ws_freshness->RecordDelta(WallNs() - inflight_origin_ns_);
-    }
-    WriteNext();
   }
 
   void BeginClose() {
@@ -713,8 +738,6 @@ class WsSession final : public WsConnection, public Connection {
   bool opened_ = false;
   bool finished_ = false;
   bool close_started_ = false;
-  std::shared_ptr<const std::string> inflight_;  // the message being written
-  int64_t inflight_origin_ns_ = 0;               // its origin time (0: none)
 
   Mutex mu_;
   State state_ MB_GUARDED_BY(mu_) = State::kOpen;
@@ -722,10 +745,10 @@ class WsSession final : public WsConnection, public Connection {
     std::shared_ptr<const std::string> text;
     int64_t origin_wall_ns = 0;
   };
-  std::deque<Queued> queue_ MB_GUARDED_BY(mu_);                   // not yet written
-  std::size_t waiting_bytes_ MB_GUARDED_BY(mu_) = 0;              // bytes in queue_
-  std::optional<std::size_t> inflight_bytes_ MB_GUARDED_BY(mu_);  // the message being written
-  bool writing_ MB_GUARDED_BY(mu_) = false;  // a WriteNext chain is running or posted
+  std::deque<Queued> queue_ MB_GUARDED_BY(mu_);       // not yet written
+  std::vector<Queued> batch_;                         // strand only: WriteNext()'s current take
+  std::size_t waiting_bytes_ MB_GUARDED_BY(mu_) = 0;  // bytes in queue_
+  bool writing_ MB_GUARDED_BY(mu_) = false;           // a WriteNext chain is running or posted
   uint16_t close_code_ MB_GUARDED_BY(mu_) = 1000;
   std::string close_reason_ MB_GUARDED_BY(mu_);
 };

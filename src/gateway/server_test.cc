@@ -1000,8 +1000,18 @@ TEST(ServerTest, WebSocketFramesQueuedTogetherLeaveInOneSend) {
   EXPECT_GE(writes, 1u);
   // 4 KiB per send: ~20 sends; one per frame was 500.
   EXPECT_LE(writes, static_cast<uint64_t>(kMessages / 10)) << writes << " sends for " << kMessages;
-  // The connection still works both ways, and closes cleanly.
+  // Every length form of the frame header (7-bit, 16-bit, 64-bit), and the
+  // connection still works both ways, and closes cleanly.
   handler.burst_ = 0;
+  for (const std::size_t size : {std::size_t{125}, std::size_t{126}, std::size_t{65535},
+                                 std::size_t{65536}, std::size_t{200000}}) {
+    const std::string big(size, 'y');
+    ASSERT_TRUE(conn->Send(big));
+    std::string got;
+    ASSERT_FALSE(client.Read(got)) << size;
+    EXPECT_EQ(got.size(), size);
+    EXPECT_EQ(got, big);
+  }
   ASSERT_TRUE(conn->Send(std::string("last")));
   std::string last;
   ASSERT_FALSE(client.Read(last));
