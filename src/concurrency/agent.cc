@@ -22,8 +22,6 @@ void AgentRunner::Run(std::string* line, std::atomic<bool>* started) {
   running_.store(true, std::memory_order_release);
   started->store(true, std::memory_order_release);
   agent_->OnStart();
-  // Acquire: pairs with the store in Stop(), so the last round sees what the
-  // stopping thread published before it asked.
   for (;;) {
     const int n = agent_->DoWork();
     if (n > 0) {
@@ -31,7 +29,16 @@ void AgentRunner::Run(std::string* line, std::atomic<bool>* started) {
       waiter_.Reset();
       continue;
     }
-    if (stop_.load(std::memory_order_acquire)) break;
+    // Acquire: pairs with the store in Stop(). The round that just found
+    // nothing may have looked before the stopping thread's last publication,
+    // so once stopped, rounds go on until one finds nothing after the stop
+    // was seen: everything published before Stop() is done.
+    if (stop_.load(std::memory_order_acquire)) {
+      for (int m = agent_->DoWork(); m > 0; m = agent_->DoWork()) {
+        work_.fetch_add(static_cast<uint64_t>(m), std::memory_order_relaxed);
+      }
+      break;
+    }
     waiter_.Idle([this] { return stop_.load(std::memory_order_acquire) || agent_->HasWork(); });
   }
   agent_->OnClose();

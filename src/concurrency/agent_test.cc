@@ -142,5 +142,40 @@ TEST(AgentRunner, AnIdleAgentParksBetweenRounds) {
   EXPECT_EQ(runner.work(), 0u);
 }
 
+// Work published after a round looked and found nothing, then Stop(): the
+// runner sees the stop after that empty round and must still do the work
+// (the stop's last rounds look again), not leave it behind.
+TEST(AgentRunner, StopDoesWorkPublishedAfterTheLastEmptyRound) {
+  class Gated final : public Agent {
+   public:
+    int DoWork() override {
+      const uint64_t posted = posted_.load(std::memory_order_acquire);
+      if (posted == taken_.load(std::memory_order_relaxed)) {
+        // An empty round, held open until the test has published and stopped.
+        if (hold_.exchange(false)) {
+          in_empty_round_.store(true);
+          while (!release_.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        return 0;
+      }
+      taken_.store(posted, std::memory_order_release);
+      return 1;
+    }
+    std::atomic<uint64_t> posted_{0}, taken_{0};
+    std::atomic<bool> hold_{false}, in_empty_round_{false}, release_{false};
+  } agent;
+  AgentRunner runner(&agent, Parking("mb-gated", 1'000));
+  runner.Start();
+  agent.hold_.store(true);
+  runner.Wake();
+  ASSERT_TRUE(WaitUntil([&] { return agent.in_empty_round_.load(); }, std::chrono::seconds(5)));
+  agent.posted_.fetch_add(1, std::memory_order_release);  // after the round looked
+  std::thread stopper([&] { runner.Stop(); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // Stop() has asked by now
+  agent.release_.store(true);
+  stopper.join();
+  EXPECT_EQ(agent.taken_.load(), 1u);
+}
+
 }  // namespace
 }  // namespace mb::concurrency

@@ -259,6 +259,7 @@ class GatheringStream {
   // What the session appends before each send; while a send is in flight,
   // Beast's frames beyond it wait.
   static constexpr std::size_t kSendBytes = 4 * 1024;
+  static constexpr std::size_t kKeptBytes = 64 * 1024;
 
   GatheringStream(beast::tcp_stream stream, ServerStats* stats)
       : stream_(std::move(stream)), stats_(stats) {}
@@ -318,6 +319,7 @@ class GatheringStream {
     if (ec) return Fail(ec);
     if (sent == gathered_.size()) {
       gathered_.clear();
+      Trim(&gathered_);
       return;
     }
     sending_ = true;
@@ -334,7 +336,11 @@ class GatheringStream {
     return stream_.async_read_some(buffers, std::forward<ReadHandler>(handler));
   }
 
-  // Beast's frames.
+  // Beast's frames. Each arrives whole in one call: Beast writes only
+  // control frames (at most 127 bytes) and the handshake's answer here, and
+  // net::async_write hands over up to 64 KiB per call. A Beast write of a
+  // data message above 64 KiB would arrive in pieces that the session's own
+  // frames could come between, so the session never writes through Beast.
   template <class ConstBufferSequence, class WriteHandler>
   auto async_write_some(const ConstBufferSequence& buffers, WriteHandler&& handler) {
     return net::async_initiate<WriteHandler, void(error_code, std::size_t)>(
@@ -409,6 +415,7 @@ class GatheringStream {
   void OnSent(error_code ec) {
     sending_ = false;
     sending_buf_.clear();
+    Trim(&sending_buf_);
     if (ec) {
       Fail(ec);
     } else {
@@ -417,6 +424,12 @@ class GatheringStream {
       if (!sending_) RunFlushed();
     }
     if (on_sent_) on_sent_();
+  }
+
+  // A connection keeps no more than kKeptBytes of buffer between sends, so
+  // one large message does not stay resident per subscriber.
+  static void Trim(std::string* buffer) {
+    if (buffer->capacity() > kKeptBytes) std::string().swap(*buffer);
   }
 
   void Fail(error_code ec) {
@@ -566,8 +579,9 @@ class WsSession final : public WsConnection, public Connection {
       MutexLock lock(mu_);
       state_ = State::kClosed;
     }
-    beast::get_lowest_layer(ws_).close();
     slot_.Release();
+    // Beast's refusal (e.g. 400) may still be in the transport's buffer.
+    ws_.next_layer().AsyncFlush([self = Self()] { beast::get_lowest_layer(self->ws_).close(); });
   }
 
   void OnAccept(error_code ec) {
@@ -618,7 +632,10 @@ class WsSession final : public WsConnection, public Connection {
       std::string reason;
       {
         MutexLock lock(mu_);
-        if (finished_ || close_started_) {
+        // !is_open(): Beast is closing (the peer's close, or a protocol
+        // error) and its close frame may already be in the buffer: no data
+        // frame may follow it (RFC 6455 5.5.1).
+        if (finished_ || close_started_ || !ws_.is_open()) {
           writing_ = false;
           return;
         }

@@ -13,10 +13,10 @@
 // Send() on a full queue closes the connection with code 1008 and the reason
 // "slow consumer: send queue full" and returns false — a slow subscriber never
 // blocks the sender. Beast answers pings; the server pings idle clients.
-// The frames queued for one connection leave in one send: Beast writes each
-// into the connection's send buffer, which is sent once the writer has no
-// more ready (or 4 KiB have gathered); while a send is in flight and 4 KiB
-// wait behind it, the writer waits, so a slow reader still fills its queue.
+// The frames queued for one connection leave in one send: the session's
+// writer appends up to 4 KiB of them to the connection's send buffer and
+// sends; while a send the socket could not take at once is in flight, the
+// writer waits, so a slow reader still fills its queue.
 //
 // Freshness: a message queued with an origin time (Send's origin_wall_ns,
 // CLOCK_REALTIME ns, e.g. the engine time of the batch it reports) records
