@@ -344,7 +344,7 @@ class GatheringStream {
   template <class ConstBufferSequence, class WriteHandler>
   auto async_write_some(const ConstBufferSequence& buffers, WriteHandler&& handler) {
     return net::async_initiate<WriteHandler, void(error_code, std::size_t)>(
-        [this](auto h, const ConstBufferSequence& b) { Gather(std::move(h), b); }, handler,
+        [this](auto h, const ConstBufferSequence& b) { this->Gather(std::move(h), b); }, handler,
         buffers);
   }
 
