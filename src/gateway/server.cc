@@ -352,43 +352,32 @@ class GatheringStream {
   // socket has failed: the close frame goes out before the teardown.
   template <class Then>
   void AsyncFlush(Then then) {
-    flushed_ = std::make_unique<ThenOf<Then>>(std::move(then));
+    flushed_ = Later::Of([then = std::move(then)](error_code) mutable { std::move(then)(); });
     Send();
     if (!sending_) RunFlushed();
   }
 
  private:
-  struct Then {
-    virtual ~Then() = default;
-    virtual void Run() = 0;
-  };
-  template <class F>
-  struct ThenOf final : Then {
-    explicit ThenOf(F fn) : f(std::move(fn)) {}
-    void Run() override { std::move(f)(); }
-    F f;
+  // What runs once a send ends (a held Beast write, AsyncFlush's
+  // continuation); move-only callables, as Asio's handlers are.
+  struct Later {
+    virtual ~Later() = default;
+    virtual void Run(error_code ec) = 0;
+    template <class F>
+    static std::unique_ptr<Later> Of(F f) {
+      struct Impl final : Later {
+        explicit Impl(F fn) : f(std::move(fn)) {}
+        void Run(error_code ec) override { std::move(f)(ec); }
+        F f;
+      };
+      return std::make_unique<Impl>(std::move(f));
+    }
   };
   void RunFlushed() {
     if (!flushed_) return;
     net::post(stream_.get_executor(),
-              [then = std::shared_ptr<Then>(std::exchange(flushed_, nullptr))] { then->Run(); });
+              [then = std::shared_ptr<Later>(std::exchange(flushed_, nullptr))] { then->Run({}); });
   }
-
-  // One of Beast's writes, held while a send is in flight and enough waits
-  // behind it.
-  struct Held {
-    virtual ~Held() = default;
-    virtual void Complete(GatheringStream* s, error_code ec) = 0;
-  };
-  template <class Handler>
-  struct HeldOf final : Held {
-    HeldOf(Handler handler, std::size_t bytes) : h(std::move(handler)), n(bytes) {}
-    void Complete(GatheringStream* s, error_code ec) override {
-      s->Complete(std::move(h), ec, ec ? 0 : n);
-    }
-    Handler h;
-    std::size_t n;
-  };
 
   template <class Handler, class ConstBufferSequence>
   void Gather(Handler h, const ConstBufferSequence& b) {
@@ -399,7 +388,11 @@ class GatheringStream {
       gathered_.append(static_cast<const char*>(piece.data()), piece.size());
     }
     if (sending_ && gathered_.size() > kSendBytes) {
-      held_ = std::make_unique<HeldOf<Handler>>(std::move(h), n);
+      // One of Beast's writes, held while a send is in flight and enough
+      // waits behind it.
+      held_ = Later::Of([this, h = std::move(h), n](error_code ec) mutable {
+        Complete(std::move(h), ec, ec ? 0 : n);
+      });
       return;
     }
     Complete(std::move(h), {}, n);
@@ -419,7 +412,7 @@ class GatheringStream {
     if (ec) {
       Fail(ec);
     } else {
-      if (held_) std::exchange(held_, nullptr)->Complete(this, {});
+      if (held_) std::exchange(held_, nullptr)->Run({});
       Send();
       if (!sending_) RunFlushed();
     }
@@ -435,7 +428,7 @@ class GatheringStream {
   void Fail(error_code ec) {
     error_ = ec;
     gathered_.clear();
-    if (held_) std::exchange(held_, nullptr)->Complete(this, ec);
+    if (held_) std::exchange(held_, nullptr)->Run(ec);
     RunFlushed();
   }
 
@@ -447,8 +440,8 @@ class GatheringStream {
   std::string sending_buf_;  // what the socket has yet to take of the send in flight
   bool sending_ = false;
   error_code error_;  // the socket failed: every later write fails with it
-  std::unique_ptr<Held> held_;
-  std::unique_ptr<Then> flushed_;  // AsyncFlush()'s continuation
+  std::unique_ptr<Later> held_;
+  std::unique_ptr<Later> flushed_;  // AsyncFlush()'s continuation
 };
 
 // Closing: Beast tears the TCP connection down under the gathering layer
