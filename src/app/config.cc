@@ -50,6 +50,7 @@ constexpr std::string_view kGatewayKeys[] = {"host",
                                              "ws_send_queue_messages",
                                              "ws_send_queue_bytes",
                                              "ws_slow_close_grace_ms",
+                                             "ws_write_interval_us",
                                              "weight_per_minute",
                                              "ip_weight_per_minute",
                                              "orders_per_10s",
@@ -504,6 +505,8 @@ class Loader {
         OptionalInt(t, "gateway", "ws_send_queue_bytes", 1024, kU32Max, &s.ws_send_queue_bytes));
     MB_RETURN_IF_ERROR(OptionalInt(t, "gateway", "ws_slow_close_grace_ms", 100, 600'000,
                                    &s.ws_slow_close_grace_ms));
+    MB_RETURN_IF_ERROR(
+        OptionalInt(t, "gateway", "ws_write_interval_us", 0, 1'000'000, &s.ws_write_interval_us));
     MB_RETURN_IF_ERROR(OptionalInt(t, "gateway", "weight_per_minute", 0, kU32Max,
                                    &g->key_limit.weight_per_minute));
     g->key_limit.burst = g->key_limit.weight_per_minute;

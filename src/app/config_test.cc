@@ -194,6 +194,8 @@ TEST(ParseConfig, RefusesEachKindOfErrorNamingFileLineAndField) {
        "test.toml:29: gateway.port: ", "70000 is outside"},
       {"gateway io_threads zero", Edit({}, "[gateway]\nio_threads = 0\n"),
        "test.toml:29: gateway.io_threads: ", "0 is outside"},
+      {"write interval over a second", Edit({}, "[gateway]\nws_write_interval_us = 1000001\n"),
+       "test.toml:29: gateway.ws_write_interval_us: ", "1000001 is outside"},
       {"slow-close grace too short", Edit({}, "[gateway]\nws_slow_close_grace_ms = 5\n"),
        "test.toml:29: gateway.ws_slow_close_grace_ms: ", "5 is outside"},
       {"empty gateway host", Edit({}, "[gateway]\nhost = \"\"\n"),
@@ -436,7 +438,7 @@ TEST(ParseConfig, RuntimeTablesAreOptionalAndParsed) {
                            "weight_per_minute = 1200\nadmin_remote = true\n"
                            "orders_per_10s = 50\norders_per_day = 160000\n"
                            "ws_send_queue_messages = 100\nhistory_orders = 50\n"
-                           "ws_slow_close_grace_ms = 7000\n"
+                           "ws_slow_close_grace_ms = 7000\nws_write_interval_us = 2500\n"
                            "[projection]\nbackend = \"postgres\"\nurl = \"postgresql://h/db\"\n"
                            "batch_events = 50\ncatchup_batch_events = 500\n"
                            "wal_max_mb = 16\ncache_mb = 8\n";
@@ -463,6 +465,8 @@ TEST(ParseConfig, RuntimeTablesAreOptionalAndParsed) {
   EXPECT_TRUE(g.admin_remote);
   EXPECT_EQ(g.server.ws_send_queue_messages, 100u);
   EXPECT_EQ(g.server.ws_slow_close_grace_ms, 7000u);
+  EXPECT_EQ(g.server.ws_write_interval_us, 2500u);
+  EXPECT_EQ(base->runtime.gateway.server.ws_write_interval_us, 0u);
   EXPECT_EQ(base->runtime.gateway.server.ws_slow_close_grace_ms, 2000u);
   EXPECT_EQ(g.read_side.history_orders, 50u);
   EXPECT_EQ(g.ip_limit.weight_per_minute, 12000u) << "unset keys keep their defaults";

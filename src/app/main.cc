@@ -512,6 +512,7 @@ int main(int argc, char** argv) {
   int port = -1;
   int io_threads = 0;
   uint32_t ws_queue_messages = 0;
+  std::optional<uint32_t> ws_write_interval_us;
   uint32_t ws_queue_bytes = 0;
   uint32_t ws_slow_grace_ms = 0;
   int64_t key_weight = -1;
@@ -536,6 +537,11 @@ int main(int argc, char** argv) {
       ->add_option("--ws-send-queue-messages", ws_queue_messages,
                    "Messages a WebSocket may have queued before it is disconnected as slow")
       ->check(CLI::Range(1, 10'000'000));
+  serve
+      ->add_option("--ws-write-interval-us", ws_write_interval_us,
+                   "WebSocket write rounds per io thread at most this far apart (µs; 0: one "
+                   "per batch); overrides gateway.ws_write_interval_us")
+      ->check(CLI::Range(0, 1'000'000));
   serve
       ->add_option("--ws-send-queue-bytes", ws_queue_bytes,
                    "Bytes a WebSocket may have queued before it is disconnected as slow")
@@ -655,6 +661,7 @@ int main(int argc, char** argv) {
   if (port >= 0) so.port = static_cast<uint16_t>(port);
   if (io_threads > 0) so.io_threads = io_threads;
   if (ws_queue_messages > 0) so.ws_send_queue_messages = ws_queue_messages;
+  if (ws_write_interval_us) so.ws_write_interval_us = *ws_write_interval_us;
   if (ws_queue_bytes > 0) so.ws_send_queue_bytes = ws_queue_bytes;
   if (ws_slow_grace_ms > 0) so.ws_slow_close_grace_ms = ws_slow_grace_ms;
   mb::gateway::GatewayOptions& go = cfg->runtime.gateway;

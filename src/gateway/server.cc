@@ -127,6 +127,26 @@ class Connection {
   virtual ~Connection() = default;
   // Any thread: close the socket now (posted to the connection's strand).
   virtual void Shutdown() = 0;
+  // Its io thread, from the context's write round: send what is queued.
+  virtual void Flush() {}
+};
+
+// One io context's write rounds. A WebSocket session with messages waiting
+// joins the context's list; the io thread writes every listed session in
+// one round, at once when its last round is at least `interval` old, else
+// when the interval since that round is up. Under a stream of batches each
+// subscriber then gets one send per interval, however many batches it
+// spans, and the fan-out posts one handler per round instead of one per
+// session; the first message after a quiet interval waits for nothing.
+struct WriteRounds {
+  explicit WriteRounds(net::io_context& ioc) : timer(ioc) {}
+  Mutex mu;
+  std::vector<std::shared_ptr<Connection>> listed MB_GUARDED_BY(mu);
+  bool scheduled MB_GUARDED_BY(mu) = false;  // a round is posted or its timer set
+  // The io thread's own.
+  net::steady_timer timer;
+  int64_t last_round_ns = 0;
+  std::vector<std::shared_ptr<Connection>> taking;  // keeps its capacity
 };
 
 // Shared by the Server and every session (see the file comment on lifetimes).
@@ -135,7 +155,10 @@ struct Core {
       : options(std::move(opts)), http(http_handler), ws(ws_handler) {
     const int n = std::clamp(options.io_threads, 1, kMaxIoThreads);
     iocs.reserve(static_cast<std::size_t>(n));
-    for (int i = 0; i < n; ++i) iocs.push_back(std::make_unique<net::io_context>(1));
+    for (int i = 0; i < n; ++i) {
+      iocs.push_back(std::make_unique<net::io_context>(1));
+      rounds.push_back(std::make_unique<WriteRounds>(*iocs.back()));
+    }
   }
 
   // The context the next accepted connection lives on (round robin).
@@ -157,6 +180,76 @@ struct Core {
     net::post(ex, std::forward<F>(f));
     posting.fetch_sub(1);
     return true;
+  }
+
+  // The index of the io context an executor runs on.
+  std::size_t ContextOf(const net::any_io_executor& ex) const {
+    const auto* ctx = &net::query(ex, net::execution::context);
+    for (std::size_t i = 0; i < iocs.size(); ++i) {
+      if (static_cast<const net::execution_context*>(iocs[i].get()) == ctx) return i;
+    }
+    return 0;
+  }
+
+  // Any thread: lists `conn` for context i's next write round; false when the
+  // server is stopping.
+  bool ListForWrite(std::size_t i, std::shared_ptr<Connection> conn) {
+    WriteRounds& r = *rounds[i];
+    bool post = false;
+    {
+      MutexLock lock(r.mu);
+      r.listed.push_back(std::move(conn));
+      post = !std::exchange(r.scheduled, true);
+    }
+    return !post || Post(iocs[i]->get_executor(), [this, i] { ScheduleRound(i); });
+  }
+
+  // Context i's thread: the round now, or when the interval is up.
+  void ScheduleRound(std::size_t i) {
+    WriteRounds& r = *rounds[i];
+    const int64_t due = r.last_round_ns + static_cast<int64_t>(options.ws_write_interval_us) * 1000;
+    const int64_t now = SteadyNs();
+    if (now >= due) {
+      RunRound(i, now);
+      return;
+    }
+    r.timer.expires_after(std::chrono::nanoseconds(due - now));
+    r.timer.async_wait([this, i](error_code ec) {
+      if (!ec) RunRound(i, SteadyNs());
+    });
+  }
+
+  void RunRound(std::size_t i, int64_t now) {
+    WriteRounds& r = *rounds[i];
+    {
+      MutexLock lock(r.mu);
+      r.taking.swap(r.listed);
+      r.scheduled = false;
+    }
+    r.last_round_ns = now;
+    for (const auto& conn : r.taking) conn->Flush();
+    r.taking.clear();
+  }
+
+  // Stop(), while the io threads still run: no round waits for its timer.
+  void CancelRounds() {
+    for (std::size_t i = 0; i < iocs.size(); ++i) {
+      net::post(*iocs[i], [r = rounds[i].get()] { r->timer.cancel(); });
+    }
+  }
+
+  // After the io threads have ended: what rounds still list (a round posted
+  // as the server stopped never runs) is let go, so sessions and the Core
+  // that they hold do not keep each other alive.
+  void DropRounds() {
+    for (auto& r : rounds) {
+      std::vector<std::shared_ptr<Connection>> drop;
+      {
+        MutexLock lock(r->mu);
+        drop.swap(r->listed);
+      }
+      r->taking.clear();
+    }
   }
 
   // False when the server is stopping: the caller closes its socket.
@@ -183,6 +276,7 @@ struct Core {
   }
 
   std::vector<std::unique_ptr<net::io_context>> iocs;  // one per io thread
+  std::vector<std::unique_ptr<WriteRounds>> rounds;    // one per io context (after it)
   std::atomic<uint64_t> next_ioc{0};
   const ServerOptions options;
   HttpHandler* const http;
@@ -460,6 +554,7 @@ class WsSession final : public WsConnection, public Connection {
             std::string target)
       : core_(std::move(core)),
         executor_(stream.get_executor()),
+        context_(core_->ContextOf(executor_)),
         ws_(std::move(stream), &core_->stats),
         teardown_timer_(executor_),
         slot_(std::move(slot)),
@@ -497,11 +592,21 @@ class WsSession final : public WsConnection, public Connection {
 
   using WsConnection::Send;
   bool Send(std::shared_ptr<const std::string> text, int64_t origin_wall_ns) override {
+    return Queue(std::move(text), origin_wall_ns, false);
+  }
+  bool Publish(std::shared_ptr<const std::string> text, int64_t origin_wall_ns) override {
+    return Queue(std::move(text), origin_wall_ns, true);
+  }
+
+  // Any thread. in_round: the writer may wait for the context's write round;
+  // else it runs at once (also when a round would have started it).
+  bool Queue(std::shared_ptr<const std::string> text, int64_t origin_wall_ns, bool in_round) {
     if (!text) return false;
     const ServerOptions& o = core_->options;
     const std::size_t bytes = text->size();
     bool overflow = false;
     bool start_writer = false;
+    bool list = false;
     {
       MutexLock lock(mu_);
       if (state_ != State::kOpen) return false;
@@ -517,8 +622,14 @@ class WsSession final : public WsConnection, public Connection {
       } else {
         queue_.push_back({std::move(text), origin_wall_ns});
         waiting_bytes_ += bytes;
-        start_writer = !writing_;
-        writing_ = true;
+        if (!writing_) {
+          writing_ = true;
+          listed_ = list = in_round;
+          start_writer = !in_round;
+        } else if (!in_round && listed_) {
+          listed_ = false;  // an answer does not wait for the round
+          start_writer = true;
+        }
       }
     }
     if (overflow) {
@@ -530,7 +641,8 @@ class WsSession final : public WsConnection, public Connection {
       });
       return false;
     }
-    if (!start_writer) return true;  // the running writer picks it up
+    if (list) return core_->ListForWrite(context_, Self());
+    if (!start_writer) return true;  // the running (or listed) writer picks it up
     return core_->Post(executor_, [self = Self()] { self->WriteNext(); });
   }
 
@@ -552,6 +664,9 @@ class WsSession final : public WsConnection, public Connection {
   void Shutdown() override {
     net::post(executor_, [self = Self()] { self->Teardown(); });
   }
+
+  // The context's write round (its one thread, so the strand's too).
+  void Flush() override { WriteNext(); }
 
  private:
   enum class State : uint8_t {
@@ -625,6 +740,7 @@ class WsSession final : public WsConnection, public Connection {
       std::string reason;
       {
         MutexLock lock(mu_);
+        listed_ = false;  // this run does what the round would
         // !is_open(): Beast is closing (the peer's close, or a protocol
         // error) and its close frame may already be in the buffer: no data
         // frame may follow it (RFC 6455 5.5.1).
@@ -735,6 +851,7 @@ class WsSession final : public WsConnection, public Connection {
 
   const std::shared_ptr<Core> core_;     // first: destroyed last (owns the io_context)
   const net::any_io_executor executor_;  // the strand
+  const std::size_t context_;            // which io context runs it
   websocket::stream<GatheringStream> ws_;
   net::steady_timer teardown_timer_;
   beast::flat_buffer read_buffer_;
@@ -759,6 +876,7 @@ class WsSession final : public WsConnection, public Connection {
   std::vector<Queued> batch_;                         // strand only: WriteNext()'s current take
   std::size_t waiting_bytes_ MB_GUARDED_BY(mu_) = 0;  // bytes in queue_
   bool writing_ MB_GUARDED_BY(mu_) = false;           // a WriteNext chain is running or posted
+  bool listed_ MB_GUARDED_BY(mu_) = false;            // writing_, waiting for a write round
   uint16_t close_code_ MB_GUARDED_BY(mu_) = 1000;
   std::string close_reason_ MB_GUARDED_BY(mu_);
 };
@@ -1146,6 +1264,7 @@ class Server::Impl {
     }
     const auto live = core_->BeginStop();
     for (const auto& conn : live) conn->Shutdown();
+    core_->CancelRounds();  // a round's timer would hold its context up to an interval
     work_.clear();
     {
       MutexLock lock(exit_mu_);
@@ -1161,6 +1280,7 @@ class Server::Impl {
     }
     for (auto& t : threads_) t.join();
     threads_.clear();
+    core_->DropRounds();
   }
 
   uint16_t port() const noexcept { return port_; }

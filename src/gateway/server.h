@@ -64,6 +64,12 @@ struct ServerOptions {
   // How long a slow consumer's close may take (its close frame waits behind
   // the data it has not read) before the connection is torn down.
   uint32_t ws_slow_close_grace_ms = 2'000;
+  // WebSocket writes per io thread come in rounds at most this far apart
+  // (µs): every session with messages waiting is written in one round, so
+  // under a stream of batches a subscriber gets one send per interval, not
+  // one per batch. A message after a quiet interval goes at once. 0: a round
+  // per batch.
+  uint32_t ws_write_interval_us = 0;
   uint32_t ws_idle_ping_ms = 30'000;  // ping a silent client; close if no pong in as long
   // Where written WebSocket messages that carry an origin time record their
   // age (ns); null: not measured. Must outlive the server.
@@ -109,6 +115,12 @@ class WsConnection : public std::enable_shared_from_this<WsConnection> {
   // the freshness histogram.
   virtual bool Send(std::shared_ptr<const std::string> text, int64_t origin_wall_ns = 0) = 0;
   bool Send(std::string text) { return Send(std::make_shared<const std::string>(std::move(text))); }
+  // A stream message: as Send, except that it may wait for its io thread's
+  // next write round (ServerOptions::ws_write_interval_us) and leave with
+  // whatever else waits for the connection. Answers to requests use Send.
+  virtual bool Publish(std::shared_ptr<const std::string> text, int64_t origin_wall_ns) {
+    return Send(std::move(text), origin_wall_ns);
+  }
   virtual void Close(uint16_t code, std::string reason) = 0;
   virtual uint64_t id() const noexcept = 0;
   virtual const std::string& target() const noexcept = 0;  // the upgrade request's target

@@ -1020,6 +1020,80 @@ TEST(ServerTest, WebSocketFramesQueuedTogetherLeaveInOneSend) {
   EXPECT_TRUE(Eventually([&] { return handler.Closes(conn->id()) == 1; }));
 }
 
+// Write rounds: the first stream message after a quiet interval goes at
+// once; one published within the interval of the last round waits for the
+// next round (not written yet, long after it was queued) unless an answer
+// (Send) follows; stopping the server with a round pending neither waits for
+// it nor keeps the session (LeakSanitizer checks the cycle through Core).
+TEST(ServerTest, WebSocketWriteRoundsHoldMessagesUntilTheIntervalIsUp) {
+  TestWs handler;
+  handler.echo_ = false;
+  ServerOptions options = TestOptions();
+  options.ws_write_interval_us = 60'000'000;  // 60 s: longer than the test
+  Server server(options, nullptr, &handler);
+  ASSERT_TRUE(server.Start().ok());
+  WsClient client(server.port(), "/ws");
+  ASSERT_FALSE(client.handshake_error());
+  const auto conn = handler.WaitOpened(1);
+  ASSERT_TRUE(conn);
+  const auto publish = [&](std::string text) {
+    return conn->Publish(std::make_shared<const std::string>(std::move(text)), 0);
+  };
+  ASSERT_TRUE(publish("first"));
+  std::string got;
+  ASSERT_FALSE(client.Read(got));  // within the client's deadline, well under 60 s
+  EXPECT_EQ(got, "first");
+  // The writer that sent it may still wait for its send's completion and
+  // would take a message queued meanwhile: let it end.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ASSERT_TRUE(publish("second"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(server.stats().ws_messages_sent.load(), 1u);
+  // An answer does not wait for the round, and takes what waits along.
+  ASSERT_TRUE(conn->Send(std::string("answer")));
+  ASSERT_FALSE(client.Read(got));
+  EXPECT_EQ(got, "second");
+  ASSERT_FALSE(client.Read(got));
+  EXPECT_EQ(got, "answer");
+  ASSERT_TRUE(publish("third"));  // listed for a round 60 s away
+  const auto stop_began = std::chrono::steady_clock::now();
+  server.Stop();
+  // The round's timer does not hold the io thread until Stop() gives up (2 s).
+  EXPECT_LT(std::chrono::steady_clock::now() - stop_began, std::chrono::seconds(2));
+}
+
+// Messages queued one at a time within one interval leave in one round, one
+// send, where a round per message would make one send each.
+TEST(ServerTest, WebSocketMessagesWithinAnIntervalLeaveInOneSend) {
+  TestWs handler;
+  handler.echo_ = false;
+  ServerOptions options = TestOptions();
+  options.ws_write_interval_us = 2'000'000;
+  Server server(options, nullptr, &handler);
+  ASSERT_TRUE(server.Start().ok());
+  WsClient client(server.port(), "/ws");
+  ASSERT_FALSE(client.handshake_error());
+  const auto conn = handler.WaitOpened(1);
+  ASSERT_TRUE(conn);
+  ASSERT_TRUE(conn->Publish(std::make_shared<const std::string>("opening"), 0));  // a round
+  std::string got;
+  ASSERT_FALSE(client.Read(got));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // its writer ends
+  const uint64_t writes_before = server.stats().ws_socket_writes.load();
+  constexpr int kMessages = 20;
+  for (int i = 0; i < kMessages; ++i) {
+    ASSERT_TRUE(conn->Publish(std::make_shared<const std::string>(TestWs::BurstMessage(i)), 0));
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // a writer per message would run
+  }
+  for (int i = 0; i < kMessages; ++i) {
+    ASSERT_FALSE(client.Read(got)) << i;
+    EXPECT_EQ(got, TestWs::BurstMessage(i));
+  }
+  const uint64_t writes = server.stats().ws_socket_writes.load() - writes_before;
+  EXPECT_GE(writes, 1u);
+  EXPECT_LE(writes, 2u) << writes << " sends for " << kMessages << " messages";
+}
+
 // Messages queued with an origin time record their age when written; the
 // others do not. WebSocket connection counters follow opens and closes.
 TEST(ServerTest, WebSocketFreshnessCountsMessagesWithAnOrigin) {

@@ -1695,7 +1695,7 @@ class StreamHub::Impl {
 
   void Deliver(WsConnection& conn, const std::shared_ptr<const std::string>& text,
                int64_t origin_ns) {
-    if (conn.Send(text, origin_ns)) stats_.messages.fetch_add(1, std::memory_order_relaxed);
+    if (conn.Publish(text, origin_ns)) stats_.messages.fetch_add(1, std::memory_order_relaxed);
   }
 
   void Reply(WsConnection& conn, std::string text) {
