@@ -22,7 +22,7 @@
 //                max_header_bytes (16384), max_body_bytes (1048576), read_timeout_ms (10000),
 //                idle_timeout_ms (120000), ws_max_message_bytes (65536),
 //                ws_send_queue_messages (4096), ws_send_queue_bytes (8388608),
-//                ws_write_interval_us (0; WebSocket write rounds per io thread at most
+//                ws_write_interval_us (0; WebSocket write rounds per io thread at least
 //                this far apart),
 //                weight_per_minute (6000, per API key; 0 = unlimited),
 //                ip_weight_per_minute (12000), admin_remote (false), recent_trades (1000),

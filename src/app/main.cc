@@ -539,7 +539,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 10'000'000));
   serve
       ->add_option("--ws-write-interval-us", ws_write_interval_us,
-                   "WebSocket write rounds per io thread at most this far apart (µs; 0: one "
+                   "WebSocket write rounds per io thread at least this far apart (µs; 0: one "
                    "per batch); overrides gateway.ws_write_interval_us")
       ->check(CLI::Range(0, 1'000'000));
   serve

@@ -64,11 +64,11 @@ struct ServerOptions {
   // How long a slow consumer's close may take (its close frame waits behind
   // the data it has not read) before the connection is torn down.
   uint32_t ws_slow_close_grace_ms = 2'000;
-  // WebSocket writes per io thread come in rounds at most this far apart
-  // (µs): every session with messages waiting is written in one round, so
-  // under a stream of batches a subscriber gets one send per interval, not
-  // one per batch. A message after a quiet interval goes at once. 0: a round
-  // per batch.
+  // Stream messages (WsConnection::Publish) are written in rounds per io
+  // thread, at least this many µs apart: every session with messages waiting
+  // is written in one round, so under a stream of batches a subscriber gets
+  // one send per interval, not one per batch. A message after a quiet
+  // interval goes at once. 0: a round as soon as the io thread gets to it.
   uint32_t ws_write_interval_us = 0;
   uint32_t ws_idle_ping_ms = 30'000;  // ping a silent client; close if no pong in as long
   // Where written WebSocket messages that carry an origin time record their
