@@ -539,8 +539,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 10'000'000));
   serve
       ->add_option("--ws-write-interval-us", ws_write_interval_us,
-                   "WebSocket write rounds per io thread at least this far apart (µs; 0: one "
-                   "per batch); overrides gateway.ws_write_interval_us")
+                   "WebSocket write rounds per io thread at least this far apart (µs; 0: a "
+                   "round as soon as the io thread gets to it); overrides "
+                   "gateway.ws_write_interval_us")
       ->check(CLI::Range(0, 1'000'000));
   serve
       ->add_option("--ws-send-queue-bytes", ws_queue_bytes,

@@ -14,10 +14,12 @@
 // WsConnection users. Every session also holds the Core (io_context, stats,
 // handlers, registry), so a session that outlives the Server — a Respond kept
 // by the handler — still destroys its socket against a live io_context. After
-// Stop() nothing is posted to the io_contexts any more (Core::Post; the one
-// plain post, an accepted connection handed to its context, happens on the
-// acceptor's strand, which Stop() drains first), so a queued handler can
-// never keep a session alive inside a context nobody runs.
+// Stop() nothing is posted to the io_contexts any more (Core::Post; the
+// plain posts are an accepted connection handed to its context, on the
+// acceptor's strand, which Stop() drains first, and Stop()'s own cancel of
+// the write rounds' timers, which holds no session), so a queued handler can
+// never keep a session alive inside a context nobody runs; what a write
+// round still lists when the io threads end is let go (DropRounds).
 //
 // Errors: every Asio/Beast call uses its error_code overload; exceptions
 // thrown by handler code are caught at the io thread boundary.
@@ -47,6 +49,7 @@
 #include <exception>
 #include <future>
 #include <iterator>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -143,9 +146,12 @@ struct WriteRounds {
   Mutex mu;
   std::vector<std::shared_ptr<Connection>> listed MB_GUARDED_BY(mu);
   bool scheduled MB_GUARDED_BY(mu) = false;  // a round is posted or its timer set
+  bool closed MB_GUARDED_BY(mu) = false;     // the server stopped: nothing is listed any more
   // The io thread's own.
   net::steady_timer timer;
-  int64_t last_round_ns = 0;
+  // Long enough ago that the first round never waits (the steady clock's
+  // zero is arbitrary, e.g. the boot).
+  int64_t last_round_ns = std::numeric_limits<int64_t>::min() / 2;
   std::vector<std::shared_ptr<Connection>> taking;  // keeps its capacity
 };
 
@@ -182,13 +188,17 @@ struct Core {
     return true;
   }
 
-  // The index of the io context an executor runs on.
+  // The index of the io context an executor runs on (a session's strand is
+  // always on one of them: a round on another context's thread would race
+  // with the session's own handlers).
   std::size_t ContextOf(const net::any_io_executor& ex) const {
     const auto* ctx = &net::query(ex, net::execution::context);
-    for (std::size_t i = 0; i < iocs.size(); ++i) {
-      if (static_cast<const net::execution_context*>(iocs[i].get()) == ctx) return i;
+    std::size_t i = 0;
+    while (i < iocs.size() && static_cast<const net::execution_context*>(iocs[i].get()) != ctx) {
+      ++i;
     }
-    return 0;
+    MB_CHECK(i < iocs.size());
+    return i;
   }
 
   // Any thread: lists `conn` for context i's next write round; false when the
@@ -198,6 +208,7 @@ struct Core {
     bool post = false;
     {
       MutexLock lock(r.mu);
+      if (r.closed) return false;
       r.listed.push_back(std::move(conn));
       post = !std::exchange(r.scheduled, true);
     }
@@ -209,7 +220,7 @@ struct Core {
     WriteRounds& r = *rounds[i];
     const int64_t due = r.last_round_ns + static_cast<int64_t>(options.ws_write_interval_us) * 1000;
     const int64_t now = SteadyNs();
-    if (now >= due) {
+    if (now >= due || stopping.load()) {  // a stopping server arms no timer
       RunRound(i, now);
       return;
     }
@@ -221,13 +232,20 @@ struct Core {
 
   void RunRound(std::size_t i, int64_t now) {
     WriteRounds& r = *rounds[i];
+    r.taking.clear();
     {
       MutexLock lock(r.mu);
       r.taking.swap(r.listed);
       r.scheduled = false;
     }
     r.last_round_ns = now;
-    for (const auto& conn : r.taking) conn->Flush();
+    for (const auto& conn : r.taking) {
+      try {
+        conn->Flush();
+      } catch (const std::exception& e) {  // that session only: the round goes on
+        log::Error("gateway", fmt::format("server: a WebSocket write round threw: {}", e.what()));
+      }
+    }
     r.taking.clear();
   }
 
@@ -246,6 +264,7 @@ struct Core {
       std::vector<std::shared_ptr<Connection>> drop;
       {
         MutexLock lock(r->mu);
+        r->closed = true;
         drop.swap(r->listed);
       }
       r->taking.clear();

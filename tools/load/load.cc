@@ -722,6 +722,7 @@ class Subscriber {
   }
 
  private:
+  void Deadline();
   void DoConnect();
   void OnHandshake(beast::error_code ec, std::size_t n);
   void Read();
@@ -740,6 +741,7 @@ class Subscriber {
   std::string pong_;  // the pong being written
   bool pong_pending_ = false;
   std::string close_reason_;  // from the server's close frame
+  bool ready_ = false;        // the handshake is done: the deadline no longer applies
 };
 
 // One connection asking for history in a closed loop (a new query as soon as
@@ -1295,15 +1297,23 @@ void WsApiConn::Fail(const char* stage, beast::error_code ec) {
   });
 }
 
-void Subscriber::DoConnect() {
+// The connect, and then the handshake, each within kConnectTimeout. The
+// deadline's handler may already be queued when the handshake completes, so
+// it checks `ready_` rather than trusting the cancel.
+void Subscriber::Deadline() {
   timer_.expires_after(kConnectTimeout);
   timer_.async_wait([this](beast::error_code ec) {
-    if (ec) return;
+    if (ec || ready_) return;
     beast::error_code ignored;
     socket_.close(ignored);  // the connect or the handshake fails with operation_aborted
   });
+}
+
+void Subscriber::DoConnect() {
+  Deadline();
   socket_.async_connect(runner_.endpoint(), [this](beast::error_code ec) {
     if (ec) return Closed(false, ec);
+    Deadline();
     const auto& ep = runner_.endpoint();
     request_ = fmt::format(
         "GET {} HTTP/1.1\r\nHost: {}:{}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
@@ -1328,6 +1338,7 @@ void Subscriber::OnHandshake(beast::error_code ec, std::size_t n) {
   }
   reader_.Feed(std::string_view(request_).substr(n));  // frames that came with the answer
   request_ = {};
+  ready_ = true;
   runner_.SubscriberReady();
   OnRead({}, 0);
 }

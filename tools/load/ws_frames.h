@@ -28,7 +28,7 @@ class WsFrameReader {
   struct Item {
     Kind kind = Kind::kNeedMore;
     // kMessage: the whole message; kPing/kPong: the payload; kClose: the
-    // reason. Valid until the next call of Next() or Feed().
+    // reason. Valid until the next call of Next(), Prepare() or Feed().
     std::string_view data;
     uint16_t close_code = 0;  // kClose: 0 when the frame had none
   };

@@ -65,6 +65,30 @@ TEST(WsFrameReader, ManyFramesInOneRead) {
   EXPECT_EQ(r.Next().kind, Kind::kNeedMore);
 }
 
+// A read that ends inside a frame: the unparsed rest moves to the front
+// before the next read, whatever the buffer held before it.
+TEST(WsFrameReader, APartialFrameSurvivesTheNextRead) {
+  const std::string first = ServerFrame(0x81, std::string(1000, 'a'));
+  const std::string second = ServerFrame(0x81, std::string(3000, 'b'));
+  const std::string wire = first + second;
+  WsFrameReader r;
+  const std::size_t cut = first.size() + 100;  // the first frame and part of the second
+  r.Feed(std::string_view(wire).substr(0, cut));
+  auto it = r.Next();
+  ASSERT_EQ(it.kind, Kind::kMessage);
+  EXPECT_EQ(it.data, std::string(1000, 'a'));
+  EXPECT_EQ(r.Next().kind, Kind::kNeedMore);
+  // More than is free after the parsed bytes: the rest is moved, then grown.
+  char* p = r.Prepare(64 * 1024);
+  const std::string rest = wire.substr(cut);
+  std::copy(rest.begin(), rest.end(), p);
+  r.Commit(rest.size());
+  it = r.Next();
+  ASSERT_EQ(it.kind, Kind::kMessage);
+  EXPECT_EQ(it.data, std::string(3000, 'b'));
+  EXPECT_EQ(r.Next().kind, Kind::kNeedMore);
+}
+
 TEST(WsFrameReader, FragmentsJoinAroundAPing) {
   WsFrameReader r;
   r.Feed(ServerFrame(0x01, "ab") + ServerFrame(0x89, "p") + ServerFrame(0x00, "cd") +
