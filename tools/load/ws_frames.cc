@@ -26,6 +26,7 @@ char* WsFrameReader::Prepare(std::size_t min) {
 }
 
 void WsFrameReader::Feed(std::string_view bytes) {
+  if (bytes.empty()) return;  // memcpy's pointers may not be null, even for 0 bytes
   std::memcpy(Prepare(bytes.size()), bytes.data(), bytes.size());
   Commit(bytes.size());
 }

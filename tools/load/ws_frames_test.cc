@@ -50,6 +50,17 @@ TEST(WsFrameReader, EveryLengthFormSplitAnywhere) {
   EXPECT_EQ(got[2], c);
 }
 
+// A handshake answer with no frame after it feeds nothing.
+TEST(WsFrameReader, NothingFedIsNothingToRead) {
+  WsFrameReader r;
+  r.Feed({});
+  EXPECT_EQ(r.Next().kind, Kind::kNeedMore);
+  r.Feed(ServerFrame(0x81, "x"));
+  const auto it = r.Next();
+  ASSERT_EQ(it.kind, Kind::kMessage);
+  EXPECT_EQ(it.data, "x");
+}
+
 TEST(WsFrameReader, ManyFramesInOneRead) {
   std::string wire;
   for (int i = 0; i < 100; ++i) wire += ServerFrame(0x81, "m" + std::to_string(i));
