@@ -60,6 +60,7 @@
 #include "common/clock.h"
 #include "common/json_escape.h"
 #include "common/thread_annotations.h"
+#include "common/ws_frame.h"
 #include "log/log.h"
 #include "metrics/metrics.h"
 
@@ -398,25 +399,10 @@ class GatheringStream {
   bool busy() const noexcept { return sending_ || static_cast<bool>(error_); }
   bool failed() const noexcept { return static_cast<bool>(error_); }
 
-  // One text message as one frame.
+  // One text message as one frame (a server's: unmasked).
   void AppendText(std::string_view payload) {
-    char header[10];
-    std::size_t n = 0;
-    header[n++] = static_cast<char>(0x81);  // FIN, opcode 1 (text)
-    const std::size_t size = payload.size();
-    if (size < 126) {
-      header[n++] = static_cast<char>(size);
-    } else if (size <= 0xFFFF) {
-      header[n++] = 126;
-      header[n++] = static_cast<char>(size >> 8);
-      header[n++] = static_cast<char>(size & 0xFF);
-    } else {
-      header[n++] = 127;
-      for (int shift = 56; shift >= 0; shift -= 8) {
-        header[n++] = static_cast<char>((static_cast<uint64_t>(size) >> shift) & 0xFF);
-      }
-    }
-    gathered_.append(header, n);
+    char header[kMaxWsFrameHeader];
+    gathered_.append(header, EncodeWsFrameHeader(0x1, false, payload.size(), header));
     gathered_.append(payload);
   }
   std::size_t gathered() const noexcept { return gathered_.size(); }

@@ -3,6 +3,8 @@
 #include <cstring>
 #include <utility>
 
+#include "common/ws_frame.h"
+
 namespace mb::load {
 
 namespace {
@@ -98,20 +100,11 @@ WsFrameReader::Item WsFrameReader::Next() {
 
 std::string WsClientFrame(uint8_t opcode, std::string_view payload) {
   constexpr unsigned char kKey[4] = {0x6d, 0x62, 0x6c, 0x64};
+  char header[kMaxWsFrameHeader];
+  const std::size_t n = EncodeWsFrameHeader(opcode, true, payload.size(), header);
   std::string f;
-  f.reserve(payload.size() + 14);
-  f.push_back(static_cast<char>(0x80 | (opcode & 0x0F)));
-  if (payload.size() < 126) {
-    f.push_back(static_cast<char>(0x80 | payload.size()));
-  } else if (payload.size() <= 0xFFFF) {
-    f.push_back(static_cast<char>(0x80 | 126));
-    f.push_back(static_cast<char>(payload.size() >> 8));
-    f.push_back(static_cast<char>(payload.size() & 0xFF));
-  } else {
-    f.push_back(static_cast<char>(0x80 | 127));
-    for (int i = 7; i >= 0; --i)
-      f.push_back(static_cast<char>((uint64_t{payload.size()} >> (8 * i)) & 0xFF));
-  }
+  f.reserve(n + 4 + payload.size());
+  f.append(header, n);
   f.append(reinterpret_cast<const char*>(kKey), 4);
   for (std::size_t i = 0; i < payload.size(); ++i) {
     f.push_back(static_cast<char>(static_cast<unsigned char>(payload[i]) ^ kKey[i % 4]));
