@@ -1,0 +1,467 @@
+#include "bus/publisher.h"
+
+#include <fmt/format.h>
+#include <nats/nats.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cstdio>
+
+#include "common/clock.h"
+#include "journal/format.h"
+#include "journal/tail.h"
+
+namespace mb::bus {
+namespace {
+
+constexpr int64_t kNsPerMs = 1'000'000;
+// How long the server remembers message ids. Short on purpose: publishing
+// is exactly-once by the expected-last-sequence condition, not by ids (a
+// publish that may have landed is followed by reading the stream's end);
+// and records a stream lost (purged, or gone with a NATS node) can be
+// published again under their ids two seconds later.
+constexpr int64_t kDuplicateWindowNs = int64_t{2'000} * kNsPerMs;
+
+std::string NatsError(std::string_view what, natsStatus s, int code) {
+  std::string text = fmt::format("{}: {}", what, natsStatus_GetText(s));
+  const char* detail = nats_GetLastError(nullptr);
+  if (detail != nullptr && *detail != '\0' && text.find(detail) == std::string::npos) {
+    text += fmt::format(" ({})", detail);
+  }
+  if (code != 0) text += fmt::format(" [JetStream error {}]", code);
+  return text;
+}
+
+bool ParseU64(std::string_view s, uint64_t* out) {
+  if (s.empty()) return false;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), *out);
+  return ec == std::errc() && end == s.data() + s.size();
+}
+
+}  // namespace
+
+std::string DefaultStream(std::string_view venue) { return fmt::format("MATCHBOOK_{}", venue); }
+std::string DefaultSubject(std::string_view venue) { return fmt::format("mb.{}.journal", venue); }
+
+Status CheckVenue(std::string_view venue) {
+  const bool ok = !venue.empty() && venue.size() <= 32 &&
+                  std::all_of(venue.begin(), venue.end(), [](char c) {
+                    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                           (c >= '0' && c <= '9') || c == '_' || c == '-';
+                  });
+  if (ok) return Status::Ok();
+  return InvalidArgument(fmt::format(
+      "venue \"{}\": 1 to 32 letters, digits, '_' or '-' (it names the bus stream and subject)",
+      venue));
+}
+
+Result<std::vector<std::string>> ParseServers(std::string_view list) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (start <= list.size()) {
+    std::size_t end = list.find(',', start);
+    if (end == std::string_view::npos) end = list.size();
+    std::string_view url = list.substr(start, end - start);
+    while (!url.empty() && url.front() == ' ') url.remove_prefix(1);
+    while (!url.empty() && url.back() == ' ') url.remove_suffix(1);
+    std::string_view rest = url;
+    if (rest.starts_with("nats://")) rest.remove_prefix(7);
+    const std::size_t colon = rest.rfind(':');
+    uint64_t port = 0;
+    const bool ok = !rest.empty() && colon != std::string_view::npos && colon > 0 &&
+                    rest.find_first_of("/ ?#") == std::string_view::npos &&
+                    ParseU64(rest.substr(colon + 1), &port) && port > 0 && port <= 65535;
+    if (!ok) {
+      return InvalidArgument(fmt::format(
+          "NATS server \"{}\" is not nats://host:port (a list separates servers with commas)",
+          url));
+    }
+    out.push_back(fmt::format("nats://{}", rest));
+    start = end + 1;
+  }
+  return out;
+}
+
+std::string StreamDescription(std::string_view venue, uint64_t config_hash) {
+  return fmt::format("matchbook journal; venue {}; configuration {:016x}", venue, config_hash);
+}
+
+struct Publisher::Nats {
+  natsConnection* conn = nullptr;
+  jsCtx* js = nullptr;
+  ~Nats() {
+    if (js != nullptr) jsCtx_Destroy(js);
+    if (conn != nullptr) {
+      natsConnection_Close(conn);
+      natsConnection_Destroy(conn);
+    }
+  }
+};
+
+Publisher::Publisher(std::filesystem::path data_dir, uint64_t config_hash,
+                     PublisherOptions options)
+    : data_dir_(std::move(data_dir)),
+      config_hash_(config_hash),
+      options_(std::move(options)),
+      stream_(options_.stream.empty() ? DefaultStream(options_.venue) : options_.stream),
+      subject_(options_.subject.empty() ? DefaultSubject(options_.venue) : options_.subject),
+      // Parks between retries; NotifyDurable wakes it.
+      runner_(this, concurrency::StageConfig{
+                        "mb-publisher", {concurrency::WaitKind::kBackOff, 0, 0, 100'000}}) {}
+
+Publisher::~Publisher() { Stop(); }
+
+void Publisher::Log(std::string_view line) const {
+  if (options_.log) {
+    options_.log(line);
+  } else {
+    std::fprintf(stderr, "%.*s\n", static_cast<int>(line.size()), line.data());
+  }
+}
+
+std::string Publisher::Start(uint64_t durable_seq) {
+  durable_.store(durable_seq, std::memory_order_release);
+  stop_.store(false, std::memory_order_release);
+  next_ = 0;
+  retry_at_ns_ = 0;
+  return runner_.Start();
+}
+
+void Publisher::Stop() {
+  stop_.store(true, std::memory_order_release);
+  runner_.Stop();
+}
+
+void Publisher::NotifyDurable(uint64_t seq) {
+  uint64_t cur = durable_.load(std::memory_order_relaxed);
+  while (seq > cur && !durable_.compare_exchange_weak(cur, seq, std::memory_order_release)) {
+  }
+  runner_.Wake();
+}
+
+bool Publisher::WaitPublished(uint64_t seq, std::chrono::milliseconds timeout) {
+  MutexLock lock(mu_);
+  return published_cv_.wait_for(lock.native(), timeout, [&] {
+    return published_.load(std::memory_order_acquire) >= seq;
+  });
+}
+
+PublisherStats Publisher::stats() const {
+  PublisherStats s;
+  s.published_seq = published_.load(std::memory_order_acquire);
+  s.durable_seq = durable_.load(std::memory_order_acquire);
+  s.lag_events = s.durable_seq > s.published_seq ? s.durable_seq - s.published_seq : 0;
+  s.messages = messages_.load(std::memory_order_relaxed);
+  s.records = records_.load(std::memory_order_relaxed);
+  s.bytes = bytes_.load(std::memory_order_relaxed);
+  s.errors = errors_.load(std::memory_order_relaxed);
+  s.connected = connected_.load(std::memory_order_relaxed);
+  s.stream = stream_;
+  s.subject = subject_;
+  MutexLock lock(mu_);
+  s.last_error = last_error_;
+  return s;
+}
+
+bool Publisher::HasWork() const {
+  return retry_at_ns_ == 0 &&
+         durable_.load(std::memory_order_acquire) > published_.load(std::memory_order_acquire);
+}
+
+int Publisher::DoWork() {
+  if (stop_.load(std::memory_order_acquire)) return 0;
+  if (retry_at_ns_ != 0) {
+    if (SteadyNs() < retry_at_ns_) return 0;
+    retry_at_ns_ = 0;
+  }
+  if (!nats_) {
+    if (Status s = Connect(); !s.ok()) {
+      Fail(s);
+      return 0;
+    }
+  }
+  if (next_ == 0) {
+    if (Status s = Resume(); !s.ok()) {
+      Fail(s);
+      return 0;
+    }
+  }
+  auto n = PublishBatch();
+  if (!n.ok()) {
+    Fail(n.status());
+    return 0;
+  }
+  return static_cast<int>(std::min<std::size_t>(*n, 1 << 30));
+}
+
+void Publisher::OnClose() {
+  tail_.reset();
+  nats_.reset();
+  connected_.store(false, std::memory_order_relaxed);
+}
+
+void Publisher::Fail(const Status& st) {
+  errors_.fetch_add(1, std::memory_order_relaxed);
+  connected_.store(false, std::memory_order_relaxed);
+  // Whatever went wrong, the stream's end is read again before the next
+  // publish: a publish that timed out may have been stored.
+  next_ = 0;
+  tail_.reset();
+  retry_at_ns_ = SteadyNs() + options_.retry.count() * kNsPerMs;
+  {
+    MutexLock lock(mu_);
+    if (last_error_ == st.message()) return;  // logged already
+    last_error_ = st.message();
+  }
+  Log(fmt::format("bus: {} (retrying every {} ms; trading is not affected)", st.message(),
+                  options_.retry.count()));
+}
+
+Status Publisher::Connect() {
+  natsOptions* opts = nullptr;
+  if (natsOptions_Create(&opts) != NATS_OK) return Unavailable("bus: cannot create NATS options");
+  std::vector<const char*> urls;
+  for (const std::string& s : options_.servers) urls.push_back(s.c_str());
+  const std::string name = fmt::format("matchbook {} publisher", options_.venue);
+  natsStatus s = natsOptions_SetServers(opts, urls.data(), static_cast<int>(urls.size()));
+  if (s == NATS_OK) s = natsOptions_SetTimeout(opts, options_.timeout.count());
+  if (s == NATS_OK) s = natsOptions_SetName(opts, name.c_str());
+  if (s == NATS_OK) s = natsOptions_SetAllowReconnect(opts, true);
+  if (s == NATS_OK) s = natsOptions_SetMaxReconnect(opts, -1);
+  if (s == NATS_OK) s = natsOptions_SetReconnectWait(opts, options_.retry.count());
+  auto nats = std::make_unique<Nats>();
+  if (s == NATS_OK) s = natsConnection_Connect(&nats->conn, opts);
+  natsOptions_Destroy(opts);
+  if (s != NATS_OK) {
+    std::string list;
+    for (const std::string& u : options_.servers) list += (list.empty() ? "" : ",") + u;
+    return Unavailable(NatsError(fmt::format("cannot connect to NATS at {}", list), s, 0));
+  }
+  jsOptions jo;
+  jsOptions_Init(&jo);
+  jo.Wait = options_.timeout.count();
+  if (s = natsConnection_JetStream(&nats->js, nats->conn, &jo); s != NATS_OK) {
+    return Unavailable(NatsError("JetStream context", s, 0));
+  }
+  nats_ = std::move(nats);
+  return Status::Ok();
+}
+
+Status Publisher::Resume() {
+  jsCtx* js = nats_->js;
+  const std::string description = StreamDescription(options_.venue, config_hash_);
+  jsStreamInfo* si = nullptr;
+  jsErrCode code = static_cast<jsErrCode>(0);
+  natsStatus s = js_GetStreamInfo(&si, js, stream_.c_str(), nullptr, &code);
+  if (s == NATS_NOT_FOUND || code == JSStreamNotFoundErr) {
+    jsStreamConfig cfg;
+    jsStreamConfig_Init(&cfg);
+    const char* subjects[] = {subject_.c_str()};
+    cfg.Name = stream_.c_str();
+    cfg.Description = description.c_str();
+    cfg.Subjects = subjects;
+    cfg.SubjectsLen = 1;
+    cfg.Storage = js_FileStorage;
+    cfg.Replicas = options_.replicas;
+    cfg.MaxBytes = options_.max_bytes;
+    cfg.MaxAge = static_cast<int64_t>(options_.max_age.count()) * 1'000'000'000;
+    cfg.Duplicates = kDuplicateWindowNs;
+    cfg.Discard = js_DiscardOld;
+    code = static_cast<jsErrCode>(0);
+    s = js_AddStream(&si, js, &cfg, nullptr, &code);
+    if (s != NATS_OK) {
+      return Unavailable(NatsError(fmt::format("cannot create stream {}", stream_), s, static_cast<int>(code)));
+    }
+    Log(fmt::format("bus: created stream {} (subject {}, {} replica{}, at most {} MiB and {} h)",
+                    stream_, subject_, options_.replicas, options_.replicas == 1 ? "" : "s",
+                    options_.max_bytes >> 20, options_.max_age.count() / 3600));
+  } else if (s != NATS_OK) {
+    return Unavailable(NatsError(fmt::format("stream {}", stream_), s, static_cast<int>(code)));
+  }
+  const std::string theirs =
+      si->Config != nullptr && si->Config->Description != nullptr ? si->Config->Description : "";
+  bool has_subject = false;
+  if (si->Config != nullptr) {
+    for (int i = 0; i < si->Config->SubjectsLen; ++i) {
+      has_subject = has_subject || subject_ == si->Config->Subjects[i];
+    }
+  }
+  jsStreamInfo_Destroy(si);
+  if (theirs != description) {
+    return InvalidArgument(fmt::format(
+        "stream {} is not this venue's journal: it says \"{}\", this server is \"{}\" (another "
+        "venue or another configuration publishes there; name another stream in [bus])",
+        stream_, theirs, description));
+  }
+  if (!has_subject) {
+    return InvalidArgument(
+        fmt::format("stream {} does not take subject {}", stream_, subject_));
+  }
+
+  // Which record the stream ends with, and that message's stream sequence
+  // (what the next publish expects to follow).
+  uint64_t last = 0;
+  uint64_t last_checksum = 0;
+  uint64_t last_message = 0;
+  natsMsg* m = nullptr;
+  code = static_cast<jsErrCode>(0);
+  s = js_GetLastMsg(&m, js, stream_.c_str(), subject_.c_str(), nullptr, &code);
+  if (s == NATS_OK) {
+    const char* id = nullptr;
+    const bool has_id = natsMsgHeader_Get(m, "Nats-Msg-Id", &id) == NATS_OK && id != nullptr;
+    const auto* data = reinterpret_cast<const std::byte*>(natsMsg_GetData(m));
+    std::span<const std::byte> rest(data, static_cast<std::size_t>(natsMsg_GetDataLength(m)));
+    std::string damage;
+    while (!rest.empty()) {
+      const journal::ParsedRecord r = journal::ParseRecord(rest);
+      if (r.error != journal::RecordError::kOk) {
+        damage = fmt::format("a record after {} is not whole ({})", last,
+                             journal::ToString(r.error));
+        break;
+      }
+      last = r.header.seq;
+      last_checksum = r.header.checksum;
+      rest = rest.subspan(r.size);
+    }
+    last_message = natsMsg_GetSequence(m);
+    uint64_t id_seq = 0;
+    if (damage.empty() && (!has_id || !ParseU64(id, &id_seq) || id_seq != last || last == 0)) {
+      damage = fmt::format("its Nats-Msg-Id \"{}\" is not the sequence of its last record ({})",
+                           has_id ? id : "", last);
+    }
+    natsMsg_Destroy(m);
+    if (!damage.empty()) {
+      return InvalidArgument(fmt::format(
+          "the last message of stream {} is not a Matchbook journal message: {}", stream_,
+          damage));
+    }
+  } else if (s != NATS_NOT_FOUND && code != JSNoMessageFoundErr) {
+    return Unavailable(NatsError(fmt::format("last message of stream {}", stream_), s, static_cast<int>(code)));
+  }
+
+  const uint64_t durable = durable_.load(std::memory_order_acquire);
+  if (last > durable) {
+    return InvalidArgument(fmt::format(
+        "stream {} holds records up to {}, but this journal is durable only to {}: another "
+        "primary publishes to it, or this data directory is older than the stream",
+        stream_, last, durable));
+  }
+  if (last > 0) {
+    journal::JournalTail probe(data_dir_, config_hash_, last, options_.file_system);
+    uint64_t mine = 0;
+    auto got = probe.Read(durable, 1, [&](const journal::JournalRecord& r) {
+      mine = r.checksum;
+      return Status::Ok();
+    });
+    if (!got.ok()) return got.status();
+    if (*got == 0 || mine != last_checksum) {
+      return InvalidArgument(fmt::format(
+          "stream {} ends with a record {} that is not this journal's (checksum {:016x}, this "
+          "journal's {:016x}): another primary publishes to it",
+          stream_, last, last_checksum, mine));
+    }
+  }
+  tail_ = std::make_unique<journal::JournalTail>(data_dir_, config_hash_, last + 1,
+                                                 options_.file_system);
+  next_ = last + 1;
+  expect_message_ = last_message;
+  {
+    MutexLock lock(mu_);
+    published_.store(last, std::memory_order_release);
+  }
+  published_cv_.notify_all();
+  connected_.store(true, std::memory_order_relaxed);
+  Log(fmt::format("bus: stream {} holds records up to {}; publishing from {}", stream_, last,
+                  last + 1));
+  return Status::Ok();
+}
+
+Result<std::size_t> Publisher::PublishBatch() {
+  const uint64_t durable = durable_.load(std::memory_order_acquire);
+  if (next_ > durable) return std::size_t{0};
+  buf_.clear();
+  uint64_t last = 0;
+  std::size_t count = 0;
+  const journal::RecordFn append = [&](const journal::JournalRecord& r) -> Status {
+    const std::size_t at = buf_.size();
+    buf_.resize(at + journal::kRecordHeaderSize + r.payload.size());
+    journal::EncodeRecordHeader(
+        journal::RecordType::kCommandOutcome, r.seq, r.payload,
+        std::span<std::byte, journal::kRecordHeaderSize>(buf_.data() + at,
+                                                         journal::kRecordHeaderSize));
+    std::copy(r.payload.begin(), r.payload.end(), buf_.begin() + static_cast<std::ptrdiff_t>(at) +
+                                                      journal::kRecordHeaderSize);
+    last = r.seq;
+    ++count;
+    return Status::Ok();
+  };
+  while (buf_.size() < options_.message_bytes && tail_->next_seq() <= durable) {
+    auto got = tail_->Read(durable, 1, append);
+    if (!got.ok()) return got.status();
+    if (*got == 0) break;
+  }
+  if (count == 0) return std::size_t{0};
+
+  const std::string id = std::to_string(last);
+  natsMsg* m = nullptr;
+  natsStatus s = natsMsg_Create(&m, subject_.c_str(), nullptr,
+                                reinterpret_cast<const char*>(buf_.data()),
+                                static_cast<int>(buf_.size()));
+  if (s != NATS_OK) return Unavailable(NatsError("message", s, 0));
+  jsPubOptions po;
+  jsPubOptions_Init(&po);
+  po.MsgId = id.c_str();
+  po.ExpectStream = stream_.c_str();
+  // The stream must end with the message this publisher stored last (or be
+  // empty): a second writer's publish is refused instead of interleaved.
+  if (expect_message_ != 0) {
+    po.ExpectLastSeq = expect_message_;
+  } else {
+    po.ExpectNoMessage = true;
+  }
+  po.MaxWait = options_.timeout.count();
+  jsPubAck* ack = nullptr;
+  jsErrCode code = static_cast<jsErrCode>(0);
+  s = js_PublishMsg(&ack, nats_->js, m, &po, &code);
+  natsMsg_Destroy(m);
+  const uint64_t stored = ack != nullptr ? ack->Sequence : 0;
+  const bool duplicate = ack != nullptr && ack->Duplicate;
+  if (ack != nullptr) jsPubAck_Destroy(ack);
+  if (s != NATS_OK) {
+    if (code == JSStreamWrongLastSequenceErr) {
+      return Unavailable(fmt::format(
+          "stream {} no longer ends with message {}: another publisher wrote to it (checking "
+          "whose records it holds)",
+          stream_, expect_message_));
+    }
+    return Unavailable(NatsError(
+        fmt::format("publishing records {}..{} to {}", next_, last, stream_), s, static_cast<int>(code)));
+  }
+  if (duplicate) {
+    // The server already had a message with this id: whose it is is read
+    // from the stream before anything else is published.
+    return Unavailable(fmt::format(
+        "stream {} already held a message with id {} (checking whose records it holds)", stream_,
+        id));
+  }
+  next_ = last + 1;
+  expect_message_ = stored;
+  messages_.fetch_add(1, std::memory_order_relaxed);
+  records_.fetch_add(count, std::memory_order_relaxed);
+  bytes_.fetch_add(buf_.size(), std::memory_order_relaxed);
+  connected_.store(true, std::memory_order_relaxed);
+  bool recovered = false;
+  {
+    MutexLock lock(mu_);
+    published_.store(last, std::memory_order_release);
+    recovered = !last_error_.empty();
+    last_error_.clear();
+  }
+  published_cv_.notify_all();
+  if (recovered) Log(fmt::format("bus: publishing to {} again, at record {}", stream_, last));
+  return count;
+}
+
+void ShutdownNats() { nats_CloseAndWait(2000); }
+
+}  // namespace mb::bus

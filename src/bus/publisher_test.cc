@@ -1,0 +1,487 @@
+// The publisher against a real nats-server (started and stopped here, on a
+// loopback port, with its own store directory): every durable record in the
+// stream once and in order, across restarts of either side, a NATS outage,
+// a stream that lost its content, a second publisher, and bad input.
+#include "bus/publisher.h"
+
+#include <arpa/inet.h>
+#include <nats/nats.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <thread>
+
+#include "journal/journal_test_support.h"
+
+namespace mb::bus {
+namespace {
+
+using journal::History;
+using journal::TempDir;
+using namespace std::chrono_literals;
+
+std::string NatsServerBinary() {
+  for (const char* p : {"/usr/sbin/nats-server", "/usr/bin/nats-server"}) {
+    if (::access(p, X_OK) == 0) return p;
+  }
+  return "";
+}
+
+uint16_t FreePort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  socklen_t len = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+bool Accepts(uint16_t port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  ::close(fd);
+  return ok;
+}
+
+// One JetStream-enabled nats-server on a loopback port; Stop and Start again
+// keep its port and its store (a restart).
+class NatsServer {
+ public:
+  explicit NatsServer(std::filesystem::path dir) : dir_(std::move(dir)), port_(FreePort()) {}
+  ~NatsServer() { Stop(SIGKILL); }
+
+  void Start() {
+    const std::string bin = NatsServerBinary();
+    ASSERT_FALSE(bin.empty()) << "nats-server is not installed (scripts/bootstrap.sh installs it)";
+    const std::string port = std::to_string(port_);
+    const std::string store = (dir_ / "store").string();
+    const std::string log = (dir_ / "nats.log").string();
+    pid_ = ::fork();
+    ASSERT_GE(pid_, 0);
+    if (pid_ == 0) {
+      ::execl(bin.c_str(), bin.c_str(), "-js", "-a", "127.0.0.1", "-p", port.c_str(), "-sd",
+              store.c_str(), "-l", log.c_str(), static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    for (int i = 0; i < 200 && !Accepts(port_); ++i) std::this_thread::sleep_for(50ms);
+    ASSERT_TRUE(Accepts(port_)) << "nats-server did not start; see " << log;
+  }
+  void Stop(int sig = SIGTERM) {
+    if (pid_ <= 0) return;
+    ::kill(pid_, sig);
+    int st = 0;
+    ::waitpid(pid_, &st, 0);
+    pid_ = -1;
+  }
+  std::string url() const { return fmt::format("nats://127.0.0.1:{}", port_); }
+
+ private:
+  std::filesystem::path dir_;
+  uint16_t port_;
+  pid_t pid_ = -1;
+};
+
+// A record as the stream holds it, and the message it came in.
+struct Published {
+  uint64_t seq = 0;
+  uint64_t checksum = 0;
+  uint64_t message = 0;  // stream sequence
+};
+
+// Every record of every message in the stream, read with direct gets.
+class StreamReader {
+ public:
+  explicit StreamReader(const std::string& url) {
+    EXPECT_EQ(natsConnection_ConnectTo(&conn_, url.c_str()), NATS_OK);
+    if (conn_ != nullptr) {
+      EXPECT_EQ(natsConnection_JetStream(&js_, conn_, nullptr), NATS_OK);
+    }
+  }
+  ~StreamReader() {
+    if (js_ != nullptr) jsCtx_Destroy(js_);
+    if (conn_ != nullptr) natsConnection_Destroy(conn_);
+  }
+  jsCtx* js() { return js_; }
+
+  std::vector<Published> Records(const std::string& stream) {
+    std::vector<Published> out;
+    jsStreamInfo* si = nullptr;
+    if (js_GetStreamInfo(&si, js_, stream.c_str(), nullptr, nullptr) != NATS_OK) return out;
+    const uint64_t first = si->State.FirstSeq;
+    const uint64_t last = si->State.LastSeq;
+    jsStreamInfo_Destroy(si);
+    for (uint64_t n = first; n != 0 && n <= last; ++n) {
+      natsMsg* m = nullptr;
+      if (js_GetMsg(&m, js_, stream.c_str(), n, nullptr, nullptr) != NATS_OK) continue;
+      const char* id = nullptr;
+      EXPECT_EQ(natsMsgHeader_Get(m, "Nats-Msg-Id", &id), NATS_OK);
+      std::span<const std::byte> rest(reinterpret_cast<const std::byte*>(natsMsg_GetData(m)),
+                                      static_cast<std::size_t>(natsMsg_GetDataLength(m)));
+      uint64_t last_in_msg = 0;
+      while (!rest.empty()) {
+        const journal::ParsedRecord r = journal::ParseRecord(rest);
+        EXPECT_EQ(r.error, journal::RecordError::kOk) << "message " << n;
+        if (r.error != journal::RecordError::kOk) break;
+        out.push_back({r.header.seq, r.header.checksum, n});
+        last_in_msg = r.header.seq;
+        rest = rest.subspan(r.size);
+      }
+      EXPECT_EQ(std::string(id != nullptr ? id : ""), std::to_string(last_in_msg))
+          << "message " << n << ": Nats-Msg-Id is its last record's sequence";
+      natsMsg_Destroy(m);
+    }
+    return out;
+  }
+
+ private:
+  natsConnection* conn_ = nullptr;
+  jsCtx* js_ = nullptr;
+};
+
+// records 1..n, each once, in order, with the journal's checksums.
+::testing::AssertionResult HoldsExactly(const std::vector<Published>& got,
+                                        const std::vector<uint64_t>& sums, uint64_t n) {
+  if (got.size() != n) {
+    return ::testing::AssertionFailure() << got.size() << " records in the stream, expected " << n;
+  }
+  for (uint64_t i = 0; i < n; ++i) {
+    if (got[i].seq != i + 1) {
+      return ::testing::AssertionFailure()
+             << "position " << i << " holds record " << got[i].seq << ", expected " << i + 1;
+    }
+    if (got[i].checksum != sums[i]) {
+      return ::testing::AssertionFailure() << "record " << i + 1 << ": checksum differs";
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+class PublisherTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    nats_ = std::make_unique<NatsServer>(tmp_.path());
+    nats_->Start();
+    history_ = journal::MakeHistory(7, 400);
+  }
+
+  PublisherOptions Options(std::string venue = "test") {
+    PublisherOptions o;
+    o.servers = {nats_->url()};
+    o.venue = std::move(venue);
+    o.message_bytes = 2048;  // several records per message, many messages
+    o.timeout = 1000ms;
+    o.retry = 100ms;
+    o.log = [this](std::string_view line) {
+      std::lock_guard<std::mutex> lock(log_mu_);
+      log_ += std::string(line) + "\n";
+    };
+    return o;
+  }
+  std::string LogText() {
+    std::lock_guard<std::mutex> lock(log_mu_);
+    return log_;
+  }
+
+  // Appends records first..last of h to the journal in dir; returns all sums so far.
+  void Append(const std::filesystem::path& dir, const History& h, uint64_t first, uint64_t last,
+              std::vector<uint64_t>* sums) {
+    auto got = journal::AppendHistory(dir, h, first, last, journal::Options());
+    ASSERT_TRUE(got.ok()) << got.status().message();
+    sums->insert(sums->end(), got->begin(), got->end());
+  }
+
+  // Waits (bounded) for the publisher to report an error containing `text`.
+  static bool ErrorSays(const Publisher& p, std::string_view text) {
+    for (int i = 0; i < 200; ++i) {
+      if (p.stats().last_error.find(text) != std::string::npos) return true;
+      std::this_thread::sleep_for(25ms);
+    }
+    return false;
+  }
+
+  TempDir tmp_;
+  std::unique_ptr<NatsServer> nats_;
+  History history_;
+  std::mutex log_mu_;
+  std::string log_;
+};
+
+TEST_F(PublisherTest, PublishesEveryDurableRecordOnceInOrder) {
+  const auto dir = tmp_ / "data";
+  std::vector<uint64_t> sums;
+  Append(dir, history_, 1, 300, &sums);
+  Publisher p(dir, history_.config_hash, Options());
+  p.Start(300);
+  ASSERT_TRUE(p.WaitPublished(300, 20s)) << p.stats().last_error;
+  // Records made durable while it runs follow.
+  Append(dir, history_, 301, 400, &sums);
+  p.NotifyDurable(400);
+  ASSERT_TRUE(p.WaitPublished(400, 20s)) << p.stats().last_error;
+  const PublisherStats st = p.stats();
+  p.Stop();
+  EXPECT_EQ(st.lag_events, 0u);
+  EXPECT_EQ(st.records, 400u);
+  EXPECT_GT(st.messages, 10u) << "2 KiB messages hold a few records each";
+  EXPECT_LT(st.messages, st.records);
+  StreamReader r(nats_->url());
+  EXPECT_TRUE(HoldsExactly(r.Records(p.stream()), sums, 400));
+  EXPECT_EQ(p.stream(), "MATCHBOOK_test");
+  EXPECT_EQ(p.subject(), "mb.test.journal");
+}
+
+TEST_F(PublisherTest, ResumesAfterEitherSideRestartsWithoutGapOrDuplicate) {
+  const auto dir = tmp_ / "data";
+  std::vector<uint64_t> sums;
+  Append(dir, history_, 1, 100, &sums);
+  {
+    Publisher p(dir, history_.config_hash, Options());
+    p.Start(100);
+    ASSERT_TRUE(p.WaitPublished(100, 20s)) << p.stats().last_error;
+    p.Stop();
+  }
+  Append(dir, history_, 101, 200, &sums);
+  nats_->Stop();  // NATS restarts too, keeping its store
+  nats_->Start();
+  Publisher p(dir, history_.config_hash, Options());
+  p.Start(200);
+  ASSERT_TRUE(p.WaitPublished(200, 20s)) << p.stats().last_error;
+  EXPECT_NE(LogText().find("holds records up to 100; publishing from 101"), std::string::npos)
+      << LogText();
+  p.Stop();
+  StreamReader r(nats_->url());
+  EXPECT_TRUE(HoldsExactly(r.Records(p.stream()), sums, 200));
+}
+
+TEST_F(PublisherTest, NatsDownShowsAsLagThenCatchesUp) {
+  const auto dir = tmp_ / "data";
+  std::vector<uint64_t> sums;
+  Append(dir, history_, 1, 50, &sums);
+  Publisher p(dir, history_.config_hash, Options());
+  p.Start(50);
+  ASSERT_TRUE(p.WaitPublished(50, 20s)) << p.stats().last_error;
+  nats_->Stop(SIGKILL);
+  Append(dir, history_, 51, 120, &sums);
+  p.NotifyDurable(120);  // the fan-out thread's call: returns at once
+  for (int i = 0; i < 200 && p.stats().last_error.empty(); ++i) std::this_thread::sleep_for(25ms);
+  PublisherStats down = p.stats();
+  EXPECT_FALSE(down.last_error.empty());
+  EXPECT_FALSE(down.connected);
+  EXPECT_EQ(down.published_seq, 50u);
+  EXPECT_EQ(down.lag_events, 70u);
+  nats_->Start();
+  ASSERT_TRUE(p.WaitPublished(120, 30s)) << p.stats().last_error;
+  EXPECT_TRUE(p.stats().last_error.empty());
+  EXPECT_TRUE(p.stats().connected);
+  p.Stop();
+  StreamReader r(nats_->url());
+  EXPECT_TRUE(HoldsExactly(r.Records(p.stream()), sums, 120));
+}
+
+TEST_F(PublisherTest, RefillsAStreamThatLostItsContent) {
+  const auto dir = tmp_ / "data";
+  std::vector<uint64_t> sums;
+  Append(dir, history_, 1, 150, &sums);
+  {
+    Publisher p(dir, history_.config_hash, Options());
+    p.Start(150);
+    ASSERT_TRUE(p.WaitPublished(150, 20s)) << p.stats().last_error;
+    p.Stop();
+  }
+  {
+    StreamReader r(nats_->url());
+    ASSERT_EQ(js_PurgeStream(r.js(), "MATCHBOOK_test", nullptr, nullptr), NATS_OK);
+    ASSERT_TRUE(r.Records("MATCHBOOK_test").empty());
+  }
+  Publisher p(dir, history_.config_hash, Options());
+  p.Start(150);
+  ASSERT_TRUE(p.WaitPublished(150, 20s)) << p.stats().last_error;
+  p.Stop();
+  StreamReader r(nats_->url());
+  EXPECT_TRUE(HoldsExactly(r.Records(p.stream()), sums, 150));
+}
+
+TEST_F(PublisherTest, ASecondPrimaryIsRefusedAndSaysSo) {
+  const auto dir_a = tmp_ / "a";
+  const auto dir_b = tmp_ / "b";
+  std::vector<uint64_t> sums_a;
+  std::vector<uint64_t> sums_b;
+  const History other = journal::MakeHistory(8, 400);  // same configuration, other trading
+  ASSERT_EQ(other.config_hash, history_.config_hash);
+  Append(dir_a, history_, 1, 80, &sums_a);
+  Append(dir_b, other, 1, 90, &sums_b);
+  Publisher a(dir_a, history_.config_hash, Options());
+  a.Start(80);
+  ASSERT_TRUE(a.WaitPublished(80, 20s)) << a.stats().last_error;
+
+  // Ahead of the stream, with another record 80.
+  Publisher b(dir_b, other.config_hash, Options());
+  b.Start(90);
+  EXPECT_TRUE(ErrorSays(b, "another primary publishes to it")) << b.stats().last_error;
+  EXPECT_EQ(b.stats().published_seq, 0u);
+  b.Stop();
+
+  // Behind the stream.
+  std::vector<uint64_t> sums_c;
+  const auto dir_c = tmp_ / "c";
+  Append(dir_c, other, 1, 60, &sums_c);
+  Publisher c(dir_c, other.config_hash, Options());
+  c.Start(60);
+  EXPECT_TRUE(ErrorSays(c, "durable only to 60")) << c.stats().last_error;
+  c.Stop();
+
+  // The first goes on alone; the stream holds only its records.
+  Append(dir_a, history_, 81, 100, &sums_a);
+  a.NotifyDurable(100);
+  ASSERT_TRUE(a.WaitPublished(100, 20s)) << a.stats().last_error;
+  a.Stop();
+  StreamReader r(nats_->url());
+  EXPECT_TRUE(HoldsExactly(r.Records(a.stream()), sums_a, 100));
+}
+
+TEST_F(PublisherTest, TwoPrimariesRacingNeverInterleave) {
+  // Two primaries with different journals start together on an empty
+  // stream: the condition on the stream's last message lets exactly one of
+  // them write; the stream holds that one's records only, and the other
+  // stops with the reason.
+  const auto dir_a = tmp_ / "a";
+  const auto dir_b = tmp_ / "b";
+  const History other = journal::MakeHistory(9, 400);
+  std::vector<uint64_t> sums_a;
+  std::vector<uint64_t> sums_b;
+  Append(dir_a, history_, 1, 400, &sums_a);
+  Append(dir_b, other, 1, 400, &sums_b);
+  Publisher a(dir_a, history_.config_hash, Options());
+  PublisherOptions ob = Options();
+  ob.message_bytes = 3000;  // other message ids: de-duplication cannot stand in
+  Publisher b(dir_b, other.config_hash, ob);
+  a.Start(400);
+  b.Start(400);
+  bool done = false;
+  for (int i = 0; i < 400 && !done; ++i) {
+    const auto refused = [](const Publisher& p) {
+      return p.stats().last_error.find("another primary") != std::string::npos;
+    };
+    done = (a.stats().published_seq == 400 && refused(b)) ||
+           (b.stats().published_seq == 400 && refused(a));
+    std::this_thread::sleep_for(25ms);
+  }
+  const bool a_won = a.stats().published_seq == 400;
+  Publisher& loser = a_won ? b : a;
+  EXPECT_TRUE(done) << a.stats().last_error << " / " << b.stats().last_error;
+  EXPECT_NE(loser.stats().last_error.find("another primary"), std::string::npos)
+      << loser.stats().last_error;
+  a.Stop();
+  b.Stop();
+  StreamReader r(nats_->url());
+  EXPECT_TRUE(HoldsExactly(r.Records(a.stream()), a_won ? sums_a : sums_b, 400));
+}
+
+TEST_F(PublisherTest, AStreamOfAnotherVenueOrConfigurationIsRefused) {
+  const auto dir = tmp_ / "data";
+  std::vector<uint64_t> sums;
+  Append(dir, history_, 1, 20, &sums);
+  {
+    Publisher p(dir, history_.config_hash, Options());
+    p.Start(20);
+    ASSERT_TRUE(p.WaitPublished(20, 20s)) << p.stats().last_error;
+    p.Stop();
+  }
+  PublisherOptions o = Options("elsewhere");
+  o.stream = "MATCHBOOK_test";  // pointed at the test venue's stream
+  o.subject = "mb.test.journal";
+  Publisher other_venue(dir, history_.config_hash, o);
+  other_venue.Start(20);
+  EXPECT_TRUE(ErrorSays(other_venue, "is not this venue's journal")) << other_venue.stats().last_error;
+  other_venue.Stop();
+  Publisher other_config(dir, history_.config_hash ^ 1, Options());
+  other_config.Start(20);
+  EXPECT_TRUE(ErrorSays(other_config, "another venue or another configuration"))
+      << other_config.stats().last_error;
+  other_config.Stop();
+}
+
+TEST_F(PublisherTest, ADamagedLastMessageIsRefused) {
+  const auto dir = tmp_ / "data";
+  std::vector<uint64_t> sums;
+  Append(dir, history_, 1, 30, &sums);
+  {
+    Publisher p(dir, history_.config_hash, Options());
+    p.Start(30);
+    ASSERT_TRUE(p.WaitPublished(30, 20s)) << p.stats().last_error;
+    p.Stop();
+  }
+  {
+    StreamReader r(nats_->url());
+    const char junk[] = "not a journal record at all, just bytes";
+    ASSERT_EQ(js_Publish(nullptr, r.js(), "mb.test.journal", junk, sizeof junk, nullptr, nullptr),
+              NATS_OK);
+  }
+  Publisher p(dir, history_.config_hash, Options());
+  p.Start(30);
+  EXPECT_TRUE(ErrorSays(p, "is not a Matchbook journal message")) << p.stats().last_error;
+  EXPECT_EQ(p.stats().published_seq, 0u);
+  p.Stop();
+}
+
+TEST_F(PublisherTest, AnUnreachableServerIsAnErrorNotAStall) {
+  const auto dir = tmp_ / "data";
+  std::vector<uint64_t> sums;
+  Append(dir, history_, 1, 10, &sums);
+  PublisherOptions o = Options();
+  o.servers = {fmt::format("nats://127.0.0.1:{}", FreePort())};
+  Publisher p(dir, history_.config_hash, o);
+  p.Start(10);
+  EXPECT_TRUE(ErrorSays(p, "cannot connect to NATS at nats://127.0.0.1:")) << p.stats().last_error;
+  EXPECT_EQ(p.stats().lag_events, 10u);
+  p.NotifyDurable(10);
+  p.Stop();
+  EXPECT_NE(LogText().find("trading is not affected"), std::string::npos) << LogText();
+}
+
+TEST(BusNames, ServersVenuesAndDefaults) {
+  auto one = ParseServers("nats://127.0.0.1:4222");
+  ASSERT_TRUE(one.ok());
+  EXPECT_EQ(*one, std::vector<std::string>{"nats://127.0.0.1:4222"});
+  auto list = ParseServers("nats://a:4222, b:4223");
+  ASSERT_TRUE(list.ok()) << list.status().message();
+  EXPECT_EQ(*list, (std::vector<std::string>{"nats://a:4222", "nats://b:4223"}));
+  for (std::string_view bad : {"", "nats://", "nats://host", "host:0", "host:99999",
+                               "http://a:4222", "a:4222,", "a:42x", "a b:4222"}) {
+    auto r = ParseServers(bad);
+    EXPECT_FALSE(r.ok()) << bad;
+    if (!r.ok()) {
+      EXPECT_NE(r.status().message().find("nats://host:port"), std::string::npos);
+    }
+  }
+  EXPECT_TRUE(CheckVenue("matchbook").ok());
+  EXPECT_TRUE(CheckVenue("Venue_2-b").ok());
+  const std::string_view bad_venues[] = {"", "a.b", "a b", "a*", "a>",
+                                         "0123456789abcdef0123456789abcdefX"};
+  for (std::string_view bad : bad_venues) {
+    EXPECT_FALSE(CheckVenue(bad).ok()) << bad;
+  }
+  EXPECT_EQ(DefaultStream("matchbook"), "MATCHBOOK_matchbook");
+  EXPECT_EQ(DefaultSubject("matchbook"), "mb.matchbook.journal");
+}
+
+// The NATS library's threads end with the test program.
+class NatsLibrary : public ::testing::Environment {
+ public:
+  void TearDown() override { ShutdownNats(); }
+};
+const auto* const kNatsLibrary = ::testing::AddGlobalTestEnvironment(new NatsLibrary);
+
+}  // namespace
+}  // namespace mb::bus
