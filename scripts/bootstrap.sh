@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs every Debian 12 package Matchbook needs to build, test and run
 # (e2fsprogs, mount and util-linux: the power-cut and full-disk tests make
-# ext4 file systems on loop devices).
+# ext4 file systems on loop devices; nats-server: the bus tests start their
+# own, on loopback ports).
 # Idempotent: packages already present are skipped, so a second run is quick.
 set -euo pipefail
 
@@ -12,6 +13,7 @@ packages=(
   libtomlplusplus-dev libxxhash-dev libcli11-dev libfmt-dev
   libzstd-dev libconcurrentqueue-dev libboost1.81-dev libssl-dev
   libsqlite3-dev libpq-dev postgresql-15
+  libnats-dev nats-server
   libspdlog-dev prometheus curl python3 openssl
   e2fsprogs mount util-linux
 )

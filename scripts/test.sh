@@ -181,10 +181,11 @@ fi
 
 if want tsan; then
   # The multi-threaded parts (rings, wait strategies, the pipeline, the crash
-  # test, the gateway's threads, the projector and its checkpointer, metrics,
-  # logs) under ThreadSanitizer; the single-threaded suites gain nothing there.
+  # test, the gateway's threads, the projector and its checkpointer, the bus
+  # publisher, metrics, logs) under ThreadSanitizer; the single-threaded
+  # suites gain nothing there.
   # Only the test binaries of the selected labels are built.
-  labels='concurrency|exchange|crash|gateway|^projection$|metrics|^log$'
+  labels='concurrency|exchange|crash|gateway|^projection$|^bus$|metrics|^log$'
   exclude='gateway_(api|json)|metrics_prometheus'
   begin "tsan build" "configure and build the multi-threaded tests"
   cmake --preset tsan >/dev/null

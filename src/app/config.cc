@@ -17,6 +17,7 @@
 
 #include "common/checked.h"
 #include "common/decimal.h"
+#include "bus/publisher.h"
 #include "common/status.h"
 #include "common/strong.h"
 #include "engine/market.h"
@@ -30,9 +31,12 @@ using engine::EngineConfig;
 using engine::MarketSpec;
 using engine::MarketStatus;
 
-constexpr std::string_view kTopKeys[] = {"engine",     "assets",    "markets", "server",
-                                         "journal",    "snapshots", "threads", "gateway",
-                                         "projection", "metrics"};
+constexpr std::string_view kTopKeys[] = {"engine",  "assets",     "markets", "server",
+                                         "journal", "snapshots",  "threads", "gateway",
+                                         "venue",   "projection", "metrics", "bus"};
+constexpr std::string_view kBusKeys[] = {"nats",          "stream",     "subject",   "replicas",
+                                         "max_mb",        "max_age_hours", "message_kb",
+                                         "linger_us",     "timeout_ms"};
 constexpr std::string_view kMetricsKeys[] = {
     "remote", "port", "flight_threshold_ms", "flight_window_ms", "flight_capacity", "flight_keep"};
 constexpr std::string_view kProjectionKeys[] = {
@@ -429,7 +433,44 @@ class Loader {
     MB_RETURN_IF_ERROR(ReadStage(t, "journal", &r->journal_stage));
     MB_RETURN_IF_ERROR(ReadGateway(root, &r->gateway));
     MB_RETURN_IF_ERROR(ReadMetrics(root, &r->metrics));
+    MB_RETURN_IF_ERROR(ReadBus(root, r));
     return ReadProjection(root, &r->projection);
+  }
+
+  Status ReadBus(const toml::table& root, RuntimeConfig* r) const {
+    const toml::node* where = nullptr;
+    MB_RETURN_IF_ERROR(OptionalString(&root, "", "venue", &r->venue, &where));
+    if (where != nullptr) {
+      if (Status s = bus::CheckVenue(r->venue); !s.ok()) return At(*where, "venue", s.message());
+    }
+    const toml::table* t = nullptr;
+    BusConfig* b = &r->bus;
+    MB_RETURN_IF_ERROR(OptionalTable(root, "", "bus", kBusKeys, &t));
+    MB_RETURN_IF_ERROR(OptionalString(t, "bus", "nats", &b->nats, &where));
+    if (where != nullptr && !b->nats.empty()) {
+      if (auto servers = bus::ParseServers(b->nats); !servers.ok()) {
+        return At(*where, "bus.nats", servers.status().message());
+      }
+    }
+    MB_RETURN_IF_ERROR(OptionalString(t, "bus", "stream", &b->stream, &where));
+    if (where != nullptr && !b->stream.empty() &&
+        b->stream.find_first_of(" .*>") != std::string::npos) {
+      return At(*where, "bus.stream", "a stream name has no spaces, '.', '*' or '>'");
+    }
+    MB_RETURN_IF_ERROR(OptionalString(t, "bus", "subject", &b->subject, &where));
+    if (where != nullptr && !b->subject.empty() &&
+        (b->subject.find_first_of(" *>") != std::string::npos || b->subject.front() == '.' ||
+         b->subject.back() == '.')) {
+      return At(*where, "bus.subject",
+                "a subject is dot-separated tokens without spaces or wildcards");
+    }
+    MB_RETURN_IF_ERROR(OptionalInt(t, "bus", "replicas", 1, 5, &b->replicas));
+    MB_RETURN_IF_ERROR(OptionalInt(t, "bus", "max_mb", 1, int64_t{1} << 30, &b->max_mb));
+    MB_RETURN_IF_ERROR(OptionalInt(t, "bus", "max_age_hours", 1, 87'600, &b->max_age_hours));
+    MB_RETURN_IF_ERROR(OptionalInt(t, "bus", "message_kb", 1, 900, &b->message_kb));
+    MB_RETURN_IF_ERROR(OptionalInt(t, "bus", "linger_us", 0, 1'000'000, &b->linger_us));
+    MB_RETURN_IF_ERROR(OptionalInt(t, "bus", "timeout_ms", 100, 60'000, &b->timeout_ms));
+    return Status::Ok();
   }
 
   Status ReadMetrics(const toml::table& root, MetricsConfig* m) const {

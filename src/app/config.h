@@ -33,6 +33,12 @@
 //                batch_wait_ms (50), catchup_batch_events (20000), wal_max_mb (64: the
 //                SQLite write-ahead log's ceiling, at least 4), cache_mb (64: SQLite's
 //                page cache)
+//   venue        (top-level key) the instance's name ("matchbook"): 1-32 of [A-Za-z0-9_-]
+//   [bus]        nats ("": no bus; a URL or a comma-separated list of a cluster's),
+//                stream ("MATCHBOOK_<venue>"), subject ("mb.<venue>.journal"),
+//                replicas (1; 3 for a cluster), max_mb (32768) and max_age_hours (168):
+//                the stream's limits, message_kb (256), linger_us (2000: a message not
+//                full waits this long for more records), timeout_ms (2000)
 //   [metrics]    remote (false: /metrics answers loopback peers only), port (0: no
 //                separate metrics port), flight_threshold_ms (50; 0 = no dumps),
 //                flight_window_ms (5000), flight_capacity (65536, a power of two),
@@ -87,7 +93,21 @@ struct MetricsConfig {
   uint32_t flight_keep = 20;            // dump files kept
 };
 
+// [bus]: the journal published to a NATS JetStream stream (docs/bus.md).
+struct BusConfig {
+  std::string nats;     // "": no bus
+  std::string stream;   // "": MATCHBOOK_<venue>
+  std::string subject;  // "": mb.<venue>.journal
+  uint32_t replicas = 1;
+  uint64_t max_mb = 32768;
+  uint32_t max_age_hours = 168;
+  uint32_t message_kb = 256;
+  uint32_t linger_us = 2000;
+  uint32_t timeout_ms = 2000;
+};
+
 struct RuntimeConfig {
+  std::string venue = "matchbook";
   std::string data_dir = "data";
   journal::JournalOptions journal;
   exchange::SnapshotOptions snapshots;
@@ -98,6 +118,7 @@ struct RuntimeConfig {
   gateway::GatewayOptions gateway;  // [gateway]: listen address, limits, history sizes
   ProjectionConfig projection;
   MetricsConfig metrics;
+  BusConfig bus;
 };
 
 struct Config {

@@ -523,5 +523,52 @@ TEST(ParseConfig, MetricsTableIsOptionalAndParsed) {
   EXPECT_EQ(partial->runtime.metrics.flight_threshold_ms, 50u) << "unset keys keep their defaults";
 }
 
+TEST(ParseConfig, VenueAndBusTableAreOptionalAndParsed) {
+  auto base = ParseFullConfig(Edit(), "test.toml");
+  ASSERT_TRUE(base.ok()) << base.status().message();
+  EXPECT_EQ(base->runtime.venue, "matchbook");
+  EXPECT_TRUE(base->runtime.bus.nats.empty()) << "no bus unless asked for";
+  EXPECT_EQ(base->runtime.bus.replicas, 1u);
+  EXPECT_EQ(base->runtime.bus.max_age_hours, 168u);
+
+  // A top-level key precedes every table.
+  auto c = ParseFullConfig("venue = \"east-1\"\n" + Edit() +
+                               "[bus]\nnats = \"nats://a:4222,nats://b:4222\"\n"
+                               "stream = \"JOURNAL\"\nsubject = \"x.journal\"\nreplicas = 3\n"
+                               "max_mb = 1024\nmax_age_hours = 24\nmessage_kb = 64\n"
+                               "linger_us = 0\ntimeout_ms = 500\n",
+                           "test.toml");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->runtime.venue, "east-1");
+  const BusConfig& b = c->runtime.bus;
+  EXPECT_EQ(b.nats, "nats://a:4222,nats://b:4222");
+  EXPECT_EQ(b.stream, "JOURNAL");
+  EXPECT_EQ(b.subject, "x.journal");
+  EXPECT_EQ(b.replicas, 3u);
+  EXPECT_EQ(b.max_mb, 1024u);
+  EXPECT_EQ(b.max_age_hours, 24u);
+  EXPECT_EQ(b.message_kb, 64u);
+  EXPECT_EQ(b.linger_us, 0u);
+  EXPECT_EQ(b.timeout_ms, 500u);
+
+  const std::pair<std::string, std::string> bad[] = {
+      {"venue = \"a.b\"\n" + Edit(), "venue: venue \"a.b\""},
+      {"venue = 5\n" + Edit(), "venue"},
+      {Edit() + "[bus]\nnats = \"http://a:4222\"\n", "bus.nats: "},
+      {Edit() + "[bus]\nnats = \"a\"\n", "bus.nats: "},
+      {Edit() + "[bus]\nreplicas = 0\n", "bus.replicas: "},
+      {Edit() + "[bus]\nreplicas = 7\n", "bus.replicas: "},
+      {Edit() + "[bus]\nstream = \"A.B\"\n", "bus.stream: "},
+      {Edit() + "[bus]\nsubject = \"mb.*\"\n", "bus.subject: "},
+      {Edit() + "[bus]\nsubjet = \"x\"\n", "bus.subjet: "},
+      {Edit() + "[bus]\nmessage_kb = 2000\n", "bus.message_kb: "},
+  };
+  for (const auto& [text, want] : bad) {
+    auto r = ParseFullConfig(text, "test.toml");
+    ASSERT_FALSE(r.ok()) << want;
+    EXPECT_NE(r.status().message().find(want), std::string::npos) << r.status().message();
+  }
+}
+
 }  // namespace
 }  // namespace mb::app

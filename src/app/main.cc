@@ -35,6 +35,7 @@
 #include <string>
 #include <thread>
 
+#include "app/bus.h"
 #include "app/config.h"
 #include "app/demo.h"
 #include "app/demo_config.h"
@@ -207,9 +208,29 @@ int Serve(const mb::app::Config& cfg, const std::string& source, bool recover_on
   // wake-up. Declared after what its handlers use, so it stops first.
   mb::fanout::SequenceHandler projector_feed(
       [&projector](uint64_t seq) { projector.NotifyDurable(seq); });
+  // The journal on the bus ([bus] nats, --nats): its own thread, told the
+  // durable sequence by the fan-out stage; without a NATS URL, nothing.
+  std::unique_ptr<mb::bus::Publisher> publisher;
+  std::unique_ptr<mb::fanout::SequenceHandler> publisher_feed;
+  const std::string& nats = cfg.runtime.bus.nats;
+  if (!nats.empty()) {
+    auto servers = mb::bus::ParseServers(nats);
+    if (!servers.ok()) return ServeFail(servers.status());
+    mb::bus::PublisherOptions bo = mb::app::BusOptionsFrom(cfg, std::move(*servers));
+    bo.log = mb::log::Sink("bus");
+    publisher = std::make_unique<mb::bus::Publisher>(
+        cfg.runtime.data_dir, mb::engine::HashConfig(cfg.engine), std::move(bo));
+    publisher_feed = std::make_unique<mb::fanout::SequenceHandler>(
+        [p = publisher.get()](uint64_t seq) { p->NotifyDurable(seq); });
+    mb::app::AddBusMetrics(registry, *publisher);
+    (*gw)->AddHealthSection("bus", [p = publisher.get(), nats] {
+      return mb::app::BusHealthJson(p->stats(), nats);
+    });
+  }
   mb::fanout::Stage fanout(mb::fanout::StageOptions{.timing = true});
   (*gw)->Wire(&o, &fanout);
   fanout.Add(&projector_feed);
+  if (publisher_feed) fanout.Add(publisher_feed.get());
   auto ex = mb::exchange::Exchange::Open(std::move(o));
   if (!ex.ok()) return ServeFail(ex.status());
   mb::log::Info("gateway", "thread " + fanout.Start());
@@ -223,12 +244,27 @@ int Serve(const mb::app::Config& cfg, const std::string& source, bool recover_on
                 fmt::format("history projection: {} (batches of up to {} events)",
                             Describe(store_options), cfg.runtime.projection.batch_events));
   mb::log::Info("projection", "thread " + projector.Start((*ex)->durable_seq()));
+  if (publisher) {
+    mb::log::Info("bus", fmt::format("publishing the journal to NATS {}: stream {}, subject {}",
+                                     nats, publisher->stream(), publisher->subject()));
+    mb::log::Info("bus", "thread " + publisher->Start((*ex)->durable_seq()));
+  }
   mb::app::ProjectionHistory history(store.get(), &projector);
   (*gw)->SetHistory(&history);
-  // Stopping: the projector applies what the journal made durable, briefly.
+  // Stopping: the projector applies what the journal made durable, briefly;
+  // the publisher sends it while NATS answers.
   auto stop_projector = [&] {
     projector.WaitApplied((*ex)->durable_seq(), std::chrono::seconds(5));
     projector.Stop();
+    if (publisher) {
+      if (publisher->stats().connected) {
+        publisher->WaitPublished((*ex)->durable_seq(), std::chrono::seconds(5));
+      }
+      publisher->Stop();
+      const mb::bus::PublisherStats bs = publisher->stats();
+      mb::log::Info("bus", fmt::format("stopped at record {} of {}", bs.published_seq,
+                                       bs.durable_seq));
+    }
   };
   if (recover_only) {
     Status s = (*ex)->Close();
@@ -571,6 +607,12 @@ int main(int argc, char** argv) {
   serve->add_option("--log-file", log_file, "Write the log to this file (default: stderr)")
       ->envname("MATCHBOOK_LOG_FILE");
 
+  std::string nats;
+  serve
+      ->add_option("--nats", nats,
+                   "Publish the journal to this NATS JetStream server (nats://host:port, or a "
+                   "comma-separated list of a cluster's); overrides bus.nats")
+      ->envname("MATCHBOOK_NATS");
   serve
       ->add_option("--metrics-port", metrics_port,
                    "Also serve /metrics alone on this port (0: off); overrides metrics.port")
@@ -671,6 +713,12 @@ int main(int argc, char** argv) {
   if (ip_weight >= 0)
     go.ip_limit.weight_per_minute = go.ip_limit.burst = static_cast<uint32_t>(ip_weight);
   if (metrics_port >= 0) cfg->runtime.metrics.port = static_cast<uint16_t>(metrics_port);
+  if (!nats.empty()) {
+    if (auto servers = mb::bus::ParseServers(nats); !servers.ok()) {
+      return Fail(Status(servers.status().code(), "--nats: " + servers.status().message()));
+    }
+    cfg->runtime.bus.nats = nats;
+  }
   if (flight_threshold_ms >= 0) {
     cfg->runtime.metrics.flight_threshold_ms = static_cast<uint32_t>(flight_threshold_ms);
   }
@@ -706,6 +754,7 @@ int main(int argc, char** argv) {
   log_options.file = log_file;
   if (Status s = mb::log::Init(log_options); !s.ok()) return Fail(s);
   const int rc = Serve(*cfg, source, recover_only);
+  if (!cfg->runtime.bus.nats.empty()) mb::bus::ShutdownNats();
   mb::log::Shutdown();
   return rc;
 }

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdio>
+#include <thread>
 
 #include "common/clock.h"
 #include "journal/format.h"
@@ -115,7 +116,7 @@ void Publisher::Log(std::string_view line) const {
   if (options_.log) {
     options_.log(line);
   } else {
-    std::fprintf(stderr, "%.*s\n", static_cast<int>(line.size()), line.data());
+    std::fprintf(stderr, "bus: %.*s\n", static_cast<int>(line.size()), line.data());
   }
 }
 
@@ -213,7 +214,7 @@ void Publisher::Fail(const Status& st) {
     if (last_error_ == st.message()) return;  // logged already
     last_error_ = st.message();
   }
-  Log(fmt::format("bus: {} (retrying every {} ms; trading is not affected)", st.message(),
+  Log(fmt::format("{} (retrying every {} ms; trading is not affected)", st.message(),
                   options_.retry.count()));
 }
 
@@ -272,7 +273,7 @@ Status Publisher::Resume() {
     if (s != NATS_OK) {
       return Unavailable(NatsError(fmt::format("cannot create stream {}", stream_), s, static_cast<int>(code)));
     }
-    Log(fmt::format("bus: created stream {} (subject {}, {} replica{}, at most {} MiB and {} h)",
+    Log(fmt::format("created stream {} (subject {}, {} replica{}, at most {} MiB and {} h)",
                     stream_, subject_, options_.replicas, options_.replicas == 1 ? "" : "s",
                     options_.max_bytes >> 20, options_.max_age.count() / 3600));
   } else if (s != NATS_OK) {
@@ -371,7 +372,7 @@ Status Publisher::Resume() {
   }
   published_cv_.notify_all();
   connected_.store(true, std::memory_order_relaxed);
-  Log(fmt::format("bus: stream {} holds records up to {}; publishing from {}", stream_, last,
+  Log(fmt::format("stream {} holds records up to {}; publishing from {}", stream_, last,
                   last + 1));
   return Status::Ok();
 }
@@ -395,10 +396,24 @@ Result<std::size_t> Publisher::PublishBatch() {
     ++count;
     return Status::Ok();
   };
-  while (buf_.size() < options_.message_bytes && tail_->next_seq() <= durable) {
-    auto got = tail_->Read(durable, 1, append);
-    if (!got.ok()) return got.status();
-    if (*got == 0) break;
+  // What is durable now; then, for a message not yet full, what becomes
+  // durable within the linger: at low rates one message (one round trip,
+  // one wake-up here and in the server) carries several records.
+  const int64_t deadline = SteadyNs() + options_.linger.count() * 1000;
+  uint64_t limit = durable;
+  for (;;) {
+    while (buf_.size() < options_.message_bytes && tail_->next_seq() <= limit) {
+      auto got = tail_->Read(limit, 1, append);
+      if (!got.ok()) return got.status();
+      if (*got == 0) break;
+    }
+    const int64_t now = SteadyNs();
+    if (buf_.size() >= options_.message_bytes || now >= deadline ||
+        stop_.load(std::memory_order_acquire)) {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::nanoseconds(deadline - now));
+    limit = durable_.load(std::memory_order_acquire);
   }
   if (count == 0) return std::size_t{0};
 
@@ -458,7 +473,7 @@ Result<std::size_t> Publisher::PublishBatch() {
     last_error_.clear();
   }
   published_cv_.notify_all();
-  if (recovered) Log(fmt::format("bus: publishing to {} again, at record {}", stream_, last));
+  if (recovered) Log(fmt::format("publishing to {} again, at record {}", stream_, last));
   return count;
 }
 

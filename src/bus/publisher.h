@@ -80,6 +80,9 @@ struct PublisherOptions {
   int64_t max_bytes = int64_t{16} << 30;                  // the stream's limit
   std::chrono::seconds max_age{std::chrono::hours(24 * 7)};  // the stream's limit
   std::size_t message_bytes = 256 << 10;  // a message ends after the record that passes this
+  // A message not yet full waits this long for more durable records (0: it
+  // leaves with what is durable).
+  std::chrono::microseconds linger{2000};
   std::chrono::milliseconds timeout{2000};  // connect, and each publish's ack
   std::chrono::milliseconds retry{500};     // after a failure
   std::function<void(std::string_view)> log;  // null: stderr

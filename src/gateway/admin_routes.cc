@@ -339,6 +339,11 @@ void Gateway::Impl::AdminHealth(Ctx& c) {
     }
     o["projection"] = std::move(p);
   }
+  for (const auto& [name, section] : health_sections_) {
+    boost::system::error_code ec;
+    json::value v = json::parse(section(), ec);
+    o[name] = ec ? json::value(nullptr) : std::move(v);
+  }
   Ok(c, json::serialize(o));
 }
 

@@ -511,6 +511,9 @@ void Gateway::Wire(exchange::ExchangeOptions* options, fanout::Stage* stage) {
   impl_->Wire(options, stage);
 }
 void Gateway::SetHistory(History* history) { impl_->SetHistory(history); }
+void Gateway::AddHealthSection(std::string name, std::function<std::string()> json) {
+  impl_->AddHealthSection(std::move(name), std::move(json));
+}
 Status Gateway::Start(exchange::Exchange* exchange) { return impl_->Start(exchange); }
 void Gateway::StopServer() { impl_->StopServer(); }
 void Gateway::Stop() { impl_->Stop(); }

@@ -42,6 +42,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -110,6 +111,10 @@ class Gateway {
   // side. Whoever owns it keeps it following the journal; the gateway only
   // reads. REQUIRES: before Start(); outlives Stop().
   void SetHistory(History* history);
+  // Adds `name` to GET /admin/v1/health: `json` returns a JSON object's text
+  // (called on an io thread at each request, so it must be thread-safe).
+  // REQUIRES: before Start().
+  void AddHealthSection(std::string name, std::function<std::string()> json);
   // Starts the history thread and the server.
   // REQUIRES: exchange opened with Wire()d options and outlives Stop().
   Status Start(exchange::Exchange* exchange);

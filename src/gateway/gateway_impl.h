@@ -328,6 +328,9 @@ class Gateway::Impl final : public HttpHandler, public WsApiBackend, public fano
   void Wire(exchange::ExchangeOptions* o, fanout::Stage* stage);
 
   void SetHistory(History* history);
+  void AddHealthSection(std::string name, std::function<std::string()> json) {
+    health_sections_.emplace_back(std::move(name), std::move(json));
+  }
 
   Status Start(exchange::Exchange* exchange);
 
@@ -714,6 +717,8 @@ class Gateway::Impl final : public HttpHandler, public WsApiBackend, public fano
   std::vector<Route> routes_;
   exchange::Exchange* exchange_ = nullptr;
   History* history_ = nullptr;  // the history endpoints' source when set
+  // Further objects in /admin/v1/health (set before Start, then read only).
+  std::vector<std::pair<std::string, std::function<std::string()>>> health_sections_;
   std::unique_ptr<Server> server_;
   std::unique_ptr<MetricsOnly> metrics_handler_;
   std::unique_ptr<Server> metrics_server_;  // with metrics_port
