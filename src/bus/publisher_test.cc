@@ -56,23 +56,28 @@ bool Accepts(uint16_t port) {
 }
 
 // One JetStream-enabled nats-server on a loopback port; Stop and Start again
-// keep its port and its store (a restart).
+// keep its port and its store (a restart). `extra`: more arguments (a
+// cluster's name and routes).
 class NatsServer {
  public:
-  explicit NatsServer(std::filesystem::path dir) : dir_(std::move(dir)), port_(FreePort()) {}
+  explicit NatsServer(std::filesystem::path dir, std::vector<std::string> extra = {})
+      : dir_(std::move(dir)), port_(FreePort()), extra_(std::move(extra)) {}
   ~NatsServer() { Stop(SIGKILL); }
 
   void Start() {
     const std::string bin = NatsServerBinary();
     ASSERT_FALSE(bin.empty()) << "nats-server is not installed (scripts/bootstrap.sh installs it)";
-    const std::string port = std::to_string(port_);
-    const std::string store = (dir_ / "store").string();
     const std::string log = (dir_ / "nats.log").string();
+    std::vector<std::string> args = {bin,   "-js", "-a", "127.0.0.1", "-p", std::to_string(port_),
+                                     "-sd", (dir_ / "store").string(), "-l", log};
+    args.insert(args.end(), extra_.begin(), extra_.end());
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
     pid_ = ::fork();
     ASSERT_GE(pid_, 0);
     if (pid_ == 0) {
-      ::execl(bin.c_str(), bin.c_str(), "-js", "-a", "127.0.0.1", "-p", port.c_str(), "-sd",
-              store.c_str(), "-l", log.c_str(), static_cast<char*>(nullptr));
+      ::execv(bin.c_str(), argv.data());
       ::_exit(127);
     }
     for (int i = 0; i < 200 && !Accepts(port_); ++i) std::this_thread::sleep_for(50ms);
@@ -90,6 +95,7 @@ class NatsServer {
  private:
   std::filesystem::path dir_;
   uint16_t port_;
+  std::vector<std::string> extra_;
   pid_t pid_ = -1;
 };
 
@@ -448,6 +454,81 @@ TEST_F(PublisherTest, AnUnreachableServerIsAnErrorNotAStall) {
   p.NotifyDurable(10);
   p.Stop();
   EXPECT_NE(LogText().find("trading is not affected"), std::string::npos) << LogText();
+}
+
+// Three nats-servers routed to each other on loopback: one JetStream
+// cluster, an R3 stream. One node is killed while records are published;
+// the publisher goes on through the other two, and the stream holds every
+// record once.
+TEST(PublisherCluster, ANodeOfThreeKilledUnderLoadLosesNothing) {
+  TempDir tmp;
+  std::vector<uint16_t> routes = {FreePort(), FreePort(), FreePort()};
+  std::vector<std::unique_ptr<NatsServer>> nodes;
+  for (std::size_t i = 0; i < 3; ++i) {
+    std::string others;
+    for (std::size_t j = 0; j < 3; ++j) {
+      if (j == i) continue;
+      others += fmt::format("{}nats://127.0.0.1:{}", others.empty() ? "" : ",", routes[j]);
+    }
+    const auto dir = tmp / fmt::format("n{}", i);
+    std::filesystem::create_directories(dir);
+    nodes.push_back(std::make_unique<NatsServer>(
+        dir, std::vector<std::string>{"--server_name", fmt::format("n{}", i), "--cluster_name",
+                                      "mb", "--cluster",
+                                      fmt::format("nats://127.0.0.1:{}", routes[i]), "--routes",
+                                      others}));
+  }
+  for (auto& n : nodes) n->Start();
+  const History h = journal::MakeHistory(11, 600);
+  const auto dir = tmp / "data";
+  std::vector<uint64_t> sums;
+  auto first = journal::AppendHistory(dir, h, 1, 200, journal::Options());
+  ASSERT_TRUE(first.ok()) << first.status().message();
+  sums = *first;
+
+  PublisherOptions o;
+  for (auto& n : nodes) o.servers.push_back(n->url());
+  o.venue = "cluster";
+  o.replicas = 3;
+  o.message_bytes = 2048;
+  o.timeout = 2000ms;
+  o.retry = 200ms;
+  o.log = [](std::string_view) {};
+  Publisher p(dir, h.config_hash, o);
+  p.Start(200);
+  // The cluster elects its JetStream leader first: the publisher retries until then.
+  ASSERT_TRUE(p.WaitPublished(200, 60s)) << p.stats().last_error;
+
+  // The node that leads the stream is the one that dies.
+  std::size_t leader = 0;
+  {
+    StreamReader r(nodes[0]->url());
+    jsStreamInfo* si = nullptr;
+    ASSERT_EQ(js_GetStreamInfo(&si, r.js(), "MATCHBOOK_cluster", nullptr, nullptr), NATS_OK);
+    ASSERT_NE(si->Cluster, nullptr);
+    ASSERT_NE(si->Cluster->Leader, nullptr);
+    leader = static_cast<std::size_t>(si->Cluster->Leader[1] - '0');
+    jsStreamInfo_Destroy(si);
+    ASSERT_LT(leader, 3u);
+  }
+  // Records keep coming while it dies.
+  for (uint64_t at = 201; at <= 600; at += 50) {
+    auto more = journal::AppendHistory(dir, h, at, at + 49, journal::Options());
+    ASSERT_TRUE(more.ok()) << more.status().message();
+    sums.insert(sums.end(), more->begin(), more->end());
+    p.NotifyDurable(at + 49);
+    if (at == 301) nodes[leader]->Stop(SIGKILL);
+    std::this_thread::sleep_for(20ms);
+  }
+  ASSERT_TRUE(p.WaitPublished(600, 60s)) << p.stats().last_error;
+  p.Stop();
+
+  StreamReader r(nodes[(leader + 1) % 3]->url());
+  jsStreamInfo* si = nullptr;
+  ASSERT_EQ(js_GetStreamInfo(&si, r.js(), "MATCHBOOK_cluster", nullptr, nullptr), NATS_OK);
+  EXPECT_EQ(si->Config->Replicas, 3);
+  jsStreamInfo_Destroy(si);
+  EXPECT_TRUE(HoldsExactly(r.Records("MATCHBOOK_cluster"), sums, 600));
 }
 
 TEST(BusNames, ServersVenuesAndDefaults) {
