@@ -31,10 +31,10 @@ void AddBusMetrics(metrics::Registry& registry, const bus::Publisher& publisher)
   registry.AddGauge("matchbook_bus_lag_events",
                     "Durable journal records the bus stream has not acknowledged yet", {},
                     [p, d] { return d(p->stats().lag_events); });
-  registry.AddGauge("matchbook_bus_connected", "1 when the last call to NATS succeeded, else 0",
-                    {}, [p] { return p->stats().connected ? 1.0 : 0.0; });
-  registry.AddCounterFn("matchbook_bus_messages_total", "Messages the bus stream acknowledged",
-                        {}, [p, d] { return d(p->stats().messages); });
+  registry.AddGauge("matchbook_bus_connected", "1 when the last call to NATS succeeded, else 0", {},
+                    [p] { return p->stats().connected ? 1.0 : 0.0; });
+  registry.AddCounterFn("matchbook_bus_messages_total", "Messages the bus stream acknowledged", {},
+                        [p, d] { return d(p->stats().messages); });
   registry.AddCounterFn("matchbook_bus_records_total",
                         "Journal records the bus stream acknowledged", {},
                         [p, d] { return d(p->stats().records); });

@@ -15,9 +15,9 @@
 #include <string_view>
 #include <utility>
 
+#include "bus/publisher.h"
 #include "common/checked.h"
 #include "common/decimal.h"
-#include "bus/publisher.h"
 #include "common/status.h"
 #include "common/strong.h"
 #include "engine/market.h"
@@ -34,9 +34,9 @@ using engine::MarketStatus;
 constexpr std::string_view kTopKeys[] = {"engine",  "assets",     "markets", "server",
                                          "journal", "snapshots",  "threads", "gateway",
                                          "venue",   "projection", "metrics", "bus"};
-constexpr std::string_view kBusKeys[] = {"nats",          "stream",     "subject",   "replicas",
-                                         "max_mb",        "max_age_hours", "message_kb",
-                                         "linger_us",     "timeout_ms"};
+constexpr std::string_view kBusKeys[] = {"nats",       "stream",    "subject",
+                                         "replicas",   "max_mb",    "max_age_hours",
+                                         "message_kb", "linger_us", "timeout_ms"};
 constexpr std::string_view kMetricsKeys[] = {
     "remote", "port", "flight_threshold_ms", "flight_window_ms", "flight_capacity", "flight_keep"};
 constexpr std::string_view kProjectionKeys[] = {

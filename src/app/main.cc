@@ -223,9 +223,8 @@ int Serve(const mb::app::Config& cfg, const std::string& source, bool recover_on
     publisher_feed = std::make_unique<mb::fanout::SequenceHandler>(
         [p = publisher.get()](uint64_t seq) { p->NotifyDurable(seq); });
     mb::app::AddBusMetrics(registry, *publisher);
-    (*gw)->AddHealthSection("bus", [p = publisher.get(), nats] {
-      return mb::app::BusHealthJson(p->stats(), nats);
-    });
+    (*gw)->AddHealthSection(
+        "bus", [p = publisher.get(), nats] { return mb::app::BusHealthJson(p->stats(), nats); });
   }
   mb::fanout::Stage fanout(mb::fanout::StageOptions{.timing = true});
   (*gw)->Wire(&o, &fanout);
@@ -262,8 +261,8 @@ int Serve(const mb::app::Config& cfg, const std::string& source, bool recover_on
       }
       publisher->Stop();
       const mb::bus::PublisherStats bs = publisher->stats();
-      mb::log::Info("bus", fmt::format("stopped at record {} of {}", bs.published_seq,
-                                       bs.durable_seq));
+      mb::log::Info("bus",
+                    fmt::format("stopped at record {} of {}", bs.published_seq, bs.durable_seq));
     }
   };
   if (recover_only) {

@@ -45,11 +45,11 @@ std::string DefaultStream(std::string_view venue) { return fmt::format("MATCHBOO
 std::string DefaultSubject(std::string_view venue) { return fmt::format("mb.{}.journal", venue); }
 
 Status CheckVenue(std::string_view venue) {
-  const bool ok = !venue.empty() && venue.size() <= 32 &&
-                  std::all_of(venue.begin(), venue.end(), [](char c) {
-                    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-                           (c >= '0' && c <= '9') || c == '_' || c == '-';
-                  });
+  const bool ok =
+      !venue.empty() && venue.size() <= 32 && std::all_of(venue.begin(), venue.end(), [](char c) {
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+               c == '_' || c == '-';
+      });
   if (ok) return Status::Ok();
   return InvalidArgument(fmt::format(
       "venue \"{}\": 1 to 32 letters, digits, '_' or '-' (it names the bus stream and subject)",
@@ -99,16 +99,15 @@ struct Publisher::Nats {
   }
 };
 
-Publisher::Publisher(std::filesystem::path data_dir, uint64_t config_hash,
-                     PublisherOptions options)
+Publisher::Publisher(std::filesystem::path data_dir, uint64_t config_hash, PublisherOptions options)
     : data_dir_(std::move(data_dir)),
       config_hash_(config_hash),
       options_(std::move(options)),
       stream_(options_.stream.empty() ? DefaultStream(options_.venue) : options_.stream),
       subject_(options_.subject.empty() ? DefaultSubject(options_.venue) : options_.subject),
       // Parks between retries; NotifyDurable wakes it.
-      runner_(this, concurrency::StageConfig{
-                        "mb-publisher", {concurrency::WaitKind::kBackOff, 0, 0, 100'000}}) {}
+      runner_(this, concurrency::StageConfig{"mb-publisher",
+                                             {concurrency::WaitKind::kBackOff, 0, 0, 100'000}}) {}
 
 Publisher::~Publisher() { Stop(); }
 
@@ -142,9 +141,8 @@ void Publisher::NotifyDurable(uint64_t seq) {
 
 bool Publisher::WaitPublished(uint64_t seq, std::chrono::milliseconds timeout) {
   MutexLock lock(mu_);
-  return published_cv_.wait_for(lock.native(), timeout, [&] {
-    return published_.load(std::memory_order_acquire) >= seq;
-  });
+  return published_cv_.wait_for(lock.native(), timeout,
+                                [&] { return published_.load(std::memory_order_acquire) >= seq; });
 }
 
 PublisherStats Publisher::stats() const {
@@ -271,7 +269,8 @@ Status Publisher::Resume() {
     code = static_cast<jsErrCode>(0);
     s = js_AddStream(&si, js, &cfg, nullptr, &code);
     if (s != NATS_OK) {
-      return Unavailable(NatsError(fmt::format("cannot create stream {}", stream_), s, static_cast<int>(code)));
+      return Unavailable(
+          NatsError(fmt::format("cannot create stream {}", stream_), s, static_cast<int>(code)));
     }
     Log(fmt::format("created stream {} (subject {}, {} replica{}, at most {} MiB and {} h)",
                     stream_, subject_, options_.replicas, options_.replicas == 1 ? "" : "s",
@@ -295,8 +294,7 @@ Status Publisher::Resume() {
         stream_, theirs, description));
   }
   if (!has_subject) {
-    return InvalidArgument(
-        fmt::format("stream {} does not take subject {}", stream_, subject_));
+    return InvalidArgument(fmt::format("stream {} does not take subject {}", stream_, subject_));
   }
 
   // Which record the stream ends with, and that message's stream sequence
@@ -316,8 +314,8 @@ Status Publisher::Resume() {
     while (!rest.empty()) {
       const journal::ParsedRecord r = journal::ParseRecord(rest);
       if (r.error != journal::RecordError::kOk) {
-        damage = fmt::format("a record after {} is not whole ({})", last,
-                             journal::ToString(r.error));
+        damage =
+            fmt::format("a record after {} is not whole ({})", last, journal::ToString(r.error));
         break;
       }
       last = r.header.seq;
@@ -333,11 +331,11 @@ Status Publisher::Resume() {
     natsMsg_Destroy(m);
     if (!damage.empty()) {
       return InvalidArgument(fmt::format(
-          "the last message of stream {} is not a Matchbook journal message: {}", stream_,
-          damage));
+          "the last message of stream {} is not a Matchbook journal message: {}", stream_, damage));
     }
   } else if (s != NATS_NOT_FOUND && code != JSNoMessageFoundErr) {
-    return Unavailable(NatsError(fmt::format("last message of stream {}", stream_), s, static_cast<int>(code)));
+    return Unavailable(
+        NatsError(fmt::format("last message of stream {}", stream_), s, static_cast<int>(code)));
   }
 
   const uint64_t durable = durable_.load(std::memory_order_acquire);
@@ -372,8 +370,7 @@ Status Publisher::Resume() {
   }
   published_cv_.notify_all();
   connected_.store(true, std::memory_order_relaxed);
-  Log(fmt::format("stream {} holds records up to {}; publishing from {}", stream_, last,
-                  last + 1));
+  Log(fmt::format("stream {} holds records up to {}; publishing from {}", stream_, last, last + 1));
   return Status::Ok();
 }
 
@@ -386,12 +383,11 @@ Result<std::size_t> Publisher::PublishBatch() {
   const journal::RecordFn append = [&](const journal::JournalRecord& r) -> Status {
     const std::size_t at = buf_.size();
     buf_.resize(at + journal::kRecordHeaderSize + r.payload.size());
-    journal::EncodeRecordHeader(
-        journal::RecordType::kCommandOutcome, r.seq, r.payload,
-        std::span<std::byte, journal::kRecordHeaderSize>(buf_.data() + at,
-                                                         journal::kRecordHeaderSize));
-    std::copy(r.payload.begin(), r.payload.end(), buf_.begin() + static_cast<std::ptrdiff_t>(at) +
-                                                      journal::kRecordHeaderSize);
+    journal::EncodeRecordHeader(journal::RecordType::kCommandOutcome, r.seq, r.payload,
+                                std::span<std::byte, journal::kRecordHeaderSize>(
+                                    buf_.data() + at, journal::kRecordHeaderSize));
+    std::copy(r.payload.begin(), r.payload.end(),
+              buf_.begin() + static_cast<std::ptrdiff_t>(at) + journal::kRecordHeaderSize);
     last = r.seq;
     ++count;
     return Status::Ok();
@@ -419,9 +415,9 @@ Result<std::size_t> Publisher::PublishBatch() {
 
   const std::string id = std::to_string(last);
   natsMsg* m = nullptr;
-  natsStatus s = natsMsg_Create(&m, subject_.c_str(), nullptr,
-                                reinterpret_cast<const char*>(buf_.data()),
-                                static_cast<int>(buf_.size()));
+  natsStatus s =
+      natsMsg_Create(&m, subject_.c_str(), nullptr, reinterpret_cast<const char*>(buf_.data()),
+                     static_cast<int>(buf_.size()));
   if (s != NATS_OK) return Unavailable(NatsError("message", s, 0));
   jsPubOptions po;
   jsPubOptions_Init(&po);
@@ -449,15 +445,16 @@ Result<std::size_t> Publisher::PublishBatch() {
           "whose records it holds)",
           stream_, expect_message_));
     }
-    return Unavailable(NatsError(
-        fmt::format("publishing records {}..{} to {}", next_, last, stream_), s, static_cast<int>(code)));
+    return Unavailable(
+        NatsError(fmt::format("publishing records {}..{} to {}", next_, last, stream_), s,
+                  static_cast<int>(code)));
   }
   if (duplicate) {
     // The server already had a message with this id: whose it is is read
     // from the stream before anything else is published.
-    return Unavailable(fmt::format(
-        "stream {} already held a message with id {} (checking whose records it holds)", stream_,
-        id));
+    return Unavailable(
+        fmt::format("stream {} already held a message with id {} (checking whose records it holds)",
+                    stream_, id));
   }
   next_ = last + 1;
   expect_message_ = stored;

@@ -74,17 +74,17 @@ std::string StreamDescription(std::string_view venue, uint64_t config_hash);
 struct PublisherOptions {
   std::vector<std::string> servers;  // nats://host:port, one or a cluster's
   std::string venue = "matchbook";
-  std::string stream;   // "" = DefaultStream(venue)
-  std::string subject;  // "" = DefaultSubject(venue)
-  int replicas = 1;     // created streams: 1 or 3 (a cluster)
-  int64_t max_bytes = int64_t{16} << 30;                  // the stream's limit
+  std::string stream;                                        // "" = DefaultStream(venue)
+  std::string subject;                                       // "" = DefaultSubject(venue)
+  int replicas = 1;                                          // created streams: 1 or 3 (a cluster)
+  int64_t max_bytes = int64_t{16} << 30;                     // the stream's limit
   std::chrono::seconds max_age{std::chrono::hours(24 * 7)};  // the stream's limit
   std::size_t message_bytes = 256 << 10;  // a message ends after the record that passes this
   // A message not yet full waits this long for more durable records (0: it
   // leaves with what is durable).
   std::chrono::microseconds linger{2000};
-  std::chrono::milliseconds timeout{2000};  // connect, and each publish's ack
-  std::chrono::milliseconds retry{500};     // after a failure
+  std::chrono::milliseconds timeout{2000};    // connect, and each publish's ack
+  std::chrono::milliseconds retry{500};       // after a failure
   std::function<void(std::string_view)> log;  // null: stderr
   FileSystem* file_system = nullptr;          // the journal's (null: the system calls)
 };
@@ -162,7 +162,7 @@ class Publisher final : private concurrency::Agent {
   // mb-publisher only.
   std::unique_ptr<Nats> nats_;
   std::unique_ptr<journal::JournalTail> tail_;
-  uint64_t next_ = 0;       // the next record to publish; 0: resume first
+  uint64_t next_ = 0;            // the next record to publish; 0: resume first
   uint64_t expect_message_ = 0;  // stream sequence of the stream's last message (0: none)
   int64_t retry_at_ns_ = 0;
   std::vector<std::byte> buf_;

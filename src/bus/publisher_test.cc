@@ -68,8 +68,11 @@ class NatsServer {
     const std::string bin = NatsServerBinary();
     ASSERT_FALSE(bin.empty()) << "nats-server is not installed (scripts/bootstrap.sh installs it)";
     const std::string log = (dir_ / "nats.log").string();
-    std::vector<std::string> args = {bin,   "-js", "-a", "127.0.0.1", "-p", std::to_string(port_),
-                                     "-sd", (dir_ / "store").string(), "-l", log};
+    std::vector<std::string> args = {bin,   "-js",
+                                     "-a",  "127.0.0.1",
+                                     "-p",  std::to_string(port_),
+                                     "-sd", (dir_ / "store").string(),
+                                     "-l",  log};
     args.insert(args.end(), extra_.begin(), extra_.end());
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
@@ -409,7 +412,8 @@ TEST_F(PublisherTest, AStreamOfAnotherVenueOrConfigurationIsRefused) {
   o.subject = "mb.test.journal";
   Publisher other_venue(dir, history_.config_hash, o);
   other_venue.Start(20);
-  EXPECT_TRUE(ErrorSays(other_venue, "is not this venue's journal")) << other_venue.stats().last_error;
+  EXPECT_TRUE(ErrorSays(other_venue, "is not this venue's journal"))
+      << other_venue.stats().last_error;
   other_venue.Stop();
   Publisher other_config(dir, history_.config_hash ^ 1, Options());
   other_config.Start(20);
@@ -473,10 +477,9 @@ TEST(PublisherCluster, ANodeOfThreeKilledUnderLoadLosesNothing) {
     const auto dir = tmp / fmt::format("n{}", i);
     std::filesystem::create_directories(dir);
     nodes.push_back(std::make_unique<NatsServer>(
-        dir, std::vector<std::string>{"--server_name", fmt::format("n{}", i), "--cluster_name",
-                                      "mb", "--cluster",
-                                      fmt::format("nats://127.0.0.1:{}", routes[i]), "--routes",
-                                      others}));
+        dir, std::vector<std::string>{
+                 "--server_name", fmt::format("n{}", i), "--cluster_name", "mb", "--cluster",
+                 fmt::format("nats://127.0.0.1:{}", routes[i]), "--routes", others}));
   }
   for (auto& n : nodes) n->Start();
   const History h = journal::MakeHistory(11, 600);
@@ -548,8 +551,8 @@ TEST(BusNames, ServersVenuesAndDefaults) {
   }
   EXPECT_TRUE(CheckVenue("matchbook").ok());
   EXPECT_TRUE(CheckVenue("Venue_2-b").ok());
-  const std::string_view bad_venues[] = {"", "a.b", "a b", "a*", "a>",
-                                         "0123456789abcdef0123456789abcdefX"};
+  const std::string_view bad_venues[] = {"",   "a.b", "a b",
+                                         "a*", "a>",  "0123456789abcdef0123456789abcdefX"};
   for (std::string_view bad : bad_venues) {
     EXPECT_FALSE(CheckVenue(bad).ok()) << bad;
   }
