@@ -1,13 +1,13 @@
 #include "bus/publisher.h"
 
 #include <fmt/format.h>
-#include <nats/nats.h>
 
 #include <algorithm>
 #include <charconv>
 #include <cstdio>
 #include <thread>
 
+#include "bus/nats.h"
 #include "common/clock.h"
 #include "journal/format.h"
 #include "journal/tail.h"
@@ -22,16 +22,6 @@ constexpr int64_t kNsPerMs = 1'000'000;
 // and records a stream lost (purged, or gone with a NATS node) can be
 // published again under their ids two seconds later.
 constexpr int64_t kDuplicateWindowNs = int64_t{2'000} * kNsPerMs;
-
-std::string NatsError(std::string_view what, natsStatus s, int code) {
-  std::string text = fmt::format("{}: {}", what, natsStatus_GetText(s));
-  const char* detail = nats_GetLastError(nullptr);
-  if (detail != nullptr && *detail != '\0' && text.find(detail) == std::string::npos) {
-    text += fmt::format(" ({})", detail);
-  }
-  if (code != 0) text += fmt::format(" [JetStream error {}]", code);
-  return text;
-}
 
 bool ParseU64(std::string_view s, uint64_t* out) {
   if (s.empty()) return false;
@@ -86,18 +76,6 @@ Result<std::vector<std::string>> ParseServers(std::string_view list) {
 std::string StreamDescription(std::string_view venue, uint64_t config_hash) {
   return fmt::format("matchbook journal; venue {}; configuration {:016x}", venue, config_hash);
 }
-
-struct Publisher::Nats {
-  natsConnection* conn = nullptr;
-  jsCtx* js = nullptr;
-  ~Nats() {
-    if (js != nullptr) jsCtx_Destroy(js);
-    if (conn != nullptr) {
-      natsConnection_Close(conn);
-      natsConnection_Destroy(conn);
-    }
-  }
-};
 
 Publisher::Publisher(std::filesystem::path data_dir, uint64_t config_hash, PublisherOptions options)
     : data_dir_(std::move(data_dir)),
@@ -217,84 +195,29 @@ void Publisher::Fail(const Status& st) {
 }
 
 Status Publisher::Connect() {
-  natsOptions* opts = nullptr;
-  if (natsOptions_Create(&opts) != NATS_OK) return Unavailable("bus: cannot create NATS options");
-  std::vector<const char*> urls;
-  for (const std::string& s : options_.servers) urls.push_back(s.c_str());
-  const std::string name = fmt::format("matchbook {} publisher", options_.venue);
-  natsStatus s = natsOptions_SetServers(opts, urls.data(), static_cast<int>(urls.size()));
-  if (s == NATS_OK) s = natsOptions_SetTimeout(opts, options_.timeout.count());
-  if (s == NATS_OK) s = natsOptions_SetName(opts, name.c_str());
-  if (s == NATS_OK) s = natsOptions_SetAllowReconnect(opts, true);
-  if (s == NATS_OK) s = natsOptions_SetMaxReconnect(opts, -1);
-  if (s == NATS_OK) s = natsOptions_SetReconnectWait(opts, options_.retry.count());
-  auto nats = std::make_unique<Nats>();
-  if (s == NATS_OK) s = natsConnection_Connect(&nats->conn, opts);
-  natsOptions_Destroy(opts);
-  if (s != NATS_OK) {
-    std::string list;
-    for (const std::string& u : options_.servers) list += (list.empty() ? "" : ",") + u;
-    return Unavailable(NatsError(fmt::format("cannot connect to NATS at {}", list), s, 0));
-  }
-  jsOptions jo;
-  jsOptions_Init(&jo);
-  jo.Wait = options_.timeout.count();
-  if (s = natsConnection_JetStream(&nats->js, nats->conn, &jo); s != NATS_OK) {
-    return Unavailable(NatsError("JetStream context", s, 0));
-  }
-  nats_ = std::move(nats);
+  auto nats = ConnectNats(options_.servers, fmt::format("matchbook {} publisher", options_.venue),
+                          options_.timeout, options_.retry);
+  if (!nats.ok()) return nats.status();
+  nats_ = std::move(*nats);
   return Status::Ok();
 }
 
 Status Publisher::Resume() {
   jsCtx* js = nats_->js;
-  const std::string description = StreamDescription(options_.venue, config_hash_);
-  jsStreamInfo* si = nullptr;
-  jsErrCode code = static_cast<jsErrCode>(0);
-  natsStatus s = js_GetStreamInfo(&si, js, stream_.c_str(), nullptr, &code);
-  if (s == NATS_NOT_FOUND || code == JSStreamNotFoundErr) {
-    jsStreamConfig cfg;
-    jsStreamConfig_Init(&cfg);
-    const char* subjects[] = {subject_.c_str()};
-    cfg.Name = stream_.c_str();
-    cfg.Description = description.c_str();
-    cfg.Subjects = subjects;
-    cfg.SubjectsLen = 1;
-    cfg.Storage = js_FileStorage;
-    cfg.Replicas = options_.replicas;
-    cfg.MaxBytes = options_.max_bytes;
-    cfg.MaxAge = static_cast<int64_t>(options_.max_age.count()) * 1'000'000'000;
-    cfg.Duplicates = kDuplicateWindowNs;
-    cfg.Discard = js_DiscardOld;
-    code = static_cast<jsErrCode>(0);
-    s = js_AddStream(&si, js, &cfg, nullptr, &code);
-    if (s != NATS_OK) {
-      return Unavailable(
-          NatsError(fmt::format("cannot create stream {}", stream_), s, static_cast<int>(code)));
-    }
+  StreamSpec spec;
+  spec.name = stream_;
+  spec.subject = subject_;
+  spec.description = StreamDescription(options_.venue, config_hash_);
+  spec.replicas = options_.replicas;
+  spec.max_bytes = options_.max_bytes;
+  spec.max_age_ns = static_cast<int64_t>(options_.max_age.count()) * 1'000'000'000;
+  spec.duplicates_ns = kDuplicateWindowNs;
+  auto created = EnsureStream(js, spec);
+  if (!created.ok()) return created.status();
+  if (*created) {
     Log(fmt::format("created stream {} (subject {}, {} replica{}, at most {} MiB and {} h)",
                     stream_, subject_, options_.replicas, options_.replicas == 1 ? "" : "s",
                     options_.max_bytes >> 20, options_.max_age.count() / 3600));
-  } else if (s != NATS_OK) {
-    return Unavailable(NatsError(fmt::format("stream {}", stream_), s, static_cast<int>(code)));
-  }
-  const std::string theirs =
-      si->Config != nullptr && si->Config->Description != nullptr ? si->Config->Description : "";
-  bool has_subject = false;
-  if (si->Config != nullptr) {
-    for (int i = 0; i < si->Config->SubjectsLen; ++i) {
-      has_subject = has_subject || subject_ == si->Config->Subjects[i];
-    }
-  }
-  jsStreamInfo_Destroy(si);
-  if (theirs != description) {
-    return InvalidArgument(fmt::format(
-        "stream {} is not this venue's journal: it says \"{}\", this server is \"{}\" (another "
-        "venue or another configuration publishes there; name another stream in [bus])",
-        stream_, theirs, description));
-  }
-  if (!has_subject) {
-    return InvalidArgument(fmt::format("stream {} does not take subject {}", stream_, subject_));
   }
 
   // Which record the stream ends with, and that message's stream sequence
@@ -303,8 +226,8 @@ Status Publisher::Resume() {
   uint64_t last_checksum = 0;
   uint64_t last_message = 0;
   natsMsg* m = nullptr;
-  code = static_cast<jsErrCode>(0);
-  s = js_GetLastMsg(&m, js, stream_.c_str(), subject_.c_str(), nullptr, &code);
+  jsErrCode code = static_cast<jsErrCode>(0);
+  natsStatus s = js_GetLastMsg(&m, js, stream_.c_str(), subject_.c_str(), nullptr, &code);
   if (s == NATS_OK) {
     const char* id = nullptr;
     const bool has_id = natsMsgHeader_Get(m, "Nats-Msg-Id", &id) == NATS_OK && id != nullptr;

@@ -55,6 +55,8 @@ class JournalTail;
 
 namespace mb::bus {
 
+struct NatsConnection;  // bus/nats.h
+
 // "MATCHBOOK_<venue>" and "mb.<venue>.journal".
 std::string DefaultStream(std::string_view venue);
 std::string DefaultSubject(std::string_view venue);
@@ -127,8 +129,6 @@ class Publisher final : private concurrency::Agent {
   const std::string& subject() const noexcept { return subject_; }
 
  private:
-  struct Nats;  // the connection and the JetStream context (nats.h stays in the .cc)
-
   int DoWork() override;
   bool HasWork() const override;
   void OnClose() override;
@@ -160,7 +160,7 @@ class Publisher final : private concurrency::Agent {
   std::string last_error_ MB_GUARDED_BY(mu_);
 
   // mb-publisher only.
-  std::unique_ptr<Nats> nats_;
+  std::unique_ptr<NatsConnection> nats_;
   std::unique_ptr<journal::JournalTail> tail_;
   uint64_t next_ = 0;            // the next record to publish; 0: resume first
   uint64_t expect_message_ = 0;  // stream sequence of the stream's last message (0: none)

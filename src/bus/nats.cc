@@ -1,0 +1,107 @@
+#include "bus/nats.h"
+
+#include <fmt/format.h>
+
+namespace mb::bus {
+
+NatsConnection::~NatsConnection() {
+  if (js != nullptr) jsCtx_Destroy(js);
+  if (conn != nullptr) {
+    natsConnection_Close(conn);
+    natsConnection_Destroy(conn);
+  }
+}
+
+std::string NatsError(std::string_view what, natsStatus s, int code) {
+  std::string text = fmt::format("{}: {}", what, natsStatus_GetText(s));
+  const char* detail = nats_GetLastError(nullptr);
+  if (detail != nullptr && *detail != '\0' && text.find(detail) == std::string::npos) {
+    text += fmt::format(" ({})", detail);
+  }
+  if (code != 0) text += fmt::format(" [JetStream error {}]", code);
+  return text;
+}
+
+Result<std::unique_ptr<NatsConnection>> ConnectNats(const std::vector<std::string>& servers,
+                                                    const std::string& name,
+                                                    std::chrono::milliseconds timeout,
+                                                    std::chrono::milliseconds retry) {
+  natsOptions* opts = nullptr;
+  if (natsOptions_Create(&opts) != NATS_OK) return Unavailable("cannot create NATS options");
+  std::vector<const char*> urls;
+  for (const std::string& s : servers) urls.push_back(s.c_str());
+  natsStatus s = natsOptions_SetServers(opts, urls.data(), static_cast<int>(urls.size()));
+  if (s == NATS_OK) s = natsOptions_SetTimeout(opts, timeout.count());
+  if (s == NATS_OK) s = natsOptions_SetName(opts, name.c_str());
+  if (s == NATS_OK) s = natsOptions_SetAllowReconnect(opts, true);
+  if (s == NATS_OK) s = natsOptions_SetMaxReconnect(opts, -1);
+  if (s == NATS_OK) s = natsOptions_SetReconnectWait(opts, retry.count());
+  auto nats = std::make_unique<NatsConnection>();
+  if (s == NATS_OK) s = natsConnection_Connect(&nats->conn, opts);
+  natsOptions_Destroy(opts);
+  if (s != NATS_OK) {
+    std::string list;
+    for (const std::string& u : servers) list += (list.empty() ? "" : ",") + u;
+    return Unavailable(NatsError(fmt::format("cannot connect to NATS at {}", list), s, 0));
+  }
+  jsOptions jo;
+  jsOptions_Init(&jo);
+  jo.Wait = timeout.count();
+  if (s = natsConnection_JetStream(&nats->js, nats->conn, &jo); s != NATS_OK) {
+    return Unavailable(NatsError("JetStream context", s, 0));
+  }
+  return nats;
+}
+
+Result<bool> EnsureStream(jsCtx* js, const StreamSpec& spec) {
+  jsStreamInfo* si = nullptr;
+  jsErrCode code = static_cast<jsErrCode>(0);
+  natsStatus s = js_GetStreamInfo(&si, js, spec.name.c_str(), nullptr, &code);
+  bool created = false;
+  if (s == NATS_NOT_FOUND || code == JSStreamNotFoundErr) {
+    jsStreamConfig cfg;
+    jsStreamConfig_Init(&cfg);
+    const char* subjects[] = {spec.subject.c_str()};
+    cfg.Name = spec.name.c_str();
+    cfg.Description = spec.description.c_str();
+    cfg.Subjects = subjects;
+    cfg.SubjectsLen = 1;
+    cfg.Storage = js_FileStorage;
+    cfg.Replicas = spec.replicas;
+    cfg.MaxBytes = spec.max_bytes;
+    cfg.MaxAge = spec.max_age_ns;
+    cfg.Duplicates = spec.duplicates_ns;
+    cfg.Discard = js_DiscardOld;
+    code = static_cast<jsErrCode>(0);
+    s = js_AddStream(&si, js, &cfg, nullptr, &code);
+    if (s != NATS_OK) {
+      return Unavailable(
+          NatsError(fmt::format("cannot create stream {}", spec.name), s, static_cast<int>(code)));
+    }
+    created = true;
+  } else if (s != NATS_OK) {
+    return Unavailable(NatsError(fmt::format("stream {}", spec.name), s, static_cast<int>(code)));
+  }
+  const std::string theirs =
+      si->Config != nullptr && si->Config->Description != nullptr ? si->Config->Description : "";
+  bool has_subject = false;
+  if (si->Config != nullptr) {
+    for (int i = 0; i < si->Config->SubjectsLen; ++i) {
+      has_subject = has_subject || spec.subject == si->Config->Subjects[i];
+    }
+  }
+  jsStreamInfo_Destroy(si);
+  if (theirs != spec.description) {
+    return InvalidArgument(fmt::format(
+        "stream {} is not this venue's: it says \"{}\", this server is \"{}\" (another venue or "
+        "another configuration publishes there; name another stream in [bus])",
+        spec.name, theirs, spec.description));
+  }
+  if (!has_subject) {
+    return InvalidArgument(
+        fmt::format("stream {} does not take subject {}", spec.name, spec.subject));
+  }
+  return created;
+}
+
+}  // namespace mb::bus
