@@ -98,6 +98,8 @@ for i in 1 2 3 4 5 6 7 8; do deposit "b$i"; done
 for _ in $(seq 100); do [ "$(health connected)" = False ] && break; sleep 0.1; done
 [ "$(health connected)" = False ] || fail "still connected with NATS killed"
 [ "$(health lagEvents)" -ge 8 ] || fail "lag $(health lagEvents) with NATS down"
+# The publish in flight fails once its acknowledgement is overdue (timeout_ms).
+for _ in $(seq 100); do [ -n "$(health lastError)" ] && break; sleep 0.1; done
 [ -n "$(health lastError)" ] || fail "no error reported"
 grep -q "trading is not affected" "$dir/serve.err" || fail "the outage was not logged"
 

@@ -19,6 +19,7 @@ bus::PublisherOptions BusOptionsFrom(const Config& config, std::vector<std::stri
   o.message_bytes = std::size_t{b.message_kb} << 10;
   o.linger = std::chrono::microseconds(b.linger_us);
   o.timeout = std::chrono::milliseconds(b.timeout_ms);
+  o.sync_journal = config.runtime.journal.policy == journal::FsyncPolicy::kNone;
   return o;
 }
 

@@ -460,11 +460,15 @@ class Loader {
     MB_RETURN_IF_ERROR(OptionalString(t, "bus", "subject", &b->subject, &where));
     if (where != nullptr && !b->subject.empty() &&
         (b->subject.find_first_of(" *>") != std::string::npos || b->subject.front() == '.' ||
-         b->subject.back() == '.')) {
+         b->subject.back() == '.' || b->subject.find("..") != std::string::npos)) {
       return At(*where, "bus.subject",
                 "a subject is dot-separated tokens without spaces or wildcards");
     }
     MB_RETURN_IF_ERROR(OptionalInt(t, "bus", "replicas", 1, 5, &b->replicas));
+    if (b->replicas % 2 == 0) {
+      return At(*t->get("replicas"), "bus.replicas",
+                fmt::format("{}: 1, 3 or 5 (a JetStream quorum needs an odd count)", b->replicas));
+    }
     MB_RETURN_IF_ERROR(OptionalInt(t, "bus", "max_mb", 1, int64_t{1} << 30, &b->max_mb));
     MB_RETURN_IF_ERROR(OptionalInt(t, "bus", "max_age_hours", 1, 87'600, &b->max_age_hours));
     MB_RETURN_IF_ERROR(OptionalInt(t, "bus", "message_kb", 1, 900, &b->message_kb));

@@ -167,7 +167,7 @@ TEST(ParseConfig, RefusesEachKindOfErrorNamingFileLineAndField) {
        "test.toml:10: assets.BTC.precision: ", "unknown key (expected symbol, scale)"},
       {"unknown table", Edit({}, "[network]\nport = 1\n"), "test.toml:28: network: ",
        "unknown key (expected engine, assets, markets, server, journal, snapshots, threads, "
-       "gateway, projection, metrics)"},
+       "gateway, venue, projection, metrics, bus)"},
       {"misspelt metrics key", Edit({}, "[metrics]\nremote_ok = true\n"),
        "test.toml:29: metrics.remote_ok: ",
        "unknown key (expected remote, port, flight_threshold_ms, flight_window_ms, "
@@ -558,6 +558,8 @@ TEST(ParseConfig, VenueAndBusTableAreOptionalAndParsed) {
       {Edit() + "[bus]\nnats = \"a\"\n", "bus.nats: "},
       {Edit() + "[bus]\nreplicas = 0\n", "bus.replicas: "},
       {Edit() + "[bus]\nreplicas = 7\n", "bus.replicas: "},
+      {Edit() + "[bus]\nreplicas = 2\n", "bus.replicas: 2: 1, 3 or 5"},
+      {Edit() + "[bus]\nsubject = \"a..b\"\n", "bus.subject: "},
       {Edit() + "[bus]\nstream = \"A.B\"\n", "bus.stream: "},
       {Edit() + "[bus]\nsubject = \"mb.*\"\n", "bus.subject: "},
       {Edit() + "[bus]\nsubjet = \"x\"\n", "bus.subjet: "},

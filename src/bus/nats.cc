@@ -22,10 +22,22 @@ std::string NatsError(std::string_view what, natsStatus s, int code) {
   return text;
 }
 
+namespace {
+
+void OnDisconnected(natsConnection*, void* flag) {
+  static_cast<std::atomic<bool>*>(flag)->store(false, std::memory_order_relaxed);
+}
+void OnReconnected(natsConnection*, void* flag) {
+  static_cast<std::atomic<bool>*>(flag)->store(true, std::memory_order_relaxed);
+}
+
+}  // namespace
+
 Result<std::unique_ptr<NatsConnection>> ConnectNats(const std::vector<std::string>& servers,
                                                     const std::string& name,
                                                     std::chrono::milliseconds timeout,
-                                                    std::chrono::milliseconds retry) {
+                                                    std::chrono::milliseconds retry,
+                                                    std::atomic<bool>* connected) {
   natsOptions* opts = nullptr;
   if (natsOptions_Create(&opts) != NATS_OK) return Unavailable("cannot create NATS options");
   std::vector<const char*> urls;
@@ -36,6 +48,10 @@ Result<std::unique_ptr<NatsConnection>> ConnectNats(const std::vector<std::strin
   if (s == NATS_OK) s = natsOptions_SetAllowReconnect(opts, true);
   if (s == NATS_OK) s = natsOptions_SetMaxReconnect(opts, -1);
   if (s == NATS_OK) s = natsOptions_SetReconnectWait(opts, retry.count());
+  if (s == NATS_OK && connected != nullptr) {
+    s = natsOptions_SetDisconnectedCB(opts, OnDisconnected, connected);
+    if (s == NATS_OK) s = natsOptions_SetReconnectedCB(opts, OnReconnected, connected);
+  }
   auto nats = std::make_unique<NatsConnection>();
   if (s == NATS_OK) s = natsConnection_Connect(&nats->conn, opts);
   natsOptions_Destroy(opts);
@@ -53,11 +69,11 @@ Result<std::unique_ptr<NatsConnection>> ConnectNats(const std::vector<std::strin
   return nats;
 }
 
-Result<bool> EnsureStream(jsCtx* js, const StreamSpec& spec) {
+Result<StreamState> EnsureStream(jsCtx* js, const StreamSpec& spec) {
   jsStreamInfo* si = nullptr;
   jsErrCode code = static_cast<jsErrCode>(0);
   natsStatus s = js_GetStreamInfo(&si, js, spec.name.c_str(), nullptr, &code);
-  bool created = false;
+  StreamState state;
   if (s == NATS_NOT_FOUND || code == JSStreamNotFoundErr) {
     jsStreamConfig cfg;
     jsStreamConfig_Init(&cfg);
@@ -78,18 +94,16 @@ Result<bool> EnsureStream(jsCtx* js, const StreamSpec& spec) {
       return Unavailable(
           NatsError(fmt::format("cannot create stream {}", spec.name), s, static_cast<int>(code)));
     }
-    created = true;
+    state.created = true;
   } else if (s != NATS_OK) {
     return Unavailable(NatsError(fmt::format("stream {}", spec.name), s, static_cast<int>(code)));
   }
   const std::string theirs =
       si->Config != nullptr && si->Config->Description != nullptr ? si->Config->Description : "";
-  bool has_subject = false;
-  if (si->Config != nullptr) {
-    for (int i = 0; i < si->Config->SubjectsLen; ++i) {
-      has_subject = has_subject || spec.subject == si->Config->Subjects[i];
-    }
-  }
+  const bool only_subject = si->Config != nullptr && si->Config->SubjectsLen == 1 &&
+                            spec.subject == si->Config->Subjects[0];
+  state.last_seq = si->State.LastSeq;
+  state.messages = si->State.Msgs;
   jsStreamInfo_Destroy(si);
   if (theirs != spec.description) {
     return InvalidArgument(fmt::format(
@@ -97,11 +111,12 @@ Result<bool> EnsureStream(jsCtx* js, const StreamSpec& spec) {
         "another configuration publishes there; name another stream in [bus])",
         spec.name, theirs, spec.description));
   }
-  if (!has_subject) {
-    return InvalidArgument(
-        fmt::format("stream {} does not take subject {}", spec.name, spec.subject));
+  if (!only_subject) {
+    return InvalidArgument(fmt::format(
+        "stream {} must take subject {} and no other (publishing conditions on its last message)",
+        spec.name, spec.subject));
   }
-  return created;
+  return state;
 }
 
 }  // namespace mb::bus

@@ -8,6 +8,7 @@
 
 #include <nats/nats.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -30,11 +31,14 @@ struct NatsConnection {
 
 // Connects to the first server of the list that answers (the client
 // reconnects on its own afterwards, every `retry`); `timeout` bounds the
-// connect and every JetStream call.
+// connect and every JetStream call. `connected` (optional, must outlive the
+// connection) follows the connection: false while it is down, true again
+// once the client has reconnected.
 Result<std::unique_ptr<NatsConnection>> ConnectNats(const std::vector<std::string>& servers,
                                                     const std::string& name,
                                                     std::chrono::milliseconds timeout,
-                                                    std::chrono::milliseconds retry);
+                                                    std::chrono::milliseconds retry,
+                                                    std::atomic<bool>* connected = nullptr);
 
 // "<what>: <status text> (<library detail>) [JetStream error <code>]".
 std::string NatsError(std::string_view what, natsStatus s, int code);
@@ -49,9 +53,16 @@ struct StreamSpec {
   int64_t duplicates_ns = 0;
 };
 
-// Creates the stream when missing (returns true then); a stream whose
-// description differs (another venue or configuration) or that does not
-// take the subject is refused (kInvalidArgument).
-Result<bool> EnsureStream(jsCtx* js, const StreamSpec& spec);
+struct StreamState {
+  bool created = false;   // it was missing and is new
+  uint64_t last_seq = 0;  // of the stream's last message, even one since removed (0: none ever)
+  uint64_t messages = 0;  // messages it holds now
+};
+
+// Creates the stream when missing; a stream whose description differs
+// (another venue or configuration) or that takes any subject but
+// spec.subject is refused (kInvalidArgument): publishing conditions on the
+// stream's last message, which only this publisher may write.
+Result<StreamState> EnsureStream(jsCtx* js, const StreamSpec& spec);
 
 }  // namespace mb::bus

@@ -16,6 +16,11 @@ namespace mb::bus {
 namespace {
 
 constexpr int64_t kNsPerMs = 1'000'000;
+// What a message's headers may take of the server's max_payload.
+constexpr int64_t kHeaderRoom = 4096;
+// A refusal (another venue's stream, another primary) is retried less and
+// less often, up to this.
+constexpr int64_t kMaxRefusedRetryNs = int64_t{30'000} * kNsPerMs;
 // How long the server remembers message ids. Short on purpose: publishing
 // is exactly-once by the expected-last-sequence condition, not by ids (a
 // publish that may have landed is followed by reading the stream's end);
@@ -98,7 +103,7 @@ void Publisher::Log(std::string_view line) const {
 }
 
 std::string Publisher::Start(uint64_t durable_seq) {
-  durable_.store(durable_seq, std::memory_order_release);
+  NotifyDurable(durable_seq);  // never lowers what the fan-out stage told already
   stop_.store(false, std::memory_order_release);
   next_ = 0;
   retry_at_ns_ = 0;
@@ -184,7 +189,15 @@ void Publisher::Fail(const Status& st) {
   // publish: a publish that timed out may have been stored.
   next_ = 0;
   tail_.reset();
-  retry_at_ns_ = SteadyNs() + options_.retry.count() * kNsPerMs;
+  carry_.clear();
+  carry_seq_ = 0;
+  int64_t wait = options_.retry.count() * kNsPerMs;
+  if (st.code() == StatusCode::kInvalidArgument) {
+    // A refusal does not go away by itself: asked again less and less often.
+    wait = std::min(kMaxRefusedRetryNs, wait << std::min(refusals_, 6));
+    ++refusals_;
+  }
+  retry_at_ns_ = SteadyNs() + wait;
   {
     MutexLock lock(mu_);
     if (last_error_ == st.message()) return;  // logged already
@@ -196,9 +209,14 @@ void Publisher::Fail(const Status& st) {
 
 Status Publisher::Connect() {
   auto nats = ConnectNats(options_.servers, fmt::format("matchbook {} publisher", options_.venue),
-                          options_.timeout, options_.retry);
+                          options_.timeout, options_.retry, &connected_);
   if (!nats.ok()) return nats.status();
   nats_ = std::move(*nats);
+  // A message stays under the server's max_payload, with room for headers.
+  const int64_t payload = natsConnection_GetMaxPayload(nats_->conn);
+  max_message_ = std::min<std::size_t>(
+      options_.message_bytes,
+      static_cast<std::size_t>(std::max<int64_t>(payload - kHeaderRoom, 1024)));
   return Status::Ok();
 }
 
@@ -212,9 +230,9 @@ Status Publisher::Resume() {
   spec.max_bytes = options_.max_bytes;
   spec.max_age_ns = static_cast<int64_t>(options_.max_age.count()) * 1'000'000'000;
   spec.duplicates_ns = kDuplicateWindowNs;
-  auto created = EnsureStream(js, spec);
-  if (!created.ok()) return created.status();
-  if (*created) {
+  auto state = EnsureStream(js, spec);
+  if (!state.ok()) return state.status();
+  if (state->created) {
     Log(fmt::format("created stream {} (subject {}, {} replica{}, at most {} MiB and {} h)",
                     stream_, subject_, options_.replicas, options_.replicas == 1 ? "" : "s",
                     options_.max_bytes >> 20, options_.max_age.count() / 3600));
@@ -268,10 +286,26 @@ Status Publisher::Resume() {
         "primary publishes to it, or this data directory is older than the stream",
         stream_, last, durable));
   }
+  uint64_t from = last + 1;
+  if (last == 0 && state->last_seq > 0) {
+    // Messages were stored and are gone (expired by max_age, purged): the
+    // stream cannot say where this journal stands in it. Publishing goes on
+    // after what this publisher knows it published, else after the journal's
+    // end; what lies before is not published again (a replica that needs it
+    // boots from a snapshot).
+    const uint64_t known = published_.load(std::memory_order_acquire);
+    from = (known > 0 ? known : durable) + 1;
+    Log(
+        fmt::format("stream {} has no message left (its last was message {}); publishing from "
+                    "record {}, records before it are not on the bus",
+                    stream_, state->last_seq, from));
+  }
+  // Reading record `last` leaves the tail at the next one.
+  auto tail = std::make_unique<journal::JournalTail>(data_dir_, config_hash_,
+                                                     last > 0 ? last : from, options_.file_system);
   if (last > 0) {
-    journal::JournalTail probe(data_dir_, config_hash_, last, options_.file_system);
     uint64_t mine = 0;
-    auto got = probe.Read(durable, 1, [&](const journal::JournalRecord& r) {
+    auto got = tail->Read(durable, 1, [&](const journal::JournalRecord& r) {
       mine = r.checksum;
       return Status::Ok();
     });
@@ -283,36 +317,65 @@ Status Publisher::Resume() {
           stream_, last, last_checksum, mine));
     }
   }
-  tail_ = std::make_unique<journal::JournalTail>(data_dir_, config_hash_, last + 1,
-                                                 options_.file_system);
-  next_ = last + 1;
-  expect_message_ = last_message;
+  tail_ = std::move(tail);
+  carry_.clear();
+  next_ = from;
+  expect_message_ = last > 0 ? last_message : state->last_seq;
+  refusals_ = 0;
+  bool recovered = false;
   {
     MutexLock lock(mu_);
-    published_.store(last, std::memory_order_release);
+    if (from - 1 > published_.load(std::memory_order_relaxed)) {
+      published_.store(from - 1, std::memory_order_release);
+    }
+    recovered = !last_error_.empty();
+    last_error_.clear();
   }
   published_cv_.notify_all();
   connected_.store(true, std::memory_order_relaxed);
-  Log(fmt::format("stream {} holds records up to {}; publishing from {}", stream_, last, last + 1));
+  if (recovered) Log(fmt::format("stream {} answers again", stream_));
+  Log(fmt::format("stream {} holds records up to {}; publishing from {}", stream_, last, from));
   return Status::Ok();
 }
 
 Result<std::size_t> Publisher::PublishBatch() {
   const uint64_t durable = durable_.load(std::memory_order_acquire);
   if (next_ > durable) return std::size_t{0};
-  buf_.clear();
-  uint64_t last = 0;
-  std::size_t count = 0;
+  // A message holds whole records and stays under max_message_: a record
+  // that would take it past is carried over to the next message.
+  buf_.swap(carry_);
+  carry_.clear();
+  uint64_t last = carry_seq_;
+  std::size_t count = buf_.empty() ? 0 : 1;
+  carry_seq_ = 0;
   const journal::RecordFn append = [&](const journal::JournalRecord& r) -> Status {
-    const std::size_t at = buf_.size();
-    buf_.resize(at + journal::kRecordHeaderSize + r.payload.size());
+    const std::size_t size = journal::kRecordHeaderSize + r.payload.size();
+    if (size > max_message_) {
+      return InvalidArgument(fmt::format(
+          "record {} is {} bytes, more than a NATS message may carry here ({} bytes: the "
+          "server's max_payload less {} for headers); raise max_payload in nats-server's "
+          "configuration",
+          r.seq, size, max_message_, kHeaderRoom));
+    }
+    std::vector<std::byte>& into = buf_.size() + size > max_message_ ? carry_ : buf_;
+    const std::size_t at = into.size();
+    into.resize(at + size);
     journal::EncodeRecordHeader(journal::RecordType::kCommandOutcome, r.seq, r.payload,
                                 std::span<std::byte, journal::kRecordHeaderSize>(
-                                    buf_.data() + at, journal::kRecordHeaderSize));
+                                    into.data() + at, journal::kRecordHeaderSize));
+    if (journal::GetU64(into.data() + at + 16) != r.checksum) {
+      return Status(
+          StatusCode::kInternal,
+          fmt::format("record {}: its framing here does not give the journal's checksum", r.seq));
+    }
     std::copy(r.payload.begin(), r.payload.end(),
-              buf_.begin() + static_cast<std::ptrdiff_t>(at) + journal::kRecordHeaderSize);
-    last = r.seq;
-    ++count;
+              into.begin() + static_cast<std::ptrdiff_t>(at) + journal::kRecordHeaderSize);
+    if (&into == &carry_) {
+      carry_seq_ = r.seq;
+    } else {
+      last = r.seq;
+      ++count;
+    }
     return Status::Ok();
   };
   // What is durable now; then, for a message not yet full, what becomes
@@ -321,20 +384,29 @@ Result<std::size_t> Publisher::PublishBatch() {
   const int64_t deadline = SteadyNs() + options_.linger.count() * 1000;
   uint64_t limit = durable;
   for (;;) {
-    while (buf_.size() < options_.message_bytes && tail_->next_seq() <= limit) {
+    while (carry_.empty() && tail_->next_seq() <= limit) {
       auto got = tail_->Read(limit, 1, append);
       if (!got.ok()) return got.status();
       if (*got == 0) break;
     }
     const int64_t now = SteadyNs();
-    if (buf_.size() >= options_.message_bytes || now >= deadline ||
-        stop_.load(std::memory_order_acquire)) {
-      break;
-    }
+    if (!carry_.empty() || now >= deadline || stop_.load(std::memory_order_acquire)) break;
     std::this_thread::sleep_for(std::chrono::nanoseconds(deadline - now));
     limit = durable_.load(std::memory_order_acquire);
   }
-  if (count == 0) return std::size_t{0};
+  if (count == 0) {
+    if (next_ <= durable) {
+      return Unavailable(fmt::format("record {} is durable but not in the journal files of {}",
+                                     next_, data_dir_.string()));
+    }
+    return std::size_t{0};
+  }
+  if (options_.sync_journal) {
+    // Under fsync = none the journal's pages reach the disk when the kernel
+    // writes them: the records go to the bus only once they are on disk, so
+    // the stream never holds what a power cut could take from the journal.
+    MB_RETURN_IF_ERROR(tail_->SyncDelivered());
+  }
 
   const std::string id = std::to_string(last);
   natsMsg* m = nullptr;

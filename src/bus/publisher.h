@@ -79,7 +79,7 @@ struct PublisherOptions {
   std::string stream;                                        // "" = DefaultStream(venue)
   std::string subject;                                       // "" = DefaultSubject(venue)
   int replicas = 1;                                          // created streams: 1 or 3 (a cluster)
-  int64_t max_bytes = int64_t{16} << 30;                     // the stream's limit
+  int64_t max_bytes = int64_t{32} << 30;                     // the stream's limit
   std::chrono::seconds max_age{std::chrono::hours(24 * 7)};  // the stream's limit
   std::size_t message_bytes = 256 << 10;  // a message ends after the record that passes this
   // A message not yet full waits this long for more durable records (0: it
@@ -89,6 +89,9 @@ struct PublisherOptions {
   std::chrono::milliseconds retry{500};       // after a failure
   std::function<void(std::string_view)> log;  // null: stderr
   FileSystem* file_system = nullptr;          // the journal's (null: the system calls)
+  // fsync = none: each message's records are fdatasync'ed first (the
+  // journal does not), so the bus never holds what a power cut takes back.
+  bool sync_journal = false;
 };
 
 struct PublisherStats {
@@ -166,6 +169,10 @@ class Publisher final : private concurrency::Agent {
   uint64_t expect_message_ = 0;  // stream sequence of the stream's last message (0: none)
   int64_t retry_at_ns_ = 0;
   std::vector<std::byte> buf_;
+  std::vector<std::byte> carry_;  // a framed record for the next message
+  uint64_t carry_seq_ = 0;
+  std::size_t max_message_ = 0;  // message_bytes, under the server's max_payload
+  int refusals_ = 0;             // refusals in a row (their retry backs off)
 };
 
 // Releases the NATS library's process-wide threads and memory: once, at

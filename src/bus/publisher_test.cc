@@ -107,6 +107,7 @@ struct Published {
   uint64_t seq = 0;
   uint64_t checksum = 0;
   uint64_t message = 0;  // stream sequence
+  std::size_t message_bytes = 0;
 };
 
 // Every record of every message in the stream, read with direct gets.
@@ -143,7 +144,8 @@ class StreamReader {
         const journal::ParsedRecord r = journal::ParseRecord(rest);
         EXPECT_EQ(r.error, journal::RecordError::kOk) << "message " << n;
         if (r.error != journal::RecordError::kOk) break;
-        out.push_back({r.header.seq, r.header.checksum, n});
+        out.push_back({r.header.seq, r.header.checksum, n,
+                       static_cast<std::size_t>(natsMsg_GetDataLength(m))});
         last_in_msg = r.header.seq;
         rest = rest.subspan(r.size);
       }
@@ -245,7 +247,11 @@ TEST_F(PublisherTest, PublishesEveryDurableRecordOnceInOrder) {
   EXPECT_GT(st.messages, 10u) << "2 KiB messages hold a few records each";
   EXPECT_LT(st.messages, st.records);
   StreamReader r(nats_->url());
-  EXPECT_TRUE(HoldsExactly(r.Records(p.stream()), sums, 400));
+  const std::vector<Published> got = r.Records(p.stream());
+  EXPECT_TRUE(HoldsExactly(got, sums, 400));
+  for (const Published& rec : got) {
+    EXPECT_LE(rec.message_bytes, 2048u) << "message " << rec.message << " (whole records only)";
+  }
   EXPECT_EQ(p.stream(), "MATCHBOOK_test");
   EXPECT_EQ(p.subject(), "mb.test.journal");
 }
@@ -298,7 +304,7 @@ TEST_F(PublisherTest, NatsDownShowsAsLagThenCatchesUp) {
   EXPECT_TRUE(HoldsExactly(r.Records(p.stream()), sums, 120));
 }
 
-TEST_F(PublisherTest, RefillsAStreamThatLostItsContent) {
+TEST_F(PublisherTest, ADeletedStreamIsMadeAgainAndFilledFromTheJournal) {
   const auto dir = tmp_ / "data";
   std::vector<uint64_t> sums;
   Append(dir, history_, 1, 150, &sums);
@@ -310,8 +316,7 @@ TEST_F(PublisherTest, RefillsAStreamThatLostItsContent) {
   }
   {
     StreamReader r(nats_->url());
-    ASSERT_EQ(js_PurgeStream(r.js(), "MATCHBOOK_test", nullptr, nullptr), NATS_OK);
-    ASSERT_TRUE(r.Records("MATCHBOOK_test").empty());
+    ASSERT_EQ(js_DeleteStream(r.js(), "MATCHBOOK_test", nullptr, nullptr), NATS_OK);
   }
   Publisher p(dir, history_.config_hash, Options());
   p.Start(150);
@@ -319,6 +324,39 @@ TEST_F(PublisherTest, RefillsAStreamThatLostItsContent) {
   p.Stop();
   StreamReader r(nats_->url());
   EXPECT_TRUE(HoldsExactly(r.Records(p.stream()), sums, 150));
+}
+
+TEST_F(PublisherTest, MessagesGoneFromTheStreamAreNotPublishedTwice) {
+  // Purged (or expired) while the publisher runs and after it restarts:
+  // publishing goes on after the last record published, never from 1 again.
+  const auto dir = tmp_ / "data";
+  std::vector<uint64_t> sums;
+  Append(dir, history_, 1, 50, &sums);
+  Publisher p(dir, history_.config_hash, Options());
+  p.Start(50);
+  ASSERT_TRUE(p.WaitPublished(50, 20s)) << p.stats().last_error;
+  StreamReader r(nats_->url());
+  ASSERT_EQ(js_PurgeStream(r.js(), "MATCHBOOK_test", nullptr, nullptr), NATS_OK);
+  Append(dir, history_, 51, 100, &sums);
+  p.NotifyDurable(100);
+  ASSERT_TRUE(p.WaitPublished(100, 20s)) << p.stats().last_error;
+  std::vector<Published> got = r.Records(p.stream());
+  ASSERT_FALSE(got.empty());
+  EXPECT_EQ(got.front().seq, 51u);
+  EXPECT_EQ(got.back().seq, 100u);
+  EXPECT_EQ(got.size(), 50u);
+  p.Stop();
+
+  ASSERT_EQ(js_PurgeStream(r.js(), "MATCHBOOK_test", nullptr, nullptr), NATS_OK);
+  Append(dir, history_, 101, 120, &sums);
+  Publisher again(dir, history_.config_hash, Options());
+  again.Start(120);
+  for (int i = 0; i < 100 && LogText().find("has no message left") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(20ms);
+  }
+  again.Stop();
+  EXPECT_NE(LogText().find("publishing from record 121"), std::string::npos) << LogText();
+  EXPECT_TRUE(r.Records(again.stream()).empty()) << "nothing before the journal's end again";
 }
 
 TEST_F(PublisherTest, ASecondPrimaryIsRefusedAndSaysSo) {

@@ -1,0 +1,83 @@
+// Snapshots on the bus: the newest engine snapshot file of the primary's
+// data directory, published to a JetStream stream of its own in chunks, so a
+// replica or a standby boots from it without touching the primary's disk and
+// without any credential of the primary (docs/bus.md, "Snapshots").
+//
+//   stream   <journal stream>_SNAPSHOTS, subjects <journal subject>.snapshot.>
+//   <journal subject>.snapshot.<seq>       the snapshot file's bytes, in order,
+//                                          one chunk per message (header
+//                                          Mb-Chunk: "<i>/<n>")
+//   <journal subject>.snapshot.manifest    after the last chunk: which snapshot,
+//                                          its size, its chunks and the stream
+//                                          sequence of its first chunk
+//
+// The file travels as the journal wrote it: its own header carries the
+// sequence, the state hash and checksums, so a fetched copy is checked by
+// reading it back exactly as recovery does. The stream keeps the newest two
+// snapshots (older chunks and manifests are purged once a newer one is in).
+//
+// Thread safety: plain functions; a NatsConnection is used by one thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "journal/snapshot.h"
+
+namespace mb::bus {
+
+struct NatsConnection;  // bus/nats.h
+
+struct SnapshotNames {
+  std::string stream;    // <journal stream>_SNAPSHOTS
+  std::string chunks;    // <journal subject>.snapshot (+ ".<seq>")
+  std::string manifest;  // <journal subject>.snapshot.manifest
+  std::string filter;    // <journal subject>.snapshot.>
+};
+SnapshotNames SnapshotNamesFor(std::string_view journal_stream, std::string_view journal_subject);
+
+struct SnapshotManifest {
+  uint64_t seq = 0;
+  uint64_t bytes = 0;
+  uint64_t chunks = 0;
+  uint64_t first = 0;  // stream sequence of chunk 0
+};
+std::string FormatManifest(const SnapshotManifest& m);  // "seq=S bytes=B chunks=N first=F"
+Result<SnapshotManifest> ParseManifest(std::string_view text);
+
+// The newest snapshot file in <data_dir>/snapshots (nullopt: none).
+Result<std::optional<std::pair<uint64_t, std::filesystem::path>>> NewestSnapshotFile(
+    const std::filesystem::path& data_dir);
+
+// The newest manifest in the stream (nullopt: none yet).
+Result<std::optional<SnapshotManifest>> ReadManifest(NatsConnection& nats,
+                                                     const SnapshotNames& names);
+
+// Publishes the snapshot file (sequence `seq`) in chunks of `chunk_bytes`,
+// then its manifest; then purges every chunk and manifest below stream
+// sequence `purge_below` (0: nothing).
+Result<SnapshotManifest> PublishSnapshotFile(NatsConnection& nats, const SnapshotNames& names,
+                                             uint64_t seq, const std::filesystem::path& file,
+                                             std::size_t chunk_bytes, uint64_t purge_below);
+
+struct SnapshotSource {
+  std::vector<std::string> servers;
+  std::string stream;   // the journal stream's name
+  std::string subject;  // the journal subject
+  std::chrono::milliseconds timeout{2000};
+};
+
+// Downloads the newest snapshot on the bus into <data_dir>/snapshots/<seq>.mbs
+// (a temporary file, fsync, rename) and checks it by reading it back
+// (journal::ReadSnapshot); a file that does not check is removed. kNotFound
+// when the bus holds no snapshot yet; kCorruption names what does not fit.
+Result<journal::SnapshotMeta> FetchNewestSnapshot(const SnapshotSource& source,
+                                                  const std::filesystem::path& data_dir);
+
+}  // namespace mb::bus
