@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The journal on the bus end to end: `matchbook serve --nats` against a
 # nats-server started here publishes every durable record (health and
-# metrics say how far); NATS killed, deposits and orders are still answered
+# metrics say how far) and its newest snapshot; NATS killed, deposits and orders are still answered
 # and the lag shows in /admin/v1/health; NATS back, the lag returns to 0;
 # the server stopping leaves nothing unpublished; a bad --nats is refused
 # before anything starts.
@@ -89,6 +89,14 @@ caught_up
 [ "$(health stream)" = MATCHBOOK_matchbook ] || fail "stream $(health stream)"
 [ "$(health connected)" = True ] || fail "not connected"
 curl -s "$base/metrics" | grep -q '^matchbook_bus_lag_events 0$' || fail "no lag metric"
+
+# A snapshot (SIGUSR1 writes one) reaches the bus too.
+kill -USR1 "$pid"
+durable=$(health durable)
+for _ in $(seq 100); do [ "$(health snapshotSequence)" = "$durable" ] && break; sleep 0.1; done
+[ "$(health snapshotSequence)" = "$durable" ] ||
+  fail "snapshot $durable not on the bus: $(health snapshotSequence)"
+grep -q "snapshot $durable on the bus" "$dir/serve.err" || fail "the snapshot was not logged"
 
 # NATS gone: deposits are answered as before; the lag shows.
 kill -9 "$npid"

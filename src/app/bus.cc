@@ -32,6 +32,9 @@ void AddBusMetrics(metrics::Registry& registry, const bus::Publisher& publisher)
   registry.AddGauge("matchbook_bus_lag_events",
                     "Durable journal records the bus stream has not acknowledged yet", {},
                     [p, d] { return d(p->stats().lag_events); });
+  registry.AddGauge("matchbook_bus_snapshot_sequence",
+                    "The sequence of the newest engine snapshot on the bus (0: none yet)", {},
+                    [p, d] { return d(p->stats().snapshot_seq); });
   registry.AddGauge("matchbook_bus_connected", "1 when the last call to NATS succeeded, else 0", {},
                     [p] { return p->stats().connected ? 1.0 : 0.0; });
   registry.AddCounterFn("matchbook_bus_messages_total", "Messages the bus stream acknowledged", {},
@@ -50,10 +53,10 @@ std::string BusHealthJson(const bus::PublisherStats& s, const std::string& serve
   return fmt::format(
       R"({{"stream":{},"subject":{},"servers":{},"publishedSequence":{},"durableSequence":{},)"
       R"("lagEvents":{},"connected":{},"healthy":{},"lastError":{},"messages":{},"records":{},)"
-      R"("bytes":{},"errors":{}}})",
+      R"("bytes":{},"errors":{},"snapshotSequence":{}}})",
       JsonString(s.stream), JsonString(s.subject), JsonString(servers), s.published_seq,
       s.durable_seq, s.lag_events, s.connected, s.connected && s.last_error.empty(),
-      JsonString(s.last_error), s.messages, s.records, s.bytes, s.errors);
+      JsonString(s.last_error), s.messages, s.records, s.bytes, s.errors, s.snapshot_seq);
 }
 
 }  // namespace mb::app

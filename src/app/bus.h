@@ -21,7 +21,8 @@ bus::PublisherOptions BusOptionsFrom(const Config& config, std::vector<std::stri
 void AddBusMetrics(metrics::Registry& registry, const bus::Publisher& publisher);
 
 // {"stream", "subject", "servers", "publishedSequence", "durableSequence",
-//  "lagEvents", "connected", "healthy", "lastError", "messages", "records", "bytes", "errors"}
+//  "lagEvents", "connected", "healthy", "lastError", "messages", "records", "bytes", "errors",
+//  "snapshotSequence"}
 std::string BusHealthJson(const bus::PublisherStats& stats, const std::string& servers);
 
 }  // namespace mb::app

@@ -88,6 +88,7 @@ Publisher::Publisher(std::filesystem::path data_dir, uint64_t config_hash, Publi
       options_(std::move(options)),
       stream_(options_.stream.empty() ? DefaultStream(options_.venue) : options_.stream),
       subject_(options_.subject.empty() ? DefaultSubject(options_.venue) : options_.subject),
+      snapshot_names_(SnapshotNamesFor(stream_, subject_)),
       // Parks between retries; NotifyDurable wakes it.
       runner_(this, concurrency::StageConfig{"mb-publisher",
                                              {concurrency::WaitKind::kBackOff, 0, 0, 100'000}}) {}
@@ -140,6 +141,7 @@ PublisherStats Publisher::stats() const {
   s.connected = connected_.load(std::memory_order_relaxed);
   s.stream = stream_;
   s.subject = subject_;
+  s.snapshot_seq = snapshot_seq_.load(std::memory_order_relaxed);
   MutexLock lock(mu_);
   s.last_error = last_error_;
   return s;
@@ -173,6 +175,9 @@ int Publisher::DoWork() {
     Fail(n.status());
     return 0;
   }
+  if (*n == 0 && options_.snapshots && SteadyNs() >= snapshot_check_at_ns_) {
+    PublishSnapshotIfNew();
+  }
   return static_cast<int>(std::min<std::size_t>(*n, 1 << 30));
 }
 
@@ -191,6 +196,7 @@ void Publisher::Fail(const Status& st) {
   tail_.reset();
   carry_.clear();
   carry_seq_ = 0;
+  snapshots_ready_ = false;
   int64_t wait = options_.retry.count() * kNsPerMs;
   if (st.code() == StatusCode::kInvalidArgument) {
     // A refusal does not go away by itself: asked again less and less often.
@@ -467,6 +473,60 @@ Result<std::size_t> Publisher::PublishBatch() {
   published_cv_.notify_all();
   if (recovered) Log(fmt::format("publishing to {} again, at record {}", stream_, last));
   return count;
+}
+
+void Publisher::PublishSnapshotIfNew() {
+  snapshot_check_at_ns_ = SteadyNs() + options_.snapshot_check.count() * kNsPerMs;
+  auto publish = [&]() -> Status {
+    if (!snapshots_ready_) {
+      StreamSpec spec;
+      spec.name = snapshot_names_.stream;
+      spec.subject = snapshot_names_.filter;
+      spec.description = StreamDescription(options_.venue, config_hash_);
+      spec.replicas = options_.replicas;
+      spec.max_bytes = options_.snapshot_max_bytes;
+      spec.duplicates_ns = kDuplicateWindowNs;
+      auto state = EnsureStream(nats_->js, spec);
+      if (!state.ok()) return state.status();
+      auto manifest = ReadManifest(*nats_, snapshot_names_);
+      if (!manifest.ok()) return manifest.status();
+      snapshot_seq_.store(*manifest ? (*manifest)->seq : 0, std::memory_order_relaxed);
+      snapshot_before_ = 0;
+      snapshots_ready_ = true;
+    }
+    auto newest = NewestSnapshotFile(data_dir_);
+    if (!newest.ok()) return newest.status();
+    if (!*newest || (*newest)->first <= snapshot_seq_.load(std::memory_order_relaxed)) {
+      return Status::Ok();
+    }
+    const auto& [seq, path] = **newest;
+    // Keeps the snapshot before this one while a replica may still be
+    // fetching it; the one before that goes.
+    const uint64_t current = snapshot_seq_.load(std::memory_order_relaxed);
+    auto m =
+        PublishSnapshotFile(*nats_, snapshot_names_, seq, path, max_message_, snapshot_before_);
+    if (!m.ok()) return m.status();
+    snapshot_before_ = current;
+    snapshot_seq_.store(seq, std::memory_order_relaxed);
+    Log(fmt::format("snapshot {} on the bus: {} bytes in {} message{} (stream {})", seq, m->bytes,
+                    m->chunks, m->chunks == 1 ? "" : "s", snapshot_names_.stream));
+    return Status::Ok();
+  };
+  Status st = publish();
+  if (st.ok()) {
+    snapshot_error_.clear();
+    return;
+  }
+  // Never in the journal's way: the journal's records keep going, the
+  // snapshot is tried again later.
+  errors_.fetch_add(1, std::memory_order_relaxed);
+  snapshots_ready_ = false;
+  snapshot_check_at_ns_ = SteadyNs() + 10 * options_.snapshot_check.count() * kNsPerMs;
+  if (st.message() != snapshot_error_) {
+    snapshot_error_ = st.message();
+    Log(fmt::format("snapshot not published: {} (tried again in {} ms)", st.message(),
+                    10 * options_.snapshot_check.count()));
+  }
 }
 
 void ShutdownNats() { nats_CloseAndWait(2000); }

@@ -44,6 +44,7 @@
 #include <string_view>
 #include <vector>
 
+#include "bus/snapshots.h"
 #include "common/file_system.h"
 #include "common/status.h"
 #include "common/thread_annotations.h"
@@ -92,6 +93,12 @@ struct PublisherOptions {
   // fsync = none: each message's records are fdatasync'ed first (the
   // journal does not), so the bus never holds what a power cut takes back.
   bool sync_journal = false;
+  // The newest snapshot of <data_dir>/snapshots also goes to the bus
+  // (bus/snapshots.h), checked for every `snapshot_check`; its stream keeps
+  // at most snapshot_max_bytes.
+  bool snapshots = true;
+  std::chrono::milliseconds snapshot_check{1000};
+  int64_t snapshot_max_bytes = int64_t{8} << 30;
 };
 
 struct PublisherStats {
@@ -106,6 +113,7 @@ struct PublisherStats {
   std::string last_error;  // "" once a publish succeeds again
   std::string stream;
   std::string subject;
+  uint64_t snapshot_seq = 0;  // the newest snapshot on the bus (0: none yet)
 };
 
 class Publisher final : private concurrency::Agent {
@@ -139,6 +147,7 @@ class Publisher final : private concurrency::Agent {
   Status Connect();
   Status Resume();
   Result<std::size_t> PublishBatch();
+  void PublishSnapshotIfNew();
   void Fail(const Status& st);
   void Log(std::string_view line) const;
 
@@ -147,6 +156,7 @@ class Publisher final : private concurrency::Agent {
   const PublisherOptions options_;
   const std::string stream_;
   const std::string subject_;
+  const SnapshotNames snapshot_names_;
   concurrency::AgentRunner runner_;
 
   std::atomic<uint64_t> durable_{0};
@@ -157,6 +167,7 @@ class Publisher final : private concurrency::Agent {
   std::atomic<uint64_t> records_{0};
   std::atomic<uint64_t> bytes_{0};
   std::atomic<uint64_t> errors_{0};
+  std::atomic<uint64_t> snapshot_seq_{0};
 
   mutable Mutex mu_;
   std::condition_variable published_cv_;
@@ -171,8 +182,12 @@ class Publisher final : private concurrency::Agent {
   std::vector<std::byte> buf_;
   std::vector<std::byte> carry_;  // a framed record for the next message
   uint64_t carry_seq_ = 0;
-  std::size_t max_message_ = 0;  // message_bytes, under the server's max_payload
-  int refusals_ = 0;             // refusals in a row (their retry backs off)
+  std::size_t max_message_ = 0;   // message_bytes, under the server's max_payload
+  int refusals_ = 0;              // refusals in a row (their retry backs off)
+  bool snapshots_ready_ = false;  // the snapshot stream made sure of, its manifest read
+  uint64_t snapshot_before_ = 0;  // the snapshot before the newest on the bus (0: none known)
+  int64_t snapshot_check_at_ns_ = 0;
+  std::string snapshot_error_;  // the last one logged
 };
 
 // Releases the NATS library's process-wide threads and memory: once, at

@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <thread>
 
+#include "bus/snapshots.h"
 #include "journal/journal_test_support.h"
 
 namespace mb::bus {
@@ -194,6 +195,7 @@ class PublisherTest : public ::testing::Test {
     o.message_bytes = 2048;  // several records per message, many messages
     o.timeout = 1000ms;
     o.retry = 100ms;
+    o.snapshot_check = 50ms;
     o.log = [this](std::string_view line) {
       std::lock_guard<std::mutex> lock(log_mu_);
       log_ += std::string(line) + "\n";
@@ -495,6 +497,115 @@ TEST_F(PublisherTest, AnUnreachableServerIsAnErrorNotAStall) {
   p.NotifyDurable(10);
   p.Stop();
   EXPECT_NE(LogText().find("trading is not affected"), std::string::npos) << LogText();
+}
+
+// Waits (bounded) until the publisher says snapshot `seq` is on the bus.
+bool SnapshotOnBus(const Publisher& p, uint64_t seq) {
+  for (int i = 0; i < 400 && p.stats().snapshot_seq < seq; ++i) std::this_thread::sleep_for(25ms);
+  return p.stats().snapshot_seq == seq;
+}
+
+TEST_F(PublisherTest, SnapshotsReachTheBusAndAReplicaFetchesTheNewest) {
+  const auto dir = tmp_ / "data";
+  std::vector<uint64_t> sums;
+  Append(dir, history_, 1, 200, &sums);
+  auto snap120 = journal::Snapshot(dir, history_, 120, sums[119]);
+  ASSERT_TRUE(snap120.ok()) << snap120.status().message();
+  PublisherOptions o = Options();
+  o.message_bytes = 1024;  // a snapshot of several chunks
+  Publisher p(dir, history_.config_hash, o);
+  p.Start(200);
+  ASSERT_TRUE(p.WaitPublished(200, 20s)) << p.stats().last_error;
+  ASSERT_TRUE(SnapshotOnBus(p, 120)) << LogText();
+
+  const SnapshotSource source{{nats_->url()}, p.stream(), p.subject(), 2000ms};
+  const auto replica = tmp_ / "replica";
+  auto got = FetchNewestSnapshot(source, replica);
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  EXPECT_EQ(got->seq, 120u);
+  EXPECT_EQ(got->state_hash, journal::EngineAt(history_, 120).StateHash());
+  EXPECT_EQ(journal::Load(replica / "snapshots" / journal::SnapshotFileName(120)),
+            journal::Load(*snap120))
+      << "the file travels as the journal wrote it";
+
+  // Newer snapshots replace it; the stream keeps the newest two.
+  auto snap160 = journal::Snapshot(dir, history_, 160, sums[159]);
+  ASSERT_TRUE(snap160.ok());
+  ASSERT_TRUE(SnapshotOnBus(p, 160)) << LogText();
+  auto snap200 = journal::Snapshot(dir, history_, 200, sums[199]);
+  ASSERT_TRUE(snap200.ok());
+  ASSERT_TRUE(SnapshotOnBus(p, 200)) << LogText();
+  got = FetchNewestSnapshot(source, tmp_ / "replica2");
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  EXPECT_EQ(got->seq, 200u);
+  p.Stop();
+  StreamReader r(nats_->url());
+  auto on_bus = [&](uint64_t seq) {
+    natsMsg* m = nullptr;
+    const std::string subject = fmt::format("{}.snapshot.{}", p.subject(), seq);
+    const bool found = js_GetLastMsg(&m, r.js(), "MATCHBOOK_test_SNAPSHOTS", subject.c_str(),
+                                     nullptr, nullptr) == NATS_OK;
+    if (m != nullptr) natsMsg_Destroy(m);
+    return found;
+  };
+  EXPECT_FALSE(on_bus(120)) << "older than the newest two: purged";
+  EXPECT_TRUE(on_bus(160));
+  EXPECT_TRUE(on_bus(200));
+
+  // A restarted publisher finds snapshot 200 on the bus and does not send it again.
+  Publisher again(dir, history_.config_hash, o);
+  again.Start(200);
+  ASSERT_TRUE(again.WaitPublished(200, 20s));
+  for (int i = 0; i < 100 && again.stats().snapshot_seq == 0; ++i)
+    std::this_thread::sleep_for(20ms);
+  again.Stop();
+  EXPECT_EQ(again.stats().snapshot_seq, 200u);
+  const std::string log = LogText();
+  EXPECT_EQ(log.find("snapshot 200 on the bus"), log.rfind("snapshot 200 on the bus"))
+      << "published once: " << log;
+}
+
+TEST_F(PublisherTest, FetchingASnapshotSaysWhatIsMissingOrWrong) {
+  const SnapshotSource source{{nats_->url()}, "MATCHBOOK_test", "mb.test.journal", 2000ms};
+  auto none = FetchNewestSnapshot(source, tmp_ / "r1");
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(none.status().message().find("no snapshot on the bus yet"), std::string::npos)
+      << none.status().message();
+
+  // A manifest whose chunks are not there.
+  const auto dir = tmp_ / "data";
+  std::vector<uint64_t> sums;
+  Append(dir, history_, 1, 20, &sums);
+  {
+    Publisher p(dir, history_.config_hash, Options());
+    p.Start(20);
+    ASSERT_TRUE(p.WaitPublished(20, 20s));
+    auto snap = journal::Snapshot(dir, history_, 20, sums[19]);
+    ASSERT_TRUE(snap.ok());
+    ASSERT_TRUE(SnapshotOnBus(p, 20)) << LogText();
+    p.Stop();
+  }
+  StreamReader r(nats_->url());
+  const char bogus[] = "seq=999 bytes=10 chunks=1 first=1";
+  ASSERT_EQ(js_Publish(nullptr, r.js(), "mb.test.journal.snapshot.manifest", bogus,
+                       sizeof bogus - 1, nullptr, nullptr),
+            NATS_OK);
+  auto wrong = FetchNewestSnapshot(source, tmp_ / "r2");
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_NE(wrong.status().message().find("is not chunk 0/1 of snapshot 999"), std::string::npos)
+      << wrong.status().message();
+  EXPECT_FALSE(std::filesystem::exists(tmp_ / "r2" / "snapshots" / journal::SnapshotFileName(999)));
+
+  const char junk[] = "seq=abc";
+  ASSERT_EQ(js_Publish(nullptr, r.js(), "mb.test.journal.snapshot.manifest", junk, sizeof junk - 1,
+                       nullptr, nullptr),
+            NATS_OK);
+  auto bad = FetchNewestSnapshot(source, tmp_ / "r3");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("is not \"seq=S bytes=B chunks=N first=F\""),
+            std::string::npos)
+      << bad.status().message();
 }
 
 // Three nats-servers routed to each other on loopback: one JetStream

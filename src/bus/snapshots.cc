@@ -122,7 +122,7 @@ Result<std::optional<SnapshotManifest>> ReadManifest(NatsConnection& nats,
 
 Result<SnapshotManifest> PublishSnapshotFile(NatsConnection& nats, const SnapshotNames& names,
                                              uint64_t seq, const std::filesystem::path& file,
-                                             std::size_t chunk_bytes, uint64_t purge_below) {
+                                             std::size_t chunk_bytes, uint64_t drop) {
   auto bytes = ReadFile(file);
   if (!bytes.ok()) return bytes.status();
   SnapshotManifest m;
@@ -144,17 +144,21 @@ Result<SnapshotManifest> PublishSnapshotFile(NatsConnection& nats, const Snapsho
   MB_RETURN_IF_ERROR(Publish(nats.js, names.manifest,
                              std::as_bytes(std::span(text.data(), text.size())),
                              fmt::format("snapshot-{}-manifest", seq), "", &stored));
-  if (purge_below > 0) {
+  auto purge = [&](const std::string& filter, uint64_t keep) -> Status {
     jsOptions o;
     jsOptions_Init(&o);
-    o.Stream.Purge.Subject = names.filter.c_str();
-    o.Stream.Purge.Sequence = purge_below;
+    o.Stream.Purge.Subject = filter.c_str();
+    o.Stream.Purge.Keep = keep;
     jsErrCode code = static_cast<jsErrCode>(0);
     if (natsStatus s = js_PurgeStream(nats.js, names.stream.c_str(), &o, &code); s != NATS_OK) {
-      return Unavailable(NatsError(fmt::format("purging old snapshots from {}", names.stream), s,
+      return Unavailable(NatsError(fmt::format("purging {} from {}", filter, names.stream), s,
                                    static_cast<int>(code)));
     }
-  }
+    return Status::Ok();
+  };
+  MB_RETURN_IF_ERROR(purge(names.manifest, 1));
+  if (drop != 0 && drop != seq)
+    MB_RETURN_IF_ERROR(purge(fmt::format("{}.{}", names.chunks, drop), 0));
   return m;
 }
 

@@ -60,11 +60,11 @@ Result<std::optional<SnapshotManifest>> ReadManifest(NatsConnection& nats,
                                                      const SnapshotNames& names);
 
 // Publishes the snapshot file (sequence `seq`) in chunks of `chunk_bytes`,
-// then its manifest; then purges every chunk and manifest below stream
-// sequence `purge_below` (0: nothing).
+// then its manifest; then purges the chunks of snapshot `drop` (0: none)
+// and every manifest but the new one.
 Result<SnapshotManifest> PublishSnapshotFile(NatsConnection& nats, const SnapshotNames& names,
                                              uint64_t seq, const std::filesystem::path& file,
-                                             std::size_t chunk_bytes, uint64_t purge_below);
+                                             std::size_t chunk_bytes, uint64_t drop);
 
 struct SnapshotSource {
   std::vector<std::string> servers;
