@@ -22,22 +22,10 @@ std::string NatsError(std::string_view what, natsStatus s, int code) {
   return text;
 }
 
-namespace {
-
-void OnDisconnected(natsConnection*, void* flag) {
-  static_cast<std::atomic<bool>*>(flag)->store(false, std::memory_order_relaxed);
-}
-void OnReconnected(natsConnection*, void* flag) {
-  static_cast<std::atomic<bool>*>(flag)->store(true, std::memory_order_relaxed);
-}
-
-}  // namespace
-
 Result<std::unique_ptr<NatsConnection>> ConnectNats(const std::vector<std::string>& servers,
                                                     const std::string& name,
                                                     std::chrono::milliseconds timeout,
-                                                    std::chrono::milliseconds retry,
-                                                    std::atomic<bool>* connected) {
+                                                    std::chrono::milliseconds retry) {
   natsOptions* opts = nullptr;
   if (natsOptions_Create(&opts) != NATS_OK) return Unavailable("cannot create NATS options");
   std::vector<const char*> urls;
@@ -48,10 +36,6 @@ Result<std::unique_ptr<NatsConnection>> ConnectNats(const std::vector<std::strin
   if (s == NATS_OK) s = natsOptions_SetAllowReconnect(opts, true);
   if (s == NATS_OK) s = natsOptions_SetMaxReconnect(opts, -1);
   if (s == NATS_OK) s = natsOptions_SetReconnectWait(opts, retry.count());
-  if (s == NATS_OK && connected != nullptr) {
-    s = natsOptions_SetDisconnectedCB(opts, OnDisconnected, connected);
-    if (s == NATS_OK) s = natsOptions_SetReconnectedCB(opts, OnReconnected, connected);
-  }
   auto nats = std::make_unique<NatsConnection>();
   if (s == NATS_OK) s = natsConnection_Connect(&nats->conn, opts);
   natsOptions_Destroy(opts);

@@ -8,7 +8,6 @@
 
 #include <nats/nats.h>
 
-#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -31,14 +30,11 @@ struct NatsConnection {
 
 // Connects to the first server of the list that answers (the client
 // reconnects on its own afterwards, every `retry`); `timeout` bounds the
-// connect and every JetStream call. `connected` (optional, must outlive the
-// connection) follows the connection: false while it is down, true again
-// once the client has reconnected.
+// connect and every JetStream call.
 Result<std::unique_ptr<NatsConnection>> ConnectNats(const std::vector<std::string>& servers,
                                                     const std::string& name,
                                                     std::chrono::milliseconds timeout,
-                                                    std::chrono::milliseconds retry,
-                                                    std::atomic<bool>* connected = nullptr);
+                                                    std::chrono::milliseconds retry);
 
 // "<what>: <status text> (<library detail>) [JetStream error <code>]".
 std::string NatsError(std::string_view what, natsStatus s, int code);

@@ -164,6 +164,10 @@ int Publisher::DoWork() {
       return 0;
     }
   }
+  // The client reconnects by itself; its state is read here, on the thread
+  // that owns the connection (at least every park, 100 ms).
+  connected_.store(natsConnection_Status(nats_->conn) == NATS_CONN_STATUS_CONNECTED,
+                   std::memory_order_relaxed);
   if (next_ == 0) {
     if (Status s = Resume(); !s.ok()) {
       Fail(s);
@@ -209,20 +213,18 @@ void Publisher::Fail(const Status& st) {
     if (last_error_ == st.message()) return;  // logged already
     last_error_ = st.message();
   }
-  Log(fmt::format("{} (retrying every {} ms; trading is not affected)", st.message(),
-                  options_.retry.count()));
+  Log(fmt::format("{} (tried again in {} ms; trading is not affected)", st.message(),
+                  wait / kNsPerMs));
 }
 
 Status Publisher::Connect() {
   auto nats = ConnectNats(options_.servers, fmt::format("matchbook {} publisher", options_.venue),
-                          options_.timeout, options_.retry, &connected_);
+                          options_.timeout, options_.retry);
   if (!nats.ok()) return nats.status();
   nats_ = std::move(*nats);
-  // A message stays under the server's max_payload, with room for headers.
+  // No message passes the server's max_payload (headers need room too).
   const int64_t payload = natsConnection_GetMaxPayload(nats_->conn);
-  max_message_ = std::min<std::size_t>(
-      options_.message_bytes,
-      static_cast<std::size_t>(std::max<int64_t>(payload - kHeaderRoom, 1024)));
+  max_message_ = static_cast<std::size_t>(std::max<int64_t>(payload - kHeaderRoom, 1024));
   return Status::Ok();
 }
 
@@ -303,8 +305,10 @@ Status Publisher::Resume() {
     from = (known > 0 ? known : durable) + 1;
     Log(
         fmt::format("stream {} has no message left (its last was message {}); publishing from "
-                    "record {}, records before it are not on the bus",
-                    stream_, state->last_seq, from));
+                    "record {}: records before it are not on the bus, and a replica starts "
+                    "from a snapshot at or after record {}",
+                    stream_, state->last_seq, from, from - 1));
+    snapshot_check_at_ns_ = 0;  // the newest snapshot goes out first
   }
   // Reading record `last` leaves the tail at the next one.
   auto tail = std::make_unique<journal::JournalTail>(data_dir_, config_hash_,
@@ -325,30 +329,38 @@ Status Publisher::Resume() {
   }
   tail_ = std::move(tail);
   carry_.clear();
+  carry_seq_ = 0;
   next_ = from;
   expect_message_ = last > 0 ? last_message : state->last_seq;
-  refusals_ = 0;
+  // What the stream holds, as it says (a stream that lost its tail holds
+  // less than was acknowledged before: the lag shows it again).
+  const bool idle = from > durable;
   bool recovered = false;
   {
     MutexLock lock(mu_);
-    if (from - 1 > published_.load(std::memory_order_relaxed)) {
-      published_.store(from - 1, std::memory_order_release);
+    published_.store(from - 1, std::memory_order_release);
+    // With nothing left to publish the resume itself is the proof that the
+    // stream answers; otherwise the next publish is.
+    if (idle) {
+      recovered = !last_error_.empty();
+      last_error_.clear();
     }
-    recovered = !last_error_.empty();
-    last_error_.clear();
   }
+  if (idle) refusals_ = 0;
   published_cv_.notify_all();
-  connected_.store(true, std::memory_order_relaxed);
-  if (recovered) Log(fmt::format("stream {} answers again", stream_));
-  Log(fmt::format("stream {} holds records up to {}; publishing from {}", stream_, last, from));
+  if (recovered) Log(fmt::format("stream {} answers again, at record {}", stream_, from - 1));
+  const std::string line =
+      fmt::format("stream {} holds records up to {}; publishing from {}", stream_, last, from);
+  if (line != last_resume_log_) Log(line);  // once, not at every retry of a failing publish
+  last_resume_log_ = line;
   return Status::Ok();
 }
 
 Result<std::size_t> Publisher::PublishBatch() {
   const uint64_t durable = durable_.load(std::memory_order_acquire);
   if (next_ > durable) return std::size_t{0};
-  // A message holds whole records and stays under max_message_: a record
-  // that would take it past is carried over to the next message.
+  // A message holds whole records: one that does not fit is carried over
+  // to the next message.
   buf_.swap(carry_);
   carry_.clear();
   uint64_t last = carry_seq_;
@@ -363,7 +375,11 @@ Result<std::size_t> Publisher::PublishBatch() {
           "configuration",
           r.seq, size, max_message_, kHeaderRoom));
     }
-    std::vector<std::byte>& into = buf_.size() + size > max_message_ ? carry_ : buf_;
+    // A record that would take a message past message_bytes (or past the
+    // server's limit) starts the next one; alone, a record may pass
+    // message_bytes.
+    const std::size_t close_at = std::min(options_.message_bytes, max_message_);
+    std::vector<std::byte>& into = !buf_.empty() && buf_.size() + size > close_at ? carry_ : buf_;
     const std::size_t at = into.size();
     into.resize(at + size);
     journal::EncodeRecordHeader(journal::RecordType::kCommandOutcome, r.seq, r.payload,
@@ -463,6 +479,7 @@ Result<std::size_t> Publisher::PublishBatch() {
   records_.fetch_add(count, std::memory_order_relaxed);
   bytes_.fetch_add(buf_.size(), std::memory_order_relaxed);
   connected_.store(true, std::memory_order_relaxed);
+  refusals_ = 0;
   bool recovered = false;
   {
     MutexLock lock(mu_);

@@ -82,7 +82,9 @@ struct PublisherOptions {
   int replicas = 1;                                          // created streams: 1 or 3 (a cluster)
   int64_t max_bytes = int64_t{32} << 30;                     // the stream's limit
   std::chrono::seconds max_age{std::chrono::hours(24 * 7)};  // the stream's limit
-  std::size_t message_bytes = 256 << 10;  // a message ends after the record that passes this
+  // A message ends before the record that would take it past this (a
+  // record alone may pass it, up to the server's max_payload).
+  std::size_t message_bytes = 256 << 10;
   // A message not yet full waits this long for more durable records (0: it
   // leaves with what is durable).
   std::chrono::microseconds linger{2000};
@@ -182,7 +184,8 @@ class Publisher final : private concurrency::Agent {
   std::vector<std::byte> buf_;
   std::vector<std::byte> carry_;  // a framed record for the next message
   uint64_t carry_seq_ = 0;
-  std::size_t max_message_ = 0;   // message_bytes, under the server's max_payload
+  std::size_t max_message_ = 0;  // the server's max_payload less room for headers
+  std::string last_resume_log_;
   int refusals_ = 0;              // refusals in a row (their retry backs off)
   bool snapshots_ready_ = false;  // the snapshot stream made sure of, its manifest read
   uint64_t snapshot_before_ = 0;  // the snapshot before the newest on the bus (0: none known)

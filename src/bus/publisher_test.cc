@@ -258,6 +258,21 @@ TEST_F(PublisherTest, PublishesEveryDurableRecordOnceInOrder) {
   EXPECT_EQ(p.subject(), "mb.test.journal");
 }
 
+TEST_F(PublisherTest, ARecordLargerThanAMessageTravelsAlone) {
+  const auto dir = tmp_ / "data";
+  std::vector<uint64_t> sums;
+  Append(dir, history_, 1, 60, &sums);
+  PublisherOptions o = Options();
+  o.message_bytes = 16;  // smaller than any record
+  Publisher p(dir, history_.config_hash, o);
+  p.Start(60);
+  ASSERT_TRUE(p.WaitPublished(60, 20s)) << p.stats().last_error;
+  p.Stop();
+  EXPECT_EQ(p.stats().messages, 60u) << "one record per message";
+  StreamReader r(nats_->url());
+  EXPECT_TRUE(HoldsExactly(r.Records(p.stream()), sums, 60));
+}
+
 TEST_F(PublisherTest, ResumesAfterEitherSideRestartsWithoutGapOrDuplicate) {
   const auto dir = tmp_ / "data";
   std::vector<uint64_t> sums;
