@@ -179,10 +179,9 @@ int Publisher::DoWork() {
     Fail(n.status());
     return 0;
   }
-  if (*n == 0 && options_.snapshots && SteadyNs() >= snapshot_check_at_ns_) {
-    PublishSnapshotIfNew();
-  }
-  return static_cast<int>(std::min<std::size_t>(*n, 1 << 30));
+  // At most one snapshot chunk per round, between journal messages.
+  const std::size_t chunks = options_.snapshots && StepSnapshot() ? 1 : 0;
+  return static_cast<int>(std::min<std::size_t>(*n + chunks, 1 << 30));
 }
 
 void Publisher::OnClose() {
@@ -201,6 +200,7 @@ void Publisher::Fail(const Status& st) {
   carry_.clear();
   carry_seq_ = 0;
   snapshots_ready_ = false;
+  upload_.reset();
   int64_t wait = options_.retry.count() * kNsPerMs;
   if (st.code() == StatusCode::kInvalidArgument) {
     // A refusal does not go away by itself: asked again less and less often.
@@ -492,51 +492,68 @@ Result<std::size_t> Publisher::PublishBatch() {
   return count;
 }
 
-void Publisher::PublishSnapshotIfNew() {
-  snapshot_check_at_ns_ = SteadyNs() + options_.snapshot_check.count() * kNsPerMs;
-  auto publish = [&]() -> Status {
-    if (!snapshots_ready_) {
-      StreamSpec spec;
-      spec.name = snapshot_names_.stream;
-      spec.subject = snapshot_names_.filter;
-      spec.description = StreamDescription(options_.venue, config_hash_);
-      spec.replicas = options_.replicas;
-      spec.max_bytes = options_.snapshot_max_bytes;
-      spec.duplicates_ns = kDuplicateWindowNs;
-      auto state = EnsureStream(nats_->js, spec);
-      if (!state.ok()) return state.status();
-      auto manifest = ReadManifest(*nats_, snapshot_names_);
-      if (!manifest.ok()) return manifest.status();
-      snapshot_seq_.store(*manifest ? (*manifest)->seq : 0, std::memory_order_relaxed);
-      snapshot_before_ = 0;
-      snapshots_ready_ = true;
+bool Publisher::StepSnapshot() {
+  auto step = [&]() -> Result<bool> {
+    if (!upload_) {
+      if (SteadyNs() < snapshot_check_at_ns_) return false;
+      snapshot_check_at_ns_ = SteadyNs() + options_.snapshot_check.count() * kNsPerMs;
+      if (!snapshots_ready_) {
+        StreamSpec spec;
+        spec.name = snapshot_names_.stream;
+        spec.subject = snapshot_names_.filter;
+        spec.description = StreamDescription(options_.venue, config_hash_);
+        spec.replicas = options_.replicas;
+        spec.max_bytes = options_.snapshot_max_bytes;
+        spec.duplicates_ns = kDuplicateWindowNs;
+        auto state = EnsureStream(nats_->js, spec);
+        if (!state.ok()) return state.status();
+        auto manifest = ReadManifest(*nats_, snapshot_names_);
+        if (!manifest.ok()) return manifest.status();
+        snapshot_seq_.store(*manifest ? (*manifest)->seq : 0, std::memory_order_relaxed);
+        snapshot_chunks_ = *manifest ? (*manifest)->chunks : 0;
+        snapshots_ready_ = true;
+      }
+      auto newest = NewestSnapshotFile(data_dir_);
+      if (!newest.ok()) return newest.status();
+      if (!*newest || (*newest)->first <= snapshot_seq_.load(std::memory_order_relaxed)) {
+        return false;
+      }
+      const auto& [seq, path] = **newest;
+      auto upload =
+          SnapshotUpload::Open(snapshot_names_, seq, path, max_message_, ++snapshot_attempts_);
+      if (!upload.ok()) {
+        if (upload.status().code() != StatusCode::kNotFound) return upload.status();
+        snapshot_check_at_ns_ = 0;  // rotated away meanwhile: the newer one is there
+        return false;
+      }
+      // Room for it, the one before and the next one in the stream's limit.
+      if ((*upload)->manifest().bytes > static_cast<uint64_t>(options_.snapshot_max_bytes) / 3) {
+        return InvalidArgument(fmt::format(
+            "snapshot {} is {} bytes, more than a third of the snapshot stream's limit ({} bytes)",
+            seq, (*upload)->manifest().bytes, options_.snapshot_max_bytes));
+      }
+      upload_ = std::move(*upload);
     }
-    auto newest = NewestSnapshotFile(data_dir_);
-    if (!newest.ok()) return newest.status();
-    if (!*newest || (*newest)->first <= snapshot_seq_.load(std::memory_order_relaxed)) {
-      return Status::Ok();
+    auto done = upload_->Step(*nats_, snapshot_chunks_);
+    if (!done.ok()) return done.status();
+    if (*done) {
+      const SnapshotManifest& m = upload_->manifest();
+      snapshot_seq_.store(m.seq, std::memory_order_relaxed);
+      snapshot_chunks_ = m.chunks;
+      Log(fmt::format("snapshot {} on the bus: {} bytes in {} message{} (stream {})", m.seq,
+                      m.bytes, m.chunks, m.chunks == 1 ? "" : "s", snapshot_names_.stream));
+      upload_.reset();
+      snapshot_error_.clear();
     }
-    const auto& [seq, path] = **newest;
-    // Keeps the snapshot before this one while a replica may still be
-    // fetching it; the one before that goes.
-    const uint64_t current = snapshot_seq_.load(std::memory_order_relaxed);
-    auto m =
-        PublishSnapshotFile(*nats_, snapshot_names_, seq, path, max_message_, snapshot_before_);
-    if (!m.ok()) return m.status();
-    snapshot_before_ = current;
-    snapshot_seq_.store(seq, std::memory_order_relaxed);
-    Log(fmt::format("snapshot {} on the bus: {} bytes in {} message{} (stream {})", seq, m->bytes,
-                    m->chunks, m->chunks == 1 ? "" : "s", snapshot_names_.stream));
-    return Status::Ok();
+    return true;
   };
-  Status st = publish();
-  if (st.ok()) {
-    snapshot_error_.clear();
-    return;
-  }
+  auto did = step();
+  if (did.ok()) return *did;
   // Never in the journal's way: the journal's records keep going, the
-  // snapshot is tried again later.
+  // snapshot is tried again later, from its first chunk.
+  const Status& st = did.status();
   errors_.fetch_add(1, std::memory_order_relaxed);
+  upload_.reset();
   snapshots_ready_ = false;
   snapshot_check_at_ns_ = SteadyNs() + 10 * options_.snapshot_check.count() * kNsPerMs;
   if (st.message() != snapshot_error_) {
@@ -544,6 +561,7 @@ void Publisher::PublishSnapshotIfNew() {
     Log(fmt::format("snapshot not published: {} (tried again in {} ms)", st.message(),
                     10 * options_.snapshot_check.count()));
   }
+  return false;
 }
 
 void ShutdownNats() { nats_CloseAndWait(2000); }

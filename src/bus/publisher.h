@@ -149,7 +149,10 @@ class Publisher final : private concurrency::Agent {
   Status Connect();
   Status Resume();
   Result<std::size_t> PublishBatch();
-  void PublishSnapshotIfNew();
+  // Publishes the next chunk of the snapshot on its way, or starts one when
+  // a newer snapshot is there (checked every snapshot_check); true when a
+  // message went out.
+  bool StepSnapshot();
   void Fail(const Status& st);
   void Log(std::string_view line) const;
 
@@ -188,7 +191,9 @@ class Publisher final : private concurrency::Agent {
   std::string last_resume_log_;
   int refusals_ = 0;              // refusals in a row (their retry backs off)
   bool snapshots_ready_ = false;  // the snapshot stream made sure of, its manifest read
-  uint64_t snapshot_before_ = 0;  // the snapshot before the newest on the bus (0: none known)
+  uint64_t snapshot_chunks_ = 0;  // chunks of the newest snapshot on the bus
+  uint64_t snapshot_attempts_ = 0;
+  std::unique_ptr<SnapshotUpload> upload_;  // the snapshot on its way
   int64_t snapshot_check_at_ns_ = 0;
   std::string snapshot_error_;  // the last one logged
 };

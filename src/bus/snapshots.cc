@@ -1,9 +1,14 @@
 #include "bus/snapshots.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
+#include <cstring>
 
 #include "bus/nats.h"
 #include "common/file.h"
@@ -36,14 +41,17 @@ Status Publish(jsCtx* js, const std::string& subject, std::span<const std::byte>
   jsErrCode code = static_cast<jsErrCode>(0);
   s = js_PublishMsg(&ack, js, m, &po, &code);
   natsMsg_Destroy(m);
+  bool duplicate = false;
   if (ack != nullptr) {
     *stored = ack->Sequence;
+    duplicate = ack->Duplicate;
     jsPubAck_Destroy(ack);
   }
   if (s != NATS_OK) {
     return Unavailable(
         NatsError(fmt::format("publishing {} to {}", id, subject), s, static_cast<int>(code)));
   }
+  if (duplicate) return Unavailable(fmt::format("{} was taken for a duplicate", id));
   return Status::Ok();
 }
 
@@ -120,46 +128,90 @@ Result<std::optional<SnapshotManifest>> ReadManifest(NatsConnection& nats,
   return std::optional<SnapshotManifest>(*parsed);
 }
 
-Result<SnapshotManifest> PublishSnapshotFile(NatsConnection& nats, const SnapshotNames& names,
-                                             uint64_t seq, const std::filesystem::path& file,
-                                             std::size_t chunk_bytes, uint64_t drop) {
-  auto bytes = ReadFile(file);
-  if (!bytes.ok()) return bytes.status();
+Result<std::unique_ptr<SnapshotUpload>> SnapshotUpload::Open(const SnapshotNames& names,
+                                                             uint64_t seq,
+                                                             const std::filesystem::path& file,
+                                                             std::size_t chunk_bytes,
+                                                             uint64_t attempt) {
+  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    if (err == ENOENT) return NotFound(fmt::format("{} is gone", file.string()));
+    return IoError(fmt::format("opening {}: {}", file.string(), std::strerror(err)));
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return IoError(fmt::format("fstat {}: {}", file.string(), std::strerror(err)));
+  }
   SnapshotManifest m;
   m.seq = seq;
-  m.bytes = bytes->size();
-  m.chunks = std::max<uint64_t>(1, (bytes->size() + chunk_bytes - 1) / chunk_bytes);
-  const std::string subject = fmt::format("{}.{}", names.chunks, seq);
-  for (uint64_t i = 0; i < m.chunks; ++i) {
-    const std::size_t at = i * chunk_bytes;
-    const std::size_t n = std::min(chunk_bytes, bytes->size() - at);
+  m.bytes = static_cast<uint64_t>(st.st_size);
+  m.chunks = std::max<uint64_t>(1, (m.bytes + chunk_bytes - 1) / chunk_bytes);
+  return std::unique_ptr<SnapshotUpload>(new SnapshotUpload(names, fd, m, chunk_bytes, attempt));
+}
+
+SnapshotUpload::SnapshotUpload(const SnapshotNames& names, int fd, SnapshotManifest m,
+                               std::size_t chunk_bytes, uint64_t attempt)
+    : names_(names), fd_(fd), m_(m), chunk_bytes_(chunk_bytes), attempt_(attempt) {}
+
+SnapshotUpload::~SnapshotUpload() { ::close(fd_); }
+
+Result<bool> SnapshotUpload::Step(NatsConnection& nats, uint64_t previous_chunks) {
+  if (next_ < m_.chunks) {
+    const uint64_t at = next_ * chunk_bytes_;
+    const auto n = static_cast<std::size_t>(std::min<uint64_t>(chunk_bytes_, m_.bytes - at));
+    buf_.resize(n);
+    std::size_t got = 0;
+    while (got < n) {
+      const ssize_t r = ::pread(fd_, buf_.data() + got, n - got, static_cast<off_t>(at + got));
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) {
+        return IoError(
+            fmt::format("reading snapshot {} at offset {}: {}", m_.seq, at + got,
+                        r == 0 ? "the file is shorter than it was" : std::strerror(errno)));
+      }
+      got += static_cast<std::size_t>(r);
+    }
     uint64_t stored = 0;
-    MB_RETURN_IF_ERROR(Publish(nats.js, subject, std::span(*bytes).subspan(at, n),
-                               fmt::format("snapshot-{}-{}", seq, i),
-                               fmt::format("{}/{}", i, m.chunks), &stored));
-    if (i == 0) m.first = stored;
+    MB_RETURN_IF_ERROR(Publish(nats.js, fmt::format("{}.{}", names_.chunks, m_.seq), buf_,
+                               fmt::format("snapshot-{}-{}-{}", m_.seq, attempt_, next_),
+                               fmt::format("{}/{}", next_, m_.chunks), &stored));
+    // Chunk i is at stream sequence first + i: nothing else is published
+    // to this stream meanwhile (one publisher per venue).
+    if (next_ == 0) {
+      m_.first = stored;
+    } else if (stored != m_.first + next_) {
+      return Unavailable(fmt::format(
+          "chunk {} of snapshot {} was stored at stream sequence {}, not {}: another writer on {}",
+          next_, m_.seq, stored, m_.first + next_, names_.stream));
+    }
+    ++next_;
+    return false;
   }
-  const std::string text = FormatManifest(m);
+  const std::string text = FormatManifest(m_);
   uint64_t stored = 0;
-  MB_RETURN_IF_ERROR(Publish(nats.js, names.manifest,
-                             std::as_bytes(std::span(text.data(), text.size())),
-                             fmt::format("snapshot-{}-manifest", seq), "", &stored));
+  MB_RETURN_IF_ERROR(
+      Publish(nats.js, names_.manifest, std::as_bytes(std::span(text.data(), text.size())),
+              fmt::format("snapshot-{}-{}-manifest", m_.seq, attempt_), "", &stored));
   auto purge = [&](const std::string& filter, uint64_t keep) -> Status {
     jsOptions o;
     jsOptions_Init(&o);
     o.Stream.Purge.Subject = filter.c_str();
     o.Stream.Purge.Keep = keep;
     jsErrCode code = static_cast<jsErrCode>(0);
-    if (natsStatus s = js_PurgeStream(nats.js, names.stream.c_str(), &o, &code); s != NATS_OK) {
-      return Unavailable(NatsError(fmt::format("purging {} from {}", filter, names.stream), s,
+    if (natsStatus s = js_PurgeStream(nats.js, names_.stream.c_str(), &o, &code); s != NATS_OK) {
+      return Unavailable(NatsError(fmt::format("purging {} from {}", filter, names_.stream), s,
                                    static_cast<int>(code)));
     }
     return Status::Ok();
   };
-  MB_RETURN_IF_ERROR(purge(names.manifest, 1));
-  if (drop != 0 && drop != seq)
-    MB_RETURN_IF_ERROR(purge(fmt::format("{}.{}", names.chunks, drop), 0));
-  return m;
+  // Newest first the stream then holds: this manifest, this snapshot's
+  // chunks, the previous snapshot's chunks, then what goes.
+  MB_RETURN_IF_ERROR(purge(names_.manifest, 1));
+  MB_RETURN_IF_ERROR(purge(names_.filter, 1 + m_.chunks + previous_chunks));
+  return true;
 }
 
 Result<journal::SnapshotMeta> FetchNewestSnapshot(const SnapshotSource& source,
@@ -176,6 +228,10 @@ Result<journal::SnapshotMeta> FetchNewestSnapshot(const SnapshotSource& source,
   }
   const SnapshotManifest& m = **manifest;
   const std::string subject = fmt::format("{}.{}", names.chunks, m.seq);
+  if (m.bytes > m.chunks * (uint64_t{64} << 20)) {
+    return Corruption(fmt::format("snapshot manifest \"{}\": more bytes than {} messages carry",
+                                  FormatManifest(m), m.chunks));
+  }
   std::vector<std::byte> bytes;
   bytes.reserve(m.bytes);
   for (uint64_t i = 0; i < m.chunks; ++i) {
@@ -212,14 +268,28 @@ Result<journal::SnapshotMeta> FetchNewestSnapshot(const SnapshotSource& source,
   const std::filesystem::path dir = data_dir / "snapshots";
   std::filesystem::create_directories(dir, ec);
   if (ec) return IoError(fmt::format("creating {}: {}", dir.string(), ec.message()));
+  // Checked under a name of its own before it takes the snapshot's name: a
+  // copy that does not check never replaces anything.
   const std::filesystem::path path = dir / journal::SnapshotFileName(m.seq);
-  MB_RETURN_IF_ERROR(WriteFileAtomically(path, bytes));
-  auto loaded = journal::ReadSnapshot(path);
+  std::filesystem::path fetched = path;
+  fetched += ".fetched";
+  MB_RETURN_IF_ERROR(WriteFileAtomically(fetched, bytes));
+  auto loaded = journal::ReadSnapshot(fetched);
+  Status bad;
   if (!loaded.ok()) {
-    std::filesystem::remove(path, ec);
-    return Status(loaded.status().code(), fmt::format("snapshot {} fetched from the bus: {}", m.seq,
-                                                      loaded.status().message()));
+    bad = Status(loaded.status().code(), fmt::format("snapshot {} fetched from the bus: {}", m.seq,
+                                                     loaded.status().message()));
+  } else if (loaded->meta.seq != m.seq) {
+    bad = Corruption(fmt::format("the bus's snapshot {} holds the state at sequence {}", m.seq,
+                                 loaded->meta.seq));
   }
+  if (!bad.ok()) {
+    std::filesystem::remove(fetched, ec);
+    return bad;
+  }
+  std::filesystem::rename(fetched, path, ec);
+  if (ec) return IoError(fmt::format("renaming {}: {}", fetched.string(), ec.message()));
+  MB_RETURN_IF_ERROR(SyncDir(dir));
   return loaded->meta;
 }
 

@@ -14,7 +14,8 @@
 // The file travels as the journal wrote it: its own header carries the
 // sequence, the state hash and checksums, so a fetched copy is checked by
 // reading it back exactly as recovery does. The stream keeps the newest two
-// snapshots (older chunks and manifests are purged once a newer one is in).
+// snapshots and the newest manifest (the rest is purged once a newer
+// snapshot is in).
 //
 // Thread safety: plain functions; a NatsConnection is used by one thread.
 #pragma once
@@ -22,6 +23,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -59,12 +61,42 @@ Result<std::optional<std::pair<uint64_t, std::filesystem::path>>> NewestSnapshot
 Result<std::optional<SnapshotManifest>> ReadManifest(NatsConnection& nats,
                                                      const SnapshotNames& names);
 
-// Publishes the snapshot file (sequence `seq`) in chunks of `chunk_bytes`,
-// then its manifest; then purges the chunks of snapshot `drop` (0: none)
-// and every manifest but the new one.
-Result<SnapshotManifest> PublishSnapshotFile(NatsConnection& nats, const SnapshotNames& names,
-                                             uint64_t seq, const std::filesystem::path& file,
-                                             std::size_t chunk_bytes, uint64_t drop);
+// One snapshot file on its way to the bus, a chunk per Step(), so the
+// publisher's thread interleaves it with journal messages and can stop
+// between two chunks. The file is read through a descriptor opened at the
+// start: rotation may remove the file meanwhile.
+class SnapshotUpload {
+ public:
+  // kNotFound: the file is gone already (rotated away: list again).
+  // `attempt` makes the message ids of a new try differ from an earlier
+  // one's, so no chunk of this upload is taken for a duplicate.
+  static Result<std::unique_ptr<SnapshotUpload>> Open(const SnapshotNames& names, uint64_t seq,
+                                                      const std::filesystem::path& file,
+                                                      std::size_t chunk_bytes, uint64_t attempt);
+  ~SnapshotUpload();
+  SnapshotUpload(const SnapshotUpload&) = delete;
+  SnapshotUpload& operator=(const SnapshotUpload&) = delete;
+
+  // Publishes the next chunk; after the last, the manifest, then purges
+  // every manifest but it and every chunk but this snapshot's and the
+  // `previous_chunks` newest before them (the snapshot before this one).
+  // Returns true once the manifest is in.
+  Result<bool> Step(NatsConnection& nats, uint64_t previous_chunks);
+
+  const SnapshotManifest& manifest() const noexcept { return m_; }
+
+ private:
+  SnapshotUpload(const SnapshotNames& names, int fd, SnapshotManifest m, std::size_t chunk_bytes,
+                 uint64_t attempt);
+
+  const SnapshotNames names_;
+  const int fd_;
+  SnapshotManifest m_;  // first: set by chunk 0's acknowledgement
+  const std::size_t chunk_bytes_;
+  const uint64_t attempt_;
+  uint64_t next_ = 0;  // the next chunk
+  std::vector<std::byte> buf_;
+};
 
 struct SnapshotSource {
   std::vector<std::string> servers;
