@@ -88,6 +88,28 @@ Result<StreamState> EnsureStream(jsCtx* js, const StreamSpec& spec) {
                             spec.subject == si->Config->Subjects[0];
   state.last_seq = si->State.LastSeq;
   state.messages = si->State.Msgs;
+  // An existing stream of this venue takes the configured limits and
+  // replica count (a change of [bus] between runs).
+  if (!state.created && theirs == spec.description && only_subject &&
+      (si->Config->Replicas != spec.replicas || si->Config->MaxBytes != spec.max_bytes ||
+       si->Config->MaxAge != spec.max_age_ns)) {
+    jsStreamConfig cfg = *si->Config;  // its own strings stay valid until si is destroyed
+    const std::string was = fmt::format("{} replica(s), {} MiB, {} s", cfg.Replicas,
+                                        cfg.MaxBytes >> 20, cfg.MaxAge / 1'000'000'000);
+    cfg.Replicas = spec.replicas;
+    cfg.MaxBytes = spec.max_bytes;
+    cfg.MaxAge = spec.max_age_ns;
+    const std::string now = fmt::format("{} replica(s), {} MiB, {} s", cfg.Replicas,
+                                        cfg.MaxBytes >> 20, cfg.MaxAge / 1'000'000'000);
+    jsStreamInfo* updated = nullptr;
+    code = static_cast<jsErrCode>(0);
+    s = js_UpdateStream(&updated, js, &cfg, nullptr, &code);
+    if (updated != nullptr) jsStreamInfo_Destroy(updated);
+    state.change = s == NATS_OK
+                       ? fmt::format("stream {}: {} → {}", spec.name, was, now)
+                       : NatsError(fmt::format("stream {} kept {} (asked {})", spec.name, was, now),
+                                   s, static_cast<int>(code));
+  }
   jsStreamInfo_Destroy(si);
   if (theirs != spec.description) {
     return InvalidArgument(fmt::format(

@@ -53,9 +53,11 @@ struct StreamState {
   bool created = false;   // it was missing and is new
   uint64_t last_seq = 0;  // of the stream's last message, even one since removed (0: none ever)
   uint64_t messages = 0;  // messages it holds now
+  std::string change;     // its limits or replicas updated to the spec's, or why not ("": same)
 };
 
-// Creates the stream when missing; a stream whose description differs
+// Creates the stream when missing, or updates an existing one's replicas,
+// max bytes and max age to the spec's; a stream whose description differs
 // (another venue or configuration) or that takes any subject but
 // spec.subject is refused (kInvalidArgument): publishing conditions on the
 // stream's last message, which only this publisher may write.

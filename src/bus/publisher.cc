@@ -245,6 +245,7 @@ Status Publisher::Resume() {
                     stream_, subject_, options_.replicas, options_.replicas == 1 ? "" : "s",
                     options_.max_bytes >> 20, options_.max_age.count() / 3600));
   }
+  if (!state->change.empty()) Log(state->change);
 
   // Which record the stream ends with, and that message's stream sequence
   // (what the next publish expects to follow).
@@ -507,6 +508,7 @@ bool Publisher::StepSnapshot() {
         spec.duplicates_ns = kDuplicateWindowNs;
         auto state = EnsureStream(nats_->js, spec);
         if (!state.ok()) return state.status();
+        if (!state->change.empty()) Log(state->change);
         auto manifest = ReadManifest(*nats_, snapshot_names_);
         if (!manifest.ok()) return manifest.status();
         snapshot_seq_.store(*manifest ? (*manifest)->seq : 0, std::memory_order_relaxed);

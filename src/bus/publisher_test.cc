@@ -296,6 +296,36 @@ TEST_F(PublisherTest, ResumesAfterEitherSideRestartsWithoutGapOrDuplicate) {
   EXPECT_TRUE(HoldsExactly(r.Records(p.stream()), sums, 200));
 }
 
+TEST_F(PublisherTest, AChangedConfigurationUpdatesTheStreamsLimits) {
+  const auto dir = tmp_ / "data";
+  std::vector<uint64_t> sums;
+  Append(dir, history_, 1, 10, &sums);
+  {
+    Publisher p(dir, history_.config_hash, Options());
+    p.Start(10);
+    ASSERT_TRUE(p.WaitPublished(10, 20s)) << p.stats().last_error;
+    p.Stop();
+  }
+  PublisherOptions o = Options();
+  o.max_bytes = int64_t{64} << 20;
+  o.max_age = std::chrono::hours(2);
+  Publisher p(dir, history_.config_hash, o);
+  p.Start(10);
+  ASSERT_TRUE(p.WaitPublished(10, 20s)) << p.stats().last_error;
+  p.Stop();
+  EXPECT_NE(LogText().find("stream MATCHBOOK_test: 1 replica(s), 32768 MiB, 604800 s → 1 "
+                           "replica(s), 64 MiB, 7200 s"),
+            std::string::npos)
+      << LogText();
+  StreamReader r(nats_->url());
+  jsStreamInfo* si = nullptr;
+  ASSERT_EQ(js_GetStreamInfo(&si, r.js(), "MATCHBOOK_test", nullptr, nullptr), NATS_OK);
+  EXPECT_EQ(si->Config->MaxBytes, int64_t{64} << 20);
+  EXPECT_EQ(si->Config->MaxAge, int64_t{7200} * 1'000'000'000);
+  jsStreamInfo_Destroy(si);
+  EXPECT_TRUE(HoldsExactly(r.Records("MATCHBOOK_test"), sums, 10)) << "nothing lost by the update";
+}
+
 TEST_F(PublisherTest, NatsDownShowsAsLagThenCatchesUp) {
   const auto dir = tmp_ / "data";
   std::vector<uint64_t> sums;
