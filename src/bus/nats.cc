@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <charconv>
+
 namespace mb::bus {
 
 NatsConnection::~NatsConnection() {
@@ -20,6 +22,41 @@ std::string NatsError(std::string_view what, natsStatus s, int code) {
   }
   if (code != 0) text += fmt::format(" [JetStream error {}]", code);
   return text;
+}
+
+bool ParseU64(std::string_view s, uint64_t* out) {
+  if (s.empty()) return false;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), *out);
+  return ec == std::errc() && end == s.data() + s.size();
+}
+
+Published PublishMessage(jsCtx* js, const std::string& subject, std::span<const std::byte> data,
+                         const jsPubOptions& options, const char* header_key,
+                         const char* header_value) {
+  Published out;
+  natsMsg* m = nullptr;
+  out.status =
+      natsMsg_Create(&m, subject.c_str(), nullptr, reinterpret_cast<const char*>(data.data()),
+                     static_cast<int>(data.size()));
+  if (out.status == NATS_OK && header_key != nullptr) {
+    out.status = natsMsgHeader_Set(m, header_key, header_value);
+  }
+  if (out.status != NATS_OK) {
+    if (m != nullptr) natsMsg_Destroy(m);
+    return out;
+  }
+  jsPubOptions po = options;
+  jsPubAck* ack = nullptr;
+  jsErrCode code = static_cast<jsErrCode>(0);
+  out.status = js_PublishMsg(&ack, js, m, &po, &code);
+  natsMsg_Destroy(m);
+  out.code = static_cast<int>(code);
+  if (ack != nullptr) {
+    out.stored = ack->Sequence;
+    out.duplicate = ack->Duplicate;
+    jsPubAck_Destroy(ack);
+  }
+  return out;
 }
 
 Result<std::unique_ptr<NatsConnection>> ConnectNats(const std::vector<std::string>& servers,

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -38,6 +39,20 @@ Result<std::unique_ptr<NatsConnection>> ConnectNats(const std::vector<std::strin
 
 // "<what>: <status text> (<library detail>) [JetStream error <code>]".
 std::string NatsError(std::string_view what, natsStatus s, int code);
+
+// A whole decimal number (message ids, manifest fields).
+bool ParseU64(std::string_view s, uint64_t* out);
+
+// One message published and its acknowledgement awaited (js_PublishMsg).
+struct Published {
+  natsStatus status = NATS_OK;
+  int code = 0;            // the JetStream error, if any
+  uint64_t stored = 0;     // the stream sequence it has
+  bool duplicate = false;  // the server had a message with its id already
+};
+Published PublishMessage(jsCtx* js, const std::string& subject, std::span<const std::byte> data,
+                         const jsPubOptions& options, const char* header_key = nullptr,
+                         const char* header_value = nullptr);
 
 struct StreamSpec {
   std::string name;

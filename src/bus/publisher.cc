@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <charconv>
 #include <cstdio>
 #include <thread>
 
@@ -27,12 +26,6 @@ constexpr int64_t kMaxRefusedRetryNs = int64_t{30'000} * kNsPerMs;
 // and records a stream lost (purged, or gone with a NATS node) can be
 // published again under their ids two seconds later.
 constexpr int64_t kDuplicateWindowNs = int64_t{2'000} * kNsPerMs;
-
-bool ParseU64(std::string_view s, uint64_t* out) {
-  if (s.empty()) return false;
-  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), *out);
-  return ec == std::errc() && end == s.data() + s.size();
-}
 
 }  // namespace
 
@@ -432,11 +425,6 @@ Result<std::size_t> Publisher::PublishBatch() {
   }
 
   const std::string id = std::to_string(last);
-  natsMsg* m = nullptr;
-  natsStatus s =
-      natsMsg_Create(&m, subject_.c_str(), nullptr, reinterpret_cast<const char*>(buf_.data()),
-                     static_cast<int>(buf_.size()));
-  if (s != NATS_OK) return Unavailable(NatsError("message", s, 0));
   jsPubOptions po;
   jsPubOptions_Init(&po);
   po.MsgId = id.c_str();
@@ -449,25 +437,18 @@ Result<std::size_t> Publisher::PublishBatch() {
     po.ExpectNoMessage = true;
   }
   po.MaxWait = options_.timeout.count();
-  jsPubAck* ack = nullptr;
-  jsErrCode code = static_cast<jsErrCode>(0);
-  s = js_PublishMsg(&ack, nats_->js, m, &po, &code);
-  natsMsg_Destroy(m);
-  const uint64_t stored = ack != nullptr ? ack->Sequence : 0;
-  const bool duplicate = ack != nullptr && ack->Duplicate;
-  if (ack != nullptr) jsPubAck_Destroy(ack);
-  if (s != NATS_OK) {
-    if (code == JSStreamWrongLastSequenceErr) {
+  const Published p = PublishMessage(nats_->js, subject_, buf_, po);
+  if (p.status != NATS_OK) {
+    if (p.code == JSStreamWrongLastSequenceErr) {
       return Unavailable(fmt::format(
           "stream {} no longer ends with message {}: another publisher wrote to it (checking "
           "whose records it holds)",
           stream_, expect_message_));
     }
-    return Unavailable(
-        NatsError(fmt::format("publishing records {}..{} to {}", next_, last, stream_), s,
-                  static_cast<int>(code)));
+    return Unavailable(NatsError(
+        fmt::format("publishing records {}..{} to {}", next_, last, stream_), p.status, p.code));
   }
-  if (duplicate) {
+  if (p.duplicate) {
     // The server already had a message with this id: whose it is is read
     // from the stream before anything else is published.
     return Unavailable(
@@ -475,7 +456,7 @@ Result<std::size_t> Publisher::PublishBatch() {
                     stream_, id));
   }
   next_ = last + 1;
-  expect_message_ = stored;
+  expect_message_ = p.stored;
   messages_.fetch_add(1, std::memory_order_relaxed);
   records_.fetch_add(count, std::memory_order_relaxed);
   bytes_.fetch_add(buf_.size(), std::memory_order_relaxed);

@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <charconv>
 #include <cstring>
 
 #include "bus/nats.h"
@@ -17,41 +16,19 @@
 namespace mb::bus {
 namespace {
 
-bool ParseU64(std::string_view s, uint64_t* out) {
-  if (s.empty()) return false;
-  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), *out);
-  return ec == std::errc() && end == s.data() + s.size();
-}
-
 Status Publish(jsCtx* js, const std::string& subject, std::span<const std::byte> data,
                const std::string& id, const std::string& chunk, uint64_t* stored) {
-  natsMsg* m = nullptr;
-  natsStatus s =
-      natsMsg_Create(&m, subject.c_str(), nullptr, reinterpret_cast<const char*>(data.data()),
-                     static_cast<int>(data.size()));
-  if (s == NATS_OK && !chunk.empty()) s = natsMsgHeader_Set(m, "Mb-Chunk", chunk.c_str());
-  if (s != NATS_OK) {
-    if (m != nullptr) natsMsg_Destroy(m);
-    return Unavailable(NatsError("snapshot message", s, 0));
-  }
   jsPubOptions po;
   jsPubOptions_Init(&po);
   po.MsgId = id.c_str();
-  jsPubAck* ack = nullptr;
-  jsErrCode code = static_cast<jsErrCode>(0);
-  s = js_PublishMsg(&ack, js, m, &po, &code);
-  natsMsg_Destroy(m);
-  bool duplicate = false;
-  if (ack != nullptr) {
-    *stored = ack->Sequence;
-    duplicate = ack->Duplicate;
-    jsPubAck_Destroy(ack);
-  }
-  if (s != NATS_OK) {
+  const Published p = PublishMessage(js, subject, data, po, chunk.empty() ? nullptr : "Mb-Chunk",
+                                     chunk.empty() ? nullptr : chunk.c_str());
+  *stored = p.stored;
+  if (p.status != NATS_OK) {
     return Unavailable(
-        NatsError(fmt::format("publishing {} to {}", id, subject), s, static_cast<int>(code)));
+        NatsError(fmt::format("publishing {} to {}", id, subject), p.status, p.code));
   }
-  if (duplicate) return Unavailable(fmt::format("{} was taken for a duplicate", id));
+  if (p.duplicate) return Unavailable(fmt::format("{} was taken for a duplicate", id));
   return Status::Ok();
 }
 
