@@ -792,8 +792,9 @@ class ReadSide::Impl {
   struct MarketState {
     MarketStatus status = MarketStatus::kTrading;
     std::map<int64_t, int64_t> levels[2];  // [Side]: price ticks -> lots, ascending prices
-    uint64_t update_id = 0;
+    uint64_t update_id = 0;  // u of the last depth diff: the sequence of its last change
     Sequence seq{};
+    Sequence book_seq{};  // the last command that changed a level
     int64_t time_ns = 0;
     std::shared_ptr<const TradeChunk> trades;
     std::array<KlineSeries, kKlineIntervals> klines;
@@ -940,6 +941,7 @@ class ReadSide::Impl {
     auto it = levels.find(price.value);
     const int64_t old = it == levels.end() ? 0 : it->second;
     m.before[SideIndex(side)].try_emplace(price.value, old);
+    m.book_seq = seq_;
     const int64_t now = old + delta;
     assert(now >= 0 && "level total below zero");
     if (now <= 0) {
@@ -1320,6 +1322,7 @@ class ReadSide::Impl {
     for (MarketId id : touched_markets_) {
       MarketState& m = markets_[Raw(id)];
       DepthDiff d;
+      const bool book_changed = !m.before[0].empty() || !m.before[1].empty();
       for (std::size_t s = 0; s < 2; ++s) {
         std::vector<Level>& diff = s == SideIndex(Side::kBuy) ? d.bids : d.asks;
         for (const auto& [price, old] : m.before[s]) {
@@ -1330,10 +1333,16 @@ class ReadSide::Impl {
         m.before[s].clear();
       }
       std::reverse(d.bids.begin(), d.bids.end());  // best (highest) first
-      if (!d.bids.empty() || !d.asks.empty()) {
-        ++m.update_id;
+      if (book_changed) {
+        // Ids follow the journal, not the batching: u is the sequence of the
+        // batch's last command that changed a level, U the previous diff's u
+        // + 1. A replica that applies the same records in other batches
+        // publishes the same book under the same id at every sequence. A
+        // batch whose changes cancel out still sends its (empty) diff, so
+        // the chain U = previous u + 1 never breaks.
         d.market = id;
-        d.first_update_id = m.update_id;
+        d.first_update_id = m.update_id + 1;
+        m.update_id = std::max(m.update_id + 1, Raw(m.book_seq));
         d.last_update_id = m.update_id;
         d.time_ns = m.time_ns;
         out_->depth.push_back(std::move(d));

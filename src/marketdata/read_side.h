@@ -9,10 +9,12 @@
 //           U/u update ids, trades, execution reports, balance changes) for
 //           the WebSocket streams
 //
-// Depth update ids are per market and dense: each batch that changes a book
-// gets the next id, so a diff has first_update_id == last_update_id == id and
-// the published snapshot's last_update_id equals the id of the last diff.
-// Coalescing several diffs keeps U of the first and u of the last.
+// Depth update ids are per market and chained: a diff's u is the journal
+// sequence of the last command in its batch that changed a level of the book,
+// its U the previous diff's u + 1, and the published snapshot's
+// last_update_id equals the u of the last diff. Ids depend on the records, not
+// on how they were batched: a replica applying the same journal publishes the
+// same ids. Coalescing several diffs keeps U of the first and u of the last.
 //
 // Prices are ticks, quantities lots, amounts smallest units of the asset; the
 // gateway formats them with the market's specification. The order and fill
