@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <toml++/toml.h>
 
+#include <boost/asio/ip/address.hpp>
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
@@ -60,6 +61,7 @@ constexpr std::string_view kGatewayKeys[] = {"host",
                                              "orders_per_10s",
                                              "orders_per_day",
                                              "admin_remote",
+                                             "trusted_replicas",
                                              "recent_trades",
                                              "history_orders",
                                              "history_trades",
@@ -563,6 +565,13 @@ class Loader {
     MB_RETURN_IF_ERROR(
         OptionalInt(t, "gateway", "orders_per_day", 0, kU32Max, &g->order_limit.per_day));
     MB_RETURN_IF_ERROR(OptionalBool(t, "gateway", "admin_remote", &g->admin_remote));
+    std::string replicas;
+    MB_RETURN_IF_ERROR(OptionalString(t, "gateway", "trusted_replicas", &replicas, &where));
+    if (where != nullptr) {
+      auto list = ParseAddressList(replicas);
+      if (!list.ok()) return At(*where, "gateway.trusted_replicas", list.status().message());
+      g->trusted_replicas = std::move(*list);
+    }
     MB_RETURN_IF_ERROR(
         OptionalInt(t, "gateway", "recent_trades", 1, 1'000'000, &g->read_side.recent_trades));
     MB_RETURN_IF_ERROR(
@@ -779,6 +788,26 @@ class Loader {
 };
 
 }  // namespace
+
+Result<std::vector<std::string>> ParseAddressList(std::string_view list) {
+  std::vector<std::string> out;
+  std::size_t pos = 0;
+  while (pos <= list.size()) {
+    const std::size_t comma = std::min(list.find(',', pos), list.size());
+    std::string_view item = list.substr(pos, comma - pos);
+    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+    while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+    boost::system::error_code ec;
+    const auto addr = boost::asio::ip::make_address(item, ec);
+    if (ec) {
+      return InvalidArgument(
+          fmt::format("\"{}\" is not an IP address (a comma-separated list of them)", item));
+    }
+    out.push_back(addr.to_string());
+    pos = comma + 1;
+  }
+  return out;
+}
 
 exchange::ExchangeOptions ExchangeOptionsFrom(const Config& config) {
   exchange::ExchangeOptions o;

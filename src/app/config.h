@@ -127,6 +127,11 @@ struct Config {
 };
 
 Result<Config> LoadFullConfig(const std::string& path);
+
+// "10.0.0.5, 10.0.0.6" (gateway.trusted_replicas, --trusted-replicas) → the
+// addresses, each as the server prints a peer's; an item that is not an IP
+// address is an error naming it.
+Result<std::vector<std::string>> ParseAddressList(std::string_view list);
 // The pipeline's options for `config` (log: stderr).
 exchange::ExchangeOptions ExchangeOptionsFrom(const Config& config);
 Result<Config> ParseFullConfig(std::string_view toml_text, std::string_view source_name);

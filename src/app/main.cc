@@ -41,6 +41,7 @@
 #include "app/demo_config.h"
 #include "app/format.h"
 #include "app/history.h"
+#include "app/replica.h"
 #include "common/progress.h"
 #include "engine/engine.h"
 #include "exchange/exchange.h"
@@ -83,6 +84,17 @@ extern "C" void OnSignal(int sig) {
   } else {
     g_signal.store(sig);
   }
+}
+
+// SIGINT/SIGTERM stop, SIGUSR1 asks for a snapshot; a closed socket is an error, not a signal.
+void InstallSignals() {
+  struct sigaction sa {};
+  sa.sa_handler = OnSignal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGUSR1, &sa, nullptr);
+  signal(SIGPIPE, SIG_IGN);
 }
 
 // The projection's store options with the defaults filled in: the SQLite file
@@ -273,13 +285,7 @@ int Serve(const mb::app::Config& cfg, const std::string& source, bool recover_on
     recorder.Stop();
     return s.ok() ? 0 : ServeFail(s);
   }
-  struct sigaction sa {};
-  sa.sa_handler = OnSignal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
-  sigaction(SIGUSR1, &sa, nullptr);
-  signal(SIGPIPE, SIG_IGN);
+  InstallSignals();
   if (Status s = (*gw)->Start(ex->get()); !s.ok()) {
     (void)(*ex)->Close();
     return ServeFail(s);
@@ -523,26 +529,6 @@ int main(int argc, char** argv) {
   std::string data_dir;
   std::string fsync;
   bool recover_only = false;
-  auto* serve = app.add_subcommand(
-      "serve",
-      "Recover the exchange and serve its REST, WebSocket and operator APIs until SIGINT/SIGTERM");
-  serve
-      ->add_option("-c,--config", config_path,
-                   "Configuration file (TOML); default: the embedded demo configuration")
-      ->envname("MATCHBOOK_CONFIG")
-      ->check(CLI::ExistingFile);
-  serve
-      ->add_option("--data-dir", data_dir,
-                   "Data directory (journal, snapshots); overrides "
-                   "server.data_dir")
-      ->envname("MATCHBOOK_DATA_DIR");
-  serve
-      ->add_option("--fsync", fsync,
-                   "Journal fsync policy: fsync | interval:<ms> | none; "
-                   "overrides journal.fsync")
-      ->envname("MATCHBOOK_FSYNC");
-  serve->add_flag("--recover-only", recover_only,
-                  "Recover, write the shutdown snapshot and exit (no intake)");
   std::string host;
   int port = -1;
   int io_threads = 0;
@@ -557,71 +543,97 @@ int main(int argc, char** argv) {
   std::string log_level = "info";
   std::string log_format = "text";
   std::string log_file;
-  serve->add_option("--host", host, "Listen address; overrides gateway.host (127.0.0.1)")
-      ->envname("MATCHBOOK_HOST");
-  serve
-      ->add_option("--port", port,
-                   "Listen port for HTTP and WebSocket (0: any free port); overrides "
-                   "gateway.port (8080)")
-      ->envname("MATCHBOOK_PORT")
-      ->check(CLI::Range(0, 65535));
-  serve->add_option("--io-threads", io_threads, "Network threads; overrides gateway.io_threads")
-      ->envname("MATCHBOOK_IO_THREADS")
-      ->check(CLI::Range(1, 256));
-  serve
-      ->add_option("--ws-send-queue-messages", ws_queue_messages,
-                   "Messages a WebSocket may have queued before it is disconnected as slow")
-      ->check(CLI::Range(1, 10'000'000));
-  serve
-      ->add_option("--ws-write-interval-us", ws_write_interval_us,
-                   "WebSocket write rounds per io thread at least this far apart (µs; 0: a "
-                   "round as soon as the io thread gets to it); overrides "
-                   "gateway.ws_write_interval_us")
-      ->check(CLI::Range(0, 1'000'000));
-  serve
-      ->add_option("--ws-send-queue-bytes", ws_queue_bytes,
-                   "Bytes a WebSocket may have queued before it is disconnected as slow")
-      ->check(CLI::Range(1024, 2'000'000'000));
-  serve
-      ->add_option("--ws-slow-close-grace-ms", ws_slow_grace_ms,
-                   "How long a slow consumer's close frame may wait behind its unread data "
-                   "before the connection is torn down (ms)")
-      ->check(CLI::Range(100, 600'000));
-  serve
-      ->add_option("--weight-per-minute", key_weight,
-                   "Request weight an API key may use per minute (0: unlimited); overrides "
-                   "gateway.weight_per_minute")
-      ->check(CLI::Range(int64_t{0}, int64_t{4'294'967'295}));
-  serve
-      ->add_option("--ip-weight-per-minute", ip_weight,
-                   "Request weight an IP address may use per minute (0: unlimited); overrides "
-                   "gateway.ip_weight_per_minute")
-      ->check(CLI::Range(int64_t{0}, int64_t{4'294'967'295}));
-  serve->add_option("--log-level", log_level, "debug | info | warn | error (default info)")
-      ->envname("MATCHBOOK_LOG_LEVEL");
-  serve
-      ->add_option("--log-format", log_format,
-                   "text (one line per event) | json (one object per line); default text")
-      ->envname("MATCHBOOK_LOG_FORMAT");
-  serve->add_option("--log-file", log_file, "Write the log to this file (default: stderr)")
-      ->envname("MATCHBOOK_LOG_FILE");
-
   std::string nats;
+  auto* serve = app.add_subcommand(
+      "serve",
+      "Recover the exchange and serve its REST, WebSocket and operator APIs until SIGINT/SIGTERM");
+  auto* replica = app.add_subcommand(
+      "replica",
+      "Follow a primary's journal on NATS JetStream and serve its market data; forward private "
+      "calls to it");
+  std::string primary;
+  replica
+      ->add_option("--primary", primary,
+                   "The primary's API (http://HOST:PORT): signed and API-key calls go there")
+      ->envname("MATCHBOOK_PRIMARY");
+  std::string trusted_replicas;
   serve
-      ->add_option("--nats", nats,
-                   "Publish the journal to this NATS JetStream server (nats://host:port, or a "
-                   "comma-separated list of a cluster's); overrides bus.nats")
-      ->envname("MATCHBOOK_NATS");
+      ->add_option("--trusted-replicas", trusted_replicas,
+                   "Replica addresses (comma-separated) whose forwarded client address is "
+                   "believed; overrides gateway.trusted_replicas")
+      ->envname("MATCHBOOK_TRUSTED_REPLICAS");
   serve
-      ->add_option("--metrics-port", metrics_port,
-                   "Also serve /metrics alone on this port (0: off); overrides metrics.port")
-      ->envname("MATCHBOOK_METRICS_PORT")
-      ->check(CLI::Range(0, 65535));
+      ->add_option("--fsync", fsync,
+                   "Journal fsync policy: fsync | interval:<ms> | none; "
+                   "overrides journal.fsync")
+      ->envname("MATCHBOOK_FSYNC");
+  serve->add_flag("--recover-only", recover_only,
+                  "Recover, write the shutdown snapshot and exit (no intake)");
   serve
       ->add_option("--flight-threshold-ms", flight_threshold_ms,
                    "Dump the flight recorder when a command takes longer (0: never); "
                    "overrides metrics.flight_threshold_ms")
       ->check(CLI::Range(int64_t{0}, int64_t{3'600'000}));
+  // What a replica shares with serve.
+  for (CLI::App* sub : {serve, replica}) {
+    sub->add_option("-c,--config", config_path,
+                    "Configuration file (TOML); default: the embedded demo configuration")
+        ->envname("MATCHBOOK_CONFIG")
+        ->check(CLI::ExistingFile);
+    sub->add_option("--data-dir", data_dir,
+                    "Data directory (journal, snapshots); overrides "
+                    "server.data_dir")
+        ->envname("MATCHBOOK_DATA_DIR");
+    sub->add_option("--host", host, "Listen address; overrides gateway.host (127.0.0.1)")
+        ->envname("MATCHBOOK_HOST");
+    sub->add_option("--port", port,
+                    "Listen port for HTTP and WebSocket (0: any free port); overrides "
+                    "gateway.port (8080)")
+        ->envname("MATCHBOOK_PORT")
+        ->check(CLI::Range(0, 65535));
+    sub->add_option("--io-threads", io_threads, "Network threads; overrides gateway.io_threads")
+        ->envname("MATCHBOOK_IO_THREADS")
+        ->check(CLI::Range(1, 256));
+    sub->add_option("--ws-send-queue-messages", ws_queue_messages,
+                    "Messages a WebSocket may have queued before it is disconnected as slow")
+        ->check(CLI::Range(1, 10'000'000));
+    sub->add_option("--ws-write-interval-us", ws_write_interval_us,
+                    "WebSocket write rounds per io thread at least this far apart (µs; 0: a "
+                    "round as soon as the io thread gets to it); overrides "
+                    "gateway.ws_write_interval_us")
+        ->check(CLI::Range(0, 1'000'000));
+    sub->add_option("--ws-send-queue-bytes", ws_queue_bytes,
+                    "Bytes a WebSocket may have queued before it is disconnected as slow")
+        ->check(CLI::Range(1024, 2'000'000'000));
+    sub->add_option("--ws-slow-close-grace-ms", ws_slow_grace_ms,
+                    "How long a slow consumer's close frame may wait behind its unread data "
+                    "before the connection is torn down (ms)")
+        ->check(CLI::Range(100, 600'000));
+    sub->add_option("--weight-per-minute", key_weight,
+                    "Request weight an API key may use per minute (0: unlimited); overrides "
+                    "gateway.weight_per_minute")
+        ->check(CLI::Range(int64_t{0}, int64_t{4'294'967'295}));
+    sub->add_option("--ip-weight-per-minute", ip_weight,
+                    "Request weight an IP address may use per minute (0: unlimited); overrides "
+                    "gateway.ip_weight_per_minute")
+        ->check(CLI::Range(int64_t{0}, int64_t{4'294'967'295}));
+    sub->add_option("--log-level", log_level, "debug | info | warn | error (default info)")
+        ->envname("MATCHBOOK_LOG_LEVEL");
+    sub->add_option("--log-format", log_format,
+                    "text (one line per event) | json (one object per line); default text")
+        ->envname("MATCHBOOK_LOG_FORMAT");
+    sub->add_option("--log-file", log_file, "Write the log to this file (default: stderr)")
+        ->envname("MATCHBOOK_LOG_FILE");
+    sub->add_option("--nats", nats,
+                    "The NATS JetStream server of the journal's stream (nats://host:port, or a "
+                    "comma-separated list of a cluster's): serve publishes to it, replica "
+                    "follows it; overrides bus.nats")
+        ->envname("MATCHBOOK_NATS");
+    sub->add_option("--metrics-port", metrics_port,
+                    "Also serve /metrics alone on this port (0: off); overrides metrics.port")
+        ->envname("MATCHBOOK_METRICS_PORT")
+        ->check(CLI::Range(0, 65535));
+  }
 
   auto* demo = app.add_subcommand("demo", "Run a scripted trading session and print every event");
   demo->add_option("-c,--config", config_path, "Configuration file (TOML)")
@@ -718,6 +730,13 @@ int main(int argc, char** argv) {
     }
     cfg->runtime.bus.nats = nats;
   }
+  if (!trusted_replicas.empty()) {
+    auto list = mb::app::ParseAddressList(trusted_replicas);
+    if (!list.ok()) {
+      return Fail(Status(list.status().code(), "--trusted-replicas: " + list.status().message()));
+    }
+    go.trusted_replicas = std::move(*list);
+  }
   if (flight_threshold_ms >= 0) {
     cfg->runtime.metrics.flight_threshold_ms = static_cast<uint32_t>(flight_threshold_ms);
   }
@@ -752,7 +771,13 @@ int main(int argc, char** argv) {
   log_options.format = *format;
   log_options.file = log_file;
   if (Status s = mb::log::Init(log_options); !s.ok()) return Fail(s);
-  const int rc = Serve(*cfg, source, recover_only);
+  int rc = 0;
+  if (replica->parsed()) {
+    InstallSignals();
+    rc = mb::app::RunReplica(*cfg, source, primary, [] { return g_signal.load() != 0; });
+  } else {
+    rc = Serve(*cfg, source, recover_only);
+  }
   if (!cfg->runtime.bus.nats.empty()) mb::bus::ShutdownNats();
   mb::log::Shutdown();
   return rc;

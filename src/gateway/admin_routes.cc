@@ -40,6 +40,11 @@ void Gateway::Impl::HandleAdmin(Ctx& c) {
   const json::object& obj = body.as_object();
   if (parts.size() == 1 && parts[0] == "health" && v == http::verb::get) return AdminHealth(c);
   if (parts.size() == 1 && parts[0] == "ready" && v == http::verb::get) return AdminReady(c);
+  if (replica_) {
+    return Reply(c, ApiError{409, -1000,
+                             "This server is a read replica: it answers health and ready; send "
+                             "operator calls to the primary."});
+  }
   if (parts.size() == 1 && parts[0] == "accounts" && v == http::verb::post) {
     return AdminCreateAccount(c, obj);
   }
@@ -298,9 +303,28 @@ std::optional<AccountId> Gateway::Impl::ParseAccountId(std::string_view s) {
 }
 
 void Gateway::Impl::AdminHealth(Ctx& c) {
+  json::object o;
+  if (replica_) {
+    const bool ready = replica_options_.ready && replica_options_.ready();
+    o["status"] = ready ? "ok" : "catching up";
+    o["role"] = "replica";
+    o["appliedSequence"] = read_side_.applied_seq();
+    o["primary"] = replica_options_.primary;
+    if (forwarder_) {
+      const ForwarderStats f = forwarder_->stats();
+      json::object fo;
+      fo["forwarded"] = f.forwarded;
+      fo["failed"] = f.failed;
+      fo["connections"] = f.connections;
+      fo["waiting"] = f.waiting;
+      o["forwarding"] = std::move(fo);
+    }
+    AddHealthSections(o);
+    return Ok(c, json::serialize(o));
+  }
   const std::string refusal = exchange_->RefusalReason();
   const exchange::ExchangeStats st = exchange_->stats();
-  json::object o;
+  o["role"] = "primary";
   o["status"] = refusal.empty() ? "ok" : "refusing";
   o["durableSequence"] = exchange_->durable_seq();
   o["appliedSequence"] = read_side_.applied_seq();
@@ -339,16 +363,21 @@ void Gateway::Impl::AdminHealth(Ctx& c) {
     }
     o["projection"] = std::move(p);
   }
+  AddHealthSections(o);
+  Ok(c, json::serialize(o));
+}
+
+void Gateway::Impl::AddHealthSections(json::object& o) const {
   for (const auto& [name, section] : health_sections_) {
     boost::system::error_code ec;
     json::value v = json::parse(section(), ec);
     o[name] = ec ? json::value(nullptr) : std::move(v);
   }
-  Ok(c, json::serialize(o));
 }
 
 void Gateway::Impl::AdminReady(Ctx& c) {
-  const bool ready = exchange_->RefusalReason().empty();
+  const bool ready = replica_ ? replica_options_.ready && replica_options_.ready()
+                              : exchange_->RefusalReason().empty();
   Reply(c, ready ? 200 : 503, ready ? R"({"ready":true})" : R"({"ready":false})");
 }
 

@@ -3,6 +3,8 @@
 // authentication, the route's handler — and the answers' common paths.
 #include "gateway/gateway.h"
 
+#include <boost/asio/ip/address.hpp>
+
 #include "gateway/gateway_impl.h"
 
 namespace mb::gateway {
@@ -22,6 +24,32 @@ void Gateway::Impl::SetHistory(History* history) { history_ = history; }
 Status Gateway::Impl::Start(exchange::Exchange* exchange) {
   exchange_ = exchange;
   if (history_ != nullptr) log::Info("gateway", "thread " + history_runner_.Start());
+  return StartServers();
+}
+
+Status Gateway::Impl::StartReplica(ReplicaOptions options) {
+  replica_ = true;
+  replica_options_ = std::move(options);
+  if (!replica_options_.primary.empty()) {
+    auto f = Forwarder::Create(replica_options_.primary);
+    if (!f.ok()) return f.status();
+    forwarder_ = std::move(*f);
+  }
+  return StartServers();
+}
+
+void Gateway::Impl::ReplicaBootstrap(const engine::EngineImage& image) {
+  read_side_.Bootstrap(image);
+}
+
+void Gateway::Impl::ReplicaApply(std::span<const Event> events) {
+  if (events.empty()) return;
+  read_side_.Apply(events, &fan_out_);
+  streams_.Publish(fan_out_);
+  if (options_.metrics != nullptr) CountEvents(events);
+}
+
+Status Gateway::Impl::StartServers() {
   ServerOptions so = options_.server;
   so.ws_freshness = hist_freshness_;
   server_ = std::make_unique<Server>(so, this, &ws_api_);
@@ -47,6 +75,7 @@ Status Gateway::Impl::Start(exchange::Exchange* exchange) {
 void Gateway::Impl::StopServer() {
   if (metrics_server_) metrics_server_->Stop();
   if (server_) server_->Stop();
+  if (forwarder_) forwarder_->Stop();
 }
 
 void Gateway::Impl::Stop() {
@@ -101,6 +130,7 @@ void Gateway::Impl::Handle(Request req, std::string_view remote, bool loopback, 
   c.path = std::string(target.substr(0, q));
   c.query = q == std::string_view::npos ? std::string() : std::string(target.substr(q + 1));
   c.req = std::move(req);
+  if (!options_.trusted_replicas.empty()) BelieveReplica(c);
   if (c.path.starts_with("/admin/v1/")) return HandleAdmin(c);
   if (c.path == "/metrics" && options_.metrics != nullptr) return HandleMetrics(c);
 
@@ -115,6 +145,7 @@ void Gateway::Impl::Handle(Request req, std::string_view remote, bool loopback, 
     }
   }
   const int64_t now = clock_.wall_ms();
+  if (replica_ && route != nullptr && route->security != Security::kNone) return Forward(c);
   if (route == nullptr) {
     // Nothing to weigh, but the answer still shows the IP's used weight.
     c.meta.used_weight = ip_limiter_.Take(c.remote, 0, now).used_weight_1m;
@@ -190,6 +221,18 @@ void Gateway::Impl::Call(WsApiCall call, WsApiDone done) {
 void Gateway::Impl::Dispatch(Ctx& c, const Route& r, const std::optional<ApiError>& bad_params,
                              bool authenticated) {
   const Route* route = &r;
+  if (replica_ && route->security != Security::kNone) {
+    // The WebSocket API's private methods (HTTP ones were forwarded).
+    return Reply(
+        c, ApiError{
+               400,
+               -1000,
+               "This server is a read replica: send private WebSocket API requests "
+               "to the primary" +
+                   (replica_options_.primary.empty() ? std::string(".")
+                                                     : " (" + replica_options_.primary + ")."),
+           });
+  }
   const int64_t now = clock_.wall_ms();
   // Weight is counted per IP, as on Binance, and shown on every answer.
   const uint32_t weight =
@@ -228,6 +271,35 @@ void Gateway::Impl::Dispatch(Ctx& c, const Route& r, const std::optional<ApiErro
     if (!d.allowed) return TooManyOrders(c, d);
   }
   (this->*(route->fn))(c);
+}
+
+// A replica: the request to the primary as the client sent it, the answer
+// back as the primary gave it (gateway/forwarder.h).
+void Gateway::Impl::Forward(Ctx& c) {
+  if (!forwarder_) {
+    return Reply(c, ApiError{503, -1000,
+                             "This server is a read replica started without --primary: private "
+                             "calls and order entry go to the primary."});
+  }
+  forwarder_->Forward(std::move(c.req), c.remote,
+                      [this, respond = std::move(c.respond)](Response res) {
+                        CountStatus(static_cast<int>(res.result_int()));
+                        respond(std::move(res));
+                      });
+}
+
+// The primary: a trusted replica's request carries its client's address.
+void Gateway::Impl::BelieveReplica(Ctx& c) {
+  const auto h = c.req.find(kClientAddressHeader);
+  if (h == c.req.end()) return;
+  const bool trusted = std::find(options_.trusted_replicas.begin(), options_.trusted_replicas.end(),
+                                 c.remote) != options_.trusted_replicas.end();
+  if (!trusted) return;
+  boost::system::error_code ec;
+  const auto addr = boost::asio::ip::make_address(Trim(h->value()), ec);
+  if (ec) return;
+  c.remote = addr.to_string();
+  c.loopback = addr.is_loopback();
 }
 
 void Gateway::Impl::RegisterRoutes() {
@@ -515,6 +587,13 @@ void Gateway::AddHealthSection(std::string name, std::function<std::string()> js
   impl_->AddHealthSection(std::move(name), std::move(json));
 }
 Status Gateway::Start(exchange::Exchange* exchange) { return impl_->Start(exchange); }
+Status Gateway::StartReplica(ReplicaOptions options) {
+  return impl_->StartReplica(std::move(options));
+}
+void Gateway::ReplicaBootstrap(const engine::EngineImage& image) { impl_->ReplicaBootstrap(image); }
+void Gateway::ReplicaApply(std::span<const engine::Event> events) { impl_->ReplicaApply(events); }
+void Gateway::ReplicaTick() { impl_->ReplicaTick(); }
+uint64_t Gateway::replica_applied_seq() const noexcept { return impl_->replica_applied_seq(); }
 void Gateway::StopServer() { impl_->StopServer(); }
 void Gateway::Stop() { impl_->Stop(); }
 uint16_t Gateway::port() const noexcept { return impl_->port(); }

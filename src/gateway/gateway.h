@@ -44,7 +44,9 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "common/clock.h"
 #include "common/status.h"
@@ -89,6 +91,21 @@ struct GatewayOptions {
   // system clock (tests set a ManualClock). Outlives the gateway. Latency
   // stamps and waits stay on the steady clock.
   const Clock* clock = nullptr;
+  // Addresses of this venue's replicas: from them, and only from them, the
+  // client address a replica forwards (kClientAddressHeader,
+  // gateway/forwarder.h) is believed — for the per-IP limits and the
+  // loopback-only checks. Empty: the header is ignored.
+  std::vector<std::string> trusted_replicas;
+};
+
+// A replica's gateway (`matchbook replica`): no exchange behind it.
+struct ReplicaOptions {
+  // The primary's API, "http://host:port": signed and API-key calls are
+  // forwarded there (gateway/forwarder.h). "": they are answered 503.
+  std::string primary;
+  // GET /admin/v1/ready: true once the replica has caught up with the
+  // stream. Called on io threads.
+  std::function<bool()> ready;
 };
 
 class Gateway {
@@ -118,6 +135,21 @@ class Gateway {
   // Starts the history thread and the server.
   // REQUIRES: exchange opened with Wire()d options and outlives Stop().
   Status Start(exchange::Exchange* exchange);
+
+  // --- a read replica: instead of Wire() and Start() ---
+  // Serves the public market data and streams from the read side that
+  // ReplicaBootstrap/ReplicaApply feed, forwards signed and API-key calls to
+  // the primary with their bytes unchanged, refuses the WebSocket API's
+  // private methods and every operator call but health and readiness.
+  Status StartReplica(ReplicaOptions options);
+  // The replica's feed, from one thread (the writer of the read side): the
+  // state at a sequence (again after any resynchronisation), then every
+  // later record's events in order, in batches of any size; Tick at least
+  // every 10 ms (the throttled streams' clock).
+  void ReplicaBootstrap(const engine::EngineImage& image);
+  void ReplicaApply(std::span<const engine::Event> events);
+  void ReplicaTick();
+  uint64_t replica_applied_seq() const noexcept;
   // Stops taking requests and closes every connection (before Exchange::Close()).
   void StopServer();
   // Stops the history thread. REQUIRES: after Exchange::Close() and the

@@ -36,6 +36,7 @@
 #include "gateway/api_error.h"
 #include "gateway/auth.h"
 #include "gateway/binance_json.h"
+#include "gateway/forwarder.h"
 #include "gateway/gateway.h"
 #include "gateway/history.h"
 #include "gateway/order_request.h"
@@ -333,6 +334,11 @@ class Gateway::Impl final : public HttpHandler, public WsApiBackend, public fano
   }
 
   Status Start(exchange::Exchange* exchange);
+  Status StartReplica(ReplicaOptions options);
+  void ReplicaBootstrap(const engine::EngineImage& image);
+  void ReplicaApply(std::span<const Event> events);
+  void ReplicaTick() { OnRound(); }
+  uint64_t replica_applied_seq() const noexcept { return read_side_.applied_seq(); }
 
   void StopServer();
 
@@ -400,6 +406,11 @@ class Gateway::Impl final : public HttpHandler, public WsApiBackend, public fano
   };
 
   void RegisterRoutes();
+  Status StartServers();
+  // A replica's private call, to the primary (gateway.cc).
+  void Forward(Ctx& c);
+  // The primary: a trusted replica's client address (GatewayOptions::trusted_replicas).
+  void BelieveReplica(Ctx& c);
 
   // --- answers (gateway.cc) ---
   void Reply(Ctx& c, int status, std::string body);
@@ -603,6 +614,7 @@ class Gateway::Impl final : public HttpHandler, public WsApiBackend, public fano
 
   // --- the operator API (io threads; admin_routes.cc) ---
   void HandleAdmin(Ctx& c);
+  void AddHealthSections(json::object& o) const;
 
   // GET flight-recorder: the recorder's settings, counts and dumps (newest first).
   void AdminFlightRecorder(Ctx& c);
@@ -716,7 +728,11 @@ class Gateway::Impl final : public HttpHandler, public WsApiBackend, public fano
   OrderCountLimiter order_limiter_;
   std::vector<Route> routes_;
   exchange::Exchange* exchange_ = nullptr;
-  History* history_ = nullptr;  // the history endpoints' source when set
+  // A replica (StartReplica): no exchange; private calls to the primary.
+  bool replica_ = false;
+  ReplicaOptions replica_options_;
+  std::unique_ptr<Forwarder> forwarder_;  // null without a primary
+  History* history_ = nullptr;            // the history endpoints' source when set
   // Further objects in /admin/v1/health (set before Start, then read only).
   std::vector<std::pair<std::string, std::function<std::string()>>> health_sections_;
   std::unique_ptr<Server> server_;

@@ -1343,7 +1343,7 @@ class StreamHub::Impl {
       touched_[Index(t.market)] |= kTraded;
       if (route->trade) {
         SendToTopics(*route, MatchKind{Kind::kTrade}, batch.time_ns,
-                     [&](TimeUnit u) { return TradeEventJson(config_, t, batch.time_ns, u); });
+                     [&](TimeUnit u) { return TradeEventJson(config_, t, t.time_ns, u); });
       }
       if (route->agg_trade) {
         // One event per aggregate, after its last trade: the rows of one
@@ -1363,7 +1363,7 @@ class StreamHub::Impl {
           const std::vector<marketdata::AggTrade> agg = marketdata::Aggregate(
               std::span<const marketdata::TradeRow>(batch.trades).subspan(first, i + 1 - first));
           SendToTopics(*route, MatchKind{Kind::kAggTrade}, batch.time_ns, [&](TimeUnit u) {
-            return AggTradeEventJson(config_, agg.front(), batch.time_ns, u);
+            return AggTradeEventJson(config_, agg.front(), agg.front().time_ns, u);
           });
         }
       }

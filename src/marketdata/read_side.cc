@@ -609,7 +609,12 @@ class ReadSide::Impl {
     }
 
     WriterLock lock(mu_);
+    // Again on a replica that resynchronises: nothing of the old state stays.
     accounts_.clear();
+    touched_accounts_.clear();
+    touched_markets_.clear();
+    open_orders_ = 0;
+    closed_orders_ = 0;
     const uint64_t last = Raw(img.last_sequence);
     for (std::size_t m = 0; m < markets_.size(); ++m) {
       MarketState& ms = markets_[m];
@@ -654,6 +659,7 @@ class ReadSide::Impl {
     // Release: pairs with the acquire in applied_seq(); the snapshots and the
     // account state above are visible to whoever reads the new value.
     open_count_.store(open_orders_, std::memory_order_relaxed);
+    closed_count_.store(closed_orders_, std::memory_order_relaxed);
     applied_seq_.store(last, std::memory_order_release);
   }
 

@@ -21,7 +21,8 @@
 // records (OrderRecord, Fill, OrderStatus, ExecType) are in records.h, which
 // the projection shares.
 //
-// Thread safety: one writer thread calls Bootstrap() once, then Apply(). Any
+// Thread safety: one writer thread calls Bootstrap(), then Apply() (a replica
+// that resynchronises calls Bootstrap() again, which forgets everything). Any
 // thread may call Snapshot() (a per-market mutex held only to copy or swap one
 // shared_ptr: readers never wait for the writer's work, and the engine never
 // touches it) and the account queries (a shared_mutex the engine never
@@ -351,7 +352,8 @@ class ReadSide {
   ReadSide& operator=(const ReadSide&) = delete;
 
   // The state recovered at start: balances, resting orders (as open orders
-  // and book levels), market states. History starts empty.
+  // and book levels), market states. History starts empty; whatever was
+  // held before is forgotten.
   void Bootstrap(const engine::EngineImage& image);
 
   // Applies one durable batch in order and describes what changed in *out

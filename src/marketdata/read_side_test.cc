@@ -670,12 +670,12 @@ TEST(ReadSideEngineTest, AgreesWithEngineAfterEveryBatch) {
 // What a market's snapshot publishes, as text: status, depth id, book, the
 // recent trades with their aggregates, every 1m and 1h candle.
 std::string Published(const MarketSnapshot& s) {
-  std::string out = std::to_string(static_cast<int>(s.status)) + " u=" +
-                    std::to_string(s.last_update_id) + " seq=" + std::to_string(Raw(s.seq));
-  for (const Level& l : s.bids) out += " b" + std::to_string(l.price.value) + ":" +
-                                       std::to_string(l.qty.value);
-  for (const Level& l : s.asks) out += " a" + std::to_string(l.price.value) + ":" +
-                                       std::to_string(l.qty.value);
+  std::string out = std::to_string(static_cast<int>(s.status)) +
+                    " u=" + std::to_string(s.last_update_id) + " seq=" + std::to_string(Raw(s.seq));
+  for (const Level& l : s.bids)
+    out += " b" + std::to_string(l.price.value) + ":" + std::to_string(l.qty.value);
+  for (const Level& l : s.asks)
+    out += " a" + std::to_string(l.price.value) + ":" + std::to_string(l.qty.value);
   // As many trades as the read side promises to hold (it may hold more, by
   // whole chunks, depending on the batching).
   const std::vector<TradeRow> trades = s.RecentTrades(Unbounded().recent_trades);

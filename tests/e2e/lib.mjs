@@ -256,12 +256,14 @@ export function binaryFromArgs() {
   return path.resolve(bin);
 }
 
-// Starts `matchbook serve` and resolves once it printed `ready`.
+// Starts `matchbook serve` (or `matchbook replica`: command) and resolves
+// once it printed `ready`. dataDir: an existing one (a restart); default a
+// new temporary one.
 // Returns { base: 'http://127.0.0.1:PORT', wsBase: 'ws://127.0.0.1:PORT',
 // apiUrl, wsUrl, adminToken, dataDir, proc, output, stop() }.
-export async function startServer({ bin, extraArgs = [], startTimeoutMs = 30000, name = 'server' } = {}) {
-  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'matchbook-e2e-'));
-  const args = ['serve', '--data-dir', dataDir, '--port', '0', '--fsync', 'none', ...extraArgs];
+export async function startServer({ bin, extraArgs = [], startTimeoutMs = 30000, name = 'server', command = 'serve', dataDir: given } = {}) {
+  const dataDir = given ?? fs.mkdtempSync(path.join(os.tmpdir(), 'matchbook-e2e-'));
+  const args = [command, '--data-dir', dataDir, '--port', '0', ...(command === 'serve' ? ['--fsync', 'none'] : []), ...extraArgs];
   const proc = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'] });
   children.add(proc);
   const output = [];

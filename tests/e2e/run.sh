@@ -26,7 +26,7 @@ fi
 # Every test runs (each reports all it can); the run fails if any failed.
 start=$(date +%s)
 failed=()
-for test in ccxt_e2e ccxt_ws_api depth_sync slow_subscriber; do
+for test in ccxt_e2e ccxt_ws_api depth_sync slow_subscriber replica; do
   echo "=== $test"
   if ! node "$test.mjs" "$bin"; then
     failed+=("$test")

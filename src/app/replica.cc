@@ -1,0 +1,141 @@
+#include "app/replica.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <thread>
+
+#include "bus/publisher.h"
+#include "common/json_escape.h"
+#include "gateway/gateway.h"
+#include "log/log.h"
+#include "metrics/metrics.h"
+#include "metrics/process.h"
+
+namespace mb::app {
+namespace {
+
+// The follower's records into the gateway's read side and streams.
+class GatewayFeed final : public bus::FollowerSink {
+ public:
+  explicit GatewayFeed(gateway::Gateway* gw) : gw_(gw) {}
+  void Bootstrap(const engine::EngineImage& image) override { gw_->ReplicaBootstrap(image); }
+  void Apply(std::span<const engine::Event> events) override { gw_->ReplicaApply(events); }
+  void Tick() override { gw_->ReplicaTick(); }
+
+ private:
+  gateway::Gateway* const gw_;
+};
+
+void AddReplicaMetrics(metrics::Registry& registry, const bus::Follower& follower) {
+  const bus::Follower* f = &follower;
+  auto d = [](uint64_t v) { return static_cast<double>(v); };
+  registry.AddGauge("matchbook_replica_applied_sequence",
+                    "The last journal sequence this replica has applied", {},
+                    [f, d] { return d(f->stats().applied_seq); });
+  registry.AddGauge("matchbook_replica_lag_events",
+                    "Records the bus stream holds that this replica has not applied yet", {},
+                    [f, d] { return d(f->stats().lag_events); });
+  registry.AddGauge("matchbook_replica_caught_up",
+                    "1 once the replica has applied everything the stream held, else 0", {},
+                    [f] { return f->stats().caught_up ? 1.0 : 0.0; });
+  registry.AddGauge("matchbook_replica_boot_seconds",
+                    "How long the last boot took (connect, snapshot, bootstrap)", {},
+                    [f] { return f->stats().boot_seconds; });
+  registry.AddCounterFn("matchbook_replica_records_total", "Journal records applied", {},
+                        [f, d] { return d(f->stats().records); });
+  registry.AddCounterFn("matchbook_replica_duplicates_total",
+                        "Records received again and skipped (already applied)", {},
+                        [f, d] { return d(f->stats().duplicates); });
+  registry.AddCounterFn("matchbook_replica_resyncs_total",
+                        "Boots from a snapshot after the first (a gap or a damaged record)", {},
+                        [f, d] { return d(f->stats().resyncs); });
+}
+
+}  // namespace
+
+std::string ReplicaHealthJson(const bus::FollowerStats& s, const std::string& servers) {
+  return fmt::format(
+      R"({{"appliedSequence":{},"lagEvents":{},"streamSequence":{},"caughtUp":{},)"
+      R"("connected":{},"lastError":{},"messages":{},"records":{},"duplicates":{},"resyncs":{},)"
+      R"("snapshotSequence":{},"bootSeconds":{:.3f},"stream":{},"subject":{},"servers":{}}})",
+      s.applied_seq, s.lag_events, s.stream_seq, s.caught_up, s.connected, JsonString(s.last_error),
+      s.messages, s.records, s.duplicates, s.resyncs, s.snapshot_seq, s.boot_seconds,
+      JsonString(s.stream), JsonString(s.subject), JsonString(servers));
+}
+
+int RunReplica(const Config& cfg, const std::string& source, const std::string& primary,
+               const std::function<bool()>& stopping) {
+  auto fail = [](const Status& s) {
+    log::Error("app", s.message());
+    return 1;
+  };
+  const std::string& nats = cfg.runtime.bus.nats;
+  if (nats.empty())
+    return fail(InvalidArgument("replica: --nats URL (the primary's NATS) is required"));
+  auto servers = bus::ParseServers(nats);
+  if (!servers.ok()) return fail(servers.status());
+  log::Info("app", fmt::format("matchbook 0.1.0 replica: configuration {} ({} assets, {} markets)",
+                               source, cfg.engine.assets.size(), cfg.engine.markets.size()));
+  metrics::Registry registry;
+  metrics::AddProcessMetrics(registry);
+  gateway::GatewayOptions go = cfg.runtime.gateway;
+  go.metrics = &registry;
+  go.metrics_remote = cfg.runtime.metrics.remote;
+  go.metrics_port = cfg.runtime.metrics.port;
+  auto gw = gateway::Gateway::Create(cfg.engine, cfg.runtime.data_dir, go);
+  if (!gw.ok()) return fail(gw.status());
+
+  GatewayFeed feed(gw->get());
+  bus::FollowerOptions fo;
+  fo.servers = *servers;
+  fo.venue = cfg.runtime.venue;
+  fo.stream = cfg.runtime.bus.stream;
+  fo.subject = cfg.runtime.bus.subject;
+  fo.timeout = std::chrono::milliseconds(cfg.runtime.bus.timeout_ms);
+  fo.log = log::Sink("replica");
+  bus::Follower follower(cfg.runtime.data_dir, cfg.engine, fo, &feed);
+  AddReplicaMetrics(registry, follower);
+  (*gw)->AddHealthSection("replica",
+                          [&follower, nats] { return ReplicaHealthJson(follower.stats(), nats); });
+  log::Info("replica", fmt::format("following NATS {}", nats));
+  if (Status s = follower.Start(); !s.ok()) return fail(s);
+  gateway::ReplicaOptions ro;
+  ro.primary = primary;
+  ro.ready = [&follower] {
+    const bus::FollowerStats st = follower.stats();
+    return st.caught_up && st.connected;
+  };
+  if (Status s = (*gw)->StartReplica(ro); !s.ok()) {
+    follower.Stop();
+    return fail(s);
+  }
+  const gateway::ServerOptions& so = cfg.runtime.gateway.server;
+  const std::string host = so.host.find(':') != std::string::npos ? "[" + so.host + "]" : so.host;
+  log::Info("gateway",
+            fmt::format("replica at http://{}:{}/api/v3 (public market data and streams); "
+                        "private calls {}",
+                        host, (*gw)->port(),
+                        primary.empty() ? std::string("refused (no --primary)")
+                                        : "forwarded to " + primary));
+  // `ready` once everything the stream held at the start is applied.
+  while (!stopping() && !follower.stats().caught_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (!stopping()) {
+    const bus::FollowerStats st = follower.stats();
+    log::Info("replica", fmt::format("caught up at record {} ({:.3f} s boot)", st.applied_seq,
+                                     st.boot_seconds));
+    fmt::print("api: http://{}:{}/api/v3\nws: ws://{}:{}/ws\nadmin token: {}\nready\n", host,
+               (*gw)->port(), host, (*gw)->port(), (*gw)->admin_token_path().string());
+    std::fflush(stdout);
+  }
+  while (!stopping()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  (*gw)->StopServer();
+  follower.Stop();
+  (*gw)->Stop();
+  log::Info("replica", fmt::format("stopped at record {}", follower.stats().applied_seq));
+  return 0;
+}
+
+}  // namespace mb::app

@@ -1,0 +1,28 @@
+// `matchbook replica`: a read replica of a primary that publishes its journal
+// on NATS JetStream (docs/scale-out.md). The follower (bus/follower.h) boots
+// it from the newest snapshot on the bus and feeds every later record to a
+// gateway in replica mode (gateway/gateway.h, StartReplica), which serves the
+// public market data and streams and forwards private calls to the primary.
+//
+// Thread safety: RunReplica runs on the main thread until `stopping` says so.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "app/config.h"
+#include "bus/follower.h"
+
+namespace mb::app {
+
+// {"appliedSequence", "lagEvents", "streamSequence", "caughtUp", "connected",
+//  "lastError", "messages", "records", "duplicates", "resyncs",
+//  "snapshotSequence", "bootSeconds", "stream", "subject", "servers"}
+std::string ReplicaHealthJson(const bus::FollowerStats& stats, const std::string& servers);
+
+// Serves until stopping() is true (checked every 50 ms); 0, or 1 after
+// logging why it could not start.
+int RunReplica(const Config& config, const std::string& source, const std::string& primary,
+               const std::function<bool()>& stopping);
+
+}  // namespace mb::app

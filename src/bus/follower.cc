@@ -1,0 +1,444 @@
+#include "bus/follower.h"
+
+#include <fmt/format.h>
+
+#include <cstdio>
+
+#include "bus/nats.h"
+#include "bus/publisher.h"
+#include "bus/snapshots.h"
+#include "common/clock.h"
+#include "engine/engine.h"
+#include "journal/format.h"
+#include "journal/reader.h"
+#include "journal/snapshot.h"
+
+namespace mb::bus {
+
+struct Follower::Subscription {
+  natsSubscription* sub = nullptr;
+  ~Subscription() {
+    if (sub != nullptr) {
+      natsSubscription_Unsubscribe(sub);
+      natsSubscription_Destroy(sub);
+    }
+  }
+};
+
+namespace {
+
+// The records a message holds: the first one's sequence, and the last one's
+// (its Nats-Msg-Id, checked against its records when they are read).
+struct MessageSpan {
+  uint64_t first = 0;
+  uint64_t last = 0;
+};
+
+Result<MessageSpan> ReadSpan(jsCtx* js, const std::string& stream, uint64_t stream_seq) {
+  natsMsg* m = nullptr;
+  jsErrCode code = static_cast<jsErrCode>(0);
+  const natsStatus s = js_GetMsg(&m, js, stream.c_str(), stream_seq, nullptr, &code);
+  if (s != NATS_OK) {
+    return Unavailable(NatsError(fmt::format("message {} of stream {}", stream_seq, stream), s,
+                                 static_cast<int>(code)));
+  }
+  MessageSpan span;
+  const char* id = nullptr;
+  const bool has_id = natsMsgHeader_Get(m, "Nats-Msg-Id", &id) == NATS_OK && id != nullptr;
+  const bool id_ok = has_id && ParseU64(id, &span.last);
+  const auto* data = reinterpret_cast<const std::byte*>(natsMsg_GetData(m));
+  const journal::ParsedRecord r = journal::ParseRecord(
+      std::span<const std::byte>(data, static_cast<std::size_t>(natsMsg_GetDataLength(m))));
+  span.first = r.header.seq;
+  natsMsg_Destroy(m);
+  if (!id_ok || r.error != journal::RecordError::kOk || span.first > span.last) {
+    return Corruption(fmt::format(
+        "message {} of stream {} is not a Matchbook journal message (Nats-Msg-Id \"{}\", first "
+        "record: {})",
+        stream_seq, stream, has_id ? id : "", journal::ToString(r.error)));
+  }
+  return span;
+}
+
+}  // namespace
+
+Follower::Follower(std::filesystem::path data_dir, const engine::EngineConfig& config,
+                   FollowerOptions options, FollowerSink* sink)
+    : data_dir_(std::move(data_dir)),
+      config_(config),
+      config_hash_(engine::HashConfig(config)),
+      options_(std::move(options)),
+      stream_(options_.stream.empty() ? DefaultStream(options_.venue) : options_.stream),
+      subject_(options_.subject.empty() ? DefaultSubject(options_.venue) : options_.subject),
+      sink_(sink) {}
+
+Follower::~Follower() { Stop(); }
+
+void Follower::Log(std::string_view line) const {
+  if (options_.log) {
+    options_.log(line);
+  } else {
+    std::fprintf(stderr, "%.*s\n", static_cast<int>(line.size()), line.data());
+  }
+}
+
+void Follower::Fail(const Status& st) {
+  MutexLock lock(mu_);
+  if (last_error_ != st.message()) Log(st.message());
+  last_error_ = st.message();
+}
+
+FollowerStats Follower::stats() const {
+  FollowerStats s;
+  s.applied_seq = applied_.load(std::memory_order_acquire);
+  s.stream_seq = stream_seq_.load(std::memory_order_relaxed);
+  s.lag_events = s.stream_seq > s.applied_seq ? s.stream_seq - s.applied_seq : 0;
+  s.messages = messages_.load(std::memory_order_relaxed);
+  s.records = records_.load(std::memory_order_relaxed);
+  s.duplicates = duplicates_.load(std::memory_order_relaxed);
+  s.resyncs = resyncs_.load(std::memory_order_relaxed);
+  s.snapshot_seq = snapshot_seq_.load(std::memory_order_relaxed);
+  s.boot_seconds = static_cast<double>(boot_us_.load(std::memory_order_relaxed)) / 1e6;
+  s.connected = connected_.load(std::memory_order_relaxed);
+  s.caught_up = caught_up_.load(std::memory_order_relaxed);
+  s.stream = stream_;
+  s.subject = subject_;
+  MutexLock lock(mu_);
+  s.last_error = last_error_;
+  return s;
+}
+
+Status Follower::Start() {
+  MB_RETURN_IF_ERROR(Boot());
+  thread_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "mb-follower");
+    Run();
+  });
+  return Status::Ok();
+}
+
+void Follower::Stop() {
+  stop_.store(true, std::memory_order_release);
+  if (thread_.joinable()) thread_.join();
+  sub_.reset();
+  nats_.reset();
+}
+
+// Connect, check the stream, load the newest snapshot (or the empty state),
+// bootstrap the sink, subscribe from the next record.
+Status Follower::Boot() {
+  const int64_t start_ns = SteadyNs();
+  sub_.reset();
+  caught_up_.store(false, std::memory_order_relaxed);
+  if (!nats_) {
+    auto c = ConnectNats(options_.servers, "matchbook replica", options_.timeout, options_.retry);
+    if (!c.ok()) return c.status();
+    nats_ = std::move(*c);
+  }
+  jsStreamInfo* si = nullptr;
+  jsErrCode code = static_cast<jsErrCode>(0);
+  natsStatus s = js_GetStreamInfo(&si, nats_->js, stream_.c_str(), nullptr, &code);
+  if (s != NATS_OK) {
+    connected_.store(false, std::memory_order_relaxed);
+    if (s == NATS_NOT_FOUND || code == JSStreamNotFoundErr) {
+      return NotFound(fmt::format(
+          "stream {} does not exist on NATS {}: no `matchbook serve --nats` of venue \"{}\" has "
+          "published to it yet",
+          stream_, fmt::join(options_.servers, ","), options_.venue));
+    }
+    return Unavailable(NatsError(fmt::format("stream {}", stream_), s, static_cast<int>(code)));
+  }
+  connected_.store(true, std::memory_order_relaxed);
+  const std::string theirs =
+      si->Config != nullptr && si->Config->Description != nullptr ? si->Config->Description : "";
+  const uint64_t first_msg = si->State.FirstSeq;
+  const uint64_t msgs = si->State.Msgs;
+  jsStreamInfo_Destroy(si);
+  const std::string ours = StreamDescription(options_.venue, config_hash_);
+  if (theirs != ours) {
+    return InvalidArgument(fmt::format(
+        "stream {} carries \"{}\", this replica follows \"{}\": start it with the primary's "
+        "venue and configuration (--config)",
+        stream_, theirs, ours));
+  }
+
+  // The stream's first record: where following from sequence 0 would start.
+  uint64_t stream_first = 0;
+  if (msgs > 0) {
+    auto span = ReadSpan(nats_->js, stream_, first_msg);
+    if (!span.ok()) return span.status();
+    stream_first = span->first;
+  }
+  SnapshotSource source{options_.servers, stream_, subject_, options_.timeout};
+  auto fetched = FetchNewestSnapshot(source, data_dir_);
+  engine::EngineImage image;
+  uint64_t snapshot = 0;
+  if (fetched.ok()) {
+    auto loaded =
+        journal::ReadSnapshot(data_dir_ / "snapshots" / journal::SnapshotFileName(fetched->seq));
+    if (!loaded.ok()) return loaded.status();
+    if (loaded->meta.config_hash != config_hash_) {
+      return InvalidArgument(fmt::format(
+          "snapshot {} on the bus was taken under configuration {:016x}, this replica runs "
+          "{:016x}: start it with the primary's configuration (--config)",
+          fetched->seq, loaded->meta.config_hash, config_hash_));
+    }
+    image = std::move(loaded->image);
+    snapshot = fetched->seq;
+    // Older fetched snapshots are of no further use.
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(data_dir_ / "snapshots", ec)) {
+      uint64_t seq = 0;
+      if (journal::ParseSnapshotFileName(e.path().filename().string(), &seq) && seq != snapshot) {
+        std::filesystem::remove(e.path(), ec);
+      }
+    }
+  } else if (fetched.status().code() != StatusCode::kNotFound) {
+    return fetched.status();
+  }
+  if (snapshot == 0) {
+    if (msgs > 0 && stream_first != 1) {
+      return NotFound(fmt::format(
+          "stream {} starts at record {} and the bus holds no snapshot yet: the replica waits "
+          "for the primary's first snapshot (SIGUSR1 or POST /admin/v1/snapshot on the primary)",
+          stream_, stream_first));
+    }
+    image = engine::Engine(config_).ExportImage();
+  }
+  if (msgs > 0 && stream_first > Raw(image.last_sequence) + 1) {
+    return NotFound(fmt::format(
+        "stream {} starts at record {}, after the newest snapshot on the bus ({}): the replica "
+        "waits for a newer snapshot",
+        stream_, stream_first, Raw(image.last_sequence)));
+  }
+  sink_->Bootstrap(image);
+  applied_.store(Raw(image.last_sequence), std::memory_order_release);
+  snapshot_seq_.store(snapshot, std::memory_order_relaxed);
+  MB_RETURN_IF_ERROR(Subscribe());
+  boot_us_.store((SteadyNs() - start_ns) / 1000, std::memory_order_relaxed);
+  Log(fmt::format("booted at record {} ({}) in {:.3f} s; following stream {} from record {}",
+                  Raw(image.last_sequence),
+                  snapshot != 0 ? fmt::format("snapshot {} from the bus", snapshot)
+                                : std::string("the empty state"),
+                  static_cast<double>(SteadyNs() - start_ns) / 1e9, stream_,
+                  Raw(image.last_sequence) + 1));
+  return Status::Ok();
+}
+
+Result<uint64_t> Follower::Locate(uint64_t seq) {
+  jsStreamInfo* si = nullptr;
+  jsErrCode code = static_cast<jsErrCode>(0);
+  const natsStatus s = js_GetStreamInfo(&si, nats_->js, stream_.c_str(), nullptr, &code);
+  if (s != NATS_OK) {
+    return Unavailable(NatsError(fmt::format("stream {}", stream_), s, static_cast<int>(code)));
+  }
+  uint64_t lo = si->State.FirstSeq;
+  uint64_t hi = si->State.LastSeq;
+  const uint64_t msgs = si->State.Msgs;
+  jsStreamInfo_Destroy(si);
+  if (msgs == 0) return hi + 1;
+  auto last = ReadSpan(nats_->js, stream_, hi);
+  if (!last.ok()) return last.status();
+  if (last->last < seq) return hi + 1;  // not published yet
+  // The first message whose last record is at or after seq.
+  while (lo < hi) {
+    const uint64_t mid = lo + (hi - lo) / 2;
+    auto span = ReadSpan(nats_->js, stream_, mid);
+    if (!span.ok()) return span.status();
+    if (span->last < seq) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  auto found = ReadSpan(nats_->js, stream_, lo);
+  if (!found.ok()) return found.status();
+  if (found->first > seq) {
+    return NotFound(fmt::format("stream {} no longer holds record {} (its oldest is {})", stream_,
+                                seq, found->first));
+  }
+  return lo;
+}
+
+Status Follower::Subscribe() {
+  sub_.reset();
+  const uint64_t next = applied_.load(std::memory_order_acquire) + 1;
+  auto from = Locate(next);
+  if (!from.ok()) return from.status();
+  jsSubOptions so;
+  jsSubOptions_Init(&so);
+  so.Ordered = true;
+  so.Config.DeliverPolicy = js_DeliverByStartSequence;
+  so.Config.OptStartSeq = *from;
+  so.Stream = stream_.c_str();
+  auto sub = std::make_unique<Subscription>();
+  jsErrCode code = static_cast<jsErrCode>(0);
+  const natsStatus s =
+      js_SubscribeSync(&sub->sub, nats_->js, subject_.c_str(), nullptr, &so, &code);
+  if (s != NATS_OK) {
+    sub->sub = nullptr;
+    return Unavailable(NatsError(fmt::format("subscribing to {} from message {}", stream_, *from),
+                                 s, static_cast<int>(code)));
+  }
+  sub_ = std::move(sub);
+  last_message_ns_ = SteadyNs();
+  return Status::Ok();
+}
+
+Status Follower::Take(std::span<const std::byte> data, uint64_t stream_seq) {
+  events_.clear();
+  uint64_t applied = applied_.load(std::memory_order_relaxed);
+  uint64_t records = 0;
+  std::span<const std::byte> rest = data;
+  while (!rest.empty()) {
+    const journal::ParsedRecord r = journal::ParseRecord(rest);
+    if (r.error != journal::RecordError::kOk) {
+      return Corruption(fmt::format("message {} of stream {}: a record after {} is damaged ({})",
+                                    stream_seq, stream_, applied, journal::ToString(r.error)));
+    }
+    rest = rest.subspan(r.size);
+    const uint64_t seq = r.header.seq;
+    if (seq <= applied) {
+      duplicates_.fetch_add(1, std::memory_order_relaxed);
+      continue;
+    }
+    if (seq != applied + 1) {
+      return OutOfRange(fmt::format("message {} of stream {}: record {} follows record {}",
+                                    stream_seq, stream_, seq, applied));
+    }
+    journal::JournalRecord jr;
+    jr.seq = seq;
+    jr.checksum = r.header.checksum;
+    jr.payload = r.payload;
+    if (Status st = journal::DecodeOutcome(jr, &events_); !st.ok()) {
+      return Corruption(
+          fmt::format("message {} of stream {}: {}", stream_seq, stream_, st.message()));
+    }
+    applied = seq;
+    ++records;
+  }
+  if (!events_.empty()) sink_->Apply(events_);
+  applied_.store(applied, std::memory_order_release);
+  messages_.fetch_add(1, std::memory_order_relaxed);
+  records_.fetch_add(records, std::memory_order_relaxed);
+  return Status::Ok();
+}
+
+void Follower::CheckStream() {
+  natsMsg* m = nullptr;
+  jsErrCode code = static_cast<jsErrCode>(0);
+  const natsStatus s =
+      js_GetLastMsg(&m, nats_->js, stream_.c_str(), subject_.c_str(), nullptr, &code);
+  if (s != NATS_OK) {
+    if (s == NATS_NOT_FOUND || code == JSNoMessageFoundErr) {
+      // Nothing published yet: nothing to catch up with.
+      connected_.store(true, std::memory_order_relaxed);
+      caught_up_.store(true, std::memory_order_relaxed);
+      return;
+    }
+    connected_.store(false, std::memory_order_relaxed);
+    Fail(Unavailable(
+        NatsError(fmt::format("last message of stream {}", stream_), s, static_cast<int>(code))));
+    return;
+  }
+  connected_.store(true, std::memory_order_relaxed);
+  const char* id = nullptr;
+  uint64_t last = 0;
+  if (natsMsgHeader_Get(m, "Nats-Msg-Id", &id) == NATS_OK && id != nullptr && ParseU64(id, &last)) {
+    stream_seq_.store(last, std::memory_order_relaxed);
+  }
+  natsMsg_Destroy(m);
+  if (last <= applied_.load(std::memory_order_acquire)) {
+    caught_up_.store(true, std::memory_order_relaxed);
+  }
+}
+
+void Follower::Run() {
+  const int64_t tick_ns = options_.tick.count() * 1'000'000;
+  int64_t last_tick_ns = SteadyNs();
+  int64_t retry_at_ns = 0;
+  bool resync = false;
+  while (!stop_.load(std::memory_order_acquire)) {
+    const int64_t now = SteadyNs();
+    if (now - last_tick_ns >= tick_ns) {
+      sink_->Tick();
+      last_tick_ns = now;
+    }
+    if (!sub_) {
+      // Boot again (a gap, a damaged record) or subscribe again (a stall, NATS gone).
+      if (now < retry_at_ns) {
+        std::this_thread::sleep_for(options_.tick);
+        continue;
+      }
+      Status st = resync ? Boot() : Subscribe();
+      if (st.ok() && resync) resyncs_.fetch_add(1, std::memory_order_relaxed);
+      if (!st.ok()) {
+        // A subscription that cannot start where it must: the stream no
+        // longer holds the next record.
+        if (st.code() == StatusCode::kNotFound) resync = true;
+        Fail(st);
+        retry_at_ns = now + options_.retry.count() * 1'000'000;
+        continue;
+      }
+      resync = false;
+      next_check_ns_ = 0;
+    }
+    if (now >= next_check_ns_) {
+      CheckStream();
+      next_check_ns_ = now + 1'000'000'000;
+      const FollowerStats st = stats();
+      if (st.lag_events > 0 && now - last_message_ns_ > options_.stall.count() * 1'000'000) {
+        Fail(
+            Unavailable(fmt::format("{} records behind stream {} and nothing arrived for {} ms: "
+                                    "subscribing again",
+                                    st.lag_events, stream_, options_.stall.count())));
+        sub_.reset();
+        continue;
+      }
+    }
+    natsMsg* msg = nullptr;
+    const natsStatus s =
+        natsSubscription_NextMsg(&msg, sub_->sub, static_cast<int64_t>(options_.tick.count()));
+    if (s == NATS_TIMEOUT) continue;
+    if (s != NATS_OK) {
+      Fail(Unavailable(NatsError(fmt::format("reading stream {}", stream_), s, 0)));
+      sub_.reset();
+      retry_at_ns = SteadyNs() + options_.retry.count() * 1'000'000;
+      continue;
+    }
+    jsMsgMetaData* meta = nullptr;
+    uint64_t stream_seq = 0;
+    uint64_t pending = 1;
+    if (natsMsg_GetMetaData(&meta, msg) == NATS_OK) {
+      stream_seq = meta->Sequence.Stream;
+      pending = meta->NumPending;
+      jsMsgMetaData_Destroy(meta);
+    }
+    const auto* data = reinterpret_cast<const std::byte*>(natsMsg_GetData(msg));
+    const Status st =
+        Take(std::span<const std::byte>(data, static_cast<std::size_t>(natsMsg_GetDataLength(msg))),
+             stream_seq);
+    natsMsg_Destroy(msg);
+    last_message_ns_ = SteadyNs();
+    if (!st.ok()) {
+      Fail(Status(st.code(), st.message() + ": resynchronising from the newest snapshot"));
+      sub_.reset();
+      resync = true;
+      continue;
+    }
+    if (pending == 0) {
+      // The last message the stream holds: what it ends with is applied.
+      const uint64_t applied = applied_.load(std::memory_order_relaxed);
+      if (applied > stream_seq_.load(std::memory_order_relaxed)) {
+        stream_seq_.store(applied, std::memory_order_relaxed);
+      }
+      caught_up_.store(true, std::memory_order_relaxed);
+    }
+    {
+      MutexLock lock(mu_);
+      last_error_.clear();
+    }
+  }
+}
+
+}  // namespace mb::bus

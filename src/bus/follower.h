@@ -1,0 +1,156 @@
+// A replica's side of the bus: boots from the newest snapshot on the bus,
+// then applies every journal record the stream holds after it, in order,
+// exactly once (docs/bus.md, "Replicas").
+//
+//   Start() (caller's thread): connect, check the stream is this venue's and
+//     configuration's, boot: the newest snapshot (bus/snapshots.h) → the
+//     sink's Bootstrap; without one, the empty state at sequence 0 when the
+//     stream still holds record 1
+//   mb-follower: an ordered JetStream consumer from the message holding the
+//     next record; each message's records checked (frame, checksum, dense
+//     sequence) and decoded, their events to the sink's Apply in one batch;
+//     Tick at least every `tick`
+//
+// Never applied twice or out of order: a record at or below the applied
+// sequence is skipped (counted as a duplicate); a record past the next one
+// (a gap: the stream lost or expired what this replica needs) or one that
+// does not decode starts a resynchronisation — boot again from the newest
+// snapshot, then follow from there. Behind the stream with nothing arriving
+// for `stall` (the consumer lost with a NATS restart), it subscribes again
+// from the next record. NATS down: it retries every `retry`, its lag grows,
+// and it catches up when NATS is back.
+//
+// Thread safety: Start/Stop from the owning thread; stats() from any thread;
+// the sink is called from the thread that runs Start() (Bootstrap) and then
+// from mb-follower only — one writer, never two at once.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/status.h"
+#include "common/thread_annotations.h"
+#include "engine/engine.h"
+#include "engine/event.h"
+#include "engine/image.h"
+#include "engine/market.h"
+
+namespace mb::bus {
+
+struct NatsConnection;  // bus/nats.h
+
+class FollowerSink {
+ public:
+  // The state at image.last_sequence; whatever was applied before is gone.
+  virtual void Bootstrap(const engine::EngineImage& image) = 0;
+  // The events of the next records, in sequence order.
+  virtual void Apply(std::span<const engine::Event> events) = 0;
+  // At least every FollowerOptions::tick.
+  virtual void Tick() = 0;
+
+ protected:
+  ~FollowerSink() = default;
+};
+
+struct FollowerOptions {
+  std::vector<std::string> servers;  // nats://host:port, one or a cluster's
+  std::string venue = "matchbook";
+  std::string stream;                       // "" = DefaultStream(venue)
+  std::string subject;                      // "" = DefaultSubject(venue)
+  std::chrono::milliseconds timeout{2000};  // connect, and each JetStream call
+  std::chrono::milliseconds retry{500};     // after a failure
+  std::chrono::milliseconds tick{10};
+  std::chrono::milliseconds stall{3000};
+  std::function<void(std::string_view)> log;  // null: stderr
+};
+
+struct FollowerStats {
+  uint64_t applied_seq = 0;  // the last record applied (the primary's numbering)
+  uint64_t stream_seq = 0;   // the last record the stream holds, as last seen
+  uint64_t lag_events = 0;   // stream_seq - applied_seq (0 when ahead of what was seen)
+  uint64_t messages = 0;
+  uint64_t records = 0;
+  uint64_t duplicates = 0;    // records skipped: already applied
+  uint64_t resyncs = 0;       // boots after the first
+  uint64_t snapshot_seq = 0;  // the snapshot the last boot started from (0: none)
+  double boot_seconds = 0;    // the last boot: connect, snapshot, bootstrap
+  bool connected = false;
+  bool caught_up = false;  // applied everything the stream held, since the last boot
+  std::string last_error;  // "" once records flow again
+  std::string stream;
+  std::string subject;
+};
+
+class Follower {
+ public:
+  // config: the replica's configuration, which must be the primary's (the
+  // stream's description and the snapshot carry its hash).
+  Follower(std::filesystem::path data_dir, const engine::EngineConfig& config,
+           FollowerOptions options, FollowerSink* sink);
+  ~Follower();  // Stop()s
+  Follower(const Follower&) = delete;
+  Follower& operator=(const Follower&) = delete;
+
+  // Connects and boots on this thread (an error says why the replica cannot
+  // start: NATS unreachable, no such stream, another venue or configuration,
+  // nothing to boot from), then starts mb-follower.
+  Status Start();
+  void Stop();
+
+  FollowerStats stats() const;
+
+ private:
+  struct Subscription;
+  Status Boot();
+  Status Subscribe();  // from the message holding record applied + 1
+  // Locates the stream message holding record `seq`: its stream sequence,
+  // or one past the stream's last message when the stream ends before it.
+  Result<uint64_t> Locate(uint64_t seq);
+  void Run();
+  // One message: true when it applied, skipped or ignored it; an error
+  // means a resynchronisation.
+  Status Take(std::span<const std::byte> data, uint64_t stream_seq);
+  void CheckStream();  // the stream's last record (lag), every second
+  void Fail(const Status& st);
+  void Log(std::string_view line) const;
+
+  const std::filesystem::path data_dir_;
+  const engine::EngineConfig config_;
+  const uint64_t config_hash_;
+  const FollowerOptions options_;
+  const std::string stream_;
+  const std::string subject_;
+  FollowerSink* const sink_;
+
+  std::atomic<uint64_t> applied_{0};
+  std::atomic<uint64_t> stream_seq_{0};
+  std::atomic<uint64_t> messages_{0};
+  std::atomic<uint64_t> records_{0};
+  std::atomic<uint64_t> duplicates_{0};
+  std::atomic<uint64_t> resyncs_{0};
+  std::atomic<uint64_t> snapshot_seq_{0};
+  std::atomic<int64_t> boot_us_{0};
+  std::atomic<bool> connected_{false};
+  std::atomic<bool> caught_up_{false};
+  std::atomic<bool> stop_{false};
+  mutable Mutex mu_;
+  std::string last_error_ MB_GUARDED_BY(mu_);
+
+  // The booting thread, then mb-follower only.
+  std::unique_ptr<NatsConnection> nats_;
+  std::unique_ptr<Subscription> sub_;
+  engine::EventBuffer events_;
+  int64_t last_message_ns_ = 0;
+  int64_t next_check_ns_ = 0;
+  std::thread thread_;
+};
+
+}  // namespace mb::bus

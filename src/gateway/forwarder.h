@@ -1,0 +1,78 @@
+// A replica's way to the primary: requests it does not answer itself (signed
+// and API-key calls, order entry) are sent on to the primary over a pool of
+// keep-alive HTTP/1.1 connections, on a thread of their own (mb-forward).
+//
+// The request goes as the client sent it — method, target (query string),
+// headers and body unchanged, so signatures stay valid — with one header
+// added: kClientAddressHeader, the client's address, which the primary
+// believes only from the addresses it is told are replicas
+// (GatewayOptions::trusted_replicas). The primary's answer comes back as it
+// was sent, headers included.
+//
+// Connections: up to max_connections open at once; a request waits for a free
+// one in arrival order. A connection idle for idle_close is closed rather
+// than reused (the primary may have closed it already). A GET whose reused
+// connection turns out closed before any answer is sent once more on a new
+// connection; any other request is not repeated (it may have reached the
+// primary) and gets 502.
+//
+// Thread safety: Forward and stats() from any thread; Stop from the owner.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+#include "gateway/server.h"
+
+namespace mb::gateway {
+
+// The header a replica sets to the address of the client it forwards for.
+inline constexpr std::string_view kClientAddressHeader = "X-MB-Client-Address";
+
+struct ForwarderOptions {
+  std::size_t max_connections = 64;
+  std::chrono::milliseconds connect_timeout{2000};
+  std::chrono::milliseconds timeout{10000};  // a whole exchange (write + answer)
+  std::chrono::milliseconds idle_close{30000};
+  uint32_t max_body_bytes = 64u << 20;  // of an answer
+};
+
+struct ForwarderStats {
+  uint64_t forwarded = 0;    // answers received from the primary
+  uint64_t failed = 0;       // answered 502/504 by the forwarder itself
+  uint64_t connections = 0;  // open now
+  uint64_t waiting = 0;      // requests waiting for a connection
+};
+
+class Forwarder {
+ public:
+  // primary: "http://host:port" (the scheme optional). Error: not that shape.
+  static Result<std::unique_ptr<Forwarder>> Create(std::string_view primary,
+                                                   ForwarderOptions options = {});
+  ~Forwarder();  // Stop()s
+  Forwarder(const Forwarder&) = delete;
+  Forwarder& operator=(const Forwarder&) = delete;
+
+  // Sends `request` to the primary with the client's address added; `done`
+  // gets the primary's answer, or 502 (the primary cannot be reached or
+  // closed the connection) / 504 (no answer in time) as a Binance error body.
+  // `done` runs on mb-forward, exactly once.
+  void Forward(Request request, std::string client_address, std::function<void(Response)> done);
+  // Answers whatever waits with 502 and joins mb-forward. Idempotent.
+  void Stop();
+
+  ForwarderStats stats() const;
+  const std::string& primary() const noexcept;  // "host:port"
+
+ private:
+  class Impl;
+  explicit Forwarder(std::shared_ptr<Impl> impl);
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace mb::gateway
