@@ -2350,6 +2350,30 @@ TEST_F(GatewayTest, MetricsRefusedToRemotePeersUnlessAllowed) {
   }
 }
 
+// A replica's forwarded client address counts only from a trusted replica:
+// then the operator API sees the client (not loopback) and the per-IP limit
+// charges the client's address, not the replica's.
+TEST_F(GatewayTest, ForwardedClientAddressIsBelievedOnlyFromTrustedReplicas) {
+  const std::map<std::string, std::string> far = {{"X-MB-Client-Address", "203.0.113.7"}};
+  for (const bool trusted : {false, true}) {
+    SCOPED_TRACE(trusted);
+    gateway::GatewayOptions go;
+    go.ip_limit = {.weight_per_minute = 30, .burst = 30};
+    if (trusted) go.trusted_replicas = {"10.9.9.9", "127.0.0.1"};
+    Node n(dir_ / (trusted ? "trusted" : "untrusted"), go);
+    std::map<std::string, std::string> admin = far;
+    admin["X-MB-ADMIN-TOKEN"] = n.token();
+    Reply h = n.Request(http::verb::get, "/admin/v1/health", {}, admin);
+    EXPECT_EQ(h.status, trusted ? 403 : 200) << h.body;
+    // The forwarded client's weight, then a local client's: separate buckets
+    // only when the address is believed.
+    const Reply a = n.Request(http::verb::get, "/api/v3/exchangeInfo", {}, far);  // weight 20
+    ASSERT_EQ(a.status, 200) << a.body;
+    const Reply b = n.Request(http::verb::get, "/api/v3/exchangeInfo");
+    EXPECT_EQ(b.status, trusted ? 200 : 429) << b.body;
+  }
+}
+
 TEST_F(GatewayTest, NoMetricsWithoutARegistry) {
   Node n(dir_);
   EXPECT_EQ(n.Request(http::verb::get, "/metrics").status, 404);

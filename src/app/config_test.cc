@@ -572,5 +572,24 @@ TEST(ParseConfig, VenueAndBusTableAreOptionalAndParsed) {
   }
 }
 
+TEST(ParseConfig, TrustedReplicasAreAddresses) {
+  auto base = ParseFullConfig(Edit(), "test.toml");
+  ASSERT_TRUE(base.ok());
+  EXPECT_TRUE(base->runtime.gateway.trusted_replicas.empty()) << "no replica is trusted unasked";
+  auto c = ParseFullConfig(Edit() + "[gateway]\ntrusted_replicas = \"10.0.0.5, ::1,127.0.0.1\"\n",
+                           "test.toml");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->runtime.gateway.trusted_replicas,
+            (std::vector<std::string>{"10.0.0.5", "::1", "127.0.0.1"}));
+  for (const char* bad : {"replica-1", "10.0.0.5,", "10.0.0.300"}) {
+    auto r = ParseFullConfig(Edit() + "[gateway]\ntrusted_replicas = \"" + bad + "\"\n",
+                             "test.toml");
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("gateway.trusted_replicas: "), std::string::npos)
+        << r.status().message();
+    EXPECT_NE(r.status().message().find("is not an IP address"), std::string::npos);
+  }
+}
+
 }  // namespace
 }  // namespace mb::app

@@ -1,0 +1,183 @@
+// The forwarder against a real Server standing in for the primary: the
+// request arrives unchanged with the client's address added, answers come
+// back to the right caller under concurrency, and a primary that cannot be
+// reached is a 502 with a Binance error body, never a hang.
+
+#include "gateway/forwarder.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <boost/json.hpp>
+#include <chrono>
+#include <future>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace mb::gateway {
+namespace {
+
+namespace json = boost::json;
+using std::chrono::seconds;
+
+// The primary: answers every request with what it received.
+class Echo final : public HttpHandler {
+ public:
+  void Handle(Request req, std::string_view remote, bool, Respond respond) override {
+    ++requests;
+    json::object o;
+    o["method"] = std::string(req.method_string());
+    o["target"] = std::string(req.target());
+    o["body"] = req.body();
+    o["peer"] = std::string(remote);
+    auto get = [&req](std::string_view name) {
+      const auto it = req.find(name);
+      return it == req.end() ? std::string("(none)") : std::string(it->value());
+    };
+    o["apikey"] = get("X-MBX-APIKEY");
+    o["client"] = get(kClientAddressHeader);
+    o["type"] = get("Content-Type");
+    Response res{http::status::ok, req.version()};
+    res.set("X-MBX-USED-WEIGHT-1M", "7");
+    res.keep_alive(req.keep_alive());
+    res.body() = json::serialize(o);
+    res.prepare_payload();
+    respond(std::move(res));
+  }
+  std::atomic<int> requests{0};
+};
+
+class ForwarderTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ServerOptions o;
+    o.port = 0;
+    o.io_threads = 2;
+    server_ = std::make_unique<Server>(o, &echo_, nullptr);
+    ASSERT_TRUE(server_->Start().ok());
+    auto f = Forwarder::Create("http://127.0.0.1:" + std::to_string(server_->port()));
+    ASSERT_TRUE(f.ok()) << f.status().message();
+    fwd_ = std::move(*f);
+  }
+
+  // Forwards one request and waits for its answer.
+  static Response Send(Forwarder& f, Request req, std::string client = "203.0.113.9") {
+    std::promise<Response> p;
+    auto fut = p.get_future();
+    f.Forward(std::move(req), std::move(client), [&p](Response r) { p.set_value(std::move(r)); });
+    EXPECT_EQ(fut.wait_for(seconds(15)), std::future_status::ready);
+    return fut.get();
+  }
+
+  static Request Post(std::string target, std::string body) {
+    Request req{http::verb::post, target, 11};
+    req.set("X-MBX-APIKEY", "key-1");
+    req.set(http::field::content_type, "application/x-www-form-urlencoded");
+    req.body() = std::move(body);
+    req.prepare_payload();
+    return req;
+  }
+
+  Echo echo_;
+  std::unique_ptr<Server> server_;
+  std::unique_ptr<Forwarder> fwd_;
+};
+
+TEST_F(ForwarderTest, TheRequestArrivesUnchangedWithTheClientAddress) {
+  const std::string body = "symbol=BTCUSDT&side=BUY&timestamp=1&signature=abcdef0123";
+  Response res = Send(*fwd_, Post("/api/v3/order?recvWindow=5000", body));
+  ASSERT_EQ(res.result_int(), 200u) << res.body();
+  const json::object o = json::parse(res.body()).as_object();
+  EXPECT_EQ(o.at("method").as_string(), "POST");
+  EXPECT_EQ(o.at("target").as_string(), "/api/v3/order?recvWindow=5000");
+  EXPECT_EQ(o.at("body").as_string(), body);
+  EXPECT_EQ(o.at("apikey").as_string(), "key-1");
+  EXPECT_EQ(o.at("type").as_string(), "application/x-www-form-urlencoded");
+  EXPECT_EQ(o.at("client").as_string(), "203.0.113.9");
+  EXPECT_EQ(o.at("peer").as_string(), "127.0.0.1");
+  // The primary's headers come back.
+  EXPECT_EQ(res["X-MBX-USED-WEIGHT-1M"], "7");
+  EXPECT_EQ(fwd_->stats().forwarded, 1u);
+}
+
+TEST_F(ForwarderTest, AClientsOwnAddressHeaderIsReplaced) {
+  Request req{http::verb::get, "/api/v3/account?signature=x", 11};
+  req.set(kClientAddressHeader, "127.0.0.1");  // a client pretending to be local
+  Response res = Send(*fwd_, std::move(req), "198.51.100.4");
+  ASSERT_EQ(res.result_int(), 200u);
+  EXPECT_EQ(json::parse(res.body()).at("client").as_string(), "198.51.100.4");
+}
+
+TEST_F(ForwarderTest, ConcurrentRequestsEachGetTheirOwnAnswerOverAFewConnections) {
+  constexpr int kThreads = 4;
+  constexpr int kEach = 100;
+  std::atomic<int> wrong{0};
+  std::atomic<int> answered{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::vector<std::future<void>> waits;
+      std::vector<std::shared_ptr<std::promise<void>>> ps;
+      for (int i = 0; i < kEach; ++i) {
+        const std::string target = "/api/v3/openOrders?n=" + std::to_string(t * kEach + i);
+        auto p = std::make_shared<std::promise<void>>();
+        waits.push_back(p->get_future());
+        Request req{http::verb::get, target, 11};
+        fwd_->Forward(std::move(req), "192.0.2.1", [&, p, target](Response r) {
+          const json::value v = json::parse(r.body());
+          if (r.result_int() != 200 || v.at("target").as_string() != target) ++wrong;
+          ++answered;
+          p->set_value();
+        });
+        ps.push_back(std::move(p));
+      }
+      for (auto& w : waits) w.wait_for(seconds(20));
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(answered.load(), kThreads * kEach);
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_EQ(echo_.requests.load(), kThreads * kEach);
+  EXPECT_LE(fwd_->stats().connections, ForwarderOptions{}.max_connections);
+}
+
+TEST_F(ForwarderTest, AnUnreachablePrimaryIsA502WithABinanceError) {
+  const uint16_t port = server_->port();
+  server_->Stop();
+  auto f = Forwarder::Create("127.0.0.1:" + std::to_string(port));
+  ASSERT_TRUE(f.ok());
+  Response res = Send(**f, Post("/api/v3/order", "a=1"));
+  EXPECT_EQ(res.result_int(), 502u);
+  const json::object o = json::parse(res.body()).as_object();
+  EXPECT_EQ(o.at("code").as_int64(), -1001);
+  EXPECT_NE(std::string(o.at("msg").as_string()).find("127.0.0.1:" + std::to_string(port)),
+            std::string::npos)
+      << o.at("msg").as_string();
+  EXPECT_EQ((*f)->stats().failed, 1u);
+}
+
+TEST_F(ForwarderTest, AStoppedForwarderAnswersAtOnce) {
+  fwd_->Stop();
+  Response res = Send(*fwd_, Post("/api/v3/order", "a=1"));
+  EXPECT_EQ(res.result_int(), 502u);
+  EXPECT_EQ(echo_.requests.load(), 0);
+}
+
+TEST(ForwarderCreateTest, RefusesWhatIsNotHttpHostPort) {
+  for (const char* bad : {"https://127.0.0.1:8080", "127.0.0.1", "http://127.0.0.1:0",
+                          "http://127.0.0.1:99999", "http://:8080", "http://h:80/api",
+                          "http://h:8x"}) {
+    auto f = Forwarder::Create(bad);
+    ASSERT_FALSE(f.ok()) << bad;
+    EXPECT_NE(f.status().message().find("http://HOST:PORT"), std::string::npos);
+  }
+  for (const char* good : {"http://127.0.0.1:8080", "127.0.0.1:8080", "http://[::1]:8080/"}) {
+    auto f = Forwarder::Create(good);
+    EXPECT_TRUE(f.ok()) << good << ": " << f.status().message();
+  }
+}
+
+}  // namespace
+}  // namespace mb::gateway
