@@ -782,10 +782,12 @@ class HistoryReader {
 
 class Runner {
  public:
-  Runner(const Options& o, const Market& m, const tcp::endpoint& ep, OrderFlow& flow)
+  Runner(const Options& o, const Market& m, const tcp::endpoint& ep, const tcp::endpoint& sub_ep,
+         OrderFlow& flow)
       : o_(o),
         m_(m),
         endpoint_(ep),
+        sub_endpoint_(sub_ep),
         flow_(flow),
         sender_strand_(asio::make_strand(ioc_)),
         sender_timer_(sender_strand_) {}
@@ -1023,6 +1025,7 @@ class Runner {
   bool stopping() const { return stopping_.load(); }
   const Options& options() const { return o_; }
   const tcp::endpoint& endpoint() const { return endpoint_; }
+  const tcp::endpoint& sub_endpoint() const { return sub_endpoint_; }
   std::string ws_target() const {
     std::string s = m_.symbol;
     std::transform(s.begin(), s.end(), s.begin(),
@@ -1114,6 +1117,7 @@ class Runner {
   const Options& o_;
   const Market& m_;
   const tcp::endpoint endpoint_;
+  const tcp::endpoint sub_endpoint_;  // the subscribers'
   const std::string host_header_ = fmt::format("{}:{}", o_.host, o_.port);
   OrderFlow& flow_;
   asio::io_context ioc_;
@@ -1311,10 +1315,10 @@ void Subscriber::Deadline() {
 
 void Subscriber::DoConnect() {
   Deadline();
-  socket_.async_connect(runner_.endpoint(), [this](beast::error_code ec) {
+  socket_.async_connect(runner_.sub_endpoint(), [this](beast::error_code ec) {
     if (ec) return Closed(false, ec);
     Deadline();
-    const auto& ep = runner_.endpoint();
+    const auto& ep = runner_.sub_endpoint();
     request_ = fmt::format(
         "GET {} HTTP/1.1\r\nHost: {}:{}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
         "Sec-WebSocket-Key: bWF0Y2hib29rLWxvYWQtMQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
@@ -1555,7 +1559,19 @@ Result<Report> RunLoad(const Options& o) {
   MB_RETURN_IF_ERROR(SeedBook(setup, m, *accounts, *mid, 5 * qty));
 
   OrderFlow flow(o, m, std::move(*accounts), *mid, qty);
-  Runner runner(o, m, setup.endpoint(), flow);
+  tcp::endpoint sub_ep = setup.endpoint();
+  if (!o.subscribe_to.empty()) {
+    asio::io_context ioc_sub;
+    beast::error_code ec;
+    tcp::resolver resolver(ioc_sub);
+    auto results = resolver.resolve(o.sub_host, std::to_string(o.sub_port), ec);
+    if (ec || results.empty()) {
+      return Unavailable(
+          fmt::format("--subscribe-to: cannot resolve {}: {}", o.sub_host, ec.message()));
+    }
+    sub_ep = results.begin()->endpoint();
+  }
+  Runner runner(o, m, setup.endpoint(), sub_ep, flow);
   MB_RETURN_IF_ERROR(runner.Start());
 
   // The server's CPU is read right before the first order and right after

@@ -29,28 +29,31 @@ constexpr double kMaxRate = 1'000'000;
 constexpr double kMaxDuration = 86'400;
 constexpr int kMaxSubscribers = 20'000;
 
-Status ParseTarget(const std::string& target, Options& o) {
+Status ParseTarget(const std::string& target, std::string_view flag, std::string* out_host,
+                   uint16_t* out_port) {
   constexpr std::string_view kScheme = "http://";
   std::string_view t = target;
   if (t.substr(0, kScheme.size()) != kScheme)
-    return InvalidArgument("--target: '" + target + "' is not http://host:port");
+    return InvalidArgument(std::string(flag) + ": '" + target + "' is not http://host:port");
   t.remove_prefix(kScheme.size());
   while (!t.empty() && t.back() == '/') t.remove_suffix(1);
   const std::size_t colon = t.rfind(':');
   if (colon == std::string_view::npos || colon == 0 || colon + 1 == t.size())
-    return InvalidArgument("--target: '" + target + "' is not http://host:port");
+    return InvalidArgument(std::string(flag) + ": '" + target + "' is not http://host:port");
   std::string_view host = t.substr(0, colon);
   std::string_view port = t.substr(colon + 1);
   if (host.find('/') != std::string_view::npos)
-    return InvalidArgument("--target: '" + target + "' is not http://host:port (no path)");
+    return InvalidArgument(std::string(flag) + ": '" + target +
+                           "' is not http://host:port (no path)");
   if (host.size() > 2 && host.front() == '[' && host.back() == ']')
     host = host.substr(1, host.size() - 2);
   unsigned p = 0;
   auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), p);
   if (ec != std::errc{} || end != port.data() + port.size() || p == 0 || p > 65535)
-    return InvalidArgument("--target: port '" + std::string(port) + "' is not 1..65535");
-  o.host = std::string(host);
-  o.port = static_cast<uint16_t>(p);
+    return InvalidArgument(std::string(flag) + ": port '" + std::string(port) +
+                           "' is not 1..65535");
+  *out_host = std::string(host);
+  *out_port = static_cast<uint16_t>(p);
   return Status::Ok();
 }
 
@@ -94,6 +97,8 @@ Result<Options> ParseOptions(int argc, char** argv) {
   auto* duration_opt = app.add_option("--duration", duration, "seconds (overrides the preset)");
   auto* rate_opt = app.add_option("--rate", rate, "orders/s (max: the first step's rate)");
   auto* subs_opt = app.add_option("--subscribers", subscribers, "WebSocket subscribers");
+  app.add_option("--subscribe-to", o.subscribe_to,
+                 "where the subscribers connect, http://host:port (a replica; default: --target)");
   app.add_option("--history-readers", o.history_readers,
                  "connections asking allOrders/myTrades in a loop (default 0)");
   app.add_option("--accounts", o.accounts, "synthetic accounts (default 64)");
@@ -126,7 +131,12 @@ Result<Options> ParseOptions(int argc, char** argv) {
   if (preset == std::end(kPresets))
     return InvalidArgument("--preset: unknown preset '" + o.preset +
                            "' (coinflow, snaptrade, lighter, max)");
-  MB_RETURN_IF_ERROR(ParseTarget(o.target, o));
+  MB_RETURN_IF_ERROR(ParseTarget(o.target, "--target", &o.host, &o.port));
+  o.sub_host = o.host;
+  o.sub_port = o.port;
+  if (!o.subscribe_to.empty()) {
+    MB_RETURN_IF_ERROR(ParseTarget(o.subscribe_to, "--subscribe-to", &o.sub_host, &o.sub_port));
+  }
   if (o.admin_token.empty())
     return InvalidArgument("--admin-token: missing (the operator API token)");
   o.duration_s = duration_opt->count() ? duration : preset->duration_s;

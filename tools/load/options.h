@@ -26,6 +26,10 @@ struct Options {
   std::string host;
   uint16_t port = 0;
   std::string admin_token;
+  // Where the WebSocket subscribers connect (a replica); empty: the target.
+  std::string subscribe_to;
+  std::string sub_host;
+  uint16_t sub_port = 0;
   std::string preset;
   double duration_s = 0;
   double rate = 0;  // orders/s; for `max`, the first step's rate
