@@ -26,6 +26,8 @@ expect 2 "--rate" --target $T --admin-token x --preset coinflow --rate abc
 expect 2 "--duration: must be > 0" --target $T --admin-token x --preset coinflow --duration 0
 expect 2 "--duration: must be > 0" --target $T --admin-token x --preset coinflow --duration -1
 expect 2 "--subscribers: must be" --target $T --admin-token x --preset coinflow --subscribers -1
+expect 2 "--subscribe-to: 'ws://127.0.0.1:1' is not http://host:port" --target $T --admin-token x --preset coinflow --subscribe-to ws://127.0.0.1:1
+expect 2 "--subscribe-to: port" --target $T --admin-token x --preset coinflow --subscribe-to http://127.0.0.1:0
 expect 2 "not http://host:port" --target ftp://127.0.0.1:80 --admin-token x --preset coinflow
 expect 2 "not http://host:port" --target http://127.0.0.1 --admin-token x --preset coinflow
 expect 2 "port 'x' is not" --target http://127.0.0.1:x --admin-token x --preset coinflow
