@@ -582,8 +582,8 @@ TEST(ParseConfig, TrustedReplicasAreAddresses) {
   EXPECT_EQ(c->runtime.gateway.trusted_replicas,
             (std::vector<std::string>{"10.0.0.5", "::1", "127.0.0.1"}));
   for (const char* bad : {"replica-1", "10.0.0.5,", "10.0.0.300"}) {
-    auto r = ParseFullConfig(Edit() + "[gateway]\ntrusted_replicas = \"" + bad + "\"\n",
-                             "test.toml");
+    auto r =
+        ParseFullConfig(Edit() + "[gateway]\ntrusted_replicas = \"" + bad + "\"\n", "test.toml");
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_NE(r.status().message().find("gateway.trusted_replicas: "), std::string::npos)
         << r.status().message();

@@ -317,6 +317,7 @@ void Gateway::Impl::AdminHealth(Ctx& c) {
       fo["failed"] = f.failed;
       fo["connections"] = f.connections;
       fo["waiting"] = f.waiting;
+      fo["tunnels"] = f.tunnels;
       o["forwarding"] = std::move(fo);
     }
     AddHealthSections(o);

@@ -8,6 +8,7 @@
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/websocket.hpp>
 #include <deque>
 #include <optional>
 #include <thread>
@@ -21,6 +22,156 @@ namespace asio = boost::asio;
 namespace beast = boost::beast;
 using tcp = asio::ip::tcp;
 using SteadyClock = std::chrono::steady_clock;
+namespace websocket = beast::websocket;
+
+namespace {
+
+// One relayed WebSocket, on mb-forward (every handler and every posted call
+// run there, so its state needs no lock).
+class Tunnel final : public WsTunnel, public std::enable_shared_from_this<Tunnel> {
+ public:
+  Tunnel(asio::io_context& io, std::atomic<uint64_t>* open,
+         std::function<void(std::string)> on_message,
+         std::function<void(uint16_t, std::string)> on_close)
+      : io_(io),
+        ws_(io),
+        resolver_(io),
+        open_count_(open),
+        on_message_(std::move(on_message)),
+        on_close_(std::move(on_close)) {}
+
+  void Start(const std::string& host, const std::string& port, std::string target,
+             std::string client, std::chrono::milliseconds connect_timeout) {
+    open_count_->fetch_add(1, std::memory_order_relaxed);
+    auto self = shared_from_this();
+    resolver_.async_resolve(
+        host, port,
+        [self, host, port, target = std::move(target), client = std::move(client), connect_timeout](
+            beast::error_code ec, tcp::resolver::results_type results) mutable {
+          if (ec) return self->End(1011, "the primary cannot be resolved: " + ec.message());
+          beast::get_lowest_layer(self->ws_).expires_after(connect_timeout);
+          beast::get_lowest_layer(self->ws_).async_connect(
+              results, [self, host, port, target = std::move(target), client = std::move(client),
+                        connect_timeout](beast::error_code ec2, const tcp::endpoint&) {
+                if (ec2) return self->End(1011, "the primary cannot be reached: " + ec2.message());
+                beast::get_lowest_layer(self->ws_).expires_never();
+                // Handshakes (the opening one and a closing one) bounded by
+                // the connect timeout; an open tunnel may stay silent.
+                websocket::stream_base::timeout t{};
+                t.handshake_timeout = connect_timeout;
+                t.idle_timeout = websocket::stream_base::none();
+                t.keep_alive_pings = false;
+                self->ws_.set_option(t);
+                self->ws_.set_option(
+                    websocket::stream_base::decorator([client](websocket::request_type& req) {
+                      req.set(kClientAddressHeader, client);
+                    }));
+                self->ws_.async_handshake(
+                    self->response_, host + ":" + port, target, [self](beast::error_code ec3) {
+                      if (ec3) {
+                        const unsigned status = self->response_.result_int();
+                        return self->End(
+                            1008, status != 0 ? fmt::format("the primary refused "
+                                                            "the connection: HTTP {}",
+                                                            status)
+                                              : "the primary's handshake failed: " + ec3.message());
+                      }
+                      self->open_ = true;
+                      if (self->closing_) return self->DoClose();
+                      self->Read();
+                      self->Write();
+                    });
+              });
+        });
+  }
+
+  void Send(std::string text) override {
+    asio::post(io_, [self = shared_from_this(), text = std::move(text)]() mutable {
+      if (self->ended_ || self->closing_) return;
+      self->out_.push_back(std::move(text));
+      self->Write();
+    });
+  }
+
+  // mb-forward: the forwarder stops; whatever is in flight ends now.
+  void Abort() {
+    closing_ = true;
+    beast::error_code ignored;
+    resolver_.cancel();
+    beast::get_lowest_layer(ws_).socket().close(ignored);
+  }
+
+  void Close() override {
+    asio::post(io_, [self = shared_from_this()] {
+      if (self->ended_ || self->closing_) return;
+      self->closing_ = true;
+      if (self->open_) self->DoClose();
+      // Not open yet: the handshake's handler closes it.
+    });
+  }
+
+ private:
+  void Read() {
+    ws_.async_read(buffer_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
+      if (ec) {
+        const websocket::close_reason r = self->ws_.reason();
+        return self->End(r.code != 0 ? static_cast<uint16_t>(r.code) : uint16_t{1011},
+                         r.code != 0 ? std::string(r.reason.c_str())
+                                     : "the connection to the primary ended: " + ec.message());
+      }
+      std::string text = beast::buffers_to_string(self->buffer_.data());
+      self->buffer_.consume(self->buffer_.size());
+      if (!self->closing_) self->on_message_(std::move(text));
+      self->Read();
+    });
+  }
+
+  void Write() {
+    if (!open_ || writing_ || out_.empty() || ended_) return;
+    writing_ = true;
+    ws_.text(true);
+    ws_.async_write(asio::buffer(out_.front()),
+                    [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                      self->writing_ = false;
+                      if (ec) return self->End(1011, "writing to the primary: " + ec.message());
+                      self->out_.pop_front();
+                      if (self->closing_ && self->out_.empty()) return self->DoClose();
+                      self->Write();
+                    });
+  }
+
+  void DoClose() {
+    if (writing_) return;  // after the write in flight
+    ws_.async_close(websocket::close_code::normal,
+                    [self = shared_from_this()](beast::error_code) { self->End(1000, ""); });
+  }
+
+  // The primary's side is over: tell the client's side once.
+  void End(uint16_t code, std::string reason) {
+    if (ended_) return;
+    ended_ = true;
+    open_count_->fetch_sub(1, std::memory_order_relaxed);
+    beast::error_code ignored;
+    beast::get_lowest_layer(ws_).socket().close(ignored);
+    if (!closing_) on_close_(code, std::move(reason));
+  }
+
+  asio::io_context& io_;
+  websocket::stream<beast::tcp_stream> ws_;
+  tcp::resolver resolver_;
+  std::atomic<uint64_t>* const open_count_;
+  const std::function<void(std::string)> on_message_;
+  const std::function<void(uint16_t, std::string)> on_close_;
+  websocket::response_type response_;
+  beast::flat_buffer buffer_;
+  std::deque<std::string> out_;
+  bool open_ = false;
+  bool writing_ = false;
+  bool closing_ = false;
+  bool ended_ = false;
+};
+
+}  // namespace
 
 class Forwarder::Impl : public std::enable_shared_from_this<Forwarder::Impl> {
  public:
@@ -59,6 +210,17 @@ class Forwarder::Impl : public std::enable_shared_from_this<Forwarder::Impl> {
         c->stream.socket().close(ec);
       }
       self->idle_.clear();
+      // Exchanges in flight and tunnels end now (their handlers see the
+      // sockets closed), so the thread has nothing left to wait for.
+      for (const auto& w : self->active_) {
+        if (auto c = w.lock()) {
+          beast::error_code ec;
+          c->stream.socket().close(ec);
+        }
+      }
+      for (const auto& w : self->tunnel_list_) {
+        if (auto t = w.lock()) t->Abort();
+      }
       while (!self->queue_.empty()) {
         Job j = std::move(self->queue_.front());
         self->queue_.pop_front();
@@ -66,13 +228,38 @@ class Forwarder::Impl : public std::enable_shared_from_this<Forwarder::Impl> {
         j.done(self->Failure(j.request, 502, "The replica is shutting down."));
       }
       self->work_.reset();
+      // After the handlers of what was just cancelled (queued before this):
+      // the library's own timers (a WebSocket closing handshake's) are not
+      // waited for.
+      asio::post(self->io_, [self] { self->io_.stop(); });
     });
-    // Exchanges in flight end by their deadline at the latest.
     if (thread_.joinable()) thread_.join();
+  }
+
+  std::shared_ptr<WsTunnel> Tunnel(std::string target, std::string client,
+                                   std::function<void(std::string)> on_message,
+                                   std::function<void(uint16_t, std::string)> on_close) {
+    auto t = std::make_shared<mb::gateway::Tunnel>(io_, &tunnels_, std::move(on_message),
+                                                   std::move(on_close));
+    asio::post(io_, [self = shared_from_this(), t, target = std::move(target),
+                     client = std::move(client)]() mutable {
+      if (self->stopped_.load(std::memory_order_acquire)) {
+        t->Start(self->host_, self->port_, std::move(target), std::move(client),
+                 self->options_.connect_timeout);
+        t->Abort();
+        return;
+      }
+      std::erase_if(self->tunnel_list_, [](const auto& w) { return w.expired(); });
+      self->tunnel_list_.push_back(t);
+      t->Start(self->host_, self->port_, std::move(target), std::move(client),
+               self->options_.connect_timeout);
+    });
+    return t;
   }
 
   ForwarderStats stats() const {
     ForwarderStats s;
+    s.tunnels = tunnels_.load(std::memory_order_relaxed);
     s.forwarded = forwarded_.load(std::memory_order_relaxed);
     s.failed = failed_.load(std::memory_order_relaxed);
     s.connections = open_.load(std::memory_order_relaxed);
@@ -146,6 +333,8 @@ class Forwarder::Impl : public std::enable_shared_from_this<Forwarder::Impl> {
   void Open(Job job) {
     open_.fetch_add(1, std::memory_order_relaxed);
     auto conn = std::make_shared<Conn>(io_);
+    std::erase_if(active_, [](const auto& w) { return w.expired(); });
+    active_.push_back(conn);
     auto resolver = std::make_shared<tcp::resolver>(io_);
     auto j = std::make_shared<Job>(std::move(job));
     resolver->async_resolve(
@@ -221,7 +410,8 @@ class Forwarder::Impl : public std::enable_shared_from_this<Forwarder::Impl> {
   // A reused connection that failed before any answer: a GET goes once more
   // on a new connection; anything else may have reached the primary.
   void Retry(const std::shared_ptr<Conn>& conn, Job job, beast::error_code ec) {
-    if (conn->reused && !job.retried && job.request.method() == http::verb::get) {
+    if (conn->reused && !job.retried && job.request.method() == http::verb::get &&
+        !stopped_.load(std::memory_order_acquire)) {
       Close(*conn);
       job.retried = true;
       Open(std::move(job));
@@ -249,9 +439,12 @@ class Forwarder::Impl : public std::enable_shared_from_this<Forwarder::Impl> {
   std::atomic<uint64_t> failed_{0};
   std::atomic<uint64_t> open_{0};
   std::atomic<uint64_t> waiting_{0};
+  std::atomic<uint64_t> tunnels_{0};
   // mb-forward only.
   std::deque<Job> queue_;
   std::vector<std::shared_ptr<Conn>> idle_;
+  std::vector<std::weak_ptr<Conn>> active_;  // every connection opened, while it lives
+  std::vector<std::weak_ptr<mb::gateway::Tunnel>> tunnel_list_;
 };
 
 Result<std::unique_ptr<Forwarder>> Forwarder::Create(std::string_view primary,
@@ -282,6 +475,12 @@ Forwarder::~Forwarder() { Stop(); }
 void Forwarder::Forward(Request request, std::string client_address,
                         std::function<void(Response)> done) {
   impl_->Forward(std::move(request), std::move(client_address), std::move(done));
+}
+std::shared_ptr<WsTunnel> Forwarder::Tunnel(std::string target, std::string client_address,
+                                            std::function<void(std::string)> on_message,
+                                            std::function<void(uint16_t, std::string)> on_close) {
+  return impl_->Tunnel(std::move(target), std::move(client_address), std::move(on_message),
+                       std::move(on_close));
 }
 void Forwarder::Stop() { impl_->Stop(); }
 ForwarderStats Forwarder::stats() const { return impl_->stats(); }

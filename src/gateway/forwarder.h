@@ -16,7 +16,13 @@
 // connection; any other request is not repeated (it may have reached the
 // primary) and gets 502.
 //
-// Thread safety: Forward and stats() from any thread; Stop from the owner.
+// WebSocket connections a replica does not serve (user data, the WebSocket
+// API) are tunnelled the same way: a connection of their own to the primary
+// with the same target and the client's address, every text message relayed
+// both ways unchanged, a close on either side closing the other.
+//
+// Thread safety: Forward, Tunnel, WsTunnel's calls and stats() from any
+// thread; Stop from the owner.
 #pragma once
 
 #include <chrono>
@@ -31,9 +37,6 @@
 
 namespace mb::gateway {
 
-// The header a replica sets to the address of the client it forwards for.
-inline constexpr std::string_view kClientAddressHeader = "X-MB-Client-Address";
-
 struct ForwarderOptions {
   std::size_t max_connections = 64;
   std::chrono::milliseconds connect_timeout{2000};
@@ -47,6 +50,17 @@ struct ForwarderStats {
   uint64_t failed = 0;       // answered 502/504 by the forwarder itself
   uint64_t connections = 0;  // open now
   uint64_t waiting = 0;      // requests waiting for a connection
+  uint64_t tunnels = 0;      // WebSocket tunnels open now
+};
+
+// One client's WebSocket relayed to the primary (Forwarder::Tunnel).
+class WsTunnel {
+ public:
+  virtual ~WsTunnel() = default;
+  // A text message to the primary (queued until the connection is open).
+  virtual void Send(std::string text) = 0;
+  // Closes the primary's side (normal closure). Idempotent.
+  virtual void Close() = 0;
 };
 
 class Forwarder {
@@ -63,6 +77,13 @@ class Forwarder {
   // closed the connection) / 504 (no answer in time) as a Binance error body.
   // `done` runs on mb-forward, exactly once.
   void Forward(Request request, std::string client_address, std::function<void(Response)> done);
+  // Opens a WebSocket to the primary at `target` with the client's address;
+  // on_message gets each text message of the primary's, on_close once when
+  // the primary's side ends (or never opens: the reason says why). Both run
+  // on mb-forward.
+  std::shared_ptr<WsTunnel> Tunnel(std::string target, std::string client_address,
+                                   std::function<void(std::string)> on_message,
+                                   std::function<void(uint16_t, std::string)> on_close);
   // Answers whatever waits with 502 and joins mb-forward. Idempotent.
   void Stop();
 

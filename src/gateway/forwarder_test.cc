@@ -10,8 +10,11 @@
 #include <atomic>
 #include <boost/json.hpp>
 #include <chrono>
+#include <condition_variable>
 #include <future>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -21,6 +24,16 @@ namespace {
 
 namespace json = boost::json;
 using std::chrono::seconds;
+
+template <class Pred>
+bool Eventually(Pred pred) {
+  const auto end = std::chrono::steady_clock::now() + seconds(5);
+  while (std::chrono::steady_clock::now() < end) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return pred();
+}
 
 // The primary: answers every request with what it received.
 class Echo final : public HttpHandler {
@@ -165,10 +178,101 @@ TEST_F(ForwarderTest, AStoppedForwarderAnswersAtOnce) {
   EXPECT_EQ(echo_.requests.load(), 0);
 }
 
+// The primary's WebSocket side: echoes each message, remembers the client
+// address the upgrade carried, refuses /refused.
+class EchoWs final : public WsHandler {
+ public:
+  bool Accepts(const Request& request) override {
+    if (request.target() == "/refused") return false;
+    const auto it = request.find(kClientAddressHeader);
+    std::lock_guard<std::mutex> lock(mu);
+    client = it == request.end() ? "(none)" : std::string(it->value());
+    return true;
+  }
+  void OnOpen(const std::shared_ptr<WsConnection>&) override {}
+  void OnMessage(const std::shared_ptr<WsConnection>& conn, std::string_view text) override {
+    if (text == "bye") return conn->Close(4000, "asked to");
+    conn->Send("echo " + std::string(text));
+  }
+  void OnClose(const std::shared_ptr<WsConnection>&) override {}
+  std::mutex mu;
+  std::string client;
+};
+
+// What a tunnel delivered to the client's side.
+struct TunnelEnd {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::string> messages;
+  std::optional<std::pair<uint16_t, std::string>> closed;
+  template <class Pred>
+  bool Wait(Pred pred) {
+    std::unique_lock<std::mutex> lock(mu);
+    return cv.wait_for(lock, seconds(10), pred);
+  }
+};
+
+TEST(ForwarderTunnelTest, RelaysBothWaysAndCloses) {
+  Echo http;
+  EchoWs ws;
+  ServerOptions o;
+  o.port = 0;
+  Server primary(o, &http, &ws);
+  ASSERT_TRUE(primary.Start().ok());
+  auto f = Forwarder::Create("127.0.0.1:" + std::to_string(primary.port()));
+  ASSERT_TRUE(f.ok());
+  auto end = std::make_shared<TunnelEnd>();
+  auto open = [&](const std::string& target) {
+    return (*f)->Tunnel(
+        target, "198.51.100.7",
+        [end](std::string text) {
+          std::lock_guard<std::mutex> lock(end->mu);
+          end->messages.push_back(std::move(text));
+          end->cv.notify_all();
+        },
+        [end](uint16_t code, std::string reason) {
+          std::lock_guard<std::mutex> lock(end->mu);
+          end->closed.emplace(code, std::move(reason));
+          end->cv.notify_all();
+        });
+  };
+  auto t = open("/ws-api/v3");
+  t->Send("one");  // queued until the connection is open
+  t->Send("two");
+  ASSERT_TRUE(end->Wait([&] { return end->messages.size() == 2; }));
+  EXPECT_EQ(end->messages, (std::vector<std::string>{"echo one", "echo two"}));
+  {
+    std::lock_guard<std::mutex> lock(ws.mu);
+    EXPECT_EQ(ws.client, "198.51.100.7");
+  }
+  EXPECT_EQ((*f)->stats().tunnels, 1u);
+  t->Send("bye");  // the primary closes: the client's side hears why
+  ASSERT_TRUE(end->Wait([&] { return end->closed.has_value(); }));
+  EXPECT_EQ(end->closed->first, 4000);
+  EXPECT_EQ(end->closed->second, "asked to");
+  EXPECT_TRUE(Eventually([&] { return (*f)->stats().tunnels == 0; }));
+
+  auto end2 = std::make_shared<TunnelEnd>();
+  end = end2;
+  auto refused = open("/refused");
+  ASSERT_TRUE(end2->Wait([&] { return end2->closed.has_value(); }));
+  EXPECT_EQ(end2->closed->first, 1008);
+  EXPECT_NE(end2->closed->second.find("HTTP 404"), std::string::npos) << end2->closed->second;
+
+  // A tunnel still open when the forwarder stops does not hold it up.
+  auto end3 = std::make_shared<TunnelEnd>();
+  end = end3;
+  auto kept = open("/ws-api/v3");
+  kept->Send("ping");
+  ASSERT_TRUE(end3->Wait([&] { return !end3->messages.empty(); }));
+  (*f)->Stop();
+  EXPECT_EQ((*f)->stats().tunnels, 0u);
+}
+
 TEST(ForwarderCreateTest, RefusesWhatIsNotHttpHostPort) {
-  for (const char* bad : {"https://127.0.0.1:8080", "127.0.0.1", "http://127.0.0.1:0",
-                          "http://127.0.0.1:99999", "http://:8080", "http://h:80/api",
-                          "http://h:8x"}) {
+  for (const char* bad :
+       {"https://127.0.0.1:8080", "127.0.0.1", "http://127.0.0.1:0", "http://127.0.0.1:99999",
+        "http://:8080", "http://h:80/api", "http://h:8x"}) {
     auto f = Forwarder::Create(bad);
     ASSERT_FALSE(f.ok()) << bad;
     EXPECT_NE(f.status().message().find("http://HOST:PORT"), std::string::npos);

@@ -3,8 +3,6 @@
 // authentication, the route's handler — and the answers' common paths.
 #include "gateway/gateway.h"
 
-#include <boost/asio/ip/address.hpp>
-
 #include "gateway/gateway_impl.h"
 
 namespace mb::gateway {
@@ -52,7 +50,10 @@ void Gateway::Impl::ReplicaApply(std::span<const Event> events) {
 Status Gateway::Impl::StartServers() {
   ServerOptions so = options_.server;
   so.ws_freshness = hist_freshness_;
-  server_ = std::make_unique<Server>(so, this, &ws_api_);
+  so.trusted_proxies = options_.trusted_replicas;
+  server_ = std::make_unique<Server>(
+      so, this,
+      replica_ ? static_cast<WsHandler*>(&replica_ws_) : static_cast<WsHandler*>(&ws_api_));
   Status s = server_->Start();
   if (s.ok() && options_.metrics != nullptr && options_.metrics_port != 0) {
     ServerOptions mo = options_.server;
@@ -130,7 +131,6 @@ void Gateway::Impl::Handle(Request req, std::string_view remote, bool loopback, 
   c.path = std::string(target.substr(0, q));
   c.query = q == std::string_view::npos ? std::string() : std::string(target.substr(q + 1));
   c.req = std::move(req);
-  if (!options_.trusted_replicas.empty()) BelieveReplica(c);
   if (c.path.starts_with("/admin/v1/")) return HandleAdmin(c);
   if (c.path == "/metrics" && options_.metrics != nullptr) return HandleMetrics(c);
 
@@ -221,18 +221,6 @@ void Gateway::Impl::Call(WsApiCall call, WsApiDone done) {
 void Gateway::Impl::Dispatch(Ctx& c, const Route& r, const std::optional<ApiError>& bad_params,
                              bool authenticated) {
   const Route* route = &r;
-  if (replica_ && route->security != Security::kNone) {
-    // The WebSocket API's private methods (HTTP ones were forwarded).
-    return Reply(
-        c, ApiError{
-               400,
-               -1000,
-               "This server is a read replica: send private WebSocket API requests "
-               "to the primary" +
-                   (replica_options_.primary.empty() ? std::string(".")
-                                                     : " (" + replica_options_.primary + ")."),
-           });
-  }
   const int64_t now = clock_.wall_ms();
   // Weight is counted per IP, as on Binance, and shown on every answer.
   const uint32_t weight =
@@ -288,18 +276,38 @@ void Gateway::Impl::Forward(Ctx& c) {
                       });
 }
 
-// The primary: a trusted replica's request carries its client's address.
-void Gateway::Impl::BelieveReplica(Ctx& c) {
-  const auto h = c.req.find(kClientAddressHeader);
-  if (h == c.req.end()) return;
-  const bool trusted = std::find(options_.trusted_replicas.begin(), options_.trusted_replicas.end(),
-                                 c.remote) != options_.trusted_replicas.end();
-  if (!trusted) return;
-  boost::system::error_code ec;
-  const auto addr = boost::asio::ip::make_address(Trim(h->value()), ec);
-  if (ec) return;
-  c.remote = addr.to_string();
-  c.loopback = addr.is_loopback();
+// --- a replica's WebSocket connections (io threads; tunnels on mb-forward) ---
+bool Gateway::Impl::ReplicaWs::Accepts(const Request& request) {
+  return Tunnelled(request.target()) || gw_->ws_api_.Accepts(request);
+}
+
+void Gateway::Impl::ReplicaWs::OnOpen(const std::shared_ptr<WsConnection>& conn) {
+  if (!Tunnelled(conn->target())) return gw_->ws_api_.OnOpen(conn);
+  if (!gw_->forwarder_) {
+    return conn->Close(1008,
+                       "This server is a read replica started without --primary: user data and "
+                       "the WebSocket API are the primary's.");
+  }
+  std::weak_ptr<WsConnection> weak = conn;
+  conn->user = gw_->forwarder_->Tunnel(
+      conn->target(), conn->remote(),
+      [weak](std::string text) {
+        if (auto c = weak.lock()) c->Send(std::move(text));
+      },
+      [weak](uint16_t code, std::string reason) {
+        if (auto c = weak.lock()) c->Close(code, std::move(reason));
+      });
+}
+
+void Gateway::Impl::ReplicaWs::OnMessage(const std::shared_ptr<WsConnection>& conn,
+                                         std::string_view text) {
+  if (!Tunnelled(conn->target())) return gw_->ws_api_.OnMessage(conn, text);
+  if (conn->user) static_cast<WsTunnel*>(conn->user.get())->Send(std::string(text));
+}
+
+void Gateway::Impl::ReplicaWs::OnClose(const std::shared_ptr<WsConnection>& conn) {
+  if (!Tunnelled(conn->target())) return gw_->ws_api_.OnClose(conn);
+  if (conn->user) static_cast<WsTunnel*>(conn->user.get())->Close();
 }
 
 void Gateway::Impl::RegisterRoutes() {

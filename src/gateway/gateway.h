@@ -93,7 +93,7 @@ struct GatewayOptions {
   const Clock* clock = nullptr;
   // Addresses of this venue's replicas: from them, and only from them, the
   // client address a replica forwards (kClientAddressHeader,
-  // gateway/forwarder.h) is believed — for the per-IP limits and the
+  // gateway/server.h) is believed — for the per-IP limits and the
   // loopback-only checks. Empty: the header is ignored.
   std::vector<std::string> trusted_replicas;
 };

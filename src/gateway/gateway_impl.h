@@ -409,8 +409,6 @@ class Gateway::Impl final : public HttpHandler, public WsApiBackend, public fano
   Status StartServers();
   // A replica's private call, to the primary (gateway.cc).
   void Forward(Ctx& c);
-  // The primary: a trusted replica's client address (GatewayOptions::trusted_replicas).
-  void BelieveReplica(Ctx& c);
 
   // --- answers (gateway.cc) ---
   void Reply(Ctx& c, int status, std::string body);
@@ -732,7 +730,24 @@ class Gateway::Impl final : public HttpHandler, public WsApiBackend, public fano
   bool replica_ = false;
   ReplicaOptions replica_options_;
   std::unique_ptr<Forwarder> forwarder_;  // null without a primary
-  History* history_ = nullptr;            // the history endpoints' source when set
+  // A replica's WebSocket handler: user data and the WebSocket API tunnelled
+  // to the primary, every other connection to ws_api_ (the streams).
+  class ReplicaWs final : public WsHandler {
+   public:
+    explicit ReplicaWs(Impl* gw) : gw_(gw) {}
+    bool Accepts(const Request& request) override;
+    void OnOpen(const std::shared_ptr<WsConnection>& conn) override;
+    void OnMessage(const std::shared_ptr<WsConnection>& conn, std::string_view text) override;
+    void OnClose(const std::shared_ptr<WsConnection>& conn) override;
+
+   private:
+    static bool Tunnelled(std::string_view target) {
+      return IsWsApiTarget(target) || IsUserDataTarget(target);
+    }
+    Impl* const gw_;
+  };
+  ReplicaWs replica_ws_{this};
+  History* history_ = nullptr;  // the history endpoints' source when set
   // Further objects in /admin/v1/health (set before Start, then read only).
   std::vector<std::pair<std::string, std::function<std::string()>>> health_sections_;
   std::unique_ptr<Server> server_;

@@ -339,12 +339,30 @@ struct PeerAddress {
   bool loopback = false;
 };
 
-PeerAddress DescribePeer(const tcp::endpoint& ep) {
-  net::ip::address addr = ep.address();
+PeerAddress Describe(net::ip::address addr) {
   if (addr.is_v6() && addr.to_v6().is_v4_mapped()) {
     addr = net::ip::make_address_v4(net::ip::v4_mapped, addr.to_v6());
   }
   return {addr.to_string(), addr.is_loopback()};
+}
+
+PeerAddress DescribePeer(const tcp::endpoint& ep) { return Describe(ep.address()); }
+
+// The client a request is for: the peer, or the address a trusted proxy (a
+// replica) forwards for.
+PeerAddress ClientOf(const Request& req, const PeerAddress& peer,
+                     const std::vector<std::string>& trusted) {
+  if (trusted.empty()) return peer;
+  const auto h = req.find(kClientAddressHeader);
+  if (h == req.end() || std::find(trusted.begin(), trusted.end(), peer.text) == trusted.end()) {
+    return peer;
+  }
+  boost::system::error_code ec;
+  std::string_view v = h->value();
+  while (!v.empty() && v.front() == ' ') v.remove_prefix(1);
+  while (!v.empty() && v.back() == ' ') v.remove_suffix(1);
+  const net::ip::address addr = net::ip::make_address(v, ec);
+  return ec ? peer : Describe(addr);
 }
 
 // ---------------------------------------------------------------------------
@@ -1054,7 +1072,9 @@ class HttpSession final : public Connection, public std::enable_shared_from_this
     };
     Respond fallback = respond;
     try {
-      core_->http->Handle(std::move(req), remote_, loopback_, std::move(respond));
+      const PeerAddress client =
+          ClientOf(req, PeerAddress{remote_, loopback_}, core_->options.trusted_proxies);
+      core_->http->Handle(std::move(req), client.text, client.loopback, std::move(respond));
     } catch (const std::exception& e) {
       log::Error("gateway", fmt::format("server: HttpHandler::Handle threw: {}", e.what()));
       fallback(ErrorResponse(http::status::internal_server_error, kCodeUnknown, "Internal error.",
@@ -1081,8 +1101,10 @@ class HttpSession final : public Connection, public std::enable_shared_from_this
     closed_ = true;
     stream_.expires_never();
     std::string target(req.target());
-    auto ws = std::make_shared<WsSession>(core_, std::move(stream_), std::move(slot_), remote_,
-                                          std::move(target));
+    auto ws = std::make_shared<WsSession>(
+        core_, std::move(stream_), std::move(slot_),
+        ClientOf(req, PeerAddress{remote_, loopback_}, core_->options.trusted_proxies).text,
+        std::move(target));
     ws->Run(std::move(req));
   }
 

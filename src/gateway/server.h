@@ -35,6 +35,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/status.h"
 
@@ -45,6 +46,9 @@ class Histogram;
 namespace mb::gateway {
 
 namespace http = boost::beast::http;
+
+// The header a replica sets to the address of the client it forwards for.
+inline constexpr std::string_view kClientAddressHeader = "X-MB-Client-Address";
 using Request = http::request<http::string_body>;
 using Response = http::response<http::string_body>;
 
@@ -74,6 +78,10 @@ struct ServerOptions {
   // Where written WebSocket messages that carry an origin time record their
   // age (ns); null: not measured. Must outlive the server.
   metrics::Histogram* ws_freshness = nullptr;
+  // Peers whose kClientAddressHeader is believed (a venue's replicas): the
+  // handlers then see that address as the request's or connection's remote,
+  // and loopback only if it is. From any other peer the header is ignored.
+  std::vector<std::string> trusted_proxies;
 };
 
 struct ServerStats {

@@ -221,6 +221,15 @@ bool IsListenKeyShaped(std::string_view s) {
   });
 }
 
+}  // namespace
+
+bool IsUserDataTarget(std::string_view target) {
+  const std::string_view path = target.substr(0, target.find('?'));
+  return path.starts_with("/ws/") && IsListenKeyShaped(path.substr(4));
+}
+
+namespace {
+
 std::vector<std::string_view> Split(std::string_view s, char sep) {
   std::vector<std::string_view> parts;
   while (true) {

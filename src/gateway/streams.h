@@ -64,6 +64,10 @@ struct StreamStats {
   std::atomic<uint64_t> user_connections{0};
 };
 
+// /ws/<listenKey>: a user-data stream's upgrade target (a key of the right
+// shape; whether it is open is the hub's to say).
+bool IsUserDataTarget(std::string_view target);
+
 class StreamHub : public WsHandler {
  public:
   // `clock_ms` gives wall time in ms (tests inject one).

@@ -93,9 +93,9 @@ struct Session {
   int64_t authorized_ms = 0;
 };
 
-bool IsApiTarget(std::string_view target) { return target.substr(0, target.find('?')) == kPath; }
-
 }  // namespace
+
+bool IsWsApiTarget(std::string_view target) { return target.substr(0, target.find('?')) == kPath; }
 
 const WsApiMethod* FindWsApiMethod(std::string_view name) {
   for (const WsApiMethod& m : kMethods) {
@@ -159,7 +159,7 @@ class WsApi::Impl {
 
   void OnOpen(const std::shared_ptr<WsConnection>& conn) {
     streams_.OnOpen(conn);
-    if (!IsApiTarget(conn->target())) return;
+    if (!IsWsApiTarget(conn->target())) return;
     auto session = std::make_shared<Session>();
     session->connected_ms = clock_us_() / 1'000;
     MutexLock lock(mu_);
@@ -173,7 +173,7 @@ class WsApi::Impl {
   }
 
   void OnMessage(const std::shared_ptr<WsConnection>& conn, std::string_view text) {
-    if (!IsApiTarget(conn->target())) return streams_.OnMessage(conn, text);
+    if (!IsWsApiTarget(conn->target())) return streams_.OnMessage(conn, text);
     try {
       HandleRequest(conn, text);
     } catch (const std::exception& e) {

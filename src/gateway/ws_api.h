@@ -56,6 +56,9 @@ struct WsApiMethod {
 // The method named `name` (case-sensitive), or null.
 const WsApiMethod* FindWsApiMethod(std::string_view name);
 
+// An upgrade target of the WebSocket API (/ws-api/v3, with or without a query).
+bool IsWsApiTarget(std::string_view target);
+
 // One request for the backend.
 struct WsApiCall {
   // Null or without a path: nothing to dispatch; the backend counts `weight`

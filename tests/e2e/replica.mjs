@@ -22,7 +22,7 @@ import os from 'node:os';
 import path from 'node:path';
 
 import {
-  Admin, RestClient, WsClient, binaryFromArgs, check, deepEq, eq, expectOk, httpRequest, json, log,
+  Admin, RestClient, WsClient, binaryFromArgs, check, deepEq, eq, expectOk, hmacHex, httpRequest, json, log,
   makeTrader, rng, runMain, seedFromEnv, sleep, startServer, step, waitFor,
 } from './lib.mjs';
 
@@ -83,6 +83,12 @@ async function startNats(port, dir) {
     },
     kill() { proc.kill('SIGKILL'); },
   };
+}
+
+// Resolves the close of a WebSocket the server ends (at most 5 s).
+async function withTimeoutClosed(ws) {
+  const timer = new Promise((_, reject) => setTimeout(() => reject(new Error(`${ws.url} not closed in 5 s`)), 5000));
+  return Promise.race([ws.closedPromise, timer]);
 }
 
 // Runs the binary to its exit; resolves { code, stderr }.
@@ -324,6 +330,33 @@ runMain('replica', async () => {
     });
     wsP.ws.close();
     wsA.ws.close();
+
+    await step('user data and the WebSocket API through a replica reach the primary', async () => {
+      const t = traders[0];
+      const lk = expectOk(await httpRequest('POST', `${replicaA.base}/api/v3/userDataStream`, { headers: { 'X-MBX-APIKEY': t.apiKey } }), 'listen key through the replica');
+      check(typeof lk.listenKey === 'string', `no listenKey: ${json(lk)}`);
+      const user = await WsClient.connect(`${replicaA.wsBase}/ws/${lk.listenKey}`);
+      const placed = expectOk(await t.rest.signed('POST', '/api/v3/order', { symbol: 'BTCUSDT', side: 'BUY', type: 'LIMIT', timeInForce: 'GTC', quantity: '0.00100', price: '29000.00' }), 'an order for the user stream');
+      const report = await user.waitMessage((m) => m.e === 'executionReport' && m.i === placed.orderId, 5000, 'its executionReport through the replica');
+      eq(report.X, 'NEW', 'executionReport status');
+      user.ws.close();
+      // A key the primary does not know: the tunnel is closed with the reason.
+      const bogus = await WsClient.connect(`${replicaA.wsBase}/ws/${'x'.repeat(60)}`);
+      const closed = await withTimeoutClosed(bogus);
+      check(closed.code === 1008 && /refused/.test(closed.reason), `unknown listen key: ${json(closed)}`);
+
+      const api = await WsClient.connect(`${replicaA.wsBase}/ws-api/v3`);
+      const ping = await api.request('ping', {});
+      eq(ping.status, 200, 'ws-api ping through the replica');
+      const open = (await health(replicaA)).forwarding.tunnels;
+      check(open >= 1, `the WebSocket API tunnel is not counted in health: ${open}`);
+      const params = { apiKey: t.apiKey, timestamp: Date.now() };
+      const text = Object.keys(params).sort().map((k) => `${k}=${params[k]}`).join('&');
+      const acct = await api.request('account.status', { ...params, signature: hmacHex(t.secret, text) });
+      eq(acct.status, 200, `ws-api account.status through the replica: ${json(acct)}`);
+      deepEq(acct.result.balances, (await t.rest.signed('GET', '/api/v3/account')).json.balances, 'balances over the tunnelled WebSocket API');
+      api.ws.close();
+    });
 
     await step('a replica SIGKILLed and restarted resumes and converges', async () => {
       replicaA.kill();
