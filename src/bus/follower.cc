@@ -213,6 +213,7 @@ Status Follower::Boot() {
   }
   sink_->Bootstrap(image);
   applied_.store(Raw(image.last_sequence), std::memory_order_release);
+  booted_at_ = Raw(image.last_sequence);
   snapshot_seq_.store(snapshot, std::memory_order_relaxed);
   MB_RETURN_IF_ERROR(Subscribe());
   boot_us_.store((SteadyNs() - start_ns) / 1000, std::memory_order_relaxed);
@@ -299,7 +300,8 @@ Status Follower::Take(std::span<const std::byte> data, uint64_t stream_seq) {
     rest = rest.subspan(r.size);
     const uint64_t seq = r.header.seq;
     if (seq <= applied) {
-      duplicates_.fetch_add(1, std::memory_order_relaxed);
+      // Before the boot point: the first message may start before it.
+      if (seq > booted_at_) duplicates_.fetch_add(1, std::memory_order_relaxed);
       continue;
     }
     if (seq != applied + 1) {
@@ -421,9 +423,12 @@ void Follower::Run() {
     natsMsg_Destroy(msg);
     last_message_ns_ = SteadyNs();
     if (!st.ok()) {
+      // Not at once: a damaged message stays in the stream until a snapshot
+      // past it is on the bus, and each boot meets it again.
       Fail(Status(st.code(), st.message() + ": resynchronising from the newest snapshot"));
       sub_.reset();
       resync = true;
+      retry_at_ns = SteadyNs() + options_.retry.count() * 1'000'000;
       continue;
     }
     if (pending == 0) {

@@ -149,6 +149,7 @@ class Follower {
   std::unique_ptr<Subscription> sub_;
   engine::EventBuffer events_;
   int64_t last_message_ns_ = 0;
+  uint64_t booted_at_ = 0;  // the last boot's sequence
   int64_t next_check_ns_ = 0;
   std::thread thread_;
 };

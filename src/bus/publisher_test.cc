@@ -12,11 +12,20 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <set>
 #include <thread>
 
+#include "bus/follower.h"
+#include "bus/nats.h"
 #include "bus/snapshots.h"
+#include "codec/codec.h"
 #include "journal/journal_test_support.h"
 
 namespace mb::bus {
@@ -33,16 +42,23 @@ std::string NatsServerBinary() {
   return "";
 }
 
+// A loopback port free now and not handed out before in this process (the
+// kernel may give a just-closed port again, and a cluster needs six).
 uint16_t FreePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
+  static std::mutex mu;
+  static std::set<uint16_t> given;
+  std::lock_guard<std::mutex> lock(mu);
+  for (;;) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    socklen_t len = sizeof a;
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    ::close(fd);
+    if (given.insert(ntohs(a.sin_port)).second) return ntohs(a.sin_port);
+  }
 }
 
 bool Accepts(uint16_t port) {
@@ -104,7 +120,7 @@ class NatsServer {
 };
 
 // A record as the stream holds it, and the message it came in.
-struct Published {
+struct StreamRecord {
   uint64_t seq = 0;
   uint64_t checksum = 0;
   uint64_t message = 0;  // stream sequence
@@ -126,8 +142,8 @@ class StreamReader {
   }
   jsCtx* js() { return js_; }
 
-  std::vector<Published> Records(const std::string& stream) {
-    std::vector<Published> out;
+  std::vector<StreamRecord> Records(const std::string& stream) {
+    std::vector<StreamRecord> out;
     jsStreamInfo* si = nullptr;
     if (js_GetStreamInfo(&si, js_, stream.c_str(), nullptr, nullptr) != NATS_OK) return out;
     const uint64_t first = si->State.FirstSeq;
@@ -163,7 +179,7 @@ class StreamReader {
 };
 
 // records 1..n, each once, in order, with the journal's checksums.
-::testing::AssertionResult HoldsExactly(const std::vector<Published>& got,
+::testing::AssertionResult HoldsExactly(const std::vector<StreamRecord>& got,
                                         const std::vector<uint64_t>& sums, uint64_t n) {
   if (got.size() != n) {
     return ::testing::AssertionFailure() << got.size() << " records in the stream, expected " << n;
@@ -249,9 +265,9 @@ TEST_F(PublisherTest, PublishesEveryDurableRecordOnceInOrder) {
   EXPECT_GT(st.messages, 10u) << "2 KiB messages hold a few records each";
   EXPECT_LT(st.messages, st.records);
   StreamReader r(nats_->url());
-  const std::vector<Published> got = r.Records(p.stream());
+  const std::vector<StreamRecord> got = r.Records(p.stream());
   EXPECT_TRUE(HoldsExactly(got, sums, 400));
-  for (const Published& rec : got) {
+  for (const StreamRecord& rec : got) {
     EXPECT_LE(rec.message_bytes, 2048u) << "message " << rec.message << " (whole records only)";
   }
   EXPECT_EQ(p.stream(), "MATCHBOOK_test");
@@ -387,7 +403,7 @@ TEST_F(PublisherTest, MessagesGoneFromTheStreamAreNotPublishedTwice) {
   Append(dir, history_, 51, 100, &sums);
   p.NotifyDurable(100);
   ASSERT_TRUE(p.WaitPublished(100, 20s)) << p.stats().last_error;
-  std::vector<Published> got = r.Records(p.stream());
+  std::vector<StreamRecord> got = r.Records(p.stream());
   ASSERT_FALSE(got.empty());
   EXPECT_EQ(got.front().seq, 51u);
   EXPECT_EQ(got.back().seq, 100u);
@@ -657,6 +673,214 @@ TEST_F(PublisherTest, FetchingASnapshotSaysWhatIsMissingOrWrong) {
 // cluster, an R3 stream. One node is killed while records are published;
 // the publisher goes on through the other two, and the stream holds every
 // record once.
+// ---- the replica's follower (bus/follower.h) --------------------------------
+
+// What a follower fed: each boot's sequence, then the records' sequences as
+// applied (dense after each boot, or the test fails), and their events.
+class RecordingSink final : public FollowerSink {
+ public:
+  void Bootstrap(const engine::EngineImage& image) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    boots_.push_back(Raw(image.last_sequence));
+    last_ = Raw(image.last_sequence);
+  }
+  void Apply(std::span<const engine::Event> events) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const engine::Event& e : events) {
+      const uint64_t seq = Raw(e.seq);
+      if (seq != last_ && seq != last_ + 1) out_of_order_ = true;
+      if (seq == last_ + 1) applied_.push_back(seq);
+      last_ = seq;
+      events_[seq].push_back(e);
+    }
+  }
+  void Tick() override { ticks_.fetch_add(1); }
+
+  std::vector<uint64_t> boots() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return boots_;
+  }
+  std::vector<uint64_t> applied() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return applied_;
+  }
+  bool out_of_order() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return out_of_order_;
+  }
+  std::size_t events_of(uint64_t seq) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return events_[seq].size();
+  }
+  std::atomic<uint64_t> ticks_{0};
+
+ private:
+  std::mutex mu_;
+  std::vector<uint64_t> boots_;
+  std::vector<uint64_t> applied_;
+  std::map<uint64_t, engine::EventBuffer> events_;
+  uint64_t last_ = 0;
+  bool out_of_order_ = false;
+};
+
+bool WaitFor(const std::function<bool()>& pred, std::chrono::milliseconds limit = 20s) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < end) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(10ms);
+  }
+  return pred();
+}
+
+class FollowerTest : public PublisherTest {
+ protected:
+  FollowerOptions Follow(std::string venue = "test") {
+    FollowerOptions o;
+    o.servers = {nats_->url()};
+    o.venue = std::move(venue);
+    o.timeout = 1000ms;
+    o.retry = 100ms;
+    o.stall = 1000ms;
+    o.log = [this](std::string_view line) {
+      std::lock_guard<std::mutex> lock(log_mu_);
+      log_ += "follower: " + std::string(line) + "\n";
+    };
+    return o;
+  }
+  // A message into the journal stream as no Matchbook publisher would send
+  // it: id `id`, the given bytes.
+  void Inject(const std::string& id, std::span<const std::byte> data) {
+    StreamReader r(nats_->url());
+    jsPubOptions po;
+    jsPubOptions_Init(&po);
+    po.MsgId = id.c_str();
+    const bus::Published p = PublishMessage(r.js(), "mb.test.journal", data, po);
+    ASSERT_EQ(p.status, NATS_OK);
+  }
+  // Records first..last of the history, framed as the journal frames them.
+  std::vector<std::byte> Framed(uint64_t first, uint64_t last) {
+    std::vector<std::byte> out;
+    for (uint64_t s = first; s <= last; ++s) {
+      std::vector<std::byte> payload;
+      for (const engine::Event& e : history_.records[s - 1]) {
+        const std::vector<std::byte> one = codec::EncodeToVector(e);
+        payload.insert(payload.end(), one.begin(), one.end());
+      }
+      std::array<std::byte, journal::kRecordHeaderSize> header{};
+      journal::EncodeRecordHeader(journal::RecordType::kCommandOutcome, s, payload, header);
+      out.insert(out.end(), header.begin(), header.end());
+      out.insert(out.end(), payload.begin(), payload.end());
+    }
+    return out;
+  }
+};
+
+TEST_F(FollowerTest, BootsFromTheNewestSnapshotAndAppliesEveryLaterRecordOnce) {
+  const auto dir = tmp_ / "data";
+  std::vector<uint64_t> sums;
+  Append(dir, history_, 1, 200, &sums);
+  ASSERT_TRUE(journal::Snapshot(dir, history_, 120, sums[119]).ok());
+  Publisher p(dir, history_.config_hash, Options());
+  p.Start(200);
+  ASSERT_TRUE(p.WaitPublished(200, 20s)) << p.stats().last_error;
+  ASSERT_TRUE(SnapshotOnBus(p, 120)) << LogText();
+
+  RecordingSink sink;
+  Follower f(tmp_ / "replica", history_.config, Follow(), &sink);
+  ASSERT_TRUE(f.Start().ok()) << LogText();
+  ASSERT_TRUE(WaitFor([&] { return f.stats().applied_seq == 200 && f.stats().caught_up; }))
+      << LogText();
+  // More records while it follows.
+  Append(dir, history_, 201, 300, &sums);
+  p.NotifyDurable(300);
+  ASSERT_TRUE(WaitFor([&] { return f.stats().applied_seq == 300; })) << LogText();
+  const FollowerStats st = f.stats();
+  f.Stop();
+  p.Stop();
+  EXPECT_EQ(sink.boots(), std::vector<uint64_t>{120});
+  std::vector<uint64_t> want;
+  for (uint64_t s = 121; s <= 300; ++s) want.push_back(s);
+  EXPECT_EQ(sink.applied(), want);
+  EXPECT_FALSE(sink.out_of_order());
+  for (uint64_t s = 121; s <= 300; ++s) {
+    ASSERT_EQ(sink.events_of(s), history_.records[s - 1].size()) << "record " << s;
+  }
+  EXPECT_EQ(st.snapshot_seq, 120u);
+  EXPECT_EQ(st.lag_events, 0u);
+  EXPECT_EQ(st.duplicates, 0u);
+  EXPECT_EQ(st.resyncs, 0u);
+  EXPECT_GT(sink.ticks_.load(), 0u) << "the streams' clock";
+}
+
+TEST_F(FollowerTest, DuplicatesAreSkippedAndADamagedMessageIsNeverApplied) {
+  const auto dir = tmp_ / "data";
+  std::vector<uint64_t> sums;
+  Append(dir, history_, 1, 100, &sums);
+  {
+    Publisher p(dir, history_.config_hash, Options());
+    p.Start(100);
+    ASSERT_TRUE(p.WaitPublished(100, 20s)) << p.stats().last_error;
+    p.Stop();
+  }
+  // Records 99..101 again (two of them applied already), then a message
+  // whose second record is cut short.
+  Inject("101", Framed(99, 101));
+  std::vector<std::byte> bad = Framed(102, 103);
+  bad.resize(bad.size() - 3);
+  Inject("103", bad);
+
+  RecordingSink sink;
+  Follower f(tmp_ / "replica", history_.config, Follow(), &sink);
+  ASSERT_TRUE(f.Start().ok()) << LogText();  // no snapshot: from record 1
+  ASSERT_TRUE(WaitFor([&] { return f.stats().resyncs >= 1; })) << LogText();
+  const FollowerStats st = f.stats();
+  f.Stop();
+  EXPECT_FALSE(sink.out_of_order()) << LogText();
+  EXPECT_GE(st.duplicates, 2u);
+  EXPECT_NE(LogText().find("is damaged"), std::string::npos) << LogText();
+  // Each boot applies 1..101 (from the empty state) and stops before 102.
+  for (uint64_t b : sink.boots()) EXPECT_EQ(b, 0u);
+  EXPECT_LE(st.applied_seq, 101u);
+  EXPECT_EQ(sink.events_of(102), 0u) << "nothing of the damaged message";
+}
+
+TEST_F(FollowerTest, AGapIsNeverAppliedAcrossAndAnotherConfigurationIsRefused) {
+  const auto dir = tmp_ / "data";
+  std::vector<uint64_t> sums;
+  Append(dir, history_, 1, 50, &sums);
+  {
+    Publisher p(dir, history_.config_hash, Options());
+    p.Start(50);
+    ASSERT_TRUE(p.WaitPublished(50, 20s)) << p.stats().last_error;
+    p.Stop();
+  }
+  Inject("60", Framed(55, 60));  // 51..54 missing
+  RecordingSink sink;
+  Follower f(tmp_ / "replica", history_.config, Follow(), &sink);
+  ASSERT_TRUE(f.Start().ok()) << LogText();
+  ASSERT_TRUE(WaitFor([&] { return f.stats().resyncs >= 1; })) << LogText();
+  f.Stop();
+  EXPECT_FALSE(sink.out_of_order());
+  EXPECT_EQ(sink.events_of(55), 0u);
+  EXPECT_NE(LogText().find("record 55 follows record 50"), std::string::npos) << LogText();
+
+  // The same stream followed under another configuration: refused at start.
+  engine::EngineConfig other = history_.config;
+  other.markets[0].maker_fee_bps += 1;
+  RecordingSink none;
+  Follower g(tmp_ / "other", other, Follow(), &none);
+  const Status st = g.Start();
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("--config"), std::string::npos) << st.message();
+  EXPECT_TRUE(none.boots().empty());
+  // A venue with no stream: refused, naming it.
+  Follower h(tmp_ / "nostream", history_.config, Follow("elsewhere"), &none);
+  const Status missing = h.Start();
+  EXPECT_EQ(missing.code(), StatusCode::kNotFound);
+  EXPECT_NE(missing.message().find("MATCHBOOK_elsewhere"), std::string::npos) << missing.message();
+}
+
+// The publisher and a replica's follower, both on the cluster's three URLs.
 TEST(PublisherCluster, ANodeOfThreeKilledUnderLoadLosesNothing) {
   TempDir tmp;
   std::vector<uint16_t> routes = {FreePort(), FreePort(), FreePort()};
@@ -695,6 +919,22 @@ TEST(PublisherCluster, ANodeOfThreeKilledUnderLoadLosesNothing) {
   // The cluster elects its JetStream leader first: the publisher retries until then.
   ASSERT_TRUE(p.WaitPublished(200, 60s)) << p.stats().last_error;
 
+  RecordingSink sink;
+  FollowerOptions fo;
+  fo.servers = o.servers;
+  fo.venue = "cluster";
+  fo.timeout = 2000ms;
+  fo.retry = 200ms;
+  fo.stall = 1000ms;
+  std::mutex log_mu;
+  std::string follower_log;
+  fo.log = [&](std::string_view line) {
+    std::lock_guard<std::mutex> lock(log_mu);
+    follower_log += std::string(line) + "\n";
+  };
+  Follower f(tmp / "replica", h.config, fo, &sink);
+  ASSERT_TRUE(f.Start().ok());
+
   // The node that leads the stream is the one that dies.
   std::size_t leader = 0;
   {
@@ -718,6 +958,15 @@ TEST(PublisherCluster, ANodeOfThreeKilledUnderLoadLosesNothing) {
   }
   ASSERT_TRUE(p.WaitPublished(600, 60s)) << p.stats().last_error;
   p.Stop();
+  EXPECT_TRUE(WaitFor([&] { return f.stats().applied_seq == 600; }, 60s)) << [&] {
+    std::lock_guard<std::mutex> lock(log_mu);
+    return follower_log;
+  }();
+  f.Stop();
+  EXPECT_FALSE(sink.out_of_order());
+  std::vector<uint64_t> want;
+  for (uint64_t s = 1; s <= 600; ++s) want.push_back(s);
+  EXPECT_EQ(sink.applied(), want) << "every record once, in order, across the leader's death";
 
   StreamReader r(nodes[(leader + 1) % 3]->url());
   jsStreamInfo* si = nullptr;
