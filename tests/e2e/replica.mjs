@@ -166,8 +166,10 @@ function sameList(actual, expected, what) {
 function streamNames() {
   const out = [];
   for (const s of SYMBOLS.map((x) => x.toLowerCase())) {
-    out.push(`${s}@trade`, `${s}@aggTrade`, `${s}@depth@100ms`, `${s}@kline_1m`, `${s}@bookTicker`, `${s}@ticker`, `${s}@miniTicker`);
+    out.push(`${s}@trade`, `${s}@aggTrade`, `${s}@depth@100ms`, `${s}@depth5@100ms`, `${s}@kline_1m`,
+      `${s}@bookTicker`, `${s}@ticker`, `${s}@miniTicker`, `${s}@ticker_1h`, `${s}@avgPrice`);
   }
+  out.push('!ticker@arr');
   return out;
 }
 
@@ -175,9 +177,14 @@ function streamNames() {
 // the batching: every trade and aggregate, the book the diffs build (with
 // the last u), each candle's last state, the last book ticker and ticker.
 function digest(ws) {
-  const d = { trades: {}, aggs: {}, books: {}, candles: {}, bookTickers: {}, tickers: {}, minis: {} };
+  const d = { trades: {}, aggs: {}, books: {}, candles: {}, bookTickers: {}, tickers: {}, minis: {}, partial: {}, windows: {}, avg: {}, all: {} };
+  const stats = (x) => ({ c: x.c, o: x.o, h: x.h, l: x.l, v: x.v, q: x.q, n: x.n, F: x.F, L: x.L });
   for (const m of ws.messages) {
     if (!m.stream) continue;
+    if (m.stream === '!ticker@arr') {
+      for (const x of m.data) d.all[x.s] = stats(x);
+      continue;
+    }
     const [sym, type] = m.stream.split('@');
     const x = m.data;
     if (type === 'trade') (d.trades[sym] ??= []).push(x);
@@ -192,7 +199,10 @@ function digest(ws) {
     // u: the depth id of the batch that moved the top, which depends on
     // where batches end; the prices and quantities do not.
     else if (type === 'bookTicker') d.bookTickers[sym] = { b: x.b, B: x.B, a: x.a, A: x.A };
-    else if (type === 'ticker') d.tickers[sym] = { c: x.c, o: x.o, h: x.h, l: x.l, v: x.v, q: x.q, n: x.n, F: x.F, L: x.L };
+    else if (type === 'ticker') d.tickers[sym] = stats(x);
+    else if (type === 'ticker_1h') d.windows[sym] = stats(x);
+    else if (type === 'depth5') d.partial[sym] = x;  // {lastUpdateId, bids, asks}: the last one
+    else if (type === 'avgPrice') d.avg[sym] = x.w;
     else if (type === 'miniTicker') d.minis[sym] = { c: x.c, o: x.o, h: x.h, l: x.l, v: x.v, q: x.q };
   }
   for (const b of Object.values(d.books)) {
@@ -307,6 +317,13 @@ runMain('replica', async () => {
       deepEq(da.bookTickers, dp.bookTickers, 'bookTicker streams (last)');
       deepEq(da.tickers, dp.tickers, 'ticker streams (last)');
       deepEq(da.minis, dp.minis, 'miniTicker streams (last)');
+      deepEq(da.windows, dp.windows, 'ticker_1h streams (last)');
+      deepEq(da.all, dp.all, '!ticker@arr stream (last of each market)');
+      deepEq(da.avg, dp.avg, 'avgPrice streams (last)');
+      deepEq(da.partial, dp.partial, 'depth5 streams (last, with lastUpdateId)');
+      for (const [name, seen] of Object.entries({ partial: dp.partial, avg: dp.avg, windows: dp.windows, all: dp.all, tickers: dp.tickers, candles: dp.candles })) {
+        check(Object.keys(seen).length >= SYMBOLS.length, `the primary sent ${name} of ${Object.keys(seen)} only`);
+      }
       for (const s of SYMBOLS) {
         const k = s.toLowerCase();
         deepEq(da.books[k], dp.books[k], `${s} book built from the depth stream`);
