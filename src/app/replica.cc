@@ -8,6 +8,7 @@
 #include "bus/publisher.h"
 #include "common/json_escape.h"
 #include "gateway/gateway.h"
+#include "journal/data_dir.h"
 #include "log/log.h"
 #include "metrics/metrics.h"
 #include "metrics/process.h"
@@ -77,6 +78,18 @@ int RunReplica(const Config& cfg, const std::string& source, const std::string& 
   if (!servers.ok()) return fail(servers.status());
   log::Info("app", fmt::format("matchbook 0.1.0 replica: configuration {} ({} assets, {} markets)",
                                source, cfg.engine.assets.size(), cfg.engine.markets.size()));
+  // The directory is the replica's alone: locked like a primary's, and never
+  // a primary's (its snapshots would be the fetched ones').
+  auto dir = journal::DataDir::Open(cfg.runtime.data_dir, journal::OpenMode::kReadWrite);
+  if (!dir.ok()) return fail(dir.status());
+  auto segments = dir->ListSegments();
+  if (!segments.ok()) return fail(segments.status());
+  if (!segments->empty()) {
+    return fail(InvalidArgument(fmt::format(
+        "{} holds a journal: it is a primary's data directory; give the replica one of its own "
+        "(--data-dir)",
+        cfg.runtime.data_dir)));
+  }
   metrics::Registry registry;
   metrics::AddProcessMetrics(registry);
   gateway::GatewayOptions go = cfg.runtime.gateway;

@@ -244,6 +244,11 @@ runMain('replica', async () => {
       const r = await runToExit(['replica', '--config', other, '--nats', nats.url, '--data-dir', path.join(tmp, 'other'), '--port', '0']);
       check(r.code !== 0, `a replica of another configuration exited ${r.code}`);
       check(r.stderr.includes('--config'), `unclear refusal of another configuration: ${r.stderr.slice(-400)}`);
+      // The primary's own data directory (locked, and a primary's).
+      const same = await runToExit(['replica', '--nats', nats.url, '--data-dir', primary.dataDir, '--port', '0']);
+      check(same.code !== 0, `a replica in the primary's data directory exited ${same.code}`);
+      check(/in use|holds a journal|locked/.test(same.stderr), `unclear refusal of the primary's data directory: ${same.stderr.slice(-400)}`);
+      check(fs.readdirSync(path.join(primary.dataDir, 'journal')).length > 0, 'the primary\'s journal is intact');
     });
 
     const admin = new Admin(primary);
