@@ -39,12 +39,17 @@ Result<MessageSpan> ReadSpan(jsCtx* js, const std::string& stream, uint64_t stre
   jsErrCode code = static_cast<jsErrCode>(0);
   const natsStatus s = js_GetMsg(&m, js, stream.c_str(), stream_seq, nullptr, &code);
   if (s != NATS_OK) {
-    return Unavailable(NatsError(fmt::format("message {} of stream {}", stream_seq, stream), s,
-                                 static_cast<int>(code)));
+    const std::string what = NatsError(fmt::format("message {} of stream {}", stream_seq, stream),
+                                       s, static_cast<int>(code));
+    // Gone (expired, deleted): what it held must come from a snapshot.
+    if (s == NATS_NOT_FOUND || code == JSNoMessageFoundErr) return NotFound(what);
+    return Unavailable(what);
   }
   MessageSpan span;
-  const char* id = nullptr;
-  const bool has_id = natsMsgHeader_Get(m, "Nats-Msg-Id", &id) == NATS_OK && id != nullptr;
+  const char* id_header = nullptr;
+  const bool has_id =
+      natsMsgHeader_Get(m, "Nats-Msg-Id", &id_header) == NATS_OK && id_header != nullptr;
+  const std::string id = has_id ? id_header : "";  // the message's memory goes below
   const bool id_ok = has_id && ParseU64(id, &span.last);
   const auto* data = reinterpret_cast<const std::byte*>(natsMsg_GetData(m));
   const journal::ParsedRecord r = journal::ParseRecord(
@@ -55,7 +60,7 @@ Result<MessageSpan> ReadSpan(jsCtx* js, const std::string& stream, uint64_t stre
     return Corruption(fmt::format(
         "message {} of stream {} is not a Matchbook journal message (Nats-Msg-Id \"{}\", first "
         "record: {})",
-        stream_seq, stream, has_id ? id : "", journal::ToString(r.error)));
+        stream_seq, stream, id, journal::ToString(r.error)));
   }
   return span;
 }
@@ -83,9 +88,13 @@ void Follower::Log(std::string_view line) const {
 }
 
 void Follower::Fail(const Status& st) {
-  MutexLock lock(mu_);
-  if (last_error_ != st.message()) Log(st.message());
-  last_error_ = st.message();
+  bool changed = false;
+  {
+    MutexLock lock(mu_);
+    changed = last_error_ != st.message();
+    last_error_ = st.message();
+  }
+  if (changed) Log(st.message());  // not under the lock stats() takes
 }
 
 FollowerStats Follower::stats() const {
@@ -109,7 +118,7 @@ FollowerStats Follower::stats() const {
 }
 
 Status Follower::Start() {
-  MB_RETURN_IF_ERROR(Boot());
+  MB_RETURN_IF_ERROR(Boot(0));
   thread_ = std::thread([this] {
     pthread_setname_np(pthread_self(), "mb-follower");
     Run();
@@ -126,7 +135,7 @@ void Follower::Stop() {
 
 // Connect, check the stream, load the newest snapshot (or the empty state),
 // bootstrap the sink, subscribe from the next record.
-Status Follower::Boot() {
+Status Follower::Boot(uint64_t past) {
   const int64_t start_ns = SteadyNs();
   sub_.reset();
   caught_up_.store(false, std::memory_order_relaxed);
@@ -153,6 +162,7 @@ Status Follower::Boot() {
       si->Config != nullptr && si->Config->Description != nullptr ? si->Config->Description : "";
   const uint64_t first_msg = si->State.FirstSeq;
   const uint64_t msgs = si->State.Msgs;
+  const uint64_t ever = si->State.LastSeq;  // messages ever stored, some maybe gone
   jsStreamInfo_Destroy(si);
   const std::string ours = StreamDescription(options_.venue, config_hash_);
   if (theirs != ours) {
@@ -168,6 +178,17 @@ Status Follower::Boot() {
     auto span = ReadSpan(nats_->js, stream_, first_msg);
     if (!span.ok()) return span.status();
     stream_first = span->first;
+  }
+  if (past > 0) {
+    auto manifest = ReadManifest(*nats_, SnapshotNamesFor(stream_, subject_));
+    if (!manifest.ok()) return manifest.status();
+    const uint64_t newest = *manifest ? (*manifest)->seq : 0;
+    if (newest <= past) {
+      return NotFound(fmt::format(
+          "record {} cannot be had from stream {}; waiting for a snapshot past it on the bus "
+          "(the newest is {}); meanwhile the replica serves what it has and is not ready",
+          past + 1, stream_, newest));
+    }
   }
   SnapshotSource source{options_.servers, stream_, subject_, options_.timeout};
   auto fetched = FetchNewestSnapshot(source, data_dir_);
@@ -197,11 +218,12 @@ Status Follower::Boot() {
     return fetched.status();
   }
   if (snapshot == 0) {
-    if (msgs > 0 && stream_first != 1) {
+    if ((msgs > 0 && stream_first != 1) || (msgs == 0 && ever > 0)) {
       return NotFound(fmt::format(
-          "stream {} starts at record {} and the bus holds no snapshot yet: the replica waits "
-          "for the primary's first snapshot (SIGUSR1 or POST /admin/v1/snapshot on the primary)",
-          stream_, stream_first));
+          "stream {} no longer starts at record 1 (its first is {}) and the bus holds no "
+          "snapshot yet: the replica waits for the primary's first snapshot (SIGUSR1 or POST "
+          "/admin/v1/snapshot on the primary)",
+          stream_, msgs > 0 ? stream_first : ever + 1));
     }
     image = engine::Engine(config_).ExportImage();
   }
@@ -329,8 +351,11 @@ Status Follower::Take(std::span<const std::byte> data, uint64_t stream_seq) {
 void Follower::CheckStream() {
   natsMsg* m = nullptr;
   jsErrCode code = static_cast<jsErrCode>(0);
-  const natsStatus s =
-      js_GetLastMsg(&m, nats_->js, stream_.c_str(), subject_.c_str(), nullptr, &code);
+  // Briefly: the streams' clock waits meanwhile.
+  jsOptions jo;
+  jsOptions_Init(&jo);
+  jo.Wait = 250;
+  const natsStatus s = js_GetLastMsg(&m, nats_->js, stream_.c_str(), subject_.c_str(), &jo, &code);
   if (s != NATS_OK) {
     if (s == NATS_NOT_FOUND || code == JSNoMessageFoundErr) {
       // Nothing published yet: nothing to catch up with.
@@ -346,13 +371,21 @@ void Follower::CheckStream() {
   connected_.store(true, std::memory_order_relaxed);
   const char* id = nullptr;
   uint64_t last = 0;
-  if (natsMsgHeader_Get(m, "Nats-Msg-Id", &id) == NATS_OK && id != nullptr && ParseU64(id, &last)) {
-    stream_seq_.store(last, std::memory_order_relaxed);
-  }
+  const bool known =
+      natsMsgHeader_Get(m, "Nats-Msg-Id", &id) == NATS_OK && id != nullptr && ParseU64(id, &last);
   natsMsg_Destroy(m);
+  if (!known) return;  // not a Matchbook message: reading it will say so
+  stream_seq_.store(last, std::memory_order_relaxed);
   if (last <= applied_.load(std::memory_order_acquire)) {
     caught_up_.store(true, std::memory_order_relaxed);
   }
+}
+
+// Off the stream (a stall, a read error, a record that cannot be applied):
+// not caught up, so not ready, until following again.
+void Follower::Unsubscribe() {
+  sub_.reset();
+  caught_up_.store(false, std::memory_order_relaxed);
 }
 
 void Follower::Run() {
@@ -372,7 +405,7 @@ void Follower::Run() {
         std::this_thread::sleep_for(options_.tick);
         continue;
       }
-      Status st = resync ? Boot() : Subscribe();
+      Status st = resync ? Boot(applied_.load(std::memory_order_acquire)) : Subscribe();
       if (st.ok() && resync) resyncs_.fetch_add(1, std::memory_order_relaxed);
       if (!st.ok()) {
         // A subscription that cannot start where it must: the stream no
@@ -394,7 +427,7 @@ void Follower::Run() {
             Unavailable(fmt::format("{} records behind stream {} and nothing arrived for {} ms: "
                                     "subscribing again",
                                     st.lag_events, stream_, options_.stall.count())));
-        sub_.reset();
+        Unsubscribe();
         continue;
       }
     }
@@ -404,7 +437,7 @@ void Follower::Run() {
     if (s == NATS_TIMEOUT) continue;
     if (s != NATS_OK) {
       Fail(Unavailable(NatsError(fmt::format("reading stream {}", stream_), s, 0)));
-      sub_.reset();
+      Unsubscribe();
       retry_at_ns = SteadyNs() + options_.retry.count() * 1'000'000;
       continue;
     }
@@ -426,7 +459,7 @@ void Follower::Run() {
       // Not at once: a damaged message stays in the stream until a snapshot
       // past it is on the bus, and each boot meets it again.
       Fail(Status(st.code(), st.message() + ": resynchronising from the newest snapshot"));
-      sub_.reset();
+      Unsubscribe();
       resync = true;
       retry_at_ns = SteadyNs() + options_.retry.count() * 1'000'000;
       continue;

@@ -15,10 +15,11 @@
 // sequence is skipped (counted as a duplicate); a record past the next one
 // (a gap: the stream lost or expired what this replica needs) or one that
 // does not decode starts a resynchronisation — boot again from the newest
-// snapshot, then follow from there. Behind the stream with nothing arriving
-// for `stall` (the consumer lost with a NATS restart), it subscribes again
-// from the next record. NATS down: it retries every `retry`, its lag grows,
-// and it catches up when NATS is back.
+// snapshot once one is past the last record applied (until then the replica
+// keeps what it has, is not ready, and says why), then follow from there. Behind the stream with
+// nothing arriving for `stall` (the consumer lost with a NATS restart), it subscribes again from
+// the next record. NATS down: it retries every `retry`, its lag grows, and it catches up when NATS
+// is back.
 //
 // Thread safety: Start/Stop from the owning thread; stats() from any thread;
 // the sink is called from the thread that runs Start() (Bootstrap) and then
@@ -109,7 +110,11 @@ class Follower {
 
  private:
   struct Subscription;
-  Status Boot();
+  // past == 0: the first boot (the empty state when the bus has no
+  // snapshot yet); otherwise a resynchronisation, which needs a snapshot past
+  // record `past` — an older one would take the state back and send what
+  // subscribers already had again — and waits for one (kNotFound).
+  Status Boot(uint64_t past);
   Status Subscribe();  // from the message holding record applied + 1
   // Locates the stream message holding record `seq`: its stream sequence,
   // or one past the stream's last message when the stream ends before it.
@@ -119,6 +124,7 @@ class Follower {
   // means a resynchronisation.
   Status Take(std::span<const std::byte> data, uint64_t stream_seq);
   void CheckStream();  // the stream's last record (lag), every second
+  void Unsubscribe();
   void Fail(const Status& st);
   void Log(std::string_view line) const;
 

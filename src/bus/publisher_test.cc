@@ -832,15 +832,19 @@ TEST_F(FollowerTest, DuplicatesAreSkippedAndADamagedMessageIsNeverApplied) {
   RecordingSink sink;
   Follower f(tmp_ / "replica", history_.config, Follow(), &sink);
   ASSERT_TRUE(f.Start().ok()) << LogText();  // no snapshot: from record 1
-  ASSERT_TRUE(WaitFor([&] { return f.stats().resyncs >= 1; })) << LogText();
+  // Stuck before the damage, saying why, until a snapshot past it exists:
+  // never back to an older state, never ready meanwhile.
+  ASSERT_TRUE(WaitFor([&] {
+    return f.stats().last_error.find("waiting for a snapshot past it") != std::string::npos;
+  })) << LogText();
   const FollowerStats st = f.stats();
   f.Stop();
   EXPECT_FALSE(sink.out_of_order()) << LogText();
-  EXPECT_GE(st.duplicates, 2u);
+  EXPECT_EQ(st.duplicates, 2u);
   EXPECT_NE(LogText().find("is damaged"), std::string::npos) << LogText();
-  // Each boot applies 1..101 (from the empty state) and stops before 102.
-  for (uint64_t b : sink.boots()) EXPECT_EQ(b, 0u);
-  EXPECT_LE(st.applied_seq, 101u);
+  EXPECT_EQ(sink.boots(), std::vector<uint64_t>{0}) << "no boot back to an older state";
+  EXPECT_EQ(st.applied_seq, 101u);
+  EXPECT_FALSE(st.caught_up);
   EXPECT_EQ(sink.events_of(102), 0u) << "nothing of the damaged message";
 }
 
@@ -858,10 +862,29 @@ TEST_F(FollowerTest, AGapIsNeverAppliedAcrossAndAnotherConfigurationIsRefused) {
   RecordingSink sink;
   Follower f(tmp_ / "replica", history_.config, Follow(), &sink);
   ASSERT_TRUE(f.Start().ok()) << LogText();
-  ASSERT_TRUE(WaitFor([&] { return f.stats().resyncs >= 1; })) << LogText();
-  f.Stop();
-  EXPECT_FALSE(sink.out_of_order());
+  ASSERT_TRUE(WaitFor([&] {
+    return f.stats().last_error.find("record 51 cannot be had") != std::string::npos;
+  })) << LogText();
+  EXPECT_FALSE(f.stats().caught_up);
+  EXPECT_EQ(f.stats().applied_seq, 50u);
   EXPECT_EQ(sink.events_of(55), 0u);
+  // A snapshot past the gap reaches the bus (the primary goes on from the
+  // stream's last record, 60, whose checksum is its journal's): the replica
+  // boots from it and follows again.
+  Append(dir, history_, 51, 70, &sums);
+  ASSERT_TRUE(journal::Snapshot(dir, history_, 65, sums[64]).ok());
+  Publisher p(dir, history_.config_hash, Options());
+  p.Start(70);
+  ASSERT_TRUE(p.WaitPublished(70, 20s)) << p.stats().last_error;
+  ASSERT_TRUE(WaitFor([&] { return f.stats().applied_seq == 70 && f.stats().caught_up; }))
+      << LogText();
+  p.Stop();
+  f.Stop();
+  EXPECT_EQ(sink.boots(), (std::vector<uint64_t>{0, 65}));
+  EXPECT_EQ(f.stats().resyncs, 1u);
+  EXPECT_FALSE(sink.out_of_order());
+  EXPECT_EQ(sink.events_of(55), 0u) << "never applied across the gap";
+  EXPECT_EQ(sink.events_of(66), history_.records[65].size());
   EXPECT_NE(LogText().find("record 55 follows record 50"), std::string::npos) << LogText();
 
   // The same stream followed under another configuration: refused at start.

@@ -88,6 +88,11 @@ class Tunnel final : public WsTunnel, public std::enable_shared_from_this<Tunnel
   void Send(std::string text) override {
     asio::post(io_, [self = shared_from_this(), text = std::move(text)]() mutable {
       if (self->ended_ || self->closing_) return;
+      if (self->out_.size() >= kMaxQueued) {
+        // The client sends faster than the primary takes: not without bound.
+        self->End(1008, "too many messages waiting for the primary");
+        return;
+      }
       self->out_.push_back(std::move(text));
       self->Write();
     });
@@ -121,7 +126,8 @@ class Tunnel final : public WsTunnel, public std::enable_shared_from_this<Tunnel
       }
       std::string text = beast::buffers_to_string(self->buffer_.data());
       self->buffer_.consume(self->buffer_.size());
-      if (!self->closing_) self->on_message_(std::move(text));
+      // Text only, as the primary sends; a binary frame is not relayed.
+      if (!self->closing_ && self->ws_.got_text()) self->on_message_(std::move(text));
       self->Read();
     });
   }
@@ -156,6 +162,7 @@ class Tunnel final : public WsTunnel, public std::enable_shared_from_this<Tunnel
     if (!closing_) on_close_(code, std::move(reason));
   }
 
+  static constexpr std::size_t kMaxQueued = 4096;  // messages to the primary
   asio::io_context& io_;
   websocket::stream<beast::tcp_stream> ws_;
   tcp::resolver resolver_;
@@ -196,6 +203,11 @@ class Forwarder::Impl : public std::enable_shared_from_this<Forwarder::Impl> {
     waiting_.fetch_add(1, std::memory_order_relaxed);
     asio::post(io_, [self = shared_from_this(), req = std::move(request),
                      client = std::move(client), done = std::move(done)]() mutable {
+      self->waiting_.fetch_sub(1, std::memory_order_relaxed);
+      if (self->stopped_.load(std::memory_order_acquire)) {
+        return done(self->Failure(req, 502, "The replica is shutting down."));
+      }
+      self->waiting_.fetch_add(1, std::memory_order_relaxed);
       self->queue_.push_back(Job{std::move(req), std::move(done), false});
       self->queue_.back().request.set(kClientAddressHeader, client);
       self->Pump();
@@ -234,6 +246,11 @@ class Forwarder::Impl : public std::enable_shared_from_this<Forwarder::Impl> {
       asio::post(self->io_, [self] { self->io_.stop(); });
     });
     if (thread_.joinable()) thread_.join();
+    // What was posted or completed after the thread stopped (a request just
+    // forwarded, a resolve finishing) runs now and ends: every `done` is
+    // called and nothing keeps this object alive.
+    io_.restart();
+    io_.run_for(std::chrono::milliseconds(500));
   }
 
   std::shared_ptr<WsTunnel> Tunnel(std::string target, std::string client,
@@ -341,7 +358,10 @@ class Forwarder::Impl : public std::enable_shared_from_this<Forwarder::Impl> {
         host_, port_,
         [self = shared_from_this(), conn, resolver, j](beast::error_code ec,
                                                        tcp::resolver::results_type results) {
-          if (ec) return self->Fail(conn, std::move(*j), 502, "Cannot resolve the primary", ec);
+          if (ec || self->stopped_.load(std::memory_order_acquire)) {
+            return self->Fail(conn, std::move(*j), 502, "Cannot resolve the primary",
+                              ec ? ec : asio::error::operation_aborted);
+          }
           conn->stream.expires_after(self->options_.connect_timeout);
           conn->stream.async_connect(
               results, [self, conn, j](beast::error_code ec2, const tcp::endpoint&) {

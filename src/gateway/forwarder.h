@@ -75,12 +75,14 @@ class Forwarder {
   // Sends `request` to the primary with the client's address added; `done`
   // gets the primary's answer, or 502 (the primary cannot be reached or
   // closed the connection) / 504 (no answer in time) as a Binance error body.
-  // `done` runs on mb-forward, exactly once.
+  // `done` runs exactly once: on mb-forward, or at once on the calling thread
+  // when the forwarder is stopped.
   void Forward(Request request, std::string client_address, std::function<void(Response)> done);
   // Opens a WebSocket to the primary at `target` with the client's address;
   // on_message gets each text message of the primary's, on_close once when
-  // the primary's side ends (or never opens: the reason says why). Both run
-  // on mb-forward.
+  // the primary's side ends (or never opens: the reason says why; or the
+  // client sent 4,096 messages more than the primary took), unless the
+  // forwarder stopped first. Both run on mb-forward.
   std::shared_ptr<WsTunnel> Tunnel(std::string target, std::string client_address,
                                    std::function<void(std::string)> on_message,
                                    std::function<void(uint16_t, std::string)> on_close);

@@ -38,6 +38,7 @@ Status Gateway::Impl::StartReplica(ReplicaOptions options) {
 
 void Gateway::Impl::ReplicaBootstrap(const engine::EngineImage& image) {
   read_side_.Bootstrap(image);
+  streams_.Forget();
 }
 
 void Gateway::Impl::ReplicaApply(std::span<const Event> events) {

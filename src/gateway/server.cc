@@ -362,7 +362,10 @@ PeerAddress ClientOf(const Request& req, const PeerAddress& peer,
   while (!v.empty() && v.front() == ' ') v.remove_prefix(1);
   while (!v.empty() && v.back() == ' ') v.remove_suffix(1);
   const net::ip::address addr = net::ip::make_address(v, ec);
-  return ec ? peer : Describe(addr);
+  if (ec) return peer;
+  // Never loopback: a client of a replica is not local to this server,
+  // whatever address it had where the replica saw it.
+  return PeerAddress{Describe(addr).text, false};
 }
 
 // ---------------------------------------------------------------------------

@@ -80,7 +80,7 @@ struct ServerOptions {
   metrics::Histogram* ws_freshness = nullptr;
   // Peers whose kClientAddressHeader is believed (a venue's replicas): the
   // handlers then see that address as the request's or connection's remote,
-  // and loopback only if it is. From any other peer the header is ignored.
+  // never as loopback. From any other peer the header is ignored.
   std::vector<std::string> trusted_proxies;
 };
 

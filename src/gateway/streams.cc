@@ -1399,6 +1399,13 @@ class StreamHub::Impl {
     }
   }
 
+  void Forget() {
+    for (MarketFanout& f : fanout_) {
+      for (PendingDepth& p : f.depth) p.Clear();
+      f.has_best = false;
+    }
+  }
+
   static void Merge(PendingDepth* p, const marketdata::DepthDiff& d) {
     if (!p->active) {
       p->active = true;
@@ -1773,6 +1780,7 @@ void StreamHub::OnMessage(const std::shared_ptr<WsConnection>& conn, std::string
 void StreamHub::OnClose(const std::shared_ptr<WsConnection>& conn) { impl_->OnClose(conn); }
 void StreamHub::Publish(const marketdata::BatchOutput& batch) { impl_->Publish(batch); }
 void StreamHub::Tick(int64_t now_ms) { impl_->Tick(now_ms); }
+void StreamHub::Forget() { impl_->Forget(); }
 std::string StreamHub::CreateListenKey(AccountId account) {
   return impl_->CreateListenKey(account);
 }

@@ -86,6 +86,11 @@ class StreamHub : public WsHandler {
   // Fan-out thread, at least every 10 ms: flushes coalesced depth streams
   // whose interval has elapsed.
   void Tick(int64_t now_ms);
+  // Fan-out thread: the read side was bootstrapped again (a replica's
+  // resynchronisation). Coalesced depth changes not yet sent are dropped, so
+  // no diff claims continuity across the jump: the next one's U shows a gap
+  // to every depth client, which then fetches a fresh snapshot.
+  void Forget();
 
   // listenKey flow (POST/PUT/DELETE /api/v3/userDataStream).
   std::string CreateListenKey(AccountId account);  // an open key of the account is reused

@@ -14,7 +14,8 @@
 // its U the previous diff's u + 1, and the published snapshot's
 // last_update_id equals the u of the last diff. Ids depend on the records, not
 // on how they were batched: a replica applying the same journal publishes the
-// same ids. Coalescing several diffs keeps U of the first and u of the last.
+// same ids (from each book's first change after its Bootstrap, which starts
+// them at the image's sequence). Coalescing several diffs keeps U of the first and u of the last.
 //
 // Prices are ticks, quantities lots, amounts smallest units of the asset; the
 // gateway formats them with the market's specification. The order and fill
