@@ -112,7 +112,21 @@ int RunReplica(const Config& cfg, const std::string& source, const std::string& 
   (*gw)->AddHealthSection("replica",
                           [&follower, nats] { return ReplicaHealthJson(follower.stats(), nats); });
   log::Info("replica", fmt::format("following NATS {}", nats));
-  if (Status s = follower.Start(); !s.ok()) return fail(s);
+  // Started before its primary (no stream yet, or no snapshot and the
+  // stream no longer starts at record 1): it waits and says for what. NATS
+  // unreachable, another venue or configuration: it stops.
+  Status started = follower.Start();
+  std::string waiting;
+  while (!started.ok() && started.code() == StatusCode::kNotFound && !stopping()) {
+    if (started.message() != waiting) log::Warn("replica", "waiting: " + started.message());
+    waiting = started.message();
+    for (int i = 0; i < 20 && !stopping(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    started = follower.Start();
+  }
+  if (stopping()) return 0;
+  if (!started.ok()) return fail(started);
   gateway::ReplicaOptions ro;
   ro.primary = primary;
   ro.ready = [&follower] {
