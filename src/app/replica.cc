@@ -7,6 +7,7 @@
 
 #include "bus/publisher.h"
 #include "common/json_escape.h"
+#include "gateway/forwarder.h"
 #include "gateway/gateway.h"
 #include "journal/data_dir.h"
 #include "log/log.h"
@@ -76,6 +77,11 @@ int RunReplica(const Config& cfg, const std::string& source, const std::string& 
     return fail(InvalidArgument("replica: --nats URL (the primary's NATS) is required"));
   auto servers = bus::ParseServers(nats);
   if (!servers.ok()) return fail(servers.status());
+  if (!primary.empty()) {
+    if (auto p = gateway::ParsePrimary(primary); !p.ok()) {
+      return fail(Status(p.status().code(), "--primary: " + p.status().message()));
+    }
+  }
   log::Info("app", fmt::format("matchbook 0.1.0 replica: configuration {} ({} assets, {} markets)",
                                source, cfg.engine.assets.size(), cfg.engine.markets.size()));
   // The directory is the replica's alone: locked like a primary's, and never

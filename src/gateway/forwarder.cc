@@ -42,7 +42,6 @@ class Tunnel final : public WsTunnel, public std::enable_shared_from_this<Tunnel
 
   void Start(const std::string& host, const std::string& port, std::string target,
              std::string client, std::chrono::milliseconds connect_timeout) {
-    open_count_->fetch_add(1, std::memory_order_relaxed);
     auto self = shared_from_this();
     resolver_.async_resolve(
         host, port,
@@ -77,6 +76,7 @@ class Tunnel final : public WsTunnel, public std::enable_shared_from_this<Tunnel
                                               : "the primary's handshake failed: " + ec3.message());
                       }
                       self->open_ = true;
+                      self->open_count_->fetch_add(1, std::memory_order_relaxed);
                       if (self->closing_) return self->DoClose();
                       self->Read();
                       self->Write();
@@ -156,7 +156,7 @@ class Tunnel final : public WsTunnel, public std::enable_shared_from_this<Tunnel
   void End(uint16_t code, std::string reason) {
     if (ended_) return;
     ended_ = true;
-    open_count_->fetch_sub(1, std::memory_order_relaxed);
+    if (open_) open_count_->fetch_sub(1, std::memory_order_relaxed);
     beast::error_code ignored;
     beast::get_lowest_layer(ws_).socket().close(ignored);
     if (!closing_) on_close_(code, std::move(reason));
@@ -467,8 +467,7 @@ class Forwarder::Impl : public std::enable_shared_from_this<Forwarder::Impl> {
   std::vector<std::weak_ptr<mb::gateway::Tunnel>> tunnel_list_;
 };
 
-Result<std::unique_ptr<Forwarder>> Forwarder::Create(std::string_view primary,
-                                                     ForwarderOptions options) {
+Result<std::pair<std::string, std::string>> ParsePrimary(std::string_view primary) {
   std::string_view rest = primary;
   if (rest.starts_with("http://")) rest.remove_prefix(7);
   while (rest.ends_with('/')) rest.remove_suffix(1);
@@ -485,7 +484,14 @@ Result<std::unique_ptr<Forwarder>> Forwarder::Create(std::string_view primary,
     return InvalidArgument(
         fmt::format("primary \"{}\" is not http://HOST:PORT (the primary's API address)", primary));
   }
-  auto impl = std::make_shared<Impl>(std::move(host), port, options);
+  return std::make_pair(std::move(host), port);
+}
+
+Result<std::unique_ptr<Forwarder>> Forwarder::Create(std::string_view primary,
+                                                     ForwarderOptions options) {
+  auto parsed = ParsePrimary(primary);
+  if (!parsed.ok()) return parsed.status();
+  auto impl = std::make_shared<Impl>(std::move(parsed->first), parsed->second, options);
   impl->Start();
   return std::unique_ptr<Forwarder>(new Forwarder(std::move(impl)));
 }

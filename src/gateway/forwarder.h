@@ -31,6 +31,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "common/status.h"
 #include "gateway/server.h"
@@ -50,7 +51,7 @@ struct ForwarderStats {
   uint64_t failed = 0;       // answered 502/504 by the forwarder itself
   uint64_t connections = 0;  // open now
   uint64_t waiting = 0;      // requests waiting for a connection
-  uint64_t tunnels = 0;      // WebSocket tunnels open now
+  uint64_t tunnels = 0;      // WebSocket tunnels open now (the primary's side handshaken)
 };
 
 // One client's WebSocket relayed to the primary (Forwarder::Tunnel).
@@ -62,6 +63,10 @@ class WsTunnel {
   // Closes the primary's side (normal closure). Idempotent.
   virtual void Close() = 0;
 };
+
+// "http://host:port" (the scheme optional) → host and port; anything else
+// is an error saying what is expected.
+Result<std::pair<std::string, std::string>> ParsePrimary(std::string_view primary);
 
 class Forwarder {
  public:

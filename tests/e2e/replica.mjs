@@ -91,7 +91,8 @@ async function withTimeoutClosed(ws) {
   return Promise.race([ws.closedPromise, timer]);
 }
 
-// Runs the binary to its exit; resolves { code, stderr }.
+// Runs the binary to its exit; resolves { code, stderr } (code null: killed
+// after timeoutMs).
 async function runToExit(args, timeoutMs = 20000) {
   const proc = spawn(bin, args, { stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
@@ -223,12 +224,13 @@ runMain('replica', async () => {
     await step('bad input is refused before anything is served', async () => {
       const dead = await freePort();
       const r = await runToExit(['replica', '--nats', `nats://127.0.0.1:${dead}`, '--data-dir', path.join(tmp, 'dead'), '--port', '0']);
-      check(r.code !== 0, `a replica of an unreachable NATS exited ${r.code}`);
+      check(r.code === 1, `a replica of an unreachable NATS exited ${r.code} (1 expected)`);
       check(r.stderr.includes(`127.0.0.1:${dead}`), `unclear refusal of an unreachable NATS: ${r.stderr.slice(-400)}`);
       const p = await runToExit(['replica', '--nats', nats.url, '--primary', 'https://example.org:443', '--data-dir', path.join(tmp, 'p'), '--port', '0']);
-      check(p.code !== 0, `--primary https://... accepted (exit ${p.code})`);
+      check(p.code === 1 && p.stderr.includes('--primary: primary "https://example.org:443" is not http://HOST:PORT'),
+        `--primary https://...: exit ${p.code}, ${p.stderr.slice(-300)}`);
       const n = await runToExit(['replica', '--data-dir', path.join(tmp, 'n'), '--port', '0']);
-      check(n.code !== 0 && n.stderr.includes('--nats'), `a replica without --nats: exit ${n.code}, ${n.stderr.slice(-300)}`);
+      check(n.code === 1 && n.stderr.includes('--nats'), `a replica without --nats: exit ${n.code}, ${n.stderr.slice(-300)}`);
     });
 
     const primary = await startServer({ bin, name: 'primary', extraArgs: ['--nats', nats.url, '--trusted-replicas', '127.0.0.1', '--weight-per-minute', '0', '--ip-weight-per-minute', '0'] });
@@ -242,11 +244,11 @@ runMain('replica', async () => {
       const text = fs.readFileSync(new URL('../../config/matchbook.toml', import.meta.url), 'utf8');
       fs.writeFileSync(other, text.replace('maker_fee_bps = 10', 'maker_fee_bps = 11'));
       const r = await runToExit(['replica', '--config', other, '--nats', nats.url, '--data-dir', path.join(tmp, 'other'), '--port', '0']);
-      check(r.code !== 0, `a replica of another configuration exited ${r.code}`);
+      check(r.code === 1, `a replica of another configuration exited ${r.code} (1 expected)`);
       check(r.stderr.includes('--config'), `unclear refusal of another configuration: ${r.stderr.slice(-400)}`);
       // The primary's own data directory (locked, and a primary's).
       const same = await runToExit(['replica', '--nats', nats.url, '--data-dir', primary.dataDir, '--port', '0']);
-      check(same.code !== 0, `a replica in the primary's data directory exited ${same.code}`);
+      check(same.code === 1, `a replica in the primary's data directory exited ${same.code} (1 expected)`);
       check(/in use|holds a journal|locked/.test(same.stderr), `unclear refusal of the primary's data directory: ${same.stderr.slice(-400)}`);
       check(fs.readdirSync(path.join(primary.dataDir, 'journal')).length > 0, 'the primary\'s journal is intact');
     });
@@ -358,6 +360,8 @@ runMain('replica', async () => {
       const lk = expectOk(await httpRequest('POST', `${replicaA.base}/api/v3/userDataStream`, { headers: { 'X-MBX-APIKEY': t.apiKey } }), 'listen key through the replica');
       check(typeof lk.listenKey === 'string', `no listenKey: ${json(lk)}`);
       const user = await WsClient.connect(`${replicaA.wsBase}/ws/${lk.listenKey}`);
+      // Live once the replica's own connection to the primary is open.
+      await waitFor(async () => (await health(replicaA)).forwarding.tunnels >= 1, { timeout: 5000, what: 'the user-data tunnel open' });
       const placed = expectOk(await t.rest.signed('POST', '/api/v3/order', { symbol: 'BTCUSDT', side: 'BUY', type: 'LIMIT', timeInForce: 'GTC', quantity: '0.00100', price: '29000.00' }), 'an order for the user stream');
       const report = await user.waitMessage((m) => m.e === 'executionReport' && m.i === placed.orderId, 5000, 'its executionReport through the replica');
       eq(report.X, 'NEW', 'executionReport status');
