@@ -171,6 +171,10 @@ MB_FIELDS(engine::Deposit, "account,asset,amount,ref", x.account, x.asset, x.amo
 MB_FIELDS(engine::Withdraw, "account,asset,amount,ref", x.account, x.asset, x.amount, x.ref);
 MB_FIELDS(engine::SetMarketStatus, "market,status", x.market, x.status);
 MB_FIELDS(engine::CancelReplace, "cancel,place,mode", x.cancel, x.place, x.mode);
+MB_FIELDS(engine::TransferOut, "account,asset,amount,fee,ref,address", x.account, x.asset, x.amount,
+          x.fee, x.ref, x.address);
+MB_FIELDS(engine::ResolveTransfer, "transfer_id,completed,reason", x.transfer_id, x.completed,
+          x.reason);
 
 MB_FIELDS(engine::OrderAccepted,
           "order_id,account,market,side,type,tif,stp,price,qty,quote_qty,locked,client_order_id",
@@ -202,6 +206,12 @@ MB_FIELDS(engine::Withdrawn, "transfer_id,account,asset,amount,ref", x.transfer_
 MB_FIELDS(engine::MarketStatusChanged, "market,status", x.market, x.status);
 MB_FIELDS(engine::ClientOrderIdChanged, "order_id,account,market,client_order_id", x.order_id,
           x.account, x.market, x.client_order_id);
+MB_FIELDS(engine::TransferHeld, "transfer_id,account,asset,amount,fee,ref,address", x.transfer_id,
+          x.account, x.asset, x.amount, x.fee, x.ref, x.address);
+MB_FIELDS(engine::TransferCompleted, "transfer_id,account,asset,amount,fee", x.transfer_id,
+          x.account, x.asset, x.amount, x.fee);
+MB_FIELDS(engine::TransferRefunded, "transfer_id,account,asset,amount,reason", x.transfer_id,
+          x.account, x.asset, x.amount, x.reason);
 
 #undef MB_FIELDS
 
@@ -412,6 +422,12 @@ class Generator {
       if (const auto* a = std::get_if<engine::OrderAccepted>(&e.body)) {
         Remember(&recent_orders_, &recent_next_, a->order_id, 512);
       }
+      if (const auto* c = std::get_if<engine::TransferCompleted>(&e.body)) {
+        Remember(&resolved_, &resolved_next_, c->transfer_id, 128);
+      }
+      if (const auto* r = std::get_if<engine::TransferRefunded>(&e.body)) {
+        Remember(&resolved_, &resolved_next_, r->transfer_id, 128);
+      }
     }
   }
 
@@ -541,6 +557,8 @@ class Generator {
     if (roll < 835) return DepositCmd(ref);
     if (roll < 870) return WithdrawCmd(ref);
     if (roll < 873) return StatusCmd();
+    if (roll < 903) return TransferOutCmd(ref);
+    if (roll < 935) return ResolveTransferCmd(ref);
     return BadInput(ref);
   }
 
@@ -855,6 +873,74 @@ class Generator {
     return w;
   }
 
+  // A transfer to another venue: mostly a part of the available balance with
+  // a small fee; sometimes all of it, too much, a fee above the amount or
+  // negative, a used reference (NewRef), an unknown account or asset.
+  engine::TransferOut TransferOutCmd(const ReferenceEngine& ref) {
+    engine::TransferOut t;
+    t.account = P(50) ? AccountId{0} : Trader();
+    t.asset = AssetId{static_cast<uint16_t>(U(kAssets))};
+    const int64_t avail = ref.balance(t.account, t.asset).available.value;
+    const uint64_t r = U(100);
+    if (r < 10) {
+      t.amount = Amount{avail};  // everything (0 when empty: an invalid amount)
+    } else if (r < 22) {
+      t.amount = Amount{avail + R(1, 1000)};  // a little too much
+    } else if (r < 25) {
+      t.amount = Amount{-R(0, 5)};
+    } else {
+      t.amount = Amount{avail > 0 ? R(1, std::max<int64_t>(avail / 4, 1)) : R(1, 1000)};
+    }
+    const uint64_t f = U(100);
+    if (f < 6) {
+      t.fee = Amount{t.amount.value + R(1, 100)};  // more than the amount
+    } else if (f < 9) {
+      t.fee = Amount{-R(1, 10)};
+    } else if (f < 30) {
+      t.fee = Amount{0};
+    } else if (f < 36) {
+      t.fee = t.amount;  // the destination receives nothing: still valid
+    } else {
+      t.fee = Amount{t.amount.value > 0 ? R(0, t.amount.value / 100) : 0};
+    }
+    t.ref = NewRef();
+    const uint64_t a = U(100);
+    if (a < 5) {
+      t.address = TransferAddress{};
+    } else if (a < 15) {
+      t.address = TransferAddress::From(std::string(64, static_cast<char>('a' + U(26))));
+    } else {
+      t.address = TransferAddress::From("mbx:venue-b/" + std::to_string(R(1, 999)));
+    }
+    if (P(15)) t.account = AccountId{static_cast<uint32_t>(R(kAccounts, 1'000'000))};
+    if (P(15)) t.asset = AssetId{static_cast<uint16_t>(R(kAssets, 65535))};
+    return t;
+  }
+
+  // Resolves a pending transfer (completed or refunded), one resolved before,
+  // an order's id, or an id nothing holds; sometimes a refund reason out of
+  // range.
+  engine::ResolveTransfer ResolveTransferCmd(const ReferenceEngine& ref) {
+    engine::ResolveTransfer r;
+    r.completed = P(500);
+    r.reason = static_cast<engine::RefundReason>(U(5));
+    if (P(40)) r.reason = static_cast<engine::RefundReason>(R(5, 255));
+    const auto& pending = ref.pending_transfers();
+    const uint64_t k = U(100);
+    if (k < 75 && !pending.empty()) {
+      auto it = pending.begin();
+      std::advance(it, static_cast<std::ptrdiff_t>(U(pending.size())));
+      r.transfer_id = it->first;
+    } else if (k < 85 && !resolved_.empty()) {
+      r.transfer_id = Pick(resolved_);  // resolved already
+    } else if (k < 92 && !recent_orders_.empty()) {
+      r.transfer_id = TransferId{Raw(Pick(recent_orders_))};  // a sequence, not a transfer
+    } else {
+      r.transfer_id = TransferId{P(200) ? 0 : static_cast<uint64_t>(R(1, 1'000'000'000'000))};
+    }
+    return r;
+  }
+
   engine::SetMarketStatus StatusCmd() {
     engine::SetMarketStatus s;
     s.market = Market();
@@ -1028,6 +1114,8 @@ class Generator {
   std::size_t recent_next_ = 0;
   std::map<AccountId, std::vector<ClientOrderId>> cids_;
   std::vector<TransferRef> refs_;
+  std::vector<TransferId> resolved_;  // transfers to other venues resolved already
+  std::size_t resolved_next_ = 0;
 };
 
 // ---------------------------------------------------------------------------
@@ -1083,9 +1171,32 @@ std::string CheckState(const Engine& real, const ReferenceEngine& ref, bool deep
     err << "reference CheckInvariants(): " << st.message() << "\n";
   }
   const EngineConfig& config = real.config();
+  // Transfers to other venues: the same pending ones on both sides.
+  const std::vector<engine::PendingTransfer> pending = real.PendingTransfers();
+  std::vector<int128> pending_sum(config.assets.size(), 0);
+  {
+    const auto& want = ref.pending_transfers();
+    bool same = pending.size() == want.size();
+    auto it = want.begin();
+    for (std::size_t i = 0; same && i < pending.size(); ++i, ++it) {
+      const engine::PendingTransfer& p = pending[i];
+      const RefPendingTransfer& w = it->second;
+      same = p.id == w.id && p.account == w.account && p.asset == w.asset && p.amount == w.amount &&
+             p.fee == w.fee && p.address.view() == w.address;
+    }
+    if (!same) {
+      err << "pending transfers differ: real " << pending.size() << ", reference " << want.size()
+          << "\n";
+    }
+    for (std::size_t i = 0; i < pending.size(); ++i) {
+      const engine::PendingTransfer& p = pending[i];
+      if (i > 0 && !(pending[i - 1].id < p.id)) err << "PendingTransfers() is not by id\n";
+      if (Raw(p.asset) < config.assets.size()) pending_sum[Raw(p.asset)] += p.amount.value;
+    }
+  }
   for (std::size_t a = 0; a < config.assets.size(); ++a) {
     const AssetId asset{static_cast<uint16_t>(a)};
-    int128 held = 0;
+    int128 in_accounts = 0;
     for (uint32_t acc = 0; acc < config.max_accounts; ++acc) {
       const Balance b = real.balance(AccountId{acc}, asset);
       const Balance want = ref.balance(AccountId{acc}, asset);
@@ -1097,12 +1208,22 @@ std::string CheckState(const Engine& real, const ReferenceEngine& ref, bool deep
         err << "balance of account " << acc << " asset " << a << ": real " << BalanceText(b)
             << ", reference " << BalanceText(want) << "\n";
       }
-      held += static_cast<int128>(b.available.value) + b.locked.value;
+      in_accounts += static_cast<int128>(b.available.value) + b.locked.value;
+    }
+    const int128 held = real.held(asset).value;
+    if (held != pending_sum[a]) {
+      err << "held total of asset " << a << ": " << static_cast<int64_t>(held)
+          << " != the pending transfers' " << static_cast<int64_t>(pending_sum[a]) << "\n";
+    }
+    if (real.held(asset) != ref.held(asset)) {
+      err << "held total of asset " << a << ": real " << real.held(asset).value << ", reference "
+          << ref.held(asset).value << "\n";
     }
     const int128 net = real.supply(asset).value;
-    if (held != net) {
-      err << "conservation broken for asset " << a << ": balances " << static_cast<int64_t>(held)
-          << " != deposited - withdrawn " << static_cast<int64_t>(net) << "\n";
+    if (in_accounts + held != net) {
+      err << "conservation broken for asset " << a << ": balances "
+          << static_cast<int64_t>(in_accounts) << " + held " << static_cast<int64_t>(held)
+          << " != deposited - withdrawn - sent " << static_cast<int64_t>(net) << "\n";
     }
     if (real.supply(asset) != ref.supply(asset)) {
       err << "supply of asset " << a << " differs\n";
@@ -1163,8 +1284,10 @@ std::string CheckState(const Engine& real, const ReferenceEngine& ref, bool deep
 
 class LedgerSums {
  public:
+  static constexpr std::size_t kBuckets = 3;  // available, locked, held
+
   explicit LedgerSums(const EngineConfig& config)
-      : config_(config), sums_(config.max_accounts * config.assets.size() * 2, 0) {}
+      : config_(config), sums_(config.max_accounts * config.assets.size() * kBuckets, 0) {}
 
   // Adds one event's lines; checks each trade sums to zero per asset and each
   // lock / release to zero per account and asset. Returns "" when they do.
@@ -1198,24 +1321,46 @@ class LedgerSums {
           if (sum != 0) return "lock/release ledger lines do not sum to zero";
         }
         break;
+      case EventType::kTransferHeld:
+      case EventType::kTransferRefunded:
+        // available <-> held of one account: nothing enters or leaves.
+        if (per_account_asset.empty()) return "a transfer's hold or refund has no ledger lines";
+        for (const auto& [key, sum] : per_account_asset) {
+          if (sum != 0) return "hold/refund ledger lines do not sum to zero";
+        }
+        break;
+      case EventType::kTransferCompleted: {
+        // What left for the destination: amount - fee; the fee stays here.
+        const auto& t = std::get<engine::TransferCompleted>(e.body);
+        if (per_asset.size() != 1 || per_asset.begin()->first != Raw(t.asset) ||
+            per_asset.begin()->second != -(static_cast<int128>(t.amount.value) - t.fee.value)) {
+          return "completed transfer ledger lines do not sum to -(amount - fee)";
+        }
+        break;
+      }
       default:
         break;
     }
     return "";
   }
 
-  // "" when every balance equals its ledger sums.
+  // "" when every balance equals its ledger sums, and every account's held
+  // bucket what its pending transfers hold.
   std::string Compare(const Engine& real) const {
+    const std::vector<int64_t> held = HeldByAccount(real);
     for (uint32_t acc = 0; acc < config_.max_accounts; ++acc) {
       for (std::size_t a = 0; a < config_.assets.size(); ++a) {
         const AssetId asset{static_cast<uint16_t>(a)};
         const Balance b = real.balance(AccountId{acc}, asset);
         const int64_t avail = sums_[Index(AccountId{acc}, asset, engine::Bucket::kAvailable)];
         const int64_t locked = sums_[Index(AccountId{acc}, asset, engine::Bucket::kLocked)];
-        if (b.available.value != avail || b.locked.value != locked) {
+        const int64_t in_held = sums_[Index(AccountId{acc}, asset, engine::Bucket::kHeld)];
+        const int64_t want_held = held[acc * config_.assets.size() + a];
+        if (b.available.value != avail || b.locked.value != locked || in_held != want_held) {
           return "account " + std::to_string(acc) + " asset " + std::to_string(a) + ": balance " +
-                 BalanceText(b) + ", ledger sums {available " + std::to_string(avail) +
-                 ", locked " + std::to_string(locked) + "}";
+                 BalanceText(b) + " held " + std::to_string(want_held) +
+                 ", ledger sums {available " + std::to_string(avail) + ", locked " +
+                 std::to_string(locked) + ", held " + std::to_string(in_held) + "}";
         }
       }
     }
@@ -1224,19 +1369,31 @@ class LedgerSums {
 
   // Continues from the engine's balances after a reported mismatch.
   void Resync(const Engine& real) {
+    const std::vector<int64_t> held = HeldByAccount(real);
     for (uint32_t acc = 0; acc < config_.max_accounts; ++acc) {
       for (std::size_t a = 0; a < config_.assets.size(); ++a) {
         const AssetId asset{static_cast<uint16_t>(a)};
         const Balance b = real.balance(AccountId{acc}, asset);
         sums_[Index(AccountId{acc}, asset, engine::Bucket::kAvailable)] = b.available.value;
         sums_[Index(AccountId{acc}, asset, engine::Bucket::kLocked)] = b.locked.value;
+        sums_[Index(AccountId{acc}, asset, engine::Bucket::kHeld)] =
+            held[acc * config_.assets.size() + a];
       }
     }
   }
 
  private:
   std::size_t Index(AccountId acc, AssetId asset, engine::Bucket bucket) const {
-    return (Raw(acc) * config_.assets.size() + Raw(asset)) * 2 + Raw(bucket);
+    MB_CHECK(Raw(bucket) < kBuckets);
+    return (Raw(acc) * config_.assets.size() + Raw(asset)) * kBuckets + Raw(bucket);
+  }
+  // What the pending transfers hold, per (account, asset).
+  std::vector<int64_t> HeldByAccount(const Engine& real) const {
+    std::vector<int64_t> held(config_.max_accounts * config_.assets.size(), 0);
+    for (const engine::PendingTransfer& p : real.PendingTransfers()) {
+      held[Raw(p.account) * config_.assets.size() + Raw(p.asset)] += p.amount.value;
+    }
+    return held;
   }
 
   const EngineConfig& config_;
@@ -1264,8 +1421,18 @@ class Coverage {
         if (t->taker_released.value != 0) ++other_["trade/taker_released"];
         if (t->maker_account == t->taker_account) ++other_["trade/self"];
       }
+      if (const auto* h = std::get_if<engine::TransferHeld>(&e.body)) {
+        if (h->fee == h->amount) ++other_["transfer/all_fee"];
+        if (h->account == AccountId{0}) ++other_["transfer/from_fee_account"];
+      }
+      if (const auto* r = std::get_if<engine::TransferRefunded>(&e.body)) {
+        ++other_["refunded/" + std::string(engine::ToString(r->reason))];
+      }
     }
   }
+  uint64_t Events(std::string_view type) const { return Get(by_type_, type); }
+  uint64_t Rejects(std::string_view command_reason) const { return Get(rejects_, command_reason); }
+
   std::string Text() const {
     std::string s;
     auto dump = [&](const char* title, const std::map<std::string, uint64_t>& m) {
@@ -1280,6 +1447,11 @@ class Coverage {
   }
 
  private:
+  static uint64_t Get(const std::map<std::string, uint64_t>& m, std::string_view key) {
+    auto it = m.find(std::string(key));
+    return it == m.end() ? 0 : it->second;
+  }
+
   std::map<std::string, uint64_t> by_type_;
   std::map<std::string, uint64_t> rejects_;
   std::map<std::string, uint64_t> other_;
@@ -1499,8 +1671,9 @@ void MatchesReference(engine::ClientOrderIds rule) {
         FAIL() << header(i, cmd) << "  a restored engine exports another image";
       }
       restored.emplace(std::move(fresh));
-      std::printf("[property] %llu commands, %zu open orders\n",
-                  static_cast<unsigned long long>(i + 1), real.open_orders());
+      std::printf("[property] %llu commands, %zu open orders, %zu pending transfers\n",
+                  static_cast<unsigned long long>(i + 1), real.open_orders(),
+                  image.pending_transfers.size());
     }
   }
   g_running = 0;
@@ -1521,6 +1694,19 @@ void MatchesReference(engine::ClientOrderIds rule) {
       << "MB_SEED=" << seed << ": the ledger view of the events "
       << "does not reproduce the balances (" << ledger_mismatches << " commands); first:\n"
       << first_ledger_mismatch;
+
+  // The stream exercised the transfers to other venues, accepted and refused.
+  if (n >= 20'000) {
+    for (const char* type : {"TransferHeld", "TransferCompleted", "TransferRefunded"}) {
+      EXPECT_GT(coverage.Events(type), 0u) << type;
+    }
+    for (const char* reject :
+         {"TransferOut/DuplicateTransfer", "TransferOut/InsufficientBalance",
+          "TransferOut/InvalidAmount", "TransferOut/UnknownAccount", "TransferOut/UnknownAsset",
+          "ResolveTransfer/UnknownTransfer", "ResolveTransfer/InvalidStatus"}) {
+      EXPECT_GT(coverage.Rejects(reject), 0u) << reject;
+    }
+  }
 
   const double secs =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
@@ -2015,6 +2201,148 @@ TEST_F(Scenario, CancelOnlyAllowsCancelsHaltedNothing) {
   Run(engine::SetMarketStatus{kEthUsdt, MarketStatus::kCancelOnly});
   ev = Run(c);
   As<engine::OrderCanceled>(ev, 0);
+}
+
+// Transfers to other venues: held, then completed (the supply goes down by
+// what left, the fee stays with the fee account) or refunded; a transfer
+// resolves once.
+TEST_F(Scenario, TransferOutHoldsThenCompletes) {
+  const Balance before = Bal(kAlice, kBtc);
+  const Amount supply = real_.supply(kBtc);
+  engine::TransferOut t;
+  t.account = kAlice;
+  t.asset = kBtc;
+  t.amount = Amount{1'000'000};
+  t.fee = Amount{2'500};
+  t.ref = TransferRef::From("out-1");
+  t.address = TransferAddress::From("mbx:venue-b/alice");
+  const uint64_t id = NextSeq();
+  auto ev = Run(t);
+  ASSERT_EQ(ev.size(), 1u) << ToText(ev);
+  const auto& h = As<engine::TransferHeld>(ev, 0);
+  EXPECT_EQ(Raw(h.transfer_id), id);
+  EXPECT_EQ(h.account, kAlice);
+  EXPECT_EQ(h.amount.value, 1'000'000);
+  EXPECT_EQ(h.fee.value, 2'500);
+  EXPECT_EQ(h.address.view(), "mbx:venue-b/alice");
+  EXPECT_EQ(Bal(kAlice, kBtc).available.value, before.available.value - 1'000'000);
+  EXPECT_EQ(Bal(kAlice, kBtc).locked, before.locked);
+  EXPECT_EQ(real_.held(kBtc).value, 1'000'000);
+  EXPECT_EQ(real_.supply(kBtc), supply);
+  ExpectLedgerMatches();
+
+  const int64_t fee_before = Bal(kFee, kBtc).available.value;
+  ev = Run(engine::ResolveTransfer{TransferId{id}, true, engine::RefundReason::kVoided});
+  ASSERT_EQ(ev.size(), 1u) << ToText(ev);
+  const auto& c = As<engine::TransferCompleted>(ev, 0);
+  EXPECT_EQ(Raw(c.transfer_id), id);
+  EXPECT_EQ(c.amount.value, 1'000'000);
+  EXPECT_EQ(c.fee.value, 2'500);
+  EXPECT_EQ(real_.held(kBtc).value, 0);
+  EXPECT_EQ(real_.supply(kBtc).value, supply.value - 997'500);
+  EXPECT_EQ(Bal(kFee, kBtc).available.value, fee_before + 2'500);
+  EXPECT_EQ(Bal(kAlice, kBtc).available.value, before.available.value - 1'000'000);
+  ExpectLedgerMatches();
+
+  for (bool completed : {true, false}) {
+    ev = Run(engine::ResolveTransfer{TransferId{id}, completed, engine::RefundReason::kRefused});
+    ASSERT_EQ(ev.size(), 1u) << ToText(ev);
+    EXPECT_EQ(As<engine::Rejected>(ev, 0).reason, RejectReason::kUnknownTransfer);
+    EXPECT_EQ(As<engine::Rejected>(ev, 0).existing_id, id);
+  }
+  // The reference stays used.
+  t.amount = Amount{1};
+  t.fee = Amount{0};
+  ev = Run(t);
+  EXPECT_EQ(As<engine::Rejected>(ev, 0).reason, RejectReason::kDuplicateTransfer);
+  EXPECT_EQ(As<engine::Rejected>(ev, 0).existing_id, id);
+}
+
+TEST_F(Scenario, TransferOutRefundsAndRefusals) {
+  const Balance before = Bal(kBob, kUsdt);
+  engine::TransferOut t;
+  t.account = kBob;
+  t.asset = kUsdt;
+  t.amount = Amount{before.available.value};  // everything
+  t.fee = t.amount;                           // all of it a fee: valid
+  t.ref = TransferRef::From("out-2");
+  const uint64_t id = NextSeq();
+  auto ev = Run(t);
+  As<engine::TransferHeld>(ev, 0);
+  EXPECT_EQ(Bal(kBob, kUsdt).available.value, 0);
+  // Nothing left: the next one is refused, as is a fee above the amount.
+  t.ref = TransferRef::From("out-3");
+  t.amount = Amount{1};
+  t.fee = Amount{0};
+  ev = Run(t);
+  EXPECT_EQ(As<engine::Rejected>(ev, 0).reason, RejectReason::kInsufficientBalance);
+  t.fee = Amount{2};
+  ev = Run(t);
+  EXPECT_EQ(As<engine::Rejected>(ev, 0).reason, RejectReason::kInvalidAmount);
+  // A deposit's reference cannot be reused.
+  t.fee = Amount{0};
+  t.ref = TransferRef::From("fund-1");
+  ev = Run(t);
+  EXPECT_EQ(As<engine::Rejected>(ev, 0).reason, RejectReason::kDuplicateTransfer);
+  EXPECT_EQ(As<engine::Rejected>(ev, 0).existing_id, 1u);
+
+  // A refund with a reason out of range is refused and changes nothing.
+  ev = Run(engine::ResolveTransfer{TransferId{id}, false, static_cast<engine::RefundReason>(5)});
+  EXPECT_EQ(As<engine::Rejected>(ev, 0).reason, RejectReason::kInvalidStatus);
+  EXPECT_EQ(As<engine::Rejected>(ev, 0).account, kBob);
+  EXPECT_EQ(As<engine::Rejected>(ev, 0).existing_id, id);
+  EXPECT_EQ(real_.PendingTransfers().size(), 1u);
+
+  ev = Run(engine::ResolveTransfer{TransferId{id}, false, engine::RefundReason::kInvalidAddress});
+  const auto& r = As<engine::TransferRefunded>(ev, 0);
+  EXPECT_EQ(r.reason, engine::RefundReason::kInvalidAddress);
+  EXPECT_EQ(r.amount, before.available);
+  EXPECT_EQ(Bal(kBob, kUsdt), before);
+  EXPECT_EQ(real_.held(kUsdt).value, 0);
+  EXPECT_TRUE(real_.PendingTransfers().empty());
+  ExpectLedgerMatches();
+}
+
+// A snapshot taken while transfers are pending restores them; the restored
+// engine resolves them as the live one does.
+TEST_F(Scenario, PendingTransfersSurviveASnapshot) {
+  std::vector<uint64_t> ids;
+  for (int i = 0; i < 2; ++i) {
+    engine::TransferOut t;
+    t.account = kCarol;
+    t.asset = kEth;
+    t.amount = Amount{1'000 + i};
+    t.fee = Amount{i};
+    t.ref = TransferRef::From("snap-" + std::to_string(i));
+    t.address = TransferAddress::From("addr-" + std::to_string(i));
+    ids.push_back(NextSeq());
+    As<engine::TransferHeld>(Run(t), 0);
+  }
+  // The fee account holds no ETH (nothing traded): refused.
+  auto ev = Run(engine::TransferOut{kFee, kEth, Amount{1}, Amount{0}, TransferRef::From("fee-1"),
+                                    TransferAddress{}});
+  EXPECT_EQ(As<engine::Rejected>(ev, 0).reason, RejectReason::kInsufficientBalance);
+
+  const auto bytes = codec::EncodeImage(real_.ExportImage());
+  auto image = codec::DecodeImage(bytes);
+  ASSERT_TRUE(image.ok()) << image.status().message();
+  ASSERT_EQ(image->pending_transfers.size(), 2u);
+  EXPECT_EQ(image->pending_transfers[1].address.view(), "addr-1");
+  Engine restored(config_);
+  ASSERT_TRUE(restored.Restore(*image).ok());
+  EXPECT_EQ(restored.StateHash(), real_.StateHash());
+  EXPECT_EQ(restored.held(kEth).value, 2'001);
+  // Both resolve the second transfer alike (Run stamps ts_ + 10).
+  const engine::Command c{ts_ + 10,
+                          engine::ResolveTransfer{TransferId{ids[1]}, false,
+                                                  engine::RefundReason::kAccountUnavailable}};
+  engine::EventBuffer from_restored;
+  restored.Process(c, &from_restored);
+  const std::vector<Event> live = Run(c.body);
+  EXPECT_TRUE(SameEvents(from_restored, live)) << ToText(from_restored) << ToText(live);
+  EXPECT_EQ(restored.StateHash(), real_.StateHash());
+  EXPECT_EQ(real_.PendingTransfers().size(), 1u);
+  ExpectLedgerMatches();
 }
 
 }  // namespace

@@ -46,6 +46,7 @@ ReferenceEngine::ReferenceEngine(EngineConfig config) : config_(std::move(config
   for (const MarketSpec& m : config_.markets) status_.push_back(m.status);
   books_.resize(config_.markets.size());
   supply_.resize(config_.assets.size());
+  held_.resize(config_.assets.size());
 }
 
 std::vector<Event> ReferenceEngine::Process(const engine::Command& command) {
@@ -60,6 +61,8 @@ std::vector<Event> ReferenceEngine::Process(const engine::Command& command) {
   if (const auto* c = std::get_if<engine::Withdraw>(&command.body)) DoWithdraw(*c);
   if (const auto* c = std::get_if<engine::SetMarketStatus>(&command.body)) DoSetMarketStatus(*c);
   if (const auto* c = std::get_if<engine::CancelReplace>(&command.body)) DoCancelReplace(*c);
+  if (const auto* c = std::get_if<engine::TransferOut>(&command.body)) DoTransferOut(*c);
+  if (const auto* c = std::get_if<engine::ResolveTransfer>(&command.body)) DoResolveTransfer(*c);
   MB_CHECK(!out_.empty());
   return out_;
 }
@@ -809,6 +812,87 @@ void ReferenceEngine::DoWithdraw(const engine::Withdraw& c) {
   transfers_[Str(c.ref)] = e.transfer_id;
 }
 
+// A transfer to another venue: the amount leaves available for a hold of its
+// own; the supply does not move until the destination credits it.
+void ReferenceEngine::DoTransferOut(const engine::TransferOut& c) {
+  auto reject = [&](RejectReason reason, uint64_t existing = 0) {
+    Reject(CommandType::kTransferOut, reason, c.account, MarketId{0}, OrderId{0}, existing,
+           ClientOrderId{});
+  };
+  if (Raw(c.account) >= config_.max_accounts) return reject(RejectReason::kUnknownAccount);
+  if (Raw(c.asset) >= config_.assets.size()) return reject(RejectReason::kUnknownAsset);
+  const bool amount_ok = c.amount.value > 0;
+  const bool fee_ok = c.fee.value >= 0 && c.fee.value <= c.amount.value;
+  if (!amount_ok || !fee_ok) return reject(RejectReason::kInvalidAmount);
+  // One reference space for deposits, withdrawals and transfers out.
+  auto dup = transfers_.find(Str(c.ref));
+  if (dup != transfers_.end()) return reject(RejectReason::kDuplicateTransfer, Raw(dup->second));
+  Balance& b = Bal(c.account, c.asset);
+  if (b.available.value < c.amount.value) return reject(RejectReason::kInsufficientBalance);
+
+  engine::TransferHeld e;
+  e.transfer_id = TransferId{seq_};
+  e.account = c.account;
+  e.asset = c.asset;
+  e.amount = c.amount;
+  e.fee = c.fee;
+  e.ref = c.ref;
+  e.address = c.address;
+  Emit(e);
+  b.available.value -= c.amount.value;
+  held_[Raw(c.asset)].value += c.amount.value;
+  transfers_[Str(c.ref)] = e.transfer_id;
+  RefPendingTransfer p;
+  p.id = e.transfer_id;
+  p.account = c.account;
+  p.asset = c.asset;
+  p.amount = c.amount;
+  p.fee = c.fee;
+  p.ref = Str(c.ref);
+  p.address = std::string(c.address.view());
+  pending_[p.id] = p;
+}
+
+// The destination's answer: completed (the hold leaves this venue, its fee
+// stays with the fee account) or refunded (the hold returns to available).
+void ReferenceEngine::DoResolveTransfer(const engine::ResolveTransfer& c) {
+  auto it = pending_.find(c.transfer_id);
+  if (it == pending_.end()) {
+    // READING (Q13): never held, or resolved already.
+    return Reject(CommandType::kResolveTransfer, RejectReason::kUnknownTransfer, AccountId{0},
+                  MarketId{0}, OrderId{0}, Raw(c.transfer_id), ClientOrderId{});
+  }
+  const RefPendingTransfer p = it->second;
+  if (!c.completed && Raw(c.reason) > Raw(engine::RefundReason::kRefused)) {
+    return Reject(CommandType::kResolveTransfer, RejectReason::kInvalidStatus, p.account,
+                  MarketId{0}, OrderId{0}, Raw(c.transfer_id), ClientOrderId{});
+  }
+  const std::size_t a = Raw(p.asset);
+  if (c.completed) {
+    engine::TransferCompleted e;
+    e.transfer_id = p.id;
+    e.account = p.account;
+    e.asset = p.asset;
+    e.amount = p.amount;
+    e.fee = p.fee;
+    Emit(e);
+    held_[a].value -= p.amount.value;
+    supply_[a].value -= p.amount.value - p.fee.value;  // what left for the destination
+    Bal(config_.fee_account, p.asset).available.value += p.fee.value;
+  } else {
+    engine::TransferRefunded e;
+    e.transfer_id = p.id;
+    e.account = p.account;
+    e.asset = p.asset;
+    e.amount = p.amount;
+    e.reason = c.reason;
+    Emit(e);
+    held_[a].value -= p.amount.value;
+    Bal(p.account, p.asset).available.value += p.amount.value;
+  }
+  pending_.erase(it);
+}
+
 void ReferenceEngine::DoSetMarketStatus(const engine::SetMarketStatus& c) {
   auto reject = [&](RejectReason reason) {
     Reject(CommandType::kSetMarketStatus, reason, AccountId{0}, c.market, OrderId{0}, 0,
@@ -896,6 +980,8 @@ std::vector<OrderId> ReferenceEngine::OpenOrderIds() const {
 
 Amount ReferenceEngine::supply(AssetId asset) const { return supply_.at(Raw(asset)); }
 
+Amount ReferenceEngine::held(AssetId asset) const { return held_.at(Raw(asset)); }
+
 std::optional<OrderId> ReferenceEngine::FindClientId(AccountId account,
                                                      const std::string& client_id) const {
   auto it = client_ids_.find({account, client_id});
@@ -908,17 +994,38 @@ std::optional<OrderId> ReferenceEngine::FindClientId(AccountId account,
 
 Status ReferenceEngine::CheckInvariants() const {
   auto fail = [](std::string m) { return Status(StatusCode::kInternal, "reference: " + m); };
-  // Balances: no negative; conservation per asset.
-  std::vector<i128> held(config_.assets.size(), 0);
+  // Balances: no negative; conservation per asset, the pending transfers'
+  // holds a bucket of their own.
+  std::vector<i128> in_accounts(config_.assets.size(), 0);
   for (const auto& [key, b] : balances_) {
     if (b.available.value < 0 || b.locked.value < 0) {
       return fail("negative balance of account " + std::to_string(Raw(KeyAccount(key))) +
                   " asset " + std::to_string(Raw(KeyAsset(key))));
     }
-    held[Raw(KeyAsset(key))] += static_cast<i128>(b.available.value) + b.locked.value;
+    in_accounts[Raw(KeyAsset(key))] += static_cast<i128>(b.available.value) + b.locked.value;
+  }
+  std::vector<i128> pending_sum(config_.assets.size(), 0);
+  for (const auto& [id, p] : pending_) {
+    if (p.id != id || Raw(p.asset) >= config_.assets.size() ||
+        Raw(p.account) >= config_.max_accounts || p.amount.value <= 0 || p.fee.value < 0 ||
+        p.fee.value > p.amount.value) {
+      return fail("pending transfer " + std::to_string(Raw(id)) + " is impossible");
+    }
+    if (Raw(id) < 1 || Raw(id) > seq_) {
+      return fail("pending transfer " + std::to_string(Raw(id)) + " is outside the sequence");
+    }
+    // Its reference is used: by this transfer.
+    auto ref = transfers_.find(p.ref);
+    if (ref == transfers_.end() || ref->second != id) {
+      return fail("pending transfer " + std::to_string(Raw(id)) + " does not own its reference");
+    }
+    pending_sum[Raw(p.asset)] += p.amount.value;
   }
   for (std::size_t a = 0; a < config_.assets.size(); ++a) {
-    if (held[a] != supply_[a].value) {
+    if (held_[a].value < 0 || pending_sum[a] != held_[a].value) {
+      return fail("held total of asset " + std::to_string(a) + " is not its pending transfers'");
+    }
+    if (in_accounts[a] + held_[a].value != supply_[a].value) {
       return fail("conservation broken for asset " + std::to_string(a));
     }
   }

@@ -19,6 +19,11 @@
 //   Q10 An empty TransferRef is a reference like any other (a second empty
 //       ref is kDuplicateTransfer).
 //   Q12 An amended order keeps its creation time (OrderView.created_ns).
+//   Q13 Transfers to other venues (TransferOut / ResolveTransfer): the fee
+//       account may send one like any account; a refund's reason is checked
+//       (kInvalidStatus beyond kRefused) but a completion's is ignored; an
+//       unknown or already resolved transfer id is kUnknownTransfer with
+//       account 0 and existing_id = the id asked for.
 //
 // Thread safety: none; one test thread owns a ReferenceEngine.
 #pragma once
@@ -61,6 +66,17 @@ struct RefOrder {
   std::string client_id;  // empty: none
 };
 
+// A transfer to another venue, held until it is resolved.
+struct RefPendingTransfer {
+  TransferId id{};
+  AccountId account{};
+  AssetId asset{};
+  Amount amount{};
+  Amount fee{};
+  std::string ref;
+  std::string address;
+};
+
 // A client order id that stays reserved after its order closed.
 struct RefReservedClientId {
   AccountId account{};
@@ -93,16 +109,22 @@ class ReferenceEngine {
   // Ids of all open orders, ascending.
   std::vector<OrderId> OpenOrderIds() const;
   std::size_t open_orders() const { return index_.size(); }
-  Amount supply(AssetId asset) const;  // deposits - withdrawals
+  // Deposits - withdrawals - completed transfers out (net of their fees).
+  Amount supply(AssetId asset) const;
+  // What the pending transfers to other venues hold of an asset.
+  Amount held(AssetId asset) const;
+  // The pending transfers, by id.
+  const std::map<TransferId, RefPendingTransfer>& pending_transfers() const { return pending_; }
   // The order id an (account, client id) pair is reserved by, open or recently closed.
   std::optional<OrderId> FindClientId(AccountId account, const std::string& client_id) const;
   // Reserved client ids of closed orders, oldest first.
   const std::deque<RefReservedClientId>& reserved_client_ids() const { return closed_ids_; }
   std::size_t transfer_refs() const { return transfers_.size(); }
 
-  // The engine.md invariants, checked from scratch: conservation per asset, no
-  // negative balance, locked == sum of open orders' locks, no over-fill, books
-  // not crossed and well formed, client-id registry consistent.
+  // The engine.md invariants, checked from scratch: conservation per asset
+  // (available + locked + held == supply), no negative balance, locked == sum
+  // of open orders' locks, held == sum of pending transfers, no over-fill,
+  // books not crossed and well formed, client-id registry consistent.
   Status CheckInvariants() const;
 
  private:
@@ -134,6 +156,8 @@ class ReferenceEngine {
   void DoWithdraw(const engine::Withdraw& c);
   void DoSetMarketStatus(const engine::SetMarketStatus& c);
   void DoCancelReplace(const engine::CancelReplace& c);
+  void DoTransferOut(const engine::TransferOut& c);
+  void DoResolveTransfer(const engine::ResolveTransfer& c);
 
   // Matches a taker against the opposite side of its book, emitting trades and
   // self-trade expiries. The taker is not in the book.
@@ -180,7 +204,9 @@ class ReferenceEngine {
   static AccountId KeyAccount(uint64_t key) { return AccountId{static_cast<uint32_t>(key >> 16)}; }
   static AssetId KeyAsset(uint64_t key) { return AssetId{static_cast<uint16_t>(key & 0xffff)}; }
   std::map<uint64_t, engine::Balance> balances_;
-  std::vector<Amount> supply_;  // deposits - withdrawals, per asset
+  std::vector<Amount> supply_;  // deposits - withdrawals - transfers out, per asset
+  std::vector<Amount> held_;    // what pending transfers hold, per asset
+  std::map<TransferId, RefPendingTransfer> pending_;
   std::map<std::pair<AccountId, std::string>, OrderId> client_ids_;  // open + reserved
   std::deque<RefReservedClientId> closed_ids_;                       // oldest first
   std::map<std::string, TransferId> transfers_;

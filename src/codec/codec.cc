@@ -48,9 +48,11 @@ inline constexpr int kEnumMax<engine::StpMode> = Raw(engine::StpMode::kExpireBot
 template <>
 inline constexpr int kEnumMax<engine::MarketStatus> = Raw(engine::MarketStatus::kCancelOnly);
 template <>
-inline constexpr int kEnumMax<engine::CommandType> = Raw(engine::CommandType::kCancelReplace);
+inline constexpr int kEnumMax<engine::CommandType> = Raw(engine::CommandType::kResolveTransfer);
 template <>
-inline constexpr int kEnumMax<engine::RejectReason> = Raw(engine::RejectReason::kCancelRestricted);
+inline constexpr int kEnumMax<engine::RejectReason> = Raw(engine::RejectReason::kUnknownTransfer);
+template <>
+inline constexpr int kEnumMax<engine::RefundReason> = Raw(engine::RefundReason::kRefused);
 template <>
 inline constexpr int kEnumMax<engine::ExpireReason> = Raw(engine::ExpireReason::kQuoteBudgetSpent);
 template <>
@@ -61,7 +63,7 @@ inline constexpr int kEnumMax<engine::CancelReplaceMode> =
     Raw(engine::CancelReplaceMode::kAllowFailure);
 
 static_assert(kEnumMax<CommandType> + 1 == std::variant_size_v<CommandBody>);
-static_assert(Raw(EventType::kClientOrderIdChanged) + 1 == std::variant_size_v<EventBody>);
+static_assert(Raw(EventType::kTransferRefunded) + 1 == std::variant_size_v<EventBody>);
 
 template <class T>
 struct IsFixed : std::false_type {};
@@ -137,6 +139,12 @@ constexpr void VisitFields(V& v, T& x) {
     auto& [account, market, side, type, tif, stp, price, qty, quote_qty, client_order_id] = place;
     v(c_account, c_market, order_id, orig_client_order_id, restriction, account, market, side, type,
       tif, stp, price, qty, quote_qty, client_order_id, mode);
+  } else if constexpr (kIs<T, TransferOut>) {
+    auto& [account, asset, amount, fee, ref, address] = x;
+    v(account, asset, amount, fee, ref, address);
+  } else if constexpr (kIs<T, ResolveTransfer>) {
+    auto& [transfer_id, completed, reason] = x;
+    v(transfer_id, completed, reason);
     // Events.
   } else if constexpr (kIs<T, OrderAccepted>) {
     auto& [order_id, terms, quote_qty, locked, client_order_id] = x;
@@ -176,6 +184,15 @@ constexpr void VisitFields(V& v, T& x) {
   } else if constexpr (kIs<T, ClientOrderIdChanged>) {
     auto& [order_id, account, market, client_order_id] = x;
     v(order_id, account, market, client_order_id);
+  } else if constexpr (kIs<T, TransferHeld>) {
+    auto& [transfer_id, account, asset, amount, fee, ref, address] = x;
+    v(transfer_id, account, asset, amount, fee, ref, address);
+  } else if constexpr (kIs<T, TransferCompleted>) {
+    auto& [transfer_id, account, asset, amount, fee] = x;
+    v(transfer_id, account, asset, amount, fee);
+  } else if constexpr (kIs<T, TransferRefunded>) {
+    auto& [transfer_id, account, asset, amount, reason] = x;
+    v(transfer_id, account, asset, amount, reason);
     // Snapshot records.
   } else if constexpr (kIs<T, ImageOrder>) {
     auto& [id, terms, remaining, locked, created_ns, has_client_id, client_id] = x;
@@ -191,6 +208,9 @@ constexpr void VisitFields(V& v, T& x) {
   } else if constexpr (kIs<T, ImageTransfer>) {
     auto& [ref, id] = x;
     v(ref, id);
+  } else if constexpr (kIs<T, PendingTransfer>) {
+    auto& [id, account, asset, amount, fee, address] = x;
+    v(id, account, asset, amount, fee, address);
   } else if constexpr (kIs<T, ImageAssetTotals>) {
     auto& [supply] = x;
     v(supply);
@@ -414,6 +434,7 @@ static_assert(kImageRecordSize<engine::ImageBalance> == 22);
 static_assert(kImageRecordSize<engine::ImageOrder> == 75);
 static_assert(kImageRecordSize<engine::ImageClientId> == 28);
 static_assert(kImageRecordSize<engine::ImageTransfer> == 24);
+static_assert(kImageRecordSize<engine::PendingTransfer> == 95);
 
 constexpr std::size_t kImageHeaderSize = 8 + 2 + 3 * 8;  // magic, version, three u64
 constexpr std::size_t kChecksumSize = 8;
@@ -627,7 +648,8 @@ std::vector<std::byte> EncodeImage(const EngineImage& image) {
       kImageHeaderSize + SectionSize<uint32_t>(image.market_status) +
       SectionSize<uint32_t>(image.asset_totals) + SectionSize<uint64_t>(image.balances) +
       SectionSize<uint64_t>(image.orders) + SectionSize<uint64_t>(image.recent_client_ids) +
-      SectionSize<uint64_t>(image.transfers) + kChecksumSize;
+      SectionSize<uint64_t>(image.transfers) + SectionSize<uint64_t>(image.pending_transfers) +
+      kChecksumSize;
   std::vector<std::byte> out(size);
   Writer w(out.data());
   w.PutBytes(kImageMagic.data(), kImageMagic.size());
@@ -639,6 +661,7 @@ std::vector<std::byte> EncodeImage(const EngineImage& image) {
   WriteSection<uint64_t>(w, image.orders);
   WriteSection<uint64_t>(w, image.recent_client_ids);
   WriteSection<uint64_t>(w, image.transfers);
+  WriteSection<uint64_t>(w, image.pending_transfers);
   const std::size_t body = size - kChecksumSize;
   MB_CHECK(w.pos() == out.data() + body);
   w.PutUint(static_cast<uint64_t>(XXH3_64bits(out.data(), body)));
@@ -663,10 +686,11 @@ Result<EngineImage> DecodeImage(std::span<const std::byte> in) {
   }
   Reader header(in.data() + kImageMagic.size());
   const auto version = header.GetUint<uint16_t>();
-  if (version != kImageFormatVersion) {
+  if (version < kOldestImageFormatVersion || version > kImageFormatVersion) {
     return Corruption("snapshot: format version " + std::to_string(version) +
-                      " is not supported (this build reads " + std::to_string(kImageFormatVersion) +
-                      ")");
+                      " is not supported (this build reads " +
+                      std::to_string(kOldestImageFormatVersion) + " to " +
+                      std::to_string(kImageFormatVersion) + ")");
   }
   EngineImage image;
   header(image.config_hash, image.last_sequence, image.next_trade_id);
@@ -680,9 +704,14 @@ Result<EngineImage> DecodeImage(std::span<const std::byte> in) {
   MB_RETURN_IF_ERROR(
       ReadSection<uint64_t>("recent_client_ids", kUnbounded, &c, &image.recent_client_ids));
   MB_RETURN_IF_ERROR(ReadSection<uint64_t>("transfers", kUnbounded, &c, &image.transfers));
+  // Version 1 images end there: no transfer to another venue was pending.
+  if (version >= 2) {
+    MB_RETURN_IF_ERROR(
+        ReadSection<uint64_t>("pending_transfers", kUnbounded, &c, &image.pending_transfers));
+  }
   if (c.left() != 0) {
     return Corruption("snapshot: " + std::to_string(c.left()) + " unexpected bytes at byte " +
-                      std::to_string(c.offset()) + ", after the transfers section");
+                      std::to_string(c.offset()) + ", after the last section");
   }
   return image;
 }

@@ -42,7 +42,7 @@ namespace mb::codec {
 // lists, so they can't drift from the code.
 // ---------------------------------------------------------------------------
 
-inline constexpr std::array<std::size_t, 8> kCommandSize = {
+inline constexpr std::array<std::size_t, 10> kCommandSize = {
     80,   // kPlaceOrder
     61,   // kCancelOrder
     15,   // kCancelAll
@@ -51,10 +51,12 @@ inline constexpr std::array<std::size_t, 8> kCommandSize = {
     88,   // kWithdraw
     12,   // kSetMarketStatus
     133,  // kCancelReplace
+    161,  // kTransferOut
+    19,   // kResolveTransfer
 };
-inline constexpr std::size_t kMaxCommandSize = 133;
+inline constexpr std::size_t kMaxCommandSize = 161;
 
-inline constexpr std::array<std::size_t, 11> kEventSize = {
+inline constexpr std::array<std::size_t, 14> kEventSize = {
     104,  // kOrderAccepted
     78,   // kRejected
     110,  // kTrade
@@ -66,8 +68,11 @@ inline constexpr std::array<std::size_t, 11> kEventSize = {
     104,  // kWithdrawn
     20,   // kMarketStatusChanged
     68,   // kClientOrderIdChanged
+    177,  // kTransferHeld
+    47,   // kTransferCompleted
+    40,   // kTransferRefunded
 };
-inline constexpr std::size_t kMaxEventSize = 110;
+inline constexpr std::size_t kMaxEventSize = 177;
 
 static_assert(kCommandSize.size() == std::variant_size_v<engine::CommandBody>);
 static_assert(kEventSize.size() == std::variant_size_v<engine::EventBody>);
@@ -133,13 +138,17 @@ std::vector<std::byte> EncodeToVector(const engine::Event& event);
 // The first 8 bytes of every image. Fixed forever: the digits are part of the
 // name, not the version (that is kImageFormatVersion).
 inline constexpr std::array<char, 8> kImageMagic = {'M', 'B', 'S', 'N', 'A', 'P', '0', '1'};
-// The layout this build writes and the only one it reads.
-inline constexpr uint16_t kImageFormatVersion = 1;
-// Magic, version, three u64 header fields, six section counts, checksum.
+// The layout this build writes. Version 2 added the pending_transfers
+// section (transfers to other venues not yet resolved); a version 1 image,
+// which ends before it, is still read (none were pending).
+inline constexpr uint16_t kImageFormatVersion = 2;
+inline constexpr uint16_t kOldestImageFormatVersion = 1;
+// Magic, version, three u64 header fields, six section counts (version 1),
+// checksum.
 inline constexpr std::size_t kMinImageSize = 8 + 2 + 3 * 8 + 2 * 4 + 4 * 8 + 8;
 
 // header | sections (market statuses, asset totals, balances, orders, recent
-// client ids, transfers; each a count then fixed-size records) | u64 XXH3-64 of
+// client ids, transfers, pending transfers; each a count then fixed-size records) | u64 XXH3-64 of
 // every byte before it. No compression: the journal layer adds that.
 std::vector<std::byte> EncodeImage(const engine::EngineImage& image);
 

@@ -39,7 +39,8 @@ struct FixedString {
   }
 };
 
-using ClientOrderId = FixedString<36>;  // Binance: ^[.A-Z:/a-z0-9_-]{1,36}$
-using TransferRef = FixedString<64>;    // external reference of a deposit/withdrawal
+using ClientOrderId = FixedString<36>;    // Binance: ^[.A-Z:/a-z0-9_-]{1,36}$
+using TransferRef = FixedString<64>;      // external reference of a deposit/withdrawal
+using TransferAddress = FixedString<64>;  // a deposit address on another venue
 
 }  // namespace mb

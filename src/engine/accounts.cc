@@ -12,6 +12,8 @@ Accounts::Accounts(uint32_t max_accounts, std::size_t assets, uint32_t expected_
       balances_(static_cast<std::size_t>(max_accounts) * assets),
       supply_(assets),
       transfers_(1024),
+      held_(assets),
+      pending_(64),
       client_ids_(expected_open_orders / 16 + client_id_memory),
       recent_(client_id_memory) {}
 
@@ -28,6 +30,29 @@ const Balance& Accounts::Withdraw(AccountId a, AssetId s, Amount amount, const K
   supply_[Raw(s)] -= amount;
   transfers_.Put(ref, id);
   return b;
+}
+
+const Balance& Accounts::Hold(const PendingTransfer& t, const Key128& ref) {
+  Balance& b = balances_[Slot(t.account, t.asset)];
+  b.available -= t.amount;
+  held_[Raw(t.asset)] += t.amount;
+  transfers_.Put(ref, t.id);
+  pending_.Put(t.id, t);
+  return b;
+}
+
+const Balance& Accounts::Unhold(TransferId id, bool refund) {
+  const PendingTransfer t = *pending_.Find(id);
+  Balance& b = balances_[Slot(t.account, t.asset)];
+  held_[Raw(t.asset)] -= t.amount;
+  if (refund) b.available += t.amount;
+  pending_.Erase(id);
+  return b;
+}
+
+void Accounts::RestorePending(const PendingTransfer& t) {
+  held_[Raw(t.asset)] += t.amount;
+  pending_.Put(t.id, t);
 }
 
 void Accounts::ReserveClientId(AccountId a, const Key128& id, OrderId order) {

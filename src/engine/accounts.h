@@ -1,5 +1,6 @@
 // The engine's accounts: each account's balance of each asset (available and
-// locked), each asset's supply (deposits minus withdrawals), the transfer
+// locked), each asset's supply (deposits minus withdrawals) and held total
+// (transfers to other venues not yet resolved, one record each), the transfer
 // references already used, and the client order ids an account may not use
 // again: those of its open orders and of the last EngineConfig::client_id_memory
 // orders closed (oldest forgotten first).
@@ -63,6 +64,26 @@ class Accounts {
   void Deposit(AccountId a, AssetId s, Amount amount, const Key128& ref, TransferId id);
   // Debits available and the supply, and records the reference.
   const Balance& Withdraw(AccountId a, AssetId s, Amount amount, const Key128& ref, TransferId id);
+  // --- transfers to other venues: held until resolved ----------------------
+
+  // What all pending transfers of an asset hold.
+  Amount held(AssetId s) const noexcept { return held_.at(Raw(s)); }
+  // The pending transfer with that id, or null.
+  const PendingTransfer* FindPending(TransferId id) const noexcept { return pending_.Find(id); }
+  std::size_t pending_count() const noexcept { return pending_.size(); }
+  // available -> held, and records the reference and the pending transfer.
+  const Balance& Hold(const PendingTransfer& t, const Key128& ref);
+  // Ends a pending transfer: the hold leaves the held total; refunded, it
+  // returns to available. REQUIRES: FindPending(id) != null.
+  const Balance& Unhold(TransferId id, bool refund);
+  // Restoring an image: a pending transfer (its reference is restored apart).
+  void RestorePending(const PendingTransfer& t);
+  // f(const TransferId&, const PendingTransfer&) for every pending transfer, in no order.
+  template <class F>
+  void ForEachPending(F&& f) const {
+    pending_.ForEach(f);
+  }
+
   // The transfer that used a reference, or null.
   const TransferId* FindTransfer(const Key128& ref) const noexcept { return transfers_.Find(ref); }
   void RecordTransfer(const Key128& ref, TransferId id) { transfers_.Put(ref, id); }
@@ -113,6 +134,9 @@ class Accounts {
       return k.id.lo ^ (uint64_t{Raw(k.account)} * internal::kGolden);
     }
   };
+  struct TransferIdHash {
+    uint64_t operator()(TransferId id) const noexcept { return Raw(id) * internal::kGolden; }
+  };
   struct Key128Hash {
     uint64_t operator()(const Key128& k) const noexcept { return k.lo ^ k.hi; }
   };
@@ -129,6 +153,8 @@ class Accounts {
   std::vector<Balance> balances_;  // [account * assets + asset]
   std::vector<Amount> supply_;     // deposits - withdrawals, per asset
   internal::FlatMap<Key128, TransferId, Key128Hash> transfers_;
+  std::vector<Amount> held_;  // pending transfers' holds, per asset
+  internal::FlatMap<TransferId, PendingTransfer, TransferIdHash> pending_;
   internal::FlatMap<ClientKey, OrderId, ClientKeyHash> client_ids_;  // open and remembered
   std::vector<RecentId> recent_;  // ring of reserved client ids of closed orders
   std::size_t recent_head_ = 0;

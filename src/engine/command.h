@@ -83,6 +83,32 @@ struct Withdraw {
   TransferRef ref{};
 };
 
+// The first step of a transfer to another venue (a withdrawal to a deposit
+// address there): `amount` leaves the account's available balance for a hold
+// of its own, neither available nor locked, until a ResolveTransfer completes
+// or refunds it. `fee` (<= amount) goes to the fee account on completion;
+// the destination receives amount - fee. `ref` is the idempotency key, as
+// for Withdraw; `address` is carried, unread, for the dispatcher.
+struct TransferOut {
+  AccountId account{};
+  AssetId asset{};
+  Amount amount{};
+  Amount fee{};
+  TransferRef ref{};
+  TransferAddress address{};
+};
+
+// The second step: the destination credited the transfer (completed: the hold
+// leaves the account and the supply, the fee goes to the fee account) or
+// refused it, or an operator voided it (refunded: the hold returns to
+// available). A transfer resolves once; a second resolution is refused
+// (kUnknownTransfer).
+struct ResolveTransfer {
+  TransferId transfer_id{};
+  bool completed = false;
+  RefundReason reason = RefundReason::kVoided;  // when refunded
+};
+
 struct SetMarketStatus {
   MarketId market{};
   MarketStatus status = MarketStatus::kTrading;
@@ -102,7 +128,7 @@ struct CancelReplace {
 
 // Variant index == CommandType.
 using CommandBody = std::variant<PlaceOrder, CancelOrder, CancelAll, AmendOrder, Deposit, Withdraw,
-                                 SetMarketStatus, CancelReplace>;
+                                 SetMarketStatus, CancelReplace, TransferOut, ResolveTransfer>;
 
 struct Command {
   int64_t timestamp_ns = 0;  // wall time assigned at intake; the engine never reads a clock

@@ -466,6 +466,42 @@ void Engine::Impl::Decide(const Withdraw& w) noexcept {
   Emit(Withdrawn{TransferId{Raw(seq_)}, w.account, w.asset, w.amount, w.ref});
 }
 
+void Engine::Impl::Decide(const TransferOut& t) noexcept {
+  auto reject = [&](RejectReason r, uint64_t existing = 0) {
+    Reject(CommandType::kTransferOut, r, t.account, MarketId{0}, OrderId{0}, ClientOrderId{},
+           existing);
+  };
+  if (Raw(t.account) >= cfg_.max_accounts) return reject(RejectReason::kUnknownAccount);
+  if (Raw(t.asset) >= accounts_.assets()) return reject(RejectReason::kUnknownAsset);
+  if (t.amount.value <= 0 || t.fee.value < 0 || t.fee > t.amount) {
+    return reject(RejectReason::kInvalidAmount);
+  }
+  if (const TransferId* first = accounts_.FindTransfer(HashString(t.ref.view()))) {
+    return reject(RejectReason::kDuplicateTransfer, Raw(*first));
+  }
+  if (t.amount > accounts_.balance(t.account, t.asset).available) {
+    return reject(RejectReason::kInsufficientBalance);
+  }
+  // amount <= available <= supply - held: the held total cannot overflow.
+  Emit(TransferHeld{TransferId{Raw(seq_)}, t.account, t.asset, t.amount, t.fee, t.ref, t.address});
+}
+
+void Engine::Impl::Decide(const ResolveTransfer& r) noexcept {
+  const PendingTransfer* t = accounts_.FindPending(r.transfer_id);
+  if (t == nullptr || (!r.completed && !internal::EnumInRange(r.reason, RefundReason::kRefused))) {
+    Reject(CommandType::kResolveTransfer,
+           t == nullptr ? RejectReason::kUnknownTransfer : RejectReason::kInvalidStatus,
+           t == nullptr ? AccountId{0} : t->account, MarketId{0}, OrderId{0}, ClientOrderId{},
+           Raw(r.transfer_id));
+    return;
+  }
+  if (r.completed) {
+    Emit(TransferCompleted{t->id, t->account, t->asset, t->amount, t->fee});
+  } else {
+    Emit(TransferRefunded{t->id, t->account, t->asset, t->amount, r.reason});
+  }
+}
+
 void Engine::Impl::Decide(const SetMarketStatus& s) noexcept {
   if (Raw(s.market) >= book_.markets()) {
     return Reject(CommandType::kSetMarketStatus, RejectReason::kUnknownMarket, AccountId{0},
@@ -620,6 +656,29 @@ void Engine::Impl::Evolve(const Withdrawn& w, int64_t) {
   MB_CHECK(b.available.value >= 0);
 }
 
+void Engine::Impl::Evolve(const TransferHeld& t, int64_t) {
+  const Balance& b =
+      accounts_.Hold(PendingTransfer{t.transfer_id, t.account, t.asset, t.amount, t.fee, t.address},
+                     HashString(t.ref.view()));
+  MB_CHECK(b.available.value >= 0);
+}
+
+void Engine::Impl::Evolve(const TransferCompleted& t, int64_t) {
+  const PendingTransfer* p = accounts_.FindPending(t.transfer_id);
+  MB_CHECK(p != nullptr && p->account == t.account && p->asset == t.asset &&
+           p->amount == t.amount && p->fee == t.fee);
+  accounts_.Unhold(t.transfer_id, false);
+  accounts_.SetSupply(t.asset, accounts_.supply(t.asset) - (t.amount - t.fee));
+  accounts_.Credit(cfg_.fee_account, t.asset, t.fee);
+}
+
+void Engine::Impl::Evolve(const TransferRefunded& t, int64_t) {
+  const PendingTransfer* p = accounts_.FindPending(t.transfer_id);
+  MB_CHECK(p != nullptr && p->account == t.account && p->asset == t.asset &&
+           p->amount == t.amount);
+  accounts_.Unhold(t.transfer_id, true);
+}
+
 void Engine::Impl::ApplyClose(OrderId id, Amount released) {
   uint32_t i = book_.Lookup(id);
   MB_CHECK(i != kNil);
@@ -678,5 +737,14 @@ std::vector<OrderView> Engine::Orders(MarketId market, Side side) const {
 }
 std::size_t Engine::open_orders() const noexcept { return impl_->book().open_orders(); }
 Amount Engine::supply(AssetId asset) const noexcept { return impl_->accounts().supply(asset); }
+Amount Engine::held(AssetId asset) const noexcept { return impl_->accounts().held(asset); }
+std::vector<PendingTransfer> Engine::PendingTransfers() const {
+  std::vector<PendingTransfer> out;
+  impl_->accounts().ForEachPending(
+      [&](const TransferId&, const PendingTransfer& p) { out.push_back(p); });
+  std::sort(out.begin(), out.end(),
+            [](const PendingTransfer& a, const PendingTransfer& b) { return a.id < b.id; });
+  return out;
+}
 
 }  // namespace mb::engine

@@ -89,8 +89,13 @@ class Engine {
   // Open orders of one market side in priority order.
   std::vector<OrderView> Orders(MarketId market, Side side) const;
   std::size_t open_orders() const noexcept;
-  // Deposits minus withdrawals of an asset: what all accounts hold in total.
+  // Deposits minus withdrawals of an asset: what all accounts hold in total,
+  // with what transfers to other venues hold (held()).
   Amount supply(AssetId asset) const noexcept;
+  // What transfers to other venues, not yet resolved, hold of an asset.
+  Amount held(AssetId asset) const noexcept;
+  // Those transfers, by id.
+  std::vector<PendingTransfer> PendingTransfers() const;
 
   // Hash over accounts, books (in priority order), ids, reserved client ids,
   // transfers and market states. Equal histories give equal hashes.

@@ -57,6 +57,7 @@ inline void PrintTo(CommandType v, std::ostream* os) { *os << ToString(v); }
 inline void PrintTo(RejectReason v, std::ostream* os) { *os << ToString(v); }
 inline void PrintTo(ExpireReason v, std::ostream* os) { *os << ToString(v); }
 inline void PrintTo(EventType v, std::ostream* os) { *os << ToString(v); }
+inline void PrintTo(RefundReason v, std::ostream* os) { *os << ToString(v); }
 inline void PrintTo(const Balance& b, std::ostream* os) {
   *os << "{available " << b.available.value << ", locked " << b.locked.value << "}";
 }
@@ -221,6 +222,10 @@ inline std::string Dump(const EngineImage& im) {
   for (const ImageTransfer& t : im.transfers) {
     os << "transfer " << t.ref.lo << ' ' << t.ref.hi << ' ' << Raw(t.id) << '\n';
   }
+  for (const PendingTransfer& p : im.pending_transfers) {
+    os << "pending " << Raw(p.id) << ' ' << Raw(p.account) << ' ' << Raw(p.asset) << ' '
+       << p.amount.value << ' ' << p.fee.value << " '" << p.address.view() << "'\n";
+  }
   return os.str();
 }
 
@@ -275,8 +280,10 @@ class EngineTest : public ::testing::Test {
     EXPECT_EQ(Dump(engine_.ExportImage()), before) << "a rejected command changed the state";
     EXPECT_NE(engine_.StateHash(), hash_before) << "the sequence is part of the state hash";
     EXPECT_EQ(engine_.open_orders(), open_before);
+    // A duplicate names the first user; a ResolveTransfer's reject, the
+    // transfer it asked for.
     if (reason != RejectReason::kDuplicateClientOrderId &&
-        reason != RejectReason::kDuplicateTransfer) {
+        reason != RejectReason::kDuplicateTransfer && r.command != CommandType::kResolveTransfer) {
       EXPECT_EQ(r.existing_id, 0u);
     }
     return r;
@@ -343,6 +350,22 @@ class EngineTest : public ::testing::Test {
   static Withdraw WithdrawCmd(AccountId account, AssetId asset, int64_t amount,
                               std::string_view ref) {
     return Withdraw{account, asset, Amount{amount}, TransferRef::From(ref)};
+  }
+  static TransferOut TransferOutCmd(AccountId account, AssetId asset, int64_t amount, int64_t fee,
+                                    std::string_view ref,
+                                    std::string_view address = "mbx:venue-b/1") {
+    return TransferOut{account,
+                       asset,
+                       Amount{amount},
+                       Amount{fee},
+                       TransferRef::From(ref),
+                       TransferAddress::From(address)};
+  }
+  static ResolveTransfer CompleteCmd(TransferId id) {
+    return ResolveTransfer{id, true, RefundReason::kVoided};
+  }
+  static ResolveTransfer RefundCmd(TransferId id, RefundReason reason = RefundReason::kVoided) {
+    return ResolveTransfer{id, false, reason};
   }
 
   Events Place(const PlaceOrder& p) { return Run(p); }

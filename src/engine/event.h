@@ -141,6 +141,38 @@ struct ClientOrderIdChanged {
   ClientOrderId client_order_id{};
 };
 
+// A transfer to another venue is held: available -= amount, the asset's held
+// total += amount (the supply is unchanged: held funds are still this
+// venue's). The transfer id is the command's sequence.
+struct TransferHeld {
+  TransferId transfer_id{};
+  AccountId account{};
+  AssetId asset{};
+  Amount amount{};
+  Amount fee{};
+  TransferRef ref{};
+  TransferAddress address{};
+};
+
+// The destination credited amount - fee: the held total and the supply go
+// down by amount - fee; the fee account's available goes up by fee.
+struct TransferCompleted {
+  TransferId transfer_id{};
+  AccountId account{};
+  AssetId asset{};
+  Amount amount{};
+  Amount fee{};
+};
+
+// The hold returns to the account's available balance.
+struct TransferRefunded {
+  TransferId transfer_id{};
+  AccountId account{};
+  AssetId asset{};
+  Amount amount{};
+  RefundReason reason = RefundReason::kVoided;
+};
+
 enum class EventType : uint8_t {
   kOrderAccepted = 0,
   kRejected = 1,
@@ -153,12 +185,16 @@ enum class EventType : uint8_t {
   kWithdrawn = 8,
   kMarketStatusChanged = 9,
   kClientOrderIdChanged = 10,
+  kTransferHeld = 11,
+  kTransferCompleted = 12,
+  kTransferRefunded = 13,
 };
 
 // Variant index == EventType.
 using EventBody =
     std::variant<OrderAccepted, Rejected, Trade, OrderRested, OrderCanceled, OrderExpired,
-                 OrderAmended, Deposited, Withdrawn, MarketStatusChanged, ClientOrderIdChanged>;
+                 OrderAmended, Deposited, Withdrawn, MarketStatusChanged, ClientOrderIdChanged,
+                 TransferHeld, TransferCompleted, TransferRefunded>;
 
 struct Event {
   Event() = default;

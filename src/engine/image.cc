@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/checked.h"
 #include "common/status.h"
 #include "common/strong.h"
 #include "engine/engine.h"
@@ -110,6 +111,15 @@ uint64_t HashImage(const EngineImage& img) {
     h.Add(t.ref.hi);
     h.Add(uint64_t{Raw(t.id)});
   }
+  // Only when some are pending: the hashes of states without any stay those
+  // of the images that had no such section.
+  for (const auto& p : img.pending_transfers) {
+    h.Add(uint64_t{Raw(p.id)});
+    h.Add(uint64_t{Raw(p.account)} | uint64_t{Raw(p.asset)} << 32);
+    h.Add(p.amount.value);
+    h.Add(p.fee.value);
+    h.Add(p.address.view());
+  }
   return h.Digest();
 }
 
@@ -128,6 +138,7 @@ void Engine::Impl::ExportImage(EngineImage* out) const {
   img.orders.clear();
   img.recent_client_ids.clear();
   img.transfers.clear();
+  img.pending_transfers.clear();
   img.config_hash = ConfigHash();
   img.last_sequence = last_seq_;
   img.next_trade_id = next_trade_;
@@ -169,6 +180,10 @@ void Engine::Impl::ExportImage(EngineImage* out) const {
             [](const ImageTransfer& a, const ImageTransfer& b) {
               return a.ref.lo != b.ref.lo ? a.ref.lo < b.ref.lo : a.ref.hi < b.ref.hi;
             });
+  accounts_.ForEachPending(
+      [&](const TransferId&, const PendingTransfer& p) { img.pending_transfers.push_back(p); });
+  std::sort(img.pending_transfers.begin(), img.pending_transfers.end(),
+            [](const PendingTransfer& a, const PendingTransfer& b) { return a.id < b.id; });
 }
 
 Status Engine::Impl::Load(const EngineImage& img) {
@@ -295,6 +310,33 @@ Status Engine::Impl::Load(const EngineImage& img) {
       }
     }
     accounts_.RecordTransfer(t.ref, t.id);
+  }
+  // A pending transfer's reference is among the transfers', and what they
+  // hold of an asset fits in int64 (it is part of the supply).
+  std::vector<uint64_t> ids;
+  ids.reserve(img.transfers.size());
+  for (const ImageTransfer& t : img.transfers) ids.push_back(Raw(t.id));
+  std::sort(ids.begin(), ids.end());
+  std::vector<int64_t> held(n_assets, 0);
+  for (std::size_t k = 0; k < img.pending_transfers.size(); ++k) {
+    const PendingTransfer& p = img.pending_transfers[k];
+    if (Raw(p.id) < 1 || Raw(p.id) > last || (k > 0 && img.pending_transfers[k - 1].id >= p.id)) {
+      return InvalidArgument("snapshot pending transfers are outside the sequence or out of order");
+    }
+    if (Raw(p.account) >= cfg_.max_accounts || Raw(p.asset) >= n_assets || p.amount.value <= 0 ||
+        p.fee.value < 0 || p.fee > p.amount) {
+      return InvalidArgument("snapshot pending transfer " + std::to_string(Raw(p.id)) +
+                             " is impossible");
+    }
+    if (!std::binary_search(ids.begin(), ids.end(), Raw(p.id))) {
+      return InvalidArgument("snapshot pending transfer " + std::to_string(Raw(p.id)) +
+                             " has no recorded reference");
+    }
+    if (!CheckedAdd(held[Raw(p.asset)], p.amount.value, &held[Raw(p.asset)])) {
+      return InvalidArgument("snapshot pending transfers of asset " +
+                             cfg_.assets[Raw(p.asset)].symbol + " hold more than int64");
+    }
+    accounts_.RestorePending(p);
   }
   return Status::Ok();
 }

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "common/fixed_string.h"
 #include "common/strong.h"
 #include "engine/order_terms.h"
 #include "engine/types.h"
@@ -51,6 +52,17 @@ struct ImageTransfer {
   TransferId id{};
 };
 
+// A transfer to another venue, held until the destination answers
+// (TransferHeld, not yet TransferCompleted / TransferRefunded).
+struct PendingTransfer {
+  TransferId id{};
+  AccountId account{};
+  AssetId asset{};
+  Amount amount{};
+  Amount fee{};
+  TransferAddress address{};
+};
+
 // Deposits minus withdrawals of one asset: what all accounts (the fee account
 // included) hold of it in total.
 struct ImageAssetTotals {
@@ -67,8 +79,9 @@ struct EngineImage {
   // Resting orders in priority order: by market, bids best-first then asks
   // best-first, FIFO within a level.
   std::vector<ImageOrder> orders;
-  std::vector<ImageClientId> recent_client_ids;  // oldest first
-  std::vector<ImageTransfer> transfers;          // by ref (lo, hi) ascending
+  std::vector<ImageClientId> recent_client_ids;    // oldest first
+  std::vector<ImageTransfer> transfers;            // by ref (lo, hi) ascending
+  std::vector<PendingTransfer> pending_transfers;  // by id ascending
 };
 
 // The state hash of an image: Engine::StateHash() == HashImage(ExportImage()).

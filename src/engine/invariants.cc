@@ -95,8 +95,26 @@ Status Engine::Impl::CheckInvariants() const {
       sums[a] += static_cast<int128>(b.available.value) + b.locked.value;
     }
   }
+  // Transfers to other venues: each holds a positive amount, and the held
+  // totals are theirs; held funds are a bucket of their own in the supply.
+  std::vector<int128> held(n_assets, 0);
+  std::string bad_hold;
+  accounts_.ForEachPending([&](const TransferId& id, const PendingTransfer& p) {
+    if (p.id != id || p.amount.value <= 0 || p.fee.value < 0 || p.fee > p.amount ||
+        Raw(p.asset) >= n_assets) {
+      bad_hold = "pending transfer " + std::to_string(Raw(id)) + " is impossible";
+      return;
+    }
+    held[Raw(p.asset)] += p.amount.value;
+  });
+  if (!bad_hold.empty()) return fail(bad_hold);
   for (std::size_t a = 0; a < n_assets; ++a) {
-    if (sums[a] != accounts_.supply(AssetId{static_cast<uint16_t>(a)}).value) {
+    const AssetId asset{static_cast<uint16_t>(a)};
+    if (held[a] != accounts_.held(asset).value) {
+      return fail("held total of asset " + cfg_.assets[a].symbol +
+                  " differs from its pending transfers");
+    }
+    if (sums[a] + held[a] != accounts_.supply(asset).value) {
       return fail("conservation broken for asset " + cfg_.assets[a].symbol);
     }
   }

@@ -93,6 +93,32 @@ void AppendLedgerEntries(const EngineConfig& config, const Event& event,
       l.Add(w.account, w.asset, Bucket::kAvailable, -w.amount.value, LedgerReason::kWithdrawal);
       break;
     }
+    case EventType::kTransferHeld: {
+      const auto& t = std::get<TransferHeld>(event.body);
+      Lines l(event.seq, RefKind::kTransfer, Raw(t.transfer_id), out);
+      l.Add(t.account, t.asset, Bucket::kAvailable, -t.amount.value, LedgerReason::kTransferHold);
+      l.Add(t.account, t.asset, Bucket::kHeld, t.amount.value, LedgerReason::kTransferHold);
+      break;
+    }
+    case EventType::kTransferCompleted: {
+      const auto& t = std::get<TransferCompleted>(event.body);
+      Lines l(event.seq, RefKind::kTransfer, Raw(t.transfer_id), out);
+      l.Add(t.account, t.asset, Bucket::kHeld, -(t.amount - t.fee).value,
+            LedgerReason::kTransferOut);
+      if (t.fee.value != 0) {
+        l.Add(t.account, t.asset, Bucket::kHeld, -t.fee.value, LedgerReason::kFee);
+        l.Add(config.fee_account, t.asset, Bucket::kAvailable, t.fee.value,
+              LedgerReason::kFeeIncome);
+      }
+      break;
+    }
+    case EventType::kTransferRefunded: {
+      const auto& t = std::get<TransferRefunded>(event.body);
+      Lines l(event.seq, RefKind::kTransfer, Raw(t.transfer_id), out);
+      l.Add(t.account, t.asset, Bucket::kHeld, -t.amount.value, LedgerReason::kTransferRefund);
+      l.Add(t.account, t.asset, Bucket::kAvailable, t.amount.value, LedgerReason::kTransferRefund);
+      break;
+    }
     case EventType::kOrderRested: {
       const auto& r = std::get<OrderRested>(event.body);
       Lines l(event.seq, RefKind::kOrder, Raw(r.order_id), out);

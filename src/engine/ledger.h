@@ -16,7 +16,9 @@
 
 namespace mb::engine {
 
-enum class Bucket : uint8_t { kAvailable = 0, kLocked = 1 };
+// kHeld: what a transfer to another venue holds until the destination
+// answers (one line per transfer; neither available nor locked).
+enum class Bucket : uint8_t { kAvailable = 0, kLocked = 1, kHeld = 2 };
 
 enum class LedgerReason : uint8_t {
   kOrderLock = 0,     // available -> locked when an order is accepted or amended up
@@ -27,6 +29,9 @@ enum class LedgerReason : uint8_t {
   kFeeIncome = 5,     // fee credited to the fee account
   kDeposit = 6,
   kWithdrawal = 7,
+  kTransferHold = 8,     // available -> held: a transfer to another venue accepted
+  kTransferOut = 9,      // the held amount left for the destination (completed)
+  kTransferRefund = 10,  // held -> available: the destination refused, or voided
 };
 
 enum class RefKind : uint8_t { kOrder = 0, kTrade = 1, kTransfer = 2 };

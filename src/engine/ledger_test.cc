@@ -68,7 +68,10 @@ EngineConfig MakeConfig() {
 std::string Str(const LedgerEntry& e) {
   std::string s = "acct" + std::to_string(Raw(e.account)) + " asset" +
                   std::to_string(Raw(e.asset)) +
-                  (e.bucket == Bucket::kAvailable ? " avail " : " locked ") +
+                  (e.bucket == Bucket::kAvailable ? " avail "
+                   : e.bucket == Bucket::kLocked  ? " locked "
+                   : e.bucket == Bucket::kHeld    ? " held "
+                                                  : " bucket? ") +
                   std::to_string(e.delta) + " " + std::string(ToString(e.reason));
   switch (e.ref_kind) {
     case RefKind::kOrder:
@@ -148,12 +151,25 @@ class LedgerTest : public ::testing::Test {
     Events ev = Run(engine::Withdraw{account, asset, Amount{amount}, TransferRef::From(ref)});
     EXPECT_EQ(ev.front().type(), EventType::kWithdrawn);
   }
+  // A transfer to another venue that must be held; returns its id.
+  TransferId TransferOut(AccountId account, AssetId asset, int64_t amount, int64_t fee,
+                         std::string_view ref) {
+    Events ev = Run(engine::TransferOut{account, asset, Amount{amount}, Amount{fee},
+                                        TransferRef::From(ref), TransferAddress::From("venue-b")});
+    EXPECT_EQ(ev.front().type(), EventType::kTransferHeld);
+    return TransferId{Raw(engine_.last_sequence())};
+  }
+  void Resolve(TransferId id, bool completed) {
+    Events ev = Run(ResolveTransfer{id, completed, RefundReason::kInvalidAddress});
+    EXPECT_EQ(ev.front().type(),
+              completed ? EventType::kTransferCompleted : EventType::kTransferRefunded);
+  }
 
   // Deposits, resting orders, a taker filling across two levels below its
   // limit (price-improvement release), a market order by quote whose dust
   // expires, a buy that fills below its limit and rests (OrderRested.released), a self-trade, an
-  // amend down and up, a cancel, an IOC remainder, rejects, a status change and withdrawals (the
-  // fee account's included).
+  // amend down and up, a cancel, an IOC remainder, rejects, a status change, transfers to other
+  // venues (completed with a fee, refunded, pending) and withdrawals (the fee account's included).
   void Scenario() {
     Deposit(kAlice, kUsdt, 1'000'000, "d-1");
     Deposit(kBob, kBtc, 100'000, "d-2");
@@ -180,6 +196,9 @@ class LedgerTest : public ::testing::Test {
     Run(CancelAll{kCarol, kBtcUsdt});
     Run(engine::CancelOrder{kAlice, kBtcUsdt, OrderId{999}, {}, {}});  // rejected
     Run(SetMarketStatus{kBtcUsdt, MarketStatus::kTrading});
+    Resolve(TransferOut(kAlice, kUsdt, 10'000, 250, "t-1"), true);
+    Resolve(TransferOut(kCarol, kBtc, 1'000, 0, "t-2"), false);
+    TransferOut(kBob, kBtc, 500, 5, "t-3");  // still pending
     Withdraw(kBob, kUsdt, 1'000, "w-1");
     Withdraw(kFee, kBtc, engine_.balance(kFee, kBtc).available.value, "w-fee");
     Status inv = engine_.CheckInvariants();
@@ -213,6 +232,30 @@ class LedgerTest : public ::testing::Test {
     } else if (const auto* w = std::get_if<Withdrawn>(&ev.body)) {
       out.push_back(Line(w->account, w->asset, Bucket::kAvailable, -w->amount.value,
                          LedgerReason::kWithdrawal, RefKind::kTransfer, Raw(w->transfer_id)));
+    } else if (const auto* h = std::get_if<TransferHeld>(&ev.body)) {
+      // available -> held.
+      const uint64_t id = Raw(h->transfer_id);
+      out.push_back(Line(h->account, h->asset, Bucket::kAvailable, -h->amount.value,
+                         LedgerReason::kTransferHold, RefKind::kTransfer, id));
+      out.push_back(Line(h->account, h->asset, Bucket::kHeld, h->amount.value,
+                         LedgerReason::kTransferHold, RefKind::kTransfer, id));
+    } else if (const auto* done = std::get_if<TransferCompleted>(&ev.body)) {
+      // The hold leaves: amount - fee to the destination, the fee to the fee account.
+      const uint64_t id = Raw(done->transfer_id);
+      out.push_back(Line(done->account, done->asset, Bucket::kHeld,
+                         -(done->amount.value - done->fee.value), LedgerReason::kTransferOut,
+                         RefKind::kTransfer, id));
+      out.push_back(Line(done->account, done->asset, Bucket::kHeld, -done->fee.value,
+                         LedgerReason::kFee, RefKind::kTransfer, id));
+      out.push_back(Line(config_.fee_account, done->asset, Bucket::kAvailable, done->fee.value,
+                         LedgerReason::kFeeIncome, RefKind::kTransfer, id));
+    } else if (const auto* back = std::get_if<TransferRefunded>(&ev.body)) {
+      // held -> available.
+      const uint64_t id = Raw(back->transfer_id);
+      out.push_back(Line(back->account, back->asset, Bucket::kHeld, -back->amount.value,
+                         LedgerReason::kTransferRefund, RefKind::kTransfer, id));
+      out.push_back(Line(back->account, back->asset, Bucket::kAvailable, back->amount.value,
+                         LedgerReason::kTransferRefund, RefKind::kTransfer, id));
     } else if (const auto* t = std::get_if<Trade>(&ev.body)) {
       const uint64_t id = Raw(t->trade_id);
       const bool taker_buys = t->taker_side == Side::kBuy;
@@ -244,11 +287,16 @@ class LedgerTest : public ::testing::Test {
     return out;
   }
 
-  // Sum of all lines per (account, asset, bucket) against the engine.
+  // Sum of all lines per (account, asset, bucket) against the engine: the
+  // held bucket against the pending transfers.
   void ExpectLedgerMatchesBalances(const std::vector<LedgerEntry>& entries) const {
     std::map<std::tuple<uint32_t, uint16_t, Bucket>, int64_t> sum;
     for (const LedgerEntry& e : entries) {
       sum[{Raw(e.account), Raw(e.asset), e.bucket}] += e.delta;
+    }
+    std::map<std::pair<uint32_t, uint16_t>, int64_t> pending;
+    for (const PendingTransfer& p : engine_.PendingTransfers()) {
+      pending[{Raw(p.account), Raw(p.asset)}] += p.amount.value;
     }
     for (uint32_t a = 0; a < kAccounts; ++a) {
       for (uint16_t s = 0; s < config_.assets.size(); ++s) {
@@ -257,6 +305,8 @@ class LedgerTest : public ::testing::Test {
             << "available of account " << a << " asset " << s;
         EXPECT_EQ((sum[{a, s, Bucket::kLocked}]), b.locked.value)
             << "locked of account " << a << " asset " << s;
+        EXPECT_EQ((sum[{a, s, Bucket::kHeld}]), (pending[{a, s}]))
+            << "held of account " << a << " asset " << s;
       }
     }
   }
@@ -288,6 +338,11 @@ TEST_F(LedgerTest, ScenarioRunsAsIntended) {
   EXPECT_EQ(count[EventType::kOrderCanceled], 1);
   EXPECT_EQ(count[EventType::kDeposited], 4);
   EXPECT_EQ(count[EventType::kWithdrawn], 2);
+  EXPECT_EQ(count[EventType::kTransferHeld], 3);
+  EXPECT_EQ(count[EventType::kTransferCompleted], 1);
+  EXPECT_EQ(count[EventType::kTransferRefunded], 1);
+  EXPECT_EQ(engine_.PendingTransfers().size(), 1u);
+  EXPECT_EQ(engine_.held(kBtc).value, 500);
   EXPECT_EQ(taker_released, 180);
   EXPECT_EQ(rested_released, 20);
   EXPECT_EQ(engine_.balance(kFee, kBtc).available.value, 0);

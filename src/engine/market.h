@@ -19,6 +19,13 @@ namespace mb::engine {
 struct AssetSpec {
   std::string symbol;  // "BTC"
   int32_t scale = 8;   // decimal places of the smallest unit, 0..18
+  // Transfers to other venues: read by the gateway (withdrawals,
+  // /sapi/v1/capital/config/getall), never by the engine, so they are not
+  // part of the configuration hash and may change between runs.
+  int64_t withdraw_fee = 0;  // units, taken from each withdrawal
+  int64_t withdraw_min = 0;  // units; a withdrawal must be at least this (and > fee)
+  bool deposit_enabled = true;
+  bool withdraw_enabled = true;
 };
 
 struct MarketSpec {

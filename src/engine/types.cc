@@ -89,6 +89,10 @@ std::string_view ToString(CommandType v) noexcept {
       return "SetMarketStatus";
     case CommandType::kCancelReplace:
       return "CancelReplace";
+    case CommandType::kTransferOut:
+      return "TransferOut";
+    case CommandType::kResolveTransfer:
+      return "ResolveTransfer";
   }
   return "UNKNOWN";
 }
@@ -139,6 +143,24 @@ std::string_view ToString(RejectReason v) noexcept {
       return "QuantityIncrease";
     case RejectReason::kCancelRestricted:
       return "CancelRestricted";
+    case RejectReason::kUnknownTransfer:
+      return "UnknownTransfer";
+  }
+  return "UNKNOWN";
+}
+
+std::string_view ToString(RefundReason v) noexcept {
+  switch (v) {
+    case RefundReason::kVoided:
+      return "VOIDED";
+    case RefundReason::kInvalidAddress:
+      return "INVALID_ADDRESS";
+    case RefundReason::kUnknownAsset:
+      return "UNKNOWN_ASSET";
+    case RefundReason::kAccountUnavailable:
+      return "ACCOUNT_UNAVAILABLE";
+    case RefundReason::kRefused:
+      return "REFUSED";
   }
   return "UNKNOWN";
 }
@@ -205,6 +227,12 @@ std::string_view ToString(EventType v) noexcept {
       return "MarketStatusChanged";
     case EventType::kClientOrderIdChanged:
       return "ClientOrderIdChanged";
+    case EventType::kTransferHeld:
+      return "TransferHeld";
+    case EventType::kTransferCompleted:
+      return "TransferCompleted";
+    case EventType::kTransferRefunded:
+      return "TransferRefunded";
   }
   return "UNKNOWN";
 }
@@ -227,6 +255,12 @@ std::string_view ToString(LedgerReason v) noexcept {
       return "Deposit";
     case LedgerReason::kWithdrawal:
       return "Withdrawal";
+    case LedgerReason::kTransferHold:
+      return "TransferHold";
+    case LedgerReason::kTransferOut:
+      return "TransferOut";
+    case LedgerReason::kTransferRefund:
+      return "TransferRefund";
   }
   return "UNKNOWN";
 }

@@ -52,6 +52,8 @@ enum class CommandType : uint8_t {
   kWithdraw = 5,
   kSetMarketStatus = 6,
   kCancelReplace = 7,
+  kTransferOut = 8,
+  kResolveTransfer = 9,
 };
 
 // Why a command changed nothing. Every reject is an event, never an error.
@@ -78,6 +80,16 @@ enum class RejectReason : uint8_t {
   kNoChange = 19,           // amend that changes neither price nor quantity
   kQuantityIncrease = 20,   // a keep-priority amend to a larger quantity
   kCancelRestricted = 21,   // the order's state does not meet the cancel's restriction
+  kUnknownTransfer = 22,    // no transfer to another venue waits under that id
+};
+
+// Why a transfer to another venue was refunded (TransferRefunded).
+enum class RefundReason : uint8_t {
+  kVoided = 0,              // an operator voided it
+  kInvalidAddress = 1,      // the destination knows no such address
+  kUnknownAsset = 2,        // the destination does not list the asset
+  kAccountUnavailable = 3,  // the destination account cannot receive (closed, unknown)
+  kRefused = 4,             // the destination refused it for another reason
 };
 
 // Why an order left the book or the matching loop without filling completely.
@@ -104,6 +116,7 @@ std::string_view ToString(CancelReplaceMode v) noexcept;
 std::string_view ToString(CommandType v) noexcept;
 std::string_view ToString(RejectReason v) noexcept;
 std::string_view ToString(ExpireReason v) noexcept;
+std::string_view ToString(RefundReason v) noexcept;
 
 constexpr Side Opposite(Side s) noexcept { return s == Side::kBuy ? Side::kSell : Side::kBuy; }
 

@@ -31,8 +31,11 @@ inline constexpr std::array<char, 8> kSegmentMagic = {'M', 'B', 'J', 'R', 'N', '
 // values) to the codec: ClientOrderIdChanged, ExpireReason kQuoteBudgetSpent,
 // Rejected for CommandType kCancelReplace. A version 1 segment holds only the
 // older ones, so this build reads both; an older build refuses version 2 by
-// its header instead of failing on the first new event.
-inline constexpr uint16_t kSegmentFormatVersion = 2;
+// its header instead of failing on the first new event. Version 3 added the
+// transfers to other venues: commands TransferOut and ResolveTransfer, events
+// TransferHeld, TransferCompleted and TransferRefunded, RejectReason
+// kUnknownTransfer.
+inline constexpr uint16_t kSegmentFormatVersion = 3;
 inline constexpr uint16_t kOldestSegmentFormatVersion = 1;
 inline constexpr std::size_t kSegmentHeaderSize = 40;
 

@@ -97,6 +97,8 @@ class Engine::Impl {
   void Decide(const Withdraw& w) noexcept;
   void Decide(const SetMarketStatus& s) noexcept;
   void Decide(const CancelReplace& c) noexcept;
+  void Decide(const TransferOut& t) noexcept;
+  void Decide(const ResolveTransfer& r) noexcept;
   // Matches the open order at pool index ti, in no level, against the book;
   // then it rests, expires or has filled.
   void Match(uint32_t ti) noexcept;
@@ -127,6 +129,9 @@ class Engine::Impl {
   void Evolve(const Withdrawn& w, int64_t);
   void Evolve(const MarketStatusChanged& x, int64_t) noexcept { status_[Raw(x.market)] = x.status; }
   void Evolve(const ClientOrderIdChanged& x, int64_t);
+  void Evolve(const TransferHeld& t, int64_t);
+  void Evolve(const TransferCompleted& t, int64_t);
+  void Evolve(const TransferRefunded& t, int64_t);
   void ApplyClose(OrderId id, Amount released);
   // An order leaves the engine (filled, canceled, expired).
   void Retire(uint32_t i);
