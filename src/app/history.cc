@@ -33,6 +33,69 @@ gateway::LedgerLine Line(const projection::LedgerRow& r) {
   return l;
 }
 
+projection::TransferQuery Query(const gateway::TransferFilter& f) {
+  projection::TransferQuery q;
+  if (f.account) q.account = static_cast<uint32_t>(*f.account);
+  if (f.asset) q.asset = static_cast<uint16_t>(*f.asset);
+  if (f.state) {
+    switch (*f.state) {
+      case gateway::TransferState::kPending:
+        q.state = projection::TransferState::kPending;
+        break;
+      case gateway::TransferState::kCompleted:
+        q.state = projection::TransferState::kCompleted;
+        break;
+      case gateway::TransferState::kRefunded:
+        q.state = projection::TransferState::kRefunded;
+        break;
+    }
+  }
+  q.start_ms = f.start_ms;
+  q.end_ms = f.end_ms;
+  q.offset = f.offset;
+  q.limit = f.limit;
+  return q;
+}
+
+gateway::TransferState State(projection::TransferState s) {
+  switch (s) {
+    case projection::TransferState::kPending:
+      return gateway::TransferState::kPending;
+    case projection::TransferState::kCompleted:
+      return gateway::TransferState::kCompleted;
+    case projection::TransferState::kRefunded:
+      return gateway::TransferState::kRefunded;
+  }
+  return gateway::TransferState::kPending;
+}
+
+gateway::WithdrawalRecord Withdrawal(const projection::WithdrawalRow& r) {
+  gateway::WithdrawalRecord w;
+  w.transfer_id = r.held.transfer_id;
+  w.account = static_cast<AccountId>(r.held.account);
+  w.asset = static_cast<AssetId>(r.held.asset);
+  w.amount = Amount{r.held.amount};
+  w.fee = Amount{r.held.fee};
+  w.ref = r.held.ref;
+  w.address = r.held.address;
+  w.time_ns = r.held.time_ns;
+  w.state = State(r.state);
+  w.reason = r.reason;
+  w.resolved_ns = r.resolved_ns;
+  return w;
+}
+
+gateway::DepositRecord Deposit(const projection::TransferRow& r) {
+  gateway::DepositRecord d;
+  d.transfer_id = r.transfer_id;
+  d.account = static_cast<AccountId>(r.account);
+  d.asset = static_cast<AssetId>(r.asset);
+  d.amount = Amount{r.amount};
+  d.ref = r.ref;
+  d.time_ns = r.time_ns;
+  return d;
+}
+
 }  // namespace
 
 Result<std::vector<marketdata::OrderRecord>> ProjectionHistory::AllOrders(
@@ -68,6 +131,34 @@ Result<std::vector<gateway::LedgerLine>> ProjectionHistory::Ledger(const gateway
   lines.reserve(rows->size());
   for (const projection::LedgerRow& r : *rows) lines.push_back(Line(r));
   return lines;
+}
+
+Result<std::vector<gateway::WithdrawalRecord>> ProjectionHistory::Withdrawals(
+    const gateway::TransferFilter& f) {
+  auto rows = store_->Withdrawals(Query(f));
+  if (!rows.ok()) return rows.status();
+  std::vector<gateway::WithdrawalRecord> out;
+  out.reserve(rows->size());
+  for (const projection::WithdrawalRow& r : *rows) out.push_back(Withdrawal(r));
+  return out;
+}
+
+Result<std::vector<gateway::DepositRecord>> ProjectionHistory::Deposits(
+    const gateway::TransferFilter& f) {
+  auto rows = store_->Deposits(Query(f));
+  if (!rows.ok()) return rows.status();
+  std::vector<gateway::DepositRecord> out;
+  out.reserve(rows->size());
+  for (const projection::TransferRow& r : *rows) out.push_back(Deposit(r));
+  return out;
+}
+
+Result<std::optional<gateway::WithdrawalRecord>> ProjectionHistory::FindWithdrawal(
+    AccountId account, uint64_t id, std::string_view ref) {
+  auto row = store_->FindWithdrawal(static_cast<uint32_t>(account), id, ref);
+  if (!row.ok()) return row.status();
+  if (!row->has_value()) return std::optional<gateway::WithdrawalRecord>{};
+  return std::optional<gateway::WithdrawalRecord>(Withdrawal(**row));
 }
 
 gateway::HistoryHealth ProjectionHistory::Health() const {

@@ -31,6 +31,11 @@ class ProjectionHistory final : public gateway::History {
       AccountId account, MarketId market, std::string_view client_order_id) override;
   Result<std::vector<marketdata::Fill>> MyTrades(const gateway::HistoryFilter& f) override;
   Result<std::vector<gateway::LedgerLine>> Ledger(const gateway::LedgerFilter& f) override;
+  Result<std::vector<gateway::WithdrawalRecord>> Withdrawals(
+      const gateway::TransferFilter& f) override;
+  Result<std::vector<gateway::DepositRecord>> Deposits(const gateway::TransferFilter& f) override;
+  Result<std::optional<gateway::WithdrawalRecord>> FindWithdrawal(AccountId account, uint64_t id,
+                                                                  std::string_view ref) override;
 
   uint64_t applied_seq() const noexcept override { return projector_->applied_seq(); }
   bool WaitApplied(uint64_t seq, std::chrono::milliseconds timeout) override {

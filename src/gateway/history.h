@@ -68,6 +68,47 @@ struct LedgerLine {
   int64_t time_ns = 0;
 };
 
+// Transfers: the withdrawal and deposit histories and the operator's list.
+// Newest first (Binance's order), at most `limit` after skipping `offset`;
+// times in ms, 0 = unbounded, both ends inclusive.
+enum class TransferState : uint8_t { kPending = 0, kCompleted = 1, kRefunded = 2 };
+
+struct TransferFilter {
+  std::optional<AccountId> account;  // nullopt: every account (the operator's list)
+  std::optional<AssetId> asset;
+  std::optional<TransferState> state;  // withdrawals only
+  int64_t start_ms = 0;
+  int64_t end_ms = 0;
+  std::size_t offset = 0;
+  std::size_t limit = 1000;
+};
+
+// A transfer to another venue (TransferHeld, and its resolution if any).
+struct WithdrawalRecord {
+  uint64_t transfer_id = 0;  // == its sequence
+  AccountId account{};
+  AssetId asset{};
+  Amount amount{};  // what left the account; the destination receives amount - fee
+  Amount fee{};
+  std::string ref;  // the client's withdrawOrderId, or the generated one
+  std::string address;
+  int64_t time_ns = 0;  // held
+  TransferState state = TransferState::kPending;
+  engine::RefundReason reason = engine::RefundReason::kVoided;  // when refunded
+  int64_t resolved_ns = 0;                                      // 0 while pending
+};
+
+// A deposit (an operator's, or a transfer from another venue: ref
+// "<venue>:<transfer id>").
+struct DepositRecord {
+  uint64_t transfer_id = 0;
+  AccountId account{};
+  AssetId asset{};
+  Amount amount{};
+  std::string ref;
+  int64_t time_ns = 0;
+};
+
 // The disk figures of a history database that reports them (SQLite).
 struct HistoryStorage {
   uint64_t db_bytes = 0;
@@ -105,6 +146,11 @@ class History {
       AccountId account, MarketId market, std::string_view client_order_id) = 0;
   virtual Result<std::vector<marketdata::Fill>> MyTrades(const HistoryFilter& f) = 0;
   virtual Result<std::vector<LedgerLine>> Ledger(const LedgerFilter& f) = 0;
+  virtual Result<std::vector<WithdrawalRecord>> Withdrawals(const TransferFilter& f) = 0;
+  virtual Result<std::vector<DepositRecord>> Deposits(const TransferFilter& f) = 0;
+  // One transfer to another venue by id, or by the account's ref (id 0).
+  virtual Result<std::optional<WithdrawalRecord>> FindWithdrawal(AccountId account, uint64_t id,
+                                                                 std::string_view ref) = 0;
 
   // The last journal sequence the answers include.
   virtual uint64_t applied_seq() const noexcept = 0;

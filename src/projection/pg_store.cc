@@ -467,6 +467,19 @@ class PgStore final : public Store {
     trades_asc_ = add("trades_asc", NumberPlaceholders(MyTradesSql(true)), ints(12));
     trades_desc_ = add("trades_desc", NumberPlaceholders(MyTradesSql(false)), ints(12));
     ledger_ = add("ledger", NumberPlaceholders(kLedgerSql), ints(3));
+    // One parameter list each (TransferParams), all int8.
+    auto transfers = [&](std::string name, const std::string& sql) {
+      const auto n = static_cast<std::size_t>(std::count(sql.begin(), sql.end(), '?'));
+      return add(std::move(name), NumberPlaceholders(sql), ints(n));
+    };
+    withdrawals_of_account_ = transfers("withdrawals_of_account", WithdrawalsSql(true));
+    withdrawals_all_ = transfers("withdrawals_all", WithdrawalsSql(false));
+    deposits_of_account_ = transfers("deposits_of_account", DepositsSql(true));
+    deposits_all_ = transfers("deposits_all", DepositsSql(false));
+    find_withdrawal_ =
+        add("find_withdrawal", NumberPlaceholders(FindWithdrawalSql(false)), ints(2));
+    find_withdrawal_ref_ = add("find_withdrawal_ref", NumberPlaceholders(FindWithdrawalSql(true)),
+                               {kInt8Oid, kTextOid});
     all_order_rows_ = add("all_order_rows", std::string(kOrderSelect) + " ORDER BY order_id", {});
   }
 
@@ -515,6 +528,13 @@ class PgStore final : public Store {
       }
       if (!b.withdrawals.empty()) {
         MB_RETURN_IF_ERROR(writer_.Copy("withdrawals", CopyRows(&copy_, b.withdrawals)));
+      }
+      if (!b.transfers_out.empty()) {
+        MB_RETURN_IF_ERROR(writer_.Copy("transfers_out", CopyRows(&copy_, b.transfers_out)));
+      }
+      if (!b.transfers_resolved.empty()) {
+        MB_RETURN_IF_ERROR(
+            writer_.Copy("transfers_resolved", CopyRows(&copy_, b.transfers_resolved)));
       }
       if (!placed_.empty()) {
         MB_RETURN_IF_ERROR(writer_.Command("SAVEPOINT placed_orders"));
@@ -631,6 +651,30 @@ class PgStore final : public Store {
         out.push_back(ReadLedgerRow(PgRow{r->get(), i}));
       return out;
     });
+  }
+
+  Result<std::vector<WithdrawalRow>> Withdrawals(const TransferQuery& q) override {
+    MutexLock lock(read_mu_);
+    return Rows<WithdrawalRow>(q.account ? withdrawals_of_account_ : withdrawals_all_,
+                               Strs(TransferParams(q, true)), ReadWithdrawalRow<PgRow>);
+  }
+
+  Result<std::vector<TransferRow>> Deposits(const TransferQuery& q) override {
+    MutexLock lock(read_mu_);
+    return Rows<TransferRow>(q.account ? deposits_of_account_ : deposits_all_,
+                             Strs(TransferParams(q, false)), ReadTransferRow<PgRow>);
+  }
+
+  Result<std::optional<WithdrawalRow>> FindWithdrawal(uint32_t account, uint64_t id,
+                                                      std::string_view ref) override {
+    MutexLock lock(read_mu_);
+    const std::vector<std::string> params = {Str(int64_t{account}),
+                                             id != 0 ? Str(id) : std::string(ref)};
+    Result<std::vector<WithdrawalRow>> rows = Rows<WithdrawalRow>(
+        id != 0 ? find_withdrawal_ : find_withdrawal_ref_, params, ReadWithdrawalRow<PgRow>);
+    if (!rows.ok()) return rows.status();
+    if (rows->empty()) return std::optional<WithdrawalRow>{};
+    return std::optional<WithdrawalRow>(std::move(rows->front()));
   }
 
   Result<ProjectorState> CommittedState() override {
@@ -768,6 +812,28 @@ class PgStore final : public Store {
     return out;
   }
 
+  // Every row of the statement s on the reader, each read by read(PgRow).
+  template <class T, class Read>
+  Result<std::vector<T>> Rows(int s, const std::vector<std::string>& params, Read read)
+      MB_REQUIRES(read_mu_) {
+    return Retrying(reader_, [&](Connection& conn) -> Result<std::vector<T>> {
+      Result<PgResult> r = conn.Run(Stmt(s), params);
+      if (!r.ok()) return r.status();
+      std::vector<T> out;
+      const int n = PQntuples(r->get());
+      out.reserve(static_cast<std::size_t>(n));
+      for (int i = 0; i < n; ++i) out.push_back(read(PgRow{r->get(), i}));
+      return out;
+    });
+  }
+
+  static std::vector<std::string> Strs(const std::vector<int64_t>& values) {
+    std::vector<std::string> out;
+    out.reserve(values.size());
+    for (int64_t v : values) out.push_back(Str(v));
+    return out;
+  }
+
   Result<std::optional<OrderRecord>> FirstOrder(int s, const std::vector<std::string>& params)
       MB_REQUIRES(read_mu_) {
     Result<std::vector<OrderRow>> rows =
@@ -782,6 +848,8 @@ class PgStore final : public Store {
   int upsert_orders_ = 0, set_state_ = 0, state_ = 0, open_orders_ = 0;
   int all_orders_asc_ = 0, all_orders_desc_ = 0, find_order_ = 0, find_client_ = 0;
   int trades_asc_ = 0, trades_desc_ = 0, ledger_ = 0, all_order_rows_ = 0;
+  int withdrawals_of_account_ = 0, withdrawals_all_ = 0, deposits_of_account_ = 0;
+  int deposits_all_ = 0, find_withdrawal_ = 0, find_withdrawal_ref_ = 0;
 
   Connection writer_;                       // writer thread only
   std::string copy_;                        // writer thread only: COPY rows of one table

@@ -180,9 +180,22 @@ TransferRow Transfer(uint64_t id, uint32_t account, uint16_t asset, int64_t amou
                      amount, std::move(ref), static_cast<int64_t>(id) * 1'000'000'000};
 }
 
+TransferOutRow Out(uint64_t id, uint32_t account, uint16_t asset, int64_t amount, std::string ref,
+                   std::string address) {
+  return TransferOutRow{id,
+                        account,
+                        asset,
+                        amount,
+                        amount / 10,
+                        std::move(ref),
+                        std::move(address),
+                        static_cast<int64_t>(id) * 1'000'000'000};
+}
+
 // Orders 1..4 (account 7 has two orders with the client id "dup"), a
-// self-trade of account 7, a trade between 7 and 8, ledger lines, a deposit
-// and a withdrawal whose references need escaping in every format.
+// self-trade of account 7, a trade between 7 and 8, ledger lines, a deposit,
+// a withdrawal and transfers to other venues whose references and addresses
+// need escaping in every format.
 RowBatch FirstBatch() {
   RowBatch b;
   b.first_seq = 1;
@@ -206,6 +219,7 @@ RowBatch FirstBatch() {
               Line(5, 1, 8, 0, 100), Line(6, 0, 7, 1, 1'000'000)};
   b.deposits = {Transfer(6, 7, 1, 1'000'000, "tab\there\\back\nnewline")};
   b.withdrawals = {Transfer(6, 8, 0, 5, "w|1 ünïcode")};
+  b.transfers_out = {Out(5, 7, 1, 400, "o\\5\t|", "addr\nline ü"), Out(6, 7, 0, 30, "o6", "a6")};
   return b;
 }
 
@@ -226,6 +240,8 @@ RowBatch SecondBatch() {
   b.order_events = {Event(7, 0, o3, ExecType::kTrade, 3)};
   b.trades = {Trade(3, 7, 0, engine::Side::kSell, 3, 8, 1, 7)};
   b.ledger = {Line(7, 0, 8, 0, 3)};
+  b.transfers_resolved = {
+      TransferResolvedRow{5, 7, false, engine::RefundReason::kUnknownAsset, 7'000'000'000}};
   return b;
 }
 
@@ -369,6 +385,30 @@ TEST_F(PgStoreTest, RefusesNewerSchema) {
                                       std::to_string(kSchemaVersion) + ")"),
             std::string::npos)
       << s.status().message();
+}
+
+// A database a version-1 build wrote: migrated on open, its rows kept.
+TEST_F(PgStoreTest, MigratesAVersionOneDatabase) {
+  Sql(url_,
+      "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, description TEXT NOT NULL)");
+  for (const std::string& st : Statements(Migrations()[0], Dialect::kPostgres)) Sql(url_, st);
+  Sql(url_, "INSERT INTO schema_migrations VALUES (1, 'v1')");
+  Sql(url_, "INSERT INTO deposits VALUES (3, 7, 1, 700, 'old', 3000000000)");
+  EXPECT_EQ(SqlValue(url_, "SELECT to_regclass('transfers_out') IS NULL"), "t");
+  auto store = Open();
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(SqlValue(url_, "SELECT MAX(version) FROM schema_migrations"), "2");
+  EXPECT_EQ(SqlValue(url_, "SELECT COUNT(*) FROM transfers_out"), "0");
+  EXPECT_EQ(SqlValue(url_, "SELECT COUNT(*) FROM transfers_resolved"), "0");
+  auto old = store->Deposits({.account = 7});
+  ASSERT_TRUE(old.ok()) << old.status().message();
+  ASSERT_EQ(old->size(), 1u);
+  EXPECT_EQ((*old)[0], Transfer(3, 7, 1, 700, "old"));
+  const RowBatch b = FirstBatch();
+  ASSERT_TRUE(store->Commit(b, StateOf(b)).ok());
+  auto out = store->Withdrawals({});
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  EXPECT_EQ(out->size(), 2u);
 }
 
 TEST_F(PgStoreTest, ConnectionErrorsAreClearAndQuick) {
@@ -537,6 +577,8 @@ TEST_F(PgStoreTest, CommitAndQueriesRoundTrip) {
   EXPECT_EQ(totals->ledger_entries, 6u);
   EXPECT_EQ(totals->deposits, 1u);
   EXPECT_EQ(totals->withdrawals, 1u);
+  EXPECT_EQ(totals->transfers_out, 2u);
+  EXPECT_EQ(totals->transfers_resolved, 0u);
   using B = ProjectionTotals::Balance;
   EXPECT_EQ(totals->balances, (std::vector<B>{{0, 1, 0, 3},
                                               {7, 0, 0, 300},
@@ -556,6 +598,25 @@ TEST_F(PgStoreTest, CommitAndQueriesRoundTrip) {
   ASSERT_EQ((*dump)[4].rows.size(), 1u);
   EXPECT_EQ((*dump)[4].rows[0], "6|7|1|1000000|tab\there\\back\nnewline|6000000000");
   EXPECT_EQ((*dump)[5].rows[0], "6|8|0|5|w|1 ünïcode|6000000000");
+  EXPECT_EQ((*dump)[6].table, "transfers_out");
+  ASSERT_EQ((*dump)[6].rows.size(), 2u);
+  EXPECT_EQ((*dump)[6].rows[0], "5|7|1|400|40|o\\5\t||addr\nline ü|5000000000");
+
+  // Transfers to other venues: pending until resolved, newest first.
+  auto pending = store->Withdrawals({.account = 7});
+  ASSERT_TRUE(pending.ok()) << pending.status().message();
+  ASSERT_EQ(pending->size(), 2u);
+  EXPECT_EQ((*pending)[0].held, b.transfers_out[1]);
+  EXPECT_EQ((*pending)[1].held, b.transfers_out[0]);
+  EXPECT_EQ((*pending)[1].state, TransferState::kPending);
+  auto by_ref = store->FindWithdrawal(7, 0, "o\\5\t|");
+  ASSERT_TRUE(by_ref.ok()) << by_ref.status().message();
+  ASSERT_TRUE(by_ref->has_value());
+  EXPECT_EQ((**by_ref).held, b.transfers_out[0]);
+  auto deposits = store->Deposits({.account = 7, .asset = 1});
+  ASSERT_TRUE(deposits.ok()) << deposits.status().message();
+  ASSERT_EQ(deposits->size(), 1u);
+  EXPECT_EQ((*deposits)[0], b.deposits[0]);
 
   // A second batch upserts order 3.
   const RowBatch b2 = SecondBatch();
@@ -570,6 +631,21 @@ TEST_F(PgStoreTest, CommitAndQueriesRoundTrip) {
   auto st2 = store->CommittedState();
   ASSERT_TRUE(st2.ok());
   EXPECT_EQ(*st2, StateOf(b2));
+  // ... and refunds transfer 5.
+  auto refunded = store->FindWithdrawal(7, 5, "");
+  ASSERT_TRUE(refunded.ok()) << refunded.status().message();
+  ASSERT_TRUE(refunded->has_value());
+  EXPECT_EQ((**refunded).state, TransferState::kRefunded);
+  EXPECT_EQ((**refunded).reason, engine::RefundReason::kUnknownAsset);
+  EXPECT_EQ((**refunded).resolved_ns, 7'000'000'000);
+  auto refunds = store->Withdrawals({.state = TransferState::kRefunded});
+  ASSERT_TRUE(refunds.ok());
+  ASSERT_EQ(refunds->size(), 1u);
+  EXPECT_EQ((*refunds)[0], **refunded);
+  auto still = store->Withdrawals({.state = TransferState::kPending});
+  ASSERT_TRUE(still.ok());
+  ASSERT_EQ(still->size(), 1u);
+  EXPECT_EQ((*still)[0].held.transfer_id, 6u);
 
   // A store opened later reads the same.
   auto reopened = Open();
@@ -635,7 +711,8 @@ TEST_F(PgStoreTest, ResetEmptiesEverything) {
   auto totals = store->Totals();
   ASSERT_TRUE(totals.ok());
   EXPECT_EQ(totals->orders + totals->order_events + totals->trades + totals->ledger_entries +
-                totals->deposits + totals->withdrawals,
+                totals->deposits + totals->withdrawals + totals->transfers_out +
+                totals->transfers_resolved,
             0u);
   EXPECT_TRUE(totals->balances.empty());
   EXPECT_EQ(SqlValue(url_, "SELECT COUNT(*) FROM schema_migrations"),
@@ -708,6 +785,33 @@ TEST_F(PgStoreTest, AgreesWithSqlite) {
       auto lb = lite.Ledger({.account = account, .from_seq = 5, .limit = 2});
       ASSERT_TRUE(la.ok() && lb.ok());
       EXPECT_EQ(*la, *lb);
+    }
+    std::size_t withdrawals_seen = 0;
+    for (const TransferQuery& q :
+         {TransferQuery{}, TransferQuery{.account = 7}, TransferQuery{.account = 8},
+          TransferQuery{.account = 7, .asset = 0}, TransferQuery{.asset = 1},
+          TransferQuery{.state = TransferState::kPending},
+          TransferQuery{.state = TransferState::kRefunded},
+          TransferQuery{.state = TransferState::kCompleted},
+          TransferQuery{.start_ms = 5000, .end_ms = 5000},
+          TransferQuery{.start_ms = 5001, .end_ms = 0}, TransferQuery{.offset = 1, .limit = 1},
+          TransferQuery{.limit = 0}}) {
+      auto wa = pg->Withdrawals(q);
+      auto wb = lite.Withdrawals(q);
+      ASSERT_TRUE(wa.ok() && wb.ok());
+      EXPECT_EQ(*wa, *wb);
+      withdrawals_seen += wa->size();
+      auto da = pg->Deposits(q);
+      auto db = lite.Deposits(q);
+      ASSERT_TRUE(da.ok() && db.ok());
+      EXPECT_EQ(*da, *db);
+    }
+    EXPECT_GT(withdrawals_seen, 8u);
+    for (uint64_t id : {5u, 6u, 7u}) {
+      auto fa = pg->FindWithdrawal(7, id, "");
+      auto fb = lite.FindWithdrawal(7, id, "");
+      ASSERT_TRUE(fa.ok() && fb.ok());
+      EXPECT_EQ(*fa, *fb);
     }
     EXPECT_EQ(D(*pg->FindOrderByClientId(7, 0, "dup")), D(*lite.FindOrderByClientId(7, 0, "dup")));
   }

@@ -14,12 +14,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <thread>
+#include <tuple>
 
 #include "common/clock.h"
 #include "common/fault_file_system.h"
@@ -561,6 +564,352 @@ TEST_P(StoreTest, ExactlyOnceWhenTheProjectorIsKilledAtRandomPoints) {
   auto report = VerifyProjection(root_, j.config, s.get(), root_);
   ASSERT_TRUE(report.ok()) << report.status().message();
   EXPECT_TRUE(report->ok()) << report->differences.front();
+}
+
+// ---- transfers to other venues ------------------------------------------------
+
+// Events of one record at `seconds` s, through a RowBuilder into *batch.
+struct TransferRecords {
+  EngineConfig config = workload::MixedConfig();
+  RowBuilder builder{config};
+  uint64_t seq = 0;
+
+  template <class... Body>
+  void Add(RowBatch* batch, int64_t seconds, const Body&... bodies) {
+    ++seq;
+    const int64_t ts = seconds * 1'000'000'000;
+    std::vector<Event> events;
+    (events.emplace_back(Sequence{seq}, ts, bodies), ...);
+    builder.AddRecord(seq, seq * 11, events, batch);
+  }
+  Status Commit(Store* s, RowBatch* batch) {
+    builder.Finish(batch);
+    Status st = s->Commit(
+        *batch, ProjectorState{batch->last_seq, batch->last_checksum, 1, batch->last_time_ns});
+    batch->Clear();
+    return st;
+  }
+  engine::TransferHeld Held(uint32_t account, uint16_t asset, int64_t amount, int64_t fee,
+                            std::string_view ref, std::string_view address) const {
+    return engine::TransferHeld{TransferId{seq + 1},
+                                AccountId{account},
+                                AssetId{asset},
+                                Amount{amount},
+                                Amount{fee},
+                                TransferRef::From(ref),
+                                TransferAddress::From(address)};
+  }
+  engine::Deposited Deposit(uint32_t account, uint16_t asset, int64_t amount,
+                            std::string_view ref) const {
+    return engine::Deposited{TransferId{seq + 1}, AccountId{account}, AssetId{asset},
+                             Amount{amount}, TransferRef::From(ref)};
+  }
+};
+
+std::vector<uint64_t> Ids(const Result<std::vector<WithdrawalRow>>& r) {
+  std::vector<uint64_t> out;
+  EXPECT_TRUE(r.ok()) << r.status().message();
+  if (r.ok()) {
+    for (const WithdrawalRow& w : *r) out.push_back(w.held.transfer_id);
+  }
+  return out;
+}
+std::vector<uint64_t> Ids(const Result<std::vector<TransferRow>>& r) {
+  std::vector<uint64_t> out;
+  EXPECT_TRUE(r.ok()) << r.status().message();
+  if (r.ok()) {
+    for (const TransferRow& t : *r) out.push_back(t.transfer_id);
+  }
+  return out;
+}
+using IdList = std::vector<uint64_t>;
+
+// Held transfers are pending until a resolution row (in a later batch) says
+// completed or refunded; the queries filter by account, asset, state and time
+// (ms, both ends inclusive), newest first, with offset and limit.
+TEST_P(StoreTest, WithdrawalsAndDepositsAnswerTheirFilters) {
+  auto s = Open(NewStoreOptions("t"), workload::MixedConfig());
+  ASSERT_NE(s, nullptr);
+  TransferRecords r;
+  RowBatch b;
+  // Record n is at n seconds; a transfer's id is its record's sequence.
+  r.Add(&b, 1, r.Deposit(1, 1, 9'000, "d1"));
+  r.Add(&b, 2, r.Held(1, 1, 500, 5, "w2", "addr-2"));
+  r.Add(&b, 3, r.Held(1, 0, 70, 0, "w|3\t\\x", "tab\taddr\nline"));
+  r.Add(&b, 4, r.Held(2, 1, 40, 1, "w4", "addr-4"));
+  ASSERT_TRUE(r.Commit(s.get(), &b).ok());
+  auto pending = s->Withdrawals({});
+  ASSERT_TRUE(pending.ok()) << pending.status().message();
+  ASSERT_EQ(pending->size(), 3u);
+  for (const WithdrawalRow& w : *pending) {
+    EXPECT_EQ(w.state, TransferState::kPending) << w.held.transfer_id;
+    EXPECT_EQ(w.resolved_ns, 0);
+  }
+  r.Add(&b, 5,
+        engine::TransferCompleted{TransferId{2}, AccountId{1}, AssetId{1}, Amount{500}, Amount{5}});
+  r.Add(&b, 6,
+        engine::TransferRefunded{TransferId{4}, AccountId{2}, AssetId{1}, Amount{40},
+                                 engine::RefundReason::kInvalidAddress});
+  r.Add(&b, 7, r.Held(1, 1, 60, 2, "w7", "addr-7"));
+  r.Add(&b, 8, r.Deposit(2, 1, 100, "d8"));
+  r.Add(&b, 9, r.Deposit(1, 0, 3, "d9"));
+  ASSERT_TRUE(r.Commit(s.get(), &b).ok());
+
+  // Every field, newest first.
+  auto all = s->Withdrawals({});
+  ASSERT_TRUE(all.ok()) << all.status().message();
+  ASSERT_EQ(Ids(all), (IdList{7, 4, 3, 2}));
+  const WithdrawalRow& w7 = (*all)[0];
+  EXPECT_EQ(w7.held, (TransferOutRow{7, 1, 1, 60, 2, "w7", "addr-7", 7'000'000'000}));
+  EXPECT_EQ(w7.state, TransferState::kPending);
+  const WithdrawalRow& w4 = (*all)[1];
+  EXPECT_EQ(w4.held, (TransferOutRow{4, 2, 1, 40, 1, "w4", "addr-4", 4'000'000'000}));
+  EXPECT_EQ(w4.state, TransferState::kRefunded);
+  EXPECT_EQ(w4.reason, engine::RefundReason::kInvalidAddress);
+  EXPECT_EQ(w4.resolved_ns, 6'000'000'000);
+  const WithdrawalRow& w3 = (*all)[2];
+  EXPECT_EQ(w3.held,
+            (TransferOutRow{3, 1, 0, 70, 0, "w|3\t\\x", "tab\taddr\nline", 3'000'000'000}));
+  EXPECT_EQ(w3.state, TransferState::kPending);
+  EXPECT_EQ(w3.resolved_ns, 0);
+  const WithdrawalRow& w2 = (*all)[3];
+  EXPECT_EQ(w2.state, TransferState::kCompleted);
+  EXPECT_EQ(w2.resolved_ns, 5'000'000'000);
+  EXPECT_EQ(w2.held.fee, 5);
+
+  // Filters.
+  EXPECT_EQ(Ids(s->Withdrawals({.account = 1})), (IdList{7, 3, 2}));
+  EXPECT_EQ(Ids(s->Withdrawals({.account = 2})), (IdList{4}));
+  EXPECT_EQ(Ids(s->Withdrawals({.account = 3})), IdList{});
+  EXPECT_EQ(Ids(s->Withdrawals({.account = 1, .asset = 1})), (IdList{7, 2}));
+  EXPECT_EQ(Ids(s->Withdrawals({.asset = 1})), (IdList{7, 4, 2}));
+  EXPECT_EQ(Ids(s->Withdrawals({.state = TransferState::kPending})), (IdList{7, 3}));
+  EXPECT_EQ(Ids(s->Withdrawals({.state = TransferState::kCompleted})), (IdList{2}));
+  EXPECT_EQ(Ids(s->Withdrawals({.state = TransferState::kRefunded})), (IdList{4}));
+  EXPECT_EQ(Ids(s->Withdrawals({.account = 1, .state = TransferState::kRefunded})), IdList{});
+  EXPECT_EQ(Ids(s->Withdrawals({.account = 1, .asset = 1, .state = TransferState::kPending})),
+            (IdList{7}));
+  EXPECT_EQ(Ids(s->Withdrawals({.start_ms = 3000, .end_ms = 4000})), (IdList{4, 3}));
+  EXPECT_EQ(Ids(s->Withdrawals({.start_ms = 3001, .end_ms = 3999})), IdList{});
+  EXPECT_EQ(Ids(s->Withdrawals({.start_ms = 4000})), (IdList{7, 4}));
+  EXPECT_EQ(Ids(s->Withdrawals({.end_ms = 2000})), (IdList{2}));
+  EXPECT_EQ(Ids(s->Withdrawals({.offset = 1, .limit = 2})), (IdList{4, 3}));
+  EXPECT_EQ(Ids(s->Withdrawals({.limit = 1})), (IdList{7}));
+  EXPECT_EQ(Ids(s->Withdrawals({.offset = 4})), IdList{});
+  EXPECT_EQ(Ids(s->Withdrawals({.limit = 0})), IdList{});
+  EXPECT_EQ(Ids(s->Withdrawals({.account = 1, .offset = 1, .limit = 1})), (IdList{3}));
+
+  // One by id or by reference, of that account only.
+  auto by_id = s->FindWithdrawal(1, 2, "");
+  ASSERT_TRUE(by_id.ok() && by_id->has_value());
+  EXPECT_EQ(**by_id, w2);
+  auto by_ref = s->FindWithdrawal(1, 0, "w|3\t\\x");
+  ASSERT_TRUE(by_ref.ok() && by_ref->has_value());
+  EXPECT_EQ(**by_ref, w3);
+  auto refunded = s->FindWithdrawal(2, 0, "w4");
+  ASSERT_TRUE(refunded.ok() && refunded->has_value());
+  EXPECT_EQ(**refunded, w4);
+  for (auto [account, id, ref] : {std::tuple<uint32_t, uint64_t, std::string_view>{2, 2, ""},
+                                  {1, 4, ""},
+                                  {1, 99, ""},
+                                  {1, 1, ""},  // a deposit's id
+                                  {2, 0, "w7"},
+                                  {1, 0, "nope"},
+                                  {1, 0, "d1"}}) {
+    auto none = s->FindWithdrawal(account, id, ref);
+    ASSERT_TRUE(none.ok()) << none.status().message();
+    EXPECT_FALSE(none->has_value()) << account << " " << id << " " << ref;
+  }
+
+  // Deposits: the same filters (no state).
+  auto deposits = s->Deposits({});
+  ASSERT_TRUE(deposits.ok()) << deposits.status().message();
+  ASSERT_EQ(Ids(deposits), (IdList{9, 8, 1}));
+  EXPECT_EQ((*deposits)[2], (TransferRow{1, 1, 1, 9'000, "d1", 1'000'000'000}));
+  EXPECT_EQ(Ids(s->Deposits({.account = 1})), (IdList{9, 1}));
+  EXPECT_EQ(Ids(s->Deposits({.account = 1, .asset = 0})), (IdList{9}));
+  EXPECT_EQ(Ids(s->Deposits({.asset = 1})), (IdList{8, 1}));
+  EXPECT_EQ(Ids(s->Deposits({.state = TransferState::kPending})), (IdList{9, 8, 1}));
+  EXPECT_EQ(Ids(s->Deposits({.start_ms = 1000, .end_ms = 8000})), (IdList{8, 1}));
+  EXPECT_EQ(Ids(s->Deposits({.offset = 1, .limit = 1})), (IdList{8}));
+  EXPECT_EQ(Ids(s->Deposits({.account = 5})), IdList{});
+
+  // Counted and dumped like every table.
+  auto totals = s->Totals();
+  ASSERT_TRUE(totals.ok()) << totals.status().message();
+  EXPECT_EQ(totals->transfers_out, 4u);
+  EXPECT_EQ(totals->transfers_resolved, 2u);
+  EXPECT_EQ(totals->deposits, 3u);
+  const std::vector<TableDump> dump = DumpOf(s.get());
+  EXPECT_EQ(Rows(dump, "transfers_out"), 4u);
+  EXPECT_EQ(Rows(dump, "transfers_resolved"), 2u);
+  ASSERT_TRUE(s->Reset().ok());
+  EXPECT_EQ(Ids(s->Withdrawals({})), IdList{});
+  auto emptied = s->Totals();
+  ASSERT_TRUE(emptied.ok());
+  EXPECT_EQ(emptied->transfers_out + emptied->transfers_resolved, 0u);
+}
+
+// Transfers out of a real engine's journal: projected, rebuilt row for row,
+// verified against a replay, and the held funds' ledger lines are there.
+TEST_P(StoreTest, TransfersFromTheJournalVerify) {
+  JournalBuilder j(root_, 31);
+  j.Run(300);
+  const int64_t t = j.records.back().front().timestamp_ns + 1'000'000;
+  auto out = [&](uint32_t account, int64_t amount, std::string_view ref) {
+    j.Process(Command{t, engine::TransferOut{AccountId{account}, workload::mixed::kUsdt,
+                                             Amount{amount}, Amount{1}, TransferRef::From(ref),
+                                             TransferAddress::From("venue-b:acct")}});
+    EXPECT_TRUE(std::holds_alternative<engine::TransferHeld>(j.records.back().front().body)) << ref;
+    return j.last_seq();
+  };
+  const uint64_t a = out(1, 100, "a");
+  const uint64_t b = out(1, 200, "b");
+  const uint64_t c = out(2, 300, "c");
+  j.Process(Command{t + 1'000'000, engine::ResolveTransfer{TransferId{a}, true}});
+  j.Process(Command{
+      t + 2'000'000,
+      engine::ResolveTransfer{TransferId{c}, false, engine::RefundReason::kAccountUnavailable}});
+  j.Flush();
+
+  const StoreOptions o = NewStoreOptions("j");
+  auto s = Open(o, j.config);
+  // Incrementally, in small batches, then compared with a rebuild.
+  {
+    ProjectorOptions po;
+    po.batch_events = 7;
+    Projector p(root_, j.config, j.hash, s.get(), po);
+    ASSERT_TRUE(p.Init().ok());
+    ASSERT_TRUE(p.CatchUp().ok());
+  }
+  auto report = VerifyProjection(root_, j.config, s.get(), root_);
+  ASSERT_TRUE(report.ok()) << report.status().message();
+  EXPECT_TRUE(report->ok()) << report->differences.front();
+  EXPECT_EQ(report->totals.transfers_out, 3u);
+  EXPECT_EQ(report->totals.transfers_resolved, 2u);
+
+  EXPECT_EQ(Ids(s->Withdrawals({.account = 1})), (IdList{b, a}));
+  auto wa = s->FindWithdrawal(1, 0, "a");
+  ASSERT_TRUE(wa.ok() && wa->has_value());
+  EXPECT_EQ((*wa)->state, TransferState::kCompleted);
+  EXPECT_EQ((*wa)->held.amount, 100);
+  EXPECT_EQ((*wa)->held.address, "venue-b:acct");
+  EXPECT_EQ((*wa)->resolved_ns, t + 1'000'000);
+  auto wb = s->FindWithdrawal(1, b, "");
+  ASSERT_TRUE(wb.ok() && wb->has_value());
+  EXPECT_EQ((*wb)->state, TransferState::kPending);
+  auto wc = s->FindWithdrawal(2, c, "");
+  ASSERT_TRUE(wc.ok() && wc->has_value());
+  EXPECT_EQ((*wc)->state, TransferState::kRefunded);
+  EXPECT_EQ((*wc)->reason, engine::RefundReason::kAccountUnavailable);
+  auto held_lines = s->Ledger({.account = 1, .from_seq = b, .limit = 2});
+  ASSERT_TRUE(held_lines.ok());
+  ASSERT_EQ(held_lines->size(), 2u);  // available -> held
+  EXPECT_EQ((*held_lines)[0].bucket, engine::Bucket::kAvailable);
+  EXPECT_EQ((*held_lines)[0].delta, -200);
+  EXPECT_EQ((*held_lines)[1].bucket, engine::Bucket::kHeld);
+  EXPECT_EQ((*held_lines)[1].delta, 200);
+  EXPECT_EQ((*held_lines)[1].ref, b);
+
+  // A pending transfer the journal does not have is a difference.
+  auto state = s->State();
+  ASSERT_TRUE(state.ok());
+  RowBatch extra;
+  extra.transfers_out = {TransferOutRow{c + 100, 1, 0, 5, 0, "x", "y", t}};
+  ASSERT_TRUE(s->Commit(extra, *state).ok());
+  auto bad = VerifyProjection(root_, j.config, s.get(), root_);
+  ASSERT_TRUE(bad.ok()) << bad.status().message();
+  ASSERT_FALSE(bad->ok());
+  EXPECT_TRUE(std::any_of(bad->differences.begin(), bad->differences.end(), [](const auto& d) {
+    return d.find("pending transfers to other venues") != std::string::npos;
+  }));
+}
+
+// A database a version-1 build wrote (its rows kept) is migrated to the
+// current schema when opened, and then takes transfers.
+TEST_P(StoreTest, AVersionOneDatabaseMigrates) {
+  static_assert(kSchemaVersion == 2);
+  const StoreOptions o = NewStoreOptions("v1");
+  const Migration& v1 = Migrations()[0];
+  ASSERT_EQ(v1.version, 1);
+  std::vector<std::string> sql = {
+      "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, description TEXT NOT NULL)"};
+  for (std::string& st :
+       Statements(v1, o.backend == "sqlite" ? Dialect::kSqlite : Dialect::kPostgres)) {
+    sql.push_back(std::move(st));
+  }
+  sql.push_back("INSERT INTO schema_migrations VALUES (1, '" + std::string(v1.description) + "')");
+  sql.push_back("INSERT INTO deposits VALUES (5, 1, 1, 700, 'old', 5000000000)");
+  sql.push_back("UPDATE projector_state SET applied_seq = 5, applied_time_ns = 5000000000");
+  // The one value a query of this backend answers.
+  std::function<std::string(const std::string&)> value;
+  if (o.backend == "sqlite") {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(o.path.c_str(), &db), SQLITE_OK);
+    for (const std::string& st : sql) {
+      ASSERT_EQ(sqlite3_exec(db, st.c_str(), nullptr, nullptr, nullptr), SQLITE_OK)
+          << st << ": " << sqlite3_errmsg(db);
+    }
+    sqlite3_close(db);
+    value = [path = o.path](const std::string& q) {
+      sqlite3* conn = nullptr;
+      std::string out = "<error>";
+      if (sqlite3_open(path.c_str(), &conn) == SQLITE_OK) {
+        sqlite3_stmt* stmt = nullptr;
+        if (sqlite3_prepare_v2(conn, q.c_str(), -1, &stmt, nullptr) == SQLITE_OK &&
+            sqlite3_step(stmt) == SQLITE_ROW) {
+          out = reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0));
+        }
+        sqlite3_finalize(stmt);
+      }
+      sqlite3_close(conn);
+      return out;
+    };
+  } else {
+    PGconn* c = PQconnectdb(o.url.c_str());
+    ASSERT_EQ(PQstatus(c), CONNECTION_OK) << PQerrorMessage(c);
+    for (const std::string& st : sql) {
+      PGresult* res = PQexec(c, st.c_str());
+      EXPECT_EQ(PQresultStatus(res), PGRES_COMMAND_OK) << st << ": " << PQerrorMessage(c);
+      PQclear(res);
+    }
+    PQfinish(c);
+    value = [url = o.url](const std::string& q) {
+      PGconn* conn = PQconnectdb(url.c_str());
+      std::string out = "<error>";
+      PGresult* res = PQexec(conn, q.c_str());
+      if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1) {
+        out = PQgetvalue(res, 0, 0);
+      }
+      PQclear(res);
+      PQfinish(conn);
+      return out;
+    };
+  }
+  ASSERT_EQ(value("SELECT MAX(version) FROM schema_migrations"), "1");
+
+  auto s = Open(o, workload::MixedConfig());
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(value("SELECT MAX(version) FROM schema_migrations"), "2");
+  EXPECT_EQ(value("SELECT description FROM schema_migrations WHERE version = 2"),
+            std::string(Migrations()[1].description));
+  auto state = s->State();
+  ASSERT_TRUE(state.ok());
+  EXPECT_EQ(state->applied_seq, 5u);
+  EXPECT_EQ(Ids(s->Deposits({.account = 1})), (IdList{5}));
+  EXPECT_EQ(Ids(s->Withdrawals({})), IdList{});
+
+  RowBatch b;
+  b.first_seq = b.last_seq = 6;
+  b.last_time_ns = 6'000'000'000;
+  b.events = 1;
+  b.transfers_out = {TransferOutRow{6, 1, 1, 50, 1, "new", "addr", 6'000'000'000}};
+  ASSERT_TRUE(s->Commit(b, ProjectorState{6, 0, 0, b.last_time_ns}).ok());
+  EXPECT_EQ(Ids(s->Withdrawals({.account = 1})), (IdList{6}));
+  s.reset();
+  // Opened again: nothing left to migrate.
+  ASSERT_NE(Open(o, workload::MixedConfig()), nullptr);
+  EXPECT_EQ(value("SELECT COUNT(*) FROM schema_migrations"), "2");
 }
 
 // ---- a database outage never stops trading --------------------------------

@@ -16,6 +16,8 @@ void RowBatch::Clear() {
   ledger.clear();
   deposits.clear();
   withdrawals.clear();
+  transfers_out.clear();
+  transfers_resolved.clear();
 }
 
 RowBuilder::RowBuilder(const engine::EngineConfig& config) : config_(config) {}
@@ -171,6 +173,16 @@ void RowBuilder::Event(const engine::Event& ev, RowBatch* batch) {
         } else if constexpr (std::is_same_v<T, engine::Withdrawn>) {
           batch->withdrawals.push_back(TransferRow{Raw(x.transfer_id), Raw(x.account), Raw(x.asset),
                                                    x.amount.value, std::string(x.ref.view()), ts_});
+        } else if constexpr (std::is_same_v<T, engine::TransferHeld>) {
+          batch->transfers_out.push_back(TransferOutRow{
+              Raw(x.transfer_id), Raw(x.account), Raw(x.asset), x.amount.value, x.fee.value,
+              std::string(x.ref.view()), std::string(x.address.view()), ts_});
+        } else if constexpr (std::is_same_v<T, engine::TransferCompleted>) {
+          batch->transfers_resolved.push_back(TransferResolvedRow{
+              Raw(x.transfer_id), Raw(x.account), true, engine::RefundReason::kVoided, ts_});
+        } else if constexpr (std::is_same_v<T, engine::TransferRefunded>) {
+          batch->transfers_resolved.push_back(
+              TransferResolvedRow{Raw(x.transfer_id), Raw(x.account), false, x.reason, ts_});
         } else {
           static_assert(std::is_same_v<T, engine::MarketStatusChanged>);
         }

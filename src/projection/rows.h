@@ -1,7 +1,8 @@
 // The projection's rows, derived from the journal's events alone.
 //
 //   events of one record ──▶ RowBuilder ──▶ RowBatch (orders to upsert,
-//        order_events, trades, ledger_entries, deposits, withdrawals)
+//        order_events, trades, ledger_entries, deposits, withdrawals,
+//        transfers_out, transfers_resolved)
 //
 // Every key comes from the journal: order ids and transfer ids are the
 // sequence of the command, trade ids the engine's dense counter, and an
@@ -106,6 +107,30 @@ struct TransferRow {
   friend bool operator==(const TransferRow&, const TransferRow&) = default;
 };
 
+// A transfer to another venue, held (TransferHeld).
+struct TransferOutRow {
+  uint64_t transfer_id = 0;  // == its sequence
+  uint32_t account = 0;
+  uint16_t asset = 0;
+  int64_t amount = 0;  // what leaves the account; the destination receives amount - fee
+  int64_t fee = 0;
+  std::string ref;
+  std::string address;
+  int64_t time_ns = 0;
+  friend bool operator==(const TransferOutRow&, const TransferOutRow&) = default;
+};
+
+// How a held transfer ended (TransferCompleted or TransferRefunded): a row of
+// its own, so both transfer tables only grow.
+struct TransferResolvedRow {
+  uint64_t transfer_id = 0;  // the held transfer's
+  uint32_t account = 0;
+  bool completed = false;                                       // false: refunded
+  engine::RefundReason reason = engine::RefundReason::kVoided;  // kVoided (0) when completed
+  int64_t time_ns = 0;
+  friend bool operator==(const TransferResolvedRow&, const TransferResolvedRow&) = default;
+};
+
 // What a batch of records changes. Orders hold each touched order's state
 // after the batch (one row per order: upserted).
 struct RowBatch {
@@ -120,6 +145,8 @@ struct RowBatch {
   std::vector<LedgerRow> ledger;
   std::vector<TransferRow> deposits;
   std::vector<TransferRow> withdrawals;
+  std::vector<TransferOutRow> transfers_out;
+  std::vector<TransferResolvedRow> transfers_resolved;
 
   void Clear();
   bool empty() const noexcept { return events == 0; }

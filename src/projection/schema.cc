@@ -109,17 +109,56 @@ CREATE TABLE withdrawals (
 CREATE INDEX withdrawals_by_account ON withdrawals (account_id, transfer_id)
 )sql";
 
-constexpr std::array<Migration, 1> kMigrations = {{
+// Version 2: transfers to other venues. A transfer is held (transfers_out)
+// and later resolved (transfers_resolved: completed, or refunded with a
+// reason); both tables only grow, so a pending transfer is one without a
+// resolution row. The engine refuses a transfer reference used before, so
+// (account, ref) finds at most one transfer: the client's withdrawOrderId.
+constexpr std::string_view kV2 = R"sql(
+CREATE TABLE transfers_out (
+  transfer_id {KEY} PRIMARY KEY,
+  account_id BIGINT NOT NULL,
+  asset_id INTEGER NOT NULL,
+  amount BIGINT NOT NULL,
+  fee BIGINT NOT NULL,
+  ref TEXT NOT NULL,
+  address TEXT NOT NULL,
+  time_ns BIGINT NOT NULL);
+CREATE INDEX transfers_out_by_account ON transfers_out (account_id, transfer_id);
+CREATE INDEX transfers_out_by_ref ON transfers_out (account_id, ref);
+CREATE TABLE transfers_resolved (
+  transfer_id {KEY} PRIMARY KEY,
+  account_id BIGINT NOT NULL,
+  completed SMALLINT NOT NULL,
+  reason SMALLINT NOT NULL,
+  time_ns BIGINT NOT NULL)
+)sql";
+
+constexpr std::array<Migration, 2> kMigrations = {{
     {1, "orders, order_events, trades, ledger_entries, deposits, withdrawals", kV1},
+    {2, "transfers_out, transfers_resolved", kV2},
 }};
 
-constexpr std::array<TableSpec, 6> kTables = {{
+// Versions are 1, 2, ... in order, and the last is the one this build knows.
+constexpr bool Numbered() {
+  for (std::size_t i = 0; i < kMigrations.size(); ++i) {
+    if (kMigrations[i].version != static_cast<int>(i) + 1) return false;
+  }
+  return true;
+}
+static_assert(Numbered(), "migrations are numbered 1, 2, ... in order");
+static_assert(kMigrations.back().version == kSchemaVersion,
+              "kSchemaVersion (schema.h) is the last migration's version");
+
+constexpr std::array<TableSpec, 8> kTables = {{
     {"orders", "order_id"},
     {"order_events", "seq, idx"},
     {"trades", "trade_id"},
     {"ledger_entries", "seq, idx"},
     {"deposits", "transfer_id"},
     {"withdrawals", "transfer_id"},
+    {"transfers_out", "transfer_id"},
+    {"transfers_resolved", "transfer_id"},
 }};
 
 }  // namespace

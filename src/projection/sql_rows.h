@@ -15,6 +15,7 @@
 #include <string_view>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 #include "common/status.h"
 #include "engine/market.h"
@@ -66,6 +67,16 @@ inline auto Values(const TransferRow& r) {
                          std::string_view(r.ref), r.time_ns);
 }
 
+inline auto Values(const TransferOutRow& r) {
+  return std::make_tuple(Signed(r.transfer_id), int64_t{r.account}, int64_t{r.asset}, r.amount,
+                         r.fee, std::string_view(r.ref), std::string_view(r.address), r.time_ns);
+}
+
+inline auto Values(const TransferResolvedRow& r) {
+  return std::make_tuple(Signed(r.transfer_id), int64_t{r.account}, int64_t{r.completed ? 1 : 0},
+                         Small(r.reason), r.time_ns);
+}
+
 // projector_state's values for kSetStateSql.
 inline auto Values(const ProjectorState& s) {
   return std::make_tuple(Signed(s.applied_seq), Signed(s.applied_checksum), Signed(s.config_hash),
@@ -104,8 +115,22 @@ std::string AllOrdersSql(bool ascending);
 // for the taker side, then from_id, lo_ns, hi_ns, limit.
 std::string MyTradesSql(bool ascending);
 
-// Bound values of a HistoryQuery's window (ns, inclusive).
-std::pair<int64_t, int64_t> TimeBounds(const HistoryQuery& q);
+// Withdrawals (ReadWithdrawalRow's columns) and deposits (ReadTransferRow's):
+// with by_account, the account first; then the asset (-1 = any) twice, for
+// withdrawals the state (-1 = any) twice, lo_ns, hi_ns, limit, offset
+// (TransferParams). Newest first.
+std::string WithdrawalsSql(bool by_account);
+std::string DepositsSql(bool by_account);
+// One withdrawal: account, then the transfer id (or, by_ref, the reference).
+std::string FindWithdrawalSql(bool by_ref);
+// The parameters of WithdrawalsSql / DepositsSql(q.account.has_value()).
+std::vector<int64_t> TransferParams(const TransferQuery& q, bool withdrawals);
+
+// Bound values of a window in ms (0 = unbounded) as ns, both ends inclusive.
+std::pair<int64_t, int64_t> TimeBounds(int64_t start_ms, int64_t end_ms);
+inline std::pair<int64_t, int64_t> TimeBounds(const HistoryQuery& q) {
+  return TimeBounds(q.start_ms, q.end_ms);
+}
 inline bool Ascending(const HistoryQuery& q) { return q.from_id > 0 || q.start_ms != 0; }
 inline int64_t Limit(std::size_t limit) {
   return limit > static_cast<std::size_t>(std::numeric_limits<int64_t>::max())
@@ -119,6 +144,7 @@ std::string NumberPlaceholders(std::string_view sql);
 // A schema newer than this build: refused.
 Status CheckSchemaVersion(int64_t applied);
 
+// The count of a table of DataTables().
 uint64_t* CountOf(ProjectionTotals& t, std::string_view table);
 
 // ---- reading rows back ----
@@ -188,6 +214,39 @@ LedgerRow ReadLedgerRow(const Row& r) {
   l.ref = Unsigned(r.Int(8));
   l.time_ns = r.Int(9);
   return l;
+}
+
+// A row of DepositsSql.
+template <class Row>
+TransferRow ReadTransferRow(const Row& r) {
+  TransferRow t;
+  t.transfer_id = Unsigned(r.Int(0));
+  t.account = static_cast<uint32_t>(r.Int(1));
+  t.asset = static_cast<uint16_t>(r.Int(2));
+  t.amount = r.Int(3);
+  t.ref = std::string(r.Text(4));
+  t.time_ns = r.Int(5);
+  return t;
+}
+
+// A row of WithdrawalsSql or FindWithdrawalSql: the held transfer, its state
+// (0 pending, 1 completed, 2 refunded), refund reason and resolution time.
+template <class Row>
+WithdrawalRow ReadWithdrawalRow(const Row& r) {
+  WithdrawalRow w;
+  TransferOutRow& h = w.held;
+  h.transfer_id = Unsigned(r.Int(0));
+  h.account = static_cast<uint32_t>(r.Int(1));
+  h.asset = static_cast<uint16_t>(r.Int(2));
+  h.amount = r.Int(3);
+  h.fee = r.Int(4);
+  h.ref = std::string(r.Text(5));
+  h.address = std::string(r.Text(6));
+  h.time_ns = r.Int(7);
+  w.state = static_cast<TransferState>(r.Int(8));
+  w.reason = static_cast<engine::RefundReason>(r.Int(9));
+  w.resolved_ns = r.Int(10);
+  return w;
 }
 
 template <class Row>

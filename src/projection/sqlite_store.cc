@@ -344,6 +344,48 @@ class SqliteStore final : public Store, private concurrency::Agent {
     return out;
   }
 
+  Result<std::vector<WithdrawalRow>> Withdrawals(const TransferQuery& q) override {
+    MutexLock lock(read_mu_);
+    Stmt& s = q.account ? withdrawals_of_account_ : withdrawals_all_;
+    for (int64_t v : TransferParams(q, true)) s.Bind(v);
+    std::vector<WithdrawalRow> out;
+    Status err;
+    while (s.Next(&err)) out.push_back(ReadWithdrawalRow(SqliteRow{&s}));
+    if (!err.ok()) return err;
+    return out;
+  }
+
+  Result<std::vector<TransferRow>> Deposits(const TransferQuery& q) override {
+    MutexLock lock(read_mu_);
+    Stmt& s = q.account ? deposits_of_account_ : deposits_all_;
+    for (int64_t v : TransferParams(q, false)) s.Bind(v);
+    std::vector<TransferRow> out;
+    Status err;
+    while (s.Next(&err)) out.push_back(ReadTransferRow(SqliteRow{&s}));
+    if (!err.ok()) return err;
+    return out;
+  }
+
+  Result<std::optional<WithdrawalRow>> FindWithdrawal(uint32_t account, uint64_t id,
+                                                      std::string_view ref) override {
+    MutexLock lock(read_mu_);
+    Stmt& s = id != 0 ? find_withdrawal_ : find_withdrawal_ref_;
+    s.Bind(int64_t{account});
+    if (id != 0) {
+      s.Bind(Signed(id));
+    } else {
+      s.Bind(ref);
+    }
+    Status err;
+    if (!s.Next(&err)) {
+      if (!err.ok()) return err;
+      return std::optional<WithdrawalRow>{};
+    }
+    WithdrawalRow w = ReadWithdrawalRow(SqliteRow{&s});
+    s.Reset();
+    return std::optional<WithdrawalRow>(std::move(w));
+  }
+
   Result<ProjectorState> CommittedState() override {
     MutexLock lock(read_mu_);
     return ReadState(reader_state_);
@@ -557,6 +599,8 @@ class SqliteStore final : public Store, private concurrency::Agent {
     MB_RETURN_IF_ERROR(ins_ledger_.Prepare(writer_, InsertSql("ledger_entries", 10)));
     MB_RETURN_IF_ERROR(ins_deposit_.Prepare(writer_, InsertSql("deposits", 6)));
     MB_RETURN_IF_ERROR(ins_withdrawal_.Prepare(writer_, InsertSql("withdrawals", 6)));
+    MB_RETURN_IF_ERROR(ins_transfer_out_.Prepare(writer_, InsertSql("transfers_out", 8)));
+    MB_RETURN_IF_ERROR(ins_transfer_resolved_.Prepare(writer_, InsertSql("transfers_resolved", 5)));
     MB_RETURN_IF_ERROR(set_state_.Prepare(writer_, kSetStateSql));
     MB_RETURN_IF_ERROR(writer_state_.Prepare(writer_, kStateSql));
     MB_RETURN_IF_ERROR(writer_open_orders_.Prepare(
@@ -574,6 +618,12 @@ class SqliteStore final : public Store, private concurrency::Agent {
     MB_RETURN_IF_ERROR(trades_asc_.Prepare(reader_, MyTradesSql(true)));
     MB_RETURN_IF_ERROR(trades_desc_.Prepare(reader_, MyTradesSql(false)));
     MB_RETURN_IF_ERROR(ledger_.Prepare(reader_, kLedgerSql));
+    MB_RETURN_IF_ERROR(withdrawals_of_account_.Prepare(reader_, WithdrawalsSql(true)));
+    MB_RETURN_IF_ERROR(withdrawals_all_.Prepare(reader_, WithdrawalsSql(false)));
+    MB_RETURN_IF_ERROR(deposits_of_account_.Prepare(reader_, DepositsSql(true)));
+    MB_RETURN_IF_ERROR(deposits_all_.Prepare(reader_, DepositsSql(false)));
+    MB_RETURN_IF_ERROR(find_withdrawal_.Prepare(reader_, FindWithdrawalSql(false)));
+    MB_RETURN_IF_ERROR(find_withdrawal_ref_.Prepare(reader_, FindWithdrawalSql(true)));
     return Status::Ok();
   }
 
@@ -600,6 +650,12 @@ class SqliteStore final : public Store, private concurrency::Agent {
     }
     for (const TransferRow& r : b.withdrawals) {
       MB_RETURN_IF_ERROR(ins_withdrawal_.BindAll(Values(r)).Run());
+    }
+    for (const TransferOutRow& r : b.transfers_out) {
+      MB_RETURN_IF_ERROR(ins_transfer_out_.BindAll(Values(r)).Run());
+    }
+    for (const TransferResolvedRow& r : b.transfers_resolved) {
+      MB_RETURN_IF_ERROR(ins_transfer_resolved_.BindAll(Values(r)).Run());
     }
     for (const OrderRow& r : b.orders) MB_RETURN_IF_ERROR(ins_order_.BindAll(Values(r)).Run());
     return set_state_.BindAll(Values(state)).Run();
@@ -674,6 +730,7 @@ class SqliteStore final : public Store, private concurrency::Agent {
 
   Stmt begin_, commit_, rollback_;
   Stmt ins_order_, ins_event_, ins_trade_, ins_ledger_, ins_deposit_, ins_withdrawal_;
+  Stmt ins_transfer_out_, ins_transfer_resolved_;
   Stmt set_state_, writer_state_, writer_open_orders_;
   // The reader connection's statements.
   Stmt reader_state_ MB_GUARDED_BY(read_mu_);
@@ -684,6 +741,12 @@ class SqliteStore final : public Store, private concurrency::Agent {
   Stmt trades_asc_ MB_GUARDED_BY(read_mu_);
   Stmt trades_desc_ MB_GUARDED_BY(read_mu_);
   Stmt ledger_ MB_GUARDED_BY(read_mu_);
+  Stmt withdrawals_of_account_ MB_GUARDED_BY(read_mu_);
+  Stmt withdrawals_all_ MB_GUARDED_BY(read_mu_);
+  Stmt deposits_of_account_ MB_GUARDED_BY(read_mu_);
+  Stmt deposits_all_ MB_GUARDED_BY(read_mu_);
+  Stmt find_withdrawal_ MB_GUARDED_BY(read_mu_);
+  Stmt find_withdrawal_ref_ MB_GUARDED_BY(read_mu_);
 };
 
 }  // namespace

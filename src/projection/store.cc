@@ -53,14 +53,65 @@ std::string MyTradesSql(bool ascending) {
          (ascending ? "trade_id ASC, is_maker DESC" : "trade_id DESC, is_maker ASC") + " LIMIT ?";
 }
 
-std::pair<int64_t, int64_t> TimeBounds(const HistoryQuery& q) {
+namespace {
+
+// A pending transfer has no resolution row; a resolved one is completed or refunded.
+constexpr std::string_view kWithdrawalState =
+    "CASE WHEN r.transfer_id IS NULL THEN 0 WHEN r.completed <> 0 THEN 1 ELSE 2 END";
+
+std::string WithdrawalSelect() {
+  return "SELECT o.transfer_id, o.account_id, o.asset_id, o.amount, o.fee, o.ref, o.address, "
+         "o.time_ns, " +
+         std::string(kWithdrawalState) +
+         ", COALESCE(r.reason, 0), COALESCE(r.time_ns, 0) FROM transfers_out o LEFT JOIN "
+         "transfers_resolved r ON r.transfer_id = o.transfer_id";
+}
+
+}  // namespace
+
+std::string WithdrawalsSql(bool by_account) {
+  // The account's rows come from transfers_out_by_account, every account's
+  // from the key, both in transfer id order: no sort.
+  return WithdrawalSelect() + " WHERE " + (by_account ? "o.account_id = ? AND " : "") +
+         "(? < 0 OR o.asset_id = ?) AND (? < 0 OR " + std::string(kWithdrawalState) +
+         " = ?) AND o.time_ns >= ? AND o.time_ns <= ? ORDER BY o.transfer_id DESC LIMIT ? OFFSET ?";
+}
+
+std::string DepositsSql(bool by_account) {
+  return std::string(
+             "SELECT transfer_id, account_id, asset_id, amount, ref, time_ns FROM deposits "
+             "WHERE ") +
+         (by_account ? "account_id = ? AND " : "") +
+         "(? < 0 OR asset_id = ?) AND time_ns >= ? AND time_ns <= ? ORDER BY transfer_id DESC "
+         "LIMIT ? OFFSET ?";
+}
+
+std::string FindWithdrawalSql(bool by_ref) {
+  return WithdrawalSelect() + " WHERE o.account_id = ? AND " +
+         (by_ref ? "o.ref = ? ORDER BY o.transfer_id DESC LIMIT 1" : "o.transfer_id = ?");
+}
+
+std::vector<int64_t> TransferParams(const TransferQuery& q, bool withdrawals) {
+  std::vector<int64_t> p;
+  if (q.account) p.push_back(int64_t{*q.account});
+  const int64_t asset = q.asset ? int64_t{*q.asset} : -1;
+  p.insert(p.end(), {asset, asset});
+  if (withdrawals) {
+    const int64_t state = q.state ? Small(*q.state) : -1;
+    p.insert(p.end(), {state, state});
+  }
+  const auto [lo, hi] = TimeBounds(q.start_ms, q.end_ms);
+  p.insert(p.end(), {lo, hi, Limit(q.limit), Limit(q.offset)});
+  return p;
+}
+
+std::pair<int64_t, int64_t> TimeBounds(int64_t start_ms, int64_t end_ms) {
   constexpr int64_t kMsNs = 1'000'000;
   constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
-  const int64_t lo = q.start_ms == 0             ? std::numeric_limits<int64_t>::min()
-                     : q.start_ms > kMax / kMsNs ? kMax
-                                                 : q.start_ms * kMsNs;
-  const int64_t hi =
-      q.end_ms == 0 || q.end_ms >= kMax / kMsNs ? kMax : q.end_ms * kMsNs + kMsNs - 1;
+  const int64_t lo = start_ms == 0             ? std::numeric_limits<int64_t>::min()
+                     : start_ms > kMax / kMsNs ? kMax
+                                               : start_ms * kMsNs;
+  const int64_t hi = end_ms == 0 || end_ms >= kMax / kMsNs ? kMax : end_ms * kMsNs + kMsNs - 1;
   return {lo, hi};
 }
 
@@ -95,7 +146,10 @@ uint64_t* CountOf(ProjectionTotals& t, std::string_view table) {
   if (table == "trades") return &t.trades;
   if (table == "ledger_entries") return &t.ledger_entries;
   if (table == "deposits") return &t.deposits;
-  return &t.withdrawals;
+  if (table == "withdrawals") return &t.withdrawals;
+  if (table == "transfers_out") return &t.transfers_out;
+  MB_CHECK(table == "transfers_resolved");  // every table of DataTables() has a count
+  return &t.transfers_resolved;
 }
 
 Result<std::unique_ptr<Store>> OpenStore(const StoreOptions& options,
@@ -154,6 +208,16 @@ class ReconnectingStore final : public Store {
   }
   Result<std::vector<LedgerRow>> Ledger(const LedgerQuery& q) override {
     return Call(&Store::Ledger, q);
+  }
+  Result<std::vector<WithdrawalRow>> Withdrawals(const TransferQuery& q) override {
+    return Call(&Store::Withdrawals, q);
+  }
+  Result<std::vector<TransferRow>> Deposits(const TransferQuery& q) override {
+    return Call(&Store::Deposits, q);
+  }
+  Result<std::optional<WithdrawalRow>> FindWithdrawal(uint32_t account, uint64_t id,
+                                                      std::string_view ref) override {
+    return Call(&Store::FindWithdrawal, account, id, ref);
   }
   Result<ProjectorState> CommittedState() override { return Call(&Store::CommittedState); }
   Result<std::vector<TableDump>> Dump() override { return Call(&Store::Dump); }

@@ -67,6 +67,33 @@ struct LedgerQuery {
   std::size_t limit = 500;
 };
 
+// Where a transfer to another venue stands: pending while it has no
+// resolution row.
+enum class TransferState : uint8_t { kPending = 0, kCompleted = 1, kRefunded = 2 };
+
+// The transfer histories: rows of one account (or of all), of one asset (or
+// of all), whose time (ms, 0 = unbounded, both ends inclusive) is within
+// [start_ms, end_ms]; newest first (by transfer id), at most `limit` after
+// skipping `offset`.
+struct TransferQuery {
+  std::optional<uint32_t> account = std::nullopt;     // nullopt: every account
+  std::optional<uint16_t> asset = std::nullopt;       // nullopt: every asset
+  std::optional<TransferState> state = std::nullopt;  // withdrawals only (deposits have none)
+  int64_t start_ms = 0;
+  int64_t end_ms = 0;
+  std::size_t offset = 0;
+  std::size_t limit = 1000;
+};
+
+// A transfer to another venue as it stands: held, and how it ended if it has.
+struct WithdrawalRow {
+  TransferOutRow held;
+  TransferState state = TransferState::kPending;
+  engine::RefundReason reason = engine::RefundReason::kVoided;  // kRefunded only
+  int64_t resolved_ns = 0;                                      // 0 while pending
+  friend bool operator==(const WithdrawalRow&, const WithdrawalRow&) = default;
+};
+
 // Every row of every table, ordered by key, as text: what "row-for-row
 // identical" compares.
 struct TableDump {
@@ -77,7 +104,7 @@ struct TableDump {
 // Per-asset and per-order figures the verifier compares with a replay.
 struct ProjectionTotals {
   uint64_t orders = 0, order_events = 0, trades = 0, ledger_entries = 0, deposits = 0,
-           withdrawals = 0;
+           withdrawals = 0, transfers_out = 0, transfers_resolved = 0;
   // (account, asset, bucket) -> sum of ledger deltas, sorted by key
   struct Balance {
     uint32_t account = 0;
@@ -130,6 +157,14 @@ class Store {
                                                                  std::string_view client_id) = 0;
   virtual Result<std::vector<marketdata::Fill>> MyTrades(const HistoryQuery& q) = 0;
   virtual Result<std::vector<LedgerRow>> Ledger(const LedgerQuery& q) = 0;
+  // Transfers to other venues (transfers_out with their resolution).
+  virtual Result<std::vector<WithdrawalRow>> Withdrawals(const TransferQuery& q) = 0;
+  // Deposits (the deposits table); q.state is ignored.
+  virtual Result<std::vector<TransferRow>> Deposits(const TransferQuery& q) = 0;
+  // The account's transfer to another venue with that id or, when id is 0,
+  // with that reference; nullopt when the account has none such.
+  virtual Result<std::optional<WithdrawalRow>> FindWithdrawal(uint32_t account, uint64_t id,
+                                                              std::string_view ref) = 0;
   virtual Result<ProjectorState> CommittedState() = 0;  // as a reader sees it
   // Disk use and checkpoints; nullopt for a backend that does not report them
   // (or a store not opened yet).

@@ -3,8 +3,10 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <limits>
 #include <map>
 #include <tuple>
+#include <utility>
 
 #include "engine/engine.h"
 #include "journal/data_dir.h"
@@ -102,6 +104,49 @@ Result<VerifyReport> VerifyProjection(const fs::path& data_dir, const engine::En
           ++balance_diffs;
         }
       }
+    }
+  }
+
+  // What transfers to other venues hold: the held bucket of each account and
+  // asset sums to its pending transfers, and the projection's pending
+  // withdrawals are the replayed engine's.
+  if (caught_up) {
+    std::map<std::pair<uint32_t, uint16_t>, int64_t> held;
+    for (const engine::PendingTransfer& t : engine.PendingTransfers()) {
+      held[{Raw(t.account), Raw(t.asset)}] += t.amount.value;
+    }
+    for (const auto& [key, sum] : sums) {
+      const auto [account, asset, bucket] = key;
+      if (bucket == static_cast<uint8_t>(engine::Bucket::kHeld)) held.try_emplace({account, asset});
+    }
+    std::size_t held_diffs = 0;
+    for (const auto& [key, want] : held) {
+      auto it = sums.find({key.first, key.second, static_cast<uint8_t>(engine::Bucket::kHeld)});
+      const int64_t have = it == sums.end() ? 0 : it->second;
+      if (have != want && held_diffs++ < 20) {
+        report.differences.push_back(fmt::format(
+            "account {} asset {} held: the ledger sums to {}, the replayed engine's pending "
+            "transfers hold {}",
+            key.first, key.second, have, want));
+      }
+    }
+    TransferQuery pending_q;
+    pending_q.state = TransferState::kPending;
+    pending_q.limit = std::numeric_limits<std::size_t>::max();
+    auto pending = store->Withdrawals(pending_q);
+    if (!pending.ok()) return pending.status();
+    std::map<uint64_t, std::tuple<uint32_t, uint16_t, int64_t, int64_t>> want_pending, have_pending;
+    for (const engine::PendingTransfer& t : engine.PendingTransfers()) {
+      want_pending[Raw(t.id)] = {Raw(t.account), Raw(t.asset), t.amount.value, t.fee.value};
+    }
+    for (const WithdrawalRow& w : *pending) {
+      const TransferOutRow& h = w.held;
+      have_pending[h.transfer_id] = {h.account, h.asset, h.amount, h.fee};
+    }
+    if (want_pending != have_pending) {
+      report.differences.push_back(fmt::format(
+          "pending transfers to other venues: the projection has {}, the replayed engine {}",
+          have_pending.size(), want_pending.size()));
     }
   }
 

@@ -6,7 +6,10 @@
 //      every order's state, every trade, ledger line and transfer)
 //   3. balances: an engine replays the journal from sequence 1 (evolve, the
 //      engine's own code, not the projector's) and every account's available
-//      and locked balance must equal the sum of its ledger lines
+//      and locked balance must equal the sum of its ledger lines; the held
+//      lines of each account and asset sum to what its pending transfers to
+//      other venues hold, and the projection's pending withdrawals are the
+//      engine's (id, account, asset, amount, fee)
 //
 // Building a projection from scratch (matchbook project --rebuild) uses the
 // same Projector the live server runs, so a rebuilt projection is row-for-row
