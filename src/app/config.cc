@@ -19,6 +19,7 @@
 #include "bus/publisher.h"
 #include "common/checked.h"
 #include "common/decimal.h"
+#include "common/http_url.h"
 #include "common/status.h"
 #include "common/strong.h"
 #include "engine/market.h"
@@ -32,9 +33,9 @@ using engine::EngineConfig;
 using engine::MarketSpec;
 using engine::MarketStatus;
 
-constexpr std::string_view kTopKeys[] = {"engine",  "assets",     "markets", "server",
-                                         "journal", "snapshots",  "threads", "gateway",
-                                         "venue",   "projection", "metrics", "bus"};
+constexpr std::string_view kTopKeys[] = {
+    "engine",  "assets", "markets",    "server",  "journal", "snapshots", "threads",
+    "gateway", "venue",  "projection", "metrics", "bus",     "venues",    "transfers"};
 constexpr std::string_view kBusKeys[] = {"nats",       "stream",    "subject",
                                          "replicas",   "max_mb",    "max_age_hours",
                                          "message_kb", "linger_us", "timeout_ms"};
@@ -75,7 +76,11 @@ constexpr std::string_view kStageKeys[] = {"wait", "spins",    "yields",     "pa
                                            "cpu",  "realtime", "rt_priority"};
 constexpr std::string_view kEngineKeys[] = {"max_accounts", "fee_account", "expected_open_orders",
                                             "client_id_memory", "client_order_id"};
-constexpr std::string_view kAssetKeys[] = {"symbol", "scale"};
+constexpr std::string_view kAssetKeys[] = {"symbol",       "scale",           "withdraw_fee",
+                                           "withdraw_min", "deposit_enabled", "withdraw_enabled"};
+constexpr std::string_view kVenueKeys[] = {"name", "url", "secret"};
+constexpr std::string_view kTransferKeys[] = {"dispatch",     "window",     "batch",
+                                              "retry_max_ms", "timeout_ms", "max_clock_skew_ms"};
 constexpr std::string_view kMarketKeys[] = {
     "symbol",  "base",      "quote",        "tick_size",     "step_size",     "min_qty",
     "max_qty", "max_price", "min_notional", "maker_fee_bps", "taker_fee_bps", "status"};
@@ -436,7 +441,71 @@ class Loader {
     MB_RETURN_IF_ERROR(ReadGateway(root, &r->gateway));
     MB_RETURN_IF_ERROR(ReadMetrics(root, &r->metrics));
     MB_RETURN_IF_ERROR(ReadBus(root, r));
+    MB_RETURN_IF_ERROR(ReadTransfers(root, r));
     return ReadProjection(root, &r->projection);
+  }
+
+  // [[venues]] (optional, any number) and [transfers].
+  Status ReadTransfers(const toml::table& root, RuntimeConfig* r) const {
+    TransferConfig* x = &r->transfers;
+    if (const toml::node* n = root.get("venues")) {
+      const toml::array* venues = n->as_array();
+      if (venues == nullptr || !venues->is_array_of_tables()) {
+        return At(*n, "venues", "must be an array of tables ([[venues]])");
+      }
+      for (std::size_t i = 0; i < venues->size(); ++i) {
+        const toml::table& t = *venues->get(i)->as_table();
+        const std::string path = fmt::format("venues[{}]", i);
+        MB_RETURN_IF_ERROR(CheckKeys(t, path, kVenueKeys));
+        transfer::VenueLink v;
+        const toml::node* where = nullptr;
+        MB_RETURN_IF_ERROR(GetString(t, path, "name", &v.name, &where));
+        if (Status s = bus::CheckVenue(v.name); !s.ok()) {
+          return At(*where, Dot(path, "name"), s.message());
+        }
+        if (v.name == r->venue) {
+          return At(*where, Dot(path, "name"),
+                    fmt::format("\"{}\" is this venue's own name (venue)", v.name));
+        }
+        for (const transfer::VenueLink& other : x->venues) {
+          if (other.name == v.name) {
+            return At(*where, Dot(path, "name"), fmt::format("\"{}\" is listed twice", v.name));
+          }
+        }
+        MB_RETURN_IF_ERROR(GetString(t, path, "url", &v.url, &where));
+        if (auto u = ParseHttpUrl(v.url, "url", "the other venue's API"); !u.ok()) {
+          return At(*where, Dot(path, "url"), u.status().message());
+        }
+        MB_RETURN_IF_ERROR(GetString(t, path, "secret", &v.secret, &where));
+        if (v.secret.size() < 16) {
+          return At(*where, Dot(path, "secret"),
+                    "at least 16 characters (it signs every call between the venues)");
+        }
+        x->venues.push_back(std::move(v));
+      }
+    }
+    const toml::table* t = nullptr;
+    MB_RETURN_IF_ERROR(OptionalTable(root, "", "transfers", kTransferKeys, &t));
+    std::string mode;
+    const toml::node* where = nullptr;
+    MB_RETURN_IF_ERROR(OptionalString(t, "transfers", "dispatch", &mode, &where));
+    if (where != nullptr) {
+      if (mode == "sequential") {
+        x->dispatch = transfer::DispatchMode::kSequential;
+      } else if (mode == "pipelined") {
+        x->dispatch = transfer::DispatchMode::kPipelined;
+      } else {
+        return At(*where, "transfers.dispatch",
+                  fmt::format("unknown mode \"{}\" (expected sequential or pipelined)", mode));
+      }
+    }
+    MB_RETURN_IF_ERROR(OptionalInt(t, "transfers", "window", 1, 1'000'000, &x->window));
+    MB_RETURN_IF_ERROR(OptionalInt(t, "transfers", "batch", 1, 1000, &x->batch));
+    MB_RETURN_IF_ERROR(OptionalInt(t, "transfers", "retry_max_ms", 100, 5000, &x->retry_max_ms));
+    MB_RETURN_IF_ERROR(OptionalInt(t, "transfers", "timeout_ms", 100, 60'000, &x->timeout_ms));
+    MB_RETURN_IF_ERROR(
+        OptionalInt(t, "transfers", "max_clock_skew_ms", 100, 300'000, &x->max_clock_skew_ms));
+    return Status::Ok();
   }
 
   Status ReadBus(const toml::table& root, RuntimeConfig* r) const {
@@ -629,6 +698,16 @@ class Loader {
       int64_t scale = 0;
       MB_RETURN_IF_ERROR(GetInt(t, path, "scale", 0, kMaxDecimalScale, &scale));
       a.scale = static_cast<int32_t>(scale);
+      for (auto [key, out] : {std::pair{"withdraw_fee", &a.withdraw_fee},
+                              std::pair{"withdraw_min", &a.withdraw_min}}) {
+        if (t.get(key) == nullptr) continue;
+        std::string text;
+        const toml::node* n = nullptr;
+        MB_RETURN_IF_ERROR(GetDecimalText(t, path, key, &text, &n));
+        MB_RETURN_IF_ERROR(ToUnits(*n, Dot(path, key), text, a, out));
+      }
+      MB_RETURN_IF_ERROR(OptionalBool(&t, path, "deposit_enabled", &a.deposit_enabled));
+      MB_RETURN_IF_ERROR(OptionalBool(&t, path, "withdraw_enabled", &a.withdraw_enabled));
       if (auto it = assets_.find(a.symbol); it != assets_.end()) {
         return At(*symbol, Dot(path, "symbol"),
                   fmt::format("duplicate asset symbol {} (first defined at line {})", a.symbol,

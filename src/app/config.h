@@ -39,6 +39,13 @@
 //                replicas (1; 3 for a cluster), max_mb (32768) and max_age_hours (168):
 //                the stream's limits, message_kb (256), linger_us (2000: a message not
 //                full waits this long for more records), timeout_ms (2000)
+//   [[venues]]   name, url ("http://HOST:PORT"), secret (>= 16 characters): the other
+//                venues this one sends transfers to and takes them from
+//   [transfers]  dispatch ("pipelined" | "sequential"), window (1024: transfers in
+//                flight per venue), batch (128: per call), retry_max_ms (5000),
+//                timeout_ms (5000), max_clock_skew_ms (10000: a venue call's timestamp)
+//   [[assets]]   also, optional: withdraw_fee ("0"), withdraw_min ("0"),
+//                deposit_enabled (true), withdraw_enabled (true)
 //   [metrics]    remote (false: /metrics answers loopback peers only), port (0: no
 //                separate metrics port), flight_threshold_ms (50; 0 = no dumps),
 //                flight_window_ms (5000), flight_capacity (65536, a power of two),
@@ -71,6 +78,7 @@
 #include "gateway/gateway.h"
 #include "journal/writer.h"
 #include "projection/store.h"
+#include "transfer/dispatcher.h"
 
 namespace mb::app {
 
@@ -106,6 +114,18 @@ struct BusConfig {
   uint32_t timeout_ms = 2000;
 };
 
+// [[venues]] and [transfers]: transfers to and from other venues
+// (docs/transfers.md).
+struct TransferConfig {
+  std::vector<transfer::VenueLink> venues;
+  transfer::DispatchMode dispatch = transfer::DispatchMode::kPipelined;
+  uint32_t window = 1024;
+  uint32_t batch = 128;
+  uint32_t retry_max_ms = 5000;
+  uint32_t timeout_ms = 5000;
+  uint32_t max_clock_skew_ms = 10'000;
+};
+
 struct RuntimeConfig {
   std::string venue = "matchbook";
   std::string data_dir = "data";
@@ -119,6 +139,7 @@ struct RuntimeConfig {
   ProjectionConfig projection;
   MetricsConfig metrics;
   BusConfig bus;
+  TransferConfig transfers;
 };
 
 struct Config {

@@ -163,11 +163,12 @@ TEST(ParseConfig, RefusesEachKindOfErrorNamingFileLineAndField) {
        "test.toml:19: markets.BTCUSDT.tick_sise: ", "unknown key (expected symbol, base"},
       {"misspelt engine key", Edit({{6, "max_acounts = 5"}}),
        "test.toml:6: engine.max_acounts: ", "unknown key"},
-      {"misspelt asset key", Edit({{10, "precision = 8"}}),
-       "test.toml:10: assets.BTC.precision: ", "unknown key (expected symbol, scale)"},
+      {"misspelt asset key", Edit({{10, "precision = 8"}}), "test.toml:10: assets.BTC.precision: ",
+       "unknown key (expected symbol, scale, withdraw_fee, withdraw_min, deposit_enabled, "
+       "withdraw_enabled)"},
       {"unknown table", Edit({}, "[network]\nport = 1\n"), "test.toml:28: network: ",
        "unknown key (expected engine, assets, markets, server, journal, snapshots, threads, "
-       "gateway, venue, projection, metrics, bus)"},
+       "gateway, venue, projection, metrics, bus, venues, transfers)"},
       {"misspelt metrics key", Edit({}, "[metrics]\nremote_ok = true\n"),
        "test.toml:29: metrics.remote_ok: ",
        "unknown key (expected remote, port, flight_threshold_ms, flight_window_ms, "
@@ -589,6 +590,61 @@ TEST(ParseConfig, TrustedReplicasAreAddresses) {
         << r.status().message();
     EXPECT_NE(r.status().message().find("is not an IP address"), std::string::npos);
   }
+}
+
+TEST(ParseConfig, VenuesTransfersAndAssetWithdrawalRulesAreParsed) {
+  auto base = ParseFullConfig(Edit(), kName);
+  ASSERT_TRUE(base.ok());
+  EXPECT_TRUE(base->runtime.transfers.venues.empty());
+  EXPECT_EQ(base->runtime.transfers.dispatch, transfer::DispatchMode::kPipelined);
+  EXPECT_EQ(base->engine.assets[0].withdraw_fee, 0);
+  EXPECT_TRUE(base->engine.assets[0].withdraw_enabled);
+  const std::string venues =
+      "[[venues]]\nname = \"beta\"\nurl = \"http://10.0.0.2:8080\"\n"
+      "secret = \"0123456789abcdef\"\n"
+      "[transfers]\ndispatch = \"sequential\"\nwindow = 64\nbatch = 8\nretry_max_ms = 1000\n";
+  auto c = ParseFullConfig("venue = \"alpha\"\n" +
+                               Edit({{9,
+                                      "scale = 8\nwithdraw_fee = \"0.0005\"\n"
+                                      "withdraw_min = \"0.001\"\nwithdraw_enabled = false"}}) +
+                               venues,
+                           kName);
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  ASSERT_EQ(c->runtime.transfers.venues.size(), 1u);
+  EXPECT_EQ(c->runtime.transfers.venues[0].name, "beta");
+  EXPECT_EQ(c->runtime.transfers.venues[0].url, "http://10.0.0.2:8080");
+  EXPECT_EQ(c->runtime.transfers.dispatch, transfer::DispatchMode::kSequential);
+  EXPECT_EQ(c->runtime.transfers.window, 64u);
+  EXPECT_EQ(c->runtime.transfers.batch, 8u);
+  EXPECT_EQ(c->engine.assets[0].withdraw_fee, 50'000);
+  EXPECT_EQ(c->engine.assets[0].withdraw_min, 100'000);
+  EXPECT_FALSE(c->engine.assets[0].withdraw_enabled);
+  EXPECT_EQ(mb::engine::HashConfig(c->engine), mb::engine::HashConfig(base->engine))
+      << "withdrawal rules are not part of the engine's state";
+  const std::pair<std::string, std::string> bad[] = {
+      {"[[venues]]\nname = \"beta\"\nurl = \"https://x:1\"\nsecret = \"0123456789abcdef\"\n",
+       "venues[0].url"},
+      {"[[venues]]\nname = \"beta\"\nurl = \"http://x:1\"\nsecret = \"short\"\n",
+       "venues[0].secret: at least 16"},
+      {"[[venues]]\nname = \"alpha\"\nurl = \"http://x:1\"\nsecret = \"0123456789abcdef\"\n",
+       "this venue's own name"},
+      {venues +
+           "[[venues]]\nname = \"beta\"\nurl = \"http://y:1\"\nsecret = \"0123456789abcdef\"\n",
+       "listed twice"},
+      {"[[venues]]\nname = \"beta\"\nurl = \"http://x:1\"\nsecret = \"0123456789abcdef\"\nport = "
+       "1\n",
+       "venues[0].port: unknown key"},
+      {"[transfers]\ndispatch = \"async\"\n", "transfers.dispatch: unknown mode"},
+      {"[transfers]\nretry_max_ms = 60000\n", "transfers.retry_max_ms"},
+  };
+  for (const auto& [text, want] : bad) {
+    auto r = ParseFullConfig("venue = \"alpha\"\n" + Edit() + text, kName);
+    ASSERT_FALSE(r.ok()) << text;
+    EXPECT_NE(r.status().message().find(want), std::string::npos) << r.status().message();
+  }
+  auto fee = ParseFullConfig(Edit({{9, "scale = 8\nwithdraw_fee = 0.1"}}), kName);
+  ASSERT_FALSE(fee.ok());
+  EXPECT_NE(fee.status().message().find("withdraw_fee"), std::string::npos);
 }
 
 }  // namespace

@@ -130,6 +130,22 @@ std::string FormatEvent(const engine::EngineConfig& c, const engine::Event& e) {
       return fmt::format("{} id={} acct={} {} ref={}", head, Raw(w.transfer_id), Raw(w.account),
                          FormatAmount(c, w.asset, w.amount), w.ref.view());
     }
+    case EventType::kTransferHeld: {
+      const auto& t = std::get<TransferHeld>(e.body);
+      return fmt::format("{} id={} acct={} {} fee={} ref={} to={}", head, Raw(t.transfer_id),
+                         Raw(t.account), FormatAmount(c, t.asset, t.amount),
+                         FormatAmount(c, t.asset, t.fee), t.ref.view(), t.address.view());
+    }
+    case EventType::kTransferCompleted: {
+      const auto& t = std::get<TransferCompleted>(e.body);
+      return fmt::format("{} id={} acct={} {} fee={}", head, Raw(t.transfer_id), Raw(t.account),
+                         FormatAmount(c, t.asset, t.amount), FormatAmount(c, t.asset, t.fee));
+    }
+    case EventType::kTransferRefunded: {
+      const auto& t = std::get<TransferRefunded>(e.body);
+      return fmt::format("{} id={} acct={} {} reason={}", head, Raw(t.transfer_id), Raw(t.account),
+                         FormatAmount(c, t.asset, t.amount), ToString(t.reason));
+    }
     case EventType::kMarketStatusChanged: {
       const auto& s = std::get<MarketStatusChanged>(e.body);
       return fmt::format("{} {} -> {}", head, Sym(c, s.market), ToString(s.status));

@@ -59,6 +59,7 @@
 #include "projection/projector.h"
 #include "projection/store.h"
 #include "projection/verify.h"
+#include "transfer/dispatcher.h"
 
 namespace {
 
@@ -155,8 +156,27 @@ int Serve(const mb::app::Config& cfg, const std::string& source, bool recover_on
   go.flight_recorder = &recorder;
   go.flight_threshold_ns = fo.threshold_ns;
   go.flight_window_ms = fo.window_ms;
+  const mb::app::TransferConfig& tc = cfg.runtime.transfers;
+  go.venue = cfg.runtime.venue;
+  go.venues = tc.venues;
+  go.venue_max_skew_ms = tc.max_clock_skew_ms;
   auto gw = mb::gateway::Gateway::Create(cfg.engine, cfg.runtime.data_dir, go);
   if (!gw.ok()) return ServeFail(gw.status());
+  // Transfers to other venues: the journal's outbox, delivered by the
+  // dispatcher's own threads (docs/transfers.md).
+  mb::transfer::DispatchOptions dopt;
+  dopt.venue = cfg.runtime.venue;
+  dopt.venues = tc.venues;
+  dopt.mode = tc.dispatch;
+  dopt.window = tc.window;
+  dopt.batch = tc.batch;
+  dopt.retry_max_ms = tc.retry_max_ms;
+  dopt.timeout_ms = tc.timeout_ms;
+  dopt.metrics = &registry;
+  auto dispatcher = mb::transfer::Dispatcher::Create(cfg.engine, std::move(dopt));
+  if (!dispatcher.ok()) return ServeFail(dispatcher.status());
+  (*gw)->SetDispatcher(dispatcher->get());
+  (*gw)->AddHealthSection("transfers", [d = dispatcher->get()] { return d->HealthJson(); });
 
   // The history projection follows the journal on its own thread; a database
   // that cannot be reached is retried and never stops trading.
@@ -240,6 +260,7 @@ int Serve(const mb::app::Config& cfg, const std::string& source, bool recover_on
   }
   mb::fanout::Stage fanout(mb::fanout::StageOptions{.timing = true});
   (*gw)->Wire(&o, &fanout);
+  (*dispatcher)->Wire(&o, &fanout);
   fanout.Add(&projector_feed);
   if (publisher_feed) fanout.Add(publisher_feed.get());
   auto ex = mb::exchange::Exchange::Open(std::move(o));
@@ -290,6 +311,7 @@ int Serve(const mb::app::Config& cfg, const std::string& source, bool recover_on
     (void)(*ex)->Close();
     return ServeFail(s);
   }
+  (*dispatcher)->Start(ex->get());
   const mb::gateway::ServerOptions& so = cfg.runtime.gateway.server;
   const std::string host = so.host.find(':') != std::string::npos ? "[" + so.host + "]" : so.host;
   const uint16_t port = (*gw)->port();
@@ -338,6 +360,7 @@ int Serve(const mb::app::Config& cfg, const std::string& source, bool recover_on
   }
   mb::log::Info("app", fmt::format("signal {}: shutting down", g_signal.load()));
   (*gw)->StopServer();
+  (*dispatcher)->Stop();  // what is unresolved stays held: the next start delivers it
   Status s = (*ex)->Close();
   fanout.Stop();  // every durable batch and answer delivered
   stop_projector();
@@ -370,10 +393,10 @@ int Project(const mb::app::Config& cfg, bool rebuild) {
   const mb::projection::ProjectorStats st = projector.stats();
   fmt::print(
       "projection {}: {} at sequence {} ({} events in {:.3f} s): {} orders, {} order events, {} "
-      "trades, {} ledger entries, {} deposits, {} withdrawals\n",
+      "trades, {} ledger entries, {} deposits, {} withdrawals, {} transfers out, {} resolved\n",
       Describe(so), rebuild ? "rebuilt" : "caught up", st.applied_seq, st.events, secs,
       totals->orders, totals->order_events, totals->trades, totals->ledger_entries,
-      totals->deposits, totals->withdrawals);
+      totals->deposits, totals->withdrawals, totals->transfers_out, totals->transfers_resolved);
   return 0;
 }
 
@@ -388,9 +411,9 @@ int VerifyProjection(const mb::app::Config& cfg) {
   const auto& t = report->totals;
   fmt::print(
       "projection {}: applied sequence {}, journal ends at {}; {} orders, {} order events, {} "
-      "trades, {} ledger entries, {} deposits, {} withdrawals\n",
+      "trades, {} ledger entries, {} deposits, {} withdrawals, {} transfers out, {} resolved\n",
       Describe(so), report->applied_seq, report->journal_seq, t.orders, t.order_events, t.trades,
-      t.ledger_entries, t.deposits, t.withdrawals);
+      t.ledger_entries, t.deposits, t.withdrawals, t.transfers_out, t.transfers_resolved);
   for (const std::string& d : report->differences) fmt::print("DIFFERENCE: {}\n", d);
   fmt::print("projection: {}\n", report->ok()
                                      ? "ok (equals the journal)"

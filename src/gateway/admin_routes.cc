@@ -80,6 +80,13 @@ void Gateway::Impl::HandleAdmin(Ctx& c) {
                              "with: add a [[markets]] entry to the configuration file and "
                              "restart (ids are positions: append only)."});
   }
+  if (parts.size() == 1 && parts[0] == "transfers" && v == http::verb::get) {
+    return AdminTransfers(c);
+  }
+  if (parts.size() == 3 && parts[0] == "transfers" && parts[2] == "void" && v == http::verb::post) {
+    return AdminVoidTransfer(c, parts[1]);
+  }
+  if (parts.size() == 1 && parts[0] == "venues" && v == http::verb::get) return AdminVenues(c);
   if (parts.size() == 1 && parts[0] == "snapshot" && v == http::verb::post) {
     exchange_->RequestSnapshot();
     return Ok(c, R"({"requested":true})");
@@ -440,6 +447,23 @@ void Gateway::Impl::AdminCreateKey(Ctx& c, std::string_view id_text, const json:
   if (*id == config_.fee_account) {
     return Reply(c, ApiError{400, -1002, "The fee account cannot trade: it has no API keys."});
   }
+  uint8_t permissions = kDefaultPermissions;
+  if (const json::value* p = body.if_contains("permissions")) {
+    permissions = kRead;  // every key reads, as on Binance
+    bool ok = p->is_array() && !p->get_array().empty();
+    if (ok) {
+      for (const json::value& name : p->get_array()) {
+        const uint8_t bit = name.is_string() ? PermissionNamed(name.get_string()) : 0;
+        ok = ok && bit != 0;
+        permissions = static_cast<uint8_t>(permissions | bit);
+      }
+    }
+    if (!ok) {
+      return Reply(c, ApiError{400, -1130,
+                               "Field 'permissions' must be a non-empty array of \"READ\", "
+                               "\"TRADE\" and \"WITHDRAW\"."});
+    }
+  }
   const json::value* public_key = body.if_contains("publicKey");
   Result<ApiKey> k = InvalidArgument("");
   if (public_key != nullptr) {
@@ -450,17 +474,20 @@ void Gateway::Impl::AdminCreateKey(Ctx& c, std::string_view id_text, const json:
                                "Field 'publicKey' must be an Ed25519 public key: PEM "
                                "(-----BEGIN PUBLIC KEY-----) or base64."});
     }
-    k = keys_->CreateEd25519Key(*id, *raw, clock_.wall_ms());
+    k = keys_->CreateEd25519Key(*id, *raw, clock_.wall_ms(), permissions);
     if (!k.ok() && k.status().code() == StatusCode::kInvalidArgument) {
       return Reply(c, ApiError{400, -1130, k.status().message()});
     }
   } else {
-    k = keys_->CreateKey(*id, clock_.wall_ms());
+    k = keys_->CreateKey(*id, clock_.wall_ms(), permissions);
   }
   if (!k.ok()) return Reply(c, ApiError{500, -1000, k.status().message()});
   json::object o;
   o["accountId"] = static_cast<uint32_t>(*id);
   o["apiKey"] = k->key;
+  json::array perms;
+  for (const std::string& name : PermissionNames(k->permissions)) perms.emplace_back(name);
+  o["permissions"] = std::move(perms);
   if (k->is_ed25519()) {
     o["keyType"] = "ED25519";
   } else {
@@ -519,7 +546,9 @@ void Gateway::Impl::AdminLedger(Ctx& c, std::string_view id_text) {
       x["seq"] = l.seq;
       x["index"] = l.idx;
       x["asset"] = config_.assets[static_cast<std::size_t>(l.asset)].symbol;
-      x["bucket"] = l.bucket == engine::Bucket::kAvailable ? "AVAILABLE" : "LOCKED";
+      x["bucket"] = l.bucket == engine::Bucket::kAvailable ? "AVAILABLE"
+                    : l.bucket == engine::Bucket::kLocked  ? "LOCKED"
+                                                           : "HELD";
       x["delta"] = AssetAmount(config_, l.asset, l.delta);
       x["reason"] = engine::ToString(l.reason);
       x["refKind"] = l.ref_kind == engine::RefKind::kOrder   ? "ORDER"
@@ -572,6 +601,14 @@ void Gateway::Impl::AdminTransfer(Ctx& c, const json::object& body, bool deposit
   TransferRef tref;
   if (ref->empty() || !tref.Assign(*ref)) {
     return Reply(c, ApiError{400, -1130, "Field 'ref' must be 1 to 64 characters."});
+  }
+  // "<venue>:..." is the reference of a transfer from that venue: reserved.
+  for (const transfer::VenueLink& v : options_.venues) {
+    if (ref->starts_with(v.name + ":")) {
+      return Reply(c, ApiError{400, -1130,
+                               "Field 'ref': \"" + v.name +
+                                   ":...\" is reserved for transfers from venue " + v.name + "."});
+    }
   }
   engine::Command cmd;
   const AccountId acc = static_cast<AccountId>(*account);

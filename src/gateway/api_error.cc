@@ -59,6 +59,8 @@ std::string_view OrderRejectText(engine::RejectReason reason) {
       return "Unknown order sent.";
     case RejectReason::kDuplicateTransfer:
       return "Duplicate transfer reference.";
+    case RejectReason::kUnknownTransfer:
+      return "No pending transfer with that id.";
     case RejectReason::kInvalidAmount:
       return "Amount must be greater than zero.";
     case RejectReason::kInvalidStatus:
@@ -276,6 +278,8 @@ ApiError ApiError::FromReject(engine::CommandType command, engine::RejectReason 
       return CancelRejected(text);
     case CommandType::kDeposit:
     case CommandType::kWithdraw:
+    case CommandType::kTransferOut:
+    case CommandType::kResolveTransfer:
     case CommandType::kSetMarketStatus:
     case CommandType::kCancelReplace:  // answered per side, as kCancelOrder and kPlaceOrder
       break;

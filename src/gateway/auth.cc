@@ -226,6 +226,20 @@ std::string ParseAuthJson(std::string_view text, uint32_t max_accounts, Loaded* 
     k.created_ms = *created;
     k.revoked = revoked->get_bool();
     k.ed25519_public_key = std::move(ed25519);
+    // Optional: keys written before permissions existed read and trade.
+    if (const json::value* p = o->if_contains("permissions")) {
+      uint8_t bits = 0;
+      bool ok = p->is_array();
+      if (ok) {
+        for (const json::value& name : p->get_array()) {
+          const uint8_t bit = name.is_string() ? PermissionNamed(name.get_string()) : 0;
+          ok = ok && bit != 0;
+          bits = static_cast<uint8_t>(bits | bit);
+        }
+      }
+      if (!ok) return where + ": \"permissions\" must list READ, TRADE or WITHDRAW";
+      k.permissions = bits;
+    }
     if (!loaded.keys.emplace(k.key, k).second) return where + ": the key appears twice";
   }
   *out = std::move(loaded);
@@ -246,6 +260,9 @@ std::string SerializeAuthJson(const std::map<uint32_t, AccountInfo>& accounts,
                    {"created_ms", k.created_ms},
                    {"revoked", k.revoked}};
     if (k.is_ed25519()) o["ed25519"] = Base64Encode(k.ed25519_public_key);
+    json::array perms;
+    for (const std::string& p : PermissionNames(k.permissions)) perms.emplace_back(p);
+    o["permissions"] = std::move(perms);
     keys_a.push_back(std::move(o));
   }
   const json::object root{
@@ -511,7 +528,22 @@ std::vector<AccountInfo> KeyStore::Accounts() const {
   return out;
 }
 
-Result<ApiKey> KeyStore::CreateKey(AccountId account, int64_t now_ms) {
+uint8_t PermissionNamed(std::string_view name) noexcept {
+  if (name == "READ") return kRead;
+  if (name == "TRADE") return kTrade;
+  if (name == "WITHDRAW") return kWithdraw;
+  return 0;
+}
+
+std::vector<std::string> PermissionNames(uint8_t permissions) {
+  std::vector<std::string> out;
+  if ((permissions & kRead) != 0) out.emplace_back("READ");
+  if ((permissions & kTrade) != 0) out.emplace_back("TRADE");
+  if ((permissions & kWithdraw) != 0) out.emplace_back("WITHDRAW");
+  return out;
+}
+
+Result<ApiKey> KeyStore::CreateKey(AccountId account, int64_t now_ms, uint8_t permissions) {
   WriterLock lock(mu_);
   if (accounts_.count(Raw(account)) == 0) {
     return NotFound("account " + std::to_string(Raw(account)) + " does not exist");
@@ -523,6 +555,7 @@ Result<ApiKey> KeyStore::CreateKey(AccountId account, int64_t now_ms) {
   k.secret = RandomToken(kKeyLength);
   k.account = account;
   k.created_ms = now_ms;
+  k.permissions = permissions;
   keys_.emplace(k.key, k);
   if (Status s = Save(); !s.ok()) {
     keys_.erase(k.key);
@@ -531,8 +564,8 @@ Result<ApiKey> KeyStore::CreateKey(AccountId account, int64_t now_ms) {
   return k;
 }
 
-Result<ApiKey> KeyStore::CreateEd25519Key(AccountId account, std::string public_key,
-                                          int64_t now_ms) {
+Result<ApiKey> KeyStore::CreateEd25519Key(AccountId account, std::string public_key, int64_t now_ms,
+                                          uint8_t permissions) {
   if (public_key.size() != kEd25519KeyBytes) {
     return InvalidArgument("an Ed25519 public key has 32 bytes");
   }
@@ -551,6 +584,7 @@ Result<ApiKey> KeyStore::CreateEd25519Key(AccountId account, std::string public_
   } while (keys_.count(k.key) != 0);
   k.account = account;
   k.created_ms = now_ms;
+  k.permissions = permissions;
   k.ed25519_public_key = std::move(public_key);
   keys_.emplace(k.key, k);
   if (Status s = Save(); !s.ok()) {

@@ -58,6 +58,16 @@ std::optional<std::string> ParseEd25519PublicKey(std::string_view text);
 bool Ed25519Verify(std::string_view public_key, std::string_view message,
                    std::string_view signature);
 
+// What a key may do, as Binance's keys (enableReading, enableSpotAndMarginTrading,
+// enableWithdrawals): a bit set. A new key reads and trades; withdrawing is
+// granted by the operator only.
+enum Permission : uint8_t { kRead = 1, kTrade = 2, kWithdraw = 4 };
+inline constexpr uint8_t kDefaultPermissions = kRead | kTrade;
+inline constexpr uint8_t kAllPermissions = kRead | kTrade | kWithdraw;
+// "READ", "TRADE", "WITHDRAW" → the bit; 0 for another name.
+uint8_t PermissionNamed(std::string_view name) noexcept;
+std::vector<std::string> PermissionNames(uint8_t permissions);
+
 struct ApiKey {
   std::string key;     // 64 characters, public
   std::string secret;  // HMAC keys: 64 characters, shown once at creation; Ed25519 keys: empty
@@ -65,6 +75,7 @@ struct ApiKey {
   int64_t created_ms = 0;
   bool revoked = false;
   std::string ed25519_public_key;  // Ed25519 keys: the raw 32 bytes; HMAC keys: empty
+  uint8_t permissions = kDefaultPermissions;
 
   bool is_ed25519() const noexcept { return !ed25519_public_key.empty(); }
 };
@@ -99,11 +110,13 @@ class KeyStore {
   std::optional<AccountInfo> FindAccount(AccountId id) const;
   std::vector<AccountInfo> Accounts() const;
 
-  Result<ApiKey> CreateKey(AccountId account, int64_t now_ms);  // account must exist
+  Result<ApiKey> CreateKey(AccountId account, int64_t now_ms,
+                           uint8_t permissions = kDefaultPermissions);  // account must exist
   // An Ed25519 key: the API key for the raw 32-byte `public_key` (see
   // ParseEd25519PublicKey). Error: no such account, a key not 32 bytes, a
   // public key already registered.
-  Result<ApiKey> CreateEd25519Key(AccountId account, std::string public_key, int64_t now_ms);
+  Result<ApiKey> CreateEd25519Key(AccountId account, std::string public_key, int64_t now_ms,
+                                  uint8_t permissions = kDefaultPermissions);
   Status RevokeKey(std::string_view key);                     // kNotFound
   std::optional<ApiKey> FindKey(std::string_view key) const;  // revoked keys too
   std::vector<ApiKey> Keys(AccountId account) const;

@@ -857,11 +857,13 @@ std::string AccountJson(const engine::EngineConfig& config, AccountId account,
         .Dec("seller", FormatDecimal(0, 8));
     rates.End();
   }
-  // Deposits and withdrawals are operator actions (/admin/v1), not the
-  // account's own, hence canDeposit / canWithdraw false.
-  o.Bool("canTrade", account != config.fee_account)
-      .Bool("canWithdraw", false)
-      .Bool("canDeposit", false)
+  // A trader's account takes deposits from other venues at its addresses and
+  // withdraws to them (docs/transfers.md; the key needs WITHDRAW); the fee
+  // account does neither through the API.
+  const bool trader = account != config.fee_account;
+  o.Bool("canTrade", trader)
+      .Bool("canWithdraw", trader)
+      .Bool("canDeposit", trader)
       .Bool("brokered", false)
       .Bool("requireSelfTradePrevention", false)
       .Bool("preventSor", false)

@@ -875,7 +875,7 @@ TEST(AccountJson, Golden) {
       R"({"makerCommission":15,"takerCommission":10,"buyerCommission":0,"sellerCommission":0,)"
       R"("commissionRates":{"maker":"0.00150000","taker":"0.00100000","buyer":"0.00000000",)"
       R"("seller":"0.00000000"},)"
-      R"("canTrade":true,"canWithdraw":false,"canDeposit":false,"brokered":false,)"
+      R"("canTrade":true,"canWithdraw":true,"canDeposit":true,"brokered":false,)"
       R"("requireSelfTradePrevention":false,)"
       R"("preventSor":false,"updateTime":1700000000777,"accountType":"SPOT","balances":[)"
       R"({"asset":"BTC","free":"1.50000000","locked":"0.00000000"},{"asset":"ETH",)"

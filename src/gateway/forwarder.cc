@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/http_url.h"
 #include "gateway/api_error.h"
 
 namespace mb::gateway {
@@ -468,23 +469,7 @@ class Forwarder::Impl : public std::enable_shared_from_this<Forwarder::Impl> {
 };
 
 Result<std::pair<std::string, std::string>> ParsePrimary(std::string_view primary) {
-  std::string_view rest = primary;
-  if (rest.starts_with("http://")) rest.remove_prefix(7);
-  while (rest.ends_with('/')) rest.remove_suffix(1);
-  const std::size_t colon = rest.rfind(':');
-  const bool bracketed = rest.starts_with('[');
-  std::string host(colon == std::string_view::npos ? rest : rest.substr(0, colon));
-  if (bracketed && host.size() >= 2 && host.back() == ']') host = host.substr(1, host.size() - 2);
-  const std::string port(colon == std::string_view::npos ? "" : rest.substr(colon + 1));
-  const bool port_ok = !port.empty() && port.size() <= 5 &&
-                       port.find_first_not_of("0123456789") == std::string::npos &&
-                       std::stoul(port) > 0 && std::stoul(port) <= 65535;
-  if (primary.starts_with("https://") || host.empty() || !port_ok ||
-      rest.find('/') != std::string_view::npos) {
-    return InvalidArgument(
-        fmt::format("primary \"{}\" is not http://HOST:PORT (the primary's API address)", primary));
-  }
-  return std::make_pair(std::move(host), port);
+  return ParseHttpUrl(primary, "primary", "the primary's API address");
 }
 
 Result<std::unique_ptr<Forwarder>> Forwarder::Create(std::string_view primary,

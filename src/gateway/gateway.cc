@@ -18,6 +18,7 @@ void Gateway::Impl::Wire(exchange::ExchangeOptions* o, fanout::Stage* stage) {
 }
 
 void Gateway::Impl::SetHistory(History* history) { history_ = history; }
+void Gateway::Impl::SetDispatcher(transfer::Dispatcher* dispatcher) { dispatcher_ = dispatcher; }
 
 Status Gateway::Impl::Start(exchange::Exchange* exchange) {
   exchange_ = exchange;
@@ -134,6 +135,7 @@ void Gateway::Impl::Handle(Request req, std::string_view remote, bool loopback, 
   c.req = std::move(req);
   if (c.path.starts_with("/admin/v1/")) return HandleAdmin(c);
   if (c.path == "/metrics" && options_.metrics != nullptr) return HandleMetrics(c);
+  if (c.path == transfer::kDeliverTarget) return VenueCall(c);
 
   const Route* route = nullptr;
   bool path_known = false;
@@ -249,6 +251,11 @@ void Gateway::Impl::Dispatch(Ctx& c, const Route& r, const std::optional<ApiErro
               Authenticate(c, route->security == Security::kSigned, clock_.wall_ns() / 1'000)) {
         return Reply(c, *e);
       }
+    } else if (const std::optional<ApiKey> key = keys_->FindKey(c.api_key)) {
+      c.permissions = key->permissions;
+    }
+    if ((c.permissions & route->permission) != route->permission) {
+      return Reply(c, ApiError::RejectedApiKey());
     }
     // Matchbook's own per-key bucket, beside Binance's per-IP one.
     const RateDecision k = key_limiter_.Take(c.api_key, weight, now);
@@ -315,7 +322,14 @@ void Gateway::Impl::RegisterRoutes() {
   using V = http::verb;
   auto add = [this](V m, std::string p, Security s, uint32_t w, Fn f,
                     uint32_t (*weigh)(const Params&) = nullptr, bool counts_order = false) {
-    routes_.push_back(Route{m, std::move(p), s, w, f, weigh, counts_order});
+    // Changing orders needs TRADE, a withdrawal WITHDRAW, everything else READ.
+    uint8_t permission = kRead;
+    if (m != V::get && (p.starts_with("/api/v3/order") || p == "/api/v3/openOrders")) {
+      permission = kTrade;
+    }
+    if (p == "/sapi/v1/capital/withdraw/apply") permission = kWithdraw;
+    if (p == "/api/v3/order/test") permission = kTrade;
+    routes_.push_back(Route{m, std::move(p), s, w, f, weigh, counts_order, permission});
   };
   add(V::get, "/api/v3/ping", Security::kNone, 1, &Impl::Ping);
   add(V::get, "/api/v3/time", Security::kNone, 1, &Impl::Time);
@@ -348,6 +362,12 @@ void Gateway::Impl::RegisterRoutes() {
   add(V::post, "/api/v3/userDataStream", Security::kApiKey, 2, &Impl::ListenKeyCreate);
   add(V::put, "/api/v3/userDataStream", Security::kApiKey, 2, &Impl::ListenKeyKeepAlive);
   add(V::delete_, "/api/v3/userDataStream", Security::kApiKey, 2, &Impl::ListenKeyClose);
+  // Binance's wallet calls, for transfers between venues (docs/transfers.md).
+  add(V::get, "/sapi/v1/capital/config/getall", Security::kSigned, 10, &Impl::CapitalConfig);
+  add(V::get, "/sapi/v1/capital/deposit/address", Security::kSigned, 10, &Impl::DepositAddress);
+  add(V::post, "/sapi/v1/capital/withdraw/apply", Security::kSigned, 1, &Impl::WithdrawApply);
+  add(V::get, "/sapi/v1/capital/withdraw/history", Security::kSigned, 10, &Impl::WithdrawHistory);
+  add(V::get, "/sapi/v1/capital/deposit/hisrec", Security::kSigned, 1, &Impl::DepositHistory);
 }
 
 // --- answers ---
@@ -449,6 +469,7 @@ std::optional<ApiError> Gateway::Impl::Authenticate(Ctx& c, bool is_signed, int6
   const std::optional<ApiKey> key = keys_->FindKey(c.api_key);
   if (!key || key->revoked) return ApiError::RejectedApiKey();
   c.account = key->account;
+  c.permissions = key->permissions;
   if (!is_signed) return std::nullopt;
   std::optional<int64_t> ts;
   int64_t window_us = 0;
@@ -592,6 +613,7 @@ void Gateway::Wire(exchange::ExchangeOptions* options, fanout::Stage* stage) {
   impl_->Wire(options, stage);
 }
 void Gateway::SetHistory(History* history) { impl_->SetHistory(history); }
+void Gateway::SetDispatcher(transfer::Dispatcher* dispatcher) { impl_->SetDispatcher(dispatcher); }
 void Gateway::AddHealthSection(std::string name, std::function<std::string()> json) {
   impl_->AddHealthSection(std::move(name), std::move(json));
 }

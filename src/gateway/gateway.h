@@ -58,6 +58,7 @@
 #include "gateway/server.h"
 #include "gateway/streams.h"
 #include "marketdata/read_side.h"
+#include "transfer/dispatcher.h"
 
 namespace mb::metrics {
 class FlightRecorder;
@@ -96,6 +97,12 @@ struct GatewayOptions {
   // gateway/server.h) is believed — for the per-IP limits and the
   // loopback-only checks. Empty: the header is ignored.
   std::vector<std::string> trusted_replicas;
+  // Transfers between venues (docs/transfers.md): this venue's name (in its
+  // deposit addresses), the other venues (their secrets check the calls they
+  // make here) and how far a call's timestamp may be from this clock.
+  std::string venue = "matchbook";
+  std::vector<transfer::VenueLink> venues;
+  uint32_t venue_max_skew_ms = 10'000;
 };
 
 // A replica's gateway (`matchbook replica`): no exchange behind it.
@@ -128,6 +135,10 @@ class Gateway {
   // side. Whoever owns it keeps it following the journal; the gateway only
   // reads. REQUIRES: before Start(); outlives Stop().
   void SetHistory(History* history);
+  // The links to other venues (withdrawals to them are refused without one;
+  // GET /admin/v1/venues reports them). REQUIRES: before Start(); outlives
+  // Stop().
+  void SetDispatcher(transfer::Dispatcher* dispatcher);
   // Adds `name` to GET /admin/v1/health: `json` returns a JSON object's text
   // (called on an io thread at each request, so it must be thread-safe).
   // REQUIRES: before Start().

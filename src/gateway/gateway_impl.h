@@ -329,6 +329,7 @@ class Gateway::Impl final : public HttpHandler, public WsApiBackend, public fano
   void Wire(exchange::ExchangeOptions* o, fanout::Stage* stage);
 
   void SetHistory(History* history);
+  void SetDispatcher(transfer::Dispatcher* dispatcher);
   void AddHealthSection(std::string name, std::function<std::string()> json) {
     health_sections_.emplace_back(std::move(name), std::move(json));
   }
@@ -377,6 +378,7 @@ class Gateway::Impl final : public HttpHandler, public WsApiBackend, public fano
     Params params;
     std::string api_key;
     AccountId account{};
+    uint8_t permissions = 0;  // the key's (auth.h Permission bits), once authenticated
     ReplyMeta meta;
     int64_t ingress_ns = 0;            // Handle() entry, steady_clock ns (0: not measured)
     bool parse_auth_recorded = false;  // a request's second command is not parsing
@@ -389,7 +391,8 @@ class Gateway::Impl final : public HttpHandler, public WsApiBackend, public fano
     uint32_t weight;  // Binance's weight; `weigh`, when set, gives it from the parameters
     Fn fn;
     uint32_t (*weigh)(const Params&) = nullptr;
-    bool counts_order = false;  // places a new order: counted against the ORDERS limits
+    bool counts_order = false;   // places a new order: counted against the ORDERS limits
+    uint8_t permission = kRead;  // what the key must be allowed (auth.h Permission)
   };
   // A request answered from the history by the history thread: what it
   // waits for, the query (`run`) and how to answer it. Respond posts the
@@ -605,6 +608,20 @@ class Gateway::Impl final : public HttpHandler, public WsApiBackend, public fano
   void MyTrades(Ctx& c);
 
   void Account(Ctx& c);
+  // --- transfers between venues (transfer_routes.cc) ---
+  struct VenueBatch;
+  // The `coin` parameter as an asset; *error set (-4018) when unknown.
+  std::optional<AssetId> CoinParam(const Ctx& c, std::optional<ApiError>* error);
+  std::string DepositAddressOf(AccountId account, AssetId asset) const;
+  void CapitalConfig(Ctx& c);
+  void DepositAddress(Ctx& c);
+  void WithdrawApply(Ctx& c);
+  void WithdrawHistory(Ctx& c);
+  void DepositHistory(Ctx& c);
+  void VenueCall(Ctx& c);
+  void AdminTransfers(Ctx& c);
+  void AdminVoidTransfer(Ctx& c, std::string_view id_text);
+  void AdminVenues(Ctx& c);
 
   void ListenKeyCreate(Ctx& c);
   void ListenKeyKeepAlive(Ctx& c);
@@ -747,7 +764,8 @@ class Gateway::Impl final : public HttpHandler, public WsApiBackend, public fano
     Impl* const gw_;
   };
   ReplicaWs replica_ws_{this};
-  History* history_ = nullptr;  // the history endpoints' source when set
+  History* history_ = nullptr;                  // the history endpoints' source when set
+  transfer::Dispatcher* dispatcher_ = nullptr;  // the links to other venues, when set
   // Further objects in /admin/v1/health (set before Start, then read only).
   std::vector<std::pair<std::string, std::function<std::string()>>> health_sections_;
   std::unique_ptr<Server> server_;

@@ -30,6 +30,9 @@ using engine::OrderRested;
 using engine::Rejected;
 using engine::Side;
 using engine::Trade;
+using engine::TransferCompleted;
+using engine::TransferHeld;
+using engine::TransferRefunded;
 using engine::Withdrawn;
 
 namespace {
@@ -630,6 +633,10 @@ class ReadSide::Impl {
     for (const auto& b : img.balances) {
       Account(b.account).balances[Raw(b.asset)] = Balance{b.available, b.locked};
     }
+    for (const auto& p : img.pending_transfers) {
+      MB_CHECK(Raw(p.account) < cfg_.max_accounts && Raw(p.asset) < n_assets_);
+      Account(p.account).held[Raw(p.asset)] += p.amount;
+    }
     for (const auto& o : img.orders) {
       const MarketSpec& spec = cfg_.markets[Raw(o.terms.market)];
       OrderRecord r;
@@ -716,6 +723,7 @@ class ReadSide::Impl {
       if (acc != nullptr) {
         r.available = acc->balances[a].available;
         r.locked = acc->balances[a].locked;
+        r.held = acc->held[a];
       }
       rows.push_back(r);
     }
@@ -841,6 +849,7 @@ class ReadSide::Impl {
   // while applying a batch).
   struct AccountState {
     std::vector<Balance> balances;                         // by asset
+    std::vector<Amount> held;                              // by asset: transfers out, unresolved
     std::map<uint64_t, OrderRecord> open;                  // by order id
     std::map<uint64_t, OrderRecord> closed;                // history, by order id
     std::deque<uint64_t> closed_order;                     // history ids, oldest closed first
@@ -861,7 +870,10 @@ class ReadSide::Impl {
 
   AccountState& Account(AccountId account) MB_REQUIRES(mu_) {
     auto [it, inserted] = accounts_.try_emplace(Raw(account));
-    if (inserted) it->second.balances.resize(n_assets_);
+    if (inserted) {
+      it->second.balances.resize(n_assets_);
+      it->second.held.resize(n_assets_);
+    }
     return it->second;
   }
 
@@ -1232,6 +1244,30 @@ class ReadSide::Impl {
     ChangeBalance(x.account, x.asset, Amount{-x.amount.value}, Amount{0});
     Update(x.account).transfers.push_back(
         BalanceDelta{x.account, x.asset, Amount{-x.amount.value}, seq_, ts_});
+  }
+
+  // A transfer to another venue leaves the balance when it is held (as on
+  // Binance: neither free nor locked while it travels) and comes back if
+  // refunded; its completion only pays the fee account.
+  void On(const TransferHeld& x) MB_REQUIRES(mu_) {
+    ChangeBalance(x.account, x.asset, Amount{-x.amount.value}, Amount{0});
+    Account(x.account).held[Raw(x.asset)] += x.amount;
+    Update(x.account).transfers.push_back(
+        BalanceDelta{x.account, x.asset, Amount{-x.amount.value}, seq_, ts_});
+  }
+
+  void On(const TransferCompleted& x) MB_REQUIRES(mu_) {
+    Account(x.account).held[Raw(x.asset)] -= x.amount;
+    if (x.fee.value == 0) return;
+    ChangeBalance(cfg_.fee_account, x.asset, x.fee, Amount{0});
+    Update(cfg_.fee_account)
+        .transfers.push_back(BalanceDelta{cfg_.fee_account, x.asset, x.fee, seq_, ts_});
+  }
+
+  void On(const TransferRefunded& x) MB_REQUIRES(mu_) {
+    Account(x.account).held[Raw(x.asset)] -= x.amount;
+    ChangeBalance(x.account, x.asset, x.amount, Amount{0});
+    Update(x.account).transfers.push_back(BalanceDelta{x.account, x.asset, x.amount, seq_, ts_});
   }
 
   void On(const MarketStatusChanged& x) { TouchMarket(x.market).status = x.status; }

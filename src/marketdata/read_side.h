@@ -296,6 +296,7 @@ struct BalanceRow {
   AssetId asset{};
   Amount available{};
   Amount locked{};
+  Amount held{};  // on its way to another venue: in neither available nor locked
 };
 
 struct AccountUpdate {
