@@ -258,13 +258,16 @@ export function binaryFromArgs() {
 
 // Starts `matchbook serve` (or `matchbook replica`: command) and resolves
 // once it printed `ready`. dataDir: an existing one (a restart); default a
-// new temporary one.
+// new temporary one. port: the port to listen on (default 0: any). wrap: a
+// command the server runs under (e.g. ['ip', 'netns', 'exec', NS]).
 // Returns { base: 'http://127.0.0.1:PORT', wsBase: 'ws://127.0.0.1:PORT',
 // apiUrl, wsUrl, adminToken, dataDir, proc, output, stop() }.
-export async function startServer({ bin, extraArgs = [], startTimeoutMs = 30000, name = 'server', command = 'serve', dataDir: given } = {}) {
+export async function startServer({ bin, extraArgs = [], startTimeoutMs = 30000, name = 'server', command = 'serve', dataDir: given, port = 0, wrap = [], fsync = 'none' } = {}) {
   const dataDir = given ?? fs.mkdtempSync(path.join(os.tmpdir(), 'matchbook-e2e-'));
-  const args = [command, '--data-dir', dataDir, '--port', '0', ...(command === 'serve' ? ['--fsync', 'none'] : []), ...extraArgs];
-  const proc = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  const args = [command, '--data-dir', dataDir, '--port', String(port), ...(command === 'serve' ? ['--fsync', fsync] : []), ...extraArgs];
+  const proc = wrap.length
+    ? spawn(wrap[0], [...wrap.slice(1), bin, ...args], { stdio: ['ignore', 'pipe', 'pipe'] })
+    : spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'] });
   children.add(proc);
   const output = [];
   const verbose = !!process.env.E2E_VERBOSE;

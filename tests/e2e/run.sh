@@ -26,9 +26,16 @@ fi
 # Every test runs (each reports all it can); the run fails if any failed.
 start=$(date +%s)
 failed=()
-for test in ccxt_e2e ccxt_ws_api depth_sync slow_subscriber replica; do
-  echo "=== $test"
-  if ! node "$test.mjs" "$bin"; then
+# Each entry: the test's file and its arguments after the binary.
+tests=(
+  "ccxt_e2e" "ccxt_ws_api" "depth_sync" "slow_subscriber" "replica" "transfers"
+  "transfer_load soak --transfers 300 --kills 3"
+)
+for entry in "${tests[@]}"; do
+  read -r test args <<< "$entry"
+  echo "=== $entry"
+  # shellcheck disable=SC2086 # the arguments are words
+  if ! node "$test.mjs" "$bin" $args; then
     failed+=("$test")
   fi
 done
