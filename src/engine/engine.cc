@@ -674,8 +674,7 @@ void Engine::Impl::Evolve(const TransferCompleted& t, int64_t) {
 
 void Engine::Impl::Evolve(const TransferRefunded& t, int64_t) {
   const PendingTransfer* p = accounts_.FindPending(t.transfer_id);
-  MB_CHECK(p != nullptr && p->account == t.account && p->asset == t.asset &&
-           p->amount == t.amount);
+  MB_CHECK(p != nullptr && p->account == t.account && p->asset == t.asset && p->amount == t.amount);
   accounts_.Unhold(t.transfer_id, true);
 }
 
