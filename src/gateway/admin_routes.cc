@@ -196,6 +196,14 @@ void Gateway::Impl::RegisterMetrics(metrics::Registry& r) {
       &r.AddCounter("matchbook_http_rejected_total", kRejectedHelp, {{"reason", "busy_503"}});
   rejected_429_ = &r.AddCounter("matchbook_http_rejected_total", kRejectedHelp,
                                 {{"reason", "rate_limited_429"}});
+  constexpr std::string_view kVenueHelp =
+      "Transfers other venues delivered here: credited, repeated (credited before: answered "
+      "with the first credit) or rejected";
+  const char* const kVenueOutcomes[] = {"credited", "repeated", "rejected"};
+  for (std::size_t i = 0; i < 3; ++i) {
+    venue_deposits_[i] = &r.AddCounter("matchbook_venue_deposits_total", kVenueHelp,
+                                       {{"outcome", kVenueOutcomes[i]}});
+  }
   // The registry's callbacks read the gateway through link_, which ~Impl()
   // clears: a scrape after the gateway is gone reads 0 or writes nothing.
   link_.emplace(this);

@@ -781,6 +781,7 @@ class Gateway::Impl final : public HttpHandler, public WsApiBackend, public fano
   metrics::Histogram* hist_freshness_ = nullptr;
   std::array<metrics::Counter*, kStatusSlots> status_counters_{};
   metrics::Counter* rejected_503_ = nullptr;
+  metrics::Counter* venue_deposits_[3] = {};  // credited, repeated, rejected (transfer_routes.cc)
   metrics::Counter* rejected_429_ = nullptr;
   std::unique_ptr<MarketCounts[]> market_counts_;  // written by the fan-out thread only
   std::atomic<std::size_t> history_depth_{0};

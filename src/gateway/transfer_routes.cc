@@ -419,6 +419,9 @@ struct Gateway::Impl::VenueBatch final : exchange::Completion {
   std::vector<transfer::DeliveryResult> results;
   std::atomic<std::size_t> left{0};
 
+  void Count(std::size_t outcome) const {
+    if (gw->venue_deposits_[outcome] != nullptr) gw->venue_deposits_[outcome]->Inc();
+  }
   void Finish() {
     if (left.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
     respond(gw->MakeResponse(version, keep_alive, 200, transfer::EncodeResults(results), {}));
@@ -432,11 +435,14 @@ struct Gateway::Impl::VenueBatch final : exchange::Completion {
     } else if (const auto* d = std::get_if<engine::Deposited>(&o.events.front().body)) {
       r.outcome = transfer::Outcome::kCredited;
       r.deposit_id = Raw(d->transfer_id);
+      Count(0);
     } else if (const auto* x = std::get_if<engine::Rejected>(&o.events.front().body)) {
       if (x->reason == engine::RejectReason::kDuplicateTransfer) {
         r.outcome = transfer::Outcome::kCredited;  // delivered before: the first credit stands
         r.deposit_id = x->existing_id;
+        Count(1);
       } else {
+        Count(2);
         r.outcome = transfer::Outcome::kRejected;
         r.reason = x->reason == engine::RejectReason::kUnknownAccount
                        ? engine::RefundReason::kAccountUnavailable
@@ -505,6 +511,7 @@ void Gateway::Impl::VenueCall(Ctx& c) {
     auto reject = [&](engine::RefundReason reason, std::string msg) {
       r.reason = reason;
       r.msg = std::move(msg);
+      batch->Count(2);
       batch->Finish();
     };
     auto address = transfer::ParseAddress(d.address);

@@ -88,6 +88,14 @@ async function buckets(srv, name) {
   }
   return out;
 }
+// One sample's value from a venue's /metrics (0 when absent).
+async function counter(srv, series) {
+  const r = await httpRequest('GET', `${srv.base}/metrics`);
+  for (const line of r.text.split('\n')) {
+    if (line.startsWith(`${series} `)) return Number(line.slice(series.length + 1));
+  }
+  return 0;
+}
 function quantile(before, after, q) {
   const d = after.map(([le, c], i) => [le, c - (before[i] ? before[i][1] : 0)]);
   const total = d.length ? d[d.length - 1][1] : 0;
@@ -131,6 +139,9 @@ async function soak() {
     let calls = { alpha: client(v.A, alice), beta: client(v.B, bob) };
     const accepted = { alpha: new Map(), beta: new Map() };  // withdrawOrderId -> amount text
     let sent = 0, killed = 0, stop = false;
+    // Deliveries the destination had credited before (the source restarted
+    // or lost the answer): summed over each server's life.
+    let repeated = 0;
     // Trading on both venues meanwhile: orders placed and canceled.
     const trade = async (side) => {
       while (!stop) {
@@ -163,6 +174,7 @@ async function soak() {
       if (killAt.has(sent)) {
         const victim = random() < 0.5 ? 'alpha' : 'beta';
         const srv = victim === 'alpha' ? v.A : v.B;
+        repeated += await counter(srv, 'matchbook_venue_deposits_total{outcome="repeated"}');
         srv.kill();
         await srv.exitedPromise;
         await (victim === 'alpha' ? v.startA() : v.startB());
@@ -177,6 +189,9 @@ async function soak() {
     for (const [side, srv] of [['alpha', v.A], ['beta', v.B]]) {
       await waitFor(async () => (await new Admin(srv).request('GET', '/transfers?state=pending&limit=1')).json.length === 0, { timeout: 60000, interval: 200, what: `${side}: nothing pending` });
     }
+    repeated += await counter(v.A, 'matchbook_venue_deposits_total{outcome="repeated"}');
+    repeated += await counter(v.B, 'matchbook_venue_deposits_total{outcome="repeated"}');
+    log(`soak: ${repeated} deliveries were repeats of transfers credited before (answered with the first credit)`);
     // Completed once and credited once, or refunded and absent.
     for (const [side, src, dst, dstVenue] of [['alpha', calls.alpha, calls.beta, 'beta'], ['beta', calls.beta, calls.alpha, 'alpha']]) {
       const withdrawals = await history(src, '/sapi/v1/capital/withdraw/history');
@@ -219,7 +234,7 @@ async function soak() {
       const out = execFileSync(bin, ['verify', '--data-dir', d, '--config', cfg], { encoding: 'utf8' });
       check(/invariants: ok/.test(out), `verify: ${out}`);
     }
-    log(`soak: ok: ${sent} transfers, ${killed} kills, both journals verified`);
+    log(`soak: ok: ${sent} transfers, ${killed} kills, ${repeated} repeated deliveries, both journals verified`);
   } finally {
     v.close();
   }
