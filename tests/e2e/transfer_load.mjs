@@ -1,9 +1,11 @@
 // Transfers between two venues under load (tests/e2e/venues.mjs: beta in its
 // own network namespace). Two forms:
 //
-//   soak:  node transfer_load.mjs <matchbook> soak [--transfers N] [--kills K]
+//   soak:  node transfer_load.mjs <matchbook> soak [--transfers N] [--kills K] [--outage S]
 //          N transfers in both directions while both venues trade; K SIGKILLs
-//          of either venue at random moments. At the end every transfer is
+//          of either venue at random moments; with --outage, beta down for S
+//          seconds at the middle while alpha accepts transfers to it (each
+//          must wait as processing, then complete once beta is back). At the end every transfer is
 //          completed on its source and credited once on its destination, or
 //          refunded on its source and absent on its destination; each asset
 //          over both venues equals what was deposited from outside; `matchbook
@@ -152,9 +154,40 @@ async function soak() {
       }
     };
     const traders = [trade('alpha'), trade('beta')];
+    // --outage S: beta is down for S seconds at the middle of the run, while
+    // alpha keeps accepting transfers to it (they wait as pending).
+    const outage = Number(arg('outage', 0));
+    let outageDone = outage === 0;
     const killAt = new Set();
     while (killAt.size < kills) killAt.add(Math.floor(total * (0.1 + 0.8 * random())));
     while (sent < total) {
+      if (!outageDone && sent >= total / 2) {
+        outageDone = true;
+        await v.B.stop({ keepDataDir: true });
+        log(`soak: beta down for ${outage} s`);
+        const t0 = Date.now();
+        const ids = [];
+        while (Date.now() - t0 < outage * 1000) {
+          const coin = random() < 0.5 ? 'BTC' : 'USDT';
+          const amount = coin === 'BTC' ? '0.001' : '1';
+          const id = `outage-${ids.length}`;
+          const r = await calls.alpha('POST', '/sapi/v1/capital/withdraw/apply', { coin, address: target.alpha[coin], amount, withdrawOrderId: id });
+          eq(r.status, 200, `withdraw during the outage: ${r.text}`);
+          accepted.alpha.set(id, { coin, amount, id: r.json.id });
+          ids.push(r.json.id);
+          await sleep(20);
+        }
+        const h = await calls.alpha('GET', '/sapi/v1/capital/withdraw/history', { limit: 1000 });
+        const waiting = h.json.filter((x) => ids.includes(x.id) && x.status === 4).length;
+        eq(waiting, ids.length, 'every transfer of the outage waits as processing (status 4)');
+        const links = (await new Admin(v.A).request('GET', '/venues')).json.links.beta;
+        check(links.backoffMs <= 5000 && links.errors > 0, `link during the outage: ${JSON.stringify(links)}`);
+        await v.startB();
+        calls = { alpha: client(v.A, alice), beta: client(v.B, bob) };
+        const back = Date.now();
+        await waitFor(async () => (await new Admin(v.A).request('GET', '/transfers?state=pending&limit=1')).json.length === 0, { timeout: 30000, interval: 50, what: 'the outage backlog delivered' });
+        log(`soak: ${ids.length} transfers held during the outage, all completed ${((Date.now() - back) / 1000).toFixed(2)} s after beta was ready again`);
+      }
       const side = random() < 0.5 ? 'alpha' : 'beta';
       const coin = random() < 0.5 ? 'BTC' : 'USDT';
       const amount = coin === 'BTC' ? `0.${String(1 + Math.floor(random() * 999)).padStart(3, '0')}` : String(1 + Math.floor(random() * 500));
