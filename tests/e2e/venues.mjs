@@ -98,8 +98,13 @@ export async function startVenues(bin, options = {}) {
       if (n) n.remove();
     },
   };
-  await v.startA();
-  await v.startB();
+  try {
+    await v.startA();
+    await v.startB();
+  } catch (e) {
+    v.close();  // nothing left behind: processes, directories, the namespace
+    throw e;
+  }
   return v;
 }
 
