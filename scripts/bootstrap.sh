@@ -15,7 +15,7 @@ packages=(
   libsqlite3-dev libpq-dev postgresql-15
   libnats-dev nats-server
   libspdlog-dev prometheus curl python3 openssl
-  e2fsprogs mount util-linux
+  e2fsprogs mount util-linux iproute2
 )
 # The end-to-end tests drive the server with the real ccxt client (npm). A
 # Node.js already on the machine (e.g. from NodeSource) is used as it is.

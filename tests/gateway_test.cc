@@ -43,6 +43,8 @@
 #include "metrics/metrics.h"
 #include "projection/projector.h"
 #include "projection/store.h"
+#include "transfer/address.h"
+#include "transfer/protocol.h"
 
 namespace mb {
 namespace {
@@ -842,6 +844,78 @@ TEST_F(GatewayTest, AdminTokenAccountsKeysAndIdempotentTransfers) {
   EXPECT_EQ(after.status, 401);
   EXPECT_EQ(after.Json().at("code").as_int64(), -2015);
   EXPECT_EQ(n.Admin(http::verb::delete_, "apiKeys/nosuchkey").status, 404);
+}
+
+// The destination's side of a transfer between venues: each delivery is
+// checked (the address, the asset, the account, the amount) before anything
+// is credited, and a delivery credited before is answered with its first
+// credit and credits nothing.
+TEST_F(GatewayTest, AVenueCallCreditsOnceAndRefusesWhatItCannotCredit) {
+  gateway::GatewayOptions go;
+  go.venue = "beta";
+  go.venues = {transfer::VenueLink{"alpha", "http://127.0.0.1:1", "shared-secret-0123456789"}};
+  Node n(dir_, go);
+  auto bob = n.NewAccount("bob");
+  const std::string bob_btc = transfer::MakeAddress("beta", AccountId{bob.account}, "BTC");
+  const std::vector<transfer::Delivery> deliveries = {
+      {1, "BTC", "0.5", bob_btc},
+      {2, "BTC", "1", transfer::MakeAddress("beta", AccountId{77}, "BTC")},  // no such account
+      {3, "DOGE", "1", transfer::MakeAddress("beta", AccountId{bob.account}, "DOGE")},
+      {4, "BTC", "1", transfer::MakeAddress("gamma", AccountId{bob.account}, "BTC")},
+      {5, "BTC", "0.000000001", bob_btc},                            // more decimals than BTC has
+      {6, "BTC", "1", bob_btc.substr(0, bob_btc.size() - 1) + "x"},  // mistyped
+      {7, "ETH", "1", bob_btc},                                      // an address for another asset
+  };
+  const std::string body = transfer::EncodeDeliveries(deliveries);
+  auto call = [&](const std::string& secret, int64_t ts_ms) {
+    const std::string ts = std::to_string(ts_ms);
+    return n.Request(http::verb::post, std::string(transfer::kDeliverTarget), body,
+                     {{"Content-Type", "application/json"},
+                      {std::string(transfer::kVenueHeader), "alpha"},
+                      {std::string(transfer::kTimestampHeader), ts},
+                      {std::string(transfer::kSignatureHeader),
+                       transfer::Sign(secret, ts, "POST", transfer::kDeliverTarget, body)}});
+  };
+  const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  EXPECT_EQ(call("wrong-secret-0123456789", now).status, 401);
+  EXPECT_EQ(call("shared-secret-0123456789", now - 60'000).status, 401);
+  Reply first = call("shared-secret-0123456789", now);
+  ASSERT_EQ(first.status, 200) << first.body;
+  auto results = transfer::DecodeResults(first.body);
+  ASSERT_TRUE(results.ok()) << results.status().message();
+  ASSERT_EQ(results->size(), deliveries.size());
+  using engine::RefundReason;
+  using transfer::Outcome;
+  const std::pair<Outcome, RefundReason> want[] = {
+      {Outcome::kCredited, RefundReason::kRefused},
+      {Outcome::kRejected, RefundReason::kAccountUnavailable},
+      {Outcome::kRejected, RefundReason::kUnknownAsset},
+      {Outcome::kRejected, RefundReason::kInvalidAddress},
+      {Outcome::kRejected, RefundReason::kRefused},
+      {Outcome::kRejected, RefundReason::kInvalidAddress},
+      {Outcome::kRejected, RefundReason::kInvalidAddress},
+  };
+  for (std::size_t i = 0; i < deliveries.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ((*results)[i].id, deliveries[i].id);
+    EXPECT_EQ((*results)[i].outcome, want[i].first) << (*results)[i].msg;
+    if (want[i].first == Outcome::kRejected) {
+      EXPECT_EQ((*results)[i].reason, want[i].second);
+    }
+  }
+  Reply again = call("shared-secret-0123456789", now + 1);
+  ASSERT_EQ(again.status, 200) << again.body;
+  auto repeated = transfer::DecodeResults(again.body);
+  ASSERT_TRUE(repeated.ok());
+  EXPECT_EQ((*repeated)[0].outcome, Outcome::kCredited);
+  EXPECT_EQ((*repeated)[0].deposit_id, (*results)[0].deposit_id) << "the first credit stands";
+  Reply acc = n.Signed(http::verb::get, "/api/v3/account", bob, "");
+  ASSERT_EQ(acc.status, 200) << acc.body;
+  EXPECT_EQ(Balance(acc, "BTC", "free"), "0.50000000") << "credited once";
+  // The operator may not take a reference reserved for alpha's transfers.
+  EXPECT_EQ(n.Deposit(bob.account, "BTC", "1", "alpha:99").status, 400);
 }
 
 TEST_F(GatewayTest, SignatureTimestampAndKeyErrors) {
