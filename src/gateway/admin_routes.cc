@@ -457,16 +457,9 @@ void Gateway::Impl::AdminCreateKey(Ctx& c, std::string_view id_text, const json:
   }
   uint8_t permissions = kDefaultPermissions;
   if (const json::value* p = body.if_contains("permissions")) {
-    permissions = kRead;  // every key reads, as on Binance
-    bool ok = p->is_array() && !p->get_array().empty();
-    if (ok) {
-      for (const json::value& name : p->get_array()) {
-        const uint8_t bit = name.is_string() ? PermissionNamed(name.get_string()) : 0;
-        ok = ok && bit != 0;
-        permissions = static_cast<uint8_t>(permissions | bit);
-      }
-    }
-    if (!ok) {
+    const std::optional<uint8_t> bits = ParsePermissions(*p);
+    permissions = static_cast<uint8_t>(kRead | bits.value_or(0));  // every key reads, as on Binance
+    if (!bits) {
       return Reply(c, ApiError{400, -1130,
                                "Field 'permissions' must be a non-empty array of \"READ\", "
                                "\"TRADE\" and \"WITHDRAW\"."});
@@ -595,10 +588,7 @@ void Gateway::Impl::AdminTransfer(Ctx& c, const json::object& body, bool deposit
                              "Fields 'asset', 'amount' (a decimal string) and 'ref' (the "
                              "idempotency reference) are required."});
   }
-  std::optional<AssetId> asset;
-  for (std::size_t i = 0; i < config_.assets.size(); ++i) {
-    if (config_.assets[i].symbol == *asset_name) asset = static_cast<AssetId>(i);
-  }
+  const std::optional<AssetId> asset = AssetNamed(*asset_name);
   if (!asset) return Reply(c, ApiError{400, -1130, "Unknown asset '" + *asset_name + "'."});
   auto units = ParseDecimal(*amount_text, config_.assets[static_cast<std::size_t>(*asset)].scale);
   if (!units.ok() || *units <= 0) {

@@ -228,17 +228,9 @@ std::string ParseAuthJson(std::string_view text, uint32_t max_accounts, Loaded* 
     k.ed25519_public_key = std::move(ed25519);
     // Optional: keys written before permissions existed read and trade.
     if (const json::value* p = o->if_contains("permissions")) {
-      uint8_t bits = 0;
-      bool ok = p->is_array();
-      if (ok) {
-        for (const json::value& name : p->get_array()) {
-          const uint8_t bit = name.is_string() ? PermissionNamed(name.get_string()) : 0;
-          ok = ok && bit != 0;
-          bits = static_cast<uint8_t>(bits | bit);
-        }
-      }
-      if (!ok) return where + ": \"permissions\" must list READ, TRADE or WITHDRAW";
-      k.permissions = bits;
+      const std::optional<uint8_t> bits = ParsePermissions(*p);
+      if (!bits) return where + ": \"permissions\" must list READ, TRADE or WITHDRAW";
+      k.permissions = *bits;
     }
     if (!loaded.keys.emplace(k.key, k).second) return where + ": the key appears twice";
   }
@@ -528,11 +520,20 @@ std::vector<AccountInfo> KeyStore::Accounts() const {
   return out;
 }
 
-uint8_t PermissionNamed(std::string_view name) noexcept {
-  if (name == "READ") return kRead;
-  if (name == "TRADE") return kTrade;
-  if (name == "WITHDRAW") return kWithdraw;
-  return 0;
+std::optional<uint8_t> ParsePermissions(const json::value& names) {
+  if (!names.is_array() || names.get_array().empty()) return std::nullopt;
+  uint8_t bits = 0;
+  for (const json::value& name : names.get_array()) {
+    if (!name.is_string()) return std::nullopt;
+    const std::string_view n = name.get_string();
+    const uint8_t bit = n == "READ"       ? kRead
+                        : n == "TRADE"    ? kTrade
+                        : n == "WITHDRAW" ? kWithdraw
+                                          : 0;
+    if (bit == 0) return std::nullopt;
+    bits = static_cast<uint8_t>(bits | bit);
+  }
+  return bits;
 }
 
 std::vector<std::string> PermissionNames(uint8_t permissions) {

@@ -8,6 +8,7 @@
 // thread (a shared_mutex; writes also rewrite the file atomically).
 #pragma once
 
+#include <boost/json/fwd.hpp>
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -64,8 +65,9 @@ bool Ed25519Verify(std::string_view public_key, std::string_view message,
 enum Permission : uint8_t { kRead = 1, kTrade = 2, kWithdraw = 4 };
 inline constexpr uint8_t kDefaultPermissions = kRead | kTrade;
 inline constexpr uint8_t kAllPermissions = kRead | kTrade | kWithdraw;
-// "READ", "TRADE", "WITHDRAW" → the bit; 0 for another name.
-uint8_t PermissionNamed(std::string_view name) noexcept;
+// A non-empty JSON array of "READ", "TRADE", "WITHDRAW" → their bits;
+// nullopt for anything else (another name, not an array, empty).
+std::optional<uint8_t> ParsePermissions(const boost::json::value& names);
 std::vector<std::string> PermissionNames(uint8_t permissions);
 
 struct ApiKey {

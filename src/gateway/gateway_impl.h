@@ -612,6 +612,8 @@ class Gateway::Impl final : public HttpHandler, public WsApiBackend, public fano
   struct VenueBatch;
   // The `coin` parameter as an asset; *error set (-4018) when unknown.
   std::optional<AssetId> CoinParam(const Ctx& c, std::optional<ApiError>* error);
+  // The asset with that symbol in the configuration.
+  std::optional<AssetId> AssetNamed(std::string_view symbol) const;
   std::string DepositAddressOf(AccountId account, AssetId asset) const;
   void CapitalConfig(Ctx& c);
   void DepositAddress(Ctx& c);

@@ -86,10 +86,15 @@ std::optional<AssetId> Gateway::Impl::CoinParam(const Ctx& c, std::optional<ApiE
     *error = e;
     return std::nullopt;
   }
+  const std::optional<AssetId> asset = AssetNamed(coin);
+  if (!asset) *error = NoSuchCoin();
+  return asset;
+}
+
+std::optional<AssetId> Gateway::Impl::AssetNamed(std::string_view symbol) const {
   for (std::size_t i = 0; i < config_.assets.size(); ++i) {
-    if (config_.assets[i].symbol == coin) return static_cast<AssetId>(i);
+    if (config_.assets[i].symbol == symbol) return static_cast<AssetId>(i);
   }
-  *error = NoSuchCoin();
   return std::nullopt;
 }
 
@@ -523,10 +528,7 @@ void Gateway::Impl::VenueCall(Ctx& c) {
       reject(engine::RefundReason::kInvalidAddress, "an address of venue " + address->venue);
       continue;
     }
-    std::optional<AssetId> asset;
-    for (std::size_t a = 0; a < config_.assets.size(); ++a) {
-      if (config_.assets[a].symbol == d.coin) asset = static_cast<AssetId>(a);
-    }
+    const std::optional<AssetId> asset = AssetNamed(d.coin);
     if (!asset) {
       reject(engine::RefundReason::kUnknownAsset, "no asset " + d.coin);
       continue;
