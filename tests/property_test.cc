@@ -27,6 +27,7 @@
 #include <map>
 #include <optional>
 #include <random>
+#include <set>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -157,8 +158,10 @@ struct Fields;
   }
 
 MB_FIELDS(engine::PlaceOrder,
-          "account,market,side,type,tif,stp,price,qty,quote_qty,client_order_id", x.account,
-          x.market, x.side, x.type, x.tif, x.stp, x.price, x.qty, x.quote_qty, x.client_order_id);
+          "account,market,side,type,tif,stp,price,qty,quote_qty,client_order_id,stop_price,"
+          "trailing_delta,iceberg_qty",
+          x.account, x.market, x.side, x.type, x.tif, x.stp, x.price, x.qty, x.quote_qty,
+          x.client_order_id, x.stop_price, x.trailing_delta, x.iceberg_qty);
 MB_FIELDS(engine::CancelOrder, "account,market,order_id,orig_client_order_id,restriction",
           x.account, x.market, x.order_id, x.orig_client_order_id, x.restriction);
 MB_FIELDS(engine::CancelAll, "account,market", x.account, x.market);
@@ -173,6 +176,15 @@ MB_FIELDS(engine::SetMarketStatus, "market,status", x.market, x.status);
 MB_FIELDS(engine::CancelReplace, "cancel,place,mode", x.cancel, x.place, x.mode);
 MB_FIELDS(engine::TransferOut, "account,asset,amount,fee,ref,address", x.account, x.asset, x.amount,
           x.fee, x.ref, x.address);
+MB_FIELDS(engine::ListOrder,
+          "side,type,tif,trailing_delta,price,qty,stop_price,iceberg_qty,client_order_id", x.side,
+          x.type, x.tif, x.trailing_delta, x.price, x.qty, x.stop_price, x.iceberg_qty,
+          x.client_order_id);
+MB_FIELDS(engine::PlaceOrderList,
+          "account,market,type,stp,list_client_order_id,orders[0],orders[1],orders[2]", x.account,
+          x.market, x.type, x.stp, x.list_client_order_id, x.orders[0], x.orders[1], x.orders[2]);
+MB_FIELDS(engine::CancelOrderList, "account,market,list_id,list_client_order_id", x.account,
+          x.market, x.list_id, x.list_client_order_id);
 MB_FIELDS(engine::ResolveTransfer, "transfer_id,completed,reason", x.transfer_id, x.completed,
           x.reason);
 
@@ -212,6 +224,25 @@ MB_FIELDS(engine::TransferCompleted, "transfer_id,account,asset,amount,fee", x.t
           x.account, x.asset, x.amount, x.fee);
 MB_FIELDS(engine::TransferRefunded, "transfer_id,account,asset,amount,reason", x.transfer_id,
           x.account, x.asset, x.amount, x.reason);
+MB_FIELDS(engine::OrderArmed, "order_id,account,market,side,stop_price,trailing_delta", x.order_id,
+          x.account, x.market, x.side, x.stop_price, x.trailing_delta);
+MB_FIELDS(engine::OrderTriggered, "order_id,account,market,side,last_price,lock_delta", x.order_id,
+          x.account, x.market, x.side, x.last_price, x.lock_delta);
+MB_FIELDS(engine::IcebergAccepted, "order_id,account,market,side,slice", x.order_id, x.account,
+          x.market, x.side, x.slice);
+MB_FIELDS(engine::IcebergRefilled, "order_id,account,market,side,price,visible,hidden", x.order_id,
+          x.account, x.market, x.side, x.price, x.visible, x.hidden);
+MB_FIELDS(engine::ListAccepted,
+          "list_id,account,market,type,list_client_order_id,order_ids[0],order_ids[1],order_ids[2]",
+          x.list_id, x.account, x.market, x.type, x.list_client_order_id, x.order_ids[0],
+          x.order_ids[1], x.order_ids[2]);
+MB_FIELDS(engine::OrderPending,
+          "order_id,list_id,account,market,side,type,tif,stp,price,qty,stop_price,trailing_delta,"
+          "iceberg_qty,client_order_id",
+          x.order_id, x.list_id, x.terms.account, x.terms.market, x.terms.side, x.terms.type,
+          x.terms.tif, x.terms.stp, x.terms.price, x.terms.qty, x.stop_price, x.trailing_delta,
+          x.iceberg_qty, x.client_order_id);
+MB_FIELDS(engine::ListDone, "list_id,account,market", x.list_id, x.account, x.market);
 
 #undef MB_FIELDS
 
@@ -543,22 +574,26 @@ class Generator {
         return engine::SetMarketStatus{MarketId{static_cast<uint16_t>(m)}, MarketStatus::kTrading};
       }
     }
+    if (P(30)) return ListCmd(ref);
+    if (P(15)) return AtList(ref);
     const uint64_t roll = U(1000);
-    if (roll < 330) return Limit(ref, TimeInForce::kGtc);
-    if (roll < 380) return Limit(ref, TimeInForce::kIoc);
-    if (roll < 420) return Limit(ref, TimeInForce::kFok);
-    if (roll < 480) return Maker(ref);
-    if (roll < 520) return MarketOrder(ref, false);
-    if (roll < 560) return MarketOrder(ref, true);
-    if (roll < 660) return Cancel(ref);
-    if (roll < 675) return CancelAllCmd(ref);
-    if (roll < 775) return Amend(ref);
-    if (roll < 790) return CancelReplaceCmd(ref);
-    if (roll < 835) return DepositCmd(ref);
-    if (roll < 870) return WithdrawCmd(ref);
-    if (roll < 873) return StatusCmd();
-    if (roll < 903) return TransferOutCmd(ref);
-    if (roll < 935) return ResolveTransferCmd(ref);
+    if (roll < 300) return Limit(ref, TimeInForce::kGtc);
+    if (roll < 345) return Limit(ref, TimeInForce::kIoc);
+    if (roll < 380) return Limit(ref, TimeInForce::kFok);
+    if (roll < 435) return Maker(ref);
+    if (roll < 470) return MarketOrder(ref, false);
+    if (roll < 505) return MarketOrder(ref, true);
+    if (roll < 590) return StopOrder(ref);
+    if (roll < 680) return Cancel(ref);
+    if (roll < 695) return CancelAllCmd(ref);
+    if (roll < 780) return Amend(ref);
+    if (roll < 800) return CancelReplaceCmd(ref);
+    if (roll < 815) return AtWaiting(ref);
+    if (roll < 855) return DepositCmd(ref);
+    if (roll < 885) return WithdrawCmd(ref);
+    if (roll < 888) return StatusCmd();
+    if (roll < 915) return TransferOutCmd(ref);
+    if (roll < 945) return ResolveTransferCmd(ref);
     return BadInput(ref);
   }
 
@@ -596,6 +631,9 @@ class Generator {
       }
     }
     if (P(500)) p.client_order_id = NewOrderCid(p.account);
+    // An iceberg (refused but on a GTC LIMIT / LIMIT_MAKER, or when its
+    // slice is not below the quantity).
+    if (P(25)) p.iceberg_qty = Qty{R(1, std::max<int64_t>(1, p.qty.value / 3))};
     return p;
   }
 
@@ -603,6 +641,9 @@ class Generator {
     engine::PlaceOrder p = Base(ref);
     p.type = OrderType::kLimit;
     p.tif = tif;
+    if (tif == TimeInForce::kGtc && P(45) && p.qty.value >= 2) {
+      p.iceberg_qty = Qty{R(1, std::max<int64_t>(1, p.qty.value / 4))};
+    }
     if (dirty_ && P(30)) p.quote_qty = Amount{R(1, 1'000'000)};
     return p;
   }
@@ -642,6 +683,414 @@ class Generator {
       }
     }
     return p;
+  }
+
+  // Whether a stop of this type and side waits for the price to rise to its
+  // stop price (Binance's table: STOP_LOSS* BUY, TAKE_PROFIT* SELL).
+  static bool Rises(OrderType type, Side side) {
+    const bool stop_loss = type == OrderType::kStopLoss || type == OrderType::kStopLossLimit;
+    return stop_loss == (side == Side::kBuy);
+  }
+
+  // The price stops are placed around: the last trade price, unless there is
+  // none or a sweep left it far from where the book trades.
+  int64_t StopAnchor(const ReferenceEngine& ref, MarketId market) {
+    const int64_t last = ref.last_price(market).value;
+    const int64_t mid = Mid(Raw(market));
+    return last != 0 && last > mid - 40 && last < mid + 40 ? last : mid;
+  }
+
+  // A trailing delta that the market's price moves can reach: a tick is
+  // ~0.003 bps of BTCUSDT, ~0.05 of ETHUSDT and ~1.7 of ETHBTC; sometimes any
+  // valid delta.
+  int32_t TrailingDelta(MarketId market) {
+    if (P(100)) return static_cast<int32_t>(R(1, 9'999));
+    switch (Raw(market)) {
+      case 2:  // multiples of 5 bps put the trigger exactly on a tick when the best price is 6000
+        return static_cast<int32_t>(P(400) ? 5 * R(1, 5) : R(1, 25));
+      case 1:
+        return static_cast<int32_t>(R(1, 2));
+      default:
+        return 1;
+    }
+  }
+
+  // A STOP_LOSS, STOP_LOSS_LIMIT, TAKE_PROFIT or TAKE_PROFIT_LIMIT order of
+  // either side: a stop price a few ticks from the last price, mostly not yet
+  // met (sometimes already met: rejected), a trailing delta on some (with an
+  // activation price or without a stop price).
+  engine::PlaceOrder StopOrder(const ReferenceEngine& ref) {
+    engine::PlaceOrder p = Base(ref);
+    static constexpr std::array<OrderType, 4> kTypes = {
+        OrderType::kStopLoss, OrderType::kStopLossLimit, OrderType::kTakeProfit,
+        OrderType::kTakeProfitLimit};
+    p.type = kTypes[U(kTypes.size())];
+    const bool limit = p.type == OrderType::kStopLossLimit || p.type == OrderType::kTakeProfitLimit;
+    const bool rise = Rises(p.type, p.side);
+    const int64_t anchor = StopAnchor(ref, p.market);
+    const int64_t ahead = P(120) ? -R(0, 3) : R(1, 12);
+    p.stop_price = Price{anchor + (rise ? ahead : -ahead)};
+    if (P(300)) {
+      p.trailing_delta = TrailingDelta(p.market);
+      if (P(450)) p.stop_price = Price{0};
+    }
+    if (limit) {
+      const uint64_t r = U(10);
+      p.tif = r < 6 ? TimeInForce::kGtc : (r < 8 ? TimeInForce::kIoc : TimeInForce::kFok);
+      if (P(700)) {  // near where it triggers, mostly marketable then
+        const int64_t at = p.stop_price.value != 0 ? p.stop_price.value : anchor;
+        const int64_t slack = R(-4, 10);
+        p.price = Price{at + (p.side == Side::kBuy ? slack : -slack)};
+      }
+    } else {
+      p.tif = TimeInForce::kIoc;
+      p.price = Price{0};
+      if (dirty_) {  // ignored, as a MARKET order's
+        if (P(150)) p.tif = static_cast<TimeInForce>(U(3));
+        if (P(150)) p.price = NearPrice(Raw(p.market));
+      }
+      if (p.side == Side::kBuy && P(250)) {
+        // The poorest of a few traders: when it triggers, the book walk may
+        // cost more than it has.
+        AccountId poorest = p.account;
+        const AssetId quote = config_.markets[Raw(p.market)].quote;
+        for (int i = 0; i < 4; ++i) {
+          const AccountId a = Trader();
+          if (ref.balance(a, quote).available < ref.balance(poorest, quote).available) poorest = a;
+        }
+        p.account = poorest;
+        if (P(300)) p.qty = Qty{R(1'000, 20'000)};
+      }
+    }
+    return p;
+  }
+
+  // --- order lists ---
+
+  ClientOrderId ListCid(AccountId a) {
+    if (!list_cids_.empty() && P(120)) return Pick(list_cids_);  // perhaps an open list's
+    ClientOrderId c =
+        ClientOrderId::From("L" + std::to_string(Raw(a)) + "-" + std::to_string(next_cid_++));
+    Remember(&list_cids_, &list_cids_next_, c, 64);
+    return c;
+  }
+
+  // A stop leg of a list: stop-market or stop-limit at `stop`, sometimes
+  // trailing.
+  void StopLeg(MarketId m, Side side, OrderType market_type, OrderType limit_type, int64_t stop,
+               engine::ListOrder* o) {
+    const bool limit = P(600);
+    o->side = side;
+    o->type = limit ? limit_type : market_type;
+    o->stop_price = Price{stop};
+    o->tif = TimeInForce::kIoc;
+    o->price = Price{0};
+    if (limit) {
+      const uint64_t r = U(10);
+      o->tif = r < 8 ? TimeInForce::kGtc : (r < 9 ? TimeInForce::kIoc : TimeInForce::kFok);
+      const int64_t slack = R(-2, 6);
+      o->price = Price{stop + (side == Side::kBuy ? slack : -slack)};
+    }
+    if (P(120)) {
+      o->trailing_delta = TrailingDelta(m);
+      if (P(400)) o->stop_price = Price{0};
+    }
+  }
+
+  // A LIMIT_MAKER leg just behind the touch (or around the anchor).
+  void MakerLeg(const ReferenceEngine& ref, MarketId m, Side side, int64_t fallback,
+                engine::ListOrder* o, bool far = false) {
+    o->side = side;
+    o->type = OrderType::kLimitMaker;
+    o->tif = TimeInForce::kGtc;
+    auto opp = side == Side::kBuy ? ref.BestAsk(m) : ref.BestBid(m);
+    o->price = Price{fallback};
+    if (opp && !far && P(700)) {
+      o->price = Price{opp->value + (side == Side::kBuy ? -R(1, 3) : R(1, 3))};
+    }
+    if (P(80) && o->qty.value >= 2) o->iceberg_qty = Qty{R(1, o->qty.value - 1)};
+  }
+
+  // An OCO pair of `side` around the market's last price: above, below.
+  // `far`: out of reach for a while, so that lists stay open across snapshots.
+  void OcoLegs(const ReferenceEngine& ref, MarketId m, Side side, Qty qty, engine::ListOrder* above,
+               engine::ListOrder* below, bool far) {
+    const int64_t anchor = StopAnchor(ref, m);
+    const int64_t up = anchor + (far ? R(150, 400) : R(1, 10));
+    const int64_t down = anchor - (far ? R(150, 400) : R(1, 10));
+    above->qty = below->qty = qty;
+    if (side == Side::kSell) {
+      if (P(550)) {
+        MakerLeg(ref, m, side, up, above, far);
+      } else {
+        StopLeg(m, side, OrderType::kTakeProfit, OrderType::kTakeProfitLimit, up, above);
+      }
+      StopLeg(m, side, OrderType::kStopLoss, OrderType::kStopLossLimit, down, below);
+    } else {
+      StopLeg(m, side, OrderType::kStopLoss, OrderType::kStopLossLimit, up, above);
+      if (P(550)) {
+        MakerLeg(ref, m, side, down, below, far);
+      } else {
+        StopLeg(m, side, OrderType::kTakeProfit, OrderType::kTakeProfitLimit, down, below);
+      }
+    }
+  }
+
+  // Any order that a filled working order may place.
+  engine::ListOrder PendingOrder(const ReferenceEngine& ref, MarketId m, Side side) {
+    engine::ListOrder o;
+    o.side = side;
+    static constexpr std::array<int64_t, kMarkets> kLow = {40, 6, 5};
+    o.qty = Qty{R(kLow[Raw(m)], kLow[Raw(m)] + 60)};
+    const int64_t anchor = StopAnchor(ref, m);
+    switch (U(6)) {
+      case 0:
+        o.type = OrderType::kLimit;
+        o.tif = P(800) ? TimeInForce::kGtc : TimeInForce::kIoc;
+        o.price = Price{anchor + (side == Side::kBuy ? -R(-3, 10) : R(-3, 10))};
+        if (P(150) && o.tif == TimeInForce::kGtc) o.iceberg_qty = Qty{1};
+        break;
+      case 1:
+        MakerLeg(ref, m, side, anchor + (side == Side::kBuy ? -R(2, 12) : R(2, 12)), &o);
+        break;
+      case 2:
+        o.type = OrderType::kMarket;
+        o.tif = TimeInForce::kIoc;
+        break;
+      default: {
+        static constexpr std::array<OrderType, 4> kTypes = {
+            OrderType::kStopLoss, OrderType::kStopLossLimit, OrderType::kTakeProfit,
+            OrderType::kTakeProfitLimit};
+        const OrderType t = kTypes[U(kTypes.size())];
+        const bool rise = Rises(t, side);
+        const int64_t stop = anchor + (rise ? R(1, 10) : -R(1, 10));
+        const bool limit = t == OrderType::kStopLossLimit || t == OrderType::kTakeProfitLimit;
+        StopLeg(m, side, limit ? OrderType::kStopLoss : t, limit ? t : OrderType::kTakeProfit, stop,
+                &o);
+        o.type = t;
+        if (!limit) o.price = Price{0}, o.tif = TimeInForce::kIoc;
+        if (limit && o.price.value == 0) o.price = Price{stop}, o.tif = TimeInForce::kGtc;
+        break;
+      }
+    }
+    return o;
+  }
+
+  // OCO, OTO or OTOCO: mostly well formed, the working orders often
+  // marketable so that pending orders get placed; sometimes a shape the
+  // engine refuses, or pending orders that cannot be placed when their time
+  // comes (too large for the account).
+  engine::PlaceOrderList ListCmd(const ReferenceEngine& ref) {
+    engine::PlaceOrderList l;
+    l.account = Trader();
+    l.market = Market();
+    l.stp = Stp();
+    l.type = static_cast<engine::ListType>(U(3));
+    if (P(400)) l.list_client_order_id = ListCid(l.account);
+    const MarketId m = l.market;
+    const std::size_t mi = Raw(m);
+    const int64_t min_qty = config_.markets[mi].min_qty.value;
+    const Side side = P(500) ? Side::kBuy : Side::kSell;
+    // Mostly above the minimum notional: {BTCUSDT 34, ETHUSDT 5, ETHBTC 4} lots.
+    static constexpr std::array<int64_t, kMarkets> kListQty = {40, 6, 5};
+    const Qty qty{std::max<int64_t>(
+        min_qty, P(900) ? R(kListQty[mi], kListQty[mi] + 80) : NormalQty(mi).value)};
+    const bool far = P(300);
+    if (l.type == engine::ListType::kOco) {
+      OcoLegs(ref, m, side, qty, &l.orders[0], &l.orders[1], far);
+    } else {
+      engine::ListOrder& w = l.orders[0];
+      w.side = side;
+      w.qty = qty;
+      w.type = OrderType::kLimit;
+      w.tif = P(850) ? TimeInForce::kGtc : (P(500) ? TimeInForce::kIoc : TimeInForce::kFok);
+      auto opp = side == Side::kBuy ? ref.BestAsk(m) : ref.BestBid(m);
+      if (opp && !far && P(500)) {  // marketable: fills at once, or partly and rests
+        w.price = Price{opp->value + (side == Side::kBuy ? R(0, 3) : -R(0, 3))};
+        if (P(600)) w.qty = Qty{std::max<int64_t>(min_qty, R(1, 10))};
+      } else {
+        const int64_t away = far ? R(150, 400) : R(0, 12);
+        w.price = Price{Mid(mi) + (side == Side::kBuy ? -away : away)};
+      }
+      if (P(150)) MakerLeg(ref, m, side, w.price.value, &w, far);
+      if (P(60) && w.tif == TimeInForce::kGtc && w.qty.value >= 2) {
+        w.iceberg_qty = Qty{R(1, w.qty.value - 1)};
+      }
+      const Side next = P(750) ? engine::Opposite(side) : side;
+      if (l.type == engine::ListType::kOto) {
+        l.orders[1] = PendingOrder(ref, m, next);
+      } else {
+        OcoLegs(ref, m, next, Qty{std::max<int64_t>(min_qty, R(kListQty[mi], kListQty[mi] + 60))},
+                &l.orders[1], &l.orders[2], false);
+      }
+      if (P(120)) {  // more than the account will have: refused when placed
+        const std::size_t k = l.type == engine::ListType::kOto ? 1 : 1 + U(2);
+        const Qty big = config_.markets[mi].max_qty;
+        l.orders[k].qty = big;
+        if (l.type == engine::ListType::kOtoco) l.orders[1].qty = l.orders[2].qty = big;
+      }
+    }
+    for (engine::ListOrder& o : l.orders) {
+      if (P(300)) o.client_order_id = NewOrderCid(l.account);
+    }
+    if (P(150)) {  // a shape the engine refuses
+      const int first = l.type == engine::ListType::kOtoco ? 1 : 0;
+      switch (U(7)) {
+        case 0:
+          std::swap(l.orders[first], l.orders[first + 1]);
+          break;
+        case 1:
+          l.orders[first].qty.value += 1;
+          break;
+        case 2:
+          l.orders[first + 1].side = engine::Opposite(l.orders[first + 1].side);
+          break;
+        case 3:  // the prices the wrong way round
+          if (l.orders[first].type == OrderType::kLimitMaker) {
+            l.orders[first].price = Price{l.orders[first + 1].stop_price.value - R(0, 2)};
+          } else {
+            l.orders[first].stop_price =
+                Price{std::max<int64_t>(1, l.orders[first + 1].price.value - R(0, 2))};
+          }
+          break;
+        case 4:
+          l.orders[0].type = P(500) ? OrderType::kMarket : OrderType::kStopLossLimit;
+          break;
+        case 5:
+          l.type = static_cast<engine::ListType>(R(3, 255));
+          break;
+        default:
+          l.orders[1].client_order_id = l.orders[0].client_order_id =
+              ClientOrderId::From("same-" + std::to_string(U(4)));
+          break;
+      }
+    }
+    return l;
+  }
+
+  // A cancel, cancel of the list, amend, cancel-all or cancel-replace aimed
+  // at an open list.
+  engine::CommandBody AtList(const ReferenceEngine& ref) {
+    const auto& lists = ref.lists();
+    if (lists.empty()) return ListCmd(ref);
+    auto it = lists.begin();
+    std::advance(it, static_cast<std::ptrdiff_t>(U(lists.size())));
+    const RefList& l = it->second;
+    std::vector<const RefOrder*> open;
+    for (OrderId id : l.orders) {
+      if (const RefOrder* o = Raw(id) != 0 ? ref.FindOrder(id) : nullptr) open.push_back(o);
+    }
+    const uint64_t r = U(100);
+    if (r < 30 || open.empty()) {
+      engine::CancelOrderList c;
+      c.account = l.account;
+      c.market = l.market;
+      const uint64_t how = U(10);
+      if (how < 5 || l.client_id.empty()) {
+        c.list_id = l.id;
+      } else if (how < 8) {
+        c.list_client_order_id = ClientOrderId::From(l.client_id);
+      } else {
+        c.list_id = l.id;
+        c.list_client_order_id =
+            P(500) ? ClientOrderId::From(l.client_id) : ClientOrderId::From("other");
+      }
+      if (P(100)) c.account = Trader();
+      if (P(60)) c.market = MarketId{static_cast<uint16_t>((Raw(c.market) + 1) % kMarkets)};
+      if (P(60)) c.list_id = l.id + engine::kListOrderStride;  // an order's id, not the list's
+      return c;
+    }
+    const RefOrder& o = *open[U(open.size())];
+    Target t;
+    t.account = o.account;
+    t.market = o.market;
+    t.order = &o;
+    if (!o.client_id.empty() && P(300)) {
+      t.cid = ClientOrderId::From(o.client_id);
+    } else {
+      t.id = o.id;
+    }
+    if (r < 65) {
+      engine::CancelOrder c;
+      c.account = t.account;
+      c.market = t.market;
+      c.order_id = t.id;
+      c.orig_client_order_id = t.cid;
+      if (P(150)) {
+        c.restriction = P(500) ? engine::CancelRestriction::kOnlyNew
+                               : engine::CancelRestriction::kOnlyPartiallyFilled;
+      }
+      return c;
+    }
+    if (r < 80) return AmendBody(t);  // refused: a list's order
+    if (r < 90) {
+      engine::CancelAll c;
+      c.account = o.account;
+      c.market = o.market;
+      return c;
+    }
+    engine::CancelReplace cr;
+    cr.cancel.account = t.account;
+    cr.cancel.market = t.market;
+    cr.cancel.order_id = t.id;
+    cr.cancel.orig_client_order_id = t.cid;
+    cr.place = Limit(ref, TimeInForce::kGtc);
+    cr.place.account = o.account;
+    cr.place.market = o.market;
+    cr.mode = P(500) ? engine::CancelReplaceMode::kAllowFailure
+                     : engine::CancelReplaceMode::kStopOnFailure;
+    return cr;
+  }
+
+  // A cancel, amend or cancel-replace aimed at a waiting stop order.
+  engine::CommandBody AtWaiting(const ReferenceEngine& ref) {
+    const auto& waiting = ref.waiting();
+    if (waiting.empty()) return StopOrder(ref);
+    const RefOrder& o = waiting[U(waiting.size())].order;
+    Target t;
+    t.account = o.account;
+    t.market = o.market;
+    t.order = &o;
+    if (!o.client_id.empty() && P(400)) {
+      t.cid = ClientOrderId::From(o.client_id);
+    } else {
+      t.id = o.id;
+    }
+    const uint64_t r = U(10);
+    if (r < 5) {
+      engine::CancelOrder c;
+      c.account = t.account;
+      c.market = t.market;
+      c.order_id = t.id;
+      c.orig_client_order_id = t.cid;
+      if (P(150)) {
+        c.restriction = P(500) ? engine::CancelRestriction::kOnlyNew
+                               : engine::CancelRestriction::kOnlyPartiallyFilled;
+      }
+      return c;
+    }
+    if (r < 7) {  // refused: a waiting order has no place in a book to amend
+      engine::AmendOrder a = AmendBody(t);
+      a.keep_priority = P(200);
+      return a;
+    }
+    if (r < 8) {
+      engine::CancelAll c;
+      c.account = o.account;
+      c.market = o.market;
+      return c;
+    }
+    engine::CancelReplace cr;
+    cr.cancel.account = t.account;
+    cr.cancel.market = t.market;
+    cr.cancel.order_id = t.id;
+    cr.cancel.orig_client_order_id = t.cid;
+    cr.place = P(700) ? StopOrder(ref) : Limit(ref, TimeInForce::kGtc);
+    cr.place.account = o.account;
+    cr.place.market = o.market;
+    cr.mode = P(500) ? engine::CancelReplaceMode::kAllowFailure
+                     : engine::CancelReplaceMode::kStopOnFailure;
+    return cr;
   }
 
   // Targets an open order: own (valid), foreign, closed, or unknown.
@@ -773,9 +1222,10 @@ class Generator {
     engine::CancelReplace cr;
     cr.cancel = Cancel(ref);
     const uint64_t r = U(10);
-    cr.place = r < 6   ? Limit(ref, TimeInForce::kGtc)
-               : r < 8 ? Limit(ref, TimeInForce::kIoc)
-                       : MarketOrder(ref, P(500));
+    cr.place = r < 5   ? Limit(ref, TimeInForce::kGtc)
+               : r < 7 ? Limit(ref, TimeInForce::kIoc)
+               : r < 8 ? MarketOrder(ref, P(500))
+                       : StopOrder(ref);
     if (P(900)) {
       cr.place.account = cr.cancel.account;
       cr.place.market = cr.cancel.market;
@@ -950,7 +1400,7 @@ class Generator {
   }
 
   engine::CommandBody BadInput(const ReferenceEngine& ref) {
-    switch (U(16)) {
+    switch (U(20)) {
       case 0: {  // unknown market
         engine::PlaceOrder p = Limit(ref, TimeInForce::kGtc);
         p.market = MarketId{static_cast<uint16_t>(R(kMarkets, 65535))};
@@ -969,7 +1419,7 @@ class Generator {
             p.side = static_cast<Side>(R(2, 255));
             break;
           case 1:
-            p.type = static_cast<OrderType>(R(3, 255));
+            p.type = static_cast<OrderType>(R(7, 255));
             break;
           case 2:
             p.tif = static_cast<TimeInForce>(R(3, 255));
@@ -1094,6 +1544,56 @@ class Generator {
         p.qty = config_.markets[Raw(p.market)].max_qty;
         return p;
       }
+      case 16: {  // a stop with a bad stop price (or the highest valid one)
+        engine::PlaceOrder p = StopOrder(ref);
+        const int64_t max = config_.markets[Raw(p.market)].max_price.value;
+        const std::array<int64_t, 6> stops = {
+            0, -1, -R(2, 1'000'000), max + 1, std::numeric_limits<int64_t>::max(), max};
+        p.stop_price = Price{stops[U(stops.size())]};
+        if (P(300)) p.trailing_delta = TrailingDelta(p.market);
+        return p;
+      }
+      case 17: {  // a stop with a bad trailing delta
+        engine::PlaceOrder p = StopOrder(ref);
+        const std::array<int32_t, 5> deltas = {-1, -static_cast<int32_t>(R(2, 100'000)), 10'000,
+                                               static_cast<int32_t>(R(10'001, 1'000'000)),
+                                               std::numeric_limits<int32_t>::min()};
+        p.trailing_delta = deltas[U(deltas.size())];
+        if (P(300)) p.stop_price = Price{0};
+        return p;
+      }
+      case 18: {  // stop fields on a LIMIT, LIMIT_MAKER or MARKET order
+        const uint64_t r = U(3);
+        engine::PlaceOrder p = r == 0 ? Limit(ref, TimeInForce::kGtc)
+                                      : (r == 1 ? Maker(ref) : MarketOrder(ref, P(500)));
+        if (P(600)) p.stop_price = Price{StopAnchor(ref, p.market) + R(-5, 5)};
+        if (p.stop_price.value == 0 || P(400)) p.trailing_delta = TrailingDelta(p.market);
+        return p;
+      }
+      case 19: {  // a stop's other fields wrong
+        engine::PlaceOrder p = StopOrder(ref);
+        const bool market_like = p.type == OrderType::kStopLoss || p.type == OrderType::kTakeProfit;
+        switch (U(5)) {
+          case 0:  // quote_qty: a stop-market order is by quantity only
+            p.quote_qty = QuoteBudget(Raw(p.market));
+            if (P(600)) p.qty = Qty{0};
+            break;
+          case 1:
+            p.qty = Qty{P(500) ? 0 : -R(1, 9)};
+            break;
+          case 2:
+            p.qty = Qty{config_.markets[Raw(p.market)].max_qty.value + R(1, 100)};
+            break;
+          case 3:  // a limit price out of range (ignored by the stop-market ones)
+            p.price = Price{P(500) ? 0 : config_.markets[Raw(p.market)].max_price.value + 1};
+            break;
+          default:  // the largest order: locks too much (or, stop-market buy, nothing yet)
+            p.qty = config_.markets[Raw(p.market)].max_qty;
+            if (!market_like) p.price = Price{p.price.value * 50};
+            break;
+        }
+        return p;
+      }
       default: {  // a FOK far through the book
         engine::PlaceOrder p = Limit(ref, TimeInForce::kFok);
         p.qty = Qty{R(200, 5000)};
@@ -1116,6 +1616,8 @@ class Generator {
   std::vector<TransferRef> refs_;
   std::vector<TransferId> resolved_;  // transfers to other venues resolved already
   std::size_t resolved_next_ = 0;
+  std::vector<ClientOrderId> list_cids_;
+  std::size_t list_cids_next_ = 0;
 };
 
 // ---------------------------------------------------------------------------
@@ -1148,7 +1650,7 @@ engine::OrderView View(const RefOrder& o) {
   v.terms.stp = o.stp;
   v.terms.price = o.price;
   v.terms.qty = o.qty;
-  v.remaining = o.remaining;
+  v.remaining = o.iceberg.value != 0 ? o.visible : o.remaining;  // the part the book shows
   v.locked = o.locked;
   v.created_ns = o.created_ns;
   return v;
@@ -1250,6 +1752,16 @@ std::string CheckState(const Engine& real, const ReferenceEngine& ref, bool deep
         << "\n";
   }
   if (deep) {
+    // The waiting stop orders, which no book lists.
+    for (const RefWaiting& w : ref.waiting()) {
+      const std::optional<engine::OrderView> got = real.FindOrder(w.order.id);
+      if (!got || !SameOrder(*got, View(w.order))) {
+        err << "waiting order " << Raw(w.order.id)
+            << " differs:\n    real:      " << (got ? OrderText(*got) : "(none)")
+            << "\n    reference: " << OrderText(View(w.order)) << "\n";
+        break;
+      }
+    }
     for (std::size_t m = 0; m < config.markets.size(); ++m) {
       const MarketId market{static_cast<uint16_t>(m)};
       for (Side side : {Side::kBuy, Side::kSell}) {
@@ -1405,6 +1917,8 @@ class LedgerSums {
 class Coverage {
  public:
   void Add(const std::vector<Event>& events) {
+    Stops(events);
+    Lists(events);
     for (const Event& e : events) {
       ++by_type_[std::string(engine::ToString(e.type()))];
       if (const auto* r = std::get_if<engine::Rejected>(&e.body)) {
@@ -1432,6 +1946,7 @@ class Coverage {
   }
   uint64_t Events(std::string_view type) const { return Get(by_type_, type); }
   uint64_t Rejects(std::string_view command_reason) const { return Get(rejects_, command_reason); }
+  uint64_t Other(std::string_view key) const { return Get(other_, key); }
 
   std::string Text() const {
     std::string s;
@@ -1451,6 +1966,145 @@ class Coverage {
     auto it = m.find(std::string(key));
     return it == m.end() ? 0 : it->second;
   }
+
+  // A waiting stop order, from its OrderAccepted and OrderArmed.
+  struct Armed {
+    OrderType type = OrderType::kStopLoss;
+    Side side = Side::kBuy;
+    bool trailing = false;
+    bool stop_price = false;
+    int64_t stop = 0;
+  };
+
+  // The lists' life: pending orders placed or refused, an OCO order canceled
+  // because its sibling triggered (the OrderTriggered right after) or traded
+  // (a Trade earlier in the command).
+  void Lists(const std::vector<Event>& events) {
+    std::vector<OrderId> traded;
+    for (std::size_t i = 0; i < events.size(); ++i) {
+      const Event& e = events[i];
+      if (const auto* a = std::get_if<engine::ListAccepted>(&e.body)) {
+        if (a->type != engine::ListType::kOto) {
+          const int first = a->type == engine::ListType::kOco ? 0 : 1;
+          sibling_[a->order_ids[first]] = a->order_ids[first + 1];
+          sibling_[a->order_ids[first + 1]] = a->order_ids[first];
+        }
+        ++other_["list/accepted/" + std::string(engine::ToString(a->type))];
+      }
+      if (const auto* p = std::get_if<engine::OrderPending>(&e.body)) pending_.insert(p->order_id);
+      if (const auto* a = std::get_if<engine::OrderAccepted>(&e.body)) {
+        if (Raw(a->order_id) >= engine::kListOrderStride) ++other_["list/accepted_order_2_or_3"];
+        if (pending_.erase(a->order_id) != 0) ++other_["list/pending_placed"];
+      }
+      if (const auto* r = std::get_if<engine::Rejected>(&e.body)) {
+        if (r->command == CommandType::kPlaceOrderList && Raw(r->order_id) != 0) {
+          ++other_["list/pending_rejected"];
+          pending_.erase(r->order_id);
+        }
+      }
+      if (const auto* t = std::get_if<engine::Trade>(&e.body)) {
+        traded.push_back(t->maker_order_id);
+        traded.push_back(t->taker_order_id);
+      }
+      if (const auto* c = std::get_if<engine::OrderCanceled>(&e.body)) {
+        auto s = sibling_.find(c->order_id);
+        if (s == sibling_.end()) continue;
+        const OrderId other = s->second;
+        if (i + 1 < events.size()) {
+          const auto* t = std::get_if<engine::OrderTriggered>(&events[i + 1].body);
+          if (t != nullptr && t->order_id == other) ++other_["list/oco_canceled_on_trigger"];
+        }
+        if (std::find(traded.begin(), traded.end(), other) != traded.end()) {
+          ++other_["list/oco_canceled_on_trade"];
+        }
+      }
+      if (const auto* d = std::get_if<engine::ListDone>(&e.body)) {
+        // Forget the done list's orders.
+        for (uint64_t k = 0; k < 3; ++k) {
+          const OrderId id{d->list_id + k * engine::kListOrderStride};
+          sibling_.erase(id);
+          pending_.erase(id);
+        }
+      }
+    }
+  }
+  std::map<OrderId, OrderId> sibling_;  // OCO orders of open lists
+  std::set<OrderId> pending_;           // announced, not yet placed or refused
+
+  // The conditional orders' life: armed, canceled while waiting, triggered
+  // (by type, side, trailing or not), and what a triggered order did next.
+  void Stops(const std::vector<Event>& events) {
+    std::map<OrderId, Armed> triggered;  // this command's
+    OrderType accepted_type = OrderType::kLimit;
+    bool canceled = false;  // this command canceled an order (a cancel-replace's cancel, say)
+    bool first_canceled_waiting = false;
+    for (const Event& e : events) {
+      if (const auto* a = std::get_if<engine::OrderAccepted>(&e.body)) {
+        accepted_type = a->terms.type;
+      }
+      if (const auto* a = std::get_if<engine::OrderArmed>(&e.body)) {
+        armed_[a->order_id] = Armed{accepted_type, a->side, a->trailing_delta != 0,
+                                    a->stop_price.value != 0, a->stop_price.value};
+        ++other_[a->trailing_delta == 0     ? "armed/plain"
+                 : a->stop_price.value == 0 ? "armed/trailing"
+                                            : "armed/trailing_with_stop"];
+        if (canceled) ++other_["armed/replacing_an_order"];
+      }
+      if (const auto* c = std::get_if<engine::OrderCanceled>(&e.body)) {
+        canceled = true;
+        if (armed_.erase(c->order_id) != 0) {
+          ++other_["canceled/waiting"];
+          first_canceled_waiting = first_canceled_waiting || &e == &events.front();
+        }
+      }
+      if (const auto* t = std::get_if<engine::OrderTriggered>(&e.body)) {
+        auto it = armed_.find(t->order_id);
+        if (it == armed_.end()) {
+          ++other_["triggered/never_armed"];
+          continue;
+        }
+        const Armed& a = it->second;
+        triggered[t->order_id] = a;
+        ++other_["triggered/" + std::string(engine::ToString(a.type)) + "/" +
+                 std::string(engine::ToString(a.side))];
+        if (a.trailing) {
+          ++other_[a.stop_price ? "triggered/trailing_with_stop" : "triggered/trailing"];
+        }
+        if (t->lock_delta.value != 0) ++other_["triggered/locked_at_trigger"];
+        if (!a.trailing) {
+          // Met by a trade of the command, not by the last price.
+          const bool stop_loss =
+              a.type == OrderType::kStopLoss || a.type == OrderType::kStopLossLimit;
+          const bool rise = stop_loss == (a.side == Side::kBuy);
+          const int64_t last = t->last_price.value;
+          if (rise ? last < a.stop : last > a.stop) ++other_["triggered/by_an_earlier_trade"];
+        }
+        armed_.erase(it);
+      }
+      if (const auto* t = std::get_if<engine::Trade>(&e.body)) {
+        if (triggered.count(t->taker_order_id) != 0) ++other_["triggered/traded"];
+        if (triggered.count(t->maker_order_id) != 0) ++other_["triggered/traded_as_maker"];
+      }
+      if (const auto* r = std::get_if<engine::OrderRested>(&e.body)) {
+        if (triggered.count(r->order_id) != 0) ++other_["triggered/rested"];
+      }
+      if (const auto* x = std::get_if<engine::OrderExpired>(&e.body)) {
+        if (triggered.count(x->order_id) != 0) {
+          ++other_["triggered_expired/" + std::string(engine::ToString(x->reason))];
+        }
+      }
+    }
+    if (triggered.size() >= 2) ++other_["triggered/several_in_one_command"];
+    // A cancel-replace whose cancel took a waiting order: the new order's
+    // OrderAccepted or Rejected follows (after a CancelAll, another cancel).
+    if (first_canceled_waiting && events.size() >= 2 &&
+        (std::holds_alternative<engine::OrderAccepted>(events[1].body) ||
+         std::holds_alternative<engine::Rejected>(events[1].body))) {
+      ++other_["replaced/waiting"];
+    }
+  }
+
+  std::map<OrderId, Armed> armed_;  // waiting, as far as the events tell
 
   std::map<std::string, uint64_t> by_type_;
   std::map<std::string, uint64_t> rejects_;
@@ -1576,6 +2230,10 @@ void MatchesReference(engine::ClientOrderIds rule) {
   engine::EventBuffer restored_events;
   uint64_t ledger_mismatches = 0;
   std::string first_ledger_mismatch;
+  // What the snapshots carried, summed over them.
+  std::size_t snapshot_icebergs = 0;
+  std::size_t snapshot_lists = 0;
+  std::size_t snapshot_pending = 0;
 
   auto header = [&](uint64_t i, const engine::Command& cmd) {
     return "MB_SEED=" + std::to_string(seed) + ", command #" + std::to_string(i) + " (seq " +
@@ -1671,9 +2329,15 @@ void MatchesReference(engine::ClientOrderIds rule) {
         FAIL() << header(i, cmd) << "  a restored engine exports another image";
       }
       restored.emplace(std::move(fresh));
-      std::printf("[property] %llu commands, %zu open orders, %zu pending transfers\n",
-                  static_cast<unsigned long long>(i + 1), real.open_orders(),
-                  image.pending_transfers.size());
+      snapshot_icebergs += image.icebergs.size();
+      snapshot_lists += image.lists.size();
+      snapshot_pending += image.pending.size();
+      std::printf(
+          "[property] %llu commands, %zu open orders (%zu waiting, %zu icebergs), %zu lists "
+          "(%zu pending orders), %zu pending transfers\n",
+          static_cast<unsigned long long>(i + 1), real.open_orders(), image.stops.size(),
+          image.icebergs.size(), image.lists.size(), image.pending.size(),
+          image.pending_transfers.size());
     }
   }
   g_running = 0;
@@ -1704,6 +2368,60 @@ void MatchesReference(engine::ClientOrderIds rule) {
          {"TransferOut/DuplicateTransfer", "TransferOut/InsufficientBalance",
           "TransferOut/InvalidAmount", "TransferOut/UnknownAccount", "TransferOut/UnknownAsset",
           "ResolveTransfer/UnknownTransfer", "ResolveTransfer/InvalidStatus"}) {
+      EXPECT_GT(coverage.Rejects(reject), 0u) << reject;
+    }
+    // ... and the conditional orders: each type and side triggered, trailing
+    // stops with and without an activation price, a triggered stop-market buy
+    // that could not pay and a FOK one that could not fill, several triggers
+    // in one command, and every refusal of the stop fields.
+    EXPECT_GT(coverage.Events("OrderArmed"), 0u);
+    EXPECT_GT(coverage.Events("OrderTriggered"), 0u);
+    for (const char* key : {"triggered/STOP_LOSS/BUY",
+                            "triggered/STOP_LOSS/SELL",
+                            "triggered/STOP_LOSS_LIMIT/BUY",
+                            "triggered/STOP_LOSS_LIMIT/SELL",
+                            "triggered/TAKE_PROFIT/BUY",
+                            "triggered/TAKE_PROFIT/SELL",
+                            "triggered/TAKE_PROFIT_LIMIT/BUY",
+                            "triggered/TAKE_PROFIT_LIMIT/SELL",
+                            "triggered/trailing",
+                            "triggered/trailing_with_stop",
+                            "triggered/locked_at_trigger",
+                            "triggered/traded",
+                            "triggered/rested",
+                            "triggered/several_in_one_command",
+                            "triggered_expired/InsufficientBalance",
+                            "triggered_expired/FokNotFillable",
+                            "triggered_expired/NoLiquidity",
+                            "triggered_expired/IocRemainder",
+                            "canceled/waiting",
+                            "armed/replacing_an_order",
+                            "replaced/waiting"}) {
+      EXPECT_GT(coverage.Other(key), 0u) << key;
+    }
+    EXPECT_EQ(coverage.Other("triggered/never_armed"), 0u);
+    // ... icebergs and order lists, in the snapshots too.
+    EXPECT_GT(snapshot_icebergs, 0u);
+    EXPECT_GT(snapshot_lists, 0u);
+    EXPECT_GT(snapshot_pending, 0u);
+    for (const char* type :
+         {"IcebergAccepted", "IcebergRefilled", "ListAccepted", "OrderPending", "ListDone"}) {
+      EXPECT_GT(coverage.Events(type), 0u) << type;
+    }
+    for (const char* key : {"list/accepted/OCO", "list/accepted/OTO", "list/accepted/OTOCO",
+                            "list/accepted_order_2_or_3", "list/pending_placed",
+                            "list/pending_rejected", "list/oco_canceled_on_trigger",
+                            "list/oco_canceled_on_trade", "triggered/by_an_earlier_trade"}) {
+      EXPECT_GT(coverage.Other(key), 0u) << key;
+    }
+    for (const char* reject :
+         {"PlaceOrder/InvalidIcebergQty", "PlaceOrderList/InvalidOrderList",
+          "PlaceOrderList/DuplicateClientOrderId", "PlaceOrderList/InsufficientBalance",
+          "CancelOrderList/UnknownOrderList"}) {
+      EXPECT_GT(coverage.Rejects(reject), 0u) << reject;
+    }
+    for (const char* reject : {"PlaceOrder/WouldTriggerImmediately", "PlaceOrder/InvalidStopPrice",
+                               "PlaceOrder/InvalidTrailingDelta", "AmendOrder/InvalidOrderType"}) {
       EXPECT_GT(coverage.Rejects(reject), 0u) << reject;
     }
   }
@@ -1758,6 +2476,7 @@ constexpr AccountId kFee{0};
 constexpr AccountId kAlice{1};
 constexpr AccountId kBob{2};
 constexpr AccountId kCarol{3};
+constexpr AccountId kDave{4};  // funded by the test that uses it
 
 class Scenario : public ::testing::Test {
  protected:
@@ -1811,6 +2530,29 @@ class Scenario : public ::testing::Test {
     p.quote_qty = Amount{quote_qty};
     p.client_order_id = ClientOrderId::From(cid);
     return Run(p);
+  }
+  // A STOP_LOSS(_LIMIT) / TAKE_PROFIT(_LIMIT) order; price 0 for the
+  // stop-market ones.
+  std::vector<Event> Stop(AccountId a, MarketId m, Side side, OrderType type, int64_t stop,
+                          int32_t delta, int64_t qty, int64_t price = 0,
+                          TimeInForce tif = TimeInForce::kGtc) {
+    engine::PlaceOrder p;
+    p.account = a;
+    p.market = m;
+    p.side = side;
+    p.type = type;
+    p.tif = price == 0 ? TimeInForce::kIoc : tif;
+    p.price = Price{price};
+    p.qty = Qty{qty};
+    p.stop_price = Price{stop};
+    p.trailing_delta = delta;
+    return Run(p);
+  }
+  // One trade at `price` between Alice (maker, selling) and Bob (taker):
+  // the market's last price becomes `price`. Returns Bob's events.
+  std::vector<Event> TradeAt(MarketId m, int64_t price, int64_t qty) {
+    Limit(kAlice, m, Side::kSell, price, qty);
+    return Limit(kBob, m, Side::kBuy, price, qty, StpMode::kNone, TimeInForce::kIoc);
   }
   std::vector<Event> Limit(AccountId a, MarketId m, Side side, int64_t price, int64_t qty,
                            StpMode stp = StpMode::kNone, TimeInForce tif = TimeInForce::kGtc) {
@@ -2342,6 +3084,235 @@ TEST_F(Scenario, PendingTransfersSurviveASnapshot) {
   EXPECT_TRUE(SameEvents(from_restored, live)) << ToText(from_restored) << ToText(live);
   EXPECT_EQ(restored.StateHash(), real_.StateHash());
   EXPECT_EQ(real_.PendingTransfers().size(), 1u);
+  ExpectLedgerMatches();
+}
+
+// ---------------------------------------------------------------------------
+// Conditional orders (spec: last trade price against the stop price; Binance's
+// trailing-stop FAQ for the trailing ones).
+
+template <class T>
+std::size_t CountOf(const std::vector<Event>& events) {
+  std::size_t n = 0;
+  for (const Event& e : events) n += std::holds_alternative<T>(e.body) ? 1u : 0u;
+  return n;
+}
+
+// A STOP_LOSS SELL waits for a trade at or below its stop price, then sells
+// as a MARKET order; one whose stop the last price already meets is refused.
+TEST_F(Scenario, StopLossSellTriggersAtTheStopPrice) {
+  Limit(kAlice, kEthUsdt, Side::kBuy, 200'000, 10);
+  Limit(kAlice, kEthUsdt, Side::kBuy, 199'990, 10);
+  Limit(kBob, kEthUsdt, Side::kSell, 200'000, 5, StpMode::kNone, TimeInForce::kIoc);  // last 200000
+  auto ev = Stop(kCarol, kEthUsdt, Side::kSell, OrderType::kStopLoss, 200'000, 0, 10);
+  ASSERT_EQ(ev.size(), 1u) << ToText(ev);
+  EXPECT_EQ(As<engine::Rejected>(ev, 0).reason, RejectReason::kWouldTriggerImmediately);
+  const uint64_t id = NextSeq();
+  ev = Stop(kCarol, kEthUsdt, Side::kSell, OrderType::kStopLoss, 199'995, 0, 10);
+  ASSERT_EQ(ev.size(), 2u) << ToText(ev);
+  const auto& a = As<engine::OrderAccepted>(ev, 0);
+  EXPECT_EQ(a.terms.type, OrderType::kStopLoss);
+  EXPECT_EQ(a.terms.tif, TimeInForce::kIoc);
+  EXPECT_EQ(a.locked.value, 10 * 10'000);
+  EXPECT_EQ(As<engine::OrderArmed>(ev, 1).stop_price.value, 199'995);
+  EXPECT_EQ(Bal(kCarol, kEth).locked.value, 10 * 10'000);
+  // A trade at 200000 leaves it waiting; one at 199990 triggers it.
+  ev = Limit(kBob, kEthUsdt, Side::kSell, 200'000, 5, StpMode::kNone, TimeInForce::kIoc);
+  EXPECT_EQ(CountOf<engine::OrderTriggered>(ev), 0u) << ToText(ev);
+  ev = Limit(kBob, kEthUsdt, Side::kSell, 199'990, 6, StpMode::kNone, TimeInForce::kIoc);
+  ASSERT_EQ(ev.size(), 5u) << ToText(ev);
+  const auto& t = As<engine::OrderTriggered>(ev, 2);
+  EXPECT_EQ(Raw(t.order_id), id);
+  EXPECT_EQ(t.last_price.value, 199'990);
+  EXPECT_EQ(t.lock_delta.value, 0);
+  EXPECT_EQ(As<engine::Trade>(ev, 3).taker_order_id, OrderId{id});
+  EXPECT_EQ(As<engine::Trade>(ev, 3).qty.value, 4);  // what Bob left of Alice's bid
+  const auto& x = As<engine::OrderExpired>(ev, 4);
+  EXPECT_EQ(x.reason, ExpireReason::kNoLiquidity);
+  EXPECT_EQ(x.remaining.value, 6);
+  EXPECT_EQ(x.released.value, 6 * 10'000);
+  EXPECT_EQ(Bal(kCarol, kEth).locked.value, 0);
+  ExpectLedgerMatches();
+}
+
+// A stop-market buy locks nothing while it waits; triggered, it locks what
+// its walk of the book costs, or expires when the account cannot pay it.
+TEST_F(Scenario, StopMarketBuyLocksItsBookWalkWhenTriggered) {
+  TradeAt(kEthUsdt, 200'000, 5);
+  Limit(kAlice, kEthUsdt, Side::kSell, 200'010, 10);
+  Limit(kAlice, kEthUsdt, Side::kSell, 200'020, 10);
+  Fund(kDave, kUsdt, 50'000'000);  // 0.5 USDT: five lots cost 1
+  const uint64_t poor = NextSeq();
+  auto ev = Stop(kDave, kEthUsdt, Side::kBuy, OrderType::kStopLoss, 200'005, 0, 5);
+  EXPECT_EQ(As<engine::OrderAccepted>(ev, 0).locked.value, 0);
+  const uint64_t id = NextSeq();
+  ev = Stop(kCarol, kEthUsdt, Side::kBuy, OrderType::kTakeProfit, 199'000, 0, 12);
+  ASSERT_EQ(ev.size(), 2u) << ToText(ev);  // waits for a fall to 199000
+  const uint64_t rich = NextSeq();
+  Stop(kCarol, kEthUsdt, Side::kBuy, OrderType::kStopLoss, 200'005, 0, 12);
+  const Balance before = Bal(kCarol, kUsdt);
+  ev = Limit(kBob, kEthUsdt, Side::kBuy, 200'010, 5, StpMode::kNone, TimeInForce::kIoc);
+  // Bob's trade, then Dave's stop (the lower id) expires, then Carol's buys.
+  ASSERT_EQ(ev.size(), 7u) << ToText(ev);
+  EXPECT_EQ(Raw(As<engine::OrderTriggered>(ev, 2).order_id), poor);
+  EXPECT_EQ(As<engine::OrderTriggered>(ev, 2).lock_delta.value, 0);
+  EXPECT_EQ(As<engine::OrderExpired>(ev, 3).reason, ExpireReason::kInsufficientBalance);
+  EXPECT_EQ(As<engine::OrderExpired>(ev, 3).remaining.value, 5);
+  EXPECT_EQ(As<engine::OrderExpired>(ev, 3).released.value, 0);
+  const auto& t = As<engine::OrderTriggered>(ev, 4);
+  EXPECT_EQ(Raw(t.order_id), rich);
+  EXPECT_EQ(t.last_price.value, 200'010);
+  EXPECT_EQ(t.lock_delta.value, (5 * 200'010LL + 7 * 200'020LL) * 100);
+  EXPECT_EQ(As<engine::Trade>(ev, 5).qty.value, 5);
+  EXPECT_TRUE(As<engine::Trade>(ev, 6).taker_filled);
+  EXPECT_EQ(Bal(kCarol, kUsdt).available.value, before.available.value - t.lock_delta.value);
+  EXPECT_EQ(Bal(kDave, kUsdt).locked.value, 0);
+  // The take-profit buy still waits, and locks nothing.
+  ASSERT_TRUE(real_.FindOrder(OrderId{id}).has_value());
+  EXPECT_EQ(real_.FindOrder(OrderId{id})->locked.value, 0);
+  ExpectLedgerMatches();
+}
+
+// Several orders qualify: the lowest id triggers first, and what its trades
+// do to the last price may trigger the next, all in one command.
+TEST_F(Scenario, LowestIdTriggersFirstAndTriggersCascade) {
+  TradeAt(kEthUsdt, 200'000, 5);
+  for (int64_t p : {200'010, 200'020, 200'030}) Limit(kAlice, kEthUsdt, Side::kSell, p, 5);
+  const uint64_t a = NextSeq();
+  Stop(kCarol, kEthUsdt, Side::kBuy, OrderType::kStopLoss, 200'010, 0, 5);
+  const uint64_t b = NextSeq();
+  Stop(kCarol, kEthUsdt, Side::kBuy, OrderType::kStopLossLimit, 200'005, 0, 5, 200'030);
+  const uint64_t c = NextSeq();
+  Stop(kCarol, kEthUsdt, Side::kSell, OrderType::kTakeProfit, 200'030, 0, 5);
+  const auto ev = Limit(kBob, kEthUsdt, Side::kBuy, 200'010, 5, StpMode::kNone, TimeInForce::kIoc);
+  std::vector<std::pair<uint64_t, int64_t>> triggered;
+  for (const Event& e : ev) {
+    if (const auto* t = std::get_if<engine::OrderTriggered>(&e.body)) {
+      triggered.emplace_back(Raw(t->order_id), t->last_price.value);
+    }
+  }
+  // A (200010 <= 200010) before B (200005), though B's stop is nearer; A's
+  // buy at 200020 and B's at 200030 then lift the price to C's stop.
+  const std::vector<std::pair<uint64_t, int64_t>> want = {{a, 200'010}, {b, 200'020}, {c, 200'030}};
+  EXPECT_EQ(triggered, want) << ToText(ev);
+  // C sells into an empty bid side: it expires whole.
+  EXPECT_EQ(As<engine::OrderExpired>(ev, ev.size() - 1).reason, ExpireReason::kNoLiquidity);
+  EXPECT_EQ(As<engine::OrderExpired>(ev, ev.size() - 1).order_id, OrderId{c});
+  ExpectLedgerMatches();
+}
+
+// Binance's trailing-stop FAQ, scenario A at a tenth of its prices: a
+// STOP_LOSS_LIMIT BUY with stopPrice 4400 and trailingDelta 500 ignores the
+// fall to 3700, starts tracking at 4400, follows the low to 4200 and
+// triggers at 4410 = 4200 x 1.05.
+TEST_F(Scenario, TrailingStopWithActivationPriceFollowsBinanceScenarioA) {
+  TradeAt(kEthBtc, 4'000, 5);
+  const uint64_t id = NextSeq();
+  auto ev = Stop(kCarol, kEthBtc, Side::kBuy, OrderType::kStopLossLimit, 4'400, 500, 5, 4'500);
+  ASSERT_EQ(ev.size(), 2u) << ToText(ev);
+  EXPECT_EQ(As<engine::OrderArmed>(ev, 1).trailing_delta, 500);
+  for (int64_t p : {3'700, 4'400, 4'500, 4'600, 4'200, 4'409}) {
+    ev = TradeAt(kEthBtc, p, 5);
+    EXPECT_EQ(CountOf<engine::OrderTriggered>(ev), 0u) << p << "\n" << ToText(ev);
+  }
+  ev = TradeAt(kEthBtc, 4'410, 5);
+  ASSERT_EQ(CountOf<engine::OrderTriggered>(ev), 1u) << ToText(ev);
+  const auto& t = As<engine::OrderTriggered>(ev, 2);
+  EXPECT_EQ(Raw(t.order_id), id);
+  EXPECT_EQ(t.last_price.value, 4'410);
+  // Nothing to buy at 4500 or below: it rests, still a STOP_LOSS_LIMIT.
+  EXPECT_EQ(As<engine::OrderRested>(ev, 3).remaining.value, 5);
+  ASSERT_TRUE(real_.FindOrder(OrderId{id}).has_value());
+  EXPECT_EQ(real_.FindOrder(OrderId{id})->terms.type, OrderType::kStopLossLimit);
+  ExpectLedgerMatches();
+}
+
+// Scenario E: no stop price, so tracking starts at the last price (6000);
+// a trailing 7% sell then follows the high to 6500 and triggers at 6045.
+TEST_F(Scenario, TrailingStopWithoutStopPriceFollowsBinanceScenarioE) {
+  TradeAt(kEthBtc, 6'000, 5);
+  Limit(kAlice, kEthBtc, Side::kBuy, 5'000, 10);  // where the triggered sell lands
+  const uint64_t id = NextSeq();
+  auto ev = Stop(kCarol, kEthBtc, Side::kSell, OrderType::kStopLossLimit, 0, 700, 5, 5'000);
+  ASSERT_EQ(ev.size(), 2u) << ToText(ev);
+  for (int64_t p : {6'200, 6'500, 6'100, 6'046}) {
+    ev = TradeAt(kEthBtc, p, 5);
+    EXPECT_EQ(CountOf<engine::OrderTriggered>(ev), 0u) << p << "\n" << ToText(ev);
+  }
+  ev = TradeAt(kEthBtc, 6'045, 5);
+  ASSERT_EQ(CountOf<engine::OrderTriggered>(ev), 1u) << ToText(ev);
+  EXPECT_EQ(Raw(As<engine::OrderTriggered>(ev, 2).order_id), id);
+  const auto& trade = As<engine::Trade>(ev, 3);
+  EXPECT_EQ(trade.price.value, 5'000);
+  EXPECT_TRUE(trade.taker_filled);
+  ExpectLedgerMatches();
+}
+
+// A waiting order cannot be amended; it survives a snapshot (its trailing
+// state and the last price included) and is canceled, alone or with the
+// account's other orders, like a resting one.
+TEST_F(Scenario, WaitingOrdersAreCanceledNotAmendedAndSurviveASnapshot) {
+  TradeAt(kEthBtc, 6'000, 5);
+  const uint64_t limit_id = NextSeq();
+  Stop(kCarol, kEthBtc, Side::kBuy, OrderType::kTakeProfitLimit, 5'990, 0, 10, 5'995,
+       TimeInForce::kFok);
+  const uint64_t trailing_id = NextSeq();
+  Stop(kCarol, kEthBtc, Side::kSell, OrderType::kTakeProfit, 0, 100, 10);
+  TradeAt(kEthBtc, 6'100, 5);  // the trailing sell's high: 6100
+
+  const auto bytes = codec::EncodeImage(real_.ExportImage());
+  auto image = codec::DecodeImage(bytes);
+  ASSERT_TRUE(image.ok()) << image.status().message();
+  Engine restored(config_);
+  ASSERT_TRUE(restored.Restore(*image).ok());
+  EXPECT_EQ(restored.StateHash(), real_.StateHash());
+  // Each command from here on runs on the restored engine too (Run stamps ts_ + 10).
+  auto both = [&](engine::CommandBody body) {
+    engine::EventBuffer from_restored;
+    restored.Process(engine::Command{ts_ + 10, body}, &from_restored);
+    const std::vector<Event> live = Run(body);
+    EXPECT_TRUE(SameEvents(from_restored, live)) << ToText(from_restored) << ToText(live);
+    return live;
+  };
+
+  engine::AmendOrder am;
+  am.account = kCarol;
+  am.market = kEthBtc;
+  am.order_id = OrderId{limit_id};
+  am.new_qty = Qty{5};
+  auto ev = both(am);
+  EXPECT_EQ(As<engine::Rejected>(ev, 0).reason, RejectReason::kInvalidOrderType);
+  // 6039 = 6100 x 0.99: the trailing sell triggers, and finds no bid.
+  both(engine::PlaceOrder{kAlice, kEthBtc, Side::kSell, OrderType::kLimit, TimeInForce::kGtc,
+                          StpMode::kNone, Price{6'039}, Qty{5}});
+  ev = both(engine::PlaceOrder{kBob, kEthBtc, Side::kBuy, OrderType::kLimit, TimeInForce::kIoc,
+                               StpMode::kNone, Price{6'039}, Qty{5}});
+  ASSERT_EQ(ev.size(), 4u) << ToText(ev);
+  EXPECT_EQ(As<engine::OrderTriggered>(ev, 2).order_id, OrderId{trailing_id});
+  EXPECT_EQ(As<engine::OrderExpired>(ev, 3).reason, ExpireReason::kNoLiquidity);
+
+  engine::CancelOrder cancel;
+  cancel.account = kCarol;
+  cancel.market = kEthBtc;
+  cancel.order_id = OrderId{limit_id};
+  ev = both(cancel);
+  EXPECT_EQ(As<engine::OrderCanceled>(ev, 0).remaining.value, 10);
+  EXPECT_EQ(As<engine::OrderCanceled>(ev, 0).released.value, 5'995 * 10);
+  // A resting order and a waiting one: CancelAll takes both, by id.
+  const uint64_t resting = NextSeq();
+  both(engine::PlaceOrder{kCarol, kEthBtc, Side::kBuy, OrderType::kLimit, TimeInForce::kGtc,
+                          StpMode::kNone, Price{5'000}, Qty{10}});
+  const uint64_t waiting = NextSeq();
+  both(engine::PlaceOrder{kCarol, kEthBtc, Side::kSell, OrderType::kStopLoss, TimeInForce::kIoc,
+                          StpMode::kNone, Price{0}, Qty{4}, Amount{0}, ClientOrderId{},
+                          Price{5'500}});
+  ev = both(engine::CancelAll{kCarol, kEthBtc});
+  ASSERT_EQ(ev.size(), 2u) << ToText(ev);
+  EXPECT_EQ(As<engine::OrderCanceled>(ev, 0).order_id, OrderId{resting});
+  EXPECT_EQ(As<engine::OrderCanceled>(ev, 1).order_id, OrderId{waiting});
+  EXPECT_EQ(As<engine::OrderCanceled>(ev, 1).released.value, 4 * 100'000);
+  EXPECT_EQ(real_.open_orders(), 0u);
+  EXPECT_EQ(restored.StateHash(), real_.StateHash());
   ExpectLedgerMatches();
 }
 

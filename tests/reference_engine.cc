@@ -1,8 +1,10 @@
 #include "reference_engine.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "common/checked.h"
 
@@ -32,6 +34,39 @@ int64_t Narrow(i128 v) {
 
 bool IsByQuote(const RefOrder& o) { return o.type == OrderType::kMarket && o.quote_qty.value != 0; }
 
+// STOP_LOSS, STOP_LOSS_LIMIT, TAKE_PROFIT, TAKE_PROFIT_LIMIT.
+bool IsStop(OrderType t) {
+  return t == OrderType::kStopLoss || t == OrderType::kStopLossLimit ||
+         t == OrderType::kTakeProfit || t == OrderType::kTakeProfitLimit;
+}
+
+// Orders without a limit price: MARKET, and the stops that become MARKET
+// orders when triggered.
+bool NoLimit(OrderType t) {
+  return t == OrderType::kMarket || t == OrderType::kStopLoss || t == OrderType::kTakeProfit;
+}
+
+// Binance's table: a stop-loss buy and a take-profit sell wait for the price
+// to rise to the stop price, the other two for it to fall to it.
+bool WaitsForRise(OrderType t, Side side) {
+  if (t == OrderType::kStopLoss || t == OrderType::kStopLossLimit) return side == Side::kBuy;
+  return side == Side::kSell;
+}
+
+bool StopReached(const RefOrder& o, Price stop, Price last) {
+  return WaitsForRise(o.type, o.side) ? last.value >= stop.value : last.value <= stop.value;
+}
+
+// A trailing stop that tracks: has the last price moved `delta` basis points
+// against the order from its best price (up for a buy, down for a sell)?
+bool TrailedOut(const RefWaiting& w, Price last) {
+  if (!w.active || w.extreme.value == 0) return false;
+  const i128 moved = static_cast<i128>(last.value) * 10'000;
+  const i128 best = w.extreme.value;
+  return w.order.side == Side::kBuy ? moved >= best * (10'000 + w.delta)
+                                    : moved <= best * (10'000 - w.delta);
+}
+
 std::string Str(const ClientOrderId& c) { return std::string(c.view()); }
 std::string Str(const TransferRef& r) { return std::string(r.view()); }
 
@@ -45,6 +80,7 @@ std::string Describe(const RefOrder& o) {
 ReferenceEngine::ReferenceEngine(EngineConfig config) : config_(std::move(config)) {
   for (const MarketSpec& m : config_.markets) status_.push_back(m.status);
   books_.resize(config_.markets.size());
+  last_price_.resize(config_.markets.size());
   supply_.resize(config_.assets.size());
   held_.resize(config_.assets.size());
 }
@@ -53,6 +89,10 @@ std::vector<Event> ReferenceEngine::Process(const engine::Command& command) {
   ++seq_;
   now_ns_ = command.timestamp_ns;
   out_.clear();
+  range_low_ = range_high_ = Price{0};
+  check_triggers_ = false;
+  touched_.clear();
+  filled_.clear();
   if (const auto* c = std::get_if<engine::PlaceOrder>(&command.body)) DoPlace(*c);
   if (const auto* c = std::get_if<engine::CancelOrder>(&command.body)) DoCancel(*c);
   if (const auto* c = std::get_if<engine::CancelAll>(&command.body)) DoCancelAll(*c);
@@ -63,6 +103,10 @@ std::vector<Event> ReferenceEngine::Process(const engine::Command& command) {
   if (const auto* c = std::get_if<engine::CancelReplace>(&command.body)) DoCancelReplace(*c);
   if (const auto* c = std::get_if<engine::TransferOut>(&command.body)) DoTransferOut(*c);
   if (const auto* c = std::get_if<engine::ResolveTransfer>(&command.body)) DoResolveTransfer(*c);
+  if (const auto* c = std::get_if<engine::PlaceOrderList>(&command.body)) DoPlaceList(*c);
+  if (const auto* c = std::get_if<engine::CancelOrderList>(&command.body)) DoCancelList(*c);
+  // Lists and waiting orders react to the command once its own events are out.
+  Settle();
   MB_CHECK(!out_.empty());
   return out_;
 }
@@ -102,11 +146,19 @@ AssetId ReferenceEngine::SpendAsset(const RefOrder& o) const {
 }
 
 bool ReferenceEngine::Crosses(const RefOrder& taker, Price level_price) const {
-  if (taker.type == OrderType::kMarket) return true;
+  if (NoLimit(taker.type)) return true;
   return taker.side == Side::kBuy ? level_price <= taker.price : level_price >= taker.price;
 }
 
+std::size_t ReferenceEngine::WaitingIndex(OrderId id) const {
+  for (std::size_t k = 0; k < waiting_.size(); ++k) {
+    if (waiting_[k].order.id == id) return k;
+  }
+  return waiting_.size();
+}
+
 RefOrder* ReferenceEngine::FindOpen(OrderId id) {
+  if (std::size_t k = WaitingIndex(id); k < waiting_.size()) return &waiting_[k].order;
   auto it = index_.find(id);
   if (it == index_.end()) return nullptr;
   const Location& loc = it->second;
@@ -180,7 +232,38 @@ void ReferenceEngine::RemoveFromBook(OrderId id) {
   }
 }
 
+const RefList* ReferenceEngine::ListOf(OrderId id) const {
+  auto it = lists_.find(engine::SequenceOfOrder(Raw(id)));
+  if (it == lists_.end()) return nullptr;
+  for (OrderId o : it->second.orders) {
+    if (Raw(o) != 0 && o == id) return &it->second;
+  }
+  return nullptr;
+}
+
+void ReferenceEngine::CancelOpen(OrderId id) {
+  RefOrder o = *FindOpen(id);
+  if (std::size_t k = WaitingIndex(id); k < waiting_.size()) {
+    waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(k));
+  } else {
+    RemoveFromBook(id);
+  }
+  engine::OrderCanceled e;
+  e.order_id = o.id;
+  e.account = o.account;
+  e.market = o.market;
+  e.side = o.side;
+  e.remaining = o.remaining;  // an iceberg's hidden part included
+  e.released = o.locked;
+  Emit(e);
+  Balance& b = Bal(o.account, SpendAsset(o));
+  b.locked -= o.locked;
+  b.available += o.locked;
+  CloseOrder(o);
+}
+
 void ReferenceEngine::CloseOrder(const RefOrder& order) {
+  if (const RefList* l = ListOf(order.id)) touched_.push_back(l->id);
   if (order.client_id.empty()) return;
   if (config_.client_order_ids == engine::ClientOrderIds::kBinance) {
     // Binance's rule: the id is free once its order closes.
@@ -228,25 +311,39 @@ ReferenceEngine::Walk ReferenceEngine::DryWalk(const RefOrder& taker) const {
     i128 budget = taker.budget_left.value;
     for (const auto& [price, queue] : levels) {
       if (!Crosses(taker, price)) return w;
-      for (const RefOrder& maker : queue) {
-        if (maker.account == taker.account && taker.stp != StpMode::kNone) {
-          if (taker.stp == StpMode::kExpireMaker) continue;  // matching would expire it
-          return w;                                          // matching would expire the taker
-        }
-        const i128 unit = static_cast<i128>(price.value) * npt;
+      const i128 unit = static_cast<i128>(price.value) * npt;
+      // Takes up to `avail` lots here; false when the walk is over.
+      auto take = [&](int64_t avail) {
         i128 lots = 0;
         if (by_quote) {
-          lots = std::min<i128>(maker.remaining.value, budget / unit);
-          if (lots == 0) return w;  // dust
+          lots = std::min<i128>(avail, budget / unit);
+          if (lots == 0) return false;  // dust
           budget -= lots * unit;
         } else {
-          lots = std::min<i128>(lots_left, maker.remaining.value);
+          lots = std::min<i128>(lots_left, avail);
           lots_left -= lots;
         }
         w.lots += lots;
         w.base += lots * spec.lot_units;
         w.notional += lots * unit;
-        if (by_quote ? budget == 0 : lots_left == 0) return w;
+        return !(by_quote ? budget == 0 : lots_left == 0);
+      };
+      for (const RefOrder& maker : queue) {
+        if (maker.account == taker.account && taker.stp != StpMode::kNone) {
+          if (taker.stp == StpMode::kExpireMaker) continue;  // matching would expire it
+          return w;                                          // matching would expire the taker
+        }
+        if (!take(maker.iceberg.value != 0 ? maker.visible.value : maker.remaining.value)) {
+          return w;
+        }
+      }
+      // Past the level's visible parts, its icebergs' hidden parts come back
+      // slice after slice at the tail: all of them are there to take.
+      for (const RefOrder& maker : queue) {
+        if (maker.account == taker.account && taker.stp != StpMode::kNone) continue;
+        const int64_t hidden =
+            maker.iceberg.value != 0 ? maker.remaining.value - maker.visible.value : 0;
+        if (hidden != 0 && !take(hidden)) return w;
       }
     }
     return w;
@@ -268,6 +365,8 @@ ReferenceEngine::MatchOutcome ReferenceEngine::Match(RefOrder& taker) {
       if (!Crosses(taker, price)) return MatchOutcome::kOpen;
       auto& queue = level->second;
       RefOrder& maker = queue.front();
+      const bool iceberg = maker.iceberg.value != 0;
+      const int64_t shown = iceberg ? maker.visible.value : maker.remaining.value;
 
       // Self-trade prevention: the taker's mode decides.
       if (maker.account == taker.account && taker.stp != StpMode::kNone) {
@@ -291,7 +390,7 @@ ReferenceEngine::MatchOutcome ReferenceEngine::Match(RefOrder& taker) {
       const i128 unit = static_cast<i128>(price.value) * npt;
       int64_t lots = 0;
       if (by_quote) {
-        lots = Narrow(std::min<i128>(maker.remaining.value, taker.budget_left.value / unit));
+        lots = Narrow(std::min<i128>(shown, taker.budget_left.value / unit));
         if (lots == 0) {
           // Dust: the budget cannot buy one lot here. Having bought something,
           // the order has spent its budget (not met the end of the book).
@@ -299,7 +398,7 @@ ReferenceEngine::MatchOutcome ReferenceEngine::Match(RefOrder& taker) {
                                                      : MatchOutcome::kOpen;
         }
       } else {
-        lots = std::min(taker.remaining.value, maker.remaining.value);
+        lots = std::min(taker.remaining.value, shown);
       }
       const int64_t base = Narrow(static_cast<i128>(lots) * spec.lot_units);
       const int64_t notional = Narrow(static_cast<i128>(lots) * unit);
@@ -313,6 +412,7 @@ ReferenceEngine::MatchOutcome ReferenceEngine::Match(RefOrder& taker) {
 
       // The orders.
       maker.remaining.value -= lots;
+      if (iceberg) maker.visible.value -= lots;
       maker.locked.value -= maker.side == Side::kBuy ? notional : base;
       if (by_quote) {
         taker.budget_left.value -= notional;
@@ -361,6 +461,14 @@ ReferenceEngine::MatchOutcome ReferenceEngine::Match(RefOrder& taker) {
       t.maker_filled = maker_filled;
       t.taker_filled = taker_filled;
       Emit(t);
+      OnTrade(taker.market, price);
+      for (const auto& [id, done] :
+           {std::pair{maker.id, maker_filled}, std::pair{taker.id, taker_filled}}) {
+        if (const RefList* l = ListOf(id)) {
+          touched_.push_back(l->id);
+          if (done) filled_.push_back(id);
+        }
+      }
 
       if (maker_filled) {
         RefOrder gone = maker;
@@ -369,6 +477,21 @@ ReferenceEngine::MatchOutcome ReferenceEngine::Match(RefOrder& taker) {
         if (queue.empty()) levels.erase(level);
         MB_CHECK(gone.locked.value == 0);  // resting orders lock exactly what they spend
         CloseOrder(gone);
+      } else if (iceberg && maker.visible.value == 0) {
+        // The next slice, at the level's tail.
+        RefOrder refilled = maker;
+        queue.pop_front();
+        refilled.visible = Qty{std::min(refilled.iceberg.value, refilled.remaining.value)};
+        engine::IcebergRefilled r;
+        r.order_id = refilled.id;
+        r.account = refilled.account;
+        r.market = refilled.market;
+        r.side = refilled.side;
+        r.price = price;
+        r.visible = refilled.visible;
+        r.hidden = Qty{refilled.remaining.value - refilled.visible.value};
+        Emit(r);
+        queue.push_back(refilled);
       }
       if (taker_filled) return MatchOutcome::kFilled;
     }
@@ -390,7 +513,7 @@ void ReferenceEngine::Finish(RefOrder& taker, MatchOutcome outcome) {
     case MatchOutcome::kOpen:
       break;
   }
-  if (taker.type != OrderType::kMarket && taker.tif == TimeInForce::kGtc) {
+  if (!NoLimit(taker.type) && taker.tif == TimeInForce::kGtc) {
     // A buy that filled below its limit returns the surplus now: a resting
     // order locks exactly what it can still spend.
     Amount released{0};
@@ -413,20 +536,137 @@ void ReferenceEngine::Finish(RefOrder& taker, MatchOutcome outcome) {
     r.remaining = taker.remaining;
     r.released = released;
     Emit(r);
+    // An iceberg shows its first slice.
+    if (taker.iceberg.value != 0) {
+      taker.visible = Qty{std::min(taker.iceberg.value, taker.remaining.value)};
+    }
     AddToBook(taker);
     return;
   }
-  ExpireOrder(taker, taker.type == OrderType::kMarket ? ExpireReason::kNoLiquidity
-                                                      : ExpireReason::kIocRemainder);
+  ExpireOrder(taker,
+              NoLimit(taker.type) ? ExpireReason::kNoLiquidity : ExpireReason::kIocRemainder);
+}
+
+// ---------------------------------------------------------------------------
+// Conditional orders
+
+void ReferenceEngine::OnTrade(MarketId market, Price price) {
+  last_price_[Raw(market)] = price;
+  if (range_high_.value == 0 || range_market_ != market) {
+    range_market_ = market;
+    range_low_ = range_high_ = price;
+  } else {
+    range_low_ = std::min(range_low_, price);
+    range_high_ = std::max(range_high_, price);
+  }
+  check_triggers_ = true;
+  trigger_market_ = market;
+  for (RefWaiting& w : waiting_) {
+    if (w.order.market != market || w.delta == 0) continue;
+    if (!w.active) {
+      // The activation price reached: tracking starts at this trade's price.
+      if (StopReached(w.order, w.stop, price)) {
+        w.active = true;
+        w.extreme = price;
+      }
+      continue;
+    }
+    const bool better =
+        w.order.side == Side::kBuy ? price.value < w.extreme.value : price.value > w.extreme.value;
+    if (w.extreme.value == 0 || better) w.extreme = price;
+  }
+}
+
+bool ReferenceEngine::TriggerOldest(MarketId market) {
+  const Price last = last_price_[Raw(market)];
+  // A plain stop sees every trade price of this command in the market.
+  Price high = last;
+  Price low = last;
+  if (range_high_.value != 0 && range_market_ == market) {
+    high = std::max(high, range_high_);
+    low = std::min(low, range_low_);
+  }
+  for (std::size_t k = 0; k < waiting_.size(); ++k) {
+    const RefWaiting& w = waiting_[k];
+    if (w.order.market != market) continue;
+    const bool hit = w.delta != 0
+                         ? TrailedOut(w, last)
+                         : (WaitsForRise(w.order.type, w.order.side) ? w.stop.value <= high.value
+                                                                     : w.stop.value >= low.value);
+    if (hit) {
+      Trigger(k);
+      return true;
+    }
+  }
+  return false;
+}
+
+void ReferenceEngine::Trigger(std::size_t k) {
+  const OrderId id = waiting_[k].order.id;
+  // An OCO order that triggers cancels its sibling first.
+  if (const RefList* l = ListOf(id); l != nullptr && l->type != engine::ListType::kOto) {
+    const int first = l->type == engine::ListType::kOco ? 0 : 1;
+    const OrderId other = l->orders[first] == id ? l->orders[first + 1] : l->orders[first];
+    if (FindOpen(other) != nullptr) CancelOpen(other);
+  }
+  k = WaitingIndex(id);
+  RefOrder o = waiting_[k].order;
+  waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(k));
+  const MarketSpec& spec = config_.markets[Raw(o.market)];
+  // What it needs locked from now: what it locked waiting as a lone order
+  // (an OCO order that shared its pair's lock: the rest of it now), a
+  // stop-market buy what walking the book for its quantity costs.
+  i128 need = 0;
+  if (o.side == Side::kSell) {
+    need = static_cast<i128>(o.remaining.value) * spec.lot_units;
+  } else if (!NoLimit(o.type)) {
+    need = static_cast<i128>(o.price.value) * o.remaining.value * spec.notional_per_tick_lot;
+  } else {
+    need = DryWalk(o).notional;
+  }
+  const i128 lock = need - o.locked.value;
+  const bool cannot_pay = !FitsInt64(need) || lock > Bal(o.account, SpendAsset(o)).available.value;
+  // A triggered fill-or-kill limit order that cannot fill completely expires whole.
+  const bool cannot_fill =
+      !NoLimit(o.type) && o.tif == TimeInForce::kFok && DryWalk(o).lots < o.remaining.value;
+  engine::OrderTriggered e;
+  e.order_id = o.id;
+  e.account = o.account;
+  e.market = o.market;
+  e.side = o.side;
+  e.last_price = last_price_[Raw(o.market)];
+  e.lock_delta = Amount{cannot_pay ? 0 : static_cast<int64_t>(lock)};
+  Emit(e);
+  if (!cannot_pay && lock != 0) {
+    Balance& b = Bal(o.account, SpendAsset(o));
+    b.available.value -= static_cast<int64_t>(lock);
+    b.locked.value += static_cast<int64_t>(lock);
+    o.locked.value += static_cast<int64_t>(lock);
+  }
+  if (cannot_pay) return ExpireOrder(o, ExpireReason::kInsufficientBalance);
+  if (cannot_fill) return ExpireOrder(o, ExpireReason::kFokNotFillable);
+  Finish(o, Match(o));
 }
 
 // ---------------------------------------------------------------------------
 // Commands
 
 void ReferenceEngine::DoPlace(const engine::PlaceOrder& c) {
+  Admission a = Admit(c, OrderId{seq_}, true, true);
+  if (a.reason != RejectReason::kNone) {
+    return Reject(CommandType::kPlaceOrder, a.reason, c.account, c.market, OrderId{0}, a.existing,
+                  c.client_order_id);
+  }
+  Enter(c, a.order, a.lock, a.fok_unfillable);
+}
+
+ReferenceEngine::Admission ReferenceEngine::Admit(const engine::PlaceOrder& c, OrderId id,
+                                                  bool check_balance, bool check_trigger) {
+  Admission adm;
   auto reject = [&](RejectReason reason, uint64_t existing = 0) {
-    Reject(CommandType::kPlaceOrder, reason, c.account, c.market, OrderId{0}, existing,
-           c.client_order_id);
+    adm.reason = reason;
+    adm.existing = existing;
+    return adm;
   };
   // 1. Who and where.
   if (Raw(c.market) >= config_.markets.size()) return reject(RejectReason::kUnknownMarket);
@@ -436,19 +676,35 @@ void ReferenceEngine::DoPlace(const engine::PlaceOrder& c) {
   if (status_[Raw(c.market)] != MarketStatus::kTrading) {
     return reject(RejectReason::kMarketNotTrading);
   }
+  const MarketSpec& spec = config_.markets[Raw(c.market)];
   // 3. Type. READING (Q3): any enum value out of range rejects, the ignored tif of
   // a MARKET order included; "has qty" / "has quote_qty" means non-zero.
-  if (Raw(c.side) > 1 || Raw(c.type) > 2 || Raw(c.tif) > 2 || Raw(c.stp) > 3) {
+  if (Raw(c.side) > 1 || Raw(c.type) > 6 || Raw(c.tif) > 2 || Raw(c.stp) > 3) {
     return reject(RejectReason::kInvalidOrderType);
   }
   if (c.type == OrderType::kLimitMaker && c.tif != TimeInForce::kGtc) {
     return reject(RejectReason::kInvalidOrderType);
   }
-  if (c.type == OrderType::kMarket && (c.qty.value != 0) == (c.quote_qty.value != 0)) {
+  const bool is_limit = !NoLimit(c.type);
+  const bool is_stop = IsStop(c.type);
+  if (!is_limit && (c.qty.value != 0) == (c.quote_qty.value != 0)) {
     return reject(RejectReason::kInvalidOrderType);
   }
-  if (c.type != OrderType::kMarket && c.quote_qty.value != 0) {
-    return reject(RejectReason::kInvalidOrderType);
+  if (is_limit && c.quote_qty.value != 0) return reject(RejectReason::kInvalidOrderType);
+  // A stop-market order is by quantity only.
+  if (is_stop && c.quote_qty.value != 0) return reject(RejectReason::kInvalidOrderType);
+  // 3b. The stop fields: stops only; a trailing delta of 1..9999 basis points;
+  // a stop price in 1..max_price, optional (0) for a trailing stop.
+  if (c.trailing_delta != 0 && (!is_stop || c.trailing_delta < 1 || c.trailing_delta > 9'999)) {
+    return reject(RejectReason::kInvalidTrailingDelta);
+  }
+  if (is_stop) {
+    const int64_t lowest = c.trailing_delta != 0 ? 0 : 1;
+    if (c.stop_price.value < lowest || c.stop_price > spec.max_price) {
+      return reject(RejectReason::kInvalidStopPrice);
+    }
+  } else if (c.stop_price.value != 0) {
+    return reject(RejectReason::kInvalidStopPrice);
   }
   // 4. Client order id.
   const std::string cid = Str(c.client_order_id);
@@ -459,9 +715,7 @@ void ReferenceEngine::DoPlace(const engine::PlaceOrder& c) {
     }
   }
   // 5. Price, quantity, notional.
-  const MarketSpec& spec = config_.markets[Raw(c.market)];
-  const bool is_limit = c.type != OrderType::kMarket;
-  const bool by_quote = c.type == OrderType::kMarket && c.quote_qty.value != 0;
+  const bool by_quote = !is_limit && c.quote_qty.value != 0;
   i128 limit_notional = 0;
   if (is_limit) {
     if (c.price.value < 1 || c.price > spec.max_price) return reject(RejectReason::kInvalidPrice);
@@ -479,23 +733,24 @@ void ReferenceEngine::DoPlace(const engine::PlaceOrder& c) {
     if (c.quote_qty.value <= 0) return reject(RejectReason::kInvalidQuantity);
     if (c.quote_qty < spec.min_notional) return reject(RejectReason::kMinNotional);
   }
-  // 6. Post-only.
-  if (c.type == OrderType::kLimitMaker) {
-    const bool crosses = c.side == Side::kBuy
-                             ? (BestAsk(c.market).has_value() && c.price >= *BestAsk(c.market))
-                             : (BestBid(c.market).has_value() && c.price <= *BestBid(c.market));
-    if (crosses) return reject(RejectReason::kWouldTakeLiquidity);
+  // 5a. An iceberg: a GTC LIMIT / LIMIT_MAKER, its slice at least the minimum
+  // quantity and below its quantity.
+  if (c.iceberg_qty.value != 0 &&
+      ((c.type != OrderType::kLimit && c.type != OrderType::kLimitMaker) ||
+       c.tif != TimeInForce::kGtc || c.iceberg_qty < spec.min_qty || c.iceberg_qty >= c.qty)) {
+    return reject(RejectReason::kInvalidIcebergQty);
   }
 
   // The order as the engine holds it. READING (Q2): a MARKET order's price and
-  // tif are ignored, not rejected: it holds price 0 and tif IOC.
+  // tif are ignored, not rejected: it holds price 0 and tif IOC (so do
+  // STOP_LOSS and TAKE_PROFIT).
   RefOrder o;
-  o.id = OrderId{seq_};
+  o.id = id;
   o.account = c.account;
   o.market = c.market;
   o.side = c.side;
   o.type = c.type;
-  o.tif = c.type == OrderType::kMarket ? TimeInForce::kIoc : c.tif;
+  o.tif = is_limit ? c.tif : TimeInForce::kIoc;
   o.stp = c.stp;
   o.price = is_limit ? c.price : Price{0};
   o.qty = by_quote ? Qty{0} : c.qty;
@@ -504,15 +759,30 @@ void ReferenceEngine::DoPlace(const engine::PlaceOrder& c) {
   o.budget_left = o.quote_qty;
   o.created_ns = now_ns_;
   o.client_id = cid;
+  o.iceberg = c.iceberg_qty;
 
-  // 7. The lock.
+  // 5b. A stop whose stop price the last trade price already meets.
+  const Price last = last_price_[Raw(c.market)];
+  if (check_trigger && is_stop && c.stop_price.value != 0 && last.value != 0 &&
+      StopReached(o, c.stop_price, last)) {
+    return reject(RejectReason::kWouldTriggerImmediately);
+  }
+  // 6. Post-only.
+  if (c.type == OrderType::kLimitMaker) {
+    const bool crosses = c.side == Side::kBuy
+                             ? (BestAsk(c.market).has_value() && c.price >= *BestAsk(c.market))
+                             : (BestBid(c.market).has_value() && c.price <= *BestBid(c.market));
+    if (crosses) return reject(RejectReason::kWouldTakeLiquidity);
+  }
+
+  // 7. The lock. A stop-market buy locks nothing until it triggers.
   i128 lock = 0;
   if (c.side == Side::kBuy) {
     if (is_limit) {
       lock = limit_notional;
     } else if (by_quote) {
       lock = c.quote_qty.value;
-    } else {
+    } else if (!is_stop) {
       lock = DryWalk(o).notional;
     }
   } else {
@@ -524,17 +794,27 @@ void ReferenceEngine::DoPlace(const engine::PlaceOrder& c) {
   }
   if (!FitsInt64(lock)) return reject(RejectReason::kOverflow);
   const AssetId spend = SpendAsset(o);
-  if (lock > Bal(c.account, spend).available.value) {
+  if (check_balance && lock > Bal(c.account, spend).available.value) {
     return reject(RejectReason::kInsufficientBalance);
   }
   // 8. Fill or kill: one that cannot fill completely is accepted, then
-  // expires before matching.
-  const bool fok_unfillable =
-      is_limit && c.tif == TimeInForce::kFok && DryWalk(o).lots < c.qty.value;
+  // expires before matching. A stop's is looked at when it triggers.
+  adm.fok_unfillable =
+      is_limit && !is_stop && c.tif == TimeInForce::kFok && DryWalk(o).lots < c.qty.value;
+  adm.order = o;
+  adm.lock = static_cast<int64_t>(lock);
+  return adm;
+}
 
+void ReferenceEngine::Enter(const engine::PlaceOrder& c, RefOrder o, int64_t lock,
+                            bool fok_unfillable) {
+  const std::string cid = o.client_id;
+  const AssetId spend = SpendAsset(o);
+  const bool is_stop = IsStop(o.type);
+  const Price last = last_price_[Raw(o.market)];
   // Accepted.
-  o.locked = Amount{static_cast<int64_t>(lock)};
-  Balance& b = Bal(c.account, spend);
+  o.locked = Amount{lock};
+  Balance& b = Bal(o.account, spend);
   b.available -= o.locked;
   b.locked += o.locked;
   engine::OrderAccepted a;
@@ -553,8 +833,357 @@ void ReferenceEngine::DoPlace(const engine::PlaceOrder& c) {
   Emit(a);
   if (!cid.empty()) client_ids_[{o.account, cid}] = o.id;
 
+  if (is_stop) {
+    engine::OrderArmed armed;
+    armed.order_id = o.id;
+    armed.account = o.account;
+    armed.market = o.market;
+    armed.side = o.side;
+    armed.stop_price = c.stop_price;
+    armed.trailing_delta = c.trailing_delta;
+    Emit(armed);
+    RefWaiting w;
+    w.order = o;
+    w.stop = c.stop_price;
+    w.delta = c.trailing_delta;
+    // Without an activation price a trailing stop tracks from the last price
+    // at placement (from the next trade when there is none).
+    w.active = w.delta != 0 && w.stop.value == 0;
+    w.extreme = w.active ? last : Price{0};
+    // By id: a list's later orders have ids far above the sequence.
+    auto at = std::lower_bound(waiting_.begin(), waiting_.end(), w.order.id,
+                               [](const RefWaiting& x, OrderId v) { return x.order.id < v; });
+    waiting_.insert(at, w);
+    return;
+  }
+  if (o.iceberg.value != 0) {
+    engine::IcebergAccepted ice;
+    ice.order_id = o.id;
+    ice.account = o.account;
+    ice.market = o.market;
+    ice.side = o.side;
+    ice.slice = o.iceberg;
+    Emit(ice);
+  }
   if (fok_unfillable) return ExpireOrder(o, ExpireReason::kFokNotFillable);
   Finish(o, Match(o));
+}
+
+// ---------------------------------------------------------------------------
+// Order lists
+
+namespace {
+
+// The OCO pair of a list: OCO [0] and [1], OTOCO [1] and [2]; OTO has none.
+bool Pair(const RefList& l, OrderId* above, OrderId* below) {
+  if (l.type == engine::ListType::kOto) return false;
+  const int first = l.type == engine::ListType::kOco ? 0 : 1;
+  *above = l.orders[first];
+  *below = l.orders[first + 1];
+  return true;
+}
+
+// SELL: LIMIT_MAKER / TAKE_PROFIT(_LIMIT) above, STOP_LOSS(_LIMIT) below;
+// BUY the other way round.
+bool FitsAbove(const engine::PlaceOrder& p) {
+  const bool maker_or_profit = p.type == OrderType::kLimitMaker ||
+                               p.type == OrderType::kTakeProfit ||
+                               p.type == OrderType::kTakeProfitLimit;
+  const bool loss = p.type == OrderType::kStopLoss || p.type == OrderType::kStopLossLimit;
+  return p.side == Side::kSell ? maker_or_profit : loss;
+}
+bool FitsBelow(const engine::PlaceOrder& p) {
+  const bool maker_or_profit = p.type == OrderType::kLimitMaker ||
+                               p.type == OrderType::kTakeProfit ||
+                               p.type == OrderType::kTakeProfitLimit;
+  const bool loss = p.type == OrderType::kStopLoss || p.type == OrderType::kStopLossLimit;
+  return p.side == Side::kBuy ? maker_or_profit : loss;
+}
+
+// Where an OCO order sits (LIMIT_MAKER) or triggers; 0 for a trailing stop
+// without a stop price.
+Price Level(const engine::PlaceOrder& p) {
+  return p.type == OrderType::kLimitMaker ? p.price : p.stop_price;
+}
+
+}  // namespace
+
+void ReferenceEngine::DoPlaceList(const engine::PlaceOrderList& c) {
+  auto reject = [&](RejectReason reason, uint64_t existing = 0) {
+    Reject(CommandType::kPlaceOrderList, reason, c.account, c.market, OrderId{0}, existing,
+           c.list_client_order_id);
+  };
+  if (Raw(c.type) > 2) return reject(RejectReason::kInvalidOrderList);
+  const int n = c.type == engine::ListType::kOtoco ? 3 : 2;
+  const int active = c.type == engine::ListType::kOco ? 2 : 1;
+  engine::PlaceOrder orders[3];
+  for (int k = 0; k < n; ++k) {
+    const engine::ListOrder& lo = c.orders[k];
+    engine::PlaceOrder& p = orders[k];
+    p.account = c.account;
+    p.market = c.market;
+    p.side = lo.side;
+    p.type = lo.type;
+    p.tif = NoLimit(lo.type) ? TimeInForce::kIoc : lo.tif;
+    p.stp = c.stp;
+    p.price = lo.price;
+    p.qty = lo.qty;
+    p.client_order_id = lo.client_order_id;
+    p.stop_price = lo.stop_price;
+    p.trailing_delta = lo.trailing_delta;
+    p.iceberg_qty = lo.iceberg_qty;
+  }
+  // The shape.
+  if (c.type != engine::ListType::kOto) {
+    const int first = c.type == engine::ListType::kOco ? 0 : 1;
+    const engine::PlaceOrder& above = orders[first];
+    const engine::PlaceOrder& below = orders[first + 1];
+    const bool ordered =
+        Level(above).value == 0 || Level(below).value == 0 || Level(above) > Level(below);
+    if (above.side != below.side || above.qty != below.qty || !FitsAbove(above) ||
+        !FitsBelow(below) || !ordered) {
+      return reject(RejectReason::kInvalidOrderList);
+    }
+  }
+  if (c.type != engine::ListType::kOco && orders[0].type != OrderType::kLimit &&
+      orders[0].type != OrderType::kLimitMaker) {
+    return reject(RejectReason::kInvalidOrderList);
+  }
+  // Client ids: distinct within the list; the list's own free among the
+  // account's open lists.
+  for (int k = 0; k < n; ++k) {
+    for (int j = 0; j < k; ++j) {
+      if (!orders[k].client_order_id.empty() &&
+          orders[k].client_order_id == orders[j].client_order_id) {
+        return reject(RejectReason::kDuplicateClientOrderId);
+      }
+    }
+  }
+  const std::string list_cid = Str(c.list_client_order_id);
+  if (!list_cid.empty()) {
+    for (const auto& [id, l] : lists_) {
+      if (l.account == c.account && l.client_id == list_cid) {
+        return reject(RejectReason::kDuplicateClientOrderId, id);
+      }
+    }
+  }
+  // Each order as a new order, funds aside.
+  Admission adm[3];
+  for (int k = 0; k < n; ++k) {
+    const OrderId id{seq_ + static_cast<uint64_t>(k) * engine::kListOrderStride};
+    adm[k] = Admit(orders[k], id, false, true);
+    if (adm[k].reason != RejectReason::kNone) {
+      return Reject(CommandType::kPlaceOrderList, adm[k].reason, c.account, c.market, OrderId{0},
+                    adm[k].existing, orders[k].client_order_id);
+    }
+  }
+  // Funds: an OCO pair shares one lock, its holder's (the LIMIT_MAKER order,
+  // else the above one); the other locks only what it needs beyond.
+  i128 total = adm[0].lock;
+  if (c.type == engine::ListType::kOco) {
+    const int holder = orders[1].type == OrderType::kLimitMaker ? 1 : 0;
+    const int other = 1 - holder;
+    adm[other].lock = std::max<int64_t>(0, adm[other].lock - adm[holder].lock);
+    total = static_cast<i128>(adm[0].lock) + adm[1].lock;
+  }
+  if (total > Bal(c.account, SpendAsset(adm[0].order)).available.value) {
+    return reject(RejectReason::kInsufficientBalance);
+  }
+
+  RefList l;
+  l.id = seq_;
+  l.account = c.account;
+  l.market = c.market;
+  l.type = c.type;
+  l.client_id = list_cid;
+  for (int k = 0; k < n; ++k) l.orders[k] = adm[k].order.id;
+  engine::ListAccepted la;
+  la.list_id = l.id;
+  la.account = l.account;
+  la.market = l.market;
+  la.type = l.type;
+  la.list_client_order_id = c.list_client_order_id;
+  for (int k = 0; k < 3; ++k) la.order_ids[k] = l.orders[k];
+  Emit(la);
+  lists_[l.id] = l;
+  for (int k = 0; k < active; ++k) {
+    Enter(orders[k], adm[k].order, adm[k].lock, adm[k].fok_unfillable);
+  }
+  for (int k = active; k < n; ++k) {
+    const engine::PlaceOrder& p = orders[k];
+    const RefOrder& o = adm[k].order;
+    engine::OrderPending e;
+    e.order_id = o.id;
+    e.list_id = l.id;
+    e.terms.account = o.account;
+    e.terms.market = o.market;
+    e.terms.side = o.side;
+    e.terms.type = o.type;
+    e.terms.tif = o.tif;
+    e.terms.stp = o.stp;
+    e.terms.price = o.price;
+    e.terms.qty = o.qty;
+    e.stop_price = p.stop_price;
+    e.trailing_delta = p.trailing_delta;
+    e.iceberg_qty = p.iceberg_qty;
+    e.client_order_id = p.client_order_id;
+    Emit(e);
+    pending_orders_[o.id] = e;
+  }
+  touched_.push_back(l.id);
+}
+
+void ReferenceEngine::DoCancelList(const engine::CancelOrderList& c) {
+  auto reject = [&](RejectReason reason) {
+    Reject(CommandType::kCancelOrderList, reason, c.account, c.market, OrderId{c.list_id}, 0,
+           c.list_client_order_id);
+  };
+  if (Raw(c.market) >= config_.markets.size()) return reject(RejectReason::kUnknownMarket);
+  if (Raw(c.account) >= config_.max_accounts) return reject(RejectReason::kUnknownAccount);
+  if (status_[Raw(c.market)] == MarketStatus::kHalted) {
+    return reject(RejectReason::kMarketNotTrading);
+  }
+  const std::string cid = Str(c.list_client_order_id);
+  uint64_t id = c.list_id;
+  if (id == 0 && !cid.empty()) {
+    for (const auto& [lid, l] : lists_) {
+      if (l.account == c.account && l.client_id == cid) id = lid;
+    }
+  }
+  auto it = lists_.find(id);
+  if (it == lists_.end() || it->second.account != c.account || it->second.market != c.market) {
+    return reject(RejectReason::kUnknownOrderList);
+  }
+  // Both named: the list must carry that client id.
+  if (c.list_id != 0 && !cid.empty() && it->second.client_id != cid) {
+    return reject(RejectReason::kUnknownOrderList);
+  }
+  const RefList l = it->second;
+  CancelListOrders(l);
+  touched_.push_back(l.id);
+}
+
+void ReferenceEngine::CancelListOrders(const RefList& l) {
+  for (OrderId id : l.orders) {
+    if (Raw(id) != 0 && FindOpen(id) != nullptr) CancelOpen(id);
+  }
+}
+
+void ReferenceEngine::Settle() {
+  for (;;) {
+    if (!touched_.empty()) {
+      std::vector<uint64_t> now;
+      now.swap(touched_);
+      std::sort(now.begin(), now.end());
+      now.erase(std::unique(now.begin(), now.end()), now.end());
+      for (uint64_t id : now) SettleList(id);
+      continue;
+    }
+    if (!check_triggers_) break;
+    check_triggers_ = false;
+    if (TriggerOldest(trigger_market_)) check_triggers_ = true;
+  }
+  filled_.clear();
+}
+
+void ReferenceEngine::SettleList(uint64_t list_id) {
+  auto it = lists_.find(list_id);
+  if (it == lists_.end()) return;
+  const RefList l = it->second;
+  auto open = [&](OrderId id) { return Raw(id) != 0 && FindOpen(id) != nullptr; };
+  auto pending = [&](OrderId id) { return Raw(id) != 0 && pending_orders_.count(id) != 0; };
+  // Executed: traded, or triggered.
+  auto executed = [&](OrderId id) {
+    const RefOrder* o = FindOpen(id);
+    return o->remaining < o->qty || (IsStop(o->type) && WaitingIndex(id) == waiting_.size());
+  };
+  // (1) The OCO pair, once placed: one executed or closed, the other goes.
+  OrderId a{}, b{};
+  if (Pair(l, &a, &b) && !pending(a)) {
+    OrderId cancel{};
+    if (open(a) != open(b)) {
+      const OrderId left = open(a) ? a : b;
+      if (!executed(left)) cancel = left;
+    } else if (open(a) && (executed(a) || executed(b))) {
+      cancel = executed(a) ? b : a;
+    }
+    if (Raw(cancel) != 0) CancelOpen(cancel);
+  }
+  // (2) OTO / OTOCO: the working order filled in this command places the
+  // pending orders; closed otherwise, they go with the list.
+  bool working_lost = false;
+  if (l.type != engine::ListType::kOco && !open(l.orders[0]) && pending(l.orders[1])) {
+    if (std::find(filled_.begin(), filled_.end(), l.orders[0]) != filled_.end()) {
+      Activate(l);
+    } else {
+      working_lost = true;
+    }
+  }
+  // (3) Nothing open or pending: the list is done.
+  bool live = false;
+  for (OrderId id : l.orders) live = live || open(id) || (pending(id) && !working_lost);
+  if (live) return;
+  engine::ListDone d;
+  d.list_id = l.id;
+  d.account = l.account;
+  d.market = l.market;
+  Emit(d);
+  for (OrderId id : l.orders) pending_orders_.erase(id);
+  lists_.erase(l.id);
+}
+
+void ReferenceEngine::Activate(const RefList& l) {
+  const int n = l.type == engine::ListType::kOto ? 2 : 3;
+  engine::PlaceOrder orders[3];
+  for (int k = 1; k < n; ++k) {
+    const engine::OrderPending& e = pending_orders_.at(l.orders[k]);
+    engine::PlaceOrder& p = orders[k];
+    p.account = e.terms.account;
+    p.market = e.terms.market;
+    p.side = e.terms.side;
+    p.type = e.terms.type;
+    p.tif = e.terms.tif;
+    p.stp = e.terms.stp;
+    p.price = e.terms.price;
+    p.qty = e.terms.qty;
+    p.client_order_id = e.client_order_id;
+    p.stop_price = e.stop_price;
+    p.trailing_delta = e.trailing_delta;
+    p.iceberg_qty = e.iceberg_qty;
+  }
+  // The checks of a new order, funds together, the stop condition not: a
+  // stop placed now whose condition holds triggers at once.
+  Admission adm[3];
+  RejectReason reason = RejectReason::kNone;
+  uint64_t existing = 0;
+  for (int k = 1; k < n && reason == RejectReason::kNone; ++k) {
+    adm[k] = Admit(orders[k], l.orders[k], false, false);
+    reason = adm[k].reason;
+    existing = adm[k].existing;
+  }
+  if (reason == RejectReason::kNone) {
+    i128 total = adm[1].lock;
+    if (l.type == engine::ListType::kOtoco) {
+      const int holder = orders[2].type == OrderType::kLimitMaker ? 2 : 1;
+      const int other = 3 - holder;
+      adm[other].lock = std::max<int64_t>(0, adm[other].lock - adm[holder].lock);
+      total = static_cast<i128>(adm[1].lock) + adm[2].lock;
+    }
+    if (total > Bal(l.account, SpendAsset(adm[1].order)).available.value) {
+      reason = RejectReason::kInsufficientBalance;
+    }
+  }
+  for (int k = 1; k < n; ++k) pending_orders_.erase(l.orders[k]);
+  if (reason != RejectReason::kNone) {
+    for (int k = 1; k < n; ++k) {
+      Reject(CommandType::kPlaceOrderList, reason, l.account, l.market, l.orders[k], existing,
+             orders[k].client_order_id);
+    }
+    return;
+  }
+  for (int k = 1; k < n; ++k) Enter(orders[k], adm[k].order, adm[k].lock, adm[k].fok_unfillable);
+  check_triggers_ = true;
+  trigger_market_ = l.market;
 }
 
 void ReferenceEngine::DoCancel(const engine::CancelOrder& c) {
@@ -576,21 +1205,14 @@ void ReferenceEngine::DoCancel(const engine::CancelOrder& c) {
       (c.restriction == engine::CancelRestriction::kOnlyPartiallyFilled && !executed)) {
     return reject(RejectReason::kCancelRestricted);
   }
-
-  RefOrder o = *target;
-  RemoveFromBook(o.id);
-  engine::OrderCanceled e;
-  e.order_id = o.id;
-  e.account = o.account;
-  e.market = o.market;
-  e.side = o.side;
-  e.remaining = o.remaining;
-  e.released = o.locked;
-  Emit(e);
-  Balance& b = Bal(o.account, SpendAsset(o));
-  b.locked -= o.locked;
-  b.available += o.locked;
-  CloseOrder(o);
+  // An order of a list takes the whole list with it.
+  if (const RefList* l = ListOf(target->id)) {
+    const RefList list = *l;
+    CancelListOrders(list);
+    touched_.push_back(list.id);
+    return;
+  }
+  CancelOpen(target->id);
 }
 
 void ReferenceEngine::DoCancelAll(const engine::CancelAll& c) {
@@ -602,28 +1224,18 @@ void ReferenceEngine::DoCancelAll(const engine::CancelAll& c) {
   if (status_[Raw(c.market)] == MarketStatus::kHalted) {
     return reject(RejectReason::kMarketNotTrading);
   }
-  std::vector<OrderId> ids;  // index_ is ordered by id: ascending
+  // The account's orders in the market, resting or waiting, by id.
+  std::vector<OrderId> ids;
   for (const auto& [id, loc] : index_) {
     if (loc.market != c.market) continue;
     if (FindOpen(id)->account == c.account) ids.push_back(id);
   }
-  if (ids.empty()) return reject(RejectReason::kUnknownOrder);
-  for (OrderId id : ids) {
-    RefOrder o = *FindOpen(id);
-    RemoveFromBook(id);
-    engine::OrderCanceled e;
-    e.order_id = o.id;
-    e.account = o.account;
-    e.market = o.market;
-    e.side = o.side;
-    e.remaining = o.remaining;
-    e.released = o.locked;
-    Emit(e);
-    Balance& b = Bal(o.account, SpendAsset(o));
-    b.locked -= o.locked;
-    b.available += o.locked;
-    CloseOrder(o);
+  for (const RefWaiting& w : waiting_) {
+    if (w.order.market == c.market && w.order.account == c.account) ids.push_back(w.order.id);
   }
+  std::sort(ids.begin(), ids.end());
+  if (ids.empty()) return reject(RejectReason::kUnknownOrder);
+  for (OrderId id : ids) CancelOpen(id);
 }
 
 void ReferenceEngine::DoAmend(const engine::AmendOrder& c) {
@@ -640,6 +1252,12 @@ void ReferenceEngine::DoAmend(const engine::AmendOrder& c) {
   }
   RefOrder* target = ResolveTarget(c.account, c.market, c.order_id, c.orig_client_order_id);
   if (target == nullptr) return reject(RejectReason::kUnknownOrder);
+  // A waiting stop has no place in a book to amend; neither an iceberg nor
+  // an order of a list is amended.
+  if (WaitingIndex(target->id) < waiting_.size() || target->iceberg.value != 0 ||
+      ListOf(target->id) != nullptr) {
+    return reject(RejectReason::kInvalidOrderType);
+  }
   const OrderId id = target->id;
   const MarketSpec& spec = config_.markets[Raw(c.market)];
   const Price new_price = c.new_price.value == 0 ? target->price : c.new_price;
@@ -751,7 +1369,8 @@ void ReferenceEngine::DoCancelReplace(const engine::CancelReplace& c) {
   // was refused and the mode stops on failure.
   const std::size_t before = out_.size();
   DoCancel(c.cancel);
-  MB_CHECK(out_.size() == before + 1);
+  // One event, or one per open order of the list the canceled order was in.
+  MB_CHECK(out_.size() > before);
   const bool canceled = std::holds_alternative<engine::OrderCanceled>(out_.back().body);
   if (!canceled && c.mode != engine::CancelReplaceMode::kAllowFailure) return;
   DoPlace(c.place);
@@ -940,7 +1559,7 @@ std::vector<engine::LevelView> ReferenceEngine::Depth(MarketId market, Side side
       engine::LevelView v;
       v.price = price;
       for (const RefOrder& o : queue) {
-        v.qty += o.remaining;
+        v.qty += o.iceberg.value != 0 ? o.visible : o.remaining;
         ++v.orders;
       }
       out.push_back(v);
@@ -973,8 +1592,10 @@ std::vector<RefOrder> ReferenceEngine::Orders(MarketId market, Side side) const 
 
 std::vector<OrderId> ReferenceEngine::OpenOrderIds() const {
   std::vector<OrderId> ids;
-  ids.reserve(index_.size());
+  ids.reserve(index_.size() + waiting_.size());
   for (const auto& [id, loc] : index_) ids.push_back(id);
+  for (const RefWaiting& w : waiting_) ids.push_back(w.order.id);
+  std::sort(ids.begin(), ids.end());
   return ids;
 }
 
@@ -1050,11 +1671,15 @@ Status ReferenceEngine::CheckInvariants() const {
               it->second.price != price) {
             return fail(Describe(o) + " is missing from the index");
           }
-          if (o.type == OrderType::kMarket || o.tif != TimeInForce::kGtc) {
+          if (NoLimit(o.type) || o.tif != TimeInForce::kGtc) {
             return fail(Describe(o) + " cannot rest");
           }
           if (o.remaining.value <= 0 || o.remaining > o.qty) {
             return fail(Describe(o) + " over-filled or empty");
+          }
+          if (o.iceberg.value != 0 &&
+              (o.visible.value < 1 || o.visible > o.remaining || o.visible > o.iceberg)) {
+            return fail(Describe(o) + " shows an impossible slice");
           }
           if (o.price.value < 1 || o.price > spec.max_price) {
             return fail(Describe(o) + " has a bad price");
@@ -1088,6 +1713,51 @@ Status ReferenceEngine::CheckInvariants() const {
     }
   }
   if (open != index_.size()) return fail("index holds orders that are not in a book");
+  // Waiting stops: by id, out of the books, nothing executed; a *_LIMIT one
+  // locks what its limit order will, a stop-market sell its quantity, a
+  // stop-market buy nothing.
+  for (std::size_t k = 0; k < waiting_.size(); ++k) {
+    const RefWaiting& w = waiting_[k];
+    const RefOrder& o = w.order;
+    if (k > 0 && !(waiting_[k - 1].order.id < o.id)) return fail("waiting orders out of id order");
+    if (Raw(o.market) >= config_.markets.size() || !IsStop(o.type)) {
+      return fail(Describe(o) + " waits but is no stop order");
+    }
+    const MarketSpec& spec = config_.markets[Raw(o.market)];
+    if (index_.count(o.id) != 0) return fail(Describe(o) + " waits and rests");
+    if (o.remaining != o.qty || o.qty < spec.min_qty || o.qty > spec.max_qty) {
+      return fail(Describe(o) + " waits with a part executed or a bad quantity");
+    }
+    if (NoLimit(o.type) ? (o.price.value != 0 || o.tif != TimeInForce::kIoc)
+                        : (o.price.value < 1 || o.price > spec.max_price)) {
+      return fail(Describe(o) + " waits with a bad price or time in force");
+    }
+    const bool trailing = w.delta != 0;
+    if (w.delta < 0 || w.delta > 9'999 || w.stop.value < (trailing ? 0 : 1) ||
+        w.stop > spec.max_price || (!trailing && (w.active || w.extreme.value != 0)) ||
+        (trailing && w.stop.value == 0 && !w.active) || (!w.active && w.extreme.value != 0)) {
+      return fail(Describe(o) + " has impossible trigger terms");
+    }
+    i128 need = 0;
+    if (o.side == Side::kSell) {
+      need = static_cast<i128>(o.qty.value) * spec.lot_units;
+    } else if (!NoLimit(o.type)) {
+      need = static_cast<i128>(o.price.value) * o.qty.value * spec.notional_per_tick_lot;
+    }
+    // An OCO order may share its pair's lock: it holds at most its own need.
+    const bool shares = ListOf(o.id) != nullptr;
+    if (shares ? (o.locked.value < 0 || o.locked.value > need) : o.locked.value != need) {
+      return fail(Describe(o) + " waits with the wrong lock");
+    }
+    locks[BalanceKey(o.account, SpendAsset(o))] += o.locked.value;
+    if (!o.client_id.empty()) {
+      ++open_with_cid;
+      auto cid = client_ids_.find({o.account, o.client_id});
+      if (cid == client_ids_.end() || cid->second != o.id) {
+        return fail(Describe(o) + " does not own its client id");
+      }
+    }
+  }
   for (const auto& [key, b] : balances_) {
     auto it = locks.find(key);
     const i128 want = it == locks.end() ? 0 : it->second;
@@ -1106,7 +1776,9 @@ Status ReferenceEngine::CheckInvariants() const {
     if (it == client_ids_.end() || it->second != r.order_id) {
       return fail("reserved client id of order " + std::to_string(Raw(r.order_id)) + " lost");
     }
-    if (index_.count(r.order_id) != 0) return fail("closed order still open");
+    if (index_.count(r.order_id) != 0 || WaitingIndex(r.order_id) < waiting_.size()) {
+      return fail("closed order still open");
+    }
   }
   if (client_ids_.size() != open_with_cid + closed_ids_.size()) {
     return fail("client id registry holds stale entries");

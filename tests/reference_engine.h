@@ -25,6 +25,23 @@
 //       unknown or already resolved transfer id is kUnknownTransfer with
 //       account 0 and existing_id = the id asked for.
 //
+// Conditional orders (STOP_LOSS, STOP_LOSS_LIMIT, TAKE_PROFIT,
+// TAKE_PROFIT_LIMIT, plain or trailing) wait out of the book in a list by id,
+// scanned from the front: after a command that traded, the lowest id whose
+// condition holds triggers and matches as a new taker would, and the scan
+// starts again until no order qualifies. A plain stop's condition holds when
+// the command's trades in the market, or the last price, reached its stop
+// price; a trailing stop looks at the last price only.
+//
+// Icebergs rest with their whole unfilled quantity in `remaining` and the part
+// the book shows in `visible`; a trade that empties the visible part moves the
+// order to its level's tail with the next slice.
+//
+// Order lists (OCO, OTO, OTOCO) are a map by list id; their pending orders
+// are kept as the OrderPending events that announced them. At the end of a
+// command the lists its events touched settle (by list id), then one waiting
+// order triggers, and again, until neither has anything left to do.
+//
 // Thread safety: none; one test thread owns a ReferenceEngine.
 #pragma once
 
@@ -64,6 +81,27 @@ struct RefOrder {
   Amount locked{};       // what the order still holds locked of its spend asset
   int64_t created_ns = 0;
   std::string client_id;  // empty: none
+  Qty iceberg{};          // an iceberg's slice; 0: not an iceberg
+  Qty visible{};          // a resting iceberg: the part of `remaining` the book shows
+};
+
+// An order list while any of its orders is open or pending.
+struct RefList {
+  uint64_t id = 0;
+  AccountId account{};
+  MarketId market{};
+  engine::ListType type = engine::ListType::kOco;
+  std::string client_id;  // empty: none
+  OrderId orders[3]{};    // 0: none
+};
+
+// A conditional order waiting for its trigger: open, in no book level.
+struct RefWaiting {
+  RefOrder order;       // remaining == qty; locked: see CheckInvariants
+  Price stop{};         // 0: a trailing stop without an activation price
+  int32_t delta = 0;    // trailing delta in basis points; 0: a plain stop
+  bool active = false;  // trailing: tracking the last price
+  Price extreme{};      // trailing: the best last price since tracking began (0: none yet)
 };
 
 // A transfer to another venue, held until it is resolved.
@@ -106,9 +144,13 @@ class ReferenceEngine {
   // Open orders of one market side in priority order.
   std::vector<RefOrder> Orders(MarketId market, engine::Side side) const;
   const RefOrder* FindOrder(OrderId id) const;
-  // Ids of all open orders, ascending.
+  // Ids of all open orders (in the book or waiting), ascending.
   std::vector<OrderId> OpenOrderIds() const;
-  std::size_t open_orders() const { return index_.size(); }
+  std::size_t open_orders() const { return index_.size() + waiting_.size(); }
+  // The waiting conditional orders, by id.
+  const std::vector<RefWaiting>& waiting() const { return waiting_; }
+  // The market's last trade price; 0 before its first trade.
+  Price last_price(MarketId market) const { return last_price_.at(Raw(market)); }
   // Deposits - withdrawals - completed transfers out (net of their fees).
   Amount supply(AssetId asset) const;
   // What the pending transfers to other venues hold of an asset.
@@ -120,6 +162,11 @@ class ReferenceEngine {
   // Reserved client ids of closed orders, oldest first.
   const std::deque<RefReservedClientId>& reserved_client_ids() const { return closed_ids_; }
   std::size_t transfer_refs() const { return transfers_.size(); }
+  // The open lists, by id, and their orders not placed yet, by order id.
+  const std::map<uint64_t, RefList>& lists() const { return lists_; }
+  const std::map<OrderId, engine::OrderPending>& pending_orders() const { return pending_orders_; }
+  // The list an open or pending order belongs to, if any.
+  const RefList* ListOf(OrderId id) const;
 
   // The engine.md invariants, checked from scratch: conservation per asset
   // (available + locked + held == supply), no negative balance, locked == sum
@@ -144,6 +191,7 @@ class ReferenceEngine {
   // allows while the book still had liquidity.
   enum class MatchOutcome { kOpen, kFilled, kExpired, kBudgetSpent };
 
+  using RejectReason = engine::RejectReason;
   void Emit(engine::EventBody body);
   void Reject(engine::CommandType command, engine::RejectReason reason, AccountId account,
               MarketId market, OrderId order_id, uint64_t existing_id, const ClientOrderId& cid);
@@ -158,6 +206,35 @@ class ReferenceEngine {
   void DoCancelReplace(const engine::CancelReplace& c);
   void DoTransferOut(const engine::TransferOut& c);
   void DoResolveTransfer(const engine::ResolveTransfer& c);
+  void DoPlaceList(const engine::PlaceOrderList& c);
+  void DoCancelList(const engine::CancelOrderList& c);
+
+  // A new order's checks (docs/engine.md, in their order) and, when it
+  // passes, the order as the engine holds it and what it locks.
+  struct Admission {
+    RejectReason reason = RejectReason::kNone;
+    uint64_t existing = 0;
+    RefOrder order;
+    int64_t lock = 0;
+    bool fok_unfillable = false;
+  };
+  Admission Admit(const engine::PlaceOrder& c, OrderId id, bool check_balance, bool check_trigger);
+  // Emits an admitted order's acceptance and what follows it: armed,
+  // iceberg, matching.
+  void Enter(const engine::PlaceOrder& c, RefOrder o, int64_t lock, bool fok_unfillable);
+  // Emits OrderCanceled for an open order and takes it out.
+  void CancelOpen(OrderId id);
+  // Cancels every open order of a list, in order index order.
+  void CancelListOrders(const RefList& l);
+  // The end of a command: touched lists settle, then one trigger, repeated.
+  void Settle();
+  void SettleList(uint64_t list_id);
+  // A filled OTO / OTOCO working order: its pending orders are placed, or
+  // each refused.
+  void Activate(const RefList& l);
+  // The lowest id of the market's waiting orders whose condition holds
+  // triggers; false when none does.
+  bool TriggerOldest(MarketId market);
 
   // Matches a taker against the opposite side of its book, emitting trades and
   // self-trade expiries. The taker is not in the book.
@@ -167,6 +244,13 @@ class ReferenceEngine {
   void ExpireOrder(RefOrder& order, engine::ExpireReason reason);
   // The order has left the book for good: its client id becomes reserved-closed.
   void CloseOrder(const RefOrder& order);
+  // A trade at `price` in `market`: the last price moves and the market's
+  // trailing stops follow it.
+  void OnTrade(MarketId market, Price price);
+  // waiting_[k] leaves the list and enters matching.
+  void Trigger(std::size_t k);
+  // The position of a waiting order in waiting_, or waiting_.size().
+  std::size_t WaitingIndex(OrderId id) const;
 
   // A dry walk of the book as matching would do it (self-trade prevention
   // included). Result in 128 bits, before any overflow check.
@@ -196,7 +280,19 @@ class ReferenceEngine {
 
   std::vector<engine::MarketStatus> status_;
   std::vector<Book> books_;
-  std::map<OrderId, Location> index_;
+  std::map<OrderId, Location> index_;  // orders in a book
+  std::vector<RefWaiting> waiting_;    // conditional orders not yet triggered, by id
+  std::vector<Price> last_price_;      // by market; 0 before its first trade
+  // This command's trade prices in the market it traded in (0: no trade yet).
+  MarketId range_market_{};
+  Price range_low_{};
+  Price range_high_{};
+  bool check_triggers_ = false;  // a trade or a placed pending order since the last scan
+  MarketId trigger_market_{};
+  std::vector<uint64_t> touched_;  // lists whose orders traded or closed, to settle
+  std::vector<OrderId> filled_;    // list orders filled completely in this command
+  std::map<uint64_t, RefList> lists_;
+  std::map<OrderId, engine::OrderPending> pending_orders_;
   // Keyed by BalanceKey(account, asset): account in the high bits, asset in the low 16.
   static uint64_t BalanceKey(AccountId account, AssetId asset) {
     return (uint64_t{Raw(account)} << 16) | Raw(asset);

@@ -44,7 +44,7 @@ std::string FormatEvent(const engine::EngineConfig& c, const engine::Event& e) {
       std::string size = a.quote_qty.value != 0 ? "for " + FormatAmount(c, s.quote, a.quote_qty)
                                                 : FormatQty(c, t.market, t.qty);
       std::string price =
-          t.type == OrderType::kMarket ? std::string("MARKET") : FormatPrice(c, t.market, t.price);
+          IsMarketLike(t.type) ? std::string("MARKET") : FormatPrice(c, t.market, t.price);
       return fmt::format(
           "{} order={} acct={} {} {} {} {} @ {} {} stp={} locked={}{}", head, Raw(a.order_id),
           Raw(t.account), Sym(c, t.market), ToString(t.side), ToString(t.type), size, price,
@@ -149,6 +149,58 @@ std::string FormatEvent(const engine::EngineConfig& c, const engine::Event& e) {
     case EventType::kMarketStatusChanged: {
       const auto& s = std::get<MarketStatusChanged>(e.body);
       return fmt::format("{} {} -> {}", head, Sym(c, s.market), ToString(s.status));
+    }
+    case EventType::kOrderArmed: {
+      const auto& a = std::get<OrderArmed>(e.body);
+      return fmt::format(
+          "{} order={} acct={} {} {} stop={}{}", head, Raw(a.order_id), Raw(a.account),
+          Sym(c, a.market), ToString(a.side),
+          a.stop_price.value != 0 ? FormatPrice(c, a.market, a.stop_price) : "none",
+          a.trailing_delta != 0 ? fmt::format(" trailing={}bps", a.trailing_delta) : "");
+    }
+    case EventType::kOrderTriggered: {
+      const auto& t = std::get<OrderTriggered>(e.body);
+      const auto& s = Spec(c, t.market);
+      return fmt::format("{} order={} acct={} {} {} last={} locked={}", head, Raw(t.order_id),
+                         Raw(t.account), Sym(c, t.market), ToString(t.side),
+                         FormatPrice(c, t.market, t.last_price),
+                         FormatAmount(c, SpendAsset(s, t.side), t.lock_delta));
+    }
+    case EventType::kIcebergAccepted: {
+      const auto& a = std::get<IcebergAccepted>(e.body);
+      return fmt::format("{} order={} acct={} {} {} slice={}", head, Raw(a.order_id),
+                         Raw(a.account), Sym(c, a.market), ToString(a.side),
+                         FormatQty(c, a.market, a.slice));
+    }
+    case EventType::kIcebergRefilled: {
+      const auto& r = std::get<IcebergRefilled>(e.body);
+      return fmt::format("{} order={} acct={} {} {} @ {} visible={} hidden={}", head,
+                         Raw(r.order_id), Raw(r.account), Sym(c, r.market), ToString(r.side),
+                         FormatPrice(c, r.market, r.price), FormatQty(c, r.market, r.visible),
+                         FormatQty(c, r.market, r.hidden));
+    }
+    case EventType::kListAccepted: {
+      const auto& l = std::get<ListAccepted>(e.body);
+      return fmt::format("{} list={} acct={} {} {} orders={},{},{}{}", head, l.list_id,
+                         Raw(l.account), Sym(c, l.market), ToString(l.type), Raw(l.order_ids[0]),
+                         Raw(l.order_ids[1]), Raw(l.order_ids[2]),
+                         l.list_client_order_id.empty()
+                             ? std::string()
+                             : fmt::format(" listClientOrderId={}", l.list_client_order_id.view()));
+    }
+    case EventType::kOrderPending: {
+      const auto& p = std::get<OrderPending>(e.body);
+      const engine::OrderTerms& t = p.terms;
+      return fmt::format(
+          "{} order={} list={} acct={} {} {} {} {} @ {}", head, Raw(p.order_id), p.list_id,
+          Raw(t.account), Sym(c, t.market), ToString(t.side), ToString(t.type),
+          FormatQty(c, t.market, t.qty),
+          IsMarketLike(t.type) ? std::string("MARKET") : FormatPrice(c, t.market, t.price));
+    }
+    case EventType::kListDone: {
+      const auto& d = std::get<ListDone>(e.body);
+      return fmt::format("{} list={} acct={} {}", head, d.list_id, Raw(d.account),
+                         Sym(c, d.market));
     }
     case EventType::kClientOrderIdChanged: {
       const auto& x = std::get<ClientOrderIdChanged>(e.body);

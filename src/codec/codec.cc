@@ -40,7 +40,7 @@ inline constexpr int kEnumMax = -1;  // not a validated enum
 template <>
 inline constexpr int kEnumMax<engine::Side> = Raw(engine::Side::kSell);
 template <>
-inline constexpr int kEnumMax<engine::OrderType> = Raw(engine::OrderType::kMarket);
+inline constexpr int kEnumMax<engine::OrderType> = Raw(engine::OrderType::kTakeProfitLimit);
 template <>
 inline constexpr int kEnumMax<engine::TimeInForce> = Raw(engine::TimeInForce::kFok);
 template <>
@@ -48,13 +48,16 @@ inline constexpr int kEnumMax<engine::StpMode> = Raw(engine::StpMode::kExpireBot
 template <>
 inline constexpr int kEnumMax<engine::MarketStatus> = Raw(engine::MarketStatus::kCancelOnly);
 template <>
-inline constexpr int kEnumMax<engine::CommandType> = Raw(engine::CommandType::kResolveTransfer);
+inline constexpr int kEnumMax<engine::CommandType> = Raw(engine::CommandType::kCancelOrderList);
 template <>
-inline constexpr int kEnumMax<engine::RejectReason> = Raw(engine::RejectReason::kUnknownTransfer);
+inline constexpr int kEnumMax<engine::RejectReason> = Raw(engine::RejectReason::kUnknownOrderList);
+template <>
+inline constexpr int kEnumMax<engine::ListType> = Raw(engine::ListType::kOtoco);
 template <>
 inline constexpr int kEnumMax<engine::RefundReason> = Raw(engine::RefundReason::kRefused);
 template <>
-inline constexpr int kEnumMax<engine::ExpireReason> = Raw(engine::ExpireReason::kQuoteBudgetSpent);
+inline constexpr int kEnumMax<engine::ExpireReason> =
+    Raw(engine::ExpireReason::kInsufficientBalance);
 template <>
 inline constexpr int kEnumMax<engine::CancelRestriction> =
     Raw(engine::CancelRestriction::kOnlyPartiallyFilled);
@@ -63,7 +66,7 @@ inline constexpr int kEnumMax<engine::CancelReplaceMode> =
     Raw(engine::CancelReplaceMode::kAllowFailure);
 
 static_assert(kEnumMax<CommandType> + 1 == std::variant_size_v<CommandBody>);
-static_assert(Raw(EventType::kTransferRefunded) + 1 == std::variant_size_v<EventBody>);
+static_assert(Raw(EventType::kListDone) + 1 == std::variant_size_v<EventBody>);
 
 template <class T>
 struct IsFixed : std::false_type {};
@@ -113,8 +116,10 @@ constexpr void VisitFields(V& v, T& x) {
   using namespace engine;  // NOLINT(google-build-using-namespace): local to the field lists
   // Commands.
   if constexpr (kIs<T, PlaceOrder>) {
-    auto& [account, market, side, type, tif, stp, price, qty, quote_qty, client_order_id] = x;
-    v(account, market, side, type, tif, stp, price, qty, quote_qty, client_order_id);
+    auto& [account, market, side, type, tif, stp, price, qty, quote_qty, client_order_id,
+           stop_price, trailing_delta, iceberg_qty] = x;
+    v(account, market, side, type, tif, stp, price, qty, quote_qty, client_order_id, stop_price,
+      trailing_delta, iceberg_qty);
   } else if constexpr (kIs<T, CancelOrder>) {
     auto& [account, market, order_id, orig_client_order_id, restriction] = x;
     v(account, market, order_id, orig_client_order_id, restriction);
@@ -136,15 +141,29 @@ constexpr void VisitFields(V& v, T& x) {
     // The cancel's fields, then the new order's, then the mode.
     auto& [cancel, place, mode] = x;
     auto& [c_account, c_market, order_id, orig_client_order_id, restriction] = cancel;
-    auto& [account, market, side, type, tif, stp, price, qty, quote_qty, client_order_id] = place;
+    auto& [account, market, side, type, tif, stp, price, qty, quote_qty, client_order_id,
+           stop_price, trailing_delta, iceberg_qty] = place;
     v(c_account, c_market, order_id, orig_client_order_id, restriction, account, market, side, type,
-      tif, stp, price, qty, quote_qty, client_order_id, mode);
+      tif, stp, price, qty, quote_qty, client_order_id, stop_price, trailing_delta, iceberg_qty,
+      mode);
   } else if constexpr (kIs<T, TransferOut>) {
     auto& [account, asset, amount, fee, ref, address] = x;
     v(account, asset, amount, fee, ref, address);
   } else if constexpr (kIs<T, ResolveTransfer>) {
     auto& [transfer_id, completed, reason] = x;
     v(transfer_id, completed, reason);
+  } else if constexpr (kIs<T, PlaceOrderList>) {
+    // The list's fields, then its three orders' fields, order after order.
+    auto& [account, market, type, stp, list_client_order_id, orders] = x;
+    v(account, market, type, stp, list_client_order_id);
+    for (auto& o : orders) VisitFields(v, o);
+  } else if constexpr (kIs<T, ListOrder>) {
+    auto& [side, type, tif, trailing_delta, price, qty, stop_price, iceberg_qty, client_order_id] =
+        x;
+    v(side, type, tif, trailing_delta, price, qty, stop_price, iceberg_qty, client_order_id);
+  } else if constexpr (kIs<T, CancelOrderList>) {
+    auto& [account, market, list_id, list_client_order_id] = x;
+    v(account, market, list_id, list_client_order_id);
     // Events.
   } else if constexpr (kIs<T, OrderAccepted>) {
     auto& [order_id, terms, quote_qty, locked, client_order_id] = x;
@@ -193,12 +212,50 @@ constexpr void VisitFields(V& v, T& x) {
   } else if constexpr (kIs<T, TransferRefunded>) {
     auto& [transfer_id, account, asset, amount, reason] = x;
     v(transfer_id, account, asset, amount, reason);
+  } else if constexpr (kIs<T, OrderArmed>) {
+    auto& [order_id, account, market, side, stop_price, trailing_delta] = x;
+    v(order_id, account, market, side, stop_price, trailing_delta);
+  } else if constexpr (kIs<T, OrderTriggered>) {
+    auto& [order_id, account, market, side, last_price, lock_delta] = x;
+    v(order_id, account, market, side, last_price, lock_delta);
+  } else if constexpr (kIs<T, IcebergAccepted>) {
+    auto& [order_id, account, market, side, slice] = x;
+    v(order_id, account, market, side, slice);
+  } else if constexpr (kIs<T, IcebergRefilled>) {
+    auto& [order_id, account, market, side, price, visible, hidden] = x;
+    v(order_id, account, market, side, price, visible, hidden);
+  } else if constexpr (kIs<T, ListAccepted>) {
+    auto& [list_id, account, market, type, list_client_order_id, order_ids] = x;
+    v(list_id, account, market, type, list_client_order_id, order_ids[0], order_ids[1],
+      order_ids[2]);
+  } else if constexpr (kIs<T, OrderPending>) {
+    auto& [order_id, list_id, terms, stop_price, trailing_delta, iceberg_qty, client_order_id] = x;
+    auto& [account, market, side, type, tif, stp, price, qty] = terms;
+    v(order_id, list_id, account, market, side, type, tif, stp, price, qty, stop_price,
+      trailing_delta, iceberg_qty, client_order_id);
+  } else if constexpr (kIs<T, ListDone>) {
+    auto& [list_id, account, market] = x;
+    v(list_id, account, market);
     // Snapshot records.
   } else if constexpr (kIs<T, ImageOrder>) {
     auto& [id, terms, remaining, locked, created_ns, has_client_id, client_id] = x;
     auto& [account, market, side, type, tif, stp, price, qty] = terms;
     v(id, account, market, side, type, tif, stp, price, qty, remaining, locked, created_ns,
       has_client_id, client_id);
+  } else if constexpr (kIs<T, ImageStop>) {
+    auto& [order, stop_price, trailing_delta, active, extreme] = x;
+    auto& [id, terms, remaining, locked, created_ns, has_client_id, client_id] = order;
+    auto& [account, market, side, type, tif, stp, price, qty] = terms;
+    v(id, account, market, side, type, tif, stp, price, qty, remaining, locked, created_ns,
+      has_client_id, client_id, stop_price, trailing_delta, active, extreme);
+  } else if constexpr (kIs<T, ImageList>) {
+    auto& [id, account, market, type, has_client_id, client_id, orders] = x;
+    v(id, account, market, type, has_client_id, client_id, orders[0], orders[1], orders[2]);
+  } else if constexpr (kIs<T, ImageIceberg>) {
+    auto& [id, slice, hidden] = x;
+    v(id, slice, hidden);
+  } else if constexpr (kIs<T, Price>) {
+    v(x);  // last_prices entries are bare prices
   } else if constexpr (kIs<T, ImageBalance>) {
     auto& [account, asset, available, locked] = x;
     v(account, asset, available, locked);
@@ -435,6 +492,11 @@ static_assert(kImageRecordSize<engine::ImageOrder> == 75);
 static_assert(kImageRecordSize<engine::ImageClientId> == 28);
 static_assert(kImageRecordSize<engine::ImageTransfer> == 24);
 static_assert(kImageRecordSize<engine::PendingTransfer> == 95);
+static_assert(kImageRecordSize<Price> == 8);
+static_assert(kImageRecordSize<engine::ImageStop> == 96);
+static_assert(kImageRecordSize<engine::ImageIceberg> == 24);
+static_assert(kImageRecordSize<engine::ImageList> == 56);
+static_assert(kImageRecordSize<engine::OrderPending> == 99);
 
 constexpr std::size_t kImageHeaderSize = 8 + 2 + 3 * 8;  // magic, version, three u64
 constexpr std::size_t kChecksumSize = 8;
@@ -649,7 +711,9 @@ std::vector<std::byte> EncodeImage(const EngineImage& image) {
       SectionSize<uint32_t>(image.asset_totals) + SectionSize<uint64_t>(image.balances) +
       SectionSize<uint64_t>(image.orders) + SectionSize<uint64_t>(image.recent_client_ids) +
       SectionSize<uint64_t>(image.transfers) + SectionSize<uint64_t>(image.pending_transfers) +
-      kChecksumSize;
+      SectionSize<uint32_t>(image.last_prices) + SectionSize<uint64_t>(image.stops) +
+      SectionSize<uint64_t>(image.icebergs) + SectionSize<uint64_t>(image.lists) +
+      SectionSize<uint64_t>(image.pending) + kChecksumSize;
   std::vector<std::byte> out(size);
   Writer w(out.data());
   w.PutBytes(kImageMagic.data(), kImageMagic.size());
@@ -662,6 +726,11 @@ std::vector<std::byte> EncodeImage(const EngineImage& image) {
   WriteSection<uint64_t>(w, image.recent_client_ids);
   WriteSection<uint64_t>(w, image.transfers);
   WriteSection<uint64_t>(w, image.pending_transfers);
+  WriteSection<uint32_t>(w, image.last_prices, kMaxById);
+  WriteSection<uint64_t>(w, image.stops);
+  WriteSection<uint64_t>(w, image.icebergs);
+  WriteSection<uint64_t>(w, image.lists);
+  WriteSection<uint64_t>(w, image.pending);
   const std::size_t body = size - kChecksumSize;
   MB_CHECK(w.pos() == out.data() + body);
   w.PutUint(static_cast<uint64_t>(XXH3_64bits(out.data(), body)));
@@ -708,6 +777,15 @@ Result<EngineImage> DecodeImage(std::span<const std::byte> in) {
   if (version >= 2) {
     MB_RETURN_IF_ERROR(
         ReadSection<uint64_t>("pending_transfers", kUnbounded, &c, &image.pending_transfers));
+  }
+  // Version 2 images end there: no last price, no conditional order, no
+  // iceberg, no order list.
+  if (version >= 3) {
+    MB_RETURN_IF_ERROR(ReadSection<uint32_t>("last_prices", kMaxById, &c, &image.last_prices));
+    MB_RETURN_IF_ERROR(ReadSection<uint64_t>("stops", kUnbounded, &c, &image.stops));
+    MB_RETURN_IF_ERROR(ReadSection<uint64_t>("icebergs", kUnbounded, &c, &image.icebergs));
+    MB_RETURN_IF_ERROR(ReadSection<uint64_t>("lists", kUnbounded, &c, &image.lists));
+    MB_RETURN_IF_ERROR(ReadSection<uint64_t>("pending", kUnbounded, &c, &image.pending));
   }
   if (c.left() != 0) {
     return Corruption("snapshot: " + std::to_string(c.left()) + " unexpected bytes at byte " +

@@ -42,21 +42,23 @@ namespace mb::codec {
 // lists, so they can't drift from the code.
 // ---------------------------------------------------------------------------
 
-inline constexpr std::array<std::size_t, 10> kCommandSize = {
-    80,   // kPlaceOrder
+inline constexpr std::array<std::size_t, 12> kCommandSize = {
+    100,  // kPlaceOrder
     61,   // kCancelOrder
     15,   // kCancelAll
     114,  // kAmendOrder
     88,   // kDeposit
     88,   // kWithdraw
     12,   // kSetMarketStatus
-    133,  // kCancelReplace
+    153,  // kCancelReplace
     161,  // kTransferOut
     19,   // kResolveTransfer
+    282,  // kPlaceOrderList
+    60,   // kCancelOrderList
 };
-inline constexpr std::size_t kMaxCommandSize = 161;
+inline constexpr std::size_t kMaxCommandSize = 282;
 
-inline constexpr std::array<std::size_t, 14> kEventSize = {
+inline constexpr std::array<std::size_t, 21> kEventSize = {
     104,  // kOrderAccepted
     78,   // kRejected
     110,  // kTrade
@@ -71,6 +73,13 @@ inline constexpr std::array<std::size_t, 14> kEventSize = {
     177,  // kTransferHeld
     47,   // kTransferCompleted
     40,   // kTransferRefunded
+    44,   // kOrderArmed
+    48,   // kOrderTriggered
+    40,   // kIcebergAccepted
+    56,   // kIcebergRefilled
+    93,   // kListAccepted
+    116,  // kOrderPending
+    31,   // kListDone
 };
 inline constexpr std::size_t kMaxEventSize = 177;
 
@@ -140,8 +149,13 @@ std::vector<std::byte> EncodeToVector(const engine::Event& event);
 inline constexpr std::array<char, 8> kImageMagic = {'M', 'B', 'S', 'N', 'A', 'P', '0', '1'};
 // The layout this build writes. Version 2 added the pending_transfers
 // section (transfers to other venues not yet resolved); a version 1 image,
-// which ends before it, is still read (none were pending).
-inline constexpr uint16_t kImageFormatVersion = 2;
+// which ends before it, is still read (none were pending). Version 3 added the
+// last_prices, stops, icebergs, lists and pending sections (each market's
+// last trade price, the conditional orders waiting for their trigger, the
+// resting icebergs' slices and hidden parts, the order lists not done and
+// their pending orders); a version 2 image ends before them and is still read
+// (no last price, none waiting, no iceberg, no list).
+inline constexpr uint16_t kImageFormatVersion = 3;
 inline constexpr uint16_t kOldestImageFormatVersion = 1;
 // Magic, version, three u64 header fields, six section counts (version 1),
 // checksum.

@@ -70,11 +70,25 @@ void CheckImage(std::span<const std::byte> in) {
   }
   const std::vector<std::byte> bytes = EncodeImage(*image);
   // An image of an older format version decodes into this one's layout: its
-  // bytes are canonical once re-encoded, not before.
+  // bytes are canonical once re-encoded, not before. Re-encoding only adds
+  // the (empty) sections of the newer versions: the bytes after the version
+  // stay as they were, then come zero counts, then a new checksum.
   const bool current = static_cast<uint16_t>(std::to_integer<uint16_t>(in[8]) |
                                              std::to_integer<uint16_t>(in[9]) << 8) ==
                        mb::codec::kImageFormatVersion;
   if (current && !SameBytes(bytes, in)) Fail("image encoding is not canonical");
+  if (!current) {
+    constexpr std::size_t kVersionEnd = 10;  // magic, version
+    const std::size_t body = in.size() - 8;  // checksum excluded
+    if (bytes.size() <= in.size()) Fail("older image did not grow when re-encoded");
+    if (!SameBytes(std::span(bytes).subspan(kVersionEnd, body - kVersionEnd),
+                   in.subspan(kVersionEnd, body - kVersionEnd))) {
+      Fail("older image's sections changed when re-encoded");
+    }
+    for (std::size_t i = body; i < bytes.size() - 8; ++i) {
+      if (bytes[i] != std::byte{0}) Fail("older image re-encoded with a non-empty new section");
+    }
+  }
   auto again = DecodeImage(bytes);
   if (!again.ok()) Fail("re-encoded image rejected");
   if (!SameBytes(EncodeImage(*again), bytes)) Fail("decode(encode(image)) re-encodes differently");

@@ -27,6 +27,15 @@ struct PlaceOrder {
   Qty qty{};                        // LIMIT, LIMIT_MAKER, MARKET by base quantity
   Amount quote_qty{};               // MARKET by quote amount (then qty == 0)
   ClientOrderId client_order_id{};  // empty: none
+  // Conditional orders only (IsConditional(type)); 0 on every other order.
+  // stop_price is required unless trailing_delta is given, which makes the
+  // order a trailing stop (basis points, 1..9999); with both, the stop price
+  // is the trailing stop's activation price.
+  Price stop_price{};
+  int32_t trailing_delta = 0;
+  // An iceberg order (GTC LIMIT or LIMIT_MAKER only): the book shows at most
+  // this many lots of it at a time; 0: the whole order shows.
+  Qty iceberg_qty{};
 };
 
 // Targets one open order by id, or by client order id when order_id == 0.
@@ -126,9 +135,54 @@ struct CancelReplace {
   CancelReplaceMode mode = CancelReplaceMode::kStopOnFailure;
 };
 
+// One order of a list: its account, market and self-trade prevention mode
+// are the list's.
+struct ListOrder {
+  Side side = Side::kBuy;
+  OrderType type = OrderType::kLimit;
+  TimeInForce tif = TimeInForce::kGtc;
+  int32_t trailing_delta = 0;
+  Price price{};
+  Qty qty{};
+  Price stop_price{};
+  Qty iceberg_qty{};
+  ClientOrderId client_order_id{};
+};
+
+// Places an order list in one step, all of it or nothing (docs/engine.md,
+// "Order lists"). orders by type:
+//   kOco:   [0] above, [1] below the price: one side, one quantity; SELL: a
+//           LIMIT_MAKER / TAKE_PROFIT(_LIMIT) above and a STOP_LOSS(_LIMIT)
+//           below; BUY: a STOP_LOSS(_LIMIT) above and a LIMIT_MAKER /
+//           TAKE_PROFIT(_LIMIT) below. [2] unused.
+//   kOto:   [0] the working order (LIMIT or LIMIT_MAKER), [1] the pending
+//           order (any type but a MARKET by quote amount). [2] unused.
+//   kOtoco: [0] the working order, [1] and [2] the pending OCO pair (above,
+//           below) as kOco's.
+// The list's id is the command's sequence; its orders' ids are the sequence
+// plus k x kListOrderStride for orders[k].
+struct PlaceOrderList {
+  AccountId account{};
+  MarketId market{};
+  ListType type = ListType::kOco;
+  StpMode stp = StpMode::kNone;
+  ClientOrderId list_client_order_id{};  // empty: none
+  ListOrder orders[3]{};
+};
+
+// Cancels a list: every open order of it, and its pending orders. Named by
+// list_id, or by list_client_order_id when list_id == 0.
+struct CancelOrderList {
+  AccountId account{};
+  MarketId market{};
+  uint64_t list_id = 0;
+  ClientOrderId list_client_order_id{};
+};
+
 // Variant index == CommandType.
-using CommandBody = std::variant<PlaceOrder, CancelOrder, CancelAll, AmendOrder, Deposit, Withdraw,
-                                 SetMarketStatus, CancelReplace, TransferOut, ResolveTransfer>;
+using CommandBody =
+    std::variant<PlaceOrder, CancelOrder, CancelAll, AmendOrder, Deposit, Withdraw, SetMarketStatus,
+                 CancelReplace, TransferOut, ResolveTransfer, PlaceOrderList, CancelOrderList>;
 
 struct Command {
   int64_t timestamp_ns = 0;  // wall time assigned at intake; the engine never reads a clock

@@ -226,6 +226,27 @@ inline std::string Dump(const EngineImage& im) {
     os << "pending " << Raw(p.id) << ' ' << Raw(p.account) << ' ' << Raw(p.asset) << ' '
        << p.amount.value << ' ' << p.fee.value << " '" << p.address.view() << "'\n";
   }
+  for (Price p : im.last_prices) os << "last_price " << p.value << '\n';
+  for (const ImageIceberg& i : im.icebergs) {
+    os << "iceberg " << Raw(i.id) << ' ' << i.slice.value << ' ' << i.hidden.value << '\n';
+  }
+  for (const ImageList& l : im.lists) {
+    os << "list " << l.id << ' ' << Raw(l.account) << ' ' << ToString(l.type) << ' '
+       << l.has_client_id << ' ' << Raw(l.orders[0]) << ' ' << Raw(l.orders[1]) << ' '
+       << Raw(l.orders[2]) << '\n';
+  }
+  for (const OrderPending& p : im.pending) {
+    os << "pending " << Raw(p.order_id) << ' ' << p.list_id << ' ' << ToString(p.terms.type) << ' '
+       << p.terms.price.value << ' ' << p.terms.qty.value << ' ' << p.stop_price.value << '\n';
+  }
+  for (const ImageStop& s : im.stops) {
+    const ImageOrder& o = s.order;
+    os << "stop " << Raw(o.id) << ' ' << Raw(o.terms.account) << ' ' << Raw(o.terms.market) << ' '
+       << ToString(o.terms.side) << ' ' << ToString(o.terms.type) << ' ' << ToString(o.terms.tif)
+       << ' ' << o.terms.price.value << ' ' << o.terms.qty.value << ' ' << o.locked.value << ' '
+       << s.stop_price.value << ' ' << s.trailing_delta << ' ' << s.active << ' ' << s.extreme.value
+       << '\n';
+  }
   return os.str();
 }
 
@@ -326,6 +347,23 @@ class EngineTest : public ::testing::Test {
   }
   static PlaceOrder WithClientId(PlaceOrder p, std::string_view id) {
     p.client_order_id = ClientOrderId::From(id);
+    return p;
+  }
+  // A conditional order: `type` one of STOP_LOSS .. TAKE_PROFIT_LIMIT; the
+  // *_LIMIT ones at `price`, GTC unless tif says otherwise.
+  static PlaceOrder Stop(AccountId account, Side side, OrderType type, int64_t stop, int64_t qty,
+                         int64_t price = 0, int32_t trailing_delta = 0,
+                         TimeInForce tif = TimeInForce::kGtc) {
+    PlaceOrder p;
+    p.account = account;
+    p.market = kBtcUsdt;
+    p.side = side;
+    p.type = type;
+    p.tif = IsMarketLike(type) ? TimeInForce::kIoc : tif;
+    p.price = Price{price};
+    p.qty = Qty{qty};
+    p.stop_price = Price{stop};
+    p.trailing_delta = trailing_delta;
     return p;
   }
   static PlaceOrder WithStp(PlaceOrder p, StpMode stp) {

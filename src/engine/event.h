@@ -173,6 +173,90 @@ struct TransferRefunded {
   RefundReason reason = RefundReason::kVoided;
 };
 
+// A conditional order waits for its trigger: it follows the order's
+// OrderAccepted (whose lock is what the order holds while it waits) in the
+// same command. The order is open, in no level, in its market's trigger
+// structure. stop_price 0: a trailing stop without an activation price.
+struct OrderArmed {
+  OrderId order_id{};
+  AccountId account{};
+  MarketId market{};
+  Side side = Side::kBuy;
+  Price stop_price{};
+  int32_t trailing_delta = 0;  // basis points; 0: not trailing
+};
+
+// The market's last trade price (last_price) met a waiting order's condition:
+// it leaves the trigger structure and, in the events that follow, matches as
+// a taker (Trade, then OrderRested / OrderExpired as any order). lock_delta
+// is what a stop-market buy locks now, the cost of its book walk (it locked
+// nothing while it waited); 0 for every other order.
+struct OrderTriggered {
+  OrderId order_id{};
+  AccountId account{};
+  MarketId market{};
+  Side side = Side::kBuy;
+  Price last_price{};
+  Amount lock_delta{};
+};
+
+// An iceberg order: follows its OrderAccepted. While it rests the book shows
+// at most `slice` lots of it (its visible part); the rest is hidden. It
+// matches as a taker with its whole quantity.
+struct IcebergAccepted {
+  OrderId order_id{};
+  AccountId account{};
+  MarketId market{};
+  Side side = Side::kBuy;
+  Qty slice{};
+};
+
+// A resting iceberg's visible part filled (the Trade just before): the next
+// slice, `visible` lots (the slice or what is left), joins the tail of its
+// price level, behind every order already there; `hidden` lots stay hidden.
+struct IcebergRefilled {
+  OrderId order_id{};
+  AccountId account{};
+  MarketId market{};
+  Side side = Side::kBuy;
+  Price price{};
+  Qty visible{};
+  Qty hidden{};
+};
+
+// An order list is placed: its orders follow (each an OrderAccepted, or an
+// OrderPending for the pending orders of OTO / OTOCO). order_ids[k] is the
+// id of the list's k-th order (0: none).
+struct ListAccepted {
+  uint64_t list_id = 0;
+  AccountId account{};
+  MarketId market{};
+  ListType type = ListType::kOco;
+  ClientOrderId list_client_order_id{};
+  OrderId order_ids[3]{};
+};
+
+// A pending order of an OTO / OTOCO list: it waits, locking nothing, until
+// the list's working order fills completely; then it is placed (an
+// OrderAccepted with this id) or, when it no longer can be, refused (a
+// Rejected naming it). Binance's PENDING_NEW.
+struct OrderPending {
+  OrderId order_id{};
+  uint64_t list_id = 0;
+  OrderTerms terms{};
+  Price stop_price{};
+  int32_t trailing_delta = 0;
+  Qty iceberg_qty{};
+  ClientOrderId client_order_id{};
+};
+
+// A list is over: none of its orders is open or pending any more.
+struct ListDone {
+  uint64_t list_id = 0;
+  AccountId account{};
+  MarketId market{};
+};
+
 enum class EventType : uint8_t {
   kOrderAccepted = 0,
   kRejected = 1,
@@ -188,13 +272,21 @@ enum class EventType : uint8_t {
   kTransferHeld = 11,
   kTransferCompleted = 12,
   kTransferRefunded = 13,
+  kOrderArmed = 14,
+  kOrderTriggered = 15,
+  kIcebergAccepted = 16,
+  kIcebergRefilled = 17,
+  kListAccepted = 18,
+  kOrderPending = 19,
+  kListDone = 20,
 };
 
 // Variant index == EventType.
 using EventBody =
     std::variant<OrderAccepted, Rejected, Trade, OrderRested, OrderCanceled, OrderExpired,
                  OrderAmended, Deposited, Withdrawn, MarketStatusChanged, ClientOrderIdChanged,
-                 TransferHeld, TransferCompleted, TransferRefunded>;
+                 TransferHeld, TransferCompleted, TransferRefunded, OrderArmed, OrderTriggered,
+                 IcebergAccepted, IcebergRefilled, ListAccepted, OrderPending, ListDone>;
 
 struct Event {
   Event() = default;

@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -120,6 +121,54 @@ uint64_t HashImage(const EngineImage& img) {
     h.Add(p.fee.value);
     h.Add(p.address.view());
   }
+  // Also only when some wait: the last prices decide nothing else.
+  if (!img.stops.empty()) {
+    for (Price p : img.last_prices) h.Add(p.value);
+  }
+  for (const auto& s : img.stops) {
+    const ImageOrder& o = s.order;
+    const OrderTerms& t = o.terms;
+    h.Add(uint64_t{Raw(o.id)});
+    h.Add(uint64_t{Raw(t.account)} | uint64_t{Raw(t.market)} << 32);
+    h.Add(uint64_t{Raw(t.side)} | uint64_t{Raw(t.type)} << 8 | uint64_t{Raw(t.tif)} << 16 |
+          uint64_t{Raw(t.stp)} << 24 | uint64_t{o.has_client_id} << 32 | uint64_t{s.active} << 40);
+    h.Add(t.price.value);
+    h.Add(t.qty.value);
+    h.Add(o.locked.value);
+    h.Add(o.created_ns);
+    h.Add(o.client_id.lo);
+    h.Add(o.client_id.hi);
+    h.Add(s.stop_price.value);
+    h.Add(int64_t{s.trailing_delta});
+    h.Add(s.extreme.value);
+  }
+  for (const auto& i : img.icebergs) {
+    h.Add(uint64_t{Raw(i.id)});
+    h.Add(i.slice.value);
+    h.Add(i.hidden.value);
+  }
+  for (const auto& l : img.lists) {
+    h.Add(l.id);
+    h.Add(uint64_t{Raw(l.account)} | uint64_t{Raw(l.market)} << 32 | uint64_t{Raw(l.type)} << 48 |
+          uint64_t{l.has_client_id} << 56);
+    h.Add(l.client_id.lo);
+    h.Add(l.client_id.hi);
+    for (const OrderId id : l.orders) h.Add(uint64_t{Raw(id)});
+  }
+  for (const auto& p : img.pending) {
+    const OrderTerms& t = p.terms;
+    h.Add(uint64_t{Raw(p.order_id)});
+    h.Add(p.list_id);
+    h.Add(uint64_t{Raw(t.account)} | uint64_t{Raw(t.market)} << 32);
+    h.Add(uint64_t{Raw(t.side)} | uint64_t{Raw(t.type)} << 8 | uint64_t{Raw(t.tif)} << 16 |
+          uint64_t{Raw(t.stp)} << 24);
+    h.Add(t.price.value);
+    h.Add(t.qty.value);
+    h.Add(p.stop_price.value);
+    h.Add(int64_t{p.trailing_delta});
+    h.Add(p.iceberg_qty.value);
+    h.Add(p.client_order_id.view());
+  }
   return h.Digest();
 }
 
@@ -139,7 +188,12 @@ void Engine::Impl::ExportImage(EngineImage* out) const {
   img.recent_client_ids.clear();
   img.transfers.clear();
   img.pending_transfers.clear();
+  img.stops.clear();
+  img.icebergs.clear();
+  img.lists.clear();
+  img.pending.clear();
   img.config_hash = ConfigHash();
+  img.last_prices = last_price_;
   img.last_sequence = last_seq_;
   img.next_trade_id = next_trade_;
   img.market_status = status_;
@@ -184,6 +238,48 @@ void Engine::Impl::ExportImage(EngineImage* out) const {
       [&](const TransferId&, const PendingTransfer& p) { img.pending_transfers.push_back(p); });
   std::sort(img.pending_transfers.begin(), img.pending_transfers.end(),
             [](const PendingTransfer& a, const PendingTransfer& b) { return a.id < b.id; });
+  for (const auto& [id, s] : stops_) {
+    const Order& o = book_.order(book_.Find(s.id));
+    img.stops.push_back(ImageStop{ImageOrder{o.id, o.terms(), o.remaining, o.locked, o.created_ns,
+                                             o.has_client_id, o.client_id},
+                                  s.stop, s.delta, s.active, s.extreme});
+  }
+  for (const auto& [id, ice] : icebergs_) {
+    img.icebergs.push_back(ImageIceberg{OrderId{id}, ice.slice, ice.hidden});
+  }
+  for (const auto& [id, l] : lists_) {
+    img.lists.push_back(ImageList{l.id,
+                                  l.account,
+                                  l.market,
+                                  l.type,
+                                  l.has_client_id,
+                                  l.client_id,
+                                  {l.orders[0], l.orders[1], l.orders[2]}});
+  }
+  for (const auto& [id, p] : pending_) img.pending.push_back(p);
+}
+
+uint32_t Engine::Impl::OpenImageOrder(const ImageOrder& o) {
+  const OrderTerms& t = o.terms;
+  const uint32_t i = book_.Allocate();
+  Order& n = book_.order(i);
+  n.id = o.id;
+  n.price = t.price;
+  n.qty_or_budget = t.qty.value;
+  n.remaining = o.remaining;
+  n.locked = o.locked;
+  n.created_ns = o.created_ns;
+  n.client_id = o.client_id;
+  n.account = t.account;
+  n.market = t.market;
+  n.side = t.side;
+  n.type = t.type;
+  n.tif = t.tif;
+  n.stp = t.stp;
+  n.has_client_id = o.has_client_id;
+  book_.Open(i);
+  if (n.has_client_id) accounts_.HoldClientId(n.account, n.client_id, n.id);
+  return i;
 }
 
 Status Engine::Impl::Load(const EngineImage& img) {
@@ -201,6 +297,12 @@ Status Engine::Impl::Load(const EngineImage& img) {
   // order, no duplicates. The caller then checks the invariants.
   const uint64_t last = Raw(img.last_sequence);
   auto bad = [](const std::string& what) { return InvalidArgument("snapshot " + what); };
+  // An order's id is a sequence up to the last, or an order list's k-th
+  // order's (that sequence + k x kListOrderStride, k = 1, 2).
+  auto order_id_ok = [last](OrderId id) {
+    const uint64_t seq = SequenceOfOrder(Raw(id));
+    return seq >= 1 && seq <= last && Raw(id) / kListOrderStride <= 2;
+  };
   if (Raw(img.next_trade_id) < 1 || Raw(img.next_trade_id) > last + 1) {
     return bad("next trade id is out of range");
   }
@@ -241,11 +343,11 @@ Status Engine::Impl::Load(const EngineImage& img) {
     if (Raw(t.market) >= book_.markets() || Raw(t.account) >= cfg_.max_accounts ||
         t.account == cfg_.fee_account || !EnumInRange(t.side, Side::kSell) ||
         !EnumInRange(t.stp, StpMode::kExpireBoth) || t.tif != TimeInForce::kGtc ||
-        (t.type != OrderType::kLimit && t.type != OrderType::kLimitMaker)) {
+        !EnumInRange(t.type, OrderType::kTakeProfitLimit) || IsMarketLike(t.type)) {
       return bad(what + " cannot rest in a book");
     }
     const MarketSpec& m = cfg_.markets[Raw(t.market)];
-    if (Raw(o.id) < 1 || Raw(o.id) > last || book_.Lookup(o.id) != kNil) {
+    if (!order_id_ok(o.id) || book_.Lookup(o.id) != kNil) {
       return bad(what + " has an id outside the sequence or twice");
     }
     if (t.price.value < 1 || t.price > m.max_price || t.qty < m.min_qty || t.qty > m.max_qty ||
@@ -262,25 +364,7 @@ Status Engine::Impl::Load(const EngineImage& img) {
     if (o.has_client_id && accounts_.FindClientId(t.account, o.client_id) != nullptr) {
       return bad(what + " reuses an open order's client id");
     }
-    const uint32_t i = book_.Allocate();
-    Order& n = book_.order(i);
-    n.id = o.id;
-    n.price = t.price;
-    n.qty_or_budget = t.qty.value;
-    n.remaining = o.remaining;
-    n.locked = o.locked;
-    n.created_ns = o.created_ns;
-    n.client_id = o.client_id;
-    n.account = t.account;
-    n.market = t.market;
-    n.side = t.side;
-    n.type = t.type;
-    n.tif = t.tif;
-    n.stp = t.stp;
-    n.has_client_id = o.has_client_id;
-    book_.Open(i);
-    if (n.has_client_id) accounts_.HoldClientId(n.account, n.client_id, n.id);
-    book_.InsertIntoBook(i);
+    book_.InsertIntoBook(OpenImageOrder(o));
   }
   if (img.recent_client_ids.size() > accounts_.client_id_memory()) {
     return InvalidArgument("snapshot holds more reserved client ids than client_id_memory");
@@ -289,7 +373,7 @@ Status Engine::Impl::Load(const EngineImage& img) {
     // Binance's rule reserves nothing: the reservations of an image written
     // under the idempotent rule free their ids.
     if (cfg_.client_order_ids == ClientOrderIds::kBinance) break;
-    if (Raw(r.account) >= cfg_.max_accounts || Raw(r.order_id) < 1 || Raw(r.order_id) > last) {
+    if (Raw(r.account) >= cfg_.max_accounts || !order_id_ok(r.order_id)) {
       return InvalidArgument("snapshot reserves a client id for an impossible order");
     }
     if (accounts_.FindClientId(r.account, r.client_id) != nullptr) {
@@ -337,6 +421,135 @@ Status Engine::Impl::Load(const EngineImage& img) {
                              cfg_.assets[Raw(p.asset)].symbol + " hold more than int64");
     }
     accounts_.RestorePending(p);
+  }
+  if (!img.last_prices.empty() && img.last_prices.size() != last_price_.size()) {
+    return bad("last prices do not match the markets");
+  }
+  for (std::size_t m = 0; m < img.last_prices.size(); ++m) {
+    const Price p = img.last_prices[m];
+    if (p.value < 0 || p > cfg_.markets[m].max_price) return bad("last price out of range");
+    last_price_[m] = p;
+  }
+  for (std::size_t k = 0; k < img.stops.size(); ++k) {
+    const ImageStop& s = img.stops[k];
+    const ImageOrder& o = s.order;
+    const OrderTerms& t = o.terms;
+    const std::string what = "conditional order " + std::to_string(Raw(o.id));
+    if (Raw(t.market) >= book_.markets() || Raw(t.account) >= cfg_.max_accounts ||
+        t.account == cfg_.fee_account || !EnumInRange(t.side, Side::kSell) ||
+        !EnumInRange(t.stp, StpMode::kExpireBoth) || !EnumInRange(t.tif, TimeInForce::kFok) ||
+        !EnumInRange(t.type, OrderType::kTakeProfitLimit) || !IsConditional(t.type) ||
+        (IsMarketLike(t.type) && t.tif != TimeInForce::kIoc)) {
+      return bad(what + " is not a conditional order");
+    }
+    const MarketSpec& m = cfg_.markets[Raw(t.market)];
+    if (!order_id_ok(o.id) || book_.Lookup(o.id) != kNil ||
+        (k > 0 && img.stops[k - 1].order.id >= o.id)) {
+      return bad(what + " has an id outside the sequence, twice or out of order");
+    }
+    const bool price_ok =
+        IsMarketLike(t.type) ? t.price.value == 0 : t.price.value >= 1 && t.price <= m.max_price;
+    const bool trailing = s.trailing_delta != 0;
+    if (!price_ok || t.qty < m.min_qty || t.qty > m.max_qty || o.remaining != t.qty ||
+        o.locked.value < 0 || s.stop_price.value < (trailing ? 0 : 1) ||
+        s.stop_price > m.max_price || s.trailing_delta < 0 || s.trailing_delta > 9'999 ||
+        s.extreme.value < 0 || s.extreme > m.max_price || (!trailing && s.active) ||
+        (!trailing && s.extreme.value != 0) || (trailing && s.stop_price.value == 0 && !s.active)) {
+      return bad(what + " is outside its market's limits");
+    }
+    if (o.has_client_id && accounts_.FindClientId(t.account, o.client_id) != nullptr) {
+      return bad(what + " reuses an open order's client id");
+    }
+    OpenImageOrder(o);
+    Stop st;
+    st.id = o.id;
+    st.market = t.market;
+    st.side = t.side;
+    st.rise = TriggersOnRise(t.type, t.side);
+    st.stop = s.stop_price;
+    st.delta = s.trailing_delta;
+    st.active = s.active;
+    st.extreme = s.extreme;
+    Arm(st);
+  }
+  for (std::size_t k = 0; k < img.icebergs.size(); ++k) {
+    const ImageIceberg& ice = img.icebergs[k];
+    const std::string what = "iceberg " + std::to_string(Raw(ice.id));
+    const uint32_t i = book_.Lookup(ice.id);
+    if (i == kNil || book_.order(i).level == kNil || (k > 0 && img.icebergs[k - 1].id >= ice.id)) {
+      return bad(what + " does not rest, or is out of order or twice");
+    }
+    const Order& o = book_.order(i);
+    const MarketSpec& m = cfg_.markets[Raw(o.market)];
+    if ((o.type != OrderType::kLimit && o.type != OrderType::kLimitMaker) ||
+        ice.slice < m.min_qty || ice.slice >= o.qty() || ice.hidden.value < 0 ||
+        o.remaining > ice.slice || o.remaining.value + ice.hidden.value > o.qty().value) {
+      return bad(what + " is outside its order's limits");
+    }
+    icebergs_.emplace(Raw(ice.id), Iceberg{ice.slice, ice.hidden});
+    book_.CountIceberg(o.level, 1);
+  }
+  for (std::size_t k = 0; k < img.lists.size(); ++k) {
+    const ImageList& il = img.lists[k];
+    const std::string what = "order list " + std::to_string(il.id);
+    if (il.id < 1 || il.id > last || (k > 0 && img.lists[k - 1].id >= il.id) ||
+        Raw(il.account) >= cfg_.max_accounts || Raw(il.market) >= book_.markets() ||
+        !EnumInRange(il.type, ListType::kOtoco)) {
+      return bad(what + " is impossible or out of order");
+    }
+    const int n = il.type == ListType::kOtoco ? 3 : 2;
+    OrderList l;
+    l.id = il.id;
+    l.account = il.account;
+    l.market = il.market;
+    l.type = il.type;
+    l.has_client_id = il.has_client_id;
+    l.client_id = il.client_id;
+    for (int j = 0; j < 3; ++j) {
+      const uint64_t expected = j < n ? il.id + static_cast<uint64_t>(j) * kListOrderStride : 0;
+      if (Raw(il.orders[j]) != expected) return bad(what + " names orders it cannot have");
+      l.orders[j] = il.orders[j];
+      if (expected == 0) continue;
+      const uint32_t i = book_.Lookup(il.orders[j]);
+      if (i != kNil &&
+          (book_.order(i).account != il.account || book_.order(i).market != il.market)) {
+        return bad(what + " holds another account's or market's order");
+      }
+      list_of_[expected] = il.id;
+    }
+    if (l.has_client_id) {
+      const auto key = std::make_tuple(Raw(l.account), l.client_id.lo, l.client_id.hi);
+      if (!list_client_ids_.emplace(key, l.id).second) return bad(what + " reuses a client id");
+    }
+    lists_.emplace(l.id, l);
+  }
+  for (std::size_t k = 0; k < img.pending.size(); ++k) {
+    const OrderPending& p = img.pending[k];
+    const OrderTerms& t = p.terms;
+    const std::string what = "pending order " + std::to_string(Raw(p.order_id));
+    auto li = list_of_.find(Raw(p.order_id));
+    if ((k > 0 && img.pending[k - 1].order_id >= p.order_id) || li == list_of_.end() ||
+        li->second != p.list_id || book_.Lookup(p.order_id) != kNil ||
+        Raw(p.order_id) / kListOrderStride == 0) {
+      return bad(what + " belongs to no list, or is out of order");
+    }
+    const OrderList& l = lists_.find(p.list_id)->second;
+    if (l.type == ListType::kOco || t.account != l.account || t.market != l.market ||
+        !EnumInRange(t.side, Side::kSell) || !EnumInRange(t.type, OrderType::kTakeProfitLimit) ||
+        !EnumInRange(t.tif, TimeInForce::kFok) || !EnumInRange(t.stp, StpMode::kExpireBoth) ||
+        t.qty.value < 1 || t.price.value < 0 || p.stop_price.value < 0 || p.trailing_delta < 0 ||
+        p.iceberg_qty.value < 0) {
+      return bad(what + " is impossible");
+    }
+    pending_.emplace(Raw(p.order_id), p);
+  }
+  // Every list has an order still open or pending.
+  for (const auto& [id, l] : lists_) {
+    bool live = false;
+    for (const OrderId o : l.orders) {
+      live = live || (Raw(o) != 0 && (book_.Lookup(o) != kNil || pending_.count(Raw(o)) != 0));
+    }
+    if (!live) return bad("order list " + std::to_string(id) + " is over");
   }
   return Status::Ok();
 }

@@ -11,6 +11,7 @@
 
 #include "common/fixed_string.h"
 #include "common/strong.h"
+#include "engine/event.h"
 #include "engine/order_terms.h"
 #include "engine/types.h"
 
@@ -63,6 +64,34 @@ struct PendingTransfer {
   TransferAddress address{};
 };
 
+// A conditional order waiting for its trigger (engine/types.h IsConditional):
+// open, in no level, nothing of it executed (remaining == terms.qty).
+struct ImageStop {
+  ImageOrder order{};
+  Price stop_price{};          // 0: a trailing stop without an activation price
+  int32_t trailing_delta = 0;  // basis points; 0: a plain stop
+  bool active = false;         // a trailing stop tracks the price
+  Price extreme{};             // its best last price so far (0: none yet)
+};
+
+// A resting iceberg order (its ImageOrder's remaining is the visible part).
+struct ImageIceberg {
+  OrderId id{};
+  Qty slice{};
+  Qty hidden{};
+};
+
+// An order list not done yet; orders[k] its k-th order's id (0: none).
+struct ImageList {
+  uint64_t id = 0;
+  AccountId account{};
+  MarketId market{};
+  ListType type = ListType::kOco;
+  bool has_client_id = false;
+  Key128 client_id{};
+  OrderId orders[3]{};
+};
+
 // Deposits minus withdrawals of one asset: what all accounts (the fee account
 // included) hold of it in total.
 struct ImageAssetTotals {
@@ -82,6 +111,14 @@ struct EngineImage {
   std::vector<ImageClientId> recent_client_ids;    // oldest first
   std::vector<ImageTransfer> transfers;            // by ref (lo, hi) ascending
   std::vector<PendingTransfer> pending_transfers;  // by id ascending
+  // Each market's last trade price (0: none yet), by MarketId; the waiting
+  // conditional orders and the resting icebergs, by id ascending. Images of
+  // format 2 and older have none of them.
+  std::vector<Price> last_prices;
+  std::vector<ImageStop> stops;
+  std::vector<ImageIceberg> icebergs;  // by id ascending (format 3)
+  std::vector<ImageList> lists;        // by id ascending (format 3)
+  std::vector<OrderPending> pending;   // lists' pending orders, by id ascending (format 3)
 };
 
 // The state hash of an image: Engine::StateHash() == HashImage(ExportImage()).

@@ -125,9 +125,21 @@ void AppendLedgerEntries(const EngineConfig& config, const Event& event,
       l.Move(r.account, SpendAsset(config.markets[Raw(r.market)], r.side), -r.released.value);
       break;
     }
+    case EventType::kOrderTriggered: {
+      const auto& t = std::get<OrderTriggered>(event.body);
+      Lines l(event.seq, RefKind::kOrder, Raw(t.order_id), out);
+      l.Move(t.account, SpendAsset(config.markets[Raw(t.market)], t.side), t.lock_delta.value);
+      break;
+    }
     case EventType::kRejected:
     case EventType::kMarketStatusChanged:
     case EventType::kClientOrderIdChanged:
+    case EventType::kOrderArmed:
+    case EventType::kIcebergAccepted:
+    case EventType::kIcebergRefilled:
+    case EventType::kListAccepted:
+    case EventType::kOrderPending:
+    case EventType::kListDone:
       break;
   }
 }

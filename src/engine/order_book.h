@@ -91,6 +91,7 @@ struct Level {
   uint32_t head = kNil;  // first in time; also the free-list link of a pooled slot
   uint32_t tail = kNil;
   uint32_t count = 0;
+  uint32_t icebergs = 0;  // how many of its orders are icebergs (Engine keeps it)
 };
 
 class OrderBook {
@@ -158,6 +159,10 @@ class OrderBook {
   }
   std::size_t level_count(MarketId m, Side s) const noexcept { return side(m, s).size(); }
   const Level& level(uint32_t li) const noexcept { return levels_[li]; }
+  // An iceberg order joins (+1) or leaves (-1) level li.
+  void CountIceberg(uint32_t li, int by) noexcept {
+    levels_[li].icebergs = static_cast<uint32_t>(static_cast<int64_t>(levels_[li].icebergs) + by);
+  }
   // The best price of one side; none for an empty side or an unknown market.
   std::optional<Price> Best(MarketId m, Side s) const noexcept;
 
@@ -258,7 +263,7 @@ inline void OrderBook::InsertIntoBook(uint32_t i) {
       levels_.emplace_back();
       li = static_cast<uint32_t>(levels_.size() - 1);
     }
-    levels_[li] = Level{o.price, Qty{0}, kNil, kNil, 0};
+    levels_[li] = Level{o.price, Qty{0}, kNil, kNil, 0, 0};
     bs.Insert(key, li);
   }
   Level& l = levels_[li];

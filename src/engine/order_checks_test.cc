@@ -86,7 +86,7 @@ TEST_F(PlaceCheckTest, EnumValuesOutOfRangeAreAnInvalidOrderType) {
   p.side = static_cast<Side>(2);
   ExpectReject(p, RejectReason::kInvalidOrderType);
   p = Limit(kAlice, Side::kBuy, 100, 1);
-  p.type = static_cast<OrderType>(3);
+  p.type = static_cast<OrderType>(7);
   ExpectReject(p, RejectReason::kInvalidOrderType);
   p = Limit(kAlice, Side::kBuy, 100, 1);
   p.tif = static_cast<TimeInForce>(3);

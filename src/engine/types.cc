@@ -29,6 +29,14 @@ std::string_view ToString(OrderType v) noexcept {
       return "LIMIT_MAKER";
     case OrderType::kMarket:
       return "MARKET";
+    case OrderType::kStopLoss:
+      return "STOP_LOSS";
+    case OrderType::kStopLossLimit:
+      return "STOP_LOSS_LIMIT";
+    case OrderType::kTakeProfit:
+      return "TAKE_PROFIT";
+    case OrderType::kTakeProfitLimit:
+      return "TAKE_PROFIT_LIMIT";
   }
   return "UNKNOWN";
 }
@@ -93,6 +101,22 @@ std::string_view ToString(CommandType v) noexcept {
       return "TransferOut";
     case CommandType::kResolveTransfer:
       return "ResolveTransfer";
+    case CommandType::kPlaceOrderList:
+      return "PlaceOrderList";
+    case CommandType::kCancelOrderList:
+      return "CancelOrderList";
+  }
+  return "UNKNOWN";
+}
+
+std::string_view ToString(ListType v) noexcept {
+  switch (v) {
+    case ListType::kOco:
+      return "OCO";
+    case ListType::kOto:
+      return "OTO";
+    case ListType::kOtoco:
+      return "OTOCO";
   }
   return "UNKNOWN";
 }
@@ -145,6 +169,18 @@ std::string_view ToString(RejectReason v) noexcept {
       return "CancelRestricted";
     case RejectReason::kUnknownTransfer:
       return "UnknownTransfer";
+    case RejectReason::kWouldTriggerImmediately:
+      return "WouldTriggerImmediately";
+    case RejectReason::kInvalidTrailingDelta:
+      return "InvalidTrailingDelta";
+    case RejectReason::kInvalidStopPrice:
+      return "InvalidStopPrice";
+    case RejectReason::kInvalidIcebergQty:
+      return "InvalidIcebergQty";
+    case RejectReason::kInvalidOrderList:
+      return "InvalidOrderList";
+    case RejectReason::kUnknownOrderList:
+      return "UnknownOrderList";
   }
   return "UNKNOWN";
 }
@@ -199,6 +235,8 @@ std::string_view ToString(ExpireReason v) noexcept {
       return "FokNotFillable";
     case ExpireReason::kQuoteBudgetSpent:
       return "QuoteBudgetSpent";
+    case ExpireReason::kInsufficientBalance:
+      return "InsufficientBalance";
   }
   return "UNKNOWN";
 }
@@ -233,6 +271,20 @@ std::string_view ToString(EventType v) noexcept {
       return "TransferCompleted";
     case EventType::kTransferRefunded:
       return "TransferRefunded";
+    case EventType::kOrderArmed:
+      return "OrderArmed";
+    case EventType::kOrderTriggered:
+      return "OrderTriggered";
+    case EventType::kIcebergAccepted:
+      return "IcebergAccepted";
+    case EventType::kIcebergRefilled:
+      return "IcebergRefilled";
+    case EventType::kListAccepted:
+      return "ListAccepted";
+    case EventType::kOrderPending:
+      return "OrderPending";
+    case EventType::kListDone:
+      return "ListDone";
   }
   return "UNKNOWN";
 }

@@ -16,6 +16,15 @@ enum class OrderType : uint8_t {
   kLimit = 0,
   kLimitMaker = 1,  // post-only: rejected if any part would take liquidity
   kMarket = 2,      // by base quantity (qty > 0) or by quote amount (quote_qty > 0)
+  // Conditional orders: they wait, out of the book, until the market's last
+  // trade price meets their stop price (or their trailing condition), then
+  // enter matching as the MARKET (kStopLoss, kTakeProfit) or LIMIT
+  // (kStopLossLimit, kTakeProfitLimit) order they carry. docs/engine.md,
+  // "Conditional orders".
+  kStopLoss = 3,
+  kStopLossLimit = 4,
+  kTakeProfit = 5,
+  kTakeProfitLimit = 6,
 };
 
 enum class TimeInForce : uint8_t { kGtc = 0, kIoc = 1, kFok = 2 };
@@ -54,7 +63,25 @@ enum class CommandType : uint8_t {
   kCancelReplace = 7,
   kTransferOut = 8,
   kResolveTransfer = 9,
+  kPlaceOrderList = 10,
+  kCancelOrderList = 11,
 };
+
+// Binance's order lists: one-cancels-the-other (two orders, above and below
+// the price; one executing cancels the other), one-triggers-the-other (a
+// working order whose complete fill places a pending order), and both (a
+// working order whose fill places a pending OCO pair).
+enum class ListType : uint8_t { kOco = 0, kOto = 1, kOtoco = 2 };
+
+// The orders of a list after the first take ids the list's command sequence
+// cannot collide with: sequence + k x kListOrderStride for its k-th order
+// (k = 1, 2). The first order's id, and the list's id, are the sequence.
+inline constexpr uint64_t kListOrderStride = uint64_t{1} << 50;
+
+// The command sequence an order id comes from.
+constexpr uint64_t SequenceOfOrder(uint64_t order_id) noexcept {
+  return order_id % kListOrderStride;
+}
 
 // Why a command changed nothing. Every reject is an event, never an error.
 enum class RejectReason : uint8_t {
@@ -81,6 +108,19 @@ enum class RejectReason : uint8_t {
   kQuantityIncrease = 20,   // a keep-priority amend to a larger quantity
   kCancelRestricted = 21,   // the order's state does not meet the cancel's restriction
   kUnknownTransfer = 22,    // no transfer to another venue waits under that id
+  // A conditional order whose stop price the last trade price already meets.
+  kWouldTriggerImmediately = 23,
+  kInvalidTrailingDelta = 24,  // outside 1..9999 basis points, or on a non-conditional order
+  kInvalidStopPrice = 25,      // missing, <= 0, above the maximum price, or on a
+                               // non-conditional order
+  // icebergQty on anything but a GTC LIMIT / LIMIT_MAKER order, below the
+  // minimum quantity, or not below the order's quantity.
+  kInvalidIcebergQty = 26,
+  // An order list whose orders do not fit its type: sides, types,
+  // quantities or the order of their prices (Binance's "The relationship of
+  // the prices for the orders is not correct.").
+  kInvalidOrderList = 27,
+  kUnknownOrderList = 28,  // no open list of this account and market by that id
 };
 
 // Why a transfer to another venue was refunded (TransferRefunded).
@@ -104,6 +144,9 @@ enum class ExpireReason : uint8_t {
   // one lot at the next price while the book still had liquidity: it is done
   // (Binance reports it FILLED, origQty = the executed quantity).
   kQuoteBudgetSpent = 4,
+  // A triggered stop-market buy (kStopLoss / kTakeProfit by quantity, which
+  // locks nothing while it waits) could not lock what the book walk costs.
+  kInsufficientBalance = 5,
 };
 
 std::string_view ToString(Side v) noexcept;
@@ -113,11 +156,33 @@ std::string_view ToString(StpMode v) noexcept;
 std::string_view ToString(MarketStatus v) noexcept;
 std::string_view ToString(CancelRestriction v) noexcept;
 std::string_view ToString(CancelReplaceMode v) noexcept;
+std::string_view ToString(ListType v) noexcept;
 std::string_view ToString(CommandType v) noexcept;
 std::string_view ToString(RejectReason v) noexcept;
 std::string_view ToString(ExpireReason v) noexcept;
 std::string_view ToString(RefundReason v) noexcept;
 
 constexpr Side Opposite(Side s) noexcept { return s == Side::kBuy ? Side::kSell : Side::kBuy; }
+
+// A stop-loss or take-profit order, of either flavour.
+constexpr bool IsConditional(OrderType t) noexcept {
+  return t == OrderType::kStopLoss || t == OrderType::kStopLossLimit ||
+         t == OrderType::kTakeProfit || t == OrderType::kTakeProfitLimit;
+}
+
+// Matches at any price (no limit): MARKET, and the conditional orders that
+// become MARKET orders when triggered.
+constexpr bool IsMarketLike(OrderType t) noexcept {
+  return t == OrderType::kMarket || t == OrderType::kStopLoss || t == OrderType::kTakeProfit;
+}
+
+// Whether a conditional order's stop condition is "last price >= stop price"
+// (a stop-loss buy, a take-profit sell) rather than "last price <= stop
+// price" (a stop-loss sell, a take-profit buy). Binance's table in
+// docs/engine.md.
+constexpr bool TriggersOnRise(OrderType t, Side s) noexcept {
+  const bool stop_loss = t == OrderType::kStopLoss || t == OrderType::kStopLossLimit;
+  return stop_loss == (s == Side::kBuy);
+}
 
 }  // namespace mb::engine

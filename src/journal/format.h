@@ -34,8 +34,15 @@ inline constexpr std::array<char, 8> kSegmentMagic = {'M', 'B', 'J', 'R', 'N', '
 // its header instead of failing on the first new event. Version 3 added the
 // transfers to other venues: commands TransferOut and ResolveTransfer, events
 // TransferHeld, TransferCompleted and TransferRefunded, RejectReason
-// kUnknownTransfer.
-inline constexpr uint16_t kSegmentFormatVersion = 3;
+// kUnknownTransfer. Version 4 added the conditional orders: events
+// OrderArmed and OrderTriggered, OrderType STOP_LOSS .. TAKE_PROFIT_LIMIT,
+// RejectReason kWouldTriggerImmediately .. kInvalidStopPrice, ExpireReason
+// kInsufficientBalance; the iceberg orders: events IcebergAccepted and
+// IcebergRefilled, RejectReason kInvalidIcebergQty; and the order lists:
+// commands PlaceOrderList and CancelOrderList, events ListAccepted,
+// OrderPending and ListDone, RejectReason kInvalidOrderList and
+// kUnknownOrderList, enum ListType.
+inline constexpr uint16_t kSegmentFormatVersion = 4;
 inline constexpr uint16_t kOldestSegmentFormatVersion = 1;
 inline constexpr std::size_t kSegmentHeaderSize = 40;
 

@@ -20,7 +20,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <optional>
+#include <set>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
@@ -74,13 +78,72 @@ class Engine::Impl {
   // engine itself could have exported; on failure this Impl is half-loaded
   // and must be dropped. The caller then checks the invariants.
   Status Load(const EngineImage& image);
+  // An image's order into a pool slot: open, its client id held, in no level.
+  uint32_t OpenImageOrder(const ImageOrder& o);
   uint64_t StateHash() const;
   uint64_t ConfigHash() const;
 
   // --- invariants (invariants.cc) ---
   Status CheckInvariants() const;
 
+  // A conditional order waiting for its trigger (OrderArmed .. OrderTriggered
+  // or its close). The order itself is open in the book's pool, in no level.
+  struct Stop {
+    OrderId id{};
+    MarketId market{};
+    Side side = Side::kBuy;
+    bool rise = false;  // the stop condition is last >= stop (else last <= stop)
+    Price stop{};       // 0: a trailing stop without an activation price
+    int32_t delta = 0;  // trailing, basis points; 0: a plain stop
+    // Trailing stops: tracking has started (the stop condition was met, or
+    // there is no stop price), and the best last price since (lowest for a
+    // buy, highest for a sell; 0 until a trade sets it).
+    bool active = false;
+    Price extreme{};
+  };
+  // Waiting conditional orders by id.
+  const std::map<uint64_t, Stop>& stops() const noexcept { return stops_; }
+
+  // A resting iceberg order's slice size and hidden quantity; the order's
+  // `remaining` is its visible part (what its level counts).
+  struct Iceberg {
+    Qty slice{};
+    Qty hidden{};
+  };
+  const std::map<uint64_t, Iceberg>& icebergs() const noexcept { return icebergs_; }
+
+  // An order list not done yet (ListAccepted .. ListDone).
+  struct OrderList {
+    uint64_t id = 0;
+    AccountId account{};
+    MarketId market{};
+    ListType type = ListType::kOco;
+    bool has_client_id = false;
+    Key128 client_id{};
+    OrderId orders[3]{};
+  };
+  const std::map<uint64_t, OrderList>& lists() const noexcept { return lists_; }
+  const std::map<uint64_t, OrderPending>& pending() const noexcept { return pending_; }
+  // The OCO pair of a list (its orders 0 and 1, or 1 and 2 for OTOCO); none
+  // for OTO.
+  static bool OcoPair(const OrderList& l, OrderId* a, OrderId* b) noexcept;
+  // Of an OCO pair, the order holding the pair's shared lock: the
+  // LIMIT_MAKER one if there is one, else the first.
+  OrderId LockHolder(OrderId a, OrderId b) const noexcept;
+  // What a waiting or resting order needs locked now: its quantity (sells),
+  // price x quantity (limit buys), nothing (stop-market buys).
+  int64_t StandingNeed(const Order& o) const noexcept;
+  Price last_price(MarketId m) const noexcept { return last_price_[Raw(m)]; }
+
  private:
+  // A new order's checks passed (reason kNone): what it locks and whether a
+  // FOK among them cannot fill.
+  struct Admission {
+    RejectReason reason = RejectReason::kNone;
+    uint64_t existing = 0;  // the first order, for duplicates
+    int64_t lock = 0;
+    bool fok_unfillable = false;
+  };
   // What a taker could fill now (DryWalk).
   struct Walk {
     int64_t lots = 0;
@@ -99,6 +162,25 @@ class Engine::Impl {
   void Decide(const CancelReplace& c) noexcept;
   void Decide(const TransferOut& t) noexcept;
   void Decide(const ResolveTransfer& r) noexcept;
+  void Decide(const PlaceOrderList& l) noexcept;
+  void Decide(const CancelOrderList& c) noexcept;
+  // Decide(PlaceOrder)'s checks, without emitting. check_balance false: the
+  // caller checks the funds (an OCO pair shares its lock); check_trigger
+  // false: a pending order being placed may trigger at once.
+  Admission Admit(const PlaceOrder& p, bool check_balance, bool check_trigger) const noexcept;
+  // Emits an admitted order under `id`, locking `lock`, and matches it.
+  void Enter(const PlaceOrder& p, OrderId id, int64_t lock, bool fok_unfillable) noexcept;
+  // After a command's own events: settles the lists it touched and triggers
+  // waiting orders, one at a time, until neither has anything left to do.
+  void Settle() noexcept;
+  void SettleList(uint64_t list_id) noexcept;
+  // Places an OTO / OTOCO list's pending orders (its working order filled).
+  void Activate(const OrderList& l) noexcept;
+  // Cancels every open order of a list (its pending ones go with ListDone).
+  void CancelList(const OrderList& l) noexcept;
+  // Triggers the oldest waiting order of `market` whose condition the last
+  // price meets; false when there is none.
+  bool TriggerOldest(MarketId market) noexcept;
   // Matches the open order at pool index ti, in no level, against the book;
   // then it rests, expires or has filled.
   void Match(uint32_t ti) noexcept;
@@ -107,6 +189,19 @@ class Engine::Impl {
   // `max_lots` 0 no lot limit; `budget` 0 no quote budget.
   Walk DryWalk(const MarketSpec& m, MarketId mid, Side side, AccountId account, StpMode stp,
                Price limit, int64_t max_lots, int64_t budget) const noexcept;
+  void Trigger(uint64_t id) noexcept;
+  // The list an order belongs to, or nullptr.
+  const OrderList* ListOf(OrderId id) const noexcept;
+  // Trailing stops of `market` follow a trade at `price` (evolve).
+  void Follow(MarketId market, Price price);
+  // What of an open order is not filled yet: its remaining quantity, with an
+  // iceberg's hidden part.
+  Qty Unfilled(const Order& o) const noexcept;
+  // An iceberg's hidden quantity; 0 for any other order.
+  int64_t Hidden(OrderId id) const noexcept;
+  // Removes a waiting order from the trigger structures; none: no-op.
+  void Disarm(OrderId id);
+  void Arm(const Stop& s);
   // The pool index of the open order a cancel or amend names, or kNil.
   uint32_t Target(AccountId account, MarketId market, OrderId id,
                   const ClientOrderId& cid) const noexcept;
@@ -119,7 +214,8 @@ class Engine::Impl {
 
   // --- evolve: applies one event ---
   void Evolve(const OrderAccepted& a, int64_t ts);
-  void Evolve(const Rejected&, int64_t) noexcept {}  // only the sequence moves
+  // Only the sequence moves; a pending order refused drops out.
+  void Evolve(const Rejected& r, int64_t) noexcept;
   void Evolve(const Trade& t, int64_t);
   void Evolve(const OrderRested& r, int64_t);
   void Evolve(const OrderCanceled& x, int64_t) { ApplyClose(x.order_id, x.released); }
@@ -132,6 +228,13 @@ class Engine::Impl {
   void Evolve(const TransferHeld& t, int64_t);
   void Evolve(const TransferCompleted& t, int64_t);
   void Evolve(const TransferRefunded& t, int64_t);
+  void Evolve(const OrderArmed& a, int64_t);
+  void Evolve(const OrderTriggered& t, int64_t);
+  void Evolve(const IcebergAccepted& a, int64_t);
+  void Evolve(const IcebergRefilled& r, int64_t);
+  void Evolve(const ListAccepted& a, int64_t);
+  void Evolve(const OrderPending& p, int64_t);
+  void Evolve(const ListDone& d, int64_t);
   void ApplyClose(OrderId id, Amount released);
   // An order leaves the engine (filled, canceled, expired).
   void Retire(uint32_t i);
@@ -141,6 +244,24 @@ class Engine::Impl {
   OrderBook book_;
   Accounts accounts_;
   std::vector<MarketStatus> status_;  // by MarketId
+  std::vector<Price> last_price_;     // by MarketId; 0 before the market's first trade
+  // Each market's waiting conditional orders, by how they trigger: plain
+  // stops by stop price (the ones a last price meets are a prefix of each
+  // set), trailing stops by id. Tree nodes: a conditional order allocates
+  // one; plain orders never touch these.
+  struct Triggers {
+    std::set<std::pair<int64_t, uint64_t>> rise;  // (stop, id): last >= stop
+    std::set<std::pair<int64_t, uint64_t>> fall;  // (-stop, id): last <= stop
+    std::vector<uint64_t> trailing;               // ids, ascending
+  };
+  std::vector<Triggers> triggers_;  // by MarketId
+  std::map<uint64_t, Stop> stops_;
+  std::map<uint64_t, Iceberg> icebergs_;  // iceberg orders, by id
+  std::map<uint64_t, OrderList> lists_;   // by list id
+  std::map<uint64_t, uint64_t> list_of_;  // list order id -> list id, until ListDone
+  std::map<uint64_t, OrderPending> pending_;
+  // (account, client id lo, hi) of an open list -> its id.
+  std::map<std::tuple<uint32_t, uint64_t, uint64_t>, uint64_t> list_client_ids_;
   Sequence last_seq_{0};
   TradeId next_trade_{1};
 
@@ -149,6 +270,19 @@ class Engine::Impl {
   Sequence seq_{0};
   int64_t ts_ = 0;
   std::vector<uint64_t> scratch_ids_;  // CancelAll's targets
+  // A trade this command happened in a market with waiting orders.
+  bool check_triggers_ = false;
+  MarketId trigger_market_{};
+  // The lowest and highest trade price of this command (0: no trade yet) in
+  // range_market_: a plain stop is met by any trade of the command.
+  MarketId range_market_{};
+  Price range_low_{};
+  Price range_high_{};
+  // Lists whose orders traded or closed during this command, and the list
+  // orders that filled; Settle() reads them.
+  std::vector<uint64_t> touched_lists_;
+  std::vector<uint64_t> settling_;
+  std::vector<uint64_t> filled_list_orders_;
 };
 
 }  // namespace mb::engine
