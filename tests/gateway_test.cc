@@ -433,7 +433,9 @@ TEST_F(GatewayTest, ExchangeInfoSelectsSymbolsAsBinanceDoes) {
   EXPECT_TRUE(s.at("amendAllowed").as_bool());
   EXPECT_FALSE(s.at("opoAllowed").as_bool());
   EXPECT_FALSE(s.at("pegInstructionsAllowed").as_bool());
-  EXPECT_FALSE(s.at("icebergAllowed").as_bool());
+  EXPECT_TRUE(s.at("icebergAllowed").as_bool());
+  EXPECT_TRUE(s.at("ocoAllowed").as_bool());
+  EXPECT_TRUE(s.at("otoAllowed").as_bool());
   const json::array& limits = all.at("rateLimits").as_array();
   ASSERT_EQ(limits.size(), 1u);
   EXPECT_EQ(limits[0].at("rateLimitType").as_string(), "REQUEST_WEIGHT");
@@ -2049,6 +2051,233 @@ TEST_F(GatewayTest, HistoryFromTheProjectionEqualsTheReadSide) {
 
 // The operator's ledger: paged, in whole records, summing to the balances;
 // its errors; the projection in the health answer.
+// Conditional orders through the API: exchangeInfo lists the types and
+// their filters; Binance's parameter errors come back before anything
+// reaches the engine; a STOP_LOSS_LIMIT sell waits (open, not working, in no
+// level), a trade through its stop triggers it, part fills and the rest
+// rests at its limit (working since the trigger); MAX_NUM_ALGO_ORDERS counts
+// the waiting ones; a stop the last price already meets is refused; and the
+// history from the projection renders them as the read side does.
+TEST_F(GatewayTest, StopOrdersWaitTriggerAndReadBack) {
+  Node n(dir_, WithProjection(/*twin=*/true));
+  Client& twin = n.twin();
+  auto alice = n.NewAccount("alice");
+  auto bob = n.NewAccount("bob");
+  auto t_alice = twin.NewAccount("alice");
+  auto t_bob = twin.NewAccount("bob");
+  ASSERT_EQ(n.Deposit(alice.account, "USDT", "100000", "a").status, 200);
+  ASSERT_EQ(n.Deposit(bob.account, "BTC", "10", "b").status, 200);
+
+  const json::value info = n.Request(http::verb::get, "/api/v3/exchangeInfo?symbol=BTCUSDT").Json();
+  const json::object& sym = info.at("symbols").as_array()[0].as_object();
+  std::vector<std::string> types;
+  for (const json::value& t : sym.at("orderTypes").as_array()) types.emplace_back(t.as_string());
+  EXPECT_EQ(types,
+            (std::vector<std::string>{"LIMIT", "LIMIT_MAKER", "MARKET", "STOP_LOSS",
+                                      "STOP_LOSS_LIMIT", "TAKE_PROFIT", "TAKE_PROFIT_LIMIT"}));
+  EXPECT_TRUE(sym.at("allowTrailingStop").as_bool());
+  EXPECT_FALSE(sym.at("pegInstructionsAllowed").as_bool());
+  std::map<std::string, json::object> filters;
+  for (const json::value& f : sym.at("filters").as_array()) {
+    filters[std::string(f.at("filterType").as_string())] = f.as_object();
+  }
+  ASSERT_TRUE(filters.count("TRAILING_DELTA"));
+  EXPECT_EQ(filters["TRAILING_DELTA"].at("minTrailingAboveDelta").as_int64(), 10);
+  EXPECT_EQ(filters["TRAILING_DELTA"].at("maxTrailingBelowDelta").as_int64(), 2000);
+  EXPECT_EQ(filters["MAX_NUM_ALGO_ORDERS"].at("maxNumAlgoOrders").as_int64(), 5);
+
+  auto place = [&](const Node::Keys& k, const std::string& params) {
+    return n.Signed(http::verb::post, "/api/v3/order", k, "symbol=BTCUSDT&" + params);
+  };
+  auto error = [](const Reply& r) {
+    if (r.status != 400) return fmt::format("HTTP {}: {}", r.status, r.body);
+    return fmt::format("{} {}", r.Json().at("code").as_int64(), Str(r.Json(), "msg"));
+  };
+  // The last price: 30000.
+  ASSERT_EQ(place(bob, "side=SELL&type=LIMIT&timeInForce=GTC&quantity=0.01&price=30000").status,
+            200);
+  ASSERT_EQ(place(alice, "side=BUY&type=MARKET&quantity=0.01&newOrderRespType=FULL").status, 200);
+
+  // Binance's parameter errors, answered before the engine sees anything.
+  const uint64_t seq = n.client().AppliedSeq();
+  EXPECT_EQ(error(place(bob,
+                        "side=SELL&type=STOP_LOSS_LIMIT&timeInForce=GTC&quantity=0.05&"
+                        "price=29000")),
+            "-1102 Param 'stopPrice' or 'trailingDelta' must be sent, but both were empty/null!");
+  EXPECT_EQ(error(place(bob, "side=SELL&type=STOP_LOSS&quantity=0.05&price=29000&stopPrice=29500")),
+            "-1106 Parameter 'price' sent when not required.");
+  EXPECT_EQ(error(place(bob,
+                        "side=SELL&type=LIMIT&timeInForce=GTC&quantity=0.05&price=29000&"
+                        "stopPrice=29500")),
+            "-1106 Parameter 'stopPrice' sent when not required.");
+  EXPECT_EQ(error(place(bob, "side=SELL&type=STOP_LOSS&quantity=0.05&trailingDelta=5")),
+            "-1013 Filter failure: TRAILING_DELTA");
+  EXPECT_EQ(error(place(bob, "side=SELL&type=STOP_LOSS&quantity=0.05&stopPrice=29500.001")),
+            "-1013 Filter failure: PRICE_FILTER");
+  EXPECT_EQ(error(place(bob,
+                        "side=SELL&type=STOP_LOSS&quantity=0.05&stopPrice=29500&"
+                        "pegPriceType=PRIMARY_PEG")),
+            "-2010 Pegged orders are not supported for this symbol.");
+  EXPECT_EQ(n.client().AppliedSeq(), seq);
+  EXPECT_EQ(n.Signed(http::verb::get, "/api/v3/openOrders", bob, "symbol=BTCUSDT").body, "[]");
+  // A stop the last price already meets (a sell's stop at or above 30000).
+  EXPECT_EQ(error(place(bob,
+                        "side=SELL&type=STOP_LOSS_LIMIT&timeInForce=GTC&quantity=0.05&"
+                        "price=29000&stopPrice=30000")),
+            "-2010 Order would trigger immediately.");
+
+  // The stop-loss limit sell: ACK by default, as Binance answers it.
+  Reply ack = place(bob,
+                    "side=SELL&type=STOP_LOSS_LIMIT&timeInForce=GTC&quantity=0.05&price=29000&"
+                    "stopPrice=29500&newClientOrderId=bob-stop");
+  ASSERT_EQ(ack.status, 200) << ack.body;
+  EXPECT_FALSE(ack.Json().as_object().contains("status")) << ack.body;
+  ASSERT_TRUE(ack.Json().as_object().contains("orderId")) << ack.body;
+  const uint64_t stop_id = Id(ack.Json(), "orderId");
+  Reply got;
+  for (int i = 0; i < 200; ++i) {
+    got = n.Signed(http::verb::get, "/api/v3/order", bob,
+                   "symbol=BTCUSDT&origClientOrderId=bob-stop");
+    if (got.status == 200) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_EQ(got.status, 200) << got.body;
+  json::value o = got.Json();
+  EXPECT_EQ(Id(o, "orderId"), stop_id);
+  EXPECT_EQ(Str(o, "type"), "STOP_LOSS_LIMIT");
+  EXPECT_EQ(Str(o, "status"), "NEW");
+  EXPECT_EQ(Str(o, "price"), "29000.00000000");
+  EXPECT_EQ(Str(o, "stopPrice"), "29500.00000000");
+  EXPECT_EQ(Str(o, "timeInForce"), "GTC");
+  EXPECT_FALSE(o.at("isWorking").as_bool());
+  EXPECT_EQ(o.at("workingTime").as_int64(), -1);
+  EXPECT_FALSE(o.as_object().contains("trailingDelta"));
+  Reply open = n.Signed(http::verb::get, "/api/v3/openOrders", bob, "symbol=BTCUSDT");
+  ASSERT_EQ(open.Json().as_array().size(), 1u) << open.body;
+  EXPECT_EQ(Str(open.Json().as_array()[0], "stopPrice"), "29500.00000000");
+  EXPECT_TRUE(n.Request(http::verb::get, "/api/v3/depth?symbol=BTCUSDT")
+                  .Json()
+                  .at("asks")
+                  .as_array()
+                  .empty());
+  EXPECT_EQ(Balance(n.Signed(http::verb::get, "/api/v3/account", bob, ""), "BTC", "locked"),
+            "0.05000000");
+
+  // A trailing take-profit sell (RESULT: its conditional fields) and three
+  // more stops: five wait, the sixth is refused, cancels make room.
+  Reply tp = place(bob,
+                   "side=SELL&type=TAKE_PROFIT_LIMIT&timeInForce=GTC&quantity=0.02&price=32000&"
+                   "stopPrice=31000&trailingDelta=100&newOrderRespType=RESULT");
+  ASSERT_EQ(tp.status, 200) << tp.body;
+  EXPECT_EQ(Str(tp.Json(), "stopPrice"), "31000.00000000");
+  EXPECT_EQ(tp.Json().at("trailingDelta").as_int64(), 100);
+  EXPECT_EQ(tp.Json().at("trailingTime").as_int64(), -1);
+  EXPECT_EQ(tp.Json().at("workingTime").as_int64(), -1);
+  std::vector<uint64_t> extra;
+  for (int i = 0; i < 3; ++i) {
+    Reply r = place(bob, fmt::format("side=SELL&type=STOP_LOSS&quantity=0.01&stopPrice={}&"
+                                     "newOrderRespType=RESULT",
+                                     20000 + i));
+    ASSERT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(Str(r.Json(), "timeInForce"), "GTC");
+    extra.push_back(Id(r.Json(), "orderId"));
+  }
+  EXPECT_EQ(error(place(bob, "side=SELL&type=STOP_LOSS&quantity=0.01&stopPrice=20100")),
+            "-2010 Filter failure: MAX_NUM_ALGO_ORDERS");
+  EXPECT_EQ(error(n.Signed(http::verb::post, "/api/v3/order/test", bob,
+                           "symbol=BTCUSDT&side=BUY&type=TAKE_PROFIT&quantity=0.01&"
+                           "stopPrice=20100")),
+            "-2010 Filter failure: MAX_NUM_ALGO_ORDERS");
+  // Other orders are not counted.
+  EXPECT_EQ(place(bob, "side=SELL&type=LIMIT&timeInForce=GTC&quantity=0.01&price=40000").status,
+            200);
+  Reply canceled = n.Signed(http::verb::delete_, "/api/v3/order", bob,
+                            fmt::format("symbol=BTCUSDT&orderId={}", extra[0]));
+  ASSERT_EQ(canceled.status, 200) << canceled.body;
+  EXPECT_EQ(Str(canceled.Json(), "status"), "CANCELED");
+  EXPECT_EQ(Str(canceled.Json(), "type"), "STOP_LOSS");
+  EXPECT_EQ(Str(canceled.Json(), "stopPrice"), "20000.00000000");
+  ASSERT_EQ(place(bob,
+                  "side=SELL&type=STOP_LOSS&quantity=0.01&stopPrice=20100&"
+                  "newOrderRespType=RESULT")
+                .status,
+            200);
+  // cancelReplace of a waiting stop by another: the one it cancels makes room.
+  Reply cr = n.Signed(http::verb::post, "/api/v3/order/cancelReplace", bob,
+                      fmt::format("symbol=BTCUSDT&cancelReplaceMode=STOP_ON_FAILURE&"
+                                  "cancelOrderId={}&side=SELL&type=STOP_LOSS&quantity=0.01&"
+                                  "stopPrice=20200",
+                                  extra[1]));
+  ASSERT_EQ(cr.status, 200) << cr.body;
+  EXPECT_EQ(Str(cr.Json().at("cancelResponse"), "stopPrice"), "20001.00000000");
+
+  // Alice bids 0.04 at 29400; Bob sells 0.01 into it: 29400 <= 29500, the
+  // stop triggers, sells 0.03 more at 29400 and rests 0.02 at 29000.
+  ASSERT_EQ(place(alice,
+                  "side=BUY&type=LIMIT&timeInForce=GTC&quantity=0.04&price=29400&"
+                  "newOrderRespType=RESULT")
+                .status,
+            200);
+  Reply through = place(bob,
+                        "side=SELL&type=LIMIT&timeInForce=GTC&quantity=0.01&price=29400&"
+                        "newOrderRespType=RESULT");
+  ASSERT_EQ(through.status, 200) << through.body;
+  EXPECT_EQ(Str(through.Json(), "status"), "FILLED");
+  const int64_t trigger_ms = through.Json().at("transactTime").as_int64();
+  o = n.Signed(http::verb::get, "/api/v3/order", bob,
+               fmt::format("symbol=BTCUSDT&orderId={}", stop_id))
+          .Json();
+  EXPECT_EQ(Str(o, "status"), "PARTIALLY_FILLED");
+  EXPECT_EQ(Str(o, "type"), "STOP_LOSS_LIMIT");
+  EXPECT_EQ(Str(o, "stopPrice"), "29500.00000000");
+  EXPECT_EQ(Str(o, "executedQty"), "0.03000000");
+  EXPECT_EQ(Str(o, "cummulativeQuoteQty"), "882.00000000");
+  EXPECT_TRUE(o.at("isWorking").as_bool());
+  EXPECT_EQ(o.at("workingTime").as_int64(), trigger_ms);
+  EXPECT_GE(o.at("workingTime").as_int64(), o.at("time").as_int64());
+  bool listed = false;
+  const json::value open_now =
+      n.Signed(http::verb::get, "/api/v3/openOrders", bob, "symbol=BTCUSDT").Json();
+  for (const json::value& x : open_now.as_array()) {
+    if (Id(x, "orderId") == stop_id) {
+      listed = true;
+      EXPECT_TRUE(x.at("isWorking").as_bool());
+      EXPECT_EQ(x.at("workingTime").as_int64(), trigger_ms);
+    }
+  }
+  EXPECT_TRUE(listed);
+  const json::value depth = n.Request(http::verb::get, "/api/v3/depth?symbol=BTCUSDT").Json();
+  ASSERT_FALSE(depth.at("asks").as_array().empty());
+  EXPECT_EQ(depth.at("asks").as_array()[0].as_array()[0].as_string(), "29000.00000000");
+  EXPECT_EQ(depth.at("asks").as_array()[0].as_array()[1].as_string(), "0.02000000");
+
+  // The history (projection) renders them as the read side does.
+  AwaitTwin(n);
+  auto same = [&](const std::string& path, const Node::Keys& k, const Node::Keys& tk,
+                  const std::string& params) {
+    Reply p = n.Signed(http::verb::get, path, k, params);
+    Reply t = twin.Signed(http::verb::get, path, tk, params);
+    EXPECT_EQ(p.status, t.status) << path << "?" << params << ": " << p.body << " / " << t.body;
+    EXPECT_EQ(p.body, t.body) << path << "?" << params;
+    return p;
+  };
+  const json::value all = same("/api/v3/allOrders", bob, t_bob, "symbol=BTCUSDT").Json();
+  std::size_t stops = 0;
+  for (const json::value& x : all.as_array()) {
+    if (Str(x, "type") == "LIMIT" || Str(x, "type") == "MARKET") continue;
+    ++stops;
+    EXPECT_NE(Str(x, "stopPrice"), "0.00000000") << x;
+    same("/api/v3/order", bob, t_bob, fmt::format("symbol=BTCUSDT&orderId={}", Id(x, "orderId")));
+  }
+  EXPECT_EQ(stops, 7u);  // bob-stop, the take-profit, 3 + 2 more stops
+  // A canceled stop comes from the projection.
+  o = same("/api/v3/order", bob, t_bob, fmt::format("symbol=BTCUSDT&orderId={}", extra[0])).Json();
+  EXPECT_EQ(Str(o, "status"), "CANCELED");
+  EXPECT_EQ(Str(o, "stopPrice"), "20000.00000000");
+  EXPECT_EQ(o.at("workingTime").as_int64(), -1);
+  (void)t_alice;
+}
+
 TEST_F(GatewayTest, LedgerFromTheProjectionSumsToTheBalances) {
   Node n(dir_, WithProjection());
   auto alice = n.NewAccount("alice");
@@ -2708,6 +2937,42 @@ TEST_F(GatewayTest, WebSocketApiTradesAsRestDoes) {
   EXPECT_EQ(a.at("error").at("msg"), "Filter failure: PRICE_FILTER");
   a = ws.Signed("order.status", alice, {{"symbol", "BTCUSDT"}, {"orderId", 999999}});
   EXPECT_EQ(a.at("error").at("code"), -2013);
+  // Conditional orders take the same parameters, with the same errors.
+  a = ws.Signed("order.place", alice,
+                {{"symbol", "BTCUSDT"},
+                 {"side", "BUY"},
+                 {"type", "STOP_LOSS_LIMIT"},
+                 {"timeInForce", "GTC"},
+                 {"quantity", "0.01"},
+                 {"price", "31000"}});
+  EXPECT_EQ(a.at("error").at("code"), -1102);
+  EXPECT_EQ(a.at("error").at("msg"),
+            "Param 'stopPrice' or 'trailingDelta' must be sent, but both were empty/null!");
+  a = ws.Signed("order.test", alice,
+                {{"symbol", "BTCUSDT"},
+                 {"side", "BUY"},
+                 {"type", "TAKE_PROFIT"},
+                 {"quantity", "0.01"},
+                 {"trailingDelta", 5}});
+  EXPECT_EQ(a.at("error").at("msg"), "Filter failure: TRAILING_DELTA");
+  a = ws.Signed("order.place", alice,
+                {{"symbol", "BTCUSDT"},
+                 {"side", "BUY"},
+                 {"type", "STOP_LOSS_LIMIT"},
+                 {"timeInForce", "GTC"},
+                 {"quantity", "0.01"},
+                 {"price", "41000"},
+                 {"stopPrice", "40000"},
+                 {"newOrderRespType", "RESULT"}});
+  ASSERT_EQ(a.at("status"), 200) << json::serialize(a);
+  EXPECT_EQ(a.at("result").at("type"), "STOP_LOSS_LIMIT");
+  EXPECT_EQ(a.at("result").at("stopPrice"), "40000.00000000");
+  EXPECT_EQ(a.at("result").at("workingTime"), -1);
+  a = ws.Signed("order.cancel", alice,
+                {{"symbol", "BTCUSDT"}, {"orderId", a.at("result").at("orderId")}});
+  ASSERT_EQ(a.at("status"), 200) << json::serialize(a);
+  EXPECT_EQ(a.at("result").at("status"), "CANCELED");
+  EXPECT_EQ(a.at("result").at("stopPrice"), "40000.00000000");
   EXPECT_EQ(
       ws.Signed("order.test", alice,
                 {{"symbol", "BTCUSDT"}, {"side", "BUY"}, {"type", "MARKET"}, {"quantity", "0.1"}})
@@ -2775,7 +3040,7 @@ TEST_F(GatewayTest, WebSocketApiTradesAsRestDoes) {
   EXPECT_EQ(ws.Signed("openOrders.status", alice, {}).at("result"), json::array());
   a = ws.Signed("allOrders", alice, {{"symbol", "BTCUSDT"}});
   ASSERT_EQ(a.at("status"), 200);
-  EXPECT_EQ(a.at("result").as_array().size(), 4u);
+  EXPECT_EQ(a.at("result").as_array().size(), 5u);  // the stop-loss limit included
   EXPECT_EQ(json::serialize(a.at("result")),
             n.Signed(http::verb::get, "/api/v3/allOrders", alice, "symbol=BTCUSDT").body);
 

@@ -81,9 +81,25 @@ constexpr std::string_view kAssetKeys[] = {"symbol",       "scale",           "w
 constexpr std::string_view kVenueKeys[] = {"name", "url", "secret"};
 constexpr std::string_view kTransferKeys[] = {"dispatch",     "window",     "batch",
                                               "retry_max_ms", "timeout_ms", "max_clock_skew_ms"};
-constexpr std::string_view kMarketKeys[] = {
-    "symbol",  "base",      "quote",        "tick_size",     "step_size",     "min_qty",
-    "max_qty", "max_price", "min_notional", "maker_fee_bps", "taker_fee_bps", "status"};
+constexpr std::string_view kMarketKeys[] = {"symbol",
+                                            "base",
+                                            "quote",
+                                            "tick_size",
+                                            "step_size",
+                                            "min_qty",
+                                            "max_qty",
+                                            "max_price",
+                                            "min_notional",
+                                            "maker_fee_bps",
+                                            "taker_fee_bps",
+                                            "status",
+                                            "order_types",
+                                            "trailing_delta",
+                                            "max_num_algo_orders",
+                                            "iceberg_parts",
+                                            "max_num_iceberg_orders"};
+constexpr std::string_view kTrailingDeltaKeys[] = {"min_above", "max_above", "min_below",
+                                                   "max_below"};
 constexpr MarketStatus kStatuses[] = {MarketStatus::kTrading, MarketStatus::kHalted,
                                       MarketStatus::kCancelOnly};
 
@@ -439,10 +455,86 @@ class Loader {
     MB_RETURN_IF_ERROR(ReadStage(t, "engine", &r->engine_stage));
     MB_RETURN_IF_ERROR(ReadStage(t, "journal", &r->journal_stage));
     MB_RETURN_IF_ERROR(ReadGateway(root, &r->gateway));
+    MB_RETURN_IF_ERROR(ReadMarketRules(root, &r->gateway.market_rules));
     MB_RETURN_IF_ERROR(ReadMetrics(root, &r->metrics));
     MB_RETURN_IF_ERROR(ReadBus(root, r));
     MB_RETURN_IF_ERROR(ReadTransfers(root, r));
     return ReadProjection(root, &r->projection);
+  }
+
+  // The gateway's rules of each [[markets]] entry (already read, so every
+  // entry is a table): order_types, trailing_delta, max_num_algo_orders,
+  // iceberg_parts, max_num_iceberg_orders.
+  Status ReadMarketRules(const toml::table& root, std::vector<gateway::MarketRules>* out) const {
+    const toml::array* markets = root.get("markets")->as_array();
+    out->clear();
+    for (std::size_t i = 0; i < markets->size(); ++i) {
+      const toml::table& t = *markets->get(i)->as_table();
+      const std::string path = ItemPath("markets", i, SymbolOf(t));
+      gateway::MarketRules r;
+      if (const toml::node* n = t.get("order_types")) {
+        const std::string key = Dot(path, "order_types");
+        const toml::array* types = n->as_array();
+        if (types == nullptr) {
+          return At(*n, key,
+                    fmt::format("must be an array of order types, got {}", TypeName(n->type())));
+        }
+        if (types->empty()) return At(*n, key, "must list at least one order type");
+        std::string known;
+        for (const engine::OrderType type : gateway::kOrderTypes) {
+          known += (known.empty() ? "" : ", ") + std::string(engine::ToString(type));
+        }
+        r.order_types = 0;
+        for (const toml::node& item : *types) {
+          const auto* name = item.as_string();
+          if (name == nullptr) {
+            return At(item, key,
+                      fmt::format("must be an array of strings, got {}", TypeName(item.type())));
+          }
+          bool found = false;
+          for (const engine::OrderType type : gateway::kOrderTypes) {
+            if (engine::ToString(type) != name->get()) continue;
+            found = true;
+            if (r.Allows(type)) {
+              return At(item, key, fmt::format("{} is listed twice", name->get()));
+            }
+            r.order_types |= gateway::OrderTypeBit(type);
+          }
+          if (!found) {
+            return At(item, key,
+                      fmt::format("unknown order type \"{}\" (expected {})", name->get(), known));
+          }
+        }
+      }
+      const toml::table* delta = nullptr;
+      MB_RETURN_IF_ERROR(OptionalTable(t, path, "trailing_delta", kTrailingDeltaKeys, &delta));
+      const std::string delta_path = Dot(path, "trailing_delta");
+      MB_RETURN_IF_ERROR(
+          OptionalInt(delta, delta_path, "min_above", 1, 9999, &r.min_trailing_above));
+      MB_RETURN_IF_ERROR(
+          OptionalInt(delta, delta_path, "max_above", 1, 9999, &r.max_trailing_above));
+      MB_RETURN_IF_ERROR(
+          OptionalInt(delta, delta_path, "min_below", 1, 9999, &r.min_trailing_below));
+      MB_RETURN_IF_ERROR(
+          OptionalInt(delta, delta_path, "max_below", 1, 9999, &r.max_trailing_below));
+      if (r.min_trailing_above > r.max_trailing_above) {
+        return At(*t.get("trailing_delta"), delta_path,
+                  fmt::format("min_above {} is above max_above {}", r.min_trailing_above,
+                              r.max_trailing_above));
+      }
+      if (r.min_trailing_below > r.max_trailing_below) {
+        return At(*t.get("trailing_delta"), delta_path,
+                  fmt::format("min_below {} is above max_below {}", r.min_trailing_below,
+                              r.max_trailing_below));
+      }
+      MB_RETURN_IF_ERROR(
+          OptionalInt(&t, path, "max_num_algo_orders", 0, 1'000'000, &r.max_num_algo_orders));
+      MB_RETURN_IF_ERROR(OptionalInt(&t, path, "iceberg_parts", 0, 1'000'000, &r.iceberg_parts));
+      MB_RETURN_IF_ERROR(
+          OptionalInt(&t, path, "max_num_iceberg_orders", 0, 1'000'000, &r.max_num_iceberg_orders));
+      out->push_back(r);
+    }
+    return Status::Ok();
   }
 
   // [[venues]] (optional, any number) and [transfers].

@@ -46,6 +46,13 @@
 //                timeout_ms (5000), max_clock_skew_ms (10000: a venue call's timestamp)
 //   [[assets]]   also, optional: withdraw_fee ("0"), withdraw_min ("0"),
 //                deposit_enabled (true), withdraw_enabled (true)
+//   [[markets]]  also, optional: order_types (every type: ["LIMIT",
+//                "LIMIT_MAKER", "MARKET", "STOP_LOSS", "STOP_LOSS_LIMIT",
+//                "TAKE_PROFIT", "TAKE_PROFIT_LIMIT"]), trailing_delta (an inline
+//                table {min_above, max_above, min_below, max_below}: basis points
+//                1..9999, default 10..2000 both ways), max_num_algo_orders (5):
+//                the gateway's MarketRules (runtime.gateway.market_rules, by
+//                MarketId), not part of the engine's configuration or its hash
 //   [metrics]    remote (false: /metrics answers loopback peers only), port (0: no
 //                separate metrics port), flight_threshold_ms (50; 0 = no dumps),
 //                flight_window_ms (5000), flight_capacity (65536, a power of two),

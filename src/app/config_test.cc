@@ -647,5 +647,84 @@ TEST(ParseConfig, VenuesTransfersAndAssetWithdrawalRulesAreParsed) {
   EXPECT_NE(fee.status().message().find("withdraw_fee"), std::string::npos);
 }
 
+// [[markets]] order_types, trailing_delta and max_num_algo_orders: the
+// gateway's MarketRules, every type enabled and Binance's usual bounds by
+// default, not part of the engine's configuration hash.
+TEST(ParseConfig, MarketOrderRulesAreParsed) {
+  auto base = ParseFullConfig(Edit(), kName);
+  ASSERT_TRUE(base.ok()) << base.status().message();
+  ASSERT_EQ(base->runtime.gateway.market_rules.size(), 1u);
+  const gateway::MarketRules& d = base->runtime.gateway.market_rules[0];
+  for (const engine::OrderType t : gateway::kOrderTypes) EXPECT_TRUE(d.Allows(t));
+  EXPECT_EQ(d.min_trailing_above, 10);
+  EXPECT_EQ(d.max_trailing_above, 2000);
+  EXPECT_EQ(d.min_trailing_below, 10);
+  EXPECT_EQ(d.max_trailing_below, 2000);
+  EXPECT_EQ(d.max_num_algo_orders, 5u);
+
+  auto c = ParseFullConfig(
+      Edit({{27,
+             "status = \"TRADING\"\n"
+             "order_types = [\"LIMIT\", \"MARKET\", \"STOP_LOSS_LIMIT\"]\n"
+             "trailing_delta = { min_above = 1, max_above = 9999, min_below = 50 }\n"
+             "max_num_algo_orders = 0"}}),
+      kName);
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  const gateway::MarketRules& r = c->runtime.gateway.market_rules.at(0);
+  EXPECT_TRUE(r.Allows(engine::OrderType::kLimit));
+  EXPECT_TRUE(r.Allows(engine::OrderType::kMarket));
+  EXPECT_TRUE(r.Allows(engine::OrderType::kStopLossLimit));
+  EXPECT_FALSE(r.Allows(engine::OrderType::kLimitMaker));
+  EXPECT_FALSE(r.Allows(engine::OrderType::kStopLoss));
+  EXPECT_FALSE(r.Allows(engine::OrderType::kTakeProfit));
+  EXPECT_FALSE(r.Allows(engine::OrderType::kTakeProfitLimit));
+  EXPECT_EQ(r.min_trailing_above, 1);
+  EXPECT_EQ(r.max_trailing_above, 9999);
+  EXPECT_EQ(r.min_trailing_below, 50);
+  EXPECT_EQ(r.max_trailing_below, 2000);
+  EXPECT_EQ(r.max_num_algo_orders, 0u);
+  EXPECT_EQ(engine::HashConfig(c->engine), engine::HashConfig(base->engine))
+      << "the gateway's order rules are not part of the engine's state";
+
+  const std::pair<std::string, std::string> bad[] = {
+      {"order_types = \"LIMIT\"", "markets.BTCUSDT.order_types: must be an array"},
+      {"order_types = []", "must list at least one order type"},
+      {"order_types = [\"LIMIT\", \"OCO\"]",
+       "unknown order type \"OCO\" (expected LIMIT, LIMIT_MAKER, MARKET, STOP_LOSS, "
+       "STOP_LOSS_LIMIT, TAKE_PROFIT, TAKE_PROFIT_LIMIT)"},
+      {"order_types = [\"LIMIT\", \"LIMIT\"]", "LIMIT is listed twice"},
+      {"order_types = [1]", "must be an array of strings"},
+      {"trailing_delta = { min_above = 0 }",
+       "markets.BTCUSDT.trailing_delta.min_above: 0 is outside"},
+      {"trailing_delta = { max_below = 10000 }", "trailing_delta.max_below: 10000 is outside"},
+      {"trailing_delta = { min_above = 300, max_above = 200 }",
+       "min_above 300 is above max_above 200"},
+      {"trailing_delta = { min_below = 3000 }", "min_below 3000 is above max_below 2000"},
+      {"trailing_delta = { min = 10 }", "markets.BTCUSDT.trailing_delta.min: unknown key"},
+      {"trailing_delta = 10", "markets.BTCUSDT.trailing_delta: must be a table"},
+      {"max_num_algo_orders = -1", "markets.BTCUSDT.max_num_algo_orders: -1 is outside"},
+  };
+  for (const auto& [line, want] : bad) {
+    auto r2 = ParseFullConfig(Edit({{27, "status = \"TRADING\"\n" + line}}), kName);
+    ASSERT_FALSE(r2.ok()) << line;
+    EXPECT_NE(r2.status().message().find(want), std::string::npos) << r2.status().message();
+    EXPECT_NE(r2.status().message().find("test.toml:28:"), std::string::npos)
+        << r2.status().message();
+  }
+}
+
+// The shipped configuration enables every order type on every market.
+TEST(LoadConfig, TheShippedFileEnablesEveryOrderType) {
+  auto r = LoadFullConfig(MB_SOURCE_DIR "/config/matchbook.toml");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_EQ(r->runtime.gateway.market_rules.size(), r->engine.markets.size());
+  for (const gateway::MarketRules& m : r->runtime.gateway.market_rules) {
+    for (const engine::OrderType t : gateway::kOrderTypes) EXPECT_TRUE(m.Allows(t));
+    EXPECT_EQ(m.max_num_algo_orders, 5u);
+    EXPECT_EQ(m.min_trailing_above, 10);
+    EXPECT_EQ(m.max_trailing_below, 2000);
+  }
+}
+
 }  // namespace
 }  // namespace mb::app

@@ -71,6 +71,18 @@ std::string_view OrderRejectText(engine::RejectReason reason) {
       return "Order amend (quantity increase) is not supported.";
     case RejectReason::kCancelRestricted:
       return "Order was not canceled due to cancel restrictions.";
+    case RejectReason::kWouldTriggerImmediately:
+      return "Order would trigger immediately.";
+    case RejectReason::kInvalidTrailingDelta:
+      return "Filter failure: TRAILING_DELTA";
+    case RejectReason::kInvalidStopPrice:
+      return "Filter failure: PRICE_FILTER";
+    case RejectReason::kInvalidIcebergQty:
+      return "Invalid icebergQty.";
+    case RejectReason::kInvalidOrderList:
+      return "The relationship of the prices for the orders is not correct.";
+    case RejectReason::kUnknownOrderList:
+      return "Order list does not exist.";
   }
   return "Order rejected.";
 }
@@ -253,10 +265,15 @@ ApiError ApiError::FromReject(engine::CommandType command, engine::RejectReason 
   const std::string text(OrderRejectText(reason));
   switch (command) {
     case CommandType::kPlaceOrder:
+    case CommandType::kPlaceOrderList:
       // Binance reports filter failures with -1013, everything else with -2010.
       if (reason == RejectReason::kInvalidPrice) return FilterFailure("PRICE_FILTER");
       if (reason == RejectReason::kInvalidQuantity) return FilterFailure("LOT_SIZE");
       if (reason == RejectReason::kMinNotional) return FilterFailure("NOTIONAL");
+      // A stop price the filters refuse is a PRICE_FILTER failure, a
+      // trailing delta out of bounds a TRAILING_DELTA one (Binance's).
+      if (reason == RejectReason::kInvalidStopPrice) return FilterFailure("PRICE_FILTER");
+      if (reason == RejectReason::kInvalidTrailingDelta) return FilterFailure("TRAILING_DELTA");
       return NewOrderRejected(text);
     case CommandType::kAmendOrder:
       // Binance answers a refused amend with -2038 ORDER_AMEND_REJECTED and
@@ -273,6 +290,7 @@ ApiError ApiError::FromReject(engine::CommandType command, engine::RejectReason 
       return AmendRejected(text);
     case CommandType::kCancelOrder:
     case CommandType::kCancelAll:
+    case CommandType::kCancelOrderList:
       // An account the engine does not know has no orders to cancel.
       if (reason == RejectReason::kUnknownAccount) return CancelRejected("Unknown order sent.");
       return CancelRejected(text);

@@ -61,7 +61,10 @@ struct ApiError {
   static ApiError MethodNotAllowed();               // 405 -1000
 
   // An engine reject of a PlaceOrder / AmendOrder (-2010 with a message
-  // naming the reason) or a cancel (-2011, unknown order → -2011 "Unknown order sent.").
+  // naming the reason: a conditional order whose stop the last price already
+  // meets → "Order would trigger immediately."; filter failures -1013, a
+  // refused stop price PRICE_FILTER, trailing delta TRAILING_DELTA) or a
+  // cancel (-2011, unknown order → -2011 "Unknown order sent.").
   static ApiError FromReject(engine::CommandType command, engine::RejectReason reason);
 };
 

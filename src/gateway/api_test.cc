@@ -149,6 +149,11 @@ TEST(ApiErrorTest, FromRejectPlaceOrder) {
   ExpectReject(p, RejectReason::kUnauthorized, -2010,
                "This account may not place or cancel orders.");
   ExpectReject(p, RejectReason::kOverflow, -2010, "Price * QTY is too large.");
+  // Conditional orders.
+  ExpectReject(p, RejectReason::kWouldTriggerImmediately, -2010,
+               "Order would trigger immediately.");
+  ExpectReject(p, RejectReason::kInvalidStopPrice, -1013, "Filter failure: PRICE_FILTER");
+  ExpectReject(p, RejectReason::kInvalidTrailingDelta, -1013, "Filter failure: TRAILING_DELTA");
 }
 
 TEST(ApiErrorTest, FromRejectCancelAndAmend) {
@@ -178,7 +183,7 @@ TEST(ApiErrorTest, FromRejectCancelAndAmend) {
 }
 
 TEST(ApiErrorTest, FromRejectEveryReasonHasAText) {
-  for (int r = 1; r <= static_cast<int>(RejectReason::kCancelRestricted); ++r) {
+  for (int r = 1; r <= static_cast<int>(RejectReason::kInvalidStopPrice); ++r) {
     const auto reason = static_cast<RejectReason>(r);
     for (CommandType cmd : {CommandType::kPlaceOrder, CommandType::kAmendOrder,
                             CommandType::kCancelOrder, CommandType::kCancelAll}) {

@@ -144,11 +144,16 @@ const engine::AssetSpec& Asset(const engine::EngineConfig& config, AssetId a) {
   return config.assets[Raw(a)];
 }
 
-// Binance's timeInForce shows GTC for MARKET and LIMIT_MAKER orders, whatever
-// the engine applies (MARKET is always IOC inside the engine).
+// Binance's timeInForce: as given for the types that take one (LIMIT,
+// STOP_LOSS_LIMIT, TAKE_PROFIT_LIMIT); GTC for the others, whatever the
+// engine applies (MARKET, STOP_LOSS and TAKE_PROFIT match IOC inside it).
 std::string_view TifString(const OrderRecord& o) {
-  return o.terms.type == engine::OrderType::kLimit ? engine::ToString(o.terms.tif)
-                                                   : std::string_view("GTC");
+  using engine::OrderType;
+  const OrderType t = o.terms.type;
+  return t == OrderType::kLimit || t == OrderType::kStopLossLimit ||
+                 t == OrderType::kTakeProfitLimit
+             ? engine::ToString(o.terms.tif)
+             : std::string_view("GTC");
 }
 
 // Binance symbol states: TRADING, and for a market not open to new orders
@@ -178,6 +183,8 @@ std::string RejectString(engine::RejectReason r) {
       return "INSUFFICIENT_BALANCES";
     case engine::RejectReason::kWouldTakeLiquidity:
       return "WOULD_MATCH_IMMEDIATELY";
+    case engine::RejectReason::kWouldTriggerImmediately:
+      return "ORDER_WOULD_TRIGGER_IMMEDIATELY";
     default:
       break;
   }
@@ -305,6 +312,29 @@ void OrderCore(Obj& o, const MarketFormat& f, const OrderRecord& r, bool with_qu
       .Str("side", engine::ToString(r.terms.side));
 }
 
+// Binance's orderListId: -1 for an order in no list.
+int64_t ListId(const OrderRecord& r) {
+  return r.list_id == 0 ? -1 : static_cast<int64_t>(r.list_id);
+}
+
+// Binance's workingTime in ms: -1 while a conditional order waits.
+int64_t WorkingMs(const OrderRecord& r) {
+  const std::optional<int64_t> ns = marketdata::WorkingNs(r);
+  return ns ? Ms(*ns) : -1;
+}
+
+// The conditional fields of a stop order (Binance's "Conditional fields in
+// Order Responses"): stopPrice (with_stop: shapes that do not always show
+// it) for the four conditional types, trailingDelta and trailingTime (-1
+// until it tracks the price) for a trailing stop.
+void StopFields(Obj& o, const MarketFormat& f, const OrderRecord& r, bool with_stop) {
+  if (with_stop && engine::IsConditional(r.terms.type)) o.Dec("stopPrice", f.Price(r.stop_price));
+  if (r.trailing_delta != 0) {
+    o.Int("trailingDelta", r.trailing_delta)
+        .Int("trailingTime", r.trailing_ns != 0 ? Ms(r.trailing_ns) : -1);
+  }
+}
+
 // The conditional fields of an expired order (Binance's "Conditional fields
 // in Order Responses"): expiryReason in Binance's words, and for an order
 // that self-trade prevention expired, preventedQuantity (what it still had to
@@ -324,6 +354,10 @@ void ExpiryFields(Obj& o, const MarketFormat& f, const OrderRecord& r) {
       return;
     case engine::ExpireReason::kQuoteBudgetSpent:
       return;  // FILLED, not expired: never here
+    case engine::ExpireReason::kInsufficientBalance:
+      // A stop-market buy whose trigger could not lock what it would spend.
+      o.Str("expiryReason", "REJECTED");
+      return;
     case engine::ExpireReason::kSelfTradePrevention: {
       // A market order by quote amount has no quantity to state.
       const Qty left = r.terms.qty.value > r.executed.value ? r.terms.qty - r.executed : Qty{0};
@@ -383,7 +417,8 @@ std::optional<engine::MarketStatus> ParseSymbolStatus(std::string_view s) noexce
 std::string ExchangeInfoJson(const engine::EngineConfig& config,
                              std::span<const engine::MarketStatus> statuses, int64_t server_time,
                              std::span<const RateLimitJson> rate_limits,
-                             std::span<const MarketId> markets, bool show_permission_sets) {
+                             std::span<const MarketId> markets, bool show_permission_sets,
+                             std::span<const MarketRules> rules) {
   Buf b;
   Obj root(b);
   root.Str("timezone", "UTC").Int("serverTime", server_time).Key("rateLimits");
@@ -422,13 +457,25 @@ std::string ExchangeInfoJson(const engine::EngineConfig& config,
         .Int("quoteAssetPrecision", quote.scale)
         .Int("baseCommissionPrecision", base.scale)
         .Int("quoteCommissionPrecision", quote.scale)
-        .Raw("orderTypes", R"(["LIMIT","LIMIT_MAKER","MARKET"])")
-        .Bool("icebergAllowed", false)
-        .Bool("ocoAllowed", false)
-        .Bool("otoAllowed", false)
+        .Key("orderTypes");
+    const MarketRules& r = RulesOf(rules, MarketId{static_cast<uint16_t>(i)});
+    b.push_back('[');
+    bool any_type = false;
+    bool any_conditional = false;
+    for (const engine::OrderType t : kOrderTypes) {
+      if (!r.Allows(t)) continue;
+      if (any_type) b.push_back(',');
+      any_type = true;
+      any_conditional = any_conditional || engine::IsConditional(t);
+      AppendJsonString(engine::ToString(t), &b);
+    }
+    b.push_back(']');
+    s.Bool("icebergAllowed", r.IcebergAllowed())
+        .Bool("ocoAllowed", true)
+        .Bool("otoAllowed", true)
         .Bool("opoAllowed", false)
         .Bool("quoteOrderQtyMarketAllowed", true)
-        .Bool("allowTrailingStop", false)
+        .Bool("allowTrailingStop", any_conditional)
         .Bool("cancelReplaceAllowed", true)
         .Bool("amendAllowed", true)
         .Bool("pegInstructionsAllowed", false)
@@ -472,6 +519,35 @@ std::string ExchangeInfoJson(const engine::EngineConfig& config,
           .Bool("applyToMarket", true)
           .Int("avgPriceMins", 0);
       mf.End();
+    }
+    {
+      b.push_back(',');
+      Obj tf(b);
+      tf.Str("filterType", "TRAILING_DELTA")
+          .Int("minTrailingAboveDelta", r.min_trailing_above)
+          .Int("maxTrailingAboveDelta", r.max_trailing_above)
+          .Int("minTrailingBelowDelta", r.min_trailing_below)
+          .Int("maxTrailingBelowDelta", r.max_trailing_below);
+      tf.End();
+    }
+    {
+      b.push_back(',');
+      Obj af(b);
+      af.Str("filterType", "MAX_NUM_ALGO_ORDERS").Uint("maxNumAlgoOrders", r.max_num_algo_orders);
+      af.End();
+    }
+    {
+      b.push_back(',');
+      Obj ip(b);
+      ip.Str("filterType", "ICEBERG_PARTS").Uint("limit", r.iceberg_parts);
+      ip.End();
+    }
+    {
+      b.push_back(',');
+      Obj mi(b);
+      mi.Str("filterType", "MAX_NUM_ICEBERG_ORDERS")
+          .Uint("maxNumIcebergOrders", r.max_num_iceberg_orders);
+      mi.End();
     }
     b.push_back(']');
     s.Raw("permissions", R"(["SPOT"])")
@@ -698,17 +774,18 @@ std::string OrderJson(const engine::EngineConfig& config, const OrderRecord& r) 
   Obj o(b);
   o.Str("symbol", f.spec().symbol)
       .Uint("orderId", Raw(r.id))
-      .Int("orderListId", -1)
+      .Int("orderListId", ListId(r))
       .Str("clientOrderId", r.client_order_id.view());
   OrderCore(o, f, r, /*with_quote_order_qty=*/false);
-  o.Dec("stopPrice", f.Quote(Amount{0}))
-      .Dec("icebergQty", f.Base(Amount{0}))
+  o.Dec("stopPrice", f.Price(r.stop_price))
+      .Dec("icebergQty", f.Qty(r.iceberg_qty))
       .Int("time", Ms(r.time_ns))
       .Int("updateTime", Ms(r.update_ns))
       .Bool("isWorking", r.working)
-      .Int("workingTime", Ms(r.time_ns))
+      .Int("workingTime", WorkingMs(r))
       .Dec("origQuoteOrderQty", f.Quote(r.quote_qty))
       .Str("selfTradePreventionMode", engine::ToString(r.terms.stp));
+  StopFields(o, f, r, /*with_stop=*/false);
   ExpiryFields(o, f, r);
   o.End();
   return ToStr(b);
@@ -721,13 +798,15 @@ std::string NewOrderJson(const engine::EngineConfig& config, const OrderRecord& 
   Obj o(b);
   o.Str("symbol", f.spec().symbol)
       .Uint("orderId", Raw(r.id))
-      .Int("orderListId", -1)
+      .Int("orderListId", ListId(r))
       .Str("clientOrderId", r.client_order_id.view())
       .Int("transactTime", transact_ms);
   if (type != RespType::kAck) {
     OrderCore(o, f, r, /*with_quote_order_qty=*/true);
-    o.Int("workingTime", Ms(r.time_ns))
+    if (r.iceberg_qty.value != 0) o.Dec("icebergQty", f.Qty(r.iceberg_qty));
+    o.Int("workingTime", WorkingMs(r))
         .Str("selfTradePreventionMode", engine::ToString(r.terms.stp));
+    StopFields(o, f, r, /*with_stop=*/true);
     ExpiryFields(o, f, r);
   }
   if (type == RespType::kFull) {
@@ -760,11 +839,13 @@ std::string CanceledOrderJson(const engine::EngineConfig& config, const OrderRec
   o.Str("symbol", f.spec().symbol)
       .Str("origClientOrderId", r.client_order_id.view())
       .Uint("orderId", Raw(r.id))
-      .Int("orderListId", -1)
+      .Int("orderListId", ListId(r))
       .Str("clientOrderId", cancel_client_id.empty() ? r.client_order_id.view() : cancel_client_id)
       .Int("transactTime", transact_ms);
   OrderCore(o, f, r, /*with_quote_order_qty=*/true);
+  if (r.iceberg_qty.value != 0) o.Dec("icebergQty", f.Qty(r.iceberg_qty));
   o.Str("selfTradePreventionMode", engine::ToString(r.terms.stp));
+  StopFields(o, f, r, /*with_stop=*/true);
   o.End();
   return ToStr(b);
 }
@@ -780,7 +861,7 @@ std::string AmendedOrderJson(const engine::EngineConfig& config, const OrderReco
     Obj a(b);
     a.Str("symbol", f.spec().symbol)
         .Uint("orderId", Raw(r.id))
-        .Int("orderListId", -1)
+        .Int("orderListId", ListId(r))
         .Str("origClientOrderId", orig_client_id)
         .Str("clientOrderId", r.client_order_id.view())
         .Dec("price", f.Price(r.terms.price))
@@ -795,9 +876,58 @@ std::string AmendedOrderJson(const engine::EngineConfig& config, const OrderReco
         .Str("timeInForce", TifString(r))
         .Str("type", engine::ToString(r.terms.type))
         .Str("side", engine::ToString(r.terms.side));
-    if (r.working) a.Int("workingTime", Ms(r.time_ns));
+    if (r.working) a.Int("workingTime", WorkingMs(r));
     a.Str("selfTradePreventionMode", engine::ToString(r.terms.stp));
     a.End();
+  }
+  o.End();
+  return ToStr(b);
+}
+
+std::string_view ContingencyType(engine::ListType t) {
+  return t == engine::ListType::kOco ? "OCO" : "OTO";
+}
+
+std::string_view ListStatusType(const marketdata::ListRecord& l) {
+  return l.status == marketdata::ListStatus::kAllDone ? "ALL_DONE" : "EXEC_STARTED";
+}
+
+std::string_view ListOrderStatus(const marketdata::ListRecord& l) {
+  return l.status == marketdata::ListStatus::kAllDone ? "ALL_DONE" : "EXECUTING";
+}
+
+std::string OrderListJson(const engine::EngineConfig& config, const marketdata::ListRecord& l,
+                          std::span<const std::string> order_reports, int64_t transaction_ms,
+                          bool with_reports) {
+  const MarketFormat f(config, l.market);
+  Buf b;
+  Obj o(b);
+  o.Uint("orderListId", l.id)
+      .Str("contingencyType", ContingencyType(l.type))
+      .Str("listStatusType", ListStatusType(l))
+      .Str("listOrderStatus", ListOrderStatus(l))
+      .Str("listClientOrderId", l.list_client_order_id.view())
+      .Int("transactionTime", transaction_ms)
+      .Str("symbol", f.spec().symbol)
+      .Key("orders");
+  b.push_back('[');
+  for (std::size_t k = 0; k < l.size(); ++k) {
+    if (k > 0) b.push_back(',');
+    Obj oo(b);
+    oo.Str("symbol", f.spec().symbol)
+        .Uint("orderId", Raw(l.orders[k]))
+        .Str("clientOrderId", l.client_ids[k].view());
+    oo.End();
+  }
+  b.push_back(']');
+  if (with_reports) {
+    o.Key("orderReports");
+    b.push_back('[');
+    for (std::size_t k = 0; k < order_reports.size(); ++k) {
+      if (k > 0) b.push_back(',');
+      b.append(order_reports[k].data(), order_reports[k].data() + order_reports[k].size());
+    }
+    b.push_back(']');
   }
   o.End();
   return ToStr(b);
@@ -1168,9 +1298,9 @@ std::string ExecutionReportJson(const engine::EngineConfig& config,
       .Str("f", TifString(ord))
       .Dec("q", f.Qty(ord.terms.qty))
       .Dec("p", f.Price(ord.terms.price))
-      .Dec("P", f.Quote(Amount{0}))
-      .Dec("F", f.Base(Amount{0}))
-      .Int("g", -1)
+      .Dec("P", f.Price(ord.stop_price))
+      .Dec("F", f.Qty(ord.iceberg_qty))
+      .Int("g", ListId(ord))
       .Str("C", orig_client_id)
       .Str("x", r.type == marketdata::ExecType::kExpired &&
                         StatusString(ord) == std::string_view("EXPIRED_IN_MATCH")
@@ -1197,9 +1327,42 @@ std::string ExecutionReportJson(const engine::EngineConfig& config,
       .Int("O", Ms(ord.time_ns))
       .Dec("Z", f.Quote(ord.cumulative_quote))
       .Dec("Y", f.Quote(fill ? fill->notional : Amount{0}))
-      .Dec("Q", f.Quote(ord.quote_qty))
-      .Int("W", Ms(ord.time_ns))
-      .Str("V", engine::ToString(ord.terms.stp));
+      .Dec("Q", f.Quote(ord.quote_qty));
+  // W: only once the order works (never for a conditional order that waits).
+  if (const std::optional<int64_t> working = marketdata::WorkingNs(ord)) o.Int("W", Ms(*working));
+  o.Str("V", engine::ToString(ord.terms.stp));
+  if (ord.trailing_delta != 0) {
+    o.Int("d", ord.trailing_delta).Int("D", ord.trailing_ns != 0 ? Ms(ord.trailing_ns) : -1);
+  }
+  o.End();
+  return ToStr(b);
+}
+
+std::string ListStatusJson(const engine::EngineConfig& config,
+                           const marketdata::ListStatusReport& r, int64_t event_ms) {
+  const marketdata::ListRecord& l = r.list;
+  const MarketFormat f(config, l.market);
+  Buf b;
+  Obj o(b);
+  o.Str("e", "listStatus")
+      .Int("E", event_ms)
+      .Str("s", f.spec().symbol)
+      .Uint("g", l.id)
+      .Str("c", ContingencyType(l.type))
+      .Str("l", ListStatusType(l))
+      .Str("L", ListOrderStatus(l))
+      .Str("r", "NONE")
+      .Str("C", l.list_client_order_id.view())
+      .Int("T", Ms(r.time_ns))
+      .Key("O");
+  b.push_back('[');
+  for (std::size_t k = 0; k < l.size(); ++k) {
+    if (k > 0) b.push_back(',');
+    Obj oo(b);
+    oo.Str("s", f.spec().symbol).Uint("i", Raw(l.orders[k])).Str("c", l.client_ids[k].view());
+    oo.End();
+  }
+  b.push_back(']');
   o.End();
   return ToStr(b);
 }

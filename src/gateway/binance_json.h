@@ -16,6 +16,7 @@
 
 #include "engine/event.h"
 #include "engine/market.h"
+#include "gateway/market_rules.h"
 #include "marketdata/read_side.h"
 
 namespace mb::gateway {
@@ -54,18 +55,23 @@ struct RateLimitJson {
 
 // GET /api/v3/exchangeInfo: timezone, serverTime, rateLimits (as given),
 // the symbols of `markets` (in that order) with status (TRADING / HALT /
-// BREAK), baseAsset(Precision), quoteAsset(Precision), orderTypes [LIMIT,
-// LIMIT_MAKER, MARKET], the feature flags (icebergAllowed, ocoAllowed,
-// otoAllowed, opoAllowed, quoteOrderQtyMarketAllowed, allowTrailingStop,
-// cancelReplaceAllowed, amendAllowed, pegInstructionsAllowed, ...),
+// BREAK), baseAsset(Precision), quoteAsset(Precision), orderTypes (the
+// market's rules' types of LIMIT, LIMIT_MAKER, MARKET, STOP_LOSS,
+// STOP_LOSS_LIMIT, TAKE_PROFIT, TAKE_PROFIT_LIMIT), the feature flags
+// (icebergAllowed, ocoAllowed, otoAllowed, opoAllowed,
+// quoteOrderQtyMarketAllowed, allowTrailingStop (any conditional type),
+// cancelReplaceAllowed, amendAllowed, pegInstructionsAllowed false, ...),
 // permissions, permissionSets ([] when !show_permission_sets),
 // defaultSelfTradePreventionMode, allowedSelfTradePreventionModes, filters
-// PRICE_FILTER / LOT_SIZE / MARKET_LOT_SIZE / NOTIONAL / MIN_NOTIONAL.
-// statuses by MarketId; server_time in the unit the client asked for.
+// PRICE_FILTER / LOT_SIZE / MARKET_LOT_SIZE / NOTIONAL / MIN_NOTIONAL /
+// TRAILING_DELTA / MAX_NUM_ALGO_ORDERS. statuses and rules by MarketId (a
+// market without rules: MarketRules' defaults); server_time in the unit the
+// client asked for.
 std::string ExchangeInfoJson(const engine::EngineConfig& config,
                              std::span<const engine::MarketStatus> statuses, int64_t server_time,
                              std::span<const RateLimitJson> rate_limits,
-                             std::span<const MarketId> markets, bool show_permission_sets = true);
+                             std::span<const MarketId> markets, bool show_permission_sets = true,
+                             std::span<const MarketRules> rules = {});
 
 // {"lastUpdateId":N,"bids":[["p","q"],...],"asks":[...]}
 std::string DepthJson(const engine::EngineConfig& config, const marketdata::MarketSnapshot& s,
@@ -102,16 +108,20 @@ std::string BookTickerJson(const engine::EngineConfig& config, const marketdata:
 
 // Order objects. Query shape (GET /order, openOrders, allOrders): symbol,
 // orderId, orderListId -1, clientOrderId, price, origQty, executedQty,
-// cummulativeQuoteQty, status, timeInForce, type, side, stopPrice, icebergQty,
-// time, updateTime, isWorking, workingTime, origQuoteOrderQty,
-// selfTradePreventionMode; an EXPIRED order adds expiryReason
-// (UNFILLED_IOC_QUANTITY_EXPIRED, UNFILLED_FOK_ORDER_EXPIRED,
-// INSUFFICIENT_LIQUIDITY) or, expired by self-trade prevention,
-// preventedQuantity.
+// cummulativeQuoteQty, status, timeInForce, type, side, stopPrice ("0.00..."
+// but for a conditional order), icebergQty, time, updateTime, isWorking,
+// workingTime (-1 while a conditional order waits for its trigger, then the
+// trigger time), origQuoteOrderQty, selfTradePreventionMode; a trailing stop
+// adds trailingDelta and trailingTime (when it began tracking the price, -1
+// before); an EXPIRED order adds expiryReason (UNFILLED_IOC_QUANTITY_EXPIRED,
+// UNFILLED_FOK_ORDER_EXPIRED, INSUFFICIENT_LIQUIDITY, REJECTED: a triggered
+// stop-market buy that could not lock its cost) or, expired by self-trade
+// prevention, preventedQuantity.
 std::string OrderJson(const engine::EngineConfig& config, const marketdata::OrderRecord& o);
 // POST /order answers: ACK {symbol,orderId,orderListId,clientOrderId,transactTime};
-// RESULT adds price..selfTradePreventionMode (+workingTime, and expired:
-// expiryReason or preventedQuantity as OrderJson); FULL adds fills
+// RESULT adds price..selfTradePreventionMode (+workingTime, a conditional
+// order's stopPrice, a trailing stop's trailingDelta and trailingTime, and
+// expired: expiryReason or preventedQuantity as OrderJson); FULL adds fills
 // [{price,qty,commission,commissionAsset,tradeId}].
 enum class RespType : uint8_t { kAck, kResult, kFull };
 std::string NewOrderJson(const engine::EngineConfig& config, const marketdata::OrderRecord& o,
@@ -120,7 +130,8 @@ std::string NewOrderJson(const engine::EngineConfig& config, const marketdata::O
 // DELETE /order answer: symbol, origClientOrderId (the order's), orderId,
 // orderListId, clientOrderId (the cancel's own: cancel_client_id),
 // transactTime, price, origQty, executedQty, cummulativeQuoteQty, status,
-// timeInForce, type, side, selfTradePreventionMode.
+// timeInForce, type, side, selfTradePreventionMode (and a conditional order's
+// stopPrice, a trailing stop's trailingDelta and trailingTime).
 std::string CanceledOrderJson(const engine::EngineConfig& config, const marketdata::OrderRecord& o,
                               std::string_view cancel_client_id, int64_t transact_ms);
 // PUT /order/amend/keepPriority answer: {transactTime, executionId,
@@ -133,6 +144,14 @@ std::string AmendedOrderJson(const engine::EngineConfig& config, const marketdat
                              std::string_view orig_client_id, int64_t transact_ms,
                              uint64_t execution_id);
 // [{symbol,id,orderId,orderListId,price,qty,quoteQty,commission,commissionAsset,time,isBuyer,isMaker,isBestMatch}]
+// An order list (Binance's orderList answers): orderListId,
+// contingencyType (OCO, or OTO for OTO and OTOCO), listStatusType
+// (EXEC_STARTED / ALL_DONE), listOrderStatus (EXECUTING / ALL_DONE),
+// listClientOrderId, transactionTime, symbol, orders [{symbol, orderId,
+// clientOrderId}] and, with_reports, orderReports (the JSON objects given).
+std::string OrderListJson(const engine::EngineConfig& config, const marketdata::ListRecord& l,
+                          std::span<const std::string> order_reports, int64_t transaction_ms,
+                          bool with_reports);
 std::string MyTradesJson(const engine::EngineConfig& config, std::span<const marketdata::Fill> f);
 // GET /account: makerCommission, takerCommission, buyerCommission,
 // sellerCommission, commissionRates, canTrade, canWithdraw, canDeposit,
@@ -202,10 +221,16 @@ std::string KlineEventJson(const engine::EngineConfig& config, MarketId market,
                            bool closed, int64_t event_ns, TimeUnit unit, int32_t zone_min = 0);
 
 // --- user data payloads (times in ms: timeUnit applies to market streams only) ---
-// {e:"executionReport",E,s,c,S,o,f,q,p,P,F,g,C,x,X,r,i,l,z,L,n,N,T,t,I,w,m,M,O,Z,Y,Q,W,V}
+// {e:"executionReport",E,s,c,S,o,f,q,p,P,F,g,C,x,X,r,i,l,z,L,n,N,T,t,I,w,m,M,O,Z,Y,Q,W,V}:
+// P the stop price, W the working time (absent while a conditional order
+// waits); a trailing stop adds d (trailing delta) and D (trailing time, -1
+// until it tracks).
 std::string ExecutionReportJson(const engine::EngineConfig& config,
                                 const marketdata::ExecutionReport& r, int64_t event_ms);
 // {e:"outboundAccountPosition",E,u,B:[{a,f,l}]}
+// The user data stream's listStatus event.
+std::string ListStatusJson(const engine::EngineConfig& config,
+                           const marketdata::ListStatusReport& r, int64_t event_ms);
 std::string AccountPositionJson(const engine::EngineConfig& config,
                                 std::span<const marketdata::BalanceRow> balances, int64_t event_ms);
 // {e:"balanceUpdate",E,a,d,T}

@@ -379,9 +379,10 @@ TEST(ExchangeInfoJson, GoldenForOneMarket) {
       R"({"symbol":"BTCUSDT","status":"TRADING","baseAsset":"BTC","baseAssetPrecision":8,)"
       R"("quoteAsset":"USDT","quotePrecision":8,"quoteAssetPrecision":8,)"
       R"("baseCommissionPrecision":8,"quoteCommissionPrecision":8,)"
-      R"("orderTypes":["LIMIT","LIMIT_MAKER","MARKET"],"icebergAllowed":false,"ocoAllowed":false,)"
-      R"("otoAllowed":false,"opoAllowed":false,"quoteOrderQtyMarketAllowed":true,)"
-      R"("allowTrailingStop":false,"cancelReplaceAllowed":true,"amendAllowed":true,)"
+      R"("orderTypes":["LIMIT","LIMIT_MAKER","MARKET","STOP_LOSS","STOP_LOSS_LIMIT",)"
+      R"("TAKE_PROFIT","TAKE_PROFIT_LIMIT"],"icebergAllowed":true,"ocoAllowed":true,)"
+      R"("otoAllowed":true,"opoAllowed":false,"quoteOrderQtyMarketAllowed":true,)"
+      R"("allowTrailingStop":true,"cancelReplaceAllowed":true,"amendAllowed":true,)"
       R"("pegInstructionsAllowed":false,"isSpotTradingAllowed":true,"isMarginTradingAllowed":false,)"
       R"("filters":[{"filterType":"PRICE_FILTER","minPrice":"0.01000000",)"
       R"("maxPrice":"1000000.00000000","tickSize":"0.01000000"},)"
@@ -392,7 +393,12 @@ TEST(ExchangeInfoJson, GoldenForOneMarket) {
       R"({"filterType":"NOTIONAL","minNotional":"5.00000000","applyMinToMarket":true,)"
       R"("maxNotional":"9000000000.00000000","applyMaxToMarket":false,"avgPriceMins":0},)"
       R"({"filterType":"MIN_NOTIONAL","minNotional":"5.00000000","applyToMarket":true,)"
-      R"("avgPriceMins":0}],)"
+      R"("avgPriceMins":0},)"
+      R"({"filterType":"TRAILING_DELTA","minTrailingAboveDelta":10,"maxTrailingAboveDelta":2000,)"
+      R"("minTrailingBelowDelta":10,"maxTrailingBelowDelta":2000},)"
+      R"({"filterType":"MAX_NUM_ALGO_ORDERS","maxNumAlgoOrders":5},)"
+      R"({"filterType":"ICEBERG_PARTS","limit":10},)"
+      R"({"filterType":"MAX_NUM_ICEBERG_ORDERS","maxNumIcebergOrders":100}],)"
       R"("permissions":["SPOT"],"permissionSets":[["SPOT"]],)"
       R"("defaultSelfTradePreventionMode":"NONE","allowedSelfTradePreventionModes":["NONE",)"
       R"("EXPIRE_TAKER","EXPIRE_MAKER","EXPIRE_BOTH"]}]})");
@@ -420,6 +426,58 @@ TEST(ExchangeInfoJson, ListsTheGivenMarketsAndLimits) {
   const boost::json::object none = ParseObject(ExchangeInfoJson(c, {}, 7, {}, {}));
   EXPECT_TRUE(none.at("rateLimits").as_array().empty());
   EXPECT_TRUE(none.at("symbols").as_array().empty());
+}
+
+// Each market's rules: its order types (in Binance's order), the
+// TRAILING_DELTA bounds and MAX_NUM_ALGO_ORDERS; allowTrailingStop while any
+// conditional type is enabled. A market without rules has the defaults.
+TEST(ExchangeInfoJson, OrderTypesAndConditionalFiltersFollowTheRules) {
+  const engine::EngineConfig c = TestConfig();
+  std::vector<MarketRules> rules(2);
+  rules[0].order_types = OrderTypeBit(engine::OrderType::kTakeProfitLimit) |
+                         OrderTypeBit(engine::OrderType::kLimit) |
+                         OrderTypeBit(engine::OrderType::kStopLoss);
+  rules[0].min_trailing_above = 1;
+  rules[0].max_trailing_above = 9999;
+  rules[0].min_trailing_below = 50;
+  rules[0].max_trailing_below = 500;
+  rules[0].max_num_algo_orders = 200;
+  rules[1].order_types =
+      OrderTypeBit(engine::OrderType::kLimit) | OrderTypeBit(engine::OrderType::kMarket);
+  const MarketId markets[] = {MarketId{0}, MarketId{1}, MarketId{2}};
+  const boost::json::object root =
+      ParseObject(ExchangeInfoJson(c, {}, 7, {}, markets, true, rules));
+  const boost::json::array& symbols = root.at("symbols").as_array();
+  ASSERT_EQ(symbols.size(), 3U);
+  auto types = [](const boost::json::object& s) {
+    std::vector<std::string> out;
+    for (const auto& t : s.at("orderTypes").as_array()) out.emplace_back(t.as_string());
+    return out;
+  };
+  auto filter = [](const boost::json::object& s, std::string_view type) {
+    for (const auto& f : s.at("filters").as_array()) {
+      if (f.as_object().at("filterType").as_string() == type) return f.as_object();
+    }
+    ADD_FAILURE() << "no filter " << type;
+    return boost::json::object{};
+  };
+  const boost::json::object& a = symbols[0].as_object();
+  EXPECT_EQ(types(a), (std::vector<std::string>{"LIMIT", "STOP_LOSS", "TAKE_PROFIT_LIMIT"}));
+  EXPECT_TRUE(a.at("allowTrailingStop").as_bool());
+  EXPECT_FALSE(a.at("pegInstructionsAllowed").as_bool());
+  const boost::json::object td = filter(a, "TRAILING_DELTA");
+  EXPECT_EQ(Int(td, "minTrailingAboveDelta"), 1);
+  EXPECT_EQ(Int(td, "maxTrailingAboveDelta"), 9999);
+  EXPECT_EQ(Int(td, "minTrailingBelowDelta"), 50);
+  EXPECT_EQ(Int(td, "maxTrailingBelowDelta"), 500);
+  EXPECT_EQ(Int(filter(a, "MAX_NUM_ALGO_ORDERS"), "maxNumAlgoOrders"), 200);
+  const boost::json::object& b = symbols[1].as_object();
+  EXPECT_EQ(types(b), (std::vector<std::string>{"LIMIT", "MARKET"}));
+  EXPECT_FALSE(b.at("allowTrailingStop").as_bool());
+  const boost::json::object& d = symbols[2].as_object();  // no rules: the defaults
+  EXPECT_EQ(types(d).size(), 7U);
+  EXPECT_EQ(Int(filter(d, "MAX_NUM_ALGO_ORDERS"), "maxNumAlgoOrders"), 5);
+  EXPECT_EQ(Int(filter(d, "TRAILING_DELTA"), "maxTrailingBelowDelta"), 2000);
 }
 
 TEST(ExchangeInfoJson, ParsesBinanceSymbolStatuses) {
@@ -460,7 +518,7 @@ TEST(ExchangeInfoJson, StatusesScalesAndFiltersOfEveryMarket) {
   EXPECT_EQ(Int(btcusd, "quoteAssetPrecision"), 2);
   EXPECT_EQ(Int(btcusd, "quoteCommissionPrecision"), 2);
   const boost::json::array& filters = btcusd.at("filters").as_array();
-  ASSERT_EQ(filters.size(), 5U);
+  ASSERT_EQ(filters.size(), 9U);
   const boost::json::object& price = filters[0].as_object();
   EXPECT_EQ(Str(price, "filterType"), "PRICE_FILTER");
   EXPECT_EQ(Str(price, "minPrice"), "1.00");
@@ -714,6 +772,60 @@ TEST(OrderJson, LimitOrderGolden) {
   ParseObject(json);
 }
 
+// An iceberg of a list: icebergQty and orderListId.
+TEST(OrderJson, IcebergOfAList) {
+  const engine::EngineConfig c = TestConfig();
+  marketdata::OrderRecord r = LimitBuy();
+  r.iceberg_qty = Qty{100};
+  r.list_id = 77;
+  const std::string json = OrderJson(c, r);
+  EXPECT_NE(json.find(R"("orderListId":77,)"), std::string::npos) << json;
+  EXPECT_NE(json.find(R"("icebergQty":"0.00100000",)"), std::string::npos) << json;
+  ParseObject(json);
+  r.status = marketdata::OrderStatus::kPendingNew;
+  EXPECT_NE(OrderJson(c, r).find(R"("status":"PENDING_NEW")"), std::string::npos);
+}
+
+TEST(OrderListJson, Golden) {
+  const engine::EngineConfig c = TestConfig();
+  marketdata::ListRecord l;
+  l.id = 5;
+  l.market = MarketId{0};
+  l.type = engine::ListType::kOco;
+  (void)l.list_client_order_id.Assign("L1");
+  l.orders[0] = OrderId{5};
+  l.orders[1] = OrderId{5 + engine::kListOrderStride};
+  (void)l.client_ids[0].Assign("up");
+  (void)l.client_ids[1].Assign("down");
+  const std::string json = OrderListJson(c, l, {}, 1700000000123, false);
+  EXPECT_EQ(json, R"({"orderListId":5,"contingencyType":"OCO","listStatusType":"EXEC_STARTED",)"
+                  R"("listOrderStatus":"EXECUTING","listClientOrderId":"L1",)"
+                  R"("transactionTime":1700000000123,"symbol":"BTCUSDT","orders":[)"
+                  R"({"symbol":"BTCUSDT","orderId":5,"clientOrderId":"up"},)"
+                  R"({"symbol":"BTCUSDT","orderId":1125899906842629,"clientOrderId":"down"}]})");
+  ParseObject(json);
+  l.status = marketdata::ListStatus::kAllDone;
+  l.type = engine::ListType::kOtoco;
+  const std::vector<std::string> reports = {"{\"a\":1}", "{\"b\":2}"};
+  const std::string done = OrderListJson(c, l, reports, 1, true);
+  EXPECT_NE(done.find(R"("contingencyType":"OTO","listStatusType":"ALL_DONE",)"
+                      R"("listOrderStatus":"ALL_DONE")"),
+            std::string::npos)
+      << done;
+  EXPECT_NE(done.find(R"("orderReports":[{"a":1},{"b":2}]})"), std::string::npos) << done;
+  ParseObject(done);
+
+  marketdata::ListStatusReport rep;
+  rep.list = l;
+  rep.time_ns = 1700000000123'000'000;
+  const std::string ev = ListStatusJson(c, rep, 1700000000200);
+  EXPECT_EQ(ev,
+            R"({"e":"listStatus","E":1700000000200,"s":"BTCUSDT","g":5,"c":"OTO",)"
+            R"("l":"ALL_DONE","L":"ALL_DONE","r":"NONE","C":"L1","T":1700000000123,"O":[)"
+            R"({"s":"BTCUSDT","i":5,"c":"up"},{"s":"BTCUSDT","i":1125899906842629,"c":"down"}]})");
+  ParseObject(ev);
+}
+
 TEST(OrderJson, MarketOrderByQuoteShowsGtcAndZeroPrice) {
   const engine::EngineConfig c = TestConfig();
   const std::string json = OrderJson(c, MarketBuyByQuote());
@@ -768,6 +880,113 @@ TEST(OrderJson, TimeInForceOfEachType) {
   EXPECT_EQ(Str(maker, "timeInForce"), "GTC");
   EXPECT_EQ(Str(maker, "type"), "LIMIT_MAKER");
   EXPECT_EQ(Str(maker, "side"), "SELL");
+}
+
+// A STOP_LOSS_LIMIT sell waiting for its trigger, placed at ...123 ms.
+OrderRecord WaitingStopLimitSell() {
+  OrderRecord o;
+  o.id = OrderId{1005};
+  o.terms.account = AccountId{5};
+  o.terms.market = kBtcUsdt;
+  o.terms.side = Side::kSell;
+  o.terms.type = OrderType::kStopLossLimit;
+  o.terms.tif = TimeInForce::kGtc;
+  o.terms.price = Price{6'000'000};
+  o.terms.qty = Qty{300};
+  o.remaining = Qty{300};
+  o.status = OrderStatus::kNew;
+  o.client_order_id = ClientOrderId::From("stop-1");
+  o.time_ns = 1'700'000'000'123'456'789;
+  o.update_ns = 1'700'000'000'123'456'789;
+  o.working = false;
+  o.stop_price = Price{6'100'000};
+  return o;
+}
+
+TEST(OrderJson, WaitingStopLimitGolden) {
+  const engine::EngineConfig c = TestConfig();
+  const std::string json = OrderJson(c, WaitingStopLimitSell());
+  EXPECT_EQ(json, R"({"symbol":"BTCUSDT","orderId":1005,"orderListId":-1,"clientOrderId":"stop-1",)"
+                  R"("price":"60000.00000000","origQty":"0.00300000","executedQty":"0.00000000",)"
+                  R"("cummulativeQuoteQty":"0.00000000",)"
+                  R"("status":"NEW","timeInForce":"GTC","type":"STOP_LOSS_LIMIT","side":"SELL",)"
+                  R"("stopPrice":"61000.00000000","icebergQty":"0.00000000",)"
+                  R"("time":1700000000123,"updateTime":1700000000123,"isWorking":false,)"
+                  R"("workingTime":-1,)"
+                  R"("origQuoteOrderQty":"0.00000000","selfTradePreventionMode":"NONE"})");
+  ParseObject(json);
+}
+
+// Once triggered, workingTime is the trigger time; a trailing stop shows its
+// delta and when it began tracking (-1 before); the *_LIMIT types show their
+// own timeInForce, STOP_LOSS / TAKE_PROFIT GTC.
+TEST(OrderJson, TriggeredAndTrailingStops) {
+  const engine::EngineConfig c = TestConfig();
+  OrderRecord o = WaitingStopLimitSell();
+  o.trigger_ns = 1'700'000'005'000'000'000;
+  o.working = true;
+  o.terms.tif = TimeInForce::kFok;
+  boost::json::object j = ParseObject(OrderJson(c, o));
+  EXPECT_EQ(Int(j, "workingTime"), 1'700'000'005'000);
+  EXPECT_TRUE(j.at("isWorking").as_bool());
+  EXPECT_EQ(Str(j, "timeInForce"), "FOK");
+  EXPECT_FALSE(j.contains("trailingDelta"));
+  EXPECT_FALSE(j.contains("trailingTime"));
+
+  o = WaitingStopLimitSell();
+  o.terms.type = OrderType::kTakeProfit;
+  o.terms.tif = TimeInForce::kIoc;
+  o.terms.price = Price{0};
+  o.stop_price = Price{0};
+  o.trailing_delta = 250;
+  j = ParseObject(OrderJson(c, o));
+  EXPECT_EQ(Str(j, "type"), "TAKE_PROFIT");
+  EXPECT_EQ(Str(j, "timeInForce"), "GTC");
+  EXPECT_EQ(Str(j, "stopPrice"), "0.00000000");
+  EXPECT_EQ(Int(j, "trailingDelta"), 250);
+  EXPECT_EQ(Int(j, "trailingTime"), -1);
+  EXPECT_EQ(Int(j, "workingTime"), -1);
+  o.trailing_ns = 1'700'000'003'000'000'000;
+  EXPECT_EQ(Int(ParseObject(OrderJson(c, o)), "trailingTime"), 1'700'000'003'000);
+
+  // A triggered stop-market buy that could not lock its cost expired.
+  o.status = OrderStatus::kExpired;
+  o.expire_reason = engine::ExpireReason::kInsufficientBalance;
+  o.trigger_ns = 1'700'000'006'000'000'000;
+  j = ParseObject(OrderJson(c, o));
+  EXPECT_EQ(Str(j, "expiryReason"), "REJECTED");
+  EXPECT_EQ(Int(j, "workingTime"), 1'700'000'006'000);
+  // Canceled while waiting: it never worked.
+  o = WaitingStopLimitSell();
+  o.status = OrderStatus::kCanceled;
+  EXPECT_EQ(Int(ParseObject(OrderJson(c, o)), "workingTime"), -1);
+}
+
+// The answers to POST /order and DELETE /order carry the stop price of a
+// conditional order (and a trailing stop's fields), as Binance's
+// conditional fields; other orders have none.
+TEST(NewOrderJson, ConditionalFields) {
+  const engine::EngineConfig c = TestConfig();
+  OrderRecord o = WaitingStopLimitSell();
+  o.trailing_delta = 100;
+  boost::json::object r = ParseObject(NewOrderJson(c, o, {}, RespType::kResult, 7));
+  EXPECT_EQ(Str(r, "stopPrice"), "61000.00000000");
+  EXPECT_EQ(Int(r, "workingTime"), -1);
+  EXPECT_EQ(Int(r, "trailingDelta"), 100);
+  EXPECT_EQ(Int(r, "trailingTime"), -1);
+  EXPECT_EQ(Str(r, "type"), "STOP_LOSS_LIMIT");
+  const boost::json::object ack = ParseObject(NewOrderJson(c, o, {}, RespType::kAck, 7));
+  EXPECT_FALSE(ack.contains("stopPrice"));
+  EXPECT_EQ(Int(ack, "orderId"), 1005);
+  o.status = OrderStatus::kCanceled;
+  const boost::json::object canceled = ParseObject(CanceledOrderJson(c, o, "cancel-1", 9));
+  EXPECT_EQ(Str(canceled, "stopPrice"), "61000.00000000");
+  EXPECT_EQ(Int(canceled, "trailingDelta"), 100);
+  const boost::json::object plain =
+      ParseObject(NewOrderJson(c, LimitBuy(), {}, RespType::kFull, 7));
+  EXPECT_FALSE(plain.contains("stopPrice"));
+  EXPECT_FALSE(plain.contains("trailingDelta"));
+  EXPECT_EQ(Int(plain, "workingTime"), 1'700'000'000'123);
 }
 
 TEST(NewOrderJson, AckResultAndFull) {
@@ -1069,6 +1288,45 @@ TEST(ExecutionReportJson, NewOrderGolden) {
       R"("Y":"0.00000000",)"
       R"("Q":"0.00000000","W":1700000000123,"V":"EXPIRE_MAKER"})");
   ParseObject(json);
+}
+
+// A conditional order's reports: P its stop price; no W while it waits, the
+// trigger time once triggered; a trailing stop adds d and D.
+TEST(ExecutionReportJson, ConditionalOrders) {
+  const engine::EngineConfig c = TestConfig();
+  ExecutionReport r;
+  r.type = ExecType::kNew;
+  r.order = WaitingStopLimitSell();
+  r.seq = Sequence{1005};
+  r.time_ns = r.order.time_ns;
+  const std::string json = ExecutionReportJson(c, r, 1'700'000'000'130);
+  EXPECT_EQ(
+      json,
+      R"({"e":"executionReport","E":1700000000130,"s":"BTCUSDT","c":"stop-1","S":"SELL",)"
+      R"("o":"STOP_LOSS_LIMIT","f":"GTC",)"
+      R"("q":"0.00300000","p":"60000.00000000","P":"61000.00000000","F":"0.00000000","g":-1,)"
+      R"("C":"","x":"NEW","X":"NEW",)"
+      R"("r":"NONE","i":1005,"l":"0.00000000","z":"0.00000000","L":"0.00000000","n":"0","N":null,)"
+      R"("T":1700000000123,)"
+      R"("t":-1,"I":1005,"w":false,"m":false,"M":false,"O":1700000000123,"Z":"0.00000000",)"
+      R"("Y":"0.00000000","Q":"0.00000000","V":"NONE"})");
+  ParseObject(json);
+  r.order.trigger_ns = 1'700'000'004'000'000'000;
+  r.order.working = true;
+  r.order.trailing_delta = 300;
+  boost::json::object o = ParseObject(ExecutionReportJson(c, r, 1));
+  EXPECT_EQ(Int(o, "W"), 1'700'000'004'000);
+  EXPECT_TRUE(o.at("w").as_bool());
+  EXPECT_EQ(Int(o, "d"), 300);
+  EXPECT_EQ(Int(o, "D"), -1);
+  r.order.trailing_ns = 1'700'000'002'000'000'000;
+  EXPECT_EQ(Int(ParseObject(ExecutionReportJson(c, r, 1)), "D"), 1'700'000'002'000);
+  // Refused because the last price already met the stop.
+  r = ExecutionReport{};
+  r.type = ExecType::kRejected;
+  r.order.status = OrderStatus::kRejected;
+  r.reject = engine::RejectReason::kWouldTriggerImmediately;
+  EXPECT_EQ(Str(ParseObject(ExecutionReportJson(c, r, 1)), "r"), "ORDER_WOULD_TRIGGER_IMMEDIATELY");
 }
 
 TEST(ExecutionReportJson, TradeGolden) {

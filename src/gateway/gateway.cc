@@ -357,6 +357,14 @@ void Gateway::Impl::RegisterRoutes() {
   add(V::delete_, "/api/v3/openOrders", Security::kSigned, 1, &Impl::CancelAllRoute);
   add(V::get, "/api/v3/openOrders", Security::kSigned, 6, &Impl::OpenOrders, &OpenOrdersWeight);
   add(V::get, "/api/v3/allOrders", Security::kSigned, 20, &Impl::AllOrders);
+  add(V::post, "/api/v3/orderList/oco", Security::kSigned, 1, &Impl::OrderListOco, nullptr, true);
+  add(V::post, "/api/v3/orderList/oto", Security::kSigned, 1, &Impl::OrderListOto, nullptr, true);
+  add(V::post, "/api/v3/orderList/otoco", Security::kSigned, 1, &Impl::OrderListOtoco, nullptr,
+      true);
+  add(V::delete_, "/api/v3/orderList", Security::kSigned, 1, &Impl::CancelOrderListRoute);
+  add(V::get, "/api/v3/orderList", Security::kSigned, 4, &Impl::GetOrderList);
+  add(V::get, "/api/v3/allOrderList", Security::kSigned, 20, &Impl::AllOrderLists);
+  add(V::get, "/api/v3/openOrderList", Security::kSigned, 6, &Impl::OpenOrderLists);
   add(V::get, "/api/v3/myTrades", Security::kSigned, 20, &Impl::MyTrades, &MyTradesWeight);
   add(V::get, "/api/v3/account", Security::kSigned, 20, &Impl::Account);
   add(V::post, "/api/v3/userDataStream", Security::kApiKey, 2, &Impl::ListenKeyCreate);

@@ -54,6 +54,7 @@
 #include "exchange/exchange.h"
 #include "fanout/stage.h"
 #include "gateway/history.h"
+#include "gateway/market_rules.h"
 #include "gateway/rate_limit.h"
 #include "gateway/server.h"
 #include "gateway/streams.h"
@@ -72,6 +73,9 @@ struct GatewayOptions {
   RateLimitOptions key_limit;                                             // per API key
   RateLimitOptions ip_limit{.weight_per_minute = 12000, .burst = 12000};  // per IP
   OrderLimitOptions order_limit;  // new orders per account (Binance's ORDERS limits)
+  // Each market's order types and conditional-order filters, by MarketId
+  // (a market beyond the vector's end: MarketRules' defaults).
+  std::vector<MarketRules> market_rules;
   StreamOptions streams;
   marketdata::ReadSideOptions read_side;
   bool admin_remote = false;   // the operator API answers non-loopback peers

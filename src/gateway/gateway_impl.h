@@ -114,6 +114,19 @@ inline marketdata::OrderRecord OrderFromEvents(const engine::EngineConfig& confi
       f.is_maker = false;
       f.time_ns = e.timestamp_ns;
       fills->push_back(f);
+    } else if (const auto* armed = As<engine::OrderArmed>(e)) {
+      if (armed->order_id != o.id) continue;
+      o.stop_price = armed->stop_price;
+      o.trailing_delta = armed->trailing_delta;
+      // Without an activation price a trailing stop tracks from the start.
+      if (armed->trailing_delta != 0 && armed->stop_price.value == 0) {
+        o.trailing_ns = e.timestamp_ns;
+      }
+    } else if (const auto* triggered = As<engine::OrderTriggered>(e)) {
+      if (triggered->order_id != o.id) continue;
+      o.trigger_ns = e.timestamp_ns;
+    } else if (const auto* ib = As<engine::IcebergAccepted>(e)) {
+      if (ib->order_id == o.id) o.iceberg_qty = ib->slice;
     } else if (const auto* r = As<engine::OrderRested>(e)) {
       if (r->order_id != o.id) continue;
       o.working = true;
@@ -606,6 +619,22 @@ class Gateway::Impl final : public HttpHandler, public WsApiBackend, public fano
   void AllOrders(Ctx& c);
 
   void MyTrades(Ctx& c);
+
+  // --- order lists (trading_routes.cc) ---
+  void OrderListOco(Ctx& c);
+  void OrderListOto(Ctx& c);
+  void OrderListOtoco(Ctx& c);
+  // Places a parsed list; answers with the list and its orders' reports.
+  void SubmitList(Ctx& c, const NewOrderList& list);
+  void CancelOrderListRoute(Ctx& c);
+  void GetOrderList(Ctx& c);
+  void OpenOrderLists(Ctx& c);
+  void AllOrderLists(Ctx& c);
+  // The list as the read side holds it, its orders' reports in `resp`'s
+  // shape (canceled ones as a cancel answers, with cancel_client_id).
+  std::string ListAnswer(const marketdata::ListRecord& l, RespType resp, int64_t ms,
+                         bool with_reports, std::string_view cancel_client_id = {});
+  std::string ListsJson(std::span<const marketdata::ListRecord> lists);
 
   void Account(Ctx& c);
   // --- transfers between venues (transfer_routes.cc) ---

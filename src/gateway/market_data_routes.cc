@@ -33,7 +33,8 @@ void Gateway::Impl::ExchangeInfo(Ctx& c) {
     statuses.push_back(Snap(static_cast<MarketId>(i))->status);
   }
   const std::vector<RateLimitJson> limits = RateLimits();
-  Ok(c, ExchangeInfoJson(config_, statuses, clock_.wall_ms(), limits, sel.markets, show_sets));
+  Ok(c, ExchangeInfoJson(config_, statuses, clock_.wall_ms(), limits, sel.markets, show_sets,
+                         options_.market_rules));
 }
 
 // The limits this server applies, as exchangeInfo lists them. Weight is

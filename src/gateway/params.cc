@@ -145,6 +145,12 @@ std::optional<ApiError> Params::Parse(std::string_view query, std::string_view b
   return std::nullopt;
 }
 
+Params Params::FromPairs(std::vector<std::pair<std::string, std::string>> items) {
+  Params p;
+  p.items_ = std::move(items);
+  return p;
+}
+
 bool Params::Set(std::string_view name, std::string value) {
   for (auto& item : items_) {
     if (item.first == name) {

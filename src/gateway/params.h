@@ -45,6 +45,10 @@ class Params {
 
   const std::vector<std::pair<std::string, std::string>>& all() const noexcept { return items_; }
 
+  // Parameters from decoded name/value pairs (no signed payload): one
+  // order of an order list, re-read under the names of a single order.
+  static Params FromPairs(std::vector<std::pair<std::string, std::string>> items);
+
   // Replaces the value of a parameter that is present (false otherwise). The
   // signed payload is not touched: it stays the bytes the client signed.
   bool Set(std::string_view name, std::string value);

@@ -1631,8 +1631,14 @@ class StreamHub::Impl {
       if (!user_scratch_[i]) continue;
       const marketdata::AccountUpdate& u = batch.accounts[i];
       events.clear();
-      for (const marketdata::ExecutionReport& r : u.reports) {
-        events.push_back(ExecutionReportJson(config_, r, now));
+      // listStatus events among the executionReports, where their changes
+      // happened.
+      std::size_t next_list = 0;
+      for (std::size_t k = 0; k <= u.reports.size(); ++k) {
+        while (next_list < u.lists.size() && u.lists[next_list].after_reports <= k) {
+          events.push_back(ListStatusJson(config_, u.lists[next_list++], now));
+        }
+        if (k < u.reports.size()) events.push_back(ExecutionReportJson(config_, u.reports[k], now));
       }
       for (const marketdata::BalanceDelta& d : u.transfers) {
         events.push_back(BalanceUpdateJson(config_, d, now));

@@ -14,6 +14,19 @@ std::optional<ApiError> Gateway::Impl::DryRun(const engine::PlaceOrder& o) {
     return ApiError::FromReject(engine::CommandType::kPlaceOrder,
                                 engine::RejectReason::kMarketNotTrading);
   }
+  // MAX_NUM_ALGO_ORDERS: the account's conditional orders waiting in the
+  // market, per the read side (the engine does not count them).
+  if (engine::IsConditional(o.type) &&
+      read_side_.WaitingOrders(o.account, o.market) >=
+          RulesOf(options_.market_rules, o.market).max_num_algo_orders) {
+    return ApiError::NewOrderRejected("Filter failure: MAX_NUM_ALGO_ORDERS");
+  }
+  // MAX_NUM_ICEBERG_ORDERS: the account's open iceberg orders in the market.
+  if (o.iceberg_qty.value != 0 &&
+      read_side_.IcebergOrders(o.account, o.market) >=
+          RulesOf(options_.market_rules, o.market).max_num_iceberg_orders) {
+    return ApiError::NewOrderRejected("Filter failure: MAX_NUM_ICEBERG_ORDERS");
+  }
   if (const std::optional<Amount> need = RequiredLock(config_, o)) {
     const engine::MarketSpec& m = config_.markets[static_cast<std::size_t>(o.market)];
     const AssetId asset = engine::SpendAsset(m, o.side);
@@ -26,7 +39,9 @@ std::optional<ApiError> Gateway::Impl::DryRun(const engine::PlaceOrder& o) {
 
 void Gateway::Impl::NewOrderRoute(Ctx& c) {
   NewOrder o;
-  if (auto e = ParseNewOrder(c.params, config_, c.account, &o)) return Reply(c, *e);
+  if (auto e = ParseNewOrder(c.params, config_, c.account, &o, options_.market_rules)) {
+    return Reply(c, *e);
+  }
   if (o.client_order_id.empty()) {
     o.client_order_id = "mb-" + RandomToken(22);
     (void)o.place.client_order_id.Assign(o.client_order_id);
@@ -108,7 +123,9 @@ void Gateway::Impl::AnswerReject(Pending& p, const engine::PlaceOrder& place,
 
 void Gateway::Impl::TestOrder(Ctx& c) {
   NewOrder o;
-  if (auto e = ParseNewOrder(c.params, config_, c.account, &o)) return Reply(c, *e);
+  if (auto e = ParseNewOrder(c.params, config_, c.account, &o, options_.market_rules)) {
+    return Reply(c, *e);
+  }
   if (auto e = DryRun(o.place)) return Reply(c, *e);
   Ok(c, "{}");
 }
@@ -273,7 +290,23 @@ void Gateway::Impl::CancelReplace(Ctx& c) {
     return Reply(c, *e);
   }
   NewOrder order;
-  if (auto e = ParseNewOrder(c.params, config_, c.account, &order)) return Reply(c, *e);
+  if (auto e = ParseNewOrder(c.params, config_, c.account, &order, options_.market_rules)) {
+    return Reply(c, *e);
+  }
+  if (engine::IsConditional(order.place.type)) {
+    // MAX_NUM_ALGO_ORDERS, checked up front: the order this request cancels
+    // does not count when it is one of the waiting ones.
+    std::size_t waiting = read_side_.WaitingOrders(c.account, m);
+    const std::optional<marketdata::OrderRecord> target =
+        Raw(cr.cancel.order_id) != 0 ? read_side_.FindOrder(c.account, m, cr.cancel.order_id)
+        : !cr.cancel.orig_client_order_id.empty()
+            ? read_side_.FindOrderByClientId(c.account, m, cr.cancel.orig_client_order_id.view())
+            : std::nullopt;
+    if (target && marketdata::Waiting(*target) && waiting > 0) --waiting;
+    if (waiting >= RulesOf(options_.market_rules, m).max_num_algo_orders) {
+      return Reply(c, ApiError::NewOrderRejected("Filter failure: MAX_NUM_ALGO_ORDERS"));
+    }
+  }
   if (order.client_order_id.empty()) {
     order.client_order_id = "mb-" + RandomToken(22);
     (void)order.place.client_order_id.Assign(order.client_order_id);
@@ -493,6 +526,153 @@ void Gateway::Impl::MyTrades(Ctx& c) {
   const auto fills = read_side_.MyTrades(c.account, q.market, order.value_or(0), q.from.value_or(0),
                                          q.start.value_or(0), q.end.value_or(0), q.limit);
   Ok(c, MyTradesJson(config_, fills));
+}
+
+// --- order lists ---
+
+void Gateway::Impl::OrderListOco(Ctx& c) {
+  NewOrderList list;
+  if (auto e = ParseOcoList(c.params, config_, c.account, &list, options_.market_rules)) {
+    return Reply(c, *e);
+  }
+  SubmitList(c, list);
+}
+
+void Gateway::Impl::OrderListOto(Ctx& c) {
+  NewOrderList list;
+  if (auto e = ParseOtoList(c.params, config_, c.account, &list, options_.market_rules)) {
+    return Reply(c, *e);
+  }
+  SubmitList(c, list);
+}
+
+void Gateway::Impl::OrderListOtoco(Ctx& c) {
+  NewOrderList list;
+  if (auto e = ParseOtocoList(c.params, config_, c.account, &list, options_.market_rules)) {
+    return Reply(c, *e);
+  }
+  SubmitList(c, list);
+}
+
+std::string Gateway::Impl::ListAnswer(const marketdata::ListRecord& l, RespType resp, int64_t ms,
+                                      bool with_reports, std::string_view cancel_client_id) {
+  std::vector<std::string> reports;
+  if (with_reports) {
+    for (std::size_t k = 0; k < l.size(); ++k) {
+      const auto rec = read_side_.FindOrder(l.account, l.market, l.orders[k]);
+      if (!rec) continue;
+      if (!cancel_client_id.empty()) {
+        reports.push_back(CanceledOrderJson(config_, *rec, cancel_client_id, ms));
+        continue;
+      }
+      const auto fills = read_side_.MyTrades(l.account, l.market, Raw(l.orders[k]), 0, 0, 0,
+                                             options_.read_side.history_trades);
+      reports.push_back(NewOrderJson(config_, *rec,
+                                     resp == RespType::kFull ? fills : decltype(fills){},
+                                     resp == RespType::kAck ? RespType::kResult : resp, ms));
+    }
+  }
+  return OrderListJson(config_, l, reports, ms, with_reports);
+}
+
+std::string Gateway::Impl::ListsJson(std::span<const marketdata::ListRecord> lists) {
+  std::string body = "[";
+  for (std::size_t i = 0; i < lists.size(); ++i) {
+    if (i > 0) body += ',';
+    body += ListAnswer(lists[i], RespType::kAck, lists[i].time_ns / 1'000'000, false);
+  }
+  body += ']';
+  return body;
+}
+
+// One engine command places the whole list or nothing; the answer comes from
+// the read side once it shows the list (its orders' reports: RESULT / FULL
+// shapes; ACK: no orderReports).
+void Gateway::Impl::SubmitList(Ctx& c, const NewOrderList& list) {
+  const auto snap = Snap(list.place.market);
+  if (snap->status != MarketStatus::kTrading) {
+    return Reply(c, ApiError::FromReject(engine::CommandType::kPlaceOrderList,
+                                         engine::RejectReason::kMarketNotTrading));
+  }
+  engine::Command cmd;
+  cmd.body = list.place;
+  const AccountId account = c.account;
+  Submit(c, "order_list", cmd, [this, account, resp = list.resp](Pending& p) {
+    if (const engine::Rejected* r = FirstReject(p.events)) {
+      return p.Fail(ApiError::FromReject(engine::CommandType::kPlaceOrderList, r->reason));
+    }
+    for (const Event& e : p.events) {
+      const auto* a = As<engine::ListAccepted>(e);
+      if (a == nullptr) continue;
+      const auto l = read_side_.FindList(account, a->list_id);
+      if (!l) return p.Fail(ApiError::Unknown("order list not found"));
+      return p.Reply(200, ListAnswer(*l, resp, e.timestamp_ns / 1'000'000, resp != RespType::kAck));
+    }
+    p.Fail(ApiError::Unknown("order list produced no list"));
+  });
+}
+
+void Gateway::Impl::CancelOrderListRoute(Ctx& c) {
+  engine::CancelOrderList cancel;
+  if (auto e = ParseCancelList(c.params, config_, c.account, &cancel)) return Reply(c, *e);
+  std::string new_cid;
+  if (auto e = CancelClientId(c.params, "newClientOrderId", &new_cid)) return Reply(c, *e);
+  engine::Command cmd;
+  cmd.body = cancel;
+  const AccountId account = c.account;
+  Submit(c, "cancel_order_list", cmd, [this, account, new_cid](Pending& p) {
+    if (const engine::Rejected* r = FirstReject(p.events)) {
+      return p.Fail(ApiError::FromReject(engine::CommandType::kCancelOrderList, r->reason));
+    }
+    for (const Event& e : p.events) {
+      const auto* d = As<engine::ListDone>(e);
+      if (d == nullptr) continue;
+      const auto l = read_side_.FindList(account, d->list_id);
+      if (!l) return p.Fail(ApiError::Unknown("order list not found"));
+      return p.Reply(200,
+                     ListAnswer(*l, RespType::kResult, e.timestamp_ns / 1'000'000, true, new_cid));
+    }
+    p.Fail(ApiError::Unknown("cancel produced no list cancellation"));
+  });
+}
+
+// GET /api/v3/orderList: orderListId or origClientOrderId (the list client
+// order id); -2013 "Order list does not exist." for a list the read side
+// does not hold.
+void Gateway::Impl::GetOrderList(Ctx& c) {
+  std::optional<uint64_t> id;
+  if (auto e = c.params.GetUint("orderListId", &id)) return Reply(c, *e);
+  const std::optional<std::string_view> cid = c.params.Get("origClientOrderId");
+  if (!id && (!cid || cid->empty())) {
+    return Reply(c, ApiError{400, -1102,
+                             "Param 'origClientOrderId' or 'orderListId' must be sent, but both "
+                             "were empty/null!"});
+  }
+  const auto l =
+      id ? read_side_.FindList(c.account, *id) : read_side_.FindListByClientId(c.account, *cid);
+  if (!l) return Reply(c, ApiError{400, -2013, "Order list does not exist."});
+  Ok(c, ListAnswer(*l, RespType::kAck, l->time_ns / 1'000'000, false));
+}
+
+void Gateway::Impl::OpenOrderLists(Ctx& c) { Ok(c, ListsJson(read_side_.OpenLists(c.account))); }
+
+// GET /api/v3/allOrderList: fromId, or startTime / endTime (at most 24 h
+// apart), limit (default 500, at most 1000), from the read side's lists.
+void Gateway::Impl::AllOrderLists(Ctx& c) {
+  std::optional<uint64_t> from;
+  std::optional<int64_t> start, end;
+  std::size_t limit = 0;
+  if (auto e = c.params.GetUint("fromId", &from)) return Reply(c, *e);
+  if (auto e = c.params.GetInt("startTime", &start)) return Reply(c, *e);
+  if (auto e = c.params.GetInt("endTime", &end)) return Reply(c, *e);
+  if (auto e = LimitParam(c, 500, 1000, &limit)) return Reply(c, *e);
+  if (from && (start || end)) return Reply(c, ApiError::BadParamCombination());
+  HistoryQuery q;
+  q.start = start;
+  q.end = end;
+  if (auto e = AccountHistoryWindow(q)) return Reply(c, *e);
+  Ok(c, ListsJson(read_side_.AllLists(c.account, from.value_or(0), start.value_or(0),
+                                      end.value_or(0), limit)));
 }
 
 void Gateway::Impl::Account(Ctx& c) {

@@ -24,9 +24,11 @@ using engine::MarketSpec;
 using engine::MarketStatusChanged;
 using engine::OrderAccepted;
 using engine::OrderAmended;
+using engine::OrderArmed;
 using engine::OrderCanceled;
 using engine::OrderExpired;
 using engine::OrderRested;
+using engine::OrderTriggered;
 using engine::Rejected;
 using engine::Side;
 using engine::Trade;
@@ -610,6 +612,11 @@ class ReadSide::Impl {
       MB_CHECK(Raw(o.terms.market) < markets_.size() && Raw(o.terms.account) < cfg_.max_accounts &&
                o.remaining.value > 0 && o.remaining <= o.terms.qty);
     }
+    for (const auto& s : img.stops) {
+      const engine::ImageOrder& o = s.order;
+      MB_CHECK(Raw(o.terms.market) < markets_.size() && Raw(o.terms.account) < cfg_.max_accounts &&
+               engine::IsConditional(o.terms.type) && o.remaining == o.terms.qty);
+    }
 
     WriterLock lock(mu_);
     // Again on a replica that resynchronises: nothing of the old state stays.
@@ -637,12 +644,37 @@ class ReadSide::Impl {
       MB_CHECK(Raw(p.account) < cfg_.max_accounts && Raw(p.asset) < n_assets_);
       Account(p.account).held[Raw(p.asset)] += p.amount;
     }
+    std::unordered_map<uint64_t, const engine::ImageIceberg*> icebergs;
+    for (const auto& ib : img.icebergs) icebergs.emplace(Raw(ib.id), &ib);
+    list_of_.clear();
+    for (const auto& l : img.lists) {
+      MB_CHECK(Raw(l.market) < markets_.size() && Raw(l.account) < cfg_.max_accounts);
+      ListRecord rec;
+      rec.id = l.id;
+      rec.account = l.account;
+      rec.market = l.market;
+      rec.type = l.type;
+      for (int k = 0; k < 3; ++k) {
+        rec.orders[k] = l.orders[k];
+        if (Raw(l.orders[k]) != 0) list_of_[Raw(l.orders[k])] = l.id;
+      }
+      // Only a hash of the list client order id survives in the image.
+      Account(l.account).lists.emplace(l.id, rec);
+    }
     for (const auto& o : img.orders) {
       const MarketSpec& spec = cfg_.markets[Raw(o.terms.market)];
       OrderRecord r;
       r.id = o.id;
       r.terms = o.terms;
       r.remaining = o.remaining;
+      r.list_id = ListOf(o.id);
+      Qty level = o.remaining;
+      if (auto ib = icebergs.find(Raw(o.id)); ib != icebergs.end()) {
+        // The image's remaining is the visible part.
+        r.iceberg_qty = ib->second->slice;
+        r.visible = o.remaining;
+        r.remaining = o.remaining + ib->second->hidden;
+      }
       r.executed = o.terms.qty - o.remaining;
       // The image does not say at which prices the filled part traded, so
       // this is an estimate at the current limit price: exact for an order
@@ -656,9 +688,50 @@ class ReadSide::Impl {
       r.time_ns = o.created_ns;
       r.update_ns = o.created_ns;
       r.working = true;
+      // A conditional order in the book was triggered; the image keeps
+      // neither its stop price nor its trigger time, so its placing time
+      // stands in for the latter (it is working).
+      if (engine::IsConditional(o.terms.type)) r.trigger_ns = std::max<int64_t>(o.created_ns, 1);
       std::map<int64_t, int64_t>& side =
           markets_[Raw(o.terms.market)].levels[SideIndex(o.terms.side)];
-      side[o.terms.price.value] += o.remaining.value;
+      side[o.terms.price.value] += level.value;
+      if (Account(o.terms.account).open.emplace(Raw(o.id), r).second) ++open_orders_;
+    }
+    for (const engine::OrderPending& p : img.pending) {
+      MB_CHECK(Raw(p.terms.market) < markets_.size() && Raw(p.terms.account) < cfg_.max_accounts);
+      const OrderRecord r = PendingRecord(p, 0);
+      AccountState& acc = Account(p.terms.account);
+      if (!p.client_order_id.empty()) {
+        acc.client_ids[ClientKey(p.terms.market, p.client_order_id.view())] = Raw(p.order_id);
+      }
+      if (acc.open.emplace(Raw(p.order_id), r).second) ++open_orders_;
+      if (auto l = acc.lists.find(p.list_id); l != acc.lists.end()) {
+        for (int k = 0; k < 3; ++k) {
+          if (l->second.orders[k] == p.order_id) l->second.client_ids[k] = p.client_order_id;
+        }
+      }
+    }
+    for (const auto& s : img.stops) {
+      const engine::ImageOrder& o = s.order;
+      OrderRecord r;
+      r.id = o.id;
+      r.terms = o.terms;
+      r.remaining = o.remaining;
+      r.status = OrderStatus::kNew;
+      r.time_ns = o.created_ns;
+      r.update_ns = o.created_ns;
+      r.stop_price = s.stop_price;
+      r.trailing_delta = s.trailing_delta;
+      r.list_id = ListOf(o.id);
+      if (s.trailing_delta != 0) {
+        if (s.active) {
+          // The image does not say when it began tracking: its placing time
+          // stands in.
+          r.trailing_ns = std::max<int64_t>(o.created_ns, 1);
+        } else {
+          Watch(r);
+        }
+      }
       if (Account(o.terms.account).open.emplace(Raw(o.id), r).second) ++open_orders_;
     }
     lock.Unlock();
@@ -801,7 +874,87 @@ class ReadSide::Impl {
     return acc == nullptr ? 0 : acc->update_ns;
   }
 
+  std::size_t IcebergOrders(AccountId account, MarketId market) const {
+    ReaderLock lock(mu_);
+    const AccountState* acc = FindAccount(account);
+    if (acc == nullptr) return 0;
+    std::size_t n = 0;
+    for (const auto& [id, r] : acc->open) {
+      if (r.terms.market == market && r.iceberg_qty.value != 0) ++n;
+    }
+    return n;
+  }
+
+  std::optional<ListRecord> FindList(AccountId account, uint64_t list_id) const {
+    ReaderLock lock(mu_);
+    const AccountState* acc = FindAccount(account);
+    if (acc == nullptr) return std::nullopt;
+    if (auto it = acc->lists.find(list_id); it != acc->lists.end()) return it->second;
+    if (auto it = acc->closed_lists.find(list_id); it != acc->closed_lists.end()) return it->second;
+    return std::nullopt;
+  }
+
+  std::optional<ListRecord> FindListByClientId(AccountId account, std::string_view cid) const {
+    ReaderLock lock(mu_);
+    const AccountState* acc = FindAccount(account);
+    if (acc == nullptr || cid.empty()) return std::nullopt;
+    for (const auto& [id, l] : acc->lists) {
+      if (l.list_client_order_id.view() == cid) return l;
+    }
+    for (auto it = acc->closed_lists.rbegin(); it != acc->closed_lists.rend(); ++it) {
+      if (it->second.list_client_order_id.view() == cid) return it->second;
+    }
+    return std::nullopt;
+  }
+
+  std::vector<ListRecord> OpenLists(AccountId account) const {
+    ReaderLock lock(mu_);
+    std::vector<ListRecord> out;
+    const AccountState* acc = FindAccount(account);
+    if (acc == nullptr) return out;
+    for (const auto& [id, l] : acc->lists) out.push_back(l);
+    return out;
+  }
+
+  std::vector<ListRecord> AllLists(AccountId account, uint64_t from_id, int64_t start_ms,
+                                   int64_t end_ms, std::size_t limit) const {
+    ReaderLock lock(mu_);
+    std::vector<ListRecord> out;
+    const AccountState* acc = FindAccount(account);
+    if (acc == nullptr) return out;
+    auto take = [&](const std::map<uint64_t, ListRecord>& lists) {
+      for (auto it = lists.lower_bound(from_id); it != lists.end(); ++it) {
+        if (InWindow(it->second.time_ns, start_ms, end_ms)) out.push_back(it->second);
+      }
+    };
+    take(acc->lists);
+    take(acc->closed_lists);
+    std::sort(out.begin(), out.end(),
+              [](const ListRecord& a, const ListRecord& b) { return a.id < b.id; });
+    Limit(&out, from_id > 0 || start_ms != 0, limit);
+    return out;
+  }
+
+  std::size_t WaitingOrders(AccountId account, MarketId market) const {
+    ReaderLock lock(mu_);
+    const AccountState* acc = FindAccount(account);
+    if (acc == nullptr) return 0;
+    std::size_t n = 0;
+    for (const auto& [id, r] : acc->open) {
+      if (r.terms.market == market && Waiting(r)) ++n;
+    }
+    return n;
+  }
+
  private:
+  // A trailing stop with an activation price that has not begun tracking:
+  // the first trade at a price meeting its stop condition starts it.
+  struct TrailWatch {
+    AccountId account{};
+    Price stop{};
+    bool rise = false;  // the condition is "price >= stop" (else "<=")
+  };
+
   // One market as the writer sees it. Writer only; readers get snapshots.
   struct MarketState {
     MarketStatus status = MarketStatus::kTrading;
@@ -812,6 +965,7 @@ class ReadSide::Impl {
     int64_t time_ns = 0;
     std::shared_ptr<const TradeChunk> trades;
     std::array<KlineSeries, kKlineIntervals> klines;
+    std::map<uint64_t, TrailWatch> trailing;  // by order id
     // This batch:
     bool touched = false;
     std::map<int64_t, int64_t> before[2];  // level totals at their first change
@@ -855,6 +1009,9 @@ class ReadSide::Impl {
     std::deque<uint64_t> closed_order;                     // history ids, oldest closed first
     std::unordered_map<std::string, uint64_t> client_ids;  // ClientKey -> newest order id
     std::deque<Fill> fills;                                // oldest first
+    std::map<uint64_t, ListRecord> lists;                  // open order lists, by id
+    std::map<uint64_t, ListRecord> closed_lists;           // done, by id
+    std::deque<uint64_t> closed_list_order;                // oldest done first
     int64_t update_ns = 0;
     // This batch (writer only):
     std::ptrdiff_t slot = -1;  // index in out_->accounts
@@ -1001,13 +1158,50 @@ class ReadSide::Impl {
     while (fills.size() > opts_.history_trades) fills.pop_front();
   }
 
+  // Follows a trailing stop with an activation price until it begins tracking.
+  void Watch(const OrderRecord& r) {
+    markets_[Raw(r.terms.market)].trailing[Raw(r.id)] = TrailWatch{
+        r.terms.account, r.stop_price, engine::TriggersOnRise(r.terms.type, r.terms.side)};
+  }
+
+  // A trade at `price`: the trailing stops whose activation price it meets
+  // begin tracking now (as the engine's, at the trade).
+  void Activate(MarketState& m, Price price) MB_REQUIRES(mu_) {
+    for (auto it = m.trailing.begin(); it != m.trailing.end();) {
+      const TrailWatch& w = it->second;
+      if (w.rise ? price < w.stop : price > w.stop) {
+        ++it;
+        continue;
+      }
+      AccountState& acc = Account(w.account);
+      auto o = acc.open.find(it->first);
+      if (o != acc.open.end()) o->second.trailing_ns = ts_;
+      it = m.trailing.erase(it);
+    }
+  }
+
+  // The last report of order `id` queued in this batch by this record, if any.
+  ExecutionReport* LastReport(AccountId account, OrderId id) MB_REQUIRES(mu_) {
+    const AccountState& acc = Account(account);
+    if (acc.slot < 0) return nullptr;
+    std::vector<ExecutionReport>& reports =
+        out_->accounts[static_cast<std::size_t>(acc.slot)].reports;
+    for (auto it = reports.rbegin(); it != reports.rend(); ++it) {
+      if (it->order.id != id) continue;
+      return it->seq == seq_ ? &*it : nullptr;
+    }
+    return nullptr;
+  }
+
   // ---- events --------------------------------------------------------------
 
   void On(const OrderAccepted& a) MB_REQUIRES(mu_) {
     TouchMarket(a.terms.market);
     Lock(a.terms.account, a.terms.market, a.terms.side, a.locked);
-    const OrderRecord r = NewOrderRecord(a, ts_);
+    OrderRecord r = NewOrderRecord(a, ts_);
+    r.list_id = ListOf(a.order_id);
     AccountState& acc = Account(a.terms.account);
+    if (r.list_id != 0) SetListClientId(a.terms.account, r.list_id, a.order_id, a.client_order_id);
     if (!a.client_order_id.empty()) {
       acc.client_ids[ClientKey(a.terms.market, a.client_order_id.view())] = Raw(a.order_id);
     }
@@ -1021,9 +1215,22 @@ class ReadSide::Impl {
     // Only a refused order is an execution report (Binance answers a refused
     // cancel or amend with an error, not on the stream). An account outside
     // the configuration cannot have a stream.
-    if (x.command != engine::CommandType::kPlaceOrder || Raw(x.account) >= cfg_.max_accounts) {
+    if (Raw(x.account) >= cfg_.max_accounts) return;
+    if (x.command == engine::CommandType::kPlaceOrderList && Raw(x.order_id) != 0) {
+      // A pending order of a list that could not be placed once its working
+      // order filled.
+      AccountState& acc = Account(x.account);
+      auto it = acc.open.find(Raw(x.order_id));
+      if (it == acc.open.end()) return;
+      OrderRecord& r = it->second;
+      r.status = OrderStatus::kRejected;
+      r.remaining = Qty{0};
+      r.update_ns = ts_;
+      Report(ExecType::kRejected, r, std::nullopt, x.reason);
+      Close(x.account, x.order_id);
       return;
     }
+    if (x.command != engine::CommandType::kPlaceOrder) return;
     OrderRecord r;
     r.terms.account = x.account;
     r.terms.market = x.market;
@@ -1082,6 +1289,7 @@ class ReadSide::Impl {
     m.batch_trades.push_back(row);
     out_->trades.push_back(row);
     AddToKlines(m, row, t.taker_side);
+    if (!m.trailing.empty()) Activate(m, t.price);
 
     FillOrder(t, true);
     FillOrder(t, false);
@@ -1111,6 +1319,7 @@ class ReadSide::Impl {
     r->executed += t.qty;
     r->cumulative_quote += t.notional;
     if (r->quote_qty.value == 0) r->remaining -= t.qty;  // a budget order has no lots left
+    if (maker && r->iceberg_qty.value != 0) r->visible -= t.qty;
     r->update_ns = ts_;
     if (filled) {
       r->status = OrderStatus::kFilled;
@@ -1131,7 +1340,51 @@ class ReadSide::Impl {
     r->remaining = x.remaining;
     r->working = true;
     r->update_ns = ts_;
-    AdjustLevel(m, x.side, r->terms.price, x.remaining.value);
+    // An iceberg shows its first slice (or what is left of the order).
+    if (r->iceberg_qty.value != 0) r->visible = std::min(r->iceberg_qty, x.remaining);
+    AdjustLevel(m, x.side, r->terms.price, LevelQty(*r).value);
+    // The report this command queued last for the order (NEW, or its last
+    // TRADE) describes it after the command: on the book.
+    if (ExecutionReport* rep = LastReport(x.account, x.order_id)) {
+      rep->order.working = true;
+      rep->order.remaining = x.remaining;
+      rep->order.visible = r->visible;
+    }
+  }
+
+  // The conditional order just accepted waits for its trigger: its stop
+  // price and trailing delta go into the order and into its NEW report.
+  void On(const OrderArmed& x) MB_REQUIRES(mu_) {
+    TouchMarket(x.market);
+    OrderRecord* r = OpenOrder(x.account, x.order_id);
+    if (r == nullptr) return;
+    r->stop_price = x.stop_price;
+    r->trailing_delta = x.trailing_delta;
+    if (x.trailing_delta != 0) {
+      // Without an activation price a trailing stop tracks from the start.
+      if (x.stop_price.value == 0) {
+        r->trailing_ns = ts_;
+      } else {
+        Watch(*r);
+      }
+    }
+    if (ExecutionReport* rep = LastReport(x.account, x.order_id)) {
+      if (rep->type == ExecType::kNew) rep->order = *r;
+    }
+  }
+
+  // The order enters matching (the events that follow match it as a
+  // taker): a stop-market buy locks what its walk costs now. Reported as
+  // NEW again, working from now on (Binance's W).
+  void On(const OrderTriggered& x) MB_REQUIRES(mu_) {
+    MarketState& m = TouchMarket(x.market);
+    Lock(x.account, x.market, x.side, x.lock_delta);
+    m.trailing.erase(Raw(x.order_id));
+    OrderRecord* r = OpenOrder(x.account, x.order_id);
+    if (r == nullptr) return;
+    r->trigger_ns = ts_;
+    r->update_ns = ts_;
+    Report(ExecType::kNew, *r);
   }
 
   // A cancel or an expiry: the order leaves, whatever it still locked returns.
@@ -1140,12 +1393,18 @@ class ReadSide::Impl {
       MB_REQUIRES(mu_) {
     MarketState& m = TouchMarket(market);
     Lock(account, market, side, Amount{-released.value});
+    m.trailing.erase(Raw(id));
     OrderRecord* r = OpenOrder(account, id);
     if (r == nullptr) return;
     // A taker that never rested (IOC, FOK, MARKET remainders, self-trade
     // prevention while matching) has no level to leave.
-    if (r->working) AdjustLevel(m, side, r->terms.price, -remaining.value);
+    // An iceberg leaves its level with its visible part only.
+    if (r->working) {
+      AdjustLevel(m, side, r->terms.price,
+                  -(r->iceberg_qty.value != 0 ? r->visible : remaining).value);
+    }
     r->working = false;
+    r->visible = Qty{0};
     r->remaining = Qty{0};
     r->status = status;
     if (status == OrderStatus::kExpired) r->expire_reason = reason;
@@ -1271,6 +1530,142 @@ class ReadSide::Impl {
   }
 
   void On(const MarketStatusChanged& x) { TouchMarket(x.market).status = x.status; }
+
+  // The order just accepted is an iceberg: its slice goes into the order
+  // and its NEW report (it rests, if it does, in the events that follow).
+  void On(const engine::IcebergAccepted& x) MB_REQUIRES(mu_) {
+    TouchMarket(x.market);
+    OrderRecord* r = OpenOrder(x.account, x.order_id);
+    if (r == nullptr) return;
+    r->iceberg_qty = x.slice;
+    if (ExecutionReport* rep = LastReport(x.account, x.order_id)) rep->order.iceberg_qty = x.slice;
+  }
+
+  // A resting iceberg's next slice joins the tail of its level (its visible
+  // part was filled by the trade just before).
+  void On(const engine::IcebergRefilled& x) MB_REQUIRES(mu_) {
+    MarketState& m = TouchMarket(x.market);
+    AdjustLevel(m, x.side, x.price, x.visible.value);
+    OrderRecord* r = OpenOrder(x.account, x.order_id);
+    if (r == nullptr) return;
+    r->visible = x.visible;
+    assert(r->remaining == x.visible + x.hidden && "iceberg parts disagree with the engine");
+  }
+
+  void On(const engine::ListAccepted& x) MB_REQUIRES(mu_) {
+    TouchMarket(x.market);
+    ListRecord l;
+    l.id = x.list_id;
+    l.account = x.account;
+    l.market = x.market;
+    l.type = x.type;
+    l.list_client_order_id = x.list_client_order_id;
+    for (int k = 0; k < 3; ++k) {
+      l.orders[k] = x.order_ids[k];
+      if (Raw(x.order_ids[k]) != 0) list_of_[Raw(x.order_ids[k])] = x.list_id;
+    }
+    l.time_ns = ts_;
+    l.update_ns = ts_;
+    Account(x.account).lists.insert_or_assign(x.list_id, l);
+    ReportList(l);
+  }
+
+  // A pending order of an OTO / OTOCO list: open as PENDING_NEW, in no
+  // book, locking nothing, until placed (an OrderAccepted with its id).
+  void On(const engine::OrderPending& x) MB_REQUIRES(mu_) {
+    TouchMarket(x.terms.market);
+    const OrderRecord r = PendingRecord(x, ts_);
+    AccountState& acc = Account(x.terms.account);
+    if (!x.client_order_id.empty()) {
+      acc.client_ids[ClientKey(x.terms.market, x.client_order_id.view())] = Raw(x.order_id);
+    }
+    const auto [at, inserted] = acc.open.insert_or_assign(Raw(x.order_id), r);
+    if (inserted) ++open_orders_;
+    SetListClientId(x.terms.account, x.list_id, x.order_id, x.client_order_id);
+    Report(ExecType::kNew, at->second);
+  }
+
+  // No order of the list is open or pending any more: pending orders that
+  // were never placed (their working order did not fill) are canceled.
+  void On(const engine::ListDone& x) MB_REQUIRES(mu_) {
+    TouchMarket(x.market);
+    AccountState& acc = Account(x.account);
+    auto it = acc.lists.find(x.list_id);
+    if (it == acc.lists.end()) return;
+    ListRecord l = it->second;
+    acc.lists.erase(it);
+    for (const OrderId id : l.orders) {
+      if (Raw(id) == 0) continue;
+      list_of_.erase(Raw(id));
+      auto o = acc.open.find(Raw(id));
+      if (o == acc.open.end() || o->second.status != OrderStatus::kPendingNew) continue;
+      o->second.status = OrderStatus::kCanceled;
+      o->second.remaining = Qty{0};
+      o->second.update_ns = ts_;
+      Report(ExecType::kCanceled, o->second);
+      Close(x.account, id);
+    }
+    l.status = ListStatus::kAllDone;
+    l.update_ns = ts_;
+    ReportList(l);
+    acc.closed_lists.emplace(l.id, l);
+    acc.closed_list_order.push_back(l.id);
+    while (acc.closed_list_order.size() > opts_.history_orders) {
+      acc.closed_lists.erase(acc.closed_list_order.front());
+      acc.closed_list_order.pop_front();
+    }
+  }
+
+  // The list an order belongs to (0: none), while the list is open.
+  uint64_t ListOf(OrderId id) const {
+    auto it = list_of_.find(Raw(id));
+    return it == list_of_.end() ? 0 : it->second;
+  }
+
+  static OrderRecord PendingRecord(const engine::OrderPending& x, int64_t time_ns) {
+    OrderRecord r;
+    r.id = x.order_id;
+    r.terms = x.terms;
+    r.remaining = x.terms.qty;
+    r.status = OrderStatus::kPendingNew;
+    r.client_order_id = x.client_order_id;
+    r.time_ns = time_ns;
+    r.update_ns = time_ns;
+    r.stop_price = x.stop_price;
+    r.trailing_delta = x.trailing_delta;
+    r.iceberg_qty = x.iceberg_qty;
+    r.list_id = x.list_id;
+    return r;
+  }
+
+  // The list's order `id` has client order id `cid`: kept in the list, and
+  // in the list's reports of this command (its EXEC_STARTED names its
+  // orders' ids).
+  void SetListClientId(AccountId account, uint64_t list_id, OrderId id, const ClientOrderId& cid)
+      MB_REQUIRES(mu_) {
+    AccountState& acc = Account(account);
+    auto set = [&](ListRecord& l) {
+      for (int k = 0; k < 3; ++k) {
+        if (l.orders[k] == id) l.client_ids[k] = cid;
+      }
+    };
+    if (auto it = acc.lists.find(list_id); it != acc.lists.end()) set(it->second);
+    if (acc.slot < 0) return;
+    for (ListStatusReport& rep : out_->accounts[static_cast<std::size_t>(acc.slot)].lists) {
+      if (rep.list.id == list_id && rep.seq == seq_) set(rep.list);
+    }
+  }
+
+  // A listStatus for the list's account, after the reports queued so far.
+  void ReportList(const ListRecord& l) MB_REQUIRES(mu_) {
+    AccountUpdate& u = Update(l.account);
+    ListStatusReport rep;
+    rep.list = l;
+    rep.after_reports = u.reports.size();
+    rep.seq = seq_;
+    rep.time_ns = ts_;
+    u.lists.push_back(rep);
+  }
 
   // ---- klines and trades -----------------------------------------------------
 
@@ -1429,6 +1824,8 @@ class ReadSide::Impl {
   std::vector<MarketState> markets_;
   std::vector<MarketId> touched_markets_;
   std::vector<AccountId> touched_accounts_;
+  // Order id -> its list's id, for the orders of open lists.
+  std::unordered_map<uint64_t, uint64_t> list_of_;
   BatchOutput* out_ = nullptr;
   Sequence seq_{};
   int64_t ts_ = 0;
@@ -1500,6 +1897,32 @@ std::vector<Fill> ReadSide::MyTrades(AccountId account, MarketId market, uint64_
 
 int64_t ReadSide::account_update_ns(AccountId account) const {
   return impl_->account_update_ns(account);
+}
+
+std::size_t ReadSide::WaitingOrders(AccountId account, MarketId market) const {
+  return impl_->WaitingOrders(account, market);
+}
+
+std::size_t ReadSide::IcebergOrders(AccountId account, MarketId market) const {
+  return impl_->IcebergOrders(account, market);
+}
+
+std::optional<ListRecord> ReadSide::FindList(AccountId account, uint64_t list_id) const {
+  return impl_->FindList(account, list_id);
+}
+
+std::optional<ListRecord> ReadSide::FindListByClientId(AccountId account,
+                                                       std::string_view cid) const {
+  return impl_->FindListByClientId(account, cid);
+}
+
+std::vector<ListRecord> ReadSide::OpenLists(AccountId account) const {
+  return impl_->OpenLists(account);
+}
+
+std::vector<ListRecord> ReadSide::AllLists(AccountId account, uint64_t from_id, int64_t start_ms,
+                                           int64_t end_ms, std::size_t limit) const {
+  return impl_->AllLists(account, from_id, start_ms, end_ms, limit);
 }
 
 }  // namespace mb::marketdata

@@ -299,9 +299,20 @@ struct BalanceRow {
   Amount held{};  // on its way to another venue: in neither available nor locked
 };
 
+// A change of an order list (Binance's listStatus event): placed
+// (EXEC_STARTED) or done (ALL_DONE).
+struct ListStatusReport {
+  ListRecord list;  // after this change
+  // How many of the account's reports of this batch come before it.
+  std::size_t after_reports = 0;
+  Sequence seq{};
+  int64_t time_ns = 0;
+};
+
 struct AccountUpdate {
   AccountId account{};
   std::vector<ExecutionReport> reports;  // in event order
+  std::vector<ListStatusReport> lists;   // in event order, placed among reports by after_reports
   std::vector<BalanceDelta> transfers;   // deposits / withdrawals
   std::vector<BalanceRow> balances;      // every asset whose balance changed, after the batch
 };
@@ -354,7 +365,8 @@ class ReadSide {
   ReadSide& operator=(const ReadSide&) = delete;
 
   // The state recovered at start: balances, resting orders (as open orders
-  // and book levels), market states. History starts empty; whatever was
+  // and book levels), conditional orders waiting for their trigger (open
+  // orders in no level), market states. History starts empty; whatever was
   // held before is forgotten.
   void Bootstrap(const engine::EngineImage& image);
 
@@ -389,6 +401,24 @@ class ReadSide {
                              uint64_t from_id, int64_t start_ms, int64_t end_ms,
                              std::size_t limit) const;
   int64_t account_update_ns(AccountId account) const;  // last balance change
+  // The account's conditional orders of `market` waiting for their trigger
+  // (open, untriggered: Waiting()).
+  std::size_t WaitingOrders(AccountId account, MarketId market) const;
+  // The account's open iceberg orders of `market` (MAX_NUM_ICEBERG_ORDERS).
+  std::size_t IcebergOrders(AccountId account, MarketId market) const;
+
+  // Order lists: open ones, and done ones still held (as many as
+  // history_orders, per account). By id (any market), or by list client
+  // order id (an open list first, else the newest done one).
+  std::optional<ListRecord> FindList(AccountId account, uint64_t list_id) const;
+  std::optional<ListRecord> FindListByClientId(AccountId account,
+                                               std::string_view list_client_order_id) const;
+  std::vector<ListRecord> OpenLists(AccountId account) const;
+  // Lists by id ascending: from_id > 0: ids >= from_id; start/end (ms, 0 =
+  // unbounded) on the placing time; at most limit (the newest when neither
+  // from_id nor start).
+  std::vector<ListRecord> AllLists(AccountId account, uint64_t from_id, int64_t start_ms,
+                                   int64_t end_ms, std::size_t limit) const;
 
  private:
   class Impl;

@@ -210,9 +210,27 @@ void ExpectAgrees(const Engine& engine, const ReadSide& rs) {
     for (Side side : {Side::kBuy, Side::kSell}) {
       for (const OrderView& o : engine.Orders(m, side)) open.emplace(Raw(o.id), o);
     }
+    // Conditional orders waiting for their trigger: open, in no book.
+    std::map<uint64_t, engine::ImageStop> stops;
+    for (const engine::ImageStop& st : engine.ExportImage().stops) {
+      if (st.order.terms.market == m) stops.emplace(Raw(st.order.id), st);
+    }
     std::size_t seen = 0;
+    std::size_t waiting = 0;
     for (uint32_t a = 0; a < kMaxAccounts; ++a) {
       for (const OrderRecord& r : rs.OpenOrders(AccountId{a}, m)) {
+        if (Waiting(r)) {
+          auto st = stops.find(Raw(r.id));
+          ASSERT_NE(st, stops.end()) << "order " << Raw(r.id) << " does not wait in the engine";
+          ASSERT_EQ(r.terms, st->second.order.terms) << "order " << Raw(r.id);
+          ASSERT_EQ(r.stop_price, st->second.stop_price) << "order " << Raw(r.id);
+          ASSERT_EQ(r.trailing_delta, st->second.trailing_delta) << "order " << Raw(r.id);
+          ASSERT_EQ(r.trailing_ns != 0, st->second.active) << "order " << Raw(r.id);
+          ASSERT_EQ(r.remaining, r.terms.qty);
+          ASSERT_FALSE(r.working);
+          ++waiting;
+          continue;
+        }
         auto it = open.find(Raw(r.id));
         ASSERT_NE(it, open.end()) << "order " << Raw(r.id) << " is not open in the engine";
         const OrderView& o = it->second;
@@ -234,6 +252,7 @@ void ExpectAgrees(const Engine& engine, const ReadSide& rs) {
       }
     }
     ASSERT_EQ(seen, open.size()) << "market " << mi;
+    ASSERT_EQ(waiting, stops.size()) << "market " << mi;
   }
   std::size_t all_open = 0;
   for (uint32_t a = 0; a < kMaxAccounts; ++a) {
@@ -495,7 +514,8 @@ void ExpectHistory(const Harness& h, const Reference& ref, int64_t now_ns) {
           ASSERT_EQ(r.executed, r.terms.qty);
         }
         ASSERT_EQ(r.working,
-                  r.status == OrderStatus::kNew || r.status == OrderStatus::kPartiallyFilled);
+                  (r.status == OrderStatus::kNew || r.status == OrderStatus::kPartiallyFilled) &&
+                      !Waiting(r));
         auto found = h.rs.FindOrder(account, m, r.id);
         ASSERT_TRUE(found.has_value());
         ASSERT_EQ(found->status, r.status);
@@ -1114,6 +1134,298 @@ TEST_F(ReadSideTest, OrderStatesReportsAndFills) {
 
 // A MARKET buy by quote amount that spent its budget while the book still had
 // liquidity is FILLED (its last fill's report says so; no EXPIRED report).
+// A conditional order (engine::IsConditional) placed with its stop price
+// and trailing delta.
+Command Stop(int64_t ts, AccountId a, Side side, OrderType type, int64_t price, int64_t qty,
+             int64_t stop, int32_t delta = 0, std::string_view cid = "") {
+  const TimeInForce tif = engine::IsMarketLike(type) ? TimeInForce::kIoc : TimeInForce::kGtc;
+  Command c = Place(ts, a, kBtcUsdt, side, type, tif, price, qty, cid);
+  auto& p = std::get<engine::PlaceOrder>(c.body);
+  p.stop_price = Price{stop};
+  p.trailing_delta = delta;
+  return c;
+}
+
+// OrderArmed fills the stop price and trailing delta into the order and its
+// NEW report; the order is open, waiting, in no level. OrderTriggered locks
+// what a stop-market buy needs, records the trigger time and reports NEW
+// again (working once it rests); then it trades, rests or expires as any
+// order. A trailing stop with an activation price begins tracking at the
+// first trade meeting it. Bootstrap restores the waiting orders.
+TEST_F(ReadSideTest, ConditionalOrdersArmTriggerAndCancel) {
+  const int64_t t = kDay0 + kSec;
+  h_.Run({Limit(t, kAlice, Side::kSell, 1000, 1), Limit(t, kBob, Side::kBuy, 1000, 1)});  // 1000
+
+  const int64_t t2 = t + kSec;
+  const BatchOutput* out =
+      &h_.Run({Stop(t2, kAlice, Side::kSell, OrderType::kStopLossLimit, 950, 3, 960, 0, "sl")});
+  const OrderId sl = Last();
+  {
+    const AccountUpdate* u = FindUpdate(*out, kAlice);
+    ASSERT_EQ(Types(u), std::vector<ExecType>{ExecType::kNew});
+    const OrderRecord& r = u->reports[0].order;
+    EXPECT_EQ(r.id, sl);
+    EXPECT_EQ(r.terms.type, OrderType::kStopLossLimit);
+    EXPECT_EQ(r.stop_price, Price{960});
+    EXPECT_EQ(r.trailing_delta, 0);
+    EXPECT_EQ(r.trigger_ns, 0);
+    EXPECT_FALSE(r.working);
+    EXPECT_TRUE(Waiting(r));
+    EXPECT_EQ(WorkingNs(r), std::nullopt);
+    // The sell locks its quantity while it waits; no level shows it.
+    ASSERT_EQ(u->balances.size(), 1u);
+    EXPECT_EQ(u->balances[0].locked, Amount{30'000});
+    EXPECT_TRUE(out->depth.empty());
+  }
+  EXPECT_TRUE(h_.rs.Snapshot(kBtcUsdt)->asks.empty());
+  ASSERT_EQ(h_.rs.OpenOrders(kAlice, kBtcUsdt).size(), 1u);
+  EXPECT_TRUE(Waiting(*h_.rs.FindOrderByClientId(kAlice, kBtcUsdt, "sl")));
+  EXPECT_EQ(h_.rs.WaitingOrders(kAlice, kBtcUsdt), 1u);
+  EXPECT_EQ(h_.rs.WaitingOrders(kAlice, kEthUsdt), 0u);
+  EXPECT_EQ(h_.rs.WaitingOrders(kBob, kBtcUsdt), 0u);
+
+  // A trailing take-profit buy without an activation price tracks at once
+  // and locks nothing while it waits.
+  const int64_t t3 = t + 2 * kSec;
+  out = &h_.Run({Stop(t3, kAlice, Side::kBuy, OrderType::kTakeProfit, 0, 2, 0, 100)});
+  const OrderId tp = Last();
+  EXPECT_EQ(FindUpdate(*out, kAlice)->reports[0].order.trailing_ns, t3);
+  EXPECT_EQ(FindUpdate(*out, kAlice)->reports[0].order.trailing_delta, 100);
+  EXPECT_TRUE(FindUpdate(*out, kAlice)->balances.empty());
+  EXPECT_EQ(h_.rs.WaitingOrders(kAlice, kBtcUsdt), 2u);
+
+  // A trade at 955 meets the stop (<= 960): the stop-limit sell triggers
+  // and sells its 3 at Bob's bid.
+  const int64_t t5 = t + 4 * kSec;
+  h_.Run({Limit(t + 3 * kSec, kBob, Side::kBuy, 955, 5)});
+  out = &h_.Run({Limit(t5, kAlice, Side::kSell, 955, 1)});
+  {
+    const AccountUpdate* u = FindUpdate(*out, kAlice);
+    ASSERT_EQ(Types(u), (std::vector<ExecType>{ExecType::kNew, ExecType::kTrade, ExecType::kNew,
+                                               ExecType::kTrade}));
+    const OrderRecord& trig = u->reports[2].order;
+    EXPECT_EQ(trig.id, sl);
+    EXPECT_EQ(trig.trigger_ns, t5);
+    EXPECT_EQ(trig.stop_price, Price{960});
+    EXPECT_EQ(trig.status, OrderStatus::kNew);
+    EXPECT_EQ(u->reports[3].order.status, OrderStatus::kFilled);
+    EXPECT_EQ(u->reports[3].fill->price, Price{955});
+    EXPECT_EQ(u->reports[3].order.trigger_ns, t5);
+  }
+  auto rec = h_.rs.FindOrder(kAlice, kBtcUsdt, sl);
+  ASSERT_TRUE(rec.has_value());
+  EXPECT_EQ(rec->status, OrderStatus::kFilled);
+  EXPECT_EQ(WorkingNs(*rec), std::optional<int64_t>(t5));
+  EXPECT_FALSE(Waiting(*rec));
+  EXPECT_EQ(h_.rs.WaitingOrders(kAlice, kBtcUsdt), 1u);
+
+  // The trailing buy follows the low (955) and triggers on a rise of 1 %
+  // (>= 964.55): a trade at 970; it buys its 2 at Bob's 980 ask.
+  h_.Run({Limit(t + 5 * kSec, kBob, Side::kSell, 980, 5)});
+  const int64_t t7 = t + 6 * kSec;
+  out = &h_.Run({Limit(t7, kBob, Side::kSell, 970, 1), Limit(t7, kAlice, Side::kBuy, 970, 1)});
+  {
+    const AccountUpdate* u = FindUpdate(*out, kAlice);
+    ASSERT_EQ(Types(u), (std::vector<ExecType>{ExecType::kNew, ExecType::kTrade, ExecType::kNew,
+                                               ExecType::kTrade}));
+    EXPECT_EQ(u->reports[2].order.id, tp);
+    EXPECT_EQ(u->reports[2].order.trigger_ns, t7);
+    EXPECT_EQ(u->reports[3].order.status, OrderStatus::kFilled);
+    EXPECT_EQ(u->reports[3].fill->price, Price{980});
+  }
+  EXPECT_EQ(h_.rs.WaitingOrders(kAlice, kBtcUsdt), 0u);
+
+  // A stop-limit buy triggered with nothing to take rests: its trigger
+  // report says it works, and its level appears.
+  h_.Run({Limit(t + 7 * kSec, kBob, Side::kBuy, 980, 4)});  // takes the 980s: last 980
+  h_.Run({Stop(t + 8 * kSec, kAlice, Side::kBuy, OrderType::kStopLossLimit, 990, 1, 985)});
+  const OrderId slb = Last();
+  const int64_t t10 = t + 9 * kSec;
+  out = &h_.Run({Limit(t10, kBob, Side::kSell, 986, 1), Limit(t10, kAlice, Side::kBuy, 986, 1)});
+  {
+    const AccountUpdate* u = FindUpdate(*out, kAlice);
+    ASSERT_EQ(Types(u), (std::vector<ExecType>{ExecType::kNew, ExecType::kTrade, ExecType::kNew}));
+    const OrderRecord& trig = u->reports[2].order;
+    EXPECT_EQ(trig.id, slb);
+    EXPECT_TRUE(trig.working);
+    EXPECT_EQ(trig.remaining, Qty{1});
+    EXPECT_EQ(WorkingNs(trig), std::optional<int64_t>(t10));
+  }
+  EXPECT_EQ(h_.rs.Snapshot(kBtcUsdt)->bids.front(), (Level{Price{990}, Qty{1}}));
+
+  // A trailing take-profit sell with an activation price above the market
+  // waits without tracking; a restart's Bootstrap restores it as it is.
+  h_.Run({Stop(t + 10 * kSec, kAlice, Side::kSell, OrderType::kTakeProfitLimit, 1100, 2, 1200, 50,
+               "tps")});
+  const OrderId tps = Last();
+  {
+    ReadSide boot(h_.config, Unbounded());
+    boot.Bootstrap(h_.engine.ExportImage());
+    ExpectAgrees(h_.engine, boot);
+    auto r = boot.FindOrder(kAlice, kBtcUsdt, tps);
+    ASSERT_TRUE(r.has_value());
+    EXPECT_TRUE(Waiting(*r));
+    EXPECT_EQ(r->stop_price, Price{1200});
+    EXPECT_EQ(r->trailing_delta, 50);
+    EXPECT_EQ(r->trailing_ns, 0);
+    EXPECT_EQ(boot.WaitingOrders(kAlice, kBtcUsdt), 1u);
+    // The triggered stop-limit buy resting in the book is working.
+    auto b = boot.FindOrder(kAlice, kBtcUsdt, slb);
+    ASSERT_TRUE(b.has_value());
+    EXPECT_FALSE(Waiting(*b));
+    EXPECT_TRUE(WorkingNs(*b).has_value());
+  }
+  // A trade at 1200 starts its tracking.
+  h_.Run({Limit(t + 11 * kSec, kBob, Side::kSell, 1200, 1)});
+  const int64_t t13 = t + 12 * kSec;
+  h_.Run({Limit(t13, kBob, Side::kBuy, 1200, 1)});
+  rec = h_.rs.FindOrder(kAlice, kBtcUsdt, tps);
+  EXPECT_EQ(rec->trailing_ns, t13);
+  EXPECT_TRUE(Waiting(*rec));
+
+  // Canceled while waiting: CANCELED, its lock back, never working.
+  out = &h_.Run({Cancel(t + 13 * kSec, kAlice, kBtcUsdt, tps)});
+  {
+    const AccountUpdate* u = FindUpdate(*out, kAlice);
+    ASSERT_EQ(Types(u), std::vector<ExecType>{ExecType::kCanceled});
+    EXPECT_EQ(u->reports[0].order.status, OrderStatus::kCanceled);
+    EXPECT_EQ(WorkingNs(u->reports[0].order), std::nullopt);
+  }
+  EXPECT_EQ(h_.rs.WaitingOrders(kAlice, kBtcUsdt), 0u);
+}
+
+// An iceberg's level shows its visible part only: a slice when it rests, the
+// next slice (at the tail of its level) after each refill, nothing once
+// canceled; the order's views show the whole order. The depth diffs rebuild
+// the published book, which TearDown compares with the engine's.
+TEST_F(ReadSideTest, IcebergLevelsShowTheVisiblePart) {
+  const int64_t t = kDay0 + kSec;
+  Command ice = Limit(t, kAlice, Side::kSell, 1000, 10, TimeInForce::kGtc, "ice");
+  std::get<engine::PlaceOrder>(ice.body).iceberg_qty = Qty{3};
+  DiffBooks books;
+  books.Init(h_.rs);
+  const BatchOutput* out = &h_.Run({ice});
+  ASSERT_NO_FATAL_FAILURE(books.Apply(*out, h_.rs));
+  const OrderId id = Last();
+  EXPECT_EQ(h_.rs.Snapshot(kBtcUsdt)->asks, (std::vector<Level>{{Price{1000}, Qty{3}}}));
+  {
+    const AccountUpdate* u = FindUpdate(*out, kAlice);
+    ASSERT_EQ(Types(u), std::vector<ExecType>{ExecType::kNew});
+    EXPECT_EQ(u->reports[0].order.iceberg_qty, Qty{3});
+    EXPECT_EQ(u->reports[0].order.remaining, Qty{10});
+  }
+  EXPECT_EQ(h_.rs.IcebergOrders(kAlice, kBtcUsdt), 1u);
+  // Another order joins the level behind the slice.
+  out = &h_.Run({Limit(t + 1, kBob, Side::kSell, 1000, 2)});
+  ASSERT_NO_FATAL_FAILURE(books.Apply(*out, h_.rs));
+  EXPECT_EQ(h_.rs.Snapshot(kBtcUsdt)->asks, (std::vector<Level>{{Price{1000}, Qty{5}}}));
+  // A buy of 4: the slice (3), then Bob's 1 (the refilled slice went to the tail).
+  out = &h_.Run({Limit(t + 2, kBob, Side::kBuy, 1000, 4)});
+  ASSERT_NO_FATAL_FAILURE(books.Apply(*out, h_.rs));
+  EXPECT_EQ(h_.Batch<engine::IcebergRefilled>().size(), 1u);
+  EXPECT_EQ(h_.rs.Snapshot(kBtcUsdt)->asks, (std::vector<Level>{{Price{1000}, Qty{4}}}));
+  std::optional<OrderRecord> r = h_.rs.FindOrder(kAlice, kBtcUsdt, id);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->executed, Qty{3});
+  EXPECT_EQ(r->remaining, Qty{7});
+  EXPECT_EQ(r->visible, Qty{3});
+  EXPECT_EQ(r->status, OrderStatus::kPartiallyFilled);
+  // Canceled: its visible part leaves the level.
+  out = &h_.Run({Cancel(t + 3, kAlice, kBtcUsdt, id)});
+  ASSERT_NO_FATAL_FAILURE(books.Apply(*out, h_.rs));
+  EXPECT_EQ(h_.rs.Snapshot(kBtcUsdt)->asks, (std::vector<Level>{{Price{1000}, Qty{1}}}));
+  EXPECT_EQ(h_.rs.IcebergOrders(kAlice, kBtcUsdt), 0u);
+  EXPECT_EQ(h_.rs.FindOrder(kAlice, kBtcUsdt, id)->status, OrderStatus::kCanceled);
+}
+
+// An OCO: listStatus EXEC_STARTED with its orders' client ids, the orders
+// carry the list id; canceling the list cancels both and reports ALL_DONE;
+// the list stays findable by id and by its client id.
+TEST_F(ReadSideTest, OcoListStatusAndCancel) {
+  const int64_t t = kDay0 + kSec;
+  engine::PlaceOrderList pl;
+  pl.account = kAlice;
+  pl.market = kBtcUsdt;
+  pl.type = engine::ListType::kOco;
+  (void)pl.list_client_order_id.Assign("L1");
+  pl.orders[0] = engine::ListOrder{
+      Side::kSell, OrderType::kLimitMaker, TimeInForce::kGtc, 0, Price{1100}, Qty{2}, Price{},
+      Qty{},       ClientOrderId{}};
+  (void)pl.orders[0].client_order_id.Assign("up");
+  pl.orders[1] = engine::ListOrder{
+      Side::kSell, OrderType::kStopLoss, TimeInForce::kIoc, 0, Price{}, Qty{2}, Price{900},
+      Qty{},       ClientOrderId{}};
+  (void)pl.orders[1].client_order_id.Assign("down");
+  const BatchOutput* out = &h_.Run({Command{t, pl}});
+  ASSERT_TRUE(h_.Batch<engine::Rejected>().empty());
+  const uint64_t list_id = Raw(h_.engine.last_sequence());
+  {
+    const AccountUpdate* u = FindUpdate(*out, kAlice);
+    ASSERT_EQ(u->lists.size(), 1u);
+    const ListRecord& l = u->lists[0].list;
+    EXPECT_EQ(l.id, list_id);
+    EXPECT_EQ(l.status, ListStatus::kExecuting);
+    EXPECT_EQ(l.list_client_order_id.view(), "L1");
+    EXPECT_EQ(l.client_ids[0].view(), "up");
+    EXPECT_EQ(l.client_ids[1].view(), "down");
+    ASSERT_EQ(u->reports.size(), 2u);
+    EXPECT_EQ(u->reports[0].order.list_id, list_id);
+    EXPECT_EQ(u->reports[1].order.list_id, list_id);
+  }
+  EXPECT_EQ(h_.rs.Snapshot(kBtcUsdt)->asks, (std::vector<Level>{{Price{1100}, Qty{2}}}));
+  ASSERT_EQ(h_.rs.OpenLists(kAlice).size(), 1u);
+  EXPECT_EQ(h_.rs.FindListByClientId(kAlice, "L1")->id, list_id);
+
+  engine::CancelOrderList cl{kAlice, kBtcUsdt, list_id, ClientOrderId{}};
+  out = &h_.Run({Command{t + 1, cl}});
+  {
+    const AccountUpdate* u = FindUpdate(*out, kAlice);
+    EXPECT_EQ(Types(u), (std::vector<ExecType>{ExecType::kCanceled, ExecType::kCanceled}));
+    ASSERT_EQ(u->lists.size(), 1u);
+    EXPECT_EQ(u->lists[0].list.status, ListStatus::kAllDone);
+    EXPECT_EQ(u->lists[0].after_reports, 2u);
+  }
+  EXPECT_TRUE(h_.rs.OpenLists(kAlice).empty());
+  EXPECT_EQ(h_.rs.FindList(kAlice, list_id)->status, ListStatus::kAllDone);
+  EXPECT_EQ(h_.rs.AllLists(kAlice, 0, 0, 0, 10).size(), 1u);
+  EXPECT_TRUE(h_.rs.Snapshot(kBtcUsdt)->asks.empty());
+}
+
+// An OTO: the pending order is PENDING_NEW until its working order fills,
+// then placed (NEW) with the same id and the list id.
+TEST_F(ReadSideTest, OtoPendingOrderPlacedWhenTheWorkingOrderFills) {
+  const int64_t t = kDay0 + kSec;
+  engine::PlaceOrderList pl;
+  pl.account = kAlice;
+  pl.market = kBtcUsdt;
+  pl.type = engine::ListType::kOto;
+  pl.orders[0] = engine::ListOrder{
+      Side::kBuy, OrderType::kLimit, TimeInForce::kGtc, 0, Price{1000}, Qty{2}, Price{},
+      Qty{},      ClientOrderId{}};
+  (void)pl.orders[0].client_order_id.Assign("w");
+  pl.orders[1] = engine::ListOrder{
+      Side::kSell, OrderType::kLimitMaker, TimeInForce::kGtc, 0, Price{1200}, Qty{2}, Price{},
+      Qty{},       ClientOrderId{}};
+  (void)pl.orders[1].client_order_id.Assign("p");
+  h_.Run({Command{t, pl}});
+  ASSERT_TRUE(h_.Batch<engine::Rejected>().empty());
+  const uint64_t list_id = Raw(h_.engine.last_sequence());
+  const std::optional<OrderRecord> pending = h_.rs.FindOrderByClientId(kAlice, kBtcUsdt, "p");
+  ASSERT_TRUE(pending);
+  EXPECT_EQ(pending->status, OrderStatus::kPendingNew);
+  EXPECT_EQ(pending->list_id, list_id);
+  EXPECT_TRUE(h_.rs.Snapshot(kBtcUsdt)->asks.empty());
+  // Bob sells into the working bid: it fills, the pending sell is placed.
+  h_.Run({Limit(t + 1, kBob, Side::kSell, 1000, 2)});
+  const std::optional<OrderRecord> placed = h_.rs.FindOrderByClientId(kAlice, kBtcUsdt, "p");
+  ASSERT_TRUE(placed);
+  EXPECT_EQ(placed->status, OrderStatus::kNew);
+  EXPECT_EQ(placed->id, pending->id);
+  EXPECT_EQ(placed->list_id, list_id);
+  EXPECT_EQ(h_.rs.Snapshot(kBtcUsdt)->asks, (std::vector<Level>{{Price{1200}, Qty{2}}}));
+  EXPECT_EQ(h_.rs.FindList(kAlice, list_id)->status, ListStatus::kExecuting);
+}
+
 TEST_F(ReadSideTest, QuoteBudgetSpentIsFilled) {
   const int64_t t = kDay0 + kSec;
   h_.Run({Limit(t, kAlice, Side::kSell, 1000, 10), Limit(t, kAlice, Side::kSell, 2000, 5)});

@@ -17,6 +17,21 @@ OrderRecord NewOrderRecord(const engine::OrderAccepted& a, int64_t time_ns) {
   return r;
 }
 
+bool Untriggered(const OrderRecord& o) noexcept {
+  return engine::IsConditional(o.terms.type) && o.trigger_ns == 0;
+}
+
+bool Waiting(const OrderRecord& o) noexcept {
+  return Untriggered(o) &&
+         (o.status == OrderStatus::kNew || o.status == OrderStatus::kPartiallyFilled);
+}
+
+std::optional<int64_t> WorkingNs(const OrderRecord& o) noexcept {
+  if (!engine::IsConditional(o.terms.type)) return o.time_ns;
+  if (o.trigger_ns == 0) return std::nullopt;
+  return o.trigger_ns;
+}
+
 std::string_view ToString(OrderStatus s) noexcept {
   switch (s) {
     case OrderStatus::kNew:
@@ -31,6 +46,8 @@ std::string_view ToString(OrderStatus s) noexcept {
       return "REJECTED";
     case OrderStatus::kExpired:
       return "EXPIRED";
+    case OrderStatus::kPendingNew:
+      return "PENDING_NEW";
   }
   return "?";
 }

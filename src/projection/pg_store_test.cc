@@ -206,7 +206,12 @@ RowBatch FirstBatch() {
   const OrderRow o1 = Order(1, 7, 0, engine::Side::kSell, "dup", OrderStatus::kPartiallyFilled, 4);
   const OrderRow o2 = Order(2, 7, 0, engine::Side::kBuy, "dup", OrderStatus::kFilled, 4);
   const OrderRow o3 = Order(3, 8, 0, engine::Side::kBuy, "x\\y\"z|w", OrderStatus::kNew, 3);
-  const OrderRow o4 = Order(4, 8, 1, engine::Side::kSell, "", OrderStatus::kCanceled, 5);
+  OrderRow o4 = Order(4, 8, 1, engine::Side::kSell, "", OrderStatus::kCanceled, 5);
+  // A trailing stop-loss limit canceled after it began tracking.
+  o4.order.terms.type = engine::OrderType::kStopLossLimit;
+  o4.order.stop_price = Price{995};
+  o4.order.trailing_delta = 150;
+  o4.order.trailing_ns = 4'500'000'000;
   b.orders = {o3, o1, o2, o4};
   b.order_events = {Event(1, 0, o1, ExecType::kNew),      Event(2, 0, o2, ExecType::kNew),
                     Event(3, 0, o3, ExecType::kNew),      Event(4, 0, o1, ExecType::kTrade, 1),
@@ -302,7 +307,9 @@ std::string D(const OrderRecord& o) {
          std::to_string(o.remaining.value) + "|" + std::to_string(Raw(o.status)) + "|" +
          std::to_string(Raw(o.expire_reason)) + "|" + std::string(o.client_order_id.view()) + "|" +
          std::to_string(o.time_ns) + "|" + std::to_string(o.update_ns) + "|" +
-         (o.working ? "working" : "idle");
+         (o.working ? "working" : "idle") + "|" + std::to_string(o.stop_price.value) + "|" +
+         std::to_string(o.trailing_delta) + "|" + std::to_string(o.trailing_ns) + "|" +
+         std::to_string(o.trigger_ns);
 }
 std::string D(const OrderRow& r) {
   return D(r.order) + "|" + std::to_string(r.created_seq) + "|" + std::to_string(r.updated_seq);
@@ -397,7 +404,8 @@ TEST_F(PgStoreTest, MigratesAVersionOneDatabase) {
   EXPECT_EQ(SqlValue(url_, "SELECT to_regclass('transfers_out') IS NULL"), "t");
   auto store = Open();
   ASSERT_NE(store, nullptr);
-  EXPECT_EQ(SqlValue(url_, "SELECT MAX(version) FROM schema_migrations"), "2");
+  EXPECT_EQ(SqlValue(url_, "SELECT MAX(version) FROM schema_migrations"),
+            std::to_string(kSchemaVersion));
   EXPECT_EQ(SqlValue(url_, "SELECT COUNT(*) FROM transfers_out"), "0");
   EXPECT_EQ(SqlValue(url_, "SELECT COUNT(*) FROM transfers_resolved"), "0");
   auto old = store->Deposits({.account = 7});
@@ -592,8 +600,9 @@ TEST_F(PgStoreTest, CommitAndQueriesRoundTrip) {
   ASSERT_EQ(dump->size(), DataTables().size());
   EXPECT_EQ((*dump)[0].table, "orders");
   ASSERT_EQ((*dump)[0].rows.size(), 4u);
+  // The last four: stop price, trailing delta, trailing and trigger times.
   EXPECT_EQ((*dump)[0].rows[2],
-            "3|8|0|0|0|0|2|1003|10|0|0|0|10|0|2|1|x\\y\"z|w|3000000000|3000000005|3|3");
+            "3|8|0|0|0|0|2|1003|10|0|0|0|10|0|2|1|x\\y\"z|w|3000000000|3000000005|3|3|0|0|0|0");
   EXPECT_EQ((*dump)[4].table, "deposits");
   ASSERT_EQ((*dump)[4].rows.size(), 1u);
   EXPECT_EQ((*dump)[4].rows[0], "6|7|1|1000000|tab\there\\back\nnewline|6000000000");

@@ -368,7 +368,9 @@ TEST_P(StoreTest, HistoryAgreesWithTheReadSide) {
            a.executed == b.executed && a.cumulative_quote == b.cumulative_quote &&
            a.remaining == b.remaining && a.status == b.status &&
            a.expire_reason == b.expire_reason && a.client_order_id == b.client_order_id &&
-           a.time_ns == b.time_ns && a.update_ns == b.update_ns && a.working == b.working;
+           a.time_ns == b.time_ns && a.update_ns == b.update_ns && a.working == b.working &&
+           a.stop_price == b.stop_price && a.trailing_delta == b.trailing_delta &&
+           a.trailing_ns == b.trailing_ns && a.trigger_ns == b.trigger_ns;
   };
   auto same_fill = [](const marketdata::Fill& a, const marketdata::Fill& b) {
     return a.trade_id == b.trade_id && a.order_id == b.order_id && a.account == b.account &&
@@ -484,6 +486,125 @@ TEST_P(StoreTest, BudgetSpentIsFilledAndAnAmendedIdIsTheOrders) {
   auto old = s->FindOrderByClientId(1, Raw(btc), "old");
   ASSERT_TRUE(old.ok());
   EXPECT_FALSE(old->has_value());
+}
+
+// Conditional orders: their stop price and trailing delta, when a trailing
+// stop began tracking and when each was triggered are in the order rows, as
+// the read side holds them; the trigger is reported NEW again; a projection
+// resumed after a restart (seeded from the store's open orders) still sees a
+// waiting trailing stop begin tracking, and equals a rebuild.
+TEST_P(StoreTest, ConditionalOrdersKeepTheirStopAndTriggerTimes) {
+  JournalBuilder j(root_, 31);
+  using engine::OrderType;
+  using engine::Side;
+  using engine::TimeInForce;
+  const MarketId btc = workload::mixed::kBtcUsdt;
+  int64_t t = j.records.back().front().timestamp_ns + 1'000'000;
+  auto place = [&](uint32_t account, Side side, OrderType type, int64_t price, int64_t qty,
+                   int64_t stop = 0, int32_t delta = 0) {
+    t += 1'000'000;
+    Command c =
+        workload::Place(t, AccountId{account}, btc, side, type, TimeInForce::kGtc, price, qty);
+    auto& p = std::get<engine::PlaceOrder>(c.body);
+    p.stop_price = Price{stop};
+    p.trailing_delta = delta;
+    j.Process(c);
+    for (const Event& e : j.records.back()) {
+      EXPECT_EQ(e.type() == engine::EventType::kRejected, false) << "record " << j.last_seq();
+    }
+    return j.last_seq();
+  };
+  place(1, Side::kSell, OrderType::kLimit, 1000, 1);
+  place(2, Side::kBuy, OrderType::kLimit, 1000, 1);  // last price 1000
+  const uint64_t stop = place(3, Side::kSell, OrderType::kStopLossLimit, 900, 2, 950);
+  const uint64_t trail = place(3, Side::kSell, OrderType::kTakeProfitLimit, 1000, 1, 1100, 100);
+  place(2, Side::kBuy, OrderType::kLimit, 900, 5);
+  const uint64_t through = place(1, Side::kSell, OrderType::kLimit, 900, 1);  // 900: stop met
+  const int64_t stop_ns = j.records.back().front().timestamp_ns;
+  j.Flush();
+
+  // Part of the journal projected, then the rest by a projector that starts
+  // again from the store (Seed).
+  auto s = Open(NewStoreOptions("c"), j.config);
+  {
+    Projector p(root_, j.config, j.hash, s.get());
+    ASSERT_TRUE(p.Init().ok());
+    ASSERT_TRUE(p.CatchUp().ok());
+  }
+  auto waiting = s->FindOrder(3, Raw(btc), trail);
+  ASSERT_TRUE(waiting.ok() && waiting->has_value());
+  EXPECT_EQ((*waiting)->stop_price, Price{1100});
+  EXPECT_EQ((*waiting)->trailing_delta, 100);
+  EXPECT_EQ((*waiting)->trailing_ns, 0);
+  EXPECT_EQ((*waiting)->trigger_ns, 0);
+  EXPECT_TRUE(marketdata::Waiting(**waiting));
+
+  place(1, Side::kSell, OrderType::kLimit, 1100, 1);
+  const uint64_t activation = place(2, Side::kBuy, OrderType::kLimit, 1100, 1);  // tracks
+  const int64_t activation_ns = j.records.back().front().timestamp_ns;
+  place(1, Side::kSell, OrderType::kLimit, 1080, 1);
+  place(2, Side::kBuy, OrderType::kLimit, 1080, 1);  // 1080 <= 1100 x 0.99: triggered
+  const int64_t trail_ns = j.records.back().front().timestamp_ns;
+  j.Flush();
+  {
+    Projector p(root_, j.config, j.hash, s.get());
+    ASSERT_TRUE(p.Init().ok());
+    ASSERT_TRUE(p.CatchUp().ok());
+  }
+
+  auto o = s->FindOrder(3, Raw(btc), stop);
+  ASSERT_TRUE(o.ok() && o->has_value());
+  EXPECT_EQ((*o)->terms.type, OrderType::kStopLossLimit);
+  EXPECT_EQ((*o)->stop_price, Price{950});
+  EXPECT_EQ((*o)->trailing_delta, 0);
+  EXPECT_EQ((*o)->trigger_ns, stop_ns);
+  EXPECT_EQ((*o)->status, marketdata::OrderStatus::kFilled);
+  EXPECT_EQ(marketdata::WorkingNs(**o), std::optional<int64_t>(stop_ns));
+  auto tr = s->FindOrder(3, Raw(btc), trail);
+  ASSERT_TRUE(tr.ok() && tr->has_value());
+  EXPECT_EQ((*tr)->trailing_ns, activation_ns);
+  EXPECT_EQ((*tr)->trigger_ns, trail_ns);
+  EXPECT_EQ((*tr)->status, marketdata::OrderStatus::kNew);  // rests at 1000
+  EXPECT_TRUE((*tr)->working);
+  EXPECT_FALSE(marketdata::Waiting(**tr));
+  EXPECT_GT(activation, through);
+
+  // The read side agrees, field by field.
+  marketdata::ReadSide rs(j.config);
+  {
+    engine::Engine fresh(j.config);
+    rs.Bootstrap(fresh.ExportImage());
+  }
+  marketdata::BatchOutput out;
+  for (const EventBuffer& ev : j.records) rs.Apply(ev, &out);
+  for (const uint64_t id : {stop, trail}) {
+    const auto want = rs.FindOrder(AccountId{3}, btc, OrderId{id});
+    auto have = s->FindOrder(3, Raw(btc), id);
+    ASSERT_TRUE(want.has_value() && have.ok() && have->has_value());
+    EXPECT_EQ((*have)->stop_price, want->stop_price);
+    EXPECT_EQ((*have)->trailing_delta, want->trailing_delta);
+    EXPECT_EQ((*have)->trailing_ns, want->trailing_ns);
+    EXPECT_EQ((*have)->trigger_ns, want->trigger_ns);
+    EXPECT_EQ((*have)->update_ns, want->update_ns);
+    EXPECT_EQ((*have)->status, want->status);
+  }
+
+  // A rebuild from the journal gives the same rows, with each trigger
+  // reported NEW a second time.
+  auto r = Open(NewStoreOptions("cr"), j.config);
+  ASSERT_TRUE(Rebuild(root_, j.config, r.get()).ok());
+  ExpectSameRows(DumpOf(r.get()), DumpOf(s.get()));
+  RowBuilder b(j.config);
+  RowBatch batch;
+  for (std::size_t i = 0; i < j.records.size(); ++i) {
+    b.AddRecord(i + 1, 0, j.records[i], &batch);
+  }
+  b.Finish(&batch);
+  std::size_t news = 0;
+  for (const OrderEventRow& e : batch.order_events) {
+    if (e.order_id == stop && e.exec_type == ExecType::kNew) ++news;
+  }
+  EXPECT_EQ(news, 2u);
 }
 
 TEST_P(StoreTest, RefusesAProjectionOfAnotherJournal) {
@@ -826,9 +947,10 @@ TEST_P(StoreTest, TransfersFromTheJournalVerify) {
 }
 
 // A database a version-1 build wrote (its rows kept) is migrated to the
-// current schema when opened, and then takes transfers.
+// current schema when opened, and then takes transfers; its orders read back
+// with no stop price.
 TEST_P(StoreTest, AVersionOneDatabaseMigrates) {
-  static_assert(kSchemaVersion == 2);
+  static_assert(kSchemaVersion == 3);
   const StoreOptions o = NewStoreOptions("v1");
   const Migration& v1 = Migrations()[0];
   ASSERT_EQ(v1.version, 1);
@@ -840,6 +962,9 @@ TEST_P(StoreTest, AVersionOneDatabaseMigrates) {
   }
   sql.push_back("INSERT INTO schema_migrations VALUES (1, '" + std::string(v1.description) + "')");
   sql.push_back("INSERT INTO deposits VALUES (5, 1, 1, 700, 'old', 5000000000)");
+  sql.push_back(
+      "INSERT INTO orders VALUES (4, 1, 0, 1, 0, 0, 0, 650, 3, 0, 0, 0, 3, 0, 0, 1, 'old-order', "
+      "4000000000, 4000000000, 4, 4)");
   sql.push_back("UPDATE projector_state SET applied_seq = 5, applied_time_ns = 5000000000");
   // The one value a query of this backend answers.
   std::function<std::string(const std::string&)> value;
@@ -890,9 +1015,19 @@ TEST_P(StoreTest, AVersionOneDatabaseMigrates) {
 
   auto s = Open(o, workload::MixedConfig());
   ASSERT_NE(s, nullptr);
-  EXPECT_EQ(value("SELECT MAX(version) FROM schema_migrations"), "2");
+  EXPECT_EQ(value("SELECT MAX(version) FROM schema_migrations"), "3");
   EXPECT_EQ(value("SELECT description FROM schema_migrations WHERE version = 2"),
             std::string(Migrations()[1].description));
+  EXPECT_EQ(value("SELECT description FROM schema_migrations WHERE version = 3"),
+            std::string(Migrations()[2].description));
+  auto old_order = s->FindOrder(1, 0, 4);
+  ASSERT_TRUE(old_order.ok());
+  ASSERT_TRUE(old_order->has_value());
+  EXPECT_EQ((*old_order)->client_order_id.view(), "old-order");
+  EXPECT_EQ((*old_order)->terms.price, Price{650});
+  EXPECT_EQ((*old_order)->stop_price, Price{0});
+  EXPECT_EQ((*old_order)->trailing_delta, 0);
+  EXPECT_EQ((*old_order)->trigger_ns, 0);
   auto state = s->State();
   ASSERT_TRUE(state.ok());
   EXPECT_EQ(state->applied_seq, 5u);
@@ -909,7 +1044,7 @@ TEST_P(StoreTest, AVersionOneDatabaseMigrates) {
   s.reset();
   // Opened again: nothing left to migrate.
   ASSERT_NE(Open(o, workload::MixedConfig()), nullptr);
-  EXPECT_EQ(value("SELECT COUNT(*) FROM schema_migrations"), "2");
+  EXPECT_EQ(value("SELECT COUNT(*) FROM schema_migrations"), "3");
 }
 
 // ---- a database outage never stops trading --------------------------------

@@ -24,7 +24,34 @@ RowBuilder::RowBuilder(const engine::EngineConfig& config) : config_(config) {}
 
 void RowBuilder::Seed(std::span<const OrderRow> open_orders) {
   open_.clear();
-  for (const OrderRow& row : open_orders) open_.emplace(Raw(row.order.id), row);
+  trailing_.clear();
+  for (const OrderRow& row : open_orders) {
+    open_.emplace(Raw(row.order.id), row);
+    const OrderRecord& o = row.order;
+    if (marketdata::Untriggered(o) && o.trailing_delta != 0 && o.trailing_ns == 0) Watch(o);
+  }
+}
+
+void RowBuilder::Watch(const OrderRecord& o) {
+  trailing_[Raw(o.id)] =
+      TrailWatch{o.terms.market, o.stop_price, engine::TriggersOnRise(o.terms.type, o.terms.side)};
+}
+
+void RowBuilder::Activate(MarketId market, Price price) {
+  for (auto it = trailing_.begin(); it != trailing_.end();) {
+    const TrailWatch& w = it->second;
+    if (w.market != market || (w.rise ? price < w.stop : price > w.stop)) {
+      ++it;
+      continue;
+    }
+    // It begins tracking: not an update of the order (its updateTime stays).
+    if (auto o = open_.find(it->first); o != open_.end()) {
+      o->second.order.trailing_ns = ts_;
+      o->second.updated_seq = seq_;
+      touched_.push_back(it->first);
+    }
+    it = trailing_.erase(it);
+  }
 }
 
 OrderRow* RowBuilder::Touch(uint64_t order_id) {
@@ -124,12 +151,35 @@ void RowBuilder::Event(const engine::Event& ev, RowBatch* batch) {
           batch->trades.push_back(t);
           Fill(x, true, batch);
           Fill(x, false, batch);
+          if (!trailing_.empty()) Activate(x.market, x.price);
         } else if constexpr (std::is_same_v<T, engine::OrderRested>) {
           OrderRow* r = Touch(Raw(x.order_id));
           if (r == nullptr) return;
           r->order.remaining = x.remaining;
           r->order.working = true;
+        } else if constexpr (std::is_same_v<T, engine::OrderArmed>) {
+          // The conditional order just accepted waits for its trigger.
+          OrderRow* r = Touch(Raw(x.order_id));
+          if (r == nullptr) return;
+          r->order.stop_price = x.stop_price;
+          r->order.trailing_delta = x.trailing_delta;
+          if (x.trailing_delta != 0) {
+            // Without an activation price a trailing stop tracks from the start.
+            if (x.stop_price.value == 0) {
+              r->order.trailing_ns = ts_;
+            } else {
+              Watch(r->order);
+            }
+          }
+        } else if constexpr (std::is_same_v<T, engine::OrderTriggered>) {
+          // It enters matching, reported NEW again (as the stream does).
+          trailing_.erase(Raw(x.order_id));
+          OrderRow* r = Touch(Raw(x.order_id));
+          if (r == nullptr) return;
+          r->order.trigger_ns = ts_;
+          Report(*r, ExecType::kNew, 0, engine::RejectReason::kNone, batch);
         } else if constexpr (std::is_same_v<T, engine::OrderCanceled>) {
+          trailing_.erase(Raw(x.order_id));
           Close(Raw(x.order_id), OrderStatus::kCanceled, engine::ExpireReason::kIocRemainder,
                 ExecType::kCanceled, batch);
         } else if constexpr (std::is_same_v<T, engine::OrderExpired>) {
@@ -147,6 +197,7 @@ void RowBuilder::Event(const engine::Event& ev, RowBatch* batch) {
             });
             return;
           }
+          trailing_.erase(Raw(x.order_id));
           Close(Raw(x.order_id), OrderStatus::kExpired, x.reason, ExecType::kExpired, batch);
         } else if constexpr (std::is_same_v<T, engine::OrderAmended>) {
           OrderRow* r = Touch(Raw(x.order_id));
@@ -183,6 +234,15 @@ void RowBuilder::Event(const engine::Event& ev, RowBatch* batch) {
         } else if constexpr (std::is_same_v<T, engine::TransferRefunded>) {
           batch->transfers_resolved.push_back(
               TransferResolvedRow{Raw(x.transfer_id), Raw(x.account), false, x.reason, ts_});
+        } else if constexpr (std::is_same_v<T, engine::IcebergAccepted> ||
+                             std::is_same_v<T, engine::IcebergRefilled> ||
+                             std::is_same_v<T, engine::ListAccepted> ||
+                             std::is_same_v<T, engine::OrderPending> ||
+                             std::is_same_v<T, engine::ListDone>) {
+          // The history keeps the orders themselves (an iceberg's or a
+          // list order's rows as any order's, from its OrderAccepted); the
+          // slices of icebergs, the lists and pending orders not placed yet
+          // are not stored.
         } else {
           static_assert(std::is_same_v<T, engine::MarketStatusChanged>);
         }

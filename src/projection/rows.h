@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -180,11 +181,22 @@ class RowBuilder {
   void LastReport(uint64_t order_id, ExecType type, RowBatch* batch, F&& change);
   void Close(uint64_t order_id, OrderStatus status, engine::ExpireReason reason, ExecType type,
              RowBatch* batch);
+  // Trailing stops with an activation price that have not begun tracking:
+  // the first trade of their market at a price meeting the stop condition
+  // starts them (trailing_ns), as in the engine.
+  struct TrailWatch {
+    MarketId market{};
+    Price stop{};
+    bool rise = false;  // the condition is "price >= stop" (else "<=")
+  };
+  void Watch(const OrderRecord& o);
+  void Activate(MarketId market, Price price);
 
   const engine::EngineConfig& config_;
   std::unordered_map<uint64_t, OrderRow> open_;    // orders not yet closed
   std::unordered_map<uint64_t, OrderRow> parked_;  // written in Finish(), still open
   std::vector<uint64_t> touched_;                  // in first-touch order
+  std::map<uint64_t, TrailWatch> trailing_;        // by order id
   std::vector<engine::LedgerEntry> lines_;
   uint64_t seq_ = 0;
   int64_t ts_ = 0;

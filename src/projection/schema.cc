@@ -134,9 +134,21 @@ CREATE TABLE transfers_resolved (
   time_ns BIGINT NOT NULL)
 )sql";
 
-constexpr std::array<Migration, 2> kMigrations = {{
+// Version 3: conditional orders. An order's stop price (ticks; 0: none),
+// trailing delta (basis points; 0: not a trailing stop), when a trailing
+// stop began tracking the price and when the order was triggered (ns; 0: not
+// yet). Orders written before have none of them: 0.
+constexpr std::string_view kV3 = R"sql(
+ALTER TABLE orders ADD COLUMN stop_price BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE orders ADD COLUMN trailing_delta INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE orders ADD COLUMN trailing_ns BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE orders ADD COLUMN trigger_ns BIGINT NOT NULL DEFAULT 0
+)sql";
+
+constexpr std::array<Migration, 3> kMigrations = {{
     {1, "orders, order_events, trades, ledger_entries, deposits, withdrawals", kV1},
     {2, "transfers_out, transfers_resolved", kV2},
+    {3, "orders: stop_price, trailing_delta, trailing_ns, trigger_ns", kV3},
 }};
 
 // Versions are 1, 2, ... in order, and the last is the one this build knows.

@@ -34,12 +34,13 @@ inline int64_t Small(auto e) { return static_cast<int64_t>(e); }
 inline auto Values(const OrderRow& r) {
   const OrderRecord& o = r.order;
   const engine::OrderTerms& t = o.terms;
-  return std::make_tuple(Signed(Raw(o.id)), int64_t{Raw(t.account)}, int64_t{Raw(t.market)},
-                         Small(t.side), Small(t.type), Small(t.tif), Small(t.stp), t.price.value,
-                         t.qty.value, o.quote_qty.value, o.executed.value, o.cumulative_quote.value,
-                         o.remaining.value, Small(o.status), Small(o.expire_reason),
-                         int64_t{o.working ? 1 : 0}, o.client_order_id.view(), o.time_ns,
-                         o.update_ns, Signed(r.created_seq), Signed(r.updated_seq));
+  return std::make_tuple(
+      Signed(Raw(o.id)), int64_t{Raw(t.account)}, int64_t{Raw(t.market)}, Small(t.side),
+      Small(t.type), Small(t.tif), Small(t.stp), t.price.value, t.qty.value, o.quote_qty.value,
+      o.executed.value, o.cumulative_quote.value, o.remaining.value, Small(o.status),
+      Small(o.expire_reason), int64_t{o.working ? 1 : 0}, o.client_order_id.view(), o.time_ns,
+      o.update_ns, Signed(r.created_seq), Signed(r.updated_seq), o.stop_price.value,
+      int64_t{o.trailing_delta}, o.trailing_ns, o.trigger_ns);
 }
 
 inline auto Values(const OrderEventRow& r) {
@@ -88,12 +89,13 @@ inline auto Values(const ProjectorState& s) {
 inline constexpr std::string_view kOrderColumns =
     "order_id, account_id, market_id, side, type, tif, stp, price, qty, quote_qty, executed_qty, "
     "cumulative_quote, remaining, status, expire_reason, working, client_order_id, time_ns, "
-    "update_ns, created_seq, updated_seq";
-inline constexpr std::size_t kOrderColumnCount = 21;
+    "update_ns, created_seq, updated_seq, stop_price, trailing_delta, trailing_ns, trigger_ns";
+inline constexpr std::size_t kOrderColumnCount = 25;
 inline constexpr std::string_view kOrderSelect =
     "SELECT order_id, account_id, market_id, side, type, tif, stp, price, qty, quote_qty, "
     "executed_qty, cumulative_quote, remaining, status, expire_reason, working, client_order_id, "
-    "time_ns, update_ns, created_seq, updated_seq FROM orders";
+    "time_ns, update_ns, created_seq, updated_seq, stop_price, trailing_delta, trailing_ns, "
+    "trigger_ns FROM orders";
 inline constexpr std::string_view kStateSql =
     "SELECT applied_seq, applied_checksum, config_hash, applied_time_ns FROM projector_state";
 inline constexpr std::string_view kSetStateSql =
@@ -175,6 +177,10 @@ OrderRow ReadOrderRow(const Row& r, int c) {
   o.update_ns = r.Int(c + 18);
   row.created_seq = Unsigned(r.Int(c + 19));
   row.updated_seq = Unsigned(r.Int(c + 20));
+  o.stop_price = Price{r.Int(c + 21)};
+  o.trailing_delta = static_cast<int32_t>(r.Int(c + 22));
+  o.trailing_ns = r.Int(c + 23);
+  o.trigger_ns = r.Int(c + 24);
   return row;
 }
 
