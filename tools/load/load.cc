@@ -58,6 +58,8 @@ constexpr auto kServerGoneAfter = std::chrono::seconds(2);
 constexpr auto kSenderMinSleep = std::chrono::microseconds(100);
 // An account with more tracked open orders than this cancels before it adds.
 constexpr std::size_t kMaxOpenPerAccount = 256;
+// Waiting stop orders per account: below the demo's MAX_NUM_ALGO_ORDERS (5).
+constexpr std::size_t kMaxStopsPerAccount = 4;
 // Marketable orders reach this many ticks past the mid; resting orders placed
 // farther out are never filled by them, so their cancels and amends never miss.
 constexpr int64_t kMarketableReachTicks = 3;
@@ -420,12 +422,13 @@ int64_t MinQty(const Market& m, int64_t low_price_ticks) {
   return std::max({q, m.min_qty, m.step});
 }
 
-enum class Op : uint8_t { kLimit, kMarketable, kCancel, kAmend };
+enum class Op : uint8_t { kLimit, kMarketable, kCancel, kAmend, kStop };
 
 struct Iteration {
   Op op = Op::kLimit;
   uint32_t account = 0;
-  bool track = false;  // a resting order beyond the marketable reach
+  bool track = false;    // a resting order beyond the marketable reach
+  bool iceberg = false;  // a resting iceberg (canceled, never amended)
   uint64_t order_id = 0;
   Clock::time_point intended;
   http::verb verb = http::verb::post;
@@ -456,7 +459,7 @@ class OrderFlow {
                               : static_cast<uint32_t>(next_account_++ % keys_.size());
     State& st = state_[it.account];
     const double r = uniform_(rng_);
-    const std::size_t open = st.fresh.size() + st.amended.size();
+    const std::size_t open = st.fresh.size() + st.amended.size() + st.stops.size();
     if (open > kMaxOpenPerAccount || r < o_.cancel_share) {
       it.op = Op::kCancel;
     } else if (r < o_.cancel_share + o_.amend_share) {
@@ -468,10 +471,21 @@ class OrderFlow {
     }
     if (it.op == Op::kCancel && open == 0) it.op = Op::kLimit;
     if (it.op == Op::kAmend && st.fresh.empty()) it.op = Op::kLimit;
+    bool iceberg = false;
+    if (it.op == Op::kLimit && o_.stop_share > 0 && uniform_(rng_) < o_.stop_share) {
+      // A full set of waiting stops: the oldest goes instead.
+      it.op = st.stops.size() < kMaxStopsPerAccount ? Op::kStop : Op::kCancel;
+    } else if (it.op == Op::kLimit && o_.iceberg_share > 0) {
+      iceberg = uniform_(rng_) < o_.iceberg_share;
+    }
+    it.iceberg = iceberg;
     std::string query;
     switch (it.op) {
       case Op::kCancel: {
-        std::deque<uint64_t>& from = st.amended.empty() ? st.fresh : st.amended;
+        std::deque<uint64_t>& from = st.stops.size() >= kMaxStopsPerAccount ? st.stops
+                                     : !st.amended.empty()                  ? st.amended
+                                     : !st.fresh.empty()                    ? st.fresh
+                                                                            : st.stops;
         it.order_id = from.front();
         from.pop_front();
         it.verb = http::verb::delete_;
@@ -507,6 +521,24 @@ class OrderFlow {
             "symbol={}&side={}&type=LIMIT&timeInForce=GTC&quantity={}&price={}&newOrderRespType={}",
             m_.symbol, buy ? "BUY" : "SELL", FormatUnits(2 * qty_, m_.base_scale),
             FormatUnits(ticks * m_.tick, m_.quote_scale), RespTypeName(o_.resp_type));
+        if (iceberg) query += fmt::format("&icebergQty={}", FormatUnits(qty_, m_.base_scale));
+        break;
+      }
+      case Op::kStop: {
+        // A stop-loss beyond the marketable reach, on the side it protects:
+        // a buy's stop above the mid, a sell's below; it waits, and triggers
+        // only when the price runs that far.
+        const bool buy = st.next_buy;
+        st.next_buy = !buy;
+        const int64_t offset = 1 + kMarketableReachTicks + offset_(rng_);
+        const int64_t ticks = std::max<int64_t>(1, buy ? mid_ + offset : mid_ - offset);
+        it.verb = http::verb::post;
+        query = fmt::format(
+            "symbol={}&side={}&type=STOP_LOSS_LIMIT&timeInForce=GTC&quantity={}&price={}&"
+            "stopPrice={}&newOrderRespType={}",
+            m_.symbol, buy ? "BUY" : "SELL", FormatUnits(qty_, m_.base_scale),
+            FormatUnits(ticks * m_.tick, m_.quote_scale),
+            FormatUnits(ticks * m_.tick, m_.quote_scale), RespTypeName(o_.resp_type));
         break;
       }
     }
@@ -534,13 +566,22 @@ class OrderFlow {
       state_[it.account].amended.push_back(it.order_id);
       return;
     }
+    if (it.op == Op::kStop) {
+      const int64_t id = FindInt(body, "\"orderId\":");
+      if (id <= 0) return;
+      MutexLock lock(mu_);
+      state_[it.account].stops.push_back(static_cast<uint64_t>(id));
+      return;
+    }
     if (it.op != Op::kLimit || !it.track) return;
     if (o_.resp_type != RespType::kAck && body.find("\"status\":\"NEW\"") == std::string_view::npos)
       return;
     const int64_t id = FindInt(body, "\"orderId\":");
     if (id <= 0) return;
     MutexLock lock(mu_);
-    state_[it.account].fresh.push_back(static_cast<uint64_t>(id));
+    // An iceberg is not amended (Binance refuses it): it is only canceled.
+    (it.iceberg ? state_[it.account].amended : state_[it.account].fresh)
+        .push_back(static_cast<uint64_t>(id));
   }
 
   const std::string& api_key(uint32_t account) const { return keys_[account].key; }
@@ -593,7 +634,8 @@ class OrderFlow {
  private:
   struct State {
     std::deque<uint64_t> fresh;    // resting, never amended
-    std::deque<uint64_t> amended;  // resting, quantity reduced once
+    std::deque<uint64_t> amended;  // resting, quantity reduced once, or an iceberg
+    std::deque<uint64_t> stops;    // waiting stop-loss orders
     bool next_buy = true;
   };
   const Options& o_;

@@ -110,6 +110,10 @@ Result<Options> ParseOptions(int argc, char** argv) {
   app.add_option("--marketable-share", o.marketable_share, "share of orders that trade (0.2)");
   app.add_option("--cancel-share", o.cancel_share, "share of cancels (0.2)");
   app.add_option("--amend-share", o.amend_share, "share of amends (0.05)");
+  app.add_option("--stop-share", o.stop_share,
+                 "of the resting orders, the share placed as waiting STOP_LOSS_LIMIT orders (0)");
+  app.add_option("--iceberg-share", o.iceberg_share,
+                 "of the resting orders, the share placed as icebergs (icebergQty = half) (0)");
   app.add_option("--resp-type", resp, "newOrderRespType: ACK | RESULT | FULL (RESULT)");
   app.add_option("--transport", transport,
                  "orders over http (REST) or ws-api (the WebSocket API, /ws-api/v3) (http)");
@@ -156,7 +160,8 @@ Result<Options> ParseOptions(int argc, char** argv) {
   if (o.threads < 1 || o.threads > 64) return InvalidArgument("--threads: must be 1..64");
   for (auto [name, v] :
        {std::pair{"--marketable-share", o.marketable_share},
-        std::pair{"--cancel-share", o.cancel_share}, std::pair{"--amend-share", o.amend_share}}) {
+        std::pair{"--cancel-share", o.cancel_share}, std::pair{"--amend-share", o.amend_share},
+        std::pair{"--stop-share", o.stop_share}, std::pair{"--iceberg-share", o.iceberg_share}}) {
     if (!(v >= 0 && v <= 1)) return InvalidArgument(std::string(name) + ": must be 0..1");
   }
   if (o.marketable_share + o.cancel_share + o.amend_share > 1)

@@ -48,6 +48,12 @@ struct Options {
   double marketable_share = 0.2;
   double cancel_share = 0.2;
   double amend_share = 0.05;
+  // Of the resting limit orders: the share placed as STOP_LOSS_LIMIT orders
+  // waiting beyond the marketable reach (at most kMaxStopsPerAccount per
+  // account, under exchangeInfo's MAX_NUM_ALGO_ORDERS), and the share placed
+  // as icebergs showing half their quantity.
+  double stop_share = 0;
+  double iceberg_share = 0;
   RespType resp_type = RespType::kResult;
   bool json = false;
   // `max`: the order p99 a step must stay under.
