@@ -488,7 +488,7 @@ void Engine::Impl::Decide(const AmendOrder& a) noexcept {
   // order: it has no place in the book to amend. An iceberg's slices are not
   // amended either. (Cancel it and place another.)
   if (o.level == kNil || (!icebergs_.empty() && icebergs_.count(Raw(o.id)) != 0) ||
-      ListOf(o.id) != nullptr) {
+      (!list_of_.empty() && ListOf(o.id) != nullptr)) {
     return reject(RejectReason::kInvalidOrderType);
   }
   const MarketSpec& m = cfg_.markets[Raw(a.market)];
