@@ -1,11 +1,14 @@
 // matchbook-bench: the engine's single-book benchmarks, and the entry point of
 // the pipeline, queue, projection and snapshot benchmarks (their own files).
 //
-//   matchbook-bench engine [--workload exchange-core|liquibook] [--commands N]
-//                          [--seed S] [--json] [--clock tsc|steady]
-//                          [--memory-orders N] [--level-cap N] [--check]
+//   matchbook-bench engine [--workload exchange-core|conditional|liquibook]
+//                          [--commands N] [--seed S] [--json] [--clock tsc|steady]
+//                          [--memory-orders N] [--level-cap N]
+//                          [--conditional-share PCT] [--check]
 //       Replays a pre-generated command array: exchange-core's single-book mix
-//       (engine_workload.h, the default) or Liquibook's perf-test stream
+//       (engine_workload.h, the default), the same mix with a share of
+//       conditional and iceberg orders (engine_workload.h,
+//       ConditionalMixSpec()) or Liquibook's perf-test stream
 //       (liquibook_workload.h). One pass without per-command clock reads for
 //       throughput, one pass timing every command for latency percentiles, the
 //       same timing code around nothing for the machine's noise floor, and a
@@ -259,7 +262,7 @@ NoiseResult MeasureNoise(ClockKind kind, double ns_per_tick, double seconds) {
 
 // ------------------------------------------------------------------ engine run
 
-enum class WorkloadKind { kExchangeCore, kLiquibook };
+enum class WorkloadKind { kExchangeCore, kConditional, kLiquibook };
 
 struct EngineArgs {
   WorkloadKind workload = WorkloadKind::kExchangeCore;
@@ -269,11 +272,20 @@ struct EngineArgs {
   ClockKind clock = ClockKind::kTsc;
   uint64_t memory_orders = 1'000'000;
   std::size_t level_cap = LiquibookSpec{}.max_level_orders;
+  uint32_t conditional_pct = ConditionalMixSpec().conditional_pct;
   bool check = false;
 };
 
 std::string_view WorkloadName(WorkloadKind k) {
-  return k == WorkloadKind::kExchangeCore ? "exchange-core" : "liquibook";
+  switch (k) {
+    case WorkloadKind::kExchangeCore:
+      return "exchange-core";
+    case WorkloadKind::kConditional:
+      return "conditional";
+    case WorkloadKind::kLiquibook:
+      return "liquibook";
+  }
+  return "?";
 }
 
 void PrepareEngine(Engine* e, const Workload& w, EventBuffer* buf) {
@@ -301,8 +313,12 @@ int RunEngine(const EngineArgs& args) {
 
   auto g0 = SteadyClock::now();
   Workload w;
-  if (args.workload == WorkloadKind::kExchangeCore) {
+  if (args.workload != WorkloadKind::kLiquibook) {
     MixSpec spec;
+    if (args.workload == WorkloadKind::kConditional) {
+      spec = ConditionalMixSpec();
+      spec.conditional_pct = args.conditional_pct;
+    }
     spec.seed = args.seed;
     spec.commands = args.commands;
     spec.check_invariants = args.check;
@@ -322,6 +338,7 @@ int RunEngine(const EngineArgs& args) {
   // Pass 1: throughput. No clock read per command.
   uint64_t tp_events = 0;
   double tp_seconds = 0;
+  uint64_t tp_hash = 0;
   {
     Engine e(w.config);
     EventBuffer buf;
@@ -334,6 +351,7 @@ int RunEngine(const EngineArgs& args) {
       buf.clear();
     }
     tp_seconds = std::chrono::duration<double>(SteadyClock::now() - t0).count();
+    if (w.stats.state_hash != 0) tp_hash = e.StateHash();
   }
 
   // Pass 2: latency. One timed region per command; bookkeeping outside it.
@@ -341,8 +359,10 @@ int RunEngine(const EngineArgs& args) {
   uint64_t events = 0;
   uint64_t trades = 0;
   uint64_t trading = 0;
+  std::array<uint64_t, kEventTypeCount> by_type{};
   double ns_per_tick = 1.0;
   double lat_pass_s = 0;
+  uint64_t lat_hash = 0;
   {
     Engine e(w.config);
     EventBuffer buf;
@@ -355,7 +375,10 @@ int RunEngine(const EngineArgs& args) {
       lat[i] = s.end - s.begin;
       events += buf.size();
       uint64_t t = 0;
-      for (const auto& ev : buf) t += ev.type() == EventType::kTrade;
+      for (const auto& ev : buf) {
+        t += ev.type() == EventType::kTrade;
+        ++by_type[static_cast<std::size_t>(ev.type())];
+      }
       trades += t;
       trading += t != 0;
       buf.clear();
@@ -366,10 +389,18 @@ int RunEngine(const EngineArgs& args) {
     if (args.clock == ClockKind::kTsc) {
       ns_per_tick = static_cast<double>(n1 - n0) / static_cast<double>(c1 - c0);
     }
+    if (w.stats.state_hash != 0) lat_hash = e.StateHash();
   }
   MB_CHECK(events == tp_events);       // both replays emitted the same stream
   MB_CHECK(events == w.stats.events);  // ... as the generator's shadow engine
   MB_CHECK(trades == w.stats.trades);
+  // The mix generators also record the shadow's events by type and its state
+  // at the end (Liquibook's records neither): both replays end in the shadow's
+  // state, the latency pass having emitted as many events of each type.
+  if (w.stats.state_hash != 0) {
+    MB_CHECK(tp_hash == w.stats.state_hash && lat_hash == w.stats.state_hash);
+    MB_CHECK(by_type == w.stats.events_by_type);
+  }
 
   // Pass 3: the noise floor, as long as the latency pass (at least 0.25 s).
   const NoiseResult noise = MeasureNoise(args.clock, ns_per_tick, std::max(lat_pass_s, 0.25));
@@ -401,6 +432,11 @@ int RunEngine(const EngineArgs& args) {
   const double events_per_cmd = static_cast<double>(events) / static_cast<double>(n);
   const char* clock_name = args.clock == ClockKind::kTsc ? "tsc" : "steady_clock";
   const bool liquibook = args.workload == WorkloadKind::kLiquibook;
+  const bool conditional = args.workload == WorkloadKind::kConditional;
+  const ConditionalStats& cs = w.stats.conditional;
+  const auto ratio = [](uint64_t a, uint64_t b) {
+    return b == 0 ? 0.0 : static_cast<double>(a) / static_cast<double>(b);
+  };
   const auto share = [&](uint64_t x) {
     return 100.0 * static_cast<double>(x) / static_cast<double>(n);
   };
@@ -419,6 +455,33 @@ int RunEngine(const EngineArgs& args) {
         "\"matched\"): {:.2f}% of inserts\n",
         100.0 * static_cast<double>(trading) / static_cast<double>(w.stats.gtc),
         100.0 * static_cast<double>(w.stats.filled_orders) / static_cast<double>(w.stats.gtc));
+  } else if (conditional) {
+    fmt::print(
+        "matchbook-bench engine: exchange-core single-book mix with {}% conditional orders and "
+        "icebergs, seed {}\n",
+        args.conditional_pct, args.seed);
+    fmt::print(
+        "  generated {} commands in {:.2f} s (+{} setup commands, untimed): "
+        "GTC {:.2f}%  IOC {:.2f}%  cancel {:.2f}%  move {:.2f}%  stop {:.2f}%  iceberg "
+        "{:.2f}%  cancel of the oldest waiting stop {:.2f}% / resting iceberg {:.2f}%\n",
+        n, gen_s, w.setup.size(), share(w.stats.gtc), share(w.stats.ioc), share(w.stats.cancel),
+        share(w.stats.move), share(cs.stops), share(cs.icebergs), share(cs.stop_cancels),
+        share(cs.iceberg_cancels));
+    fmt::print(
+        "  stops placed: {} ({} STOP_LOSS/TAKE_PROFIT, {} *_LIMIT; {} trailing); triggered: {} "
+        "= {:.1f}% of those placed ({} market, {} limit, {} trailing = {:.1f}% of the "
+        "trailing), in {} commands ({:.2f}% of all; at most {} in one); {} triggered "
+        "stop-limits rested\n",
+        cs.stops, cs.stop_market, cs.stop_limit, cs.trailing, cs.triggered,
+        100.0 * ratio(cs.triggered, cs.stops), cs.triggered_market, cs.triggered_limit,
+        cs.triggered_trailing, 100.0 * ratio(cs.triggered_trailing, cs.trailing),
+        cs.trigger_commands, share(cs.trigger_commands), cs.max_triggers_per_command,
+        cs.triggered_rested);
+    fmt::print(
+        "  waiting: {:.0f} on average, max {}, {} at the end; {} canceled while waiting; "
+        "icebergs: {} placed, {:.0f} resting on average, {} refills\n",
+        cs.mean_waiting, cs.max_waiting, cs.waiting_at_end, cs.canceled_waiting, cs.icebergs,
+        cs.mean_icebergs, cs.iceberg_refills);
   } else {
     fmt::print("matchbook-bench engine: exchange-core single-book mix, seed {}\n", args.seed);
     fmt::print(
@@ -459,6 +522,10 @@ int RunEngine(const EngineArgs& args) {
   row("commands >= 10 us", fmt::format("{}", slow));
   row("trade share (commands w/ trade)", fmt::format("{:.2f}%", 100.0 * trade_share));
   row("trades", fmt::format("{}", trades));
+  if (conditional) {
+    row("stops triggered / placed", fmt::format("{} / {}", cs.triggered, cs.stops));
+    row("iceberg refills", fmt::format("{}", cs.iceberg_refills));
+  }
   row("events/command", fmt::format("{:.3f}", events_per_cmd));
   row("bytes_per_resting_order (heap)", fmt::format("{:.1f}", mem.heap_per_order));
   fmt::print(
@@ -510,6 +577,25 @@ int RunEngine(const EngineArgs& args) {
           w.stats.gtc, w.stats.cancel, static_cast<double>(w.stats.gtc) / tp_seconds,
           args.level_cap, static_cast<double>(trading) / static_cast<double>(w.stats.gtc),
           static_cast<double>(w.stats.filled_orders) / static_cast<double>(w.stats.gtc));
+    }
+    if (conditional) {
+      j += fmt::format(
+          ",\"conditional_pct\":{},\"gtc\":{},\"ioc\":{},\"cancels\":{},\"moves\":{},"
+          "\"stops_placed\":{},\"stop_market\":{},\"stop_limit\":{},\"trailing_placed\":{},"
+          "\"icebergs_placed\":{},\"stop_cancels\":{},\"iceberg_cancels\":{},",
+          args.conditional_pct, w.stats.gtc, w.stats.ioc, w.stats.cancel, w.stats.move, cs.stops,
+          cs.stop_market, cs.stop_limit, cs.trailing, cs.icebergs, cs.stop_cancels,
+          cs.iceberg_cancels);
+      j += fmt::format(
+          "\"triggered\":{},\"trigger_share\":{:.5f},\"triggered_market\":{},"
+          "\"triggered_limit\":{},\"triggered_trailing\":{},\"trigger_commands\":{},"
+          "\"max_triggers_per_command\":{},\"triggered_rested\":{},\"canceled_waiting\":{},"
+          "\"mean_waiting\":{:.0f},\"max_waiting\":{},\"waiting_at_end\":{},"
+          "\"iceberg_refills\":{},\"mean_icebergs\":{:.0f}",
+          cs.triggered, ratio(cs.triggered, cs.stops), cs.triggered_market, cs.triggered_limit,
+          cs.triggered_trailing, cs.trigger_commands, cs.max_triggers_per_command,
+          cs.triggered_rested, cs.canceled_waiting, cs.mean_waiting, cs.max_waiting,
+          cs.waiting_at_end, cs.iceberg_refills, cs.mean_icebergs);
     }
     fmt::print("{}}}\n", j);
   }
@@ -796,12 +882,17 @@ Runner AddEngineCommand(CLI::App* app) {
       "Workloads:\n"
       "  exchange-core  exchange-core's single-book mix: 9% GTC, 3% IOC, 6% cancel, 82% move;\n"
       "                 ~1,000 resting orders on ~750 price levels; 1,000 accounts.\n"
+      "  conditional    the same mix, prices around 3,000.00, with --conditional-share % of\n"
+      "                 the commands placing stop-loss / take-profit orders (market and\n"
+      "                 limit, some trailing; stops 1-60 ticks beyond the last price) and\n"
+      "                 icebergs; at most 200 waiting, 50 icebergs resting (the oldest is\n"
+      "                 canceled at the bound).\n"
       "  liquibook      Liquibook's perf-test stream: alternating buy/sell GTC limits, buys\n"
       "                 at 1880-1889, sells at 1884-1893, 100-1,000 lots in steps of 100;\n"
       "                 a level over --level-cap orders sheds its oldest with a cancel.");
   auto wl = std::make_shared<std::string>("exchange-core");
   sub->add_option("--workload", *wl, "the command stream (default exchange-core)")
-      ->check(CLI::IsMember({"exchange-core", "liquibook"}));
+      ->check(CLI::IsMember({"exchange-core", "conditional", "liquibook"}));
   AddCount(sub, "--commands", &args->commands, 1, UINT64_MAX,
            "commands in the measured stream (default 3000000)", "_,");
   AddCount(sub, "--seed", &args->seed, 0, UINT64_MAX, "workload seed (default 1)", "_,");
@@ -812,6 +903,9 @@ Runner AddEngineCommand(CLI::App* app) {
                "liquibook: most orders a price level keeps before its oldest is canceled "
                "(default 100; 0: none, the book grows as in Liquibook's test)",
                "_,");
+  CLI::Option* share = AddCount(sub, "--conditional-share", &args->conditional_pct, 0, 100,
+                                "conditional: percent of the commands that place conditional or "
+                                "iceberg orders (default 20)");
   auto clock = std::make_shared<std::string>("tsc");
   sub->add_option("--clock", *clock, "per-command clock (default tsc)")
       ->check(CLI::IsMember({"tsc", "steady"}));
@@ -819,11 +913,17 @@ Runner AddEngineCommand(CLI::App* app) {
   sub->add_flag("--check", args->check,
                 "run Engine::CheckInvariants() after every command while generating (slow; "
                 "to diagnose the engine)");
-  return [args, wl, clock, cap]() -> int {
-    args->workload = *wl == "liquibook" ? WorkloadKind::kLiquibook : WorkloadKind::kExchangeCore;
+  return [args, wl, clock, cap, share]() -> int {
+    args->workload = *wl == "liquibook"     ? WorkloadKind::kLiquibook
+                     : *wl == "conditional" ? WorkloadKind::kConditional
+                                            : WorkloadKind::kExchangeCore;
     args->clock = *clock == "tsc" ? ClockKind::kTsc : ClockKind::kSteady;
     if (cap->count() > 0 && args->workload != WorkloadKind::kLiquibook) {
       std::fputs("--level-cap: only with --workload liquibook\n", stderr);
+      return 2;
+    }
+    if (share->count() > 0 && args->workload != WorkloadKind::kConditional) {
+      std::fputs("--conditional-share: only with --workload conditional\n", stderr);
       return 2;
     }
     return RunEngine(*args);

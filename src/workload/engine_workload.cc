@@ -5,9 +5,11 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 
 #include "common/status.h"
@@ -21,6 +23,7 @@ using engine::Engine;
 using engine::EngineConfig;
 using engine::Event;
 using engine::EventBuffer;
+using engine::OrderType;
 using engine::Side;
 using engine::TimeInForce;
 
@@ -113,6 +116,13 @@ std::vector<Command> FundAccounts(uint32_t accounts) {
   return out;
 }
 
+MixSpec ConditionalMixSpec() {
+  MixSpec spec;
+  spec.conditional_pct = 20;
+  spec.center = 300'000;
+  return spec;
+}
+
 Command MakeLimit(AccountId account, Side side, int64_t price, int64_t lots, TimeInForce tif,
                   int64_t timestamp_ns) {
   engine::PlaceOrder p;
@@ -156,7 +166,7 @@ class MixGenerator {
     w.setup = FundAccounts(spec_.accounts);
     for (const Command& c : w.setup) Feed(c, nullptr);
     // The initial book: target_orders resting orders across the band.
-    while (open_.size() < spec_.target_orders) {
+    while (BookSize() < spec_.target_orders) {
       Side side = rng_.Chance(500'000) ? Side::kBuy : Side::kSell;
       Command c = MakeLimit(RandomAccount(), side, RestingPrice(side), Lots(), TimeInForce::kGtc,
                             NextTime());
@@ -166,6 +176,8 @@ class MixGenerator {
     w.commands.reserve(spec_.commands);
     double sum_open = 0;
     double sum_levels = 0;
+    double sum_waiting = 0;
+    double sum_icebergs = 0;
     uint64_t samples = 0;
     std::size_t tenth = 0;
     for (std::size_t i = 0; i < spec_.commands; ++i) {
@@ -174,19 +186,27 @@ class MixGenerator {
       Feed(c, &stats_);
       while (tenth < stats_.open_orders_by_tenth.size() &&
              (i + 1) * stats_.open_orders_by_tenth.size() >= (tenth + 1) * spec_.commands) {
-        stats_.open_orders_by_tenth[tenth++] = open_.size();
+        stats_.open_orders_by_tenth[tenth++] = BookSize();
       }
       if (i % 1000 == 0) {
-        sum_open += static_cast<double>(open_.size());
+        sum_open += static_cast<double>(BookSize());
+        sum_waiting += static_cast<double>(waiting_.size());
+        sum_icebergs += static_cast<double>(resting_icebergs_.size());
         sum_levels +=
             static_cast<double>(shadow_.Depth(kBenchMarket, Side::kBuy, SIZE_MAX).size() +
                                 shadow_.Depth(kBenchMarket, Side::kSell, SIZE_MAX).size());
         ++samples;
       }
-      stats_.max_open_orders = std::max(stats_.max_open_orders, open_.size());
+      stats_.max_open_orders = std::max(stats_.max_open_orders, BookSize());
+      stats_.conditional.max_waiting = std::max(stats_.conditional.max_waiting, waiting_.size());
     }
-    stats_.mean_open_orders = samples ? sum_open / static_cast<double>(samples) : 0;
-    stats_.mean_price_levels = samples ? sum_levels / static_cast<double>(samples) : 0;
+    const double n = static_cast<double>(samples);
+    stats_.mean_open_orders = samples ? sum_open / n : 0;
+    stats_.mean_price_levels = samples ? sum_levels / n : 0;
+    stats_.conditional.mean_waiting = samples ? sum_waiting / n : 0;
+    stats_.conditional.mean_icebergs = samples ? sum_icebergs / n : 0;
+    stats_.conditional.waiting_at_end = waiting_.size();
+    stats_.state_hash = shadow_.StateHash();
     w.stats = stats_;
     return w;
   }
@@ -197,6 +217,9 @@ class MixGenerator {
     return AccountId{static_cast<uint32_t>(1 + rng_.Below(spec_.accounts))};
   }
   int64_t Lots() { return rng_.Between(1, spec_.max_lots); }
+  // Resting orders: the mix's and the icebergs (waiting conditional orders
+  // are in no level).
+  std::size_t BookSize() const { return open_.size() + resting_icebergs_.size(); }
 
   std::optional<int64_t> Best(Side side) const {
     auto p = side == Side::kBuy ? shadow_.BestBid(kBenchMarket) : shadow_.BestAsk(kBenchMarket);
@@ -235,7 +258,7 @@ class MixGenerator {
   int64_t TakerLots(Side taker_side, bool gtc) {
     auto depth = shadow_.Depth(kBenchMarket, engine::Opposite(taker_side), 1);
     if (depth.empty()) return Lots();
-    if (open_.size() >= spec_.target_orders) return depth[0].qty.value + Lots();
+    if (BookSize() >= spec_.target_orders) return depth[0].qty.value + Lots();
     int64_t first = FirstOrderLots(engine::Opposite(taker_side));
     if (first > 1) return rng_.Between(1, first - 1);
     if (!gtc) return 1;
@@ -249,7 +272,7 @@ class MixGenerator {
     Side other = engine::Opposite(preferred);
     int64_t first = FirstOrderLots(other);
     if (first == 0) return other;
-    if (open_.size() < spec_.target_orders && first == 1 && FirstOrderLots(preferred) > 1) {
+    if (BookSize() < spec_.target_orders && first == 1 && FirstOrderLots(preferred) > 1) {
       return other;
     }
     return preferred;
@@ -263,11 +286,16 @@ class MixGenerator {
   }
 
   Command NextCommand() {
+    // The conditional share first (no draw at all when it is 0: the plain
+    // mix's stream stays what it was).
+    if (spec_.conditional_pct != 0 && rng_.Below(100) < spec_.conditional_pct) {
+      return ConditionalCommand();
+    }
     uint64_t r = rng_.Below(100);
     if (open_.empty() && r >= 12) r = 0;  // nothing to cancel or move: place instead
     // Below the target size some cancels become placements (the book-size
     // controller; exchange-core's generator likewise chooses by the book's lack).
-    if (r >= 12 && r < 18 && open_.size() < spec_.target_orders &&
+    if (r >= 12 && r < 18 && BookSize() < spec_.target_orders &&
         rng_.Chance(spec_.cancel_to_gtc_ppm_below)) {
       r = 0;
     }
@@ -275,7 +303,7 @@ class MixGenerator {
     if (r < 9) {
       ++stats_.gtc;
       Side side = rng_.Chance(500'000) ? Side::kBuy : Side::kSell;
-      const bool below = open_.size() < spec_.target_orders;
+      const bool below = BookSize() < spec_.target_orders;
       const bool cross = rng_.Chance(below ? spec_.gtc_cross_ppm_below : spec_.gtc_cross_ppm_above);
       if (cross) side = TakerSide(side);
       auto opp = Best(engine::Opposite(side));
@@ -295,13 +323,7 @@ class MixGenerator {
                     NextTime());
     } else if (r < 18) {
       ++stats_.cancel;
-      const OpenOrder& o = open_[rng_.Below(open_.size())];
-      CancelOrder x;
-      x.account = o.account;
-      x.market = kBenchMarket;
-      x.order_id = o.id;
-      c.timestamp_ns = NextTime();
-      c.body = x;
+      c = CancelOf(open_[rng_.Below(open_.size())]);
     } else {
       ++stats_.move;
       const OpenOrder& o = open_[rng_.Below(open_.size())];
@@ -327,6 +349,109 @@ class MixGenerator {
       c.body = x;
     }
     return c;
+  }
+
+  Command CancelOf(const OpenOrder& o) {
+    CancelOrder x;
+    x.account = o.account;
+    x.market = kBenchMarket;
+    x.order_id = o.id;
+    Command c;
+    c.timestamp_ns = NextTime();
+    c.body = x;
+    return c;
+  }
+
+  // A price at or up to 3 ticks behind the best of the side's own orders.
+  int64_t NearTop(Side side) {
+    auto own = Best(side);
+    if (!own) return RestingPrice(side);
+    const auto off = static_cast<int64_t>(rng_.Below(4));
+    const int64_t p = side == Side::kBuy ? *own - off : *own + off;
+    return InBand(side, p) ? ClampResting(side, p) : RestingPrice(side);
+  }
+
+  // The oldest order of `fifo` still in `live` (dropping the ones that left).
+  template <class Live>
+  static OpenOrder Oldest(std::deque<OpenOrder>* fifo, const Live& live) {
+    while (live.count(Raw(fifo->front().id)) == 0) fifo->pop_front();
+    OpenOrder o = fifo->front();
+    fifo->pop_front();
+    return o;
+  }
+
+  // One command of the conditional share: an iceberg or a conditional order,
+  // or, at the bound, the cancel of the oldest of its kind.
+  Command ConditionalCommand() {
+    ConditionalStats& cs = stats_.conditional;
+    const Side side = rng_.Chance(500'000) ? Side::kBuy : Side::kSell;
+    if (rng_.Chance(spec_.iceberg_ppm)) {
+      if (resting_icebergs_.size() >= spec_.max_icebergs) {
+        ++cs.iceberg_cancels;
+        return CancelOf(Oldest(&iceberg_fifo_, resting_icebergs_));
+      }
+      ++cs.icebergs;
+      const int64_t slice = rng_.Between(1, spec_.iceberg_max_slice);
+      const int64_t lots = slice * rng_.Between(2, 6);
+      Command c =
+          MakeLimit(RandomAccount(), side, NearTop(side), lots, TimeInForce::kGtc, NextTime());
+      std::get<engine::PlaceOrder>(c.body).iceberg_qty = Qty{slice};
+      return c;
+    }
+    if (waiting_.size() >= spec_.max_waiting) {
+      ++cs.stop_cancels;
+      return CancelOf(Oldest(&waiting_fifo_, waiting_));
+    }
+    ++cs.stops;
+    const bool market = rng_.Chance(spec_.stop_market_ppm);
+    const bool loss = rng_.Chance(500'000);
+    engine::PlaceOrder p;
+    p.account = RandomAccount();
+    p.market = kBenchMarket;
+    p.side = side;
+    p.type = loss ? (market ? OrderType::kStopLoss : OrderType::kStopLossLimit)
+                  : (market ? OrderType::kTakeProfit : OrderType::kTakeProfitLimit);
+    p.stp = engine::StpMode::kNone;
+    p.qty = Qty{Lots()};
+    // The stop lies beyond the last price on the side that has not met it.
+    const bool rise = engine::TriggersOnRise(p.type, side);
+    const int64_t ref = last_price_ != 0 ? last_price_ : spec_.center;
+    const int64_t distance = rng_.Between(1, spec_.stop_ticks);
+    int64_t stop = rise ? ref + distance : ref - distance;
+    if (rng_.Chance(spec_.trailing_ppm)) {
+      ++cs.trailing;
+      p.trailing_delta = static_cast<int32_t>(rng_.Between(1, spec_.max_trailing_bps));
+      if (!rng_.Chance(spec_.activation_ppm)) stop = 0;  // tracks from the last price
+    }
+    p.stop_price = Price{stop};
+    if (market) {
+      ++cs.stop_market;
+      p.tif = TimeInForce::kIoc;
+    } else {
+      ++cs.stop_limit;
+      // The limit: a few ticks beyond where the order should trigger.
+      int64_t trigger = stop != 0 ? stop : ref;
+      if (p.trailing_delta != 0) {
+        const int64_t move = trigger * p.trailing_delta / 10'000;
+        trigger += side == Side::kBuy ? move : -move;
+      }
+      const auto slip =
+          static_cast<int64_t>(rng_.Below(static_cast<uint64_t>(spec_.limit_slip_ticks) + 1));
+      p.price = Price{std::max<int64_t>(1, side == Side::kBuy ? trigger + slip : trigger - slip)};
+      p.tif = rng_.Chance(spec_.limit_gtc_ppm) ? TimeInForce::kGtc : TimeInForce::kIoc;
+    }
+    Command c;
+    c.timestamp_ns = NextTime();
+    c.body = p;
+    return c;
+  }
+
+  // An order closed (filled, canceled, expired): it leaves every list.
+  void Forget(OrderId id) {
+    Remove(id);
+    waiting_.erase(Raw(id));
+    iceberg_ids_.erase(Raw(id));
+    resting_icebergs_.erase(Raw(id));
   }
 
   void Add(const OpenOrder& o) {
@@ -355,7 +480,10 @@ class MixGenerator {
     events_.clear();
     shadow_.Process(c, &events_);
     bool traded = false;
+    uint64_t triggers = 0;
+    ConditionalStats& cs = stats_.conditional;
     for (const Event& e : events_) {
+      if (stats) ++stats->events_by_type[static_cast<std::size_t>(e.type())];
       switch (e.type()) {
         case engine::EventType::kRejected:
           ++stats_.rejected;
@@ -368,16 +496,28 @@ class MixGenerator {
             stats->filled_orders += t.maker_filled;
             stats->filled_orders += t.taker_filled;
           }
-          if (t.maker_filled) Remove(t.maker_order_id);
-          if (t.taker_filled) Remove(t.taker_order_id);
+          if (t.maker_filled) Forget(t.maker_order_id);
+          if (t.taker_filled) Forget(t.taker_order_id);
+          last_price_ = t.price.value;
           break;
         }
         case engine::EventType::kOrderRested: {
           const auto& x = std::get<engine::OrderRested>(e.body);
           auto v = shadow_.FindOrder(x.order_id);
-          MB_CHECK(v.has_value());
-          Add(OpenOrder{v->id, v->terms.account, v->terms.side, v->terms.price.value,
-                        v->terms.qty.value});
+          // Gone by the end of the command: an order triggered after it
+          // rested took it (its Trade follows).
+          if (!v) break;
+          const OpenOrder o{v->id, v->terms.account, v->terms.side, v->terms.price.value,
+                            v->terms.qty.value};
+          if (iceberg_ids_.count(Raw(o.id)) != 0) {
+            // Icebergs are not amended: they stay out of the moves' and
+            // cancels' draws, bounded by max_icebergs instead.
+            resting_icebergs_.insert(Raw(o.id));
+            iceberg_fifo_.push_back(o);
+          } else {
+            if (engine::IsConditional(v->terms.type)) ++cs.triggered_rested;
+            Add(o);
+          }
           break;
         }
         case engine::EventType::kOrderAmended: {
@@ -386,15 +526,48 @@ class MixGenerator {
           if (!x.keeps_priority) Remove(x.order_id);
           break;
         }
-        case engine::EventType::kOrderCanceled:
-          Remove(std::get<engine::OrderCanceled>(e.body).order_id);
+        case engine::EventType::kOrderCanceled: {
+          const OrderId id = std::get<engine::OrderCanceled>(e.body).order_id;
+          cs.canceled_waiting += waiting_.count(Raw(id));
+          Forget(id);
           break;
+        }
         case engine::EventType::kOrderExpired:
-          Remove(std::get<engine::OrderExpired>(e.body).order_id);
+          Forget(std::get<engine::OrderExpired>(e.body).order_id);
+          break;
+        case engine::EventType::kOrderArmed: {
+          const auto& x = std::get<engine::OrderArmed>(e.body);
+          auto v = shadow_.FindOrder(x.order_id);
+          MB_CHECK(v.has_value());
+          uint8_t kind = engine::IsMarketLike(v->terms.type) ? kMarketStop : 0;
+          if (x.trailing_delta != 0) kind |= kTrailingStop;
+          waiting_.emplace(Raw(x.order_id), kind);
+          waiting_fifo_.push_back(OpenOrder{x.order_id, x.account, x.side, 0, 0});
+          break;
+        }
+        case engine::EventType::kOrderTriggered: {
+          auto it = waiting_.find(Raw(std::get<engine::OrderTriggered>(e.body).order_id));
+          MB_CHECK(it != waiting_.end());
+          ++triggers;
+          ++cs.triggered;
+          ++((it->second & kMarketStop) ? cs.triggered_market : cs.triggered_limit);
+          if (it->second & kTrailingStop) ++cs.triggered_trailing;
+          waiting_.erase(it);
+          break;
+        }
+        case engine::EventType::kIcebergAccepted:
+          iceberg_ids_.insert(Raw(std::get<engine::IcebergAccepted>(e.body).order_id));
+          break;
+        case engine::EventType::kIcebergRefilled:
+          ++cs.iceberg_refills;
           break;
         default:
           break;
       }
+    }
+    if (triggers != 0) {
+      ++cs.trigger_commands;
+      cs.max_triggers_per_command = std::max(cs.max_triggers_per_command, triggers);
     }
     if (spec_.check_invariants) {
       Status st = shadow_.CheckInvariants();
@@ -419,6 +592,18 @@ class MixGenerator {
   int64_t now_ns_ = 0;
   std::vector<OpenOrder> open_;
   std::unordered_map<uint64_t, std::size_t> pos_;  // order id -> index in open_
+  int64_t last_price_ = 0;                         // of the last trade; 0 before the first
+  // Conditional orders waiting (id -> kind bits), and the same in the order
+  // they were placed (entries that left are dropped when met).
+  static constexpr uint8_t kMarketStop = 1;
+  static constexpr uint8_t kTrailingStop = 2;
+  std::unordered_map<uint64_t, uint8_t> waiting_;
+  std::deque<OpenOrder> waiting_fifo_;
+  // Icebergs accepted and still open; those resting, oldest first in
+  // iceberg_fifo_ (entries that left are dropped when met).
+  std::unordered_set<uint64_t> iceberg_ids_;
+  std::unordered_set<uint64_t> resting_icebergs_;
+  std::deque<OpenOrder> iceberg_fifo_;
   MixStats stats_;
   uint64_t fed_ = 0;  // commands fed to the shadow engine, setup included
 };

@@ -15,6 +15,24 @@
 // platform: the random source is xoshiro256** with explicit bounded draws, not
 // <random>'s implementation-defined distributions.
 //
+// With MixSpec::conditional_pct > 0 (ConditionalMixSpec(): 20%) it is the
+// same mix with that share of the commands placing conditional orders
+// (STOP_LOSS, STOP_LOSS_LIMIT, TAKE_PROFIT, TAKE_PROFIT_LIMIT; a fifth of them
+// trailing) and iceberg orders; the other commands are drawn 9/3/6/82 as
+// above. A stop price lies 1..stop_ticks beyond the last trade price, on the
+// side that has not met it, so that many trigger; a triggered order matches as
+// a taker (a stop-market sweeps the best levels, a stop-limit trades up to its
+// limit and may rest) and may trigger others within the same command.
+// Waiting orders are bounded: while max_waiting of them wait, a conditional
+// draw cancels the oldest waiting one instead of placing another; icebergs
+// likewise (max_icebergs resting; they rest at or near the best price and are
+// neither moved nor canceled by the mix's draws). Prices lie around 3,000.00
+// USDT (300,000 ticks) instead of 30,000.00: a trailing delta's basis point is
+// 30 ticks there, within the price's swings in this mix (~200 ticks over
+// 1,000 commands), where at 30,000.00 it would be 300 and no trailing stop
+// would ever trigger. The engine's work on the plain mix does not depend on
+// the price level.
+//
 // Thread safety: plain functions and values.
 #pragma once
 
@@ -44,6 +62,10 @@ class Rng {
  private:
   uint64_t s_[4];
 };
+
+// EventType values: engine::EventType runs from 0 to kListDone.
+inline constexpr std::size_t kEventTypeCount =
+    static_cast<std::size_t>(engine::EventType::kListDone) + 1;
 
 inline constexpr MarketId kBenchMarket{0};
 inline constexpr AssetId kBenchQuote{0};  // "USDT", scale 6
@@ -86,6 +108,45 @@ struct MixSpec {
   // Runs Engine::CheckInvariants() after every generated command and aborts
   // with the command's index and the violation (slow; for diagnosing the engine).
   bool check_invariants = false;
+
+  // Conditional orders and icebergs (see the file comment). conditional_pct
+  // 0: none, and the stream is exactly the plain mix's.
+  uint32_t conditional_pct = 0;        // percent of the commands drawn as conditional
+  uint32_t iceberg_ppm = 250'000;      // of the conditional draws: icebergs
+  uint32_t stop_market_ppm = 500'000;  // of the stops: STOP_LOSS / TAKE_PROFIT (else *_LIMIT)
+  uint32_t trailing_ppm = 200'000;     // of the stops: trailing (delta 1..max_trailing_bps)
+  uint32_t activation_ppm = 500'000;   // of the trailing stops: with an activation price
+  int32_t max_trailing_bps = 5;
+  int64_t stop_ticks = 60;           // stop prices 1..stop_ticks beyond the last price
+  int64_t limit_slip_ticks = 8;      // a stop-limit's limit: 0..this beyond its stop
+  uint32_t limit_gtc_ppm = 750'000;  // of the stop-limits: GTC (else IOC)
+  std::size_t max_waiting = 200;     // conditional orders waiting at most
+  std::size_t max_icebergs = 50;     // icebergs resting at most
+  int64_t iceberg_max_slice = 10;    // slice 1..this lots, the order 2..6 slices
+};
+
+// What the generator counted of the conditional orders and icebergs.
+struct ConditionalStats {
+  uint64_t stops = 0;  // conditional orders placed
+  uint64_t stop_market = 0;
+  uint64_t stop_limit = 0;
+  uint64_t trailing = 0;
+  uint64_t icebergs = 0;          // iceberg orders placed
+  uint64_t stop_cancels = 0;      // the oldest waiting order canceled (at max_waiting)
+  uint64_t iceberg_cancels = 0;   // the oldest resting iceberg canceled (at max_icebergs)
+  uint64_t triggered = 0;         // OrderTriggered
+  uint64_t triggered_market = 0;  // ... of STOP_LOSS / TAKE_PROFIT orders
+  uint64_t triggered_limit = 0;   // ... of the *_LIMIT ones
+  uint64_t triggered_trailing = 0;
+  uint64_t trigger_commands = 0;  // commands in which at least one order triggered
+  uint64_t max_triggers_per_command = 0;
+  uint64_t canceled_waiting = 0;  // OrderCanceled of a waiting order (the bound cancels them)
+  uint64_t iceberg_refills = 0;   // IcebergRefilled
+  uint64_t triggered_rested = 0;  // triggered stop-limits whose remainder rested
+  double mean_waiting = 0;        // sampled every 1,000 commands
+  std::size_t max_waiting = 0;
+  double mean_icebergs = 0;  // resting icebergs, sampled every 1,000 commands
+  std::size_t waiting_at_end = 0;
 };
 
 // What the generator saw through its shadow engine while writing the stream.
@@ -107,6 +168,12 @@ struct MixStats {
   std::size_t max_open_orders = 0;
   // Resting orders after each tenth of the stream (the last: at its end).
   std::array<std::size_t, 10> open_orders_by_tenth{};
+  // Events by EventType over the measured stream, and the shadow engine's
+  // StateHash() after it (0: not taken): a replay that emits exactly the
+  // shadow's events matches both.
+  std::array<uint64_t, kEventTypeCount> events_by_type{};
+  uint64_t state_hash = 0;
+  ConditionalStats conditional;
 };
 
 struct Workload {
@@ -117,6 +184,10 @@ struct Workload {
 };
 
 Workload GenerateExchangeCoreMix(const MixSpec& spec);
+
+// The mix with conditional orders and icebergs (see the file comment): the
+// default MixSpec with conditional_pct 20 and center 300,000 ticks.
+MixSpec ConditionalMixSpec();
 
 // A resting GTC limit order (no client order id, STP none).
 engine::Command MakeLimit(AccountId account, engine::Side side, int64_t price, int64_t lots,
