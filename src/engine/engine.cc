@@ -223,15 +223,49 @@ inline Engine::Impl::Admission Engine::Impl::Admit(const PlaceOrder& p, bool che
   return a;
 }
 
-inline void Engine::Impl::Enter(const PlaceOrder& p, OrderId id, int64_t lock,
-                                bool fok_unfillable) noexcept {
+namespace {
+
+// The terms an order is accepted with: a market-like order is IOC with no
+// price, one by quote amount has no quantity.
+OrderTerms TermsOf(const PlaceOrder& p) noexcept {
   const bool market_order = IsMarketLike(p.type);
   const bool by_quote = market_order && p.quote_qty.value != 0;
-  Emit(OrderAccepted{
-      id,
-      OrderTerms{p.account, p.market, p.side, p.type, market_order ? TimeInForce::kIoc : p.tif,
-                 p.stp, market_order ? Price{0} : p.price, by_quote ? Qty{0} : p.qty},
-      by_quote ? p.quote_qty : Amount{0}, Amount{lock}, p.client_order_id});
+  return OrderTerms{p.account,
+                    p.market,
+                    p.side,
+                    p.type,
+                    market_order ? TimeInForce::kIoc : p.tif,
+                    p.stp,
+                    market_order ? Price{0} : p.price,
+                    by_quote ? Qty{0} : p.qty};
+}
+
+// The PlaceOrder of one order of a list, from its terms and its own fields.
+PlaceOrder ListPlacing(const OrderTerms& t, const ClientOrderId& client_order_id, Price stop_price,
+                       int32_t trailing_delta, Qty iceberg_qty) noexcept {
+  PlaceOrder p;
+  p.account = t.account;
+  p.market = t.market;
+  p.side = t.side;
+  p.type = t.type;
+  p.tif = t.tif;
+  p.stp = t.stp;
+  p.price = t.price;
+  p.qty = t.qty;
+  p.client_order_id = client_order_id;
+  p.stop_price = stop_price;
+  p.trailing_delta = trailing_delta;
+  p.iceberg_qty = iceberg_qty;
+  return p;
+}
+
+}  // namespace
+
+inline void Engine::Impl::Enter(const PlaceOrder& p, OrderId id, int64_t lock,
+                                bool fok_unfillable) noexcept {
+  const bool by_quote = IsMarketLike(p.type) && p.quote_qty.value != 0;
+  Emit(OrderAccepted{id, TermsOf(p), by_quote ? p.quote_qty : Amount{0}, Amount{lock},
+                     p.client_order_id});
   if (IsConditional(p.type)) {
     Emit(OrderArmed{id, p.account, p.market, p.side, p.stop_price, p.trailing_delta});
     return;
@@ -732,6 +766,13 @@ bool Engine::Impl::OcoPair(const OrderList& l, OrderId* a, OrderId* b) noexcept 
   return true;
 }
 
+int64_t Engine::Impl::ShareLock(const PlaceOrder* pair, Admission* adm) noexcept {
+  const int holder = pair[1].type == OrderType::kLimitMaker ? 1 : 0;
+  const int other = 1 - holder;
+  adm[other].lock = std::max<int64_t>(0, adm[other].lock - adm[holder].lock);
+  return adm[0].lock + adm[1].lock;
+}
+
 OrderId Engine::Impl::LockHolder(OrderId a, OrderId b) const noexcept {
   const uint32_t bi = book_.Lookup(b);
   if (bi != kNil && book_.order(bi).type == OrderType::kLimitMaker) return b;
@@ -748,19 +789,10 @@ void Engine::Impl::Decide(const PlaceOrderList& l) noexcept {
   PlaceOrder orders[3];
   for (int k = 0; k < n; ++k) {
     const ListOrder& o = l.orders[k];
-    PlaceOrder& p = orders[k];
-    p.account = l.account;
-    p.market = l.market;
-    p.side = o.side;
-    p.type = o.type;
-    p.tif = IsMarketLike(o.type) ? TimeInForce::kIoc : o.tif;
-    p.stp = l.stp;
-    p.price = o.price;
-    p.qty = o.qty;
-    p.client_order_id = o.client_order_id;
-    p.stop_price = o.stop_price;
-    p.trailing_delta = o.trailing_delta;
-    p.iceberg_qty = o.iceberg_qty;
+    orders[k] = ListPlacing(
+        OrderTerms{l.account, l.market, o.side, o.type,
+                   IsMarketLike(o.type) ? TimeInForce::kIoc : o.tif, l.stp, o.price, o.qty},
+        o.client_order_id, o.stop_price, o.trailing_delta, o.iceberg_qty);
   }
   // The shape: which types go where, one side and one quantity per OCO pair,
   // the above order's price above the below order's.
@@ -828,15 +860,7 @@ void Engine::Impl::Decide(const PlaceOrderList& l) noexcept {
     }
   }
   const MarketSpec& m = cfg_.markets[Raw(l.market)];
-  int64_t total = adm[0].lock;
-  if (l.type == ListType::kOco) {
-    // The pair shares one lock: the holder (the LIMIT_MAKER order, else the
-    // above one) locks what it needs, the other only what it needs beyond.
-    const int holder = orders[1].type == OrderType::kLimitMaker ? 1 : 0;
-    const int other = 1 - holder;
-    adm[other].lock = std::max<int64_t>(0, adm[other].lock - adm[holder].lock);
-    total = adm[0].lock + adm[1].lock;
-  }
+  const int64_t total = l.type == ListType::kOco ? ShareLock(&orders[0], &adm[0]) : adm[0].lock;
   if (total > accounts_.balance(l.account, SpendAsset(m, orders[0].side)).available.value) {
     return reject(RejectReason::kInsufficientBalance);
   }
@@ -851,12 +875,8 @@ void Engine::Impl::Decide(const PlaceOrderList& l) noexcept {
   }
   for (int k = active; k < n; ++k) {
     const PlaceOrder& p = orders[k];
-    const bool market_like = IsMarketLike(p.type);
-    Emit(OrderPending{
-        ids[k], list_id,
-        OrderTerms{p.account, p.market, p.side, p.type, market_like ? TimeInForce::kIoc : p.tif,
-                   p.stp, market_like ? Price{0} : p.price, p.qty},
-        p.stop_price, p.trailing_delta, p.iceberg_qty, p.client_order_id});
+    Emit(OrderPending{ids[k], list_id, TermsOf(p), p.stop_price, p.trailing_delta, p.iceberg_qty,
+                      p.client_order_id});
   }
   touched_lists_.push_back(list_id);
 }
@@ -972,21 +992,9 @@ void Engine::Impl::Activate(const OrderList& l) noexcept {
   const int n = l.type == ListType::kOto ? 2 : 3;
   PlaceOrder orders[3];
   for (int k = first; k < n; ++k) {
-    const OrderPending& pend = pending_.find(Raw(l.orders[k]))->second;
-    PlaceOrder& p = orders[k];
-    const OrderTerms& t = pend.terms;
-    p.account = t.account;
-    p.market = t.market;
-    p.side = t.side;
-    p.type = t.type;
-    p.tif = t.tif;
-    p.stp = t.stp;
-    p.price = t.price;
-    p.qty = t.qty;
-    p.client_order_id = pend.client_order_id;
-    p.stop_price = pend.stop_price;
-    p.trailing_delta = pend.trailing_delta;
-    p.iceberg_qty = pend.iceberg_qty;
+    const OrderPending& p = pending_.find(Raw(l.orders[k]))->second;
+    orders[k] =
+        ListPlacing(p.terms, p.client_order_id, p.stop_price, p.trailing_delta, p.iceberg_qty);
   }
   Admission adm[3];
   RejectReason reason = RejectReason::kNone;
@@ -998,13 +1006,7 @@ void Engine::Impl::Activate(const OrderList& l) noexcept {
   }
   if (reason == RejectReason::kNone) {
     const MarketSpec& m = cfg_.markets[Raw(l.market)];
-    int64_t total = adm[1].lock;
-    if (l.type == ListType::kOtoco) {
-      const int holder = orders[2].type == OrderType::kLimitMaker ? 2 : 1;
-      const int other = 3 - holder;
-      adm[other].lock = std::max<int64_t>(0, adm[other].lock - adm[holder].lock);
-      total = adm[1].lock + adm[2].lock;
-    }
+    const int64_t total = l.type == ListType::kOtoco ? ShareLock(&orders[1], &adm[1]) : adm[1].lock;
     if (total > accounts_.balance(l.account, SpendAsset(m, orders[1].side)).available.value) {
       reason = RejectReason::kInsufficientBalance;
     }

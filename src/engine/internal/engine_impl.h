@@ -168,6 +168,11 @@ class Engine::Impl {
   // caller checks the funds (an OCO pair shares its lock); check_trigger
   // false: a pending order being placed may trigger at once.
   Admission Admit(const PlaceOrder& p, bool check_balance, bool check_trigger) const noexcept;
+  // An OCO pair (pair[0] above, pair[1] below, admitted as adm[0], adm[1])
+  // shares one lock: the holder (the LIMIT_MAKER order, else the above one)
+  // locks what it needs, the other only what it needs beyond. Returns the
+  // pair's total.
+  static int64_t ShareLock(const PlaceOrder* pair, Admission* adm) noexcept;
   // Emits an admitted order under `id`, locking `lock`, and matches it.
   void Enter(const PlaceOrder& p, OrderId id, int64_t lock, bool fok_unfillable) noexcept;
   // After a command's own events: settles the lists it touched and triggers
