@@ -2,7 +2,8 @@
 # Installs every Debian 12 package Matchbook needs to build, test and run
 # (e2fsprogs, mount and util-linux: the power-cut and full-disk tests make
 # ext4 file systems on loop devices; nats-server: the bus tests start their
-# own, on loopback ports).
+# own, on loopback ports; lintian and systemd: the Debian package's test checks
+# the package and its unit).
 # Idempotent: packages already present are skipped, so a second run is quick.
 set -euo pipefail
 
@@ -15,6 +16,7 @@ packages=(
   libsqlite3-dev libpq-dev postgresql-15
   libnats-dev nats-server
   libspdlog-dev prometheus curl python3 openssl
+  lintian systemd adduser init-system-helpers
   e2fsprogs mount util-linux iproute2
 )
 # The end-to-end tests drive the server with the real ccxt client (npm). A
