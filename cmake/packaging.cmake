@@ -43,6 +43,11 @@ install(CODE "set(MB_PKG_SRC \"${PROJECT_SOURCE_DIR}/packaging\")
 set(MB_PKG_BIN \"${mb_pkg_bin}\")")
 install(SCRIPT ${PROJECT_SOURCE_DIR}/packaging/install_system_files.cmake)
 install(FILES ${PROJECT_SOURCE_DIR}/README.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
+# Prometheus alerting rules (and their unit tests) and the Grafana dashboard.
+install(FILES ${PROJECT_SOURCE_DIR}/monitoring/alerts.yml
+              ${PROJECT_SOURCE_DIR}/monitoring/alerts_test.yml
+              ${PROJECT_SOURCE_DIR}/monitoring/dashboard.json
+        DESTINATION ${CMAKE_INSTALL_DATADIR}/matchbook/monitoring)
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/docs/ DESTINATION ${CMAKE_INSTALL_DOCDIR}
         FILES_MATCHING PATTERN "*.md" PATTERN "*.svg" PATTERN "*.png")
 

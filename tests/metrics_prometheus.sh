@@ -3,10 +3,14 @@
 # (accounts, deposits, orders that trade) is scraped once for
 # `promtool check metrics`, which must find nothing to say, then a
 # `prometheus` server scrapes it every second and must answer queries on
-# Matchbook's metrics.
+# Matchbook's metrics. The alerting rules (monitoring/alerts.yml) pass
+# `promtool check rules` and their unit tests (monitoring/alerts_test.yml)
+# and load into that server; every query of every panel of the Grafana
+# dashboard (monitoring/dashboard.json) returns data while orders flow.
 # Usage: tests/metrics_prometheus.sh <path to matchbook>
 set -euo pipefail
 mb=$1
+monitoring=$(cd "$(dirname "$0")/../monitoring" && pwd)
 tmp=$(mktemp -d)
 mb_pid=""
 prom_pid=""
@@ -116,11 +120,20 @@ if [[ $lint_rc -ne 0 || -n "$lint" ]]; then
   fail "promtool check metrics: exit $lint_rc"
 fi
 
+# --- the alerting rules: valid, and each fires when it should and only then ---
+promtool check rules "$monitoring/alerts.yml" >"$tmp/rules.log" 2>&1 ||
+  { cat "$tmp/rules.log" >&2; fail "promtool check rules monitoring/alerts.yml"; }
+(cd "$monitoring" && promtool test rules alerts_test.yml) >"$tmp/rules_test.log" 2>&1 ||
+  { cat "$tmp/rules_test.log" >&2; fail "promtool test rules monitoring/alerts_test.yml"; }
+echo "alerting rules: $(grep -c '^      - alert:' "$monitoring/alerts.yml") alerts checked and unit-tested"
+
 # --- prometheus: scrapes the server and answers queries ---
 cat >"$tmp/prometheus.yml" <<EOF
 global:
   scrape_interval: 1s
   evaluation_interval: 1s
+rule_files:
+  - $monitoring/alerts.yml
 scrape_configs:
   - job_name: matchbook
     scrape_interval: 1s
@@ -178,4 +191,53 @@ for check in "${checks[@]}"; do
     sleep 0.5
   done
 done
+# The rules loaded into the server.
+loaded=$(curl -sS "http://127.0.0.1:$prom_port/api/v1/rules" | python3 -c '
+import json, sys
+print(sum(len(g["rules"]) for g in json.load(sys.stdin)["data"]["groups"]))')
+[[ "$loaded" == "$(grep -c '^      - alert:' "$monitoring/alerts.yml")" ]] ||
+  fail "prometheus loaded $loaded alerting rules"
+
+# --- the dashboard: every panel query returns data while orders flow ---
+(
+  end=$((SECONDS + 20))
+  i=0
+  while ((SECONDS < end)); do
+    i=$((i + 1))
+    order "$seller_key" "$seller_secret" SELL "3100$((i % 10)).00" 0.01 >/dev/null || true
+    order "$buyer_key" "$buyer_secret" BUY "3100$((i % 10)).00" 0.01 >/dev/null || true
+    sleep 0.05
+  done
+) &
+traffic_pid=$!
+python3 - "$monitoring/dashboard.json" "http://127.0.0.1:$prom_port" <<'PY' || fail "a dashboard query returned no data"
+import json, sys, time, urllib.parse, urllib.request
+dashboard, prom = sys.argv[1], sys.argv[2]
+def targets(panels):
+    for p in panels:
+        yield from targets(p.get("panels", []))
+        for t in p.get("targets", []):
+            yield p["title"], t["expr"]
+queries = list(targets(json.load(open(dashboard))["panels"]))
+assert queries, "the dashboard has no queries"
+pending = dict.fromkeys(queries)
+deadline = time.time() + 60
+while pending and time.time() < deadline:
+    for title, expr in list(pending):
+        q = expr.replace("$__rate_interval", "1m").replace("$instance", ".*")
+        url = prom + "/api/v1/query?" + urllib.parse.urlencode({"query": q})
+        r = json.load(urllib.request.urlopen(url))
+        if r["status"] != "success":
+            sys.exit(f"{title}: {q}: {r}")
+        values = [s["value"][1] for s in r["data"]["result"]]
+        if values and any(v not in ("NaN",) for v in values):
+            print(f"dashboard: {title}: {q[:70]}... = {values[0]}")
+            del pending[(title, expr)]
+    time.sleep(1)
+for title, expr in pending:
+    print(f"dashboard: NO DATA: {title}: {expr}", file=sys.stderr)
+sys.exit(1 if pending else 0)
+PY
+kill "$traffic_pid" 2>/dev/null || true
+wait "$traffic_pid" 2>/dev/null || true
 echo "metrics prometheus checks: ok"
