@@ -16,7 +16,7 @@ mb_pid=""
 prom_pid=""
 
 stop() {
-  for pid in $prom_pid $mb_pid; do
+  for pid in $prom_pid $mb_pid ${serve_pid:-}; do
     if kill -0 "$pid" 2>/dev/null; then
       kill -TERM "$pid" 2>/dev/null || true
       wait "$pid" 2>/dev/null || true
@@ -37,69 +37,21 @@ fail() {
   exit 1
 }
 
-# A JSON field of stdin: json_get key [key...] (nested objects).
-json_get() {
-  python3 -c '
-import json, sys
-v = json.load(sys.stdin)
-for k in sys.argv[1:]:
-    v = v[k]
-print(v)' "$@"
-}
-
-# A TCP port nobody listens on right now (the kernel's choice).
-free_port() {
-  python3 -c '
-import socket
-s = socket.socket()
-s.bind(("127.0.0.1", 0))
-print(s.getsockname()[1])
-s.close()'
-}
+# shellcheck source=tests/serve_lib.sh
+source "$(dirname "$0")/serve_lib.sh"
 
 # --- the server ---
 mkdir -p "$tmp/data"
-"$mb" serve --data-dir "$tmp/data" --port 0 >"$tmp/serve.out" 2>"$tmp/serve.err" &
-mb_pid=$!
-port=""
-for _ in $(seq 1 300); do
-  kill -0 "$mb_pid" 2>/dev/null || fail "matchbook serve exited before it was ready"
-  if grep -qx "ready" "$tmp/serve.out"; then
-    port=$(sed -n 's|^api: http://127\.0\.0\.1:\([0-9]*\)/api/v3$|\1|p' "$tmp/serve.out")
-    break
-  fi
-  sleep 0.1
-done
-[[ -n "$port" ]] || fail "no 'api: http://127.0.0.1:PORT/api/v3' and 'ready' within 30 s"
-base="http://127.0.0.1:$port"
-token=$(cat "$tmp/data/admin.token")
-
-admin() {  # admin METHOD PATH [JSON body]
-  curl -sS --fail-with-body -X "$1" -H "X-MB-ADMIN-TOKEN: $token" \
-    -H "Content-Type: application/json" ${3:+--data "$3"} "$base/admin/v1/$2"
-}
+start_serve "$mb" "$tmp/data" "$tmp/serve"
+mb_pid=$serve_pid
+port=${base##*:}
 
 # --- traffic: two funded accounts whose orders trade ---
-new_trader() {  # new_trader NAME ASSET AMOUNT -> "accountId apiKey secretKey"
-  local id keys
-  id=$(admin POST accounts "{\"name\":\"$1\"}" | json_get accountId)
-  keys=$(admin POST "accounts/$id/apiKeys" "{}")
-  admin POST deposits "{\"accountId\":$id,\"asset\":\"$2\",\"amount\":\"$3\",\"ref\":\"$1-$2\"}" \
-    >/dev/null
-  echo "$id $(json_get apiKey <<<"$keys") $(json_get secretKey <<<"$keys")"
-}
 buyer=$(new_trader buyer USDT 100000) || fail "could not create the buyer"
 seller=$(new_trader seller BTC 10) || fail "could not create the seller"
 read -r _ buyer_key buyer_secret <<<"$buyer"
 read -r _ seller_key seller_secret <<<"$seller"
 
-order() {  # order KEY SECRET SIDE PRICE QTY: a signed LIMIT GTC order on BTCUSDT
-  local q sig
-  q="symbol=BTCUSDT&side=$3&type=LIMIT&timeInForce=GTC&price=$4&quantity=$5"
-  q="$q&newOrderRespType=RESULT&timestamp=$(date +%s%3N)"
-  sig=$(printf '%s' "$q" | openssl dgst -sha256 -hmac "$2" | sed 's/^.*= //')
-  curl -sS --fail-with-body -X POST -H "X-MBX-APIKEY: $1" "$base/api/v3/order?$q&signature=$sig"
-}
 for i in 1 2 3; do
   order "$seller_key" "$seller_secret" SELL "3000$i.00" 0.01 >/dev/null ||
     fail "sell order $i refused"

@@ -1,0 +1,73 @@
+// Backup and restore of a data directory, while `serve` runs or not.
+//
+//   Backup(D, TO):  a consistent point S (a fresh snapshot when a server holds
+//                   D: it is asked for one with SIGUSR1, the pid from D/LOCK;
+//                   else the newest snapshot, or the journal's end), then
+//                     TO/snapshots/<S>.mbs   that snapshot (none when D has none)
+//                     TO/journal/*.mbj       every segment up to S, the last
+//                                            cut after record S
+//                     TO/auth.json, TO/admin.token   operator state the journal
+//                                            does not hold (accounts, API keys)
+//                     TO/manifest.json       written last: format, S, the state
+//                                            hash at S (from a recovery of TO
+//                                            itself), every file's size and SHA-256
+//   Restore(FROM, NEW): every file checked against the manifest (a missing,
+//                   short or changed one is refused, named), copied into the
+//                   new directory NEW (which must not exist or be empty),
+//                   synced, and recovered once (read-only) to prove the
+//                   sequence and state hash are the manifest's.
+//
+// The history projection is not copied: `serve` on the restored directory
+// projects the journal again. The configuration file is not either: restore
+// with the configuration the source ran (segments and snapshots carry its
+// hash, and a different one is refused when the journal is read).
+//
+// Thread safety: plain functions.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "engine/market.h"
+
+namespace mb::app {
+
+struct BackupFile {
+  std::string path;  // relative to the backup's root, '/'-separated
+  uint64_t bytes = 0;
+  std::string sha256;  // lower-case hex
+};
+
+struct BackupManifest {
+  int format = 1;
+  uint64_t seq = 0;         // the consistent point
+  uint64_t state_hash = 0;  // the engine's state hash at seq
+  uint64_t config_hash = 0;
+  uint64_t snapshot_seq = 0;  // the snapshot included (0: none)
+  int64_t created_ms = 0;
+  bool live = false;  // taken while a server held the directory
+  std::vector<BackupFile> files;
+};
+
+struct BackupOptions {
+  std::filesystem::path data_dir;
+  std::filesystem::path to;  // must not exist, or be empty
+  // How long a running server may take to write the requested snapshot.
+  std::chrono::milliseconds snapshot_wait{60'000};
+};
+
+// REQUIRES: config is the configuration the data directory was written with.
+Result<BackupManifest> Backup(const BackupOptions& options, const engine::EngineConfig& config);
+
+Result<BackupManifest> Restore(const std::filesystem::path& from,
+                               const std::filesystem::path& data_dir,
+                               const engine::EngineConfig& config);
+
+// Reads and checks <dir>/manifest.json (not the files it lists).
+Result<BackupManifest> ReadManifest(const std::filesystem::path& dir);
+
+}  // namespace mb::app
