@@ -4,10 +4,39 @@
 
 namespace mb::gateway {
 
-void Gateway::Impl::HandleAdmin(Ctx& c) {
-  if (!c.loopback && !options_.admin_remote) {
-    return Reply(c, ApiError{403, -1002, "The operator API answers loopback clients only."});
+namespace {
+
+// The audit line of one operator call: who (address, and which token: a
+// fingerprint of the one presented when it was right, else "missing" or
+// "wrong"), what (method, path, query, body), when and the answer (status,
+// and Binance's error code when it is an error). The answer's body is never
+// written: it may hold a secret (a new API key's, a rotated admin token).
+std::string AuditLine(int64_t time_ms, std::string_view remote, std::string_view who,
+                      std::string_view method, std::string_view path, std::string_view query,
+                      std::string_view body, const Response& res) {
+  constexpr std::size_t kMaxBody = 2048;
+  json::object o;
+  o["time"] = time_ms;
+  o["remote"] = remote;
+  o["token"] = who;
+  o["method"] = method;
+  o["path"] = path;
+  if (!query.empty()) o["query"] = query;
+  if (!body.empty()) o["body"] = body.substr(0, kMaxBody);
+  o["status"] = res.result_int();
+  if (res.result_int() >= 400) {
+    boost::system::error_code ec;
+    json::value v = json::parse(res.body(), ec);
+    if (!ec && v.is_object()) {
+      if (const json::value* code = v.as_object().if_contains("code")) o["code"] = *code;
+    }
   }
+  return json::serialize(o);
+}
+
+}  // namespace
+
+void Gateway::Impl::HandleAdmin(Ctx& c) {
   std::string token;
   if (auto h = c.req.find("X-MB-ADMIN-TOKEN"); h != c.req.end()) {
     token = std::string(Trim(h->value()));
@@ -15,7 +44,35 @@ void Gateway::Impl::HandleAdmin(Ctx& c) {
     std::string_view v = Trim(a->value());
     if (v.starts_with("Bearer ")) token = std::string(Trim(v.substr(7)));
   }
-  if (token.empty() || !keys_->CheckAdminToken(token)) {
+  const bool token_ok = !token.empty() && keys_->CheckAdminToken(token);
+  if (audit_ == nullptr) {
+    return Reply(
+        c, ApiError{503, -1001, "The operator API is closed: the audit log cannot be written."});
+  }
+  // Every answer, whenever it is given (some come after the engine decided),
+  // is audited first; but for the probes (health, ready) that answer a
+  // right token: monitors ask every few seconds.
+  const bool probe = c.req.method() == http::verb::get &&
+                     (c.path == "/admin/v1/health" || c.path == "/admin/v1/ready");
+  const std::string who = token.empty() ? "missing"
+                          : token_ok    ? "fp:" + HmacSha256Hex(token, "admin token").substr(0, 16)
+                                        : "wrong";
+  if (!(probe && token_ok)) {
+    c.respond = [this, inner = std::move(c.respond), who, remote = c.remote,
+                 method = std::string(c.req.method_string()), path = c.path, query = c.query,
+                 body = c.req.body()](Response res) {
+      const std::string line =
+          AuditLine(clock_.wall_ms(), remote, who, method, path, query, body, res);
+      if (Status st = audit_->Append(line); !st.ok()) {
+        log::Error("gateway", "audit log: " + st.message(), {{"line", line}});
+      }
+      inner(std::move(res));
+    };
+  }
+  if (!c.loopback && !options_.admin_remote) {
+    return Reply(c, ApiError{403, -1002, "The operator API answers loopback clients only."});
+  }
+  if (!token_ok) {
     return Reply(c, ApiError{401, -1002, "Missing or wrong admin token (X-MB-ADMIN-TOKEN)."});
   }
   json::value body;
@@ -87,6 +144,19 @@ void Gateway::Impl::HandleAdmin(Ctx& c) {
     return AdminVoidTransfer(c, parts[1]);
   }
   if (parts.size() == 1 && parts[0] == "venues" && v == http::verb::get) return AdminVenues(c);
+  if (parts.size() == 2 && parts[0] == "token" && parts[1] == "rotate" && v == http::verb::post) {
+    auto rotated = keys_->RotateAdminToken();
+    if (!rotated.ok()) {
+      return Reply(c, ApiError{500, -1000,
+                               "The admin token was not rotated: " + rotated.status().message()});
+    }
+    log::Info("gateway", "admin token rotated; the old one no longer works",
+              {{"file", keys_->admin_token_path().string()}});
+    json::object o;
+    o["adminToken"] = *rotated;
+    o["file"] = keys_->admin_token_path().string();
+    return Ok(c, json::serialize(o));
+  }
   if (parts.size() == 1 && parts[0] == "snapshot" && v == http::verb::post) {
     exchange_->RequestSnapshot();
     return Ok(c, R"({"requested":true})");

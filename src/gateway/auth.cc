@@ -455,14 +455,16 @@ Result<std::unique_ptr<KeyStore>> KeyStore::Open(const fs::path& data_dir, uint3
     store->accounts_ = std::move(loaded.accounts);
     store->keys_ = std::move(loaded.keys);
   }
+  std::string token;
   if (token_text->has_value()) {
-    const std::string why = ParseAdminToken(**token_text, &store->admin_token_);
+    const std::string why = ParseAdminToken(**token_text, &token);
     if (!why.empty()) return Corruption(token_path.string() + ": " + why);
-  }
-
-  if (!token_text->has_value()) {
-    std::string token = RandomToken(kAdminTokenLength);
+  } else {
+    token = RandomToken(kAdminTokenLength);
     MB_RETURN_IF_ERROR(WriteSecretFileAtomically(token_path, token + "\n"));
+  }
+  {
+    WriterLock lock(store->mu_);
     store->admin_token_ = std::move(token);
   }
   if (!auth_text->has_value()) {
@@ -474,8 +476,22 @@ Result<std::unique_ptr<KeyStore>> KeyStore::Open(const fs::path& data_dir, uint3
 
 fs::path KeyStore::admin_token_path() const { return dir_ / kAdminTokenFile; }
 
+std::string KeyStore::admin_token() const {
+  ReaderLock lock(mu_);
+  return admin_token_;
+}
+
 bool KeyStore::CheckAdminToken(std::string_view token) const {
+  ReaderLock lock(mu_);
   return ConstantTimeEquals(admin_token_, token);
+}
+
+Result<std::string> KeyStore::RotateAdminToken() {
+  std::string token = RandomToken(kAdminTokenLength);
+  WriterLock lock(mu_);
+  MB_RETURN_IF_ERROR(WriteSecretFileAtomically(admin_token_path(), token + "\n"));
+  admin_token_ = token;
+  return token;
 }
 
 Status KeyStore::Save() const {

@@ -102,9 +102,13 @@ class KeyStore {
   static Result<std::unique_ptr<KeyStore>> Open(const std::filesystem::path& data_dir,
                                                 uint32_t max_accounts);
 
-  const std::string& admin_token() const noexcept { return admin_token_; }
+  std::string admin_token() const;
   std::filesystem::path admin_token_path() const;
   bool CheckAdminToken(std::string_view token) const;  // constant time
+  // A new random admin token replaces the old one, in admin.token (written
+  // atomically, 0600) and at once for every check: the old one stops
+  // working. Error: the file cannot be written (the old token stays).
+  Result<std::string> RotateAdminToken();
 
   // Accounts get ids 1, 2, ... (0 is the fee account). Error when the
   // engine's max_accounts is reached or the name is taken.
@@ -129,8 +133,8 @@ class KeyStore {
 
   std::filesystem::path dir_;
   uint32_t max_accounts_ = 0;
-  std::string admin_token_;
   mutable SharedMutex mu_;
+  std::string admin_token_ MB_GUARDED_BY(mu_);
   std::map<uint32_t, AccountInfo> accounts_ MB_GUARDED_BY(mu_);
   std::map<std::string, ApiKey, std::less<>> keys_ MB_GUARDED_BY(mu_);
 };

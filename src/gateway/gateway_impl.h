@@ -42,6 +42,7 @@
 #include "gateway/order_request.h"
 #include "gateway/params.h"
 #include "gateway/ws_api.h"
+#include "log/audit.h"
 #include "log/log.h"
 #include "metrics/flight_recorder.h"
 #include "metrics/metrics.h"
@@ -332,6 +333,12 @@ class Gateway::Impl final : public HttpHandler, public WsApiBackend, public fano
         market_counts_(std::make_unique<MarketCounts[]>(config_.markets.size())) {
     RegisterRoutes();
     if (options_.metrics != nullptr) RegisterMetrics(*options_.metrics);
+    auto audit = log::AuditLog::Open(data_dir_ / "audit.log");
+    if (audit.ok()) {
+      audit_ = std::move(audit).value();
+    } else {
+      log::Error("gateway", "operator API closed: no audit log: " + audit.status().message());
+    }
   }
 
   ~Impl() override {
@@ -766,6 +773,9 @@ class Gateway::Impl final : public HttpHandler, public WsApiBackend, public fano
   const GatewayOptions options_;
   const Clock& clock_;  // wall time of the API (options_.clock or the system's)
   std::unique_ptr<KeyStore> keys_;
+  // <data_dir>/audit.log: every operator call and its answer; null when it
+  // could not be opened (then operator calls are refused, 503).
+  std::unique_ptr<log::AuditLog> audit_;
   marketdata::ReadSide read_side_;
   StreamHub streams_;
   WsApi ws_api_;  // /ws-api/v3; passes the other WebSocket connections to streams_
