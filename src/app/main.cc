@@ -569,6 +569,8 @@ int main(int argc, char** argv) {
   std::string log_level = "info";
   std::string log_format = "text";
   std::string log_file;
+  uint64_t log_max_mb = 64;
+  uint32_t log_keep = 5;
   std::string nats;
   auto* serve = app.add_subcommand(
       "serve",
@@ -650,6 +652,11 @@ int main(int argc, char** argv) {
         ->envname("MATCHBOOK_LOG_FORMAT");
     sub->add_option("--log-file", log_file, "Write the log to this file (default: stderr)")
         ->envname("MATCHBOOK_LOG_FILE");
+    sub->add_option("--log-max-mb", log_max_mb,
+                    "Rotate the log file when it would pass this size (0: never; default 64)")
+        ->envname("MATCHBOOK_LOG_MAX_MB");
+    sub->add_option("--log-keep", log_keep, "Rotated log files kept (default 5)")
+        ->envname("MATCHBOOK_LOG_KEEP");
     sub->add_option("--nats", nats,
                     "The NATS JetStream server of the journal's stream (nats://host:port, or a "
                     "comma-separated list of a cluster's): serve publishes to it, replica "
@@ -833,6 +840,8 @@ int main(int argc, char** argv) {
   log_options.level = *level;
   log_options.format = *format;
   log_options.file = log_file;
+  log_options.max_file_bytes = log_max_mb << 20;
+  log_options.max_files = log_keep;
   if (Status s = mb::log::Init(log_options); !s.ok()) return Fail(s);
   int rc = 0;
   if (replica->parsed()) {

@@ -5,6 +5,7 @@
 #include <spdlog/async.h>
 #include <spdlog/async_logger.h>
 #include <spdlog/sinks/basic_file_sink.h>
+#include <spdlog/sinks/rotating_file_sink.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <time.h>
 
@@ -149,8 +150,11 @@ Status Init(const Options& options) {
     spdlog::sink_ptr sink;
     if (options.file.empty()) {
       sink = std::make_shared<spdlog::sinks::stderr_sink_mt>();
-    } else {
+    } else if (options.max_file_bytes == 0) {
       sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(options.file, false);
+    } else {
+      sink = std::make_shared<spdlog::sinks::rotating_file_sink_mt>(
+          options.file, static_cast<std::size_t>(options.max_file_bytes), options.max_files);
     }
     auto logger = std::make_shared<spdlog::async_logger>(
         "matchbook", std::move(sink), pool, spdlog::async_overflow_policy::overrun_oldest);

@@ -40,7 +40,12 @@ enum class Format : uint8_t { kText, kJson };
 struct Options {
   Level level = Level::kInfo;
   Format format = Format::kText;
-  std::string file;                // empty: stderr
+  std::string file;  // empty: stderr
+  // A file is rotated when it would pass max_file_bytes: name.ext ->
+  // name.1.ext -> ... -> name.<max_files>.ext (the oldest dropped); 0:
+  // never rotated.
+  uint64_t max_file_bytes = uint64_t{64} << 20;
+  uint32_t max_files = 5;
   std::size_t queue_lines = 8192;  // lines queued before the oldest is overwritten
 };
 

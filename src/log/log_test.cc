@@ -51,6 +51,24 @@ TEST_F(LogTest, TextLinesCarryTimeLevelComponentMessageAndFields) {
   EXPECT_NE(lines[1].find("warn  gateway: line one\\nline two"), std::string::npos) << lines[1];
 }
 
+TEST_F(LogTest, AFileIsRotatedBySizeAndTheOldestDropped) {
+  ASSERT_TRUE(Init({.level = Level::kInfo,
+                    .format = Format::kText,
+                    .file = file_,
+                    .max_file_bytes = 4096,
+                    .max_files = 2})
+                  .ok());
+  for (int i = 0; i < 400; ++i) Info("test", "line " + std::to_string(i) + std::string(60, 'x'));
+  const auto lines = Lines();  // the current file's
+  ASSERT_FALSE(lines.empty());
+  EXPECT_NE(lines.back().find("line 399"), std::string::npos) << lines.back();
+  for (const char* name : {"matchbook.log", "matchbook.1.log", "matchbook.2.log"}) {
+    ASSERT_TRUE(std::filesystem::exists(dir_ / name)) << name;
+    EXPECT_LE(std::filesystem::file_size(dir_ / name), 4096u) << name;
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "matchbook.3.log"));
+}
+
 TEST_F(LogTest, JsonLinesAreObjectsWithEscapedValues) {
   ASSERT_TRUE(Init({.level = Level::kDebug, .format = Format::kJson, .file = file_}).ok());
   Debug("projection", "say \"hi\"\\", {{"lag", "5"}});
