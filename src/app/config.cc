@@ -68,7 +68,7 @@ constexpr std::string_view kGatewayKeys[] = {"host",
                                              "history_trades",
                                              "retry_after_s"};
 constexpr std::string_view kServerKeys[] = {"data_dir"};
-constexpr std::string_view kJournalKeys[] = {"fsync", "segment_mb"};
+constexpr std::string_view kJournalKeys[] = {"fsync", "segment_mb", "retention", "archive_dir"};
 constexpr std::string_view kSnapshotKeys[] = {"every_events", "every_seconds", "keep", "zstd_level",
                                               "on_shutdown"};
 constexpr std::string_view kThreadsKeys[] = {"inbound_capacity", "max_batch", "engine", "journal"};
@@ -433,6 +433,14 @@ class Loader {
     uint64_t segment_mb = r->journal.segment_bytes >> 20;
     MB_RETURN_IF_ERROR(OptionalInt(t, "journal", "segment_mb", 1, 65536, &segment_mb));
     r->journal.segment_bytes = segment_mb << 20;
+    std::string retention;
+    MB_RETURN_IF_ERROR(OptionalString(t, "journal", "retention", &retention, &where));
+    if (where != nullptr) {
+      auto parsed = journal::ParseRetention(retention);
+      if (!parsed.ok()) return At(*where, "journal.retention", parsed.status().message());
+      r->retention = *parsed;
+    }
+    MB_RETURN_IF_ERROR(OptionalString(t, "journal", "archive_dir", &r->archive_dir, &where));
 
     MB_RETURN_IF_ERROR(OptionalTable(root, "", "snapshots", kSnapshotKeys, &t));
     MB_RETURN_IF_ERROR(OptionalInt(t, "snapshots", "every_events", 0,

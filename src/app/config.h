@@ -83,6 +83,7 @@
 #include "engine/market.h"
 #include "exchange/exchange.h"
 #include "gateway/gateway.h"
+#include "journal/archive.h"
 #include "journal/writer.h"
 #include "projection/store.h"
 #include "transfer/dispatcher.h"
@@ -137,6 +138,10 @@ struct RuntimeConfig {
   std::string venue = "matchbook";
   std::string data_dir = "data";
   journal::JournalOptions journal;
+  // [journal] retention / archive_dir (journal/archive.h): what serve does
+  // with segments nobody needs any more; archive_dir empty: <data_dir>/archive.
+  journal::Retention retention = journal::Retention::kKeep;
+  std::string archive_dir;
   exchange::SnapshotOptions snapshots;
   uint32_t inbound_capacity = 1u << 16;
   uint32_t max_batch = 4096;

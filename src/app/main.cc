@@ -12,6 +12,8 @@
 //   matchbook config check FILE        validate a configuration file
 //   matchbook journal dump   [DIR] [--from SEQ] [--to SEQ]   print journal records and events
 //   matchbook journal verify [DIR]     check every segment and record (read-only)
+//   matchbook journal list [DIR]       live and archived segments with their sequence ranges
+//   matchbook journal archive [DIR]    apply [journal] retention now (offline)
 //   matchbook verify [DIR]             replay the journal from scratch, check invariants and
 //                                      every snapshot against the replay (read-only)
 //   matchbook verify --projection [DIR]   compare the history projection with a replay of the
@@ -134,6 +136,47 @@ int ServeFail(const Status& s) {
   return 1;
 }
 
+// Where a data directory's archived journal segments are: always
+// <data_dir>/archive, a link to [journal] archive_dir when one is set.
+std::filesystem::path ArchivePath(const std::string& data_dir) {
+  return std::filesystem::path(data_dir) / "archive";
+}
+
+// Makes <data_dir>/archive name [journal] archive_dir (a symbolic link)
+// when one is configured; an existing directory of that name is refused.
+Status LinkArchive(const mb::app::Config& cfg) {
+  if (cfg.runtime.archive_dir.empty()) return Status::Ok();
+  namespace fs = std::filesystem;
+  const fs::path link = ArchivePath(cfg.runtime.data_dir);
+  const fs::path target = fs::absolute(cfg.runtime.archive_dir);
+  std::error_code ec;
+  fs::create_directories(target, ec);
+  if (ec) return mb::IoError(target.string() + ": create: " + ec.message());
+  if (fs::is_symlink(link, ec)) {
+    if (fs::read_symlink(link, ec) == target) return Status::Ok();
+    fs::remove(link, ec);
+  } else if (fs::exists(link, ec)) {
+    return mb::InvalidArgument(fmt::format(
+        "{} is a directory, but [journal] archive_dir is {}: move its files there and remove it",
+        link.string(), target.string()));
+  }
+  fs::create_directory_symlink(target, link, ec);
+  if (ec) return mb::IoError(link.string() + ": link to the archive: " + ec.message());
+  return Status::Ok();
+}
+
+// The lowest sequence the server's consumers still need: the oldest snapshot
+// kept (recovery starts at one, and reads its record), the projection's next
+// record, the bus publisher's next one. 0: none yet (nothing may go).
+uint64_t RetentionFloor(const mb::journal::DataDir& dir, uint64_t projection_applied,
+                        const mb::bus::Publisher* publisher) {
+  auto snapshots = dir.ListSnapshots();
+  if (!snapshots.ok() || snapshots->empty()) return 0;
+  uint64_t floor = std::min(snapshots->front().seq, projection_applied + 1);
+  if (publisher != nullptr) floor = std::min(floor, publisher->stats().published_seq + 1);
+  return floor;
+}
+
 int Serve(const mb::app::Config& cfg, const std::string& source, bool recover_only) {
   mb::exchange::ExchangeOptions o = mb::app::ExchangeOptionsFrom(cfg);
   o.log = mb::log::Sink("exchange");
@@ -143,6 +186,23 @@ int Serve(const mb::app::Config& cfg, const std::string& source, bool recover_on
   const mb::app::MetricsConfig& mc = cfg.runtime.metrics;
   mb::metrics::Registry registry;
   mb::metrics::AddProcessMetrics(registry);
+  // Journal retention's figures (the registry may be scraped after Serve's
+  // locals are gone: shared).
+  struct RetentionStats {
+    std::atomic<uint64_t> first_seq{0};
+    std::atomic<uint64_t> segments{0};
+  };
+  auto retention_stats = std::make_shared<RetentionStats>();
+  registry.AddGauge("matchbook_journal_first_sequence",
+                    "The first sequence of the live journal (0 until retention has run)", {},
+                    [s = retention_stats] {
+                      return static_cast<double>(s->first_seq.load(std::memory_order_relaxed));
+                    });
+  registry.AddCounterFn("matchbook_journal_segments_retired_total",
+                        "Journal segments archived or deleted by retention", {},
+                        [s = retention_stats] {
+                          return static_cast<double>(s->segments.load(std::memory_order_relaxed));
+                        });
   mb::metrics::FlightRecorderOptions fo;
   fo.dir = std::filesystem::path(cfg.runtime.data_dir) / "flight";
   fo.capacity = mc.flight_capacity;
@@ -185,6 +245,7 @@ int Serve(const mb::app::Config& cfg, const std::string& source, bool recover_on
   // that cannot be reached is retried and never stops trading.
   std::error_code ec;
   std::filesystem::create_directories(cfg.runtime.data_dir, ec);
+  if (Status s = LinkArchive(cfg); !s.ok()) return ServeFail(s);
   const mb::projection::StoreOptions store_options = StoreOptionsFor(cfg);
   auto store =
       mb::projection::OpenStoreWhenReachable(store_options, cfg.engine, std::chrono::seconds(1));
@@ -357,8 +418,38 @@ int Serve(const mb::app::Config& cfg, const std::string& source, bool recover_on
   fmt::print("api: http://{}:{}/api/v3\nws: ws://{}:{}/ws\nadmin token: {}\nready\n", host, port,
              host, port, (*gw)->admin_token_path().string());
   std::fflush(stdout);
-  while (g_signal.load() == 0) {
+  // [journal] retention: every 2 s, what no consumer needs any more.
+  auto retention_dir =
+      mb::journal::DataDir::Open(cfg.runtime.data_dir, mb::journal::OpenMode::kReadOnly);
+  std::string retention_error;
+  auto retain = [&] {
+    if (cfg.runtime.retention == mb::journal::Retention::kKeep || !retention_dir.ok()) return;
+    const uint64_t floor = RetentionFloor(*retention_dir, projector.applied_seq(), publisher.get());
+    auto r = mb::journal::Retain(*retention_dir, floor, cfg.runtime.retention,
+                                 ArchivePath(cfg.runtime.data_dir));
+    if (!r.ok()) {
+      if (r.status().message() != retention_error) {
+        mb::log::Error("journal", "retention: " + r.status().message());
+        retention_error = r.status().message();
+      }
+      return;
+    }
+    retention_error.clear();
+    retention_stats->first_seq.store(r->first_live_seq, std::memory_order_relaxed);
+    if (r->segments > 0) {
+      retention_stats->segments.fetch_add(r->segments, std::memory_order_relaxed);
+      mb::log::Info(
+          "journal",
+          fmt::format("retention {}: {} segments below sequence {} ({} bytes){}",
+                      mb::journal::ToString(cfg.runtime.retention), r->segments, floor,
+                      r->bytes_freed,
+                      r->bytes_written != 0 ? fmt::format(", {} bytes archived", r->bytes_written)
+                                            : std::string()));
+    }
+  };
+  for (uint64_t tick = 0; g_signal.load() == 0; ++tick) {
     if (g_snapshot.exchange(false)) (*ex)->RequestSnapshot();
+    if (tick % 40 == 0) retain();
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   mb::log::Info("app", fmt::format("signal {}: shutting down", g_signal.load()));
@@ -434,10 +525,78 @@ mb::journal::ScanOptions ToolScan(const mb::app::Config& cfg, std::string label)
   return so;
 }
 
+// matchbook journal list: every segment, archived then live, with its range.
+int JournalList(const mb::app::Config& cfg, const std::string& dir_path) {
+  auto dir = mb::journal::DataDir::Open(dir_path, mb::journal::OpenMode::kReadOnly);
+  if (!dir.ok()) return Fail(dir.status());
+  auto archived = mb::journal::ListArchive(ArchivePath(dir_path));
+  if (!archived.ok()) return Fail(archived.status());
+  auto live = dir->ListSegments();
+  if (!live.ok()) return Fail(live.status());
+  const uint64_t first_live = live->empty() ? UINT64_MAX : live->front().seq;
+  std::vector<std::pair<uint64_t, std::string>> rows;  // first sequence, line
+  uint64_t archived_bytes = 0, live_bytes = 0;
+  std::error_code ec;
+  for (const auto& a : *archived) {
+    if (a.first_seq >= first_live) continue;
+    archived_bytes += a.bytes;
+    rows.emplace_back(a.first_seq, fmt::format("archived  {}  {} bytes", a.path.string(), a.bytes));
+  }
+  for (const auto& s : *live) {
+    const uint64_t bytes = std::filesystem::file_size(s.path, ec);
+    live_bytes += bytes;
+    rows.emplace_back(s.seq, fmt::format("live      {}  {} bytes", s.path.string(), bytes));
+  }
+  auto end = mb::journal::ScanJournal(*dir, ToolScan(cfg, "list journal"), nullptr);
+  if (!end.ok()) return Fail(end.status());
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const uint64_t last = i + 1 < rows.size() ? rows[i + 1].first - 1 : end->last_seq;
+    fmt::print("{:>20}..{:<20} {}\n", rows[i].first, last, rows[i].second);
+  }
+  fmt::print("{} archived segments ({} bytes), {} live ({} bytes); records {}..{}\n",
+             rows.size() - live->size(), archived_bytes, live->size(), live_bytes,
+             rows.empty() ? 0 : rows.front().first, end->last_seq);
+  return 0;
+}
+
+// matchbook journal archive: [journal] retention applied now, with a stopped
+// server: below the oldest snapshot and the projection's next record. Not
+// with a bus: only the running server knows what the stream acknowledged.
+int JournalArchive(const mb::app::Config& cfg) {
+  if (!cfg.runtime.bus.nats.empty()) {
+    return Fail(mb::InvalidArgument(
+        "[bus] is configured: only a running server knows what the stream has acknowledged, so "
+        "retention runs there (serve applies [journal] retention every 2 s)"));
+  }
+  if (cfg.runtime.retention == mb::journal::Retention::kKeep) {
+    fmt::print("[journal] retention is \"keep\": nothing to do\n");
+    return 0;
+  }
+  if (Status s = LinkArchive(cfg); !s.ok()) return Fail(s);
+  auto dir = mb::journal::DataDir::Open(cfg.runtime.data_dir, mb::journal::OpenMode::kReadWrite);
+  if (!dir.ok()) return Fail(dir.status());
+  auto store = mb::projection::OpenStore(StoreOptionsFor(cfg), cfg.engine);
+  if (!store.ok()) return Fail(store.status());
+  auto state = (*store)->State();
+  if (!state.ok()) return Fail(state.status());
+  const uint64_t floor = RetentionFloor(*dir, state->applied_seq, nullptr);
+  auto r =
+      mb::journal::Retain(*dir, floor, cfg.runtime.retention, ArchivePath(cfg.runtime.data_dir));
+  if (!r.ok()) return Fail(r.status());
+  fmt::print(
+      "retention {}: below sequence {}: {} segments ({} bytes) {}, {} bytes written to {}; "
+      "the journal starts at {}\n",
+      mb::journal::ToString(cfg.runtime.retention), floor, r->segments, r->bytes_freed,
+      cfg.runtime.retention == mb::journal::Retention::kArchive ? "archived" : "deleted",
+      r->bytes_written, ArchivePath(cfg.runtime.data_dir).string(), r->first_live_seq);
+  return 0;
+}
+
 int JournalVerify(const mb::app::Config& cfg, const std::string& dir_path) {
   auto dir = mb::journal::DataDir::Open(dir_path, mb::journal::OpenMode::kReadOnly);
   if (!dir.ok()) return Fail(dir.status());
-  const mb::journal::ScanOptions so = ToolScan(cfg, "verify journal");
+  mb::journal::ScanOptions so = ToolScan(cfg, "verify journal");
+  so.archive_dir = ArchivePath(dir_path);
   uint64_t events = 0;
   mb::engine::EventBuffer buf;
   auto scan = mb::journal::ScanJournal(*dir, so, [&](const mb::journal::JournalRecord& r) {
@@ -504,6 +663,7 @@ int Verify(const mb::app::Config& cfg, const std::string& dir_path, uint64_t che
   mb::engine::Engine engine(cfg.engine);
   mb::journal::RecoveryOptions ro;
   ro.use_snapshots = false;
+  ro.archive_dir = ArchivePath(dir_path);
   uint64_t checks = 0;
   uint64_t snapshots_ok = 0;
   ro.after_record = [&](const mb::engine::Engine& e, uint64_t seq) -> Status {
@@ -682,14 +842,18 @@ int main(int argc, char** argv) {
   auto* check = config->add_subcommand("check", "Validate a configuration file");
   check->add_option("file", check_path, "Configuration file (TOML)")->required();
 
-  auto* journal = app.add_subcommand("journal", "Journal tools (read-only)");
+  auto* journal = app.add_subcommand("journal", "Journal tools");
   journal->require_subcommand(1);
   uint64_t from = 1;
   uint64_t to = UINT64_MAX;
   auto* dump = journal->add_subcommand("dump", "Print journal records and their events");
   auto* jverify =
       journal->add_subcommand("verify", "Check every segment header, record frame and checksum");
-  for (CLI::App* sub : {dump, jverify}) {
+  auto* jlist = journal->add_subcommand(
+      "list", "Live and archived segments with their sequence ranges (read-only)");
+  auto* jarchive =
+      journal->add_subcommand("archive", "Apply [journal] retention now, with the server stopped");
+  for (CLI::App* sub : {dump, jverify, jlist, jarchive}) {
     sub->add_option("dir", data_dir, "Data directory (default: the configuration's)");
     sub->add_option("--data-dir", data_dir, "Data directory");
     sub->add_option("-c,--config", config_path, "Configuration the journal was written with")
@@ -814,6 +978,8 @@ int main(int argc, char** argv) {
   }
   if (dump->parsed()) return JournalDump(*cfg, cfg->runtime.data_dir, from, to);
   if (jverify->parsed()) return JournalVerify(*cfg, cfg->runtime.data_dir);
+  if (jlist->parsed()) return JournalList(*cfg, cfg->runtime.data_dir);
+  if (jarchive->parsed()) return JournalArchive(*cfg);
   if (verify->parsed() && verify_projection) return VerifyProjection(*cfg);
   if (verify->parsed()) return Verify(*cfg, cfg->runtime.data_dir, check_every);
   if (project->parsed()) return Project(*cfg, rebuild);

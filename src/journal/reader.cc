@@ -11,6 +11,7 @@
 #include "codec/codec.h"
 #include "common/file.h"
 #include "common/progress.h"
+#include "journal/archive.h"
 #include "journal/format.h"
 
 namespace mb::journal {
@@ -70,7 +71,19 @@ Result<ScanResult> ScanJournal(const DataDir& dir, const ScanOptions& options,
   }
   auto listed = dir.ListSegments();
   if (!listed.ok()) return listed.status();
-  const std::vector<FileEntry>& segments = *listed;
+  // Archived segments (older than the first live one) come first.
+  std::vector<FileEntry> segments;
+  std::size_t archived = 0;
+  if (!options.archive_dir.empty()) {
+    auto archive = ListArchive(options.archive_dir);
+    if (!archive.ok()) return archive.status();
+    const uint64_t first_live = listed->empty() ? UINT64_MAX : listed->front().seq;
+    for (const ArchivedSegment& a : *archive) {
+      if (a.first_seq < first_live) segments.push_back(FileEntry{a.first_seq, a.path});
+    }
+    archived = segments.size();
+  }
+  segments.insert(segments.end(), listed->begin(), listed->end());
 
   ScanResult result;
   uint64_t total_bytes = 0;
@@ -84,11 +97,21 @@ Result<ScanResult> ScanJournal(const DataDir& dir, const ScanOptions& options,
   uint64_t expected = 0;  // next sequence; 0 before the first segment
   for (std::size_t i = 0; i < segments.size(); ++i) {
     const FileEntry& f = segments[i];
-    const bool last = i + 1 == segments.size();
+    const bool is_archived = i < archived;
+    const bool last = i + 1 == segments.size() && !is_archived;
     const std::string name = f.path.string();
     MappedFile map;
-    MB_RETURN_IF_ERROR(map.Open(f.path));
-    const std::span<const std::byte> seg = map.bytes();
+    std::vector<std::byte> inflated;
+    std::span<const std::byte> seg;
+    if (is_archived) {
+      auto bytes = ReadArchivedSegment(f.path);
+      if (!bytes.ok()) return bytes.status();
+      inflated = std::move(bytes).value();
+      seg = inflated;
+    } else {
+      MB_RETURN_IF_ERROR(map.Open(f.path));
+      seg = map.bytes();
+    }
 
     if (last && (seg.size() < kSegmentHeaderSize || AllZero(seg))) {
       // A roll interrupted before its header was whole (or on disk: some

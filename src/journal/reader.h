@@ -51,6 +51,10 @@ struct ScanOptions {
   bool repair = false;    // truncate a torn tail; REQUIRES a read-write DataDir
   bool progress = false;  // a progress line on a terminal
   std::string progress_label = "journal";
+  // Non-empty: the archive of retained segments (journal/archive.h); its
+  // segments before the first live one are read first (verify, a
+  // projection rebuild). Never repaired.
+  std::filesystem::path archive_dir;
 };
 
 struct ScanResult {

@@ -63,6 +63,7 @@ Result<RecoveryReport> Recover(const DataDir& dir, engine::Engine* engine,
   scan.repair = options.repair;
   scan.progress = options.progress;
   scan.progress_label = "replay";
+  scan.archive_dir = options.archive_dir;
   engine::EventBuffer events;
   events.reserve(1024);
   bool saw_snapshot_record = from == 0;

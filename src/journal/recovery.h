@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <optional>
 #include <string>
@@ -29,6 +30,9 @@ struct RecoveryOptions {
   bool repair = false;        // cut a torn tail (REQUIRES a read-write DataDir)
   bool use_snapshots = true;  // false: replay everything from sequence 1
   bool progress = true;       // progress line when stderr is a terminal
+  // Non-empty: archived segments (journal/archive.h) are read before the
+  // live ones (verify replays from sequence 1).
+  std::filesystem::path archive_dir;
   // Called with the engine after each replayed record (verify uses it to
   // check invariants and snapshot hashes); may return an error to stop.
   std::function<Status(const engine::Engine&, uint64_t seq)> after_record;

@@ -2,12 +2,14 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 
 #include "common/file.h"
+#include "journal/archive.h"
 #include "journal/format.h"
 
 namespace mb::journal {
@@ -15,8 +17,9 @@ namespace mb::journal {
 namespace fs = std::filesystem;
 
 JournalTail::JournalTail(fs::path data_dir, uint64_t config_hash, uint64_t from_seq,
-                         FileSystem* file_system)
-    : journal_dir_(std::move(data_dir) / "journal"),
+                         FileSystem* file_system, fs::path archive_dir)
+    : journal_dir_(data_dir / "journal"),
+      archive_dir_(archive_dir.empty() ? data_dir / "archive" : std::move(archive_dir)),
       config_hash_(config_hash),
       fsys_(file_system != nullptr ? file_system : &RealFileSystem()),
       next_seq_(from_seq == 0 ? 1 : from_seq) {}
@@ -58,6 +61,8 @@ Status JournalTail::OpenSegmentFor(uint64_t seq, bool* found) {
   }
   if (best == 0) {
     if (first != 0) {
+      MB_RETURN_IF_ERROR(OpenArchivedFor(seq, found));
+      if (*found) return Status::Ok();
       return NotFound(fmt::format(
           "{}: the journal starts at sequence {}, but sequence {} is needed (its segments were "
           "removed); rebuild from a snapshot-less journal is impossible",
@@ -92,6 +97,50 @@ Status JournalTail::OpenSegmentFor(uint64_t seq, bool* found) {
   file_seq_ = best;
   *found = true;
   return Status::Ok();
+}
+
+Status JournalTail::OpenArchivedFor(uint64_t seq, bool* found) {
+  *found = false;
+  auto archive = ListArchive(archive_dir_);
+  if (!archive.ok()) return archive.status();
+  const ArchivedSegment* best = nullptr;
+  for (const ArchivedSegment& a : *archive) {
+    if (a.first_seq <= seq) best = &a;
+  }
+  if (best == nullptr) return Status::Ok();
+  auto bytes = ReadArchivedSegment(best->path);
+  if (!bytes.ok()) return bytes.status();
+  CloseSegment();
+  const int fd = ::memfd_create("mb-archived-segment", MFD_CLOEXEC);
+  if (fd < 0) return ErrnoStatus(best->path, "memfd_create", errno);
+  if (Status st = WriteAll(fd, *bytes, best->path); !st.ok()) {
+    ::close(fd);
+    return st;
+  }
+  fd_ = fd;
+  segment_ = best->path;
+  segment_first_ = best->first_seq;
+  MB_RETURN_IF_ERROR(Fill(kSegmentHeaderSize));
+  auto header =
+      DecodeSegmentHeader(std::span(buf_.data() + buf_pos_, kSegmentHeaderSize), segment_.string());
+  if (!header.ok()) return header.status();
+  if (header->first_seq != best->first_seq) {
+    return Corruption(fmt::format("{}: header says first sequence {}, the file name says {}",
+                                  segment_.string(), header->first_seq, best->first_seq));
+  }
+  if (config_hash_ != 0 && header->config_hash != config_hash_) {
+    return Corruption(fmt::format("{}: written with another configuration", segment_.string()));
+  }
+  buf_pos_ += kSegmentHeaderSize;
+  file_seq_ = best->first_seq;
+  *found = true;
+  return Status::Ok();
+}
+
+bool JournalTail::SegmentStarts(uint64_t seq) const {
+  std::error_code ec;
+  return fs::exists(journal_dir_ / SegmentFileName(seq), ec) ||
+         fs::exists(archive_dir_ / (SegmentFileName(seq) + ".zst"), ec);
 }
 
 Status JournalTail::Fill(std::size_t n) {
@@ -139,9 +188,7 @@ Result<std::size_t> JournalTail::Read(uint64_t limit_seq, std::size_t max_record
     if (r.error == RecordError::kShortHeader && avail.empty()) {
       // The end of this segment's bytes: the writer may have rolled (it
       // finishes a segment before it creates the next).
-      std::error_code ec;
-      if (segment_first_ != file_seq_ &&
-          fs::exists(journal_dir_ / SegmentFileName(file_seq_), ec)) {
+      if (segment_first_ != file_seq_ && SegmentStarts(file_seq_)) {
         CloseSegment();
         continue;
       }

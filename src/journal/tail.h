@@ -30,8 +30,10 @@ class JournalTail {
   // Starts at from_seq (>= 1). config_hash 0 skips the segment check.
   // file_system: what opens, closes and syncs segments (null: the system
   // calls); reads are always direct.
+  // Records before the first live segment are read from the archive
+  // (journal/archive.h): archive_dir, or <data_dir>/archive when empty.
   JournalTail(std::filesystem::path data_dir, uint64_t config_hash, uint64_t from_seq,
-              FileSystem* file_system = nullptr);
+              FileSystem* file_system = nullptr, std::filesystem::path archive_dir = {});
   ~JournalTail();
   JournalTail(const JournalTail&) = delete;
   JournalTail& operator=(const JournalTail&) = delete;
@@ -55,11 +57,17 @@ class JournalTail {
 
  private:
   Status OpenSegmentFor(uint64_t seq, bool* found);
+  // The archived segment holding `seq` (before the first live one), its bytes
+  // in an anonymous in-memory file; *found false when the archive has none.
+  Status OpenArchivedFor(uint64_t seq, bool* found);
+  // Whether a segment (live or archived) starts at `seq`.
+  bool SegmentStarts(uint64_t seq) const;
   // Makes at least `n` bytes available at buf_pos_ (fewer at the end of the file).
   Status Fill(std::size_t n);
   void CloseSegment();
 
   std::filesystem::path journal_dir_;
+  std::filesystem::path archive_dir_;
   uint64_t config_hash_;
   FileSystem* fsys_;
   uint64_t next_seq_;

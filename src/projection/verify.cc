@@ -66,6 +66,7 @@ Result<VerifyReport> VerifyProjection(const fs::path& data_dir, const engine::En
   engine::Engine engine(config);
   journal::RecoveryOptions ro;
   ro.use_snapshots = false;
+  ro.archive_dir = data_dir / "archive";  // retained segments archived there
   auto rec = journal::Recover(*dir, &engine, ro);
   if (!rec.ok()) return rec.status();
   report.journal_seq = rec->recovered_seq;
