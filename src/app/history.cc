@@ -120,6 +120,21 @@ Result<std::vector<marketdata::Fill>> ProjectionHistory::MyTrades(const gateway:
   return store_->MyTrades(Query(f));
 }
 
+Result<std::vector<marketdata::ListRecord>> ProjectionHistory::AllOrderLists(
+    const gateway::HistoryFilter& f) {
+  return store_->AllOrderLists(Query(f));
+}
+
+Result<std::optional<marketdata::ListRecord>> ProjectionHistory::FindOrderList(AccountId account,
+                                                                               uint64_t list_id) {
+  return store_->FindOrderList(static_cast<uint32_t>(account), list_id);
+}
+
+Result<std::optional<marketdata::ListRecord>> ProjectionHistory::FindOrderListByClientId(
+    AccountId account, std::string_view list_client_order_id) {
+  return store_->FindOrderListByClientId(static_cast<uint32_t>(account), list_client_order_id);
+}
+
 Result<std::vector<gateway::LedgerLine>> ProjectionHistory::Ledger(const gateway::LedgerFilter& f) {
   projection::LedgerQuery q;
   q.account = static_cast<uint32_t>(f.account);

@@ -30,6 +30,12 @@ class ProjectionHistory final : public gateway::History {
   Result<std::optional<marketdata::OrderRecord>> FindOrderByClientId(
       AccountId account, MarketId market, std::string_view client_order_id) override;
   Result<std::vector<marketdata::Fill>> MyTrades(const gateway::HistoryFilter& f) override;
+  Result<std::vector<marketdata::ListRecord>> AllOrderLists(
+      const gateway::HistoryFilter& f) override;
+  Result<std::optional<marketdata::ListRecord>> FindOrderList(AccountId account,
+                                                              uint64_t list_id) override;
+  Result<std::optional<marketdata::ListRecord>> FindOrderListByClientId(
+      AccountId account, std::string_view list_client_order_id) override;
   Result<std::vector<gateway::LedgerLine>> Ledger(const gateway::LedgerFilter& f) override;
   Result<std::vector<gateway::WithdrawalRecord>> Withdrawals(
       const gateway::TransferFilter& f) override;

@@ -487,10 +487,12 @@ int Project(const mb::app::Config& cfg, bool rebuild) {
   const mb::projection::ProjectorStats st = projector.stats();
   fmt::print(
       "projection {}: {} at sequence {} ({} events in {:.3f} s): {} orders, {} order events, {} "
-      "trades, {} ledger entries, {} deposits, {} withdrawals, {} transfers out, {} resolved\n",
+      "trades, {} ledger entries, {} deposits, {} withdrawals, {} transfers out, {} resolved, {} "
+      "order lists\n",
       Describe(so), rebuild ? "rebuilt" : "caught up", st.applied_seq, st.events, secs,
       totals->orders, totals->order_events, totals->trades, totals->ledger_entries,
-      totals->deposits, totals->withdrawals, totals->transfers_out, totals->transfers_resolved);
+      totals->deposits, totals->withdrawals, totals->transfers_out, totals->transfers_resolved,
+      totals->order_lists);
   return 0;
 }
 
@@ -505,9 +507,11 @@ int VerifyProjection(const mb::app::Config& cfg) {
   const auto& t = report->totals;
   fmt::print(
       "projection {}: applied sequence {}, journal ends at {}; {} orders, {} order events, {} "
-      "trades, {} ledger entries, {} deposits, {} withdrawals, {} transfers out, {} resolved\n",
+      "trades, {} ledger entries, {} deposits, {} withdrawals, {} transfers out, {} resolved, {} "
+      "order lists\n",
       Describe(so), report->applied_seq, report->journal_seq, t.orders, t.order_events, t.trades,
-      t.ledger_entries, t.deposits, t.withdrawals, t.transfers_out, t.transfers_resolved);
+      t.ledger_entries, t.deposits, t.withdrawals, t.transfers_out, t.transfers_resolved,
+      t.order_lists);
   for (const std::string& d : report->differences) fmt::print("DIFFERENCE: {}\n", d);
   fmt::print("projection: {}\n", report->ok()
                                      ? "ok (equals the journal)"

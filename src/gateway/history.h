@@ -1,8 +1,9 @@
 // What the gateway asks of a history: allOrders, myTrades, GET order of an
-// order that is no longer open, and the operator's ledger, kept by a
-// database that follows the journal. The gateway owns this interface and
-// never sees where history lives; the app implements it with the projection
-// (app/history.h) and hands it over with Gateway::SetHistory().
+// order that is no longer open, allOrderList, GET orderList of a list that
+// is not open, and the operator's ledger, kept by a database that follows
+// the journal. The gateway owns this interface and never sees where history
+// lives; the app implements it with the projection (app/history.h) and hands
+// it over with Gateway::SetHistory().
 //
 // Answers are as of applied_seq(). Before a query the gateway waits
 // (WaitApplied) until the history has applied what its read side had applied
@@ -145,6 +146,14 @@ class History {
   virtual Result<std::optional<marketdata::OrderRecord>> FindOrderByClientId(
       AccountId account, MarketId market, std::string_view client_order_id) = 0;
   virtual Result<std::vector<marketdata::Fill>> MyTrades(const HistoryFilter& f) = 0;
+  // The account's order lists (OCO, OTO, OTOCO) in every market: f.market and
+  // f.order_id do not apply.
+  virtual Result<std::vector<marketdata::ListRecord>> AllOrderLists(const HistoryFilter& f) = 0;
+  virtual Result<std::optional<marketdata::ListRecord>> FindOrderList(AccountId account,
+                                                                      uint64_t list_id) = 0;
+  // The newest list of the account with that list client order id.
+  virtual Result<std::optional<marketdata::ListRecord>> FindOrderListByClientId(
+      AccountId account, std::string_view list_client_order_id) = 0;
   virtual Result<std::vector<LedgerLine>> Ledger(const LedgerFilter& f) = 0;
   virtual Result<std::vector<WithdrawalRecord>> Withdrawals(const TransferFilter& f) = 0;
   virtual Result<std::vector<DepositRecord>> Deposits(const TransferFilter& f) = 0;

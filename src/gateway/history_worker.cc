@@ -1,6 +1,7 @@
-// The history worker (thread mb-history): allOrders, myTrades, a closed order
-// and the ledger, answered from the history once it has applied what the read
-// side had when the request arrived. Defer() runs on the io threads.
+// The history worker (thread mb-history): allOrders, myTrades, a closed order,
+// allOrderList, a list that is not open and the ledger, answered from the
+// history once it has applied what the read side had when the request
+// arrived. Defer() runs on the io threads.
 #include "gateway/gateway_impl.h"
 
 namespace mb::gateway {

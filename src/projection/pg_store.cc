@@ -401,37 +401,42 @@ void AppendElement(std::string* out, std::string_view s) {
   *out += '"';
 }
 
-using OrderValues = decltype(Values(std::declval<const OrderRow&>()));
-constexpr std::size_t kOrderFields = std::tuple_size_v<OrderValues>;
+template <class Row>
+using RowValues = decltype(Values(std::declval<const Row&>()));
+template <class Row>
+constexpr std::size_t kFields = std::tuple_size_v<RowValues<Row>>;
 
-// The orders as one array literal per column ("{1,2,3}").
-void OrderArrays(const std::vector<OrderRow>& orders, std::vector<std::string>* arrays) {
-  arrays->assign(kOrderFields, "{");
-  for (const OrderRow& o : orders) {
-    const OrderValues v = Values(o);
+// The rows as one array literal per column ("{1,2,3}").
+template <class Row>
+void Arrays(const std::vector<Row>& rows, std::vector<std::string>* arrays) {
+  arrays->assign(kFields<Row>, "{");
+  for (const Row& row : rows) {
+    const RowValues<Row> v = Values(row);
     [&]<std::size_t... I>(std::index_sequence<I...>) {
       (((*arrays)[I].size() > 1 ? (*arrays)[I].push_back(',') : void(),
         AppendElement(&(*arrays)[I], std::get<I>(v))),
        ...);
     }
-    (std::make_index_sequence<kOrderFields>{});
+    (std::make_index_sequence<kFields<Row>>{});
   }
   for (std::string& a : *arrays) a += '}';
 }
 
-// INSERT INTO orders SELECT FROM unnest($1::bigint[], ...) ON CONFLICT ... :
-// the conflict clause is the SQLite store's.
-std::string UpsertOrderArraysSql() {
-  std::string sql = "INSERT INTO orders (" + std::string(kOrderColumns) + ") SELECT * FROM unnest(";
+// INSERT INTO table SELECT FROM unnest($1::bigint[], ...) ON CONFLICT ... :
+// the conflict clause is the SQLite store's (`single`).
+template <class Row>
+std::string UpsertArraysSql(std::string_view table, std::string_view columns,
+                            const std::string& single) {
+  std::string sql =
+      "INSERT INTO " + std::string(table) + " (" + std::string(columns) + ") SELECT * FROM unnest(";
   [&]<std::size_t... I>(std::index_sequence<I...>) {
     ((sql +=
       (I == 0 ? "$" : ", $") + std::to_string(I + 1) +
-      (std::is_same_v<std::tuple_element_t<I, OrderValues>, std::string_view> ? "::text[]"
-                                                                              : "::bigint[]")),
+      (std::is_same_v<std::tuple_element_t<I, RowValues<Row>>, std::string_view> ? "::text[]"
+                                                                                 : "::bigint[]")),
      ...);
   }
-  (std::make_index_sequence<kOrderFields>{});
-  const std::string single = UpsertOrderSql();
+  (std::make_index_sequence<kFields<Row>>{});
   return sql + ")" + single.substr(single.find(" ON CONFLICT"));
 }
 
@@ -452,17 +457,27 @@ class PgStore final : public Store {
     auto ints = [](std::size_t n) { return std::vector<Oid>(n, kInt8Oid); };
     const std::string orders =
         std::string(kOrderSelect) + " WHERE account_id = ? AND market_id = ?";
-    upsert_orders_ = add("upsert_orders", UpsertOrderArraysSql(), {});
+    upsert_orders_ = add("upsert_orders",
+                         UpsertArraysSql<OrderRow>("orders", kOrderColumns, UpsertOrderSql()), {});
+    upsert_lists_ = add("upsert_lists",
+                        UpsertArraysSql<ListRow>("order_lists", kListColumns, UpsertListSql()), {});
+    set_placed_ = add("set_placed", NumberPlaceholders(kSetPlacedSql), ints(3));
     set_state_ = add("set_state", NumberPlaceholders(kSetStateSql), ints(4));
     state_ = add("state", std::string(kStateSql), {});
     open_orders_ =
-        add("open_orders", std::string(kOrderSelect) + " WHERE status < 2 ORDER BY order_id", {});
+        add("open_orders", std::string(kOrderSelect) + std::string(kOpenOrdersWhere), {});
+    open_lists_ = add("open_lists", std::string(kListSelect) + std::string(kOpenListsWhere), {});
+    all_lists_asc_ = add("all_lists_asc", NumberPlaceholders(AllListsSql(true)), ints(5));
+    all_lists_desc_ = add("all_lists_desc", NumberPlaceholders(AllListsSql(false)), ints(5));
+    find_list_ = add("find_list", NumberPlaceholders(FindListSql(false)), ints(2));
+    find_list_client_ =
+        add("find_list_client", NumberPlaceholders(FindListSql(true)), {kInt8Oid, kTextOid});
     all_orders_asc_ = add("all_orders_asc", NumberPlaceholders(AllOrdersSql(true)), ints(6));
     all_orders_desc_ = add("all_orders_desc", NumberPlaceholders(AllOrdersSql(false)), ints(6));
     find_order_ = add("find_order", NumberPlaceholders(orders + " AND order_id = ?"), ints(3));
     find_client_ =
         add("find_client",
-            NumberPlaceholders(orders + " AND client_order_id = ? ORDER BY order_id DESC LIMIT 1"),
+            NumberPlaceholders(std::string(kOrderSelect) + std::string(kOrderByClientIdWhere)),
             {kInt8Oid, kInt8Oid, kTextOid});
     trades_asc_ = add("trades_asc", NumberPlaceholders(MyTradesSql(true)), ints(12));
     trades_desc_ = add("trades_desc", NumberPlaceholders(MyTradesSql(false)), ints(12));
@@ -500,17 +515,33 @@ class PgStore final : public Store {
     return Retrying(writer_, [&](Connection& conn) { return OrderRows(conn, open_orders_); });
   }
 
+  Result<std::vector<ListRow>> OpenOrderLists() override {
+    return Retrying(writer_, [&](Connection& conn) { return ListRows(conn, open_lists_); });
+  }
+
   Status Commit(const RowBatch& b, const ProjectorState& state) override {
     // An order placed in this batch cannot be stored yet (the rows of a
     // sequence commit with it): those are loaded by COPY, which costs half an
     // upsert, and only the others are upserted. An order listed twice keeps
-    // its last row, as a row-by-row upsert would.
+    // its last row, as a row-by-row upsert would. A pending order placed in
+    // this batch has its placing sequence but may be stored already: upserted.
     placed_.clear();
     updated_.clear();
     seen_.clear();
+    pending_placed_.clear();
+    for (const PendingPlacedRow& p : b.pending_placed) pending_placed_.insert(p.order_id);
     for (auto it = b.orders.rbegin(); it != b.orders.rend(); ++it) {
-      if (!seen_.insert(Raw(it->order.id)).second) continue;
-      (b.first_seq > 0 && it->created_seq >= b.first_seq ? placed_ : updated_).push_back(*it);
+      const uint64_t id = Raw(it->order.id);
+      if (!seen_.insert(id).second) continue;
+      const bool fresh =
+          b.first_seq > 0 && it->created_seq >= b.first_seq && pending_placed_.count(id) == 0;
+      (fresh ? placed_ : updated_).push_back(*it);
+    }
+    // Lists too: one row each (an upsert may not touch a row twice).
+    lists_.clear();
+    seen_.clear();
+    for (auto it = b.lists.rbegin(); it != b.lists.rend(); ++it) {
+      if (seen_.insert(it->list.id).second) lists_.push_back(*it);
     }
     const std::vector<std::string> state_values = {
         Str(state.applied_seq), Str(state.applied_checksum), Str(state.config_hash),
@@ -551,9 +582,21 @@ class PgStore final : public Store {
         }
       }
       if (!updated_.empty()) {
-        OrderArrays(updated_, &order_arrays_);
+        Arrays(updated_, &order_arrays_);
         MB_RETURN_IF_ERROR(
             writer_.Run(Stmt(upsert_orders_), order_arrays_, PGRES_COMMAND_OK).status());
+      }
+      for (const PendingPlacedRow& t : b.pending_placed) {
+        MB_RETURN_IF_ERROR(writer_
+                               .Run(Stmt(set_placed_),
+                                    {Str(t.time_ns), Str(t.created_seq), Str(t.order_id)},
+                                    PGRES_COMMAND_OK)
+                               .status());
+      }
+      if (!lists_.empty()) {
+        Arrays(lists_, &order_arrays_);
+        MB_RETURN_IF_ERROR(
+            writer_.Run(Stmt(upsert_lists_), order_arrays_, PGRES_COMMAND_OK).status());
       }
       Result<PgResult> r = writer_.Run(Stmt(set_state_), state_values, PGRES_COMMAND_OK);
       if (!r.ok()) return r.status();
@@ -637,6 +680,33 @@ class PgStore final : public Store {
       if (!Ascending(q)) std::reverse(out.begin(), out.end());
       return out;
     });
+  }
+
+  Result<std::vector<ListRecord>> AllOrderLists(const HistoryQuery& q) override {
+    MutexLock lock(read_mu_);
+    const auto [lo, hi] = TimeBounds(q);
+    const std::vector<std::string> params = {Str(int64_t{q.account}), Str(q.from_id), Str(lo),
+                                             Str(hi), Str(Limit(q.limit))};
+    Result<std::vector<ListRow>> rows = Retrying(reader_, [&](Connection& conn) {
+      return ListRows(conn, Ascending(q) ? all_lists_asc_ : all_lists_desc_, params);
+    });
+    if (!rows.ok()) return rows.status();
+    std::vector<ListRecord> out;
+    out.reserve(rows->size());
+    for (const ListRow& r : *rows) out.push_back(r.list);
+    if (!Ascending(q)) std::reverse(out.begin(), out.end());
+    return out;
+  }
+
+  Result<std::optional<ListRecord>> FindOrderList(uint32_t account, uint64_t list_id) override {
+    MutexLock lock(read_mu_);
+    return FirstList(find_list_, {Str(int64_t{account}), Str(list_id)});
+  }
+
+  Result<std::optional<ListRecord>> FindOrderListByClientId(uint32_t account,
+                                                            std::string_view client_id) override {
+    MutexLock lock(read_mu_);
+    return FirstList(find_list_client_, {Str(int64_t{account}), std::string(client_id)});
   }
 
   Result<std::vector<LedgerRow>> Ledger(const LedgerQuery& q) override {
@@ -812,6 +882,26 @@ class PgStore final : public Store {
     return out;
   }
 
+  Result<std::vector<ListRow>> ListRows(Connection& c, int s,
+                                        const std::vector<std::string>& params = {}) {
+    Result<PgResult> r = c.Run(Stmt(s), params);
+    if (!r.ok()) return r.status();
+    std::vector<ListRow> out;
+    const int n = PQntuples(r->get());
+    out.reserve(static_cast<std::size_t>(n));
+    for (int i = 0; i < n; ++i) out.push_back(ReadListRow(PgRow{r->get(), i}));
+    return out;
+  }
+
+  Result<std::optional<ListRecord>> FirstList(int s, const std::vector<std::string>& params)
+      MB_REQUIRES(read_mu_) {
+    Result<std::vector<ListRow>> rows =
+        Retrying(reader_, [&](Connection& conn) { return ListRows(conn, s, params); });
+    if (!rows.ok()) return rows.status();
+    if (rows->empty()) return std::optional<ListRecord>{};
+    return std::optional<ListRecord>(rows->front().list);
+  }
+
   // Every row of the statement s on the reader, each read by read(PgRow).
   template <class T, class Read>
   Result<std::vector<T>> Rows(int s, const std::vector<std::string>& params, Read read)
@@ -846,16 +936,20 @@ class PgStore final : public Store {
   const engine::EngineConfig config_;
   std::vector<Statement> statements_;
   int upsert_orders_ = 0, set_state_ = 0, state_ = 0, open_orders_ = 0;
+  int upsert_lists_ = 0, set_placed_ = 0, open_lists_ = 0, all_lists_asc_ = 0;
+  int all_lists_desc_ = 0, find_list_ = 0, find_list_client_ = 0;
   int all_orders_asc_ = 0, all_orders_desc_ = 0, find_order_ = 0, find_client_ = 0;
   int trades_asc_ = 0, trades_desc_ = 0, ledger_ = 0, all_order_rows_ = 0;
   int withdrawals_of_account_ = 0, withdrawals_all_ = 0, deposits_of_account_ = 0;
   int deposits_all_ = 0, find_withdrawal_ = 0, find_withdrawal_ref_ = 0;
 
-  Connection writer_;                       // writer thread only
-  std::string copy_;                        // writer thread only: COPY rows of one table
-  std::vector<std::string> order_arrays_;   // writer thread only
-  std::vector<OrderRow> placed_, updated_;  // writer thread only: the orders of one batch
-  std::unordered_set<uint64_t> seen_;       // writer thread only
+  Connection writer_;                            // writer thread only
+  std::string copy_;                             // writer thread only: COPY rows of one table
+  std::vector<std::string> order_arrays_;        // writer thread only
+  std::vector<OrderRow> placed_, updated_;       // writer thread only: the orders of one batch
+  std::vector<ListRow> lists_;                   // writer thread only: the lists of one batch
+  std::unordered_set<uint64_t> seen_;            // writer thread only
+  std::unordered_set<uint64_t> pending_placed_;  // writer thread only
 
   Mutex read_mu_;  // the history queries: one at a time on the reader connection
   Connection reader_ MB_GUARDED_BY(read_mu_);

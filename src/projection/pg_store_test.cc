@@ -264,6 +264,106 @@ RowBatch AwkwardBatch() {
   return b;
 }
 
+// Order lists: an OCO of account 7 (orders 10 and 10 + 2^50), an OTO of
+// account 7 whose pending order (11 + 2^50) waits, and an OTO of account 8;
+// the list client ids need escaping.
+constexpr uint64_t kStride = uint64_t{1} << 50;
+
+ListRow List(uint64_t id, uint32_t account, engine::ListType type, std::string_view cid,
+             std::vector<std::pair<uint64_t, std::string_view>> orders, ListStatus status,
+             uint64_t seq) {
+  ListRow r;
+  ListRecord& l = r.list;
+  l.id = id;
+  l.account = AccountId{account};
+  l.market = MarketId{0};
+  l.type = type;
+  l.list_client_order_id = ClientOrderId::From(cid);
+  for (std::size_t k = 0; k < orders.size(); ++k) {
+    l.orders[k] = OrderId{orders[k].first};
+    l.client_ids[k] = ClientOrderId::From(orders[k].second);
+  }
+  l.status = status;
+  l.time_ns = static_cast<int64_t>(id) * 1'000'000'000;  // list N placed at N seconds
+  l.update_ns = static_cast<int64_t>(seq) * 1'000'000'000;
+  r.created_seq = id;
+  r.updated_seq = seq;
+  return r;
+}
+
+// The list's second order (id + 2^50), placed with its first.
+OrderRow Later(OrderRow r) {
+  r.order.id = OrderId{Raw(r.order.id) + kStride};
+  return r;
+}
+
+RowBatch ListBatch() {
+  RowBatch b;
+  b.first_seq = 10;
+  b.last_seq = 12;
+  b.last_checksum = 1212;
+  b.last_time_ns = 12'000'000'000;
+  b.events = 9;
+  OrderRow above = Order(10, 7, 0, engine::Side::kSell, "oco-a", OrderStatus::kNew, 10);
+  above.order.terms.type = engine::OrderType::kLimitMaker;
+  above.order.list_id = 10;
+  above.order.iceberg_qty = Qty{4};
+  OrderRow below = Later(Order(10, 7, 0, engine::Side::kSell, "oco-b", OrderStatus::kNew, 10));
+  below.order.terms.type = engine::OrderType::kStopLossLimit;
+  below.order.stop_price = Price{900};
+  below.order.list_id = 10;
+  below.order.time_ns = above.order.time_ns;
+  below.created_seq = 10;
+  OrderRow working = Order(11, 7, 0, engine::Side::kBuy, "w", OrderStatus::kNew, 11);
+  working.order.list_id = 11;
+  OrderRow pending = Later(Order(11, 7, 0, engine::Side::kSell, "p", OrderStatus::kPendingNew, 11));
+  pending.order.list_id = 11;
+  pending.order.working = false;
+  pending.order.time_ns = working.order.time_ns;
+  pending.created_seq = 11;
+  OrderRow other = Order(12, 8, 0, engine::Side::kBuy, "", OrderStatus::kNew, 12);
+  other.order.list_id = 12;
+  b.orders = {above, below, working, pending, other};
+  b.lists = {List(10, 7, engine::ListType::kOco, "L|1", {{10, "oco-a"}, {10 + kStride, "oco-b"}},
+                  ListStatus::kExecuting, 10),
+             List(11, 7, engine::ListType::kOto, "tab\tL\n", {{11, "w"}, {11 + kStride, "p"}},
+                  ListStatus::kExecuting, 11),
+             List(12, 8, engine::ListType::kOto, "L|1", {{12, ""}, {12 + kStride, ""}},
+                  ListStatus::kExecuting, 12)};
+  return b;
+}
+
+// The OCO is done (its stop canceled); the OTO's working order filled and its
+// pending order was placed at 13 s; order 14 takes the OCO stop's client id.
+RowBatch ListDoneBatch() {
+  RowBatch b;
+  b.first_seq = 13;
+  b.last_seq = 14;
+  b.last_checksum = 1414;
+  b.last_time_ns = 14'000'000'000;
+  b.events = 5;
+  OrderRow above = Order(10, 7, 0, engine::Side::kSell, "oco-a", OrderStatus::kFilled, 13);
+  above.order.terms.type = engine::OrderType::kLimitMaker;
+  above.order.list_id = 10;
+  above.order.iceberg_qty = Qty{4};
+  OrderRow below = Later(Order(10, 7, 0, engine::Side::kSell, "oco-b", OrderStatus::kCanceled, 13));
+  below.order.terms.type = engine::OrderType::kStopLossLimit;
+  below.order.stop_price = Price{900};
+  below.order.list_id = 10;
+  below.order.time_ns = 10'000'000'000;
+  below.created_seq = 10;
+  OrderRow placed = Later(Order(11, 7, 0, engine::Side::kSell, "p", OrderStatus::kNew, 13));
+  placed.order.list_id = 11;
+  placed.order.time_ns = 13'000'000'000;
+  placed.created_seq = 13;
+  b.orders = {above, below, placed,
+              Order(14, 7, 0, engine::Side::kBuy, "oco-b", OrderStatus::kNew, 14)};
+  b.pending_placed = {PendingPlacedRow{11 + kStride, 13'000'000'000, 13}};
+  b.lists = {List(10, 7, engine::ListType::kOco, "L|1", {{10, "oco-a"}, {10 + kStride, "oco-b"}},
+                  ListStatus::kAllDone, 13)};
+  return b;
+}
+
 class PgStoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -309,8 +409,23 @@ std::string D(const OrderRecord& o) {
          std::to_string(o.time_ns) + "|" + std::to_string(o.update_ns) + "|" +
          (o.working ? "working" : "idle") + "|" + std::to_string(o.stop_price.value) + "|" +
          std::to_string(o.trailing_delta) + "|" + std::to_string(o.trailing_ns) + "|" +
-         std::to_string(o.trigger_ns);
+         std::to_string(o.trigger_ns) + "|" + std::to_string(o.iceberg_qty.value) + "|" +
+         std::to_string(o.list_id);
 }
+std::string D(const ListRecord& l) {
+  std::string s = std::to_string(l.id) + "|" + std::to_string(Raw(l.account)) + "|" +
+                  std::to_string(Raw(l.market)) + "|" + std::to_string(Raw(l.type)) + "|" +
+                  std::string(l.list_client_order_id.view());
+  for (int k = 0; k < 3; ++k) {
+    s += "|" + std::to_string(Raw(l.orders[k])) + ":" + std::string(l.client_ids[k].view());
+  }
+  return s + "|" + std::to_string(Raw(l.status)) + "|" + std::to_string(l.time_ns) + "|" +
+         std::to_string(l.update_ns);
+}
+std::string D(const ListRow& r) {
+  return D(r.list) + "|" + std::to_string(r.created_seq) + "|" + std::to_string(r.updated_seq);
+}
+std::string D(const std::optional<ListRecord>& l) { return l ? D(*l) : "none"; }
 std::string D(const OrderRow& r) {
   return D(r.order) + "|" + std::to_string(r.created_seq) + "|" + std::to_string(r.updated_seq);
 }
@@ -417,6 +532,40 @@ TEST_F(PgStoreTest, MigratesAVersionOneDatabase) {
   auto out = store->Withdrawals({});
   ASSERT_TRUE(out.ok()) << out.status().message();
   EXPECT_EQ(out->size(), 2u);
+}
+
+// A database a version-3 build wrote: migrated to version 4 on open (lists,
+// an order's iceberg slice and list id, pending orders among the open ones),
+// its rows kept.
+TEST_F(PgStoreTest, MigratesAVersionThreeDatabase) {
+  Sql(url_,
+      "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, description TEXT NOT NULL)");
+  for (const Migration& m : Migrations()) {
+    if (m.version > 3) break;
+    for (const std::string& st : Statements(m, Dialect::kPostgres)) Sql(url_, st);
+    Sql(url_, "INSERT INTO schema_migrations VALUES (" + std::to_string(m.version) + ", 'v')");
+  }
+  Sql(url_,
+      "INSERT INTO orders VALUES (3, 8, 0, 0, 0, 0, 2, 1003, 10, 0, 0, 0, 10, 0, 2, 1, 'old', "
+      "3000000000, 3000000005, 3, 3, 0, 0, 0, 0)");
+  EXPECT_EQ(SqlValue(url_, "SELECT to_regclass('order_lists') IS NULL"), "t");
+  auto store = Open();
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(SqlValue(url_, "SELECT MAX(version) FROM schema_migrations"), "4");
+  EXPECT_EQ(SqlValue(url_, "SELECT COUNT(*) FROM order_lists"), "0");
+  auto old = store->FindOrder(8, 0, 3);
+  ASSERT_TRUE(old.ok() && old->has_value()) << old.status().message();
+  EXPECT_EQ((*old)->client_order_id.view(), "old");
+  EXPECT_EQ((*old)->iceberg_qty, Qty{0});
+  EXPECT_EQ((*old)->list_id, 0u);
+  const RowBatch b = ListBatch();
+  ASSERT_TRUE(store->Commit(b, StateOf(b)).ok());
+  auto open = store->OpenOrders();
+  ASSERT_TRUE(open.ok());
+  EXPECT_EQ(open->size(), 6u);  // the old order and the lists' five
+  auto lists = store->OpenOrderLists();
+  ASSERT_TRUE(lists.ok());
+  EXPECT_EQ(lists->size(), 3u);
 }
 
 TEST_F(PgStoreTest, ConnectionErrorsAreClearAndQuick) {
@@ -600,9 +749,10 @@ TEST_F(PgStoreTest, CommitAndQueriesRoundTrip) {
   ASSERT_EQ(dump->size(), DataTables().size());
   EXPECT_EQ((*dump)[0].table, "orders");
   ASSERT_EQ((*dump)[0].rows.size(), 4u);
-  // The last four: stop price, trailing delta, trailing and trigger times.
+  // Then stop price, trailing delta, trailing and trigger times, iceberg
+  // slice and list id.
   EXPECT_EQ((*dump)[0].rows[2],
-            "3|8|0|0|0|0|2|1003|10|0|0|0|10|0|2|1|x\\y\"z|w|3000000000|3000000005|3|3|0|0|0|0");
+            "3|8|0|0|0|0|2|1003|10|0|0|0|10|0|2|1|x\\y\"z|w|3000000000|3000000005|3|3|0|0|0|0|0|0");
   EXPECT_EQ((*dump)[4].table, "deposits");
   ASSERT_EQ((*dump)[4].rows.size(), 1u);
   EXPECT_EQ((*dump)[4].rows[0], "6|7|1|1000000|tab\there\\back\nnewline|6000000000");
@@ -657,6 +807,95 @@ TEST_F(PgStoreTest, CommitAndQueriesRoundTrip) {
   EXPECT_EQ((*still)[0].held.transfer_id, 6u);
 
   // A store opened later reads the same.
+  auto reopened = Open();
+  ASSERT_NE(reopened, nullptr);
+  ExpectSameDump(*store, *reopened);
+}
+
+// Order lists and their orders: every field back, a pending order open, the
+// queries, then a batch that ends one list and places the other's pending
+// order (its placing time and sequence set apart from the upsert).
+TEST_F(PgStoreTest, OrderListsRoundTrip) {
+  auto store = Open();
+  ASSERT_NE(store, nullptr);
+  const RowBatch b = ListBatch();
+  ASSERT_TRUE(store->Commit(b, StateOf(b)).ok());
+
+  auto open_lists = store->OpenOrderLists();
+  ASSERT_TRUE(open_lists.ok()) << open_lists.status().message();
+  EXPECT_EQ(D(*open_lists), D(b.lists));
+  auto open = store->OpenOrders();
+  ASSERT_TRUE(open.ok());
+  ASSERT_EQ(open->size(), 5u);  // the pending order among them
+  EXPECT_EQ(D(open->back()), D(b.orders[3]));
+  EXPECT_EQ(open->back().order.status, OrderStatus::kPendingNew);
+  auto above = store->FindOrder(7, 0, 10);
+  ASSERT_TRUE(above.ok() && above->has_value());
+  EXPECT_EQ((*above)->iceberg_qty, Qty{4});
+  EXPECT_EQ((*above)->list_id, 10u);
+  EXPECT_EQ(D(**above), D(b.orders[0].order));
+
+  EXPECT_EQ(D(*store->FindOrderList(7, 11)), D(b.lists[1].list));
+  EXPECT_EQ(D(*store->FindOrderList(8, 11)), "none");  // another account's
+  EXPECT_EQ(D(*store->FindOrderListByClientId(7, "L|1")), D(b.lists[0].list));
+  EXPECT_EQ(D(*store->FindOrderListByClientId(8, "L|1")), D(b.lists[2].list));
+  EXPECT_EQ(D(*store->FindOrderListByClientId(7, "tab\tL\n")), D(b.lists[1].list));
+  EXPECT_EQ(D(*store->FindOrderListByClientId(7, "nope")), "none");
+
+  auto ids = [&](const HistoryQuery& q) {
+    std::vector<uint64_t> out;
+    auto r = store->AllOrderLists(q);
+    EXPECT_TRUE(r.ok()) << r.status().message();
+    if (r.ok()) {
+      for (const ListRecord& l : *r) out.push_back(l.id);
+    }
+    return out;
+  };
+  using Ids = std::vector<uint64_t>;
+  EXPECT_EQ(ids({.account = 7}), (Ids{10, 11}));
+  EXPECT_EQ(ids({.account = 7, .limit = 1}), (Ids{11}));
+  EXPECT_EQ(ids({.account = 7, .from_id = 10, .limit = 1}), (Ids{10}));
+  EXPECT_EQ(ids({.account = 7, .from_id = 11}), (Ids{11}));
+  EXPECT_EQ(ids({.account = 7, .start_ms = 10'001}), (Ids{11}));
+  EXPECT_EQ(ids({.account = 7, .end_ms = 10'999}), (Ids{10}));  // placed at 10 s
+  EXPECT_EQ(ids({.account = 8}), (Ids{12}));
+  EXPECT_EQ(ids({.account = 9}), Ids{});
+
+  auto dump = store->Dump();
+  ASSERT_TRUE(dump.ok()) << dump.status().message();
+  ASSERT_EQ(dump->back().table, "order_lists");
+  ASSERT_EQ(dump->back().rows.size(), 3u);
+  EXPECT_EQ(dump->back().rows[1], "11|7|0|1|tab\tL\n|11|" + std::to_string(11 + kStride) +
+                                      "|0|w|p||0|11000000000|11000000000|11|11");
+  auto totals = store->Totals();
+  ASSERT_TRUE(totals.ok());
+  EXPECT_EQ(totals->order_lists, 3u);
+
+  const RowBatch done = ListDoneBatch();
+  ASSERT_TRUE(store->Commit(done, StateOf(done)).ok());
+  EXPECT_EQ(D(*store->FindOrderList(7, 10)), D(done.lists[0].list));
+  EXPECT_EQ((*store->FindOrderList(7, 10))->status, ListStatus::kAllDone);
+  auto still = store->OpenOrderLists();
+  ASSERT_TRUE(still.ok());
+  ASSERT_EQ(still->size(), 2u);
+  EXPECT_EQ(still->front().list.id, 11u);
+  auto placed = store->FindOrder(7, 0, 11 + kStride);
+  ASSERT_TRUE(placed.ok() && placed->has_value());
+  EXPECT_EQ(D(**placed), D(done.orders[2].order));
+  EXPECT_EQ((*placed)->time_ns, 13'000'000'000);
+  auto rows = store->AllOrderRows();
+  ASSERT_TRUE(rows.ok());
+  for (const OrderRow& r : *rows) {
+    if (Raw(r.order.id) == 11 + kStride) EXPECT_EQ(r.created_seq, 13u);
+  }
+  // The newest order with a client id is the one placed last, not the
+  // highest id.
+  EXPECT_EQ(Raw((*store->FindOrderByClientId(7, 0, "p"))->id), 11 + kStride);
+  EXPECT_EQ(Raw((*store->FindOrderByClientId(7, 0, "oco-b"))->id), 14u);
+  auto open_now = store->OpenOrders();
+  ASSERT_TRUE(open_now.ok());
+  EXPECT_EQ(open_now->size(), 4u);  // 11, its placed order, 12, 14
+
   auto reopened = Open();
   ASSERT_NE(reopened, nullptr);
   ExpectSameDump(*store, *reopened);
@@ -721,7 +960,7 @@ TEST_F(PgStoreTest, ResetEmptiesEverything) {
   ASSERT_TRUE(totals.ok());
   EXPECT_EQ(totals->orders + totals->order_events + totals->trades + totals->ledger_entries +
                 totals->deposits + totals->withdrawals + totals->transfers_out +
-                totals->transfers_resolved,
+                totals->transfers_resolved + totals->order_lists,
             0u);
   EXPECT_TRUE(totals->balances.empty());
   EXPECT_EQ(SqlValue(url_, "SELECT COUNT(*) FROM schema_migrations"),
@@ -744,7 +983,8 @@ TEST_F(PgStoreTest, AgreesWithSqlite) {
     auto lite_or = OpenSqliteStore((dir / "projection.sqlite").string(), config_);
     ASSERT_TRUE(lite_or.ok()) << lite_or.status().message();
     Store& lite = **lite_or;
-    for (const RowBatch& b : {FirstBatch(), SecondBatch(), AwkwardBatch()}) {
+    for (const RowBatch& b :
+         {FirstBatch(), SecondBatch(), AwkwardBatch(), ListBatch(), ListDoneBatch()}) {
       Status st = pg->Commit(b, StateOf(b));
       ASSERT_TRUE(st.ok()) << st.message();
       ASSERT_TRUE(lite.Commit(b, StateOf(b)).ok());
@@ -823,6 +1063,24 @@ TEST_F(PgStoreTest, AgreesWithSqlite) {
       EXPECT_EQ(*fa, *fb);
     }
     EXPECT_EQ(D(*pg->FindOrderByClientId(7, 0, "dup")), D(*lite.FindOrderByClientId(7, 0, "dup")));
+    EXPECT_EQ(D(*pg->OpenOrderLists()), D(*lite.OpenOrderLists()));
+    for (uint32_t account : {7u, 8u}) {
+      for (const HistoryQuery& q :
+           {HistoryQuery{.account = account}, HistoryQuery{.account = account, .limit = 1},
+            HistoryQuery{.account = account, .from_id = 11},
+            HistoryQuery{.account = account, .start_ms = 11'000},
+            HistoryQuery{.account = account, .end_ms = 10'999}}) {
+        auto la = pg->AllOrderLists(q);
+        auto lb = lite.AllOrderLists(q);
+        ASSERT_TRUE(la.ok() && lb.ok());
+        EXPECT_EQ(D(*la), D(*lb));
+      }
+      for (uint64_t id : {10u, 11u, 12u}) {
+        EXPECT_EQ(D(*pg->FindOrderList(account, id)), D(*lite.FindOrderList(account, id)));
+      }
+      EXPECT_EQ(D(*pg->FindOrderListByClientId(account, "L|1")),
+                D(*lite.FindOrderListByClientId(account, "L|1")));
+    }
   }
   std::filesystem::remove_all(dir);
 }

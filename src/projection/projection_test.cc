@@ -64,7 +64,8 @@ fs::path TestDir(std::string_view tag) {
 }
 
 // A journal written by a real engine from the mixed command stream (every kind
-// of command, ~10% rejected), in small segments so that the tail crosses rolls.
+// of command, order lists included, ~10% rejected), in small segments so that
+// the tail crosses rolls.
 struct JournalBuilder {
   EngineConfig config = workload::MixedConfig();
   uint64_t hash = engine::HashConfig(config);
@@ -75,7 +76,7 @@ struct JournalBuilder {
   std::vector<EventBuffer> records;  // every record's events, index = seq - 1
 
   JournalBuilder(const fs::path& root, uint64_t seed, uint64_t segment_bytes = 64 << 10)
-      : gen(seed, &engine) {
+      : gen(seed, &engine, workload::MixedOptions{.order_lists = true}) {
     auto d = journal::DataDir::Open(root, journal::OpenMode::kReadWrite);
     EXPECT_TRUE(d.ok()) << d.status().message();
     dir.emplace(std::move(*d));
@@ -174,6 +175,18 @@ std::size_t Rows(const std::vector<TableDump>& d, std::string_view table) {
     if (t.table == table) return t.rows.size();
   }
   return 0;
+}
+
+// ListRecord has no operator==: lists compare by their text.
+std::string ListText(const ListRecord& l) {
+  std::string s = std::to_string(l.id) + "|" + std::to_string(Raw(l.account)) + "|" +
+                  std::to_string(Raw(l.market)) + "|" + std::to_string(Raw(l.type)) + "|" +
+                  std::string(l.list_client_order_id.view());
+  for (int k = 0; k < 3; ++k) {
+    s += "|" + std::to_string(Raw(l.orders[k])) + ":" + std::string(l.client_ids[k].view());
+  }
+  return s + "|" + std::to_string(Raw(l.status)) + "|" + std::to_string(l.time_ns) + "|" +
+         std::to_string(l.update_ns);
 }
 
 void ExpectSameRows(const std::vector<TableDump>& want, const std::vector<TableDump>& have) {
@@ -306,6 +319,7 @@ TEST_P(StoreTest, IncrementalWithRestartsEqualsRebuildAndVerifies) {
   EXPECT_GT(Rows(da, "orders"), 1000u);
   EXPECT_GT(Rows(da, "deposits"), 10u);
   EXPECT_GT(Rows(da, "withdrawals"), 10u);
+  EXPECT_GT(Rows(da, "order_lists"), 50u);
 
   auto report = VerifyProjection(root_, j.config, a.get(), root_);
   ASSERT_TRUE(report.ok()) << report.status().message();
@@ -370,7 +384,8 @@ TEST_P(StoreTest, HistoryAgreesWithTheReadSide) {
            a.expire_reason == b.expire_reason && a.client_order_id == b.client_order_id &&
            a.time_ns == b.time_ns && a.update_ns == b.update_ns && a.working == b.working &&
            a.stop_price == b.stop_price && a.trailing_delta == b.trailing_delta &&
-           a.trailing_ns == b.trailing_ns && a.trigger_ns == b.trigger_ns;
+           a.trailing_ns == b.trailing_ns && a.trigger_ns == b.trigger_ns &&
+           a.iceberg_qty == b.iceberg_qty && a.list_id == b.list_id;
   };
   auto same_fill = [](const marketdata::Fill& a, const marketdata::Fill& b) {
     return a.trade_id == b.trade_id && a.order_id == b.order_id && a.account == b.account &&
@@ -438,6 +453,54 @@ TEST_P(StoreTest, HistoryAgreesWithTheReadSide) {
   }
   EXPECT_GT(orders_seen, 1000u);
   EXPECT_GT(fills_seen, 300u);
+
+  // Order lists, by the same filters (of every market at once), by id and by
+  // list client id.
+  const uint64_t mid_id = j.records.size() / 2;
+  std::size_t lists_seen = 0, pending_seen = 0, iceberg_seen = 0;
+  for (uint32_t a = 0; a <= workload::mixed::kTraders; ++a) {
+    const AccountId acc{a};
+    struct Filter {
+      uint64_t from;
+      int64_t start, end;
+      std::size_t limit;
+    };
+    for (const Filter f : {Filter{0, 0, 0, 1 << 20}, Filter{0, 0, 0, 3}, Filter{mid_id, 0, 0, 4},
+                           Filter{0, mid_ms, 0, 5}, Filter{0, 0, mid_ms, 2},
+                           Filter{0, mid_ms - 6'000'000, mid_ms, 1000}}) {
+      const auto want = rs.AllLists(acc, f.from, f.start, f.end, f.limit);
+      auto have = s->AllOrderLists(HistoryQuery{a, 0, 0, f.from, f.start, f.end, f.limit});
+      ASSERT_TRUE(have.ok()) << have.status().message();
+      ASSERT_EQ(have->size(), want.size()) << "account " << a;
+      for (std::size_t i = 0; i < want.size(); ++i) {
+        EXPECT_EQ(ListText((*have)[i]), ListText(want[i]));
+      }
+      lists_seen += want.size();
+    }
+    for (const ListRecord& l : rs.AllLists(acc, 0, 0, 0, 1 << 20)) {
+      auto by_id = s->FindOrderList(a, l.id);
+      ASSERT_TRUE(by_id.ok() && by_id->has_value());
+      EXPECT_EQ(ListText(**by_id), ListText(l));
+      if (!l.list_client_order_id.empty()) {
+        const auto want = rs.FindListByClientId(acc, l.list_client_order_id.view());
+        auto have = s->FindOrderListByClientId(a, l.list_client_order_id.view());
+        ASSERT_TRUE(want.has_value() && have.ok() && have->has_value());
+        EXPECT_EQ(ListText(**have), ListText(*want));
+      }
+      auto other = s->FindOrderList(a + 1, l.id);  // another account's: none
+      ASSERT_TRUE(other.ok());
+      EXPECT_FALSE(other->has_value());
+    }
+    for (uint16_t m = 0; m < j.config.markets.size(); ++m) {
+      for (const OrderRecord& o : rs.AllOrders(acc, MarketId{m}, 0, 0, 0, 1 << 20)) {
+        if (o.list_id != 0 && Raw(o.id) >= engine::kListOrderStride) ++pending_seen;
+        if (o.iceberg_qty.value != 0) ++iceberg_seen;
+      }
+    }
+  }
+  EXPECT_GT(lists_seen, 100u);
+  EXPECT_GT(pending_seen, 20u);  // orders of lists after the first (OCO, OTO, OTOCO)
+  EXPECT_GT(iceberg_seen, 5u);
   auto none = s->FindOrder(1, 0, 1ull << 40);
   ASSERT_TRUE(none.ok());
   EXPECT_FALSE(none->has_value());
@@ -950,7 +1013,7 @@ TEST_P(StoreTest, TransfersFromTheJournalVerify) {
 // current schema when opened, and then takes transfers; its orders read back
 // with no stop price.
 TEST_P(StoreTest, AVersionOneDatabaseMigrates) {
-  static_assert(kSchemaVersion == 3);
+  static_assert(kSchemaVersion == 4);
   const StoreOptions o = NewStoreOptions("v1");
   const Migration& v1 = Migrations()[0];
   ASSERT_EQ(v1.version, 1);
@@ -1015,7 +1078,7 @@ TEST_P(StoreTest, AVersionOneDatabaseMigrates) {
 
   auto s = Open(o, workload::MixedConfig());
   ASSERT_NE(s, nullptr);
-  EXPECT_EQ(value("SELECT MAX(version) FROM schema_migrations"), "3");
+  EXPECT_EQ(value("SELECT MAX(version) FROM schema_migrations"), "4");
   EXPECT_EQ(value("SELECT description FROM schema_migrations WHERE version = 2"),
             std::string(Migrations()[1].description));
   EXPECT_EQ(value("SELECT description FROM schema_migrations WHERE version = 3"),
@@ -1044,7 +1107,463 @@ TEST_P(StoreTest, AVersionOneDatabaseMigrates) {
   s.reset();
   // Opened again: nothing left to migrate.
   ASSERT_NE(Open(o, workload::MixedConfig()), nullptr);
-  EXPECT_EQ(value("SELECT COUNT(*) FROM schema_migrations"), "3");
+  EXPECT_EQ(value("SELECT COUNT(*) FROM schema_migrations"), "4");
+}
+
+// ---- order lists ---------------------------------------------------------------
+
+engine::ListOrder Leg(engine::Side side, engine::OrderType type, int64_t qty, int64_t price,
+                      std::string_view cid, int64_t stop = 0, int64_t iceberg = 0) {
+  engine::ListOrder o;
+  o.side = side;
+  o.type = type;
+  o.tif = engine::IsMarketLike(type) ? engine::TimeInForce::kIoc : engine::TimeInForce::kGtc;
+  o.qty = Qty{qty};
+  o.price = Price{price};
+  o.stop_price = Price{stop};
+  o.iceberg_qty = Qty{iceberg};
+  o.client_order_id = ClientOrderId::From(cid);
+  return o;
+}
+
+// An OCO and three OTO lists through a real engine, projected in three runs
+// (a restart after each: the builder is seeded from the store's open orders
+// and lists): the lists' rows (ids, client ids, status, times), their
+// orders' list id and iceberg slice, a pending order PENDING_NEW until its
+// working order fills, then NEW (placed then), CANCELED when its working
+// order is canceled and REJECTED when it can no longer be placed; the list
+// queries by id, by list client id and by filter; and the whole equals a
+// rebuild and the read side.
+TEST_P(StoreTest, OrderListsAndTheirPendingOrders) {
+  JournalBuilder j(root_, 41);
+  using engine::OrderType;
+  using engine::Side;
+  using engine::TimeInForce;
+  using marketdata::OrderStatus;
+  const MarketId btc = workload::mixed::kBtcUsdt;
+  constexpr uint64_t kStride = engine::kListOrderStride;
+  int64_t t = j.records.back().front().timestamp_ns + 1'000'000'000;
+  // Runs a command at the next second; its sequence.
+  auto run = [&](const Command& c, bool refused = false) {
+    j.Process(c);
+    bool rejected = false;
+    for (const Event& e : j.records.back()) {
+      rejected = rejected || e.type() == engine::EventType::kRejected;
+    }
+    EXPECT_EQ(rejected, refused) << "record " << j.last_seq();
+    return j.last_seq();
+  };
+  auto limit = [&](uint32_t account, Side side, int64_t price, int64_t qty) {
+    t += 1'000'000'000;
+    return run(workload::Place(t, AccountId{account}, btc, side, OrderType::kLimit,
+                               TimeInForce::kGtc, price, qty));
+  };
+  auto list = [&](uint32_t account, engine::ListType type, std::string_view cid,
+                  std::vector<engine::ListOrder> orders) {
+    t += 1'000'000'000;
+    engine::PlaceOrderList l;
+    l.account = AccountId{account};
+    l.market = btc;
+    l.type = type;
+    l.list_client_order_id = ClientOrderId::From(cid);
+    for (std::size_t k = 0; k < orders.size(); ++k) l.orders[k] = orders[k];
+    return run(Command{t, l});
+  };
+  auto time_of = [&](uint64_t seq) { return j.records[seq - 1].front().timestamp_ns; };
+  auto project = [&](Store* s, std::size_t batch_events) {
+    ProjectorOptions po;
+    po.batch_events = batch_events;
+    Projector p(root_, j.config, j.hash, s, po);
+    ASSERT_TRUE(p.Init().ok());
+    ASSERT_TRUE(p.CatchUp().ok());
+    EXPECT_EQ(p.applied_seq(), j.last_seq());
+  };
+  auto order = [&](Store* s, uint32_t account, uint64_t id) {
+    auto o = s->FindOrder(account, Raw(btc), id);
+    EXPECT_TRUE(o.ok() && o->has_value()) << id;
+    return o.ok() && o->has_value() ? **o : OrderRecord{};
+  };
+  auto find_list = [&](Store* s, uint32_t account, uint64_t id) {
+    auto l = s->FindOrderList(account, id);
+    EXPECT_TRUE(l.ok() && l->has_value()) << id;
+    return l.ok() && l->has_value() ? **l : ListRecord{};
+  };
+
+  limit(1, Side::kSell, 1000, 1);
+  limit(2, Side::kBuy, 1000, 1);  // last price 1000
+  // A sell OCO: a limit maker above, a stop-loss limit below every later
+  // trade's price.
+  const uint64_t oco = list(3, engine::ListType::kOco, "oco-1",
+                            {Leg(Side::kSell, OrderType::kLimitMaker, 2, 1100, "oco-a"),
+                             Leg(Side::kSell, OrderType::kStopLossLimit, 2, 640, "oco-b", 650)});
+  // OTOs: a working bid, a pending sell (an iceberg; one that account 5
+  // cannot fund once it is placed).
+  const uint64_t oto = list(3, engine::ListType::kOto, "oto-1",
+                            {Leg(Side::kBuy, OrderType::kLimit, 2, 900, "oto-w"),
+                             Leg(Side::kSell, OrderType::kLimit, 2, 1200, "oto-p", 0, 1)});
+  const uint64_t oto2 = list(4, engine::ListType::kOto, "oto-2",
+                             {Leg(Side::kBuy, OrderType::kLimit, 1, 800, "x-w"),
+                              Leg(Side::kSell, OrderType::kLimit, 1, 1300, "x-p")});
+  const uint64_t oto3 = list(5, engine::ListType::kOto, "",
+                             {Leg(Side::kBuy, OrderType::kLimit, 1, 700, "r-w"),
+                              Leg(Side::kSell, OrderType::kLimit, 5000, 1400, "r-p")});
+  j.Flush();
+
+  auto s = Open(NewStoreOptions("l"), j.config);
+  ASSERT_NE(s, nullptr);
+  project(s.get(), 4);
+  {
+    const ListRecord l = find_list(s.get(), 3, oco);
+    EXPECT_EQ(l.id, oco);
+    EXPECT_EQ(l.account, AccountId{3});
+    EXPECT_EQ(l.market, btc);
+    EXPECT_EQ(l.type, engine::ListType::kOco);
+    EXPECT_EQ(l.list_client_order_id.view(), "oco-1");
+    EXPECT_EQ(l.orders[0], OrderId{oco});
+    EXPECT_EQ(l.orders[1], OrderId{oco + kStride});
+    EXPECT_EQ(Raw(l.orders[2]), 0u);
+    EXPECT_EQ(l.client_ids[0].view(), "oco-a");
+    EXPECT_EQ(l.client_ids[1].view(), "oco-b");
+    EXPECT_TRUE(l.client_ids[2].empty());
+    EXPECT_EQ(l.status, ListStatus::kExecuting);
+    EXPECT_EQ(l.time_ns, time_of(oco));
+    EXPECT_EQ(l.update_ns, time_of(oco));
+    EXPECT_EQ(l.size(), 2u);
+    const OrderRecord below = order(s.get(), 3, oco + kStride);
+    EXPECT_EQ(below.list_id, oco);
+    EXPECT_EQ(below.stop_price, Price{650});
+    EXPECT_EQ(order(s.get(), 3, oco).list_id, oco);
+
+    const ListRecord o = find_list(s.get(), 3, oto);
+    EXPECT_EQ(o.type, engine::ListType::kOto);
+    EXPECT_EQ(o.client_ids[0].view(), "oto-w");
+    EXPECT_EQ(o.client_ids[1].view(), "oto-p");
+    const OrderRecord pending = order(s.get(), 3, oto + kStride);
+    EXPECT_EQ(pending.status, OrderStatus::kPendingNew);
+    EXPECT_EQ(pending.list_id, oto);
+    EXPECT_EQ(pending.iceberg_qty, Qty{1});
+    EXPECT_EQ(pending.remaining, Qty{2});
+    EXPECT_EQ(pending.terms.side, Side::kSell);
+    EXPECT_EQ(pending.terms.price, Price{1200});
+    EXPECT_EQ(pending.client_order_id.view(), "oto-p");
+    EXPECT_EQ(pending.time_ns, time_of(oto));
+    EXPECT_FALSE(pending.working);
+    EXPECT_EQ(order(s.get(), 3, oto).list_id, oto);
+    EXPECT_EQ(order(s.get(), 3, oto).iceberg_qty, Qty{0});
+  }
+  auto open_lists = s->OpenOrderLists();
+  ASSERT_TRUE(open_lists.ok()) << open_lists.status().message();
+  ASSERT_EQ(open_lists->size(), 4u);
+  EXPECT_EQ((*open_lists)[0].list.id, oco);
+  EXPECT_EQ((*open_lists)[0].created_seq, oco);
+  auto open_orders = s->OpenOrders();
+  ASSERT_TRUE(open_orders.ok());
+  std::size_t pending_open = 0;
+  for (const OrderRow& r : *open_orders) {
+    pending_open += r.order.status == OrderStatus::kPendingNew ? 1 : 0;
+  }
+  EXPECT_EQ(pending_open, 3u);
+
+  // The OTO's working bid fills: its pending sell is placed, NEW now (and
+  // placed now), an iceberg of the same list.
+  const uint64_t fill = limit(1, Side::kSell, 900, 2);
+  j.Flush();
+  project(s.get(), 1000);  // a restart: seeded from the store
+  {
+    const OrderRecord placed = order(s.get(), 3, oto + kStride);
+    EXPECT_EQ(placed.status, OrderStatus::kNew);
+    EXPECT_TRUE(placed.working);
+    EXPECT_EQ(placed.list_id, oto);
+    EXPECT_EQ(placed.iceberg_qty, Qty{1});
+    EXPECT_EQ(placed.time_ns, time_of(fill));
+    EXPECT_EQ(placed.update_ns, time_of(fill));
+    EXPECT_EQ(order(s.get(), 3, oto).status, OrderStatus::kFilled);
+    EXPECT_EQ(find_list(s.get(), 3, oto).status, ListStatus::kExecuting);
+  }
+
+  // Account 4 cancels its working bid: the list is done and its pending
+  // order CANCELED. Account 2 takes the OCO's limit maker: its stop goes,
+  // the OCO is done. Account 5's working bid fills, its pending sell cannot
+  // be funded: REJECTED, and the list is done.
+  t += 1'000'000'000;
+  const uint64_t cancel = run(workload::Cancel(t, AccountId{4}, btc, OrderId{oto2}));
+  const uint64_t take = limit(2, Side::kBuy, 1100, 2);
+  t += 1'000'000'000;
+  const uint64_t refuse = run(workload::Place(t, AccountId{1}, btc, Side::kSell, OrderType::kLimit,
+                                              TimeInForce::kGtc, 700, 1),
+                              /*refused=*/true);  // the pending sell, not this order
+  // The list client id of a list that is done, again: the newer one is found.
+  const uint64_t again = list(4, engine::ListType::kOto, "oto-2",
+                              {Leg(Side::kBuy, OrderType::kLimit, 1, 600, ""),
+                               Leg(Side::kSell, OrderType::kLimit, 1, 1500, "")});
+  j.Flush();
+  project(s.get(), 3);
+  {
+    const ListRecord done2 = find_list(s.get(), 4, oto2);
+    EXPECT_EQ(done2.status, ListStatus::kAllDone);
+    EXPECT_EQ(done2.time_ns, time_of(oto2));
+    EXPECT_EQ(done2.update_ns, time_of(cancel));
+    const OrderRecord canceled = order(s.get(), 4, oto2 + kStride);
+    EXPECT_EQ(canceled.status, OrderStatus::kCanceled);
+    EXPECT_EQ(canceled.remaining, Qty{0});
+    EXPECT_EQ(canceled.update_ns, time_of(cancel));
+    EXPECT_EQ(canceled.time_ns, time_of(oto2));
+    EXPECT_EQ(order(s.get(), 4, oto2).status, OrderStatus::kCanceled);
+
+    const ListRecord done = find_list(s.get(), 3, oco);
+    EXPECT_EQ(done.status, ListStatus::kAllDone);
+    EXPECT_EQ(done.update_ns, time_of(take));
+    EXPECT_EQ(order(s.get(), 3, oco).status, OrderStatus::kFilled);
+    EXPECT_EQ(order(s.get(), 3, oco + kStride).status, OrderStatus::kCanceled);
+
+    const ListRecord done3 = find_list(s.get(), 5, oto3);
+    EXPECT_EQ(done3.status, ListStatus::kAllDone);
+    EXPECT_TRUE(done3.list_client_order_id.empty());
+    EXPECT_EQ(done3.update_ns, time_of(refuse));
+    const OrderRecord refused = order(s.get(), 5, oto3 + kStride);
+    EXPECT_EQ(refused.status, OrderStatus::kRejected);
+    EXPECT_EQ(refused.remaining, Qty{0});
+    EXPECT_EQ(refused.update_ns, time_of(refuse));
+
+    auto newest = s->FindOrderListByClientId(4, "oto-2");
+    ASSERT_TRUE(newest.ok() && newest->has_value());
+    EXPECT_EQ((*newest)->id, again);
+    auto none = s->FindOrderListByClientId(3, "oto-2");  // another account's
+    ASSERT_TRUE(none.ok());
+    EXPECT_FALSE(none->has_value());
+    auto unknown = s->FindOrderList(3, again);
+    ASSERT_TRUE(unknown.ok());
+    EXPECT_FALSE(unknown->has_value());
+  }
+  auto still_open = s->OpenOrderLists();
+  ASSERT_TRUE(still_open.ok());
+  ASSERT_EQ(still_open->size(), 2u);  // the first OTO (its pending sell rests) and the last
+  EXPECT_EQ((*still_open)[0].list.id, oto);
+  EXPECT_EQ((*still_open)[1].list.id, again);
+
+  // allOrderList's filters.
+  auto ids = [&](const HistoryQuery& q) {
+    std::vector<uint64_t> out;
+    auto r = s->AllOrderLists(q);
+    EXPECT_TRUE(r.ok()) << r.status().message();
+    if (r.ok()) {
+      for (const ListRecord& l : *r) out.push_back(l.id);
+    }
+    return out;
+  };
+  using Ids = std::vector<uint64_t>;
+  const int64_t oco_ms = time_of(oco) / 1'000'000;
+  const int64_t oto_ms = time_of(oto) / 1'000'000;
+  EXPECT_EQ(ids({.account = 3}), (Ids{oco, oto}));
+  EXPECT_EQ(ids({.account = 3, .limit = 1}), (Ids{oto}));  // the newest
+  EXPECT_EQ(ids({.account = 3, .from_id = oco, .limit = 1}), (Ids{oco}));
+  EXPECT_EQ(ids({.account = 3, .from_id = oco + 1}), (Ids{oto}));
+  EXPECT_EQ(ids({.account = 3, .start_ms = oto_ms}), (Ids{oto}));
+  EXPECT_EQ(ids({.account = 3, .start_ms = oco_ms + 1, .end_ms = oto_ms - 1}), Ids{});
+  EXPECT_EQ(ids({.account = 3, .end_ms = oco_ms}), (Ids{oco}));
+  EXPECT_EQ(ids({.account = 3, .start_ms = oco_ms, .end_ms = oto_ms, .limit = 1}), (Ids{oco}));
+  EXPECT_EQ(ids({.account = 4}), (Ids{oto2, again}));
+  EXPECT_EQ(ids({.account = 4, .market = 1}), (Ids{oto2, again}));  // every market
+  EXPECT_EQ(ids({.account = 6}), Ids{});
+
+  // The pending order's reports: NEW while pending, NEW again once placed.
+  RowBuilder b(j.config);
+  RowBatch batch;
+  for (std::size_t i = 0; i < j.records.size(); ++i) b.AddRecord(i + 1, 0, j.records[i], &batch);
+  b.Finish(&batch);
+  std::vector<std::pair<ExecType, OrderStatus>> reports, refused_reports;
+  for (const OrderEventRow& e : batch.order_events) {
+    if (e.order_id == oto + kStride) reports.emplace_back(e.exec_type, e.status);
+    if (e.order_id == oto3 + kStride) {
+      refused_reports.emplace_back(e.exec_type, e.status);
+      if (e.exec_type == ExecType::kRejected) {
+        EXPECT_EQ(e.reject, engine::RejectReason::kInsufficientBalance);
+      }
+    }
+  }
+  EXPECT_EQ(reports,
+            (std::vector<std::pair<ExecType, OrderStatus>>{
+                {ExecType::kNew, OrderStatus::kPendingNew}, {ExecType::kNew, OrderStatus::kNew}}));
+  EXPECT_EQ(refused_reports, (std::vector<std::pair<ExecType, OrderStatus>>{
+                                 {ExecType::kNew, OrderStatus::kPendingNew},
+                                 {ExecType::kRejected, OrderStatus::kRejected}}));
+  EXPECT_EQ(b.open_lists(), 2u);
+
+  // A rebuild gives the same rows; the read side holds the same lists and
+  // orders, field for field.
+  auto r = Open(NewStoreOptions("lr"), j.config);
+  ASSERT_TRUE(Rebuild(root_, j.config, r.get()).ok());
+  const auto rebuilt = DumpOf(r.get());
+  ExpectSameRows(rebuilt, DumpOf(s.get()));
+  EXPECT_EQ(Rows(rebuilt, "order_lists"), 5u);
+  auto totals = s->Totals();
+  ASSERT_TRUE(totals.ok());
+  EXPECT_EQ(totals->order_lists, 5u);
+  marketdata::ReadSide rs(j.config);
+  {
+    engine::Engine fresh(j.config);
+    rs.Bootstrap(fresh.ExportImage());
+  }
+  marketdata::BatchOutput out;
+  for (const EventBuffer& ev : j.records) rs.Apply(ev, &out);
+  for (const uint32_t a : {3u, 4u, 5u}) {
+    const auto want = rs.AllLists(AccountId{a}, 0, 0, 0, 100);
+    auto have = s->AllOrderLists({.account = a});
+    ASSERT_TRUE(have.ok());
+    ASSERT_EQ(have->size(), want.size());
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      EXPECT_EQ(ListText((*have)[i]), ListText(want[i]));
+    }
+    for (const OrderRecord& w : rs.AllOrders(AccountId{a}, btc, 0, 0, 0, 100)) {
+      const OrderRecord h = order(s.get(), a, Raw(w.id));
+      EXPECT_EQ(h.status, w.status) << Raw(w.id);
+      EXPECT_EQ(h.list_id, w.list_id) << Raw(w.id);
+      EXPECT_EQ(h.iceberg_qty, w.iceberg_qty) << Raw(w.id);
+      EXPECT_EQ(h.time_ns, w.time_ns) << Raw(w.id);
+      EXPECT_EQ(h.update_ns, w.update_ns) << Raw(w.id);
+      EXPECT_EQ(h.remaining, w.remaining) << Raw(w.id);
+      EXPECT_EQ(h.working, w.working) << Raw(w.id);
+      EXPECT_EQ(h.client_order_id, w.client_order_id) << Raw(w.id);
+    }
+  }
+}
+
+// A database a version-3 build wrote (an order, no lists) is migrated to
+// version 4 when opened: its order reads back with no iceberg and no list,
+// and the store takes lists and pending orders from then on.
+TEST_P(StoreTest, AVersionThreeDatabaseMigrates) {
+  static_assert(kSchemaVersion == 4);
+  const StoreOptions o = NewStoreOptions("v3");
+  const Dialect dialect = o.backend == "sqlite" ? Dialect::kSqlite : Dialect::kPostgres;
+  std::vector<std::string> sql = {
+      "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, description TEXT NOT NULL)"};
+  for (const Migration& m : Migrations()) {
+    if (m.version > 3) break;
+    for (std::string& st : Statements(m, dialect)) sql.push_back(std::move(st));
+    sql.push_back("INSERT INTO schema_migrations VALUES (" + std::to_string(m.version) + ", '" +
+                  std::string(m.description) + "')");
+  }
+  // Order 4 (open, a stop) as version 3 wrote it.
+  sql.push_back(
+      "INSERT INTO orders VALUES (4, 1, 0, 1, 5, 0, 0, 650, 3, 0, 0, 0, 3, 0, 0, 0, 'old-order', "
+      "4000000000, 4000000000, 4, 4, 660, 0, 0, 0)");
+  sql.push_back("UPDATE projector_state SET applied_seq = 5, applied_time_ns = 5000000000");
+  std::function<std::string(const std::string&)> value;
+  if (o.backend == "sqlite") {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(o.path.c_str(), &db), SQLITE_OK);
+    for (const std::string& st : sql) {
+      ASSERT_EQ(sqlite3_exec(db, st.c_str(), nullptr, nullptr, nullptr), SQLITE_OK)
+          << st << ": " << sqlite3_errmsg(db);
+    }
+    sqlite3_close(db);
+    value = [path = o.path](const std::string& q) {
+      sqlite3* conn = nullptr;
+      std::string out = "<error>";
+      if (sqlite3_open(path.c_str(), &conn) == SQLITE_OK) {
+        sqlite3_stmt* stmt = nullptr;
+        if (sqlite3_prepare_v2(conn, q.c_str(), -1, &stmt, nullptr) == SQLITE_OK &&
+            sqlite3_step(stmt) == SQLITE_ROW) {
+          out = reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0));
+        }
+        sqlite3_finalize(stmt);
+      }
+      sqlite3_close(conn);
+      return out;
+    };
+  } else {
+    PGconn* c = PQconnectdb(o.url.c_str());
+    ASSERT_EQ(PQstatus(c), CONNECTION_OK) << PQerrorMessage(c);
+    for (const std::string& st : sql) {
+      PGresult* res = PQexec(c, st.c_str());
+      EXPECT_EQ(PQresultStatus(res), PGRES_COMMAND_OK) << st << ": " << PQerrorMessage(c);
+      PQclear(res);
+    }
+    PQfinish(c);
+    value = [url = o.url](const std::string& q) {
+      PGconn* conn = PQconnectdb(url.c_str());
+      std::string out = "<error>";
+      PGresult* res = PQexec(conn, q.c_str());
+      if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1) {
+        out = PQgetvalue(res, 0, 0);
+      }
+      PQclear(res);
+      PQfinish(conn);
+      return out;
+    };
+  }
+  ASSERT_EQ(value("SELECT MAX(version) FROM schema_migrations"), "3");
+
+  auto s = Open(o, workload::MixedConfig());
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(value("SELECT MAX(version) FROM schema_migrations"), "4");
+  EXPECT_EQ(value("SELECT description FROM schema_migrations WHERE version = 4"),
+            std::string(Migrations()[3].description));
+  EXPECT_EQ(value("SELECT COUNT(*) FROM order_lists"), "0");
+  auto old = s->FindOrder(1, 0, 4);
+  ASSERT_TRUE(old.ok() && old->has_value());
+  EXPECT_EQ((*old)->client_order_id.view(), "old-order");
+  EXPECT_EQ((*old)->stop_price, Price{660});
+  EXPECT_EQ((*old)->iceberg_qty, Qty{0});
+  EXPECT_EQ((*old)->list_id, 0u);
+  auto open = s->OpenOrders();
+  ASSERT_TRUE(open.ok());
+  ASSERT_EQ(open->size(), 1u);
+  EXPECT_EQ(Raw((*open)[0].order.id), 4u);
+
+  // A list with a pending order, committed on top, read back.
+  TransferRecords r;
+  r.seq = 5;
+  RowBatch b;
+  engine::ListAccepted la;
+  la.list_id = 6;
+  la.account = AccountId{1};
+  la.market = MarketId{0};
+  la.type = engine::ListType::kOto;
+  la.list_client_order_id = ClientOrderId::From("new-list");
+  la.order_ids[0] = OrderId{6};
+  la.order_ids[1] = OrderId{6 + engine::kListOrderStride};
+  engine::OrderAccepted wa;
+  wa.order_id = OrderId{6};
+  wa.terms = engine::OrderTerms{AccountId{1},
+                                MarketId{0},
+                                engine::Side::kBuy,
+                                engine::OrderType::kLimit,
+                                engine::TimeInForce::kGtc,
+                                engine::StpMode::kNone,
+                                Price{500},
+                                Qty{2}};
+  wa.client_order_id = ClientOrderId::From("w");
+  engine::OrderPending pa;
+  pa.order_id = la.order_ids[1];
+  pa.list_id = 6;
+  pa.terms = wa.terms;
+  pa.terms.side = engine::Side::kSell;
+  pa.terms.price = Price{900};
+  pa.iceberg_qty = Qty{1};
+  pa.client_order_id = ClientOrderId::From("p");
+  r.Add(&b, 6, la, wa, pa);
+  ASSERT_TRUE(r.Commit(s.get(), &b).ok());
+  auto l = s->FindOrderListByClientId(1, "new-list");
+  ASSERT_TRUE(l.ok() && l->has_value()) << l.status().message();
+  EXPECT_EQ((*l)->id, 6u);
+  EXPECT_EQ((*l)->client_ids[0].view(), "w");
+  EXPECT_EQ((*l)->client_ids[1].view(), "p");
+  auto p = s->FindOrder(1, 0, 6 + engine::kListOrderStride);
+  ASSERT_TRUE(p.ok() && p->has_value());
+  EXPECT_EQ((*p)->status, marketdata::OrderStatus::kPendingNew);
+  EXPECT_EQ((*p)->iceberg_qty, Qty{1});
+  EXPECT_EQ((*p)->list_id, 6u);
+  auto open_now = s->OpenOrders();
+  ASSERT_TRUE(open_now.ok());
+  EXPECT_EQ(open_now->size(), 3u);  // the old order, the working one, the pending one
+  auto lists = s->OpenOrderLists();
+  ASSERT_TRUE(lists.ok());
+  ASSERT_EQ(lists->size(), 1u);
+  EXPECT_EQ(lists->front().created_seq, 6u);
+  s.reset();
+  ASSERT_NE(Open(o, workload::MixedConfig()), nullptr);
+  EXPECT_EQ(value("SELECT COUNT(*) FROM schema_migrations"), "4");
 }
 
 // ---- a database outage never stops trading --------------------------------

@@ -70,7 +70,9 @@ Status Projector::Init() {
   }
   auto open = store_->OpenOrders();
   if (!open.ok()) return open.status();
-  builder_.Seed(*open);
+  auto lists = store_->OpenOrderLists();
+  if (!lists.ok()) return lists.status();
+  builder_.Seed(*open, *lists);
   state_ = *state;
   tail_ = std::make_unique<journal::JournalTail>(data_dir_, config_hash_, state_.applied_seq + 1,
                                                  options_.file_system);

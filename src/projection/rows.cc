@@ -1,5 +1,6 @@
 #include "projection/rows.h"
 
+#include <algorithm>
 #include <cassert>
 #include <type_traits>
 #include <variant>
@@ -11,6 +12,8 @@ void RowBatch::Clear() {
   last_time_ns = 0;
   events = 0;
   orders.clear();
+  pending_placed.clear();
+  lists.clear();
   order_events.clear();
   trades.clear();
   ledger.clear();
@@ -22,14 +25,64 @@ void RowBatch::Clear() {
 
 RowBuilder::RowBuilder(const engine::EngineConfig& config) : config_(config) {}
 
-void RowBuilder::Seed(std::span<const OrderRow> open_orders) {
+void RowBuilder::Seed(std::span<const OrderRow> open_orders, std::span<const ListRow> open_lists) {
   open_.clear();
   trailing_.clear();
+  lists_.clear();
+  list_of_.clear();
   for (const OrderRow& row : open_orders) {
     open_.emplace(Raw(row.order.id), row);
     const OrderRecord& o = row.order;
-    if (marketdata::Untriggered(o) && o.trailing_delta != 0 && o.trailing_ns == 0) Watch(o);
+    // A pending order is in no trigger structure yet: it watches once placed.
+    if (o.status != OrderStatus::kPendingNew && marketdata::Untriggered(o) &&
+        o.trailing_delta != 0 && o.trailing_ns == 0) {
+      Watch(o);
+    }
   }
+  for (const ListRow& row : open_lists) {
+    lists_.emplace(row.list.id, row);
+    for (const OrderId id : row.list.orders) {
+      if (Raw(id) != 0) list_of_[Raw(id)] = row.list.id;
+    }
+  }
+}
+
+uint64_t RowBuilder::ListOf(OrderId id) const {
+  auto it = list_of_.find(Raw(id));
+  return it == list_of_.end() ? 0 : it->second;
+}
+
+void RowBuilder::SetListClientId(uint64_t list_id, OrderId id, const ClientOrderId& cid) {
+  auto it = lists_.find(list_id);
+  if (it == lists_.end()) return;
+  ListRecord& l = it->second.list;
+  for (int k = 0; k < 3; ++k) {
+    if (l.orders[k] != id || l.client_ids[k] == cid) continue;
+    l.client_ids[k] = cid;
+    it->second.updated_seq = seq_;
+    touched_lists_.push_back(list_id);
+  }
+}
+
+// No order of the list is open or pending any more: pending orders that were
+// never placed (their working order did not fill) are canceled, and the list
+// is all done.
+void RowBuilder::ListDone(const engine::ListDone& x, RowBatch* batch) {
+  auto it = lists_.find(x.list_id);
+  if (it == lists_.end()) return;
+  ListRow& row = it->second;
+  for (const OrderId id : row.list.orders) {
+    if (Raw(id) == 0) continue;
+    list_of_.erase(Raw(id));
+    auto o = open_.find(Raw(id));
+    if (o == open_.end() || o->second.order.status != OrderStatus::kPendingNew) continue;
+    Close(Raw(id), OrderStatus::kCanceled, engine::ExpireReason::kIocRemainder, ExecType::kCanceled,
+          batch);
+  }
+  row.list.status = ListStatus::kAllDone;
+  row.list.update_ns = ts_;
+  row.updated_seq = seq_;
+  touched_lists_.push_back(x.list_id);
 }
 
 void RowBuilder::Watch(const OrderRecord& o) {
@@ -116,13 +169,32 @@ void RowBuilder::Event(const engine::Event& ev, RowBatch* batch) {
         if constexpr (std::is_same_v<T, engine::OrderAccepted>) {
           OrderRow row;
           row.order = marketdata::NewOrderRecord(x, ts_);
+          row.order.list_id = ListOf(x.order_id);
           row.created_seq = seq_;
           row.updated_seq = seq_;
           const uint64_t id = Raw(x.order_id);
+          if (auto pending = open_.find(id);
+              pending != open_.end() && pending->second.order.status == OrderStatus::kPendingNew) {
+            // A pending order of a list placed: the same row, placed now.
+            placed_pending_.push_back(id);
+          }
+          if (row.order.list_id != 0) {
+            SetListClientId(row.order.list_id, x.order_id, x.client_order_id);
+          }
           open_.insert_or_assign(id, row);
           touched_.push_back(id);
           Report(row, ExecType::kNew, 0, engine::RejectReason::kNone, batch);
         } else if constexpr (std::is_same_v<T, engine::Rejected>) {
+          if (x.command == engine::CommandType::kPlaceOrderList && Raw(x.order_id) != 0) {
+            // A pending order of a list that could not be placed once its
+            // working order filled.
+            OrderRow* r = Touch(Raw(x.order_id));
+            if (r == nullptr) return;
+            r->order.status = OrderStatus::kRejected;
+            r->order.remaining = Qty{0};
+            Report(*r, ExecType::kRejected, 0, x.reason, batch);
+            return;
+          }
           // A refused order is an execution report with no order behind it.
           if (x.command != engine::CommandType::kPlaceOrder) return;
           OrderRow row;
@@ -234,15 +306,57 @@ void RowBuilder::Event(const engine::Event& ev, RowBatch* batch) {
         } else if constexpr (std::is_same_v<T, engine::TransferRefunded>) {
           batch->transfers_resolved.push_back(
               TransferResolvedRow{Raw(x.transfer_id), Raw(x.account), false, x.reason, ts_});
-        } else if constexpr (std::is_same_v<T, engine::IcebergAccepted> ||
-                             std::is_same_v<T, engine::IcebergRefilled> ||
-                             std::is_same_v<T, engine::ListAccepted> ||
-                             std::is_same_v<T, engine::OrderPending> ||
-                             std::is_same_v<T, engine::ListDone>) {
-          // The history keeps the orders themselves (an iceberg's or a
-          // list order's rows as any order's, from its OrderAccepted); the
-          // slices of icebergs, the lists and pending orders not placed yet
-          // are not stored.
+        } else if constexpr (std::is_same_v<T, engine::IcebergAccepted>) {
+          // The order just accepted is an iceberg showing `slice` lots.
+          OrderRow* r = Touch(Raw(x.order_id));
+          if (r == nullptr) return;
+          r->order.iceberg_qty = x.slice;
+        } else if constexpr (std::is_same_v<T, engine::IcebergRefilled>) {
+          // The visible part the book shows is not history: nothing changes
+          // in the order's row.
+        } else if constexpr (std::is_same_v<T, engine::ListAccepted>) {
+          ListRow row;
+          ListRecord& l = row.list;
+          l.id = x.list_id;
+          l.account = x.account;
+          l.market = x.market;
+          l.type = x.type;
+          l.list_client_order_id = x.list_client_order_id;
+          for (int k = 0; k < 3; ++k) {
+            l.orders[k] = x.order_ids[k];
+            if (Raw(x.order_ids[k]) != 0) list_of_[Raw(x.order_ids[k])] = x.list_id;
+          }
+          l.status = ListStatus::kExecuting;
+          l.time_ns = ts_;
+          l.update_ns = ts_;
+          row.created_seq = seq_;
+          row.updated_seq = seq_;
+          lists_.insert_or_assign(x.list_id, row);
+          touched_lists_.push_back(x.list_id);
+        } else if constexpr (std::is_same_v<T, engine::OrderPending>) {
+          // Open in PENDING_NEW, in no book, until placed or refused.
+          OrderRow row;
+          OrderRecord& o = row.order;
+          o.id = x.order_id;
+          o.terms = x.terms;
+          o.remaining = x.terms.qty;
+          o.status = OrderStatus::kPendingNew;
+          o.client_order_id = x.client_order_id;
+          o.time_ns = ts_;
+          o.update_ns = ts_;
+          o.stop_price = x.stop_price;
+          o.trailing_delta = x.trailing_delta;
+          o.iceberg_qty = x.iceberg_qty;
+          o.list_id = x.list_id;
+          row.created_seq = seq_;
+          row.updated_seq = seq_;
+          const uint64_t id = Raw(x.order_id);
+          open_.insert_or_assign(id, row);
+          touched_.push_back(id);
+          SetListClientId(x.list_id, x.order_id, x.client_order_id);
+          Report(row, ExecType::kNew, 0, engine::RejectReason::kNone, batch);
+        } else if constexpr (std::is_same_v<T, engine::ListDone>) {
+          ListDone(x, batch);
         } else {
           static_assert(std::is_same_v<T, engine::MarketStatusChanged>);
         }
@@ -290,12 +404,20 @@ void RowBuilder::Close(uint64_t order_id, OrderStatus status, engine::ExpireReas
 }
 
 void RowBuilder::Finish(RowBatch* batch) {
+  for (uint64_t id : placed_pending_) {
+    if (auto it = open_.find(id); it != open_.end()) {
+      batch->pending_placed.push_back(
+          PendingPlacedRow{id, it->second.order.time_ns, it->second.created_seq});
+    }
+  }
+  placed_pending_.clear();
   for (uint64_t id : touched_) {
     auto it = open_.find(id);
     if (it == open_.end()) continue;  // already written (a duplicate in touched_)
     batch->orders.push_back(it->second);
     const OrderStatus s = it->second.order.status;
-    if (s != OrderStatus::kNew && s != OrderStatus::kPartiallyFilled) {
+    if (s != OrderStatus::kNew && s != OrderStatus::kPartiallyFilled &&
+        s != OrderStatus::kPendingNew) {
       open_.erase(it);
     } else {
       // Written once per batch even when touched again: park it until the end.
@@ -306,6 +428,17 @@ void RowBuilder::Finish(RowBatch* batch) {
   open_.merge(parked_);
   parked_.clear();
   touched_.clear();
+  // Lists: one row each, by id; the done ones are forgotten.
+  std::sort(touched_lists_.begin(), touched_lists_.end());
+  touched_lists_.erase(std::unique(touched_lists_.begin(), touched_lists_.end()),
+                       touched_lists_.end());
+  for (uint64_t id : touched_lists_) {
+    auto it = lists_.find(id);
+    if (it == lists_.end()) continue;
+    batch->lists.push_back(it->second);
+    if (it->second.list.status != ListStatus::kExecuting) lists_.erase(it);
+  }
+  touched_lists_.clear();
 }
 
 }  // namespace mb::projection

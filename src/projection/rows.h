@@ -1,8 +1,8 @@
 // The projection's rows, derived from the journal's events alone.
 //
-//   events of one record ──▶ RowBuilder ──▶ RowBatch (orders to upsert,
-//        order_events, trades, ledger_entries, deposits, withdrawals,
-//        transfers_out, transfers_resolved)
+//   events of one record ──▶ RowBuilder ──▶ RowBatch (orders and order
+//        lists to upsert, order_events, trades, ledger_entries, deposits,
+//        withdrawals, transfers_out, transfers_resolved)
 //
 // Every key comes from the journal: order ids and transfer ids are the
 // sequence of the command, trade ids the engine's dense counter, and an
@@ -11,9 +11,17 @@
 // is what makes a rebuild row-for-row equal to the incremental projection.
 //
 // The builder keeps the current state of open orders (it needs an order's
-// executed quantity to describe the next fill). After a restart it is seeded
-// from the store's open orders (Seed), so a resumed projection and one built
-// from the start agree.
+// executed quantity to describe the next fill) and of open order lists (a
+// list's orders take its id; its pending orders are canceled when it ends).
+// After a restart it is seeded from the store's open orders and lists
+// (Seed), so a resumed projection and one built from the start agree.
+//
+// Orders and lists are what the read side (marketdata/read_side.cc) holds,
+// field for field: an OTO / OTOCO's pending order is an open order in
+// PENDING_NEW (reported NEW) from its OrderPending; its OrderAccepted places
+// it (NEW again, placed then: its time is the placing time), a Rejected
+// naming it refuses it, and a ListDone that finds it still pending cancels
+// it. An iceberg's slice comes from its IcebergAccepted.
 //
 // Thread safety: one thread owns a RowBuilder.
 #pragma once
@@ -33,6 +41,8 @@
 namespace mb::projection {
 
 using marketdata::ExecType;
+using marketdata::ListRecord;
+using marketdata::ListStatus;
 using marketdata::OrderRecord;
 using marketdata::OrderStatus;
 
@@ -41,6 +51,25 @@ struct OrderRow {
   OrderRecord order;
   uint64_t created_seq = 0;
   uint64_t updated_seq = 0;
+};
+
+// An order list's current state: ListRecord plus where it came from.
+struct ListRow {
+  ListRecord list;
+  uint64_t created_seq = 0;
+  uint64_t updated_seq = 0;
+};
+
+// A pending order of a list placed once its working order filled: from then
+// on it is placed at time_ns by the command created_seq (as the read side
+// sees it: its time, and the newest order with its client order id). The
+// orders' upsert leaves those alone (the placing time is indexed, and the
+// row may be stored already), so the store sets them apart.
+struct PendingPlacedRow {
+  uint64_t order_id = 0;
+  int64_t time_ns = 0;
+  uint64_t created_seq = 0;
+  friend bool operator==(const PendingPlacedRow&, const PendingPlacedRow&) = default;
 };
 
 // One change to one order (an executionReport, as the stream sent it).
@@ -132,8 +161,8 @@ struct TransferResolvedRow {
   friend bool operator==(const TransferResolvedRow&, const TransferResolvedRow&) = default;
 };
 
-// What a batch of records changes. Orders hold each touched order's state
-// after the batch (one row per order: upserted).
+// What a batch of records changes. Orders and lists hold each touched
+// order's / list's state after the batch (one row each: upserted).
 struct RowBatch {
   uint64_t first_seq = 0;
   uint64_t last_seq = 0;
@@ -141,6 +170,8 @@ struct RowBatch {
   int64_t last_time_ns = 0;
   uint64_t events = 0;
   std::vector<OrderRow> orders;
+  std::vector<PendingPlacedRow> pending_placed;  // set after the orders
+  std::vector<ListRow> lists;
   std::vector<OrderEventRow> order_events;
   std::vector<TradeRecord> trades;
   std::vector<LedgerRow> ledger;
@@ -157,17 +188,19 @@ class RowBuilder {
  public:
   explicit RowBuilder(const engine::EngineConfig& config);
 
-  // The open orders as the store holds them (after a restart).
-  void Seed(std::span<const OrderRow> open_orders);
+  // The open orders (pending ones included) and the open lists as the store
+  // holds them (after a restart).
+  void Seed(std::span<const OrderRow> open_orders, std::span<const ListRow> open_lists = {});
 
   // Adds one record's events (all of one sequence) to *batch.
   void AddRecord(uint64_t seq, uint64_t checksum, std::span<const engine::Event> events,
                  RowBatch* batch);
-  // Ends a batch: writes the state of every order it touched into batch->orders
-  // and forgets the orders that closed.
+  // Ends a batch: writes the state of every order and list it touched into
+  // batch->orders and batch->lists and forgets those that closed.
   void Finish(RowBatch* batch);
 
   std::size_t open_orders() const noexcept { return open_.size(); }
+  std::size_t open_lists() const noexcept { return lists_.size(); }
 
  private:
   OrderRow* Touch(uint64_t order_id);
@@ -191,12 +224,22 @@ class RowBuilder {
   };
   void Watch(const OrderRecord& o);
   void Activate(MarketId market, Price price);
+  // The open list an order belongs to (0: none).
+  uint64_t ListOf(OrderId id) const;
+  // The list's order `id` has client order id `cid` (as the read side's
+  // SetListClientId).
+  void SetListClientId(uint64_t list_id, OrderId id, const ClientOrderId& cid);
+  void ListDone(const engine::ListDone& x, RowBatch* batch);
 
   const engine::EngineConfig& config_;
   std::unordered_map<uint64_t, OrderRow> open_;    // orders not yet closed
   std::unordered_map<uint64_t, OrderRow> parked_;  // written in Finish(), still open
   std::vector<uint64_t> touched_;                  // in first-touch order
-  std::map<uint64_t, TrailWatch> trailing_;        // by order id
+  std::vector<uint64_t> placed_pending_;  // pending orders placed in this batch (pending_placed)
+  std::map<uint64_t, ListRow> lists_;     // open lists, by id
+  std::unordered_map<uint64_t, uint64_t> list_of_;  // an open list's order id -> list id
+  std::vector<uint64_t> touched_lists_;             // in this batch (written by id)
+  std::map<uint64_t, TrailWatch> trailing_;         // by order id
   std::vector<engine::LedgerEntry> lines_;
   uint64_t seq_ = 0;
   int64_t ts_ = 0;

@@ -145,10 +145,46 @@ ALTER TABLE orders ADD COLUMN trailing_ns BIGINT NOT NULL DEFAULT 0;
 ALTER TABLE orders ADD COLUMN trigger_ns BIGINT NOT NULL DEFAULT 0
 )sql";
 
-constexpr std::array<Migration, 3> kMigrations = {{
+// Version 4: order lists (OCO, OTO, OTOCO). An order's iceberg slice (lots;
+// 0: not an iceberg) and the list it belongs to (0: none); the lists
+// themselves, with their (up to three) orders' ids and client ids (order k
+// of a list: order_id_k, client_id_k; 0 and '' when the list has fewer) and
+// their status (0 executing, 1 all done). An OTO / OTOCO's pending orders
+// (PENDING_NEW, status 6) are open: orders_open covers them from now on.
+// Orders written before have neither: 0.
+constexpr std::string_view kV4 = R"sql(
+ALTER TABLE orders ADD COLUMN iceberg_qty BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE orders ADD COLUMN order_list_id BIGINT NOT NULL DEFAULT 0;
+DROP INDEX orders_open;
+CREATE INDEX orders_open ON orders (order_id) WHERE status < 2 OR status = 6;
+CREATE TABLE order_lists (
+  list_id {KEY} PRIMARY KEY,
+  account_id BIGINT NOT NULL,
+  market_id INTEGER NOT NULL,
+  type SMALLINT NOT NULL,
+  list_client_order_id TEXT NOT NULL,
+  order_id_0 BIGINT NOT NULL,
+  order_id_1 BIGINT NOT NULL,
+  order_id_2 BIGINT NOT NULL,
+  client_id_0 TEXT NOT NULL,
+  client_id_1 TEXT NOT NULL,
+  client_id_2 TEXT NOT NULL,
+  status SMALLINT NOT NULL,
+  time_ns BIGINT NOT NULL,
+  update_ns BIGINT NOT NULL,
+  created_seq BIGINT NOT NULL,
+  updated_seq BIGINT NOT NULL);
+CREATE INDEX order_lists_by_account ON order_lists (account_id, list_id);
+CREATE INDEX order_lists_by_client_id ON order_lists (account_id, list_client_order_id);
+CREATE INDEX order_lists_by_time ON order_lists (account_id, time_ns);
+CREATE INDEX order_lists_open ON order_lists (list_id) WHERE status = 0
+)sql";
+
+constexpr std::array<Migration, 4> kMigrations = {{
     {1, "orders, order_events, trades, ledger_entries, deposits, withdrawals", kV1},
     {2, "transfers_out, transfers_resolved", kV2},
     {3, "orders: stop_price, trailing_delta, trailing_ns, trigger_ns", kV3},
+    {4, "order_lists; orders: iceberg_qty, order_list_id", kV4},
 }};
 
 // Versions are 1, 2, ... in order, and the last is the one this build knows.
@@ -162,7 +198,7 @@ static_assert(Numbered(), "migrations are numbered 1, 2, ... in order");
 static_assert(kMigrations.back().version == kSchemaVersion,
               "kSchemaVersion (schema.h) is the last migration's version");
 
-constexpr std::array<TableSpec, 8> kTables = {{
+constexpr std::array<TableSpec, 9> kTables = {{
     {"orders", "order_id"},
     {"order_events", "seq, idx"},
     {"trades", "trade_id"},
@@ -171,6 +207,7 @@ constexpr std::array<TableSpec, 8> kTables = {{
     {"withdrawals", "transfer_id"},
     {"transfers_out", "transfer_id"},
     {"transfers_resolved", "transfer_id"},
+    {"order_lists", "list_id"},
 }};
 
 }  // namespace

@@ -31,7 +31,7 @@ struct Migration {
 
 // The last migration's version (schema.cc asserts it): a database at a lower
 // version is migrated on open, one at a higher version refused.
-inline constexpr int kSchemaVersion = 3;
+inline constexpr int kSchemaVersion = 4;
 
 std::span<const Migration> Migrations();
 

@@ -34,13 +34,23 @@ inline int64_t Small(auto e) { return static_cast<int64_t>(e); }
 inline auto Values(const OrderRow& r) {
   const OrderRecord& o = r.order;
   const engine::OrderTerms& t = o.terms;
-  return std::make_tuple(
-      Signed(Raw(o.id)), int64_t{Raw(t.account)}, int64_t{Raw(t.market)}, Small(t.side),
-      Small(t.type), Small(t.tif), Small(t.stp), t.price.value, t.qty.value, o.quote_qty.value,
-      o.executed.value, o.cumulative_quote.value, o.remaining.value, Small(o.status),
-      Small(o.expire_reason), int64_t{o.working ? 1 : 0}, o.client_order_id.view(), o.time_ns,
-      o.update_ns, Signed(r.created_seq), Signed(r.updated_seq), o.stop_price.value,
-      int64_t{o.trailing_delta}, o.trailing_ns, o.trigger_ns);
+  return std::make_tuple(Signed(Raw(o.id)), int64_t{Raw(t.account)}, int64_t{Raw(t.market)},
+                         Small(t.side), Small(t.type), Small(t.tif), Small(t.stp), t.price.value,
+                         t.qty.value, o.quote_qty.value, o.executed.value, o.cumulative_quote.value,
+                         o.remaining.value, Small(o.status), Small(o.expire_reason),
+                         int64_t{o.working ? 1 : 0}, o.client_order_id.view(), o.time_ns,
+                         o.update_ns, Signed(r.created_seq), Signed(r.updated_seq),
+                         o.stop_price.value, int64_t{o.trailing_delta}, o.trailing_ns, o.trigger_ns,
+                         o.iceberg_qty.value, Signed(o.list_id));
+}
+
+inline auto Values(const ListRow& r) {
+  const ListRecord& l = r.list;
+  return std::make_tuple(Signed(l.id), int64_t{Raw(l.account)}, int64_t{Raw(l.market)},
+                         Small(l.type), l.list_client_order_id.view(), Signed(Raw(l.orders[0])),
+                         Signed(Raw(l.orders[1])), Signed(Raw(l.orders[2])), l.client_ids[0].view(),
+                         l.client_ids[1].view(), l.client_ids[2].view(), Small(l.status), l.time_ns,
+                         l.update_ns, Signed(r.created_seq), Signed(r.updated_seq));
 }
 
 inline auto Values(const OrderEventRow& r) {
@@ -73,6 +83,10 @@ inline auto Values(const TransferOutRow& r) {
                          r.fee, std::string_view(r.ref), std::string_view(r.address), r.time_ns);
 }
 
+inline auto Values(const PendingPlacedRow& r) {
+  return std::make_tuple(r.time_ns, Signed(r.created_seq), Signed(r.order_id));  // kSetPlacedSql
+}
+
 inline auto Values(const TransferResolvedRow& r) {
   return std::make_tuple(Signed(r.transfer_id), int64_t{r.account}, int64_t{r.completed ? 1 : 0},
                          Small(r.reason), r.time_ns);
@@ -89,13 +103,42 @@ inline auto Values(const ProjectorState& s) {
 inline constexpr std::string_view kOrderColumns =
     "order_id, account_id, market_id, side, type, tif, stp, price, qty, quote_qty, executed_qty, "
     "cumulative_quote, remaining, status, expire_reason, working, client_order_id, time_ns, "
-    "update_ns, created_seq, updated_seq, stop_price, trailing_delta, trailing_ns, trigger_ns";
-inline constexpr std::size_t kOrderColumnCount = 25;
+    "update_ns, created_seq, updated_seq, stop_price, trailing_delta, trailing_ns, trigger_ns, "
+    "iceberg_qty, order_list_id";
+inline constexpr std::size_t kOrderColumnCount = 27;
 inline constexpr std::string_view kOrderSelect =
     "SELECT order_id, account_id, market_id, side, type, tif, stp, price, qty, quote_qty, "
     "executed_qty, cumulative_quote, remaining, status, expire_reason, working, client_order_id, "
     "time_ns, update_ns, created_seq, updated_seq, stop_price, trailing_delta, trailing_ns, "
-    "trigger_ns FROM orders";
+    "trigger_ns, iceberg_qty, order_list_id FROM orders";
+// After kOrderSelect: the open orders, NEW, PARTIALLY_FILLED and
+// PENDING_NEW (the partial index orders_open has the same condition, so it
+// serves the query).
+inline constexpr std::string_view kOpenOrdersWhere =
+    " WHERE status < 2 OR status = 6 ORDER BY order_id";
+// After kOrderSelect: the newest order of an account and market with a
+// client order id (account, market, client id), the one placed last: by the
+// placing sequence, not the id (a list's later orders have ids far above
+// every sequence, engine::kListOrderStride).
+inline constexpr std::string_view kOrderByClientIdWhere =
+    " WHERE account_id = ? AND market_id = ? AND client_order_id = ? ORDER BY created_seq DESC "
+    "LIMIT 1";
+// A pending order placed: time_ns, created_seq, order_id.
+inline constexpr std::string_view kSetPlacedSql =
+    "UPDATE orders SET time_ns = ?, created_seq = ? WHERE order_id = ?";
+
+inline constexpr std::string_view kListColumns =
+    "list_id, account_id, market_id, type, list_client_order_id, order_id_0, order_id_1, "
+    "order_id_2, client_id_0, client_id_1, client_id_2, status, time_ns, update_ns, created_seq, "
+    "updated_seq";
+inline constexpr std::size_t kListColumnCount = 16;
+inline constexpr std::string_view kListSelect =
+    "SELECT list_id, account_id, market_id, type, list_client_order_id, order_id_0, order_id_1, "
+    "order_id_2, client_id_0, client_id_1, client_id_2, status, time_ns, update_ns, created_seq, "
+    "updated_seq FROM order_lists";
+// After kListSelect: the open (executing) lists (the partial index
+// order_lists_open serves it).
+inline constexpr std::string_view kOpenListsWhere = " WHERE status = 0 ORDER BY list_id";
 inline constexpr std::string_view kStateSql =
     "SELECT applied_seq, applied_checksum, config_hash, applied_time_ns FROM projector_state";
 inline constexpr std::string_view kSetStateSql =
@@ -108,11 +151,19 @@ inline constexpr std::string_view kBalanceTotalsSql =
     "SELECT account_id, asset_id, bucket, SUM(delta) FROM ledger_entries "
     "GROUP BY account_id, asset_id, bucket ORDER BY account_id, asset_id, bucket";
 
-// INSERT ... ON CONFLICT (order_id) DO UPDATE SET every other column.
+// INSERT ... ON CONFLICT (order_id) DO UPDATE SET what an order's life
+// changes (not its placing time and sequence: kSetPlacedSql).
 std::string UpsertOrderSql();
+// INSERT ... ON CONFLICT (list_id) DO UPDATE SET what a list's life changes.
+std::string UpsertListSql();
 
 // allOrders: account, market, from_id, lo_ns, hi_ns, limit.
 std::string AllOrdersSql(bool ascending);
+// allOrderList: account, from_id, lo_ns, hi_ns, limit.
+std::string AllListsSql(bool ascending);
+// One list of the account: account, list_id (or, by_client_id, the list
+// client order id; the newest such).
+std::string FindListSql(bool by_client_id);
 // myTrades: account, market, order_id, order_id (maker side), the same four
 // for the taker side, then from_id, lo_ns, hi_ns, limit.
 std::string MyTradesSql(bool ascending);
@@ -181,6 +232,30 @@ OrderRow ReadOrderRow(const Row& r, int c) {
   o.trailing_delta = static_cast<int32_t>(r.Int(c + 22));
   o.trailing_ns = r.Int(c + 23);
   o.trigger_ns = r.Int(c + 24);
+  o.iceberg_qty = Qty{r.Int(c + 25)};
+  o.list_id = Unsigned(r.Int(c + 26));
+  return row;
+}
+
+// A row of kListSelect.
+template <class Row>
+ListRow ReadListRow(const Row& r) {
+  ListRow row;
+  ListRecord& l = row.list;
+  l.id = Unsigned(r.Int(0));
+  l.account = static_cast<AccountId>(r.Int(1));
+  l.market = static_cast<MarketId>(r.Int(2));
+  l.type = static_cast<engine::ListType>(r.Int(3));
+  l.list_client_order_id = ClientOrderId::From(r.Text(4));
+  for (int k = 0; k < 3; ++k) {
+    l.orders[k] = static_cast<OrderId>(Unsigned(r.Int(5 + k)));
+    l.client_ids[k] = ClientOrderId::From(r.Text(8 + k));
+  }
+  l.status = static_cast<ListStatus>(r.Int(11));
+  l.time_ns = r.Int(12);
+  l.update_ns = r.Int(13);
+  row.created_seq = Unsigned(r.Int(14));
+  row.updated_seq = Unsigned(r.Int(15));
   return row;
 }
 

@@ -244,6 +244,8 @@ class SqliteStore final : public Store, private concurrency::Agent {
 
   Result<std::vector<OrderRow>> OpenOrders() override { return OrderRows(writer_open_orders_); }
 
+  Result<std::vector<ListRow>> OpenOrderLists() override { return ListRows(writer_open_lists_); }
+
   Status Commit(const RowBatch& b, const ProjectorState& state) override {
     MB_RETURN_IF_ERROR(MakeRoom());
     MB_RETURN_IF_ERROR(begin_.Run());
@@ -332,6 +334,33 @@ class SqliteStore final : public Store, private concurrency::Agent {
     if (!err.ok()) return err;
     if (!Ascending(q)) std::reverse(out.begin(), out.end());
     return out;
+  }
+
+  Result<std::vector<ListRecord>> AllOrderLists(const HistoryQuery& q) override {
+    MutexLock lock(read_mu_);
+    Stmt& s = Ascending(q) ? all_lists_asc_ : all_lists_desc_;
+    s.Bind(q.account);
+    BindFilter(s, q);
+    auto rows = ListRows(s);
+    if (!rows.ok()) return rows.status();
+    std::vector<ListRecord> out;
+    out.reserve(rows->size());
+    for (const ListRow& r : *rows) out.push_back(r.list);
+    if (!Ascending(q)) std::reverse(out.begin(), out.end());
+    return out;
+  }
+
+  Result<std::optional<ListRecord>> FindOrderList(uint32_t account, uint64_t list_id) override {
+    MutexLock lock(read_mu_);
+    find_list_.Bind(account).Bind(Signed(list_id));
+    return FirstList(find_list_);
+  }
+
+  Result<std::optional<ListRecord>> FindOrderListByClientId(uint32_t account,
+                                                            std::string_view client_id) override {
+    MutexLock lock(read_mu_);
+    find_list_client_.Bind(account).Bind(client_id);
+    return FirstList(find_list_client_);
   }
 
   Result<std::vector<LedgerRow>> Ledger(const LedgerQuery& q) override {
@@ -601,10 +630,14 @@ class SqliteStore final : public Store, private concurrency::Agent {
     MB_RETURN_IF_ERROR(ins_withdrawal_.Prepare(writer_, InsertSql("withdrawals", 6)));
     MB_RETURN_IF_ERROR(ins_transfer_out_.Prepare(writer_, InsertSql("transfers_out", 8)));
     MB_RETURN_IF_ERROR(ins_transfer_resolved_.Prepare(writer_, InsertSql("transfers_resolved", 5)));
+    MB_RETURN_IF_ERROR(set_placed_.Prepare(writer_, kSetPlacedSql));
+    MB_RETURN_IF_ERROR(ins_list_.Prepare(writer_, UpsertListSql()));
     MB_RETURN_IF_ERROR(set_state_.Prepare(writer_, kSetStateSql));
     MB_RETURN_IF_ERROR(writer_state_.Prepare(writer_, kStateSql));
     MB_RETURN_IF_ERROR(writer_open_orders_.Prepare(
-        writer_, std::string(kOrderSelect) + " WHERE status < 2 ORDER BY order_id"));
+        writer_, std::string(kOrderSelect) + std::string(kOpenOrdersWhere)));
+    MB_RETURN_IF_ERROR(writer_open_lists_.Prepare(
+        writer_, std::string(kListSelect) + std::string(kOpenListsWhere)));
 
     MutexLock lock(read_mu_);  // uncontended: no query runs before Open() returns
     MB_RETURN_IF_ERROR(reader_state_.Prepare(reader_, kStateSql));
@@ -614,7 +647,11 @@ class SqliteStore final : public Store, private concurrency::Agent {
         std::string(kOrderSelect) + " WHERE account_id = ? AND market_id = ?";
     MB_RETURN_IF_ERROR(find_order_.Prepare(reader_, orders + " AND order_id = ?"));
     MB_RETURN_IF_ERROR(find_client_.Prepare(
-        reader_, orders + " AND client_order_id = ? ORDER BY order_id DESC LIMIT 1"));
+        reader_, std::string(kOrderSelect) + std::string(kOrderByClientIdWhere)));
+    MB_RETURN_IF_ERROR(all_lists_asc_.Prepare(reader_, AllListsSql(true)));
+    MB_RETURN_IF_ERROR(all_lists_desc_.Prepare(reader_, AllListsSql(false)));
+    MB_RETURN_IF_ERROR(find_list_.Prepare(reader_, FindListSql(false)));
+    MB_RETURN_IF_ERROR(find_list_client_.Prepare(reader_, FindListSql(true)));
     MB_RETURN_IF_ERROR(trades_asc_.Prepare(reader_, MyTradesSql(true)));
     MB_RETURN_IF_ERROR(trades_desc_.Prepare(reader_, MyTradesSql(false)));
     MB_RETURN_IF_ERROR(ledger_.Prepare(reader_, kLedgerSql));
@@ -658,6 +695,10 @@ class SqliteStore final : public Store, private concurrency::Agent {
       MB_RETURN_IF_ERROR(ins_transfer_resolved_.BindAll(Values(r)).Run());
     }
     for (const OrderRow& r : b.orders) MB_RETURN_IF_ERROR(ins_order_.BindAll(Values(r)).Run());
+    for (const PendingPlacedRow& r : b.pending_placed) {
+      MB_RETURN_IF_ERROR(set_placed_.BindAll(Values(r)).Run());
+    }
+    for (const ListRow& r : b.lists) MB_RETURN_IF_ERROR(ins_list_.BindAll(Values(r)).Run());
     return set_state_.BindAll(Values(state)).Run();
   }
 
@@ -677,6 +718,25 @@ class SqliteStore final : public Store, private concurrency::Agent {
     while (s.Next(&err)) out.push_back(ReadOrderRow(SqliteRow{&s}, 0));
     if (!err.ok()) return err;
     return out;
+  }
+
+  Result<std::vector<ListRow>> ListRows(Stmt& s) {
+    std::vector<ListRow> out;
+    Status err;
+    while (s.Next(&err)) out.push_back(ReadListRow(SqliteRow{&s}));
+    if (!err.ok()) return err;
+    return out;
+  }
+
+  Result<std::optional<ListRecord>> FirstList(Stmt& s) {
+    Status err;
+    if (!s.Next(&err)) {
+      if (!err.ok()) return err;
+      return std::optional<ListRecord>{};
+    }
+    ListRecord l = ReadListRow(SqliteRow{&s}).list;
+    s.Reset();
+    return std::optional<ListRecord>(l);
   }
 
   Result<std::optional<OrderRecord>> FirstOrder(Stmt& s) {
@@ -730,14 +790,18 @@ class SqliteStore final : public Store, private concurrency::Agent {
 
   Stmt begin_, commit_, rollback_;
   Stmt ins_order_, ins_event_, ins_trade_, ins_ledger_, ins_deposit_, ins_withdrawal_;
-  Stmt ins_transfer_out_, ins_transfer_resolved_;
-  Stmt set_state_, writer_state_, writer_open_orders_;
+  Stmt ins_transfer_out_, ins_transfer_resolved_, set_placed_, ins_list_;
+  Stmt set_state_, writer_state_, writer_open_orders_, writer_open_lists_;
   // The reader connection's statements.
   Stmt reader_state_ MB_GUARDED_BY(read_mu_);
   Stmt all_orders_asc_ MB_GUARDED_BY(read_mu_);
   Stmt all_orders_desc_ MB_GUARDED_BY(read_mu_);
   Stmt find_order_ MB_GUARDED_BY(read_mu_);
   Stmt find_client_ MB_GUARDED_BY(read_mu_);
+  Stmt all_lists_asc_ MB_GUARDED_BY(read_mu_);
+  Stmt all_lists_desc_ MB_GUARDED_BY(read_mu_);
+  Stmt find_list_ MB_GUARDED_BY(read_mu_);
+  Stmt find_list_client_ MB_GUARDED_BY(read_mu_);
   Stmt trades_asc_ MB_GUARDED_BY(read_mu_);
   Stmt trades_desc_ MB_GUARDED_BY(read_mu_);
   Stmt ledger_ MB_GUARDED_BY(read_mu_);

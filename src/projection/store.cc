@@ -28,6 +28,35 @@ std::string UpsertOrderSql() {
   return sql;
 }
 
+std::string UpsertListSql() {
+  // The list client order id is indexed and never changes; a list's orders'
+  // client ids are set as they are accepted.
+  constexpr std::string_view kMutable[] = {"client_id_0", "client_id_1", "client_id_2",
+                                           "status",      "update_ns",   "updated_seq"};
+  std::string sql = "INSERT INTO order_lists (" + std::string(kListColumns) + ") VALUES (?";
+  for (std::size_t i = 1; i < kListColumnCount; ++i) sql += ", ?";
+  sql += ") ON CONFLICT (list_id) DO UPDATE SET ";
+  bool first = true;
+  for (std::string_view col : kMutable) {
+    if (!first) sql += ", ";
+    sql += std::string(col) + " = excluded." + std::string(col);
+    first = false;
+  }
+  return sql;
+}
+
+std::string AllListsSql(bool ascending) {
+  return std::string(kListSelect) +
+         " WHERE account_id = ? AND list_id >= ? AND time_ns >= ? AND time_ns <= ? ORDER BY "
+         "list_id " +
+         (ascending ? "ASC" : "DESC") + " LIMIT ?";
+}
+
+std::string FindListSql(bool by_client_id) {
+  return std::string(kListSelect) + " WHERE account_id = ? AND " +
+         (by_client_id ? "list_client_order_id = ? ORDER BY list_id DESC LIMIT 1" : "list_id = ?");
+}
+
 std::string AllOrdersSql(bool ascending) {
   return std::string(kOrderSelect) +
          " WHERE account_id = ? AND market_id = ? AND order_id >= ? AND time_ns >= ? AND "
@@ -150,8 +179,9 @@ uint64_t* CountOf(ProjectionTotals& t, std::string_view table) {
   if (table == "deposits") return &t.deposits;
   if (table == "withdrawals") return &t.withdrawals;
   if (table == "transfers_out") return &t.transfers_out;
-  MB_CHECK(table == "transfers_resolved");  // every table of DataTables() has a count
-  return &t.transfers_resolved;
+  if (table == "transfers_resolved") return &t.transfers_resolved;
+  MB_CHECK(table == "order_lists");  // every table of DataTables() has a count
+  return &t.order_lists;
 }
 
 Result<std::unique_ptr<Store>> OpenStore(const StoreOptions& options,
@@ -184,6 +214,7 @@ class ReconnectingStore final : public Store {
   }
   Result<ProjectorState> State() override { return Call(&Store::State); }
   Result<std::vector<OrderRow>> OpenOrders() override { return Call(&Store::OpenOrders); }
+  Result<std::vector<ListRow>> OpenOrderLists() override { return Call(&Store::OpenOrderLists); }
   Status Commit(const RowBatch& batch, const ProjectorState& state) override {
     auto inner = Inner();
     if (!inner.ok()) return inner.status();
@@ -207,6 +238,16 @@ class ReconnectingStore final : public Store {
   }
   Result<std::vector<marketdata::Fill>> MyTrades(const HistoryQuery& q) override {
     return Call(&Store::MyTrades, q);
+  }
+  Result<std::vector<ListRecord>> AllOrderLists(const HistoryQuery& q) override {
+    return Call(&Store::AllOrderLists, q);
+  }
+  Result<std::optional<ListRecord>> FindOrderList(uint32_t account, uint64_t list_id) override {
+    return Call(&Store::FindOrderList, account, list_id);
+  }
+  Result<std::optional<ListRecord>> FindOrderListByClientId(uint32_t account,
+                                                            std::string_view client_id) override {
+    return Call(&Store::FindOrderListByClientId, account, client_id);
   }
   Result<std::vector<LedgerRow>> Ledger(const LedgerQuery& q) override {
     return Call(&Store::Ledger, q);

@@ -16,7 +16,8 @@
 //     writing anything: the projector waits and tries again, the engine never
 //     notices.
 //
-// Thread safety: the writer calls (Open, State, OpenOrders, Commit, Reset)
+// Thread safety: the writer calls (Open, State, OpenOrders, OpenOrderLists,
+// Commit, Reset)
 // from one thread. The query calls and Storage() may come from any thread,
 // concurrently with the writer.
 #pragma once
@@ -50,7 +51,9 @@ struct ProjectorState {
 // History filters, as Binance defines them (see docs/api.md): ids >= from_id
 // and times (ms, 0 = unbounded, both ends inclusive) within [start_ms, end_ms];
 // with a lower bound (from_id > 0 or start_ms != 0) the oldest `limit` rows,
-// otherwise the newest `limit`; always returned oldest first.
+// otherwise the newest `limit`; always returned oldest first. Order lists
+// (AllOrderLists) are of the account in every market: `market` and
+// `order_id` do not apply.
 struct HistoryQuery {
   uint32_t account = 0;
   uint16_t market = 0;
@@ -104,7 +107,7 @@ struct TableDump {
 // Per-asset and per-order figures the verifier compares with a replay.
 struct ProjectionTotals {
   uint64_t orders = 0, order_events = 0, trades = 0, ledger_entries = 0, deposits = 0,
-           withdrawals = 0, transfers_out = 0, transfers_resolved = 0;
+           withdrawals = 0, transfers_out = 0, transfers_resolved = 0, order_lists = 0;
   // (account, asset, bucket) -> sum of ledger deltas, sorted by key
   struct Balance {
     uint32_t account = 0;
@@ -143,7 +146,9 @@ class Store {
 
   // ---- writer ----
   virtual Result<ProjectorState> State() = 0;
-  virtual Result<std::vector<OrderRow>> OpenOrders() = 0;  // status NEW or PARTIALLY_FILLED
+  // Status NEW, PARTIALLY_FILLED or PENDING_NEW, by order id.
+  virtual Result<std::vector<OrderRow>> OpenOrders() = 0;
+  virtual Result<std::vector<ListRow>> OpenOrderLists() = 0;  // executing, by list id
   virtual Status Commit(const RowBatch& batch, const ProjectorState& state) = 0;
   // Drops every row (schema kept), state back to nothing applied.
   virtual Status Reset() = 0;
@@ -156,6 +161,13 @@ class Store {
   virtual Result<std::optional<OrderRecord>> FindOrderByClientId(uint32_t account, uint16_t market,
                                                                  std::string_view client_id) = 0;
   virtual Result<std::vector<marketdata::Fill>> MyTrades(const HistoryQuery& q) = 0;
+  // Order lists of q.account (allOrderList), by list id.
+  virtual Result<std::vector<ListRecord>> AllOrderLists(const HistoryQuery& q) = 0;
+  // The account's list with that id; nullopt when the account has none such.
+  virtual Result<std::optional<ListRecord>> FindOrderList(uint32_t account, uint64_t list_id) = 0;
+  // The account's newest list with that list client order id.
+  virtual Result<std::optional<ListRecord>> FindOrderListByClientId(uint32_t account,
+                                                                    std::string_view client_id) = 0;
   virtual Result<std::vector<LedgerRow>> Ledger(const LedgerQuery& q) = 0;
   // Transfers to other venues (transfers_out with their resolution).
   virtual Result<std::vector<WithdrawalRow>> Withdrawals(const TransferQuery& q) = 0;

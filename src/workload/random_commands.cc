@@ -15,6 +15,8 @@ using engine::CancelOrder;
 using engine::Command;
 using engine::Deposit;
 using engine::EngineConfig;
+using engine::ListOrder;
+using engine::ListType;
 using engine::MarketStatus;
 using engine::OrderType;
 using engine::OrderView;
@@ -116,8 +118,8 @@ Command Take(int64_t ts, AccountId a, AssetId asset, int64_t amount, std::string
 
 // ---- the stream -----------------------------------------------------------------
 
-MixedCommands::MixedCommands(uint64_t seed, const engine::Engine* engine)
-    : rng_(seed), engine_(engine) {}
+MixedCommands::MixedCommands(uint64_t seed, const engine::Engine* engine, MixedOptions options)
+    : rng_(seed), engine_(engine), options_(options) {}
 
 std::vector<Command> MixedCommands::Funding() {
   std::vector<Command> v;
@@ -139,6 +141,8 @@ Command MixedCommands::Next() {
   if (engine_->market_status(m) != MarketStatus::kTrading && rng_.Percent(10)) {
     return Command{ts, engine::SetMarketStatus{m, MarketStatus::kTrading}};
   }
+  // Drawn only with lists, so that the stream without them is unchanged.
+  if (options_.order_lists && rng_.Percent(8)) return OrderList(ts, a, m, center);
   const uint64_t r = rng_.Below(1000);
   if (r < 450) return PlaceLimit(ts, a, m, center);
   if (r < 530) {
@@ -203,6 +207,127 @@ Command MixedCommands::PlaceLimit(int64_t ts, AccountId a, MarketId m, int64_t c
     tif = t < 90 ? TimeInForce::kIoc : TimeInForce::kFok;
   }
   return Place(ts, a, m, side, type, tif, price, rng_.Between(1, 30), Cid(a), Stp());
+}
+
+// A list placed near the book (most are accepted; some cross, trigger at
+// once or repeat a client id and are refused), or a cancel of one placed
+// before (by id or by list client id; some are over already).
+Command MixedCommands::OrderList(int64_t ts, AccountId a, MarketId m, int64_t center) {
+  std::vector<PlacedList>& placed = lists_[Raw(a) % kMaxAccounts];
+  if (!placed.empty() && rng_.Percent(25)) {
+    const PlacedList& l = placed[rng_.Below(placed.size())];
+    engine::CancelOrderList c;
+    c.account = a;
+    c.market = l.market;
+    if (!l.client_id.empty() && rng_.Percent(30)) {
+      c.list_client_order_id = ClientOrderId::From(l.client_id);
+    } else {
+      c.list_id = l.id;
+    }
+    return Command{ts, c};
+  }
+  const int64_t bid = engine_->BestBid(m).value_or(Price{center - 1}).value;
+  const int64_t ask = engine_->BestAsk(m).value_or(Price{center + 1}).value;
+  engine::PlaceOrderList l;
+  l.account = a;
+  l.market = m;
+  l.stp = Stp();
+  const ListType type = static_cast<ListType>(rng_.Below(3));
+  l.type = type;
+  std::string list_cid;
+  if (rng_.Percent(60)) list_cid = "l" + std::to_string(next_cid_++);
+  l.list_client_order_id = ClientOrderId::From(list_cid);
+  const int64_t qty = rng_.Between(1, 20);
+  const Side side = rng_.Percent(50) ? Side::kBuy : Side::kSell;
+  if (type == ListType::kOco) {
+    OcoPair(side, std::min(bid, ask), std::max(bid, ask), qty, a, &l.orders[0], &l.orders[1]);
+  } else {
+    // The working order: a limit near the touch (some cross and fill at once,
+    // placing the pending orders in the same command), a few icebergs.
+    ListOrder& w = l.orders[0];
+    w.side = side;
+    w.type = rng_.Percent(20) ? OrderType::kLimitMaker : OrderType::kLimit;
+    w.tif = TimeInForce::kGtc;
+    w.qty = Qty{qty};
+    const int64_t off = rng_.Between(-3, 12);
+    const int64_t wp = std::max<int64_t>(1, side == Side::kBuy ? bid - off : ask + off);
+    w.price = Price{wp};
+    if (qty > 2 && rng_.Percent(15)) w.iceberg_qty = Qty{rng_.Between(1, qty - 1)};
+    w.client_order_id = ClientOrderId::From(Cid(a));
+    // The pending order(s): the other side, a take-profit around the working
+    // price (an OTOCO's pair brackets it).
+    const Side exit = engine::Opposite(side);
+    const int64_t pqty = rng_.Between(1, qty);
+    if (type == ListType::kOto) {
+      ListOrder& p = l.orders[1];
+      p.side = exit;
+      p.qty = Qty{pqty};
+      const uint64_t kind = rng_.Below(100);
+      const int64_t away = rng_.Between(1, 15);
+      const int64_t target = std::max<int64_t>(1, exit == Side::kSell ? wp + away : wp - away);
+      if (kind < 50) {
+        p.type = OrderType::kLimit;
+        p.tif = TimeInForce::kGtc;
+        p.price = Price{target};
+        if (pqty > 2 && rng_.Percent(20)) p.iceberg_qty = Qty{rng_.Between(1, pqty - 1)};
+      } else if (kind < 65) {
+        p.type = OrderType::kMarket;
+        p.tif = TimeInForce::kIoc;
+      } else {
+        // A stop-loss limit behind the working price, some trailing.
+        p.type = OrderType::kStopLossLimit;
+        p.tif = TimeInForce::kGtc;
+        const int64_t stop = std::max<int64_t>(1, exit == Side::kSell ? wp - away : wp + away);
+        p.stop_price = Price{stop};
+        p.price = Price{std::max<int64_t>(1, exit == Side::kSell ? stop - 2 : stop + 2)};
+        if (rng_.Percent(30)) p.trailing_delta = static_cast<int32_t>(rng_.Between(10, 300));
+      }
+      p.client_order_id = ClientOrderId::From(Cid(a));
+    } else {
+      OcoPair(exit, wp, wp, pqty, a, &l.orders[1], &l.orders[2]);
+    }
+  }
+  // Its id, if the engine takes it: the sequence of the command drawn now.
+  placed.push_back(PlacedList{m, Raw(engine_->last_sequence()) + 1, list_cid});
+  return Command{ts, l};
+}
+
+void MixedCommands::OcoPair(Side side, int64_t low, int64_t high, int64_t qty, AccountId a,
+                            ListOrder* above, ListOrder* below) {
+  // SELL: a limit maker (or a take-profit limit) above, a stop-loss (limit)
+  // below; BUY: a stop-loss (limit) above, a limit maker (or take-profit
+  // limit) below.
+  const int64_t up = high + rng_.Between(1, 15);
+  const int64_t down = std::max<int64_t>(2, low - rng_.Between(1, 15));
+  ListOrder* maker = side == Side::kSell ? above : below;
+  ListOrder* stop = side == Side::kSell ? below : above;
+  const int64_t maker_at = side == Side::kSell ? up : down;
+  const int64_t stop_at = side == Side::kSell ? down : up;
+  for (ListOrder* o : {above, below}) {
+    o->side = side;
+    o->qty = Qty{qty};
+    o->tif = TimeInForce::kGtc;
+  }
+  if (rng_.Percent(75)) {
+    maker->type = OrderType::kLimitMaker;
+    maker->price = Price{maker_at};
+    if (qty > 2 && rng_.Percent(15)) maker->iceberg_qty = Qty{rng_.Between(1, qty - 1)};
+  } else {
+    maker->type = OrderType::kTakeProfitLimit;
+    maker->stop_price = Price{maker_at};
+    maker->price = Price{maker_at};
+  }
+  if (rng_.Percent(70)) {
+    stop->type = OrderType::kStopLossLimit;
+    stop->price = Price{std::max<int64_t>(1, side == Side::kSell ? stop_at - 2 : stop_at + 2)};
+  } else {
+    stop->type = OrderType::kStopLoss;
+    stop->tif = TimeInForce::kIoc;
+  }
+  stop->stop_price = Price{stop_at};
+  if (rng_.Percent(20)) stop->trailing_delta = static_cast<int32_t>(rng_.Between(10, 300));
+  above->client_order_id = ClientOrderId::From(Cid(a));
+  below->client_order_id = ClientOrderId::From(Cid(a));
 }
 
 // Time moves 0..20 s per command: candles of every interval close.

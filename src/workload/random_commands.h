@@ -82,11 +82,20 @@ engine::Command Take(int64_t ts, AccountId a, AssetId asset, int64_t amount, std
 // and client id, cancel-all, amends of price and quantity, deposits,
 // withdrawals (some over the balance), market halts; ~10% are rejected.
 // Timestamps start at mixed::kDay0 + 7 s and move 0..20 s per command.
+//
+// With MixedOptions::order_lists, also order lists (OCO, OTO, OTOCO, with
+// stop, take-profit, trailing and iceberg orders among their orders) and
+// list cancels by id and by list client id. Off by default: the streams
+// drawn without it are the ones drawn before lists existed.
+struct MixedOptions {
+  bool order_lists = false;
+};
+
 class MixedCommands {
  public:
   // `engine` runs MixedConfig() and is fed every command drawn, in order;
   // it must outlive this object.
-  MixedCommands(uint64_t seed, const engine::Engine* engine);
+  MixedCommands(uint64_t seed, const engine::Engine* engine, MixedOptions options = {});
 
   // Deposits of every asset to every trader; run these first.
   std::vector<engine::Command> Funding();
@@ -118,6 +127,10 @@ class MixedCommands {
   };
 
   engine::Command PlaceLimit(int64_t ts, AccountId a, MarketId m, int64_t center);
+  engine::Command OrderList(int64_t ts, AccountId a, MarketId m, int64_t center);
+  // An OCO pair on `side` around [low, high]: [0] above high, [1] below low.
+  void OcoPair(engine::Side side, int64_t low, int64_t high, int64_t qty, AccountId a,
+               engine::ListOrder* above, engine::ListOrder* below);
   int64_t Tick();
   engine::StpMode Stp();
   std::string Cid(AccountId a);
@@ -125,6 +138,14 @@ class MixedCommands {
 
   Rng rng_;
   const engine::Engine* engine_;
+  MixedOptions options_;
+  // Lists placed, per account: (market, list id, list client order id).
+  struct PlacedList {
+    MarketId market{};
+    uint64_t id = 0;
+    std::string client_id;
+  };
+  std::vector<PlacedList> lists_[mixed::kMaxAccounts];
   int64_t ts_ = mixed::kDay0 + 7 * mixed::kSec;
   uint64_t next_cid_ = 0;
   uint64_t next_ref_ = 0;
