@@ -26,6 +26,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -2049,6 +2050,121 @@ TEST_F(GatewayTest, HistoryFromTheProjectionEqualsTheReadSide) {
   same("/api/v3/allOrders", alice, t_alice, "symbol=BTCUSDT");
 }
 
+// Order lists from the projection: allOrderList and GET orderList (by id and
+// by list client id) answer byte for byte as a read-side gateway does, and
+// allOrders carries each order's list id and iceberg slice. After a restart
+// the projection still has the lists done before it (the read side has lost
+// them) and the open list's client ids (the read side's snapshot has none).
+TEST_F(GatewayTest, OrderListsFromTheProjection) {
+  Node n(dir_, WithProjection(/*twin=*/true));
+  Client& twin = n.twin();
+  auto alice = n.NewAccount("alice");
+  auto bob = n.NewAccount("bob");
+  auto t_alice = twin.NewAccount("alice");
+  auto t_bob = twin.NewAccount("bob");
+  ASSERT_EQ(n.Deposit(alice.account, "USDT", "100000", "a").status, 200);
+  ASSERT_EQ(n.Deposit(bob.account, "BTC", "10", "b").status, 200);
+  auto post = [&](const Node::Keys& k, const std::string& path, const std::string& params) {
+    Reply r = n.Signed(http::verb::post, path, k, "symbol=BTCUSDT&" + params);
+    EXPECT_EQ(r.status, 200) << path << "?" << params << ": " << r.body;
+    return r.Json();
+  };
+  // The last price: 30000.
+  post(bob, "/api/v3/order", "side=SELL&type=LIMIT&timeInForce=GTC&quantity=0.01&price=30000");
+  post(alice, "/api/v3/order", "side=BUY&type=MARKET&quantity=0.01");
+  // Alice buys 0.02 at 29000, then sells it at 31000 as an iceberg.
+  const uint64_t oto =
+      Id(post(alice, "/api/v3/orderList/oto",
+              "listClientOrderId=oto-1&workingType=LIMIT&workingSide=BUY&workingPrice=29000&"
+              "workingQuantity=0.02&workingTimeInForce=GTC&workingClientOrderId=w-1&"
+              "pendingType=LIMIT&pendingSide=SELL&pendingPrice=31000&pendingQuantity=0.02&"
+              "pendingTimeInForce=GTC&pendingIcebergQty=0.01&pendingClientOrderId=p-1"),
+         "orderListId");
+  // Bob sells 0.05 at 32000 or on a fall to 28000.
+  post(bob, "/api/v3/orderList/oco",
+       "listClientOrderId=oco-1&side=SELL&quantity=0.05&aboveType=LIMIT_MAKER&abovePrice=32000&"
+       "belowType=STOP_LOSS_LIMIT&belowStopPrice=28000&belowPrice=27900&belowTimeInForce=GTC");
+  // Bob fills Alice's working order: her pending sell is placed.
+  post(bob, "/api/v3/order", "side=SELL&type=LIMIT&timeInForce=GTC&quantity=0.02&price=29000");
+  // Alice's second OTO, canceled whole: its pending order CANCELED, done.
+  const json::value second =
+      post(alice, "/api/v3/orderList/oto",
+           "listClientOrderId=oto-2&workingType=LIMIT&workingSide=BUY&workingPrice=28500&"
+           "workingQuantity=0.01&workingTimeInForce=GTC&pendingType=LIMIT&pendingSide=SELL&"
+           "pendingPrice=33000&pendingQuantity=0.01&pendingTimeInForce=GTC");
+  const uint64_t oto2 = Id(second, "orderListId");
+  const int64_t oto2_ms = second.at("transactionTime").as_int64();
+  Reply c = n.Signed(http::verb::delete_, "/api/v3/orderList", alice,
+                     "symbol=BTCUSDT&listClientOrderId=oto-2");
+  ASSERT_EQ(c.status, 200) << c.body;
+  AwaitTwin(n);
+
+  auto same = [&](const std::string& path, const Node::Keys& k, const Node::Keys& tk,
+                  const std::string& params) {
+    Reply p = n.Signed(http::verb::get, path, k, params);
+    Reply t = twin.Signed(http::verb::get, path, tk, params);
+    EXPECT_EQ(p.status, t.status) << path << "?" << params << ": " << p.body << " / " << t.body;
+    EXPECT_EQ(p.body, t.body) << path << "?" << params;
+    return p;
+  };
+  for (const auto& [k, tk] : {std::pair{alice, t_alice}, std::pair{bob, t_bob}}) {
+    const Reply all = same("/api/v3/allOrderList", k, tk, "");
+    ASSERT_EQ(all.status, 200) << all.body;
+    const json::value lists = all.Json();
+    EXPECT_EQ(lists.as_array().size(), k.account == alice.account ? 2u : 1u);
+    for (const std::string& q :
+         {std::string("limit=1"), fmt::format("fromId={}", oto), fmt::format("fromId={}", oto2),
+          fmt::format("fromId={}&limit=1", oto), fmt::format("startTime={}", oto2_ms),
+          fmt::format("endTime={}", oto2_ms - 1), fmt::format("endTime={}&limit=1", oto2_ms)}) {
+      same("/api/v3/allOrderList", k, tk, q);
+    }
+    for (const json::value& l : lists.as_array()) {
+      EXPECT_EQ(
+          same("/api/v3/orderList", k, tk, fmt::format("orderListId={}", Id(l, "orderListId")))
+              .Json(),
+          l);
+      same("/api/v3/orderList", k, tk, "origClientOrderId=" + Str(l, "listClientOrderId"));
+    }
+    same("/api/v3/allOrders", k, tk, "symbol=BTCUSDT");
+  }
+  EXPECT_EQ(
+      same("/api/v3/orderList", bob, t_bob, fmt::format("orderListId={}", oto)).Json().at("code"),
+      -2013);
+  same("/api/v3/orderList", alice, t_alice, "origClientOrderId=oco-1");
+  // The orders carry their list and iceberg slice.
+  const json::value orders =
+      n.Signed(http::verb::get, "/api/v3/allOrders", alice, "symbol=BTCUSDT").Json();
+  std::map<std::string, std::string> by_cid;  // client id -> "list id|iceberg|status"
+  for (const json::value& o : orders.as_array()) {
+    by_cid[Str(o, "clientOrderId")] = fmt::format("{}|{}|{}", o.at("orderListId").as_int64(),
+                                                  Str(o, "icebergQty"), Str(o, "status"));
+  }
+  EXPECT_EQ(by_cid["w-1"], fmt::format("{}|0.00000000|FILLED", oto));
+  EXPECT_EQ(by_cid["p-1"], fmt::format("{}|0.01000000|NEW", oto));
+
+  // A restart: the read side keeps the open list only, without client ids;
+  // the projection has both lists as they were.
+  const std::string before = n.Signed(http::verb::get, "/api/v3/allOrderList", alice, "").body;
+  n.Stop();
+  n.Start();
+  EXPECT_EQ(n.Signed(http::verb::get, "/api/v3/allOrderList", alice, "").body, before);
+  const Reply read_side = n.twin().Signed(http::verb::get, "/api/v3/allOrderList", t_alice, "");
+  ASSERT_EQ(read_side.status, 200) << read_side.body;
+  ASSERT_EQ(read_side.Json().as_array().size(), 1u) << read_side.body;
+  EXPECT_EQ(Str(read_side.Json().as_array()[0], "listClientOrderId"), "");
+  const Reply open =
+      n.Signed(http::verb::get, "/api/v3/orderList", alice, fmt::format("orderListId={}", oto));
+  ASSERT_EQ(open.status, 200) << open.body;
+  EXPECT_EQ(Str(open.Json(), "listClientOrderId"), "oto-1");
+  EXPECT_EQ(Str(open.Json(), "listOrderStatus"), "EXECUTING");
+  EXPECT_EQ(Str(open.Json().at("orders").as_array()[1], "clientOrderId"), "p-1");
+  const Reply done =
+      n.Signed(http::verb::get, "/api/v3/orderList", alice, "origClientOrderId=oto-2");
+  ASSERT_EQ(done.status, 200) << done.body;
+  EXPECT_EQ(Id(done.Json(), "orderListId"), oto2);
+  EXPECT_EQ(Str(done.Json(), "listOrderStatus"), "ALL_DONE");
+}
+
 // The operator's ledger: paged, in whole records, summing to the balances;
 // its errors; the projection in the health answer.
 // Conditional orders through the API: exchangeInfo lists the types and
@@ -3171,6 +3287,883 @@ TEST_F(GatewayTest, WebSocketApiSessionWithAnOperatorRegisteredEd25519Key) {
   r = n.Request(http::verb::get, "/api/v3/account?" + query + "&signature=" + hmac_sig, {},
                 {{"X-MBX-APIKEY", ed_key}});
   EXPECT_EQ(r.Json().at("code"), -1022);
+}
+
+// ------------------------------------------------------------ order lists
+
+// The id of a list's k-th order: the list's id plus k x 2^50 (docs/api.md).
+constexpr uint64_t kListOrderStride = uint64_t{1} << 50;
+
+// A user data subscription on the WebSocket API
+// (userDataStream.subscribe.signature): every event it pushes, in arrival
+// order. Subscribed when constructed (the answer precedes the first event);
+// reads on a thread of its own until destroyed.
+class UserEvents {
+ public:
+  UserEvents(uint16_t port, const Client::Keys& k) {
+    tcp::socket sock(io_);
+    sock.connect(tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), port));
+    ws_.next_layer() = std::move(sock);
+    ws_.handshake("127.0.0.1", "/ws-api/v3");
+    json::object params{{"apiKey", k.key}, {"timestamp", WallMs()}};
+    params["signature"] = HmacSha256Hex(k.secret, WsApiClient::Payload(params));
+    const json::object req{
+        {"id", 1}, {"method", "userDataStream.subscribe.signature"}, {"params", params}};
+    ws_.write(boost::asio::buffer(json::serialize(req)));
+    ws_.read(buf_);
+    const json::value answer = json::parse(beast::buffers_to_string(buf_.data()));
+    buf_.consume(buf_.size());
+    EXPECT_EQ(answer.at("status"), 200) << answer;
+    Read();
+    thread_ = std::thread([this] { io_.run(); });
+  }
+  ~UserEvents() {
+    boost::asio::post(io_, [this] {
+      beast::error_code ec;
+      ws_.next_layer().close(ec);
+    });
+    thread_.join();
+  }
+  UserEvents(const UserEvents&) = delete;
+  UserEvents& operator=(const UserEvents&) = delete;
+
+  std::vector<json::object> Events() {
+    std::lock_guard lock(mu_);
+    return events_;
+  }
+  // Waits (at most 10 s) for an event that pred accepts; its index in
+  // Events(), or -1.
+  template <class Pred>
+  int Await(Pred pred) {
+    int at = -1;
+    Eventually([&] {
+      const std::vector<json::object> ev = Events();
+      for (std::size_t i = 0; i < ev.size(); ++i) {
+        if (pred(ev[i])) {
+          at = static_cast<int>(i);
+          return true;
+        }
+      }
+      return false;
+    });
+    return at;
+  }
+
+ private:
+  void Read() {
+    ws_.async_read(buf_, [this](beast::error_code ec, std::size_t) {
+      if (ec) return;
+      json::value v = json::parse(beast::buffers_to_string(buf_.data()));
+      buf_.consume(buf_.size());
+      if (v.is_object() && v.as_object().contains("event")) {
+        std::lock_guard lock(mu_);
+        events_.push_back(v.at("event").as_object());
+      }
+      Read();
+    });
+  }
+
+  boost::asio::io_context io_;
+  beast::websocket::stream<tcp::socket> ws_{io_};
+  beast::flat_buffer buf_;  // the reading thread's (the constructor's before it starts)
+  std::thread thread_;
+  std::mutex mu_;
+  std::vector<json::object> events_;  // GUARDED_BY(mu_)
+};
+
+// "code msg" of a 400 answer, else the status and body.
+std::string ErrorOf(const Reply& r) {
+  if (r.status != 400) return fmt::format("HTTP {}: {}", r.status, r.body);
+  return fmt::format("{} {}", r.Json().at("code").as_int64(), Str(r.Json(), "msg"));
+}
+
+// What an account's refused request must leave as it was: its balances,
+// open orders and open lists.
+std::string AccountState(Node& n, const Node::Keys& k) {
+  return json::serialize(
+             n.Signed(http::verb::get, "/api/v3/account", k, "").Json().at("balances")) +
+         n.Signed(http::verb::get, "/api/v3/openOrders", k, "symbol=BTCUSDT").body +
+         n.Signed(http::verb::get, "/api/v3/openOrderList", k, "").body;
+}
+
+// A string field of an event that holds `text`.
+bool Is(const json::object& e, std::string_view field, std::string_view text) {
+  const json::value* v = e.if_contains(field);
+  return v != nullptr && v->is_string() && v->get_string() == text;
+}
+bool IsEvent(const json::object& e, std::string_view type) { return Is(e, "e", type); }
+
+// An event of an order of the list (executionReport) or of the list itself.
+bool IsListStatus(const json::object& e, uint64_t list, std::string_view status) {
+  return IsEvent(e, "listStatus") && e.at("g").to_number<uint64_t>() == list && Is(e, "l", status);
+}
+bool IsReport(const json::object& e, uint64_t order, std::string_view x, std::string_view status) {
+  return IsEvent(e, "executionReport") && e.at("i").to_number<uint64_t>() == order &&
+         Is(e, "x", x) && Is(e, "X", status);
+}
+
+// The status of one order (GET /api/v3/order by client order id).
+std::string OrderStatus(Node& n, const Node::Keys& k, const std::string& cid) {
+  Reply r =
+      n.Signed(http::verb::get, "/api/v3/order", k, "symbol=BTCUSDT&origClientOrderId=" + cid);
+  if (r.status != 200) return r.body;
+  return Str(r.Json(), "status");
+}
+
+std::string Side(const json::value& depth, const char* side) {
+  return json::serialize(depth.at(side));
+}
+
+// An OCO through POST /api/v3/orderList/oco with Binance's new parameter
+// names; the stop leg triggers on a trade and cancels its partner in the same
+// command; every view of the list, its orders, the balances and the user
+// data stream agree.
+TEST_F(GatewayTest, OcoStopLegTriggersAndCancelsItsPartner) {
+  Node n(dir_);
+  auto alice = n.NewAccount("alice");
+  auto bob = n.NewAccount("bob");
+  auto carol = n.NewAccount("carol");
+  ASSERT_EQ(n.Deposit(alice.account, "USDT", "100000", "a").status, 200);
+  ASSERT_EQ(n.Deposit(bob.account, "BTC", "1", "b").status, 200);
+  ASSERT_EQ(n.Deposit(carol.account, "BTC", "1", "c").status, 200);
+  auto place = [&](const Node::Keys& k, const std::string& params) {
+    return n.Signed(http::verb::post, "/api/v3/order", k, "symbol=BTCUSDT&" + params);
+  };
+  // The last price: 30000.
+  ASSERT_EQ(place(carol, "side=SELL&type=LIMIT&timeInForce=GTC&quantity=0.01&price=30000").status,
+            200);
+  ASSERT_EQ(place(alice, "side=BUY&type=MARKET&quantity=0.01").status, 200);
+
+  UserEvents events(n.port(), bob);
+  Reply placed = n.Signed(http::verb::post, "/api/v3/orderList/oco", bob,
+                          "symbol=BTCUSDT&side=SELL&quantity=0.02&listClientOrderId=bob-oco&"
+                          "aboveType=LIMIT_MAKER&abovePrice=32000&aboveClientOrderId=bob-above&"
+                          "belowType=STOP_LOSS_LIMIT&belowPrice=29000&belowStopPrice=29500&"
+                          "belowTimeInForce=GTC&belowClientOrderId=bob-below");
+  ASSERT_EQ(placed.status, 200) << placed.body;
+  json::value l = placed.Json();
+  const uint64_t list = Id(l, "orderListId");
+  const uint64_t above = list;
+  const uint64_t below = list + kListOrderStride;
+  EXPECT_EQ(Str(l, "contingencyType"), "OCO");
+  EXPECT_EQ(Str(l, "listStatusType"), "EXEC_STARTED");
+  EXPECT_EQ(Str(l, "listOrderStatus"), "EXECUTING");
+  EXPECT_EQ(Str(l, "listClientOrderId"), "bob-oco");
+  EXPECT_EQ(Str(l, "symbol"), "BTCUSDT");
+  EXPECT_EQ(json::serialize(l.at("orders")),
+            fmt::format(R"([{{"symbol":"BTCUSDT","orderId":{},"clientOrderId":"bob-above"}},)"
+                        R"({{"symbol":"BTCUSDT","orderId":{},"clientOrderId":"bob-below"}}])",
+                        above, below));
+  // orderReports in the default FULL shape, one per order.
+  const json::array& reports = l.at("orderReports").as_array();
+  ASSERT_EQ(reports.size(), 2u) << placed.body;
+  EXPECT_EQ(Str(reports[0], "type"), "LIMIT_MAKER");
+  EXPECT_EQ(Str(reports[0], "status"), "NEW");
+  EXPECT_EQ(Str(reports[0], "price"), "32000.00000000");
+  EXPECT_EQ(Str(reports[1], "type"), "STOP_LOSS_LIMIT");
+  EXPECT_EQ(Str(reports[1], "status"), "NEW");
+  EXPECT_EQ(Str(reports[1], "stopPrice"), "29500.00000000");
+  for (const json::value& r : reports) {
+    EXPECT_EQ(Id(r, "orderListId"), list);
+    EXPECT_EQ(Str(r, "side"), "SELL");
+    EXPECT_EQ(Str(r, "origQty"), "0.02000000");
+    EXPECT_TRUE(r.as_object().contains("fills"));
+  }
+  // The pair shares one lock: 0.02 BTC, not 0.04.
+  Reply account = n.Signed(http::verb::get, "/api/v3/account", bob, "");
+  EXPECT_EQ(Balance(account, "BTC", "free"), "0.98000000");
+  EXPECT_EQ(Balance(account, "BTC", "locked"), "0.02000000");
+  json::value depth = n.Request(http::verb::get, "/api/v3/depth?symbol=BTCUSDT").Json();
+  EXPECT_EQ(Side(depth, "asks"), R"([["32000.00000000","0.02000000"]])");
+
+  // Read back: by id and by list client id alike, without orderReports.
+  Reply by_id =
+      n.Signed(http::verb::get, "/api/v3/orderList", bob, fmt::format("orderListId={}", list));
+  ASSERT_EQ(by_id.status, 200) << by_id.body;
+  EXPECT_EQ(Str(by_id.Json(), "listOrderStatus"), "EXECUTING");
+  EXPECT_EQ(json::serialize(by_id.Json().at("orders")), json::serialize(l.at("orders")));
+  EXPECT_FALSE(by_id.Json().as_object().contains("orderReports"));
+  EXPECT_EQ(n.Signed(http::verb::get, "/api/v3/orderList", bob, "origClientOrderId=bob-oco").body,
+            by_id.body);
+  EXPECT_EQ(n.Signed(http::verb::get, "/api/v3/openOrderList", bob, "").body,
+            "[" + by_id.body + "]");
+  // Another account does not see it.
+  EXPECT_EQ(ErrorOf(n.Signed(http::verb::get, "/api/v3/orderList", alice,
+                             fmt::format("orderListId={}", list))),
+            "-2013 Order list does not exist.");
+  const json::value open = n.Signed(http::verb::get, "/api/v3/openOrders", bob, "").Json();
+  ASSERT_EQ(open.as_array().size(), 2u) << open;
+  for (const json::value& o : open.as_array()) {
+    EXPECT_EQ(Id(o, "orderListId"), list);
+    EXPECT_EQ(Str(o, "status"), "NEW");
+  }
+  EXPECT_EQ(OrderStatus(n, bob, "bob-above"), "NEW");
+  EXPECT_EQ(OrderStatus(n, bob, "bob-below"), "NEW");
+
+  // The stream: EXEC_STARTED before the orders' reports, which carry g.
+  const int started =
+      events.Await([&](const json::object& e) { return IsListStatus(e, list, "EXEC_STARTED"); });
+  ASSERT_GE(started, 0);
+  const int new_below =
+      events.Await([&](const json::object& e) { return IsReport(e, below, "NEW", "NEW"); });
+  EXPECT_GT(new_below, started);
+  {
+    const json::object s = events.Events()[static_cast<std::size_t>(started)];
+    EXPECT_EQ(s.at("s"), "BTCUSDT");
+    EXPECT_EQ(s.at("c"), "OCO");
+    EXPECT_EQ(s.at("L"), "EXECUTING");
+    EXPECT_EQ(s.at("r"), "NONE");
+    EXPECT_EQ(s.at("C"), "bob-oco");
+    EXPECT_EQ(json::serialize(s.at("O")),
+              fmt::format(R"([{{"s":"BTCUSDT","i":{},"c":"bob-above"}},)"
+                          R"({{"s":"BTCUSDT","i":{},"c":"bob-below"}}])",
+                          above, below));
+  }
+
+  // Alice bids 0.04 at 29400; Carol sells 0.01 into it: 29400 <= 29500, the
+  // stop triggers, the LIMIT_MAKER is canceled, the stop sells 0.02 at 29400.
+  ASSERT_EQ(place(alice, "side=BUY&type=LIMIT&timeInForce=GTC&quantity=0.04&price=29400").status,
+            200);
+  Reply through = place(carol, "side=SELL&type=LIMIT&timeInForce=GTC&quantity=0.01&price=29400");
+  ASSERT_EQ(through.status, 200) << through.body;
+  EXPECT_EQ(Str(through.Json(), "status"), "FILLED");
+  Reply done;
+  EXPECT_TRUE(Eventually([&] {
+    done = n.Signed(http::verb::get, "/api/v3/orderList", bob, fmt::format("orderListId={}", list));
+    return done.status == 200 && Str(done.Json(), "listOrderStatus") == "ALL_DONE";
+  })) << done.body;
+  EXPECT_EQ(Str(done.Json(), "listStatusType"), "ALL_DONE");
+  EXPECT_EQ(Str(done.Json(), "listClientOrderId"), "bob-oco");
+  Reply partner = n.Signed(http::verb::get, "/api/v3/order", bob,
+                           fmt::format("symbol=BTCUSDT&orderId={}", above));
+  ASSERT_EQ(partner.status, 200) << partner.body;
+  EXPECT_EQ(Str(partner.Json(), "status"), "CANCELED");
+  EXPECT_EQ(Str(partner.Json(), "executedQty"), "0.00000000");
+  EXPECT_EQ(Id(partner.Json(), "orderListId"), list);
+  Reply stop = n.Signed(http::verb::get, "/api/v3/order", bob,
+                        fmt::format("symbol=BTCUSDT&orderId={}", below));
+  ASSERT_EQ(stop.status, 200) << stop.body;
+  EXPECT_EQ(Str(stop.Json(), "status"), "FILLED");
+  EXPECT_EQ(Str(stop.Json(), "executedQty"), "0.02000000");
+  EXPECT_EQ(Str(stop.Json(), "cummulativeQuoteQty"), "588.00000000");
+  EXPECT_GT(stop.Json().at("workingTime").as_int64(), 0);  // triggered
+
+  // Balances unlocked exactly: Bob sold 0.02 at 29400 as the taker (10 bps
+  // of 588 USDT), Alice's rest of 0.01 at 29400 stays locked.
+  account = n.Signed(http::verb::get, "/api/v3/account", bob, "");
+  EXPECT_EQ(Balance(account, "BTC", "free"), "0.98000000");
+  EXPECT_EQ(Balance(account, "BTC", "locked"), "0.00000000");
+  EXPECT_EQ(Balance(account, "USDT", "free"), "587.41200000");
+  EXPECT_EQ(Balance(account, "USDT", "locked"), "0.00000000");
+  account = n.Signed(http::verb::get, "/api/v3/account", alice, "");
+  EXPECT_EQ(Balance(account, "USDT", "locked"), "294.00000000");
+  EXPECT_EQ(Balance(account, "USDT", "free"), "98524.00000000");
+  depth = n.Request(http::verb::get, "/api/v3/depth?symbol=BTCUSDT").Json();
+  EXPECT_EQ(Side(depth, "asks"), "[]");
+  EXPECT_EQ(Side(depth, "bids"), R"([["29400.00000000","0.01000000"]])");
+  EXPECT_EQ(n.Signed(http::verb::get, "/api/v3/openOrderList", bob, "").body, "[]");
+  EXPECT_EQ(n.Signed(http::verb::get, "/api/v3/openOrders", bob, "").body, "[]");
+  const json::value all = n.Signed(http::verb::get, "/api/v3/allOrderList", bob, "").Json();
+  ASSERT_EQ(all.as_array().size(), 1u) << all;
+  EXPECT_EQ(Id(all.as_array()[0], "orderListId"), list);
+  EXPECT_EQ(Str(all.as_array()[0], "listOrderStatus"), "ALL_DONE");
+
+  // The stream: the partner's CANCELED and the stop's fill, then ALL_DONE.
+  const int all_done =
+      events.Await([&](const json::object& e) { return IsListStatus(e, list, "ALL_DONE"); });
+  ASSERT_GE(all_done, 0);
+  const int canceled = events.Await(
+      [&](const json::object& e) { return IsReport(e, above, "CANCELED", "CANCELED"); });
+  const int filled =
+      events.Await([&](const json::object& e) { return IsReport(e, below, "TRADE", "FILLED"); });
+  ASSERT_GE(canceled, 0);
+  ASSERT_GE(filled, 0);
+  EXPECT_GT(all_done, canceled);
+  EXPECT_GT(all_done, filled);
+  const std::vector<json::object> ev = events.Events();
+  EXPECT_EQ(ev[static_cast<std::size_t>(all_done)].at("L"), "ALL_DONE");
+  EXPECT_EQ(ev[static_cast<std::size_t>(all_done)].at("C"), "bob-oco");
+  std::size_t list_reports = 0;
+  for (const json::object& e : ev) {
+    if (!IsEvent(e, "executionReport")) continue;
+    const uint64_t id = e.at("i").to_number<uint64_t>();
+    if (id != above && id != below) continue;
+    ++list_reports;
+    EXPECT_EQ(e.at("g").to_number<uint64_t>(), list) << e;
+  }
+  EXPECT_GE(list_reports, 4u);  // two NEW, a CANCELED, the stop's TRADE
+  std::size_t statuses = 0;
+  for (const json::object& e : ev) statuses += IsEvent(e, "listStatus") ? 1u : 0u;
+  EXPECT_EQ(statuses, 2u);
+}
+
+// DELETE /api/v3/orderList by orderListId and by listClientOrderId, and the
+// cancel of one order of a list: every order of the list canceled, the locks
+// released to the unit.
+TEST_F(GatewayTest, OrderListCancelsByIdByClientIdAndByOneOrder) {
+  Node n(dir_);
+  auto bob = n.NewAccount("bob");
+  ASSERT_EQ(n.Deposit(bob.account, "BTC", "1", "b").status, 200);
+  ASSERT_EQ(n.Deposit(bob.account, "USDT", "10000", "u").status, 200);
+  UserEvents events(n.port(), bob);
+  const std::string before = AccountState(n, bob);
+  auto oco = [&](const std::string& cid) {
+    return n.Signed(http::verb::post, "/api/v3/orderList/oco", bob,
+                    "symbol=BTCUSDT&side=BUY&quantity=0.1&listClientOrderId=" + cid +
+                        "&aboveType=STOP_LOSS_LIMIT&abovePrice=36000&aboveStopPrice=35000&"
+                        "aboveTimeInForce=GTC&belowType=LIMIT_MAKER&belowPrice=25000&"
+                        "newOrderRespType=ACK");
+  };
+  // By orderListId, with the cancel's own client id.
+  Reply first = oco("bob-1");
+  ASSERT_EQ(first.status, 200) << first.body;
+  EXPECT_FALSE(first.Json().as_object().contains("orderReports"));  // ACK
+  const uint64_t list1 = Id(first.Json(), "orderListId");
+  // A buy pair: the STOP_LOSS_LIMIT at 36000 holds 3600 USDT, the
+  // LIMIT_MAKER at 25000 needs nothing beyond it.
+  Reply account = n.Signed(http::verb::get, "/api/v3/account", bob, "");
+  EXPECT_EQ(Balance(account, "USDT", "locked"), "3600.00000000");
+  EXPECT_EQ(Balance(account, "USDT", "free"), "6400.00000000");
+  Reply c1 = n.Signed(http::verb::delete_, "/api/v3/orderList", bob,
+                      fmt::format("symbol=BTCUSDT&orderListId={}&newClientOrderId=bob-cxl", list1));
+  ASSERT_EQ(c1.status, 200) << c1.body;
+  json::value c = c1.Json();
+  EXPECT_EQ(Id(c, "orderListId"), list1);
+  EXPECT_EQ(Str(c, "contingencyType"), "OCO");
+  EXPECT_EQ(Str(c, "listStatusType"), "ALL_DONE");
+  EXPECT_EQ(Str(c, "listOrderStatus"), "ALL_DONE");
+  EXPECT_EQ(Str(c, "listClientOrderId"), "bob-1");
+  ASSERT_EQ(c.at("orderReports").as_array().size(), 2u) << c1.body;
+  for (const json::value& r : c.at("orderReports").as_array()) {
+    EXPECT_EQ(Str(r, "status"), "CANCELED");
+    EXPECT_EQ(Str(r, "clientOrderId"), "bob-cxl");
+    EXPECT_EQ(Id(r, "orderListId"), list1);
+  }
+  EXPECT_EQ(Str(c.at("orderReports").as_array()[0], "type"), "STOP_LOSS_LIMIT");
+  EXPECT_EQ(Str(c.at("orderReports").as_array()[1], "type"), "LIMIT_MAKER");
+  EXPECT_EQ(AccountState(n, bob), before);
+  // Done: a second cancel does not find it; GET still answers it.
+  EXPECT_EQ(ErrorOf(n.Signed(http::verb::delete_, "/api/v3/orderList", bob,
+                             fmt::format("symbol=BTCUSDT&orderListId={}", list1))),
+            "-2011 Order list does not exist.");
+  EXPECT_EQ(
+      Str(n.Signed(http::verb::get, "/api/v3/orderList", bob, fmt::format("orderListId={}", list1))
+              .Json(),
+          "listOrderStatus"),
+      "ALL_DONE");
+
+  // By listClientOrderId; the id is free again once the list is done.
+  Reply second = oco("bob-1");
+  ASSERT_EQ(second.status, 200) << second.body;
+  const uint64_t list2 = Id(second.Json(), "orderListId");
+  EXPECT_NE(list2, list1);
+  EXPECT_EQ(ErrorOf(oco("bob-1")), "-2010 Duplicate order sent.");
+  Reply c2 = n.Signed(http::verb::delete_, "/api/v3/orderList", bob,
+                      "symbol=BTCUSDT&listClientOrderId=bob-1");
+  ASSERT_EQ(c2.status, 200) << c2.body;
+  EXPECT_EQ(Id(c2.Json(), "orderListId"), list2);
+  EXPECT_EQ(Str(c2.Json(), "listOrderStatus"), "ALL_DONE");
+  const json::value cancel2 = c2.Json();
+  for (const json::value& r : cancel2.at("orderReports").as_array()) {
+    EXPECT_EQ(Str(r, "status"), "CANCELED");
+    EXPECT_FALSE(Str(r, "origClientOrderId").empty());
+  }
+  EXPECT_EQ(AccountState(n, bob), before);
+
+  // One order of the list canceled: its partner goes with it.
+  Reply third = oco("bob-3");
+  ASSERT_EQ(third.status, 200) << third.body;
+  const uint64_t list3 = Id(third.Json(), "orderListId");
+  Reply one = n.Signed(http::verb::delete_, "/api/v3/order", bob,
+                       fmt::format("symbol=BTCUSDT&orderId={}", list3 + kListOrderStride));
+  ASSERT_EQ(one.status, 200) << one.body;
+  // The answer is the requested order's, as on Binance.
+  EXPECT_EQ(Id(one.Json(), "orderId"), list3 + kListOrderStride) << one.body;
+  EXPECT_EQ(Str(one.Json(), "type"), "LIMIT_MAKER");
+  EXPECT_EQ(Str(one.Json(), "status"), "CANCELED");
+  EXPECT_EQ(Id(one.Json(), "orderListId"), list3);
+  Reply got;
+  EXPECT_TRUE(Eventually([&] {
+    got = n.Signed(http::verb::get, "/api/v3/orderList", bob, fmt::format("orderListId={}", list3));
+    return got.status == 200 && Str(got.Json(), "listOrderStatus") == "ALL_DONE";
+  })) << got.body;
+  EXPECT_EQ(Str(n.Signed(http::verb::get, "/api/v3/order", bob,
+                         fmt::format("symbol=BTCUSDT&orderId={}", list3))
+                    .Json(),
+                "status"),
+            "CANCELED");
+  EXPECT_EQ(AccountState(n, bob), before);
+  // By the order's client order id.
+  auto named = [&](const std::string& cid) {
+    return n.Signed(http::verb::post, "/api/v3/orderList/oco", bob,
+                    "symbol=BTCUSDT&side=BUY&quantity=0.1&aboveType=STOP_LOSS_LIMIT&"
+                    "abovePrice=36000&aboveStopPrice=35000&aboveTimeInForce=GTC&"
+                    "belowType=LIMIT_MAKER&belowPrice=25000&belowClientOrderId=" +
+                        cid);
+  };
+  Reply fourth = named("bob-4-below");
+  ASSERT_EQ(fourth.status, 200) << fourth.body;
+  const uint64_t list4 = Id(fourth.Json(), "orderListId");
+  one = n.Signed(http::verb::delete_, "/api/v3/order", bob,
+                 "symbol=BTCUSDT&origClientOrderId=bob-4-below");
+  ASSERT_EQ(one.status, 200) << one.body;
+  EXPECT_EQ(Id(one.Json(), "orderId"), list4 + kListOrderStride) << one.body;
+  EXPECT_EQ(Str(one.Json(), "origClientOrderId"), "bob-4-below");
+  EXPECT_EQ(AccountState(n, bob), before);
+  // cancelReplace of an order of a list: the list goes, the cancel's answer
+  // is the requested order's.
+  Reply fifth = named("bob-5-below");
+  ASSERT_EQ(fifth.status, 200) << fifth.body;
+  const uint64_t list5 = Id(fifth.Json(), "orderListId");
+  Reply cr = n.Signed(http::verb::post, "/api/v3/order/cancelReplace", bob,
+                      "symbol=BTCUSDT&cancelReplaceMode=STOP_ON_FAILURE&"
+                      "cancelOrigClientOrderId=bob-5-below&side=BUY&type=LIMIT&"
+                      "timeInForce=GTC&quantity=0.01&price=20000&newClientOrderId=bob-5-new");
+  ASSERT_EQ(cr.status, 200) << cr.body;
+  const json::value cancel_response = cr.Json().at("cancelResponse");
+  EXPECT_EQ(Id(cancel_response, "orderId"), list5 + kListOrderStride) << cr.body;
+  EXPECT_EQ(Str(cancel_response, "origClientOrderId"), "bob-5-below");
+  EXPECT_EQ(Str(cancel_response, "status"), "CANCELED");
+  EXPECT_EQ(Str(cr.Json().at("newOrderResponse"), "clientOrderId"), "bob-5-new");
+  EXPECT_EQ(cr.Json().at("newOrderResponse").at("orderListId").as_int64(), -1);
+  EXPECT_EQ(OrderStatus(n, bob, "bob-5-below"), "CANCELED");
+  EXPECT_EQ(Str(n.Signed(http::verb::get, "/api/v3/order", bob,
+                         fmt::format("symbol=BTCUSDT&orderId={}", list5))
+                    .Json(),
+                "status"),
+            "CANCELED");
+  ASSERT_EQ(n.Signed(http::verb::delete_, "/api/v3/order", bob,
+                     "symbol=BTCUSDT&origClientOrderId=bob-5-new")
+                .status,
+            200);
+  EXPECT_EQ(AccountState(n, bob), before);
+
+  // allOrderList: the five, by id ascending; fromId and limit.
+  const json::value all = n.Signed(http::verb::get, "/api/v3/allOrderList", bob, "").Json();
+  ASSERT_EQ(all.as_array().size(), 5u) << all;
+  EXPECT_EQ(Id(all.as_array()[0], "orderListId"), list1);
+  EXPECT_EQ(Id(all.as_array()[1], "orderListId"), list2);
+  EXPECT_EQ(Id(all.as_array()[2], "orderListId"), list3);
+  EXPECT_EQ(Id(all.as_array()[3], "orderListId"), list4);
+  EXPECT_EQ(Id(all.as_array()[4], "orderListId"), list5);
+  for (const json::value& x : all.as_array()) EXPECT_EQ(Str(x, "listStatusType"), "ALL_DONE");
+  const json::value from = n.Signed(http::verb::get, "/api/v3/allOrderList", bob,
+                                    fmt::format("fromId={}&limit=1", list2))
+                               .Json();
+  ASSERT_EQ(from.as_array().size(), 1u) << from;
+  EXPECT_EQ(Id(from.as_array()[0], "orderListId"), list2);
+  EXPECT_EQ(n.Signed(http::verb::get, "/api/v3/openOrderList", bob, "").body, "[]");
+
+  // The stream: each list started and ended once.
+  for (const uint64_t id : {list1, list2, list3, list4, list5}) {
+    EXPECT_GE(events.Await([&](const json::object& e) { return IsListStatus(e, id, "ALL_DONE"); }),
+              0)
+        << id;
+    std::size_t n_started = 0, n_done = 0;
+    for (const json::object& e : events.Events()) {
+      n_started += IsListStatus(e, id, "EXEC_STARTED") ? 1u : 0u;
+      n_done += IsListStatus(e, id, "ALL_DONE") ? 1u : 0u;
+    }
+    EXPECT_EQ(n_started, 1u) << id;
+    EXPECT_EQ(n_done, 1u) << id;
+  }
+}
+
+// OTO: the pending order is PENDING_NEW (open, in no book, locking nothing)
+// until the working order fills completely, then NEW and resting; OTOCO
+// likewise with its OCO pair.
+TEST_F(GatewayTest, OtoAndOtocoPendingOrdersWaitForTheWorkingFill) {
+  Node n(dir_);
+  auto alice = n.NewAccount("alice");
+  auto bob = n.NewAccount("bob");
+  ASSERT_EQ(n.Deposit(alice.account, "USDT", "100000", "a").status, 200);
+  ASSERT_EQ(n.Deposit(bob.account, "BTC", "1", "b").status, 200);
+  ASSERT_EQ(n.Deposit(bob.account, "USDT", "100000", "bu").status, 200);
+  auto place = [&](const Node::Keys& k, const std::string& params) {
+    return n.Signed(http::verb::post, "/api/v3/order", k, "symbol=BTCUSDT&" + params);
+  };
+  auto depth = [&] { return n.Request(http::verb::get, "/api/v3/depth?symbol=BTCUSDT").Json(); };
+  UserEvents events(n.port(), alice);
+
+  // Alice buys 0.02 at 30000; once bought, she sells 0.015 at 31000.
+  Reply placed = n.Signed(http::verb::post, "/api/v3/orderList/oto", alice,
+                          "symbol=BTCUSDT&listClientOrderId=alice-oto&workingType=LIMIT&"
+                          "workingSide=BUY&workingPrice=30000&workingQuantity=0.02&"
+                          "workingTimeInForce=GTC&workingClientOrderId=alice-work&"
+                          "pendingType=LIMIT&pendingSide=SELL&pendingPrice=31000&"
+                          "pendingQuantity=0.015&pendingTimeInForce=GTC&"
+                          "pendingClientOrderId=alice-pend&newOrderRespType=RESULT");
+  ASSERT_EQ(placed.status, 200) << placed.body;
+  json::value l = placed.Json();
+  const uint64_t oto = Id(l, "orderListId");
+  EXPECT_EQ(Str(l, "contingencyType"), "OTO");
+  EXPECT_EQ(Str(l, "listStatusType"), "EXEC_STARTED");
+  EXPECT_EQ(Str(l, "listOrderStatus"), "EXECUTING");
+  EXPECT_EQ(Str(l, "listClientOrderId"), "alice-oto");
+  ASSERT_EQ(l.at("orderReports").as_array().size(), 2u) << placed.body;
+  const json::value& work = l.at("orderReports").as_array()[0];
+  const json::value& pend = l.at("orderReports").as_array()[1];
+  EXPECT_EQ(Id(work, "orderId"), oto);
+  EXPECT_EQ(Str(work, "clientOrderId"), "alice-work");
+  EXPECT_EQ(Str(work, "status"), "NEW");
+  EXPECT_EQ(Str(work, "side"), "BUY");
+  EXPECT_EQ(Id(pend, "orderId"), oto + kListOrderStride);
+  EXPECT_EQ(Str(pend, "clientOrderId"), "alice-pend");
+  EXPECT_EQ(Str(pend, "status"), "PENDING_NEW");
+  EXPECT_EQ(Str(pend, "side"), "SELL");
+  EXPECT_FALSE(pend.as_object().contains("fills"));  // RESULT
+
+  // The pending order: open, PENDING_NEW, in no book, locking nothing.
+  auto open_status = [&] {
+    std::map<std::string, std::string> out;
+    const json::value open =
+        n.Signed(http::verb::get, "/api/v3/openOrders", alice, "symbol=BTCUSDT").Json();
+    for (const json::value& o : open.as_array()) {
+      out[Str(o, "clientOrderId")] = Str(o, "status");
+    }
+    return out;
+  };
+  using Statuses = std::map<std::string, std::string>;
+  EXPECT_EQ(open_status(), (Statuses{{"alice-pend", "PENDING_NEW"}, {"alice-work", "NEW"}}));
+  EXPECT_EQ(OrderStatus(n, alice, "alice-pend"), "PENDING_NEW");
+  EXPECT_EQ(Side(depth(), "bids"), R"([["30000.00000000","0.02000000"]])");
+  EXPECT_EQ(Side(depth(), "asks"), "[]");
+  Reply account = n.Signed(http::verb::get, "/api/v3/account", alice, "");
+  EXPECT_EQ(Balance(account, "USDT", "locked"), "600.00000000");
+  EXPECT_EQ(Balance(account, "BTC", "locked"), "0.00000000");
+
+  // Half the working order fills: the pending order still waits.
+  ASSERT_EQ(place(bob, "side=SELL&type=LIMIT&timeInForce=GTC&quantity=0.01&price=30000").status,
+            200);
+  EXPECT_EQ(open_status(),
+            (Statuses{{"alice-pend", "PENDING_NEW"}, {"alice-work", "PARTIALLY_FILLED"}}));
+  EXPECT_EQ(Side(depth(), "asks"), "[]");
+  // The rest fills: the pending order is placed, NEW, resting at 31000 and
+  // locking its 0.015 BTC of the 0.01998 bought (10 bps paid in BTC).
+  Reply completes = place(bob,
+                          "side=SELL&type=LIMIT&timeInForce=GTC&quantity=0.01&price=30000&"
+                          "newClientOrderId=bob-2");
+  ASSERT_EQ(completes.status, 200) << completes.body;
+  // Bob's answer is his order's, not that of the order his trade placed.
+  json::value b = completes.Json();
+  EXPECT_EQ(Str(b, "clientOrderId"), "bob-2") << completes.body;
+  EXPECT_NE(Id(b, "orderId"), oto + kListOrderStride);
+  EXPECT_EQ(b.at("orderListId").as_int64(), -1);
+  EXPECT_EQ(Str(b, "side"), "SELL");
+  EXPECT_EQ(Str(b, "price"), "30000.00000000");
+  EXPECT_EQ(Str(b, "origQty"), "0.01000000");
+  EXPECT_EQ(Str(b, "executedQty"), "0.01000000");
+  EXPECT_EQ(Str(b, "status"), "FILLED");
+  EXPECT_EQ(b.at("fills").as_array().size(), 1u);
+  EXPECT_EQ(OrderStatus(n, alice, "alice-work"), "FILLED");
+  EXPECT_EQ(open_status(), (Statuses{{"alice-pend", "NEW"}}));
+  EXPECT_EQ(Side(depth(), "asks"), R"([["31000.00000000","0.01500000"]])");
+  account = n.Signed(http::verb::get, "/api/v3/account", alice, "");
+  EXPECT_EQ(Balance(account, "BTC", "free"), "0.00498000");
+  EXPECT_EQ(Balance(account, "BTC", "locked"), "0.01500000");
+  EXPECT_EQ(Balance(account, "USDT", "free"), "99400.00000000");
+  EXPECT_EQ(Balance(account, "USDT", "locked"), "0.00000000");
+  // The list goes on while its pending order is open.
+  Reply got =
+      n.Signed(http::verb::get, "/api/v3/orderList", alice, fmt::format("orderListId={}", oto));
+  EXPECT_EQ(Str(got.Json(), "listOrderStatus"), "EXECUTING") << got.body;
+  EXPECT_EQ(n.Signed(http::verb::get, "/api/v3/openOrderList", alice, "").body,
+            "[" + got.body + "]");
+  // The stream: PENDING_NEW at placement (x=NEW), NEW once placed.
+  const int pending_new = events.Await([&](const json::object& e) {
+    return IsReport(e, oto + kListOrderStride, "NEW", "PENDING_NEW");
+  });
+  const int placed_new = events.Await(
+      [&](const json::object& e) { return IsReport(e, oto + kListOrderStride, "NEW", "NEW"); });
+  const int work_filled =
+      events.Await([&](const json::object& e) { return IsReport(e, oto, "TRADE", "FILLED"); });
+  ASSERT_GE(pending_new, 0);
+  ASSERT_GE(work_filled, 0);
+  EXPECT_GT(placed_new, work_filled);
+
+  // Canceled by listClientOrderId: the placed order is canceled, its BTC freed.
+  Reply c = n.Signed(http::verb::delete_, "/api/v3/orderList", alice,
+                     "symbol=BTCUSDT&listClientOrderId=alice-oto");
+  ASSERT_EQ(c.status, 200) << c.body;
+  EXPECT_EQ(Str(c.Json(), "listOrderStatus"), "ALL_DONE");
+  EXPECT_EQ(OrderStatus(n, alice, "alice-pend"), "CANCELED");
+  EXPECT_EQ(OrderStatus(n, alice, "alice-work"), "FILLED");
+  account = n.Signed(http::verb::get, "/api/v3/account", alice, "");
+  EXPECT_EQ(Balance(account, "BTC", "free"), "0.01998000");
+  EXPECT_EQ(Balance(account, "BTC", "locked"), "0.00000000");
+  EXPECT_GE(events.Await([&](const json::object& e) { return IsListStatus(e, oto, "ALL_DONE"); }),
+            0);
+
+  // An OTO whose working order is canceled: the pending one goes with it,
+  // CANCELED from PENDING_NEW; nothing stays locked.
+  const std::string before = AccountState(n, alice);
+  Reply second = n.Signed(http::verb::post, "/api/v3/orderList/oto", alice,
+                          "symbol=BTCUSDT&workingType=LIMIT_MAKER&workingSide=BUY&"
+                          "workingPrice=29000&workingQuantity=0.01&pendingType=TAKE_PROFIT&"
+                          "pendingSide=SELL&pendingStopPrice=33000&pendingQuantity=0.01");
+  ASSERT_EQ(second.status, 200) << second.body;
+  const uint64_t oto2 = Id(second.Json(), "orderListId");
+  EXPECT_EQ(Str(second.Json(), "listClientOrderId").rfind("mb-", 0), 0u);  // generated
+  Reply cw = n.Signed(http::verb::delete_, "/api/v3/order", alice,
+                      fmt::format("symbol=BTCUSDT&orderId={}", oto2));
+  ASSERT_EQ(cw.status, 200) << cw.body;
+  EXPECT_TRUE(Eventually([&] {
+    Reply r = n.Signed(http::verb::get, "/api/v3/order", alice,
+                       fmt::format("symbol=BTCUSDT&orderId={}", oto2 + kListOrderStride));
+    return r.status == 200 && Str(r.Json(), "status") == "CANCELED";
+  }));
+  EXPECT_EQ(
+      Str(n.Signed(http::verb::get, "/api/v3/orderList", alice, fmt::format("orderListId={}", oto2))
+              .Json(),
+          "listOrderStatus"),
+      "ALL_DONE");
+  EXPECT_EQ(AccountState(n, alice), before);
+
+  // OTOCO: Alice buys 0.02 at 30000, then sells 0.015 either at 32000
+  // (LIMIT_MAKER) or on a fall to 28500 (STOP_LOSS_LIMIT at 28000).
+  Reply otoco = n.Signed(http::verb::post, "/api/v3/orderList/otoco", alice,
+                         "symbol=BTCUSDT&listClientOrderId=alice-otoco&workingType=LIMIT&"
+                         "workingSide=BUY&workingPrice=30000&workingQuantity=0.02&"
+                         "workingTimeInForce=GTC&pendingSide=SELL&pendingQuantity=0.015&"
+                         "pendingAboveType=LIMIT_MAKER&pendingAbovePrice=32000&"
+                         "pendingAboveClientOrderId=alice-tp&pendingBelowType=STOP_LOSS_LIMIT&"
+                         "pendingBelowPrice=28000&pendingBelowStopPrice=28500&"
+                         "pendingBelowTimeInForce=GTC&pendingBelowClientOrderId=alice-sl");
+  ASSERT_EQ(otoco.status, 200) << otoco.body;
+  l = otoco.Json();
+  const uint64_t list3 = Id(l, "orderListId");
+  EXPECT_EQ(Str(l, "contingencyType"), "OTO");
+  ASSERT_EQ(l.at("orders").as_array().size(), 3u);
+  ASSERT_EQ(l.at("orderReports").as_array().size(), 3u);
+  std::vector<std::string> statuses;
+  for (std::size_t k = 0; k < 3; ++k) {
+    EXPECT_EQ(Id(l.at("orders").as_array()[k], "orderId"), list3 + k * kListOrderStride);
+    statuses.emplace_back(Str(l.at("orderReports").as_array()[k], "status"));
+  }
+  EXPECT_EQ(statuses, (std::vector<std::string>{"NEW", "PENDING_NEW", "PENDING_NEW"}));
+  EXPECT_EQ(Str(l.at("orderReports").as_array()[1], "type"), "LIMIT_MAKER");
+  EXPECT_EQ(Str(l.at("orderReports").as_array()[2], "type"), "STOP_LOSS_LIMIT");
+  EXPECT_EQ(OrderStatus(n, alice, "alice-tp"), "PENDING_NEW");
+  EXPECT_EQ(OrderStatus(n, alice, "alice-sl"), "PENDING_NEW");
+  EXPECT_EQ(Side(depth(), "asks"), "[]");
+  // Bob fills the working order: both pending orders are placed; the pair
+  // shares one lock of 0.015 BTC.
+  Reply ack = place(bob,
+                    "side=SELL&type=LIMIT&timeInForce=GTC&quantity=0.02&price=30000&"
+                    "newClientOrderId=bob-3&newOrderRespType=ACK");
+  ASSERT_EQ(ack.status, 200) << ack.body;
+  EXPECT_EQ(Str(ack.Json(), "clientOrderId"), "bob-3") << ack.body;
+  EXPECT_EQ(ack.Json().at("orderListId").as_int64(), -1);
+  EXPECT_EQ(OrderStatus(n, alice, "alice-tp"), "NEW");
+  EXPECT_EQ(OrderStatus(n, alice, "alice-sl"), "NEW");
+  EXPECT_EQ(Side(depth(), "asks"), R"([["32000.00000000","0.01500000"]])");
+  account = n.Signed(http::verb::get, "/api/v3/account", alice, "");
+  EXPECT_EQ(Balance(account, "BTC", "locked"), "0.01500000");
+  EXPECT_EQ(Balance(account, "BTC", "free"), "0.02496000");  // 0.01998 + 0.01998 - 0.015
+  // Bob buys at 32000: the LIMIT_MAKER fills, the stop is canceled, done.
+  ASSERT_EQ(place(bob, "side=BUY&type=LIMIT&timeInForce=GTC&quantity=0.015&price=32000").status,
+            200);
+  EXPECT_EQ(OrderStatus(n, alice, "alice-tp"), "FILLED");
+  EXPECT_EQ(OrderStatus(n, alice, "alice-sl"), "CANCELED");
+  got = n.Signed(http::verb::get, "/api/v3/orderList", alice, "origClientOrderId=alice-otoco");
+  EXPECT_EQ(Str(got.Json(), "listStatusType"), "ALL_DONE") << got.body;
+  account = n.Signed(http::verb::get, "/api/v3/account", alice, "");
+  EXPECT_EQ(Balance(account, "BTC", "locked"), "0.00000000");
+  EXPECT_EQ(Balance(account, "BTC", "free"), "0.02496000");
+  // 100000 - 600 - 600 + 480 - 0.48 (the maker's 10 bps in USDT)
+  EXPECT_EQ(Balance(account, "USDT", "free"), "99279.52000000");
+  EXPECT_EQ(Balance(account, "USDT", "locked"), "0.00000000");
+  EXPECT_EQ(n.Signed(http::verb::get, "/api/v3/openOrderList", alice, "").body, "[]");
+  EXPECT_EQ(n.Signed(http::verb::get, "/api/v3/openOrders", alice, "").body, "[]");
+  const json::value all = n.Signed(http::verb::get, "/api/v3/allOrderList", alice, "").Json();
+  std::vector<uint64_t> ids;
+  for (const json::value& x : all.as_array()) ids.push_back(Id(x, "orderListId"));
+  EXPECT_EQ(ids, (std::vector<uint64_t>{oto, oto2, list3}));
+  const int started =
+      events.Await([&](const json::object& e) { return IsListStatus(e, list3, "EXEC_STARTED"); });
+  const int ended =
+      events.Await([&](const json::object& e) { return IsListStatus(e, list3, "ALL_DONE"); });
+  ASSERT_GE(started, 0);
+  EXPECT_GT(ended, started);
+  EXPECT_EQ(events.Events()[static_cast<std::size_t>(started)].at("c"), "OTO");
+  EXPECT_EQ(events.Events()[static_cast<std::size_t>(started)].at("O").as_array().size(), 3u);
+}
+
+// Refusals, each with Binance's code and message, and nothing changed: the
+// balances, open orders and open lists are as they were.
+TEST_F(GatewayTest, OrderListRefusalsChangeNothing) {
+  Node n(dir_);
+  auto bob = n.NewAccount("bob");
+  auto alice = n.NewAccount("alice");
+  ASSERT_EQ(n.Deposit(bob.account, "BTC", "1", "b").status, 200);
+  ASSERT_EQ(n.Deposit(bob.account, "USDT", "1000", "u").status, 200);
+  ASSERT_EQ(n.Deposit(alice.account, "USDT", "1000", "a").status, 200);
+  // A last price (30000) and an open list of Bob's, so that "nothing
+  // changed" covers something.
+  ASSERT_EQ(n.Signed(http::verb::post, "/api/v3/order", bob,
+                     "symbol=BTCUSDT&side=SELL&type=LIMIT&timeInForce=GTC&quantity=0.001&"
+                     "price=30000")
+                .status,
+            200);
+  ASSERT_EQ(n.Signed(http::verb::post, "/api/v3/order", alice,
+                     "symbol=BTCUSDT&side=BUY&type=MARKET&quantity=0.001")
+                .status,
+            200);
+  Reply open_list = n.Signed(http::verb::post, "/api/v3/orderList/oco", bob,
+                             "symbol=BTCUSDT&side=SELL&quantity=0.01&listClientOrderId=held&"
+                             "aboveType=LIMIT_MAKER&abovePrice=40000&belowType=STOP_LOSS&"
+                             "belowStopPrice=20000");
+  ASSERT_EQ(open_list.status, 200) << open_list.body;
+  const std::string before = AccountState(n, bob);
+  const uint64_t seq = n.client().AppliedSeq();
+
+  const std::string sell =
+      "symbol=BTCUSDT&side=SELL&quantity=0.02&aboveType=LIMIT_MAKER&abovePrice=32000&"
+      "belowType=STOP_LOSS_LIMIT&belowPrice=29000&belowTimeInForce=GTC";
+  auto oco = [&](const std::string& params) {
+    return ErrorOf(n.Signed(http::verb::post, "/api/v3/orderList/oco", bob, params));
+  };
+  auto oto = [&](const std::string& params) {
+    return ErrorOf(n.Signed(http::verb::post, "/api/v3/orderList/oto", bob, params));
+  };
+  auto otoco = [&](const std::string& params) {
+    return ErrorOf(n.Signed(http::verb::post, "/api/v3/orderList/otoco", bob, params));
+  };
+  constexpr std::string_view kPrices =
+      "-2010 The relationship of the prices for the orders is not correct.";
+  // The above price under the below one.
+  EXPECT_EQ(oco(sell + "&belowStopPrice=32500"), kPrices);
+  EXPECT_EQ(oco(sell + "&belowStopPrice=32000"), kPrices);  // equal is not above
+  EXPECT_EQ(oco("symbol=BTCUSDT&side=BUY&quantity=0.01&aboveType=STOP_LOSS&aboveStopPrice=25000&"
+                "belowType=LIMIT_MAKER&belowPrice=26000"),
+            kPrices);
+  // Wrong sides: a SELL's stop-loss above, its LIMIT_MAKER below; a BUY's
+  // LIMIT_MAKER above.
+  EXPECT_EQ(oco("symbol=BTCUSDT&side=SELL&quantity=0.02&aboveType=STOP_LOSS&aboveStopPrice=32000&"
+                "belowType=LIMIT_MAKER&belowPrice=25000"),
+            kPrices);
+  EXPECT_EQ(oco("symbol=BTCUSDT&side=BUY&quantity=0.01&aboveType=LIMIT_MAKER&abovePrice=35000&"
+                "belowType=STOP_LOSS&belowStopPrice=25000"),
+            kPrices);
+  EXPECT_EQ(oco("symbol=BTCUSDT&side=BUY&quantity=0.01&aboveType=TAKE_PROFIT&aboveStopPrice=35000&"
+                "belowType=TAKE_PROFIT&belowStopPrice=25000"),
+            kPrices);
+  // Missing and malformed parameters.
+  EXPECT_EQ(oco("side=SELL&quantity=0.02&aboveType=LIMIT_MAKER&abovePrice=32000&"
+                "belowType=STOP_LOSS&belowStopPrice=29000"),
+            "-1102 Mandatory parameter 'symbol' was not sent, was empty/null, or malformed.");
+  EXPECT_EQ(oco("symbol=BTCUSDT&side=SELL&quantity=0.02&abovePrice=32000&belowType=STOP_LOSS&"
+                "belowStopPrice=29000"),
+            "-1102 Mandatory parameter 'aboveType' was not sent, was empty/null, or malformed.");
+  EXPECT_EQ(oco("symbol=BTCUSDT&side=SELL&quantity=0.02&aboveType=LIMIT_MAKER&abovePrice=32000"),
+            "-1102 Mandatory parameter 'belowType' was not sent, was empty/null, or malformed.");
+  EXPECT_EQ(oco("symbol=BTCUSDT&side=SELL&aboveType=LIMIT_MAKER&abovePrice=32000&"
+                "belowType=STOP_LOSS&belowStopPrice=29000"),
+            "-1102 Mandatory parameter 'quantity' was not sent, was empty/null, or malformed.");
+  EXPECT_EQ(oco("symbol=BTCUSDT&quantity=0.02&aboveType=LIMIT_MAKER&abovePrice=32000&"
+                "belowType=STOP_LOSS&belowStopPrice=29000"),
+            "-1102 Mandatory parameter 'side' was not sent, was empty/null, or malformed.");
+  EXPECT_EQ(oco("symbol=BTCUSDT&side=SELL&quantity=0.02&aboveType=LIMIT_MAKER&"
+                "belowType=STOP_LOSS&belowStopPrice=29000"),
+            "-1102 Mandatory parameter 'abovePrice' was not sent, was empty/null, or malformed.");
+  EXPECT_EQ(oco(sell),
+            "-1102 Param 'belowStopPrice' or 'belowTrailingDelta' must be sent, but both were "
+            "empty/null!");
+  EXPECT_EQ(oco(sell + "&belowStopPrice=29500&aboveTimeInForce=GTC"),
+            "-1106 Parameter 'aboveTimeInForce' sent when not required.");
+  EXPECT_EQ(oco("symbol=BTCUSDT&side=SELL&quantity=0.02&aboveType=LIMIT&abovePrice=32000&"
+                "belowType=STOP_LOSS&belowStopPrice=29000"),
+            "-1158 Order type not supported in OCO.");
+  EXPECT_EQ(oco("symbol=NOPE&side=SELL&quantity=0.02&aboveType=LIMIT_MAKER&abovePrice=32000&"
+                "belowType=STOP_LOSS&belowStopPrice=29000"),
+            "-1121 Invalid symbol.");
+  // ICEBERG_PARTS on a leg: 0.02 / 0.001 is 20 parts, the limit 10.
+  EXPECT_EQ(oco(sell + "&belowStopPrice=29500&aboveIcebergQty=0.001"),
+            "-1013 Filter failure: ICEBERG_PARTS");
+  // TRAILING_DELTA: 10..2000 basis points.
+  EXPECT_EQ(oco(sell + "&belowTrailingDelta=5"), "-1013 Filter failure: TRAILING_DELTA");
+  EXPECT_EQ(oco(sell + "&belowTrailingDelta=2001"), "-1013 Filter failure: TRAILING_DELTA");
+  EXPECT_EQ(oco(sell + "&belowStopPrice=29500.001"), "-1013 Filter failure: PRICE_FILTER");
+  EXPECT_EQ(oco(sell + "&belowStopPrice=29500&listClientOrderId=bad%20id"),
+            "-1100 Illegal characters found in parameter 'listClientOrderId'; legal range is "
+            "'^[\\.A-Z\\:/a-z0-9_-]{1,36}$'.");
+
+  const std::string working =
+      "symbol=BTCUSDT&workingType=LIMIT&workingSide=SELL&workingPrice=35000&"
+      "workingQuantity=0.02&workingTimeInForce=GTC";
+  EXPECT_EQ(oto("symbol=BTCUSDT&workingType=MARKET&workingSide=SELL&workingQuantity=0.02&"
+                "pendingType=LIMIT&pendingSide=BUY&pendingPrice=20000&pendingQuantity=0.02&"
+                "pendingTimeInForce=GTC"),
+            "-1158 Order type not supported in OTO.");
+  EXPECT_EQ(oto(working + "&pendingSide=BUY&pendingPrice=20000&pendingQuantity=0.02"),
+            "-1102 Mandatory parameter 'pendingType' was not sent, was empty/null, or malformed.");
+  EXPECT_EQ(oto(working + "&pendingType=LIMIT&pendingPrice=20000&pendingQuantity=0.02&"
+                          "pendingTimeInForce=GTC"),
+            "-1102 Mandatory parameter 'pendingSide' was not sent, was empty/null, or malformed.");
+  EXPECT_EQ(oto(working + "&workingIcebergQty=0.001&pendingType=LIMIT&pendingSide=BUY&"
+                          "pendingPrice=20000&pendingQuantity=0.02&pendingTimeInForce=GTC"),
+            "-1013 Filter failure: ICEBERG_PARTS");
+  EXPECT_EQ(oto(working + "&pendingType=STOP_LOSS&pendingSide=BUY&pendingTrailingDelta=3000&"
+                          "pendingQuantity=0.02"),
+            "-1013 Filter failure: TRAILING_DELTA");
+  EXPECT_EQ(otoco(working + "&pendingSide=BUY&pendingQuantity=0.02&"
+                            "pendingAboveType=STOP_LOSS&pendingAboveStopPrice=25000&"
+                            "pendingBelowType=LIMIT_MAKER&pendingBelowPrice=26000"),
+            kPrices);
+  EXPECT_EQ(otoco(working + "&pendingSide=BUY&pendingQuantity=0.02&pendingAboveType=LIMIT&"
+                            "pendingAbovePrice=40000&pendingBelowType=LIMIT_MAKER&"
+                            "pendingBelowPrice=26000"),
+            "-1158 Order type not supported in OCO.");
+  EXPECT_EQ(n.client().AppliedSeq(), seq);  // none of these reached the engine
+  EXPECT_EQ(AccountState(n, bob), before);
+
+  // Refused by the engine: insufficient funds, a duplicate list client id,
+  // one client id for both orders.
+  EXPECT_EQ(oco("symbol=BTCUSDT&side=SELL&quantity=2&aboveType=LIMIT_MAKER&abovePrice=32000&"
+                "belowType=STOP_LOSS&belowStopPrice=29000"),
+            "-2010 Account has insufficient balance for requested action.");
+  EXPECT_EQ(oco(sell + "&belowStopPrice=29500&listClientOrderId=held"),
+            "-2010 Duplicate order sent.");
+  EXPECT_EQ(oco(sell + "&belowStopPrice=29500&aboveClientOrderId=x1&belowClientOrderId=x1"),
+            "-2010 Duplicate order sent.");
+  // The OTO working order needs its funds; the pending one's are not checked
+  // until it is placed.
+  EXPECT_EQ(oto("symbol=BTCUSDT&workingType=LIMIT&workingSide=BUY&workingPrice=30000&"
+                "workingQuantity=1&workingTimeInForce=GTC&pendingType=LIMIT&pendingSide=SELL&"
+                "pendingPrice=31000&pendingQuantity=1&pendingTimeInForce=GTC"),
+            "-2010 Account has insufficient balance for requested action.");
+  EXPECT_EQ(AccountState(n, bob), before);
+
+  // Unknown lists: GET -2013, DELETE -2011; nor another account's.
+  const uint64_t held = Id(open_list.Json(), "orderListId");
+  EXPECT_EQ(ErrorOf(n.Signed(http::verb::get, "/api/v3/orderList", bob, "orderListId=987654321")),
+            "-2013 Order list does not exist.");
+  EXPECT_EQ(ErrorOf(n.Signed(http::verb::get, "/api/v3/orderList", bob, "origClientOrderId=nope")),
+            "-2013 Order list does not exist.");
+  EXPECT_EQ(ErrorOf(n.Signed(http::verb::get, "/api/v3/orderList", bob, "")),
+            "-1102 Param 'origClientOrderId' or 'orderListId' must be sent, but both were "
+            "empty/null!");
+  EXPECT_EQ(ErrorOf(n.Signed(http::verb::delete_, "/api/v3/orderList", bob,
+                             "symbol=BTCUSDT&orderListId=987654321")),
+            "-2011 Order list does not exist.");
+  EXPECT_EQ(ErrorOf(n.Signed(http::verb::delete_, "/api/v3/orderList", bob,
+                             "symbol=BTCUSDT&listClientOrderId=nope")),
+            "-2011 Order list does not exist.");
+  EXPECT_EQ(ErrorOf(n.Signed(http::verb::delete_, "/api/v3/orderList", alice,
+                             fmt::format("symbol=BTCUSDT&orderListId={}", held))),
+            "-2011 Order list does not exist.");
+  EXPECT_EQ(ErrorOf(n.Signed(http::verb::delete_, "/api/v3/orderList", bob,
+                             fmt::format("symbol=ETHUSDT&orderListId={}", held))),
+            "-2011 Order list does not exist.");
+  EXPECT_EQ(ErrorOf(n.Signed(http::verb::delete_, "/api/v3/orderList", bob, "symbol=BTCUSDT")),
+            "-1102 Param 'orderListId' or 'listClientOrderId' must be sent, but both were "
+            "empty/null!");
+  EXPECT_EQ(AccountState(n, bob), before);
+  // The held list is intact.
+  EXPECT_EQ(
+      Str(n.Signed(http::verb::get, "/api/v3/orderList", bob, "origClientOrderId=held").Json(),
+          "listOrderStatus"),
+      "EXECUTING");
 }
 
 }  // namespace

@@ -80,14 +80,20 @@ const T* As(const Event& e) {
 
 // What a new order's own events say about it: the answer to POST /order
 // reflects the order as its command left it, not later commands' effects.
+// The command's order is the first one accepted: orders accepted after it
+// are others the same command placed (an OTO's pending orders, placed when
+// this order's trade fills their working order).
 inline marketdata::OrderRecord OrderFromEvents(const engine::EngineConfig& config,
                                                std::span<const Event> events,
                                                std::vector<marketdata::Fill>* fills) {
   marketdata::OrderRecord o;
+  bool accepted = false;
   bool expired = false;
   bool filled = false;
   for (const Event& e : events) {
     if (const auto* a = As<engine::OrderAccepted>(e)) {
+      if (accepted) continue;
+      accepted = true;
       o.id = a->order_id;
       o.terms = a->terms;
       o.quote_qty = a->quote_qty;

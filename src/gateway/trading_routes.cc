@@ -196,6 +196,32 @@ void Gateway::Impl::GetOrder(Ctx& c) {
   });
 }
 
+namespace {
+
+// The event canceling the order a cancel named. Canceling an order of a list
+// cancels every order of the list, in the list's order; the answer is still
+// the named order's, as on Binance. `client_id_of` gives an order's client
+// order id (asked only when the cancel named none but a client order id).
+// The first cancellation when none matches; null when there is none.
+template <class ClientIdOf>
+const Event* CanceledTarget(std::span<const Event> events, const engine::CancelOrder& cancel,
+                            const ClientIdOf& client_id_of) {
+  const Event* first = nullptr;
+  for (const Event& e : events) {
+    const auto* x = As<engine::OrderCanceled>(e);
+    if (x == nullptr) continue;
+    if (first == nullptr) first = &e;
+    if (Raw(cancel.order_id) != 0
+            ? x->order_id == cancel.order_id
+            : client_id_of(x->order_id) == cancel.orig_client_order_id.view()) {
+      return &e;
+    }
+  }
+  return first;
+}
+
+}  // namespace
+
 // The answer to a cancel, from the read side once the cancel is applied.
 std::string Gateway::Impl::CanceledBody(AccountId account, MarketId market, OrderId id,
                                         std::string_view cancel_client_id, int64_t ms) {
@@ -224,13 +250,14 @@ void Gateway::Impl::SubmitCancel(Ctx& c, const engine::CancelOrder& cancel, std:
     if (const engine::Rejected* r = FirstReject(p.events)) {
       return p.Fail(ApiError::FromReject(engine::CommandType::kCancelOrder, r->reason));
     }
-    for (const Event& e : p.events) {
-      if (const auto* x = As<engine::OrderCanceled>(e)) {
-        return done(p, CanceledBody(cancel.account, cancel.market, x->order_id, new_cid,
-                                    e.timestamp_ns / 1'000'000));
-      }
-    }
-    p.Fail(ApiError::Unknown("cancel produced no cancellation"));
+    const Event* e = CanceledTarget(p.events, cancel, [&](OrderId id) {
+      const auto rec = read_side_.FindOrder(cancel.account, cancel.market, id);
+      return rec ? std::string(rec->client_order_id.view()) : std::string();
+    });
+    if (e == nullptr) return p.Fail(ApiError::Unknown("cancel produced no cancellation"));
+    done(p, CanceledBody(cancel.account, cancel.market,
+                         std::get<engine::OrderCanceled>(e->body).order_id, new_cid,
+                         e->timestamp_ns / 1'000'000));
   });
 }
 
@@ -322,9 +349,15 @@ void Gateway::Impl::CancelReplace(Ctx& c) {
         const std::span<const Event> events(p.events);
         std::string cancel_json;
         bool cancel_ok = false;
-        if (const auto* x = As<engine::OrderCanceled>(events.front())) {
-          cancel_json = CanceledBody(cancel.account, cancel.market, x->order_id, cancel_cid,
-                                     events.front().timestamp_ns / 1'000'000);
+        if (As<engine::OrderCanceled>(events.front()) != nullptr) {
+          // An order of a list takes the list with it: the named one answers.
+          const Event* x = CanceledTarget(events, cancel, [&](OrderId id) {
+            const auto rec = read_side_.FindOrder(cancel.account, cancel.market, id);
+            return rec ? std::string(rec->client_order_id.view()) : std::string();
+          });
+          cancel_json = CanceledBody(cancel.account, cancel.market,
+                                     std::get<engine::OrderCanceled>(x->body).order_id, cancel_cid,
+                                     x->timestamp_ns / 1'000'000);
           cancel_ok = true;
         } else if (const auto* r = As<engine::Rejected>(events.front())) {
           cancel_json = ApiError::FromReject(engine::CommandType::kCancelOrder, r->reason).Json();
@@ -637,8 +670,9 @@ void Gateway::Impl::CancelOrderListRoute(Ctx& c) {
 }
 
 // GET /api/v3/orderList: orderListId or origClientOrderId (the list client
-// order id); -2013 "Order list does not exist." for a list the read side
-// does not hold.
+// order id); -2013 "Order list does not exist." for a list neither the read
+// side (an open one) nor the history (any other) holds. Without a history,
+// the read side's lists only.
 void Gateway::Impl::GetOrderList(Ctx& c) {
   std::optional<uint64_t> id;
   if (auto e = c.params.GetUint("orderListId", &id)) return Reply(c, *e);
@@ -650,14 +684,28 @@ void Gateway::Impl::GetOrderList(Ctx& c) {
   }
   const auto l =
       id ? read_side_.FindList(c.account, *id) : read_side_.FindListByClientId(c.account, *cid);
-  if (!l) return Reply(c, ApiError{400, -2013, "Order list does not exist."});
-  Ok(c, ListAnswer(*l, RespType::kAck, l->time_ns / 1'000'000, false));
+  // An open list restored from a snapshot has no client ids on the read side
+  // (the image keeps hashes; a list placed through the API always has a list
+  // client order id): the history holds them.
+  if (history_ == nullptr ||
+      (l && l->status == marketdata::ListStatus::kExecuting && !l->list_client_order_id.empty())) {
+    if (!l) return Reply(c, ApiError{400, -2013, "Order list does not exist."});
+    return Ok(c, ListAnswer(*l, RespType::kAck, l->time_ns / 1'000'000, false));
+  }
+  Defer(c, [this, account = c.account, id, cid = std::string(cid.value_or(""))](HistoryJob& j) {
+    auto found = id ? history_->FindOrderList(account, *id)
+                    : history_->FindOrderListByClientId(account, cid);
+    if (!found.ok()) return HistoryUnavailable(j, found.status());
+    if (!*found) return JobReply(j, ApiError{400, -2013, "Order list does not exist."});
+    JobReply(j, 200, ListAnswer(**found, RespType::kAck, (*found)->time_ns / 1'000'000, false));
+  });
 }
 
 void Gateway::Impl::OpenOrderLists(Ctx& c) { Ok(c, ListsJson(read_side_.OpenLists(c.account))); }
 
 // GET /api/v3/allOrderList: fromId, or startTime / endTime (at most 24 h
-// apart), limit (default 500, at most 1000), from the read side's lists.
+// apart), limit (default 500, at most 1000), from the history when there is
+// one, else from the read side's lists.
 void Gateway::Impl::AllOrderLists(Ctx& c) {
   std::optional<uint64_t> from;
   std::optional<int64_t> start, end;
@@ -671,6 +719,19 @@ void Gateway::Impl::AllOrderLists(Ctx& c) {
   q.start = start;
   q.end = end;
   if (auto e = AccountHistoryWindow(q)) return Reply(c, *e);
+  if (history_ != nullptr) {
+    HistoryFilter f;
+    f.account = c.account;
+    f.from_id = from.value_or(0);
+    f.start_ms = start.value_or(0);
+    f.end_ms = end.value_or(0);
+    f.limit = limit;
+    return Defer(c, [this, f](HistoryJob& j) {
+      auto lists = history_->AllOrderLists(f);
+      if (!lists.ok()) return HistoryUnavailable(j, lists.status());
+      JobReply(j, 200, ListsJson(*lists));
+    });
+  }
   Ok(c, ListsJson(read_side_.AllLists(c.account, from.value_or(0), start.value_or(0),
                                       end.value_or(0), limit)));
 }
