@@ -886,7 +886,9 @@ TEST_F(PgStoreTest, OrderListsRoundTrip) {
   auto rows = store->AllOrderRows();
   ASSERT_TRUE(rows.ok());
   for (const OrderRow& r : *rows) {
-    if (Raw(r.order.id) == 11 + kStride) EXPECT_EQ(r.created_seq, 13u);
+    if (Raw(r.order.id) == 11 + kStride) {
+      EXPECT_EQ(r.created_seq, 13u);
+    }
   }
   // The newest order with a client id is the one placed last, not the
   // highest id.
