@@ -205,7 +205,10 @@ TEST(ParseConfig, RefusesEachKindOfErrorNamingFileLineAndField) {
       {"bad fsync policy", Edit({}, "[journal]\nfsync = \"sometimes\"\n"),
        "test.toml:29: journal.fsync: ", "fsync policy \"sometimes\": expected"},
       {"misspelt journal key", Edit({}, "[journal]\nfsnyc = \"none\"\n"),
-       "test.toml:29: journal.fsnyc: ", "unknown key (expected fsync, segment_mb)"},
+       "test.toml:29: journal.fsnyc: ",
+       "unknown key (expected fsync, segment_mb, retention, archive_dir)"},
+      {"bad retention policy", Edit({}, "[journal]\nretention = \"sometimes\"\n"),
+       "test.toml:29: journal.retention: ", "expected keep, delete or archive"},
       {"bad wait strategy", Edit({}, "[threads.engine]\nwait = \"spin\"\n"),
        "test.toml:29: threads.engine.wait: ", "unknown wait strategy \"spin\""},
       {"ring not a power of two", Edit({}, "[threads]\ninbound_capacity = 1000\n"),
@@ -432,6 +435,7 @@ TEST(ParseConfig, RuntimeTablesAreOptionalAndParsed) {
   const std::string text = Edit() +
                            "[server]\ndata_dir = \"/var/lib/mb\"\n"
                            "[journal]\nfsync = \"interval:5\"\nsegment_mb = 16\n"
+                           "retention = \"archive\"\narchive_dir = \"/srv/archive\"\n"
                            "[snapshots]\nevery_events = 0\nkeep = 5\non_shutdown = false\n"
                            "[threads]\ninbound_capacity = 1024\n"
                            "[threads.engine]\nwait = \"busy-spin\"\ncpu = 1\nrealtime = true\n"
@@ -448,6 +452,9 @@ TEST(ParseConfig, RuntimeTablesAreOptionalAndParsed) {
   EXPECT_EQ(c->runtime.data_dir, "/var/lib/mb");
   EXPECT_EQ(c->runtime.journal.policy, journal::FsyncPolicy::kInterval);
   EXPECT_EQ(c->runtime.journal.interval_ms, 5u);
+  EXPECT_EQ(c->runtime.retention, journal::Retention::kArchive);
+  EXPECT_EQ(c->runtime.archive_dir, "/srv/archive");
+  EXPECT_EQ(base->runtime.retention, journal::Retention::kKeep);
   EXPECT_EQ(c->runtime.journal.segment_bytes, uint64_t{16} << 20);
   EXPECT_EQ(c->runtime.snapshots.every_events, 0u);
   EXPECT_EQ(c->runtime.snapshots.keep, 5u);
