@@ -3,7 +3,8 @@
 # (e2fsprogs, mount and util-linux: the power-cut and full-disk tests make
 # ext4 file systems on loop devices; nats-server: the bus tests start their
 # own, on loopback ports; lintian and systemd: the Debian package's test checks
-# the package and its unit).
+# the package and its unit; zlib1g-dev: the web assets' test inflates their
+# gzip copies; chromium: the browser tests of the web pages, tests/browser).
 # Idempotent: packages already present are skipped, so a second run is quick.
 set -euo pipefail
 
@@ -18,6 +19,7 @@ packages=(
   libspdlog-dev prometheus curl python3 openssl
   lintian systemd adduser init-system-helpers
   e2fsprogs mount util-linux iproute2
+  zlib1g-dev chromium
 )
 # The end-to-end tests drive the server with the real ccxt client (npm). A
 # Node.js already on the machine (e.g. from NodeSource) is used as it is.

@@ -10,7 +10,8 @@
 #            preset's compile_commands.json); nothing is built or run
 #   e2e      the end-to-end tests (the real ccxt client, a depth-stream
 #            consumer, a stalled subscriber) against the asan build's
-#            `matchbook serve`
+#            `matchbook serve`, then the browser tests of the trading and
+#            operator pages (chromium; screenshots in build/asan/test-output)
 #   release  the optimised build (the README's run command's flags), with
 #            -Werror: matchbook, matchbook-load, matchbook-bench and every test that
 #            drives them (the command-line, load, soak, full-disk, power-cut
@@ -145,6 +146,12 @@ if want e2e; then
   fi
   begin e2e "end-to-end tests against the asan build of matchbook serve"
   bash tests/e2e/run.sh build/asan/bin/matchbook
+  end
+  # The trading and operator pages in Debian's chromium (playwright-core,
+  # pinned by tests/browser/package-lock.json), against the same binary;
+  # screenshots and the render-budget figures in build/asan/test-output.
+  begin browser "the web pages in a real browser (tests/browser)"
+  bash tests/browser/run.sh build/asan/bin/matchbook build/asan/test-output
   end
 fi
 

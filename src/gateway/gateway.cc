@@ -4,6 +4,7 @@
 #include "gateway/gateway.h"
 
 #include "gateway/gateway_impl.h"
+#include "gateway/web_pages.h"
 
 namespace mb::gateway {
 
@@ -136,6 +137,27 @@ void Gateway::Impl::Handle(Request req, std::string_view remote, bool loopback, 
   if (c.path.starts_with("/admin/v1/")) return HandleAdmin(c);
   if (c.path == "/metrics" && options_.metrics != nullptr) return HandleMetrics(c);
   if (c.path == transfer::kDeliverTarget) return VenueCall(c);
+  if (c.req.method() == http::verb::get || c.req.method() == http::verb::head) {
+    // The trading and operator pages (gateway/web_pages.h): static, no weight.
+    if (const web::Asset* page = FindPage(c.path)) {
+      if (IsOperatorPage(c.path) && !c.loopback && !options_.admin_remote) {
+        return Reply(c, ApiError{403, -1002, "The operator page answers loopback clients only."});
+      }
+      Response res = PageResponse(c.req, *page);
+      CountStatus(static_cast<int>(res.result_int()));
+      return c.respond(std::move(res));
+    }
+    if (c.path == "/admin") {
+      // The operator page's assets are relative to "/admin/".
+      Response res{http::status::permanent_redirect, c.version};
+      res.set(http::field::server, "matchbook");
+      res.set(http::field::location, "/admin/");
+      res.keep_alive(c.keep_alive);
+      res.prepare_payload();
+      CountStatus(308);
+      return c.respond(std::move(res));
+    }
+  }
 
   const Route* route = nullptr;
   bool path_known = false;

@@ -27,7 +27,10 @@
 // the operator API (/admin/v1/..., loopback
 // only unless allowed, guarded by the admin token) and, with a metrics
 // registry, GET /metrics (Prometheus text; loopback only unless allowed; also
-// on its own port with metrics_port). docs/api.md lists them.
+// on its own port with metrics_port). docs/api.md lists them. GET/HEAD of
+// the web pages' paths (web_pages.h: "/", "/admin/" and their assets,
+// embedded by src/web; the operator page loopback only unless admin_remote)
+// are answered before any route; docs/web.md.
 //
 // Metrics (docs/metrics.md): with GatewayOptions::metrics the gateway records
 // the parse_auth, fanout and submit_to_response stages, HTTP answers by
