@@ -699,7 +699,7 @@ class ReadSide::Impl {
     }
     for (const engine::OrderPending& p : img.pending) {
       MB_CHECK(Raw(p.terms.market) < markets_.size() && Raw(p.terms.account) < cfg_.max_accounts);
-      const OrderRecord r = PendingRecord(p, 0);
+      const OrderRecord r = PendingOrderRecord(p, 0);
       AccountState& acc = Account(p.terms.account);
       if (!p.client_order_id.empty()) {
         acc.client_ids[ClientKey(p.terms.market, p.client_order_id.view())] = Raw(p.order_id);
@@ -1574,7 +1574,7 @@ class ReadSide::Impl {
   // book, locking nothing, until placed (an OrderAccepted with its id).
   void On(const engine::OrderPending& x) MB_REQUIRES(mu_) {
     TouchMarket(x.terms.market);
-    const OrderRecord r = PendingRecord(x, ts_);
+    const OrderRecord r = PendingOrderRecord(x, ts_);
     AccountState& acc = Account(x.terms.account);
     if (!x.client_order_id.empty()) {
       acc.client_ids[ClientKey(x.terms.market, x.client_order_id.view())] = Raw(x.order_id);
@@ -1620,22 +1620,6 @@ class ReadSide::Impl {
   uint64_t ListOf(OrderId id) const {
     auto it = list_of_.find(Raw(id));
     return it == list_of_.end() ? 0 : it->second;
-  }
-
-  static OrderRecord PendingRecord(const engine::OrderPending& x, int64_t time_ns) {
-    OrderRecord r;
-    r.id = x.order_id;
-    r.terms = x.terms;
-    r.remaining = x.terms.qty;
-    r.status = OrderStatus::kPendingNew;
-    r.client_order_id = x.client_order_id;
-    r.time_ns = time_ns;
-    r.update_ns = time_ns;
-    r.stop_price = x.stop_price;
-    r.trailing_delta = x.trailing_delta;
-    r.iceberg_qty = x.iceberg_qty;
-    r.list_id = x.list_id;
-    return r;
   }
 
   // The list's order `id` has client order id `cid`: kept in the list, and

@@ -17,6 +17,22 @@ OrderRecord NewOrderRecord(const engine::OrderAccepted& a, int64_t time_ns) {
   return r;
 }
 
+OrderRecord PendingOrderRecord(const engine::OrderPending& p, int64_t time_ns) {
+  OrderRecord r;
+  r.id = p.order_id;
+  r.terms = p.terms;
+  r.remaining = p.terms.qty;
+  r.status = OrderStatus::kPendingNew;
+  r.client_order_id = p.client_order_id;
+  r.time_ns = time_ns;
+  r.update_ns = time_ns;
+  r.stop_price = p.stop_price;
+  r.trailing_delta = p.trailing_delta;
+  r.iceberg_qty = p.iceberg_qty;
+  r.list_id = p.list_id;
+  return r;
+}
+
 bool Untriggered(const OrderRecord& o) noexcept {
   return engine::IsConditional(o.terms.type) && o.trigger_ns == 0;
 }

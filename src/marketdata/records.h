@@ -20,6 +20,7 @@
 
 namespace mb::engine {
 struct OrderAccepted;
+struct OrderPending;
 }  // namespace mb::engine
 
 namespace mb::marketdata {
@@ -107,6 +108,9 @@ std::optional<int64_t> WorkingNs(const OrderRecord& o) noexcept;
 
 // An order as it is accepted (NEW, nothing executed), placed at time_ns.
 OrderRecord NewOrderRecord(const engine::OrderAccepted& accepted, int64_t time_ns);
+// A pending order of an OTO / OTOCO list as it is announced (PENDING_NEW, in
+// no book, nothing executed), at time_ns.
+OrderRecord PendingOrderRecord(const engine::OrderPending& pending, int64_t time_ns);
 
 struct Fill {
   TradeId trade_id{};

@@ -336,18 +336,7 @@ void RowBuilder::Event(const engine::Event& ev, RowBatch* batch) {
         } else if constexpr (std::is_same_v<T, engine::OrderPending>) {
           // Open in PENDING_NEW, in no book, until placed or refused.
           OrderRow row;
-          OrderRecord& o = row.order;
-          o.id = x.order_id;
-          o.terms = x.terms;
-          o.remaining = x.terms.qty;
-          o.status = OrderStatus::kPendingNew;
-          o.client_order_id = x.client_order_id;
-          o.time_ns = ts_;
-          o.update_ns = ts_;
-          o.stop_price = x.stop_price;
-          o.trailing_delta = x.trailing_delta;
-          o.iceberg_qty = x.iceberg_qty;
-          o.list_id = x.list_id;
+          row.order = marketdata::PendingOrderRecord(x, ts_);
           row.created_seq = seq_;
           row.updated_seq = seq_;
           const uint64_t id = Raw(x.order_id);
