@@ -19,6 +19,13 @@ if [ ! -x "$bin" ]; then
   exit 2
 fi
 here="$(cd "$(dirname "$0")" && pwd)"
+# playwright-core 1.64.1 (the version built for Debian 12's chromium 156)
+# runs on Node.js 20 or later; Debian 12's own nodejs is 18.
+node_major=$(node -p 'process.versions.node.split(".")[0]')
+if [ "$node_major" -lt 20 ]; then
+  echo "browser: SKIPPED: playwright-core 1.64.1 needs Node.js >= 20, this is $(node --version) (README: Node.js)"
+  exit 0
+fi
 out="${2:-$here/../../build/test-output}"
 mkdir -p "$out"
 export MB_TEST_OUTPUT="$(realpath "$out")"
