@@ -88,7 +88,10 @@ caught_up
 [ "$(health publishedSequence)" -ge 5 ] || fail "published $(health publishedSequence) records"
 [ "$(health stream)" = MATCHBOOK_matchbook ] || fail "stream $(health stream)"
 [ "$(health connected)" = True ] || fail "not connected"
-curl -s "$base/metrics" | grep -q '^matchbook_bus_lag_events 0$' || fail "no lag metric"
+# Read whole, then searched: grep -q would close the pipe early, and curl's
+# SIGPIPE would fail the pipeline.
+metrics=$(curl -s "$base/metrics")
+grep -q '^matchbook_bus_lag_events 0$' <<<"$metrics" || fail "no lag metric"
 
 # A snapshot (SIGUSR1 writes one) reaches the bus too.
 kill -USR1 "$pid"
