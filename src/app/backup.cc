@@ -4,7 +4,6 @@
 #include <fmt/format.h>
 #include <openssl/evp.h>
 #include <signal.h>
-#include <sys/file.h>
 #include <unistd.h>
 
 #include <boost/json.hpp>
@@ -106,26 +105,6 @@ Result<BackupFile> CopyAndHash(const fs::path& from, const fs::path& to,
   }
   if (out && ::fsync(out->fd) != 0) return ErrnoStatus(to, "fsync", errno);
   return BackupFile{"", copied, sha.Hex()};
-}
-
-// The pid of the server holding the data directory's lock, or 0 when none does.
-Result<pid_t> LockHolder(const fs::path& data_dir) {
-  const fs::path lock = data_dir / "LOCK";
-  Fd fd(::open(lock.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.fd < 0) {
-    if (errno == ENOENT) return pid_t{0};
-    return ErrnoStatus(lock, "open", errno);
-  }
-  if (::flock(fd.fd, LOCK_SH | LOCK_NB) == 0) return pid_t{0};
-  if (errno != EWOULDBLOCK) return ErrnoStatus(lock, "flock", errno);
-  char text[32] = {};
-  const ssize_t n = ::pread(fd.fd, text, sizeof text - 1, 0);
-  const long pid = n > 0 ? std::strtol(text, nullptr, 10) : 0;
-  if (pid <= 0) {
-    return Unavailable(
-        fmt::format("{} is locked by a process that did not write its pid", lock.string()));
-  }
-  return static_cast<pid_t>(pid);
 }
 
 uint64_t NewestSnapshot(const journal::DataDir& dir) {
@@ -273,7 +252,7 @@ Result<BackupManifest> Backup(const BackupOptions& options, const engine::Engine
   m.created_ms = NowMs();
 
   // The consistent point.
-  auto holder = LockHolder(options.data_dir);
+  auto holder = journal::DataDir::LockHolder(options.data_dir);
   if (!holder.ok()) return holder.status();
   m.live = *holder != 0;
   if (m.live) {

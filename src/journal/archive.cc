@@ -21,15 +21,6 @@ namespace {
 
 constexpr std::string_view kArchiveSuffix = ".zst";
 
-Status WriteSynced(const fs::path& path, std::span<const std::byte> bytes) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return ErrnoStatus(path, "create", errno);
-  Status st = WriteAll(fd, bytes, path);
-  if (st.ok() && ::fsync(fd) != 0) st = ErrnoStatus(path, "fsync", errno);
-  ::close(fd);
-  return st;
-}
-
 }  // namespace
 
 Result<Retention> ParseRetention(std::string_view s) {
@@ -132,21 +123,16 @@ Result<RetentionReport> Retain(const DataDir& dir, uint64_t floor, Retention pol
       packed.resize(n);
       const fs::path final_path =
           archive_dir / (s.path.filename().string() + std::string(kArchiveSuffix));
-      fs::path tmp = final_path;
-      tmp += ".tmp";
-      MB_RETURN_IF_ERROR(WriteSynced(tmp, packed));
+      MB_RETURN_IF_ERROR(WriteFileAtomically(final_path, packed));
       // Read back what is on disk before the only other copy goes.
-      auto back = ReadArchivedSegment(tmp);
+      auto back = ReadArchivedSegment(final_path);
       if (!back.ok() || back->size() != raw.size() ||
           std::memcmp(back->data(), raw.data(), raw.size()) != 0) {
-        fs::remove(tmp, ec);
+        fs::remove(final_path, ec);
         return Corruption(fmt::format("{}: the archived copy does not read back equal{}",
                                       s.path.string(),
                                       back.ok() ? "" : ": " + back.status().message()));
       }
-      fs::rename(tmp, final_path, ec);
-      if (ec) return ErrnoStatus(final_path, "rename", ec.value());
-      MB_RETURN_IF_ERROR(SyncDir(archive_dir));
       report.bytes_written += n;
     }
     if (dir.file_system().Unlink(s.path.c_str()) != 0) {

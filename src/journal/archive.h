@@ -10,9 +10,9 @@
 //           is archived (kArchive) or deleted (kDelete); kKeep keeps all.
 //
 // Archived segment: <archive_dir>/<segment file name>.zst, one zstd frame of
-// the segment's bytes with zstd's content checksum and size, written to a
-// temporary name, synced, read back and compared, renamed, and only then is
-// the live segment removed. ScanJournal (ScanOptions::archive_dir) reads
+// the segment's bytes with zstd's content checksum and size, written
+// atomically and durably (WriteFileAtomically), read back and compared, and
+// only then is the live segment removed. ScanJournal (ScanOptions::archive_dir) reads
 // archived segments before the live ones, so verify and a projection rebuild
 // see the whole history.
 //

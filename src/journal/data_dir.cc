@@ -7,12 +7,25 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include "common/file.h"
 #include "journal/format.h"
 
 namespace mb::journal {
+
+namespace {
+
+// The pid a LOCK file holds (its writer's, in decimal); 0 when it holds none.
+pid_t LockFilePid(int fd) {
+  char buf[32] = {};
+  const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+  const long pid = n > 0 ? std::strtol(buf, nullptr, 10) : 0;
+  return pid > 0 ? static_cast<pid_t>(pid) : 0;
+}
+
+}  // namespace
 
 namespace fs = std::filesystem;
 
@@ -43,15 +56,12 @@ Result<DataDir> DataDir::Open(const fs::path& root, OpenMode mode, FileSystem* f
   }
   if (::flock(d.lock_fd_, LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;
-    char buf[32] = {};
-    const ssize_t n = ::pread(d.lock_fd_, buf, sizeof buf - 1, 0);
-    std::string holder = n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : "?";
-    while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
     if (err == EWOULDBLOCK) {
+      const pid_t pid = LockFilePid(d.lock_fd_);
       return Unavailable(fmt::format(
           "data directory {} is in use by another process (pid {}); only one process may "
           "open it",
-          root.string(), holder));
+          root.string(), pid > 0 ? std::to_string(pid) : std::string("?")));
     }
     return ErrnoStatus(lock_path, "lock", err);
   }
@@ -121,6 +131,28 @@ Result<std::vector<FileEntry>> ListNumbered(const fs::path& dir, bool snapshots)
   return out;
 }
 }  // namespace
+
+Result<pid_t> DataDir::LockHolder(const fs::path& root) {
+  const fs::path lock_path = root / "LOCK";
+  const int fd = ::open(lock_path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return pid_t{0};
+    return ErrnoStatus(lock_path, "open", errno);
+  }
+  Result<pid_t> holder = pid_t{0};
+  if (::flock(fd, LOCK_SH | LOCK_NB) != 0) {
+    if (errno != EWOULDBLOCK) {
+      holder = ErrnoStatus(lock_path, "flock", errno);
+    } else if (const pid_t pid = LockFilePid(fd); pid > 0) {
+      holder = pid;
+    } else {
+      holder = Unavailable(
+          fmt::format("{} is locked by a process that did not write its pid", lock_path.string()));
+    }
+  }
+  ::close(fd);  // drops a shared lock taken above
+  return holder;
+}
 
 Result<std::vector<FileEntry>> DataDir::ListSegments() const {
   return ListNumbered(journal_dir(), false);

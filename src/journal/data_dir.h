@@ -19,6 +19,8 @@
 // Thread safety: a DataDir is immutable after Open.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <filesystem>
 #include <string>
@@ -62,6 +64,10 @@ class DataDir {
   Result<std::vector<FileEntry>> ListSegments() const;
   // Snapshots sorted by sequence, oldest first; *.tmp leftovers are skipped.
   Result<std::vector<FileEntry>> ListSnapshots() const;
+
+  // The pid of the process that has `root` open for writing (its LOCK held),
+  // or 0 when none has. Takes no lock and creates nothing.
+  static Result<pid_t> LockHolder(const std::filesystem::path& root);
 
  private:
   DataDir() = default;
