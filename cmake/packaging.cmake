@@ -44,10 +44,11 @@ set(MB_PKG_BIN \"${mb_pkg_bin}\")")
 install(SCRIPT ${PROJECT_SOURCE_DIR}/packaging/install_system_files.cmake)
 install(FILES ${PROJECT_SOURCE_DIR}/README.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
 # Prometheus alerting rules (and their unit tests) and the Grafana dashboard.
-install(FILES ${PROJECT_SOURCE_DIR}/monitoring/alerts.yml
-              ${PROJECT_SOURCE_DIR}/monitoring/alerts_test.yml
-              ${PROJECT_SOURCE_DIR}/monitoring/dashboard.json
-        DESTINATION ${CMAKE_INSTALL_DATADIR}/matchbook/monitoring)
+install(FILES ${PROJECT_SOURCE_DIR}/deploy/prometheus/alerts.yml
+              ${PROJECT_SOURCE_DIR}/deploy/prometheus/alerts_test.yml
+        DESTINATION ${CMAKE_INSTALL_DATADIR}/matchbook/prometheus)
+install(FILES ${PROJECT_SOURCE_DIR}/deploy/grafana/matchbook.json
+        DESTINATION ${CMAKE_INSTALL_DATADIR}/matchbook/grafana)
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/docs/ DESTINATION ${CMAKE_INSTALL_DOCDIR}
         FILES_MATCHING PATTERN "*.md" PATTERN "*.svg" PATTERN "*.png")
 

@@ -3,14 +3,15 @@
 # (accounts, deposits, orders that trade) is scraped once for
 # `promtool check metrics`, which must find nothing to say, then a
 # `prometheus` server scrapes it every second and must answer queries on
-# Matchbook's metrics. The alerting rules (monitoring/alerts.yml) pass
-# `promtool check rules` and their unit tests (monitoring/alerts_test.yml)
+# Matchbook's metrics. The alerting rules (deploy/prometheus/alerts.yml) pass
+# `promtool check rules` and their unit tests (deploy/prometheus/alerts_test.yml)
 # and load into that server; every query of every panel of the Grafana
-# dashboard (monitoring/dashboard.json) returns data while orders flow.
+# dashboard (deploy/grafana/matchbook.json) returns data while orders flow.
 # Usage: tests/metrics_prometheus.sh <path to matchbook>
 set -euo pipefail
 mb=$1
-monitoring=$(cd "$(dirname "$0")/../monitoring" && pwd)
+prometheus=$(cd "$(dirname "$0")/../deploy/prometheus" && pwd)
+grafana=$(cd "$(dirname "$0")/../deploy/grafana" && pwd)
 tmp=$(mktemp -d)
 mb_pid=""
 prom_pid=""
@@ -73,11 +74,11 @@ if [[ $lint_rc -ne 0 || -n "$lint" ]]; then
 fi
 
 # --- the alerting rules: valid, and each fires when it should and only then ---
-promtool check rules "$monitoring/alerts.yml" >"$tmp/rules.log" 2>&1 ||
-  { cat "$tmp/rules.log" >&2; fail "promtool check rules monitoring/alerts.yml"; }
-(cd "$monitoring" && promtool test rules alerts_test.yml) >"$tmp/rules_test.log" 2>&1 ||
-  { cat "$tmp/rules_test.log" >&2; fail "promtool test rules monitoring/alerts_test.yml"; }
-echo "alerting rules: $(grep -c '^      - alert:' "$monitoring/alerts.yml") alerts checked and unit-tested"
+promtool check rules "$prometheus/alerts.yml" >"$tmp/rules.log" 2>&1 ||
+  { cat "$tmp/rules.log" >&2; fail "promtool check rules deploy/prometheus/alerts.yml"; }
+(cd "$prometheus" && promtool test rules alerts_test.yml) >"$tmp/rules_test.log" 2>&1 ||
+  { cat "$tmp/rules_test.log" >&2; fail "promtool test rules deploy/prometheus/alerts_test.yml"; }
+echo "alerting rules: $(grep -c '^      - alert:' "$prometheus/alerts.yml") alerts checked and unit-tested"
 
 # --- prometheus: scrapes the server and answers queries ---
 cat >"$tmp/prometheus.yml" <<EOF
@@ -85,7 +86,7 @@ global:
   scrape_interval: 1s
   evaluation_interval: 1s
 rule_files:
-  - $monitoring/alerts.yml
+  - $prometheus/alerts.yml
 scrape_configs:
   - job_name: matchbook
     scrape_interval: 1s
@@ -147,7 +148,7 @@ done
 loaded=$(curl -sS "http://127.0.0.1:$prom_port/api/v1/rules" | python3 -c '
 import json, sys
 print(sum(len(g["rules"]) for g in json.load(sys.stdin)["data"]["groups"]))')
-[[ "$loaded" == "$(grep -c '^      - alert:' "$monitoring/alerts.yml")" ]] ||
+[[ "$loaded" == "$(grep -c '^      - alert:' "$prometheus/alerts.yml")" ]] ||
   fail "prometheus loaded $loaded alerting rules"
 
 # --- the dashboard: every panel query returns data while orders flow ---
@@ -162,7 +163,7 @@ print(sum(len(g["rules"]) for g in json.load(sys.stdin)["data"]["groups"]))')
   done
 ) &
 traffic_pid=$!
-python3 - "$monitoring/dashboard.json" "http://127.0.0.1:$prom_port" <<'PY' || fail "a dashboard query returned no data"
+python3 - "$grafana/matchbook.json" "http://127.0.0.1:$prom_port" <<'PY' || fail "a dashboard query returned no data"
 import json, sys, time, urllib.parse, urllib.request
 dashboard, prom = sys.argv[1], sys.argv[2]
 def targets(panels):
