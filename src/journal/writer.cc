@@ -160,6 +160,31 @@ uint64_t JournalWriter::Append(std::span<const engine::Event> events) {
   return GetU64(rec + 16);
 }
 
+Result<uint64_t> JournalWriter::AppendFramed(std::span<const std::byte> record) {
+  const ParsedRecord r = ParseRecord(record);
+  if (r.error != RecordError::kOk) {
+    return Corruption(fmt::format("framed record ({} bytes) offered as sequence {}: {}",
+                                  record.size(), next_seq_, ToString(r.error)));
+  }
+  if (r.header.seq != next_seq_) {
+    return InvalidArgument(fmt::format("framed record has sequence {}, the journal's next is {}",
+                                       r.header.seq, next_seq_));
+  }
+  if (r.size != record.size()) {
+    return InvalidArgument(fmt::format("framed record {}: {} bytes given, the record is {}",
+                                       r.header.seq, record.size(), r.size));
+  }
+  // Recovery refuses a record without events (DecodeOutcome); refusing it
+  // here keeps it out of the journal.
+  if (r.payload.empty()) {
+    return Corruption(fmt::format("framed record {}: no events", r.header.seq));
+  }
+  if (pending_.size == 0) pending_first_seq_ = next_seq_;
+  std::memcpy(pending_.Grow(record.size()), record.data(), record.size());
+  ++next_seq_;
+  return r.header.checksum;
+}
+
 Status JournalWriter::Roll() {
   // Every segment but the last is durable, whatever the policy: the next
   // segment's records must never reach the disk before this one's (after a

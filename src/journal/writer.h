@@ -59,6 +59,20 @@ class JournalWriter {
   // record's checksum.
   uint64_t Append(std::span<const engine::Event> events);
 
+  // Appends one record exactly as another journal framed it (a standby
+  // copying the primary's journal): the bytes written are `record`'s, so the
+  // two journals hold the same records byte for byte. It joins the same
+  // buffer as Append(): Write(), Sync() and a roll treat it the same.
+  // REQUIRES (checked): `record` is exactly one whole record (ParseRecord:
+  // length, checksum, a record type this journal writes) of sequence
+  // next_seq(), holding at least one event's bytes. Returns the record's
+  // checksum. On error nothing is appended and next_seq() is unchanged:
+  //   kCorruption      the bytes are not a whole, valid record (what is
+  //                    wrong is named), or its payload is empty
+  //   kInvalidArgument a valid record of another sequence (a duplicate or a
+  //                    gap), or bytes after the record
+  Result<uint64_t> AppendFramed(std::span<const std::byte> record);
+
   // Writes all appended records. On error: nothing of this call counts, the
   // file is restored, the records stay buffered for the next call.
   Status Write();

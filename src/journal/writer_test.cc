@@ -1,5 +1,6 @@
 // Tests of the journal writer and reader: round trips across segment rolls,
-// reopening a journal to continue it, and the fsync policies.
+// reopening a journal to continue it, the fsync policies, and copying another
+// journal's records as they were framed (AppendFramed).
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -195,6 +196,162 @@ TEST(JournalWriter, DurableSequenceFollowsThePolicy) {
   }
   ASSERT_OK(ParseFsyncPolicy("interval:60000", &o));
   EXPECT_EQ(o.interval_ms, 60000u);
+}
+
+// The frames of every record of the journal at root (header and payload, as
+// they are in the segment), read back with the reader.
+std::vector<Bytes> Frames(const fs::path& root) {
+  std::vector<Bytes> out;
+  auto recs = ReadAll(root);
+  EXPECT_TRUE(recs.ok()) << recs.status().message();
+  if (!recs.ok()) return out;
+  std::map<std::string, Bytes> segments;
+  for (const Rec& r : *recs) {
+    Bytes& seg = segments[r.segment];
+    if (seg.empty()) seg = Load(root / "journal" / r.segment);
+    out.emplace_back(seg.begin() + static_cast<std::ptrdiff_t>(r.offset),
+                     seg.begin() + static_cast<std::ptrdiff_t>(r.end()));
+  }
+  return out;
+}
+
+uint64_t RecoveredHash(const fs::path& root, const History& h, uint64_t expected_seq) {
+  engine::Engine eng(h.config);
+  RecoveryReport report;
+  const Status s = RecoverInto(root, &eng, Quiet(false), &report);
+  EXPECT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(report.recovered_seq, expected_seq);
+  return report.state_hash;
+}
+
+TEST(JournalWriter, AppendFramedCopiesAnotherJournalByteForByte) {
+  TempDir tmp;
+  constexpr uint64_t kRecords = 200;
+  constexpr std::size_t kGroup = 7;
+  const History h = MakeHistory(3, kRecords);
+  const JournalOptions options = Options(2048);
+  auto sums = WriteHistory(tmp / "a", h, kRecords, options, kGroup);
+  ASSERT_TRUE(sums.ok()) << sums.status().message();
+  ASSERT_GE(Segments(tmp / "a").size(), 4u);
+  const std::vector<Bytes> frames = Frames(tmp / "a");
+  ASSERT_EQ(frames.size(), kRecords);
+  const uint64_t hash_a = RecoveredHash(tmp / "a", h, kRecords);
+  EXPECT_EQ(hash_a, h.hashes.back());
+
+  // "framed": every record copied; "mixed": every other one, the rest
+  // appended from their events — both share the pending buffer.
+  for (const bool mixed : {false, true}) {
+    SCOPED_TRACE(mixed ? "mixed" : "framed");
+    const fs::path root = tmp / (mixed ? "mixed" : "framed");
+    {
+      auto dir = DataDir::Open(root, OpenMode::kReadWrite);
+      ASSERT_TRUE(dir.ok()) << dir.status().message();
+      auto scan = ScanJournal(*dir, {}, nullptr);
+      ASSERT_TRUE(scan.ok()) << scan.status().message();
+      auto w = JournalWriter::Open(*dir, options, h.config_hash, *scan);
+      ASSERT_TRUE(w.ok()) << w.status().message();
+      for (uint64_t s = 1; s <= kRecords; ++s) {
+        if (mixed && s % 2 == 0) {
+          EXPECT_EQ((*w)->Append(h.records[s - 1]), (*sums)[s - 1]) << s;
+        } else {
+          auto sum = (*w)->AppendFramed(frames[s - 1]);
+          ASSERT_TRUE(sum.ok()) << s << ": " << sum.status().message();
+          EXPECT_EQ(*sum, (*sums)[s - 1]) << s;
+        }
+        EXPECT_EQ((*w)->next_seq(), s + 1);
+        if (s % kGroup == 0 || s == kRecords) {
+          ASSERT_OK((*w)->Write());
+          ASSERT_OK((*w)->Sync());
+          EXPECT_EQ((*w)->durable_seq(), s);
+        }
+      }
+    }
+    // The same writes at the same places: the same segments, byte for byte
+    // (headers included: same first sequences and configuration).
+    EXPECT_EQ(Tree(root / "journal"), Tree(tmp / "a" / "journal"));
+    EXPECT_EQ(Frames(root), frames);
+    EXPECT_EQ(RecoveredHash(root, h, kRecords), hash_a);
+  }
+}
+
+TEST(JournalWriter, AppendFramedRefusesWhatIsNotTheNextRecord) {
+  TempDir tmp;
+  const History h = MakeHistory(4, 12);
+  auto sums = WriteHistory(tmp / "a", h, 12);
+  ASSERT_TRUE(sums.ok()) << sums.status().message();
+  const std::vector<Bytes> frames = Frames(tmp / "a");
+  ASSERT_EQ(frames.size(), 12u);
+
+  auto dir = DataDir::Open(tmp / "b", OpenMode::kReadWrite);
+  ASSERT_TRUE(dir.ok()) << dir.status().message();
+  auto scan = ScanJournal(*dir, {}, nullptr);
+  ASSERT_TRUE(scan.ok()) << scan.status().message();
+  auto opened = JournalWriter::Open(*dir, Options(), h.config_hash, *scan);
+  ASSERT_TRUE(opened.ok()) << opened.status().message();
+  JournalWriter& w = **opened;
+  for (uint64_t s = 1; s <= 5; ++s) ASSERT_TRUE(w.AppendFramed(frames[s - 1]).ok()) << s;
+  ASSERT_OK(w.Write());
+  ASSERT_OK(w.Sync());
+  ASSERT_TRUE(w.AppendFramed(frames[5]).ok());  // 6, pending
+  ASSERT_EQ(w.next_seq(), 7u);
+
+  const Bytes& next = frames[6];
+  Bytes damaged = next;
+  damaged.back() ^= std::byte{0x01};
+  Bytes bad_sum = next;
+  bad_sum[16] ^= std::byte{0x80};
+  Bytes unknown_type = next;
+  EncodeRecordHeader(
+      static_cast<RecordType>(2), 7, std::span<const std::byte>(next).subspan(kRecordHeaderSize),
+      std::span<std::byte, kRecordHeaderSize>(unknown_type.data(), kRecordHeaderSize));
+  Bytes trailing = next;
+  trailing.push_back(std::byte{0});
+  Bytes two = next;
+  two.insert(two.end(), frames[7].begin(), frames[7].end());
+  // A valid record of sequence 7 with no events.
+  Bytes empty(kRecordHeaderSize);
+  EncodeRecordHeader(RecordType::kCommandOutcome, 7, {},
+                     std::span<std::byte, kRecordHeaderSize>(empty.data(), kRecordHeaderSize));
+  struct Case {
+    const char* name;
+    Bytes frame;
+    StatusCode code;
+    const char* says;
+  };
+  const std::vector<Case> cases = {
+      {"duplicate", frames[5], StatusCode::kInvalidArgument, "sequence 6, the journal's next is 7"},
+      {"gap", frames[7], StatusCode::kInvalidArgument, "sequence 8, the journal's next is 7"},
+      {"stale", frames[0], StatusCode::kInvalidArgument, "sequence 1"},
+      {"payload damaged", damaged, StatusCode::kCorruption, "checksum mismatch"},
+      {"checksum damaged", bad_sum, StatusCode::kCorruption, "checksum mismatch"},
+      {"unknown type", unknown_type, StatusCode::kCorruption, "unknown record type"},
+      {"truncated payload", Bytes(next.begin(), next.end() - 1), StatusCode::kCorruption,
+       "truncated record payload"},
+      {"truncated header", Bytes(next.begin(), next.begin() + 10), StatusCode::kCorruption,
+       "truncated record header"},
+      {"nothing", Bytes{}, StatusCode::kCorruption, "truncated record header"},
+      {"trailing byte", trailing, StatusCode::kInvalidArgument, "bytes given"},
+      {"two records", two, StatusCode::kInvalidArgument, "bytes given"},
+      {"no events", empty, StatusCode::kCorruption, "no events"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    auto r = w.AppendFramed(c.frame);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), c.code);
+    EXPECT_HAS(r.status().message(), c.says);
+    EXPECT_EQ(w.next_seq(), 7u);
+  }
+  // Nothing of the refused frames was buffered: the journal holds exactly
+  // records 1..12 once the rest is copied.
+  for (uint64_t s = 7; s <= 12; ++s) ASSERT_TRUE(w.AppendFramed(frames[s - 1]).ok()) << s;
+  ASSERT_OK(w.Write());
+  ASSERT_OK(w.Sync());
+  EXPECT_EQ(w.durable_seq(), 12u);
+  EXPECT_EQ(Tree(tmp / "b" / "journal"), Tree(tmp / "a" / "journal"));
+  auto recs = ReadAll(tmp / "b");
+  ASSERT_TRUE(recs.ok()) << recs.status().message();
+  EXPECT_TRUE(HoldsRecords(*recs, h, *sums, 12));
 }
 
 }  // namespace
