@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <chrono>
+
 #include "common/json_escape.h"
 
 namespace mb::app {
@@ -57,6 +60,17 @@ std::string BusHealthJson(const bus::PublisherStats& s, const std::string& serve
       JsonString(s.stream), JsonString(s.subject), JsonString(servers), s.published_seq,
       s.durable_seq, s.lag_events, s.connected, s.connected && s.last_error.empty(),
       JsonString(s.last_error), s.messages, s.records, s.bytes, s.errors, s.snapshot_seq);
+}
+
+void ReplicationGate::OnBatch(const fanout::Batch& batch, bool /*end_of_batch*/) {
+  if (batch.events.empty()) return;
+  const uint64_t last = static_cast<uint64_t>(batch.events.back().seq);
+  publisher_->NotifyDurable(std::max(last, durable_()));
+  if (publisher_->stats().published_seq >= last) return;
+  waits_.fetch_add(1, std::memory_order_relaxed);
+  while (!publisher_->WaitPublished(last, std::chrono::milliseconds(100))) {
+    if (abandoned_.load(std::memory_order_acquire)) return;
+  }
 }
 
 }  // namespace mb::app

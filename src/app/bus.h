@@ -5,11 +5,14 @@
 // (any thread); the rest runs on the starting thread.
 #pragma once
 
+#include <atomic>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "app/config.h"
 #include "bus/publisher.h"
+#include "fanout/stage.h"
 #include "metrics/metrics.h"
 
 namespace mb::app {
@@ -24,5 +27,31 @@ void AddBusMetrics(metrics::Registry& registry, const bus::Publisher& publisher)
 //  "lagEvents", "connected", "healthy", "lastError", "messages", "records", "bytes", "errors",
 //  "snapshotSequence"}
 std::string BusHealthJson(const bus::PublisherStats& stats, const std::string& servers);
+
+// `ack = replicated` (docs/failover.md): the first handler of the fan-out
+// stage. Each batch waits until the stream has acknowledged its last record,
+// so the read side, the streams and every answer after it only ever show
+// what a quorum of the JetStream cluster holds. It also tells the publisher
+// everything durable (`durable`: the exchange's durable sequence), so one
+// message carries what several batches hold.
+//
+// While NATS cannot take records the stage waits — the journal then waits
+// for the stage and intake refuses with 503 once the ring is full: nothing
+// is answered that is not replicated. Abandon() (after the server has
+// stopped answering) ends a wait without delivering anything to a client.
+class ReplicationGate final : public fanout::Handler {
+ public:
+  ReplicationGate(bus::Publisher* publisher, std::function<uint64_t()> durable)
+      : publisher_(publisher), durable_(std::move(durable)) {}
+  void OnBatch(const fanout::Batch& batch, bool end_of_batch) override;
+  void Abandon() noexcept { abandoned_.store(true, std::memory_order_release); }
+  uint64_t waits() const noexcept { return waits_.load(std::memory_order_relaxed); }
+
+ private:
+  bus::Publisher* const publisher_;
+  const std::function<uint64_t()> durable_;
+  std::atomic<bool> abandoned_{false};
+  std::atomic<uint64_t> waits_{0};
+};
 
 }  // namespace mb::app

@@ -35,7 +35,9 @@ using engine::MarketStatus;
 
 constexpr std::string_view kTopKeys[] = {
     "engine",  "assets", "markets",    "server",  "journal", "snapshots", "threads",
-    "gateway", "venue",  "projection", "metrics", "bus",     "venues",    "transfers"};
+    "gateway", "venue",  "projection", "metrics", "bus",     "venues",    "transfers",
+    "replication"};
+constexpr std::string_view kReplicationKeys[] = {"ack", "standby", "lease_ttl_ms"};
 constexpr std::string_view kBusKeys[] = {"nats",       "stream",    "subject",
                                          "replicas",   "max_mb",    "max_age_hours",
                                          "message_kb", "linger_us", "timeout_ms"};
@@ -466,6 +468,7 @@ class Loader {
     MB_RETURN_IF_ERROR(ReadMarketRules(root, &r->gateway.market_rules));
     MB_RETURN_IF_ERROR(ReadMetrics(root, &r->metrics));
     MB_RETURN_IF_ERROR(ReadBus(root, r));
+    MB_RETURN_IF_ERROR(ReadReplication(root, &r->replication));
     MB_RETURN_IF_ERROR(ReadTransfers(root, r));
     return ReadProjection(root, &r->projection);
   }
@@ -645,6 +648,24 @@ class Loader {
     MB_RETURN_IF_ERROR(OptionalInt(t, "bus", "message_kb", 1, 900, &b->message_kb));
     MB_RETURN_IF_ERROR(OptionalInt(t, "bus", "linger_us", 0, 1'000'000, &b->linger_us));
     MB_RETURN_IF_ERROR(OptionalInt(t, "bus", "timeout_ms", 100, 60'000, &b->timeout_ms));
+    return Status::Ok();
+  }
+
+  Status ReadReplication(const toml::table& root, ReplicationConfig* rep) const {
+    const toml::table* t = nullptr;
+    MB_RETURN_IF_ERROR(OptionalTable(root, "", "replication", kReplicationKeys, &t));
+    rep->leadership = t != nullptr;
+    std::string ack;
+    const toml::node* where = nullptr;
+    MB_RETURN_IF_ERROR(OptionalString(t, "replication", "ack", &ack, &where));
+    if (where != nullptr) {
+      auto a = ParseAckPolicy(ack);
+      if (!a.ok()) return At(*where, "replication.ack", a.status().message());
+      rep->ack = *a;
+    }
+    MB_RETURN_IF_ERROR(OptionalBool(t, "replication", "standby", &rep->standby));
+    MB_RETURN_IF_ERROR(
+        OptionalInt(t, "replication", "lease_ttl_ms", 500, 60'000, &rep->lease_ttl_ms));
     return Status::Ok();
   }
 
@@ -1032,6 +1053,16 @@ Result<Config> LoadFullConfig(const std::string& path) {
   std::fclose(f);
   if (failed) return IoError(fmt::format("{}: read failed", path));
   return ParseFullConfig(text, path);
+}
+
+std::string_view ToString(AckPolicy ack) noexcept {
+  return ack == AckPolicy::kReplicated ? "replicated" : "local";
+}
+
+Result<AckPolicy> ParseAckPolicy(std::string_view text) {
+  if (text == "local") return AckPolicy::kLocal;
+  if (text == "replicated") return AckPolicy::kReplicated;
+  return InvalidArgument(fmt::format("\"{}\": local or replicated", text));
 }
 
 }  // namespace mb::app

@@ -122,6 +122,25 @@ struct BusConfig {
   uint32_t timeout_ms = 2000;
 };
 
+// [replication]: a primary and its hot standby (docs/failover.md).
+enum class AckPolicy : uint8_t {
+  kLocal,       // answered once the local journal holds the command
+  kReplicated,  // and once a quorum of the JetStream cluster holds its record
+};
+std::string_view ToString(AckPolicy ack) noexcept;
+Result<AckPolicy> ParseAckPolicy(std::string_view text);  // "local" | "replicated"
+
+struct ReplicationConfig {
+  // A primary with a bus holds the leadership lease (docs/failover.md) when
+  // this is set: by a [replication] table, --ack or --standby. Without it
+  // the bus is only a feed: NATS down is lag, never a refused order, and no
+  // standby takes over from this primary.
+  bool leadership = false;
+  AckPolicy ack = AckPolicy::kLocal;
+  bool standby = false;          // start following the primary (serve --standby)
+  uint32_t lease_ttl_ms = 2000;  // the leadership lease's TTL (its KV bucket's)
+};
+
 // [[venues]] and [transfers]: transfers to and from other venues
 // (docs/transfers.md).
 struct TransferConfig {
@@ -151,6 +170,7 @@ struct RuntimeConfig {
   ProjectionConfig projection;
   MetricsConfig metrics;
   BusConfig bus;
+  ReplicationConfig replication;
   TransferConfig transfers;
 };
 

@@ -168,7 +168,7 @@ TEST(ParseConfig, RefusesEachKindOfErrorNamingFileLineAndField) {
        "withdraw_enabled)"},
       {"unknown table", Edit({}, "[network]\nport = 1\n"), "test.toml:28: network: ",
        "unknown key (expected engine, assets, markets, server, journal, snapshots, threads, "
-       "gateway, venue, projection, metrics, bus, venues, transfers)"},
+       "gateway, venue, projection, metrics, bus, venues, transfers, replication)"},
       {"misspelt metrics key", Edit({}, "[metrics]\nremote_ok = true\n"),
        "test.toml:29: metrics.remote_ok: ",
        "unknown key (expected remote, port, flight_threshold_ms, flight_window_ms, "
@@ -578,6 +578,40 @@ TEST(ParseConfig, VenueAndBusTableAreOptionalAndParsed) {
     ASSERT_FALSE(r.ok()) << want;
     EXPECT_NE(r.status().message().find(want), std::string::npos) << r.status().message();
   }
+}
+
+TEST(ParseConfig, ReplicationTable) {
+  auto base = ParseFullConfig(Edit(), "test.toml");
+  ASSERT_TRUE(base.ok()) << base.status().message();
+  EXPECT_EQ(base->runtime.replication.ack, AckPolicy::kLocal) << "local unless asked for";
+  EXPECT_FALSE(base->runtime.replication.standby);
+  EXPECT_EQ(base->runtime.replication.lease_ttl_ms, 2000u);
+  EXPECT_FALSE(base->runtime.replication.leadership) << "no lease without [replication]";
+
+  auto c = ParseFullConfig(
+      Edit() + "[replication]\nack = \"replicated\"\nstandby = true\nlease_ttl_ms = 5000\n",
+      "test.toml");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->runtime.replication.ack, AckPolicy::kReplicated);
+  EXPECT_TRUE(c->runtime.replication.standby);
+  EXPECT_EQ(c->runtime.replication.lease_ttl_ms, 5000u);
+  EXPECT_TRUE(c->runtime.replication.leadership);
+
+  const std::pair<std::string, std::string> bad[] = {
+      {Edit() + "[replication]\nack = \"quorum\"\n",
+       "replication.ack: \"quorum\": local or replicated"},
+      {Edit() + "[replication]\nack = 1\n", "replication.ack"},
+      {Edit() + "[replication]\nstandby = \"yes\"\n", "replication.standby"},
+      {Edit() + "[replication]\nlease_ttl_ms = 100\n", "replication.lease_ttl_ms"},
+      {Edit() + "[replication]\nlease_ttl = 2000\n", "replication.lease_ttl"},
+  };
+  for (const auto& [text, want] : bad) {
+    auto r = ParseFullConfig(text, "test.toml");
+    ASSERT_FALSE(r.ok()) << want;
+    EXPECT_NE(r.status().message().find(want), std::string::npos) << r.status().message();
+  }
+  EXPECT_EQ(ParseAckPolicy("local").value(), AckPolicy::kLocal);
+  EXPECT_FALSE(ParseAckPolicy("").ok());
 }
 
 TEST(ParseConfig, TrustedReplicasAreAddresses) {

@@ -47,6 +47,8 @@
 #include "app/format.h"
 #include "app/history.h"
 #include "app/replica.h"
+#include "app/standby.h"
+#include "common/json_escape.h"
 #include "common/progress.h"
 #include "engine/engine.h"
 #include "exchange/exchange.h"
@@ -177,7 +179,24 @@ uint64_t RetentionFloor(const mb::journal::DataDir& dir, uint64_t projection_app
   return floor;
 }
 
-int Serve(const mb::app::Config& cfg, const std::string& source, bool recover_only) {
+// Why intake is closed (the exchange's intake_refusal; docs/failover.md).
+constexpr const char* kLeaseLost =
+    "This server is no longer the primary: it lost its leadership lease (a standby may have "
+    "taken over). Send orders to the primary: GET /admin/v1/health says \"role\":\"primary\" "
+    "there.";
+constexpr const char* kFenced =
+    "This server is no longer the primary: another primary has written to the journal stream.";
+constexpr const char* kHandingOver =
+    "This server is handing over to its standby (a planned failover): retry against the new "
+    "primary.";
+
+// Serves as the primary. With a bus it holds the leadership lease (taken
+// here, or handed over by a promoted standby); *demoted says it stopped
+// because it is the primary no more (lost lease, another writer, a planned
+// failover): the caller goes on as a standby.
+int Serve(const mb::app::Config& cfg, const std::string& source, bool recover_only,
+          std::unique_ptr<mb::bus::Lease> lease, bool* demoted) {
+  *demoted = false;
   mb::exchange::ExchangeOptions o = mb::app::ExchangeOptionsFrom(cfg);
   o.log = mb::log::Sink("exchange");
   mb::log::Info("app", fmt::format("matchbook 0.1.0: configuration {} ({} assets, {} markets)",
@@ -212,7 +231,32 @@ int Serve(const mb::app::Config& cfg, const std::string& source, bool recover_on
   fo.log = mb::log::Sink("flight", mb::log::Level::kWarn);
   mb::metrics::FlightRecorder recorder(fo);
   o.metrics = &registry;
+  // Leadership (docs/failover.md): why intake is closed (null: open), and
+  // whether to stop and go on as a standby.
+  std::atomic<const char*> intake_closed{nullptr};
+  std::atomic<bool> demote{false};
+  std::atomic<bool> planned{false};  // demoted by POST /admin/v1/failover
+  std::atomic<mb::exchange::Exchange*> exchange{nullptr};
+  std::function<mb::Result<std::string>()> failover;  // set once the bus is known
   mb::gateway::GatewayOptions go = cfg.runtime.gateway;
+  // The key store's changes reach a standby before they are answered.
+  std::unique_ptr<mb::bus::KvValue> key_mirror;
+  if (!cfg.runtime.bus.nats.empty() && cfg.runtime.replication.leadership) {
+    go.failover = [&failover] { return failover(); };
+    auto servers = mb::bus::ParseServers(cfg.runtime.bus.nats);
+    if (!servers.ok()) return ServeFail(servers.status());
+    if (!recover_only) {
+      key_mirror = std::make_unique<mb::bus::KvValue>(
+          mb::app::KeyStoreMirrorOptions(cfg, std::move(*servers)));
+      go.replicate_keys = [m = key_mirror.get()](std::string_view json) -> Status {
+        auto r = m->Put(json);
+        return r.ok() ? Status::Ok()
+                      : Status(r.status().code(),
+                               "the key store could not be replicated to the standby: " +
+                                   r.status().message());
+      };
+    }
+  }
   go.metrics = &registry;
   go.metrics_remote = mc.remote;
   go.metrics_port = mc.port;
@@ -308,27 +352,124 @@ int Serve(const mb::app::Config& cfg, const std::string& source, bool recover_on
   // durable sequence by the fan-out stage; without a NATS URL, nothing.
   std::unique_ptr<mb::bus::Publisher> publisher;
   std::unique_ptr<mb::fanout::SequenceHandler> publisher_feed;
+  std::unique_ptr<mb::app::ReplicationGate> gate;
+  const bool replicated = cfg.runtime.replication.ack == mb::app::AckPolicy::kReplicated;
   const std::string& nats = cfg.runtime.bus.nats;
   if (!nats.empty()) {
     auto servers = mb::bus::ParseServers(nats);
     if (!servers.ok()) return ServeFail(servers.status());
+    if (!recover_only && !lease && cfg.runtime.replication.leadership) {
+      lease = std::make_unique<mb::bus::Lease>(
+          mb::app::LeaseOptionsFrom(cfg, *servers, mb::app::LeaseHolderName(cfg)));
+      if (Status s = lease->Connect(); !s.ok()) return ServeFail(s);
+      // A primary restarted at once finds its own lease from before: it
+      // expires within one TTL.
+      Status a = lease->Acquire(std::chrono::milliseconds(cfg.runtime.replication.lease_ttl_ms) +
+                                std::chrono::seconds(1));
+      if (!a.ok()) {
+        return ServeFail(
+            Status(a.code(), a.message() +
+                                 ": this venue has a primary; start this server with --standby to "
+                                 "follow it (docs/failover.md)"));
+      }
+    }
+    if (key_mirror) {
+      // The key store as it is now, for a standby that starts from nothing.
+      if (Status s = (*gw)->ReplicateKeys(); !s.ok()) return ServeFail(s);
+    }
     mb::bus::PublisherOptions bo = mb::app::BusOptionsFrom(cfg, std::move(*servers));
     bo.log = mb::log::Sink("bus");
+    if (lease) {
+      bo.may_publish = [l = lease.get()] { return l->Valid(); };
+      bo.on_fenced = [&intake_closed, &demote](std::string_view why) {
+        intake_closed.store(kFenced, std::memory_order_release);
+        demote.store(true, std::memory_order_release);
+        mb::log::Error("lease", fmt::format("intake stopped: {}", why));
+      };
+    }
     publisher = std::make_unique<mb::bus::Publisher>(
         cfg.runtime.data_dir, mb::engine::HashConfig(cfg.engine), std::move(bo));
-    publisher_feed = std::make_unique<mb::fanout::SequenceHandler>(
-        [p = publisher.get()](uint64_t seq) { p->NotifyDurable(seq); });
+    if (replicated) {
+      gate = std::make_unique<mb::app::ReplicationGate>(publisher.get(), [&exchange] {
+        mb::exchange::Exchange* e = exchange.load(std::memory_order_acquire);
+        return e != nullptr ? e->durable_seq() : 0;
+      });
+    } else {
+      publisher_feed = std::make_unique<mb::fanout::SequenceHandler>(
+          [p = publisher.get()](uint64_t seq) { p->NotifyDurable(seq); });
+    }
     mb::app::AddBusMetrics(registry, *publisher);
     (*gw)->AddHealthSection(
         "bus", [p = publisher.get(), nats] { return mb::app::BusHealthJson(p->stats(), nats); });
+  } else if (replicated) {
+    return ServeFail(mb::InvalidArgument(
+        "ack = replicated needs the journal on a JetStream cluster: --nats URL[,URL...]"));
+  }
+  o.intake_refusal = [&intake_closed, l = lease.get()]() -> const char* {
+    if (const char* why = intake_closed.load(std::memory_order_acquire)) return why;
+    if (l != nullptr && !l->Valid()) return kLeaseLost;
+    return nullptr;
+  };
+  if (lease) {
+    failover = [&]() -> mb::Result<std::string> {
+      mb::exchange::Exchange* e = exchange.load(std::memory_order_acquire);
+      if (e == nullptr || !publisher) return mb::Unavailable("the server is still starting");
+      const char* open = nullptr;
+      if (!intake_closed.compare_exchange_strong(open, kHandingOver)) {
+        return mb::InvalidArgument(std::string("intake is closed already: ") + open);
+      }
+      mb::log::Warn("lease", "planned failover: intake closed, handing over to the standby");
+      // What was taken before intake closed becomes durable, then replicated.
+      uint64_t seq = e->durable_seq();
+      for (int stable = 0; stable < 3;) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        const uint64_t now = e->durable_seq();
+        stable = now == seq ? stable + 1 : 0;
+        seq = now;
+      }
+      if (!publisher->WaitPublished(seq, std::chrono::seconds(10))) {
+        intake_closed.store(nullptr, std::memory_order_release);
+        return mb::Unavailable(fmt::format(
+            "the stream has not acknowledged record {} within 10 s: intake is open again and "
+            "this server stays the primary",
+            seq));
+      }
+      Status released = lease->Release();
+      planned.store(true, std::memory_order_release);
+      demote.store(true, std::memory_order_release);
+      if (!released.ok()) return released;
+      mb::log::Warn("lease", fmt::format("planned failover: the stream holds every record up to "
+                                         "{}; lease released; going on as a standby",
+                                         seq));
+      return fmt::format(R"({{"handedOver":true,"lastSequence":{}}})", seq);
+    };
+    (*gw)->AddHealthSection("leadership", [l = lease.get(), replicated] {
+      const mb::bus::LeaseStats ls = l->stats();
+      return fmt::format(
+          R"({{"held":{},"valid":{},"holder":{},"revision":{},"remainingMs":{},"renewals":{},)"
+          R"("renewFailures":{},"lastError":{},"ack":"{}"}})",
+          ls.held, l->Valid(), mb::JsonString(ls.holder), ls.revision, ls.remaining_ms, ls.renewals,
+          ls.renew_failures, mb::JsonString(ls.last_error), replicated ? "replicated" : "local");
+    });
   }
   mb::fanout::Stage fanout(mb::fanout::StageOptions{.timing = true});
+  // Under ack = replicated nothing downstream sees a record before the stream holds it.
+  if (gate) fanout.Add(gate.get());
   (*gw)->Wire(&o, &fanout);
   (*dispatcher)->Wire(&o, &fanout);
   fanout.Add(&projector_feed);
   if (publisher_feed) fanout.Add(publisher_feed.get());
   auto ex = mb::exchange::Exchange::Open(std::move(o));
   if (!ex.ok()) return ServeFail(ex.status());
+  exchange.store(ex->get(), std::memory_order_release);
+  if (lease) {
+    lease->Stop();  // a promoted standby's renewals: from here on, this one's
+    lease->StartRenewing([&intake_closed, &demote](std::string_view reason) {
+      intake_closed.store(kLeaseLost, std::memory_order_release);
+      demote.store(true, std::memory_order_release);
+      mb::log::Error("lease", fmt::format("intake stopped: {}", reason));
+    });
+  }
   mb::log::Info("gateway", "thread " + fanout.Start());
   // Started once the data directory is locked: its start-up tidies the dump
   // directory, which a second server refused by the lock must not touch.
@@ -353,7 +494,7 @@ int Serve(const mb::app::Config& cfg, const std::string& source, bool recover_on
     projector.WaitApplied((*ex)->durable_seq(), std::chrono::seconds(5));
     projector.Stop();
     if (publisher) {
-      if (publisher->stats().connected) {
+      if (publisher->stats().connected && !demote.load(std::memory_order_acquire)) {
         publisher->WaitPublished((*ex)->durable_seq(), std::chrono::seconds(5));
       }
       publisher->Stop();
@@ -447,19 +588,32 @@ int Serve(const mb::app::Config& cfg, const std::string& source, bool recover_on
                                             : std::string()));
     }
   };
-  for (uint64_t tick = 0; g_signal.load() == 0; ++tick) {
+  for (uint64_t tick = 0; g_signal.load() == 0 && !demote.load(std::memory_order_acquire); ++tick) {
     if (g_snapshot.exchange(false)) (*ex)->RequestSnapshot();
-    if (tick % 40 == 0) retain();
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (tick % 200 == 0) retain();
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  mb::log::Info("app", fmt::format("signal {}: shutting down", g_signal.load()));
+  if (demote.load(std::memory_order_acquire)) {
+    *demoted = true;
+    // The failover call's own answer leaves before the server stops.
+    if (planned.load(std::memory_order_acquire)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    }
+    mb::log::Warn("app",
+                  "no longer the primary: stopping the primary's work, going on as a "
+                  "standby");
+  } else {
+    mb::log::Info("app", fmt::format("signal {}: shutting down", g_signal.load()));
+  }
   (*gw)->StopServer();
-  (*dispatcher)->Stop();  // what is unresolved stays held: the next start delivers it
+  if (gate) gate->Abandon();  // nothing more reaches a client
+  (*dispatcher)->Stop();      // what is unresolved stays held: the next start delivers it
   Status s = (*ex)->Close();
   fanout.Stop();  // every durable batch and answer delivered
   stop_projector();
   (*gw)->Stop();
   recorder.Stop();
+  if (lease) lease->Stop();
   return s.ok() ? 0 : ServeFail(s);
 }
 
@@ -748,6 +902,17 @@ int main(int argc, char** argv) {
       ->add_option("--primary", primary,
                    "The primary's API (http://HOST:PORT): signed and API-key calls go there")
       ->envname("MATCHBOOK_PRIMARY");
+  bool standby = false;
+  serve->add_flag("--standby", standby,
+                  "Follow the primary's journal on NATS (--nats) as a hot standby and take over "
+                  "when its lease expires; sets replication.standby");
+  std::string ack;
+  serve
+      ->add_option("--ack", ack,
+                   "When an order is answered: local (the journal on this machine holds it) or "
+                   "replicated (also a quorum of the JetStream cluster; an R3 stream); overrides "
+                   "replication.ack")
+      ->envname("MATCHBOOK_ACK");
   std::string trusted_replicas;
   serve
       ->add_option("--trusted-replicas", trusted_replicas,
@@ -953,6 +1118,21 @@ int main(int argc, char** argv) {
     }
     cfg->runtime.bus.nats = nats;
   }
+  if (standby) cfg->runtime.replication.standby = true;
+  if (standby || !ack.empty()) cfg->runtime.replication.leadership = true;
+  if (cfg->runtime.replication.standby) cfg->runtime.replication.leadership = true;
+  if (!ack.empty()) {
+    auto a = mb::app::ParseAckPolicy(ack);
+    if (!a.ok()) return Fail(Status(a.status().code(), "--ack: " + a.status().message()));
+    cfg->runtime.replication.ack = *a;
+  }
+  if (cfg->runtime.replication.ack == mb::app::AckPolicy::kReplicated &&
+      cfg->runtime.bus.replicas < 3) {
+    cfg->runtime.bus.replicas = 3;  // a quorum needs three copies
+  }
+  if (cfg->runtime.replication.standby && cfg->runtime.bus.nats.empty()) {
+    return Fail(mb::InvalidArgument("--standby: the primary's NATS is needed (--nats URL)"));
+  }
   if (!trusted_replicas.empty()) {
     auto list = mb::app::ParseAddressList(trusted_replicas);
     if (!list.ok()) {
@@ -1018,7 +1198,26 @@ int main(int argc, char** argv) {
     InstallSignals();
     rc = mb::app::RunReplica(*cfg, source, primary, [] { return g_signal.load() != 0; });
   } else {
-    rc = Serve(*cfg, source, recover_only);
+    // A primary, or a standby until it takes over; a primary that is the
+    // primary no more goes on as a standby (docs/failover.md).
+    InstallSignals();
+    bool as_standby = cfg->runtime.replication.standby;
+    std::unique_ptr<mb::bus::Lease> lease;
+    for (;;) {
+      if (as_standby) {
+        mb::app::StandbyEnd end = mb::app::RunStandby(
+            *cfg, source, ArchivePath(cfg->runtime.data_dir), [] { return g_signal.load() != 0; });
+        if (!end.promoted) {
+          rc = end.rc;
+          break;
+        }
+        lease = std::move(end.lease);
+      }
+      bool demoted = false;
+      rc = Serve(*cfg, source, recover_only, std::move(lease), &demoted);
+      if (!demoted || g_signal.load() != 0) break;
+      as_standby = true;
+    }
   }
   if (!cfg->runtime.bus.nats.empty()) mb::bus::ShutdownNats();
   mb::log::Shutdown();

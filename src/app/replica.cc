@@ -29,6 +29,8 @@ class GatewayFeed final : public bus::FollowerSink {
   gateway::Gateway* const gw_;
 };
 
+}  // namespace
+
 void AddReplicaMetrics(metrics::Registry& registry, const bus::Follower& follower) {
   const bus::Follower* f = &follower;
   auto d = [](uint64_t v) { return static_cast<double>(v); };
@@ -53,8 +55,6 @@ void AddReplicaMetrics(metrics::Registry& registry, const bus::Follower& followe
                         "Boots from a snapshot after the first (a gap or a damaged record)", {},
                         [f, d] { return d(f->stats().resyncs); });
 }
-
-}  // namespace
 
 std::string ReplicaHealthJson(const bus::FollowerStats& s, const std::string& servers) {
   return fmt::format(

@@ -13,12 +13,19 @@
 #include "app/config.h"
 #include "bus/follower.h"
 
+namespace mb::metrics {
+class Registry;
+}
+
 namespace mb::app {
 
 // {"appliedSequence", "lagEvents", "streamSequence", "caughtUp", "connected",
 //  "lastError", "messages", "records", "duplicates", "resyncs",
 //  "snapshotSequence", "bootSeconds", "stream", "subject", "servers"}
 std::string ReplicaHealthJson(const bus::FollowerStats& stats, const std::string& servers);
+
+// The follower's figures as matchbook_replica_* metrics.
+void AddReplicaMetrics(metrics::Registry& registry, const bus::Follower& follower);
 
 // Serves until stopping() is true (checked every 50 ms); 0, or 1 after
 // logging why it could not start.

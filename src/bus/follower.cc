@@ -110,6 +110,7 @@ FollowerStats Follower::stats() const {
   s.boot_seconds = static_cast<double>(boot_us_.load(std::memory_order_relaxed)) / 1e6;
   s.connected = connected_.load(std::memory_order_relaxed);
   s.caught_up = caught_up_.load(std::memory_order_relaxed);
+  s.halted = halted_.load(std::memory_order_relaxed);
   s.stream = stream_;
   s.subject = subject_;
   MutexLock lock(mu_);
@@ -135,15 +136,75 @@ void Follower::Stop() {
 
 // Connect, check the stream, load the newest snapshot (or the empty state),
 // bootstrap the sink, subscribe from the next record.
+Status Follower::Connect() {
+  if (nats_) return Status::Ok();
+  auto c = ConnectNats(options_.servers,
+                       options_.resume_after ? "matchbook standby" : "matchbook replica",
+                       options_.timeout, options_.retry);
+  if (!c.ok()) return c.status();
+  nats_ = std::move(*c);
+  return Status::Ok();
+}
+
+Result<StreamPoint> Follower::Probe(uint64_t seq) {
+  MB_RETURN_IF_ERROR(Connect());
+  StreamPoint point;
+  natsMsg* m = nullptr;
+  jsErrCode code = static_cast<jsErrCode>(0);
+  natsStatus s = js_GetLastMsg(&m, nats_->js, stream_.c_str(), subject_.c_str(), nullptr, &code);
+  if (s == NATS_NOT_FOUND || code == JSNoMessageFoundErr || code == JSStreamNotFoundErr) {
+    return point;  // nothing published yet
+  }
+  if (s != NATS_OK) {
+    return Unavailable(NatsError(fmt::format("last message of stream {}", stream_), s,
+                                 static_cast<int>(code)));
+  }
+  const char* id = nullptr;
+  const bool known = natsMsgHeader_Get(m, "Nats-Msg-Id", &id) == NATS_OK && id != nullptr &&
+                     ParseU64(id, &point.last_seq);
+  natsMsg_Destroy(m);
+  if (!known) {
+    return Corruption(fmt::format("the last message of stream {} is not a journal message",
+                                  stream_));
+  }
+  if (seq == 0 || seq > point.last_seq) return point;
+  auto at = Locate(seq);
+  if (!at.ok()) {
+    if (at.status().code() == StatusCode::kNotFound) return point;  // expired
+    return at.status();
+  }
+  m = nullptr;
+  s = js_GetMsg(&m, nats_->js, stream_.c_str(), *at, nullptr, &code);
+  if (s != NATS_OK) {
+    return Unavailable(NatsError(fmt::format("message {} of stream {}", *at, stream_), s,
+                                 static_cast<int>(code)));
+  }
+  std::span<const std::byte> rest(reinterpret_cast<const std::byte*>(natsMsg_GetData(m)),
+                                  static_cast<std::size_t>(natsMsg_GetDataLength(m)));
+  Status st = Status::Ok();
+  while (!rest.empty()) {
+    const journal::ParsedRecord r = journal::ParseRecord(rest);
+    if (r.error != journal::RecordError::kOk) {
+      st = Corruption(fmt::format("message {} of stream {}: a damaged record ({})", *at, stream_,
+                                  journal::ToString(r.error)));
+      break;
+    }
+    if (r.header.seq == seq) {
+      point.frame.assign(rest.begin(), rest.begin() + static_cast<std::ptrdiff_t>(r.size));
+      break;
+    }
+    rest = rest.subspan(r.size);
+  }
+  natsMsg_Destroy(m);
+  if (!st.ok()) return st;
+  return point;
+}
+
 Status Follower::Boot(uint64_t past) {
   const int64_t start_ns = SteadyNs();
   sub_.reset();
   caught_up_.store(false, std::memory_order_relaxed);
-  if (!nats_) {
-    auto c = ConnectNats(options_.servers, "matchbook replica", options_.timeout, options_.retry);
-    if (!c.ok()) return c.status();
-    nats_ = std::move(*c);
-  }
+  MB_RETURN_IF_ERROR(Connect());
   jsStreamInfo* si = nullptr;
   jsErrCode code = static_cast<jsErrCode>(0);
   natsStatus s = js_GetStreamInfo(&si, nats_->js, stream_.c_str(), nullptr, &code);
@@ -170,6 +231,18 @@ Status Follower::Boot(uint64_t past) {
         "stream {} carries \"{}\", this replica follows \"{}\": start it with the primary's "
         "venue and configuration (--config)",
         stream_, theirs, ours));
+  }
+
+  if (options_.resume_after) {
+    // A standby: its own journal is the starting point.
+    const uint64_t from = *options_.resume_after;
+    applied_.store(from, std::memory_order_release);
+    booted_at_ = from;
+    MB_RETURN_IF_ERROR(Subscribe());
+    boot_us_.store((SteadyNs() - start_ns) / 1000, std::memory_order_relaxed);
+    Log(fmt::format("following stream {} from record {} (the local journal ends at {})", stream_,
+                    from + 1, from));
+    return Status::Ok();
   }
 
   // The stream's first record: where following from sequence 0 would start.
@@ -330,6 +403,10 @@ Status Follower::Take(std::span<const std::byte> data, uint64_t stream_seq) {
       return OutOfRange(fmt::format("message {} of stream {}: record {} follows record {}",
                                     stream_seq, stream_, seq, applied));
     }
+    if (Status st = sink_->Record(seq, data.subspan(data.size() - rest.size() - r.size, r.size));
+        !st.ok()) {
+      return Status(st.code(), fmt::format("record {}: {}", seq, st.message()));
+    }
     journal::JournalRecord jr;
     jr.seq = seq;
     jr.checksum = r.header.checksum;
@@ -340,6 +417,9 @@ Status Follower::Take(std::span<const std::byte> data, uint64_t stream_seq) {
     }
     applied = seq;
     ++records;
+  }
+  if (records > 0) {
+    if (Status st = sink_->Commit(); !st.ok()) return st;
   }
   if (!events_.empty()) sink_->Apply(events_);
   applied_.store(applied, std::memory_order_release);
@@ -381,6 +461,12 @@ void Follower::CheckStream() {
   }
 }
 
+void Follower::Halt(const Status& st) {
+  Fail(Status(st.code(), st.message() + ": the standby stops following"));
+  Unsubscribe();
+  halted_.store(true, std::memory_order_release);
+}
+
 // Off the stream (a stall, a read error, a record that cannot be applied):
 // not caught up, so not ready, until following again.
 void Follower::Unsubscribe() {
@@ -410,6 +496,10 @@ void Follower::Run() {
       if (!st.ok()) {
         // A subscription that cannot start where it must: the stream no
         // longer holds the next record.
+        if (st.code() == StatusCode::kNotFound && options_.resume_after) {
+          Halt(st);
+          return;
+        }
         if (st.code() == StatusCode::kNotFound) resync = true;
         Fail(st);
         retry_at_ns = now + options_.retry.count() * 1'000'000;
@@ -455,6 +545,10 @@ void Follower::Run() {
              stream_seq);
     natsMsg_Destroy(msg);
     last_message_ns_ = SteadyNs();
+    if (!st.ok() && options_.resume_after) {
+      Halt(st);
+      return;
+    }
     if (!st.ok()) {
       // Not at once: a damaged message stays in the stream until a snapshot
       // past it is on the bus, and each boot meets it again.

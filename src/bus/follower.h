@@ -21,6 +21,11 @@
 // the next record. NATS down: it retries every `retry`, its lag grows, and it catches up when NATS
 // is back.
 //
+// A standby (FollowerOptions::resume_after) follows from the record after its
+// own journal's last, never from a snapshot: the sink sees every record's
+// frame (Record, then Commit) before its events, and a gap or a record that
+// cannot be applied halts following (stats().halted) instead of a boot.
+//
 // Thread safety: Start/Stop from the owning thread; stats() from any thread;
 // the sink is called from the thread that runs Start() (Bootstrap) and then
 // from mb-follower only — one writer, never two at once.
@@ -32,6 +37,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <thread>
@@ -56,6 +62,14 @@ class FollowerSink {
   virtual void Apply(std::span<const engine::Event> events) = 0;
   // At least every FollowerOptions::tick.
   virtual void Tick() = 0;
+  // Each new record of a message, exactly as the journal framed it, in
+  // order, before Commit and Apply; an error halts following.
+  virtual Status Record(uint64_t /*seq*/, std::span<const std::byte> /*frame*/) {
+    return Status::Ok();
+  }
+  // After a message's records, before their events go to Apply; an error
+  // halts following (the records are not applied).
+  virtual Status Commit() { return Status::Ok(); }
 
  protected:
   ~FollowerSink() = default;
@@ -71,6 +85,16 @@ struct FollowerOptions {
   std::chrono::milliseconds tick{10};
   std::chrono::milliseconds stall{3000};
   std::function<void(std::string_view)> log;  // null: stderr
+  // A standby's own journal ends at this record, and the sink holds its
+  // state (the caller bootstrapped it): follow from the next record, which
+  // the stream must still hold; never boot from a snapshot.
+  std::optional<uint64_t> resume_after;
+};
+
+// What the stream holds around one record (Follower::Probe).
+struct StreamPoint {
+  uint64_t last_seq = 0;         // the stream's last record (0: none)
+  std::vector<std::byte> frame;  // the record asked for, framed; empty: not held
 };
 
 struct FollowerStats {
@@ -85,6 +109,7 @@ struct FollowerStats {
   double boot_seconds = 0;    // the last boot: connect, snapshot, bootstrap
   bool connected = false;
   bool caught_up = false;  // applied everything the stream held, since the last boot
+  bool halted = false;     // a standby stopped following (last_error says why)
   std::string last_error;  // "" once records flow again
   std::string stream;
   std::string subject;
@@ -106,6 +131,10 @@ class Follower {
   Status Start();
   void Stop();
 
+  // Before Start(): the stream's last record, and record `seq`'s frame when
+  // the stream still holds it (connects first).
+  Result<StreamPoint> Probe(uint64_t seq);
+
   FollowerStats stats() const;
 
  private:
@@ -115,6 +144,7 @@ class Follower {
   // record `past` — an older one would take the state back and send what
   // subscribers already had again — and waits for one (kNotFound).
   Status Boot(uint64_t past);
+  Status Connect();
   Status Subscribe();  // from the message holding record applied + 1
   // Locates the stream message holding record `seq`: its stream sequence,
   // or one past the stream's last message when the stream ends before it.
@@ -125,6 +155,7 @@ class Follower {
   Status Take(std::span<const std::byte> data, uint64_t stream_seq);
   void CheckStream();  // the stream's last record (lag), every second
   void Unsubscribe();
+  void Halt(const Status& st);  // a standby's end of following
   void Fail(const Status& st);
   void Log(std::string_view line) const;
 
@@ -146,6 +177,7 @@ class Follower {
   std::atomic<int64_t> boot_us_{0};
   std::atomic<bool> connected_{false};
   std::atomic<bool> caught_up_{false};
+  std::atomic<bool> halted_{false};
   std::atomic<bool> stop_{false};
   mutable Mutex mu_;
   std::string last_error_ MB_GUARDED_BY(mu_);

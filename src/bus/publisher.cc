@@ -315,10 +315,12 @@ Status Publisher::Resume() {
     });
     if (!got.ok()) return got.status();
     if (*got == 0 || mine != last_checksum) {
-      return InvalidArgument(fmt::format(
+      Status fenced = InvalidArgument(fmt::format(
           "stream {} ends with a record {} that is not this journal's (checksum {:016x}, this "
           "journal's {:016x}): another primary publishes to it",
           stream_, last, last_checksum, mine));
+      if (options_.on_fenced) options_.on_fenced(fenced.message());
+      return fenced;
     }
   }
   tail_ = std::move(tail);
@@ -424,6 +426,11 @@ Result<std::size_t> Publisher::PublishBatch() {
     MB_RETURN_IF_ERROR(tail_->SyncDelivered());
   }
 
+  if (options_.may_publish && !options_.may_publish()) {
+    return Unavailable(fmt::format(
+        "records {}..{} are not published: this process no longer holds the leadership lease",
+        next_, last));
+  }
   const std::string id = std::to_string(last);
   jsPubOptions po;
   jsPubOptions_Init(&po);
@@ -475,6 +482,8 @@ Result<std::size_t> Publisher::PublishBatch() {
 }
 
 bool Publisher::StepSnapshot() {
+  // A deposed primary's snapshots would carry records the stream never had.
+  if (options_.may_publish && !options_.may_publish()) return false;
   auto step = [&]() -> Result<bool> {
     if (!upload_) {
       if (SteadyNs() < snapshot_check_at_ns_) return false;

@@ -101,6 +101,13 @@ struct PublisherOptions {
   bool snapshots = true;
   std::chrono::milliseconds snapshot_check{1000};
   int64_t snapshot_max_bytes = int64_t{8} << 30;
+  // Leadership (docs/failover.md): nothing is published while this returns
+  // false (null: always true) — a primary whose lease has run out adds
+  // nothing more to the stream.
+  std::function<bool()> may_publish;
+  // mb-publisher, when the stream holds a record this journal does not have
+  // (another primary has written to it): this one is deposed.
+  std::function<void(std::string_view)> on_fenced;
 };
 
 struct PublisherStats {

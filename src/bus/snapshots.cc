@@ -191,6 +191,13 @@ Result<bool> SnapshotUpload::Step(NatsConnection& nats, uint64_t previous_chunks
   return true;
 }
 
+Result<std::optional<SnapshotManifest>> NewestManifest(const SnapshotSource& source) {
+  auto nats = ConnectNats(source.servers, "matchbook snapshot manifest", source.timeout,
+                          std::chrono::milliseconds(500));
+  if (!nats.ok()) return nats.status();
+  return ReadManifest(**nats, SnapshotNamesFor(source.stream, source.subject));
+}
+
 Result<journal::SnapshotMeta> FetchNewestSnapshot(const SnapshotSource& source,
                                                   const std::filesystem::path& data_dir) {
   auto nats = ConnectNats(source.servers, "matchbook snapshot fetch", source.timeout,

@@ -105,6 +105,10 @@ struct SnapshotSource {
   std::chrono::milliseconds timeout{2000};
 };
 
+// The newest snapshot's manifest on the bus (nullopt: none yet); connects
+// for the call.
+Result<std::optional<SnapshotManifest>> NewestManifest(const SnapshotSource& source);
+
 // Downloads the newest snapshot on the bus into <data_dir>/snapshots/<seq>.mbs
 // (a temporary file, fsync, rename) and checks it by reading it back
 // (journal::ReadSnapshot); a file that does not check is removed. kNotFound

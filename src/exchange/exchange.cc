@@ -275,6 +275,8 @@ class Exchange::Impl final : private concurrency::Agent {
     } else if (refusing_.load(std::memory_order_acquire)) {
       r = SubmitResult::kRefusing;
       refused_journal_.fetch_add(1, std::memory_order_relaxed);
+    } else if (opt_.intake_refusal && opt_.intake_refusal() != nullptr) {
+      r = SubmitResult::kRefusing;
     } else {
       const int64_t submitted_ns = timing_ ? SteadyNs() : 0;
       const int64_t s = inbound_.TryClaim();
@@ -300,8 +302,15 @@ class Exchange::Impl final : private concurrency::Agent {
   }
 
   std::string RefusalReason() const {
+    std::string intake = IntakeRefusal();
+    if (!intake.empty()) return intake;
     MutexLock lock(refusal_mu_);
     return refusal_;
+  }
+
+  std::string IntakeRefusal() const {
+    const char* why = opt_.intake_refusal ? opt_.intake_refusal() : nullptr;
+    return why != nullptr ? std::string(why) : std::string();
   }
 
   void RequestSnapshot() noexcept {
@@ -869,6 +878,7 @@ SubmitResult Exchange::Submit(const engine::Command& command, Completion* comple
   return impl_->Submit(command, completion, tag, notify_sequenced);
 }
 std::string Exchange::RefusalReason() const { return impl_->RefusalReason(); }
+std::string Exchange::IntakeRefusal() const { return impl_->IntakeRefusal(); }
 void Exchange::RequestSnapshot() noexcept { impl_->RequestSnapshot(); }
 Status Exchange::Close() { return impl_->Close(); }
 uint64_t Exchange::durable_seq() const noexcept { return impl_->durable_seq(); }

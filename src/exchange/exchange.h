@@ -150,6 +150,11 @@ struct ExchangeOptions {
   // Stamps StageTimes into every Outcome even without `metrics` (a flight
   // recorder needs them); implied by `metrics`.
   bool stage_times = false;
+  // Leadership (docs/failover.md): while this returns a reason (a sentence
+  // that lives as long as the exchange), Submit() refuses with kRefusing and
+  // IntakeRefusal() gives it; null, or a null answer: intake open. Called on
+  // every Submit(), from any thread: it must be cheap.
+  std::function<const char*()> intake_refusal;
 };
 
 struct ExchangeStats {
@@ -176,6 +181,9 @@ class Exchange {
                       bool notify_sequenced = false) noexcept;
   // Why Submit() returns kRefusing (empty when it does not).
   std::string RefusalReason() const;
+  // The leadership's part of it (ExchangeOptions::intake_refusal; empty
+  // while intake is open).
+  std::string IntakeRefusal() const;
 
   // A snapshot covering at least every command durable now (taken by the
   // snapshot thread once its follower engine has applied them).

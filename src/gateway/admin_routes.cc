@@ -99,8 +99,13 @@ void Gateway::Impl::HandleAdmin(Ctx& c) {
   if (parts.size() == 1 && parts[0] == "ready" && v == http::verb::get) return AdminReady(c);
   if (replica_) {
     return Reply(c, ApiError{409, -1000,
-                             "This server is a read replica: it answers health and ready; send "
-                             "operator calls to the primary."});
+                             fmt::format("This server is a {}: it answers health and ready; send "
+                                         "operator calls to the primary.",
+                                         replica_options_.role == "standby" ? "standby"
+                                                                            : "read replica")});
+  }
+  if (parts.size() == 1 && parts[0] == "failover" && v == http::verb::post) {
+    return AdminFailover(c);
   }
   if (parts.size() == 1 && parts[0] == "accounts" && v == http::verb::post) {
     return AdminCreateAccount(c, obj);
@@ -392,7 +397,7 @@ void Gateway::Impl::AdminHealth(Ctx& c) {
   if (replica_) {
     const bool ready = replica_options_.ready && replica_options_.ready();
     o["status"] = ready ? "ok" : "catching up";
-    o["role"] = "replica";
+    o["role"] = replica_options_.role;
     o["appliedSequence"] = read_side_.applied_seq();
     o["primary"] = replica_options_.primary;
     if (forwarder_) {
@@ -451,6 +456,17 @@ void Gateway::Impl::AdminHealth(Ctx& c) {
   }
   AddHealthSections(o);
   Ok(c, json::serialize(o));
+}
+
+void Gateway::Impl::AdminFailover(Ctx& c) {
+  if (!options_.failover) {
+    return Reply(c, ApiError{409, -1000,
+                             "No standby can take over: this primary holds no leadership lease "
+                             "(serve --nats URL; docs/failover.md)."});
+  }
+  Result<std::string> r = options_.failover();
+  if (!r.ok()) return Reply(c, ApiError{409, -1000, "Failover refused: " + r.status().message()});
+  Ok(c, std::move(*r));
 }
 
 void Gateway::Impl::AddHealthSections(json::object& o) const {

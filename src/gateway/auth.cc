@@ -495,7 +495,25 @@ Result<std::string> KeyStore::RotateAdminToken() {
 }
 
 Status KeyStore::Save() const {
-  return WriteSecretFileAtomically(dir_ / kAuthFile, SerializeAuthJson(accounts_, keys_));
+  const std::string json = SerializeAuthJson(accounts_, keys_);
+  if (replicate_) MB_RETURN_IF_ERROR(replicate_(json));
+  return WriteSecretFileAtomically(dir_ / kAuthFile, json);
+}
+
+void KeyStore::SetReplication(std::function<Status(std::string_view)> replicate) {
+  replicate_ = std::move(replicate);
+}
+
+std::string KeyStore::AuthJson() const {
+  ReaderLock lock(mu_);
+  return SerializeAuthJson(accounts_, keys_);
+}
+
+Status WriteAuthFile(const fs::path& data_dir, std::string_view auth_json, uint32_t max_accounts) {
+  Loaded loaded;
+  const std::string why = ParseAuthJson(auth_json, max_accounts, &loaded);
+  if (!why.empty()) return Corruption("the primary's key store: " + why);
+  return WriteSecretFileAtomically(data_dir / kAuthFile, auth_json);
 }
 
 Result<AccountInfo> KeyStore::CreateAccount(std::string name, int64_t now_ms) {

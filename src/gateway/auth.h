@@ -11,6 +11,7 @@
 #include <boost/json/fwd.hpp>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -127,6 +128,14 @@ class KeyStore {
   std::optional<ApiKey> FindKey(std::string_view key) const;  // revoked keys too
   std::vector<ApiKey> Keys(AccountId account) const;
 
+  // Every later change (accounts, keys, revocations) is handed to
+  // `replicate` as the whole auth.json before it is written here; an error
+  // refuses the change (docs/failover.md: a standby has it the moment it
+  // takes over). Set before the store is shared between threads.
+  void SetReplication(std::function<Status(std::string_view auth_json)> replicate);
+  // The auth.json a change would write now.
+  std::string AuthJson() const;
+
  private:
   KeyStore() = default;
   Status Save() const MB_REQUIRES(mu_);
@@ -137,6 +146,13 @@ class KeyStore {
   std::string admin_token_ MB_GUARDED_BY(mu_);
   std::map<uint32_t, AccountInfo> accounts_ MB_GUARDED_BY(mu_);
   std::map<std::string, ApiKey, std::less<>> keys_ MB_GUARDED_BY(mu_);
+  std::function<Status(std::string_view)> replicate_;
 };
+
+// A standby: `auth_json` (as a primary's KeyStore wrote it) checked and
+// written to <data_dir>/auth.json atomically, for the KeyStore that opens
+// it when the standby takes over.
+Status WriteAuthFile(const std::filesystem::path& data_dir, std::string_view auth_json,
+                     uint32_t max_accounts);
 
 }  // namespace mb::gateway

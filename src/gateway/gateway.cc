@@ -100,6 +100,10 @@ uint16_t Gateway::Impl::metrics_port() const noexcept {
 }
 
 std::filesystem::path Gateway::Impl::admin_token_path() const { return keys_->admin_token_path(); }
+std::string Gateway::Impl::auth_json() const { return keys_->AuthJson(); }
+Status Gateway::Impl::ReplicateKeys() {
+  return options_.replicate_keys ? options_.replicate_keys(keys_->AuthJson()) : Status::Ok();
+}
 
 Response Gateway::Impl::MakeResponse(unsigned version, bool keep_alive, int status,
                                      std::string body, const ReplyMeta& meta) const {
@@ -296,8 +300,12 @@ void Gateway::Impl::Dispatch(Ctx& c, const Route& r, const std::optional<ApiErro
 void Gateway::Impl::Forward(Ctx& c) {
   if (!forwarder_) {
     return Reply(c, ApiError{503, -1000,
-                             "This server is a read replica started without --primary: private "
-                             "calls and order entry go to the primary."});
+                             replica_options_.role == "standby"
+                                 ? "This server is a standby, not the primary: private calls and "
+                                   "order entry go to the primary (GET /admin/v1/health says "
+                                   "\"role\":\"primary\" there)."
+                                 : "This server is a read replica started without --primary: "
+                                   "private calls and order entry go to the primary."});
   }
   forwarder_->Forward(std::move(c.req), c.remote,
                       [this, respond = std::move(c.respond)](Response res) {
@@ -450,8 +458,11 @@ void Gateway::Impl::Busy(const Respond& respond, unsigned version, bool keep_ali
           "seconds.";
       break;
     case exchange::SubmitResult::kRefusing:
-      msg = "The exchange cannot write its journal and refuses new commands for now: " +
-            exchange_->RefusalReason();
+      msg = exchange_->IntakeRefusal();
+      if (msg.empty()) {
+        msg = "The exchange cannot write its journal and refuses new commands for now: " +
+              exchange_->RefusalReason();
+      }
       break;
     default:
       msg = "The exchange is shutting down.";
@@ -633,6 +644,7 @@ Result<std::unique_ptr<Gateway>> Gateway::Create(const engine::EngineConfig& con
   std::filesystem::create_directories(data_dir, ec);
   auto keys = KeyStore::Open(data_dir, config.max_accounts);
   if (!keys.ok()) return keys.status();
+  if (options.replicate_keys) (*keys)->SetReplication(options.replicate_keys);
   return std::unique_ptr<Gateway>(new Gateway(
       std::make_unique<Impl>(config, data_dir, std::move(options), std::move(keys).value())));
 }
@@ -660,5 +672,7 @@ void Gateway::Stop() { impl_->Stop(); }
 uint16_t Gateway::port() const noexcept { return impl_->port(); }
 uint16_t Gateway::metrics_port() const noexcept { return impl_->metrics_port(); }
 std::filesystem::path Gateway::admin_token_path() const { return impl_->admin_token_path(); }
+std::string Gateway::auth_json() const { return impl_->auth_json(); }
+Status Gateway::ReplicateKeys() { return impl_->ReplicateKeys(); }
 
 }  // namespace mb::gateway

@@ -110,6 +110,14 @@ struct GatewayOptions {
   std::string venue = "matchbook";
   std::vector<transfer::VenueLink> venues;
   uint32_t venue_max_skew_ms = 10'000;
+  // POST /admin/v1/failover (docs/failover.md): a planned hand-over to the
+  // standby, run on the io thread that took the call; its answer's JSON, or
+  // why it could not. Null: answered 409 (no leadership: serve without
+  // --nats).
+  std::function<Result<std::string>()> failover;
+  // Every change to the key store (accounts, API keys, revocations) goes
+  // here first (KeyStore::SetReplication); null: kept in auth.json only.
+  std::function<Status(std::string_view auth_json)> replicate_keys;
 };
 
 // A replica's gateway (`matchbook replica`): no exchange behind it.
@@ -120,6 +128,9 @@ struct ReplicaOptions {
   // GET /admin/v1/ready: true once the replica has caught up with the
   // stream. Called on io threads.
   std::function<bool()> ready;
+  // "replica", or "standby" (`serve --standby`): /admin/v1/health's role,
+  // and what a refused call says.
+  std::string role = "replica";
 };
 
 class Gateway {
@@ -178,6 +189,10 @@ class Gateway {
   // The metrics-only port (after Start() with metrics_port; 0: none).
   uint16_t metrics_port() const noexcept;
   std::filesystem::path admin_token_path() const;
+  // The key store's accounts and keys, as auth.json holds them.
+  std::string auth_json() const;
+  // Hands the key store as it is now to GatewayOptions::replicate_keys.
+  Status ReplicateKeys();
 
  private:
   class Impl;

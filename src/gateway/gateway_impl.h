@@ -374,6 +374,8 @@ class Gateway::Impl final : public HttpHandler, public WsApiBackend, public fano
   uint16_t port() const noexcept;
   uint16_t metrics_port() const noexcept;
   std::filesystem::path admin_token_path() const;
+  std::string auth_json() const;
+  Status ReplicateKeys();
 
   Response MakeResponse(unsigned version, bool keep_alive, int status, std::string body,
                         const ReplyMeta& meta) const;
@@ -720,6 +722,7 @@ class Gateway::Impl final : public HttpHandler, public WsApiBackend, public fano
 
   void AdminHealth(Ctx& c);
   void AdminReady(Ctx& c);
+  void AdminFailover(Ctx& c);
   static json::object AccountObject(const AccountInfo& a);
   void AdminCreateAccount(Ctx& c, const json::object& body);
   void AdminAccounts(Ctx& c);

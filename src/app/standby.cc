@@ -1,0 +1,512 @@
+#include "app/standby.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <thread>
+
+#include "app/replica.h"
+#include "bus/follower.h"
+#include "bus/publisher.h"
+#include "bus/snapshots.h"
+#include "common/json_escape.h"
+#include "engine/engine.h"
+#include "engine/image.h"
+#include "exchange/snapshot_follower.h"
+#include "gateway/auth.h"
+#include "gateway/gateway.h"
+#include "journal/data_dir.h"
+#include "journal/format.h"
+#include "journal/reader.h"
+#include "journal/recovery.h"
+#include "journal/snapshot.h"
+#include "journal/truncate.h"
+#include "journal/writer.h"
+#include "log/log.h"
+#include "metrics/metrics.h"
+#include "metrics/process.h"
+
+namespace mb::app {
+namespace {
+
+using namespace std::chrono_literals;
+
+// The stream's records into the local journal (durable first), then into
+// the read side. Runs on the follower's thread.
+class StandbySink final : public bus::FollowerSink {
+ public:
+  StandbySink(journal::JournalWriter* writer, gateway::Gateway* gw) : writer_(writer), gw_(gw) {}
+
+  void Bootstrap(const engine::EngineImage& image) override { gw_->ReplicaBootstrap(image); }
+  Status Record(uint64_t seq, std::span<const std::byte> frame) override {
+    if (seq != writer_->next_seq()) {
+      return OutOfRange(fmt::format("the local journal's next record is {}, the stream gave {}",
+                                    writer_->next_seq(), seq));
+    }
+    auto appended = writer_->AppendFramed(frame);
+    return appended.ok() ? Status::Ok() : appended.status();
+  }
+  Status Commit() override {
+    MB_RETURN_IF_ERROR(writer_->Write());
+    if (writer_->options().policy != journal::FsyncPolicy::kNone)
+      MB_RETURN_IF_ERROR(writer_->Sync());
+    durable_.store(writer_->options().policy == journal::FsyncPolicy::kNone
+                       ? writer_->written_seq()
+                       : writer_->durable_seq(),
+                   std::memory_order_release);
+    return Status::Ok();
+  }
+  void Apply(std::span<const engine::Event> events) override { gw_->ReplicaApply(events); }
+  void Tick() override { gw_->ReplicaTick(); }
+
+  uint64_t durable_seq() const noexcept { return durable_.load(std::memory_order_acquire); }
+  void set_durable(uint64_t seq) noexcept { durable_.store(seq, std::memory_order_release); }
+
+ private:
+  journal::JournalWriter* const writer_;
+  gateway::Gateway* const gw_;
+  std::atomic<uint64_t> durable_{0};
+};
+
+// The order ids a discarded record accepted (for the log).
+std::string AcceptedOrders(const journal::JournalRecord& r) {
+  engine::EventBuffer events;
+  if (!journal::DecodeOutcome(r, &events).ok()) return "(undecodable)";
+  std::string ids;
+  for (const engine::Event& e : events) {
+    if (const auto* a = std::get_if<engine::OrderAccepted>(&e.body)) {
+      ids += fmt::format("{}{}", ids.empty() ? "" : ",", Raw(a->order_id));
+    }
+  }
+  return ids.empty() ? "none" : ids;
+}
+
+// The local journal against the stream: Ok when the stream holds every
+// local record (the same ones) — after cutting records the stream never got.
+// `scan_seq`/`scan_checksum`: the local journal's last record.
+Status Reconcile(bus::Follower& follower, const journal::DataDir& dir, uint64_t local_last,
+                 uint64_t local_checksum, bool* cut) {
+  *cut = false;
+  auto point = follower.Probe(local_last);
+  if (!point.ok()) return point.status();
+  if (local_last == 0) return Status::Ok();
+  if (point->last_seq >= local_last) {
+    if (point->frame.empty()) {
+      return InvalidArgument(fmt::format(
+          "the stream no longer holds record {} (the local journal's last) to compare with: "
+          "start the standby on an empty data directory",
+          local_last));
+    }
+    const journal::ParsedRecord r = journal::ParseRecord(point->frame);
+    if (r.header.checksum != local_checksum) {
+      return InvalidArgument(fmt::format(
+          "history diverges: record {} here (checksum {:016x}) is not the stream's ({:016x}); "
+          "this data directory cannot follow the primary: start the standby on an empty data "
+          "directory",
+          local_last, local_checksum, r.header.checksum));
+    }
+    return Status::Ok();
+  }
+  // The local journal runs past the stream: records a primary wrote that
+  // were never replicated. The record the stream ends with must be ours.
+  const uint64_t keep = point->last_seq;
+  if (keep == 0) {
+    return InvalidArgument(fmt::format(
+        "the stream holds no record and this data directory's journal ends at {}: refusing to "
+        "discard it (an empty or purged stream is not a primary's history)",
+        local_last));
+  }
+  auto at_keep = follower.Probe(keep);
+  if (!at_keep.ok()) return at_keep.status();
+  if (at_keep->frame.empty()) {
+    return InvalidArgument(fmt::format("the stream no longer holds its own last record {}", keep));
+  }
+  // Our record `keep`, read from the journal.
+  uint64_t ours = 0;
+  journal::ScanOptions so;
+  so.deliver_from = keep;
+  so.check_all = false;
+  auto scan = journal::ScanJournal(dir, so, [&](const journal::JournalRecord& rec) {
+    if (rec.seq == keep) ours = rec.checksum;
+    return Status::Ok();
+  });
+  if (!scan.ok()) return scan.status();
+  const journal::ParsedRecord theirs = journal::ParseRecord(at_keep->frame);
+  if (ours != theirs.header.checksum) {
+    return InvalidArgument(fmt::format(
+        "history diverges: record {} here (checksum {:016x}) is not the stream's ({:016x}); "
+        "start the standby on an empty data directory",
+        keep, ours, theirs.header.checksum));
+  }
+  log::Warn("standby",
+            fmt::format("the local journal ends at record {}, the stream at {}: records {}..{} "
+                        "were never replicated and are discarded",
+                        local_last, keep, keep + 1, local_last));
+  auto cut_report = journal::TruncateAfter(dir, keep, [](const journal::JournalRecord& r) {
+    log::Warn("standby",
+              fmt::format("discarded record {}: accepted order ids {}", r.seq, AcceptedOrders(r)));
+    return Status::Ok();
+  });
+  if (!cut_report.ok()) return cut_report.status();
+  log::Warn("standby", journal::Describe(*cut_report));
+  *cut = true;
+  return Status::Ok();
+}
+
+// A fault a test build injects (MATCHBOOK_TEST_FAULT=standby-hash): the
+// standby's hash is taken as different from the primary's.
+bool InjectHashFault() {
+#ifdef MB_FAULT_INJECTION
+  const char* f = std::getenv("MATCHBOOK_TEST_FAULT");
+  return f != nullptr && std::string_view(f) == "standby-hash";
+#else
+  return false;
+#endif
+}
+
+}  // namespace
+
+std::string LeaseHolderName(const Config& cfg) {
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
+  return fmt::format("{}:{} pid {}", host, cfg.runtime.gateway.server.port, ::getpid());
+}
+
+bus::KvValueOptions KeyStoreMirrorOptions(const Config& cfg, std::vector<std::string> servers) {
+  bus::KvValueOptions o;
+  o.servers = std::move(servers);
+  o.bucket = fmt::format("MATCHBOOK_{}_AUTH", cfg.runtime.venue);
+  o.key = "auth.json";
+  o.replicas = static_cast<int>(cfg.runtime.bus.replicas);
+  o.timeout = std::chrono::milliseconds(cfg.runtime.bus.timeout_ms);
+  return o;
+}
+
+bus::LeaseOptions LeaseOptionsFrom(const Config& cfg, std::vector<std::string> servers,
+                                   std::string holder) {
+  bus::LeaseOptions lo;
+  lo.servers = std::move(servers);
+  lo.venue = cfg.runtime.venue;
+  lo.holder = std::move(holder);
+  lo.replicas = static_cast<int>(cfg.runtime.bus.replicas);
+  lo.ttl = std::chrono::milliseconds(cfg.runtime.replication.lease_ttl_ms);
+  lo.timeout = std::chrono::milliseconds(
+      std::min<uint32_t>(cfg.runtime.bus.timeout_ms, cfg.runtime.replication.lease_ttl_ms / 2));
+  lo.log = log::Sink("lease");
+  return lo;
+}
+
+StandbyEnd RunStandby(const Config& cfg, const std::string& source,
+                      const std::filesystem::path& archive_dir,
+                      const std::function<bool()>& stopping) {
+  StandbyEnd end;
+  auto fail = [&end](const Status& s) {
+    log::Error("standby", s.message());
+    end.rc = 1;
+    return std::move(end);
+  };
+  const std::string& nats = cfg.runtime.bus.nats;
+  if (nats.empty()) {
+    return fail(InvalidArgument("--standby: --nats URL (the primary's NATS) is required"));
+  }
+  auto servers = bus::ParseServers(nats);
+  if (!servers.ok()) return fail(servers.status());
+  log::Info("app", fmt::format("matchbook 0.1.0 standby: configuration {} ({} assets, {} markets)",
+                               source, cfg.engine.assets.size(), cfg.engine.markets.size()));
+  const uint64_t config_hash = engine::HashConfig(cfg.engine);
+
+  // The local state, and the local journal made a prefix of the stream.
+  auto dir = journal::DataDir::Open(cfg.runtime.data_dir, journal::OpenMode::kReadWrite);
+  if (!dir.ok()) return fail(dir.status());
+  journal::RecoveryOptions ro;
+  ro.repair = true;
+  ro.archive_dir = archive_dir;
+  auto engine = std::make_unique<engine::Engine>(cfg.engine);
+  auto rep = journal::Recover(*dir, engine.get(), ro);
+  if (!rep.ok()) return fail(rep.status());
+  log::Info("standby", journal::Describe(*rep));
+
+  bus::FollowerOptions fo;
+  fo.servers = *servers;
+  fo.venue = cfg.runtime.venue;
+  fo.stream = cfg.runtime.bus.stream;
+  fo.subject = cfg.runtime.bus.subject;
+  fo.timeout = std::chrono::milliseconds(cfg.runtime.bus.timeout_ms);
+  fo.log = log::Sink("standby");
+  {
+    // Started before the primary has published: wait for its stream.
+    bus::Follower probe(cfg.runtime.data_dir, cfg.engine, fo, nullptr);
+    bool cut = false;
+    Status st = Reconcile(probe, *dir, rep->journal.last_seq, rep->journal.last_checksum, &cut);
+    if (!st.ok()) return fail(st);
+    if (cut) {
+      engine = std::make_unique<engine::Engine>(cfg.engine);
+      rep = journal::Recover(*dir, engine.get(), ro);
+      if (!rep.ok()) return fail(rep.status());
+      log::Info("standby", journal::Describe(*rep));
+    }
+  }
+  const uint64_t start_seq = rep->journal.last_seq;
+
+  // The leadership lease: who may write; the standby takes it when free.
+  auto lease = std::make_unique<bus::Lease>(LeaseOptionsFrom(cfg, *servers, LeaseHolderName(cfg)));
+  if (Status s = lease->Connect(); !s.ok()) return fail(s);
+  // The primary's accounts and API keys, kept in auth.json here for the
+  // key store that opens it when this standby takes over.
+  bus::KvValue keys(KeyStoreMirrorOptions(cfg, *servers));
+  uint64_t keys_revision = 0;
+  auto sync_keys = [&]() -> Status {
+    auto v = keys.Get();
+    if (!v.ok()) return v.status();
+    if (!*v || (*v)->second == keys_revision) return Status::Ok();
+    MB_RETURN_IF_ERROR(
+        gateway::WriteAuthFile(cfg.runtime.data_dir, (*v)->first, cfg.engine.max_accounts));
+    keys_revision = (*v)->second;
+    return Status::Ok();
+  };
+  if (Status s = sync_keys(); !s.ok()) return fail(s);
+
+  metrics::Registry registry;
+  metrics::AddProcessMetrics(registry);
+  gateway::GatewayOptions go = cfg.runtime.gateway;
+  go.metrics = &registry;
+  go.metrics_remote = cfg.runtime.metrics.remote;
+  go.metrics_port = cfg.runtime.metrics.port;
+  auto gw = gateway::Gateway::Create(cfg.engine, cfg.runtime.data_dir, go);
+  if (!gw.ok()) return fail(gw.status());
+  (*gw)->ReplicaBootstrap(engine->ExportImage());
+
+  auto writer = journal::JournalWriter::Open(*dir, cfg.runtime.journal, config_hash, rep->journal);
+  if (!writer.ok()) return fail(writer.status());
+  // Snapshots and the determinism check: a second engine over the local journal.
+  auto checker =
+      exchange::SnapshotFollower::Start(*engine, cfg.runtime.data_dir, rep->journal.last_checksum);
+  if (!checker.ok()) return fail(checker.status());
+  engine.reset();
+
+  StandbySink sink(writer->get(), gw->get());
+  sink.set_durable(start_seq);
+  fo.resume_after = start_seq;
+  auto follower = std::make_unique<bus::Follower>(cfg.runtime.data_dir, cfg.engine, fo, &sink);
+  AddReplicaMetrics(registry, *follower);
+  registry.AddGauge("matchbook_standby_following",
+                    "1 while this standby follows the primary's stream, 0 once it has stopped", {},
+                    [&follower] { return follower->stats().halted ? 0.0 : 1.0; });
+  std::atomic<uint64_t> checked_seq{0};
+  std::atomic<uint64_t> checks{0};
+  (*gw)->AddHealthSection("standby", [&] {
+    const bus::LeaseStats ls = lease->stats();
+    return fmt::format(
+        R"({{"follower":{},"durableSequence":{},"hashChecks":{},"lastCheckedSequence":{},)"
+        R"("leaseHolder":{}}})",
+        ReplicaHealthJson(follower->stats(), nats), sink.durable_seq(),
+        checks.load(std::memory_order_relaxed), checked_seq.load(std::memory_order_relaxed),
+        JsonString(ls.holder));
+  });
+  Status started = follower->Start();
+  std::string waiting;
+  while (!started.ok() && started.code() == StatusCode::kNotFound && !stopping()) {
+    if (started.message() != waiting) log::Warn("standby", "waiting: " + started.message());
+    waiting = started.message();
+    std::this_thread::sleep_for(1s);
+    started = follower->Start();
+  }
+  if (stopping()) return end;
+  if (!started.ok()) return fail(started);
+  gateway::ReplicaOptions rop;
+  rop.role = "standby";
+  rop.ready = [] { return false; };  // ready means: takes orders
+  if (Status s = (*gw)->StartReplica(rop); !s.ok()) {
+    follower->Stop();
+    return fail(s);
+  }
+  const gateway::ServerOptions& so = cfg.runtime.gateway.server;
+  const std::string host = so.host.find(':') != std::string::npos ? "[" + so.host + "]" : so.host;
+  log::Info("standby", fmt::format("standby at http://{}:{} (read-only), following NATS {} from "
+                                   "record {}; takes over when the primary's lease expires",
+                                   host, (*gw)->port(), nats, start_seq + 1));
+  fmt::print("api: http://{}:{}/api/v3\nrole: standby\nadmin token: {}\nstandby\n", host,
+             (*gw)->port(), (*gw)->admin_token_path().string());
+  std::fflush(stdout);
+
+  const bus::SnapshotSource snapshots{*servers, follower->stats().stream, follower->stats().subject,
+                                      std::chrono::milliseconds(cfg.runtime.bus.timeout_ms)};
+  const std::filesystem::path scratch = std::filesystem::path(cfg.runtime.data_dir) / "standby";
+  uint64_t pending_seq = 0;  // a primary snapshot to check at
+  uint64_t pending_hash = 0;
+  uint64_t seen_manifest = 0;
+  auto next_manifest = std::chrono::steady_clock::now();
+  auto next_lease = std::chrono::steady_clock::now();
+  const auto lease_every = std::chrono::milliseconds(cfg.runtime.replication.lease_ttl_ms / 8);
+  std::string lease_note;
+  bool seen_primary = false;  // a holder of the lease, since this standby started
+  Status halted = Status::Ok();
+
+  // Takes a snapshot at exactly `seq` (every record to it is durable here);
+  // with `expect`, checks the state hash first.
+  auto snapshot_at = [&](uint64_t seq, const uint64_t* expect) -> Status {
+    while ((*checker)->applied_seq() < seq) {
+      auto n = (*checker)->CatchUp(seq, 1 << 16);
+      if (!n.ok()) return n.status();
+    }
+    engine::EngineImage image = (*checker)->engine().ExportImage();
+    const uint64_t hash = engine::HashImage(image) ^ (InjectHashFault() ? 1 : 0);
+    if (expect != nullptr && hash != *expect) {
+      return Status(
+          StatusCode::kInternal,
+          fmt::format("determinism error: the state hash at record {} is {:016x} on this standby "
+                      "and {:016x} "
+                      "on the primary; the same records gave a different state — the standby stops",
+                      seq, hash, *expect));
+    }
+    journal::SnapshotMeta meta;
+    auto path = journal::WriteSnapshot(*dir, image, &meta, cfg.runtime.snapshots.zstd_level,
+                                       cfg.runtime.snapshots.keep);
+    if (!path.ok()) return path.status();
+    if (expect != nullptr) {
+      checks.fetch_add(1, std::memory_order_relaxed);
+      checked_seq.store(seq, std::memory_order_relaxed);
+      log::Info("standby", fmt::format("state hash at record {} equals the primary's ({:016x}); "
+                                       "snapshot {}",
+                                       seq, hash, path->string()));
+    }
+    return Status::Ok();
+  };
+
+  while (!stopping()) {
+    std::this_thread::sleep_for(50ms);
+    const auto now = std::chrono::steady_clock::now();
+    const bus::FollowerStats fs = follower->stats();
+    if (fs.halted) {
+      halted = Unavailable(fs.last_error);
+      break;
+    }
+    // The primary's newest snapshot: its hash is this standby's check.
+    if (now >= next_manifest) {
+      next_manifest = now + 2s;
+      auto m = bus::NewestManifest(snapshots);
+      if (m.ok() && *m && (*m)->seq > seen_manifest) {
+        seen_manifest = (*m)->seq;
+        if ((*m)->seq > (*checker)->applied_seq()) {
+          auto meta = bus::FetchNewestSnapshot(snapshots, scratch);
+          std::error_code ec;
+          std::filesystem::remove_all(scratch, ec);
+          if (meta.ok() && meta->seq > (*checker)->applied_seq()) {
+            pending_seq = meta->seq;
+            pending_hash = meta->state_hash;
+          }
+        }
+      }
+    }
+    if (pending_seq != 0 && sink.durable_seq() >= pending_seq) {
+      const uint64_t seq = pending_seq;
+      pending_seq = 0;
+      if (Status s = snapshot_at(seq, &pending_hash); !s.ok()) {
+        halted = s;
+        break;
+      }
+    }
+    // Leadership: take the lease once it is free and everything is applied.
+    if (now < next_lease) continue;
+    next_lease = now + lease_every;
+    if (Status s = sync_keys(); !s.ok()) {
+      if (lease_note != s.message()) log::Warn("standby", s.message());
+      lease_note = s.message();
+    }
+    if (!fs.caught_up || !fs.connected) continue;
+    auto holder = lease->CurrentHolder();
+    if (!holder.ok()) {
+      if (lease_note != holder.status().message()) log::Warn("standby", holder.status().message());
+      lease_note = holder.status().message();
+      continue;
+    }
+    if (!holder->empty()) {
+      if (lease_note != *holder) log::Info("standby", "the primary is " + *holder);
+      lease_note = *holder;
+      seen_primary = true;
+      continue;
+    }
+    if (!seen_primary) {
+      // A primary without [replication] (or --ack) holds no lease: taking
+      // it would make two primaries.
+      const std::string note =
+          "no primary holds the leadership lease: this standby takes over only from a primary it "
+          "has seen hold it (start the primary with [replication] or --ack)";
+      if (lease_note != note) log::Warn("standby", note);
+      lease_note = note;
+      continue;
+    }
+    if (Status s = lease->TryAcquire(); !s.ok()) continue;
+    // The key store as the primary left it: the new primary opens it.
+    if (Status s = sync_keys(); !s.ok()) {
+      log::Error("standby", "the lease is taken but the primary's key store cannot be read: " +
+                                s.message() + "; releasing it");
+      (void)lease->Release();
+      continue;
+    }
+    const auto promote_start = std::chrono::steady_clock::now();
+    log::Warn("standby", fmt::format("the leadership lease was free: taking over at record {}",
+                                     fs.applied_seq));
+    lease->StartRenewing([](std::string_view reason) {
+      log::Error("standby", fmt::format("lost the lease while taking over: {}", reason));
+    });
+    // Whatever the stream still holds is applied before the first order.
+    follower->Stop();
+    auto last = follower->Probe(0);
+    uint64_t applied = follower->stats().applied_seq;
+    if (last.ok() && last->last_seq > applied) {
+      fo.resume_after = applied;
+      follower = std::make_unique<bus::Follower>(cfg.runtime.data_dir, cfg.engine, fo, &sink);
+      if (Status s = follower->Start(); !s.ok()) {
+        halted = s;
+        break;
+      }
+      const auto deadline = std::chrono::steady_clock::now() + 30s;
+      while (follower->stats().applied_seq < last->last_seq && !follower->stats().halted &&
+             std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(5ms);
+      }
+      follower->Stop();
+      applied = follower->stats().applied_seq;
+      if (applied < last->last_seq) {
+        halted = Unavailable(
+            fmt::format("could not apply the stream's last records ({} of {}) while taking over",
+                        applied, last->last_seq));
+        break;
+      }
+    } else if (!last.ok()) {
+      halted = last.status();
+      break;
+    }
+    log::Warn(
+        "standby",
+        fmt::format("promoted: the local journal ends at record {} (the stream's last); "
+                    "{:.3f} s since the lease was taken; starting the primary",
+                    applied,
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - promote_start)
+                        .count()));
+    end.promoted = true;
+    break;
+  }
+  (*gw)->StopServer();
+  follower->Stop();
+  (*gw)->Stop();
+  if (Status s = (*writer)->SyncAll(); !s.ok() && halted.ok()) halted = s;
+  writer->reset();
+  if (!halted.ok()) {
+    lease->Stop();
+    return fail(halted);
+  }
+  if (end.promoted) {
+    end.lease = std::move(lease);
+    return end;
+  }
+  lease->Stop();
+  log::Info("standby", fmt::format("stopped at record {}", sink.durable_seq()));
+  return end;
+}
+
+}  // namespace mb::app

@@ -1,0 +1,245 @@
+#!/usr/bin/env bash
+# A primary and its hot standby on a 3-node NATS JetStream cluster, end to
+# end (docs/failover.md), with ack = replicated:
+#   - roles: /admin/v1/health says primary / standby, /admin/v1/ready is 200
+#     on the primary only; a standby refuses order entry with 503
+#   - failover by SIGKILL: the standby takes over; every order answered
+#     RESULT by the dead primary is on the new one with the same id and
+#     fills, the API keys work there at once, and a key revoked before the
+#     kill stays revoked; the time from kill to the first order accepted is
+#     printed
+#   - the old primary restarted with --standby rejoins and follows
+#   - split brain: the primary frozen (SIGSTOP) past its lease, the standby
+#     takes over and trades; the old one resumed (SIGCONT) answers 503,
+#     journals nothing new and goes on as a standby
+#   - planned failover (POST /admin/v1/failover) under a stream of orders:
+#     no answer but 200 and retriable 503s
+#   - both data directories end with the same records and state hash
+#   - a standby whose state hash differs from the primary's at a snapshot
+#     (MATCHBOOK_TEST_FAULT, test builds) stops with the determinism error
+# Usage: tests/cli_standby.sh <path to matchbook>   (MB_FAILOVER_KILLS=N: more kills)
+set -euo pipefail
+mb=$1
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=tests/serve_lib.sh
+source "$here/serve_lib.sh"
+dir=$(mktemp -d)
+kills=${MB_FAILOVER_KILLS:-2}
+declare -A pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill -CONT "$p" 2>/dev/null || true; kill -9 "$p" 2>/dev/null || true; done
+  bash "$here/../scripts/nats_cluster.sh" stop "$dir/nats" >/dev/null 2>&1 || true
+  rm -rf "$dir"
+}
+trap cleanup EXIT
+fail() {
+  echo "FAIL: $*" >&2
+  for f in "$dir"/*.err; do
+    [ -e "$f" ] || continue
+    echo "--- $f (last 30 lines) ---" >&2
+    tail -30 "$f" >&2
+  done
+  exit 1
+}
+now_ms() { date +%s%3N; }
+
+urls=$(bash "$here/../scripts/nats_cluster.sh" start "$dir/nats") || fail "the NATS cluster did not start"
+
+# start NAME [ARGS...]: serve on data dir $dir/NAME (log $dir/NAME.{out,err}),
+# as a primary or (--standby) a standby; waits for its first start line.
+start() {
+  local name=$1
+  shift
+  MATCHBOOK_TEST_FAULT=${fault:-} "$mb" serve --data-dir "$dir/$name" --port 0 --nats "$urls" --ack replicated "$@" \
+    >>"$dir/$name.out" 2>>"$dir/$name.err" &
+  pids[$name]=$!
+}
+# wait_line NAME LINE [SECONDS]: until NAME's stdout has LINE once more than
+# it had (counts in $dir/NAME.seen).
+wait_line() {
+  local name=$1 line=$2 secs=${3:-30} seen have
+  seen=$(cat "$dir/$name.seen.$line" 2>/dev/null || echo 0)
+  for _ in $(seq $((secs * 20))); do
+    have=$(grep -cx "$line" "$dir/$name.out" 2>/dev/null || true)
+    if [ "${have:-0}" -gt "$seen" ]; then
+      echo "$have" >"$dir/$name.seen.$line"
+      return 0
+    fi
+    sleep 0.05
+  done
+  fail "$name did not print '$line' within $secs s"
+}
+# base_of NAME: its newest API address.
+base_of() { sed -n 's|^api: \(http://127\.0\.0\.1:[0-9]*\)/api/v3$|\1|p' "$dir/$1.out" | tail -1; }
+use() { base=$(base_of "$1"); token=$(cat "$dir/$1/admin.token"); }
+health_of() { curl -sS -H "X-MB-ADMIN-TOKEN: $(cat "$dir/$1/admin.token")" "$(base_of "$1")/admin/v1/health"; }
+role_of() { health_of "$1" | json_get role; }
+ready_code() {
+  curl -s -o /dev/null -w '%{http_code}' -H "X-MB-ADMIN-TOKEN: $(cat "$dir/$1/admin.token")" \
+    "$(base_of "$1")/admin/v1/ready"
+}
+
+start a
+wait_line a ready
+use a
+[ "$(role_of a)" = primary ] || fail "a is not the primary"
+read -r acc1 key1 sec1 <<<"$(new_trader alice USDT 1000000)"
+read -r acc2 key2 sec2 <<<"$(new_trader bob BTC 1000)"
+# A key revoked before any failover must stay revoked.
+revoked=$(admin POST "accounts/$acc1/apiKeys" '{}' | json_get apiKey)
+admin DELETE "apiKeys/$revoked" >/dev/null || fail "revoking a key"
+
+start b --standby
+wait_line b standby
+[ "$(role_of b)" = standby ] || fail "b's health does not say standby"
+[ "$(ready_code a)" = 200 ] || fail "the primary is not ready"
+[ "$(ready_code b)" = 503 ] || fail "a standby says ready"
+code=$(curl -s -o "$dir/standby_order.json" -w '%{http_code}' -X POST \
+  -H "X-MBX-APIKEY: $key1" "$(base_of b)/api/v3/order?symbol=BTCUSDT")
+[ "$code" = 503 ] || fail "a standby answered order entry with $code"
+grep -q "standby" "$dir/standby_order.json" || fail "the standby's refusal does not say why"
+
+acked=()  # order ids answered RESULT
+trade_on() {  # trade_on NAME N: N crossing pairs, their ids kept
+  use "$1"
+  local i r
+  for i in $(seq "$2"); do
+    r=$(order "$key2" "$sec2" SELL "$((30000 + i))" 0.01) || fail "a sell on $1: $r"
+    acked+=("$(json_get orderId <<<"$r")")
+    r=$(order "$key1" "$sec1" BUY "$((30000 + i))" 0.01) || fail "a buy on $1: $r"
+    [ "$(json_get status <<<"$r")" = FILLED ] || fail "a crossing buy did not fill: $r"
+    acked+=("$(json_get orderId <<<"$r")")
+  done
+}
+check_acked_on() {  # every acknowledged order on NAME, FILLED
+  use "$1"
+  local id r
+  for id in "${acked[@]}"; do
+    r=$(signed GET /api/v3/order "$key1" "$sec1" "symbol=BTCUSDT&orderId=$id" 2>/dev/null) ||
+      r=$(signed GET /api/v3/order "$key2" "$sec2" "symbol=BTCUSDT&orderId=$id") ||
+      fail "order $id, answered before the failover, is not on $1: $r"
+    [ "$(json_get status <<<"$r")" = FILLED ] || fail "order $id is $(json_get status <<<"$r") on $1"
+  done
+  code=$(curl -s -o /dev/null -w '%{http_code}' -H "X-MBX-APIKEY: $revoked" \
+    "$base/api/v3/account?timestamp=$(now_ms)&signature=00")
+  [ "$code" = 401 ] || [ "$code" = 400 ] || fail "the revoked key answered $code on $1"
+}
+
+primary=a
+standby=b
+promotions=()
+for k in $(seq "$kills"); do
+  trade_on "$primary" 5
+  t0=$(now_ms)
+  kill -9 "${pids[$primary]}"
+  wait "${pids[$primary]}" 2>/dev/null || true
+  wait_line "$standby" ready 15
+  use "$standby"
+  # The first order the new primary accepts.
+  for _ in $(seq 200); do
+    r=$(order "$key2" "$sec2" SELL 40000 0.01 2>/dev/null) && break
+    sleep 0.02
+  done
+  t1=$(now_ms)
+  [ "$(json_get status <<<"$r")" = NEW ] || fail "the first order on $standby: $r"
+  promotions+=($((t1 - t0)))
+  echo "kill $k: $primary killed, $standby accepted an order $((t1 - t0)) ms later"
+  [ "$(role_of "$standby")" = primary ] || fail "$standby does not say primary after taking over"
+  check_acked_on "$standby"
+  # The old primary rejoins as a standby.
+  start "$primary" --standby
+  wait_line "$primary" standby
+  tmp=$primary
+  primary=$standby
+  standby=$tmp
+done
+
+# Split brain: the primary frozen past its lease.
+trade_on "$primary" 2
+frozen=$primary
+kill -STOP "${pids[$frozen]}"
+wait_line "$standby" ready 15
+primary=$standby
+standby=$frozen
+trade_on "$primary" 2
+before=$(health_of "$primary" | json_get durableSequence)
+kill -CONT "${pids[$frozen]}"
+code=$(curl -s -o "$dir/frozen.json" -w '%{http_code}' -X POST -H "X-MBX-APIKEY: $key1" \
+  "$(base_of "$frozen")/api/v3/order?symbol=BTCUSDT&side=BUY&type=LIMIT&timeInForce=GTC&price=1&quantity=1&timestamp=$(now_ms)&signature=00" || true)
+case "$code" in
+  503 | 000) ;;
+  *) fail "the resumed old primary answered an order with $code: $(cat "$dir/frozen.json")" ;;
+esac
+wait_line "$frozen" standby 20
+grep -q "no longer the primary" "$dir/$frozen.err" || fail "the old primary did not say why it stopped"
+check_acked_on "$primary"
+
+# Planned failover under a stream of orders: 200 or a retriable 503, nothing else.
+use "$primary"
+# A client that sends to the other server when one answers 503 (what a load
+# balancer checking /admin/v1/ready does).
+(
+  at=$primary
+  other=$standby
+  for i in $(seq 400); do
+    b=$(base_of "$at")
+    q="symbol=BTCUSDT&side=BUY&type=LIMIT&timeInForce=IOC&price=2000&quantity=0.01&timestamp=$(now_ms)"
+    s=$(printf '%s' "$q" | openssl dgst -sha256 -hmac "$sec1" | sed 's/^.*= //')
+    c=$(curl -s -o "$dir/planned_body" -w '%{http_code}' -X POST -H "X-MBX-APIKEY: $key1" "$b/api/v3/order?$q&signature=$s" || true)
+    echo "$c"
+    case "$c" in
+      200) ;;
+      503 | 000) t=$at at=$other other=$t ;;
+      *) cat "$dir/planned_body" >>"$dir/planned_bad" ;;
+    esac
+    sleep 0.005
+  done
+) >"$dir/planned_codes" &
+load=$!
+sleep 0.5
+r=$(admin POST failover) || fail "POST /admin/v1/failover: $r"
+[ "$(json_get handedOver <<<"$r")" = True ] || fail "failover answer: $r"
+wait_line "$standby" ready 15
+wait_line "$primary" standby 20
+wait "$load"
+bad=$(grep -v -x -e 200 -e 503 -e 000 "$dir/planned_codes" | sort | uniq -c || true)
+[ -z "$bad" ] || fail "answers other than 200/503 during the planned failover: $bad: $(head -c 600 "$dir/planned_bad")"
+echo "planned failover: $(grep -cx 200 "$dir/planned_codes") orders 200, $(grep -cx 503 "$dir/planned_codes") answered 503"
+tmp=$primary
+primary=$standby
+standby=$tmp
+[ "$(role_of "$primary")" = primary ] || fail "the planned failover's new primary does not say primary"
+trade_on "$primary" 2
+
+# The determinism check: a standby whose state hash is made to differ stops.
+fault=standby-hash start c --standby
+wait_line c standby
+use "$primary"
+admin POST snapshot >/dev/null
+for _ in $(seq 200); do
+  kill -0 "${pids[c]}" 2>/dev/null || break
+  sleep 0.1
+done
+kill -0 "${pids[c]}" 2>/dev/null && fail "the standby with a wrong state hash did not stop"
+grep -q "determinism error" "$dir/c.err" || fail "the standby stopped without the determinism error"
+unset 'pids[c]'
+# The healthy standby checked the same snapshot's hash.
+for _ in $(seq 100); do
+  grep -q "equals the primary's" "$dir/$standby.err" && break
+  sleep 0.1
+done
+grep -q "equals the primary's" "$dir/$standby.err" || fail "the standby did not check the primary's snapshot hash"
+
+# Both directories: the same records, the same state.
+sleep 1
+kill -TERM "${pids[$primary]}" "${pids[$standby]}"
+wait "${pids[$primary]}" 2>/dev/null || true
+wait "${pids[$standby]}" 2>/dev/null || true
+pids=()
+ha=$("$mb" verify "$dir/a" 2>&1 | grep -o 'state hash [0-9a-fx]*' | tail -1)
+hb=$("$mb" verify "$dir/b" 2>&1 | grep -o 'state hash [0-9a-fx]*' | tail -1)
+[ -n "$ha" ] && [ "$ha" = "$hb" ] || fail "the two data directories differ: a $ha, b $hb"
+IFS=$'\n' sorted=($(printf '%s\n' "${promotions[@]}" | sort -n))
+unset IFS
+echo "promotion (kill -> first order accepted): ${promotions[*]} ms; max ${sorted[-1]} ms"
+echo "cli standby checks: ok"
