@@ -453,7 +453,10 @@ StandbyEnd RunStandby(const Config& cfg, const std::string& source,
     lease->StartRenewing([](std::string_view reason) {
       log::Error("standby", fmt::format("lost the lease while taking over: {}", reason));
     });
-    // Whatever the stream still holds is applied before the first order.
+    // The read-only API closes first: its health and metrics read the
+    // follower, which is replaced below. Then whatever the stream still
+    // holds is applied before the first order.
+    (*gw)->StopServer();
     follower->Stop();
     auto last = follower->Probe(0);
     uint64_t applied = follower->stats().applied_seq;
