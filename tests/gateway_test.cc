@@ -3947,10 +3947,11 @@ TEST_F(GatewayTest, OtoAndOtocoPendingOrdersWaitForTheWorkingFill) {
   EXPECT_EQ(OrderStatus(n, alice, "alice-sl"), "PENDING_NEW");
   EXPECT_EQ(Side(depth(), "asks"), "[]");
   // Bob fills the working order: both pending orders are placed; the pair
-  // shares one lock of 0.015 BTC.
+  // shares one lock of 0.015 BTC. RESULT: answered once the read side shows
+  // the fill (an ACK answer may come before it).
   Reply ack = place(bob,
                     "side=SELL&type=LIMIT&timeInForce=GTC&quantity=0.02&price=30000&"
-                    "newClientOrderId=bob-3&newOrderRespType=ACK");
+                    "newClientOrderId=bob-3&newOrderRespType=RESULT");
   ASSERT_EQ(ack.status, 200) << ack.body;
   EXPECT_EQ(Str(ack.Json(), "clientOrderId"), "bob-3") << ack.body;
   EXPECT_EQ(ack.Json().at("orderListId").as_int64(), -1);
