@@ -19,11 +19,11 @@
 #include "bus/publisher.h"
 #include "common/checked.h"
 #include "common/decimal.h"
-#include "common/http_url.h"
 #include "common/status.h"
 #include "common/strong.h"
 #include "engine/market.h"
 #include "engine/types.h"
+#include "transfer/protocol.h"
 
 namespace mb::app {
 namespace {
@@ -34,9 +34,8 @@ using engine::MarketSpec;
 using engine::MarketStatus;
 
 constexpr std::string_view kTopKeys[] = {
-    "engine",  "assets", "markets",    "server",  "journal", "snapshots", "threads",
-    "gateway", "venue",  "projection", "metrics", "bus",     "venues",    "transfers",
-    "replication"};
+    "engine", "assets",     "markets", "server", "journal", "snapshots", "threads",    "gateway",
+    "venue",  "projection", "metrics", "bus",    "venues",  "transfers", "replication"};
 constexpr std::string_view kReplicationKeys[] = {"ack", "standby", "lease_ttl_ms"};
 constexpr std::string_view kBusKeys[] = {"nats",       "stream",    "subject",
                                          "replicas",   "max_mb",    "max_age_hours",
@@ -576,7 +575,7 @@ class Loader {
           }
         }
         MB_RETURN_IF_ERROR(GetString(t, path, "url", &v.url, &where));
-        if (auto u = ParseHttpUrl(v.url, "url", "the other venue's API"); !u.ok()) {
+        if (auto u = transfer::ParseHttpUrls(v.url, "url", "the other venue's API"); !u.ok()) {
           return At(*where, Dot(path, "url"), u.status().message());
         }
         MB_RETURN_IF_ERROR(GetString(t, path, "secret", &v.secret, &where));

@@ -900,7 +900,9 @@ int main(int argc, char** argv) {
   std::string primary;
   replica
       ->add_option("--primary", primary,
-                   "The primary's API (http://HOST:PORT): signed and API-key calls go there")
+                   "The primary's API (http://HOST:PORT, or several separated by commas: a primary "
+                   "and its standbys, of which the one whose ping says X-MB-Role: primary is "
+                   "used): signed and API-key calls go there")
       ->envname("MATCHBOOK_PRIMARY");
   bool standby = false;
   serve->add_flag("--standby", standby,

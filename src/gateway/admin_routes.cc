@@ -98,11 +98,11 @@ void Gateway::Impl::HandleAdmin(Ctx& c) {
   if (parts.size() == 1 && parts[0] == "health" && v == http::verb::get) return AdminHealth(c);
   if (parts.size() == 1 && parts[0] == "ready" && v == http::verb::get) return AdminReady(c);
   if (replica_) {
-    return Reply(c, ApiError{409, -1000,
-                             fmt::format("This server is a {}: it answers health and ready; send "
-                                         "operator calls to the primary.",
-                                         replica_options_.role == "standby" ? "standby"
-                                                                            : "read replica")});
+    return Reply(
+        c, ApiError{409, -1000,
+                    fmt::format("This server is a {}: it answers health and ready; send "
+                                "operator calls to the primary.",
+                                replica_options_.role == "standby" ? "standby" : "read replica")});
   }
   if (parts.size() == 1 && parts[0] == "failover" && v == http::verb::post) {
     return AdminFailover(c);
@@ -408,6 +408,9 @@ void Gateway::Impl::AdminHealth(Ctx& c) {
       fo["connections"] = f.connections;
       fo["waiting"] = f.waiting;
       fo["tunnels"] = f.tunnels;
+      fo["current"] = forwarder_->primary();
+      fo["probes"] = f.probes;
+      fo["switches"] = f.switches;
       o["forwarding"] = std::move(fo);
     }
     AddHealthSections(o);

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <atomic>
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
@@ -14,8 +15,9 @@
 #include <thread>
 #include <vector>
 
-#include "common/http_url.h"
 #include "gateway/api_error.h"
+#include "log/log.h"
+#include "transfer/protocol.h"
 
 namespace mb::gateway {
 
@@ -183,14 +185,25 @@ class Tunnel final : public WsTunnel, public std::enable_shared_from_this<Tunnel
 
 class Forwarder::Impl : public std::enable_shared_from_this<Forwarder::Impl> {
  public:
-  Impl(std::string host, std::string port, ForwarderOptions options)
-      : host_(std::move(host)),
-        port_(std::move(port)),
-        primary_(host_ + ":" + port_),
+  struct Endpoint {
+    std::string host, port;
+    std::string name;  // "host:port"
+  };
+
+  Impl(std::vector<Endpoint> endpoints, ForwarderOptions options)
+      : endpoints_(std::move(endpoints)),
         options_(options),
-        work_(asio::make_work_guard(io_)) {}
+        work_(asio::make_work_guard(io_)),
+        timer_(io_) {}
 
   void Start() {
+    if (endpoints_.size() > 1) {
+      // Requests wait for the first round: the first URL may be a standby.
+      asio::post(io_, [self = shared_from_this()] {
+        self->Probe(true);
+        self->ArmProbeTimer();
+      });
+    }
     thread_ = std::thread([self = shared_from_this()] {
       pthread_setname_np(pthread_self(), "mb-forward");
       self->io_.run();
@@ -234,6 +247,14 @@ class Forwarder::Impl : public std::enable_shared_from_this<Forwarder::Impl> {
       for (const auto& w : self->tunnel_list_) {
         if (auto t = w.lock()) t->Abort();
       }
+      self->timer_.cancel();
+      for (const auto& w : self->probe_list_) {
+        if (auto p = w.lock()) {
+          beast::error_code ec;
+          p->resolver.cancel();
+          p->stream.socket().close(ec);
+        }
+      }
       while (!self->queue_.empty()) {
         Job j = std::move(self->queue_.front());
         self->queue_.pop_front();
@@ -261,15 +282,16 @@ class Forwarder::Impl : public std::enable_shared_from_this<Forwarder::Impl> {
                                                    std::move(on_close));
     asio::post(io_, [self = shared_from_this(), t, target = std::move(target),
                      client = std::move(client)]() mutable {
+      const Endpoint& e = self->current();
       if (self->stopped_.load(std::memory_order_acquire)) {
-        t->Start(self->host_, self->port_, std::move(target), std::move(client),
+        t->Start(e.host, e.port, std::move(target), std::move(client),
                  self->options_.connect_timeout);
         t->Abort();
         return;
       }
       std::erase_if(self->tunnel_list_, [](const auto& w) { return w.expired(); });
       self->tunnel_list_.push_back(t);
-      t->Start(self->host_, self->port_, std::move(target), std::move(client),
+      t->Start(e.host, e.port, std::move(target), std::move(client),
                self->options_.connect_timeout);
     });
     return t;
@@ -282,16 +304,19 @@ class Forwarder::Impl : public std::enable_shared_from_this<Forwarder::Impl> {
     s.failed = failed_.load(std::memory_order_relaxed);
     s.connections = open_.load(std::memory_order_relaxed);
     s.waiting = waiting_.load(std::memory_order_relaxed);
+    s.probes = probes_.load(std::memory_order_relaxed);
+    s.switches = switches_.load(std::memory_order_relaxed);
     return s;
   }
 
-  const std::string& primary() const noexcept { return primary_; }
+  const std::string& primary() const noexcept { return current().name; }
 
  private:
   struct Job {
     Request request;
     std::function<void(Response)> done;
     bool retried = false;
+    bool probed = false;  // could not connect once; sent again after a probe round
   };
   struct Conn {
     explicit Conn(asio::io_context& io) : stream(io) {}
@@ -299,8 +324,124 @@ class Forwarder::Impl : public std::enable_shared_from_this<Forwarder::Impl> {
     beast::flat_buffer buffer;
     std::optional<http::response_parser<http::string_body>> parser;
     SteadyClock::time_point idle_since{};
+    std::size_t endpoint = 0;  // index into endpoints_
     bool reused = false;
   };
+  // One URL's role probe: GET kPingTarget on a connection of its own.
+  struct ProbeConn {
+    explicit ProbeConn(asio::io_context& io) : resolver(io), stream(io) {}
+    tcp::resolver resolver;
+    beast::tcp_stream stream;
+    beast::flat_buffer buffer;
+    http::request<http::empty_body> request;
+    http::response<http::string_body> response;
+  };
+  // One round over every URL: what each said. The round ends as soon as a
+  // URL says primary and every URL before it has answered, so a URL that
+  // does not answer delays only a round whose primary is listed after it.
+  struct ProbeRound {
+    enum class Said : uint8_t { kNothingYet, kPrimary, kOther };
+    explicit ProbeRound(std::size_t n) : said(n, Said::kNothingYet) {}
+    std::vector<Said> said;
+    bool ended = false;
+  };
+
+  // A 503-triggered round no sooner than this after the previous one: a
+  // busy primary answering 503 to many requests is probed once.
+  static constexpr std::chrono::milliseconds kMinProbeGap{1000};
+
+  const Endpoint& current() const noexcept {
+    // Pairs with the store in Probed(): endpoints_ is immutable, so only the
+    // index needs to be read whole.
+    return endpoints_[current_.load(std::memory_order_acquire)];
+  }
+
+  void ArmProbeTimer() {
+    timer_.expires_after(options_.probe_interval);
+    timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
+      if (ec || self->stopped_.load(std::memory_order_acquire)) return;
+      self->Probe(false);
+      self->ArmProbeTimer();
+    });
+  }
+
+  // mb-forward: starts a round unless one is in flight. hold: the queue
+  // waits for the round's end (a failure or the start asked for it).
+  void Probe(bool hold) {
+    if (endpoints_.size() < 2 || stopped_.load(std::memory_order_acquire)) return;
+    if (hold) hold_ = true;
+    if (probing_) return;
+    probing_ = true;
+    probes_.fetch_add(1, std::memory_order_relaxed);
+    auto round = std::make_shared<ProbeRound>(endpoints_.size());
+    std::erase_if(probe_list_, [](const auto& w) { return w.expired(); });
+    for (std::size_t i = 0; i < endpoints_.size(); ++i) ProbeOne(round, i);
+  }
+
+  void ProbeOne(const std::shared_ptr<ProbeRound>& round, std::size_t i) {
+    auto p = std::make_shared<ProbeConn>(io_);
+    probe_list_.push_back(p);
+    const Endpoint& e = endpoints_[i];
+    p->request = http::request<http::empty_body>(http::verb::get, transfer::kPingTarget, 11);
+    p->request.set(http::field::host, e.name);
+    p->request.keep_alive(false);
+    auto self = shared_from_this();
+    auto end = [self, p, round, i](bool primary) {
+      beast::error_code ignored;
+      p->stream.socket().close(ignored);
+      self->Probed(*round, i, primary);
+    };
+    p->resolver.async_resolve(
+        e.host, e.port, [self, p, end](beast::error_code ec, tcp::resolver::results_type results) {
+          if (ec || self->stopped_.load(std::memory_order_acquire)) return end(false);
+          // One deadline for the whole probe: connect, ask, read.
+          p->stream.expires_after(self->options_.connect_timeout);
+          p->stream.async_connect(results, [p, end](beast::error_code ec2, const tcp::endpoint&) {
+            if (ec2) return end(false);
+            http::async_write(p->stream, p->request, [p, end](beast::error_code ec3, std::size_t) {
+              if (ec3) return end(false);
+              http::async_read(
+                  p->stream, p->buffer, p->response, [p, end](beast::error_code ec4, std::size_t) {
+                    end(!ec4 && p->response[transfer::kRoleHeader] == transfer::kRolePrimary);
+                  });
+            });
+          });
+        });
+  }
+
+  // mb-forward: one URL of the round answered (or could not).
+  void Probed(ProbeRound& round, std::size_t i, bool primary) {
+    round.said[i] = primary ? ProbeRound::Said::kPrimary : ProbeRound::Said::kOther;
+    if (round.ended) return;
+    // The first URL that is not kOther decides: still waiting, or primary.
+    const auto first = std::find_if(round.said.begin(), round.said.end(), [](ProbeRound::Said x) {
+      return x != ProbeRound::Said::kOther;
+    });
+    if (first != round.said.end() && *first == ProbeRound::Said::kNothingYet) return;
+    round.ended = true;
+    probing_ = false;
+    const std::size_t was = current_.load(std::memory_order_relaxed);
+    if (first == round.said.end()) {
+      if (!no_primary_logged_) {
+        no_primary_logged_ = true;
+        log::Warn("gateway",
+                  "forwarder: no URL's ping says primary; staying with " + endpoints_[was].name);
+      }
+    } else {
+      no_primary_logged_ = false;
+      const auto now = static_cast<std::size_t>(first - round.said.begin());
+      if (now != was) {
+        // Pairs with the load in current(): Forward's callers on other
+        // threads read the index.
+        current_.store(now, std::memory_order_release);
+        switches_.fetch_add(1, std::memory_order_relaxed);
+        log::Info("gateway", "forwarder: the primary is now " + endpoints_[now].name,
+                  {{"was", endpoints_[was].name}});
+      }
+    }
+    hold_ = false;
+    Pump();
+  }
 
   Response Failure(const Request& req, int status, std::string_view why) {
     failed_.fetch_add(1, std::memory_order_relaxed);
@@ -308,7 +449,8 @@ class Forwarder::Impl : public std::enable_shared_from_this<Forwarder::Impl> {
     res.set(http::field::server, "matchbook");
     res.set(http::field::content_type, "application/json;charset=UTF-8");
     res.keep_alive(req.keep_alive());
-    res.body() = ApiError{status, -1001, fmt::format("{} (primary {})", why, primary_)}.Json();
+    res.body() =
+        ApiError{status, -1001, fmt::format("{} (primary {})", why, current().name)}.Json();
     res.prepare_payload();
     return res;
   }
@@ -316,13 +458,14 @@ class Forwarder::Impl : public std::enable_shared_from_this<Forwarder::Impl> {
   // mb-forward: hands waiting requests to free connections, opening new ones
   // up to the limit.
   void Pump() {
-    while (!queue_.empty()) {
+    while (!queue_.empty() && !hold_) {
       std::shared_ptr<Conn> conn;
       const auto now = SteadyClock::now();
+      const std::size_t cur = current_.load(std::memory_order_relaxed);
       while (!idle_.empty()) {
         std::shared_ptr<Conn> c = std::move(idle_.back());
         idle_.pop_back();
-        if (now - c->idle_since < options_.idle_close) {
+        if (c->endpoint == cur && now - c->idle_since < options_.idle_close) {
           conn = std::move(c);
           break;
         }
@@ -351,15 +494,18 @@ class Forwarder::Impl : public std::enable_shared_from_this<Forwarder::Impl> {
   void Open(Job job) {
     open_.fetch_add(1, std::memory_order_relaxed);
     auto conn = std::make_shared<Conn>(io_);
+    conn->endpoint = current_.load(std::memory_order_relaxed);
     std::erase_if(active_, [](const auto& w) { return w.expired(); });
     active_.push_back(conn);
     auto resolver = std::make_shared<tcp::resolver>(io_);
     auto j = std::make_shared<Job>(std::move(job));
+    const Endpoint& e = endpoints_[conn->endpoint];
     resolver->async_resolve(
-        host_, port_,
+        e.host, e.port,
         [self = shared_from_this(), conn, resolver, j](beast::error_code ec,
                                                        tcp::resolver::results_type results) {
           if (ec || self->stopped_.load(std::memory_order_acquire)) {
+            if (ec && self->Reprobe(conn, *j)) return;
             return self->Fail(conn, std::move(*j), 502, "Cannot resolve the primary",
                               ec ? ec : asio::error::operation_aborted);
           }
@@ -367,6 +513,7 @@ class Forwarder::Impl : public std::enable_shared_from_this<Forwarder::Impl> {
           conn->stream.async_connect(
               results, [self, conn, j](beast::error_code ec2, const tcp::endpoint&) {
                 if (ec2) {
+                  if (self->Reprobe(conn, *j)) return;
                   return self->Fail(conn, std::move(*j), 502, "Cannot connect to the primary", ec2);
                 }
                 beast::error_code nd;
@@ -412,6 +559,8 @@ class Forwarder::Impl : public std::enable_shared_from_this<Forwarder::Impl> {
                              }
                              Response res = conn->parser->release();
                              const bool primary_keeps = res.keep_alive();
+                             // A 503 from the current primary: it may be one no more.
+                             const bool probe = res.result_int() == 503 && self->MayProbe(*conn);
                              res.keep_alive(j->request.keep_alive());
                              res.version(j->request.version());
                              self->forwarded_.fetch_add(1, std::memory_order_relaxed);
@@ -423,6 +572,7 @@ class Forwarder::Impl : public std::enable_shared_from_this<Forwarder::Impl> {
                              } else {
                                self->Close(*conn);
                              }
+                             if (probe) self->Probe(true);
                              self->Pump();
                            });
         });
@@ -438,7 +588,37 @@ class Forwarder::Impl : public std::enable_shared_from_this<Forwarder::Impl> {
       Open(std::move(job));
       return;
     }
+    // Several URLs: the current one may have gone; the next requests wait
+    // for a round instead of finding its other kept-alive connections dead.
+    if (MayProbe(*conn)) Probe(true);
     Fail(conn, std::move(job), 502, "The connection to the primary failed", ec);
+  }
+
+  // A 503 or a broken connection from the current URL (several URLs) starts
+  // a round, at most one per kMinProbeGap.
+  bool MayProbe(const Conn& conn) {
+    if (endpoints_.size() < 2 || conn.endpoint != current_.load(std::memory_order_relaxed)) {
+      return false;
+    }
+    const auto now = SteadyClock::now();
+    if (now - last_triggered_ < kMinProbeGap) return false;
+    last_triggered_ = now;
+    return true;
+  }
+
+  // A request that could not connect to the URL it was given (several URLs,
+  // its first failure): back to the front of the queue, which waits for a
+  // probe round; it is then sent to whichever URL is current. False: not so.
+  bool Reprobe(const std::shared_ptr<Conn>& conn, Job& job) {
+    if (endpoints_.size() < 2 || job.probed || stopped_.load(std::memory_order_acquire)) {
+      return false;
+    }
+    Close(*conn);
+    job.probed = true;
+    waiting_.fetch_add(1, std::memory_order_relaxed);
+    queue_.push_front(std::move(job));
+    Probe(true);
+    return true;
   }
 
   void Fail(const std::shared_ptr<Conn>& conn, Job job, int status, std::string_view what,
@@ -448,9 +628,7 @@ class Forwarder::Impl : public std::enable_shared_from_this<Forwarder::Impl> {
     Pump();
   }
 
-  const std::string host_;
-  const std::string port_;
-  const std::string primary_;
+  const std::vector<Endpoint> endpoints_;  // the URLs given, in order
   const ForwarderOptions options_;
   asio::io_context io_;
   asio::executor_work_guard<asio::io_context::executor_type> work_;
@@ -461,22 +639,37 @@ class Forwarder::Impl : public std::enable_shared_from_this<Forwarder::Impl> {
   std::atomic<uint64_t> open_{0};
   std::atomic<uint64_t> waiting_{0};
   std::atomic<uint64_t> tunnels_{0};
+  std::atomic<uint64_t> probes_{0};
+  std::atomic<uint64_t> switches_{0};
+  // Written on mb-forward only (Probed); read anywhere.
+  std::atomic<std::size_t> current_{0};
   // mb-forward only.
+  asio::steady_timer timer_;  // the background probes (several URLs)
+  bool probing_ = false;      // a round is in flight
+  bool hold_ = false;         // the queue waits for the round in flight
+  bool no_primary_logged_ = false;
+  SteadyClock::time_point last_triggered_{};  // the last round a 503 or broken connection started
+  std::vector<std::weak_ptr<ProbeConn>> probe_list_;
   std::deque<Job> queue_;
   std::vector<std::shared_ptr<Conn>> idle_;
   std::vector<std::weak_ptr<Conn>> active_;  // every connection opened, while it lives
   std::vector<std::weak_ptr<mb::gateway::Tunnel>> tunnel_list_;
 };
 
-Result<std::pair<std::string, std::string>> ParsePrimary(std::string_view primary) {
-  return ParseHttpUrl(primary, "primary", "the primary's API address");
+Result<std::vector<std::pair<std::string, std::string>>> ParsePrimary(std::string_view primary) {
+  return transfer::ParseHttpUrls(primary, "primary", "the primary's API address");
 }
 
 Result<std::unique_ptr<Forwarder>> Forwarder::Create(std::string_view primary,
                                                      ForwarderOptions options) {
   auto parsed = ParsePrimary(primary);
   if (!parsed.ok()) return parsed.status();
-  auto impl = std::make_shared<Impl>(std::move(parsed->first), parsed->second, options);
+  std::vector<Impl::Endpoint> endpoints;
+  for (auto& [host, port] : *parsed) {
+    std::string name = host + ":" + port;
+    endpoints.push_back(Impl::Endpoint{std::move(host), std::move(port), std::move(name)});
+  }
+  auto impl = std::make_shared<Impl>(std::move(endpoints), options);
   impl->Start();
   return std::unique_ptr<Forwarder>(new Forwarder(std::move(impl)));
 }

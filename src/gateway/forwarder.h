@@ -16,6 +16,19 @@
 // connection; any other request is not repeated (it may have reached the
 // primary) and gets 502.
 //
+// Several primaries: `primary` may list URLs ("http://a:8080,http://b:8080",
+// a primary and its standbys). Requests go to the current one: the first
+// whose GET /api/v3/ping answer says "X-MB-Role: primary". Every URL is
+// probed so at start (requests wait for that round, at most connect_timeout),
+// every probe_interval in the background, and whenever a request to the
+// current one cannot connect or is answered 503; a request waits for the
+// round its own failure started. A request that could not connect is sent
+// once more, to whichever URL is current after the round (nothing of it
+// reached a server); a 503 answer is passed on as it is. A round in which no
+// URL says primary keeps the current one, whose answers (or 502) the
+// requests get. Connections to a URL that is no longer current are closed
+// when next picked. With one URL nothing is probed.
+//
 // WebSocket connections a replica does not serve (user data, the WebSocket
 // API) are tunnelled the same way: a connection of their own to the primary
 // with the same target and the client's address, every text message relayed
@@ -32,6 +45,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "common/status.h"
 #include "gateway/server.h"
@@ -44,6 +58,8 @@ struct ForwarderOptions {
   std::chrono::milliseconds timeout{10000};  // a whole exchange (write + answer)
   std::chrono::milliseconds idle_close{30000};
   uint32_t max_body_bytes = 64u << 20;  // of an answer
+  // Several URLs: how often each one's role is read in the background.
+  std::chrono::milliseconds probe_interval{3000};
 };
 
 struct ForwarderStats {
@@ -52,6 +68,8 @@ struct ForwarderStats {
   uint64_t connections = 0;  // open now
   uint64_t waiting = 0;      // requests waiting for a connection
   uint64_t tunnels = 0;      // WebSocket tunnels open now (the primary's side handshaken)
+  uint64_t probes = 0;       // rounds of role probes (several URLs only)
+  uint64_t switches = 0;     // times the current primary changed
 };
 
 // One client's WebSocket relayed to the primary (Forwarder::Tunnel).
@@ -64,13 +82,15 @@ class WsTunnel {
   virtual void Close() = 0;
 };
 
-// "http://host:port" (the scheme optional) → host and port; anything else
-// is an error saying what is expected.
-Result<std::pair<std::string, std::string>> ParsePrimary(std::string_view primary);
+// "http://host:port" (the scheme optional), or several separated by commas
+// → each host and port, in order; an element that is not that shape is an
+// error naming it and saying what is expected.
+Result<std::vector<std::pair<std::string, std::string>>> ParsePrimary(std::string_view primary);
 
 class Forwarder {
  public:
-  // primary: "http://host:port" (the scheme optional). Error: not that shape.
+  // primary: "http://host:port" (the scheme optional), or several separated
+  // by commas. Error: an element not of that shape.
   static Result<std::unique_ptr<Forwarder>> Create(std::string_view primary,
                                                    ForwarderOptions options = {});
   ~Forwarder();  // Stop()s
@@ -95,7 +115,9 @@ class Forwarder {
   void Stop();
 
   ForwarderStats stats() const;
-  const std::string& primary() const noexcept;  // "host:port"
+  // The current primary's "host:port" (with several URLs it changes as the
+  // probes find the primary; the string itself lives as long as this).
+  const std::string& primary() const noexcept;
 
  private:
   class Impl;

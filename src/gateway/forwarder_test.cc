@@ -1,7 +1,8 @@
 // The forwarder against a real Server standing in for the primary: the
 // request arrives unchanged with the client's address added, answers come
 // back to the right caller under concurrency, and a primary that cannot be
-// reached is a 502 with a Binance error body, never a hang.
+// reached is a 502 with a Binance error body, never a hang. Given several
+// URLs, calls follow the one whose ping says primary.
 
 #include "gateway/forwarder.h"
 
@@ -113,6 +114,7 @@ TEST_F(ForwarderTest, TheRequestArrivesUnchangedWithTheClientAddress) {
   // The primary's headers come back.
   EXPECT_EQ(res["X-MBX-USED-WEIGHT-1M"], "7");
   EXPECT_EQ(fwd_->stats().forwarded, 1u);
+  EXPECT_EQ(fwd_->stats().probes, 0u);  // one URL: never probed
 }
 
 TEST_F(ForwarderTest, AClientsOwnAddressHeaderIsReplaced) {
@@ -267,6 +269,194 @@ TEST(ForwarderTunnelTest, RelaysBothWaysAndCloses) {
   ASSERT_TRUE(end3->Wait([&] { return !end3->messages.empty(); }));
   (*f)->Stop();
   EXPECT_EQ((*f)->stats().tunnels, 0u);
+}
+
+// One of a primary and its standby: GET /api/v3/ping says its role in
+// X-MB-Role; anything else is answered with its name while it is the
+// primary, 503 while it is a standby (as a standby's gateway does).
+class RoleServer final : public HttpHandler {
+ public:
+  RoleServer(std::string name, bool is_primary) : primary(is_primary), name_(std::move(name)) {
+    ServerOptions o;
+    o.port = 0;
+    server_ = std::make_unique<Server>(o, this, nullptr);
+  }
+  bool Start() { return server_->Start().ok(); }
+  void Stop() { server_->Stop(); }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(server_->port()); }
+  std::string host_port() const { return "127.0.0.1:" + std::to_string(server_->port()); }
+
+  void Handle(Request req, std::string_view, bool, Respond respond) override {
+    Response res{http::status::ok, req.version()};
+    res.keep_alive(req.keep_alive());
+    if (req.target() == "/api/v3/ping") {
+      ++pings;
+      res.set("X-MB-Role", primary.load() ? "primary" : "standby");
+      res.body() = "{}";
+    } else if (primary.load()) {
+      ++requests;
+      res.body() = json::serialize(json::object{{"server", name_}});
+    } else {
+      ++requests;
+      res.result(http::status::service_unavailable);
+      res.body() = R"({"code":-1000,"msg":"This server is a standby, not the primary"})";
+    }
+    res.prepare_payload();
+    respond(std::move(res));
+  }
+
+  std::atomic<bool> primary;
+  std::atomic<int> pings{0};
+  std::atomic<int> requests{0};
+
+ private:
+  const std::string name_;
+  std::unique_ptr<Server> server_;
+};
+
+// Who answered: the server's name, or the status when it was not 200.
+std::string AnsweredBy(const Response& res) {
+  if (res.result_int() != 200) return std::to_string(res.result_int());
+  return std::string(json::parse(res.body()).at("server").as_string());
+}
+
+class ForwarderFailoverTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(a_.Start());
+    ASSERT_TRUE(b_.Start());
+  }
+  std::unique_ptr<Forwarder> Make(std::string urls,
+                                  std::chrono::milliseconds interval = std::chrono::hours(1)) {
+    ForwarderOptions o;
+    o.probe_interval = interval;
+    auto f = Forwarder::Create(urls, o);
+    EXPECT_TRUE(f.ok()) << f.status().message();
+    return f.ok() ? std::move(*f) : nullptr;
+  }
+  static Response Get(Forwarder& f, std::string target = "/api/v3/account?signature=x") {
+    std::promise<Response> p;
+    auto fut = p.get_future();
+    f.Forward(Request{http::verb::get, target, 11}, "203.0.113.9",
+              [&p](Response r) { p.set_value(std::move(r)); });
+    EXPECT_EQ(fut.wait_for(seconds(15)), std::future_status::ready);
+    return fut.get();
+  }
+  static Response Post(Forwarder& f) {
+    std::promise<Response> p;
+    auto fut = p.get_future();
+    Request req{http::verb::post, "/api/v3/order", 11};
+    req.body() = "symbol=BTCUSDT&signature=x";
+    req.prepare_payload();
+    f.Forward(std::move(req), "203.0.113.9", [&p](Response r) { p.set_value(std::move(r)); });
+    EXPECT_EQ(fut.wait_for(seconds(15)), std::future_status::ready);
+    return fut.get();
+  }
+
+  RoleServer a_{"a", true};
+  RoleServer b_{"b", false};
+};
+
+TEST_F(ForwarderFailoverTest, TheFirstCallGoesToTheURLWhosePingSaysPrimary) {
+  // The standby is listed first: the first call waits for the first round.
+  auto f = Make(b_.url() + "," + a_.url());
+  ASSERT_TRUE(f);
+  EXPECT_EQ(AnsweredBy(Post(*f)), "a");
+  EXPECT_EQ(f->primary(), a_.host_port());
+  EXPECT_EQ(b_.requests.load(), 0);
+  EXPECT_EQ(f->stats().switches, 1u);
+}
+
+TEST_F(ForwarderFailoverTest, CallsFollowTheRoleFromOneServerToTheOther) {
+  auto f = Make(a_.url() + "," + b_.url());
+  ASSERT_TRUE(f);
+  EXPECT_EQ(AnsweredBy(Get(*f)), "a");
+  EXPECT_EQ(AnsweredBy(Post(*f)), "a");
+  EXPECT_EQ(f->primary(), a_.host_port());
+  // A planned failover: a closes its intake, b takes the lease.
+  a_.primary = false;
+  b_.primary = true;
+  // The call in flight gets a's answer as it is; the 503 starts a round.
+  EXPECT_EQ(AnsweredBy(Post(*f)), "503");
+  EXPECT_EQ(AnsweredBy(Post(*f)), "b");
+  EXPECT_EQ(AnsweredBy(Get(*f)), "b");
+  EXPECT_EQ(f->primary(), b_.host_port());
+  EXPECT_EQ(f->stats().switches, 1u);
+  // And back.
+  b_.primary = false;
+  a_.primary = true;
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));  // the 503 rounds' spacing
+  EXPECT_EQ(AnsweredBy(Post(*f)), "503");
+  EXPECT_EQ(AnsweredBy(Post(*f)), "a");
+  EXPECT_EQ(f->stats().switches, 2u);
+}
+
+TEST_F(ForwarderFailoverTest, APrimaryThatDiedIsReplacedWithoutFailingTheCall) {
+  auto f = Make(a_.url() + "," + b_.url());
+  ASSERT_TRUE(f);
+  EXPECT_EQ(AnsweredBy(Get(*f)), "a");
+  a_.Stop();  // killed: its connections close, nothing listens
+  b_.primary = true;
+  // A GET on the kept-alive connection finds it closed, goes again on a new
+  // one, cannot connect, waits for a round and goes to b.
+  EXPECT_EQ(AnsweredBy(Get(*f)), "b");
+  EXPECT_EQ(AnsweredBy(Post(*f)), "b");
+  EXPECT_EQ(f->primary(), b_.host_port());
+  EXPECT_EQ(f->stats().failed, 0u);
+}
+
+TEST_F(ForwarderFailoverTest, WithNoPrimaryTheLastOneIsKeptAndItsAnswersPassed) {
+  auto f = Make(a_.url() + "," + b_.url());
+  ASSERT_TRUE(f);
+  EXPECT_EQ(AnsweredBy(Get(*f)), "a");
+  a_.primary = false;
+  EXPECT_EQ(AnsweredBy(Post(*f)), "503");
+  EXPECT_EQ(AnsweredBy(Post(*f)), "503");
+  EXPECT_EQ(f->primary(), a_.host_port());
+  EXPECT_EQ(b_.requests.load(), 0);
+  // Nothing listens anywhere: 502 naming the one kept.
+  a_.Stop();
+  b_.Stop();
+  Response res = Post(*f);
+  EXPECT_EQ(res.result_int(), 502u);
+  EXPECT_NE(res.body().find(a_.host_port()), std::string::npos) << res.body();
+}
+
+TEST_F(ForwarderFailoverTest, TheBackgroundProbesFindANewPrimaryWithoutACall) {
+  auto f = Make(a_.url() + "," + b_.url(), std::chrono::milliseconds(20));
+  ASSERT_TRUE(f);
+  EXPECT_TRUE(Eventually([&] { return f->stats().probes >= 2; }));
+  EXPECT_EQ(f->primary(), a_.host_port());
+  a_.primary = false;
+  b_.primary = true;
+  EXPECT_TRUE(Eventually([&] { return f->primary() == b_.host_port(); }));
+  EXPECT_EQ(AnsweredBy(Post(*f)), "b");
+  EXPECT_EQ(a_.requests.load(), 0);
+}
+
+TEST_F(ForwarderFailoverTest, OneURLIsNeverProbed) {
+  auto f = Make(b_.url(), std::chrono::milliseconds(10));
+  ASSERT_TRUE(f);
+  EXPECT_EQ(AnsweredBy(Post(*f)), "503");
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(b_.pings.load(), 0);
+  EXPECT_EQ(f->stats().probes, 0u);
+}
+
+TEST(ForwarderCreateTest, ListsAreCheckedElementByElement) {
+  auto two = ParsePrimary("http://10.0.0.1:8080, 10.0.0.2:8081");
+  ASSERT_TRUE(two.ok()) << two.status().message();
+  ASSERT_EQ(two->size(), 2u);
+  EXPECT_EQ((*two)[1], (std::pair<std::string, std::string>{"10.0.0.2", "8081"}));
+  auto bad = ParsePrimary("http://10.0.0.1:8080,http://h:8x");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("\"http://h:8x\""), std::string::npos)
+      << bad.status().message();
+  EXPECT_NE(bad.status().message().find("http://HOST:PORT"), std::string::npos);
+  for (const char* wrong : {"http://a:1,,http://b:2", "http://a:1,", "http://a:1,http://a:1/"}) {
+    EXPECT_FALSE(ParsePrimary(wrong).ok()) << wrong;
+    EXPECT_FALSE(Forwarder::Create(wrong).ok()) << wrong;
+  }
 }
 
 TEST(ForwarderCreateTest, RefusesWhatIsNotHttpHostPort) {

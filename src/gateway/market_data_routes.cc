@@ -2,10 +2,26 @@
 // answered on the io thread that read the request, from the read side's
 // snapshots.
 #include "gateway/gateway_impl.h"
+#include "transfer/protocol.h"
 
 namespace mb::gateway {
 
-void Gateway::Impl::Ping(Ctx& c) { Ok(c, "{}"); }
+// The answer says in X-MB-Role which server this is, so that replicas and
+// other venues given several URLs find the primary without the admin token
+// (transfer/protocol.h): a replica-mode gateway is its ReplicaOptions::role
+// ("replica", or "standby" for serve --standby); a primary whose intake is
+// closed (its leadership lost, or handed over) is "standby" too.
+void Gateway::Impl::Ping(Ctx& c) {
+  std::string_view role = transfer::kRolePrimary;
+  if (replica_) {
+    role = replica_options_.role;
+  } else if (exchange_ == nullptr || !exchange_->IntakeRefusal().empty()) {
+    role = transfer::kRoleStandby;
+  }
+  Response res = MakeResponse(c.version, c.keep_alive, 200, "{}", c.meta);
+  res.set(transfer::kRoleHeader, role);
+  c.respond(std::move(res));
+}
 
 void Gateway::Impl::Time(Ctx& c) { Ok(c, fmt::format("{{\"serverTime\":{}}}", clock_.wall_ms())); }
 

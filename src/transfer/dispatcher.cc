@@ -12,7 +12,6 @@
 #include <utility>
 
 #include "common/decimal.h"
-#include "common/http_url.h"
 #include "log/log.h"
 #include "metrics/metrics.h"
 #include "transfer/address.h"
@@ -50,8 +49,15 @@ struct Dispatcher::Item {
 };
 
 struct Dispatcher::Link {
+  struct Endpoint {
+    std::string host, port;
+    std::string url;  // "http://host:port", for messages
+  };
   VenueLink venue;
-  std::string host, port;
+  std::vector<Endpoint> endpoints;  // venue.url's, in order (immutable)
+  std::size_t current = 0;          // the one calls go to: the primary found last
+  bool probe_due = false;           // several URLs: the next call probes first
+  bool no_primary = false;          // the last probe found none (logged once)
   std::condition_variable cv;
   std::deque<uint64_t> queue;   // ids to send, oldest first (stale ids are skipped)
   uint64_t pending = 0;         // items of this link
@@ -72,6 +78,7 @@ struct Dispatcher::Conn {
   beast::tcp_stream stream{io};
   beast::flat_buffer buffer;
   bool open = false;
+  std::size_t endpoint = 0;  // the link's endpoint it is open to
 };
 
 Result<std::unique_ptr<Dispatcher>> Dispatcher::Create(const engine::EngineConfig& config,
@@ -90,8 +97,8 @@ Result<std::unique_ptr<Dispatcher>> Dispatcher::Create(const engine::EngineConfi
       return InvalidArgument(
           fmt::format("venues.{}.secret: at least 16 characters (it signs every call)", v.name));
     }
-    auto url = ParseHttpUrl(v.url, fmt::format("venues.{}.url", v.name), "the venue's API");
-    if (!url.ok()) return url.status();
+    auto urls = ParseHttpUrls(v.url, fmt::format("venues.{}.url", v.name), "the venue's API");
+    if (!urls.ok()) return urls.status();
   }
   options.batch = std::clamp<uint32_t>(options.batch, 1, static_cast<uint32_t>(kMaxBatch));
   options.window = std::max(options.window, options.batch);
@@ -103,9 +110,14 @@ Dispatcher::Dispatcher(const engine::EngineConfig& config, DispatchOptions optio
   for (const VenueLink& v : options_.venues) {
     auto link = std::make_unique<Link>();
     link->venue = v;
-    auto url = ParseHttpUrl(v.url, "url", "");
-    link->host = url->first;
-    link->port = url->second;
+    auto urls = ParseHttpUrls(v.url, "url", "");
+    for (auto& [host, port] : *urls) {
+      std::string url = host.find(':') == std::string::npos
+                            ? fmt::format("http://{}:{}", host, port)
+                            : fmt::format("http://[{}]:{}", host, port);
+      link->endpoints.push_back(Link::Endpoint{std::move(host), std::move(port), std::move(url)});
+    }
+    link->probe_due = link->endpoints.size() > 1;
     links_.push_back(std::move(link));
   }
   metrics::Registry* r = options_.metrics;
@@ -406,13 +418,14 @@ void Dispatcher::Work(Link* link) {
 }
 
 // One request and its answer, under one deadline (timeout_ms), on the
-// worker's connection (opened first when it is not). *answered: some of the
-// answer arrived. Stop() closes the connection from its thread: whatever
-// runs here then ends with an error.
-template <class Conn>
-Status Exchange(const VenueLink& venue, const std::string& host, const std::string& port,
-                uint32_t timeout_ms, Conn* conn, const http::request<http::string_body>& req,
-                http::response<http::string_body>* res, bool* answered) {
+// worker's connection (opened first when it is not). *connected: the
+// connection was open or could be opened; *answered: some of the answer
+// arrived. Stop() closes the connection from its thread: whatever runs here
+// then ends with an error.
+template <class Conn, class Endpoint>
+Status Exchange(const Endpoint& to, uint32_t timeout_ms, Conn* conn,
+                const http::request<http::string_body>& req, http::response<http::string_body>* res,
+                bool* answered, bool* connected) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   beast::error_code ec;
   bool done = false;
@@ -432,11 +445,11 @@ Status Exchange(const VenueLink& venue, const std::string& host, const std::stri
     conn->stream.close();
     conn->open = false;
     conn->buffer.clear();
-    return Unavailable(fmt::format("{} {}: {}", what, venue.url, ec.message()));
+    return Unavailable(fmt::format("{} {}: {}", what, to.url, ec.message()));
   };
   if (!conn->open) {
     tcp::resolver::results_type endpoints;
-    conn->resolver.async_resolve(host, port,
+    conn->resolver.async_resolve(to.host, to.port,
                                  [&](beast::error_code e, tcp::resolver::results_type r) {
                                    ec = e;
                                    endpoints = std::move(r);
@@ -454,6 +467,7 @@ Status Exchange(const VenueLink& venue, const std::string& host, const std::stri
     conn->stream.socket().set_option(tcp::no_delay(true));
     conn->open = true;
   }
+  *connected = true;
   conn->stream.expires_at(deadline);
   http::async_write(conn->stream, req, [&](beast::error_code e, std::size_t) {
     ec = e;
@@ -478,11 +492,74 @@ Status Exchange(const VenueLink& venue, const std::string& host, const std::stri
   return Status::Ok();
 }
 
+namespace {
+
+// A connection no longer wanted (it is to another endpoint, or a probe's).
+template <class Conn>
+void CloseConn(Conn* conn) {
+  conn->stream.close();
+  conn->open = false;
+  conn->buffer.clear();
+}
+
+}  // namespace
+
+std::size_t Dispatcher::Probe(Link* link, Conn* conn) {
+  const std::size_t none = link->endpoints.size();
+  std::size_t found = none;
+  for (std::size_t i = 0; i < link->endpoints.size(); ++i) {
+    {
+      std::lock_guard lock(mu_);
+      if (stopping_) break;
+    }
+    const Link::Endpoint& e = link->endpoints[i];
+    http::request<http::string_body> req{http::verb::get, std::string(kPingTarget), 11};
+    req.set(http::field::host, e.url.substr(7));  // after "http://"
+    req.keep_alive(false);
+    http::response<http::string_body> res;
+    bool answered = false, connected = false;
+    CloseConn(conn);
+    Status s = Exchange(e, options_.timeout_ms, conn, req, &res, &answered, &connected);
+    if (s.ok() && res.result_int() == 200 && res[kRoleHeader] == kRolePrimary) {
+      found = i;
+      break;
+    }
+  }
+  CloseConn(conn);
+  std::lock_guard lock(mu_);
+  if (found == none) {
+    if (!link->no_primary) {
+      link->no_primary = true;
+      log::Warn("transfers", "venue " + link->venue.name + ": no URL's ping says primary",
+                {{"url", link->endpoints[link->current].url}});
+    }
+    return link->current;
+  }
+  link->no_primary = false;
+  if (found != link->current) {
+    log::Info("transfers",
+              "venue " + link->venue.name + ": its primary is now " + link->endpoints[found].url,
+              {{"was", link->endpoints[link->current].url}});
+    link->current = found;
+  }
+  return link->current;
+}
+
 Result<std::vector<DeliveryResult>> Dispatcher::Call(Link* link, Conn* conn,
                                                      const std::vector<Delivery>& deliveries) {
+  std::size_t cur = 0;
+  bool probe = false;
+  {
+    std::lock_guard lock(mu_);
+    cur = link->current;
+    probe = link->probe_due;
+    link->probe_due = false;
+  }
+  if (probe) cur = Probe(link, conn);
+  if (conn->open && conn->endpoint != cur) CloseConn(conn);
   const std::string body = EncodeDeliveries(deliveries);
   http::request<http::string_body> req{http::verb::post, std::string(kDeliverTarget), 11};
-  req.set(http::field::host, link->host + ":" + link->port);
+  req.set(http::field::host, link->endpoints[cur].url.substr(7));  // after "http://"
   req.set(http::field::content_type, "application/json");
   req.set(kVenueHeader, options_.venue);
   req.keep_alive(true);
@@ -490,21 +567,40 @@ Result<std::vector<DeliveryResult>> Dispatcher::Call(Link* link, Conn* conn,
   req.prepare_payload();
   // A kept-alive connection the destination closed while idle fails before
   // any answer: the call goes again at once on a new one (a delivery is
-  // idempotent), not as an outage.
+  // idempotent), not as an outage. Several URLs: a URL that cannot be
+  // connected to or answers 503 may be the primary no more; once per call,
+  // the call goes again at once to the primary a probe finds, if another.
+  bool probed = false;
   for (int attempt = 0;; ++attempt) {
     const bool reused = conn->open;
     const std::string ts = std::to_string(WallMs());
     req.set(kTimestampHeader, ts);
     req.set(kSignatureHeader, Sign(link->venue.secret, ts, "POST", kDeliverTarget, body));
     http::response<http::string_body> res;
-    bool answered = false;
-    Status s = Exchange(link->venue, link->host, link->port, options_.timeout_ms, conn, req, &res,
-                        &answered);
+    bool answered = false, connected = false;
+    conn->endpoint = cur;
+    Status s =
+        Exchange(link->endpoints[cur], options_.timeout_ms, conn, req, &res, &answered, &connected);
     if (!s.ok() && reused && !answered && attempt == 0) continue;
+    if (link->endpoints.size() > 1 && !probed && (s.ok() ? res.result_int() == 503 : !connected)) {
+      probed = true;
+      std::size_t now = 0;
+      {
+        std::lock_guard lock(mu_);
+        now = link->current;  // another worker may have probed already
+      }
+      if (now == cur) now = Probe(link, conn);
+      if (now != cur) {
+        cur = now;
+        CloseConn(conn);
+        req.set(http::field::host, link->endpoints[cur].url.substr(7));
+        continue;
+      }
+    }
     if (!s.ok()) return s;
     if (res.result_int() != 200) {
-      return Unavailable(fmt::format("{} answered {}: {}", link->venue.url, res.result_int(),
-                                     res.body().substr(0, 200)));
+      return Unavailable(fmt::format("{} answered {}: {}", link->endpoints[cur].url,
+                                     res.result_int(), res.body().substr(0, 200)));
     }
     return DecodeResults(res.body());
   }
@@ -517,6 +613,7 @@ std::string Dispatcher::HealthJson() const {
   for (const auto& l : links_) {
     json::object o;
     o["url"] = l->venue.url;
+    o["primary"] = l->endpoints[l->current].url;
     o["pending"] = l->pending;
     o["inFlight"] = l->in_flight;
     o["calls"] = l->calls;

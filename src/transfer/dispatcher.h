@@ -20,6 +20,13 @@
 // trading never waits: the dispatcher only submits commands, which fail fast
 // when the ring is full (then they are retried).
 //
+// A venue with several URLs (a primary and its standbys): its link sends to
+// the current one, found by probing each URL's GET /api/v3/ping in order
+// for "X-MB-Role: primary" before the first call and whenever a call cannot
+// connect or is answered 503; the call then goes again at once to the new
+// primary (deliveries are idempotent). No URL saying primary keeps the
+// current one, and the call's failure counts as usual.
+//
 // Thread safety: Wire/Start/Stop from the owner's thread; OnBatch on
 // mb-fanout; OnDone on the engine or journal thread; HealthJson and the
 // gauges from any thread.
@@ -50,8 +57,11 @@ namespace mb::transfer {
 
 // One other venue ([[venues]] in the configuration).
 struct VenueLink {
-  std::string name;    // that venue's `venue`
-  std::string url;     // its API: http://HOST:PORT
+  std::string name;  // that venue's `venue`
+  // Its API: http://HOST:PORT, or several separated by commas (the venue's
+  // primary and its standbys): calls go to the first whose GET /api/v3/ping
+  // says "X-MB-Role: primary" (transfer/protocol.h).
+  std::string url;
   std::string secret;  // shared by the pair; signs every call, never sent
 };
 
@@ -74,8 +84,9 @@ struct DispatchOptions {
 
 class Dispatcher final : public fanout::Handler, public exchange::Completion {
  public:
-  // Error: a venue URL that is not http://HOST:PORT, a venue named twice or
-  // named like this one, an empty secret.
+  // Error: a venue URL (or an element of a list of them) that is not
+  // http://HOST:PORT, a venue named twice or named like this one, an empty
+  // secret.
   static Result<std::unique_ptr<Dispatcher>> Create(const engine::EngineConfig& config,
                                                     DispatchOptions options);
   ~Dispatcher() override;  // Stop()s
@@ -98,9 +109,10 @@ class Dispatcher final : public fanout::Handler, public exchange::Completion {
   void OnDone(uint64_t tag, const exchange::Outcome& outcome) noexcept override;
 
   bool Linked(std::string_view venue) const noexcept;
-  // Per venue: url, pending, inFlight, calls, credited, rejected, retried,
-  // errors, lastError, lastSuccessMs, backoffMs; and the transfers whose
-  // venue has no link ("unroutable"). A JSON object's text.
+  // Per venue: url (as configured), primary (the URL its calls go to),
+  // pending, inFlight, calls, credited, rejected, retried, errors,
+  // lastError, lastSuccessMs, backoffMs; and the transfers whose venue has
+  // no link ("unroutable"). A JSON object's text.
   std::string HealthJson() const;
 
  private:
@@ -114,6 +126,10 @@ class Dispatcher final : public fanout::Handler, public exchange::Completion {
   void Work(Link* link);
   Result<std::vector<DeliveryResult>> Call(Link* link, Conn* conn,
                                            const std::vector<Delivery>& deliveries);
+  // Several URLs: GET /api/v3/ping of each in order on `conn` (closed
+  // after), until one says primary; that one becomes the link's current.
+  // Returns the link's current (unchanged when none says primary).
+  std::size_t Probe(Link* link, Conn* conn);
   void Requeue(uint64_t id, bool front);
   void Pause(Link* link);
   void Failed(Link* link, const std::string& why);

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "common/hmac.h"
+#include "common/http_url.h"
 
 namespace mb::transfer {
 namespace json = boost::json;
@@ -148,6 +149,34 @@ Result<std::vector<DeliveryResult>> DecodeResults(std::string_view body) {
       return Bad("unknown status \"" + status + "\"");
     }
     out.push_back(std::move(r));
+  }
+  return out;
+}
+
+Result<std::vector<std::pair<std::string, std::string>>> ParseHttpUrls(std::string_view urls,
+                                                                       std::string_view what,
+                                                                       std::string_view role) {
+  std::vector<std::pair<std::string, std::string>> out;
+  std::string_view rest = urls;
+  for (;;) {
+    const std::size_t comma = rest.find(',');
+    std::string_view one = rest.substr(0, comma);
+    while (!one.empty() && one.front() == ' ') one.remove_prefix(1);
+    while (!one.empty() && one.back() == ' ') one.remove_suffix(1);
+    if (one.empty()) {
+      return InvalidArgument(std::string(what) + " \"" + std::string(urls) +
+                             "\": an empty address (http://HOST:PORT[,http://HOST:PORT...])");
+    }
+    auto parsed = ParseHttpUrl(one, what, role);
+    if (!parsed.ok()) return parsed.status();
+    for (const auto& [host, port] : out) {
+      if (host == parsed->first && port == parsed->second) {
+        return InvalidArgument(std::string(what) + " \"" + std::string(one) + "\" is listed twice");
+      }
+    }
+    out.push_back(std::move(*parsed));
+    if (comma == std::string_view::npos) break;
+    rest.remove_prefix(comma + 1);
   }
   return out;
 }

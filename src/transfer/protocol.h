@@ -17,6 +17,12 @@
 // records "<source venue>:<id>" as the deposit's reference, and a second
 // delivery is answered CREDITED with the first deposit's id.
 //
+// A venue (like a replica's primary) may be several servers, a primary and
+// its standbys, each with its own URL: every answer to GET /api/v3/ping
+// says which one holds intake in its X-MB-Role header ("primary",
+// "standby", "replica"; docs/api.md), and calls go to the first URL whose
+// ping says "primary".
+//
 // Thread safety: pure functions.
 #pragma once
 
@@ -24,6 +30,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
@@ -35,6 +42,22 @@ inline constexpr std::string_view kDeliverTarget = "/venue/v1/transfers";
 inline constexpr std::string_view kVenueHeader = "X-MB-Venue";
 inline constexpr std::string_view kTimestampHeader = "X-MB-Timestamp";
 inline constexpr std::string_view kSignatureHeader = "X-MB-Signature";
+
+// The role probe: an unauthenticated GET of kPingTarget, whose answer
+// carries kRoleHeader.
+inline constexpr std::string_view kPingTarget = "/api/v3/ping";
+inline constexpr std::string_view kRoleHeader = "X-MB-Role";
+inline constexpr std::string_view kRolePrimary = "primary";  // holds intake
+inline constexpr std::string_view kRoleStandby = "standby";  // follows; may take over
+inline constexpr std::string_view kRoleReplica = "replica";  // a read replica
+
+// "URL[,URL...]", each "http://HOST:PORT" (mb::ParseHttpUrl) → each (host,
+// port), in order. Spaces around an element are ignored. Error (`what`
+// names the list, `role` what it addresses): an empty element, an element
+// that is not http://HOST:PORT (named), the same address twice.
+Result<std::vector<std::pair<std::string, std::string>>> ParseHttpUrls(std::string_view urls,
+                                                                       std::string_view what,
+                                                                       std::string_view role);
 
 // The most transfers one call carries.
 inline constexpr std::size_t kMaxBatch = 1000;
