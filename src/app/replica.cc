@@ -31,6 +31,14 @@ class GatewayFeed final : public bus::FollowerSink {
 
 }  // namespace
 
+gateway::GatewayOptions ReplicaGatewayOptions(const Config& cfg, metrics::Registry* registry) {
+  gateway::GatewayOptions go = cfg.runtime.gateway;
+  go.metrics = registry;
+  go.metrics_remote = cfg.runtime.metrics.remote;
+  go.metrics_port = cfg.runtime.metrics.port;
+  return go;
+}
+
 void AddReplicaMetrics(metrics::Registry& registry, const bus::Follower& follower) {
   const bus::Follower* f = &follower;
   auto d = [](uint64_t v) { return static_cast<double>(v); };
@@ -98,11 +106,8 @@ int RunReplica(const Config& cfg, const std::string& source, const std::string& 
   }
   metrics::Registry registry;
   metrics::AddProcessMetrics(registry);
-  gateway::GatewayOptions go = cfg.runtime.gateway;
-  go.metrics = &registry;
-  go.metrics_remote = cfg.runtime.metrics.remote;
-  go.metrics_port = cfg.runtime.metrics.port;
-  auto gw = gateway::Gateway::Create(cfg.engine, cfg.runtime.data_dir, go);
+  auto gw = gateway::Gateway::Create(cfg.engine, cfg.runtime.data_dir,
+                                     ReplicaGatewayOptions(cfg, &registry));
   if (!gw.ok()) return fail(gw.status());
 
   GatewayFeed feed(gw->get());

@@ -24,6 +24,10 @@ namespace mb::app {
 //  "snapshotSequence", "bootSeconds", "stream", "subject", "servers"}
 std::string ReplicaHealthJson(const bus::FollowerStats& stats, const std::string& servers);
 
+// A gateway of the replica kind (a replica's or a standby's), registering
+// its metrics in `registry`.
+gateway::GatewayOptions ReplicaGatewayOptions(const Config& config, metrics::Registry* registry);
+
 // The follower's figures as matchbook_replica_* metrics.
 void AddReplicaMetrics(metrics::Registry& registry, const bus::Follower& follower);
 

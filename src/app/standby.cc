@@ -271,11 +271,8 @@ StandbyEnd RunStandby(const Config& cfg, const std::string& source,
 
   metrics::Registry registry;
   metrics::AddProcessMetrics(registry);
-  gateway::GatewayOptions go = cfg.runtime.gateway;
-  go.metrics = &registry;
-  go.metrics_remote = cfg.runtime.metrics.remote;
-  go.metrics_port = cfg.runtime.metrics.port;
-  auto gw = gateway::Gateway::Create(cfg.engine, cfg.runtime.data_dir, go);
+  auto gw = gateway::Gateway::Create(cfg.engine, cfg.runtime.data_dir,
+                                     ReplicaGatewayOptions(cfg, &registry));
   if (!gw.ok()) return fail(gw.status());
   (*gw)->ReplicaBootstrap(engine->ExportImage());
 

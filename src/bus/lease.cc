@@ -244,14 +244,18 @@ Status Lease::TakeFree(uint64_t last) {
     return Unavailable(NatsError(
         fmt::format("cannot take lease {}/{} at revision {}", bucket_, options_.key, last), s, 0));
   }
-  Held(rev, sent);
+  Taken(rev, sent);
+  return Status::Ok();
+}
+
+void Lease::Taken(uint64_t revision, int64_t sent_ns) {
+  Held(revision, sent_ns);
   {
     MutexLock lock(mu_);
     ++stats_.acquisitions;
   }
   Log(fmt::format("lease {}/{} taken by \"{}\" at revision {}", bucket_, options_.key,
-                  options_.holder, rev));
-  return Status::Ok();
+                  options_.holder, revision));
 }
 
 Status Lease::TryAcquire() {
@@ -265,13 +269,7 @@ Status Lease::TryAcquire() {
   const natsStatus s =
       kvStore_CreateString(&rev, nats_->kv, options_.key.c_str(), options_.holder.c_str());
   if (s == NATS_OK) {
-    Held(rev, sent);
-    {
-      MutexLock lock(mu_);
-      ++stats_.acquisitions;
-    }
-    Log(fmt::format("lease {}/{} taken by \"{}\" at revision {}", bucket_, options_.key,
-                    options_.holder, rev));
+    Taken(rev, sent);
     return Status::Ok();
   }
   const std::string create_error =

@@ -169,6 +169,8 @@ class Lease {
   // Why the lease is not ours any more, from the key as read.
   std::string LostReason(const Entry& e) const MB_REQUIRES(call_mu_);
   void Held(uint64_t revision, int64_t sent_ns) MB_REQUIRES(call_mu_);
+  // A take that succeeded: held, counted, logged.
+  void Taken(uint64_t revision, int64_t sent_ns) MB_REQUIRES(call_mu_);
   void SetHolder(std::string_view holder);
   void RenewFailed(const std::string& error);
   void Log(std::string_view line) const;
