@@ -8,7 +8,8 @@
 #     fills, the API keys work there at once, and a key revoked before the
 #     kill stays revoked; the time from kill to the first order accepted is
 #     printed
-#   - the old primary restarted with --standby rejoins and follows
+#   - the old primary restarted with --standby rejoins and follows; a
+#     standby paused while orders flow catches up
 #   - split brain: the primary frozen (SIGSTOP) past its lease, the standby
 #     takes over and trades; the old one resumed (SIGCONT) answers 503,
 #     journals nothing new and goes on as a standby
@@ -153,6 +154,18 @@ for k in $(seq "$kills"); do
   primary=$standby
   standby=$tmp
 done
+
+# A standby that falls behind (paused while orders flow) catches up.
+kill -STOP "${pids[$standby]}"
+trade_on "$primary" 3
+kill -CONT "${pids[$standby]}"
+want=$(health_of "$primary" | json_get durableSequence)
+for _ in $(seq 100); do
+  got=$(health_of "$standby" | json_get standby durableSequence)
+  [ "$got" = "$want" ] && break
+  sleep 0.1
+done
+[ "$got" = "$want" ] || fail "the paused standby did not catch up: at $got, the primary at $want"
 
 # Split brain: the primary frozen past its lease.
 trade_on "$primary" 2

@@ -241,6 +241,16 @@ StandbyEnd RunStandby(const Config& cfg, const std::string& source,
     bus::Follower probe(cfg.runtime.data_dir, cfg.engine, fo, nullptr);
     bool cut = false;
     Status st = Reconcile(probe, *dir, rep->journal.last_seq, rep->journal.last_checksum, &cut);
+    // NATS not answering yet (a stream being created, a cluster electing
+    // its leaders): wait for it, as for a primary that has not published.
+    std::string waiting;
+    while (!st.ok() && st.code() == StatusCode::kUnavailable && !stopping()) {
+      if (st.message() != waiting) log::Warn("standby", "waiting: " + st.message());
+      waiting = st.message();
+      std::this_thread::sleep_for(1s);
+      st = Reconcile(probe, *dir, rep->journal.last_seq, rep->journal.last_checksum, &cut);
+    }
+    if (stopping()) return end;
     if (!st.ok()) return fail(st);
     if (cut) {
       engine = std::make_unique<engine::Engine>(cfg.engine);
