@@ -16,6 +16,8 @@
 #   - planned failover (POST /admin/v1/failover) under a stream of orders:
 #     no answer but 200 and retriable 503s
 #   - both data directories end with the same records and state hash
+#   - NATS frozen past the lease with no standby: intake closes, and the
+#     primary takes its lease back once NATS answers again
 #   - a standby whose state hash differs from the primary's at a snapshot
 #     (MATCHBOOK_TEST_FAULT, test builds) stops with the determinism error
 # Usage: tests/cli_standby.sh <path to matchbook>   (MB_FAILOVER_KILLS=N: more kills)
@@ -255,4 +257,26 @@ hb=$("$mb" verify "$dir/b" 2>&1 | grep -o 'state hash [0-9a-fx]*' | tail -1)
 IFS=$'\n' sorted=($(printf '%s\n' "${promotions[@]}" | sort -n))
 unset IFS
 echo "promotion (kill -> first order accepted): ${promotions[*]} ms; max ${sorted[-1]} ms"
+
+# NATS frozen with no standby around: the primary closes intake when its
+# lease runs out, and takes the lease back once NATS answers again.
+start a
+wait_line a ready
+nats_all() { for n in 1 2 3; do bash "$here/../scripts/nats_cluster.sh" "$1" "$dir/nats" "$n" >/dev/null; done; }
+nats_all pause
+sleep 3
+use a
+if r=$(order "$key2" "$sec2" SELL 41000 0.01 2>&1); then
+  nats_all resume
+  fail "with NATS frozen past the lease an order was accepted: $r"
+fi
+case "$r" in
+  *"no longer the primary"* | *"Failed to connect"* | *"Empty reply"* | *"Connection refused"*) ;;
+  *) nats_all resume; fail "with NATS frozen past the lease an order got: $r" ;;
+esac
+nats_all resume
+wait_line a ready 40
+use a
+r=$(order "$key2" "$sec2" SELL 41000 0.01) || fail "no order taken after NATS came back: $r"
+echo "NATS frozen: intake closed, then the primary took its lease back"
 echo "cli standby checks: ok"

@@ -1204,11 +1204,13 @@ int main(int argc, char** argv) {
     // primary no more goes on as a standby (docs/failover.md).
     InstallSignals();
     bool as_standby = cfg->runtime.replication.standby;
+    bool was_primary = false;
     std::unique_ptr<mb::bus::Lease> lease;
     for (;;) {
       if (as_standby) {
         mb::app::StandbyEnd end = mb::app::RunStandby(
-            *cfg, source, ArchivePath(cfg->runtime.data_dir), [] { return g_signal.load() != 0; });
+            *cfg, source, ArchivePath(cfg->runtime.data_dir), [] { return g_signal.load() != 0; },
+            was_primary);
         if (!end.promoted) {
           rc = end.rc;
           break;
@@ -1219,6 +1221,7 @@ int main(int argc, char** argv) {
       rc = Serve(*cfg, source, recover_only, std::move(lease), &demoted);
       if (!demoted || g_signal.load() != 0) break;
       as_standby = true;
+      was_primary = true;
     }
   }
   if (!cfg->runtime.bus.nats.empty()) mb::bus::ShutdownNats();

@@ -156,6 +156,25 @@ Status Reconcile(bus::Follower& follower, const journal::DataDir& dir, uint64_t 
   return Status::Ok();
 }
 
+// Calls `step` until it succeeds, fails for good, or stopping(): NATS not
+// answering (a cluster electing its leaders, a stream being created, NATS
+// down) and a primary that has not published yet are waited for, each new
+// reason logged once.
+Status WhileUnavailable(const std::function<bool()>& stopping,
+                        const std::function<Status()>& step) {
+  Status st = step();
+  std::string waiting;
+  while (!st.ok() &&
+         (st.code() == StatusCode::kUnavailable || st.code() == StatusCode::kNotFound) &&
+         !stopping()) {
+    if (st.message() != waiting) log::Warn("standby", "waiting: " + st.message());
+    waiting = st.message();
+    std::this_thread::sleep_for(1s);
+    st = step();
+  }
+  return st;
+}
+
 // A fault a test build injects (MATCHBOOK_TEST_FAULT=standby-hash): the
 // standby's hash is taken as different from the primary's.
 bool InjectHashFault() {
@@ -201,7 +220,7 @@ bus::LeaseOptions LeaseOptionsFrom(const Config& cfg, std::vector<std::string> s
 
 StandbyEnd RunStandby(const Config& cfg, const std::string& source,
                       const std::filesystem::path& archive_dir,
-                      const std::function<bool()>& stopping) {
+                      const std::function<bool()>& stopping, bool was_primary) {
   StandbyEnd end;
   auto fail = [&end](const Status& s) {
     log::Error("standby", s.message());
@@ -240,16 +259,9 @@ StandbyEnd RunStandby(const Config& cfg, const std::string& source,
     // Started before the primary has published: wait for its stream.
     bus::Follower probe(cfg.runtime.data_dir, cfg.engine, fo, nullptr);
     bool cut = false;
-    Status st = Reconcile(probe, *dir, rep->journal.last_seq, rep->journal.last_checksum, &cut);
-    // NATS not answering yet (a stream being created, a cluster electing
-    // its leaders): wait for it, as for a primary that has not published.
-    std::string waiting;
-    while (!st.ok() && st.code() == StatusCode::kUnavailable && !stopping()) {
-      if (st.message() != waiting) log::Warn("standby", "waiting: " + st.message());
-      waiting = st.message();
-      std::this_thread::sleep_for(1s);
-      st = Reconcile(probe, *dir, rep->journal.last_seq, rep->journal.last_checksum, &cut);
-    }
+    Status st = WhileUnavailable(stopping, [&] {
+      return Reconcile(probe, *dir, rep->journal.last_seq, rep->journal.last_checksum, &cut);
+    });
     if (stopping()) return end;
     if (!st.ok()) return fail(st);
     if (cut) {
@@ -263,7 +275,9 @@ StandbyEnd RunStandby(const Config& cfg, const std::string& source,
 
   // The leadership lease: who may write; the standby takes it when free.
   auto lease = std::make_unique<bus::Lease>(LeaseOptionsFrom(cfg, *servers, LeaseHolderName(cfg)));
-  if (Status s = lease->Connect(); !s.ok()) return fail(s);
+  if (Status s = WhileUnavailable(stopping, [&] { return lease->Connect(); }); !s.ok()) {
+    return stopping() ? std::move(end) : fail(s);
+  }
   // The primary's accounts and API keys, kept in auth.json here for the
   // key store that opens it when this standby takes over.
   bus::KvValue keys(KeyStoreMirrorOptions(cfg, *servers));
@@ -277,7 +291,9 @@ StandbyEnd RunStandby(const Config& cfg, const std::string& source,
     keys_revision = (*v)->second;
     return Status::Ok();
   };
-  if (Status s = sync_keys(); !s.ok()) return fail(s);
+  if (Status s = WhileUnavailable(stopping, sync_keys); !s.ok()) {
+    return stopping() ? std::move(end) : fail(s);
+  }
 
   metrics::Registry registry;
   metrics::AddProcessMetrics(registry);
@@ -313,14 +329,9 @@ StandbyEnd RunStandby(const Config& cfg, const std::string& source,
         checks.load(std::memory_order_relaxed), checked_seq.load(std::memory_order_relaxed),
         JsonString(ls.holder));
   });
-  Status started = follower->Start();
-  std::string waiting;
-  while (!started.ok() && started.code() == StatusCode::kNotFound && !stopping()) {
-    if (started.message() != waiting) log::Warn("standby", "waiting: " + started.message());
-    waiting = started.message();
-    std::this_thread::sleep_for(1s);
-    started = follower->Start();
-  }
+  // Started before its primary has published (kNotFound), or NATS not
+  // answering: it waits and says for what.
+  Status started = WhileUnavailable(stopping, [&] { return follower->Start(); });
   if (stopping()) return end;
   if (!started.ok()) return fail(started);
   gateway::ReplicaOptions rop;
@@ -349,7 +360,9 @@ StandbyEnd RunStandby(const Config& cfg, const std::string& source,
   auto next_lease = std::chrono::steady_clock::now();
   const auto lease_every = std::chrono::milliseconds(cfg.runtime.replication.lease_ttl_ms / 8);
   std::string lease_note;
-  bool seen_primary = false;  // a holder of the lease, since this standby started
+  // A holder of the lease seen since this standby started (or this process
+  // held it itself): only then may the lease be free because a primary died.
+  bool seen_primary = was_primary;
   Status halted = Status::Ok();
 
   // Takes a snapshot at exactly `seq` (every record to it is durable here);

@@ -54,9 +54,11 @@ bus::KvValueOptions KeyStoreMirrorOptions(const Config& config, std::vector<std:
 std::string LeaseHolderName(const Config& config);
 
 // Follows until stopping() (checked every 50 ms), the standby cannot go on,
-// or it takes over.
+// or it takes over. was_primary: this process was the primary until now (it
+// lost its lease, or handed over); it may take the lease back once it is
+// free, as a standby may from a primary it has seen hold it.
 StandbyEnd RunStandby(const Config& config, const std::string& source,
                       const std::filesystem::path& archive_dir,
-                      const std::function<bool()>& stopping);
+                      const std::function<bool()>& stopping, bool was_primary = false);
 
 }  // namespace mb::app
