@@ -156,16 +156,16 @@ Result<StreamPoint> Follower::Probe(uint64_t seq) {
     return point;  // nothing published yet
   }
   if (s != NATS_OK) {
-    return Unavailable(NatsError(fmt::format("last message of stream {}", stream_), s,
-                                 static_cast<int>(code)));
+    return Unavailable(
+        NatsError(fmt::format("last message of stream {}", stream_), s, static_cast<int>(code)));
   }
   const char* id = nullptr;
   const bool known = natsMsgHeader_Get(m, "Nats-Msg-Id", &id) == NATS_OK && id != nullptr &&
                      ParseU64(id, &point.last_seq);
   natsMsg_Destroy(m);
   if (!known) {
-    return Corruption(fmt::format("the last message of stream {} is not a journal message",
-                                  stream_));
+    return Corruption(
+        fmt::format("the last message of stream {} is not a journal message", stream_));
   }
   if (seq == 0 || seq > point.last_seq) return point;
   auto at = Locate(seq);
@@ -176,8 +176,8 @@ Result<StreamPoint> Follower::Probe(uint64_t seq) {
   m = nullptr;
   s = js_GetMsg(&m, nats_->js, stream_.c_str(), *at, nullptr, &code);
   if (s != NATS_OK) {
-    return Unavailable(NatsError(fmt::format("message {} of stream {}", *at, stream_), s,
-                                 static_cast<int>(code)));
+    return Unavailable(
+        NatsError(fmt::format("message {} of stream {}", *at, stream_), s, static_cast<int>(code)));
   }
   std::span<const std::byte> rest(reinterpret_cast<const std::byte*>(natsMsg_GetData(m)),
                                   static_cast<std::size_t>(natsMsg_GetDataLength(m)));
