@@ -34,6 +34,10 @@ function(mb_test)
   target_link_libraries(${T_NAME}_test PRIVATE ${T_DEPS} GTest::gtest GTest::gtest_main mb_warnings)
   target_compile_definitions(${T_NAME}_test PRIVATE
     MB_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+  # Options for the test's own sources only (the libraries it tests keep the
+  # build's flags): the asan preset compiles test code without UBSan, which
+  # halves its compile time, while the code under test keeps both sanitizers.
+  target_compile_options(${T_NAME}_test PRIVATE ${MB_TEST_COMPILE_OPTIONS})
   add_test(NAME ${T_NAME} COMMAND ${T_NAME}_test)
   # Every unit-test binary also carries the label "unit" (scripts/test.sh: the
   # release phase leaves these to the asan phase).

@@ -3,7 +3,8 @@
 #
 #   asan     the suite in a Debug build (assertions on, -Werror) under
 #            AddressSanitizer + UBSan: the warnings check, the memory check
-#            and the unit tests in one build
+#            and the unit tests in one build (the tests' own sources without
+#            UBSan, MB_TEST_COMPILE_OPTIONS: the code they test has both)
 #   tsa      clang's thread-safety analysis (the `tsa` preset): the libraries,
 #            matchbook and matchbook-load checked by clang 14 with
 #            -Wthread-safety -fsyntax-only (scripts/syntax_check.py over the
@@ -21,6 +22,15 @@
 #   tsan     the multi-threaded tests under ThreadSanitizer (the test binaries
 #            whose labels the tsan phase selects, nothing else is built)
 #   fuzz     a short libFuzzer run of the codec's decoders (clang)
+#
+# The release, tsan, fuzz and tsa builds do not wait for their turn: once the
+# asan build is done they are built one after another in the background at
+# the lowest CPU and I/O priority (nice 19, ionice best-effort 7), on the
+# cycles the test phases leave idle (tests wait on fsync, sockets and child
+# processes), so a test never waits for a compiler. A phase that needs one of them waits for it
+# ("... build (wait)" in the table; "... build (background)" is its own time).
+# Their output is in build/<preset>/background-build.log, printed if a build
+# fails.
 #
 # The projection tests run against a real PostgreSQL (a throw-away cluster,
 # scripts/pg_cluster.sh) as well as SQLite. Compiles go through ccache when
@@ -80,7 +90,11 @@ report() {
   fi
   if [ "$status" -eq 0 ]; then echo "=== all tests passed"; else echo "=== FAILED (exit $status)"; fi
 }
-trap 'report; bash scripts/pg_cluster.sh stop "${pg_dir:-}" >/dev/null 2>&1 || true' EXIT
+bg_pid=""
+stop_background() {
+  if [ -n "$bg_pid" ]; then kill -- -"$bg_pid" 2>/dev/null || true; fi
+}
+trap 'stop_background; report; bash scripts/pg_cluster.sh stop "${pg_dir:-}" >/dev/null 2>&1 || true' EXIT
 
 begin bootstrap "install what is missing"
 bash scripts/bootstrap.sh
@@ -109,28 +123,123 @@ fi
 phases=${MB_TEST_PHASES:-asan tsa e2e release tsan fuzz}
 want() { [[ " $phases " == *" $1 "* ]]; }
 
-build_and_test() {
-  local preset=$1
-  begin "$preset build" "configure and build"
-  cmake --preset "$preset" >/dev/null
-  cmake --build --preset "$preset" -j "$jobs"
-  end
-  begin "$preset tests" "ctest"
-  ctest --preset "$preset" -j "$jobs"
-  end
+# The release phase's tests are chosen from ctest's own list (before the
+# build, so by label: a test's command is not known until its binary exists):
+# every test without the label "unit" (mb_test gives it to each unit-test
+# binary), plus the crash and property tests. Built: the product's binaries
+# and those two tests' binaries (a new kind of test that drives another binary
+# fails here as "Could not find executable" until it is added).
+release_build() {
+  cmake --preset release >/dev/null
+  ctest --preset release -N --show-only=json-v1 | python3 -c '
+import json, sys
+again = {"crash", "property", "property_small_window"}
+tests = []
+for t in json.load(sys.stdin)["tests"]:
+    labels = [v for p in t.get("properties", []) if p["name"] == "LABELS" for v in p["value"]]
+    if "unit" in labels and t["name"] not in again:
+        continue
+    tests.append(t["name"])
+if not tests:
+    sys.exit("release: ctest listed no test to run")
+print("^(" + "|".join(tests) + ")$")' > build/release/suite-tests.txt
+  # The crash test runs a child binary of its own.
+  cmake --build --preset release -j "$jobs" \
+    --target matchbook matchbook-load matchbook-bench crash_test property_test crash_child
 }
 
-if want asan; then build_and_test asan; fi
+# The multi-threaded parts (rings, wait strategies, the pipeline, the crash
+# test, the gateway's threads, the projector and its checkpointer, the bus
+# publisher, metrics, logs) under ThreadSanitizer; the single-threaded suites
+# gain nothing there. Only the test binaries of the selected labels are built.
+tsan_labels='concurrency|exchange|crash|gateway|^projection$|^bus$|metrics|^log$'
+tsan_exclude='gateway_(api|json)|metrics_prometheus'
+tsan_build() {
+  cmake --preset tsan >/dev/null
+  # mb_test(NAME x ...) registers test x run by the binary x_test.
+  local targets
+  targets=$(ctest --preset tsan -N -L "$tsan_labels" -E "$tsan_exclude" --show-only=json-v1 | python3 -c '
+import json, sys
+print(" ".join(sorted(t["name"] + "_test" for t in json.load(sys.stdin)["tests"])))')
+  # The crash test runs a child binary of its own.
+  cmake --build --preset tsan -j "$jobs" --target $targets crash_child
+}
 
-if want tsa; then
-  # The locking contracts (MB_GUARDED_BY, MB_REQUIRES: common/thread_annotations.h)
-  # checked by clang: a guarded member touched without its lock fails the
-  # build. The libraries, matchbook and matchbook-load are checked, no tests,
-  # with -fsyntax-only: the analysis is the front end's, code generation would
-  # be wasted (about 40 % of the compile).
-  begin tsa "clang -Wthread-safety check of the libraries, matchbook and matchbook-load"
+# The locking contracts (MB_GUARDED_BY, MB_REQUIRES: common/thread_annotations.h)
+# checked by clang: a guarded member touched without its lock fails the build.
+# The libraries, matchbook and matchbook-load are checked, no tests, with
+# -fsyntax-only: the analysis is the front end's, code generation would be
+# wasted (about 40 % of the compile).
+tsa_build() {
   cmake --preset tsa >/dev/null
   python3 scripts/syntax_check.py build/tsa -j "$jobs"
+}
+
+fuzz_build() {
+  cmake --preset fuzz >/dev/null
+  cmake --build --preset fuzz -j "$jobs" --target codec_fuzz
+}
+
+# Builds the wanted ones of release, tsan, fuzz and tsa in the background, in
+# that order; build/<preset>/background-build.done marks each one finished (its
+# content: the build's seconds), background-build.failed a failure.
+start_background_builds() {
+  local p
+  for p in release tsan fuzz tsa; do
+    mkdir -p "build/$p"
+    rm -f "build/$p/background-build.done" "build/$p/background-build.failed"
+  done
+  set -m  # its own process group, so that an early exit stops all of it
+  (
+    trap - EXIT
+    renice -n 19 -p "$BASHPID" >/dev/null 2>&1 || true
+    if command -v ionice >/dev/null 2>&1; then ionice -c 2 -n 7 -p "$BASHPID" 2>/dev/null || true; fi
+    for p in release tsan fuzz tsa; do
+      want "$p" || continue
+      t0=$(date +%s)
+      if "${p}_build" > "build/$p/background-build.log" 2>&1; then
+        echo $(( $(date +%s) - t0 )) > "build/$p/background-build.done"
+      else
+        echo $(( $(date +%s) - t0 )) > "build/$p/background-build.failed"
+        exit 1
+      fi
+    done
+  ) < /dev/null &
+  bg_pid=$!
+  set +m
+}
+
+# Waits for the background build of a preset; its time spent waiting is a
+# phase, its own time a row of the table.
+wait_background_build() {
+  local p=$1
+  begin "$p build (wait)" "waiting for the background build"
+  while [ ! -f "build/$p/background-build.done" ]; do
+    if [ -f "build/$p/background-build.failed" ] || ! kill -0 "$bg_pid" 2>/dev/null; then
+      [ -f "build/$p/background-build.done" ] && break
+      echo "=== $p build failed; build/$p/background-build.log ends:" >&2
+      tail -n 60 "build/$p/background-build.log" >&2 || true
+      exit 1
+    fi
+    sleep 1
+  done
+  end
+  phase_names+=("$p build (background)")
+  phase_secs+=("$(cat "build/$p/background-build.done")")
+}
+
+if want asan; then
+  begin "asan build" "configure and build"
+  cmake --preset asan >/dev/null
+  cmake --build --preset asan -j "$jobs"
+  end
+fi
+
+if want release || want tsan || want fuzz || want tsa; then start_background_builds; fi
+
+if want asan; then
+  begin "asan tests" "ctest"
+  ctest --preset asan -j "$jobs"
   end
 fi
 
@@ -156,61 +265,29 @@ if want e2e; then
 fi
 
 if want release; then
-  # Tests are chosen from ctest's own list (before the build, so by label:
-  # a test's command is not known until its binary exists): every test
-  # without the label "unit" (mb_test gives it to each unit-test binary),
-  # plus the crash and property tests. Built: the product's binaries and
-  # those two tests' binaries (a new kind of test that drives another binary
-  # fails here as "Could not find executable" until it is added).
-  begin "release build" "configure and build the binaries and the tests that drive them"
-  cmake --preset release >/dev/null
-  read -r release_tests < <(ctest --preset release -N --show-only=json-v1 | python3 -c '
-import json, sys
-again = {"crash", "property", "property_small_window"}
-tests = []
-for t in json.load(sys.stdin)["tests"]:
-    labels = [v for p in t.get("properties", []) if p["name"] == "LABELS" for v in p["value"]]
-    if "unit" in labels and t["name"] not in again:
-        continue
-    tests.append(t["name"])
-if not tests:
-    sys.exit("release: ctest listed no test to run")
-print("^(" + "|".join(tests) + ")$")')
-  [ -n "${release_tests:-}" ] || { echo "release: no test list from ctest" >&2; exit 1; }
-  release_targets="matchbook matchbook-load matchbook-bench crash_test property_test"
-  # The crash test runs a child binary of its own.
-  cmake --build --preset release -j "$jobs" --target $release_targets crash_child
-  end
+  wait_background_build release
   begin "release tests" "ctest: the binaries under load, the crash and property tests"
-  ctest --preset release -j "$jobs" --no-tests=error -R "$release_tests"
+  ctest --preset release -j "$jobs" --no-tests=error -R "$(cat build/release/suite-tests.txt)"
   end
 fi
 
 if want tsan; then
-  # The multi-threaded parts (rings, wait strategies, the pipeline, the crash
-  # test, the gateway's threads, the projector and its checkpointer, the bus
-  # publisher, metrics, logs) under ThreadSanitizer; the single-threaded
-  # suites gain nothing there.
-  # Only the test binaries of the selected labels are built.
-  labels='concurrency|exchange|crash|gateway|^projection$|^bus$|metrics|^log$'
-  exclude='gateway_(api|json)|metrics_prometheus'
-  begin "tsan build" "configure and build the multi-threaded tests"
-  cmake --preset tsan >/dev/null
-  # mb_test(NAME x ...) registers test x run by the binary x_test.
-  targets=$(ctest --preset tsan -N -L "$labels" -E "$exclude" --show-only=json-v1 | python3 -c '
-import json, sys
-print(" ".join(sorted(t["name"] + "_test" for t in json.load(sys.stdin)["tests"])))')
-  # The crash test runs a child binary of its own.
-  cmake --build --preset tsan -j "$jobs" --target $targets crash_child
-  end
+  wait_background_build tsan
   begin "tsan tests" "ctest"
   TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
-    ctest --preset tsan -j "$jobs" -L "$labels" -E "$exclude"
+    ctest --preset tsan -j "$jobs" -L "$tsan_labels" -E "$tsan_exclude"
   end
 fi
 
 if want fuzz; then
+  wait_background_build fuzz
   begin fuzz "codec decoder smoke run (${MB_FUZZ_SECONDS:-20} s)"
   bash scripts/fuzz.sh "${MB_FUZZ_SECONDS:-20}"
   end
+fi
+
+if want tsa; then
+  # The thread-safety analysis ran in the background: its result.
+  wait_background_build tsa
+  tail -n 3 build/tsa/background-build.log
 fi
