@@ -35,8 +35,9 @@ function(mb_test)
   target_compile_definitions(${T_NAME}_test PRIVATE
     MB_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
   # Options for the test's own sources only (the libraries it tests keep the
-  # build's flags): the asan preset compiles test code without UBSan, which
-  # halves its compile time, while the code under test keeps both sanitizers.
+  # build's flags): the asan preset compiles test code without UBSan and
+  # unoptimised, which halves its compile time, while the code under test
+  # keeps both sanitizers.
   target_compile_options(${T_NAME}_test PRIVATE ${MB_TEST_COMPILE_OPTIONS})
   add_test(NAME ${T_NAME} COMMAND ${T_NAME}_test)
   # Every unit-test binary also carries the label "unit" (scripts/test.sh: the

@@ -3,8 +3,9 @@
 #
 #   asan     the suite in a Debug build (assertions on, -Werror) under
 #            AddressSanitizer + UBSan: the warnings check, the memory check
-#            and the unit tests in one build (the tests' own sources without
-#            UBSan, MB_TEST_COMPILE_OPTIONS: the code they test has both)
+#            and the unit tests in one build (the tests' own sources
+#            unoptimised and without UBSan, MB_TEST_COMPILE_OPTIONS: the code
+#            they test has both sanitizers)
 #   tsa      clang's thread-safety analysis (the `tsa` preset): the libraries,
 #            matchbook and matchbook-load checked by clang 14 with
 #            -Wthread-safety -fsyntax-only (scripts/syntax_check.py over the
@@ -19,8 +20,9 @@
 #            and benchmark smoke runs against real `matchbook serve`), the
 #            crash test and the property test; the other unit tests ran in
 #            the asan phase and their binaries are not built again
-#   tsan     the multi-threaded tests under ThreadSanitizer (the test binaries
-#            whose labels the tsan phase selects, nothing else is built)
+#   tsan     the multi-threaded tests under ThreadSanitizer, -O1 (the test
+#            binaries whose labels the tsan phase selects, nothing else is
+#            built)
 #   fuzz     a short libFuzzer run of the codec's decoders (clang)
 #
 # The release, tsan, fuzz and tsa builds do not wait for their turn: once the
