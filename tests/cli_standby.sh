@@ -2,7 +2,9 @@
 # A primary and its hot standby on a 3-node NATS JetStream cluster, end to
 # end (docs/failover.md), with ack = replicated:
 #   - roles: /admin/v1/health says primary / standby, /admin/v1/ready is 200
-#     on the primary only; a standby refuses order entry with 503
+#     on the primary only; a standby refuses order entry with 503, answers
+#     the read-only operator calls (its primary's accounts, balances,
+#     markets) and refuses changes with 409
 #   - failover by SIGKILL: the standby takes over; every order answered
 #     RESULT by the dead primary is on the new one with the same id and
 #     fills, the API keys work there at once, and a key revoked before the
@@ -20,6 +22,11 @@
 #     primary takes its lease back once NATS answers again
 #   - a standby whose state hash differs from the primary's at a snapshot
 #     (MATCHBOOK_TEST_FAULT, test builds) stops with the determinism error
+#   - ack = local: orders a primary answered but never published (its
+#     publishing held back by MATCHBOOK_TEST_FAULT) are lost at a failover;
+#     the old primary, restarted with --standby after the new one has traded
+#     on the same sequences, cuts them, logs each discarded order id, and
+#     ends with the new primary's state
 # Usage: tests/cli_standby.sh <path to matchbook>   (MB_FAILOVER_KILLS=N: more kills)
 set -euo pipefail
 mb=$1
@@ -51,9 +58,16 @@ urls=$(bash "$here/../scripts/nats_cluster.sh" start "$dir/nats") || fail "the N
 # start NAME [ARGS...]: serve on data dir $dir/NAME (log $dir/NAME.{out,err}),
 # as a primary or (--standby) a standby; waits for its first start line.
 start() {
-  local name=$1
+  local name=$1 line have
   shift
-  MATCHBOOK_TEST_FAULT=${fault:-} "$mb" serve --data-dir "$dir/$name" --port 0 --nats "$urls" --ack replicated "$@" \
+  # What the server's earlier runs printed is not waited for again (a
+  # demoted primary prints "standby" without a wait_line reading it).
+  for line in ready standby; do
+    have=$(grep -cx "$line" "$dir/$name.out" 2>/dev/null || true)
+    echo "${have:-0}" >"$dir/$name.seen.$line"
+  done
+  MATCHBOOK_TEST_FAULT=${fault:-} "$mb" serve --data-dir "$dir/$name" --port 0 --nats "$urls" \
+    --ack "${ack:-replicated}" "$@" \
     >>"$dir/$name.out" 2>>"$dir/$name.err" &
   pids[$name]=$!
 }
@@ -101,6 +115,26 @@ code=$(curl -s -o "$dir/standby_order.json" -w '%{http_code}' -X POST \
   -H "X-MBX-APIKEY: $key1" "$(base_of b)/api/v3/order?symbol=BTCUSDT")
 [ "$code" = 503 ] || fail "a standby answered order entry with $code"
 grep -q "standby" "$dir/standby_order.json" || fail "the standby's refusal does not say why"
+# Read-only operator calls on the standby: its primary's accounts and keys,
+# balances from its read side; a change is refused.
+standby_admin() { curl -sS -w '\n%{http_code}' -X "$1" -H "X-MB-ADMIN-TOKEN: $(cat "$dir/b/admin.token")" \
+  -H 'Content-Type: application/json' ${3:+-d "$3"} "$(base_of b)/admin/v1/$2"; }
+for _ in $(seq 50); do
+  r=$(standby_admin GET accounts)
+  [[ "$r" == *'"alice"'* ]] && break
+  sleep 0.1
+done
+[[ "$r" == *'"alice"'*$'\n200' ]] || fail "the standby does not list the primary's accounts: $r"
+for _ in $(seq 50); do
+  r=$(standby_admin GET "accounts/$acc1")
+  [[ "$r" == *'"USDT"'* ]] && break
+  sleep 0.1
+done
+[[ "$r" == *'"USDT"'*$'\n200' ]] || fail "the standby does not show an account's balances: $r"
+r=$(standby_admin GET markets)
+[[ "$r" == *'"BTCUSDT"'*$'\n200' ]] || fail "the standby does not list the markets: $r"
+r=$(standby_admin POST accounts '{"name":"carol"}')
+[[ "$r" == *$'\n409' ]] || fail "the standby took an operator change: $r"
 
 acked=()  # order ids answered RESULT
 trade_on() {  # trade_on NAME N: N crossing pairs, their ids kept
@@ -245,15 +279,25 @@ for _ in $(seq 100); do
 done
 grep -q "equals the primary's" "$dir/$standby.err" || fail "the standby did not check the primary's snapshot hash"
 
-# Both directories: the same records, the same state.
-sleep 1
-kill -TERM "${pids[$primary]}" "${pids[$standby]}"
-wait "${pids[$primary]}" 2>/dev/null || true
-wait "${pids[$standby]}" 2>/dev/null || true
-pids=()
-ha=$("$mb" verify "$dir/a" 2>&1 | grep -o 'state hash [0-9a-fx]*' | tail -1)
-hb=$("$mb" verify "$dir/b" 2>&1 | grep -o 'state hash [0-9a-fx]*' | tail -1)
-[ -n "$ha" ] && [ "$ha" = "$hb" ] || fail "the two data directories differ: a $ha, b $hb"
+# same_state: stops both servers once the standby has every record, then
+# compares the two data directories' state hashes (matchbook verify).
+same_state() {
+  local want got ha hb
+  want=$(health_of "$primary" | json_get durableSequence)
+  for _ in $(seq 100); do
+    got=$(health_of "$standby" | json_get standby durableSequence)
+    [ "$got" = "$want" ] && break
+    sleep 0.1
+  done
+  kill -TERM "${pids[$primary]}" "${pids[$standby]}"
+  wait "${pids[$primary]}" 2>/dev/null || true
+  wait "${pids[$standby]}" 2>/dev/null || true
+  pids=()
+  ha=$("$mb" verify "$dir/a" 2>&1 | grep -o 'state hash [0-9a-fx]*' | tail -1)
+  hb=$("$mb" verify "$dir/b" 2>&1 | grep -o 'state hash [0-9a-fx]*' | tail -1)
+  [ -n "$ha" ] && [ "$ha" = "$hb" ] || fail "the two data directories differ: a $ha, b $hb"
+}
+same_state
 IFS=$'\n' sorted=($(printf '%s\n' "${promotions[@]}" | sort -n))
 unset IFS
 echo "promotion (kill -> first order accepted): ${promotions[*]} ms; max ${sorted[-1]} ms"
@@ -279,4 +323,54 @@ wait_line a ready 40
 use a
 r=$(order "$key2" "$sec2" SELL 41000 0.01) || fail "no order taken after NATS came back: $r"
 echo "NATS frozen: intake closed, then the primary took its lease back"
+
+# ack = local: a primary whose records stop reaching the stream goes on
+# answering orders; a failover loses them, and the old primary's rejoin cuts
+# and logs them (docs/failover.md, "What each level survives").
+kill -TERM "${pids[a]}"
+wait "${pids[a]}" 2>/dev/null || true
+ack=local fault=publish-hold start a
+wait_line a ready
+ack=local start b --standby
+wait_line b standby
+primary=a
+standby=b
+trade_on a 1
+want=$(health_of a | json_get durableSequence)
+for _ in $(seq 100); do
+  [ "$(health_of b | json_get standby durableSequence)" = "$want" ] && break
+  sleep 0.1
+done
+touch "$dir/a/publish.hold"
+use a
+lost=()
+declare -A lost_price=()
+for i in 1 2 3; do
+  r=$(order "$key2" "$sec2" SELL "$((42000 + i))" 0.01) || fail "an order on a with publishing held: $r"
+  lost+=("$(json_get orderId <<<"$r")")
+  lost_price[$(json_get orderId <<<"$r")]="$((42000 + i)).00000000"
+done
+kill -9 "${pids[a]}"
+wait "${pids[a]}" 2>/dev/null || true
+rm -f "$dir/a/publish.hold"
+wait_line b ready 15
+trade_on b 2  # the new primary writes the sequences a had used
+# The new primary never had them (their ids went to its own new orders).
+for id in "${lost[@]}"; do
+  if r=$(signed GET /api/v3/order "$key2" "$sec2" "symbol=BTCUSDT&orderId=$id" 2>&1); then
+    [ "$(json_get price <<<"$r")" != "${lost_price[$id]}" ] ||
+      fail "order $id, never replicated, is on the new primary: $r"
+  fi
+done
+ack=local start a --standby
+wait_line a standby
+for id in "${lost[@]}"; do
+  grep -Eq "discarded record [0-9]+: accepted order ids ([0-9]+,)*$id(,|\$| )" "$dir/a.err" ||
+    fail "the rejoining primary did not log discarded order $id"
+done
+primary=b
+standby=a
+trade_on b 1
+same_state
+echo "ack = local: ${#lost[@]} orders answered but never replicated were lost and logged (ids ${lost[*]})"
 echo "cli standby checks: ok"

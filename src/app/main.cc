@@ -228,6 +228,7 @@ int Serve(const mb::app::Config& cfg, const std::string& source, bool recover_on
   fo.window_ms = mc.flight_window_ms;
   fo.threshold_ns = uint64_t{mc.flight_threshold_ms} * 1'000'000;
   fo.keep = mc.flight_keep;
+  fo.max_age_hours = mc.flight_max_age_hours;
   fo.log = mb::log::Sink("flight", mb::log::Level::kWarn);
   mb::metrics::FlightRecorder recorder(fo);
   o.metrics = &registry;
@@ -380,7 +381,9 @@ int Serve(const mb::app::Config& cfg, const std::string& source, bool recover_on
     mb::bus::PublisherOptions bo = mb::app::BusOptionsFrom(cfg, std::move(*servers));
     bo.log = mb::log::Sink("bus");
     if (lease) {
-      bo.may_publish = [l = lease.get()] { return l->Valid(); };
+      bo.may_publish = [l = lease.get(), dir = cfg.runtime.data_dir] {
+        return l->Valid() && !mb::app::PublishHeldByTestFault(dir);
+      };
       bo.on_fenced = [&intake_closed, &demote](std::string_view why) {
         intake_closed.store(kFenced, std::memory_order_release);
         demote.store(true, std::memory_order_release);
@@ -884,11 +887,13 @@ int main(int argc, char** argv) {
   int64_t ip_weight = -1;
   int metrics_port = -1;
   int64_t flight_threshold_ms = -1;
+  int64_t flight_max_age_hours = -1;
   std::string log_level = "info";
   std::string log_format = "text";
   std::string log_file;
   uint64_t log_max_mb = 64;
   uint32_t log_keep = 5;
+  uint32_t log_max_age_hours = 24;
   std::string nats;
   auto* serve = app.add_subcommand(
       "serve",
@@ -933,6 +938,11 @@ int main(int argc, char** argv) {
                    "Dump the flight recorder when a command takes longer (0: never); "
                    "overrides metrics.flight_threshold_ms")
       ->check(CLI::Range(int64_t{0}, int64_t{3'600'000}));
+  serve
+      ->add_option("--flight-max-age-hours", flight_max_age_hours,
+                   "Delete flight recorder dumps older than this (0: no age limit); overrides "
+                   "metrics.flight_max_age_hours")
+      ->check(CLI::Range(int64_t{0}, int64_t{87'600}));
   // What a replica shares with serve.
   for (CLI::App* sub : {serve, replica}) {
     sub->add_option("-c,--config", config_path,
@@ -988,6 +998,11 @@ int main(int argc, char** argv) {
         ->envname("MATCHBOOK_LOG_MAX_MB");
     sub->add_option("--log-keep", log_keep, "Rotated log files kept (default 5)")
         ->envname("MATCHBOOK_LOG_KEEP");
+    sub->add_option("--log-max-age-hours", log_max_age_hours,
+                    "Rotate the log file once it has been written this long, and delete rotated "
+                    "files older than --log-keep times this (0: no age limit; default 24)")
+        ->envname("MATCHBOOK_LOG_MAX_AGE_HOURS")
+        ->check(CLI::Range(0, 87'600));
     sub->add_option("--nats", nats,
                     "The NATS JetStream server of the journal's stream (nats://host:port, or a "
                     "comma-separated list of a cluster's): serve publishes to it, replica "
@@ -1145,6 +1160,9 @@ int main(int argc, char** argv) {
   if (flight_threshold_ms >= 0) {
     cfg->runtime.metrics.flight_threshold_ms = static_cast<uint32_t>(flight_threshold_ms);
   }
+  if (flight_max_age_hours >= 0) {
+    cfg->runtime.metrics.flight_max_age_hours = static_cast<uint32_t>(flight_max_age_hours);
+  }
   const std::string source =
       config_path.empty() ? std::string("the embedded demo configuration") : config_path;
 
@@ -1194,6 +1212,7 @@ int main(int argc, char** argv) {
   log_options.file = log_file;
   log_options.max_file_bytes = log_max_mb << 20;
   log_options.max_files = log_keep;
+  log_options.max_age_hours = log_max_age_hours;
   if (Status s = mb::log::Init(log_options); !s.ok()) return Fail(s);
   int rc = 0;
   if (replica->parsed()) {

@@ -3,10 +3,12 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <thread>
+#include <vector>
 
 #include "app/replica.h"
 #include "bus/follower.h"
@@ -84,67 +86,101 @@ std::string AcceptedOrders(const journal::JournalRecord& r) {
   return ids.empty() ? "none" : ids;
 }
 
+// The checksums of local records [from, to] (to <= the journal's last).
+Result<std::vector<uint64_t>> LocalChecksums(const journal::DataDir& dir, uint64_t from,
+                                             uint64_t to) {
+  std::vector<uint64_t> sums;
+  sums.reserve(to - from + 1);
+  journal::ScanOptions so;
+  so.deliver_from = from;
+  so.check_all = false;
+  auto scan = journal::ScanJournal(dir, so, [&](const journal::JournalRecord& rec) {
+    if (rec.seq <= to) sums.push_back(rec.checksum);
+    return Status::Ok();
+  });
+  if (!scan.ok()) return scan.status();
+  if (sums.size() != to - from + 1) {
+    return Status(StatusCode::kInternal,
+                  fmt::format("the local journal has {} of records {}..{}", sums.size(), from, to));
+  }
+  return sums;
+}
+
+// Whether the stream's record `seq` is the local one with checksum `ours`;
+// refused when the stream no longer holds it (not a wait: it will not again).
+Result<bool> StreamHolds(bus::Follower& follower, uint64_t seq, uint64_t ours) {
+  auto point = follower.Probe(seq);
+  if (!point.ok()) return point.status();
+  if (point->frame.empty()) {
+    return InvalidArgument(fmt::format(
+        "the stream no longer holds record {} to compare this data directory's with: start the "
+        "standby on an empty data directory",
+        seq));
+  }
+  return journal::ParseRecord(point->frame).header.checksum == ours;
+}
+
 // The local journal against the stream: Ok when the stream holds every
-// local record (the same ones) — after cutting records the stream never got.
-// `scan_seq`/`scan_checksum`: the local journal's last record.
+// local record (the same ones) — after cutting the records the stream does
+// not have. A primary's records enter the stream in order, each published
+// with the sequence expected before it, so the stream holds a prefix of a
+// former primary's journal, followed by what the primary after it wrote:
+// the last record both hold alike is found (doubling back from the end,
+// then a binary search), the local records after it were never replicated
+// and are cut, each logged with the order ids it accepted. No common record
+// among those the stream still holds: refused, nothing changed.
 Status Reconcile(bus::Follower& follower, const journal::DataDir& dir, uint64_t local_last,
                  uint64_t local_checksum, bool* cut) {
   *cut = false;
   auto point = follower.Probe(local_last);
   if (!point.ok()) return point.status();
   if (local_last == 0) return Status::Ok();
-  if (point->last_seq >= local_last) {
-    if (point->frame.empty()) {
-      return InvalidArgument(fmt::format(
-          "the stream no longer holds record {} (the local journal's last) to compare with: "
-          "start the standby on an empty data directory",
-          local_last));
-    }
-    const journal::ParsedRecord r = journal::ParseRecord(point->frame);
-    if (r.header.checksum != local_checksum) {
-      return InvalidArgument(fmt::format(
-          "history diverges: record {} here (checksum {:016x}) is not the stream's ({:016x}); "
-          "this data directory cannot follow the primary: start the standby on an empty data "
-          "directory",
-          local_last, local_checksum, r.header.checksum));
-    }
-    return Status::Ok();
-  }
-  // The local journal runs past the stream: records a primary wrote that
-  // were never replicated. The record the stream ends with must be ours.
-  const uint64_t keep = point->last_seq;
-  if (keep == 0) {
+  const uint64_t stream_last = point->last_seq;
+  if (stream_last == 0) {
     return InvalidArgument(fmt::format(
         "the stream holds no record and this data directory's journal ends at {}: refusing to "
         "discard it (an empty or purged stream is not a primary's history)",
         local_last));
   }
-  auto at_keep = follower.Probe(keep);
-  if (!at_keep.ok()) return at_keep.status();
-  if (at_keep->frame.empty()) {
-    return InvalidArgument(fmt::format("the stream no longer holds its own last record {}", keep));
+  if (stream_last >= local_last && !point->frame.empty() &&
+      journal::ParseRecord(point->frame).header.checksum == local_checksum) {
+    return Status::Ok();  // the stream holds the whole local journal
   }
-  // Our record `keep`, read from the journal.
-  uint64_t ours = 0;
-  journal::ScanOptions so;
-  so.deliver_from = keep;
-  so.check_all = false;
-  auto scan = journal::ScanJournal(dir, so, [&](const journal::JournalRecord& rec) {
-    if (rec.seq == keep) ours = rec.checksum;
-    return Status::Ok();
-  });
-  if (!scan.ok()) return scan.status();
-  const journal::ParsedRecord theirs = journal::ParseRecord(at_keep->frame);
-  if (ours != theirs.header.checksum) {
-    return InvalidArgument(fmt::format(
-        "history diverges: record {} here (checksum {:016x}) is not the stream's ({:016x}); "
-        "start the standby on an empty data directory",
-        keep, ours, theirs.header.checksum));
+  // The last record both hold alike: at most `high`; `from` (once found) is
+  // one both hold, and every record after `limit` differs.
+  const uint64_t high = std::min(local_last, stream_last);
+  uint64_t span = 1;
+  uint64_t from = high;
+  std::vector<uint64_t> sums;  // local checksums of records from..high
+  for (;;) {
+    from = high >= span ? high - span + 1 : 1;
+    auto local = LocalChecksums(dir, from, high);
+    if (!local.ok()) return local.status();
+    sums = std::move(*local);
+    auto same = StreamHolds(follower, from, sums.front());
+    if (!same.ok()) return same.status();
+    if (*same) break;
+    if (from == 1) {
+      return InvalidArgument(fmt::format(
+          "history diverges: this data directory's journal shares no record with the stream "
+          "(record 1 differs); it cannot follow this primary: start the standby on an empty data "
+          "directory"));
+    }
+    span *= 4;
   }
+  uint64_t keep = from;       // held alike
+  uint64_t limit = high + 1;  // the first known to differ, or past high
+  while (limit - keep > 1) {
+    const uint64_t mid = keep + (limit - keep) / 2;
+    auto same = StreamHolds(follower, mid, sums[mid - from]);
+    if (!same.ok()) return same.status();
+    (*same ? keep : limit) = mid;
+  }
+  if (keep == local_last) return Status::Ok();
   log::Warn("standby",
-            fmt::format("the local journal ends at record {}, the stream at {}: records {}..{} "
-                        "were never replicated and are discarded",
-                        local_last, keep, keep + 1, local_last));
+            fmt::format("the local journal ends at record {}, the stream at {}; they hold the same "
+                        "records up to {}: records {}..{} were never replicated and are discarded",
+                        local_last, stream_last, keep, keep + 1, local_last));
   auto cut_report = journal::TruncateAfter(dir, keep, [](const journal::JournalRecord& r) {
     log::Warn("standby",
               fmt::format("discarded record {}: accepted order ids {}", r.seq, AcceptedOrders(r)));
@@ -187,6 +223,20 @@ bool InjectHashFault() {
 }
 
 }  // namespace
+
+bool PublishHeldByTestFault(const std::filesystem::path& data_dir) {
+#ifdef MB_FAULT_INJECTION
+  static const bool armed = [] {
+    const char* f = std::getenv("MATCHBOOK_TEST_FAULT");
+    return f != nullptr && std::string_view(f) == "publish-hold";
+  }();
+  std::error_code ec;
+  return armed && std::filesystem::exists(data_dir / "publish.hold", ec);
+#else
+  (void)data_dir;
+  return false;
+#endif
+}
 
 std::string LeaseHolderName(const Config& cfg) {
   char host[256] = {};
@@ -279,15 +329,19 @@ StandbyEnd RunStandby(const Config& cfg, const std::string& source,
     return stopping() ? std::move(end) : fail(s);
   }
   // The primary's accounts and API keys, kept in auth.json here for the
-  // key store that opens it when this standby takes over.
+  // key store that opens it when this standby takes over, and served by
+  // this standby's operator API (read-only calls) once its gateway runs.
   bus::KvValue keys(KeyStoreMirrorOptions(cfg, *servers));
   uint64_t keys_revision = 0;
+  gateway::Gateway* serving = nullptr;
   auto sync_keys = [&]() -> Status {
     auto v = keys.Get();
     if (!v.ok()) return v.status();
     if (!*v || (*v)->second == keys_revision) return Status::Ok();
     MB_RETURN_IF_ERROR(
-        gateway::WriteAuthFile(cfg.runtime.data_dir, (*v)->first, cfg.engine.max_accounts));
+        serving != nullptr
+            ? serving->AdoptKeys((*v)->first)
+            : gateway::WriteAuthFile(cfg.runtime.data_dir, (*v)->first, cfg.engine.max_accounts));
     keys_revision = (*v)->second;
     return Status::Ok();
   };
@@ -301,6 +355,7 @@ StandbyEnd RunStandby(const Config& cfg, const std::string& source,
                                      ReplicaGatewayOptions(cfg, &registry));
   if (!gw.ok()) return fail(gw.status());
   (*gw)->ReplicaBootstrap(engine->ExportImage());
+  serving = gw->get();
 
   auto writer = journal::JournalWriter::Open(*dir, cfg.runtime.journal, config_hash, rep->journal);
   if (!writer.ok()) return fail(writer.status());
@@ -383,6 +438,8 @@ StandbyEnd RunStandby(const Config& cfg, const std::string& source,
                       seq, hash, *expect));
     }
     journal::SnapshotMeta meta;
+    // The record the snapshot follows: recovery checks the journal has it.
+    meta.record_checksum = (*checker)->last_checksum();
     auto path = journal::WriteSnapshot(*dir, image, &meta, cfg.runtime.snapshots.zstd_level,
                                        cfg.runtime.snapshots.keep);
     if (!path.ok()) return path.status();

@@ -53,6 +53,12 @@ bus::KvValueOptions KeyStoreMirrorOptions(const Config& config, std::vector<std:
 // A name for this process in the lease: "<host>:<port> pid <pid>".
 std::string LeaseHolderName(const Config& config);
 
+// A fault test builds inject (MATCHBOOK_TEST_FAULT=publish-hold): while the
+// file <data_dir>/publish.hold exists the primary publishes nothing, as if
+// NATS lost every message, and goes on answering orders (ack = local) — the
+// records an ack = local failover loses. Always false in other builds.
+bool PublishHeldByTestFault(const std::filesystem::path& data_dir);
+
 // Follows until stopping() (checked every 50 ms), the standby cannot go on,
 // or it takes over. was_primary: this process was the primary until now (it
 // lost its lease, or handed over); it may take the lease back once it is
