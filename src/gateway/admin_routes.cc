@@ -97,24 +97,34 @@ void Gateway::Impl::HandleAdmin(Ctx& c) {
   const json::object& obj = body.as_object();
   if (parts.size() == 1 && parts[0] == "health" && v == http::verb::get) return AdminHealth(c);
   if (parts.size() == 1 && parts[0] == "ready" && v == http::verb::get) return AdminReady(c);
+  // Read-only calls from what this server holds: the markets and balances
+  // from its read side, the flight recorder; the accounts on a standby,
+  // which keeps its primary's key store.
+  if (v == http::verb::get) {
+    const bool standby = replica_ && replica_options_.role == "standby";
+    if (parts.size() == 1 && parts[0] == "markets") return AdminMarkets(c);
+    if (parts.size() == 1 && parts[0] == "flight-recorder") return AdminFlightRecorder(c);
+    if (parts.size() == 2 && parts[0] == "flight-recorder") return AdminFlightDump(c, parts[1]);
+    if (!replica_ || standby) {
+      if (parts.size() == 1 && parts[0] == "accounts") return AdminAccounts(c);
+      if (parts.size() == 2 && parts[0] == "accounts") return AdminAccount(c, parts[1]);
+    }
+  }
   if (replica_) {
     return Reply(
         c, ApiError{409, -1000,
-                    fmt::format("This server is a {}: it answers health and ready; send "
-                                "operator calls to the primary.",
-                                replica_options_.role == "standby" ? "standby" : "read replica")});
+                    fmt::format("This server is a {}: it answers health, ready and the read-only "
+                                "calls on {}; send other operator calls to the primary.",
+                                replica_options_.role == "standby" ? "standby" : "read replica",
+                                replica_options_.role == "standby"
+                                    ? "markets, accounts and the flight recorder"
+                                    : "markets and the flight recorder")});
   }
   if (parts.size() == 1 && parts[0] == "failover" && v == http::verb::post) {
     return AdminFailover(c);
   }
   if (parts.size() == 1 && parts[0] == "accounts" && v == http::verb::post) {
     return AdminCreateAccount(c, obj);
-  }
-  if (parts.size() == 1 && parts[0] == "accounts" && v == http::verb::get) {
-    return AdminAccounts(c);
-  }
-  if (parts.size() == 2 && parts[0] == "accounts" && v == http::verb::get) {
-    return AdminAccount(c, parts[1]);
   }
   if (parts.size() == 3 && parts[0] == "accounts" && parts[2] == "apiKeys" &&
       v == http::verb::post) {
@@ -133,14 +143,13 @@ void Gateway::Impl::HandleAdmin(Ctx& c) {
   if (parts.size() == 3 && parts[0] == "markets" && parts[2] == "status" && v == http::verb::post) {
     return AdminMarketStatus(c, parts[1], obj);
   }
-  if (parts.size() == 1 && parts[0] == "markets" && v == http::verb::get) {
-    return AdminMarkets(c);
-  }
   if (parts.size() == 1 && parts[0] == "markets" && v == http::verb::post) {
     return Reply(c, ApiError{409, -1000,
                              "Markets are part of the configuration the journal was written "
-                             "with: add a [[markets]] entry to the configuration file and "
-                             "restart (ids are positions: append only)."});
+                             "with (its hash is in every segment and snapshot): adding one to "
+                             "a venue with a journal is not supported; a new market list needs "
+                             "a new data directory. A market's trading status changes with "
+                             "POST /admin/v1/markets/{symbol}/status."});
   }
   if (parts.size() == 1 && parts[0] == "transfers" && v == http::verb::get) {
     return AdminTransfers(c);
@@ -165,12 +174,6 @@ void Gateway::Impl::HandleAdmin(Ctx& c) {
   if (parts.size() == 1 && parts[0] == "snapshot" && v == http::verb::post) {
     exchange_->RequestSnapshot();
     return Ok(c, R"({"requested":true})");
-  }
-  if (parts.size() == 1 && parts[0] == "flight-recorder" && v == http::verb::get) {
-    return AdminFlightRecorder(c);
-  }
-  if (parts.size() == 2 && parts[0] == "flight-recorder" && v == http::verb::get) {
-    return AdminFlightDump(c, parts[1]);
   }
   Reply(c, ApiError::NotFound());
 }

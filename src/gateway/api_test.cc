@@ -785,6 +785,38 @@ TEST_F(KeyStoreTest, AccountsAndKeysPersist) {
   EXPECT_EQ(carol->id, AccountId{3});
 }
 
+// A standby's store takes its primary's accounts and keys (revocations
+// included) and keeps its own admin token; a damaged text changes nothing.
+TEST_F(KeyStoreTest, AdoptTakesAnotherStoresAccountsAndKeys) {
+  const fs::path primary_dir = dir_ / "primary";
+  Result<std::unique_ptr<KeyStore>> primary = KeyStore::Open(primary_dir, 100);
+  ASSERT_TRUE(primary.ok()) << primary.status().message();
+  ASSERT_TRUE((*primary)->CreateAccount("alice", 1000).ok());
+  Result<ApiKey> kept = (*primary)->CreateKey(AccountId{1}, 2000);
+  Result<ApiKey> revoked = (*primary)->CreateKey(AccountId{1}, 2001);
+  ASSERT_TRUE(kept.ok() && revoked.ok());
+  ASSERT_TRUE((*primary)->RevokeKey(revoked->key).ok());
+
+  auto standby = OpenStore();
+  ASSERT_NE(standby, nullptr);
+  const std::string own_token = standby->admin_token();
+  ASSERT_TRUE(standby->Adopt((*primary)->AuthJson()).ok());
+  ASSERT_EQ(standby->Accounts().size(), 1U);
+  EXPECT_EQ(standby->Accounts()[0].name, "alice");
+  ASSERT_TRUE(standby->FindKey(kept->key).has_value());
+  EXPECT_EQ(standby->FindKey(kept->key)->secret, kept->secret);
+  ASSERT_TRUE(standby->FindKey(revoked->key).has_value());
+  EXPECT_TRUE(standby->FindKey(revoked->key)->revoked);
+  EXPECT_EQ(standby->admin_token(), own_token);
+  EXPECT_EQ(ReadText(auth_path()), (*primary)->AuthJson());  // written, as served
+
+  const std::string before = ReadText(auth_path());
+  const Status bad = standby->Adopt(R"({"accounts":"no"})");
+  EXPECT_EQ(bad.code(), StatusCode::kCorruption);
+  EXPECT_EQ(ReadText(auth_path()), before);
+  EXPECT_EQ(standby->Accounts().size(), 1U);
+}
+
 TEST_F(KeyStoreTest, AccountNameRules) {
   auto store = OpenStore();
   ASSERT_NE(store, nullptr);

@@ -509,6 +509,17 @@ std::string KeyStore::AuthJson() const {
   return SerializeAuthJson(accounts_, keys_);
 }
 
+Status KeyStore::Adopt(std::string_view auth_json) {
+  Loaded loaded;
+  const std::string why = ParseAuthJson(auth_json, max_accounts_, &loaded);
+  if (!why.empty()) return Corruption("the primary's key store: " + why);
+  WriterLock lock(mu_);
+  MB_RETURN_IF_ERROR(WriteSecretFileAtomically(dir_ / kAuthFile, auth_json));
+  accounts_ = std::move(loaded.accounts);
+  keys_ = std::move(loaded.keys);
+  return Status::Ok();
+}
+
 Status WriteAuthFile(const fs::path& data_dir, std::string_view auth_json, uint32_t max_accounts) {
   Loaded loaded;
   const std::string why = ParseAuthJson(auth_json, max_accounts, &loaded);

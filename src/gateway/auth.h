@@ -135,6 +135,11 @@ class KeyStore {
   void SetReplication(std::function<Status(std::string_view auth_json)> replicate);
   // The auth.json a change would write now.
   std::string AuthJson() const;
+  // A standby takes its primary's accounts and keys (an auth.json as
+  // AuthJson() gives it): checked, written to this store's auth.json, then
+  // served; the admin token stays this server's. kCorruption, nothing
+  // changed, when the text is not a valid key store.
+  Status Adopt(std::string_view auth_json);
 
  private:
   KeyStore() = default;

@@ -674,5 +674,6 @@ uint16_t Gateway::metrics_port() const noexcept { return impl_->metrics_port(); 
 std::filesystem::path Gateway::admin_token_path() const { return impl_->admin_token_path(); }
 std::string Gateway::auth_json() const { return impl_->auth_json(); }
 Status Gateway::ReplicateKeys() { return impl_->ReplicateKeys(); }
+Status Gateway::AdoptKeys(std::string_view auth_json) { return impl_->AdoptKeys(auth_json); }
 
 }  // namespace mb::gateway

@@ -193,6 +193,9 @@ class Gateway {
   std::string auth_json() const;
   // Hands the key store as it is now to GatewayOptions::replicate_keys.
   Status ReplicateKeys();
+  // A standby's copy of its primary's key store (KeyStore::Adopt): its
+  // operator API then lists the primary's accounts.
+  Status AdoptKeys(std::string_view auth_json);
 
  private:
   class Impl;

@@ -376,6 +376,7 @@ class Gateway::Impl final : public HttpHandler, public WsApiBackend, public fano
   std::filesystem::path admin_token_path() const;
   std::string auth_json() const;
   Status ReplicateKeys();
+  Status AdoptKeys(std::string_view auth_json) { return keys_->Adopt(auth_json); }
 
   Response MakeResponse(unsigned version, bool keep_alive, int status, std::string body,
                         const ReplyMeta& meta) const;
