@@ -41,7 +41,8 @@ constexpr std::string_view kBusKeys[] = {"nats",       "stream",    "subject",
                                          "replicas",   "max_mb",    "max_age_hours",
                                          "message_kb", "linger_us", "timeout_ms"};
 constexpr std::string_view kMetricsKeys[] = {
-    "remote", "port", "flight_threshold_ms", "flight_window_ms", "flight_capacity", "flight_keep"};
+    "remote",          "port",        "flight_threshold_ms", "flight_window_ms",
+    "flight_capacity", "flight_keep", "flight_max_age_hours"};
 constexpr std::string_view kProjectionKeys[] = {
     "backend",    "path",    "url", "batch_events", "batch_wait_ms", "catchup_batch_events",
     "wal_max_mb", "cache_mb"};
@@ -684,6 +685,8 @@ class Loader {
                 fmt::format("{} is not a power of two", m->flight_capacity));
     }
     MB_RETURN_IF_ERROR(OptionalInt(t, "metrics", "flight_keep", 0, 100'000, &m->flight_keep));
+    MB_RETURN_IF_ERROR(OptionalInt(t, "metrics", "flight_max_age_hours", 0, 87'600,
+                                   &m->flight_max_age_hours));  // up to ten years
     return Status::Ok();
   }
 

@@ -56,7 +56,7 @@
 //   [metrics]    remote (false: /metrics answers loopback peers only), port (0: no
 //                separate metrics port), flight_threshold_ms (50; 0 = no dumps),
 //                flight_window_ms (5000), flight_capacity (65536, a power of two),
-//                flight_keep (20)
+//                flight_keep (20), flight_max_age_hours (0 = no age limit)
 //
 // Decimals are TOML strings parsed exactly (common/decimal.h); TOML floats are
 // refused. Every key is required except markets.status and
@@ -107,6 +107,7 @@ struct MetricsConfig {
   uint32_t flight_window_ms = 5000;     // history a dump covers
   uint32_t flight_capacity = 1u << 16;  // traces kept (a power of two)
   uint32_t flight_keep = 20;            // dump files kept
+  uint32_t flight_max_age_hours = 0;    // dump files older are deleted (0: no age limit)
 };
 
 // [bus]: the journal published to a NATS JetStream stream (docs/bus.md).

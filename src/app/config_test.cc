@@ -172,7 +172,7 @@ TEST(ParseConfig, RefusesEachKindOfErrorNamingFileLineAndField) {
       {"misspelt metrics key", Edit({}, "[metrics]\nremote_ok = true\n"),
        "test.toml:29: metrics.remote_ok: ",
        "unknown key (expected remote, port, flight_threshold_ms, flight_window_ms, "
-       "flight_capacity, flight_keep)"},
+       "flight_capacity, flight_keep, flight_max_age_hours)"},
       {"metrics remote not a bool", Edit({}, "[metrics]\nremote = \"yes\"\n"),
        "test.toml:29: metrics.remote: ", "must be true or false"},
       {"metrics port out of range", Edit({}, "[metrics]\nport = 65536\n"),
@@ -511,10 +511,12 @@ TEST(ParseConfig, MetricsTableIsOptionalAndParsed) {
   EXPECT_EQ(d.flight_window_ms, 5000u);
   EXPECT_EQ(d.flight_capacity, 65536u);
   EXPECT_EQ(d.flight_keep, 20u);
+  EXPECT_EQ(d.flight_max_age_hours, 0u);
 
   auto c = ParseFullConfig(Edit() +
                                "[metrics]\nremote = true\nport = 9100\nflight_threshold_ms = 0\n"
-                               "flight_window_ms = 2000\nflight_capacity = 1024\nflight_keep = 3\n",
+                               "flight_window_ms = 2000\nflight_capacity = 1024\nflight_keep = 3\n"
+                               "flight_max_age_hours = 48\n",
                            "test.toml");
   ASSERT_TRUE(c.ok()) << c.status().message();
   const MetricsConfig& m = c->runtime.metrics;
@@ -524,6 +526,7 @@ TEST(ParseConfig, MetricsTableIsOptionalAndParsed) {
   EXPECT_EQ(m.flight_window_ms, 2000u);
   EXPECT_EQ(m.flight_capacity, 1024u);
   EXPECT_EQ(m.flight_keep, 3u);
+  EXPECT_EQ(m.flight_max_age_hours, 48u);
 
   auto partial = ParseFullConfig(Edit() + "[metrics]\nport = 9101\n", "test.toml");
   ASSERT_TRUE(partial.ok()) << partial.status().message();

@@ -4,15 +4,26 @@
 #include <pthread.h>
 #include <spdlog/async.h>
 #include <spdlog/async_logger.h>
+#include <spdlog/details/file_helper.h>
+#include <spdlog/details/log_msg.h>
+#include <spdlog/sinks/base_sink.h>
 #include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/rotating_file_sink.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <time.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <memory>
+#include <mutex>
+#include <optional>
+#include <system_error>
+#include <tuple>
 
 #include "common/clock.h"
 #include "common/json_escape.h"
@@ -104,6 +115,141 @@ std::string Timestamp() {
                      ns % 1'000'000'000 / 1000);
 }
 
+// Ages are clamped to a century: time arithmetic in nanoseconds stays far
+// from overflow, and no log lives that long.
+constexpr std::chrono::hours kCentury{24 * 365 * 100};
+
+// The UTC time of a log file's first line (text: the line starts with its
+// timestamp; json: after {"ts":"), to the second; nullopt when there is none.
+std::optional<std::chrono::system_clock::time_point> FirstLineTime(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::string head(64, '\0');
+  in.read(head.data(), static_cast<std::streamsize>(head.size() - 1));
+  head.resize(static_cast<std::size_t>(in.gcount()));
+  std::string_view h = head;
+  if (h.starts_with("{\"ts\":\"")) h.remove_prefix(7);
+  const std::string stamp(h.substr(0, 19));  // yyyy-mm-ddThh:mm:ss
+  tm utc{};
+  char t = 0;
+  if (std::sscanf(stamp.c_str(), "%4d-%2d-%2d%c%2d:%2d:%2d", &utc.tm_year, &utc.tm_mon,
+                  &utc.tm_mday, &t, &utc.tm_hour, &utc.tm_min, &utc.tm_sec) != 7 ||
+      t != 'T') {
+    return std::nullopt;
+  }
+  utc.tm_year -= 1900;
+  utc.tm_mon -= 1;
+  const time_t secs = timegm(&utc);
+  if (secs == static_cast<time_t>(-1)) return std::nullopt;
+  return std::chrono::system_clock::from_time_t(secs);
+}
+
+// A file sink rotated by size and by age. spdlog 1.10's rotating sink
+// cannot be told to rotate, so this one keeps the same chain (name.ext ->
+// name.1.ext -> ... -> name.<max_files>.ext, the oldest dropped) and adds
+// the age limit (log.h, Options). Only used with an age limit, so a log
+// without one behaves exactly as before. Runs on the logger thread; the
+// base class holds its mutex around sink_it_() and flush_().
+class AgeRotatingFileSink final : public spdlog::sinks::base_sink<std::mutex> {
+ public:
+  // Throws spdlog::spdlog_ex when the file cannot be opened (as spdlog's
+  // sinks do; Init() turns it into a Status).
+  AgeRotatingFileSink(std::string file, uint64_t max_bytes, uint32_t max_files,
+                      std::chrono::hours max_age)
+      : file_(std::move(file)),
+        max_bytes_(max_bytes),
+        max_files_(max_files),
+        max_age_(std::min(max_age, kCentury)) {
+    helper_.open(file_);
+    size_ = helper_.size();  // a system call; once
+    if (size_ > 0) {
+      // Left by an earlier run: it has been aging since its first line.
+      if (auto first = FirstLineTime(file_)) {
+        born_ = *first;
+      } else {
+        std::error_code ec;
+        const auto mtime = std::filesystem::last_write_time(file_, ec);
+        born_ = ec ? std::chrono::system_clock::now()
+                   : std::chrono::system_clock::now() -
+                         std::chrono::duration_cast<std::chrono::system_clock::duration>(
+                             std::filesystem::file_time_type::clock::now() - mtime);
+      }
+    }
+    DeleteExpired();
+  }
+
+ protected:
+  void sink_it_(const spdlog::details::log_msg& msg) override {
+    spdlog::memory_buf_t line;
+    formatter_->format(msg, line);
+    // Size as spdlog's rotating sink estimates it (the real size is asked
+    // only when the estimate says to rotate); age against the line's own
+    // time, so the check costs no clock read.
+    const bool too_big = max_bytes_ != 0 && size_ + line.size() > max_bytes_;
+    const bool too_old = size_ != 0 && msg.time - born_ >= max_age_;
+    if (too_big || too_old) {
+      helper_.flush();
+      // An empty file is never rotated (a full disk would otherwise rotate
+      // the chain away line by line; spdlog issue #2261).
+      if (helper_.size() > 0) Rotate();
+      size_ = 0;  // rotated, or found empty
+    }
+    if (size_ == 0) born_ = msg.time;
+    helper_.write(line);
+    size_ += line.size();
+  }
+
+  void flush_() override { helper_.flush(); }
+
+ private:
+  std::string Name(uint32_t index) const {
+    if (index == 0) return file_;
+    const auto [base, ext] = spdlog::details::file_helper::split_by_extension(file_);
+    return fmt::format("{}.{}{}", base, index, ext);
+  }
+
+  void Rotate() {
+    helper_.close();
+    for (uint32_t i = max_files_; i > 0; --i) {
+      const std::string from = Name(i - 1);
+      std::error_code ec;
+      if (!std::filesystem::exists(from, ec)) continue;  // a gap (an expired file)
+      const std::string to = Name(i);
+      std::filesystem::rename(from, to, ec);  // replaces `to`
+      if (ec) {
+        // Truncated anyway, so the live file cannot grow past its limits.
+        helper_.reopen(true);
+        size_ = 0;
+        spdlog::throw_spdlog_ex(
+            fmt::format("cannot rename the log {} to {}: {}", from, to, ec.message()));
+      }
+    }
+    helper_.reopen(true);
+    DeleteExpired();
+  }
+
+  // Rotated files last modified more than max_files x max_age ago.
+  void DeleteExpired() {
+    if (max_files_ == 0 || max_age_ * max_files_ > kCentury) return;
+    const auto oldest = std::filesystem::file_time_type::clock::now() - max_age_ * max_files_;
+    for (uint32_t i = 1; i <= max_files_; ++i) {
+      const std::string name = Name(i);
+      std::error_code ec;
+      const auto mtime = std::filesystem::last_write_time(name, ec);
+      if (!ec && mtime < oldest) std::filesystem::remove(name, ec);
+    }
+  }
+
+  const std::string file_;
+  const uint64_t max_bytes_;  // 0: no size limit
+  const uint32_t max_files_;
+  const std::chrono::hours max_age_;  // > 0
+  spdlog::details::file_helper helper_;
+  // The live file's size, estimated as spdlog does, and the time of its
+  // first line.
+  uint64_t size_ = 0;
+  std::chrono::system_clock::time_point born_{};
+};
+
 void WriteSync(Format format, const std::string& body) {
   std::string line = format == Format::kJson ? "{\"ts\":\"" + Timestamp() + "\"," + body
                                              : Timestamp() + " " + body;
@@ -150,6 +296,10 @@ Status Init(const Options& options) {
     spdlog::sink_ptr sink;
     if (options.file.empty()) {
       sink = std::make_shared<spdlog::sinks::stderr_sink_mt>();
+    } else if (options.max_age_hours != 0) {
+      sink = std::make_shared<AgeRotatingFileSink>(options.file, options.max_file_bytes,
+                                                   options.max_files,
+                                                   std::chrono::hours(options.max_age_hours));
     } else if (options.max_file_bytes == 0) {
       sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(options.file, false);
     } else {

@@ -41,11 +41,20 @@ struct Options {
   Level level = Level::kInfo;
   Format format = Format::kText;
   std::string file;  // empty: stderr
-  // A file is rotated when it would pass max_file_bytes: name.ext ->
-  // name.1.ext -> ... -> name.<max_files>.ext (the oldest dropped); 0:
-  // never rotated.
+  // A file is rotated when it would pass max_file_bytes (0: no size limit)
+  // or when it has been written for max_age_hours (0: no age limit): name.ext
+  // -> name.1.ext -> ... -> name.<max_files>.ext (the oldest dropped). With
+  // an age limit, a rotated file last modified more than max_files x
+  // max_age_hours ago is deleted too (at Init() and at each rotation), so a
+  // quiet log does not keep a month-old tail around.
+  //
+  // The age of the file is counted from its first line: a file left by an
+  // earlier run goes on aging from the timestamp its first line carries (its
+  // modification time when that line cannot be read), so restarts do not
+  // postpone the rotation. The check is one comparison per line.
   uint64_t max_file_bytes = uint64_t{64} << 20;
   uint32_t max_files = 5;
+  uint32_t max_age_hours = 0;
   std::size_t queue_lines = 8192;  // lines queued before the oldest is overwritten
 };
 

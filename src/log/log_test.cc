@@ -1,8 +1,11 @@
 #include "log/log.h"
 
 #include <gtest/gtest.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -60,6 +63,95 @@ TEST_F(LogTest, AFileIsRotatedBySizeAndTheOldestDropped) {
                   .ok());
   for (int i = 0; i < 400; ++i) Info("test", "line " + std::to_string(i) + std::string(60, 'x'));
   const auto lines = Lines();  // the current file's
+  ASSERT_FALSE(lines.empty());
+  EXPECT_NE(lines.back().find("line 399"), std::string::npos) << lines.back();
+  for (const char* name : {"matchbook.log", "matchbook.1.log", "matchbook.2.log"}) {
+    ASSERT_TRUE(std::filesystem::exists(dir_ / name)) << name;
+    EXPECT_LE(std::filesystem::file_size(dir_ / name), 4096u) << name;
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "matchbook.3.log"));
+}
+
+// A line as the text format writes it, stamped `age` ago.
+std::string LineStampedAgo(std::chrono::seconds age, std::string_view text) {
+  const time_t t = std::time(nullptr) - static_cast<time_t>(age.count());
+  tm utc{};
+  gmtime_r(&t, &utc);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%S", &utc);
+  return std::string(stamp) + ".000000Z info  test: " + std::string(text) + "\n";
+}
+
+void SetAge(const std::filesystem::path& path, std::chrono::hours age) {
+  std::filesystem::last_write_time(path, std::filesystem::file_time_type::clock::now() - age);
+}
+
+std::string Contents(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// A file left by an earlier run whose first line is older than the age limit
+// is rotated at the first line written (its modification time is fresh: the
+// age counts from its first line), and a rotated file older than
+// max_files x max_age_hours is deleted at Init.
+TEST_F(LogTest, AFileIsRotatedByAgeAndExpiredRotatedFilesDeleted) {
+  std::ofstream(file_) << LineStampedAgo(std::chrono::hours(25), "begun yesterday")
+                       << LineStampedAgo(std::chrono::minutes(1), "written lately");
+  std::ofstream(dir_ / "matchbook.1.log") << "rotated an hour ago\n";
+  SetAge(dir_ / "matchbook.1.log", std::chrono::hours(1));
+  std::ofstream(dir_ / "matchbook.2.log") << "rotated four days ago\n";
+  SetAge(dir_ / "matchbook.2.log", std::chrono::hours(4 * 24));  // past 3 x 24 h
+  ASSERT_TRUE(Init({.level = Level::kInfo,
+                    .format = Format::kText,
+                    .file = file_,
+                    .max_files = 3,
+                    .max_age_hours = 24})
+                  .ok());
+  Info("test", "after the restart");
+  const auto lines = Lines();
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_NE(lines[0].find("after the restart"), std::string::npos) << lines[0];
+  EXPECT_NE(Contents(dir_ / "matchbook.1.log").find("begun yesterday"), std::string::npos);
+  EXPECT_EQ(Contents(dir_ / "matchbook.2.log"), "rotated an hour ago\n");
+  // Without the deletion the four-day-old file would have moved to .3.
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "matchbook.3.log"));
+}
+
+// A young file goes on; a file whose first line carries no timestamp ages
+// from its modification time.
+TEST_F(LogTest, AYoungFileIsKeptAndAnUnstampedOneAgesFromItsModificationTime) {
+  std::ofstream(file_) << LineStampedAgo(std::chrono::minutes(30), "half an hour ago");
+  ASSERT_TRUE(Init({.file = file_, .max_age_hours = 1}).ok());
+  Info("test", "appended");
+  auto lines = Lines();
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_NE(lines[1].find("appended"), std::string::npos) << lines[1];
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "matchbook.1.log"));
+
+  std::ofstream(file_) << "no timestamp here\n";
+  SetAge(file_, std::chrono::hours(2));
+  ASSERT_TRUE(Init({.file = file_, .max_age_hours = 1}).ok());
+  Info("test", "in a new file");
+  lines = Lines();
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_NE(lines[0].find("in a new file"), std::string::npos) << lines[0];
+  EXPECT_EQ(Contents(dir_ / "matchbook.1.log"), "no timestamp here\n");
+}
+
+// With an age limit the size limit works as without one.
+TEST_F(LogTest, WithAnAgeLimitAFileIsStillRotatedBySize) {
+  ASSERT_TRUE(Init({.level = Level::kInfo,
+                    .format = Format::kJson,
+                    .file = file_,
+                    .max_file_bytes = 4096,
+                    .max_files = 2,
+                    .max_age_hours = 24})
+                  .ok());
+  for (int i = 0; i < 400; ++i) Info("test", "line " + std::to_string(i) + std::string(60, 'x'));
+  const auto lines = Lines();
   ASSERT_FALSE(lines.empty());
   EXPECT_NE(lines.back().find("line 399"), std::string::npos) << lines.back();
   for (const char* name : {"matchbook.log", "matchbook.1.log", "matchbook.2.log"}) {

@@ -347,6 +347,23 @@ Status FlightRecorder::WriteDump(const CommandTrace& trigger) {
 }
 
 void FlightRecorder::Prune() {
+  if (options_.max_age_hours != 0) {
+    // By the file's modification time rather than the time in its name: the
+    // two agree for the recorder's own dumps, and the file system's is the
+    // one an operator sees (and a copied-in file carries). A stat per listed
+    // dump, on the dumper thread, at most once per dump written.
+    // Clamped to a century, far from overflowing the clock's nanoseconds.
+    const auto oldest = fs::file_time_type::clock::now() -
+                        std::chrono::hours(std::min<uint32_t>(options_.max_age_hours, 876'000));
+    std::erase_if(dumps_, [&](const DumpInfo& d) {
+      const fs::path path = options_.dir / d.file;
+      std::error_code ec;
+      const fs::file_time_type mtime = fs::last_write_time(path, ec);
+      if (ec || mtime >= oldest) return false;
+      fs::remove(path, ec);
+      return true;
+    });
+  }
   if (options_.keep == 0) return;
   while (dumps_.size() > options_.keep) {
     std::error_code ec;

@@ -83,6 +83,11 @@ struct FlightRecorderOptions {
   uint64_t threshold_ns = 0;        // 0: never dump; else responded - ingress > threshold dumps
   uint32_t min_interval_ms = 1000;  // at most one dump per interval (others are suppressed)
   uint32_t keep = 20;               // newest dump files kept, older ones deleted; 0: keep all
+  // Dump files last modified longer ago are deleted (0: no age limit), at
+  // Start() and whenever a dump is written, like those beyond `keep`: a
+  // server that dumps rarely keeps no months-old files about an incident
+  // long dealt with.
+  uint32_t max_age_hours = 0;
   // Where a dump that cannot be written is reported (the dumper's thread;
   // empty: stderr). The server passes its log.
   std::function<void(std::string_view)> log;
@@ -96,8 +101,9 @@ class FlightRecorder final : private concurrency::Agent {
   FlightRecorder& operator=(const FlightRecorder&) = delete;
 
   // Creates the directory, lists the dumps already in it (deleting the
-  // oldest beyond `keep` and any temporary file a crash left) and starts the
-  // dumper thread. An error names the path. REQUIRES: called once.
+  // oldest beyond `keep`, those older than `max_age_hours` and any temporary
+  // file a crash left) and starts the dumper thread. An error names the
+  // path. REQUIRES: called once.
   Status Start();
   // Stops the dumper; a pending dump is written first (without waiting for
   // the rest of its window). Idempotent. The recorder is not restarted.

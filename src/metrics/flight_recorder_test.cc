@@ -240,6 +240,44 @@ TEST_F(FlightRecorderTest, KeepsOnlyTheNewestFilesAndListsThemAtStart) {
   EXPECT_EQ(FilesInDir(), std::set<std::string>{names[2]});
 }
 
+// Dumps last modified longer ago than max_age_hours are deleted at Start and
+// when a dump is written; young ones stay, whatever the time in their name.
+TEST_F(FlightRecorderTest, DumpsOlderThanTheAgeLimitAreDeleted) {
+  const auto set_age = [&](const std::string& name, std::chrono::hours age) {
+    fs::last_write_time(dir_ / name, fs::file_time_type::clock::now() - age);
+  };
+  fs::create_directories(dir_);
+  const std::string old_dump = "flight-20260101T000000.000-seq1.json";
+  // Young by its modification time, old by its name: the file's time counts.
+  const std::string young_dump = "flight-20200101T000000.000-seq2.json";
+  const std::string other = "flight-notes.txt";  // not a dump: left alone
+  for (const std::string& name : {old_dump, young_dump, other}) {
+    std::ofstream(dir_ / name) << R"({"triggerSeq":1,"triggerLatencyNs":5,"traceCount":0})";
+  }
+  set_age(old_dump, std::chrono::hours(3));
+  set_age(young_dump, std::chrono::hours(1));
+  set_age(other, std::chrono::hours(3));
+
+  FlightRecorderOptions o = Options();
+  o.window_ms = 10;
+  o.max_age_hours = 2;
+  FlightRecorder fr(o);
+  ASSERT_TRUE(fr.Start().ok());
+  ASSERT_EQ(fr.Dumps().size(), 1u);
+  EXPECT_EQ(fr.Dumps()[0].file, young_dump);
+  EXPECT_EQ(FilesInDir(), (std::set<std::string>{young_dump, other}));
+
+  // The young dump ages past the limit; the next dump written takes it away.
+  set_age(young_dump, std::chrono::hours(5));
+  fr.Record(Trace(3, SteadyNs() - 2 * kMs, 2 * kMs));
+  ASSERT_TRUE(WaitFor([&] { return fr.stats().dumps == 1; }));
+  const auto dumps = fr.Dumps();
+  ASSERT_EQ(dumps.size(), 1u);
+  EXPECT_EQ(dumps[0].trigger_seq, 3u);
+  EXPECT_EQ(FilesInDir(), (std::set<std::string>{dumps[0].file, other}));
+  EXPECT_FALSE(fr.ReadDump(young_dump).ok());
+}
+
 TEST_F(FlightRecorderTest, ReadDumpRefusesNamesNotListed) {
   FlightRecorder fr(Options());
   ASSERT_TRUE(fr.Start().ok());
