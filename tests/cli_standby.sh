@@ -136,6 +136,20 @@ r=$(standby_admin GET markets)
 r=$(standby_admin POST accounts '{"name":"carol"}')
 [[ "$r" == *$'\n409' ]] || fail "the standby took an operator change: $r"
 
+# caught_up: waits (10 s at most) until $standby has every record $primary
+# has made durable; otherwise says where each one is and fails.
+caught_up() {
+  local want got
+  want=$(health_of "$primary" | json_get durableSequence)
+  for _ in $(seq 100); do
+    got=$(health_of "$standby" | json_get standby durableSequence)
+    [ "$got" = "$want" ] && return 0
+    sleep 0.1
+  done
+  echo "the standby at $got, the primary at $want"
+  return 1
+}
+
 acked=()  # order ids answered RESULT
 trade_on() {  # trade_on NAME N: N crossing pairs, their ids kept
   use "$1"
@@ -195,13 +209,7 @@ done
 kill -STOP "${pids[$standby]}"
 trade_on "$primary" 3
 kill -CONT "${pids[$standby]}"
-want=$(health_of "$primary" | json_get durableSequence)
-for _ in $(seq 100); do
-  got=$(health_of "$standby" | json_get standby durableSequence)
-  [ "$got" = "$want" ] && break
-  sleep 0.1
-done
-[ "$got" = "$want" ] || fail "the paused standby did not catch up: at $got, the primary at $want"
+r=$(caught_up) || fail "the paused standby did not catch up: $r"
 
 # Split brain: the primary frozen past its lease.
 trade_on "$primary" 2
@@ -282,13 +290,8 @@ grep -q "equals the primary's" "$dir/$standby.err" || fail "the standby did not 
 # same_state: stops both servers once the standby has every record, then
 # compares the two data directories' state hashes (matchbook verify).
 same_state() {
-  local want got ha hb
-  want=$(health_of "$primary" | json_get durableSequence)
-  for _ in $(seq 100); do
-    got=$(health_of "$standby" | json_get standby durableSequence)
-    [ "$got" = "$want" ] && break
-    sleep 0.1
-  done
+  local ha hb
+  caught_up >/dev/null || true  # verify says how they differ
   kill -TERM "${pids[$primary]}" "${pids[$standby]}"
   wait "${pids[$primary]}" 2>/dev/null || true
   wait "${pids[$standby]}" 2>/dev/null || true
@@ -336,11 +339,7 @@ wait_line b standby
 primary=a
 standby=b
 trade_on a 1
-want=$(health_of a | json_get durableSequence)
-for _ in $(seq 100); do
-  [ "$(health_of b | json_get standby durableSequence)" = "$want" ] && break
-  sleep 0.1
-done
+r=$(caught_up) || fail "b did not catch up before a's publishing was held: $r"
 touch "$dir/a/publish.hold"
 use a
 lost=()
