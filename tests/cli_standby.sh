@@ -334,6 +334,9 @@ kill -TERM "${pids[a]}"
 wait "${pids[a]}" 2>/dev/null || true
 ack=local fault=publish-hold start a
 wait_line a ready
+# The R3 stream an ack = replicated primary made stays R3 under ack = local
+# ([bus] replicas not set).
+grep -q "keeps its 3 replicas" "$dir/a.err" || fail "ack = local: the stream's replicas: $(grep -i replica "$dir/a.err" | tail -3)"
 ack=local start b --standby
 wait_line b standby
 primary=a
@@ -372,4 +375,68 @@ standby=a
 trade_on b 1
 same_state
 echo "ack = local: ${#lost[@]} orders answered but never replicated were lost and logged (ids ${lost[*]})"
+
+# A new standby on an empty data directory, the stream no longer holding
+# record 1: it starts from the newest snapshot on the bus, follows, and its
+# state hash equals the primary's at the next snapshot.
+purge_stream() {  # purge_stream STREAM: the stream keeps only its last message
+  python3 - "$urls" "$1" <<'PY'
+import json, socket, sys
+host, port = sys.argv[1].split(',')[0].replace('nats://', '').rsplit(':', 1)
+s = socket.create_connection((host, int(port)), timeout=10)
+f = s.makefile('rb')
+f.readline()  # INFO
+body = b'{"keep":1}'
+s.sendall(b'CONNECT {"verbose":false,"pedantic":false}\r\nSUB _INBOX.purge 1\r\n'
+          + b'PUB $JS.API.STREAM.PURGE.' + sys.argv[2].encode() + b' _INBOX.purge '
+          + str(len(body)).encode() + b'\r\n' + body + b'\r\n')
+while True:
+    line = f.readline()
+    if not line or line.startswith(b'-ERR'):
+        sys.exit('purge: %r' % line)
+    if line.startswith(b'PING'):
+        s.sendall(b'PONG\r\n')
+    if line.startswith(b'MSG'):
+        reply = json.loads(f.read(int(line.split()[-1])))
+        break
+if not reply.get('success'):
+    sys.exit('purge: %s' % reply)
+print(reply.get('purged'))
+PY
+}
+# snapshot_on NAME: a snapshot on NAME, waited for on the bus; prints its sequence.
+snapshot_on() {
+  local want got
+  want=$(health_of "$1" | json_get durableSequence)
+  curl -sS -X POST -H "X-MB-ADMIN-TOKEN: $(cat "$dir/$1/admin.token")" \
+    "$(base_of "$1")/admin/v1/snapshot" >/dev/null
+  for _ in $(seq 100); do
+    got=$(health_of "$1" | json_get bus snapshotSequence)
+    [ "$got" = "$want" ] && echo "$want" && return 0
+    sleep 0.1
+  done
+  echo "the bus has snapshot $got, not $want"
+  return 1
+}
+start b
+wait_line b ready
+trade_on b 2
+snap=$(snapshot_on b) || fail "$snap"
+purged=$(purge_stream "$(health_of b | json_get bus stream)") || fail "$purged"
+start d --standby
+wait_line d standby 60
+grep -q "starts from snapshot $snap on the bus" "$dir/d.err" ||
+  fail "d did not start from the bus snapshot $snap: $(tail -3 "$dir/d.err")"
+primary=b
+standby=d
+trade_on b 2
+r=$(caught_up) || fail "d did not catch up: $r"
+snap2=$(snapshot_on b) || fail "$snap2"
+for _ in $(seq 100); do
+  [ "$(health_of d | json_get standby lastCheckedSequence)" = "$snap2" ] && break
+  sleep 0.1
+done
+[ "$(health_of d | json_get standby lastCheckedSequence)" = "$snap2" ] ||
+  fail "d did not check its state hash at snapshot $snap2: $(health_of d)"
+echo "a new standby: started from snapshot $snap on the bus ($purged messages purged from the stream), its state hash checked at $snap2"
 echo "cli standby checks: ok"

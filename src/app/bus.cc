@@ -17,6 +17,7 @@ bus::PublisherOptions BusOptionsFrom(const Config& config, std::vector<std::stri
   o.stream = b.stream;
   o.subject = b.subject;
   o.replicas = static_cast<int>(b.replicas);
+  o.keep_more_replicas = !b.replicas_set;
   o.max_bytes = static_cast<int64_t>(b.max_mb) << 20;
   o.max_age = std::chrono::hours(b.max_age_hours);
   o.message_bytes = std::size_t{b.message_kb} << 10;

@@ -639,6 +639,7 @@ class Loader {
                 "a subject is dot-separated tokens without spaces or wildcards");
     }
     MB_RETURN_IF_ERROR(OptionalInt(t, "bus", "replicas", 1, 5, &b->replicas));
+    b->replicas_set = t != nullptr && t->contains("replicas");
     if (b->replicas % 2 == 0) {
       return At(*t->get("replicas"), "bus.replicas",
                 fmt::format("{}: 1, 3 or 5 (a JetStream quorum needs an odd count)", b->replicas));

@@ -116,6 +116,9 @@ struct BusConfig {
   std::string stream;   // "": MATCHBOOK_<venue>
   std::string subject;  // "": mb.<venue>.journal
   uint32_t replicas = 1;
+  // [bus] replicas given: an existing stream takes that count, fewer
+  // included. Otherwise a stream with more replicas keeps them.
+  bool replicas_set = false;
   uint64_t max_mb = 32768;
   uint32_t max_age_hours = 168;
   uint32_t message_kb = 256;

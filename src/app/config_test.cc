@@ -540,6 +540,7 @@ TEST(ParseConfig, VenueAndBusTableAreOptionalAndParsed) {
   EXPECT_EQ(base->runtime.venue, "matchbook");
   EXPECT_TRUE(base->runtime.bus.nats.empty()) << "no bus unless asked for";
   EXPECT_EQ(base->runtime.bus.replicas, 1u);
+  EXPECT_FALSE(base->runtime.bus.replicas_set) << "an existing stream keeps more replicas";
   EXPECT_EQ(base->runtime.bus.max_age_hours, 168u);
 
   // A top-level key precedes every table.
@@ -556,6 +557,7 @@ TEST(ParseConfig, VenueAndBusTableAreOptionalAndParsed) {
   EXPECT_EQ(b.stream, "JOURNAL");
   EXPECT_EQ(b.subject, "x.journal");
   EXPECT_EQ(b.replicas, 3u);
+  EXPECT_TRUE(b.replicas_set);
   EXPECT_EQ(b.max_mb, 1024u);
   EXPECT_EQ(b.max_age_hours, 24u);
   EXPECT_EQ(b.message_kb, 64u);

@@ -192,6 +192,72 @@ Status Reconcile(bus::Follower& follower, const journal::DataDir& dir, uint64_t 
   return Status::Ok();
 }
 
+// A standby on an empty data directory whose stream no longer starts at
+// record 1 (limits expired the start): its journal starts from the newest
+// snapshot on the bus instead. The snapshot goes to <data_dir>/snapshots,
+// and the stream's copy of the record it follows becomes the first record
+// of the local journal, so recovery finds the snapshot's record as it
+// would after retention. kNotFound (waited for): no snapshot on the bus
+// yet, or the stream no longer holds the record of the newest one.
+// *booted: the data directory now holds that start.
+Status BootFromBusSnapshot(bus::Follower& probe, const Config& cfg,
+                           const std::vector<std::string>& servers, const journal::DataDir& dir,
+                           uint64_t config_hash, bool* booted) {
+  *booted = false;
+  auto first = probe.Probe(1);
+  if (!first.ok()) return first.status();
+  if (first->last_seq == 0 || !first->frame.empty()) return Status::Ok();  // from record 1
+  const bus::FollowerStats names = probe.stats();
+  const bus::SnapshotSource source{servers, names.stream, names.subject,
+                                   std::chrono::milliseconds(cfg.runtime.bus.timeout_ms)};
+  auto meta = bus::FetchNewestSnapshot(source, cfg.runtime.data_dir);
+  if (!meta.ok()) {
+    if (meta.status().code() != StatusCode::kNotFound) return meta.status();
+    return NotFound(fmt::format(
+        "the stream no longer holds record 1 and the bus holds no snapshot yet: a new standby "
+        "starts from the primary's next snapshot (SIGUSR1 or POST /admin/v1/snapshot on it)"));
+  }
+  const std::filesystem::path file = std::filesystem::path(cfg.runtime.data_dir) / "snapshots" /
+                                     journal::SnapshotFileName(meta->seq);
+  auto drop = [&file](Status s) {
+    std::error_code ec;
+    std::filesystem::remove(file, ec);
+    return s;
+  };
+  if (meta->config_hash != config_hash) {
+    return drop(InvalidArgument(
+        fmt::format("snapshot {} on the bus was taken under configuration {:016x}, this standby "
+                    "runs {:016x}: start it with the primary's configuration",
+                    meta->seq, meta->config_hash, config_hash)));
+  }
+  auto at = probe.Probe(meta->seq);
+  if (!at.ok()) return drop(at.status());
+  if (at->frame.empty()) {
+    return drop(NotFound(fmt::format(
+        "the stream no longer holds record {}, the one the newest snapshot on the bus follows: "
+        "waiting for a newer snapshot",
+        meta->seq)));
+  }
+  if (journal::ParseRecord(at->frame).header.checksum != meta->record_checksum) {
+    return drop(InvalidArgument(fmt::format(
+        "snapshot {} on the bus does not belong to the stream's history (record {} differs)",
+        meta->seq, meta->seq)));
+  }
+  journal::ScanResult empty;
+  empty.last_seq = meta->seq - 1;
+  auto writer = journal::JournalWriter::Open(dir, cfg.runtime.journal, config_hash, empty);
+  if (!writer.ok()) return drop(writer.status());
+  Status s = (*writer)->AppendFramed(at->frame).status();
+  if (s.ok()) s = (*writer)->Write();
+  if (s.ok()) s = (*writer)->Sync();
+  if (!s.ok()) return drop(s);
+  log::Info("standby", fmt::format("a new standby: starts from snapshot {} on the bus (the stream "
+                                   "holds records from after record 1 only)",
+                                   meta->seq));
+  *booted = true;
+  return Status::Ok();
+}
+
 // Calls `step` until it succeeds, fails for good, or stopping(): NATS not
 // answering (a cluster electing its leaders, a stream being created, NATS
 // down) and a primary that has not published yet are waited for, each new
@@ -308,6 +374,20 @@ StandbyEnd RunStandby(const Config& cfg, const std::string& source,
   {
     // Started before the primary has published: wait for its stream.
     bus::Follower probe(cfg.runtime.data_dir, cfg.engine, fo, nullptr);
+    if (rep->journal.last_seq == 0 && rep->snapshot_seq == 0) {
+      bool booted = false;
+      Status st = WhileUnavailable(stopping, [&] {
+        return BootFromBusSnapshot(probe, cfg, *servers, *dir, config_hash, &booted);
+      });
+      if (stopping()) return end;
+      if (!st.ok()) return fail(st);
+      if (booted) {
+        engine = std::make_unique<engine::Engine>(cfg.engine);
+        rep = journal::Recover(*dir, engine.get(), ro);
+        if (!rep.ok()) return fail(rep.status());
+        log::Info("standby", journal::Describe(*rep));
+      }
+    }
     bool cut = false;
     Status st = WhileUnavailable(stopping, [&] {
       return Reconcile(probe, *dir, rep->journal.last_seq, rep->journal.last_checksum, &cut);

@@ -127,13 +127,21 @@ Result<StreamState> EnsureStream(jsCtx* js, const StreamSpec& spec) {
   state.messages = si->State.Msgs;
   // An existing stream of this venue takes the configured limits and
   // replica count (a change of [bus] between runs).
+  int replicas = spec.replicas;
+  if (!state.created && spec.keep_more_replicas && si->Config != nullptr &&
+      si->Config->Replicas > replicas) {
+    replicas = static_cast<int>(si->Config->Replicas);
+    state.change = fmt::format(
+        "stream {} keeps its {} replicas ([bus] replicas is not set; set it to change them)",
+        spec.name, replicas);
+  }
   if (!state.created && theirs == spec.description && only_subject &&
-      (si->Config->Replicas != spec.replicas || si->Config->MaxBytes != spec.max_bytes ||
+      (si->Config->Replicas != replicas || si->Config->MaxBytes != spec.max_bytes ||
        si->Config->MaxAge != spec.max_age_ns)) {
     jsStreamConfig cfg = *si->Config;  // its own strings stay valid until si is destroyed
     const std::string was = fmt::format("{} replica(s), {} MiB, {} s", cfg.Replicas,
                                         cfg.MaxBytes >> 20, cfg.MaxAge / 1'000'000'000);
-    cfg.Replicas = spec.replicas;
+    cfg.Replicas = replicas;
     cfg.MaxBytes = spec.max_bytes;
     cfg.MaxAge = spec.max_age_ns;
     const std::string now = fmt::format("{} replica(s), {} MiB, {} s", cfg.Replicas,

@@ -59,6 +59,8 @@ struct StreamSpec {
   std::string subject;  // the one subject (or wildcard) it takes
   std::string description;
   int replicas = 1;
+  // An existing stream with more replicas than `replicas` keeps them.
+  bool keep_more_replicas = false;
   int64_t max_bytes = -1;
   int64_t max_age_ns = 0;
   int64_t duplicates_ns = 0;

@@ -228,6 +228,7 @@ Status Publisher::Resume() {
   spec.subject = subject_;
   spec.description = StreamDescription(options_.venue, config_hash_);
   spec.replicas = options_.replicas;
+  spec.keep_more_replicas = options_.keep_more_replicas;
   spec.max_bytes = options_.max_bytes;
   spec.max_age_ns = static_cast<int64_t>(options_.max_age.count()) * 1'000'000'000;
   spec.duplicates_ns = kDuplicateWindowNs;
@@ -494,6 +495,7 @@ bool Publisher::StepSnapshot() {
         spec.subject = snapshot_names_.filter;
         spec.description = StreamDescription(options_.venue, config_hash_);
         spec.replicas = options_.replicas;
+        spec.keep_more_replicas = options_.keep_more_replicas;
         spec.max_bytes = options_.snapshot_max_bytes;
         spec.duplicates_ns = kDuplicateWindowNs;
         auto state = EnsureStream(nats_->js, spec);

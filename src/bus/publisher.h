@@ -82,6 +82,10 @@ struct PublisherOptions {
   int replicas = 1;                                          // created streams: 1 or 3 (a cluster)
   int64_t max_bytes = int64_t{32} << 30;                     // the stream's limit
   std::chrono::seconds max_age{std::chrono::hours(24 * 7)};  // the stream's limit
+  // An existing stream with more replicas keeps them (replicas not asked
+  // for explicitly: a primary started with ack = local must not shrink the
+  // R3 stream of an ack = replicated venue).
+  bool keep_more_replicas = false;
   // A message ends before the record that would take it past this (a
   // record alone may pass it, up to the server's max_payload).
   std::size_t message_bytes = 256 << 10;
