@@ -374,32 +374,30 @@ StandbyEnd RunStandby(const Config& cfg, const std::string& source,
   {
     // Started before the primary has published: wait for its stream.
     bus::Follower probe(cfg.runtime.data_dir, cfg.engine, fo, nullptr);
-    if (rep->journal.last_seq == 0 && rep->snapshot_seq == 0) {
-      bool booted = false;
-      Status st = WhileUnavailable(stopping, [&] {
-        return BootFromBusSnapshot(probe, cfg, *servers, *dir, config_hash, &booted);
-      });
-      if (stopping()) return end;
-      if (!st.ok()) return fail(st);
-      if (booted) {
-        engine = std::make_unique<engine::Engine>(cfg.engine);
-        rep = journal::Recover(*dir, engine.get(), ro);
-        if (!rep.ok()) return fail(rep.status());
-        log::Info("standby", journal::Describe(*rep));
-      }
-    }
-    bool cut = false;
-    Status st = WhileUnavailable(stopping, [&] {
-      return Reconcile(probe, *dir, rep->journal.last_seq, rep->journal.last_checksum, &cut);
-    });
-    if (stopping()) return end;
-    if (!st.ok()) return fail(st);
-    if (cut) {
+    // The data directory changed under the engine: recovered again.
+    auto recover_again = [&]() -> Status {
       engine = std::make_unique<engine::Engine>(cfg.engine);
       rep = journal::Recover(*dir, engine.get(), ro);
-      if (!rep.ok()) return fail(rep.status());
+      if (!rep.ok()) return rep.status();
       log::Info("standby", journal::Describe(*rep));
+      return Status::Ok();
+    };
+    bool changed = false;
+    Status st = Status::Ok();
+    if (rep->journal.last_seq == 0 && rep->snapshot_seq == 0) {
+      st = WhileUnavailable(stopping, [&] {
+        return BootFromBusSnapshot(probe, cfg, *servers, *dir, config_hash, &changed);
+      });
+      if (st.ok() && changed) st = recover_again();
     }
+    if (st.ok()) {
+      st = WhileUnavailable(stopping, [&] {
+        return Reconcile(probe, *dir, rep->journal.last_seq, rep->journal.last_checksum, &changed);
+      });
+      if (st.ok() && changed) st = recover_again();
+    }
+    if (stopping()) return end;
+    if (!st.ok()) return fail(st);
   }
   const uint64_t start_seq = rep->journal.last_seq;
 
