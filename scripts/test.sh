@@ -76,7 +76,7 @@ end() {
 # The table of phases, printed last whatever happens (a failed phase shows
 # how far it got).
 report() {
-  local status=$?
+  local status=$1
   if [ -n "$current" ]; then
     phase_names+=("$current (failed)")
     phase_secs+=($(( $(date +%s) - phase_start )))
@@ -96,7 +96,7 @@ bg_pid=""
 stop_background() {
   if [ -n "$bg_pid" ]; then kill -- -"$bg_pid" 2>/dev/null || true; fi
 }
-trap 'stop_background; report; bash scripts/pg_cluster.sh stop "${pg_dir:-}" >/dev/null 2>&1 || true' EXIT
+trap 'rc=$?; stop_background; report "$rc"; bash scripts/pg_cluster.sh stop "${pg_dir:-}" >/dev/null 2>&1 || true' EXIT
 
 begin bootstrap "install what is missing"
 bash scripts/bootstrap.sh

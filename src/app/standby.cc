@@ -14,6 +14,7 @@
 #include "bus/follower.h"
 #include "bus/publisher.h"
 #include "bus/snapshots.h"
+#include "common/file.h"
 #include "common/json_escape.h"
 #include "engine/engine.h"
 #include "engine/image.h"
@@ -128,9 +129,11 @@ Result<bool> StreamHolds(bus::Follower& follower, uint64_t seq, uint64_t ours) {
 // the last record both hold alike is found (doubling back from the end,
 // then a binary search), the local records after it were never replicated
 // and are cut, each logged with the order ids it accepted. No common record
-// among those the stream still holds: refused, nothing changed.
-Status Reconcile(bus::Follower& follower, const journal::DataDir& dir, uint64_t local_last,
-                 uint64_t local_checksum, bool* cut) {
+// among those the stream still holds: refused, nothing changed. The search
+// stays within the local journal (local_first: its first record; a standby
+// started from a bus snapshot has none before it).
+Status Reconcile(bus::Follower& follower, const journal::DataDir& dir, uint64_t local_first,
+                 uint64_t local_last, uint64_t local_checksum, bool* cut) {
   *cut = false;
   auto point = follower.Probe(local_last);
   if (!point.ok()) return point.status();
@@ -149,22 +152,30 @@ Status Reconcile(bus::Follower& follower, const journal::DataDir& dir, uint64_t 
   // The last record both hold alike: at most `high`; `from` (once found) is
   // one both hold, and every record after `limit` differs.
   const uint64_t high = std::min(local_last, stream_last);
+  const uint64_t low = std::max<uint64_t>(local_first, 1);
+  if (high < low) {
+    return InvalidArgument(fmt::format(
+        "the stream ends at record {}, before this data directory's journal starts (record {}): "
+        "it cannot follow this primary: start the standby on an empty data directory",
+        high, low));
+  }
   uint64_t span = 1;
   uint64_t from = high;
   std::vector<uint64_t> sums;  // local checksums of records from..high
   for (;;) {
-    from = high >= span ? high - span + 1 : 1;
+    from = high - low + 1 > span ? high - span + 1 : low;
     auto local = LocalChecksums(dir, from, high);
     if (!local.ok()) return local.status();
     sums = std::move(*local);
     auto same = StreamHolds(follower, from, sums.front());
     if (!same.ok()) return same.status();
     if (*same) break;
-    if (from == 1) {
+    if (from == low) {
       return InvalidArgument(fmt::format(
           "history diverges: this data directory's journal shares no record with the stream "
-          "(record 1 differs); it cannot follow this primary: start the standby on an empty data "
-          "directory"));
+          "(record {} differs); it cannot follow this primary: start the standby on an empty "
+          "data directory",
+          low));
     }
     span *= 4;
   }
@@ -198,8 +209,37 @@ Status Reconcile(bus::Follower& follower, const journal::DataDir& dir, uint64_t 
 // and the stream's copy of the record it follows becomes the first record
 // of the local journal, so recovery finds the snapshot's record as it
 // would after retention. kNotFound (waited for): no snapshot on the bus
-// yet, or the stream no longer holds the record of the newest one.
-// *booted: the data directory now holds that start.
+// yet, or the stream no longer holds the record of the newest one (checked
+// before the download). *booted: the data directory now holds that start.
+// While it is written, <data_dir>/standby.boot marks the directory: a boot
+// interrupted by a crash is undone at the next start (UndoInterruptedBoot).
+constexpr const char* kBootMarker = "standby.boot";
+
+// Removes every segment and snapshot file: they hold no record (an empty
+// data directory's header-only segments) or an interrupted boot's start.
+Status ClearJournalAndSnapshots(const journal::DataDir& dir) {
+  for (const std::filesystem::path& d : {dir.journal_dir(), dir.snapshot_dir()}) {
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(d, ec)) {
+      std::filesystem::remove(e.path(), ec);
+      if (ec) return IoError(fmt::format("cannot remove {}: {}", e.path().string(), ec.message()));
+    }
+    if (ec) return IoError(fmt::format("cannot list {}: {}", d.string(), ec.message()));
+  }
+  return Status::Ok();
+}
+
+Status UndoInterruptedBoot(const journal::DataDir& dir, const std::filesystem::path& data_dir) {
+  std::error_code ec;
+  if (!std::filesystem::exists(data_dir / kBootMarker, ec)) return Status::Ok();
+  log::Warn("standby",
+            "a start from a bus snapshot was interrupted: its files are removed and "
+            "the start begins again");
+  MB_RETURN_IF_ERROR(ClearJournalAndSnapshots(dir));
+  std::filesystem::remove(data_dir / kBootMarker, ec);
+  return Status::Ok();
+}
+
 Status BootFromBusSnapshot(bus::Follower& probe, const Config& cfg,
                            const std::vector<std::string>& servers, const journal::DataDir& dir,
                            uint64_t config_hash, bool* booted) {
@@ -210,50 +250,77 @@ Status BootFromBusSnapshot(bus::Follower& probe, const Config& cfg,
   const bus::FollowerStats names = probe.stats();
   const bus::SnapshotSource source{servers, names.stream, names.subject,
                                    std::chrono::milliseconds(cfg.runtime.bus.timeout_ms)};
-  auto meta = bus::FetchNewestSnapshot(source, cfg.runtime.data_dir);
-  if (!meta.ok()) {
-    if (meta.status().code() != StatusCode::kNotFound) return meta.status();
-    return NotFound(fmt::format(
+  auto newest = bus::NewestManifest(source);
+  if (!newest.ok()) return newest.status();
+  if (!*newest) {
+    return NotFound(
         "the stream no longer holds record 1 and the bus holds no snapshot yet: a new standby "
-        "starts from the primary's next snapshot (SIGUSR1 or POST /admin/v1/snapshot on it)"));
+        "starts from the primary's next snapshot (SIGUSR1 or POST /admin/v1/snapshot on it)");
   }
-  const std::filesystem::path file = std::filesystem::path(cfg.runtime.data_dir) / "snapshots" /
-                                     journal::SnapshotFileName(meta->seq);
-  auto drop = [&file](Status s) {
-    std::error_code ec;
-    std::filesystem::remove(file, ec);
-    return s;
-  };
-  if (meta->config_hash != config_hash) {
-    return drop(InvalidArgument(
-        fmt::format("snapshot {} on the bus was taken under configuration {:016x}, this standby "
-                    "runs {:016x}: start it with the primary's configuration",
-                    meta->seq, meta->config_hash, config_hash)));
-  }
-  auto at = probe.Probe(meta->seq);
-  if (!at.ok()) return drop(at.status());
+  const uint64_t seq = (*newest)->seq;
+  auto at = probe.Probe(seq);
+  if (!at.ok()) return at.status();
   if (at->frame.empty()) {
-    return drop(NotFound(fmt::format(
+    return NotFound(fmt::format(
         "the stream no longer holds record {}, the one the newest snapshot on the bus follows: "
         "waiting for a newer snapshot",
-        meta->seq)));
+        seq));
+  }
+  const std::filesystem::path data_dir(cfg.runtime.data_dir);
+  const std::filesystem::path marker = data_dir / kBootMarker;
+  {
+    // Snapshot files without any journal record are nobody's this boot may
+    // remove; header-only segments (an earlier run's) hold nothing.
+    std::error_code ec;
+    if (!std::filesystem::is_empty(dir.snapshot_dir(), ec) && !ec) {
+      return InvalidArgument(fmt::format(
+          "{} holds snapshot files but the journal holds no record: start the standby on an "
+          "empty data directory",
+          dir.snapshot_dir().string()));
+    }
+  }
+  MB_RETURN_IF_ERROR(ClearJournalAndSnapshots(dir));
+  MB_RETURN_IF_ERROR(WriteFileAtomically(marker, "a start from a bus snapshot\n"));
+  auto undo = [&](Status s) {
+    (void)ClearJournalAndSnapshots(dir);
+    std::error_code ec;
+    std::filesystem::remove(marker, ec);
+    return s;
+  };
+  auto meta = bus::FetchNewestSnapshot(source, data_dir);
+  if (!meta.ok()) return undo(meta.status());
+  if (meta->seq != seq) {
+    return undo(
+        Unavailable(fmt::format("a newer snapshot ({}) reached the bus meanwhile", meta->seq)));
+  }
+  if (meta->config_hash != config_hash) {
+    return undo(InvalidArgument(
+        fmt::format("snapshot {} on the bus was taken under configuration {:016x}, this standby "
+                    "runs {:016x}: start it with the primary's configuration",
+                    seq, meta->config_hash, config_hash)));
   }
   if (journal::ParseRecord(at->frame).header.checksum != meta->record_checksum) {
-    return drop(InvalidArgument(fmt::format(
-        "snapshot {} on the bus does not belong to the stream's history (record {} differs)",
-        meta->seq, meta->seq)));
+    return undo(InvalidArgument(fmt::format(
+        "snapshot {} on the bus does not belong to the stream's history (record {} differs)", seq,
+        seq)));
   }
   journal::ScanResult empty;
-  empty.last_seq = meta->seq - 1;
-  auto writer = journal::JournalWriter::Open(dir, cfg.runtime.journal, config_hash, empty);
-  if (!writer.ok()) return drop(writer.status());
-  Status s = (*writer)->AppendFramed(at->frame).status();
-  if (s.ok()) s = (*writer)->Write();
-  if (s.ok()) s = (*writer)->Sync();
-  if (!s.ok()) return drop(s);
+  empty.last_seq = seq - 1;
+  {
+    auto writer = journal::JournalWriter::Open(dir, cfg.runtime.journal, config_hash, empty);
+    if (!writer.ok()) return undo(writer.status());
+    Status s = (*writer)->AppendFramed(at->frame).status();
+    if (s.ok()) s = (*writer)->Write();
+    if (s.ok()) s = (*writer)->SyncAll();
+    if (!s.ok()) return undo(s);
+  }
+  std::error_code ec;
+  if (!std::filesystem::remove(marker, ec) || ec) {
+    return undo(IoError(fmt::format("cannot remove {}: {}", marker.string(), ec.message())));
+  }
   log::Info("standby", fmt::format("a new standby: starts from snapshot {} on the bus (the stream "
                                    "holds records from after record 1 only)",
-                                   meta->seq));
+                                   seq));
   *booted = true;
   return Status::Ok();
 }
@@ -356,6 +423,7 @@ StandbyEnd RunStandby(const Config& cfg, const std::string& source,
   // The local state, and the local journal made a prefix of the stream.
   auto dir = journal::DataDir::Open(cfg.runtime.data_dir, journal::OpenMode::kReadWrite);
   if (!dir.ok()) return fail(dir.status());
+  if (Status s = UndoInterruptedBoot(*dir, cfg.runtime.data_dir); !s.ok()) return fail(s);
   journal::RecoveryOptions ro;
   ro.repair = true;
   ro.archive_dir = archive_dir;
@@ -392,7 +460,8 @@ StandbyEnd RunStandby(const Config& cfg, const std::string& source,
     }
     if (st.ok()) {
       st = WhileUnavailable(stopping, [&] {
-        return Reconcile(probe, *dir, rep->journal.last_seq, rep->journal.last_checksum, &changed);
+        return Reconcile(probe, *dir, rep->journal.first_seq, rep->journal.last_seq,
+                         rep->journal.last_checksum, &changed);
       });
       if (st.ok() && changed) st = recover_again();
     }
