@@ -440,7 +440,22 @@ int Serve(const mb::app::Config& cfg, const std::string& source, bool recover_on
       Status released = lease->Release();
       planned.store(true, std::memory_order_release);
       demote.store(true, std::memory_order_release);
-      if (!released.ok()) return released;
+      if (!released.ok()) {
+        // A renewal lost to a slow NATS while the stream took the last
+        // records: the lease expired and a standby took it. Every record was
+        // in the stream before, so it has handed over all the same.
+        auto holder = lease->CurrentHolder();
+        if (!holder.ok() || holder->empty() || *holder == mb::app::LeaseHolderName(cfg)) {
+          return released;
+        }
+        mb::log::Warn("lease", fmt::format("planned failover: the stream holds every record up "
+                                           "to {}; the lease expired before its release and "
+                                           "\"{}\" took it; going on as a standby",
+                                           seq, *holder));
+        return fmt::format(
+            R"({{"handedOver":true,"lastSequence":{},"note":{}}})", seq,
+            mb::JsonString("the lease expired before its release; " + *holder + " took it"));
+      }
       mb::log::Warn("lease", fmt::format("planned failover: the stream holds every record up to "
                                          "{}; lease released; going on as a standby",
                                          seq));
