@@ -203,16 +203,7 @@ Status Reconcile(bus::Follower& follower, const journal::DataDir& dir, uint64_t 
   return Status::Ok();
 }
 
-// A standby on an empty data directory whose stream no longer starts at
-// record 1 (limits expired the start): its journal starts from the newest
-// snapshot on the bus instead. The snapshot goes to <data_dir>/snapshots,
-// and the stream's copy of the record it follows becomes the first record
-// of the local journal, so recovery finds the snapshot's record as it
-// would after retention. kNotFound (waited for): no snapshot on the bus
-// yet, or the stream no longer holds the record of the newest one (checked
-// before the download). *booted: the data directory now holds that start.
-// While it is written, <data_dir>/standby.boot marks the directory: a boot
-// interrupted by a crash is undone at the next start (UndoInterruptedBoot).
+// Marks a data directory while a start from a bus snapshot is written.
 constexpr const char* kBootMarker = "standby.boot";
 
 // Removes every segment and snapshot file: they hold no record (an empty
@@ -229,17 +220,33 @@ Status ClearJournalAndSnapshots(const journal::DataDir& dir) {
   return Status::Ok();
 }
 
+// Undoes a start from a bus snapshot: its files, then its marker.
+Status ForgetBoot(const journal::DataDir& dir, const std::filesystem::path& marker) {
+  MB_RETURN_IF_ERROR(ClearJournalAndSnapshots(dir));
+  std::error_code ec;
+  std::filesystem::remove(marker, ec);
+  return Status::Ok();
+}
+
 Status UndoInterruptedBoot(const journal::DataDir& dir, const std::filesystem::path& data_dir) {
   std::error_code ec;
   if (!std::filesystem::exists(data_dir / kBootMarker, ec)) return Status::Ok();
   log::Warn("standby",
             "a start from a bus snapshot was interrupted: its files are removed and "
             "the start begins again");
-  MB_RETURN_IF_ERROR(ClearJournalAndSnapshots(dir));
-  std::filesystem::remove(data_dir / kBootMarker, ec);
-  return Status::Ok();
+  return ForgetBoot(dir, data_dir / kBootMarker);
 }
 
+// A standby on an empty data directory whose stream no longer starts at
+// record 1 (limits expired the start): its journal starts from the newest
+// snapshot on the bus instead. The snapshot goes to <data_dir>/snapshots,
+// and the stream's copy of the record it follows becomes the first record
+// of the local journal, so recovery finds the snapshot's record as it
+// would after retention. kNotFound (waited for): no snapshot on the bus
+// yet, or the stream no longer holds the record of the newest one (checked
+// before the download). *booted: the data directory now holds that start.
+// While it is written, kBootMarker marks the directory: a start
+// interrupted by a crash is undone at the next one (UndoInterruptedBoot).
 Status BootFromBusSnapshot(bus::Follower& probe, const Config& cfg,
                            const std::vector<std::string>& servers, const journal::DataDir& dir,
                            uint64_t config_hash, bool* booted) {
@@ -282,9 +289,7 @@ Status BootFromBusSnapshot(bus::Follower& probe, const Config& cfg,
   MB_RETURN_IF_ERROR(ClearJournalAndSnapshots(dir));
   MB_RETURN_IF_ERROR(WriteFileAtomically(marker, "a start from a bus snapshot\n"));
   auto undo = [&](Status s) {
-    (void)ClearJournalAndSnapshots(dir);
-    std::error_code ec;
-    std::filesystem::remove(marker, ec);
+    (void)ForgetBoot(dir, marker);
     return s;
   };
   auto meta = bus::FetchNewestSnapshot(source, data_dir);
