@@ -243,6 +243,10 @@ MB_FIELDS(engine::OrderPending,
           x.terms.tif, x.terms.stp, x.terms.price, x.terms.qty, x.stop_price, x.trailing_delta,
           x.iceberg_qty, x.client_order_id);
 MB_FIELDS(engine::ListDone, "list_id,account,market", x.list_id, x.account, x.market);
+MB_FIELDS(engine::AuthChange, "kind,account,permissions,ed25519,created_ms,subject,secret", x.kind,
+          x.account, x.permissions, x.ed25519, x.created_ms, x.subject, x.secret);
+MB_FIELDS(engine::AuthChanged, "kind,account,permissions,ed25519,created_ms,subject,secret", x.kind,
+          x.account, x.permissions, x.ed25519, x.created_ms, x.subject, x.secret);
 
 #undef MB_FIELDS
 

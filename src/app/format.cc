@@ -202,6 +202,20 @@ std::string FormatEvent(const engine::EngineConfig& c, const engine::Event& e) {
       return fmt::format("{} list={} acct={} {}", head, d.list_id, Raw(d.account),
                          Sym(c, d.market));
     }
+    case EventType::kAuthChanged: {
+      // Never the secret: an HMAC secret is shown once, to the operator.
+      const auto& a = std::get<AuthChanged>(e.body);
+      if (a.kind == AuthChangeKind::kCreateAccount) {
+        return fmt::format("{} {} acct={} name={}", head, ToString(a.kind), Raw(a.account),
+                           a.subject.view());
+      }
+      return fmt::format("{} {} acct={} key={}{}", head, ToString(a.kind), Raw(a.account),
+                         a.subject.view(),
+                         a.kind == AuthChangeKind::kCreateKey
+                             ? fmt::format(" type={} permissions={}",
+                                           a.ed25519 ? "ED25519" : "HMAC_SHA256", a.permissions)
+                             : std::string());
+    }
     case EventType::kClientOrderIdChanged: {
       const auto& x = std::get<ClientOrderIdChanged>(e.body);
       return fmt::format("{} order={} acct={} client_order_id={}", head, Raw(x.order_id),

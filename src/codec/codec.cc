@@ -48,9 +48,9 @@ inline constexpr int kEnumMax<engine::StpMode> = Raw(engine::StpMode::kExpireBot
 template <>
 inline constexpr int kEnumMax<engine::MarketStatus> = Raw(engine::MarketStatus::kCancelOnly);
 template <>
-inline constexpr int kEnumMax<engine::CommandType> = Raw(engine::CommandType::kCancelOrderList);
+inline constexpr int kEnumMax<engine::CommandType> = Raw(engine::CommandType::kChangeAuth);
 template <>
-inline constexpr int kEnumMax<engine::RejectReason> = Raw(engine::RejectReason::kUnknownOrderList);
+inline constexpr int kEnumMax<engine::RejectReason> = Raw(engine::RejectReason::kInvalidAuthChange);
 template <>
 inline constexpr int kEnumMax<engine::ListType> = Raw(engine::ListType::kOtoco);
 template <>
@@ -64,9 +64,11 @@ inline constexpr int kEnumMax<engine::CancelRestriction> =
 template <>
 inline constexpr int kEnumMax<engine::CancelReplaceMode> =
     Raw(engine::CancelReplaceMode::kAllowFailure);
+template <>
+inline constexpr int kEnumMax<engine::AuthChangeKind> = Raw(engine::AuthChangeKind::kRevokeKey);
 
 static_assert(kEnumMax<CommandType> + 1 == std::variant_size_v<CommandBody>);
-static_assert(Raw(EventType::kListDone) + 1 == std::variant_size_v<EventBody>);
+static_assert(Raw(EventType::kAuthChanged) + 1 == std::variant_size_v<EventBody>);
 
 template <class T>
 struct IsFixed : std::false_type {};
@@ -164,6 +166,10 @@ constexpr void VisitFields(V& v, T& x) {
   } else if constexpr (kIs<T, CancelOrderList>) {
     auto& [account, market, list_id, list_client_order_id] = x;
     v(account, market, list_id, list_client_order_id);
+  } else if constexpr (kIs<T, AuthChange> || kIs<T, AuthChanged>) {
+    // The command and its event carry the same fields.
+    auto& [kind, account, permissions, ed25519, created_ms, subject, secret] = x;
+    v(kind, account, permissions, ed25519, created_ms, subject, secret);
     // Events.
   } else if constexpr (kIs<T, OrderAccepted>) {
     auto& [order_id, terms, quote_qty, locked, client_order_id] = x;
@@ -268,6 +274,12 @@ constexpr void VisitFields(V& v, T& x) {
   } else if constexpr (kIs<T, PendingTransfer>) {
     auto& [id, account, asset, amount, fee, address] = x;
     v(id, account, asset, amount, fee, address);
+  } else if constexpr (kIs<T, ImageAccount>) {
+    auto& [id, created_ms, name] = x;
+    v(id, created_ms, name);
+  } else if constexpr (kIs<T, ImageApiKey>) {
+    auto& [account, created_ms, permissions, ed25519, revoked, key, secret] = x;
+    v(account, created_ms, permissions, ed25519, revoked, key, secret);
   } else if constexpr (kIs<T, ImageAssetTotals>) {
     auto& [supply] = x;
     v(supply);
@@ -497,6 +509,8 @@ static_assert(kImageRecordSize<engine::ImageStop> == 96);
 static_assert(kImageRecordSize<engine::ImageIceberg> == 24);
 static_assert(kImageRecordSize<engine::ImageList> == 56);
 static_assert(kImageRecordSize<engine::OrderPending> == 99);
+static_assert(kImageRecordSize<engine::ImageAccount> == 77);
+static_assert(kImageRecordSize<engine::ImageApiKey> == 145);
 
 constexpr std::size_t kImageHeaderSize = 8 + 2 + 3 * 8;  // magic, version, three u64
 constexpr std::size_t kChecksumSize = 8;
@@ -713,7 +727,8 @@ std::vector<std::byte> EncodeImage(const EngineImage& image) {
       SectionSize<uint64_t>(image.transfers) + SectionSize<uint64_t>(image.pending_transfers) +
       SectionSize<uint32_t>(image.last_prices) + SectionSize<uint64_t>(image.stops) +
       SectionSize<uint64_t>(image.icebergs) + SectionSize<uint64_t>(image.lists) +
-      SectionSize<uint64_t>(image.pending) + kChecksumSize;
+      SectionSize<uint64_t>(image.pending) + SectionSize<uint64_t>(image.accounts) +
+      SectionSize<uint64_t>(image.api_keys) + kChecksumSize;
   std::vector<std::byte> out(size);
   Writer w(out.data());
   w.PutBytes(kImageMagic.data(), kImageMagic.size());
@@ -731,6 +746,8 @@ std::vector<std::byte> EncodeImage(const EngineImage& image) {
   WriteSection<uint64_t>(w, image.icebergs);
   WriteSection<uint64_t>(w, image.lists);
   WriteSection<uint64_t>(w, image.pending);
+  WriteSection<uint64_t>(w, image.accounts);
+  WriteSection<uint64_t>(w, image.api_keys);
   const std::size_t body = size - kChecksumSize;
   MB_CHECK(w.pos() == out.data() + body);
   w.PutUint(static_cast<uint64_t>(XXH3_64bits(out.data(), body)));
@@ -786,6 +803,11 @@ Result<EngineImage> DecodeImage(std::span<const std::byte> in) {
     MB_RETURN_IF_ERROR(ReadSection<uint64_t>("icebergs", kUnbounded, &c, &image.icebergs));
     MB_RETURN_IF_ERROR(ReadSection<uint64_t>("lists", kUnbounded, &c, &image.lists));
     MB_RETURN_IF_ERROR(ReadSection<uint64_t>("pending", kUnbounded, &c, &image.pending));
+  }
+  // Version 3 images end there: no account, no API key.
+  if (version >= 4) {
+    MB_RETURN_IF_ERROR(ReadSection<uint64_t>("accounts", kUnbounded, &c, &image.accounts));
+    MB_RETURN_IF_ERROR(ReadSection<uint64_t>("api_keys", kUnbounded, &c, &image.api_keys));
   }
   if (c.left() != 0) {
     return Corruption("snapshot: " + std::to_string(c.left()) + " unexpected bytes at byte " +

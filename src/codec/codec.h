@@ -42,7 +42,7 @@ namespace mb::codec {
 // lists, so they can't drift from the code.
 // ---------------------------------------------------------------------------
 
-inline constexpr std::array<std::size_t, 12> kCommandSize = {
+inline constexpr std::array<std::size_t, 13> kCommandSize = {
     100,  // kPlaceOrder
     61,   // kCancelOrder
     15,   // kCancelAll
@@ -55,10 +55,11 @@ inline constexpr std::array<std::size_t, 12> kCommandSize = {
     19,   // kResolveTransfer
     282,  // kPlaceOrderList
     60,   // kCancelOrderList
+    154,  // kChangeAuth
 };
 inline constexpr std::size_t kMaxCommandSize = 282;
 
-inline constexpr std::array<std::size_t, 21> kEventSize = {
+inline constexpr std::array<std::size_t, 22> kEventSize = {
     104,  // kOrderAccepted
     78,   // kRejected
     110,  // kTrade
@@ -80,6 +81,7 @@ inline constexpr std::array<std::size_t, 21> kEventSize = {
     93,   // kListAccepted
     116,  // kOrderPending
     31,   // kListDone
+    162,  // kAuthChanged
 };
 inline constexpr std::size_t kMaxEventSize = 177;
 
@@ -154,16 +156,22 @@ inline constexpr std::array<char, 8> kImageMagic = {'M', 'B', 'S', 'N', 'A', 'P'
 // last trade price, the conditional orders waiting for their trigger, the
 // resting icebergs' slices and hidden parts, the order lists not done and
 // their pending orders); a version 2 image ends before them and is still read
-// (no last price, none waiting, no iceberg, no list).
-inline constexpr uint16_t kImageFormatVersion = 3;
+// (no last price, none waiting, no iceberg, no list). Version 4 added the
+// accounts and api_keys sections (the operator's accounts and API keys, as
+// AuthChange made them); a version 3 image ends before them and is still read
+// (no account, no key).
+inline constexpr uint16_t kImageFormatVersion = 4;
 inline constexpr uint16_t kOldestImageFormatVersion = 1;
 // Magic, version, three u64 header fields, six section counts (version 1),
 // checksum.
 inline constexpr std::size_t kMinImageSize = 8 + 2 + 3 * 8 + 2 * 4 + 4 * 8 + 8;
 
 // header | sections (market statuses, asset totals, balances, orders, recent
-// client ids, transfers, pending transfers; each a count then fixed-size records) | u64 XXH3-64 of
-// every byte before it. No compression: the journal layer adds that.
+// client ids, transfers, pending transfers, last prices, stops, icebergs,
+// lists, pending, accounts, API keys; each a count then fixed-size records) |
+// u64 XXH3-64 of every byte before it. No compression: the journal layer adds
+// that. The api_keys section holds the HMAC secrets: an image is as secret as
+// the key store.
 std::vector<std::byte> EncodeImage(const engine::EngineImage& image);
 
 // Checks the magic, the checksum, the version, every count against the bytes

@@ -36,6 +36,9 @@ constexpr uint16_t kU16Max = std::numeric_limits<uint16_t>::max();
 const char* const kId36 = "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
 const char* const kRef64 = "ref-0123456789abcdefghijklmnopqrstuvwxyz-ABCDEFGHIJKLMNOPQRSTUVW";
 const char* const kAddress64 = "mbx:venue-b/0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOP";
+const char* const kName64 = "operator-account-name-0123456789abcdefghijklmnopqrstuvwxyzABCDEF";
+const char* const kKey64 = "mbk_0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWX";
+const char* const kSecret64 = "hmac-secret-0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOP";
 
 // ---------------------------------------------------------------------------
 // Field-by-field equality. The structured bindings fail to compile when a
@@ -163,6 +166,15 @@ auto Tie(const T& x) {
   } else if constexpr (std::is_same_v<T, ImageList>) {
     const auto& [a, b, c, d, e, f, ids] = x;
     return std::tie(a, b, c, d, e, f, ids[0], ids[1], ids[2]);
+  } else if constexpr (std::is_same_v<T, AuthChange> || std::is_same_v<T, AuthChanged>) {
+    const auto& [a, b, c, d, e, f, g] = x;
+    return std::tie(a, b, c, d, e, f, g);
+  } else if constexpr (std::is_same_v<T, ImageAccount>) {
+    const auto& [a, b, c] = x;
+    return std::tie(a, b, c);
+  } else if constexpr (std::is_same_v<T, ImageApiKey>) {
+    const auto& [a, b, c, d, e, f, g] = x;
+    return std::tie(a, b, c, d, e, f, g);
   } else {
     static_assert(sizeof(T) == 0, "no field list for this type");
   }
@@ -192,14 +204,15 @@ bool Equal(const Event& a, const Event& b) {
 
 bool Equal(const EngineImage& a, const EngineImage& b) {
   const auto& [hash, seq, trade, status, totals, balances, orders, client_ids, transfers, pending,
-               last_prices, stops, icebergs, lists, pending_orders] = a;
+               last_prices, stops, icebergs, lists, pending_orders, accounts, api_keys] = a;
   return hash == b.config_hash && seq == b.last_sequence && trade == b.next_trade_id &&
          status == b.market_status && VecEqual(totals, b.asset_totals) &&
          VecEqual(balances, b.balances) && VecEqual(orders, b.orders) &&
          VecEqual(client_ids, b.recent_client_ids) && VecEqual(transfers, b.transfers) &&
          VecEqual(pending, b.pending_transfers) && last_prices == b.last_prices &&
          VecEqual(stops, b.stops) && VecEqual(icebergs, b.icebergs) && VecEqual(lists, b.lists) &&
-         VecEqual(pending_orders, b.pending);
+         VecEqual(pending_orders, b.pending) && VecEqual(accounts, b.accounts) &&
+         VecEqual(api_keys, b.api_keys);
 }
 
 // ---------------------------------------------------------------------------
@@ -358,6 +371,15 @@ Command MakeCommand(CommandType type, bool max) {
     case CommandType::kCancelOrderList:
       c.body = CancelOrderList{AccountId{max ? kU32Max : 33},
                                MarketId{max ? kU16Max : uint16_t{34}}, max ? kU64Max : 35, coid};
+      break;
+    case CommandType::kChangeAuth:
+      c.body = AuthChange{max ? AuthChangeKind::kRevokeKey : AuthChangeKind::kCreateAccount,
+                          AccountId{max ? kU32Max : 36},
+                          uint8_t{max ? uint8_t{0xff} : uint8_t{0}},
+                          max,
+                          max ? kI64Max : kI64Min,
+                          AuthText::From(max ? kKey64 : "k"),
+                          AuthText::From(max ? kSecret64 : "s")};
       break;
   }
   return c;
@@ -544,6 +566,15 @@ Event MakeEvent(EventType type, bool max) {
       e.body = ListDone{max ? kU64Max : 74, AccountId{max ? kU32Max : 75},
                         MarketId{max ? kU16Max : uint16_t{76}}};
       break;
+    case EventType::kAuthChanged:
+      e.body = AuthChanged{max ? AuthChangeKind::kRevokeKey : AuthChangeKind::kCreateKey,
+                           AccountId{max ? kU32Max : 77},
+                           uint8_t{max ? uint8_t{0x80} : uint8_t{1}},
+                           !max,
+                           max ? kI64Min : kI64Max,
+                           AuthText::From(max ? kKey64 : "j"),
+                           AuthText::From(max ? kSecret64 : "t")};
+      break;
   }
   return e;
 }
@@ -553,9 +584,9 @@ constexpr std::size_t kEventTypes = std::variant_size_v<EventBody>;
 
 // Local names: the codec (and its test) must not need engine's types.cc.
 const char* const kCommandNames[kCommandTypes] = {
-    "place_order",  "cancel_order",     "cancel_all",        "amend_order",
-    "deposit",      "withdraw",         "set_market_status", "cancel_replace",
-    "transfer_out", "resolve_transfer", "place_order_list",  "cancel_order_list",
+    "place_order",      "cancel_order",      "cancel_all",     "amend_order",  "deposit",
+    "withdraw",         "set_market_status", "cancel_replace", "transfer_out", "resolve_transfer",
+    "place_order_list", "cancel_order_list", "change_auth",
 };
 const char* const kEventNames[kEventTypes] = {
     "order_accepted",
@@ -579,6 +610,7 @@ const char* const kEventNames[kEventTypes] = {
     "list_accepted",
     "order_pending",
     "list_done",
+    "auth_changed",
 };
 std::string Name(CommandType t) { return kCommandNames[Raw(t)]; }
 std::string Name(EventType t) { return kEventNames[Raw(t)]; }
@@ -693,14 +725,24 @@ EngineImage MakeImage() {
        OrderTerms{AccountId{kU32Max}, MarketId{kU16Max}, Side::kSell, OrderType::kTakeProfitLimit,
                   TimeInForce::kFok, StpMode::kExpireBoth, Price{kI64Max}, Qty{kI64Min}},
        Price{kI64Min}, kI32Min, Qty{kI64Max}, ClientOrderId::From(kId36)}};
+  im.accounts = {{AccountId{1}, 1'700'000'000'000, AuthText::From("alice")},
+                 {AccountId{kU32Max}, kI64Min, AuthText::From(kName64)}};
+  im.api_keys = {{AccountId{1}, 1'700'000'000'001, 0x07, false, false, AuthText::From("k1"),
+                  AuthText::From("s1")},
+                 {AccountId{kU32Max}, kI64Max, 0xff, true, true, AuthText::From(kKey64),
+                  AuthText::From(kSecret64)}};
   return im;
 }
 
 // `im` without what an image of format `version` cannot hold: no pending
 // transfer before version 2; no last price, no waiting order, no iceberg and
-// no order list before 3.
+// no order list before 3; no account and no API key before 4.
 EngineImage HeldBy(uint16_t version, EngineImage im) {
   if (version < 2) im.pending_transfers.clear();
+  if (version < 4) {
+    im.accounts.clear();
+    im.api_keys.clear();
+  }
   if (version < 3) {
     im.last_prices.clear();
     im.stops.clear();
@@ -714,20 +756,25 @@ EngineImage HeldBy(uint16_t version, EngineImage im) {
 // What the sections of image format 3 take when empty: the last_prices (u32),
 // stops, icebergs, lists and pending (u64) counts.
 constexpr std::ptrdiff_t kVersion3Counts = 4 + 4 * 8;
+// The same for format 4: the accounts and api_keys (u64) counts.
+constexpr std::ptrdiff_t kVersion4Counts = 2 * 8;
 
-// The bytes a build of image format `version` (1 or 2) wrote for `im`, which
+// The bytes a build of image format `version` (1 to 3) wrote for `im`, which
 // must hold nothing that version cannot (HeldBy): this build's encoding
 // without the sections added since, under that version. The layouts of the
 // older sections did not change.
 std::vector<std::byte> EncodeOlderImage(uint16_t version, const EngineImage& im) {
-  EXPECT_TRUE(version == 1 || version == 2) << version;
-  EXPECT_TRUE(im.last_prices.empty() && im.stops.empty() && im.icebergs.empty() &&
-              im.lists.empty() && im.pending.empty());
+  EXPECT_TRUE(version >= 1 && version <= 3) << version;
+  EXPECT_TRUE(im.accounts.empty() && im.api_keys.empty());
+  EXPECT_TRUE(version >= 3 || (im.last_prices.empty() && im.stops.empty() && im.icebergs.empty() &&
+                               im.lists.empty() && im.pending.empty()));
   EXPECT_TRUE(version >= 2 || im.pending_transfers.empty());
   std::vector<std::byte> b = EncodeImage(im);
   // The empty sections' counts sit just before the checksum: pending_transfers
-  // (u64, version 2), then those of version 3.
-  const std::ptrdiff_t cut = version == 1 ? 8 + kVersion3Counts : kVersion3Counts;
+  // (u64, version 2), then those of version 3, then those of version 4.
+  std::ptrdiff_t cut = kVersion4Counts;
+  if (version < 3) cut += kVersion3Counts;
+  if (version < 2) cut += 8;
   b.erase(b.end() - 8 - cut, b.end() - 8);
   b[8] = static_cast<std::byte>(version);
   b[9] = std::byte{0};
@@ -823,13 +870,15 @@ TEST(CodecEvent, EveryTypeRoundTrips) {
 TEST(Codec, SizesAreTheDocumentedOnes) {
   // The older event types keep their sizes (old journals hold them); the
   // transfers to other venues (segment format version 3), the conditional
-  // and the iceberg orders and the order lists (version 4) come after them.
-  // Commands are not journaled: PlaceOrder (80 bytes before) and
-  // CancelReplace (133) grew by stop_price, trailing_delta and iceberg_qty.
-  EXPECT_EQ(kCommandSize,
-            (std::array<std::size_t, 12>{100, 61, 15, 114, 88, 88, 12, 153, 161, 19, 282, 60}));
-  EXPECT_EQ(kEventSize, (std::array<std::size_t, 21>{104, 78, 110, 48, 48, 49, 65, 104, 104, 20, 68,
-                                                     177, 47, 40,  44, 48, 40, 56, 93,  116, 31}));
+  // and the iceberg orders and the order lists (version 4), the accounts and
+  // API keys (version 5) come after them. Commands are not journaled:
+  // PlaceOrder (80 bytes before) and CancelReplace (133) grew by stop_price,
+  // trailing_delta and iceberg_qty.
+  EXPECT_EQ(kCommandSize, (std::array<std::size_t, 13>{100, 61, 15, 114, 88, 88, 12, 153, 161, 19,
+                                                       282, 60, 154}));
+  EXPECT_EQ(kEventSize,
+            (std::array<std::size_t, 22>{104, 78, 110, 48, 48, 49, 65, 104, 104, 20, 68,
+                                         177, 47, 40,  44, 48, 40, 56, 93,  116, 31, 162}));
   EXPECT_EQ(kMaxCommandSize, 282u);
   EXPECT_EQ(kMaxEventSize, 177u);
   EXPECT_EQ(EncodedSize(CommandType::kPlaceOrder), 100u);
@@ -848,8 +897,10 @@ TEST(Codec, SizesAreTheDocumentedOnes) {
   EXPECT_EQ(EncodedSize(EventType::kListAccepted), 93u);
   EXPECT_EQ(EncodedSize(EventType::kOrderPending), 116u);
   EXPECT_EQ(EncodedSize(EventType::kListDone), 31u);
-  EXPECT_EQ(EncodedSize(static_cast<CommandType>(12)), 0u);
-  EXPECT_EQ(EncodedSize(static_cast<EventType>(21)), 0u);
+  EXPECT_EQ(EncodedSize(CommandType::kChangeAuth), 154u);
+  EXPECT_EQ(EncodedSize(EventType::kAuthChanged), 162u);
+  EXPECT_EQ(EncodedSize(static_cast<CommandType>(13)), 0u);
+  EXPECT_EQ(EncodedSize(static_cast<EventType>(22)), 0u);
 }
 
 TEST(Codec, StreamOfRecordsDecodesInOrder) {
@@ -929,14 +980,14 @@ TEST(Codec, EveryTruncationIsTruncated) {
 }
 
 TEST(Codec, UnknownTypeIsRejected) {
-  for (unsigned t : {12u, 13u, 100u, 255u}) {
+  for (unsigned t : {13u, 14u, 100u, 255u}) {
     auto bytes = EncodeToVector(MakeCommand(CommandType::kPlaceOrder, true));
     bytes[0] = static_cast<std::byte>(t);
     Command c;
     EXPECT_EQ(Decode(bytes, &c).error, DecodeError::kUnknownType) << t;
     EXPECT_EQ(Decode(std::span(bytes).first(1), &c).error, DecodeError::kUnknownType) << t;
   }
-  for (unsigned t : {21u, 22u, 200u, 255u}) {
+  for (unsigned t : {22u, 23u, 200u, 255u}) {
     auto bytes = EncodeToVector(MakeEvent(EventType::kTrade, true));
     bytes[0] = static_cast<std::byte>(t);
     Event e;
@@ -968,6 +1019,7 @@ constexpr uint8_t kTo = Raw(CommandType::kTransferOut);
 constexpr uint8_t kRt = Raw(CommandType::kResolveTransfer);
 constexpr uint8_t kPl = Raw(CommandType::kPlaceOrderList);
 constexpr uint8_t kCl = Raw(CommandType::kCancelOrderList);
+constexpr uint8_t kCa = Raw(CommandType::kChangeAuth);
 constexpr uint8_t kTh = Raw(EventType::kTransferHeld);
 constexpr uint8_t kTr = Raw(EventType::kTransferRefunded);
 constexpr uint8_t kOa = Raw(EventType::kOrderArmed);
@@ -976,6 +1028,7 @@ constexpr uint8_t kIa = Raw(EventType::kIcebergAccepted);
 constexpr uint8_t kIr = Raw(EventType::kIcebergRefilled);
 constexpr uint8_t kLa = Raw(EventType::kListAccepted);
 constexpr uint8_t kOp = Raw(EventType::kOrderPending);
+constexpr uint8_t kAc = Raw(EventType::kAuthChanged);
 
 // Offsets as in docs/journal_format.md.
 const Site kSites[] = {
@@ -1037,14 +1090,22 @@ const Site kSites[] = {
     {false, kPl, 273, Kind::kPad, 0, "PlaceOrderList.orders[2].client_order_id last pad"},
     {false, kCl, 15, Kind::kStrLen, 36, "CancelOrderList.list_client_order_id.len"},
     {false, kCl, 51, Kind::kPad, 0, "CancelOrderList.list_client_order_id last pad"},
+    {false, kCa, 1, Kind::kEnum, 2, "AuthChange.kind"},
+    {false, kCa, 7, Kind::kBool, 1, "AuthChange.ed25519"},
+    {false, kCa, 16, Kind::kStrLen, 64, "AuthChange.subject.len"},
+    {false, kCa, 18, Kind::kPad, 0, "AuthChange.subject first pad"},
+    {false, kCa, 80, Kind::kPad, 0, "AuthChange.subject last pad"},
+    {false, kCa, 81, Kind::kStrLen, 64, "AuthChange.secret.len"},
+    {false, kCa, 83, Kind::kPad, 0, "AuthChange.secret first pad"},
+    {false, kCa, 145, Kind::kPad, 0, "AuthChange.secret last pad"},
     {true, 0, 31, Kind::kEnum, 1, "OrderAccepted.side"},
     {true, 0, 32, Kind::kEnum, 6, "OrderAccepted.type"},
     {true, 0, 33, Kind::kEnum, 2, "OrderAccepted.tif"},
     {true, 0, 34, Kind::kEnum, 3, "OrderAccepted.stp"},
     {true, 0, 67, Kind::kStrLen, 36, "OrderAccepted.client_order_id.len"},
     {true, 0, 103, Kind::kPad, 0, "OrderAccepted.client_order_id last pad"},
-    {true, 1, 17, Kind::kEnum, 11, "Rejected.command"},
-    {true, 1, 18, Kind::kEnum, 28, "Rejected.reason"},
+    {true, 1, 17, Kind::kEnum, 12, "Rejected.command"},
+    {true, 1, 18, Kind::kEnum, 33, "Rejected.reason"},
     {true, 1, 41, Kind::kStrLen, 36, "Rejected.client_order_id.len"},
     {true, 1, 43, Kind::kPad, 0, "Rejected.client_order_id first pad"},
     {true, 2, 27, Kind::kEnum, 1, "Trade.taker_side"},
@@ -1082,6 +1143,14 @@ const Site kSites[] = {
     {true, kOp, 42, Kind::kEnum, 3, "OrderPending.stp"},
     {true, kOp, 79, Kind::kStrLen, 36, "OrderPending.client_order_id.len"},
     {true, kOp, 115, Kind::kPad, 0, "OrderPending.client_order_id last pad"},
+    {true, kAc, 17, Kind::kEnum, 2, "AuthChanged.kind"},
+    {true, kAc, 23, Kind::kBool, 1, "AuthChanged.ed25519"},
+    {true, kAc, 32, Kind::kStrLen, 64, "AuthChanged.subject.len"},
+    {true, kAc, 34, Kind::kPad, 0, "AuthChanged.subject first pad"},
+    {true, kAc, 96, Kind::kPad, 0, "AuthChanged.subject last pad"},
+    {true, kAc, 97, Kind::kStrLen, 64, "AuthChanged.secret.len"},
+    {true, kAc, 99, Kind::kPad, 0, "AuthChanged.secret first pad"},
+    {true, kAc, 161, Kind::kPad, 0, "AuthChanged.secret last pad"},
 };
 
 // Decodes `bytes` as the site's kind of record.
@@ -1555,6 +1624,95 @@ TEST(CodecGolden, OrderListEvents) {
   }
 }
 
+// The accounts and API keys: the command and its event carry the same fields
+// (kind, account, permissions, ed25519, created_ms, subject, secret).
+TEST(CodecGolden, AuthChangeAndAuthChanged) {
+  const AuthChange change{
+      AuthChangeKind::kCreateKey, AccountId{0x01020304}, 0x05, true, 0x1112131415161718,
+      AuthText::From("key"),      AuthText::From("sec")};
+  const Command c{0x3132333435363738, change};
+  const std::string fields =
+      "01"        // kind kCreateKey
+      "04030201"  // account
+      "05"
+      "01"                // permissions ed25519
+      "1817161514131211"  // created_ms
+      "03"
+      "6b6579" +
+      std::string(61 * 2, '0') +  // subject "key"
+      "03"
+      "736563" +
+      std::string(61 * 2, '0');                                           // secret "sec"
+  const std::string golden_command = "0c" + fields + "3837363534333231";  // timestamp
+  const Event e{Sequence{0xa1a2a3a4a5a6a7a8}, 0x0b0c0d0e0f101112,
+                AuthChanged{change.kind, change.account, change.permissions, change.ed25519,
+                            change.created_ms, change.subject, change.secret}};
+  const std::string golden_event =
+      "15"
+      "a8a7a6a5a4a3a2a1"
+      "1211100f0e0d0c0b" +  // seq, timestamp
+      fields;
+  ASSERT_EQ(golden_command.size(), 2 * 154u);
+  ASSERT_EQ(golden_event.size(), 2 * 162u);
+  EXPECT_EQ(Hex(EncodeToVector(c)), golden_command);
+  Command dc;
+  ASSERT_TRUE(DecodeExact(FromHex(golden_command), &dc).ok());
+  EXPECT_TRUE(Equal(c, dc));
+  EXPECT_EQ(Hex(EncodeToVector(e)), golden_event);
+  Event de;
+  ASSERT_TRUE(DecodeExact(FromHex(golden_event), &de).ok());
+  EXPECT_TRUE(Equal(e, de));
+
+  // A new account (its id the engine's) and a revoked key, secret empty:
+  // 65 zero bytes.
+  const Event created{Sequence{1}, 2,
+                      AuthChanged{AuthChangeKind::kCreateAccount, AccountId{7}, 0, false, -1,
+                                  AuthText::From("ops"), AuthText{}}};
+  EXPECT_EQ(Hex(EncodeToVector(created)),
+            "15"
+            "0100000000000000"
+            "0200000000000000"
+            "00"
+            "07000000"
+            "00"
+            "00"
+            "ffffffffffffffff"
+            "03"
+            "6f7073" +
+                std::string(61 * 2, '0') + std::string(65 * 2, '0'));
+  const Command revoke{3, AuthChange{AuthChangeKind::kRevokeKey, AccountId{0}, 0, false, 4,
+                                     AuthText::From("k"), AuthText{}}};
+  const auto revoke_bytes = EncodeToVector(revoke);
+  EXPECT_EQ(revoke_bytes[1], std::byte{2});
+  Command d;
+  ASSERT_TRUE(DecodeExact(revoke_bytes, &d).ok());
+  EXPECT_TRUE(Equal(revoke, d));
+}
+
+// A kind beyond kRevokeKey and an ed25519 byte other than 0 / 1 are refused,
+// in the command and in the event (kSites covers every validated byte).
+TEST(Codec, AuthChangeRefusesBadKindAndBool) {
+  auto command = EncodeToVector(MakeCommand(CommandType::kChangeAuth, true));
+  auto event = EncodeToVector(MakeEvent(EventType::kAuthChanged, true));
+  Command c;
+  Event e;
+  ASSERT_TRUE(DecodeExact(command, &c).ok());
+  ASSERT_TRUE(DecodeExact(event, &e).ok());
+  command[1] = std::byte{3};
+  event[17] = std::byte{3};
+  EXPECT_EQ(DecodeExact(command, &c).error, DecodeError::kBadEnum);
+  EXPECT_EQ(DecodeExact(event, &e).error, DecodeError::kBadEnum);
+  command = EncodeToVector(MakeCommand(CommandType::kChangeAuth, true));
+  event = EncodeToVector(MakeEvent(EventType::kAuthChanged, true));
+  command[7] = std::byte{2};
+  event[23] = std::byte{2};
+  EXPECT_EQ(DecodeExact(command, &c).error, DecodeError::kBadBool);
+  EXPECT_EQ(DecodeExact(event, &e).error, DecodeError::kBadBool);
+  // The samples are untouched by the refusals.
+  EXPECT_TRUE(Equal(c, MakeCommand(CommandType::kChangeAuth, true)));
+  EXPECT_TRUE(Equal(e, MakeEvent(EventType::kAuthChanged, true)));
+}
+
 // Commands are not journaled: the conditional and iceberg orders' fields went
 // into PlaceOrder and CancelReplace in place, after the client order id.
 // Cutting them out gives back the layout of every build before, byte for
@@ -1634,6 +1792,31 @@ TEST(CodecGolden, FingerprintBeforeTheConditionalOrdersIsUnchanged) {
       << std::hex << "0x" << XXH3_64bits(all.data(), all.size());
 }
 
+// The same over every sample of the record types that existed before the
+// accounts and API keys, and over the version-3 image of MakeImage: the value
+// the build before them computed.
+TEST(CodecGolden, FingerprintBeforeTheAccountsIsUnchanged) {
+  std::vector<std::byte> all;
+  for (const Command& c : AllCommands()) {
+    if (Raw(c.type()) > Raw(CommandType::kCancelOrderList)) continue;
+    const auto b = EncodeToVector(c);
+    all.insert(all.end(), b.begin(), b.end());
+  }
+  for (const Event& e : AllEvents()) {
+    if (Raw(e.type()) > Raw(EventType::kListDone)) continue;
+    const auto b = EncodeToVector(e);
+    all.insert(all.end(), b.begin(), b.end());
+  }
+  const auto image = EncodeOlderImage(3, HeldBy(3, MakeImage()));
+  all.insert(all.end(), image.begin(), image.end());
+  EXPECT_EQ(all.size(), 2 * (100 + 61 + 15 + 114 + 88 + 88 + 12 + 153 + 161 + 19 + 282 + 60) +
+                            2 * (104 + 78 + 110 + 48 + 48 + 49 + 65 + 104 + 104 + 20 + 68 + 177 +
+                                 47 + 40 + 44 + 48 + 40 + 56 + 93 + 116 + 31) +
+                            image.size());
+  EXPECT_EQ(XXH3_64bits(all.data(), all.size()), 0x2c343cec7aae9e6fULL)
+      << std::hex << "0x" << XXH3_64bits(all.data(), all.size());
+}
+
 // One number over every sample of every type: catches a layout change in the
 // record types the goldens above don't spell out.
 TEST(CodecGolden, FingerprintOfAllSamples) {
@@ -1648,11 +1831,11 @@ TEST(CodecGolden, FingerprintOfAllSamples) {
   }
   const auto image = EncodeImage(MakeImage());
   all.insert(all.end(), image.begin(), image.end());
-  EXPECT_EQ(all.size(), 2 * (100 + 61 + 15 + 114 + 88 + 88 + 12 + 153 + 161 + 19 + 282 + 60) +
+  EXPECT_EQ(all.size(), 2 * (100 + 61 + 15 + 114 + 88 + 88 + 12 + 153 + 161 + 19 + 282 + 60 + 154) +
                             2 * (104 + 78 + 110 + 48 + 48 + 49 + 65 + 104 + 104 + 20 + 68 + 177 +
-                                 47 + 40 + 44 + 48 + 40 + 56 + 93 + 116 + 31) +
+                                 47 + 40 + 44 + 48 + 40 + 56 + 93 + 116 + 31 + 162) +
                             image.size());
-  EXPECT_EQ(XXH3_64bits(all.data(), all.size()), 0x2c343cec7aae9e6fULL)
+  EXPECT_EQ(XXH3_64bits(all.data(), all.size()), 0x199f3c843d540882ULL)
       << std::hex << "0x" << XXH3_64bits(all.data(), all.size());
 }
 
@@ -1662,19 +1845,21 @@ TEST(CodecGolden, FingerprintOfAllSamples) {
 
 // Offsets of the image built by MakeImage (see journal_format.md).
 constexpr std::size_t kHeader = 34;
-constexpr std::size_t kMarketCountAt = kHeader;                       // u32, 3 statuses follow
-constexpr std::size_t kAssetCountAt = kMarketCountAt + 4 + 3;         // u32, 2 x 8 follow
-constexpr std::size_t kBalanceCountAt = kAssetCountAt + 4 + 16;       // u64, 2 x 22 follow
-constexpr std::size_t kOrderCountAt = kBalanceCountAt + 8 + 44;       // u64, 2 x 75 follow
-constexpr std::size_t kClientIdCountAt = kOrderCountAt + 8 + 150;     // u64, 2 x 28 follow
-constexpr std::size_t kTransferCountAt = kClientIdCountAt + 8 + 56;   // u64, 2 x 24 follow
-constexpr std::size_t kPendingCountAt = kTransferCountAt + 8 + 48;    // u64, 2 x 95 follow
-constexpr std::size_t kLastPriceCountAt = kPendingCountAt + 8 + 190;  // u32, 3 x 8 follow
-constexpr std::size_t kStopCountAt = kLastPriceCountAt + 4 + 24;      // u64, 2 x 96 follow
-constexpr std::size_t kIcebergCountAt = kStopCountAt + 8 + 192;       // u64, 2 x 24 follow
-constexpr std::size_t kListCountAt = kIcebergCountAt + 8 + 48;        // u64, 2 x 56 follow
-constexpr std::size_t kPendingOrderCountAt = kListCountAt + 8 + 112;  // u64, 2 x 99 follow
-constexpr std::size_t kImageSize = kPendingOrderCountAt + 8 + 198 + 8;
+constexpr std::size_t kMarketCountAt = kHeader;                          // u32, 3 statuses follow
+constexpr std::size_t kAssetCountAt = kMarketCountAt + 4 + 3;            // u32, 2 x 8 follow
+constexpr std::size_t kBalanceCountAt = kAssetCountAt + 4 + 16;          // u64, 2 x 22 follow
+constexpr std::size_t kOrderCountAt = kBalanceCountAt + 8 + 44;          // u64, 2 x 75 follow
+constexpr std::size_t kClientIdCountAt = kOrderCountAt + 8 + 150;        // u64, 2 x 28 follow
+constexpr std::size_t kTransferCountAt = kClientIdCountAt + 8 + 56;      // u64, 2 x 24 follow
+constexpr std::size_t kPendingCountAt = kTransferCountAt + 8 + 48;       // u64, 2 x 95 follow
+constexpr std::size_t kLastPriceCountAt = kPendingCountAt + 8 + 190;     // u32, 3 x 8 follow
+constexpr std::size_t kStopCountAt = kLastPriceCountAt + 4 + 24;         // u64, 2 x 96 follow
+constexpr std::size_t kIcebergCountAt = kStopCountAt + 8 + 192;          // u64, 2 x 24 follow
+constexpr std::size_t kListCountAt = kIcebergCountAt + 8 + 48;           // u64, 2 x 56 follow
+constexpr std::size_t kPendingOrderCountAt = kListCountAt + 8 + 112;     // u64, 2 x 99 follow
+constexpr std::size_t kAccountCountAt = kPendingOrderCountAt + 8 + 198;  // u64, 2 x 77 follow
+constexpr std::size_t kApiKeyCountAt = kAccountCountAt + 8 + 154;        // u64, 2 x 145 follow
+constexpr std::size_t kImageSize = kApiKeyCountAt + 8 + 290 + 8;
 
 TEST(CodecImage, RoundTrips) {
   const EngineImage im = MakeImage();
@@ -1690,9 +1875,9 @@ TEST(CodecImage, RoundTrips) {
 TEST(CodecImage, EmptyImageRoundTrips) {
   const EngineImage im;
   const auto bytes = EncodeImage(im);
-  // A version-3 image: the pending_transfers count, then the counts of
-  // version 3.
-  EXPECT_EQ(bytes.size(), kMinImageSize + 8 + kVersion3Counts);
+  // A version-4 image: the pending_transfers count, then the counts of
+  // versions 3 and 4.
+  EXPECT_EQ(bytes.size(), kMinImageSize + 8 + kVersion3Counts + kVersion4Counts);
   auto decoded = DecodeImage(bytes);
   ASSERT_TRUE(decoded.ok()) << decoded.status().message();
   EXPECT_TRUE(Equal(im, *decoded));
@@ -1740,9 +1925,9 @@ TEST(CodecImage, BadMagicAndVersion) {
   EXPECT_NE(r.status().message().find("bad magic"), std::string::npos) << r.status().message();
 
   b = EncodeImage(MakeImage());
-  EXPECT_EQ(b[8], std::byte{3});  // this build writes version 3
+  EXPECT_EQ(b[8], std::byte{4});  // this build writes version 4
   EXPECT_EQ(b[9], std::byte{0});
-  for (uint16_t version : {uint16_t{0}, uint16_t{4}, uint16_t{0x0103}}) {
+  for (uint16_t version : {uint16_t{0}, uint16_t{5}, uint16_t{0x0104}}) {
     SCOPED_TRACE(version);
     b = EncodeImage(MakeImage());
     b[8] = static_cast<std::byte>(version & 0xff);
@@ -1754,7 +1939,7 @@ TEST(CodecImage, BadMagicAndVersion) {
     EXPECT_NE(r.status().message().find("format version " + std::to_string(version)),
               std::string::npos)
         << r.status().message();
-    EXPECT_NE(r.status().message().find("reads 1 to 3"), std::string::npos) << r.status().message();
+    EXPECT_NE(r.status().message().find("reads 1 to 4"), std::string::npos) << r.status().message();
   }
 }
 
@@ -1768,11 +1953,11 @@ TEST(CodecImage, Version1ImageDecodesWithNoPendingTransfers) {
   ASSERT_TRUE(decoded.ok()) << decoded.status().message();
   EXPECT_TRUE(decoded->pending_transfers.empty());
   EXPECT_TRUE(Equal(im, *decoded));
-  // Written again, it is a version-3 image of the same state.
-  const auto v3 = EncodeImage(*decoded);
-  EXPECT_EQ(v3[8], std::byte{3});
-  EXPECT_EQ(v3.size(), v1.size() + 8 + kVersion3Counts);
-  auto again = DecodeImage(v3);
+  // Written again, it is a version-4 image of the same state.
+  const auto v4 = EncodeImage(*decoded);
+  EXPECT_EQ(v4[8], std::byte{4});
+  EXPECT_EQ(v4.size(), v1.size() + 8 + kVersion3Counts + kVersion4Counts);
+  auto again = DecodeImage(v4);
   ASSERT_TRUE(again.ok()) << again.status().message();
   EXPECT_TRUE(Equal(im, *again));
 
@@ -1818,17 +2003,19 @@ TEST(CodecImage, Version2ImageDecodesWithNoLastPricesOrStops) {
   EXPECT_TRUE(decoded->icebergs.empty());
   EXPECT_TRUE(decoded->lists.empty());
   EXPECT_TRUE(decoded->pending.empty());
+  EXPECT_TRUE(decoded->accounts.empty());
+  EXPECT_TRUE(decoded->api_keys.empty());
   EXPECT_TRUE(Equal(im, *decoded));
-  // Written again, it is a version-3 image of the same state: the same bytes,
+  // Written again, it is a version-4 image of the same state: the same bytes,
   // then the empty counts.
-  const auto v3 = EncodeImage(*decoded);
-  EXPECT_EQ(v3[8], std::byte{3});
-  ASSERT_EQ(v3.size(), v2.size() + kVersion3Counts);
-  EXPECT_EQ(Hex(std::span(v3).subspan(10, v2.size() - 18)),
+  const auto v4 = EncodeImage(*decoded);
+  EXPECT_EQ(v4[8], std::byte{4});
+  ASSERT_EQ(v4.size(), v2.size() + kVersion3Counts + kVersion4Counts);
+  EXPECT_EQ(Hex(std::span(v4).subspan(10, v2.size() - 18)),
             Hex(std::span(v2).subspan(10, v2.size() - 18)));
-  EXPECT_EQ(Hex(std::span(v3).subspan(v2.size() - 8, kVersion3Counts)),
-            std::string(2 * kVersion3Counts, '0'));
-  auto again = DecodeImage(v3);
+  EXPECT_EQ(Hex(std::span(v4).subspan(v2.size() - 8, kVersion3Counts + kVersion4Counts)),
+            std::string(2 * (kVersion3Counts + kVersion4Counts), '0'));
+  auto again = DecodeImage(v4);
   ASSERT_TRUE(again.ok()) << again.status().message();
   EXPECT_TRUE(Equal(im, *again));
 
@@ -1841,7 +2028,7 @@ TEST(CodecImage, Version2ImageDecodesWithNoLastPricesOrStops) {
 
   // Version 2 with the sections of version 3: bytes a version-2 image cannot
   // hold.
-  auto b = EncodeImage(MakeImage());
+  auto b = EncodeOlderImage(3, HeldBy(3, MakeImage()));
   b[8] = std::byte{2};
   Reseal(&b);
   auto r = DecodeImage(b);
@@ -1849,7 +2036,7 @@ TEST(CodecImage, Version2ImageDecodesWithNoLastPricesOrStops) {
   EXPECT_NE(r.status().message().find("unexpected bytes"), std::string::npos)
       << r.status().message();
   // Even empty ones.
-  b = EncodeImage(im);
+  b = EncodeOlderImage(3, im);
   b[8] = std::byte{2};
   Reseal(&b);
   r = DecodeImage(b);
@@ -1873,13 +2060,82 @@ TEST(CodecImage, Version2ImageDecodesWithNoLastPricesOrStops) {
                                                          {"pending count", 8}};
   for (const auto& [count, cut] : cuts) {
     SCOPED_TRACE(count);
-    b = EncodeImage(im);
+    b = EncodeOlderImage(3, im);
     b.erase(b.end() - 8 - cut, b.end() - 8);
     Reseal(&b);
     r = DecodeImage(b);
     ASSERT_FALSE(r.ok());
     EXPECT_NE(r.status().message().find(count), std::string::npos) << r.status().message();
   }
+}
+
+// A version-3 image (written before the accounts and API keys) ends after the
+// pending section: it still decodes, with no account and no key.
+TEST(CodecImage, Version3ImageDecodesWithNoAccountsOrKeys) {
+  const EngineImage im = HeldBy(3, MakeImage());
+  ASSERT_FALSE(im.stops.empty());
+  ASSERT_FALSE(im.pending.empty());
+  const auto v3 = EncodeOlderImage(3, im);
+  ASSERT_EQ(v3.size(), kAccountCountAt + 8);
+  EXPECT_EQ(v3[8], std::byte{3});
+  EXPECT_EQ(v3[9], std::byte{0});
+  auto decoded = DecodeImage(v3);
+  ASSERT_TRUE(decoded.ok()) << decoded.status().message();
+  EXPECT_TRUE(decoded->accounts.empty());
+  EXPECT_TRUE(decoded->api_keys.empty());
+  EXPECT_EQ(decoded->last_prices, im.last_prices);
+  EXPECT_TRUE(Equal(im, *decoded));
+  // Written again, it is a version-4 image of the same state: the same bytes,
+  // then the two empty counts.
+  const auto v4 = EncodeImage(*decoded);
+  EXPECT_EQ(v4[8], std::byte{4});
+  ASSERT_EQ(v4.size(), v3.size() + kVersion4Counts);
+  EXPECT_EQ(Hex(std::span(v4).subspan(10, v3.size() - 18)),
+            Hex(std::span(v3).subspan(10, v3.size() - 18)));
+  EXPECT_EQ(Hex(std::span(v4).subspan(v3.size() - 8, kVersion4Counts)),
+            std::string(2 * kVersion4Counts, '0'));
+  auto again = DecodeImage(v4);
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_TRUE(Equal(im, *again));
+
+  // The empty image too.
+  const auto empty_v3 = EncodeOlderImage(3, EngineImage{});
+  EXPECT_EQ(empty_v3.size(), kMinImageSize + 8 + kVersion3Counts);
+  auto empty = DecodeImage(empty_v3);
+  ASSERT_TRUE(empty.ok()) << empty.status().message();
+  EXPECT_TRUE(Equal(EngineImage{}, *empty));
+
+  // Version 3 with the sections of version 4: bytes a version-3 image cannot
+  // hold, even empty ones.
+  auto b = EncodeImage(MakeImage());
+  b[8] = std::byte{3};
+  Reseal(&b);
+  auto r = DecodeImage(b);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("unexpected bytes"), std::string::npos)
+      << r.status().message();
+  b = EncodeImage(im);
+  b[8] = std::byte{3};
+  Reseal(&b);
+  r = DecodeImage(b);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find(std::to_string(kVersion4Counts) + " unexpected bytes"),
+            std::string::npos)
+      << r.status().message();
+  // Version 4 without them: truncated before the accounts count.
+  b = v3;
+  b[8] = std::byte{4};
+  Reseal(&b);
+  r = DecodeImage(b);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("accounts count"), std::string::npos) << r.status().message();
+  // Version 4 that ends after the accounts: truncated before the api_keys count.
+  b = EncodeImage(im);
+  b.erase(b.end() - 8 - 8, b.end() - 8);
+  Reseal(&b);
+  r = DecodeImage(b);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("api_keys count"), std::string::npos) << r.status().message();
 }
 
 // The pending_transfers section: a u64 count, then 95-byte records (id u64,
@@ -2005,6 +2261,60 @@ TEST(CodecImage, Version3SectionsLayout) {
   EXPECT_EQ(decoded->pending[1].client_order_id.view(), kId36);
 }
 
+// The accounts section: a u64 count, then 77-byte records (id u32, created_ms
+// i64, name str<64>). The api_keys section: a u64 count, then 145-byte
+// records (account u32, created_ms i64, permissions u8, ed25519 bool, revoked
+// bool, key str<64>, secret str<64>).
+TEST(CodecImage, Version4SectionsLayout) {
+  const EngineImage im = MakeImage();
+  const auto b = EncodeImage(im);
+  ASSERT_EQ(b.size(), kImageSize);
+  EXPECT_EQ(Hex(std::span(b).subspan(kAccountCountAt, 8 + 77)),
+            "0200000000000000"
+            "01000000"
+            "0068e5cf8b010000"  // id 1, created_ms 1'700'000'000'000
+            "05"
+            "616c696365" +
+                std::string(59 * 2, '0'));  // name "alice"
+  // The second account: id kU32Max, created_ms kI64Min, a 64-byte name.
+  EXPECT_EQ(Hex(std::span(b).subspan(kAccountCountAt + 8 + 77, 13)),
+            "ffffffff"
+            "0000000000000080"
+            "40");
+  EXPECT_EQ(Hex(std::span(b).subspan(kApiKeyCountAt, 8 + 145)),
+            "0200000000000000"
+            "01000000"
+            "0168e5cf8b010000"  // account 1, created_ms 1'700'000'000'001
+            "07"
+            "00"
+            "00"  // permissions ed25519 revoked
+            "02"
+            "6b31" +
+                std::string(62 * 2, '0') +  // key "k1"
+                "02"
+                "7331" +
+                std::string(62 * 2, '0'));  // secret "s1"
+  // The second key's fixed fields: kU32Max, kI64Max, 0xff, true, true.
+  EXPECT_EQ(Hex(std::span(b).subspan(kApiKeyCountAt + 8 + 145, 16)),
+            "ffffffff"
+            "ffffffffffffff7f"
+            "ff"
+            "01"
+            "01"
+            "40");
+  auto decoded = DecodeImage(b);
+  ASSERT_TRUE(decoded.ok()) << decoded.status().message();
+  ASSERT_EQ(decoded->accounts.size(), 2u);
+  EXPECT_TRUE(VecEqual(decoded->accounts, im.accounts));
+  EXPECT_EQ(decoded->accounts[1].name.view(), kName64);
+  ASSERT_EQ(decoded->api_keys.size(), 2u);
+  EXPECT_TRUE(VecEqual(decoded->api_keys, im.api_keys));
+  EXPECT_EQ(decoded->api_keys[1].key.view(), kKey64);
+  EXPECT_EQ(decoded->api_keys[1].secret.view(), kSecret64);
+  EXPECT_TRUE(decoded->api_keys[1].revoked);
+  EXPECT_FALSE(decoded->api_keys[0].revoked);
+}
+
 // Decodes with the allocation probe on; returns the largest single allocation.
 std::size_t LargestAllocationDuring(const std::vector<std::byte>& b, Status* status) {
   mb::testing::g_largest_allocation.store(0);
@@ -2020,7 +2330,7 @@ std::size_t LargestAllocationDuring(const std::vector<std::byte>& b, Status* sta
 constexpr uint64_t JustAbove(std::size_t count_at, std::size_t count_size, std::size_t record) {
   return (kImageSize - 8 - count_at - count_size) / record + 1;
 }
-static_assert(JustAbove(kPendingOrderCountAt, 8, 99) == 3);  // two records follow, exactly
+static_assert(JustAbove(kApiKeyCountAt, 8, 145) == 3);  // two records follow, exactly
 
 TEST(CodecImage, HugeCountIsRefusedWithoutAllocating) {
   const auto good = EncodeImage(MakeImage());
@@ -2054,6 +2364,10 @@ TEST(CodecImage, HugeCountIsRefusedWithoutAllocating) {
       {kPendingOrderCountAt, false, JustAbove(kPendingOrderCountAt, 8, 99), "pending count",
        kBytesLeft},
       {kPendingOrderCountAt, false, kU64Max, "pending count", kBytesLeft},
+      {kAccountCountAt, false, JustAbove(kAccountCountAt, 8, 77), "accounts count", kBytesLeft},
+      {kAccountCountAt, false, kU64Max, "accounts count", kBytesLeft},
+      {kApiKeyCountAt, false, JustAbove(kApiKeyCountAt, 8, 145), "api_keys count", kBytesLeft},
+      {kApiKeyCountAt, false, kU64Max / 145 + 1, "api_keys count", kBytesLeft},
       {kAssetCountAt, true, kU32Max, "asset_totals count", kIdSpace},
       {kMarketCountAt, true, 70'000, "market_status count", kIdSpace},
   };
@@ -2206,6 +2520,42 @@ TEST(CodecImage, BadFieldInsideARecordIsNamed) {
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("pending[0]"), std::string::npos) << r.status().message();
   EXPECT_NE(r.status().message().find("string"), std::string::npos) << r.status().message();
+
+  // The second account's name length, above its capacity.
+  b = EncodeImage(MakeImage());
+  const std::size_t name_len = kAccountCountAt + 8 + 77 + 12;
+  ASSERT_EQ(b[name_len], std::byte{64});
+  b[name_len] = std::byte{65};
+  Reseal(&b);
+  r = DecodeImage(b);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("accounts[1]"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("string"), std::string::npos) << r.status().message();
+  // The first key's ed25519 and revoked flags, neither 0 nor 1.
+  for (const std::size_t flag : {std::size_t{13}, std::size_t{14}}) {
+    SCOPED_TRACE(flag);
+    b = EncodeImage(MakeImage());
+    const std::size_t at = kApiKeyCountAt + 8 + flag;
+    ASSERT_EQ(b[at], std::byte{0});
+    ASSERT_EQ(b[at + 145], std::byte{1});
+    b[at] = std::byte{2};
+    Reseal(&b);
+    r = DecodeImage(b);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find("api_keys[0]"), std::string::npos) << r.status().message();
+    EXPECT_NE(r.status().message().find("bool"), std::string::npos) << r.status().message();
+  }
+  // The first key's secret: a non-zero padding byte.
+  b = EncodeImage(MakeImage());
+  const std::size_t secret_pad = kApiKeyCountAt + 8 + 80 + 3;
+  ASSERT_EQ(b[secret_pad - 3], std::byte{2});  // its length: "s1"
+  ASSERT_EQ(b[secret_pad], std::byte{0});
+  b[secret_pad] = std::byte{'z'};
+  Reseal(&b);
+  r = DecodeImage(b);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("api_keys[0]"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("string"), std::string::npos) << r.status().message();
 }
 
 TEST(CodecImage, TrailingBytesBeforeTheChecksumAreRefused) {
@@ -2273,6 +2623,7 @@ TEST(FuzzCorpus, SeedsDecode) {
     write("image_empty", EncodeImage(EngineImage{}));
     write("image_v1_small", EncodeOlderImage(1, HeldBy(1, MakeImage())));
     write("image_v2_small", EncodeOlderImage(2, HeldBy(2, MakeImage())));
+    write("image_v3_small", EncodeOlderImage(3, HeldBy(3, MakeImage())));
     return;
   }
   const std::filesystem::path dir = std::filesystem::path(MB_SOURCE_DIR) / "src/codec/fuzz_corpus";

@@ -179,10 +179,25 @@ struct CancelOrderList {
   ClientOrderId list_client_order_id{};
 };
 
+// An account or an API key is created, or a key revoked (AuthChangeKind).
+// The gateway makes the key and the secret; the engine only checks and
+// records them, so a replay gives the same store. The account of
+// kCreateAccount is the engine's to choose (the next id): the command's is
+// ignored.
+struct AuthChange {
+  AuthChangeKind kind = AuthChangeKind::kCreateAccount;
+  AccountId account{};      // kCreateKey: the key's account
+  uint8_t permissions = 0;  // kCreateKey: the key's Permission bits (gateway/auth.h)
+  bool ed25519 = false;     // kCreateKey: `secret` is the base64 Ed25519 public key
+  int64_t created_ms = 0;   // wall time in ms, as the operator API reports it
+  AuthText subject{};       // kCreateAccount: the name; else the API key
+  AuthText secret{};        // kCreateKey: the HMAC secret or the Ed25519 public key
+};
+
 // Variant index == CommandType.
-using CommandBody =
-    std::variant<PlaceOrder, CancelOrder, CancelAll, AmendOrder, Deposit, Withdraw, SetMarketStatus,
-                 CancelReplace, TransferOut, ResolveTransfer, PlaceOrderList, CancelOrderList>;
+using CommandBody = std::variant<PlaceOrder, CancelOrder, CancelAll, AmendOrder, Deposit, Withdraw,
+                                 SetMarketStatus, CancelReplace, TransferOut, ResolveTransfer,
+                                 PlaceOrderList, CancelOrderList, AuthChange>;
 
 struct Command {
   int64_t timestamp_ns = 0;  // wall time assigned at intake; the engine never reads a clock

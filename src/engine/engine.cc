@@ -54,6 +54,7 @@ Engine::Impl::Impl(EngineConfig config)
       accounts_(cfg_.max_accounts, cfg_.assets.size(), cfg_.expected_open_orders,
                 cfg_.client_id_memory),
       status_(cfg_.markets.size()),
+      auth_(cfg_.max_accounts),
       last_price_(cfg_.markets.size(), Price{0}),
       triggers_(cfg_.markets.size()) {
   for (std::size_t m = 0; m < cfg_.markets.size(); ++m) status_[m] = cfg_.markets[m].status;
@@ -1025,6 +1026,16 @@ void Engine::Impl::Activate(const OrderList& l) noexcept {
   // A stop placed now may already have its condition met.
   check_triggers_ = true;
   trigger_market_ = l.market;
+}
+
+void Engine::Impl::Decide(const AuthChange& c) noexcept {
+  AuthChanged e;
+  const RejectReason r = auth_.Check(c, &e);
+  if (r != RejectReason::kNone) {
+    return Reject(CommandType::kChangeAuth, r, c.account, MarketId{}, OrderId{}, ClientOrderId{},
+                  0);
+  }
+  Emit(e);
 }
 
 void Engine::Impl::Decide(const SetMarketStatus& s) noexcept {

@@ -227,6 +227,13 @@ inline std::string Dump(const EngineImage& im) {
        << p.amount.value << ' ' << p.fee.value << " '" << p.address.view() << "'\n";
   }
   for (Price p : im.last_prices) os << "last_price " << p.value << '\n';
+  for (const ImageAccount& a : im.accounts) {
+    os << "account " << Raw(a.id) << ' ' << a.created_ms << ' ' << a.name.view() << '\n';
+  }
+  for (const ImageApiKey& k : im.api_keys) {
+    os << "api_key " << Raw(k.account) << ' ' << k.created_ms << ' ' << int{k.permissions} << ' '
+       << k.ed25519 << ' ' << k.revoked << ' ' << k.key.view() << ' ' << k.secret.view() << '\n';
+  }
   for (const ImageIceberg& i : im.icebergs) {
     os << "iceberg " << Raw(i.id) << ' ' << i.slice.value << ' ' << i.hidden.value << '\n';
   }

@@ -257,6 +257,18 @@ struct ListDone {
   MarketId market{};
 };
 
+// An AuthChange took effect: its fields, with the new account's id for
+// kCreateAccount.
+struct AuthChanged {
+  AuthChangeKind kind = AuthChangeKind::kCreateAccount;
+  AccountId account{};
+  uint8_t permissions = 0;
+  bool ed25519 = false;
+  int64_t created_ms = 0;
+  AuthText subject{};
+  AuthText secret{};
+};
+
 enum class EventType : uint8_t {
   kOrderAccepted = 0,
   kRejected = 1,
@@ -279,6 +291,7 @@ enum class EventType : uint8_t {
   kListAccepted = 18,
   kOrderPending = 19,
   kListDone = 20,
+  kAuthChanged = 21,
 };
 
 // Variant index == EventType.
@@ -286,7 +299,8 @@ using EventBody =
     std::variant<OrderAccepted, Rejected, Trade, OrderRested, OrderCanceled, OrderExpired,
                  OrderAmended, Deposited, Withdrawn, MarketStatusChanged, ClientOrderIdChanged,
                  TransferHeld, TransferCompleted, TransferRefunded, OrderArmed, OrderTriggered,
-                 IcebergAccepted, IcebergRefilled, ListAccepted, OrderPending, ListDone>;
+                 IcebergAccepted, IcebergRefilled, ListAccepted, OrderPending, ListDone,
+                 AuthChanged>;
 
 struct Event {
   Event() = default;

@@ -169,6 +169,20 @@ uint64_t HashImage(const EngineImage& img) {
     h.Add(p.iceberg_qty.value);
     h.Add(p.client_order_id.view());
   }
+  // Accounts and keys: none in the images of format 3 and older, whose
+  // hashes stay as they were.
+  for (const auto& a : img.accounts) {
+    h.Add(uint64_t{Raw(a.id)});
+    h.Add(a.created_ms);
+    h.Add(a.name.view());
+  }
+  for (const auto& k : img.api_keys) {
+    h.Add(uint64_t{Raw(k.account)} | uint64_t{k.permissions} << 32 | uint64_t{k.ed25519} << 40 |
+          uint64_t{k.revoked} << 48);
+    h.Add(k.created_ms);
+    h.Add(k.key.view());
+    h.Add(k.secret.view());
+  }
   return h.Digest();
 }
 
@@ -257,6 +271,7 @@ void Engine::Impl::ExportImage(EngineImage* out) const {
                                   {l.orders[0], l.orders[1], l.orders[2]}});
   }
   for (const auto& [id, p] : pending_) img.pending.push_back(p);
+  auth_.Export(&img);
 }
 
 uint32_t Engine::Impl::OpenImageOrder(const ImageOrder& o) {
@@ -551,7 +566,7 @@ Status Engine::Impl::Load(const EngineImage& img) {
     }
     if (!live) return bad("order list " + std::to_string(id) + " is over");
   }
-  return Status::Ok();
+  return auth_.Load(img);
 }
 
 uint64_t Engine::StateHash() const { return impl_->StateHash(); }

@@ -98,6 +98,24 @@ struct ImageAssetTotals {
   Amount supply{};
 };
 
+// The operator's accounts (ids 1, 2, ... in order) and API keys (in the
+// order they were made), as AuthChange made them.
+struct ImageAccount {
+  AccountId id{};
+  int64_t created_ms = 0;
+  AuthText name{};
+};
+
+struct ImageApiKey {
+  AccountId account{};
+  int64_t created_ms = 0;
+  uint8_t permissions = 0;
+  bool ed25519 = false;
+  bool revoked = false;
+  AuthText key{};
+  AuthText secret{};  // the HMAC secret, or the base64 Ed25519 public key
+};
+
 struct EngineImage {
   uint64_t config_hash = 0;  // Engine::ConfigHash() of the configuration it ran with
   Sequence last_sequence{};
@@ -119,6 +137,8 @@ struct EngineImage {
   std::vector<ImageIceberg> icebergs;  // by id ascending (format 3)
   std::vector<ImageList> lists;        // by id ascending (format 3)
   std::vector<OrderPending> pending;   // lists' pending orders, by id ascending (format 3)
+  std::vector<ImageAccount> accounts;  // by id ascending (format 4)
+  std::vector<ImageApiKey> api_keys;   // in creation order (format 4)
 };
 
 // The state hash of an image: Engine::StateHash() == HashImage(ExportImage()).

@@ -140,6 +140,7 @@ void AppendLedgerEntries(const EngineConfig& config, const Event& event,
     case EventType::kListAccepted:
     case EventType::kOrderPending:
     case EventType::kListDone:
+    case EventType::kAuthChanged:
       break;
   }
 }

@@ -105,6 +105,8 @@ std::string_view ToString(CommandType v) noexcept {
       return "PlaceOrderList";
     case CommandType::kCancelOrderList:
       return "CancelOrderList";
+    case CommandType::kChangeAuth:
+      return "ChangeAuth";
   }
   return "UNKNOWN";
 }
@@ -181,6 +183,16 @@ std::string_view ToString(RejectReason v) noexcept {
       return "InvalidOrderList";
     case RejectReason::kUnknownOrderList:
       return "UnknownOrderList";
+    case RejectReason::kNameTaken:
+      return "NameTaken";
+    case RejectReason::kNoAccountIdLeft:
+      return "NoAccountIdLeft";
+    case RejectReason::kKeyTaken:
+      return "KeyTaken";
+    case RejectReason::kUnknownApiKey:
+      return "UnknownApiKey";
+    case RejectReason::kInvalidAuthChange:
+      return "InvalidAuthChange";
   }
   return "UNKNOWN";
 }
@@ -285,6 +297,20 @@ std::string_view ToString(EventType v) noexcept {
       return "OrderPending";
     case EventType::kListDone:
       return "ListDone";
+    case EventType::kAuthChanged:
+      return "AuthChanged";
+  }
+  return "UNKNOWN";
+}
+
+std::string_view ToString(AuthChangeKind v) noexcept {
+  switch (v) {
+    case AuthChangeKind::kCreateAccount:
+      return "CREATE_ACCOUNT";
+    case AuthChangeKind::kCreateKey:
+      return "CREATE_KEY";
+    case AuthChangeKind::kRevokeKey:
+      return "REVOKE_KEY";
   }
   return "UNKNOWN";
 }

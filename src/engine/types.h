@@ -65,6 +65,15 @@ enum class CommandType : uint8_t {
   kResolveTransfer = 9,
   kPlaceOrderList = 10,
   kCancelOrderList = 11,
+  kChangeAuth = 12,
+};
+
+// What an AuthChange does: the operator's accounts and API keys, journaled
+// like every other change so that a standby and a snapshot carry them.
+enum class AuthChangeKind : uint8_t {
+  kCreateAccount = 0,  // the next account id, under a name no account has
+  kCreateKey = 1,      // an API key of an existing account
+  kRevokeKey = 2,      // an existing key stops working, for good
 };
 
 // Binance's order lists: one-cancels-the-other (two orders, above and below
@@ -121,6 +130,12 @@ enum class RejectReason : uint8_t {
   // the prices for the orders is not correct.").
   kInvalidOrderList = 27,
   kUnknownOrderList = 28,  // no open list of this account and market by that id
+  // Accounts and API keys (AuthChange).
+  kNameTaken = 29,          // another account has this name
+  kNoAccountIdLeft = 30,    // every id below max_accounts is taken
+  kKeyTaken = 31,           // the API key, or the Ed25519 public key, is registered already
+  kUnknownApiKey = 32,      // no such API key
+  kInvalidAuthChange = 33,  // an empty name, key or secret, or an unknown kind
 };
 
 // Why a transfer to another venue was refunded (TransferRefunded).
@@ -161,6 +176,7 @@ std::string_view ToString(CommandType v) noexcept;
 std::string_view ToString(RejectReason v) noexcept;
 std::string_view ToString(ExpireReason v) noexcept;
 std::string_view ToString(RefundReason v) noexcept;
+std::string_view ToString(AuthChangeKind v) noexcept;
 
 constexpr Side Opposite(Side s) noexcept { return s == Side::kBuy ? Side::kSell : Side::kBuy; }
 

@@ -175,10 +175,10 @@ TEST_F(JournalDamage, WrongVersionBadMagicAndForeignFiles) {
     Store(seg, b);
   };
   {
-    SCOPED_TRACE("format version 5");  // a version newer than this build's
+    SCOPED_TRACE("format version 6");  // a version newer than this build's
     CopyTree(src_, root_);
     rewrite_u16(root_ / "journal" / last, 8, static_cast<uint16_t>(kSegmentFormatVersion + 1));
-    EXPECT_TRUE(RefusedUnchanged(root_, h_.config_hash, {last, "version 5"}));
+    EXPECT_TRUE(RefusedUnchanged(root_, h_.config_hash, {last, "version 6"}));
   }
   {
     SCOPED_TRACE("header size 48");

@@ -17,7 +17,7 @@ TEST(JournalFormat, SegmentHeaderLayoutAndEverySingleByteDamage) {
   std::array<std::byte, kSegmentHeaderSize> b{};
   EncodeSegmentHeader({kSegmentFormatVersion, 42, 0x1122334455667788}, b);
   EXPECT_EQ(std::memcmp(b.data(), "MBJRNL01", 8), 0);
-  EXPECT_EQ(GetU16(b.data() + 8), 4u);
+  EXPECT_EQ(GetU16(b.data() + 8), 5u);
   EXPECT_EQ(GetU16(b.data() + 10), 40u);
   EXPECT_EQ(GetU32(b.data() + 12), 0u);
   EXPECT_EQ(GetU64(b.data() + 16), 42u);
@@ -25,22 +25,24 @@ TEST(JournalFormat, SegmentHeaderLayoutAndEverySingleByteDamage) {
   EXPECT_EQ(GetU64(b.data() + 32), XXH3_64bits(b.data(), 32));
   auto h = DecodeSegmentHeader(b, "seg");
   ASSERT_TRUE(h.ok()) << h.status().message();
-  EXPECT_EQ(h->version, 4u);
+  EXPECT_EQ(h->version, 5u);
   EXPECT_EQ(h->first_seq, 42u);
   EXPECT_EQ(h->config_hash, 0x1122334455667788u);
 
   // Versions 1 (before the codec's additions), 2 (before the transfers to
-  // other venues) and 3 (before the conditional orders, icebergs and order
-  // lists) are still read; 0 and 5 are not.
-  for (uint16_t version : {uint16_t{0}, uint16_t{1}, uint16_t{2}, uint16_t{3}, uint16_t{5}}) {
+  // other venues), 3 (before the conditional orders, icebergs and order
+  // lists) and 4 (before the accounts and API keys) are still read; 0 and 6
+  // are not.
+  for (uint16_t version :
+       {uint16_t{0}, uint16_t{1}, uint16_t{2}, uint16_t{3}, uint16_t{4}, uint16_t{6}}) {
     std::array<std::byte, kSegmentHeaderSize> other{};
     EncodeSegmentHeader({version, 42, 0x1122334455667788}, other);
     auto o = DecodeSegmentHeader(other, "seg");
-    EXPECT_EQ(o.ok(), version >= 1 && version <= 3) << version;
+    EXPECT_EQ(o.ok(), version >= 1 && version <= 4) << version;
     if (o.ok()) {
       EXPECT_EQ(o->version, version);
     } else {
-      EXPECT_HAS(o.status().message(), "reads versions 1 to 4");
+      EXPECT_HAS(o.status().message(), "reads versions 1 to 5");
       EXPECT_HAS(o.status().message(), "version " + std::to_string(version));
     }
   }

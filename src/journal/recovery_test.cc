@@ -274,7 +274,8 @@ TEST_F(JournalRecovery, ReadsAVersion1Journal) {
   // The same session run by this build gives the same state.
   EXPECT_EQ(MakeHistory(21, 150).hashes.back(), 0x444faaaeb41b15e1ULL);
 
-  // This build appends segments of its own version (3) after it, and reads both.
+  // This build appends segments of its own version (kSegmentFormatVersion)
+  // after it, and reads both.
   auto dir = DataDir::Open(tmp_ / "v1", OpenMode::kReadWrite);
   ASSERT_TRUE(dir.ok()) << dir.status().message();
   // (The large roll size: the new segment comes from the old one's version.)

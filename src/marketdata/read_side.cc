@@ -1585,6 +1585,9 @@ class ReadSide::Impl {
     Report(ExecType::kNew, at->second);
   }
 
+  // Accounts and keys: the gateway's key store serves them.
+  void On(const engine::AuthChanged&) MB_REQUIRES(mu_) {}
+
   // No order of the list is open or pending any more: pending orders that
   // were never placed (their working order did not fill) are canceled.
   void On(const engine::ListDone& x) MB_REQUIRES(mu_) {

@@ -346,6 +346,9 @@ void RowBuilder::Event(const engine::Event& ev, RowBatch* batch) {
           Report(row, ExecType::kNew, 0, engine::RejectReason::kNone, batch);
         } else if constexpr (std::is_same_v<T, engine::ListDone>) {
           ListDone(x, batch);
+        } else if constexpr (std::is_same_v<T, engine::AuthChanged>) {
+          // Accounts and keys are not history: the journal and the engine's
+          // snapshots hold them (and a key's secret stays out of the database).
         } else {
           static_assert(std::is_same_v<T, engine::MarketStatusChanged>);
         }

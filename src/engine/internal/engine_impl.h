@@ -34,6 +34,7 @@
 #include "engine/engine.h"
 #include "engine/event.h"
 #include "engine/image.h"
+#include "engine/internal/auth_registry.h"
 #include "engine/market.h"
 #include "engine/order_book.h"
 #include "engine/types.h"
@@ -164,6 +165,7 @@ class Engine::Impl {
   void Decide(const ResolveTransfer& r) noexcept;
   void Decide(const PlaceOrderList& l) noexcept;
   void Decide(const CancelOrderList& c) noexcept;
+  void Decide(const AuthChange& c) noexcept;
   // Decide(PlaceOrder)'s checks, without emitting. check_balance false: the
   // caller checks the funds (an OCO pair shares its lock); check_trigger
   // false: a pending order being placed may trigger at once.
@@ -240,6 +242,7 @@ class Engine::Impl {
   void Evolve(const ListAccepted& a, int64_t);
   void Evolve(const OrderPending& p, int64_t);
   void Evolve(const ListDone& d, int64_t);
+  void Evolve(const AuthChanged& a, int64_t) { auth_.Apply(a); }
   void ApplyClose(OrderId id, Amount released);
   // An order leaves the engine (filled, canceled, expired).
   void Retire(uint32_t i);
@@ -249,7 +252,8 @@ class Engine::Impl {
   OrderBook book_;
   Accounts accounts_;
   std::vector<MarketStatus> status_;  // by MarketId
-  std::vector<Price> last_price_;     // by MarketId; 0 before the market's first trade
+  internal::AuthRegistry auth_;
+  std::vector<Price> last_price_;  // by MarketId; 0 before the market's first trade
   // Each market's waiting conditional orders, by how they trigger: plain
   // stops by stop price (the ones a last price meets are a prefix of each
   // set), trailing stops by id. Tree nodes: a conditional order allocates
