@@ -112,8 +112,8 @@ printf '\xff' | dd of="$tmp/damaged/journal/$seg" bs=1 seek=100 conv=notrunc sta
 refused "a damaged segment" "backup damaged: journal/$seg" \
   "$mb" restore --from "$tmp/damaged" --data-dir "$tmp/d"
 [[ ! -e "$tmp/d" ]] || fail "a refused restore created $tmp/d"
-cp -r "$tmp/bk" "$tmp/missing" && rm "$tmp/missing/auth.json"
-refused "a missing file" "backup damaged: auth.json" \
+cp -r "$tmp/bk" "$tmp/missing" && rm "$tmp/missing/admin.token"
+refused "a missing file" "backup damaged: admin.token" \
   "$mb" restore --from "$tmp/missing" --data-dir "$tmp/d"
 cp -r "$tmp/bk" "$tmp/nomanifest" && rm "$tmp/nomanifest/manifest.json"
 refused "no manifest" "manifest.json" "$mb" restore --from "$tmp/nomanifest" --data-dir "$tmp/d"

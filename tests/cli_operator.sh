@@ -72,4 +72,45 @@ grep -q "$new" "$audit" && fail "the audit log holds the new admin token"
   fail "rotate line: $(nth 5)"
 [[ "$(json_get token <<<"$(nth 7)")" != "$(json_get token <<<"$(nth 1)")" ]] ||
   fail "the new token has the old one's fingerprint"
+
+# Accounts and keys are journal records: a restart without snapshots (the
+# journal replayed from its start) serves them again. An auth.json of an
+# earlier version, where they were kept before, is journaled at the start:
+# its account and key work, its revoked key stays revoked, and the file is
+# set aside.
+key=$(json_get apiKey <<<"$keys")
+kill -TERM "$serve_pid" && wait "$serve_pid" || fail "serve did not stop cleanly"
+serve_pid=""
+rm -rf "$tmp/data/snapshots"
+lid=$((id + 1))
+lkey=$(printf 'L%.0s' $(seq 64))
+lsecret=$(printf 'S%.0s' $(seq 64))
+rkey=$(printf 'R%.0s' $(seq 64))
+cat >"$tmp/data/auth.json" <<JSON
+{"version":1,"accounts":[{"id":$id,"name":"audited","created_ms":1},
+ {"id":$lid,"name":"legacy","created_ms":2}],
+ "keys":[{"key":"$lkey","secret":"$lsecret","account":$lid,"created_ms":3,"revoked":false},
+ {"key":"$rkey","secret":"$lsecret","account":$lid,"created_ms":4,"revoked":true}]}
+JSON
+start_serve "$mb" "$tmp/data" "$tmp/serve2"
+grep -q "auth.json: journaling 4 accounts, keys and revocations" "$tmp/serve2.err" ||
+  fail "the import is not logged: $(cat "$tmp/serve2.err")"
+[[ ! -e "$tmp/data/auth.json" && -s "$tmp/data/auth.json.imported" ]] ||
+  fail "auth.json was not set aside after its import"
+[[ "$(admin GET "accounts/$lid" | json_get name)" == legacy ]] || fail "the imported account"
+signed GET /api/v3/account "$lkey" "$lsecret" >/dev/null || fail "the imported key is refused"
+signed GET /api/v3/account "$key" "$secret" >/dev/null ||
+  fail "a key made before the restart is refused after a replay"
+code=$(curl -s -o /dev/null -w '%{http_code}' -H "X-MBX-APIKEY: $rkey" \
+  "$base/api/v3/account?timestamp=$(date +%s%3N)&signature=00")
+[[ "$code" == 401 || "$code" == 400 ]] || fail "the imported revoked key answered $code"
+kill -TERM "$serve_pid" && wait "$serve_pid" || fail "serve did not stop cleanly"
+serve_pid=""
+start_serve "$mb" "$tmp/data" "$tmp/serve3"
+# The journal and the snapshots hold the keys' secrets: owner only.
+for f in "$tmp"/data/journal/*.mbj "$tmp"/data/snapshots/*.mbs; do
+  [[ "$(stat -c %a "$f")" == 600 ]] || fail "$f is not 0600"
+done
+grep -q "journaling" "$tmp/serve3.err" && fail "the import ran twice"
+signed GET /api/v3/account "$lkey" "$lsecret" >/dev/null || fail "the imported key after a restart"
 echo "cli operator checks: ok"

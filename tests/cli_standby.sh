@@ -454,5 +454,10 @@ for _ in $(seq 300); do
 done
 [ "$(health_of d | json_get standby lastCheckedSequence)" = "$snap2" ] ||
   fail "d did not check its state hash at snapshot $snap2: $(health_of d)"
+# The accounts and keys came with the snapshot (their records were purged):
+# d serves them, the revoked key as revoked.
+r=$(curl -sS -H "X-MB-ADMIN-TOKEN: $(cat "$dir/d/admin.token")" "$(base_of d)/admin/v1/accounts/$acc1")
+[[ "$r" == *'"alice"'* && "$r" == *"\"$key1\""* && "$r" == *'"revoked":true'* ]] ||
+  fail "d does not serve the accounts and keys of the snapshot: $r"
 echo "a new standby: started from snapshot $snap on the bus ($purged messages purged from the stream), its state hash checked at $snap2"
 echo "cli standby checks: ok"

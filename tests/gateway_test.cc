@@ -1834,10 +1834,9 @@ TEST_F(GatewayTest, HistoryFromTheProjectionEqualsTheReadSide) {
   Client& twin = n.twin();
   auto alice = n.NewAccount("alice");
   auto bob = n.NewAccount("bob");
-  auto t_alice = twin.NewAccount("alice");
-  auto t_bob = twin.NewAccount("bob");
-  ASSERT_EQ(t_alice.account, alice.account);
-  ASSERT_EQ(t_bob.account, bob.account);
+  // The twin serves the same accounts and keys: they are journal records.
+  const auto t_alice = alice;
+  const auto t_bob = bob;
   ASSERT_EQ(n.Deposit(alice.account, "USDT", "100000", "a").status, 200);
   ASSERT_EQ(n.Deposit(bob.account, "BTC", "10", "b").status, 200);
 
@@ -2060,8 +2059,8 @@ TEST_F(GatewayTest, OrderListsFromTheProjection) {
   Client& twin = n.twin();
   auto alice = n.NewAccount("alice");
   auto bob = n.NewAccount("bob");
-  auto t_alice = twin.NewAccount("alice");
-  auto t_bob = twin.NewAccount("bob");
+  const auto t_alice = alice;  // the twin serves the journal's keys too
+  const auto t_bob = bob;
   ASSERT_EQ(n.Deposit(alice.account, "USDT", "100000", "a").status, 200);
   ASSERT_EQ(n.Deposit(bob.account, "BTC", "10", "b").status, 200);
   auto post = [&](const Node::Keys& k, const std::string& path, const std::string& params) {
@@ -2179,8 +2178,8 @@ TEST_F(GatewayTest, StopOrdersWaitTriggerAndReadBack) {
   Client& twin = n.twin();
   auto alice = n.NewAccount("alice");
   auto bob = n.NewAccount("bob");
-  auto t_alice = twin.NewAccount("alice");
-  auto t_bob = twin.NewAccount("bob");
+  const auto t_alice = alice;  // the twin serves the journal's keys too
+  const auto t_bob = bob;
   ASSERT_EQ(n.Deposit(alice.account, "USDT", "100000", "a").status, 200);
   ASSERT_EQ(n.Deposit(bob.account, "BTC", "10", "b").status, 200);
 
@@ -2715,8 +2714,8 @@ TEST_F(GatewayTest, MetricsCountOrdersTradesCancelsAndStages) {
   EXPECT_EQ(Sample(t, R"(matchbook_trades_total{market="BTCUSDT"})"), 1);
   EXPECT_EQ(Sample(t, R"(matchbook_cancels_total{market="BTCUSDT"})"), 1);
   EXPECT_EQ(Sample(t, R"(matchbook_orders_total{market="ETHUSDT"})"), 0);
-  // 2 deposits, 2 orders, 1 cancel.
-  EXPECT_EQ(Sample(t, "matchbook_commands_submitted_total"), 5);
+  // 2 accounts, 2 API keys, 2 deposits, 2 orders, 1 cancel.
+  EXPECT_EQ(Sample(t, "matchbook_commands_submitted_total"), 9);
   for (const char* stage : {"parse_auth", "ring_wait", "match", "journal_write",
                             "submit_to_durable", "fanout", "submit_to_response"}) {
     EXPECT_GT(
@@ -2726,11 +2725,11 @@ TEST_F(GatewayTest, MetricsCountOrdersTradesCancelsAndStages) {
   // Recorded by the fan-out thread just after it hands the last answer over.
   EXPECT_TRUE(Eventually([&] {
     return Sample(n.Request(http::verb::get, "/metrics").body,
-                  R"(matchbook_stage_latency_seconds_count{stage="submit_to_response"})") == 5;
+                  R"(matchbook_stage_latency_seconds_count{stage="submit_to_response"})") == 9;
   }));
   EXPECT_GE(Sample(t, R"(matchbook_http_requests_total{code="200"})"), 9);
-  EXPECT_EQ(Sample(t, "matchbook_journal_durable_sequence"), 5);
-  EXPECT_EQ(Sample(t, "matchbook_read_side_applied_sequence"), 5);
+  EXPECT_EQ(Sample(t, "matchbook_journal_durable_sequence"), 9);
+  EXPECT_EQ(Sample(t, "matchbook_read_side_applied_sequence"), 9);
   EXPECT_EQ(Sample(t, R"(matchbook_http_rejected_total{reason="rate_limited_429"})"), 0);
 
   // Over the key's weight: 429, counted.

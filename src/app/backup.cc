@@ -27,7 +27,8 @@ namespace fs = std::filesystem;
 namespace json = boost::json;
 
 constexpr std::string_view kManifest = "manifest.json";
-// Operator state kept beside the journal (gateway/auth.h).
+// Operator state kept beside the journal (gateway/auth.h): the admin token,
+// and the accounts and keys of a version before they entered the journal.
 constexpr std::string_view kOperatorFiles[] = {"auth.json", "admin.token"};
 
 int64_t NowMs() {
@@ -196,12 +197,9 @@ bool AllowedPath(std::string_view p) {
   return false;
 }
 
-mode_t ModeOf(std::string_view path) {
-  for (std::string_view f : kOperatorFiles) {
-    if (path == f) return 0600;
-  }
-  return 0644;
-}
+// Every file of a backup holds secrets: the admin token, and the API keys'
+// secrets in the journal's records and the snapshot's image.
+mode_t ModeOf(std::string_view) { return 0600; }
 
 }  // namespace
 

@@ -6,8 +6,9 @@
 //                     TO/snapshots/<S>.mbs   that snapshot (none when D has none)
 //                     TO/journal/*.mbj       every segment up to S, the last
 //                                            cut after record S
-//                     TO/auth.json, TO/admin.token   operator state the journal
-//                                            does not hold (accounts, API keys)
+//                     TO/admin.token         operator state the journal does
+//                                            not hold (and an auth.json of an
+//                                            earlier version, not yet imported)
 //                     TO/manifest.json       written last: format, S, the state
 //                                            hash at S (from a recovery of TO
 //                                            itself), every file's size and SHA-256

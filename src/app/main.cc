@@ -240,23 +240,8 @@ int Serve(const mb::app::Config& cfg, const std::string& source, bool recover_on
   std::atomic<mb::exchange::Exchange*> exchange{nullptr};
   std::function<mb::Result<std::string>()> failover;  // set once the bus is known
   mb::gateway::GatewayOptions go = cfg.runtime.gateway;
-  // The key store's changes reach a standby before they are answered.
-  std::unique_ptr<mb::bus::KvValue> key_mirror;
   if (!cfg.runtime.bus.nats.empty() && cfg.runtime.replication.leadership) {
     go.failover = [&failover] { return failover(); };
-    auto servers = mb::bus::ParseServers(cfg.runtime.bus.nats);
-    if (!servers.ok()) return ServeFail(servers.status());
-    if (!recover_only) {
-      key_mirror = std::make_unique<mb::bus::KvValue>(
-          mb::app::KeyStoreMirrorOptions(cfg, std::move(*servers)));
-      go.replicate_keys = [m = key_mirror.get()](std::string_view json) -> Status {
-        auto r = m->Put(json);
-        return r.ok() ? Status::Ok()
-                      : Status(r.status().code(),
-                               "the key store could not be replicated to the standby: " +
-                                   r.status().message());
-      };
-    }
   }
   go.metrics = &registry;
   go.metrics_remote = mc.remote;
@@ -373,10 +358,6 @@ int Serve(const mb::app::Config& cfg, const std::string& source, bool recover_on
                                  ": this venue has a primary; start this server with --standby to "
                                  "follow it (docs/failover.md)"));
       }
-    }
-    if (key_mirror) {
-      // The key store as it is now, for a standby that starts from nothing.
-      if (Status s = (*gw)->ReplicateKeys(); !s.ok()) return ServeFail(s);
     }
     mb::bus::PublisherOptions bo = mb::app::BusOptionsFrom(cfg, std::move(*servers));
     bo.log = mb::log::Sink("bus");

@@ -382,16 +382,6 @@ std::string LeaseHolderName(const Config& cfg) {
   return fmt::format("{}:{} pid {}", host, cfg.runtime.gateway.server.port, ::getpid());
 }
 
-bus::KvValueOptions KeyStoreMirrorOptions(const Config& cfg, std::vector<std::string> servers) {
-  bus::KvValueOptions o;
-  o.servers = std::move(servers);
-  o.bucket = fmt::format("MATCHBOOK_{}_AUTH", cfg.runtime.venue);
-  o.key = "auth.json";
-  o.replicas = static_cast<int>(cfg.runtime.bus.replicas);
-  o.timeout = std::chrono::milliseconds(cfg.runtime.bus.timeout_ms);
-  return o;
-}
-
 bus::LeaseOptions LeaseOptionsFrom(const Config& cfg, std::vector<std::string> servers,
                                    std::string holder) {
   bus::LeaseOptions lo;
@@ -480,34 +470,12 @@ StandbyEnd RunStandby(const Config& cfg, const std::string& source,
   if (Status s = WhileUnavailable(stopping, [&] { return lease->Connect(); }); !s.ok()) {
     return stopping() ? std::move(end) : fail(s);
   }
-  // The primary's accounts and API keys, kept in auth.json here for the
-  // key store that opens it when this standby takes over, and served by
-  // this standby's operator API (read-only calls) once its gateway runs.
-  bus::KvValue keys(KeyStoreMirrorOptions(cfg, *servers));
-  uint64_t keys_revision = 0;
-  gateway::Gateway* serving = nullptr;
-  auto sync_keys = [&]() -> Status {
-    auto v = keys.Get();
-    if (!v.ok()) return v.status();
-    if (!*v || (*v)->second == keys_revision) return Status::Ok();
-    MB_RETURN_IF_ERROR(
-        serving != nullptr
-            ? serving->AdoptKeys((*v)->first)
-            : gateway::WriteAuthFile(cfg.runtime.data_dir, (*v)->first, cfg.engine.max_accounts));
-    keys_revision = (*v)->second;
-    return Status::Ok();
-  };
-  if (Status s = WhileUnavailable(stopping, sync_keys); !s.ok()) {
-    return stopping() ? std::move(end) : fail(s);
-  }
-
   metrics::Registry registry;
   metrics::AddProcessMetrics(registry);
   auto gw = gateway::Gateway::Create(cfg.engine, cfg.runtime.data_dir,
                                      ReplicaGatewayOptions(cfg, &registry));
   if (!gw.ok()) return fail(gw.status());
   (*gw)->ReplicaBootstrap(engine->ExportImage());
-  serving = gw->get();
 
   auto writer = journal::JournalWriter::Open(*dir, cfg.runtime.journal, config_hash, rep->journal);
   if (!writer.ok()) return fail(writer.status());
@@ -641,10 +609,6 @@ StandbyEnd RunStandby(const Config& cfg, const std::string& source,
     // Leadership: take the lease once it is free and everything is applied.
     if (now < next_lease) continue;
     next_lease = now + lease_every;
-    if (Status s = sync_keys(); !s.ok()) {
-      if (lease_note != s.message()) log::Warn("standby", s.message());
-      lease_note = s.message();
-    }
     if (!fs.caught_up || !fs.connected) continue;
     auto holder = lease->CurrentHolder();
     if (!holder.ok()) {
@@ -669,13 +633,6 @@ StandbyEnd RunStandby(const Config& cfg, const std::string& source,
       continue;
     }
     if (Status s = lease->TryAcquire(); !s.ok()) continue;
-    // The key store as the primary left it: the new primary opens it.
-    if (Status s = sync_keys(); !s.ok()) {
-      log::Error("standby", "the lease is taken but the primary's key store cannot be read: " +
-                                s.message() + "; releasing it");
-      (void)lease->Release();
-      continue;
-    }
     const auto promote_start = std::chrono::steady_clock::now();
     log::Warn("standby", fmt::format("the leadership lease was free: taking over at record {}",
                                      fs.applied_seq));

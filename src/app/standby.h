@@ -30,7 +30,6 @@
 #include <string>
 
 #include "app/config.h"
-#include "bus/kv_value.h"
 #include "bus/lease.h"
 
 namespace mb::app {
@@ -45,10 +44,6 @@ struct StandbyEnd {
 // names this process.
 bus::LeaseOptions LeaseOptionsFrom(const Config& config, std::vector<std::string> servers,
                                    std::string holder);
-
-// The key store's mirror for the standby: bucket "MATCHBOOK_<venue>_AUTH",
-// key "auth.json" (bus/kv_value.h).
-bus::KvValueOptions KeyStoreMirrorOptions(const Config& config, std::vector<std::string> servers);
 
 // A name for this process in the lease: "<host>:<port> pid <pid>".
 std::string LeaseHolderName(const Config& config);

@@ -500,9 +500,37 @@ json::object Gateway::Impl::AccountObject(const AccountInfo& a) {
 void Gateway::Impl::AdminCreateAccount(Ctx& c, const json::object& body) {
   const auto name = StringField(body, "name");
   if (!name) return Reply(c, ApiError{400, -1102, "Field 'name' (a string) is required."});
-  auto r = keys_->CreateAccount(*name, clock_.wall_ms());
-  if (!r.ok()) return Reply(c, ApiError{400, -1130, r.status().message()});
-  Ok(c, json::serialize(AccountObject(*r)));
+  auto change = keys_->NewAccount(*name, clock_.wall_ms());
+  if (!change.ok()) return Reply(c, ApiError{400, -1130, change.status().message()});
+  SubmitAuthChange(c, "create_account", *change, [this](Pending& p, const engine::AuthChanged& a) {
+    const std::optional<AccountInfo> info = keys_->FindAccount(a.account);
+    if (!info) return p.Fail(ApiError{500, -1000, "The new account is not served."});
+    p.Reply(200, json::serialize(AccountObject(*info)));
+  });
+}
+
+// Journals an account or key change; `done` answers once it is durable and
+// the key store serves it. A refusal by the engine (a name or key taken
+// meanwhile, no account id left) is answered here.
+void Gateway::Impl::SubmitAuthChange(
+    Ctx& c, const char* kind, const engine::AuthChange& change,
+    std::function<void(Pending&, const engine::AuthChanged&)> done) {
+  engine::Command cmd;
+  cmd.body = change;
+  Submit(c, kind, cmd, [done = std::move(done)](Pending& p) {
+    if (const engine::Rejected* r = FirstReject(p.events)) {
+      ApiError e = ApiError::FromReject(r->command, r->reason);
+      if (r->reason == engine::RejectReason::kUnknownAccount ||
+          r->reason == engine::RejectReason::kUnknownApiKey) {
+        e = ApiError{404, -1000, e.msg};
+      }
+      return p.Fail(e);
+    }
+    for (const Event& e : p.events) {
+      if (const auto* a = std::get_if<engine::AuthChanged>(&e.body)) return done(p, *a);
+    }
+    p.Fail(ApiError{500, -1000, "The change left no event."});
+  });
 }
 
 void Gateway::Impl::AdminAccounts(Ctx& c) {
@@ -558,36 +586,38 @@ void Gateway::Impl::AdminCreateKey(Ctx& c, std::string_view id_text, const json:
     }
   }
   const json::value* public_key = body.if_contains("publicKey");
-  Result<ApiKey> k = InvalidArgument("");
+  std::string raw;
   if (public_key != nullptr) {
-    const std::optional<std::string> raw =
+    const std::optional<std::string> parsed =
         public_key->is_string() ? ParseEd25519PublicKey(public_key->get_string()) : std::nullopt;
-    if (!raw) {
+    if (!parsed) {
       return Reply(c, ApiError{400, -1130,
                                "Field 'publicKey' must be an Ed25519 public key: PEM "
                                "(-----BEGIN PUBLIC KEY-----) or base64."});
     }
-    k = keys_->CreateEd25519Key(*id, *raw, clock_.wall_ms(), permissions);
-    if (!k.ok() && k.status().code() == StatusCode::kInvalidArgument) {
-      return Reply(c, ApiError{400, -1130, k.status().message()});
+    raw = *parsed;
+  }
+  auto change = keys_->NewKey(*id, clock_.wall_ms(), permissions, raw);
+  if (!change.ok()) {
+    const bool missing = change.status().code() == StatusCode::kNotFound;
+    return Reply(c,
+                 ApiError{missing ? 404 : 400, missing ? -1000 : -1130, change.status().message()});
+  }
+  SubmitAuthChange(c, "create_key", *change, [id = *id](Pending& p, const engine::AuthChanged& a) {
+    json::object o;
+    o["accountId"] = static_cast<uint32_t>(id);
+    o["apiKey"] = a.subject.view();
+    json::array perms;
+    for (const std::string& name : PermissionNames(a.permissions)) perms.emplace_back(name);
+    o["permissions"] = std::move(perms);
+    if (a.ed25519) {
+      o["keyType"] = "ED25519";
+    } else {
+      o["keyType"] = "HMAC_SHA256";
+      o["secretKey"] = a.secret.view();
     }
-  } else {
-    k = keys_->CreateKey(*id, clock_.wall_ms(), permissions);
-  }
-  if (!k.ok()) return Reply(c, ApiError{500, -1000, k.status().message()});
-  json::object o;
-  o["accountId"] = static_cast<uint32_t>(*id);
-  o["apiKey"] = k->key;
-  json::array perms;
-  for (const std::string& name : PermissionNames(k->permissions)) perms.emplace_back(name);
-  o["permissions"] = std::move(perms);
-  if (k->is_ed25519()) {
-    o["keyType"] = "ED25519";
-  } else {
-    o["keyType"] = "HMAC_SHA256";
-    o["secretKey"] = k->secret;
-  }
-  Ok(c, json::serialize(o));
+    p.Reply(200, json::serialize(o));
+  });
 }
 
 // GET accounts/{id}/ledger?fromSeq&limit: the account's ledger lines from
@@ -657,14 +687,16 @@ void Gateway::Impl::AdminLedger(Ctx& c, std::string_view id_text) {
 }
 
 void Gateway::Impl::AdminRevokeKey(Ctx& c, std::string_view key) {
-  Status s = keys_->RevokeKey(key);
-  if (!s.ok()) {
-    return Reply(c, ApiError{s.code() == StatusCode::kNotFound ? 404 : 500, -1000, s.message()});
-  }
+  const std::optional<ApiKey> k = keys_->FindKey(key);
   json::object o;
   o["apiKey"] = key;
   o["revoked"] = true;
-  Ok(c, json::serialize(o));
+  if (k && k->revoked) return Ok(c, json::serialize(o));  // once is enough
+  auto change = keys_->Revocation(key);
+  if (!change.ok()) return Reply(c, ApiError{404, -1000, change.status().message()});
+  SubmitAuthChange(c, "revoke_key", *change, [o](Pending& p, const engine::AuthChanged&) {
+    p.Reply(200, json::serialize(o));
+  });
 }
 
 void Gateway::Impl::AdminTransfer(Ctx& c, const json::object& body, bool deposit) {

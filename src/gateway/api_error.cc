@@ -83,6 +83,16 @@ std::string_view OrderRejectText(engine::RejectReason reason) {
       return "The relationship of the prices for the orders is not correct.";
     case RejectReason::kUnknownOrderList:
       return "Order list does not exist.";
+    case RejectReason::kNameTaken:
+      return "The account name is taken.";
+    case RejectReason::kNoAccountIdLeft:
+      return "No account id is left (max_accounts).";
+    case RejectReason::kKeyTaken:
+      return "This key is already registered.";
+    case RejectReason::kUnknownApiKey:
+      return "No such API key.";
+    case RejectReason::kInvalidAuthChange:
+      return "Invalid account or key change.";
   }
   return "Order rejected.";
 }
@@ -299,10 +309,12 @@ ApiError ApiError::FromReject(engine::CommandType command, engine::RejectReason 
     case CommandType::kTransferOut:
     case CommandType::kResolveTransfer:
     case CommandType::kSetMarketStatus:
+    case CommandType::kChangeAuth:
     case CommandType::kCancelReplace:  // answered per side, as kCancelOrder and kPlaceOrder
       break;
   }
-  // Operator commands (deposits, withdrawals, market status): Matchbook's own
+  // Operator commands (deposits, withdrawals, market status, accounts and
+  // keys): Matchbook's own
   // API, where -1130 (invalid data) fits every remaining reason.
   return Make(400, -1130, text);
 }

@@ -17,6 +17,8 @@
 #include <vector>
 
 #include "common/hmac.h"
+#include "engine/engine.h"
+#include "engine/engine_test_support.h"
 #include "gateway/api_error.h"
 #include "gateway/auth.h"
 #include "gateway/params.h"
@@ -653,6 +655,28 @@ class KeyStoreTest : public ::testing::Test {
   fs::path auth_path() const { return dir_ / "auth.json"; }
   fs::path token_path() const { return dir_ / "admin.token"; }
 
+  // An engine with room for `max_accounts` accounts: the store's changes go
+  // through it as they do through the exchange.
+  static engine::EngineConfig Config(uint32_t max_accounts = 16) {
+    engine::EngineConfig c = engine::MakeConfig();
+    c.max_accounts = max_accounts;
+    return c;
+  }
+  // Journals `change` (Process), then serves what it did (Apply).
+  static std::vector<engine::Event> Run(engine::Engine& e, KeyStore& store,
+                                        const engine::AuthChange& change) {
+    std::vector<engine::Event> out;
+    e.Process(engine::Command{0, change}, &out);
+    store.Apply(out);
+    return out;
+  }
+  static void RunOk(engine::Engine& e, KeyStore& store, Result<engine::AuthChange> change) {
+    ASSERT_TRUE(change.ok()) << change.status().message();
+    const std::vector<engine::Event> out = Run(e, store, *change);
+    ASSERT_EQ(out.size(), 1U);
+    ASSERT_EQ(out[0].type(), engine::EventType::kAuthChanged);
+  }
+
   fs::path dir_;
 };
 
@@ -664,9 +688,7 @@ TEST_F(KeyStoreTest, FirstOpenCreatesFilesWithMode0600) {
   EXPECT_TRUE(AllAlnum(store->admin_token()));
   EXPECT_EQ(ReadText(token_path()), store->admin_token() + "\n");
   EXPECT_EQ(Mode(token_path()), 0600U);
-  EXPECT_EQ(Mode(auth_path()), 0600U);
-  EXPECT_EQ(ReadText(auth_path()), "{\"version\":1,\"accounts\":[],\"keys\":[]}\n");
-  EXPECT_FALSE(fs::exists(dir_ / "auth.json.tmp"));
+  EXPECT_FALSE(fs::exists(auth_path()));  // accounts and keys live in the journal
   EXPECT_TRUE(store->Accounts().empty());
 }
 
@@ -674,7 +696,7 @@ TEST_F(KeyStoreTest, CreatesMissingDataDirectory) {
   dir_ /= "nested/deeper";
   auto store = OpenStore();
   ASSERT_NE(store, nullptr);
-  EXPECT_TRUE(fs::exists(auth_path()));
+  EXPECT_TRUE(fs::exists(token_path()));
   dir_ = dir_.parent_path().parent_path();
 }
 
@@ -722,106 +744,82 @@ TEST_F(KeyStoreTest, BadAdminTokenRefused) {
   }
 }
 
-TEST_F(KeyStoreTest, AccountsAndKeysPersist) {
-  ApiKey k1;
-  ApiKey k2;
-  {
-    auto store = OpenStore();
-    ASSERT_NE(store, nullptr);
-    Result<AccountInfo> alice = store->CreateAccount("alice", 1000);
-    ASSERT_TRUE(alice.ok()) << alice.status().message();
-    EXPECT_EQ(alice->id, AccountId{1});
-    EXPECT_EQ(alice->name, "alice");
-    EXPECT_EQ(alice->created_ms, 1000);
-    Result<AccountInfo> bob = store->CreateAccount("bob.B-2_x", 2000);
-    ASSERT_TRUE(bob.ok());
-    EXPECT_EQ(bob->id, AccountId{2});
-
-    Result<ApiKey> r1 = store->CreateKey(AccountId{1}, 3000);
-    ASSERT_TRUE(r1.ok()) << r1.status().message();
-    k1 = *r1;
-    EXPECT_EQ(k1.key.size(), 64U);
-    EXPECT_EQ(k1.secret.size(), 64U);
-    EXPECT_TRUE(AllAlnum(k1.key));
-    EXPECT_TRUE(AllAlnum(k1.secret));
-    EXPECT_NE(k1.key, k1.secret);
-    EXPECT_EQ(k1.account, AccountId{1});
-    EXPECT_EQ(k1.created_ms, 3000);
-    EXPECT_FALSE(k1.revoked);
-    Result<ApiKey> r2 = store->CreateKey(AccountId{1}, 2500);
-    ASSERT_TRUE(r2.ok());
-    k2 = *r2;
-    EXPECT_NE(k1.key, k2.key);
-    EXPECT_EQ(Mode(auth_path()), 0600U);
-  }
+// Accounts and keys are served once the engine has recorded them, and a
+// store bootstrapped from the engine's image (a restart, a standby) serves
+// the same.
+TEST_F(KeyStoreTest, AccountsAndKeysComeFromTheEngine) {
+  engine::Engine e(Config());
   auto store = OpenStore();
   ASSERT_NE(store, nullptr);
-  const std::vector<AccountInfo> accounts = store->Accounts();
-  ASSERT_EQ(accounts.size(), 2U);
-  EXPECT_EQ(accounts[0].id, AccountId{1});
-  EXPECT_EQ(accounts[0].name, "alice");
-  EXPECT_EQ(accounts[0].created_ms, 1000);
-  EXPECT_EQ(accounts[1].id, AccountId{2});
-  EXPECT_EQ(accounts[1].name, "bob.B-2_x");
-  ASSERT_TRUE(store->FindAccount(AccountId{2}).has_value());
-  EXPECT_EQ(store->FindAccount(AccountId{2})->created_ms, 2000);
+  Result<engine::AuthChange> alice = store->NewAccount("alice", 1000);
+  ASSERT_TRUE(alice.ok()) << alice.status().message();
+  EXPECT_TRUE(store->Accounts().empty()) << "served before it is journaled";
+  RunOk(e, *store, alice);
+  RunOk(e, *store, store->NewAccount("bob.B-2_x", 2000));
+  ASSERT_EQ(store->Accounts().size(), 2U);
+  EXPECT_EQ(store->FindAccount(AccountId{1})->name, "alice");
+  EXPECT_EQ(store->FindAccount(AccountId{1})->created_ms, 1000);
+  EXPECT_EQ(store->FindAccount(AccountId{2})->name, "bob.B-2_x");
   EXPECT_FALSE(store->FindAccount(AccountId{3}).has_value());
   EXPECT_FALSE(store->FindAccount(AccountId{0}).has_value());
 
-  const std::optional<ApiKey> found = store->FindKey(k1.key);
+  Result<engine::AuthChange> c1 = store->NewKey(AccountId{1}, 3000, kDefaultPermissions);
+  ASSERT_TRUE(c1.ok());
+  const std::string k1(c1->subject.view());
+  const std::string s1(c1->secret.view());
+  EXPECT_EQ(k1.size(), 64U);
+  EXPECT_EQ(s1.size(), 64U);
+  EXPECT_TRUE(AllAlnum(k1));
+  EXPECT_TRUE(AllAlnum(s1));
+  EXPECT_NE(k1, s1);
+  RunOk(e, *store, c1);
+  const std::string public_key(32, '\x07');
+  Result<engine::AuthChange> c2 = store->NewKey(AccountId{1}, 2500, kAllPermissions, public_key);
+  ASSERT_TRUE(c2.ok());
+  const std::string k2(c2->subject.view());
+  RunOk(e, *store, c2);
+
+  const std::optional<ApiKey> found = store->FindKey(k1);
   ASSERT_TRUE(found.has_value());
-  EXPECT_EQ(found->secret, k1.secret);
+  EXPECT_EQ(found->secret, s1);
   EXPECT_EQ(found->account, AccountId{1});
   EXPECT_EQ(found->created_ms, 3000);
+  EXPECT_EQ(found->permissions, kDefaultPermissions);
   EXPECT_FALSE(found->revoked);
+  ASSERT_TRUE(store->FindKey(k2).has_value());
+  EXPECT_EQ(store->FindKey(k2)->ed25519_public_key, public_key);
+  EXPECT_TRUE(store->FindKey(k2)->secret.empty());
+  EXPECT_EQ(store->FindKey(k2)->permissions, kAllPermissions);
   const std::vector<ApiKey> keys = store->Keys(AccountId{1});
   ASSERT_EQ(keys.size(), 2U);
-  EXPECT_EQ(keys[0].key, k2.key);  // oldest first
-  EXPECT_EQ(keys[1].key, k1.key);
+  EXPECT_EQ(keys[0].key, k2);  // oldest first
+  EXPECT_EQ(keys[1].key, k1);
   EXPECT_TRUE(store->Keys(AccountId{2}).empty());
-  // The next account continues after the reloaded ones.
-  Result<AccountInfo> carol = store->CreateAccount("carol", 4000);
-  ASSERT_TRUE(carol.ok());
-  EXPECT_EQ(carol->id, AccountId{3});
-}
 
-// A standby's store takes its primary's accounts and keys (revocations
-// included) and keeps its own admin token; a damaged text changes nothing.
-TEST_F(KeyStoreTest, AdoptTakesAnotherStoresAccountsAndKeys) {
-  const fs::path primary_dir = dir_ / "primary";
-  Result<std::unique_ptr<KeyStore>> primary = KeyStore::Open(primary_dir, 100);
-  ASSERT_TRUE(primary.ok()) << primary.status().message();
-  ASSERT_TRUE((*primary)->CreateAccount("alice", 1000).ok());
-  Result<ApiKey> kept = (*primary)->CreateKey(AccountId{1}, 2000);
-  Result<ApiKey> revoked = (*primary)->CreateKey(AccountId{1}, 2001);
-  ASSERT_TRUE(kept.ok() && revoked.ok());
-  ASSERT_TRUE((*primary)->RevokeKey(revoked->key).ok());
+  RunOk(e, *store, store->Revocation(k1));
+  EXPECT_TRUE(store->FindKey(k1)->revoked);
 
-  auto standby = OpenStore();
-  ASSERT_NE(standby, nullptr);
-  const std::string own_token = standby->admin_token();
-  ASSERT_TRUE(standby->Adopt((*primary)->AuthJson()).ok());
-  ASSERT_EQ(standby->Accounts().size(), 1U);
-  EXPECT_EQ(standby->Accounts()[0].name, "alice");
-  ASSERT_TRUE(standby->FindKey(kept->key).has_value());
-  EXPECT_EQ(standby->FindKey(kept->key)->secret, kept->secret);
-  ASSERT_TRUE(standby->FindKey(revoked->key).has_value());
-  EXPECT_TRUE(standby->FindKey(revoked->key)->revoked);
-  EXPECT_EQ(standby->admin_token(), own_token);
-  EXPECT_EQ(ReadText(auth_path()), (*primary)->AuthJson());  // written, as served
-
-  const std::string before = ReadText(auth_path());
-  const Status bad = standby->Adopt(R"({"accounts":"no"})");
-  EXPECT_EQ(bad.code(), StatusCode::kCorruption);
-  EXPECT_EQ(ReadText(auth_path()), before);
-  EXPECT_EQ(standby->Accounts().size(), 1U);
+  // A restart: the image alone gives the same store.
+  auto again = OpenStore();
+  ASSERT_NE(again, nullptr);
+  again->Bootstrap(e.ExportImage());
+  ASSERT_EQ(again->Accounts().size(), 2U);
+  EXPECT_EQ(again->Accounts()[1].name, "bob.B-2_x");
+  EXPECT_EQ(again->FindKey(k1)->secret, s1);
+  EXPECT_TRUE(again->FindKey(k1)->revoked);
+  EXPECT_EQ(again->FindKey(k2)->ed25519_public_key, public_key);
+  EXPECT_EQ(again->admin_token(), store->admin_token());
+  // The next account continues after the recorded ones.
+  RunOk(e, *again, again->NewAccount("carol", 4000));
+  EXPECT_EQ(again->FindAccount(AccountId{3})->name, "carol");
 }
 
 TEST_F(KeyStoreTest, AccountNameRules) {
+  engine::Engine e(Config());
   auto store = OpenStore();
   ASSERT_NE(store, nullptr);
-  ASSERT_TRUE(store->CreateAccount("alice", 1).ok());
-  Result<AccountInfo> dup = store->CreateAccount("alice", 2);
+  RunOk(e, *store, store->NewAccount("alice", 1));
+  Result<engine::AuthChange> dup = store->NewAccount("alice", 2);
   ASSERT_FALSE(dup.ok());
   EXPECT_EQ(dup.status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(dup.status().message(), "account name 'alice' is taken");
@@ -829,104 +827,135 @@ TEST_F(KeyStoreTest, AccountNameRules) {
        {std::string(""), std::string(65, 'a'), std::string("a b"), std::string("caf\xc3\xa9"),
         std::string("x/y"), std::string("q\"")}) {
     SCOPED_TRACE(bad);
-    Result<AccountInfo> r = store->CreateAccount(bad, 3);
+    Result<engine::AuthChange> r = store->NewAccount(bad, 3);
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
   }
-  EXPECT_TRUE(store->CreateAccount(std::string(64, 'z'), 4).ok());
-  EXPECT_TRUE(store->CreateAccount("Alice", 5).ok());  // names are case-sensitive
+  RunOk(e, *store, store->NewAccount(std::string(64, 'z'), 4));
+  RunOk(e, *store, store->NewAccount("Alice", 5));  // names are case-sensitive
   EXPECT_EQ(store->Accounts().size(), 3U);
 }
 
 TEST_F(KeyStoreTest, MaxAccounts) {
-  {
-    auto store = OpenStore(3);  // ids 1 and 2; 0 is the fee account
-    ASSERT_NE(store, nullptr);
-    EXPECT_TRUE(store->CreateAccount("a", 1).ok());
-    EXPECT_TRUE(store->CreateAccount("b", 1).ok());
-    Result<AccountInfo> c = store->CreateAccount("c", 1);
-    ASSERT_FALSE(c.ok());
-    EXPECT_EQ(c.status().code(), StatusCode::kOutOfRange);
-    EXPECT_EQ(store->Accounts().size(), 2U);
-  }
-  // A store whose ids do not fit a smaller engine is refused, untouched.
-  const std::string before = ReadText(auth_path());
-  Result<std::unique_ptr<KeyStore>> r = KeyStore::Open(dir_, 2);
+  engine::Engine e(Config(3));
+  auto store = OpenStore(3);  // ids 1 and 2; 0 is the fee account
+  ASSERT_NE(store, nullptr);
+  RunOk(e, *store, store->NewAccount("a", 1));
+  RunOk(e, *store, store->NewAccount("b", 1));
+  Result<engine::AuthChange> c = store->NewAccount("c", 1);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kOutOfRange);
+  EXPECT_EQ(store->Accounts().size(), 2U);
+}
+
+TEST_F(KeyStoreTest, KeysNeedAnAccountAndRevocationsAKey) {
+  engine::Engine e(Config());
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(store->NewKey(AccountId{1}, 2, kDefaultPermissions).status().code(),
+            StatusCode::kNotFound);
+  EXPECT_EQ(store->Revocation("nope").status().code(), StatusCode::kNotFound);
+  RunOk(e, *store, store->NewAccount("alice", 1));
+  const std::string public_key(32, 'p');
+  RunOk(e, *store, store->NewKey(AccountId{1}, 2, kDefaultPermissions, public_key));
+  Result<engine::AuthChange> again =
+      store->NewKey(AccountId{1}, 3, kDefaultPermissions, public_key);
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(store->NewKey(AccountId{1}, 3, kDefaultPermissions, "short").status().code(),
+            StatusCode::kInvalidArgument);
+  // The engine has the last word: a name taken between the check and the
+  // journal is refused there, and nothing changes.
+  Result<engine::AuthChange> bob1 = store->NewAccount("bob", 4);
+  Result<engine::AuthChange> bob2 = store->NewAccount("bob", 5);
+  ASSERT_TRUE(bob1.ok() && bob2.ok());
+  RunOk(e, *store, bob1);
+  const std::vector<engine::Event> out = Run(e, *store, *bob2);
+  ASSERT_EQ(out.size(), 1U);
+  ASSERT_EQ(out[0].type(), engine::EventType::kRejected);
+  EXPECT_EQ(std::get<engine::Rejected>(out[0].body).reason, RejectReason::kNameTaken);
+  EXPECT_EQ(store->Accounts().size(), 2U);
+}
+
+// A data directory of a version that kept accounts and keys in auth.json:
+// its contents become commands, in order, that the engine accepts; once they
+// are journaled nothing is left to import, and the file is set aside.
+TEST_F(KeyStoreTest, LegacyFileIsImportedThroughTheEngine) {
+  const std::string hmac_key(64, 'k');
+  const std::string secret(64, 's');
+  const std::string revoked_key(64, 'r');
+  const std::string ed_key(64, 'e');
+  const std::string raw_public(32, '\x11');
+  WriteText(auth_path(),
+            "{\"version\":1,\"accounts\":[{\"id\":2,\"name\":\"bob\",\"created_ms\":20},"
+            "{\"id\":1,\"name\":\"alice\",\"created_ms\":10}],\"keys\":["
+            "{\"key\":\"" +
+                hmac_key + "\",\"secret\":\"" + secret +
+                "\",\"account\":1,\"created_ms\":30,\"revoked\":false,"
+                "\"permissions\":[\"READ\",\"WITHDRAW\"]},"
+                "{\"key\":\"" +
+                revoked_key + "\",\"secret\":\"" + secret +
+                "\",\"account\":2,\"created_ms\":31,\"revoked\":true},"
+                "{\"key\":\"" +
+                ed_key + "\",\"secret\":\"\",\"ed25519\":\"" + Base64Encode(raw_public) +
+                "\",\"account\":2,\"created_ms\":32,\"revoked\":false}]}");
+  engine::Engine e(Config());
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  EXPECT_TRUE(store->Accounts().empty()) << "served only once journaled";
+  Result<std::vector<engine::AuthChange>> changes = store->LegacyChanges();
+  ASSERT_TRUE(changes.ok()) << changes.status().message();
+  ASSERT_EQ(changes->size(), 6U);  // 2 accounts, 3 keys, 1 revocation
+  EXPECT_EQ((*changes)[0].subject.view(), "alice");
+  EXPECT_EQ((*changes)[5].kind, engine::AuthChangeKind::kRevokeKey);
+  for (const engine::AuthChange& c : *changes) RunOk(e, *store, c);
+
+  EXPECT_EQ(store->FindAccount(AccountId{1})->name, "alice");
+  EXPECT_EQ(store->FindAccount(AccountId{2})->created_ms, 20);
+  ASSERT_TRUE(store->FindKey(hmac_key).has_value());
+  EXPECT_EQ(store->FindKey(hmac_key)->secret, secret);
+  EXPECT_EQ(store->FindKey(hmac_key)->permissions, kRead | kWithdraw);
+  EXPECT_EQ(store->FindKey(hmac_key)->created_ms, 30);
+  EXPECT_TRUE(store->FindKey(revoked_key)->revoked);
+  EXPECT_EQ(store->FindKey(revoked_key)->account, AccountId{2});
+  EXPECT_EQ(store->FindKey(ed_key)->ed25519_public_key, raw_public);
+  EXPECT_FALSE(store->FindKey(ed_key)->revoked);
+
+  // A second start (the import done, or half done before a crash) adds
+  // nothing twice.
+  Result<std::vector<engine::AuthChange>> left = store->LegacyChanges();
+  ASSERT_TRUE(left.ok());
+  EXPECT_TRUE(left->empty());
+  const std::string text = ReadText(auth_path());
+  ASSERT_TRUE(store->RetireLegacyFile().ok());
+  EXPECT_FALSE(fs::exists(auth_path()));
+  EXPECT_EQ(ReadText(dir_ / "auth.json.imported"), text);
+  auto reopened = OpenStore();
+  ASSERT_NE(reopened, nullptr);
+  EXPECT_TRUE(reopened->LegacyChanges()->empty());
+}
+
+TEST_F(KeyStoreTest, LegacyFileThatDisagreesWithTheJournalIsRefused) {
+  engine::Engine e(Config());
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  RunOk(e, *store, store->NewAccount("bob", 1));
+  WriteText(auth_path(),
+            R"({"version":1,"accounts":[{"id":1,"name":"alice","created_ms":1}],"keys":[]})");
+  auto other = OpenStore();
+  ASSERT_NE(other, nullptr);
+  other->Bootstrap(e.ExportImage());
+  Result<std::vector<engine::AuthChange>> r = other->LegacyChanges();
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kCorruption);
-  EXPECT_NE(r.status().message().find("max_accounts 2"), std::string::npos) << r.status().message();
-  EXPECT_EQ(ReadText(auth_path()), before);
-
-  fs::remove_all(dir_);
-  fs::create_directory(dir_);
-  auto none = OpenStore(1);
-  ASSERT_NE(none, nullptr);
-  EXPECT_EQ(none->CreateAccount("a", 1).status().code(), StatusCode::kOutOfRange);
-}
-
-TEST_F(KeyStoreTest, RevokeKey) {
-  std::string key;
-  {
-    auto store = OpenStore();
-    ASSERT_NE(store, nullptr);
-    ASSERT_TRUE(store->CreateAccount("alice", 1).ok());
-    Result<ApiKey> k = store->CreateKey(AccountId{1}, 2);
-    ASSERT_TRUE(k.ok());
-    key = k->key;
-    EXPECT_TRUE(store->RevokeKey(key).ok());
-    ASSERT_TRUE(store->FindKey(key).has_value());
-    EXPECT_TRUE(store->FindKey(key)->revoked);
-    EXPECT_TRUE(store->RevokeKey(key).ok());  // idempotent
-    const Status missing = store->RevokeKey("nope");
-    EXPECT_EQ(missing.code(), StatusCode::kNotFound);
-    EXPECT_FALSE(store->FindKey("nope").has_value());
-  }
-  auto store = OpenStore();
-  ASSERT_NE(store, nullptr);
-  ASSERT_TRUE(store->FindKey(key).has_value());
-  EXPECT_TRUE(store->FindKey(key)->revoked);
-  EXPECT_EQ(store->Keys(AccountId{1}).size(), 1U);
-}
-
-TEST_F(KeyStoreTest, CreateKeyNeedsAccount) {
-  auto store = OpenStore();
-  ASSERT_NE(store, nullptr);
-  Result<ApiKey> k = store->CreateKey(AccountId{1}, 2);
-  ASSERT_FALSE(k.ok());
-  EXPECT_EQ(k.status().code(), StatusCode::kNotFound);
-  EXPECT_EQ(ReadText(auth_path()), "{\"version\":1,\"accounts\":[],\"keys\":[]}\n");
-}
-
-TEST_F(KeyStoreTest, FailedSaveRollsBack) {
-  auto store = OpenStore();
-  ASSERT_NE(store, nullptr);
-  ASSERT_TRUE(store->CreateAccount("alice", 1).ok());
-  Result<ApiKey> k = store->CreateKey(AccountId{1}, 2);
-  ASSERT_TRUE(k.ok());
-  const std::string saved = ReadText(auth_path());
-  // A directory where the temporary file goes makes every save fail, even
-  // for root (which file modes would not stop).
-  ASSERT_TRUE(fs::create_directory(dir_ / "auth.json.tmp"));
-
-  Result<AccountInfo> bob = store->CreateAccount("bob", 3);
-  ASSERT_FALSE(bob.ok());
-  EXPECT_EQ(bob.status().code(), StatusCode::kIoError);
-  EXPECT_NE(bob.status().message().find("auth.json.tmp"), std::string::npos);
-  EXPECT_EQ(store->Accounts().size(), 1U);
-  EXPECT_FALSE(store->FindAccount(AccountId{2}).has_value());
-
-  Result<ApiKey> k2 = store->CreateKey(AccountId{1}, 4);
-  ASSERT_FALSE(k2.ok());
-  EXPECT_EQ(store->Keys(AccountId{1}).size(), 1U);
-
-  EXPECT_FALSE(store->RevokeKey(k->key).ok());
-  EXPECT_FALSE(store->FindKey(k->key)->revoked);
-  EXPECT_EQ(ReadText(auth_path()), saved);
-
-  fs::remove(dir_ / "auth.json.tmp");
-  Result<AccountInfo> bob2 = store->CreateAccount("bob", 5);
-  ASSERT_TRUE(bob2.ok());
-  EXPECT_EQ(bob2->id, AccountId{2});  // the failed attempt used no id
+  EXPECT_NE(r.status().message().find("'alice' there and 'bob' in the journal"), std::string::npos)
+      << r.status().message();
+  // Ids with a gap cannot be given again in order.
+  WriteText(auth_path(),
+            R"({"version":1,"accounts":[{"id":2,"name":"carol","created_ms":1}],"keys":[]})");
+  auto gap = OpenStore();
+  ASSERT_NE(gap, nullptr);
+  EXPECT_EQ(gap->LegacyChanges().status().code(), StatusCode::kCorruption);
 }
 
 TEST_F(KeyStoreTest, MalformedFileRefusedAndUntouched) {
@@ -980,13 +1009,16 @@ TEST_F(KeyStoreTest, MalformedFileRefusedAndUntouched) {
     EXPECT_EQ(ReadText(auth_path()), c.text);
     EXPECT_FALSE(fs::exists(token_path()));  // nothing written on failure
   }
-  // The same file, made valid, loads.
+  // The same file, made valid, loads: its account and key are to be imported.
   WriteText(auth_path(), "{\"version\":1,\"accounts\":[" + alice + "],\"keys\":[" + key_entry +
                              "],\"comment\":\"unknown fields are ignored\"}");
   auto store = OpenStore();
   ASSERT_NE(store, nullptr);
-  ASSERT_TRUE(store->FindKey(valid_key).has_value());
-  EXPECT_EQ(store->FindKey(valid_key)->secret, valid_secret);
+  Result<std::vector<engine::AuthChange>> changes = store->LegacyChanges();
+  ASSERT_TRUE(changes.ok());
+  ASSERT_EQ(changes->size(), 2U);
+  EXPECT_EQ((*changes)[1].subject.view(), valid_key);
+  EXPECT_EQ((*changes)[1].secret.view(), valid_secret);
 }
 
 TEST_F(KeyStoreTest, UnreadableFileIsAnError) {
@@ -1258,43 +1290,50 @@ TEST(Ed25519Test, VerifySignatureByKeyType) {
 
 TEST_F(KeyStoreTest, Ed25519KeysPersistWithoutASecret) {
   const std::string raw = FromHex(kRfc8032[0].public_key);
-  std::string api_key;
-  {
-    auto store = OpenStore();
-    ASSERT_NE(store, nullptr);
-    Result<AccountInfo> alice = store->CreateAccount("alice", 1000);
-    ASSERT_TRUE(alice.ok());
-    Result<ApiKey> k = store->CreateEd25519Key(alice->id, raw, 2000);
-    ASSERT_TRUE(k.ok()) << k.status().message();
-    EXPECT_TRUE(k->is_ed25519());
-    EXPECT_TRUE(k->secret.empty());
-    EXPECT_EQ(k->key.size(), 64u);
-    api_key = k->key;
-    // The same public key twice, a wrong size, an unknown account: refused.
-    EXPECT_EQ(store->CreateEd25519Key(alice->id, raw, 2000).status().code(),
-              StatusCode::kInvalidArgument);
-    EXPECT_EQ(store->CreateEd25519Key(alice->id, raw.substr(1), 2000).status().code(),
-              StatusCode::kInvalidArgument);
-    EXPECT_EQ(store->CreateEd25519Key(AccountId{9}, FromHex(kRfc8032[1].public_key), 2000)
-                  .status()
-                  .code(),
-              StatusCode::kNotFound);
-  }
+  engine::Engine e(Config());
   auto store = OpenStore();
   ASSERT_NE(store, nullptr);
-  const std::optional<ApiKey> k = store->FindKey(api_key);
-  ASSERT_TRUE(k.has_value());
-  EXPECT_EQ(k->ed25519_public_key, raw);
-  EXPECT_TRUE(k->secret.empty());
-  EXPECT_EQ(k->account, AccountId{1});
-  EXPECT_EQ(k->created_ms, 2000);
+  RunOk(e, *store, store->NewAccount("alice", 1000));
+  Result<engine::AuthChange> k = store->NewKey(AccountId{1}, 2000, kDefaultPermissions, raw);
+  ASSERT_TRUE(k.ok()) << k.status().message();
+  EXPECT_TRUE(k->ed25519);
+  EXPECT_EQ(k->secret.view(), Base64Encode(raw));  // the public key, never a secret
+  const std::string api_key(k->subject.view());
+  EXPECT_EQ(api_key.size(), 64u);
+  RunOk(e, *store, k);
+  // The same public key twice, a wrong size, an unknown account: refused.
+  EXPECT_EQ(store->NewKey(AccountId{1}, 2000, kDefaultPermissions, raw).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(store->NewKey(AccountId{1}, 2000, kDefaultPermissions, raw.substr(1)).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(store->NewKey(AccountId{9}, 2000, kDefaultPermissions, FromHex(kRfc8032[1].public_key))
+                .status()
+                .code(),
+            StatusCode::kNotFound);
 
-  // A stored Ed25519 key with a secret, or a key of the wrong size, is refused.
-  const std::string text = ReadText(auth_path());
+  // After a restart, from the engine's image.
+  auto again = OpenStore();
+  ASSERT_NE(again, nullptr);
+  again->Bootstrap(e.ExportImage());
+  const std::optional<ApiKey> found = again->FindKey(api_key);
+  ASSERT_TRUE(found.has_value());
+  EXPECT_EQ(found->ed25519_public_key, raw);
+  EXPECT_TRUE(found->secret.empty());
+  EXPECT_EQ(found->account, AccountId{1});
+  EXPECT_EQ(found->created_ms, 2000);
+
+  // A legacy auth.json whose Ed25519 key has a secret, or a key of the wrong
+  // size, is refused.
+  const std::string good = R"({"version":1,"accounts":[{"id":1,"name":"a","created_ms":1}],)"
+                           R"("keys":[{"key":")" +
+                           std::string(64, 'k') + R"(","secret":"","ed25519":")" +
+                           Base64Encode(raw) + R"(","account":1,"created_ms":2,"revoked":false}]})";
+  WriteText(auth_path(), good);
+  EXPECT_TRUE(KeyStore::Open(dir_, 100).ok());
   for (const auto& [from, to] :
        {std::pair<std::string, std::string>{"\"secret\":\"\"", "\"secret\":\"x\""},
         std::pair<std::string, std::string>{Base64Encode(raw), Base64Encode(raw.substr(2))}}) {
-    std::string broken = text;
+    std::string broken = good;
     const std::size_t at = broken.find(from);
     ASSERT_NE(at, std::string::npos) << from;
     broken.replace(at, from.size(), to);

@@ -238,32 +238,6 @@ std::string ParseAuthJson(std::string_view text, uint32_t max_accounts, Loaded* 
   return "";
 }
 
-std::string SerializeAuthJson(const std::map<uint32_t, AccountInfo>& accounts,
-                              const std::map<std::string, ApiKey, std::less<>>& keys) {
-  json::array accounts_a;
-  for (const auto& [id, a] : accounts) {
-    accounts_a.push_back(json::object{{"id", id}, {"name", a.name}, {"created_ms", a.created_ms}});
-  }
-  json::array keys_a;
-  for (const auto& [key, k] : keys) {
-    json::object o{{"key", k.key},
-                   {"secret", k.secret},
-                   {"account", Raw(k.account)},
-                   {"created_ms", k.created_ms},
-                   {"revoked", k.revoked}};
-    if (k.is_ed25519()) o["ed25519"] = Base64Encode(k.ed25519_public_key);
-    json::array perms;
-    for (const std::string& p : PermissionNames(k.permissions)) perms.emplace_back(p);
-    o["permissions"] = std::move(perms);
-    keys_a.push_back(std::move(o));
-  }
-  const json::object root{
-      {"version", kFileVersion}, {"accounts", std::move(accounts_a)}, {"keys", std::move(keys_a)}};
-  std::string text = json::serialize(root);
-  text.push_back('\n');
-  return text;
-}
-
 // The token in admin.token (surrounding whitespace ignored), or why not.
 std::string ParseAdminToken(std::string_view text, std::string* out) {
   const auto is_space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; };
@@ -429,6 +403,50 @@ std::string RandomToken(std::size_t length) {
 
 // ---- KeyStore ----
 
+namespace {
+
+AccountInfo InfoOf(const engine::ImageAccount& a) {
+  return AccountInfo{a.id, std::string(a.name.view()), a.created_ms};
+}
+
+ApiKey KeyOf(AccountId account, int64_t created_ms, uint8_t permissions, bool ed25519, bool revoked,
+             std::string_view key, std::string_view secret) {
+  ApiKey k;
+  k.key = std::string(key);
+  k.account = account;
+  k.created_ms = created_ms;
+  k.permissions = permissions;
+  k.revoked = revoked;
+  if (ed25519) {
+    // The engine keeps the public key as base64; the store serves the raw bytes.
+    k.ed25519_public_key = Base64Decode(secret).value_or(std::string());
+  } else {
+    k.secret = std::string(secret);
+  }
+  return k;
+}
+
+engine::AuthChange Change(engine::AuthChangeKind kind, AccountId account, int64_t created_ms,
+                          std::string_view subject) {
+  engine::AuthChange c;
+  c.kind = kind;
+  c.account = account;
+  c.created_ms = created_ms;
+  // Names and keys are at most 64 characters (CheckAccountName, kKeyLength).
+  MB_CHECK(c.subject.Assign(subject));
+  return c;
+}
+
+engine::AuthChange KeyChange(const ApiKey& k) {
+  engine::AuthChange c = Change(engine::AuthChangeKind::kCreateKey, k.account, k.created_ms, k.key);
+  c.permissions = k.permissions;
+  c.ed25519 = k.is_ed25519();
+  MB_CHECK(c.secret.Assign(c.ed25519 ? Base64Encode(k.ed25519_public_key) : k.secret));
+  return c;
+}
+
+}  // namespace
+
 Result<std::unique_ptr<KeyStore>> KeyStore::Open(const fs::path& data_dir, uint32_t max_accounts) {
   std::error_code ec;
   fs::create_directories(data_dir, ec);
@@ -451,9 +469,9 @@ Result<std::unique_ptr<KeyStore>> KeyStore::Open(const fs::path& data_dir, uint3
     Loaded loaded;
     const std::string why = ParseAuthJson(**auth_text, max_accounts, &loaded);
     if (!why.empty()) return Corruption(auth_path.string() + ": " + why);
-    WriterLock lock(store->mu_);  // uncontended: no other thread has the store yet
-    store->accounts_ = std::move(loaded.accounts);
-    store->keys_ = std::move(loaded.keys);
+    store->legacy_file_ = true;
+    store->legacy_accounts_ = std::move(loaded.accounts);
+    store->legacy_keys_ = std::move(loaded.keys);
   }
   std::string token;
   if (token_text->has_value()) {
@@ -463,14 +481,8 @@ Result<std::unique_ptr<KeyStore>> KeyStore::Open(const fs::path& data_dir, uint3
     token = RandomToken(kAdminTokenLength);
     MB_RETURN_IF_ERROR(WriteSecretFileAtomically(token_path, token + "\n"));
   }
-  {
-    WriterLock lock(store->mu_);
-    store->admin_token_ = std::move(token);
-  }
-  if (!auth_text->has_value()) {
-    WriterLock lock(store->mu_);
-    MB_RETURN_IF_ERROR(store->Save());
-  }
+  WriterLock lock(store->mu_);  // uncontended: no other thread has the store yet
+  store->admin_token_ = std::move(token);
   return Result<std::unique_ptr<KeyStore>>(std::move(store));
 }
 
@@ -494,60 +506,39 @@ Result<std::string> KeyStore::RotateAdminToken() {
   return token;
 }
 
-Status KeyStore::Save() const {
-  const std::string json = SerializeAuthJson(accounts_, keys_);
-  if (replicate_) MB_RETURN_IF_ERROR(replicate_(json));
-  return WriteSecretFileAtomically(dir_ / kAuthFile, json);
-}
-
-void KeyStore::SetReplication(std::function<Status(std::string_view)> replicate) {
-  replicate_ = std::move(replicate);
-}
-
-std::string KeyStore::AuthJson() const {
-  ReaderLock lock(mu_);
-  return SerializeAuthJson(accounts_, keys_);
-}
-
-Status KeyStore::Adopt(std::string_view auth_json) {
-  Loaded loaded;
-  const std::string why = ParseAuthJson(auth_json, max_accounts_, &loaded);
-  if (!why.empty()) return Corruption("the primary's key store: " + why);
+void KeyStore::Bootstrap(const engine::EngineImage& image) {
+  std::map<uint32_t, AccountInfo> accounts;
+  std::map<std::string, ApiKey, std::less<>> keys;
+  for (const engine::ImageAccount& a : image.accounts) accounts.emplace(Raw(a.id), InfoOf(a));
+  for (const engine::ImageApiKey& k : image.api_keys) {
+    keys.emplace(std::string(k.key.view()), KeyOf(k.account, k.created_ms, k.permissions, k.ed25519,
+                                                  k.revoked, k.key.view(), k.secret.view()));
+  }
   WriterLock lock(mu_);
-  MB_RETURN_IF_ERROR(WriteSecretFileAtomically(dir_ / kAuthFile, auth_json));
-  accounts_ = std::move(loaded.accounts);
-  keys_ = std::move(loaded.keys);
-  return Status::Ok();
+  accounts_ = std::move(accounts);
+  keys_ = std::move(keys);
 }
 
-Status WriteAuthFile(const fs::path& data_dir, std::string_view auth_json, uint32_t max_accounts) {
-  Loaded loaded;
-  const std::string why = ParseAuthJson(auth_json, max_accounts, &loaded);
-  if (!why.empty()) return Corruption("the primary's key store: " + why);
-  return WriteSecretFileAtomically(data_dir / kAuthFile, auth_json);
-}
-
-Result<AccountInfo> KeyStore::CreateAccount(std::string name, int64_t now_ms) {
-  MB_RETURN_IF_ERROR(CheckAccountName(name));
-  WriterLock lock(mu_);
-  for (const auto& [id, a] : accounts_) {
-    if (a.name == name) return InvalidArgument("account name '" + name + "' is taken");
+void KeyStore::Apply(std::span<const engine::Event> events) {
+  for (const engine::Event& e : events) {
+    const auto* a = std::get_if<engine::AuthChanged>(&e.body);
+    if (a == nullptr) continue;
+    WriterLock lock(mu_);
+    switch (a->kind) {
+      case engine::AuthChangeKind::kCreateAccount:
+        accounts_[Raw(a->account)] =
+            AccountInfo{a->account, std::string(a->subject.view()), a->created_ms};
+        break;
+      case engine::AuthChangeKind::kCreateKey:
+        keys_[std::string(a->subject.view())] =
+            KeyOf(a->account, a->created_ms, a->permissions, a->ed25519, false, a->subject.view(),
+                  a->secret.view());
+        break;
+      case engine::AuthChangeKind::kRevokeKey:
+        if (auto it = keys_.find(a->subject.view()); it != keys_.end()) it->second.revoked = true;
+        break;
+    }
   }
-  // Ids are dense from 1 (accounts are never deleted); 0 is the fee account.
-  const uint64_t next = accounts_.empty() ? 1 : uint64_t{accounts_.rbegin()->first} + 1;
-  if (next >= max_accounts_) {
-    return OutOfRange("no account id left: max_accounts is " + std::to_string(max_accounts_) +
-                      " (ids 1.." + std::to_string(max_accounts_ > 0 ? max_accounts_ - 1 : 0) +
-                      ", 0 is the fee account)");
-  }
-  const auto id = static_cast<uint32_t>(next);
-  const AccountInfo info{AccountId{id}, std::move(name), now_ms};
-  accounts_.emplace(id, info);
-  if (Status s = Save(); !s.ok()) {
-    accounts_.erase(id);
-    return s;
-  }
-  return info;
 }
 
 std::optional<AccountInfo> KeyStore::FindAccount(AccountId id) const {
@@ -565,6 +556,116 @@ std::vector<AccountInfo> KeyStore::Accounts() const {
   return out;
 }
 
+Result<engine::AuthChange> KeyStore::NewAccount(std::string_view name, int64_t now_ms) const {
+  MB_RETURN_IF_ERROR(CheckAccountName(name));
+  ReaderLock lock(mu_);
+  for (const auto& [id, a] : accounts_) {
+    if (a.name == name) return InvalidArgument("account name '" + std::string(name) + "' is taken");
+  }
+  // Ids are dense from 1 (accounts are never deleted); 0 is the fee account.
+  const uint64_t next = accounts_.empty() ? 1 : uint64_t{accounts_.rbegin()->first} + 1;
+  if (next >= max_accounts_) {
+    return OutOfRange("no account id left: max_accounts is " + std::to_string(max_accounts_) +
+                      " (ids 1.." + std::to_string(max_accounts_ > 0 ? max_accounts_ - 1 : 0) +
+                      ", 0 is the fee account)");
+  }
+  return Change(engine::AuthChangeKind::kCreateAccount, AccountId{}, now_ms, name);
+}
+
+Result<engine::AuthChange> KeyStore::NewKey(AccountId account, int64_t now_ms, uint8_t permissions,
+                                            std::string_view ed25519_public_key) const {
+  if (!ed25519_public_key.empty() && ed25519_public_key.size() != kEd25519KeyBytes) {
+    return InvalidArgument("an Ed25519 public key has 32 bytes");
+  }
+  ApiKey k;
+  k.account = account;
+  k.created_ms = now_ms;
+  k.permissions = permissions;
+  k.ed25519_public_key = std::string(ed25519_public_key);
+  ReaderLock lock(mu_);
+  if (accounts_.count(Raw(account)) == 0) {
+    return NotFound("account " + std::to_string(Raw(account)) + " does not exist");
+  }
+  if (k.is_ed25519()) {
+    for (const auto& [name, existing] : keys_) {
+      if (existing.ed25519_public_key == k.ed25519_public_key) {
+        return InvalidArgument("this public key is already registered");
+      }
+    }
+  } else {
+    k.secret = RandomToken(kKeyLength);
+  }
+  do {
+    k.key = RandomToken(kKeyLength);
+  } while (keys_.count(k.key) != 0);  // 62^64 keys: a repeat is a formality
+  return KeyChange(k);
+}
+
+Result<engine::AuthChange> KeyStore::Revocation(std::string_view key) const {
+  ReaderLock lock(mu_);
+  const auto it = keys_.find(key);
+  if (it == keys_.end()) return NotFound("no such API key");
+  return Change(engine::AuthChangeKind::kRevokeKey, it->second.account, 0, key);
+}
+
+Result<std::vector<engine::AuthChange>> KeyStore::LegacyChanges() const {
+  std::vector<engine::AuthChange> out;
+  if (!legacy_file_) return out;
+  const std::string file = (dir_ / kAuthFile).string();
+  ReaderLock lock(mu_);
+  uint32_t expected = 1;
+  for (const auto& [id, a] : legacy_accounts_) {
+    if (id != expected++) {
+      return Corruption(file + ": account ids are not 1, 2, ... (" + std::to_string(id) +
+                        " follows " + std::to_string(expected - 2) + "): cannot import it");
+    }
+    const auto it = accounts_.find(id);
+    if (it == accounts_.end()) {
+      out.push_back(Change(engine::AuthChangeKind::kCreateAccount, a.id, a.created_ms, a.name));
+    } else if (it->second.name != a.name) {
+      return Corruption(file + ": account " + std::to_string(id) + " is '" + a.name +
+                        "' there and '" + it->second.name + "' in the journal: cannot import it");
+    }
+  }
+  std::vector<const ApiKey*> keys;
+  for (const auto& [key, k] : legacy_keys_) keys.push_back(&k);
+  std::sort(keys.begin(), keys.end(), [](const ApiKey* a, const ApiKey* b) {
+    return a->created_ms != b->created_ms ? a->created_ms < b->created_ms : a->key < b->key;
+  });
+  std::vector<engine::AuthChange> revocations;
+  for (const ApiKey* k : keys) {
+    const auto it = keys_.find(k->key);
+    if (it == keys_.end()) out.push_back(KeyChange(*k));
+    if (k->revoked && (it == keys_.end() || !it->second.revoked)) {
+      revocations.push_back(Change(engine::AuthChangeKind::kRevokeKey, k->account, 0, k->key));
+    }
+  }
+  out.insert(out.end(), revocations.begin(), revocations.end());
+  return out;
+}
+
+Status KeyStore::RetireLegacyFile() {
+  if (!legacy_file_) return Status::Ok();
+  const fs::path from = dir_ / kAuthFile;
+  fs::path to = from;
+  to += ".imported";
+  std::error_code ec;
+  fs::rename(from, to, ec);
+  if (ec && ec != std::errc::no_such_file_or_directory) {
+    return IoError(from.string() + ": rename to " + to.filename().string() + ": " + ec.message());
+  }
+  legacy_file_ = false;
+  return Status::Ok();
+}
+
+std::vector<std::string> PermissionNames(uint8_t permissions) {
+  std::vector<std::string> out;
+  if ((permissions & kRead) != 0) out.emplace_back("READ");
+  if ((permissions & kTrade) != 0) out.emplace_back("TRADE");
+  if ((permissions & kWithdraw) != 0) out.emplace_back("WITHDRAW");
+  return out;
+}
+
 std::optional<uint8_t> ParsePermissions(const json::value& names) {
   if (!names.is_array() || names.get_array().empty()) return std::nullopt;
   uint8_t bits = 0;
@@ -579,78 +680,6 @@ std::optional<uint8_t> ParsePermissions(const json::value& names) {
     bits = static_cast<uint8_t>(bits | bit);
   }
   return bits;
-}
-
-std::vector<std::string> PermissionNames(uint8_t permissions) {
-  std::vector<std::string> out;
-  if ((permissions & kRead) != 0) out.emplace_back("READ");
-  if ((permissions & kTrade) != 0) out.emplace_back("TRADE");
-  if ((permissions & kWithdraw) != 0) out.emplace_back("WITHDRAW");
-  return out;
-}
-
-Result<ApiKey> KeyStore::CreateKey(AccountId account, int64_t now_ms, uint8_t permissions) {
-  WriterLock lock(mu_);
-  if (accounts_.count(Raw(account)) == 0) {
-    return NotFound("account " + std::to_string(Raw(account)) + " does not exist");
-  }
-  ApiKey k;
-  do {
-    k.key = RandomToken(kKeyLength);
-  } while (keys_.count(k.key) != 0);  // 62^64 keys: a repeat is a formality
-  k.secret = RandomToken(kKeyLength);
-  k.account = account;
-  k.created_ms = now_ms;
-  k.permissions = permissions;
-  keys_.emplace(k.key, k);
-  if (Status s = Save(); !s.ok()) {
-    keys_.erase(k.key);
-    return s;
-  }
-  return k;
-}
-
-Result<ApiKey> KeyStore::CreateEd25519Key(AccountId account, std::string public_key, int64_t now_ms,
-                                          uint8_t permissions) {
-  if (public_key.size() != kEd25519KeyBytes) {
-    return InvalidArgument("an Ed25519 public key has 32 bytes");
-  }
-  WriterLock lock(mu_);
-  if (accounts_.count(Raw(account)) == 0) {
-    return NotFound("account " + std::to_string(Raw(account)) + " does not exist");
-  }
-  for (const auto& [name, existing] : keys_) {
-    if (existing.ed25519_public_key == public_key) {
-      return InvalidArgument("this public key is already registered");
-    }
-  }
-  ApiKey k;
-  do {
-    k.key = RandomToken(kKeyLength);
-  } while (keys_.count(k.key) != 0);
-  k.account = account;
-  k.created_ms = now_ms;
-  k.permissions = permissions;
-  k.ed25519_public_key = std::move(public_key);
-  keys_.emplace(k.key, k);
-  if (Status s = Save(); !s.ok()) {
-    keys_.erase(k.key);
-    return s;
-  }
-  return k;
-}
-
-Status KeyStore::RevokeKey(std::string_view key) {
-  WriterLock lock(mu_);
-  const auto it = keys_.find(key);
-  if (it == keys_.end()) return NotFound("no such API key");
-  if (it->second.revoked) return Status::Ok();
-  it->second.revoked = true;
-  if (Status s = Save(); !s.ok()) {
-    it->second.revoked = false;
-    return s;
-  }
-  return Status::Ok();
 }
 
 std::optional<ApiKey> KeyStore::FindKey(std::string_view key) const {

@@ -14,6 +14,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -22,6 +23,9 @@
 #include "common/status.h"
 #include "common/strong.h"
 #include "common/thread_annotations.h"
+#include "engine/command.h"
+#include "engine/event.h"
+#include "engine/image.h"
 #include "gateway/api_error.h"
 
 namespace mb::gateway {
@@ -94,12 +98,21 @@ struct AccountInfo {
   int64_t created_ms = 0;
 };
 
-// <data_dir>/auth.json (0600): accounts, API keys (HMAC secrets included:
-// HMAC needs them; Ed25519 public keys) and <data_dir>/admin.token (0600, generated on first open).
+// The accounts and API keys the engine recorded, served to every request,
+// and <data_dir>/admin.token (0600, generated on first open). Accounts and
+// keys live in the journal (AuthChange commands, AuthChanged events) and in
+// the engine's snapshots: an operator call builds the command (NewAccount,
+// NewKey, Revocation), the exchange journals it, and the store serves the
+// change once the durable batch reaches it (Apply). A standby, a replica and
+// a restarted server get the same store from the same records (Bootstrap
+// from the recovered image, then Apply).
+//
+// <data_dir>/auth.json, where versions before that kept accounts and keys,
+// is read at Open; LegacyChanges() gives what of it the journal still lacks.
 class KeyStore {
  public:
-  // Loads or creates the files. Error: unreadable/invalid files (named), a
-  // directory that cannot be written.
+  // Loads or creates admin.token, reads a legacy auth.json. Error:
+  // unreadable/invalid files (named), a directory that cannot be written.
   static Result<std::unique_ptr<KeyStore>> Open(const std::filesystem::path& data_dir,
                                                 uint32_t max_accounts);
 
@@ -111,39 +124,40 @@ class KeyStore {
   // working. Error: the file cannot be written (the old token stays).
   Result<std::string> RotateAdminToken();
 
-  // Accounts get ids 1, 2, ... (0 is the fee account). Error when the
-  // engine's max_accounts is reached or the name is taken.
-  Result<AccountInfo> CreateAccount(std::string name, int64_t now_ms);
+  // Everything the image holds replaces what the store served.
+  void Bootstrap(const engine::EngineImage& image);
+  // The AuthChanged events among `events`, in order.
+  void Apply(std::span<const engine::Event> events);
+
   std::optional<AccountInfo> FindAccount(AccountId id) const;
   std::vector<AccountInfo> Accounts() const;
-
-  Result<ApiKey> CreateKey(AccountId account, int64_t now_ms,
-                           uint8_t permissions = kDefaultPermissions);  // account must exist
-  // An Ed25519 key: the API key for the raw 32-byte `public_key` (see
-  // ParseEd25519PublicKey). Error: no such account, a key not 32 bytes, a
-  // public key already registered.
-  Result<ApiKey> CreateEd25519Key(AccountId account, std::string public_key, int64_t now_ms,
-                                  uint8_t permissions = kDefaultPermissions);
-  Status RevokeKey(std::string_view key);                     // kNotFound
   std::optional<ApiKey> FindKey(std::string_view key) const;  // revoked keys too
   std::vector<ApiKey> Keys(AccountId account) const;
 
-  // Every later change (accounts, keys, revocations) is handed to
-  // `replicate` as the whole auth.json before it is written here; an error
-  // refuses the change (docs/failover.md: a standby has it the moment it
-  // takes over). Set before the store is shared between threads.
-  void SetReplication(std::function<Status(std::string_view auth_json)> replicate);
-  // The auth.json a change would write now.
-  std::string AuthJson() const;
-  // A standby takes its primary's accounts and keys (an auth.json as
-  // AuthJson() gives it): checked, written to this store's auth.json, then
-  // served; the admin token stays this server's. kCorruption, nothing
-  // changed, when the text is not a valid key store.
-  Status Adopt(std::string_view auth_json);
+  // The commands of the operator's calls. The engine has the last word (a
+  // name taken meanwhile, no id left); these refuse early what the store
+  // already shows: kInvalidArgument for a name outside the rules or taken, a
+  // public key registered already; kNotFound for no such account or key;
+  // kOutOfRange when no account id is left.
+  Result<engine::AuthChange> NewAccount(std::string_view name, int64_t now_ms) const;
+  // A new random API key; an HMAC key gets a random secret, an Ed25519 key
+  // carries `ed25519_public_key` (the raw 32 bytes, ParseEd25519PublicKey).
+  Result<engine::AuthChange> NewKey(AccountId account, int64_t now_ms, uint8_t permissions,
+                                    std::string_view ed25519_public_key = {}) const;
+  Result<engine::AuthChange> Revocation(std::string_view key) const;
+
+  // What of a legacy auth.json the store does not hold yet, as commands in
+  // the order they must be journaled (accounts by id, then keys oldest first,
+  // then revocations). Empty without such a file. kCorruption when the file
+  // and the store disagree (an account id with another name, ids not 1, 2,
+  // ...): nothing may be imported then.
+  Result<std::vector<engine::AuthChange>> LegacyChanges() const;
+  // auth.json becomes auth.json.imported (kept for the operator), once
+  // LegacyChanges() is journaled and served. Ok without such a file.
+  Status RetireLegacyFile();
 
  private:
   KeyStore() = default;
-  Status Save() const MB_REQUIRES(mu_);
 
   std::filesystem::path dir_;
   uint32_t max_accounts_ = 0;
@@ -151,13 +165,10 @@ class KeyStore {
   std::string admin_token_ MB_GUARDED_BY(mu_);
   std::map<uint32_t, AccountInfo> accounts_ MB_GUARDED_BY(mu_);
   std::map<std::string, ApiKey, std::less<>> keys_ MB_GUARDED_BY(mu_);
-  std::function<Status(std::string_view)> replicate_;
+  // The legacy auth.json as read at Open (nothing when there was none).
+  bool legacy_file_ = false;
+  std::map<uint32_t, AccountInfo> legacy_accounts_;
+  std::map<std::string, ApiKey, std::less<>> legacy_keys_;
 };
-
-// A standby: `auth_json` (as a primary's KeyStore wrote it) checked and
-// written to <data_dir>/auth.json atomically, for the KeyStore that opens
-// it when the standby takes over.
-Status WriteAuthFile(const std::filesystem::path& data_dir, std::string_view auth_json,
-                     uint32_t max_accounts);
 
 }  // namespace mb::gateway

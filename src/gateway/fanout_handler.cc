@@ -89,6 +89,7 @@ void Gateway::Impl::DescribeRejectedOrders(const fanout::Batch& batch,
 // counts; the stage then delivers the batch's answers.
 void Gateway::Impl::OnBatch(const fanout::Batch& batch, bool) {
   if (batch.events.empty()) return;
+  keys_->Apply(batch.events);
   read_side_.Apply(batch.events, &fan_out_);
   DescribeRejectedOrders(batch, &fan_out_);
   streams_.Publish(fan_out_);

@@ -10,7 +10,9 @@ namespace mb::gateway {
 
 void Gateway::Impl::Wire(exchange::ExchangeOptions* o, fanout::Stage* stage) {
   o->on_recovered = [this](const engine::Engine& engine) {
-    read_side_.Bootstrap(engine.ExportImage());
+    const engine::EngineImage image = engine.ExportImage();
+    read_side_.Bootstrap(image);
+    keys_->Bootstrap(image);
   };
   stage_ = stage;
   stage_->Add(this);
@@ -23,8 +25,91 @@ void Gateway::Impl::SetDispatcher(transfer::Dispatcher* dispatcher) { dispatcher
 
 Status Gateway::Impl::Start(exchange::Exchange* exchange) {
   exchange_ = exchange;
+  MB_RETURN_IF_ERROR(ImportLegacyKeys());
   if (history_ != nullptr) log::Info("gateway", "thread " + history_runner_.Start());
   return StartServers();
+}
+
+namespace {
+
+// Waits for one command to be durable and applied by every fan-out handler.
+class SyncCompletion final : public exchange::Completion {
+ public:
+  void OnDone(uint64_t, const exchange::Outcome& o) noexcept override {
+    std::string why;
+    if (o.state != exchange::Outcome::State::kDurable) {
+      why = "refused by the exchange (" + std::to_string(static_cast<int>(o.state)) + ")";
+    } else {
+      for (const engine::Event& e : o.events) {
+        if (const auto* r = std::get_if<engine::Rejected>(&e.body)) {
+          why = "refused by the engine: " + std::string(engine::ToString(r->reason));
+        }
+      }
+    }
+    MutexLock lock(mu_);
+    why_ = std::move(why);
+    seq_ = Raw(o.seq);
+    done_ = true;
+  }
+  // The command's sequence, or the reason it failed.
+  Result<uint64_t> Wait() {
+    for (;;) {
+      {
+        MutexLock lock(mu_);
+        if (done_) {
+          if (!why_.empty()) return Status(StatusCode::kInternal, why_);
+          return seq_;
+        }
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+
+ private:
+  Mutex mu_;
+  bool done_ MB_GUARDED_BY(mu_) = false;
+  std::string why_ MB_GUARDED_BY(mu_);
+  uint64_t seq_ MB_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace
+
+// Accounts and keys of a data directory from before they entered the journal
+// (auth.json): journaled once, in order, before the first request is served.
+Status Gateway::Impl::ImportLegacyKeys() {
+  Result<std::vector<engine::AuthChange>> changes = keys_->LegacyChanges();
+  if (!changes.ok()) return changes.status();
+  if (!changes->empty()) {
+    log::Info("gateway", "auth.json: journaling " + std::to_string(changes->size()) +
+                             " accounts, keys and revocations of an earlier version");
+  }
+  uint64_t last = 0;
+  for (const engine::AuthChange& change : *changes) {
+    engine::Command cmd;
+    cmd.timestamp_ns = clock_.wall_ms() * 1'000'000;
+    cmd.body = change;
+    SyncCompletion done;
+    exchange::SubmitResult r;
+    while ((r = exchange_->Submit(cmd, &done, 0)) == exchange::SubmitResult::kFull) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    if (r != exchange::SubmitResult::kOk) {
+      return Unavailable("auth.json: the exchange refused the import: " +
+                         std::string(exchange::ToString(r)) + " " + exchange_->RefusalReason());
+    }
+    Result<uint64_t> seq = done.Wait();
+    if (!seq.ok()) {
+      return Status(seq.status().code(),
+                    "auth.json: importing " + std::string(engine::ToString(change.kind)) + " " +
+                        std::string(change.subject.view()) + ": " + seq.status().message());
+    }
+    last = *seq;
+  }
+  // Served once the fan-out stage has applied the last of them.
+  while (read_side_.applied_seq() < last) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return keys_->RetireLegacyFile();
 }
 
 Status Gateway::Impl::StartReplica(ReplicaOptions options) {
@@ -40,11 +125,13 @@ Status Gateway::Impl::StartReplica(ReplicaOptions options) {
 
 void Gateway::Impl::ReplicaBootstrap(const engine::EngineImage& image) {
   read_side_.Bootstrap(image);
+  keys_->Bootstrap(image);
   streams_.Forget();
 }
 
 void Gateway::Impl::ReplicaApply(std::span<const Event> events) {
   if (events.empty()) return;
+  keys_->Apply(events);
   read_side_.Apply(events, &fan_out_);
   streams_.Publish(fan_out_);
   if (options_.metrics != nullptr) CountEvents(events);
@@ -100,10 +187,6 @@ uint16_t Gateway::Impl::metrics_port() const noexcept {
 }
 
 std::filesystem::path Gateway::Impl::admin_token_path() const { return keys_->admin_token_path(); }
-std::string Gateway::Impl::auth_json() const { return keys_->AuthJson(); }
-Status Gateway::Impl::ReplicateKeys() {
-  return options_.replicate_keys ? options_.replicate_keys(keys_->AuthJson()) : Status::Ok();
-}
 
 Response Gateway::Impl::MakeResponse(unsigned version, bool keep_alive, int status,
                                      std::string body, const ReplyMeta& meta) const {
@@ -644,7 +727,6 @@ Result<std::unique_ptr<Gateway>> Gateway::Create(const engine::EngineConfig& con
   std::filesystem::create_directories(data_dir, ec);
   auto keys = KeyStore::Open(data_dir, config.max_accounts);
   if (!keys.ok()) return keys.status();
-  if (options.replicate_keys) (*keys)->SetReplication(options.replicate_keys);
   return std::unique_ptr<Gateway>(new Gateway(
       std::make_unique<Impl>(config, data_dir, std::move(options), std::move(keys).value())));
 }
@@ -672,8 +754,5 @@ void Gateway::Stop() { impl_->Stop(); }
 uint16_t Gateway::port() const noexcept { return impl_->port(); }
 uint16_t Gateway::metrics_port() const noexcept { return impl_->metrics_port(); }
 std::filesystem::path Gateway::admin_token_path() const { return impl_->admin_token_path(); }
-std::string Gateway::auth_json() const { return impl_->auth_json(); }
-Status Gateway::ReplicateKeys() { return impl_->ReplicateKeys(); }
-Status Gateway::AdoptKeys(std::string_view auth_json) { return impl_->AdoptKeys(auth_json); }
 
 }  // namespace mb::gateway

@@ -115,9 +115,6 @@ struct GatewayOptions {
   // why it could not. Null: answered 409 (no leadership: serve without
   // --nats).
   std::function<Result<std::string>()> failover;
-  // Every change to the key store (accounts, API keys, revocations) goes
-  // here first (KeyStore::SetReplication); null: kept in auth.json only.
-  std::function<Status(std::string_view auth_json)> replicate_keys;
 };
 
 // A replica's gateway (`matchbook replica`): no exchange behind it.
@@ -189,13 +186,6 @@ class Gateway {
   // The metrics-only port (after Start() with metrics_port; 0: none).
   uint16_t metrics_port() const noexcept;
   std::filesystem::path admin_token_path() const;
-  // The key store's accounts and keys, as auth.json holds them.
-  std::string auth_json() const;
-  // Hands the key store as it is now to GatewayOptions::replicate_keys.
-  Status ReplicateKeys();
-  // A standby's copy of its primary's key store (KeyStore::Adopt): its
-  // operator API then lists the primary's accounts.
-  Status AdoptKeys(std::string_view auth_json);
 
  private:
   class Impl;

@@ -361,6 +361,7 @@ class Gateway::Impl final : public HttpHandler, public WsApiBackend, public fano
   }
 
   Status Start(exchange::Exchange* exchange);
+  Status ImportLegacyKeys();
   Status StartReplica(ReplicaOptions options);
   void ReplicaBootstrap(const engine::EngineImage& image);
   void ReplicaApply(std::span<const Event> events);
@@ -374,9 +375,6 @@ class Gateway::Impl final : public HttpHandler, public WsApiBackend, public fano
   uint16_t port() const noexcept;
   uint16_t metrics_port() const noexcept;
   std::filesystem::path admin_token_path() const;
-  std::string auth_json() const;
-  Status ReplicateKeys();
-  Status AdoptKeys(std::string_view auth_json) { return keys_->Adopt(auth_json); }
 
   Response MakeResponse(unsigned version, bool keep_alive, int status, std::string body,
                         const ReplyMeta& meta) const;
@@ -737,6 +735,8 @@ class Gateway::Impl final : public HttpHandler, public WsApiBackend, public fano
   // given whole. fromSeq = the last line's seq + 1 continues a page.
   void AdminLedger(Ctx& c, std::string_view id_text);
   void AdminRevokeKey(Ctx& c, std::string_view key);
+  void SubmitAuthChange(Ctx& c, const char* kind, const engine::AuthChange& change,
+                        std::function<void(Pending&, const engine::AuthChanged&)> done);
   void AdminTransfer(Ctx& c, const json::object& body, bool deposit);
   void AdminMarketStatus(Ctx& c, std::string_view symbol, const json::object& body);
   void AdminMarkets(Ctx& c);

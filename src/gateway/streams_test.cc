@@ -18,6 +18,7 @@
 #include "common/hmac.h"
 #include "engine/engine.h"
 #include "gateway/binance_json.h"
+#include "gateway/key_store_test_support.h"
 
 namespace mb::gateway {
 namespace {
@@ -203,13 +204,13 @@ class StreamsTest : public ::testing::Test {
     auto keys = KeyStore::Open(dir_, config_.max_accounts);
     ASSERT_TRUE(keys.ok()) << keys.status().message();
     keys_ = std::move(keys).value();
-    auto alice = keys_->CreateAccount("alice", kT0);
-    auto bob = keys_->CreateAccount("bob", kT0);
+    auto alice = testing::CreateAccount(*keys_, "alice", kT0);
+    auto bob = testing::CreateAccount(*keys_, "bob", kT0);
     ASSERT_TRUE(alice.ok() && bob.ok());
     alice_ = alice->id;
     bob_ = bob->id;
-    auto ka = keys_->CreateKey(alice_, kT0);
-    auto kb = keys_->CreateKey(bob_, kT0);
+    auto ka = testing::CreateKey(*keys_, alice_, kT0);
+    auto kb = testing::CreateKey(*keys_, bob_, kT0);
     ASSERT_TRUE(ka.ok() && kb.ok());
     alice_key_ = *ka;
     bob_key_ = *kb;
@@ -1287,7 +1288,7 @@ TEST_F(StreamsTest, WsApiRejectsBadCredentials) {
     error(json::serialize(req), 400, -1022);
   }
   // Revoked key: refused even with a valid signature.
-  ASSERT_TRUE(keys_->RevokeKey(alice_key_.key).ok());
+  ASSERT_TRUE(testing::RevokeKey(*keys_, alice_key_.key).ok());
   error(SubscribeSignedRequest(alice_key_, now_ms_), 401, -2015);
   EXPECT_EQ(hub_->stats().user_connections.load(), 0u);
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "common/hmac.h"
+#include "gateway/key_store_test_support.h"
 
 namespace mb::gateway {
 namespace {
@@ -140,13 +141,13 @@ class WsApiTest : public ::testing::Test {
     auto store = KeyStore::Open(dir_, 100);
     ASSERT_TRUE(store.ok()) << store.status().message();
     keys_ = std::move(store).value();
-    auto account = keys_->CreateAccount("alice", kNowMs);
+    auto account = testing::CreateAccount(*keys_, "alice", kNowMs);
     ASSERT_TRUE(account.ok());
     account_ = account->id;
-    auto hmac = keys_->CreateKey(account_, kNowMs);
+    auto hmac = testing::CreateKey(*keys_, account_, kNowMs);
     ASSERT_TRUE(hmac.ok());
     hmac_ = *hmac;
-    auto ed = keys_->CreateEd25519Key(account_, kEdPublic, kNowMs);
+    auto ed = testing::CreateEd25519Key(*keys_, account_, kEdPublic, kNowMs);
     ASSERT_TRUE(ed.ok()) << ed.status().message();
     ed_ = *ed;
     api_ = std::make_unique<WsApi>(*keys_, backend_, streams_,
@@ -308,7 +309,7 @@ TEST_F(WsApiTest, SignedMethodsNeedAValidSignatureInTheWindow) {
       200);
   EXPECT_EQ(Code(Request("account.status", SignHmac({{"recvWindow", 70000}}))), -1130);
   // A revoked key stops working.
-  ASSERT_TRUE(keys_->RevokeKey(hmac_.key).ok());
+  ASSERT_TRUE(testing::RevokeKey(*keys_, hmac_.key).ok());
   EXPECT_EQ(Code(Request("account.status", SignHmac({}))), -2015);
   // Public methods need nothing.
   EXPECT_EQ(Request("depth", {{"symbol", "BTCUSDT"}}).at("status"), 200);
@@ -378,7 +379,7 @@ TEST_F(WsApiTest, SessionLogonLetsRequestsGoUnsignedUntilLogout) {
 
   // Revoking the key ends what a session may do.
   ASSERT_EQ(Request("session.logon", SignEd({})).at("status"), 200);
-  ASSERT_TRUE(keys_->RevokeKey(ed_.key).ok());
+  ASSERT_TRUE(testing::RevokeKey(*keys_, ed_.key).ok());
   EXPECT_EQ(Code(Request("account.status", {{"timestamp", now_ms_}})), -2015);
 }
 
