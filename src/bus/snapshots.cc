@@ -257,7 +257,7 @@ Result<journal::SnapshotMeta> FetchNewestSnapshot(const SnapshotSource& source,
   const std::filesystem::path path = dir / journal::SnapshotFileName(m.seq);
   std::filesystem::path fetched = path;
   fetched += ".fetched";
-  MB_RETURN_IF_ERROR(WriteFileAtomically(fetched, bytes));
+  MB_RETURN_IF_ERROR(WriteFileAtomically(fetched, bytes, 0600));  // it holds API secrets
   auto loaded = journal::ReadSnapshot(fetched);
   Status bad;
   if (!loaded.ok()) {

@@ -123,7 +123,7 @@ Result<RetentionReport> Retain(const DataDir& dir, uint64_t floor, Retention pol
       packed.resize(n);
       const fs::path final_path =
           archive_dir / (s.path.filename().string() + std::string(kArchiveSuffix));
-      MB_RETURN_IF_ERROR(WriteFileAtomically(final_path, packed));
+      MB_RETURN_IF_ERROR(WriteFileAtomically(final_path, packed, 0600));  // secrets, as the segment
       // Read back what is on disk before the only other copy goes.
       auto back = ReadArchivedSegment(final_path);
       if (!back.ok() || back->size() != raw.size() ||

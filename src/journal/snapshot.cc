@@ -53,7 +53,8 @@ Result<fs::path> WriteSnapshot(const DataDir& dir, const engine::EngineImage& im
   PutU64(p + 72, XXH3_64bits(p, 72));
 
   const fs::path path = dir.snapshot_dir() / SnapshotFileName(meta->seq);
-  MB_RETURN_IF_ERROR(WriteFileAtomically(path, file, 0644, FileSync::kDurable, dir.file_system()));
+  // 0600: the image holds API keys' secrets.
+  MB_RETURN_IF_ERROR(WriteFileAtomically(path, file, 0600, FileSync::kDurable, dir.file_system()));
 
   auto listed = dir.ListSnapshots();
   if (listed.ok() && listed->size() > keep) {

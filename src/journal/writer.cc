@@ -123,7 +123,8 @@ Status JournalWriter::OpenSegment(const fs::path& path, uint64_t size) {
 
 Status JournalWriter::CreateSegment(uint64_t first_seq) {
   const fs::path path = journal_dir_ / SegmentFileName(first_seq);
-  const int fd = fsys_->Open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  // 0600: records hold API keys' secrets (AuthChanged).
+  const int fd = fsys_->Open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) return ErrnoStatus(path, "create segment", errno);
   std::array<std::byte, kSegmentHeaderSize> header{};
   EncodeSegmentHeader({kSegmentFormatVersion, first_seq, config_hash_}, header);
