@@ -203,14 +203,15 @@ std::string FormatEvent(const engine::EngineConfig& c, const engine::Event& e) {
                          Sym(c, d.market));
     }
     case EventType::kAuthChanged: {
-      // Never the secret: an HMAC secret is shown once, to the operator.
+      // Never the secret (an HMAC secret is shown once, to the operator), and
+      // of the key only its start: the key alone opens a user data stream.
       const auto& a = std::get<AuthChanged>(e.body);
       if (a.kind == AuthChangeKind::kCreateAccount) {
         return fmt::format("{} {} acct={} name={}", head, ToString(a.kind), Raw(a.account),
                            a.subject.view());
       }
-      return fmt::format("{} {} acct={} key={}{}", head, ToString(a.kind), Raw(a.account),
-                         a.subject.view(),
+      return fmt::format("{} {} acct={} key={}...{}", head, ToString(a.kind), Raw(a.account),
+                         a.subject.view().substr(0, 8),
                          a.kind == AuthChangeKind::kCreateKey
                              ? fmt::format(" type={} permissions={}",
                                            a.ed25519 ? "ED25519" : "HMAC_SHA256", a.permissions)

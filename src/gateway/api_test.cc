@@ -905,9 +905,10 @@ TEST_F(KeyStoreTest, LegacyFileIsImportedThroughTheEngine) {
   EXPECT_TRUE(store->Accounts().empty()) << "served only once journaled";
   Result<std::vector<engine::AuthChange>> changes = store->LegacyChanges();
   ASSERT_TRUE(changes.ok()) << changes.status().message();
-  ASSERT_EQ(changes->size(), 6U);  // 2 accounts, 3 keys, 1 revocation
+  // 2 accounts, 2 keys; the revoked key, never journaled, stays out.
+  ASSERT_EQ(changes->size(), 4U);
   EXPECT_EQ((*changes)[0].subject.view(), "alice");
-  EXPECT_EQ((*changes)[5].kind, engine::AuthChangeKind::kRevokeKey);
+  EXPECT_EQ((*changes)[3].subject.view(), ed_key);
   for (const engine::AuthChange& c : *changes) RunOk(e, *store, c);
 
   EXPECT_EQ(store->FindAccount(AccountId{1})->name, "alice");
@@ -916,8 +917,7 @@ TEST_F(KeyStoreTest, LegacyFileIsImportedThroughTheEngine) {
   EXPECT_EQ(store->FindKey(hmac_key)->secret, secret);
   EXPECT_EQ(store->FindKey(hmac_key)->permissions, kRead | kWithdraw);
   EXPECT_EQ(store->FindKey(hmac_key)->created_ms, 30);
-  EXPECT_TRUE(store->FindKey(revoked_key)->revoked);
-  EXPECT_EQ(store->FindKey(revoked_key)->account, AccountId{2});
+  EXPECT_FALSE(store->FindKey(revoked_key).has_value());
   EXPECT_EQ(store->FindKey(ed_key)->ed25519_public_key, raw_public);
   EXPECT_FALSE(store->FindKey(ed_key)->revoked);
 
@@ -956,6 +956,53 @@ TEST_F(KeyStoreTest, LegacyFileThatDisagreesWithTheJournalIsRefused) {
   auto gap = OpenStore();
   ASSERT_NE(gap, nullptr);
   EXPECT_EQ(gap->LegacyChanges().status().code(), StatusCode::kCorruption);
+}
+
+// A key the journal has: revoked in the file since, the journal learns it;
+// the same key with another secret, or a new key with a public key the
+// journal has under another key, refuses the whole import before anything is
+// journaled.
+TEST_F(KeyStoreTest, LegacyKeysAreCheckedAgainstTheJournal) {
+  engine::Engine e(Config());
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  RunOk(e, *store, store->NewAccount("alice", 1));
+  Result<engine::AuthChange> k = store->NewKey(AccountId{1}, 2, kDefaultPermissions);
+  RunOk(e, *store, k);
+  const std::string key(k->subject.view());
+  const std::string secret(k->secret.view());
+  const std::string raw_public(32, 'q');
+  RunOk(e, *store, store->NewKey(AccountId{1}, 3, kDefaultPermissions, raw_public));
+  const auto file = [&](const std::string& key_secret, bool revoked, const std::string& extra) {
+    return R"({"version":1,"accounts":[{"id":1,"name":"alice","created_ms":1}],"keys":[)"
+           R"({"key":")" +
+           key + R"(","secret":")" + key_secret + R"(","account":1,"created_ms":2,"revoked":)" +
+           (revoked ? "true" : "false") + R"(,"permissions":["READ","TRADE"]})" + extra + "]}";
+  };
+  const auto changes = [&](const std::string& text) {
+    WriteText(auth_path(), text);
+    auto s = OpenStore();
+    EXPECT_NE(s, nullptr);
+    s->Bootstrap(e.ExportImage());
+    return s->LegacyChanges();
+  };
+  Result<std::vector<engine::AuthChange>> r = changes(file(secret, true, ""));
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_EQ(r->size(), 1U);
+  EXPECT_EQ((*r)[0].kind, engine::AuthChangeKind::kRevokeKey);
+  EXPECT_EQ((*r)[0].subject.view(), key);
+
+  r = changes(file(std::string(64, 'x'), false, ""));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kCorruption);
+
+  const std::string shared = R"(,{"key":")" + std::string(64, 'n') +
+                             R"(","secret":"","ed25519":")" + Base64Encode(raw_public) +
+                             R"(","account":1,"created_ms":9,"revoked":false})";
+  r = changes(file(secret, false, shared));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kCorruption);
+  EXPECT_NE(r.status().message().find("public key"), std::string::npos) << r.status().message();
 }
 
 TEST_F(KeyStoreTest, MalformedFileRefusedAndUntouched) {

@@ -632,15 +632,37 @@ Result<std::vector<engine::AuthChange>> KeyStore::LegacyChanges() const {
   std::sort(keys.begin(), keys.end(), [](const ApiKey* a, const ApiKey* b) {
     return a->created_ms != b->created_ms ? a->created_ms < b->created_ms : a->key < b->key;
   });
-  std::vector<engine::AuthChange> revocations;
+  // Everything is checked before anything is journaled: a file the engine
+  // would refuse half-way could never be imported.
+  std::set<std::string, std::less<>> public_keys;
+  for (const auto& [key, k] : keys_) {
+    if (k.is_ed25519()) public_keys.insert(k.ed25519_public_key);
+  }
   for (const ApiKey* k : keys) {
     const auto it = keys_.find(k->key);
-    if (it == keys_.end()) out.push_back(KeyChange(*k));
-    if (k->revoked && (it == keys_.end() || !it->second.revoked)) {
-      revocations.push_back(Change(engine::AuthChangeKind::kRevokeKey, k->account, 0, k->key));
+    if (it != keys_.end()) {
+      const ApiKey& j = it->second;
+      if (j.account != k->account || j.secret != k->secret ||
+          j.ed25519_public_key != k->ed25519_public_key || j.permissions != k->permissions) {
+        return Corruption(file + ": key " + k->key.substr(0, 8) +
+                          "... differs from the journal's: cannot import it");
+      }
+      // Revoked there since: the journal learns it.
+      if (k->revoked && !j.revoked) {
+        out.push_back(Change(engine::AuthChangeKind::kRevokeKey, k->account, 0, k->key));
+      }
+      continue;
     }
+    // A revoked key that never reached the journal stays out of it: it could
+    // only ever be refused, and journaling it before its revocation would
+    // leave a moment in which it works.
+    if (k->revoked) continue;
+    if (k->is_ed25519() && !public_keys.insert(k->ed25519_public_key).second) {
+      return Corruption(file + ": key " + k->key.substr(0, 8) +
+                        "... has a public key another key has: cannot import it");
+    }
+    out.push_back(KeyChange(*k));
   }
-  out.insert(out.end(), revocations.begin(), revocations.end());
   return out;
 }
 

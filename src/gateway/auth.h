@@ -1,11 +1,13 @@
 // Authentication: checking request signatures (Binance SIGNED endpoints:
 // HMAC-SHA256 with a secret the exchange made, common/hmac.h; or Ed25519 with
 // a public key the account's owner registered, OpenSSL), the
-// timestamp/recvWindow window, and the store of accounts, API keys and the
-// admin token, persisted in the data directory.
+// timestamp/recvWindow window, and the store of accounts and API keys (fed
+// from the journal's records) and of the admin token (a file in the data
+// directory).
 //
 // Thread safety: the free functions are pure. KeyStore: every method from any
-// thread (a shared_mutex; writes also rewrite the file atomically).
+// thread (a shared_mutex), except LegacyChanges and RetireLegacyFile: the
+// thread that starts the gateway, before it serves.
 #pragma once
 
 #include <boost/json/fwd.hpp>
@@ -147,10 +149,12 @@ class KeyStore {
   Result<engine::AuthChange> Revocation(std::string_view key) const;
 
   // What of a legacy auth.json the store does not hold yet, as commands in
-  // the order they must be journaled (accounts by id, then keys oldest first,
-  // then revocations). Empty without such a file. kCorruption when the file
-  // and the store disagree (an account id with another name, ids not 1, 2,
-  // ...): nothing may be imported then.
+  // the order they must be journaled (accounts by id, then keys oldest
+  // first; a key the file says is revoked: its revocation when the store
+  // has it, nothing when it does not). Empty without such a file.
+  // kCorruption when the file and the store disagree (an account id with
+  // another name, ids not 1, 2, ..., a key with another account, secret or
+  // permissions, a public key two keys share): nothing may be imported then.
   Result<std::vector<engine::AuthChange>> LegacyChanges() const;
   // auth.json becomes auth.json.imported (kept for the operator), once
   // LegacyChanges() is journaled and served. Ok without such a file.

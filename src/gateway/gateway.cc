@@ -51,8 +51,9 @@ class SyncCompletion final : public exchange::Completion {
     seq_ = Raw(o.seq);
     done_ = true;
   }
-  // The command's sequence, or the reason it failed.
-  Result<uint64_t> Wait() {
+  // The command's sequence, or the reason it failed; kUnavailable when no
+  // answer came before `deadline`.
+  Result<uint64_t> Wait(std::chrono::steady_clock::time_point deadline) {
     for (;;) {
       {
         MutexLock lock(mu_);
@@ -61,6 +62,7 @@ class SyncCompletion final : public exchange::Completion {
           return seq_;
         }
       }
+      if (std::chrono::steady_clock::now() > deadline) return Unavailable("no answer");
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
   }
@@ -83,30 +85,52 @@ Status Gateway::Impl::ImportLegacyKeys() {
     log::Info("gateway", "auth.json: journaling " + std::to_string(changes->size()) +
                              " accounts, keys and revocations of an earlier version");
   }
+  // A bound on every wait: under ack = replicated the bus stream must take
+  // each record before it is applied, and a start must not hang on it.
+  constexpr auto kPatience = std::chrono::seconds(60);
+  const auto deadline = std::chrono::steady_clock::now() + kPatience;
+  const auto late = [&](uint64_t seq) {
+    return Unavailable("auth.json: the import's record " + std::to_string(seq) +
+                       " was not durable and applied within 60 s (under ack = replicated the "
+                       "bus stream must take it first): nothing served yet; start again");
+  };
   uint64_t last = 0;
   for (const engine::AuthChange& change : *changes) {
     engine::Command cmd;
     cmd.timestamp_ns = clock_.wall_ms() * 1'000'000;
     cmd.body = change;
-    SyncCompletion done;
+    // Owned here until it is answered; left to the exchange when it is not
+    // (it calls back at its close).
+    auto done = std::make_unique<SyncCompletion>();
     exchange::SubmitResult r;
-    while ((r = exchange_->Submit(cmd, &done, 0)) == exchange::SubmitResult::kFull) {
+    while ((r = exchange_->Submit(cmd, done.get(), 0)) == exchange::SubmitResult::kFull) {
+      if (std::chrono::steady_clock::now() > deadline) return late(last + 1);
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
     if (r != exchange::SubmitResult::kOk) {
       return Unavailable("auth.json: the exchange refused the import: " +
                          std::string(exchange::ToString(r)) + " " + exchange_->RefusalReason());
     }
-    Result<uint64_t> seq = done.Wait();
+    Result<uint64_t> seq = done->Wait(deadline);
+    if (!seq.ok() && seq.status().code() == StatusCode::kUnavailable) {
+      (void)done.release();  // the exchange still holds it
+      return late(last + 1);
+    }
     if (!seq.ok()) {
+      // The key only by its start: it is a credential.
+      const std::string_view subject = change.subject.view();
       return Status(seq.status().code(),
                     "auth.json: importing " + std::string(engine::ToString(change.kind)) + " " +
-                        std::string(change.subject.view()) + ": " + seq.status().message());
+                        std::string(change.kind == engine::AuthChangeKind::kCreateAccount
+                                        ? subject
+                                        : subject.substr(0, 8)) +
+                        ": " + seq.status().message());
     }
     last = *seq;
   }
   // Served once the fan-out stage has applied the last of them.
   while (read_side_.applied_seq() < last) {
+    if (std::chrono::steady_clock::now() > deadline) return late(last);
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   return keys_->RetireLegacyFile();
