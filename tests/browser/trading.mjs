@@ -94,8 +94,16 @@ runMain('browser trading', async () => {
         await pa.selectOption('#market', 'ETHUSDT');
         await pa.waitForFunction(() => window.matchbook.state.book.symbol === 'ETHUSDT' && window.matchbook.state.book.synced);
         eq(await text(pa, '#place-order'), 'Buy ETH', 'the form follows the market');
-        await pa.selectOption('#market', SYMBOL);
-        await pa.click('#intervals button[data-interval="1m"]');
+        // Back to the market and to 1m in one go, before the market's new
+        // stream has opened: the interval change must reach it all the same
+        // (the next steps wait for 1m candles from the stream).
+        await pa.evaluate((s) => {
+          const sel = document.querySelector('#market');
+          sel.value = s;
+          sel.dispatchEvent(new Event('change'));
+          document.querySelector('#intervals button[data-interval="1m"]').click();
+        }, SYMBOL);
+        await pa.waitForSelector('#intervals button[data-interval="1m"].on');
         await pa.waitForFunction((s) => window.matchbook.state.book.symbol === s && window.matchbook.state.book.synced, SYMBOL);
         eq(await text(pa, '#place-order'), 'Buy BTC', 'and back');
       });

@@ -122,6 +122,11 @@ export function wsUrl(path) {
 
 // A WebSocket that reconnects (after 1 s, then up to 10 s) until closed.
 // onOpen(socket) runs at each (re)connection; onMessage(json) per message.
+// `path` is what a (re)connection subscribes: a caller that changes its
+// subscriptions updates it and sends the change. A change sent while the
+// socket is still connecting (under the path from before the change) goes
+// out once it opens; one sent while it is closed is dropped: the
+// reconnection's path holds it.
 export class Stream {
   constructor(path, { onOpen, onMessage, onState } = {}) {
     this.path = path;
@@ -137,8 +142,11 @@ export class Stream {
   connect() {
     const ws = new WebSocket(wsUrl(this.path));
     this.ws = ws;
+    this.queued = [];
     ws.onopen = () => {
       this.delay = 1000;
+      for (const m of this.queued) ws.send(m);
+      this.queued = [];
       this.onState?.('open');
       this.onOpen?.(this);
     };
@@ -161,8 +169,9 @@ export class Stream {
   }
 
   send(method, params) {
-    if (this.ws.readyState !== WebSocket.OPEN) return;
-    this.ws.send(JSON.stringify({ method, params, id: this.nextId++ }));
+    const m = JSON.stringify({ method, params, id: this.nextId++ });
+    if (this.ws.readyState === WebSocket.CONNECTING) this.queued.push(m);
+    else if (this.ws.readyState === WebSocket.OPEN) this.ws.send(m);
   }
 
   close() {
