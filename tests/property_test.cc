@@ -247,6 +247,18 @@ MB_FIELDS(engine::AuthChange, "kind,account,permissions,ed25519,created_ms,subje
           x.account, x.permissions, x.ed25519, x.created_ms, x.subject, x.secret);
 MB_FIELDS(engine::AuthChanged, "kind,account,permissions,ed25519,created_ms,subject,secret", x.kind,
           x.account, x.permissions, x.ed25519, x.created_ms, x.subject, x.secret);
+MB_FIELDS(engine::AddAsset, "symbol,scale", x.symbol, x.scale);
+MB_FIELDS(engine::AssetAdded, "asset,symbol,scale", x.asset, x.symbol, x.scale);
+MB_FIELDS(engine::AddMarket,
+          "symbol,base,quote,tick_units,lot_units,min_qty,max_qty,max_price,min_notional,"
+          "maker_fee_bps,taker_fee_bps,status",
+          x.symbol, x.base, x.quote, x.tick_units, x.lot_units, x.min_qty, x.max_qty, x.max_price,
+          x.min_notional, x.maker_fee_bps, x.taker_fee_bps, x.status);
+MB_FIELDS(engine::MarketAdded,
+          "market,symbol,base,quote,tick_units,lot_units,min_qty,max_qty,max_price,min_notional,"
+          "maker_fee_bps,taker_fee_bps,status",
+          x.market, x.symbol, x.base, x.quote, x.tick_units, x.lot_units, x.min_qty, x.max_qty,
+          x.max_price, x.min_notional, x.maker_fee_bps, x.taker_fee_bps, x.status);
 
 #undef MB_FIELDS
 

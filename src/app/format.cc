@@ -217,6 +217,20 @@ std::string FormatEvent(const engine::EngineConfig& c, const engine::Event& e) {
                                            a.ed25519 ? "ED25519" : "HMAC_SHA256", a.permissions)
                              : std::string());
     }
+    case EventType::kAssetAdded: {
+      const auto& a = std::get<AssetAdded>(e.body);
+      return fmt::format("{} asset={} {} scale={}", head, Raw(a.asset), a.symbol.view(), a.scale);
+    }
+    case EventType::kMarketAdded: {
+      // Sizes in the assets' smallest units, as the event holds them.
+      const auto& m = std::get<MarketAdded>(e.body);
+      return fmt::format(
+          "{} market={} {} base={} quote={} tick_units={} lot_units={} min_qty={} max_qty={} "
+          "max_price={} min_notional={} fees={}/{}bps {}",
+          head, Raw(m.market), m.symbol.view(), Raw(m.base), Raw(m.quote), m.tick_units,
+          m.lot_units, m.min_qty.value, m.max_qty.value, m.max_price.value, m.min_notional.value,
+          m.maker_fee_bps, m.taker_fee_bps, ToString(m.status));
+    }
     case EventType::kClientOrderIdChanged: {
       const auto& x = std::get<ClientOrderIdChanged>(e.body);
       return fmt::format("{} order={} acct={} client_order_id={}", head, Raw(x.order_id),

@@ -48,9 +48,9 @@ inline constexpr int kEnumMax<engine::StpMode> = Raw(engine::StpMode::kExpireBot
 template <>
 inline constexpr int kEnumMax<engine::MarketStatus> = Raw(engine::MarketStatus::kCancelOnly);
 template <>
-inline constexpr int kEnumMax<engine::CommandType> = Raw(engine::CommandType::kChangeAuth);
+inline constexpr int kEnumMax<engine::CommandType> = Raw(engine::CommandType::kAddMarket);
 template <>
-inline constexpr int kEnumMax<engine::RejectReason> = Raw(engine::RejectReason::kInvalidAuthChange);
+inline constexpr int kEnumMax<engine::RejectReason> = Raw(engine::RejectReason::kInvalidListing);
 template <>
 inline constexpr int kEnumMax<engine::ListType> = Raw(engine::ListType::kOtoco);
 template <>
@@ -68,7 +68,7 @@ template <>
 inline constexpr int kEnumMax<engine::AuthChangeKind> = Raw(engine::AuthChangeKind::kRevokeKey);
 
 static_assert(kEnumMax<CommandType> + 1 == std::variant_size_v<CommandBody>);
-static_assert(Raw(EventType::kAuthChanged) + 1 == std::variant_size_v<EventBody>);
+static_assert(Raw(EventType::kMarketAdded) + 1 == std::variant_size_v<EventBody>);
 
 template <class T>
 struct IsFixed : std::false_type {};
@@ -170,7 +170,23 @@ constexpr void VisitFields(V& v, T& x) {
     // The command and its event carry the same fields.
     auto& [kind, account, permissions, ed25519, created_ms, subject, secret] = x;
     v(kind, account, permissions, ed25519, created_ms, subject, secret);
+  } else if constexpr (kIs<T, AddAsset>) {
+    auto& [symbol, scale] = x;
+    v(symbol, scale);
+  } else if constexpr (kIs<T, AddMarket>) {
+    auto& [symbol, base, quote, tick_units, lot_units, min_qty, max_qty, max_price, min_notional,
+           maker_fee_bps, taker_fee_bps, status] = x;
+    v(symbol, base, quote, tick_units, lot_units, min_qty, max_qty, max_price, min_notional,
+      maker_fee_bps, taker_fee_bps, status);
     // Events.
+  } else if constexpr (kIs<T, AssetAdded>) {
+    auto& [asset, symbol, scale] = x;
+    v(asset, symbol, scale);
+  } else if constexpr (kIs<T, MarketAdded>) {
+    auto& [market, symbol, base, quote, tick_units, lot_units, min_qty, max_qty, max_price,
+           min_notional, maker_fee_bps, taker_fee_bps, status] = x;
+    v(market, symbol, base, quote, tick_units, lot_units, min_qty, max_qty, max_price, min_notional,
+      maker_fee_bps, taker_fee_bps, status);
   } else if constexpr (kIs<T, OrderAccepted>) {
     auto& [order_id, terms, quote_qty, locked, client_order_id] = x;
     auto& [account, market, side, type, tif, stp, price, qty] = terms;
@@ -511,6 +527,8 @@ static_assert(kImageRecordSize<engine::ImageList> == 56);
 static_assert(kImageRecordSize<engine::OrderPending> == 99);
 static_assert(kImageRecordSize<engine::ImageAccount> == 77);
 static_assert(kImageRecordSize<engine::ImageApiKey> == 145);
+static_assert(kImageRecordSize<engine::AssetAdded> == 39);
+static_assert(kImageRecordSize<engine::MarketAdded> == 96);
 
 constexpr std::size_t kImageHeaderSize = 8 + 2 + 3 * 8;  // magic, version, three u64
 constexpr std::size_t kChecksumSize = 8;
@@ -728,7 +746,8 @@ std::vector<std::byte> EncodeImage(const EngineImage& image) {
       SectionSize<uint32_t>(image.last_prices) + SectionSize<uint64_t>(image.stops) +
       SectionSize<uint64_t>(image.icebergs) + SectionSize<uint64_t>(image.lists) +
       SectionSize<uint64_t>(image.pending) + SectionSize<uint64_t>(image.accounts) +
-      SectionSize<uint64_t>(image.api_keys) + kChecksumSize;
+      SectionSize<uint64_t>(image.api_keys) + SectionSize<uint32_t>(image.added_assets) +
+      SectionSize<uint32_t>(image.added_markets) + kChecksumSize;
   std::vector<std::byte> out(size);
   Writer w(out.data());
   w.PutBytes(kImageMagic.data(), kImageMagic.size());
@@ -748,6 +767,8 @@ std::vector<std::byte> EncodeImage(const EngineImage& image) {
   WriteSection<uint64_t>(w, image.pending);
   WriteSection<uint64_t>(w, image.accounts);
   WriteSection<uint64_t>(w, image.api_keys);
+  WriteSection<uint32_t>(w, image.added_assets, kMaxById);
+  WriteSection<uint32_t>(w, image.added_markets, kMaxById);
   const std::size_t body = size - kChecksumSize;
   MB_CHECK(w.pos() == out.data() + body);
   w.PutUint(static_cast<uint64_t>(XXH3_64bits(out.data(), body)));
@@ -804,10 +825,13 @@ Result<EngineImage> DecodeImage(std::span<const std::byte> in) {
     MB_RETURN_IF_ERROR(ReadSection<uint64_t>("lists", kUnbounded, &c, &image.lists));
     MB_RETURN_IF_ERROR(ReadSection<uint64_t>("pending", kUnbounded, &c, &image.pending));
   }
-  // Version 3 images end there: no account, no API key.
+  // Version 3 images end there: no account, no API key, no asset or market
+  // added at run time.
   if (version >= 4) {
     MB_RETURN_IF_ERROR(ReadSection<uint64_t>("accounts", kUnbounded, &c, &image.accounts));
     MB_RETURN_IF_ERROR(ReadSection<uint64_t>("api_keys", kUnbounded, &c, &image.api_keys));
+    MB_RETURN_IF_ERROR(ReadSection<uint32_t>("added_assets", kMaxById, &c, &image.added_assets));
+    MB_RETURN_IF_ERROR(ReadSection<uint32_t>("added_markets", kMaxById, &c, &image.added_markets));
   }
   if (c.left() != 0) {
     return Corruption("snapshot: " + std::to_string(c.left()) + " unexpected bytes at byte " +

@@ -42,7 +42,7 @@ namespace mb::codec {
 // lists, so they can't drift from the code.
 // ---------------------------------------------------------------------------
 
-inline constexpr std::array<std::size_t, 13> kCommandSize = {
+inline constexpr std::array<std::size_t, 15> kCommandSize = {
     100,  // kPlaceOrder
     61,   // kCancelOrder
     15,   // kCancelAll
@@ -56,10 +56,12 @@ inline constexpr std::array<std::size_t, 13> kCommandSize = {
     282,  // kPlaceOrderList
     60,   // kCancelOrderList
     154,  // kChangeAuth
+    46,   // kAddAsset
+    103,  // kAddMarket
 };
 inline constexpr std::size_t kMaxCommandSize = 282;
 
-inline constexpr std::array<std::size_t, 22> kEventSize = {
+inline constexpr std::array<std::size_t, 24> kEventSize = {
     104,  // kOrderAccepted
     78,   // kRejected
     110,  // kTrade
@@ -82,6 +84,8 @@ inline constexpr std::array<std::size_t, 22> kEventSize = {
     116,  // kOrderPending
     31,   // kListDone
     162,  // kAuthChanged
+    56,   // kAssetAdded
+    113,  // kMarketAdded
 };
 inline constexpr std::size_t kMaxEventSize = 177;
 
@@ -158,8 +162,9 @@ inline constexpr std::array<char, 8> kImageMagic = {'M', 'B', 'S', 'N', 'A', 'P'
 // their pending orders); a version 2 image ends before them and is still read
 // (no last price, none waiting, no iceberg, no list). Version 4 added the
 // accounts and api_keys sections (the operator's accounts and API keys, as
-// AuthChange made them); a version 3 image ends before them and is still read
-// (no account, no key).
+// AuthChange made them) and the assets and markets sections (those added at
+// run time, as AssetAdded and MarketAdded records); a version 3 image ends
+// before them and is still read (no account, no key, nothing added).
 inline constexpr uint16_t kImageFormatVersion = 4;
 inline constexpr uint16_t kOldestImageFormatVersion = 1;
 // Magic, version, three u64 header fields, six section counts (version 1),
@@ -168,7 +173,8 @@ inline constexpr std::size_t kMinImageSize = 8 + 2 + 3 * 8 + 2 * 4 + 4 * 8 + 8;
 
 // header | sections (market statuses, asset totals, balances, orders, recent
 // client ids, transfers, pending transfers, last prices, stops, icebergs,
-// lists, pending, accounts, API keys; each a count then fixed-size records) |
+// lists, pending, accounts, API keys, added assets, added markets; each a
+// count then fixed-size records) |
 // u64 XXH3-64 of every byte before it. No compression: the journal layer adds
 // that. The api_keys section holds the HMAC secrets: an image is as secret as
 // the key store.

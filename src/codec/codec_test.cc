@@ -39,6 +39,7 @@ const char* const kAddress64 = "mbx:venue-b/0123456789abcdefghijklmnopqrstuvwxyz
 const char* const kName64 = "operator-account-name-0123456789abcdefghijklmnopqrstuvwxyzABCDEF";
 const char* const kKey64 = "mbk_0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWX";
 const char* const kSecret64 = "hmac-secret-0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOP";
+const char* const kSymbol32 = "SYMBOL0123456789ABCDEFGHIJKLMNOP";
 
 // ---------------------------------------------------------------------------
 // Field-by-field equality. The structured bindings fail to compile when a
@@ -175,6 +176,18 @@ auto Tie(const T& x) {
   } else if constexpr (std::is_same_v<T, ImageApiKey>) {
     const auto& [a, b, c, d, e, f, g] = x;
     return std::tie(a, b, c, d, e, f, g);
+  } else if constexpr (std::is_same_v<T, AddAsset>) {
+    const auto& [a, b] = x;
+    return std::tie(a, b);
+  } else if constexpr (std::is_same_v<T, AssetAdded>) {
+    const auto& [a, b, c] = x;
+    return std::tie(a, b, c);
+  } else if constexpr (std::is_same_v<T, AddMarket>) {
+    const auto& [a, b, c, d, e, f, g, h, i, j, k, l] = x;
+    return std::tie(a, b, c, d, e, f, g, h, i, j, k, l);
+  } else if constexpr (std::is_same_v<T, MarketAdded>) {
+    const auto& [a, b, c, d, e, f, g, h, i, j, k, l, m] = x;
+    return std::tie(a, b, c, d, e, f, g, h, i, j, k, l, m);
   } else {
     static_assert(sizeof(T) == 0, "no field list for this type");
   }
@@ -204,7 +217,8 @@ bool Equal(const Event& a, const Event& b) {
 
 bool Equal(const EngineImage& a, const EngineImage& b) {
   const auto& [hash, seq, trade, status, totals, balances, orders, client_ids, transfers, pending,
-               last_prices, stops, icebergs, lists, pending_orders, accounts, api_keys] = a;
+               last_prices, stops, icebergs, lists, pending_orders, accounts, api_keys,
+               added_assets, added_markets] = a;
   return hash == b.config_hash && seq == b.last_sequence && trade == b.next_trade_id &&
          status == b.market_status && VecEqual(totals, b.asset_totals) &&
          VecEqual(balances, b.balances) && VecEqual(orders, b.orders) &&
@@ -212,7 +226,8 @@ bool Equal(const EngineImage& a, const EngineImage& b) {
          VecEqual(pending, b.pending_transfers) && last_prices == b.last_prices &&
          VecEqual(stops, b.stops) && VecEqual(icebergs, b.icebergs) && VecEqual(lists, b.lists) &&
          VecEqual(pending_orders, b.pending) && VecEqual(accounts, b.accounts) &&
-         VecEqual(api_keys, b.api_keys);
+         VecEqual(api_keys, b.api_keys) && VecEqual(added_assets, b.added_assets) &&
+         VecEqual(added_markets, b.added_markets);
 }
 
 // ---------------------------------------------------------------------------
@@ -380,6 +395,23 @@ Command MakeCommand(CommandType type, bool max) {
                           max ? kI64Max : kI64Min,
                           AuthText::From(max ? kKey64 : "k"),
                           AuthText::From(max ? kSecret64 : "s")};
+      break;
+    case CommandType::kAddAsset:
+      c.body = AddAsset{SymbolText::From(max ? kSymbol32 : "A"), max ? kI32Max : kI32Min};
+      break;
+    case CommandType::kAddMarket:
+      c.body = AddMarket{SymbolText::From(max ? kSymbol32 : "M"),
+                         AssetId{max ? kU16Max : uint16_t{37}},
+                         AssetId{max ? uint16_t{kU16Max - 1} : uint16_t{38}},
+                         max ? kI64Max : kI64Min,
+                         max ? kI64Min : kI64Max,
+                         Qty{max ? kI64Max - 1 : kI64Min + 1},
+                         Qty{max ? kI64Min + 1 : kI64Max - 1},
+                         Price{max ? 39 : -39},
+                         Amount{max ? -40 : 40},
+                         max ? kI32Max : kI32Min,
+                         max ? kI32Min : kI32Max,
+                         max ? MarketStatus::kCancelOnly : MarketStatus::kTrading};
       break;
   }
   return c;
@@ -575,6 +607,25 @@ Event MakeEvent(EventType type, bool max) {
                            AuthText::From(max ? kKey64 : "j"),
                            AuthText::From(max ? kSecret64 : "t")};
       break;
+    case EventType::kAssetAdded:
+      e.body = AssetAdded{AssetId{max ? kU16Max : uint16_t{78}},
+                          SymbolText::From(max ? kSymbol32 : "B"), max ? kI32Min : kI32Max};
+      break;
+    case EventType::kMarketAdded:
+      e.body = MarketAdded{MarketId{max ? kU16Max : uint16_t{79}},
+                           SymbolText::From(max ? kSymbol32 : "N"),
+                           AssetId{max ? kU16Max : uint16_t{80}},
+                           AssetId{max ? uint16_t{kU16Max - 1} : uint16_t{81}},
+                           hi,
+                           lo,
+                           Qty{max ? 82 : -82},
+                           Qty{lo},
+                           Price{hi},
+                           Amount{max ? -83 : 83},
+                           max ? kI32Min : kI32Max,
+                           max ? kI32Max : kI32Min,
+                           max ? MarketStatus::kCancelOnly : MarketStatus::kHalted};
+      break;
   }
   return e;
 }
@@ -586,7 +637,7 @@ constexpr std::size_t kEventTypes = std::variant_size_v<EventBody>;
 const char* const kCommandNames[kCommandTypes] = {
     "place_order",      "cancel_order",      "cancel_all",     "amend_order",  "deposit",
     "withdraw",         "set_market_status", "cancel_replace", "transfer_out", "resolve_transfer",
-    "place_order_list", "cancel_order_list", "change_auth",
+    "place_order_list", "cancel_order_list", "change_auth",    "add_asset",    "add_market",
 };
 const char* const kEventNames[kEventTypes] = {
     "order_accepted",
@@ -611,6 +662,8 @@ const char* const kEventNames[kEventTypes] = {
     "order_pending",
     "list_done",
     "auth_changed",
+    "asset_added",
+    "market_added",
 };
 std::string Name(CommandType t) { return kCommandNames[Raw(t)]; }
 std::string Name(EventType t) { return kEventNames[Raw(t)]; }
@@ -731,17 +784,28 @@ EngineImage MakeImage() {
                   AuthText::From("s1")},
                  {AccountId{kU32Max}, kI64Max, 0xff, true, true, AuthText::From(kKey64),
                   AuthText::From(kSecret64)}};
+  im.added_assets = {{AssetId{2}, SymbolText::From("SOL"), 9},
+                     {AssetId{kU16Max}, SymbolText::From(kSymbol32), kI32Min}};
+  im.added_markets = {
+      {MarketId{3}, SymbolText::From("SOLUSDT"), AssetId{2}, AssetId{1}, 1'000, 10'000'000, Qty{1},
+       Qty{1'000'000}, Price{10'000'000}, Amount{1'000'000}, 10, 20, MarketStatus::kHalted},
+      {MarketId{kU16Max}, SymbolText::From(kSymbol32), AssetId{kU16Max}, AssetId{kU16Max - 1},
+       kI64Max, kI64Min, Qty{kI64Max}, Qty{kI64Min}, Price{kI64Min}, Amount{kI64Max}, kI32Max,
+       kI32Min, MarketStatus::kCancelOnly}};
   return im;
 }
 
 // `im` without what an image of format `version` cannot hold: no pending
 // transfer before version 2; no last price, no waiting order, no iceberg and
-// no order list before 3; no account and no API key before 4.
+// no order list before 3; no account, no API key and no asset or market added
+// at run time before 4.
 EngineImage HeldBy(uint16_t version, EngineImage im) {
   if (version < 2) im.pending_transfers.clear();
   if (version < 4) {
     im.accounts.clear();
     im.api_keys.clear();
+    im.added_assets.clear();
+    im.added_markets.clear();
   }
   if (version < 3) {
     im.last_prices.clear();
@@ -756,8 +820,9 @@ EngineImage HeldBy(uint16_t version, EngineImage im) {
 // What the sections of image format 3 take when empty: the last_prices (u32),
 // stops, icebergs, lists and pending (u64) counts.
 constexpr std::ptrdiff_t kVersion3Counts = 4 + 4 * 8;
-// The same for format 4: the accounts and api_keys (u64) counts.
-constexpr std::ptrdiff_t kVersion4Counts = 2 * 8;
+// The same for format 4: the accounts and api_keys (u64) counts, then the
+// added assets and markets (u32) counts.
+constexpr std::ptrdiff_t kVersion4Counts = 2 * 8 + 2 * 4;
 
 // The bytes a build of image format `version` (1 to 3) wrote for `im`, which
 // must hold nothing that version cannot (HeldBy): this build's encoding
@@ -765,7 +830,8 @@ constexpr std::ptrdiff_t kVersion4Counts = 2 * 8;
 // older sections did not change.
 std::vector<std::byte> EncodeOlderImage(uint16_t version, const EngineImage& im) {
   EXPECT_TRUE(version >= 1 && version <= 3) << version;
-  EXPECT_TRUE(im.accounts.empty() && im.api_keys.empty());
+  EXPECT_TRUE(im.accounts.empty() && im.api_keys.empty() && im.added_assets.empty() &&
+              im.added_markets.empty());
   EXPECT_TRUE(version >= 3 || (im.last_prices.empty() && im.stops.empty() && im.icebergs.empty() &&
                                im.lists.empty() && im.pending.empty()));
   EXPECT_TRUE(version >= 2 || im.pending_transfers.empty());
@@ -871,14 +937,14 @@ TEST(Codec, SizesAreTheDocumentedOnes) {
   // The older event types keep their sizes (old journals hold them); the
   // transfers to other venues (segment format version 3), the conditional
   // and the iceberg orders and the order lists (version 4), the accounts and
-  // API keys (version 5) come after them. Commands are not journaled:
-  // PlaceOrder (80 bytes before) and CancelReplace (133) grew by stop_price,
-  // trailing_delta and iceberg_qty.
-  EXPECT_EQ(kCommandSize, (std::array<std::size_t, 13>{100, 61, 15, 114, 88, 88, 12, 153, 161, 19,
-                                                       282, 60, 154}));
+  // API keys and the assets and markets added at run time (version 5) come
+  // after them. Commands are not journaled: PlaceOrder (80 bytes before) and
+  // CancelReplace (133) grew by stop_price, trailing_delta and iceberg_qty.
+  EXPECT_EQ(kCommandSize, (std::array<std::size_t, 15>{100, 61, 15, 114, 88, 88, 12, 153, 161, 19,
+                                                       282, 60, 154, 46, 103}));
   EXPECT_EQ(kEventSize,
-            (std::array<std::size_t, 22>{104, 78, 110, 48, 48, 49, 65, 104, 104, 20, 68,
-                                         177, 47, 40,  44, 48, 40, 56, 93,  116, 31, 162}));
+            (std::array<std::size_t, 24>{104, 78, 110, 48, 48, 49, 65, 104, 104, 20,  68, 177,
+                                         47,  40, 44,  48, 40, 56, 93, 116, 31,  162, 56, 113}));
   EXPECT_EQ(kMaxCommandSize, 282u);
   EXPECT_EQ(kMaxEventSize, 177u);
   EXPECT_EQ(EncodedSize(CommandType::kPlaceOrder), 100u);
@@ -899,8 +965,12 @@ TEST(Codec, SizesAreTheDocumentedOnes) {
   EXPECT_EQ(EncodedSize(EventType::kListDone), 31u);
   EXPECT_EQ(EncodedSize(CommandType::kChangeAuth), 154u);
   EXPECT_EQ(EncodedSize(EventType::kAuthChanged), 162u);
-  EXPECT_EQ(EncodedSize(static_cast<CommandType>(13)), 0u);
-  EXPECT_EQ(EncodedSize(static_cast<EventType>(22)), 0u);
+  EXPECT_EQ(EncodedSize(CommandType::kAddAsset), 46u);
+  EXPECT_EQ(EncodedSize(CommandType::kAddMarket), 103u);
+  EXPECT_EQ(EncodedSize(EventType::kAssetAdded), 56u);
+  EXPECT_EQ(EncodedSize(EventType::kMarketAdded), 113u);
+  EXPECT_EQ(EncodedSize(static_cast<CommandType>(15)), 0u);
+  EXPECT_EQ(EncodedSize(static_cast<EventType>(24)), 0u);
 }
 
 TEST(Codec, StreamOfRecordsDecodesInOrder) {
@@ -980,14 +1050,14 @@ TEST(Codec, EveryTruncationIsTruncated) {
 }
 
 TEST(Codec, UnknownTypeIsRejected) {
-  for (unsigned t : {13u, 14u, 100u, 255u}) {
+  for (unsigned t : {15u, 16u, 100u, 255u}) {
     auto bytes = EncodeToVector(MakeCommand(CommandType::kPlaceOrder, true));
     bytes[0] = static_cast<std::byte>(t);
     Command c;
     EXPECT_EQ(Decode(bytes, &c).error, DecodeError::kUnknownType) << t;
     EXPECT_EQ(Decode(std::span(bytes).first(1), &c).error, DecodeError::kUnknownType) << t;
   }
-  for (unsigned t : {22u, 23u, 200u, 255u}) {
+  for (unsigned t : {24u, 25u, 200u, 255u}) {
     auto bytes = EncodeToVector(MakeEvent(EventType::kTrade, true));
     bytes[0] = static_cast<std::byte>(t);
     Event e;
@@ -1020,6 +1090,8 @@ constexpr uint8_t kRt = Raw(CommandType::kResolveTransfer);
 constexpr uint8_t kPl = Raw(CommandType::kPlaceOrderList);
 constexpr uint8_t kCl = Raw(CommandType::kCancelOrderList);
 constexpr uint8_t kCa = Raw(CommandType::kChangeAuth);
+constexpr uint8_t kAs = Raw(CommandType::kAddAsset);
+constexpr uint8_t kMk = Raw(CommandType::kAddMarket);
 constexpr uint8_t kTh = Raw(EventType::kTransferHeld);
 constexpr uint8_t kTr = Raw(EventType::kTransferRefunded);
 constexpr uint8_t kOa = Raw(EventType::kOrderArmed);
@@ -1029,6 +1101,8 @@ constexpr uint8_t kIr = Raw(EventType::kIcebergRefilled);
 constexpr uint8_t kLa = Raw(EventType::kListAccepted);
 constexpr uint8_t kOp = Raw(EventType::kOrderPending);
 constexpr uint8_t kAc = Raw(EventType::kAuthChanged);
+constexpr uint8_t kAd = Raw(EventType::kAssetAdded);
+constexpr uint8_t kMd = Raw(EventType::kMarketAdded);
 
 // Offsets as in docs/journal_format.md.
 const Site kSites[] = {
@@ -1098,14 +1172,21 @@ const Site kSites[] = {
     {false, kCa, 81, Kind::kStrLen, 64, "AuthChange.secret.len"},
     {false, kCa, 83, Kind::kPad, 0, "AuthChange.secret first pad"},
     {false, kCa, 145, Kind::kPad, 0, "AuthChange.secret last pad"},
+    {false, kAs, 1, Kind::kStrLen, 32, "AddAsset.symbol.len"},
+    {false, kAs, 3, Kind::kPad, 0, "AddAsset.symbol first pad"},
+    {false, kAs, 33, Kind::kPad, 0, "AddAsset.symbol last pad"},
+    {false, kMk, 1, Kind::kStrLen, 32, "AddMarket.symbol.len"},
+    {false, kMk, 3, Kind::kPad, 0, "AddMarket.symbol first pad"},
+    {false, kMk, 33, Kind::kPad, 0, "AddMarket.symbol last pad"},
+    {false, kMk, 94, Kind::kEnum, 2, "AddMarket.status"},
     {true, 0, 31, Kind::kEnum, 1, "OrderAccepted.side"},
     {true, 0, 32, Kind::kEnum, 6, "OrderAccepted.type"},
     {true, 0, 33, Kind::kEnum, 2, "OrderAccepted.tif"},
     {true, 0, 34, Kind::kEnum, 3, "OrderAccepted.stp"},
     {true, 0, 67, Kind::kStrLen, 36, "OrderAccepted.client_order_id.len"},
     {true, 0, 103, Kind::kPad, 0, "OrderAccepted.client_order_id last pad"},
-    {true, 1, 17, Kind::kEnum, 12, "Rejected.command"},
-    {true, 1, 18, Kind::kEnum, 33, "Rejected.reason"},
+    {true, 1, 17, Kind::kEnum, 14, "Rejected.command"},
+    {true, 1, 18, Kind::kEnum, 35, "Rejected.reason"},
     {true, 1, 41, Kind::kStrLen, 36, "Rejected.client_order_id.len"},
     {true, 1, 43, Kind::kPad, 0, "Rejected.client_order_id first pad"},
     {true, 2, 27, Kind::kEnum, 1, "Trade.taker_side"},
@@ -1151,6 +1232,13 @@ const Site kSites[] = {
     {true, kAc, 97, Kind::kStrLen, 64, "AuthChanged.secret.len"},
     {true, kAc, 99, Kind::kPad, 0, "AuthChanged.secret first pad"},
     {true, kAc, 161, Kind::kPad, 0, "AuthChanged.secret last pad"},
+    {true, kAd, 19, Kind::kStrLen, 32, "AssetAdded.symbol.len"},
+    {true, kAd, 21, Kind::kPad, 0, "AssetAdded.symbol first pad"},
+    {true, kAd, 51, Kind::kPad, 0, "AssetAdded.symbol last pad"},
+    {true, kMd, 19, Kind::kStrLen, 32, "MarketAdded.symbol.len"},
+    {true, kMd, 21, Kind::kPad, 0, "MarketAdded.symbol first pad"},
+    {true, kMd, 51, Kind::kPad, 0, "MarketAdded.symbol last pad"},
+    {true, kMd, 112, Kind::kEnum, 2, "MarketAdded.status"},
 };
 
 // Decodes `bytes` as the site's kind of record.
@@ -1713,6 +1801,140 @@ TEST(Codec, AuthChangeRefusesBadKindAndBool) {
   EXPECT_TRUE(Equal(e, MakeEvent(EventType::kAuthChanged, true)));
 }
 
+// The assets and markets added at run time: each command and its event carry
+// the same fields, the event with the new id first (AddAsset: symbol, scale;
+// AddMarket: symbol, base, quote, tick_units, lot_units, min_qty, max_qty,
+// max_price, min_notional, maker_fee_bps, taker_fee_bps, status).
+TEST(CodecGolden, AddAssetAndAddMarketAndTheirEvents) {
+  const std::string ts = "3837363534333231";
+  const std::string head =
+      "a8a7a6a5a4a3a2a1"
+      "1211100f0e0d0c0b";  // seq, timestamp
+  const Sequence seq{0xa1a2a3a4a5a6a7a8};
+  const int64_t event_ts = 0x0b0c0d0e0f101112;
+
+  const AddAsset add_asset{SymbolText::From("SOL"), 0x01020304};
+  const std::string asset_fields =
+      "03"
+      "534f4c" +
+      std::string(29 * 2, '0') +  // symbol "SOL"
+      "04030201";                 // scale
+  const Command asset_command{0x3132333435363738, add_asset};
+  const std::string golden_add_asset = "0d" + asset_fields + ts;
+  const Event asset_event{seq, event_ts,
+                          AssetAdded{AssetId{0x0506}, add_asset.symbol, add_asset.scale}};
+  const std::string golden_asset_added = "16" + head + "0605" + asset_fields;  // asset, fields
+
+  const AddMarket add_market{SymbolText::From("SOLUSDT"),
+                             AssetId{0x0102},
+                             AssetId{0x0304},
+                             0x1112131415161718,
+                             0x2122232425262728,
+                             Qty{0x4142434445464748},
+                             Qty{0x5152535455565758},
+                             Price{0x6162636465666768},
+                             Amount{-2},
+                             0x71727374,
+                             -1,
+                             MarketStatus::kHalted};
+  const std::string market_fields =
+      "07"
+      "534f4c55534454" +
+      std::string(25 * 2, '0') +  // symbol "SOLUSDT"
+      "0201"
+      "0403"  // base quote
+      "1817161514131211"
+      "2827262524232221"  // tick_units lot_units
+      "4847464544434241"
+      "5857565554535251"  // min_qty max_qty
+      "6867666564636261"
+      "feffffffffffffff"  // max_price min_notional
+      "74737271"
+      "ffffffff"  // maker_fee_bps taker_fee_bps
+      "01";       // status HALTED
+  const Command market_command{0x3132333435363738, add_market};
+  const std::string golden_add_market = "0e" + market_fields + ts;
+  const Event market_event{
+      seq, event_ts,
+      MarketAdded{MarketId{0x0506}, add_market.symbol, add_market.base, add_market.quote,
+                  add_market.tick_units, add_market.lot_units, add_market.min_qty,
+                  add_market.max_qty, add_market.max_price, add_market.min_notional,
+                  add_market.maker_fee_bps, add_market.taker_fee_bps, add_market.status}};
+  const std::string golden_market_added = "17" + head + "0605" + market_fields;  // market, fields
+
+  ASSERT_EQ(golden_add_asset.size(), 2 * 46u);
+  ASSERT_EQ(golden_add_market.size(), 2 * 103u);
+  ASSERT_EQ(golden_asset_added.size(), 2 * 56u);
+  ASSERT_EQ(golden_market_added.size(), 2 * 113u);
+  for (const auto& [c, golden] :
+       {std::pair{asset_command, golden_add_asset}, std::pair{market_command, golden_add_market}}) {
+    EXPECT_EQ(Hex(EncodeToVector(c)), golden);
+    Command d;
+    ASSERT_TRUE(DecodeExact(FromHex(golden), &d).ok()) << golden;
+    EXPECT_TRUE(Equal(c, d)) << golden;
+  }
+  for (const auto& [e, golden] :
+       {std::pair{asset_event, golden_asset_added}, std::pair{market_event, golden_market_added}}) {
+    EXPECT_EQ(Hex(EncodeToVector(e)), golden);
+    Event d;
+    ASSERT_TRUE(DecodeExact(FromHex(golden), &d).ok()) << golden;
+    EXPECT_TRUE(Equal(e, d)) << golden;
+  }
+
+  // A 32-character symbol fills its field (no padding); an empty one is 33
+  // zero bytes. The codec takes both: the engine refuses an empty symbol
+  // (INVALID_LISTING).
+  const Event full{Sequence{1}, 2, AssetAdded{AssetId{7}, SymbolText::From(kSymbol32), -1}};
+  const std::string symbol_hex = Hex(std::as_bytes(std::span(kSymbol32, 32)));
+  EXPECT_EQ(Hex(EncodeToVector(full)),
+            "16"
+            "0100000000000000"
+            "0200000000000000"
+            "0700"
+            "20" +
+                symbol_hex + "ffffffff");
+  const Command empty{3, AddAsset{SymbolText{}, 0}};
+  EXPECT_EQ(Hex(EncodeToVector(empty)), "0d" + std::string(37 * 2, '0') + "0300000000000000");
+  Command d;
+  ASSERT_TRUE(DecodeExact(EncodeToVector(empty), &d).ok());
+  EXPECT_TRUE(Equal(empty, d));
+}
+
+// A status beyond CANCEL_ONLY and a symbol longer than 32 bytes are refused,
+// in the commands and in the events (kSites covers every validated byte).
+TEST(Codec, AddedAssetsAndMarketsRefuseBadStatusAndSymbol) {
+  auto market_command = EncodeToVector(MakeCommand(CommandType::kAddMarket, true));
+  auto market_event = EncodeToVector(MakeEvent(EventType::kMarketAdded, true));
+  Command c;
+  Event e;
+  ASSERT_TRUE(DecodeExact(market_command, &c).ok());
+  ASSERT_TRUE(DecodeExact(market_event, &e).ok());
+  ASSERT_EQ(market_command[94], std::byte{Raw(MarketStatus::kCancelOnly)});
+  ASSERT_EQ(market_event[112], std::byte{Raw(MarketStatus::kCancelOnly)});
+  market_command[94] = std::byte{3};
+  market_event[112] = std::byte{3};
+  EXPECT_EQ(DecodeExact(market_command, &c).error, DecodeError::kBadEnum);
+  EXPECT_EQ(DecodeExact(market_event, &e).error, DecodeError::kBadEnum);
+  // The symbols' length bytes (the max samples' are full: 32), one above.
+  auto asset_command = EncodeToVector(MakeCommand(CommandType::kAddAsset, true));
+  auto asset_event = EncodeToVector(MakeEvent(EventType::kAssetAdded, true));
+  market_command = EncodeToVector(MakeCommand(CommandType::kAddMarket, true));
+  market_event = EncodeToVector(MakeEvent(EventType::kMarketAdded, true));
+  for (auto* b : {&asset_command, &market_command}) {
+    ASSERT_EQ((*b)[1], std::byte{32});
+    (*b)[1] = std::byte{33};
+    EXPECT_EQ(DecodeExact(*b, &c).error, DecodeError::kBadString);
+  }
+  for (auto* b : {&asset_event, &market_event}) {
+    ASSERT_EQ((*b)[19], std::byte{32});
+    (*b)[19] = std::byte{33};
+    EXPECT_EQ(DecodeExact(*b, &e).error, DecodeError::kBadString);
+  }
+  // The samples are untouched by the refusals.
+  EXPECT_TRUE(Equal(c, MakeCommand(CommandType::kAddMarket, true)));
+  EXPECT_TRUE(Equal(e, MakeEvent(EventType::kMarketAdded, true)));
+}
+
 // Commands are not journaled: the conditional and iceberg orders' fields went
 // into PlaceOrder and CancelReplace in place, after the client order id.
 // Cutting them out gives back the layout of every build before, byte for
@@ -1831,11 +2053,12 @@ TEST(CodecGolden, FingerprintOfAllSamples) {
   }
   const auto image = EncodeImage(MakeImage());
   all.insert(all.end(), image.begin(), image.end());
-  EXPECT_EQ(all.size(), 2 * (100 + 61 + 15 + 114 + 88 + 88 + 12 + 153 + 161 + 19 + 282 + 60 + 154) +
-                            2 * (104 + 78 + 110 + 48 + 48 + 49 + 65 + 104 + 104 + 20 + 68 + 177 +
-                                 47 + 40 + 44 + 48 + 40 + 56 + 93 + 116 + 31 + 162) +
-                            image.size());
-  EXPECT_EQ(XXH3_64bits(all.data(), all.size()), 0x199f3c843d540882ULL)
+  EXPECT_EQ(all.size(),
+            2 * (100 + 61 + 15 + 114 + 88 + 88 + 12 + 153 + 161 + 19 + 282 + 60 + 154 + 46 + 103) +
+                2 * (104 + 78 + 110 + 48 + 48 + 49 + 65 + 104 + 104 + 20 + 68 + 177 + 47 + 40 + 44 +
+                     48 + 40 + 56 + 93 + 116 + 31 + 162 + 56 + 113) +
+                image.size());
+  EXPECT_EQ(XXH3_64bits(all.data(), all.size()), 0x9447bb93068c1dc6ULL)
       << std::hex << "0x" << XXH3_64bits(all.data(), all.size());
 }
 
@@ -1845,21 +2068,23 @@ TEST(CodecGolden, FingerprintOfAllSamples) {
 
 // Offsets of the image built by MakeImage (see journal_format.md).
 constexpr std::size_t kHeader = 34;
-constexpr std::size_t kMarketCountAt = kHeader;                          // u32, 3 statuses follow
-constexpr std::size_t kAssetCountAt = kMarketCountAt + 4 + 3;            // u32, 2 x 8 follow
-constexpr std::size_t kBalanceCountAt = kAssetCountAt + 4 + 16;          // u64, 2 x 22 follow
-constexpr std::size_t kOrderCountAt = kBalanceCountAt + 8 + 44;          // u64, 2 x 75 follow
-constexpr std::size_t kClientIdCountAt = kOrderCountAt + 8 + 150;        // u64, 2 x 28 follow
-constexpr std::size_t kTransferCountAt = kClientIdCountAt + 8 + 56;      // u64, 2 x 24 follow
-constexpr std::size_t kPendingCountAt = kTransferCountAt + 8 + 48;       // u64, 2 x 95 follow
-constexpr std::size_t kLastPriceCountAt = kPendingCountAt + 8 + 190;     // u32, 3 x 8 follow
-constexpr std::size_t kStopCountAt = kLastPriceCountAt + 4 + 24;         // u64, 2 x 96 follow
-constexpr std::size_t kIcebergCountAt = kStopCountAt + 8 + 192;          // u64, 2 x 24 follow
-constexpr std::size_t kListCountAt = kIcebergCountAt + 8 + 48;           // u64, 2 x 56 follow
-constexpr std::size_t kPendingOrderCountAt = kListCountAt + 8 + 112;     // u64, 2 x 99 follow
-constexpr std::size_t kAccountCountAt = kPendingOrderCountAt + 8 + 198;  // u64, 2 x 77 follow
-constexpr std::size_t kApiKeyCountAt = kAccountCountAt + 8 + 154;        // u64, 2 x 145 follow
-constexpr std::size_t kImageSize = kApiKeyCountAt + 8 + 290 + 8;
+constexpr std::size_t kMarketCountAt = kHeader;                           // u32, 3 statuses follow
+constexpr std::size_t kAssetCountAt = kMarketCountAt + 4 + 3;             // u32, 2 x 8 follow
+constexpr std::size_t kBalanceCountAt = kAssetCountAt + 4 + 16;           // u64, 2 x 22 follow
+constexpr std::size_t kOrderCountAt = kBalanceCountAt + 8 + 44;           // u64, 2 x 75 follow
+constexpr std::size_t kClientIdCountAt = kOrderCountAt + 8 + 150;         // u64, 2 x 28 follow
+constexpr std::size_t kTransferCountAt = kClientIdCountAt + 8 + 56;       // u64, 2 x 24 follow
+constexpr std::size_t kPendingCountAt = kTransferCountAt + 8 + 48;        // u64, 2 x 95 follow
+constexpr std::size_t kLastPriceCountAt = kPendingCountAt + 8 + 190;      // u32, 3 x 8 follow
+constexpr std::size_t kStopCountAt = kLastPriceCountAt + 4 + 24;          // u64, 2 x 96 follow
+constexpr std::size_t kIcebergCountAt = kStopCountAt + 8 + 192;           // u64, 2 x 24 follow
+constexpr std::size_t kListCountAt = kIcebergCountAt + 8 + 48;            // u64, 2 x 56 follow
+constexpr std::size_t kPendingOrderCountAt = kListCountAt + 8 + 112;      // u64, 2 x 99 follow
+constexpr std::size_t kAccountCountAt = kPendingOrderCountAt + 8 + 198;   // u64, 2 x 77 follow
+constexpr std::size_t kApiKeyCountAt = kAccountCountAt + 8 + 154;         // u64, 2 x 145 follow
+constexpr std::size_t kAddedAssetCountAt = kApiKeyCountAt + 8 + 290;      // u32, 2 x 39 follow
+constexpr std::size_t kAddedMarketCountAt = kAddedAssetCountAt + 4 + 78;  // u32, 2 x 96 follow
+constexpr std::size_t kImageSize = kAddedMarketCountAt + 4 + 192 + 8;
 
 TEST(CodecImage, RoundTrips) {
   const EngineImage im = MakeImage();
@@ -2005,6 +2230,8 @@ TEST(CodecImage, Version2ImageDecodesWithNoLastPricesOrStops) {
   EXPECT_TRUE(decoded->pending.empty());
   EXPECT_TRUE(decoded->accounts.empty());
   EXPECT_TRUE(decoded->api_keys.empty());
+  EXPECT_TRUE(decoded->added_assets.empty());
+  EXPECT_TRUE(decoded->added_markets.empty());
   EXPECT_TRUE(Equal(im, *decoded));
   // Written again, it is a version-4 image of the same state: the same bytes,
   // then the empty counts.
@@ -2069,8 +2296,9 @@ TEST(CodecImage, Version2ImageDecodesWithNoLastPricesOrStops) {
   }
 }
 
-// A version-3 image (written before the accounts and API keys) ends after the
-// pending section: it still decodes, with no account and no key.
+// A version-3 image (written before the accounts and API keys and the assets
+// and markets added at run time) ends after the pending section: it still
+// decodes, with no account, no key and nothing added.
 TEST(CodecImage, Version3ImageDecodesWithNoAccountsOrKeys) {
   const EngineImage im = HeldBy(3, MakeImage());
   ASSERT_FALSE(im.stops.empty());
@@ -2083,10 +2311,12 @@ TEST(CodecImage, Version3ImageDecodesWithNoAccountsOrKeys) {
   ASSERT_TRUE(decoded.ok()) << decoded.status().message();
   EXPECT_TRUE(decoded->accounts.empty());
   EXPECT_TRUE(decoded->api_keys.empty());
+  EXPECT_TRUE(decoded->added_assets.empty());
+  EXPECT_TRUE(decoded->added_markets.empty());
   EXPECT_EQ(decoded->last_prices, im.last_prices);
   EXPECT_TRUE(Equal(im, *decoded));
   // Written again, it is a version-4 image of the same state: the same bytes,
-  // then the two empty counts.
+  // then the four empty counts.
   const auto v4 = EncodeImage(*decoded);
   EXPECT_EQ(v4[8], std::byte{4});
   ASSERT_EQ(v4.size(), v3.size() + kVersion4Counts);
@@ -2129,13 +2359,20 @@ TEST(CodecImage, Version3ImageDecodesWithNoAccountsOrKeys) {
   r = DecodeImage(b);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("accounts count"), std::string::npos) << r.status().message();
-  // Version 4 that ends after the accounts: truncated before the api_keys count.
-  b = EncodeImage(im);
-  b.erase(b.end() - 8 - 8, b.end() - 8);
-  Reseal(&b);
-  r = DecodeImage(b);
-  ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("api_keys count"), std::string::npos) << r.status().message();
+  // Version 4 that ends after one of its sections: truncated before the next
+  // count (api_keys u64, then the added assets and markets, u32 each, the
+  // last ones before the checksum).
+  const std::pair<const char*, std::ptrdiff_t> cuts[] = {
+      {"api_keys count", 8 + 2 * 4}, {"assets count", 2 * 4}, {"markets count", 4}};
+  for (const auto& [count, cut] : cuts) {
+    SCOPED_TRACE(count);
+    b = EncodeImage(im);
+    b.erase(b.end() - 8 - cut, b.end() - 8);
+    Reseal(&b);
+    r = DecodeImage(b);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find(count), std::string::npos) << r.status().message();
+  }
 }
 
 // The pending_transfers section: a u64 count, then 95-byte records (id u64,
@@ -2315,6 +2552,73 @@ TEST(CodecImage, Version4SectionsLayout) {
   EXPECT_FALSE(decoded->api_keys[0].revoked);
 }
 
+// The added assets section: a u32 count (<= 65536), then 39-byte records: an
+// AssetAdded event's body (asset u16, symbol str<32>, scale i32). The added
+// markets section: a u32 count (<= 65536), then 96-byte records: a
+// MarketAdded event's body (market u16, symbol str<32>, base u16, quote u16,
+// tick_units i64, lot_units i64, min_qty i64, max_qty i64, max_price i64,
+// min_notional i64, maker_fee_bps i32, taker_fee_bps i32, status enum).
+TEST(CodecImage, AddedAssetsAndMarketsSectionsLayout) {
+  const EngineImage im = MakeImage();
+  const auto b = EncodeImage(im);
+  ASSERT_EQ(b.size(), kImageSize);
+  EXPECT_EQ(Hex(std::span(b).subspan(kAddedAssetCountAt, 4 + 39)),
+            "02000000"
+            "0200"  // count, asset 2
+            "03"
+            "534f4c" +
+                std::string(29 * 2, '0') +  // symbol "SOL"
+                "09000000");                // scale 9
+  // The second asset: id kU16Max, a 32-character symbol, scale kI32Min.
+  const std::string symbol_hex = Hex(std::as_bytes(std::span(kSymbol32, 32)));
+  EXPECT_EQ(Hex(std::span(b).subspan(kAddedAssetCountAt + 4 + 39, 39)),
+            "ffff"
+            "20" +
+                symbol_hex + "00000080");
+  EXPECT_EQ(Hex(std::span(b).subspan(kAddedMarketCountAt, 4 + 96)),
+            "02000000"
+            "0300"  // count, market 3
+            "07"
+            "534f4c55534454" +
+                std::string(25 * 2, '0') +  // symbol "SOLUSDT"
+                "0200"
+                "0100"  // base 2, quote 1
+                "e803000000000000"
+                "8096980000000000"  // tick_units 1'000, lot_units 10'000'000
+                "0100000000000000"
+                "40420f0000000000"  // min_qty 1, max_qty 1'000'000
+                "8096980000000000"
+                "40420f0000000000"  // max_price 10'000'000, min_notional 1'000'000
+                "0a000000"
+                "14000000"  // maker_fee_bps 10, taker_fee_bps 20
+                "01");      // status HALTED
+  // The second market: every fixed field at an extreme, status CANCEL_ONLY.
+  EXPECT_EQ(Hex(std::span(b).subspan(kAddedMarketCountAt + 4 + 96, 96)),
+            "ffff"
+            "20" +
+                symbol_hex +
+                "ffff"
+                "feff"
+                "ffffffffffffff7f"
+                "0000000000000080"
+                "ffffffffffffff7f"
+                "0000000000000080"
+                "0000000000000080"
+                "ffffffffffffff7f"
+                "ffffff7f"
+                "00000080"
+                "02");
+  auto decoded = DecodeImage(b);
+  ASSERT_TRUE(decoded.ok()) << decoded.status().message();
+  ASSERT_EQ(decoded->added_assets.size(), 2u);
+  EXPECT_TRUE(VecEqual(decoded->added_assets, im.added_assets));
+  EXPECT_EQ(decoded->added_assets[1].symbol.view(), kSymbol32);
+  ASSERT_EQ(decoded->added_markets.size(), 2u);
+  EXPECT_TRUE(VecEqual(decoded->added_markets, im.added_markets));
+  EXPECT_EQ(decoded->added_markets[0].symbol.view(), "SOLUSDT");
+  EXPECT_EQ(decoded->added_markets[1].status, MarketStatus::kCancelOnly);
+}
+
 // Decodes with the allocation probe on; returns the largest single allocation.
 std::size_t LargestAllocationDuring(const std::vector<std::byte>& b, Status* status) {
   mb::testing::g_largest_allocation.store(0);
@@ -2330,7 +2634,7 @@ std::size_t LargestAllocationDuring(const std::vector<std::byte>& b, Status* sta
 constexpr uint64_t JustAbove(std::size_t count_at, std::size_t count_size, std::size_t record) {
   return (kImageSize - 8 - count_at - count_size) / record + 1;
 }
-static_assert(JustAbove(kApiKeyCountAt, 8, 145) == 3);  // two records follow, exactly
+static_assert(JustAbove(kAddedMarketCountAt, 4, 96) == 3);  // two records follow, exactly
 
 TEST(CodecImage, HugeCountIsRefusedWithoutAllocating) {
   const auto good = EncodeImage(MakeImage());
@@ -2368,6 +2672,11 @@ TEST(CodecImage, HugeCountIsRefusedWithoutAllocating) {
       {kAccountCountAt, false, kU64Max, "accounts count", kBytesLeft},
       {kApiKeyCountAt, false, JustAbove(kApiKeyCountAt, 8, 145), "api_keys count", kBytesLeft},
       {kApiKeyCountAt, false, kU64Max / 145 + 1, "api_keys count", kBytesLeft},
+      {kAddedAssetCountAt, true, JustAbove(kAddedAssetCountAt, 4, 39), "assets count", kBytesLeft},
+      {kAddedAssetCountAt, true, 70'000, "assets count", kIdSpace},
+      {kAddedMarketCountAt, true, JustAbove(kAddedMarketCountAt, 4, 96), "markets count",
+       kBytesLeft},
+      {kAddedMarketCountAt, true, kU32Max, "markets count", kIdSpace},
       {kAssetCountAt, true, kU32Max, "asset_totals count", kIdSpace},
       {kMarketCountAt, true, 70'000, "market_status count", kIdSpace},
   };
@@ -2555,6 +2864,58 @@ TEST(CodecImage, BadFieldInsideARecordIsNamed) {
   r = DecodeImage(b);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("api_keys[0]"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("string"), std::string::npos) << r.status().message();
+
+  // The second added asset's symbol length (32), above its capacity.
+  b = EncodeImage(MakeImage());
+  const std::size_t asset_symbol_len = kAddedAssetCountAt + 4 + 39 + 2;
+  ASSERT_EQ(b[asset_symbol_len], std::byte{32});
+  b[asset_symbol_len] = std::byte{33};
+  Reseal(&b);
+  r = DecodeImage(b);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("assets[1]"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("string"), std::string::npos) << r.status().message();
+  // The first added asset's symbol ("SOL"): its first padding byte, non-zero.
+  b = EncodeImage(MakeImage());
+  const std::size_t asset_symbol_pad = kAddedAssetCountAt + 4 + 2 + 1 + 3;
+  ASSERT_EQ(b[asset_symbol_pad - 4], std::byte{3});
+  ASSERT_EQ(b[asset_symbol_pad], std::byte{0});
+  b[asset_symbol_pad] = std::byte{'z'};
+  Reseal(&b);
+  r = DecodeImage(b);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("assets[0]"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("string"), std::string::npos) << r.status().message();
+  // The second added market's status: every MarketStatus decodes, 3 does not.
+  const std::size_t market_status = kAddedMarketCountAt + 4 + 96 + 95;
+  b = EncodeImage(MakeImage());
+  ASSERT_EQ(b[market_status], std::byte{Raw(MarketStatus::kCancelOnly)});
+  ASSERT_EQ(b[market_status - 96], std::byte{Raw(MarketStatus::kHalted)});
+  for (unsigned v = 0; v <= 3; ++v) {
+    SCOPED_TRACE(v);
+    b[market_status] = static_cast<std::byte>(v);
+    Reseal(&b);
+    r = DecodeImage(b);
+    if (v <= Raw(MarketStatus::kCancelOnly)) {
+      EXPECT_TRUE(r.ok()) << r.status().message();
+    } else {
+      ASSERT_FALSE(r.ok());
+      EXPECT_NE(r.status().message().find("markets[1]"), std::string::npos) << r.status().message();
+      EXPECT_NE(r.status().message().find("enum"), std::string::npos) << r.status().message();
+    }
+  }
+  // The first added market's symbol ("SOLUSDT"): its last padding byte,
+  // non-zero.
+  b = EncodeImage(MakeImage());
+  const std::size_t market_symbol_pad = kAddedMarketCountAt + 4 + 2 + 32;
+  ASSERT_EQ(b[kAddedMarketCountAt + 4 + 2], std::byte{7});
+  ASSERT_EQ(b[market_symbol_pad], std::byte{0});
+  b[market_symbol_pad] = std::byte{0x80};
+  Reseal(&b);
+  r = DecodeImage(b);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("markets[0]"), std::string::npos) << r.status().message();
   EXPECT_NE(r.status().message().find("string"), std::string::npos) << r.status().message();
 }
 

@@ -43,5 +43,6 @@ using ClientOrderId = FixedString<36>;    // Binance: ^[.A-Z:/a-z0-9_-]{1,36}$
 using TransferRef = FixedString<64>;      // external reference of a deposit/withdrawal
 using TransferAddress = FixedString<64>;  // a deposit address on another venue
 using AuthText = FixedString<64>;         // an account name, an API key or its secret
+using SymbolText = FixedString<32>;       // an asset's or a market's symbol
 
 }  // namespace mb

@@ -1,7 +1,10 @@
 #include "engine/accounts.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <utility>
+#include <vector>
 
 namespace mb::engine {
 
@@ -16,6 +19,19 @@ Accounts::Accounts(uint32_t max_accounts, std::size_t assets, uint32_t expected_
       pending_(64),
       client_ids_(expected_open_orders / 16 + client_id_memory),
       recent_(client_id_memory) {}
+
+void Accounts::AddAsset() {
+  const std::size_t n = assets_ + 1;
+  std::vector<Balance> wider(static_cast<std::size_t>(max_accounts_) * n);
+  for (std::size_t a = 0; a < max_accounts_; ++a) {
+    std::copy_n(balances_.begin() + static_cast<std::ptrdiff_t>(a * assets_), assets_,
+                wider.begin() + static_cast<std::ptrdiff_t>(a * n));
+  }
+  balances_ = std::move(wider);
+  supply_.emplace_back();
+  held_.emplace_back();
+  assets_ = n;
+}
 
 void Accounts::Deposit(AccountId a, AssetId s, Amount amount, const Key128& ref, TransferId id) {
   balances_[Slot(a, s)].available += amount;

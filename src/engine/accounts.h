@@ -38,6 +38,9 @@ class Accounts {
 
   uint32_t max_accounts() const noexcept { return max_accounts_; }
   std::size_t assets() const noexcept { return assets_; }
+  // One more asset under the next AssetId (AddAsset): every account holds
+  // none of it. Lays the balances out again: O(max_accounts x assets).
+  void AddAsset();
 
   // --- balances -----------------------------------------------------------
   // REQUIRES (each): account < max_accounts(), asset < assets(). Those that

@@ -194,10 +194,35 @@ struct AuthChange {
   AuthText secret{};        // kCreateKey: the HMAC secret or the Ed25519 public key
 };
 
+// An asset is added at run time under the next AssetId, with the checks of
+// the configuration file's [[assets]] (engine/market.h ValidateNewAsset).
+struct AddAsset {
+  SymbolText symbol{};
+  int32_t scale = 0;
+};
+
+// A market is added at run time under the next MarketId, with the checks of
+// the configuration file's [[markets]] (engine/market.h ValidateNewMarket).
+// Sizes as MarketSpec's.
+struct AddMarket {
+  SymbolText symbol{};
+  AssetId base{};
+  AssetId quote{};
+  int64_t tick_units = 0;
+  int64_t lot_units = 0;
+  Qty min_qty{};
+  Qty max_qty{};
+  Price max_price{};
+  Amount min_notional{};
+  int32_t maker_fee_bps = 0;
+  int32_t taker_fee_bps = 0;
+  MarketStatus status = MarketStatus::kTrading;
+};
+
 // Variant index == CommandType.
 using CommandBody = std::variant<PlaceOrder, CancelOrder, CancelAll, AmendOrder, Deposit, Withdraw,
                                  SetMarketStatus, CancelReplace, TransferOut, ResolveTransfer,
-                                 PlaceOrderList, CancelOrderList, AuthChange>;
+                                 PlaceOrderList, CancelOrderList, AuthChange, AddAsset, AddMarket>;
 
 struct Command {
   int64_t timestamp_ns = 0;  // wall time assigned at intake; the engine never reads a clock

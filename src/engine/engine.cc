@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -21,6 +22,7 @@ namespace {
 
 using internal::EnumInRange;
 using internal::HashString;
+using internal::SpecOf;
 
 // Can a taker on `side` with limit `limit` trade at `level_price`?
 bool Crosses(Side side, Price limit, Price level_price) noexcept {
@@ -49,6 +51,9 @@ bool TrailingHit(Side side, int32_t delta, Price extreme, Price last) noexcept {
 
 Engine::Impl::Impl(EngineConfig config)
     : cfg_(std::move(config)),
+      config_hash_(HashConfig(cfg_)),
+      config_assets_(cfg_.assets.size()),
+      config_markets_(cfg_.markets.size()),
       book_(cfg_.markets.size(), cfg_.max_accounts, cfg_.expected_open_orders,
             cfg_.price_window_ticks),
       accounts_(cfg_.max_accounts, cfg_.assets.size(), cfg_.expected_open_orders,
@@ -1050,6 +1055,74 @@ void Engine::Impl::Decide(const SetMarketStatus& s) noexcept {
   Emit(MarketStatusChanged{s.market, s.status});
 }
 
+namespace internal {
+
+AssetSpec SpecOf(const AssetAdded& a) {
+  AssetSpec s;
+  s.symbol = std::string(a.symbol.view());
+  s.scale = a.scale;
+  return s;
+}
+
+MarketSpec SpecOf(const MarketAdded& m) {
+  MarketSpec s;
+  s.symbol = std::string(m.symbol.view());
+  s.base = m.base;
+  s.quote = m.quote;
+  s.tick_units = m.tick_units;
+  s.lot_units = m.lot_units;
+  s.min_qty = m.min_qty;
+  s.max_qty = m.max_qty;
+  s.max_price = m.max_price;
+  s.min_notional = m.min_notional;
+  s.maker_fee_bps = m.maker_fee_bps;
+  s.taker_fee_bps = m.taker_fee_bps;
+  s.status = m.status;
+  return s;
+}
+
+}  // namespace internal
+
+// A symbol already taken is told apart from the other refusals: the operator
+// API answers it as a conflict.
+void Engine::Impl::Decide(const AddAsset& a) noexcept {
+  const auto taken = [&](const AssetSpec& s) { return s.symbol == a.symbol.view(); };
+  if (std::any_of(cfg_.assets.begin(), cfg_.assets.end(), taken)) {
+    return Reject(CommandType::kAddAsset, RejectReason::kSymbolTaken, AccountId{0}, MarketId{0});
+  }
+  const AssetAdded e{AssetId{static_cast<uint16_t>(cfg_.assets.size())}, a.symbol, a.scale};
+  if (!ValidateNewAsset(cfg_, SpecOf(e)).ok()) {
+    return Reject(CommandType::kAddAsset, RejectReason::kInvalidListing, AccountId{0}, MarketId{0});
+  }
+  Emit(e);
+}
+
+void Engine::Impl::Decide(const AddMarket& m) noexcept {
+  const auto taken = [&](const MarketSpec& s) { return s.symbol == m.symbol.view(); };
+  if (std::any_of(cfg_.markets.begin(), cfg_.markets.end(), taken)) {
+    return Reject(CommandType::kAddMarket, RejectReason::kSymbolTaken, AccountId{0}, MarketId{0});
+  }
+  const MarketAdded e{MarketId{static_cast<uint16_t>(cfg_.markets.size())},
+                      m.symbol,
+                      m.base,
+                      m.quote,
+                      m.tick_units,
+                      m.lot_units,
+                      m.min_qty,
+                      m.max_qty,
+                      m.max_price,
+                      m.min_notional,
+                      m.maker_fee_bps,
+                      m.taker_fee_bps,
+                      m.status};
+  MarketSpec spec = SpecOf(e);
+  if (!EnumInRange(m.status, MarketStatus::kCancelOnly) || !ValidateNewMarket(cfg_, &spec).ok()) {
+    return Reject(CommandType::kAddMarket, RejectReason::kInvalidListing, AccountId{0},
+                  MarketId{0});
+  }
+  Emit(e);
+}
+
 // ---------------------------------------------------------------- evolve
 
 void Engine::Impl::Apply(const Event& e) noexcept {
@@ -1343,6 +1416,25 @@ void Engine::Impl::Evolve(const ListDone& d, int64_t) {
   }
   if (l.has_client_id) list_client_ids_.erase({Raw(l.account), l.client_id.lo, l.client_id.hi});
   lists_.erase(it);
+}
+
+void Engine::Impl::Evolve(const AssetAdded& a, int64_t) {
+  MB_CHECK(Raw(a.asset) == cfg_.assets.size());
+  AssetSpec spec = SpecOf(a);
+  MB_CHECK(ValidateNewAsset(cfg_, spec).ok());
+  cfg_.assets.push_back(std::move(spec));
+  accounts_.AddAsset();
+}
+
+void Engine::Impl::Evolve(const MarketAdded& m, int64_t) {
+  MB_CHECK(Raw(m.market) == cfg_.markets.size());
+  MarketSpec spec = SpecOf(m);
+  MB_CHECK(ValidateNewMarket(cfg_, &spec).ok());  // also fills the derived fields
+  cfg_.markets.push_back(std::move(spec));
+  book_.AddMarket();
+  status_.push_back(m.status);
+  last_price_.push_back(Price{0});
+  triggers_.emplace_back();
 }
 
 Qty Engine::Impl::Unfilled(const Order& o) const noexcept {

@@ -76,6 +76,7 @@ class Engine {
   void Apply(const Event& event) noexcept;
 
   // --- queries (tests, tools, the read side's bootstrap) ---
+  // The configuration, with the assets and markets added since the start.
   const EngineConfig& config() const noexcept;
   Sequence last_sequence() const noexcept;
   TradeId next_trade_id() const noexcept;
@@ -100,8 +101,9 @@ class Engine {
   // Hash over accounts, books (in priority order), ids, reserved client ids,
   // transfers and market states. Equal histories give equal hashes.
   uint64_t StateHash() const;
-  // Hash of the configuration (assets, markets, sizing); stored in snapshots.
-  // == HashConfig(config()).
+  // Hash of the configuration the engine started with (assets, markets,
+  // sizing); stored in snapshots. == HashConfig(config()) until an asset or
+  // a market is added (AddAsset, AddMarket): the image carries those.
   uint64_t ConfigHash() const;
 
   // Checks DESIGN.md §2 invariants: conservation per asset, no negative

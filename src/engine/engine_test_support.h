@@ -234,6 +234,15 @@ inline std::string Dump(const EngineImage& im) {
     os << "api_key " << Raw(k.account) << ' ' << k.created_ms << ' ' << int{k.permissions} << ' '
        << k.ed25519 << ' ' << k.revoked << ' ' << k.key.view() << ' ' << k.secret.view() << '\n';
   }
+  for (const AssetAdded& a : im.added_assets) {
+    os << "added_asset " << Raw(a.asset) << ' ' << a.symbol.view() << ' ' << a.scale << '\n';
+  }
+  for (const MarketAdded& m : im.added_markets) {
+    os << "added_market " << Raw(m.market) << ' ' << m.symbol.view() << ' ' << Raw(m.base) << ' '
+       << Raw(m.quote) << ' ' << m.tick_units << ' ' << m.lot_units << ' ' << m.min_qty.value << ' '
+       << m.max_qty.value << ' ' << m.max_price.value << ' ' << m.min_notional.value << ' '
+       << m.maker_fee_bps << ' ' << m.taker_fee_bps << ' ' << ToString(m.status) << '\n';
+  }
   for (const ImageIceberg& i : im.icebergs) {
     os << "iceberg " << Raw(i.id) << ' ' << i.slice.value << ' ' << i.hidden.value << '\n';
   }

@@ -269,6 +269,30 @@ struct AuthChanged {
   AuthText secret{};
 };
 
+// An AddAsset took effect: the asset's id and definition.
+struct AssetAdded {
+  AssetId asset{};
+  SymbolText symbol{};
+  int32_t scale = 0;
+};
+
+// An AddMarket took effect: the market's id and definition.
+struct MarketAdded {
+  MarketId market{};
+  SymbolText symbol{};
+  AssetId base{};
+  AssetId quote{};
+  int64_t tick_units = 0;
+  int64_t lot_units = 0;
+  Qty min_qty{};
+  Qty max_qty{};
+  Price max_price{};
+  Amount min_notional{};
+  int32_t maker_fee_bps = 0;
+  int32_t taker_fee_bps = 0;
+  MarketStatus status = MarketStatus::kTrading;
+};
+
 enum class EventType : uint8_t {
   kOrderAccepted = 0,
   kRejected = 1,
@@ -292,6 +316,8 @@ enum class EventType : uint8_t {
   kOrderPending = 19,
   kListDone = 20,
   kAuthChanged = 21,
+  kAssetAdded = 22,
+  kMarketAdded = 23,
 };
 
 // Variant index == EventType.
@@ -300,7 +326,7 @@ using EventBody =
                  OrderAmended, Deposited, Withdrawn, MarketStatusChanged, ClientOrderIdChanged,
                  TransferHeld, TransferCompleted, TransferRefunded, OrderArmed, OrderTriggered,
                  IcebergAccepted, IcebergRefilled, ListAccepted, OrderPending, ListDone,
-                 AuthChanged>;
+                 AuthChanged, AssetAdded, MarketAdded>;
 
 struct Event {
   Event() = default;

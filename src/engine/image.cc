@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "common/checked.h"
+#include "common/fixed_string.h"
 #include "common/status.h"
 #include "common/strong.h"
 #include "engine/engine.h"
@@ -25,6 +26,7 @@ namespace mb::engine {
 namespace {
 
 using internal::EnumInRange;
+using internal::SpecOf;
 
 class Hasher {
  public:
@@ -183,10 +185,30 @@ uint64_t HashImage(const EngineImage& img) {
     h.Add(k.key.view());
     h.Add(k.secret.view());
   }
+  // Assets and markets added at run time: none in the images of format 3
+  // and older either.
+  for (const auto& a : img.added_assets) {
+    h.Add(uint64_t{Raw(a.asset)});
+    h.Add(a.symbol.view());
+    h.Add(int64_t{a.scale});
+  }
+  for (const auto& m : img.added_markets) {
+    h.Add(uint64_t{Raw(m.market)} | uint64_t{Raw(m.base)} << 16 | uint64_t{Raw(m.quote)} << 32 |
+          uint64_t{Raw(m.status)} << 48);
+    h.Add(m.symbol.view());
+    h.Add(m.tick_units);
+    h.Add(m.lot_units);
+    h.Add(m.min_qty.value);
+    h.Add(m.max_qty.value);
+    h.Add(m.max_price.value);
+    h.Add(m.min_notional.value);
+    h.Add(int64_t{m.maker_fee_bps});
+    h.Add(int64_t{m.taker_fee_bps});
+  }
   return h.Digest();
 }
 
-uint64_t Engine::Impl::ConfigHash() const { return HashConfig(cfg_); }
+uint64_t Engine::Impl::ConfigHash() const { return config_hash_; }
 
 uint64_t Engine::Impl::StateHash() const {
   EngineImage img;
@@ -272,6 +294,21 @@ void Engine::Impl::ExportImage(EngineImage* out) const {
   }
   for (const auto& [id, p] : pending_) img.pending.push_back(p);
   auth_.Export(&img);
+  img.added_assets.clear();
+  for (std::size_t a = config_assets_; a < cfg_.assets.size(); ++a) {
+    const AssetSpec& s = cfg_.assets[a];
+    img.added_assets.push_back(
+        AssetAdded{AssetId{static_cast<uint16_t>(a)}, SymbolText::From(s.symbol), s.scale});
+  }
+  img.added_markets.clear();
+  for (std::size_t m = config_markets_; m < cfg_.markets.size(); ++m) {
+    const MarketSpec& s = cfg_.markets[m];
+    // The status the market was added with: the current one is market_status's.
+    img.added_markets.push_back(
+        MarketAdded{MarketId{static_cast<uint16_t>(m)}, SymbolText::From(s.symbol), s.base, s.quote,
+                    s.tick_units, s.lot_units, s.min_qty, s.max_qty, s.max_price, s.min_notional,
+                    s.maker_fee_bps, s.taker_fee_bps, s.status});
+  }
 }
 
 uint32_t Engine::Impl::OpenImageOrder(const ImageOrder& o) {
@@ -298,12 +335,28 @@ uint32_t Engine::Impl::OpenImageOrder(const ImageOrder& o) {
 }
 
 Status Engine::Impl::Load(const EngineImage& img) {
-  const std::size_t n_assets = accounts_.assets();
   if (img.config_hash != ConfigHash()) {
     return InvalidArgument("snapshot was taken with a different configuration (config hash " +
                            std::to_string(img.config_hash) + ", this configuration " +
                            std::to_string(ConfigHash()) + ")");
   }
+  // What was added at run time first, checked as AddAsset / AddMarket check
+  // it: the sections below count those assets and markets too.
+  for (const AssetAdded& a : img.added_assets) {
+    if (Raw(a.asset) != cfg_.assets.size()) return InvalidArgument("snapshot asset ids skip");
+    MB_RETURN_IF_ERROR(ValidateNewAsset(cfg_, SpecOf(a)));
+    Evolve(a, 0);
+  }
+  for (const MarketAdded& m : img.added_markets) {
+    if (Raw(m.market) != cfg_.markets.size()) return InvalidArgument("snapshot market ids skip");
+    MarketSpec spec = SpecOf(m);
+    if (!EnumInRange(m.status, MarketStatus::kCancelOnly)) {
+      return InvalidArgument("snapshot market status out of range");
+    }
+    MB_RETURN_IF_ERROR(ValidateNewMarket(cfg_, &spec));
+    Evolve(m, 0);
+  }
+  const std::size_t n_assets = accounts_.assets();
   if (img.market_status.size() != status_.size() || img.asset_totals.size() != n_assets) {
     return InvalidArgument("snapshot market/asset counts differ from the configuration");
   }

@@ -139,6 +139,11 @@ struct EngineImage {
   std::vector<OrderPending> pending;   // lists' pending orders, by id ascending (format 3)
   std::vector<ImageAccount> accounts;  // by id ascending (format 4)
   std::vector<ImageApiKey> api_keys;   // in creation order (format 4)
+  // Assets and markets added at run time (AddAsset, AddMarket), by id
+  // ascending, after the configuration's own (format 4). config_hash stays
+  // the hash of the configuration the engine started with.
+  std::vector<AssetAdded> added_assets;
+  std::vector<MarketAdded> added_markets;
 };
 
 // The state hash of an image: Engine::StateHash() == HashImage(ExportImage()).

@@ -141,6 +141,8 @@ void AppendLedgerEntries(const EngineConfig& config, const Event& event,
     case EventType::kOrderPending:
     case EventType::kListDone:
     case EventType::kAuthChanged:
+    case EventType::kAssetAdded:
+    case EventType::kMarketAdded:
       break;
   }
 }

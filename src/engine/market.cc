@@ -5,9 +5,11 @@
 #include <limits>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <unordered_map>
 
 #include "common/checked.h"
+#include "common/fixed_string.h"
 #include "common/status.h"
 #include "common/strong.h"
 #include "engine/types.h"
@@ -162,7 +164,52 @@ Status ValidateMarket(std::size_t i, MarketSpec& m, const std::vector<AssetSpec>
   return Status::Ok();
 }
 
+// The symbol rules of one more entry of `list` (assets or markets), whose
+// message starts with `field`.
+template <class Spec>
+Status ValidateNewSymbol(const std::vector<Spec>& list, const std::string& symbol,
+                         const std::string& field) {
+  if (list.size() >= kMaxIds) {
+    return InvalidArgument(field + "no id left (at most " + std::to_string(kMaxIds) + ")");
+  }
+  if (symbol.empty()) return InvalidArgument(field + "must not be empty");
+  if (symbol.size() > SymbolText::kCapacity) {
+    return InvalidArgument(field + "longer than " + std::to_string(SymbolText::kCapacity) +
+                           " characters");
+  }
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    if (list[i].symbol == symbol) {
+      return InvalidArgument(field + "duplicate of " +
+                             (std::is_same_v<Spec, AssetSpec> ? "assets[" : "markets[") +
+                             std::to_string(i) + "]");
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
+
+Status ValidateNewAsset(const EngineConfig& config, const AssetSpec& asset) {
+  const std::size_t i = config.assets.size();
+  MB_RETURN_IF_ERROR(
+      ValidateNewSymbol(config.assets, asset.symbol, AssetField(i, asset, "symbol")));
+  if (!IsUpperAlnum(asset.symbol)) {
+    return InvalidArgument(AssetField(i, asset, "symbol") +
+                           "must be uppercase letters and digits (A-Z, 0-9)");
+  }
+  if (asset.scale < 0 || asset.scale > kMaxScale) {
+    return InvalidArgument(AssetField(i, asset, "scale") + std::to_string(asset.scale) +
+                           " is outside 0.." + std::to_string(kMaxScale));
+  }
+  return Status::Ok();
+}
+
+Status ValidateNewMarket(const EngineConfig& config, MarketSpec* market) {
+  const std::size_t i = config.markets.size();
+  MB_RETURN_IF_ERROR(
+      ValidateNewSymbol(config.markets, market->symbol, MarketField(i, *market, "symbol")));
+  return ValidateMarket(i, *market, config.assets);
+}
 
 Status EngineConfig::Validate() {
   MB_RETURN_IF_ERROR(ValidateAssets(assets));

@@ -85,4 +85,12 @@ struct EngineConfig {
   Status Validate();
 };
 
+// Checks of an asset or a market added to a valid configuration at run time
+// (the AddAsset and AddMarket commands), the same as Validate() makes of the
+// configuration file's entries, with the id it would take (the next one) in
+// the message. ValidateNewMarket also fills *market's derived fields. A
+// symbol longer than SymbolText holds is refused: it could not be journaled.
+Status ValidateNewAsset(const EngineConfig& config, const AssetSpec& asset);
+Status ValidateNewMarket(const EngineConfig& config, MarketSpec* market);
+
 }  // namespace mb::engine

@@ -12,6 +12,7 @@ OrderBook::OrderBook(std::size_t markets, uint32_t max_accounts, uint32_t expect
                      uint32_t price_window_ticks)
     : account_head_(max_accounts, kNil),
       level_nodes_(std::max<std::size_t>(expected_open_orders / 16, 1024)),
+      price_window_ticks_(price_window_ticks),
       index_(expected_open_orders) {
   books_.reserve(markets);
   for (std::size_t m = 0; m < markets; ++m) books_.emplace_back(&level_nodes_, price_window_ticks);

@@ -147,6 +147,8 @@ class OrderBook {
   void Reduce(uint32_t i, Qty by) noexcept;
 
   std::size_t markets() const noexcept { return books_.size(); }
+  // One more market, empty, under the next MarketId (AddMarket).
+  void AddMarket() { books_.emplace_back(&level_nodes_, price_window_ticks_); }
   // The best level of one side, or kNil. REQUIRES: market < markets().
   uint32_t BestLevel(MarketId m, Side s) const noexcept { return side(m, s).Best(); }
   // The level after `li` (the next worse price), or kNil.
@@ -205,6 +207,7 @@ class OrderBook {
   std::vector<Level> levels_;
   uint32_t free_level_ = kNil;      // free Level slots, linked through Level::head
   internal::NodePool level_nodes_;  // before books_: their maps allocate from it
+  uint32_t price_window_ticks_;
   std::vector<MarketBook> books_;
   OrderKeyOf key_of_;
   internal::IndexTable<OrderKeyOf> index_;

@@ -107,6 +107,10 @@ std::string_view ToString(CommandType v) noexcept {
       return "CancelOrderList";
     case CommandType::kChangeAuth:
       return "ChangeAuth";
+    case CommandType::kAddAsset:
+      return "AddAsset";
+    case CommandType::kAddMarket:
+      return "AddMarket";
   }
   return "UNKNOWN";
 }
@@ -193,6 +197,10 @@ std::string_view ToString(RejectReason v) noexcept {
       return "UnknownApiKey";
     case RejectReason::kInvalidAuthChange:
       return "InvalidAuthChange";
+    case RejectReason::kSymbolTaken:
+      return "SymbolTaken";
+    case RejectReason::kInvalidListing:
+      return "InvalidListing";
   }
   return "UNKNOWN";
 }
@@ -299,6 +307,10 @@ std::string_view ToString(EventType v) noexcept {
       return "ListDone";
     case EventType::kAuthChanged:
       return "AuthChanged";
+    case EventType::kAssetAdded:
+      return "AssetAdded";
+    case EventType::kMarketAdded:
+      return "MarketAdded";
   }
   return "UNKNOWN";
 }

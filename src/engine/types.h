@@ -66,6 +66,8 @@ enum class CommandType : uint8_t {
   kPlaceOrderList = 10,
   kCancelOrderList = 11,
   kChangeAuth = 12,
+  kAddAsset = 13,
+  kAddMarket = 14,
 };
 
 // What an AuthChange does: the operator's accounts and API keys, journaled
@@ -136,6 +138,11 @@ enum class RejectReason : uint8_t {
   kKeyTaken = 31,           // the API key, or the Ed25519 public key, is registered already
   kUnknownApiKey = 32,      // no such API key
   kInvalidAuthChange = 33,  // an empty name, key or secret, or an unknown kind
+  // Assets and markets added at run time (AddAsset, AddMarket).
+  kSymbolTaken = 34,  // an asset or market has this symbol already
+  // A definition the configuration file would refuse (ValidateNewAsset,
+  // ValidateNewMarket), or no id left.
+  kInvalidListing = 35,
 };
 
 // Why a transfer to another venue was refunded (TransferRefunded).

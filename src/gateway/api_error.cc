@@ -93,6 +93,10 @@ std::string_view OrderRejectText(engine::RejectReason reason) {
       return "No such API key.";
     case RejectReason::kInvalidAuthChange:
       return "Invalid account or key change.";
+    case RejectReason::kSymbolTaken:
+      return "An asset or market has this symbol already.";
+    case RejectReason::kInvalidListing:
+      return "Invalid asset or market definition.";
   }
   return "Order rejected.";
 }
@@ -310,6 +314,8 @@ ApiError ApiError::FromReject(engine::CommandType command, engine::RejectReason 
     case CommandType::kResolveTransfer:
     case CommandType::kSetMarketStatus:
     case CommandType::kChangeAuth:
+    case CommandType::kAddAsset:
+    case CommandType::kAddMarket:
     case CommandType::kCancelReplace:  // answered per side, as kCancelOrder and kPlaceOrder
       break;
   }

@@ -43,10 +43,12 @@ inline constexpr std::array<char, 8> kSegmentMagic = {'M', 'B', 'J', 'R', 'N', '
 // OrderPending and ListDone, RejectReason kInvalidOrderList and
 // kUnknownOrderList, enum ListType. Version 5 added the accounts and API
 // keys: command ChangeAuth (AuthChange), event AuthChanged, RejectReason
-// kNameTaken .. kInvalidAuthChange, enum AuthChangeKind; a version 4 segment
-// holds none, so this build reads it; an older build refuses version 5 by its
-// header. AuthChanged records hold API keys' HMAC secrets: a segment is as
-// secret as the key store.
+// kNameTaken .. kInvalidAuthChange, enum AuthChangeKind; and the assets and
+// markets added at run time: commands AddAsset and AddMarket, events
+// AssetAdded and MarketAdded, RejectReason kSymbolTaken and kInvalidListing;
+// a version 4 segment holds none, so this build reads it; an older build
+// refuses version 5 by its header. AuthChanged records hold API keys' HMAC
+// secrets: a segment is as secret as the key store.
 inline constexpr uint16_t kSegmentFormatVersion = 5;
 inline constexpr uint16_t kOldestSegmentFormatVersion = 1;
 inline constexpr std::size_t kSegmentHeaderSize = 40;

@@ -1587,6 +1587,11 @@ class ReadSide::Impl {
 
   // Accounts and keys: the gateway's key store serves them.
   void On(const engine::AuthChanged&) MB_REQUIRES(mu_) {}
+  // The read side serves the markets of its configuration: the gateway
+  // submits no AddAsset / AddMarket (docs/engine.md, "Assets and markets
+  // added at run time").
+  void On(const engine::AssetAdded&) MB_REQUIRES(mu_) {}
+  void On(const engine::MarketAdded&) MB_REQUIRES(mu_) {}
 
   // No order of the list is open or pending any more: pending orders that
   // were never placed (their working order did not fill) are canceled.

@@ -349,6 +349,10 @@ void RowBuilder::Event(const engine::Event& ev, RowBatch* batch) {
         } else if constexpr (std::is_same_v<T, engine::AuthChanged>) {
           // Accounts and keys are not history: the journal and the engine's
           // snapshots hold them (and a key's secret stays out of the database).
+        } else if constexpr (std::is_same_v<T, engine::AssetAdded> ||
+                             std::is_same_v<T, engine::MarketAdded>) {
+          // Definitions, not history: the journal and the engine's snapshots
+          // hold them; rows name markets by id.
         } else {
           static_assert(std::is_same_v<T, engine::MarketStatusChanged>);
         }

@@ -50,6 +50,11 @@ bool EnumInRange(E v, E last) noexcept {
   return Raw(v) <= Raw(last);
 }
 
+// The definitions an AssetAdded / MarketAdded carries, as the configuration
+// holds them (a market's derived fields not filled yet).
+AssetSpec SpecOf(const AssetAdded& a);
+MarketSpec SpecOf(const MarketAdded& m);
+
 }  // namespace internal
 
 class Engine::Impl {
@@ -166,6 +171,8 @@ class Engine::Impl {
   void Decide(const PlaceOrderList& l) noexcept;
   void Decide(const CancelOrderList& c) noexcept;
   void Decide(const AuthChange& c) noexcept;
+  void Decide(const AddAsset& a) noexcept;
+  void Decide(const AddMarket& m) noexcept;
   // Decide(PlaceOrder)'s checks, without emitting. check_balance false: the
   // caller checks the funds (an OCO pair shares its lock); check_trigger
   // false: a pending order being placed may trigger at once.
@@ -243,12 +250,20 @@ class Engine::Impl {
   void Evolve(const OrderPending& p, int64_t);
   void Evolve(const ListDone& d, int64_t);
   void Evolve(const AuthChanged& a, int64_t) { auth_.Apply(a); }
+  void Evolve(const AssetAdded& a, int64_t);
+  void Evolve(const MarketAdded& m, int64_t);
   void ApplyClose(OrderId id, Amount released);
   // An order leaves the engine (filled, canceled, expired).
   void Retire(uint32_t i);
 
   // --- state (one writer: the engine thread) ---
+  // The configuration, with the assets and markets added since the start
+  // appended; its hash and sizes at the start are kept: ConfigHash() is the
+  // start's, and the image carries what was added.
   EngineConfig cfg_;
+  uint64_t config_hash_;
+  std::size_t config_assets_;
+  std::size_t config_markets_;
   OrderBook book_;
   Accounts accounts_;
   std::vector<MarketStatus> status_;  // by MarketId
