@@ -51,9 +51,8 @@ bool TrailingHit(Side side, int32_t delta, Price extreme, Price last) noexcept {
 
 Engine::Impl::Impl(EngineConfig config)
     : cfg_(std::move(config)),
+      start_cfg_(cfg_),
       config_hash_(HashConfig(cfg_)),
-      config_assets_(cfg_.assets.size()),
-      config_markets_(cfg_.markets.size()),
       book_(cfg_.markets.size(), cfg_.max_accounts, cfg_.expected_open_orders,
             cfg_.price_window_ticks),
       accounts_(cfg_.max_accounts, cfg_.assets.size(), cfg_.expected_open_orders,
@@ -1537,6 +1536,7 @@ void Engine::Process(const Command& command, EventBuffer* out) noexcept {
 }
 void Engine::Apply(const Event& event) noexcept { impl_->Apply(event); }
 const EngineConfig& Engine::config() const noexcept { return impl_->config(); }
+const EngineConfig& Engine::start_config() const noexcept { return impl_->start_config(); }
 Sequence Engine::last_sequence() const noexcept { return impl_->last_sequence(); }
 TradeId Engine::next_trade_id() const noexcept { return impl_->next_trade_id(); }
 Balance Engine::balance(AccountId account, AssetId asset) const noexcept {

@@ -78,6 +78,9 @@ class Engine {
   // --- queries (tests, tools, the read side's bootstrap) ---
   // The configuration, with the assets and markets added since the start.
   const EngineConfig& config() const noexcept;
+  // The configuration the engine started with, without them: what an engine
+  // that is to Restore() this one's image is built from.
+  const EngineConfig& start_config() const noexcept;
   Sequence last_sequence() const noexcept;
   TradeId next_trade_id() const noexcept;
   Balance balance(AccountId account, AssetId asset) const noexcept;

@@ -295,13 +295,13 @@ void Engine::Impl::ExportImage(EngineImage* out) const {
   for (const auto& [id, p] : pending_) img.pending.push_back(p);
   auth_.Export(&img);
   img.added_assets.clear();
-  for (std::size_t a = config_assets_; a < cfg_.assets.size(); ++a) {
+  for (std::size_t a = start_cfg_.assets.size(); a < cfg_.assets.size(); ++a) {
     const AssetSpec& s = cfg_.assets[a];
     img.added_assets.push_back(
         AssetAdded{AssetId{static_cast<uint16_t>(a)}, SymbolText::From(s.symbol), s.scale});
   }
   img.added_markets.clear();
-  for (std::size_t m = config_markets_; m < cfg_.markets.size(); ++m) {
+  for (std::size_t m = start_cfg_.markets.size(); m < cfg_.markets.size(); ++m) {
     const MarketSpec& s = cfg_.markets[m];
     // The status the market was added with: the current one is market_status's.
     img.added_markets.push_back(
@@ -632,7 +632,7 @@ EngineImage Engine::ExportImage() const {
 void Engine::ExportImage(EngineImage* image) const { impl_->ExportImage(image); }
 
 Status Engine::Restore(const EngineImage& image) {
-  auto fresh = std::make_unique<Impl>(impl_->config());
+  auto fresh = std::make_unique<Impl>(impl_->start_config());
   MB_RETURN_IF_ERROR(fresh->Load(image));
   Status s = fresh->CheckInvariants();
   if (!s.ok()) return InvalidArgument("snapshot breaks an invariant: " + s.message());

@@ -225,6 +225,18 @@ TEST_F(ListingTest, AnImageCarriesWhatWasAdded) {
   EXPECT_EQ(restored.Depth(kSolUsdt, Side::kSell, 10).size(), 1u);
   EXPECT_EQ(restored.StateHash(), engine_.StateHash());
 
+  // The engine that grew restores its own image (as a restarted exchange's
+  // snapshot follower does from start_config()).
+  EXPECT_EQ(engine_.start_config().markets.size(), 3u);
+  Engine copy(engine_.start_config());
+  s = copy.Restore(img);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(copy.StateHash(), engine_.StateHash());
+  s = engine_.Restore(img);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(engine_.StateHash(), copy.StateHash());
+  EXPECT_EQ(engine_.config().markets.size(), 4u);
+
   // A definition the checks refuse, or ids that skip, and nothing loads.
   EngineImage bad = img;
   bad.added_markets[0].tick_units = 0;
@@ -235,7 +247,7 @@ TEST_F(ListingTest, AnImageCarriesWhatWasAdded) {
   Engine b(config_);
   EXPECT_FALSE(b.Restore(bad).ok());
   bad = img;
-  bad.added_markets.clear();  // an order on market 3, which does not exist
+  bad.added_markets.clear();  // 4 market statuses for 3 markets
   Engine c(config_);
   EXPECT_FALSE(c.Restore(bad).ok());
   // The state hash covers the definitions.

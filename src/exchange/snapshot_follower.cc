@@ -11,7 +11,7 @@ namespace mb::exchange {
 Result<std::unique_ptr<SnapshotFollower>> SnapshotFollower::Start(
     const engine::Engine& leader, const std::filesystem::path& data_dir, uint64_t last_checksum,
     FileSystem* file_system) {
-  engine::Engine copy(leader.config());
+  engine::Engine copy(leader.start_config());
   MB_RETURN_IF_ERROR(copy.Restore(leader.ExportImage()));
   return std::unique_ptr<SnapshotFollower>(
       new SnapshotFollower(std::move(copy), data_dir, last_checksum, file_system));

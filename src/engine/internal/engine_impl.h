@@ -68,6 +68,7 @@ class Engine::Impl {
 
   // --- queries ---
   const EngineConfig& config() const noexcept { return cfg_; }
+  const EngineConfig& start_config() const noexcept { return start_cfg_; }
   Sequence last_sequence() const noexcept { return last_seq_; }
   TradeId next_trade_id() const noexcept { return next_trade_; }
   Balance balance(AccountId a, AssetId s) const noexcept {
@@ -258,12 +259,12 @@ class Engine::Impl {
 
   // --- state (one writer: the engine thread) ---
   // The configuration, with the assets and markets added since the start
-  // appended; its hash and sizes at the start are kept: ConfigHash() is the
-  // start's, and the image carries what was added.
+  // appended; the start's is kept beside it: ConfigHash() is its hash, a
+  // fresh engine to restore an image into is built from it, and the image
+  // carries what was added since.
   EngineConfig cfg_;
+  EngineConfig start_cfg_;
   uint64_t config_hash_;
-  std::size_t config_assets_;
-  std::size_t config_markets_;
   OrderBook book_;
   Accounts accounts_;
   std::vector<MarketStatus> status_;  // by MarketId
