@@ -127,7 +127,9 @@ runMain('browser admin', async () => {
         await op.selectOption('#markets tr[data-symbol="BTCUSDT"] select.status-select', 'HALTED');
         await op.click('#markets tr[data-symbol="BTCUSDT"] button.apply');
         await op.waitForFunction(() => document.querySelector('#markets tr[data-symbol="BTCUSDT"] .status').textContent === 'HALTED');
-        await tp.waitForFunction(() => document.querySelector('#market-status').textContent === 'HALTED', null, { timeout: 5000 });
+        // The trading page polls exchangeInfo every 2 s; the bound leaves room
+        // for a loaded machine (an ASan server beside the browser).
+        await tp.waitForFunction(() => document.querySelector('#market-status').textContent === 'HALTED', null, { timeout: 20000 });
         check(await tp.$eval('#place-order', (b) => b.disabled), 'the order button is disabled');
         eq(await text(tp, '#form-error'), 'BTCUSDT is HALTED: new orders are refused.', 'the form says why');
         await tp.fill('#price', '100');
@@ -141,7 +143,7 @@ runMain('browser admin', async () => {
       await step('trading again', async () => {
         await op.selectOption('#markets tr[data-symbol="BTCUSDT"] select.status-select', 'TRADING');
         await op.click('#markets tr[data-symbol="BTCUSDT"] button.apply');
-        await tp.waitForFunction(() => document.querySelector('#market-status').textContent === 'TRADING', null, { timeout: 5000 });
+        await tp.waitForFunction(() => document.querySelector('#market-status').textContent === 'TRADING', null, { timeout: 20000 });
         check(!(await tp.$eval('#place-order', (b) => b.disabled)), 'the order button is enabled again');
         eq(await text(tp, '#form-error'), '', 'no refusal text');
       });

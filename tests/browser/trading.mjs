@@ -66,7 +66,7 @@ async function balancesMatch(page, trader) {
       if (!row || units(row[1]) !== free || units(row[2]) !== locked) return false;
     }
     return want;
-  }, { timeout: 5000, what: `${trader.name}'s balances on the page equal GET /api/v3/account` });
+  }, { timeout: 15000, what: `${trader.name}'s balances on the page equal GET /api/v3/account` });
 }
 
 async function openOrderIds(trader) {
@@ -129,7 +129,7 @@ runMain('browser trading', async () => {
       await step('A places a limit buy; B sees it on the ladder', async () => {
         const r = await submitOrder(pa, { side: 'BUY', price: '30000', qty: '0.5' });
         check(/NEW/.test(r.status), `A's order answer: ${JSON.stringify(r)}`);
-        await pb.waitForFunction(() => [...document.querySelectorAll('#bids tr')].some((tr) => tr.querySelector('.price').textContent === '30000.00' && tr.querySelector('.qty').textContent === '0.50000'), null, { timeout: 5000 });
+        await pb.waitForFunction(() => [...document.querySelectorAll('#bids tr')].some((tr) => tr.querySelector('.price').textContent === '30000.00' && tr.querySelector('.qty').textContent === '0.50000'), null, { timeout: 15000 });
         await showTab(pa, 'open');
         await pa.waitForSelector('#open-orders tbody tr');
         await balancesMatch(pa, A);
@@ -142,11 +142,11 @@ runMain('browser trading', async () => {
           await p.waitForFunction(() => {
             const row = document.querySelector('#trades tr');
             return row && row.cells[0].textContent === '30000.00' && row.cells[1].textContent === '0.20000';
-          }, null, { timeout: 5000 });
+          }, null, { timeout: 15000 });
           await waitFor(async () => {
             const c = await p.evaluate(() => window.matchbook.candles().at(-1));
             return c && c.close === 30000;
-          }, { what: 'the trade on the chart (last candle closes at 30000)' });
+          }, { timeout: 15000, what: 'the trade on the chart (last candle closes at 30000)' });
           eq(await text(p, '#last-price'), '30000.00', 'last price beside the ladder');
         }
         await balancesMatch(pa, A);
