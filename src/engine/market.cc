@@ -44,7 +44,7 @@ int64_t Pow10(int32_t e) {
   return p;
 }
 
-Status ValidateAssets(const std::vector<AssetSpec>& assets) {
+Status ValidateAssets(const AppendOnlyVector<AssetSpec>& assets) {
   if (assets.empty()) return InvalidArgument("assets: at least one asset is required");
   if (assets.size() > kMaxIds) {
     return InvalidArgument("assets: " + std::to_string(assets.size()) +
@@ -71,7 +71,7 @@ Status ValidateAssets(const std::vector<AssetSpec>& assets) {
 }
 
 // REQUIRES: assets are valid.
-Status ValidateMarket(std::size_t i, MarketSpec& m, const std::vector<AssetSpec>& assets) {
+Status ValidateMarket(std::size_t i, MarketSpec& m, const AppendOnlyVector<AssetSpec>& assets) {
   auto asset_ok = [&](AssetId id) { return static_cast<std::size_t>(Raw(id)) < assets.size(); };
   if (!asset_ok(m.base)) {
     return InvalidArgument(MarketField(i, m, "base") + "asset id " + std::to_string(Raw(m.base)) +
@@ -167,7 +167,7 @@ Status ValidateMarket(std::size_t i, MarketSpec& m, const std::vector<AssetSpec>
 // The symbol rules of one more entry of `list` (assets or markets), whose
 // message starts with `field`.
 template <class Spec>
-Status ValidateNewSymbol(const std::vector<Spec>& list, const std::string& symbol,
+Status ValidateNewSymbol(const AppendOnlyVector<Spec>& list, const std::string& symbol,
                          const std::string& field) {
   if (list.size() >= kMaxIds) {
     return InvalidArgument(field + "no id left (at most " + std::to_string(kMaxIds) + ")");

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "common/append_only.h"
 #include "common/status.h"
 #include "common/strong.h"
 #include "engine/types.h"
@@ -65,8 +66,8 @@ enum class ClientOrderIds : uint8_t {
 };
 
 struct EngineConfig {
-  std::vector<AssetSpec> assets;            // AssetId = index
-  std::vector<MarketSpec> markets;          // MarketId = index
+  AppendOnlyVector<AssetSpec> assets;       // AssetId = index
+  AppendOnlyVector<MarketSpec> markets;     // MarketId = index
   uint32_t max_accounts = 100'000;          // valid AccountIds are 0..max_accounts-1
   AccountId fee_account{0};                 // collects fees; may not trade
   uint32_t expected_open_orders = 1 << 16;  // pools are sized for this at start
