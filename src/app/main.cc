@@ -51,6 +51,7 @@
 #include "common/json_escape.h"
 #include "common/progress.h"
 #include "engine/engine.h"
+#include "engine/listing.h"
 #include "exchange/exchange.h"
 #include "fanout/stage.h"
 #include "gateway/gateway.h"
@@ -266,7 +267,10 @@ int Serve(const mb::app::Config& cfg, const std::string& source, bool recover_on
   dopt.retry_max_ms = tc.retry_max_ms;
   dopt.timeout_ms = tc.timeout_ms;
   dopt.metrics = &registry;
-  auto dispatcher = mb::transfer::Dispatcher::Create(cfg.engine, std::move(dopt));
+  // The gateway's configuration grows with the markets and assets added at
+  // run time: whatever names them by id reads it.
+  const mb::engine::EngineConfig& listed = (*gw)->config();
+  auto dispatcher = mb::transfer::Dispatcher::Create(listed, std::move(dopt));
   if (!dispatcher.ok()) return ServeFail(dispatcher.status());
   (*gw)->SetDispatcher(dispatcher->get());
   (*gw)->AddHealthSection("transfers", [d = dispatcher->get()] { return d->HealthJson(); });
@@ -278,7 +282,7 @@ int Serve(const mb::app::Config& cfg, const std::string& source, bool recover_on
   if (Status s = LinkArchive(cfg); !s.ok()) return ServeFail(s);
   const mb::projection::StoreOptions store_options = StoreOptionsFor(cfg);
   auto store =
-      mb::projection::OpenStoreWhenReachable(store_options, cfg.engine, std::chrono::seconds(1));
+      mb::projection::OpenStoreWhenReachable(store_options, listed, std::chrono::seconds(1));
   mb::projection::Projector projector(cfg.runtime.data_dir, cfg.engine,
                                       mb::engine::HashConfig(cfg.engine), store.get(),
                                       ProjectorOptionsFor(cfg));
@@ -479,6 +483,7 @@ int Serve(const mb::app::Config& cfg, const std::string& source, bool recover_on
   mb::log::Info("projection",
                 fmt::format("history projection: {} (batches of up to {} events)",
                             Describe(store_options), cfg.runtime.projection.batch_events));
+  projector.Adopt(listed);  // what the recovered journal added
   mb::log::Info("projection", "thread " + projector.Start((*ex)->durable_seq()));
   if (publisher) {
     mb::log::Info("bus", fmt::format("publishing the journal to NATS {}: stream {}, subject {}",
@@ -616,13 +621,36 @@ int Serve(const mb::app::Config& cfg, const std::string& source, bool recover_on
   return s.ok() ? 0 : ServeFail(s);
 }
 
+// The configuration with the assets and markets added at run time that the
+// data directory's journal holds: its recovered state's (newest snapshot and
+// replay, read only). The offline tools name markets by it. A journal that
+// cannot be recovered (damage the tool is asked to show) gives the
+// configuration file's, with a warning: the tool then learns what it reads.
+mb::engine::EngineConfig ListedConfig(const mb::app::Config& cfg, const mb::journal::DataDir& dir,
+                                      const std::string& dir_path) {
+  mb::engine::Engine engine(cfg.engine);
+  mb::journal::RecoveryOptions ro;
+  ro.progress = false;
+  ro.archive_dir = ArchivePath(dir_path);
+  auto rep = mb::journal::Recover(dir, &engine, ro);
+  if (!rep.ok()) {
+    fmt::print(stderr,
+               "warning: the journal's added markets and assets are not known ({}): those added "
+               "before the first record read are shown by id\n",
+               rep.status().message());
+    return cfg.engine;
+  }
+  return engine.config();
+}
+
 // matchbook project [--rebuild]: the projection brought up to the journal,
 // offline (the data directory's lock keeps a running server out meanwhile).
 int Project(const mb::app::Config& cfg, bool rebuild) {
   auto dir = mb::journal::DataDir::Open(cfg.runtime.data_dir, mb::journal::OpenMode::kReadWrite);
   if (!dir.ok()) return Fail(dir.status());
+  const mb::engine::EngineConfig listed = ListedConfig(cfg, *dir, cfg.runtime.data_dir);
   const mb::projection::StoreOptions so = StoreOptionsFor(cfg);
-  auto store = mb::projection::OpenStore(so, cfg.engine);
+  auto store = mb::projection::OpenStore(so, listed);
   if (!store.ok()) return Fail(store.status());
   const auto started = std::chrono::steady_clock::now();
   if (rebuild) {
@@ -631,6 +659,7 @@ int Project(const mb::app::Config& cfg, bool rebuild) {
   mb::projection::Projector projector(cfg.runtime.data_dir, cfg.engine,
                                       mb::engine::HashConfig(cfg.engine), store->get(),
                                       ProjectorOptionsFor(cfg));
+  projector.Adopt(listed);
   if (Status s = projector.Init(); !s.ok()) return Fail(s);
   if (Status s = projector.CatchUp(); !s.ok()) return Fail(s);
   const double secs =
@@ -650,8 +679,11 @@ int Project(const mb::app::Config& cfg, bool rebuild) {
 }
 
 int VerifyProjection(const mb::app::Config& cfg) {
+  auto dir = mb::journal::DataDir::Open(cfg.runtime.data_dir, mb::journal::OpenMode::kReadOnly);
+  if (!dir.ok()) return Fail(dir.status());
+  const mb::engine::EngineConfig listed = ListedConfig(cfg, *dir, cfg.runtime.data_dir);
   const mb::projection::StoreOptions so = StoreOptionsFor(cfg);
-  auto store = mb::projection::OpenStore(so, cfg.engine);
+  auto store = mb::projection::OpenStore(so, listed);
   if (!store.ok()) return Fail(store.status());
   std::error_code ec;
   auto report = mb::projection::VerifyProjection(cfg.runtime.data_dir, cfg.engine, store->get(),
@@ -777,6 +809,7 @@ int JournalDump(const mb::app::Config& cfg, const std::string& dir_path, uint64_
                 uint64_t to) {
   auto dir = mb::journal::DataDir::Open(dir_path, mb::journal::OpenMode::kReadOnly);
   if (!dir.ok()) return Fail(dir.status());
+  mb::engine::EngineConfig listed = ListedConfig(cfg, *dir, dir_path);
   mb::journal::ScanOptions so = ToolScan(cfg, "dump");
   so.deliver_from = from;
   so.check_all = false;
@@ -792,7 +825,8 @@ int JournalDump(const mb::app::Config& cfg, const std::string& dir_path, uint64_
     MB_RETURN_IF_ERROR(mb::journal::DecodeOutcome(r, &buf));
     fmt::print("record {} offset {} bytes {} checksum {:016x} events {}\n", r.seq, r.offset,
                r.payload.size(), r.checksum, buf.size());
-    for (const auto& e : buf) fmt::print("  {}\n", mb::app::FormatEvent(cfg.engine, e));
+    mb::engine::LearnListings(&listed, buf);
+    for (const auto& e : buf) fmt::print("  {}\n", mb::app::FormatEvent(listed, e));
     return Status::Ok();
   });
   if (!scan.ok()) return Fail(scan.status());

@@ -16,13 +16,13 @@
 #include "common/status.h"
 #include "engine/internal/engine_impl.h"
 #include "engine/internal/key128.h"
+#include "engine/listing.h"
 
 namespace mb::engine {
 namespace {
 
 using internal::EnumInRange;
 using internal::HashString;
-using internal::SpecOf;
 
 // Can a taker on `side` with limit `limit` trade at `level_price`?
 bool Crosses(Side side, Price limit, Price level_price) noexcept {
@@ -1053,34 +1053,6 @@ void Engine::Impl::Decide(const SetMarketStatus& s) noexcept {
   }
   Emit(MarketStatusChanged{s.market, s.status});
 }
-
-namespace internal {
-
-AssetSpec SpecOf(const AssetAdded& a) {
-  AssetSpec s;
-  s.symbol = std::string(a.symbol.view());
-  s.scale = a.scale;
-  return s;
-}
-
-MarketSpec SpecOf(const MarketAdded& m) {
-  MarketSpec s;
-  s.symbol = std::string(m.symbol.view());
-  s.base = m.base;
-  s.quote = m.quote;
-  s.tick_units = m.tick_units;
-  s.lot_units = m.lot_units;
-  s.min_qty = m.min_qty;
-  s.max_qty = m.max_qty;
-  s.max_price = m.max_price;
-  s.min_notional = m.min_notional;
-  s.maker_fee_bps = m.maker_fee_bps;
-  s.taker_fee_bps = m.taker_fee_bps;
-  s.status = m.status;
-  return s;
-}
-
-}  // namespace internal
 
 // A symbol already taken is told apart from the other refusals: the operator
 // API answers it as a conflict.

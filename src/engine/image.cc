@@ -21,12 +21,12 @@
 #include "common/strong.h"
 #include "engine/engine.h"
 #include "engine/internal/engine_impl.h"
+#include "engine/listing.h"
 
 namespace mb::engine {
 namespace {
 
 using internal::EnumInRange;
-using internal::SpecOf;
 
 class Hasher {
  public:

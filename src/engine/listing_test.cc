@@ -2,6 +2,8 @@
 // the configuration file's checks, trading at once, the configuration hash of
 // the start kept; every reject changes nothing, and replay and restore
 // rebuild the added definitions (EngineTest's TearDown checks both).
+#include "engine/listing.h"
+
 #include <gtest/gtest.h>
 
 #include <optional>
@@ -254,6 +256,154 @@ TEST_F(ListingTest, AnImageCarriesWhatWasAdded) {
   bad = img;
   bad.added_markets[0].maker_fee_bps = 6;
   EXPECT_NE(HashImage(bad), HashImage(img));
+}
+
+// A reader of the journal (gateway, projection, journal tools) learns the
+// added definitions from the events, in order, and skips what it knows.
+TEST_F(ListingTest, AReaderOfTheEventsLearnsWhatTheEngineAdded) {
+  Events asset = Run(Asset("SOL", 9));
+  Events market = Run(SolUsdt());
+  ASSERT_EQ(Types(market), "MarketAdded");
+  EngineConfig reader = config_;
+  LearnListings(&reader, asset);
+  LearnListings(&reader, market);
+  ASSERT_EQ(reader.assets.size(), 4u);
+  ASSERT_EQ(reader.markets.size(), 4u);
+  EXPECT_EQ(reader.assets[3].symbol, "SOL");
+  EXPECT_EQ(reader.assets[3].scale, 9);
+  const MarketSpec& learned = reader.markets[3];
+  const MarketSpec& engine_has = engine_.config().markets[3];
+  EXPECT_EQ(learned.symbol, "SOLUSDT");
+  EXPECT_EQ(learned.notional_per_tick_lot, 10);  // derived, as the engine derived it
+  EXPECT_EQ(learned.notional_per_tick_lot, engine_has.notional_per_tick_lot);
+  EXPECT_EQ(learned.taker_fee_bps, engine_has.taker_fee_bps);
+  // Known already (a reader seeded from the grown configuration): skipped.
+  EXPECT_FALSE(LearnListing(&reader, market[0]));
+  EXPECT_EQ(reader.markets.size(), 4u);
+  // Adopting the engine's grown configuration brings a fresh reader level.
+  EngineConfig fresh = config_;
+  AdoptListings(&fresh, engine_.config());
+  EXPECT_EQ(fresh.assets.size(), 4u);
+  EXPECT_EQ(fresh.markets.size(), 4u);
+  EXPECT_EQ(fresh.markets[3].symbol, "SOLUSDT");
+  AdoptListings(&fresh, engine_.config());
+  EXPECT_EQ(fresh.markets.size(), 4u);
+}
+
+// POST /admin/v1/markets's fields: display units converted with the
+// configuration file's checks, each refusal naming the field.
+TEST_F(ListingTest, AMarketInDisplayUnitsIsConvertedAndChecked) {
+  AddSol();
+  const MarketText good{.symbol = "SOLUSDT",
+                        .base = "SOL",
+                        .quote = "USDT",
+                        .tick_size = "0.01",
+                        .step_size = "0.00001",
+                        .min_qty = "0.00001",
+                        .max_qty = "10",
+                        .max_price = "100000",
+                        .min_notional = "0",
+                        .maker_fee_bps = 5,
+                        .taker_fee_bps = 10};
+  auto spec = MarketFromText(engine_.config(), good);
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  const AddMarket want = SolUsdt();
+  const AddMarket got = AddMarketOf(*spec);
+  EXPECT_EQ(got.symbol.view(), "SOLUSDT");
+  EXPECT_EQ(got.base, want.base);
+  EXPECT_EQ(got.quote, want.quote);
+  EXPECT_EQ(got.tick_units, want.tick_units);
+  EXPECT_EQ(got.lot_units, want.lot_units);
+  EXPECT_EQ(got.max_qty, want.max_qty);
+  EXPECT_EQ(got.max_price, want.max_price);
+  EXPECT_EQ(spec->notional_per_tick_lot, 10);
+  Events ev = Run(got);
+  ASSERT_EQ(Types(ev), "MarketAdded");
+
+  const std::pair<MarketText, std::string_view> bad[] = {
+      {[&] {
+         MarketText t = good;
+         t.symbol = "BTCUSDT";
+         t.base = "BTC";
+         return t;
+       }(),
+       "duplicate"},
+      {[&] {
+         MarketText t = good;
+         t.symbol = "X";
+         t.base = "DOGE";
+         return t;
+       }(),
+       "base: unknown asset \"DOGE\" (defined: BTC, USDT, ETH, SOL)"},
+      {[&] {
+         MarketText t = good;
+         t.symbol = "X";
+         t.tick_size = "0.000000001";
+         return t;
+       }(),
+       "tick_size: \"0.000000001\" is not an amount of USDT"},
+      {[&] {
+         MarketText t = good;
+         t.symbol = "X";
+         t.tick_size = "0.00000001";
+         return t;
+       }(),
+       "step_size"},
+      {[&] {
+         MarketText t = good;
+         t.symbol = "X";
+         t.tick_size = "0";
+         return t;
+       }(),
+       "tick_size: must be greater than 0"},
+      {[&] {
+         MarketText t = good;
+         t.symbol = "X";
+         t.max_price = "100000.005";
+         return t;
+       }(),
+       "max_price"},
+      {[&] {
+         MarketText t = good;
+         t.symbol = "X";
+         t.max_price = "1000.015";
+         return t;
+       }(),
+       "max_price: 1000.015 is not a multiple of tick_size 0.01"},
+      {[&] {
+         MarketText t = good;
+         t.symbol = "X";
+         t.min_qty = "0.000015";
+         return t;
+       }(),
+       "min_qty: 0.000015 is not a multiple of step_size 0.00001"},
+      {[&] {
+         MarketText t = good;
+         t.symbol = "X";
+         t.min_notional = "-1";
+         return t;
+       }(),
+       "min_notional"},
+      {[&] {
+         MarketText t = good;
+         t.symbol = "X";
+         t.maker_fee_bps = int64_t{1} << 40;
+         return t;
+       }(),
+       "maker_fee_bps"},
+      {[&] {
+         MarketText t = good;
+         t.symbol = "X";
+         t.max_qty = "abc";
+         return t;
+       }(),
+       "max_qty"},
+  };
+  for (const auto& [text, words] : bad) {
+    auto r = MarketFromText(engine_.config(), text);
+    ASSERT_FALSE(r.ok()) << words;
+    EXPECT_NE(r.status().message().find(words), std::string::npos) << r.status().message();
+  }
 }
 
 }  // namespace

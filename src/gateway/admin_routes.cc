@@ -144,12 +144,10 @@ void Gateway::Impl::HandleAdmin(Ctx& c) {
     return AdminMarketStatus(c, parts[1], obj);
   }
   if (parts.size() == 1 && parts[0] == "markets" && v == http::verb::post) {
-    return Reply(c, ApiError{409, -1000,
-                             "Markets are part of the configuration the journal was written "
-                             "with (its hash is in every segment and snapshot): adding one to "
-                             "a venue with a journal is not supported; a new market list needs "
-                             "a new data directory. A market's trading status changes with "
-                             "POST /admin/v1/markets/{symbol}/status."});
+    return AdminAddMarket(c, obj);
+  }
+  if (parts.size() == 1 && parts[0] == "assets" && v == http::verb::post) {
+    return AdminAddAsset(c, obj);
   }
   if (parts.size() == 1 && parts[0] == "transfers" && v == http::verb::get) {
     return AdminTransfers(c);
@@ -795,6 +793,157 @@ void Gateway::Impl::AdminMarketStatus(Ctx& c, std::string_view symbol, const jso
                                                 : "CANCEL_ONLY";
     p.Reply(200, json::serialize(o));
   });
+}
+
+namespace {
+
+// A decimal field of a listing: a string ("0.01"), or a JSON number.
+std::optional<ApiError> DecimalField(const json::object& o, std::string_view k, std::string* out) {
+  auto it = o.find(k);
+  if (it != o.end()) {
+    const json::value& v = it->value();
+    if (v.is_string()) {
+      *out = std::string(v.as_string());
+      return std::nullopt;
+    }
+    if (v.is_int64() || v.is_uint64()) {
+      *out = json::serialize(v);
+      return std::nullopt;
+    }
+    if (v.is_double()) {
+      *out = fmt::format("{}", v.as_double());
+      return std::nullopt;
+    }
+  }
+  return ApiError{400, -1102,
+                  fmt::format("Field '{}' (a decimal, as a string: \"0.01\") is required.", k)};
+}
+
+std::optional<ApiError> IntField(const json::object& o, std::string_view k, int64_t* out) {
+  auto it = o.find(k);
+  if (it != o.end() && it->value().is_int64()) {
+    *out = it->value().as_int64();
+    return std::nullopt;
+  }
+  return ApiError{400, -1102, fmt::format("Field '{}' (an integer) is required.", k)};
+}
+
+std::optional<ApiError> StatusField(const json::object& o, MarketStatus* out) {
+  auto it = o.find("status");
+  if (it == o.end()) return std::nullopt;  // TRADING
+  for (MarketStatus s :
+       {MarketStatus::kTrading, MarketStatus::kHalted, MarketStatus::kCancelOnly}) {
+    if (it->value().is_string() && it->value().as_string() == engine::ToString(s)) {
+      *out = s;
+      return std::nullopt;
+    }
+  }
+  return ApiError{400, -1130, "Field 'status' must be \"TRADING\", \"HALTED\" or \"CANCEL_ONLY\"."};
+}
+
+}  // namespace
+
+json::object Gateway::Impl::MarketObject(MarketId id) const {
+  const engine::MarketSpec& m = config_.markets[Raw(id)];
+  const int base_scale = config_.assets[Raw(m.base)].scale;
+  const int quote_scale = config_.assets[Raw(m.quote)].scale;
+  json::object o;
+  o["symbol"] = m.symbol;
+  o["marketId"] = Raw(id);
+  o["base"] = config_.assets[Raw(m.base)].symbol;
+  o["quote"] = config_.assets[Raw(m.quote)].symbol;
+  o["tick_size"] = FormatDecimalShort(m.tick_units, quote_scale);
+  o["step_size"] = FormatDecimalShort(m.lot_units, base_scale);
+  o["min_qty"] = FormatDecimalShort(m.min_qty.value * m.lot_units, base_scale);
+  o["max_qty"] = FormatDecimalShort(m.max_qty.value * m.lot_units, base_scale);
+  o["max_price"] = FormatDecimalShort(m.max_price.value * m.tick_units, quote_scale);
+  o["min_notional"] = FormatDecimalShort(m.min_notional.value, quote_scale);
+  o["maker_fee_bps"] = m.maker_fee_bps;
+  o["taker_fee_bps"] = m.taker_fee_bps;
+  o["status"] = std::string(engine::ToString(m.status));
+  return o;
+}
+
+// The answer to an added asset or market once it is durable and served; an
+// engine refusal (the symbol taken meanwhile) as the checks here would have.
+void Gateway::Impl::SubmitListing(Ctx& c, const char* kind, const engine::Command& cmd) {
+  Submit(c, kind, cmd, [this](Pending& p) {
+    if (const engine::Rejected* r = FirstReject(p.events)) {
+      const bool taken = r->reason == engine::RejectReason::kSymbolTaken;
+      return p.Fail(
+          ApiError{taken ? 409 : 400, -1130,
+                   taken ? "The symbol is taken." : std::string(engine::ToString(r->reason))});
+    }
+    for (const Event& e : p.events) {
+      if (const auto* m = std::get_if<engine::MarketAdded>(&e.body)) {
+        return p.Reply(200, json::serialize(MarketObject(m->market)));
+      }
+      if (const auto* a = std::get_if<engine::AssetAdded>(&e.body)) {
+        json::object o;
+        o["asset"] = std::string(a->symbol.view());
+        o["assetId"] = Raw(a->asset);
+        o["scale"] = a->scale;
+        return p.Reply(200, json::serialize(o));
+      }
+    }
+    p.Fail(ApiError{500, -1000, "The listing left no event."});
+  });
+}
+
+// POST markets: the configuration file's [[markets]] fields, the same checks.
+void Gateway::Impl::AdminAddMarket(Ctx& c, const json::object& body) {
+  engine::MarketText t;
+  const auto symbol = StringField(body, "symbol");
+  const auto base = StringField(body, "base");
+  const auto quote = StringField(body, "quote");
+  if (!symbol || !base || !quote) {
+    return Reply(
+        c, ApiError{400, -1102, "Fields 'symbol', 'base' and 'quote' (strings) are required."});
+  }
+  t.symbol = *symbol;
+  t.base = *base;
+  t.quote = *quote;
+  for (const auto& [key, out] :
+       {std::pair<std::string_view, std::string*>{"tick_size", &t.tick_size},
+        {"step_size", &t.step_size},
+        {"min_qty", &t.min_qty},
+        {"max_qty", &t.max_qty},
+        {"max_price", &t.max_price},
+        {"min_notional", &t.min_notional}}) {
+    if (auto e = DecimalField(body, key, out)) return Reply(c, *e);
+  }
+  if (auto e = IntField(body, "maker_fee_bps", &t.maker_fee_bps)) return Reply(c, *e);
+  if (auto e = IntField(body, "taker_fee_bps", &t.taker_fee_bps)) return Reply(c, *e);
+  if (auto e = StatusField(body, &t.status)) return Reply(c, *e);
+  auto spec = engine::MarketFromText(config_, t);
+  if (!spec.ok()) {
+    const bool taken = spec.status().message().find("duplicate") != std::string::npos;
+    return Reply(c, ApiError{taken ? 409 : 400, -1130, spec.status().message()});
+  }
+  engine::Command cmd;
+  cmd.body = engine::AddMarketOf(*spec);
+  SubmitListing(c, "add_market", cmd);
+}
+
+// POST assets: {"symbol", "scale"}, the configuration file's [[assets]] checks.
+void Gateway::Impl::AdminAddAsset(Ctx& c, const json::object& body) {
+  const auto symbol = StringField(body, "symbol");
+  int64_t scale = 0;
+  if (!symbol) return Reply(c, ApiError{400, -1102, "Field 'symbol' (a string) is required."});
+  if (auto e = IntField(body, "scale", &scale)) return Reply(c, *e);
+  engine::AssetSpec a;
+  a.symbol = *symbol;
+  if (scale < 0 || scale > 18) {
+    return Reply(c, ApiError{400, -1130, fmt::format("scale: {} is outside 0..18", scale)});
+  }
+  a.scale = static_cast<int32_t>(scale);
+  if (Status s = engine::ValidateNewAsset(config_, a); !s.ok()) {
+    const bool taken = s.message().find("duplicate") != std::string::npos;
+    return Reply(c, ApiError{taken ? 409 : 400, -1130, s.message()});
+  }
+  engine::Command cmd;
+  cmd.body = engine::AddAssetOf(a);
+  SubmitListing(c, "add_asset", cmd);
 }
 
 void Gateway::Impl::AdminMarkets(Ctx& c) {

@@ -50,10 +50,30 @@ void Gateway::Impl::CountEvents(std::span<const Event> events) {
   }
 }
 
+void Gateway::Impl::LearnMarket(const engine::MarketAdded& m) {
+  if (Raw(m.market) != config_.markets.size()) return;  // known
+  market_counts_.emplace_back();
+  streams_.AddMarket(m.symbol.view());
+}
+
+void Gateway::Impl::Learn(std::span<const Event> events) {
+  for (const Event& e : events) {
+    if (const auto* m = As<engine::MarketAdded>(e)) LearnMarket(*m);
+    engine::LearnListing(&config_, e);
+  }
+}
+
+void Gateway::Impl::Learn(const engine::EngineImage& image) {
+  for (const engine::AssetAdded& a : image.added_assets) engine::LearnListing(&config_, a);
+  for (const engine::MarketAdded& m : image.added_markets) {
+    LearnMarket(m);
+    engine::LearnListing(&config_, m);
+  }
+}
+
 void Gateway::Impl::Count(MarketId m, std::atomic<uint64_t> MarketCounts::*field) {
   const auto i = static_cast<std::size_t>(m);
-  if (i < config_.markets.size())
-    (market_counts_[i].*field).fetch_add(1, std::memory_order_relaxed);
+  if (i < market_counts_.size()) (market_counts_[i].*field).fetch_add(1, std::memory_order_relaxed);
 }
 
 // A Rejected event carries no order details; the gateway still holds the
@@ -91,6 +111,7 @@ void Gateway::Impl::OnBatch(const fanout::Batch& batch, bool) {
   if (batch.events.empty()) return;
   keys_->Apply(batch.events);
   read_side_.Apply(batch.events, &fan_out_);
+  Learn(batch.events);
   DescribeRejectedOrders(batch, &fan_out_);
   streams_.Publish(fan_out_);
   if (options_.metrics != nullptr) {

@@ -12,6 +12,7 @@ void Gateway::Impl::Wire(exchange::ExchangeOptions* o, fanout::Stage* stage) {
   o->on_recovered = [this](const engine::Engine& engine) {
     const engine::EngineImage image = engine.ExportImage();
     read_side_.Bootstrap(image);
+    Learn(image);
     keys_->Bootstrap(image);
   };
   stage_ = stage;
@@ -149,6 +150,7 @@ Status Gateway::Impl::StartReplica(ReplicaOptions options) {
 
 void Gateway::Impl::ReplicaBootstrap(const engine::EngineImage& image) {
   read_side_.Bootstrap(image);
+  Learn(image);
   keys_->Bootstrap(image);
   streams_.Forget();
 }
@@ -157,6 +159,7 @@ void Gateway::Impl::ReplicaApply(std::span<const Event> events) {
   if (events.empty()) return;
   keys_->Apply(events);
   read_side_.Apply(events, &fan_out_);
+  Learn(events);
   streams_.Publish(fan_out_);
   if (options_.metrics != nullptr) CountEvents(events);
 }
@@ -757,6 +760,8 @@ Result<std::unique_ptr<Gateway>> Gateway::Create(const engine::EngineConfig& con
 
 Gateway::Gateway(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Gateway::~Gateway() = default;
+const engine::EngineConfig& Gateway::config() const { return impl_->config(); }
+
 void Gateway::Wire(exchange::ExchangeOptions* options, fanout::Stage* stage) {
   impl_->Wire(options, stage);
 }

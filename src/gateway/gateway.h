@@ -140,6 +140,14 @@ class Gateway {
   Gateway(const Gateway&) = delete;
   Gateway& operator=(const Gateway&) = delete;
 
+  // The configuration with the assets and markets added at run time: learned
+  // from the recovered state (Wire's on_recovered, ReplicaBootstrap), then
+  // from each durable batch before anything else hears of it. Any thread may
+  // read it without a lock (its lists only grow; engine/listing.h); what
+  // reads it after a durable batch's handlers ran finds every market the
+  // batch names. Lives as long as the gateway.
+  const engine::EngineConfig& config() const;
+
   // Sets the exchange's on_recovered listener to this gateway's read side,
   // its on_durable listener to `stage`'s, and adds the gateway to the
   // stage's handlers; answers to durable commands travel through `stage`.

@@ -27,12 +27,14 @@
 #include <utility>
 #include <vector>
 
+#include "common/append_only.h"
 #include "common/checked.h"
 #include "common/clock.h"
 #include "common/decimal.h"
 #include "common/hmac.h"
 #include "common/thread_annotations.h"
 #include "concurrency/agent.h"
+#include "engine/listing.h"
 #include "gateway/api_error.h"
 #include "gateway/auth.h"
 #include "gateway/binance_json.h"
@@ -335,8 +337,8 @@ class Gateway::Impl final : public HttpHandler, public WsApiBackend, public fano
         key_limiter_(options_.key_limit),
         ip_limiter_(options_.ip_limit),
         order_limiter_(options_.order_limit),
-        timing_(options_.metrics != nullptr || options_.flight_recorder != nullptr),
-        market_counts_(std::make_unique<MarketCounts[]>(config_.markets.size())) {
+        timing_(options_.metrics != nullptr || options_.flight_recorder != nullptr) {
+    for (std::size_t m = 0; m < config_.markets.size(); ++m) market_counts_.emplace_back();
     RegisterRoutes();
     if (options_.metrics != nullptr) RegisterMetrics(*options_.metrics);
     auto audit = log::AuditLog::Open(data_dir_ / "audit.log");
@@ -353,6 +355,7 @@ class Gateway::Impl final : public HttpHandler, public WsApiBackend, public fano
   }
 
   void Wire(exchange::ExchangeOptions* o, fanout::Stage* stage);
+  const engine::EngineConfig& config() const { return config_; }
 
   void SetHistory(History* history);
   void SetDispatcher(transfer::Dispatcher* dispatcher);
@@ -739,6 +742,10 @@ class Gateway::Impl final : public HttpHandler, public WsApiBackend, public fano
                         std::function<void(Pending&, const engine::AuthChanged&)> done);
   void AdminTransfer(Ctx& c, const json::object& body, bool deposit);
   void AdminMarketStatus(Ctx& c, std::string_view symbol, const json::object& body);
+  void AdminAddMarket(Ctx& c, const json::object& body);
+  void AdminAddAsset(Ctx& c, const json::object& body);
+  void SubmitListing(Ctx& c, const char* kind, const engine::Command& cmd);
+  json::object MarketObject(MarketId id) const;
   void AdminMarkets(Ctx& c);
 
   // --- the history thread (history_worker.cc) ---
@@ -765,6 +772,12 @@ class Gateway::Impl final : public HttpHandler, public WsApiBackend, public fano
 
   // Fan-out thread: the durable events' orders, trades and cancels per market.
   void CountEvents(std::span<const Event> events);
+  // Fan-out thread (the main thread before it starts): assets and markets
+  // added at run time. Whatever the gateway keeps by market grows first, then
+  // the configuration the io threads read names the market.
+  void Learn(std::span<const Event> events);
+  void Learn(const engine::EngineImage& image);
+  void LearnMarket(const engine::MarketAdded& m);
   void Count(MarketId m, std::atomic<uint64_t> MarketCounts::*field);
 
   // A Rejected event carries no order details; the gateway still holds the
@@ -778,7 +791,9 @@ class Gateway::Impl final : public HttpHandler, public WsApiBackend, public fano
   // The throttled streams' clock: every round, at least every 10 ms.
   void OnRound() override;
 
-  const engine::EngineConfig config_;
+  // The configuration, with the assets and markets added at run time (Learn;
+  // appended by the fan-out thread, read by any thread without a lock).
+  engine::EngineConfig config_;
   const std::filesystem::path data_dir_;
   const GatewayOptions options_;
   const Clock& clock_;  // wall time of the API (options_.clock or the system's)
@@ -834,7 +849,7 @@ class Gateway::Impl final : public HttpHandler, public WsApiBackend, public fano
   metrics::Counter* rejected_503_ = nullptr;
   metrics::Counter* venue_deposits_[3] = {};  // credited, repeated, rejected (transfer_routes.cc)
   metrics::Counter* rejected_429_ = nullptr;
-  std::unique_ptr<MarketCounts[]> market_counts_;  // written by the fan-out thread only
+  AppendOnlyVector<MarketCounts> market_counts_;  // written by the fan-out thread only
   std::atomic<std::size_t> history_depth_{0};
   std::optional<metrics::OwnerLink<Impl>> link_;
 

@@ -30,6 +30,7 @@
 #include <variant>
 #include <vector>
 
+#include "common/append_only.h"
 #include "common/hmac.h"
 #include "common/thread_annotations.h"
 #include "gateway/binance_json.h"
@@ -102,7 +103,30 @@ struct StreamKey {
   int32_t zone_min = 0;  // kKline: the candles' time zone, minutes east of UTC
 };
 
-using SymbolMap = std::map<std::string, MarketId, std::less<>>;
+using Markets = AppendOnlyVector<engine::MarketSpec>;
+
+// The market whose symbol, in lower case, is `lower` (stream names are lower
+// case, as Binance's).
+std::optional<MarketId> FindLowerSymbol(const Markets& markets, std::string_view lower) {
+  for (std::size_t i = 0; i < markets.size(); ++i) {
+    const std::string& s = markets[i].symbol;
+    if (s.size() == lower.size() &&
+        std::equal(s.begin(), s.end(), lower.begin(), [](char a, char b) {
+          return (a >= 'A' && a <= 'Z' ? static_cast<char>(a - 'A' + 'a') : a) == b;
+        })) {
+      return static_cast<MarketId>(i);
+    }
+  }
+  return std::nullopt;
+}
+
+std::string LowerPrefix(std::string_view symbol) {
+  std::string lower(symbol);
+  std::transform(lower.begin(), lower.end(), lower.begin(), [](char c) {
+    return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
+  });
+  return lower + "@";
+}
 
 // Topic selectors for StreamHub::Impl::SendToTopics.
 struct MatchKind {
@@ -118,7 +142,7 @@ struct MatchDepth {
 
 // Parses "btcusdt@depth5@100ms" and friends; nullopt when the name is not a
 // stream of a configured market.
-std::optional<StreamKey> ParseStreamName(std::string_view name, const SymbolMap& symbols) {
+std::optional<StreamKey> ParseStreamName(std::string_view name, const Markets& markets) {
   if (name.starts_with('!')) {
     StreamKey key;
     if (name == "!ticker@arr") {
@@ -137,10 +161,10 @@ std::optional<StreamKey> ParseStreamName(std::string_view name, const SymbolMap&
   }
   const std::size_t at = name.find('@');
   if (at == std::string_view::npos) return std::nullopt;
-  const auto market = symbols.find(name.substr(0, at));
-  if (market == symbols.end()) return std::nullopt;
+  const auto market = FindLowerSymbol(markets, name.substr(0, at));
+  if (!market) return std::nullopt;
   StreamKey key;
-  key.market = market->second;
+  key.market = *market;
   std::string_view rest = name.substr(at + 1);
   if (rest == "trade") {
     key.kind = Kind::kTrade;
@@ -469,15 +493,23 @@ class StreamHub::Impl {
         all_dirty_(config.markets.size(), 0),
         fanout_(config.markets.size()),
         touched_(config.markets.size(), 0) {
-    prefixes_.reserve(config.markets.size());
-    for (std::size_t i = 0; i < config.markets.size(); ++i) {
-      std::string lower = config.markets[i].symbol;
-      std::transform(lower.begin(), lower.end(), lower.begin(), [](char c) {
-        return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
-      });
-      symbols_.emplace(lower, static_cast<MarketId>(i));
-      prefixes_.push_back(lower + "@");
+    MutexLock lock(mu_);
+    for (const engine::MarketSpec& m : config.markets) prefixes_.push_back(LowerPrefix(m.symbol));
+  }
+
+  // Fan-out thread: a market added at run time, before the configuration the
+  // io threads read names it.
+  void AddMarket(std::string_view symbol) {
+    {
+      MutexLock lock(mu_);
+      prefixes_.push_back(LowerPrefix(symbol));
+      routes_.emplace_back();
+      partial_kick_.push_back(false);
     }
+    all_dirty_.push_back(0);
+    fanout_.emplace_back();
+    touched_.push_back(0);
+    routes_version_.fetch_add(1, std::memory_order_release);
   }
 
   StreamStats stats_;  // subscriptions and user_connections are gauges; messages counts every send
@@ -564,7 +596,7 @@ class StreamHub::Impl {
   }
 
   bool AddTargetStream(std::string_view name, Target* t) const {
-    const auto key = ParseStreamName(name, symbols_);
+    const auto key = ParseStreamName(name, config_.markets);
     if (!key) return false;
     for (const auto& s : t->streams) {
       if (s.first == name) return true;
@@ -742,7 +774,7 @@ class StreamHub::Impl {
                      ErrorAnswer(1, "Invalid value type: expected an array of stream names", id));
       }
       const std::string_view name = p.get_string();
-      const auto key = ParseStreamName(name, symbols_);
+      const auto key = ParseStreamName(name, config_.markets);
       if (!key) {
         return Reply(*conn, ErrorAnswer(2,
                                         "Invalid request: unknown stream '" +
@@ -1739,10 +1771,8 @@ class StreamHub::Impl {
   const KeyStore& keys_;
   const StreamOptions options_;
   const std::function<int64_t()> clock_ms_;
-  SymbolMap symbols_;                  // lower-case symbol → market
-  std::vector<std::string> prefixes_;  // by market: "<symbol>@"
-
   Mutex mu_;
+  std::vector<std::string> prefixes_ MB_GUARDED_BY(mu_);  // by market: "<symbol>@"
   std::map<std::string, TopicEntry, std::less<>> topics_ MB_GUARDED_BY(mu_);
   std::vector<std::shared_ptr<const MarketRoute>> routes_ MB_GUARDED_BY(mu_);  // by market
   // The streams of every market ("!..."); null when nobody watches one.
@@ -1787,6 +1817,7 @@ void StreamHub::OnClose(const std::shared_ptr<WsConnection>& conn) { impl_->OnCl
 void StreamHub::Publish(const marketdata::BatchOutput& batch) { impl_->Publish(batch); }
 void StreamHub::Tick(int64_t now_ms) { impl_->Tick(now_ms); }
 void StreamHub::Forget() { impl_->Forget(); }
+void StreamHub::AddMarket(std::string_view symbol) { impl_->AddMarket(symbol); }
 std::string StreamHub::CreateListenKey(AccountId account) {
   return impl_->CreateListenKey(account);
 }

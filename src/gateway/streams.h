@@ -91,6 +91,9 @@ class StreamHub : public WsHandler {
   // no diff claims continuity across the jump: the next one's U shows a gap
   // to every depth client, which then fetches a fresh snapshot.
   void Forget();
+  // Fan-out thread: a market added at run time (MarketAdded), before the
+  // configuration the io threads read names it.
+  void AddMarket(std::string_view symbol);
 
   // listenKey flow (POST/PUT/DELETE /api/v3/userDataStream).
   std::string CreateListenKey(AccountId account);  // an open key of the account is reused

@@ -9,8 +9,10 @@
 #include <utility>
 #include <variant>
 
+#include "common/append_only.h"
 #include "common/status.h"
 #include "common/thread_annotations.h"
+#include "engine/listing.h"
 
 namespace mb::marketdata {
 
@@ -583,13 +585,10 @@ Ticker24h MarketSnapshot::Rolling(int64_t window_ms, int64_t now_ms) const {
 class ReadSide::Impl {
  public:
   Impl(const EngineConfig& config, ReadSideOptions options)
-      : cfg_(config),
-        opts_(options),
-        n_assets_(cfg_.assets.size()),
-        markets_(cfg_.markets.size()),
-        snapshots_(std::make_unique<SnapshotSlot[]>(cfg_.markets.size())) {
+      : cfg_(config), opts_(options), n_assets_(cfg_.assets.size()), markets_(cfg_.markets.size()) {
     for (std::size_t m = 0; m < markets_.size(); ++m) {
       markets_[m].status = cfg_.markets[m].status;
+      snapshots_.emplace_back();
       Publish(static_cast<MarketId>(m));
     }
   }
@@ -597,6 +596,13 @@ class ReadSide::Impl {
   // ------------------------------------------------------------ writer
 
   void Bootstrap(const EngineImage& img) {
+    // What was added at run time first: the image's markets and assets
+    // include them.
+    {
+      WriterLock lock(mu_);
+      for (const engine::AssetAdded& a : img.added_assets) On(a);
+      for (const engine::MarketAdded& m : img.added_markets) On(m);
+    }
     // The image comes from an Engine running this configuration; anything
     // else is a wiring bug, caught before any state changes.
     const bool shape_ok = img.market_status.size() == markets_.size();
@@ -606,7 +612,7 @@ class ReadSide::Impl {
     }
     MB_CHECK(shape_ok);
     for (const auto& b : img.balances) {
-      MB_CHECK(Raw(b.account) < cfg_.max_accounts && Raw(b.asset) < n_assets_);
+      MB_CHECK(Raw(b.account) < cfg_.max_accounts && Raw(b.asset) < cfg_.assets.size());
     }
     for (const auto& o : img.orders) {
       MB_CHECK(Raw(o.terms.market) < markets_.size() && Raw(o.terms.account) < cfg_.max_accounts &&
@@ -641,7 +647,7 @@ class ReadSide::Impl {
       Account(b.account).balances[Raw(b.asset)] = Balance{b.available, b.locked};
     }
     for (const auto& p : img.pending_transfers) {
-      MB_CHECK(Raw(p.account) < cfg_.max_accounts && Raw(p.asset) < n_assets_);
+      MB_CHECK(Raw(p.account) < cfg_.max_accounts && Raw(p.asset) < cfg_.assets.size());
       Account(p.account).held[Raw(p.asset)] += p.amount;
     }
     std::unordered_map<uint64_t, const engine::ImageIceberg*> icebergs;
@@ -770,7 +776,7 @@ class ReadSide::Impl {
   // ------------------------------------------------------------ readers
 
   std::shared_ptr<const MarketSnapshot> Snapshot(MarketId market) const {
-    if (Raw(market) >= markets_.size()) return nullptr;
+    if (Raw(market) >= snapshots_.size()) return nullptr;
     return snapshots_[Raw(market)].Load();
   }
 
@@ -1587,11 +1593,26 @@ class ReadSide::Impl {
 
   // Accounts and keys: the gateway's key store serves them.
   void On(const engine::AuthChanged&) MB_REQUIRES(mu_) {}
-  // The read side serves the markets of its configuration: the gateway
-  // submits no AddAsset / AddMarket (docs/engine.md, "Assets and markets
-  // added at run time").
-  void On(const engine::AssetAdded&) MB_REQUIRES(mu_) {}
-  void On(const engine::MarketAdded&) MB_REQUIRES(mu_) {}
+  // Assets and markets added at run time: every account gets the asset's
+  // balance; the market gets its (empty) book and snapshot. Known already
+  // (bootstrapped from an image that holds it): nothing.
+  void On(const engine::AssetAdded& a) MB_REQUIRES(mu_) {
+    if (!engine::LearnListing(&cfg_, a)) return;
+    n_assets_ = cfg_.assets.size();
+    for (auto& [id, acc] : accounts_) {
+      acc.balances.resize(n_assets_);
+      acc.held.resize(n_assets_);
+    }
+  }
+  void On(const engine::MarketAdded& m) MB_REQUIRES(mu_) {
+    if (!engine::LearnListing(&cfg_, m)) return;
+    MarketState& ms = markets_.emplace_back();
+    ms.status = m.status;
+    ms.seq = seq_;
+    ms.update_id = Raw(seq_);
+    snapshots_.emplace_back();
+    Publish(m.market);
+  }
 
   // No order of the list is open or pending any more: pending orders that
   // were never placed (their working order did not fill) are canceled.
@@ -1808,9 +1829,11 @@ class ReadSide::Impl {
     snapshots_[Raw(id)].Store(std::move(s));
   }
 
-  const EngineConfig cfg_;
+  // The configuration, grown by the AssetAdded and MarketAdded events (writer
+  // only; readers use the snapshots and the account state).
+  EngineConfig cfg_;
   const ReadSideOptions opts_;
-  const std::size_t n_assets_;
+  std::size_t n_assets_ MB_GUARDED_BY(mu_);
 
   // Writer only.
   std::vector<MarketState> markets_;
@@ -1825,8 +1848,9 @@ class ReadSide::Impl {
   // Shared with readers.
   mutable SharedMutex mu_;
   std::unordered_map<uint32_t, AccountState> accounts_ MB_GUARDED_BY(mu_);
-  // One writer (Publish), any readers; fixed size, built in the constructor.
-  std::unique_ptr<SnapshotSlot[]> snapshots_;
+  // By market. One writer (Publish, and the market's slot appended before
+  // anything names the market), any readers.
+  AppendOnlyVector<SnapshotSlot> snapshots_;
   std::atomic<uint64_t> applied_seq_{0};
   // Orders open now and closed since the start (writer only; published below
   // after each batch for the metrics).

@@ -32,6 +32,7 @@
 #include "engine/engine.h"
 #include "engine/event.h"
 #include "engine/image.h"
+#include "engine/listing.h"
 #include "engine/market.h"
 #include "engine/types.h"
 #include "workload/random_commands.h"
@@ -182,8 +183,10 @@ void ExpectAgrees(const Engine& engine, const ReadSide& rs) {
   for (uint32_t a = 0; a < kMaxAccounts; ++a) {
     const AccountId account{a};
     const std::vector<BalanceRow> rows = rs.Balances(account);
-    ASSERT_EQ(rows.size(), kAssets);
-    for (uint16_t s = 0; s < kAssets; ++s) {
+    // Every asset, those added at run time too.
+    const std::size_t assets = engine.config().assets.size();
+    ASSERT_EQ(rows.size(), assets);
+    for (uint16_t s = 0; s < assets; ++s) {
       const Balance want = engine.balance(account, AssetId{s});
       ASSERT_EQ(rs.balance(account, AssetId{s}), want) << "account " << a << " asset " << s;
       ASSERT_EQ(rows[s].asset, AssetId{s});
@@ -191,7 +194,7 @@ void ExpectAgrees(const Engine& engine, const ReadSide& rs) {
       ASSERT_EQ(rows[s].locked, want.locked);
     }
   }
-  for (uint16_t mi = 0; mi < kMarkets; ++mi) {
+  for (uint16_t mi = 0; mi < engine.config().markets.size(); ++mi) {
     const MarketId m{mi};
     auto snap = rs.Snapshot(m);
     ASSERT_NE(snap, nullptr);
@@ -851,6 +854,65 @@ class ReadSideTest : public ::testing::Test {
 
   Harness h_;
 };
+
+// Assets and markets added at run time: an account that existed before the
+// asset holds a (zero) balance of it and takes deposits; the new market has
+// its snapshot at once, trades, and a read side bootstrapped from an image
+// taken afterwards serves both.
+TEST_F(ReadSideTest, AddedAssetsAndMarketsAreServed) {
+  const int64_t t = kDay0 + kSec;
+  engine::AssetSpec sol{"SOL", 9};
+  engine::MarketText text{.symbol = "SOLUSDT",
+                          .base = "SOL",
+                          .quote = "USDT",
+                          .tick_size = "0.01",
+                          .step_size = "0.001",
+                          .min_qty = "0.001",
+                          .max_qty = "1000",
+                          .max_price = "100000",
+                          .min_notional = "0",
+                          .maker_fee_bps = 0,
+                          .taker_fee_bps = 0};
+  Command add_asset;
+  add_asset.timestamp_ns = t;
+  add_asset.body = engine::AddAssetOf(sol);
+  h_.Run({add_asset});
+  const AssetId kSol{static_cast<uint16_t>(h_.config.assets.size())};
+  ASSERT_EQ(h_.Batch<engine::AssetAdded>().size(), 1u);
+  EXPECT_EQ(h_.rs.balance(kAlice, kSol).available.value, 0);
+  EXPECT_EQ(h_.rs.Balances(kAlice).size(), h_.config.assets.size() + 1);
+
+  auto spec = engine::MarketFromText(h_.engine.config(), text);
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  Command add_market;
+  add_market.timestamp_ns = t;
+  add_market.body = engine::AddMarketOf(*spec);
+  const MarketId kSolUsdt{static_cast<uint16_t>(h_.config.markets.size())};
+  EXPECT_EQ(h_.rs.Snapshot(kSolUsdt), nullptr);
+  h_.Run({add_market});
+  ASSERT_EQ(h_.Batch<engine::MarketAdded>().size(), 1u);
+  ASSERT_NE(h_.rs.Snapshot(kSolUsdt), nullptr);
+  EXPECT_TRUE(h_.rs.Snapshot(kSolUsdt)->asks.empty());
+
+  h_.Run({Fund(t, kAlice, kSol, 5'000'000'000, "a-sol")});
+  EXPECT_EQ(h_.rs.balance(kAlice, kSol).available.value, 5'000'000'000);
+  h_.Run({Place(t, kAlice, kSolUsdt, Side::kSell, OrderType::kLimit, TimeInForce::kGtc, 15'000,
+                2000)});
+  h_.Run({Place(t, kBob, kSolUsdt, Side::kBuy, OrderType::kLimit, TimeInForce::kGtc, 15'000, 500)});
+  ASSERT_EQ(h_.out.trades.size(), 1u);
+  const auto snap = h_.rs.Snapshot(kSolUsdt);
+  ASSERT_EQ(snap->asks.size(), 1u);
+  EXPECT_EQ(snap->asks[0].qty.value, 1500);
+  EXPECT_EQ(snap->RecentTrades(10).size(), 1u);
+  EXPECT_EQ(h_.rs.balance(kBob, kSol).available.value, 500'000'000);
+
+  ReadSide boot(h_.config, Unbounded());
+  boot.Bootstrap(h_.engine.ExportImage());
+  ASSERT_NE(boot.Snapshot(kSolUsdt), nullptr);
+  EXPECT_EQ(boot.Snapshot(kSolUsdt)->asks, snap->asks);
+  EXPECT_EQ(boot.balance(kBob, kSol).available.value, 500'000'000);
+  EXPECT_EQ(boot.Balances(kAlice).size(), h_.config.assets.size() + 1);
+}
 
 TEST_F(ReadSideTest, KlinesAndTickerFromTradesAcrossMinutes) {
   const int64_t t = kDay0;

@@ -933,7 +933,7 @@ class PgStore final : public Store {
     return std::optional<OrderRecord>(rows->front().order);
   }
 
-  const engine::EngineConfig config_;
+  const engine::EngineConfig& config_;
   std::vector<Statement> statements_;
   int upsert_orders_ = 0, set_state_ = 0, state_ = 0, open_orders_ = 0;
   int upsert_lists_ = 0, set_placed_ = 0, open_lists_ = 0, all_lists_asc_ = 0;

@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "common/clock.h"
+#include "engine/listing.h"
 #include "journal/reader.h"
 
 namespace mb::projection {
@@ -22,10 +23,13 @@ Projector::Projector(std::filesystem::path data_dir, const engine::EngineConfig&
       store_(store),
       options_(std::move(options)),
       clock_(options_.clock != nullptr ? *options_.clock : DefaultClock()),
-      builder_(config),
+      config_(config),
+      builder_(config_),
       catchup_cap_(options_.catchup_batch_events) {}
 
 Projector::~Projector() { Stop(); }
+
+void Projector::Adopt(const engine::EngineConfig& grown) { engine::AdoptListings(&config_, grown); }
 
 void Projector::Log(std::string_view line) const {
   if (options_.log) {
@@ -100,6 +104,7 @@ Result<std::size_t> Projector::RunBatch(uint64_t limit_seq, bool wait) {
   const journal::RecordFn on_record = [&](const journal::JournalRecord& r) -> Status {
     events_.clear();
     MB_RETURN_IF_ERROR(journal::DecodeOutcome(r, &events_));
+    engine::LearnListings(&config_, events_);
     if (records == 0 && !events_.empty()) first_time_ns = events_.front().timestamp_ns;
     builder_.AddRecord(r.seq, r.checksum, events_, &batch_);
     ++records;

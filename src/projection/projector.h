@@ -108,6 +108,10 @@ class Projector final : private concurrency::Agent {
   Projector(const Projector&) = delete;
   Projector& operator=(const Projector&) = delete;
 
+  // The assets and markets added at run time that the journal holds before
+  // the projection's next record (the recovered engine's configuration;
+  // those after it are learned from the records). Before Init() or Start().
+  void Adopt(const engine::EngineConfig& grown);
   // Loads the store's state, checks it against the journal, seeds the open
   // orders. Called by Start(); offline callers call it first.
   Status Init();
@@ -150,6 +154,9 @@ class Projector final : private concurrency::Agent {
   const ProjectorOptions options_;
   const Clock& clock_;  // options_.clock or the system's
 
+  // The configuration, grown by the records' AssetAdded and MarketAdded
+  // events (the live thread only).
+  engine::EngineConfig config_;
   RowBuilder builder_;
   RowBatch batch_;
   engine::EventBuffer events_;

@@ -208,7 +208,9 @@ struct StoreOptions {
 };
 
 // Opens a store and migrates its schema. The engine configuration converts
-// ids into the query results' types (commission asset of a fill).
+// ids into the query results' types (commission asset of a fill): it must
+// outlive the store and name every market the store holds (a server passes
+// the gateway's, which grows with the markets added at run time).
 Result<std::unique_ptr<Store>> OpenStore(const StoreOptions& options,
                                          const engine::EngineConfig& config);
 

@@ -70,6 +70,8 @@ Result<VerifyReport> VerifyProjection(const fs::path& data_dir, const engine::En
   auto rec = journal::Recover(*dir, &engine, ro);
   if (!rec.ok()) return rec.status();
   report.journal_seq = rec->recovered_seq;
+  // With the assets and markets the journal added.
+  const engine::EngineConfig& listed = engine.config();
 
   auto state = store->CommittedState();
   if (!state.ok()) return state.status();
@@ -90,7 +92,7 @@ Result<VerifyReport> VerifyProjection(const fs::path& data_dir, const engine::En
   std::size_t balance_diffs = 0;
   const bool caught_up = state->applied_seq == report.journal_seq;
   for (uint32_t a = 0; caught_up && a < config.max_accounts && balance_diffs < 20; ++a) {
-    for (std::size_t s = 0; s < config.assets.size(); ++s) {
+    for (std::size_t s = 0; s < listed.assets.size(); ++s) {
       const auto asset = static_cast<uint16_t>(s);
       const engine::Balance bal =
           engine.balance(static_cast<AccountId>(a), static_cast<AssetId>(asset));
@@ -101,7 +103,7 @@ Result<VerifyReport> VerifyProjection(const fs::path& data_dir, const engine::En
         if (have != want[bucket]) {
           report.differences.push_back(fmt::format(
               "account {} {} {}: the ledger sums to {}, the replayed engine holds {}", a,
-              config.assets[s].symbol, bucket == 0 ? "available" : "locked", have, want[bucket]));
+              listed.assets[s].symbol, bucket == 0 ? "available" : "locked", have, want[bucket]));
           ++balance_diffs;
         }
       }
@@ -157,7 +159,7 @@ Result<VerifyReport> VerifyProjection(const fs::path& data_dir, const engine::En
   std::error_code ec;
   for (const char* suffix : {"", "-wal", "-shm"}) fs::remove(scratch.string() + suffix, ec);
   {
-    auto reference = OpenSqliteStore(scratch.string(), config);
+    auto reference = OpenSqliteStore(scratch.string(), listed);
     if (!reference.ok()) return reference.status();
     Projector projector(data_dir, config, engine::HashConfig(config), reference->get());
     Status st = projector.Init();

@@ -50,11 +50,6 @@ bool EnumInRange(E v, E last) noexcept {
   return Raw(v) <= Raw(last);
 }
 
-// The definitions an AssetAdded / MarketAdded carries, as the configuration
-// holds them (a market's derived fields not filled yet).
-AssetSpec SpecOf(const AssetAdded& a);
-MarketSpec SpecOf(const MarketAdded& m);
-
 }  // namespace internal
 
 class Engine::Impl {
