@@ -12,6 +12,7 @@ import { spawn } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import readline from 'node:readline';
@@ -498,6 +499,53 @@ export class RestClient {
     headers['Content-Type'] = 'application/x-www-form-urlencoded';
     return httpRequest(method, `${this.base}${pathname}`, { headers, body: signedText, timeoutMs });
   }
+}
+
+// ---------------------------------------------------------------------------
+// NATS (JetStream) for the tests of the bus, replicas and standbys.
+
+export async function freePort() {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address();
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+async function canConnect(port) {
+  return new Promise((resolve) => {
+    const s = net.connect(port, '127.0.0.1');
+    s.once('connect', () => { s.destroy(); resolve(true); });
+    s.once('error', () => resolve(false));
+  });
+}
+
+function natsBinary() {
+  for (const p of ['/usr/sbin/nats-server', '/usr/bin/nats-server', '/usr/local/bin/nats-server']) {
+    if (fs.existsSync(p)) return p;
+  }
+  throw new Error('nats-server is not installed (scripts/bootstrap.sh installs it)');
+}
+
+// A one-node JetStream server on `port`, its store in `dir` (kept across restarts).
+export async function startNats(port, dir) {
+  const proc = spawn(natsBinary(), ['-js', '-a', '127.0.0.1', '-p', String(port), '-sd', dir],
+    { stdio: ['ignore', 'ignore', 'pipe'] });
+  const err = [];
+  proc.stderr.on('data', (d) => err.push(String(d)));
+  await waitFor(() => canConnect(port), { timeout: 10000, what: `nats-server on port ${port}`, describe: () => err.join('') });
+  return {
+    url: `nats://127.0.0.1:${port}`,
+    async stop() {
+      const done = new Promise((resolve) => proc.once('exit', resolve));
+      proc.kill('SIGTERM');
+      await done;
+    },
+    kill() { proc.kill('SIGKILL'); },
+  };
 }
 
 // ---------------------------------------------------------------------------

@@ -17,13 +17,12 @@
 // Usage: node replica.mjs <path to matchbook>
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 
 import {
-  Admin, RestClient, WsClient, binaryFromArgs, check, deepEq, eq, expectOk, hmacHex, httpRequest, json, log,
-  makeTrader, rng, runMain, seedFromEnv, sleep, startServer, step, waitFor,
+  Admin, RestClient, WsClient, binaryFromArgs, check, deepEq, eq, expectOk, freePort, hmacHex, httpRequest, json, log,
+  makeTrader, rng, runMain, seedFromEnv, sleep, startNats, startServer, step, waitFor,
 } from './lib.mjs';
 
 const bin = binaryFromArgs();
@@ -39,50 +38,6 @@ const ORDERS = 600;
 function fixed(units, decimals) {
   const s = String(units).padStart(decimals + 1, '0');
   return decimals === 0 ? s : `${s.slice(0, -decimals)}.${s.slice(-decimals)}`;
-}
-
-async function freePort() {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address();
-      srv.close(() => resolve(port));
-    });
-  });
-}
-
-async function canConnect(port) {
-  return new Promise((resolve) => {
-    const s = net.connect(port, '127.0.0.1');
-    s.once('connect', () => { s.destroy(); resolve(true); });
-    s.once('error', () => resolve(false));
-  });
-}
-
-function natsBinary() {
-  for (const p of ['/usr/sbin/nats-server', '/usr/bin/nats-server', '/usr/local/bin/nats-server']) {
-    if (fs.existsSync(p)) return p;
-  }
-  throw new Error('nats-server is not installed (scripts/bootstrap.sh installs it)');
-}
-
-// A one-node JetStream server on `port`, its store in `dir` (kept across restarts).
-async function startNats(port, dir) {
-  const proc = spawn(natsBinary(), ['-js', '-a', '127.0.0.1', '-p', String(port), '-sd', dir],
-    { stdio: ['ignore', 'ignore', 'pipe'] });
-  const err = [];
-  proc.stderr.on('data', (d) => err.push(String(d)));
-  await waitFor(() => canConnect(port), { timeout: 10000, what: `nats-server on port ${port}`, describe: () => err.join('') });
-  return {
-    url: `nats://127.0.0.1:${port}`,
-    async stop() {
-      const done = new Promise((resolve) => proc.once('exit', resolve));
-      proc.kill('SIGTERM');
-      await done;
-    },
-    kill() { proc.kill('SIGKILL'); },
-  };
 }
 
 // Resolves the close of a WebSocket the server ends (at most 5 s).

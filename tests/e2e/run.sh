@@ -29,7 +29,7 @@ failed=()
 # Each entry: the test's file and its arguments after the binary.
 tests=(
   "ccxt_e2e" "ccxt_ws_api" "stop_orders" "order_lists" "order_lists_ws" "depth_sync"
-  "slow_subscriber" "replica" "transfers"
+  "slow_subscriber" "replica" "listing" "transfers"
   "transfer_load soak --transfers 300 --kills 3"
 )
 for entry in "${tests[@]}"; do
