@@ -8,8 +8,8 @@
 #   - failover by SIGKILL: the standby takes over; every order answered
 #     RESULT by the dead primary is on the new one with the same id and
 #     fills, the API keys work there at once, and a key revoked before the
-#     kill stays revoked; the time from kill to the first order accepted is
-#     printed
+#     kill stays revoked; a market added at run time is served with its
+#     book; the time from kill to the first order accepted is printed
 #   - the old primary restarted with --standby rejoins and follows; a
 #     standby paused while orders flow catches up
 #   - split brain: the primary frozen (SIGSTOP) past its lease, the standby
@@ -110,6 +110,11 @@ revoked_sec=$(json_get secretKey <<<"$r")
 signed GET /api/v3/account "$revoked" "$revoked_sec" >/dev/null ||
   fail "the key to be revoked does not work before its revocation"
 admin DELETE "apiKeys/$revoked" >/dev/null || fail "revoking a key"
+# A market added at run time (after the standby has started, so it learns it
+# from the stream): every new primary serves it and its book.
+sol_market='{"symbol":"SOLUSDT","base":"SOL","quote":"USDT","tick_size":"0.01","step_size":"0.001",
+  "min_qty":"0.001","max_qty":"1000","max_price":"10000","min_notional":"1","maker_fee_bps":0,
+  "taker_fee_bps":0}'
 
 start b --standby
 wait_line b standby
@@ -120,6 +125,13 @@ code=$(curl -s -o "$dir/standby_order.json" -w '%{http_code}' -X POST \
   -H "X-MBX-APIKEY: $key1" "$(base_of b)/api/v3/order?symbol=BTCUSDT")
 [ "$code" = 503 ] || fail "a standby answered order entry with $code"
 grep -q "standby" "$dir/standby_order.json" || fail "the standby's refusal does not say why"
+admin POST assets '{"symbol":"SOL","scale":9}' >/dev/null || fail "adding the asset SOL"
+admin POST markets "$sol_market" >/dev/null || fail "adding the market SOLUSDT"
+admin POST deposits "{\"accountId\":$acc2,\"asset\":\"SOL\",\"amount\":\"50\",\"ref\":\"bob-SOL\"}" \
+  >/dev/null || fail "a deposit of SOL"
+signed POST /api/v3/order "$key2" "$sec2" \
+  "symbol=SOLUSDT&side=SELL&type=LIMIT&timeInForce=GTC&price=120.5&quantity=2" >/dev/null ||
+  fail "an order on SOLUSDT"
 # Read-only operator calls on the standby: its primary's accounts and keys,
 # balances from its read side; a change is refused.
 standby_admin() { curl -sS -w '\n%{http_code}' -X "$1" -H "X-MB-ADMIN-TOKEN: $(cat "$dir/b/admin.token")" \
@@ -179,6 +191,8 @@ check_acked_on() {  # every acknowledged order on NAME, FILLED
   r=$(signed GET /api/v3/account "$revoked" "$revoked_sec" 2>&1) &&
     fail "the revoked key works on $1: $r"
   [[ "$r" == *'"code":-2015'* ]] || fail "the revoked key is not refused as unknown on $1: $r"
+  r=$(curl -sS "$base/api/v3/depth?symbol=SOLUSDT") || fail "no SOLUSDT on $1: $r"
+  [[ "$r" == *'["120.50000000","2.000000000"]'* ]] || fail "the SOLUSDT book on $1: $r"
 }
 
 primary=a
