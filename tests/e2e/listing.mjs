@@ -14,6 +14,7 @@
 //     it trades again.
 //
 // Usage: node listing.mjs <path to matchbook>
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -29,6 +30,19 @@ const SOLUSDT = {
   symbol: 'SOLUSDT', base: 'SOL', quote: 'USDT', tick_size: '0.01', step_size: '0.001', min_qty: '0.001',
   max_qty: '10000', max_price: '100000', min_notional: '1', maker_fee_bps: 5, taker_fee_bps: 10,
 };
+
+// Runs the binary to its exit: { code, stdout, stderr }.
+async function run(args, timeoutMs = 30000) {
+  const proc = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  proc.stdout.on('data', (d) => { stdout += String(d); });
+  proc.stderr.on('data', (d) => { stderr += String(d); });
+  const timer = setTimeout(() => proc.kill('SIGKILL'), timeoutMs);
+  const code = await new Promise((resolve) => proc.once('exit', (c) => resolve(c)));
+  clearTimeout(timer);
+  return { code, stdout, stderr };
+}
 
 async function health(srv) {
   return expectOk(await httpRequest('GET', `${srv.base}/admin/v1/health`, { headers: { 'X-MB-ADMIN-TOKEN': srv.adminToken } }), `health of ${srv.base}`);
@@ -163,6 +177,25 @@ runMain('listing', async () => {
       await exB.loadMarkets(true);
       const again = await exB.createOrder('SOL/USDT', 'limit', 'buy', 0.5, 150.25);
       eq(again.status, 'closed', 'a buy against the restored book');
+    });
+
+    await step('the offline tools name the market: journal dump, verify, project --rebuild', async () => {
+      await primary.stop({ keepDataDir: true });
+      servers.splice(servers.indexOf(primary), 1);
+      const dir = primary.dataDir;
+      const dump = await run(['journal', 'dump', '--data-dir', dir]);
+      eq(dump.code, 0, `journal dump exit (${dump.stderr.slice(-300)})`);
+      check(/MarketAdded market=3 SOLUSDT/.test(dump.stdout), 'journal dump: no "MarketAdded market=3 SOLUSDT"');
+      check(/Trade id=1 SOLUSDT 1\.500000000 @ 150\.25000000/.test(dump.stdout) && /OrderAccepted .* SOLUSDT SELL LIMIT 2\.000000000/.test(dump.stdout),
+        `journal dump does not name SOLUSDT in its orders and trades: ${dump.stdout.split('\n').filter((l) => l.includes('SOL')).slice(0, 5).join(' | ')}`);
+      const verify = await run(['verify', '--data-dir', dir]);
+      eq(verify.code, 0, `verify exit (${verify.stdout.slice(-300)} ${verify.stderr.slice(-300)})`);
+      const rebuild = await run(['project', '--rebuild', '--data-dir', dir]);
+      eq(rebuild.code, 0, `project --rebuild exit (${rebuild.stderr.slice(-300)})`);
+      const same = await run(['verify', '--projection', '--data-dir', dir]);
+      eq(same.code, 0, `verify --projection exit (${same.stdout.slice(-400)} ${same.stderr.slice(-300)})`);
+      check(same.stdout.includes('ok (equals the journal)'), `verify --projection: ${same.stdout.slice(-300)}`);
+      fs.rmSync(dir, { recursive: true, force: true });
     });
   } finally {
     for (const s of sockets) s.close();
