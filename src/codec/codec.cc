@@ -46,7 +46,7 @@ inline constexpr int kEnumMax<engine::TimeInForce> = Raw(engine::TimeInForce::kF
 template <>
 inline constexpr int kEnumMax<engine::StpMode> = Raw(engine::StpMode::kExpireBoth);
 template <>
-inline constexpr int kEnumMax<engine::MarketStatus> = Raw(engine::MarketStatus::kCancelOnly);
+inline constexpr int kEnumMax<engine::MarketStatus> = Raw(engine::MarketStatus::kClosed);
 template <>
 inline constexpr int kEnumMax<engine::CommandType> = Raw(engine::CommandType::kAddMarket);
 template <>

@@ -21,6 +21,7 @@
 namespace mb::engine {
 namespace {
 
+using internal::Cancelable;
 using internal::EnumInRange;
 using internal::HashString;
 
@@ -467,9 +468,7 @@ void Engine::Impl::Decide(const CancelOrder& c) noexcept {
   };
   if (Raw(c.market) >= book_.markets()) return reject(RejectReason::kUnknownMarket);
   if (Raw(c.account) >= cfg_.max_accounts) return reject(RejectReason::kUnknownAccount);
-  if (status_[Raw(c.market)] == MarketStatus::kHalted) {
-    return reject(RejectReason::kMarketNotTrading);
-  }
+  if (!Cancelable(status_[Raw(c.market)])) return reject(RejectReason::kMarketNotTrading);
   uint32_t i = Target(c.account, c.market, c.order_id, c.orig_client_order_id);
   if (i == kNil) return reject(RejectReason::kUnknownOrder);
   const Order& o = book_.order(i);
@@ -495,9 +494,7 @@ void Engine::Impl::Decide(const CancelAll& c) noexcept {
   auto reject = [&](RejectReason r) { Reject(CommandType::kCancelAll, r, c.account, c.market); };
   if (Raw(c.market) >= book_.markets()) return reject(RejectReason::kUnknownMarket);
   if (Raw(c.account) >= cfg_.max_accounts) return reject(RejectReason::kUnknownAccount);
-  if (status_[Raw(c.market)] == MarketStatus::kHalted) {
-    return reject(RejectReason::kMarketNotTrading);
-  }
+  if (!Cancelable(status_[Raw(c.market)])) return reject(RejectReason::kMarketNotTrading);
   scratch_ids_.clear();
   for (uint32_t i = book_.first_of_account(c.account); i != kNil; i = book_.order(i).acct_next) {
     const Order& o = book_.order(i);
@@ -893,9 +890,7 @@ void Engine::Impl::Decide(const CancelOrderList& c) noexcept {
   };
   if (Raw(c.market) >= book_.markets()) return reject(RejectReason::kUnknownMarket);
   if (Raw(c.account) >= cfg_.max_accounts) return reject(RejectReason::kUnknownAccount);
-  if (status_[Raw(c.market)] == MarketStatus::kHalted) {
-    return reject(RejectReason::kMarketNotTrading);
-  }
+  if (!Cancelable(status_[Raw(c.market)])) return reject(RejectReason::kMarketNotTrading);
   uint64_t id = c.list_id;
   if (id == 0 && !c.list_client_order_id.empty()) {
     const Key128 k = HashString(c.list_client_order_id.view());
@@ -1047,11 +1042,39 @@ void Engine::Impl::Decide(const SetMarketStatus& s) noexcept {
     return Reject(CommandType::kSetMarketStatus, RejectReason::kUnknownMarket, AccountId{0},
                   s.market);
   }
-  if (!EnumInRange(s.status, MarketStatus::kCancelOnly)) {
+  if (!EnumInRange(s.status, MarketStatus::kClosed)) {
     return Reject(CommandType::kSetMarketStatus, RejectReason::kInvalidStatus, AccountId{0},
                   s.market);
   }
+  if (s.status == MarketStatus::kClosed) CancelMarket(s.market);
   Emit(MarketStatusChanged{s.market, s.status});
+}
+
+// Closing a market cancels every open order of it, whoever holds it, oldest
+// first: resting, waiting (stop) and iceberg orders; an order of a list takes
+// its list with it, as a cancel of it does.
+void Engine::Impl::CancelMarket(MarketId market) noexcept {
+  scratch_ids_.clear();
+  for (uint32_t a = 0; a < cfg_.max_accounts; ++a) {
+    for (uint32_t i = book_.first_of_account(AccountId{a}); i != kNil;
+         i = book_.order(i).acct_next) {
+      if (book_.order(i).market == market) scratch_ids_.push_back(Raw(book_.order(i).id));
+    }
+  }
+  std::sort(scratch_ids_.begin(), scratch_ids_.end());
+  const std::vector<uint64_t> ids = scratch_ids_;  // CancelList may use the scratch
+  for (uint64_t id : ids) {
+    const uint32_t i = book_.Lookup(OrderId{id});
+    if (i == kNil) continue;  // gone with its list
+    const Order& o = book_.order(i);
+    if (const OrderList* l = ListOf(o.id)) {
+      const OrderList list = *l;
+      CancelList(list);
+      touched_lists_.push_back(list.id);
+      continue;
+    }
+    Emit(OrderCanceled{o.id, o.account, o.market, o.side, Unfilled(o), o.locked});
+  }
 }
 
 // A symbol already taken is told apart from the other refusals: the operator

@@ -377,7 +377,7 @@ Status Engine::Impl::Load(const EngineImage& img) {
   last_seq_ = img.last_sequence;
   next_trade_ = img.next_trade_id;
   for (std::size_t m = 0; m < status_.size(); ++m) {
-    if (!EnumInRange(img.market_status[m], MarketStatus::kCancelOnly)) {
+    if (!EnumInRange(img.market_status[m], MarketStatus::kClosed)) {
       return bad("market status out of range");
     }
     status_[m] = img.market_status[m];

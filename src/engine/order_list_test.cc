@@ -285,5 +285,50 @@ TEST_F(OrderListTest, CancelAllEndsEveryList) {
   EXPECT_TRUE(engine_.ExportImage().pending.empty());
 }
 
+// Closing the market (delisting) cancels every open order of it, each list
+// whole: an OCO's resting and waiting orders, an OTO's working order (its
+// pending order goes with the list), a plain resting order; nothing stays
+// locked, nothing is taken while it is closed, and it trades again once
+// opened.
+TEST_F(OrderListTest, ClosingTheMarketCancelsEveryOrderAndList) {
+  const uint64_t oco = Raw(NextOrderId());
+  Run(SellOco());
+  const uint64_t oto = Raw(NextOrderId());
+  Run(List(kCarol, ListType::kOto,
+           {Leg(Side::kBuy, OrderType::kLimit, 1, 90),
+            Leg(Side::kSell, OrderType::kLimitMaker, 1, 120)}));
+  const OrderId plain = Rest(kAlice, Side::kBuy, 80, 3);
+  const OrderId other = Rest(kAlice, Side::kBuy, 100, 10, kEthUsdt);
+  ASSERT_TRUE(ListOpen(oco) && ListOpen(oto));
+
+  Events ev = SetStatus(kBtcUsdt, MarketStatus::kClosed);
+  ASSERT_EQ(Types(ev),
+            "OrderCanceled OrderCanceled OrderCanceled OrderCanceled MarketStatusChanged ListDone "
+            "ListDone");
+  EXPECT_EQ(At<OrderCanceled>(ev, 0).order_id, Nth(oco, 0));
+  EXPECT_EQ(At<OrderCanceled>(ev, 1).order_id, Nth(oco, 1));
+  EXPECT_EQ(At<OrderCanceled>(ev, 2).order_id, Nth(oto, 0));
+  EXPECT_EQ(At<OrderCanceled>(ev, 3).order_id, plain);
+  EXPECT_EQ(At<MarketStatusChanged>(ev, 4).status, MarketStatus::kClosed);
+  EXPECT_EQ(engine_.market_status(kBtcUsdt), MarketStatus::kClosed);
+  EXPECT_FALSE(ListOpen(oco));
+  EXPECT_FALSE(ListOpen(oto));
+  EXPECT_EQ(Bal(kBob, kBtc).locked.value, 0);
+  EXPECT_EQ(Bal(kCarol, kUsdt).locked.value, 0);
+  EXPECT_GT(Bal(kAlice, kUsdt).locked.value, 0);  // its ETHUSDT order stays
+  EXPECT_TRUE(engine_.FindOrder(other).has_value());
+  EXPECT_EQ(DepthOf(kBtcUsdt, Side::kBuy), "");
+  EXPECT_EQ(DepthOf(kBtcUsdt, Side::kSell), "");
+
+  ExpectReject(Limit(kBob, Side::kSell, 100, 1), RejectReason::kMarketNotTrading);
+  ExpectReject(CancelCmd(kAlice, plain), RejectReason::kMarketNotTrading);
+  ExpectReject(CancelAll{kAlice, kBtcUsdt}, RejectReason::kMarketNotTrading);
+  // Closing again cancels nothing more.
+  EXPECT_EQ(Types(SetStatus(kBtcUsdt, MarketStatus::kClosed)), "MarketStatusChanged");
+
+  EXPECT_EQ(Types(SetStatus(kBtcUsdt, MarketStatus::kTrading)), "MarketStatusChanged");
+  EXPECT_EQ(Types(Place(Limit(kBob, Side::kSell, 100, 1))), "OrderAccepted OrderRested");
+}
+
 }  // namespace
 }  // namespace mb::engine

@@ -75,6 +75,8 @@ std::string_view ToString(MarketStatus v) noexcept {
       return "HALTED";
     case MarketStatus::kCancelOnly:
       return "CANCEL_ONLY";
+    case MarketStatus::kClosed:
+      return "CLOSED";
   }
   return "UNKNOWN";
 }

@@ -36,7 +36,12 @@ enum class StpMode : uint8_t {
   kExpireBoth = 3,   // both expire
 };
 
-enum class MarketStatus : uint8_t { kTrading = 0, kHalted = 1, kCancelOnly = 2 };
+// kTrading: everything. kHalted: nothing is taken (orders rest untouched).
+// kCancelOnly: open orders may be canceled, none placed or amended.
+// kClosed (delisted): every open order of the market was canceled as it
+// closed, and nothing is taken until an operator opens it again. A market is
+// never removed; a configuration or a new market may not start closed.
+enum class MarketStatus : uint8_t { kTrading = 0, kHalted = 1, kCancelOnly = 2, kClosed = 3 };
 
 // A condition a cancel puts on the order's state (Binance's cancelRestrictions).
 enum class CancelRestriction : uint8_t {

@@ -776,9 +776,12 @@ void Gateway::Impl::AdminMarketStatus(Ctx& c, std::string_view symbol, const jso
     st = MarketStatus::kHalted;
   } else if (status == "CANCEL_ONLY") {
     st = MarketStatus::kCancelOnly;
+  } else if (status == "CLOSED") {
+    st = MarketStatus::kClosed;
   } else {
     return Reply(c, ApiError{400, -1130,
-                             "Field 'status' must be \"TRADING\", \"HALTED\" or \"CANCEL_ONLY\"."});
+                             "Field 'status' must be \"TRADING\", \"HALTED\", \"CANCEL_ONLY\" "
+                             "or \"CLOSED\" (every open order of the market is canceled)."});
   }
   engine::Command cmd;
   cmd.body = engine::SetMarketStatus{m, st};
@@ -788,9 +791,7 @@ void Gateway::Impl::AdminMarketStatus(Ctx& c, std::string_view symbol, const jso
     }
     json::object o;
     o["symbol"] = config_.markets[static_cast<std::size_t>(m)].symbol;
-    o["status"] = st == MarketStatus::kTrading  ? "TRADING"
-                  : st == MarketStatus::kHalted ? "HALTED"
-                                                : "CANCEL_ONLY";
+    o["status"] = std::string(engine::ToString(st));
     p.Reply(200, json::serialize(o));
   });
 }

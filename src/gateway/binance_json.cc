@@ -157,8 +157,9 @@ std::string_view TifString(const OrderRecord& o) {
 }
 
 // Binance symbol states: TRADING, and for a market not open to new orders
-// HALT (our halted: nothing is accepted) and BREAK (our cancel-only: open
-// orders can be canceled, none placed). ccxt marks a market active only when
+// HALT (our halted: nothing is accepted), BREAK (our cancel-only: open
+// orders can be canceled, none placed) and END_OF_DAY (our closed: delisted,
+// every order canceled). ccxt marks a market active only when
 // it is TRADING.
 std::string_view SymbolStatus(engine::MarketStatus s) {
   switch (s) {
@@ -168,6 +169,8 @@ std::string_view SymbolStatus(engine::MarketStatus s) {
       return "HALT";
     case engine::MarketStatus::kCancelOnly:
       return "BREAK";
+    case engine::MarketStatus::kClosed:
+      return "END_OF_DAY";
   }
   return "HALT";
 }
@@ -411,6 +414,7 @@ std::optional<engine::MarketStatus> ParseSymbolStatus(std::string_view s) noexce
   if (s == "TRADING") return engine::MarketStatus::kTrading;
   if (s == "HALT") return engine::MarketStatus::kHalted;
   if (s == "BREAK") return engine::MarketStatus::kCancelOnly;
+  if (s == "END_OF_DAY") return engine::MarketStatus::kClosed;
   return std::nullopt;
 }
 

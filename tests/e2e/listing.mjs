@@ -11,7 +11,11 @@
 //   - the replica serves it without a restart (exchangeInfo, depth);
 //   - after a restart of the primary (its snapshot, then its journal) the
 //     market, its book and the balances in the added asset are there, and
-//     it trades again.
+//     it trades again;
+//   - delisting: CLOSED cancels the market's open orders and unlocks their
+//     funds; the market stays listed (END_OF_DAY) and takes no order;
+//   - the offline tools (journal dump, verify, project --rebuild, verify
+//     --projection) name it and agree with the journal.
 //
 // Usage: node listing.mjs <path to matchbook>
 import { spawn } from 'node:child_process';
@@ -20,7 +24,7 @@ import os from 'node:os';
 import path from 'node:path';
 
 import {
-  Admin, WsClient, binaryFromArgs, check, deepEq, eq, expectOk, freePort, httpRequest, json, makeCcxt,
+  Admin, WsClient, binaryFromArgs, check, deepEq, eq, expectOk, expectThrows, freePort, httpRequest, json, makeCcxt,
   makeTrader, runMain, startNats, startServer, step, waitFor,
 } from './lib.mjs';
 
@@ -177,6 +181,26 @@ runMain('listing', async () => {
       await exB.loadMarkets(true);
       const again = await exB.createOrder('SOL/USDT', 'limit', 'buy', 0.5, 150.25);
       eq(again.status, 'closed', 'a buy against the restored book');
+    });
+
+    await step('delisting: CLOSED cancels its open orders and unlocks their funds; the market stays listed', async () => {
+      const exA = makeCcxt(primary, { apiKey: alice.apiKey, secret: alice.secret });
+      await exA.loadMarkets(true);
+      const resting = await exA.createOrder('SOL/USDT', 'limit', 'sell', 3, 160);
+      eq(resting.status, 'open', 'a resting sell before the close');
+      const locked = (await admin.account(alice.accountId)).balances.find((x) => x.asset === 'SOL');
+      eq(locked.locked, '3.000000000', "alice's SOL locked by the order");
+      const r = expectOk(await admin.request('POST', '/markets/SOLUSDT/status', { status: 'CLOSED' }), 'close SOLUSDT');
+      eq(r.status, 'CLOSED', 'the answer');
+      const after = (await admin.account(alice.accountId)).balances.find((x) => x.asset === 'SOL');
+      eq(after.locked, '0.000000000', "alice's SOL after the close");
+      const order = await exA.fetchOrder(resting.id, 'SOL/USDT');
+      eq(order.status, 'canceled', 'the resting order after the close');
+      const info = (await get(primary, 'exchangeInfo?symbol=SOLUSDT')).symbols[0];
+      eq(info.status, 'END_OF_DAY', 'exchangeInfo status of a closed market');
+      deepEq((await get(primary, 'depth?symbol=SOLUSDT')).asks, [], 'the closed book');
+      // An order that would rest on an open market.
+      await expectThrows(() => exA.createOrder('SOL/USDT', 'limit', 'sell', 1, 160), Error, 'an order on the closed market');
     });
 
     await step('the offline tools name the market: journal dump, verify, project --rebuild', async () => {

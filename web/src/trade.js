@@ -10,7 +10,7 @@ import { fixed, format, mul, parse, placesOf } from '/lib/decimal.js';
 
 const $ = (id) => document.getElementById(id);
 const LEVELS = 20;
-const STATUS_TEXT = { TRADING: 'TRADING', HALT: 'HALTED', BREAK: 'CANCEL ONLY' };
+const STATUS_TEXT = { TRADING: 'TRADING', HALT: 'HALTED', BREAK: 'CANCEL ONLY', END_OF_DAY: 'CLOSED' };
 
 const state = {
   markets: [],

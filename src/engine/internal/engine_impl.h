@@ -43,6 +43,12 @@ namespace mb::engine {
 
 namespace internal {
 
+// Whether a market's open orders may be canceled by their owners: not while
+// it is halted (nothing moves) or closed (nothing is open).
+inline bool Cancelable(MarketStatus s) noexcept {
+  return s == MarketStatus::kTrading || s == MarketStatus::kCancelOnly;
+}
+
 // Whether an enum value taken from a command or an image is a declared one
 // (0..last): the codec carries any byte.
 template <class E>
@@ -188,6 +194,8 @@ class Engine::Impl {
   void Activate(const OrderList& l) noexcept;
   // Cancels every open order of a list (its pending ones go with ListDone).
   void CancelList(const OrderList& l) noexcept;
+  // Cancels every open order of the market (it closes).
+  void CancelMarket(MarketId market) noexcept;
   // Triggers the oldest waiting order of `market` whose condition the last
   // price meets; false when there is none.
   bool TriggerOldest(MarketId market) noexcept;

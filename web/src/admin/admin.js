@@ -6,7 +6,7 @@ import { createChart, LineSeries } from '/vendor/lightweight-charts.mjs';
 import { adminCall, el, fetchText, publicGet } from '/lib/api.js';
 
 const $ = (id) => document.getElementById(id);
-const STATUS = { TRADING: 'TRADING', HALTED: 'HALTED', CANCEL_ONLY: 'CANCEL_ONLY' };
+const STATUS = { TRADING: 'TRADING', HALTED: 'HALTED', CANCEL_ONLY: 'CANCEL_ONLY', CLOSED: 'CLOSED' };
 
 let token = null;
 let timer = 0;
