@@ -143,7 +143,8 @@ Result<ScanResult> ScanJournal(const DataDir& dir, const ScanOptions& options,
     if (options.config_hash != 0 && header->config_hash != options.config_hash) {
       return Corruption(fmt::format(
           "{}: written with another configuration (config hash {:016x}, this one is {:016x}); "
-          "the markets and assets must not change under an existing journal",
+          "the markets and assets must not change under an existing journal (add one while "
+          "the server runs: POST /admin/v1/assets, POST /admin/v1/markets)",
           name, header->config_hash, options.config_hash));
     }
     if (i == 0) {
