@@ -6,6 +6,26 @@
 #include "common/status.h"
 
 namespace mb::engine {
+namespace {
+
+// What every form of a market's definition (MarketSpec, AddMarket,
+// MarketAdded) holds besides its symbol.
+template <class From, class To>
+void CopyMarketTerms(const From& m, To* s) {
+  s->base = m.base;
+  s->quote = m.quote;
+  s->tick_units = m.tick_units;
+  s->lot_units = m.lot_units;
+  s->min_qty = m.min_qty;
+  s->max_qty = m.max_qty;
+  s->max_price = m.max_price;
+  s->min_notional = m.min_notional;
+  s->maker_fee_bps = m.maker_fee_bps;
+  s->taker_fee_bps = m.taker_fee_bps;
+  s->status = m.status;
+}
+
+}  // namespace
 
 AssetSpec SpecOf(const AssetAdded& a) {
   AssetSpec s;
@@ -17,17 +37,7 @@ AssetSpec SpecOf(const AssetAdded& a) {
 MarketSpec SpecOf(const MarketAdded& m) {
   MarketSpec s;
   s.symbol = std::string(m.symbol.view());
-  s.base = m.base;
-  s.quote = m.quote;
-  s.tick_units = m.tick_units;
-  s.lot_units = m.lot_units;
-  s.min_qty = m.min_qty;
-  s.max_qty = m.max_qty;
-  s.max_price = m.max_price;
-  s.min_notional = m.min_notional;
-  s.maker_fee_bps = m.maker_fee_bps;
-  s.taker_fee_bps = m.taker_fee_bps;
-  s.status = m.status;
+  CopyMarketTerms(m, &s);
   return s;
 }
 
@@ -162,17 +172,7 @@ AddAsset AddAssetOf(const AssetSpec& asset) {
 AddMarket AddMarketOf(const MarketSpec& m) {
   AddMarket a;
   MB_CHECK(a.symbol.Assign(m.symbol));
-  a.base = m.base;
-  a.quote = m.quote;
-  a.tick_units = m.tick_units;
-  a.lot_units = m.lot_units;
-  a.min_qty = m.min_qty;
-  a.max_qty = m.max_qty;
-  a.max_price = m.max_price;
-  a.min_notional = m.min_notional;
-  a.maker_fee_bps = m.maker_fee_bps;
-  a.taker_fee_bps = m.taker_fee_bps;
-  a.status = m.status;
+  CopyMarketTerms(m, &a);
   return a;
 }
 
