@@ -1,8 +1,8 @@
 // The operator page in a real browser: served without a token, it asks for
 // one; with it, an account is created, given an API key and a deposit, and
 // that key signs in on the trading page; the operator halts the market and
-// the trading page shows it halted and refuses orders; the server's own
-// metrics are drawn. No console error or failed request.
+// the trading page shows it halted and refuses orders; a market listed at run
+// time joins both pages' lists; the server's own metrics are drawn. No console error or failed request.
 //
 // Usage: node admin.mjs <path to matchbook>
 
@@ -146,6 +146,22 @@ runMain('browser admin', async () => {
         await tp.waitForFunction(() => document.querySelector('#market-status').textContent === 'TRADING', null, { timeout: 20000 });
         check(!(await tp.$eval('#place-order', (b) => b.disabled)), 'the order button is enabled again');
         eq(await text(tp, '#form-error'), '', 'no refusal text');
+      });
+      await step('a market listed at run time joins both pages\' market lists', async () => {
+        const add = async (what, body) => {
+          const r = await httpRequest('POST', `${srv.base}/admin/v1/${what}`, {
+            headers: { 'X-MB-ADMIN-TOKEN': srv.adminToken, 'Content-Type': 'application/json' }, body: JSON.stringify(body),
+          });
+          eq(r.status, 200, `POST /admin/v1/${what}: ${r.text}`);
+        };
+        await add('assets', { symbol: 'SOL', scale: 9 });
+        await add('markets', {
+          symbol: 'SOLUSDT', base: 'SOL', quote: 'USDT', tick_size: '0.01', step_size: '0.001', min_qty: '0.001',
+          max_qty: '1000', max_price: '10000', min_notional: '1', maker_fee_bps: 0, taker_fee_bps: 0,
+        });
+        await op.waitForSelector('#markets tr[data-symbol="SOLUSDT"]', { timeout: 20000 });
+        await tp.waitForFunction(() => [...document.querySelector('#market').options].some((o) => o.value === 'SOLUSDT'), null, { timeout: 20000 });
+        eq(await tp.$eval('#market option[value="SOLUSDT"]', (o) => o.textContent), 'SOL/USDT', 'the new option');
       });
       await step('revoke the key: the API refuses it', async () => {
         await op.click(`#accounts span.key[data-api-key="${key}"] button.revoke`);

@@ -85,7 +85,14 @@ function renderStatus() {
   const node = $('market-status');
   node.textContent = STATUS_TEXT[s] || s;
   node.className = `status ${s}`;
-  for (const opt of $('market').options) {
+  // A market listed since the page loaded joins the list.
+  const sel = $('market');
+  for (const m of state.markets) {
+    if (![...sel.options].some((o) => o.value === m.symbol)) {
+      sel.append(el('option', { value: m.symbol }, `${m.baseAsset}/${m.quoteAsset}`));
+    }
+  }
+  for (const opt of sel.options) {
     const m = state.markets.find((x) => x.symbol === opt.value);
     if (m) opt.textContent = `${m.baseAsset}/${m.quoteAsset}${m.status === 'TRADING' ? '' : ` (${STATUS_TEXT[m.status] || m.status})`}`;
   }
