@@ -1,6 +1,6 @@
 // AppendOnlyVector<T>: a vector whose elements never move, so that one thread
 // may append while others read. The storage is a list of chunks of doubling
-// size (16, 32, 64, ...): an element, once appended, keeps its address for
+// size (256, 512, 1024, ...): an element, once appended, keeps its address for
 // the container's life, and size() is published after the element (release
 // store, acquire load), so a reader that sees size() == n may read elements
 // [0, n) without a lock while the writer appends the next one.
@@ -32,8 +32,8 @@ namespace mb {
 
 template <typename T>
 class AppendOnlyVector {
-  static constexpr std::size_t kFirstBits = 4;  // the first chunk holds 16
-  static constexpr std::size_t kChunks = 40;    // 16 * (2^40 - 1) elements in all
+  static constexpr std::size_t kFirstBits = 8;  // the first chunk holds 256
+  static constexpr std::size_t kChunks = 40;    // 256 * (2^40 - 1) elements in all
 
   template <bool kConst>
   class Iter {
@@ -178,15 +178,21 @@ class AppendOnlyVector {
   static constexpr std::size_t ChunkSize(std::size_t chunk) noexcept {
     return std::size_t{1} << (kFirstBits + chunk);
   }
-  // Chunk k holds elements [16 * (2^k - 1), 16 * (2^(k+1) - 1)).
+  // Chunk k holds elements [256 * (2^k - 1), 256 * (2^(k+1) - 1)).
   static std::pair<std::size_t, std::size_t> Locate(std::size_t i) noexcept {
     const std::size_t j = (i >> kFirstBits) + 1;
     const std::size_t chunk = static_cast<std::size_t>(std::bit_width(j)) - 1;
     return {chunk, i - ((std::size_t{1} << chunk) - 1) * (std::size_t{1} << kFirstBits)};
   }
+  // Relaxed: a reader that saw size() > i (acquire) already sees the chunk
+  // the writer stored before it published that size. The first chunk, which
+  // holds every list a configuration has in practice, costs one compare.
   T* Slot(std::size_t i) const noexcept {
+    if (i < (std::size_t{1} << kFirstBits)) [[likely]] {
+      return chunks_[0].load(std::memory_order_relaxed) + i;
+    }
     const auto [chunk, offset] = Locate(i);
-    return chunks_[chunk].load(std::memory_order_acquire) + offset;
+    return chunks_[chunk].load(std::memory_order_relaxed) + offset;
   }
   void PopBack() noexcept {
     const std::size_t n = size_.load(std::memory_order_relaxed) - 1;
