@@ -1134,7 +1134,7 @@ const Site kSites[] = {
     {false, kDe, 79, Kind::kPad, 0, "Deposit.ref last pad"},
     {false, kWi, 15, Kind::kStrLen, 64, "Withdraw.ref.len"},
     {false, kWi, 17, Kind::kPad, 0, "Withdraw.ref first pad"},
-    {false, kSm, 3, Kind::kEnum, 2, "SetMarketStatus.status"},
+    {false, kSm, 3, Kind::kEnum, 3, "SetMarketStatus.status"},
     {false, kTo, 23, Kind::kStrLen, 64, "TransferOut.ref.len"},
     {false, kTo, 87, Kind::kPad, 0, "TransferOut.ref last pad"},
     {false, kTo, 88, Kind::kStrLen, 64, "TransferOut.address.len"},
@@ -1178,7 +1178,7 @@ const Site kSites[] = {
     {false, kMk, 1, Kind::kStrLen, 32, "AddMarket.symbol.len"},
     {false, kMk, 3, Kind::kPad, 0, "AddMarket.symbol first pad"},
     {false, kMk, 33, Kind::kPad, 0, "AddMarket.symbol last pad"},
-    {false, kMk, 94, Kind::kEnum, 2, "AddMarket.status"},
+    {false, kMk, 94, Kind::kEnum, 3, "AddMarket.status"},
     {true, 0, 31, Kind::kEnum, 1, "OrderAccepted.side"},
     {true, 0, 32, Kind::kEnum, 6, "OrderAccepted.type"},
     {true, 0, 33, Kind::kEnum, 2, "OrderAccepted.tif"},
@@ -1202,7 +1202,7 @@ const Site kSites[] = {
     {true, 7, 103, Kind::kPad, 0, "Deposited.ref last pad"},
     {true, 8, 39, Kind::kStrLen, 64, "Withdrawn.ref.len"},
     {true, 8, 41, Kind::kPad, 0, "Withdrawn.ref first pad"},
-    {true, 9, 19, Kind::kEnum, 2, "MarketStatusChanged.status"},
+    {true, 9, 19, Kind::kEnum, 3, "MarketStatusChanged.status"},
     {true, 10, 31, Kind::kStrLen, 36, "ClientOrderIdChanged.client_order_id.len"},
     {true, 10, 67, Kind::kPad, 0, "ClientOrderIdChanged.client_order_id last pad"},
     {true, kTh, 47, Kind::kStrLen, 64, "TransferHeld.ref.len"},
@@ -1238,7 +1238,7 @@ const Site kSites[] = {
     {true, kMd, 19, Kind::kStrLen, 32, "MarketAdded.symbol.len"},
     {true, kMd, 21, Kind::kPad, 0, "MarketAdded.symbol first pad"},
     {true, kMd, 51, Kind::kPad, 0, "MarketAdded.symbol last pad"},
-    {true, kMd, 112, Kind::kEnum, 2, "MarketAdded.status"},
+    {true, kMd, 112, Kind::kEnum, 3, "MarketAdded.status"},
 };
 
 // Decodes `bytes` as the site's kind of record.
@@ -1900,7 +1900,7 @@ TEST(CodecGolden, AddAssetAndAddMarketAndTheirEvents) {
   EXPECT_TRUE(Equal(empty, d));
 }
 
-// A status beyond CANCEL_ONLY and a symbol longer than 32 bytes are refused,
+// A status beyond CLOSED and a symbol longer than 32 bytes are refused,
 // in the commands and in the events (kSites covers every validated byte).
 TEST(Codec, AddedAssetsAndMarketsRefuseBadStatusAndSymbol) {
   auto market_command = EncodeToVector(MakeCommand(CommandType::kAddMarket, true));
@@ -1911,8 +1911,8 @@ TEST(Codec, AddedAssetsAndMarketsRefuseBadStatusAndSymbol) {
   ASSERT_TRUE(DecodeExact(market_event, &e).ok());
   ASSERT_EQ(market_command[94], std::byte{Raw(MarketStatus::kCancelOnly)});
   ASSERT_EQ(market_event[112], std::byte{Raw(MarketStatus::kCancelOnly)});
-  market_command[94] = std::byte{3};
-  market_event[112] = std::byte{3};
+  market_command[94] = std::byte{4};
+  market_event[112] = std::byte{4};
   EXPECT_EQ(DecodeExact(market_command, &c).error, DecodeError::kBadEnum);
   EXPECT_EQ(DecodeExact(market_event, &e).error, DecodeError::kBadEnum);
   // The symbols' length bytes (the max samples' are full: 32), one above.
@@ -2712,7 +2712,7 @@ TEST(CodecImage, BadFieldInsideARecordIsNamed) {
   EXPECT_NE(r.status().message().find("enum"), std::string::npos) << r.status().message();
 
   b = EncodeImage(MakeImage());
-  b[kMarketCountAt + 4 + 2] = std::byte{3};  // third market status
+  b[kMarketCountAt + 4 + 2] = std::byte{4};  // third market status (CLOSED is 3)
   Reseal(&b);
   r = DecodeImage(b);
   ASSERT_FALSE(r.ok());
@@ -2887,17 +2887,18 @@ TEST(CodecImage, BadFieldInsideARecordIsNamed) {
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("assets[0]"), std::string::npos) << r.status().message();
   EXPECT_NE(r.status().message().find("string"), std::string::npos) << r.status().message();
-  // The second added market's status: every MarketStatus decodes, 3 does not.
+  // The second added market's status: every MarketStatus decodes, 4 does not
+  // (the engine's checks refuse a market added CLOSED, not the codec).
   const std::size_t market_status = kAddedMarketCountAt + 4 + 96 + 95;
   b = EncodeImage(MakeImage());
   ASSERT_EQ(b[market_status], std::byte{Raw(MarketStatus::kCancelOnly)});
   ASSERT_EQ(b[market_status - 96], std::byte{Raw(MarketStatus::kHalted)});
-  for (unsigned v = 0; v <= 3; ++v) {
+  for (unsigned v = 0; v <= 4; ++v) {
     SCOPED_TRACE(v);
     b[market_status] = static_cast<std::byte>(v);
     Reseal(&b);
     r = DecodeImage(b);
-    if (v <= Raw(MarketStatus::kCancelOnly)) {
+    if (v <= Raw(MarketStatus::kClosed)) {
       EXPECT_TRUE(r.ok()) << r.status().message();
     } else {
       ASSERT_FALSE(r.ok());
