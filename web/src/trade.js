@@ -550,6 +550,7 @@ async function signIn(ev) {
   $('signed-in').hidden = false;
   $('key-hint').textContent = `(key ${key.slice(0, 6)}…)`;
   $('account-hint').hidden = true;
+  updateForm();  // signed in: the order button is enabled with the form shown, not after the views load
   state.userStream = new Stream(`/ws/${state.listenKey}`, {
     onMessage: onUserEvent,
     // Events missed while the connection was down are caught up from REST.
