@@ -918,7 +918,9 @@ void Gateway::Impl::AdminAddMarket(Ctx& c, const json::object& body) {
   if (auto e = StatusField(body, &t.status)) return Reply(c, *e);
   auto spec = engine::MarketFromText(config_, t);
   if (!spec.ok()) {
-    const bool taken = spec.status().message().find("duplicate") != std::string::npos;
+    const bool taken =
+        std::any_of(config_.markets.begin(), config_.markets.end(),
+                    [&](const engine::MarketSpec& m) { return m.symbol == t.symbol; });
     return Reply(c, ApiError{taken ? 409 : 400, -1130, spec.status().message()});
   }
   engine::Command cmd;
@@ -939,7 +941,9 @@ void Gateway::Impl::AdminAddAsset(Ctx& c, const json::object& body) {
   }
   a.scale = static_cast<int32_t>(scale);
   if (Status s = engine::ValidateNewAsset(config_, a); !s.ok()) {
-    const bool taken = s.message().find("duplicate") != std::string::npos;
+    const bool taken =
+        std::any_of(config_.assets.begin(), config_.assets.end(),
+                    [&](const engine::AssetSpec& x) { return x.symbol == a.symbol; });
     return Reply(c, ApiError{taken ? 409 : 400, -1130, s.message()});
   }
   engine::Command cmd;

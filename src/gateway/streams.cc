@@ -105,26 +105,25 @@ struct StreamKey {
 
 using Markets = AppendOnlyVector<engine::MarketSpec>;
 
+char Lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
+
 // The market whose symbol, in lower case, is `lower` (stream names are lower
 // case, as Binance's).
 std::optional<MarketId> FindLowerSymbol(const Markets& markets, std::string_view lower) {
   for (std::size_t i = 0; i < markets.size(); ++i) {
     const std::string& s = markets[i].symbol;
-    if (s.size() == lower.size() &&
-        std::equal(s.begin(), s.end(), lower.begin(), [](char a, char b) {
-          return (a >= 'A' && a <= 'Z' ? static_cast<char>(a - 'A' + 'a') : a) == b;
-        })) {
+    if (s.size() == lower.size() && std::equal(s.begin(), s.end(), lower.begin(),
+                                               [](char a, char b) { return Lower(a) == b; })) {
       return static_cast<MarketId>(i);
     }
   }
   return std::nullopt;
 }
 
+// "<symbol>@" in lower case: the prefix of every stream name of a market.
 std::string LowerPrefix(std::string_view symbol) {
   std::string lower(symbol);
-  std::transform(lower.begin(), lower.end(), lower.begin(), [](char c) {
-    return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
-  });
+  std::transform(lower.begin(), lower.end(), lower.begin(), Lower);
   return lower + "@";
 }
 
