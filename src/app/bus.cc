@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include "common/json_escape.h"
+#include "log/log.h"
 
 namespace mb::app {
 
@@ -24,7 +25,70 @@ bus::PublisherOptions BusOptionsFrom(const Config& config, std::vector<std::stri
   o.linger = std::chrono::microseconds(b.linger_us);
   o.timeout = std::chrono::milliseconds(b.timeout_ms);
   o.sync_journal = config.runtime.journal.policy == journal::FsyncPolicy::kNone;
+  o.security = b.security;
   return o;
+}
+
+std::filesystem::path SigningKeyFile(const Config& config) {
+  const std::string& file = config.runtime.bus.signing_key_file;
+  return file.empty() ? std::filesystem::path(config.runtime.data_dir) / "bus.key"
+                      : std::filesystem::path(file);
+}
+
+Result<std::shared_ptr<const bus::BusSigner>> LoadBusSigner(const Config& config, bool create) {
+  const std::filesystem::path file = SigningKeyFile(config);
+  auto key = bus::LoadSigningKey(file, create);
+  if (!key.ok()) {
+    if (key.status().code() == StatusCode::kNotFound) {
+      return NotFound(fmt::format(
+          "{}: a standby signs the journal once it takes over, so it needs the primary's bus "
+          "key: copy <primary data_dir>/bus.key to {} (mode 0600) or name it with "
+          "--bus-signing-key / [bus] signing_key_file",
+          key.status().message(), file.string()));
+    }
+    return key.status();
+  }
+  return std::make_shared<const bus::BusSigner>(std::move(*key));
+}
+
+Result<std::shared_ptr<const bus::BusVerifier>> LoadBusVerifier(const Config& config,
+                                                                const bus::BusSigner* signer) {
+  std::string raw;
+  if (!config.runtime.bus.verify_key.empty()) {
+    auto parsed = bus::ParseVerifyKey(config.runtime.bus.verify_key);
+    if (!parsed.ok()) return parsed.status();
+    raw = std::move(*parsed);
+    if (signer != nullptr && raw != signer->public_key()) {
+      return InvalidArgument(fmt::format(
+          "[bus] verify_key {} is not the public half of the signing key {} ({})",
+          HexEncode(raw), SigningKeyFile(config).string(), HexEncode(signer->public_key())));
+    }
+  } else if (signer != nullptr) {
+    raw = signer->public_key();
+  } else {
+    return InvalidArgument(
+        "[bus] verify_key is not set: a replica applies only records signed with the venue's bus "
+        "key; give it the primary's public key (--bus-verify-key HEX|FILE, the 64 hex characters "
+        "of <primary data_dir>/bus.key.pub)");
+  }
+  auto key = Ed25519PublicKey::FromRaw(raw);
+  if (!key.ok()) return key.status();
+  return std::make_shared<const bus::BusVerifier>(std::move(*key));
+}
+
+bus::FollowerOptions FollowerOptionsFrom(const Config& config, std::vector<std::string> servers,
+                                         std::shared_ptr<const bus::BusVerifier> verifier,
+                                         std::string_view log_name) {
+  bus::FollowerOptions fo;
+  fo.servers = std::move(servers);
+  fo.security = config.runtime.bus.security;
+  fo.verifier = std::move(verifier);
+  fo.venue = config.runtime.venue;
+  fo.stream = config.runtime.bus.stream;
+  fo.subject = config.runtime.bus.subject;
+  fo.timeout = std::chrono::milliseconds(config.runtime.bus.timeout_ms);
+  fo.log = log::Sink(std::string(log_name));
+  return fo;
 }
 
 void AddBusMetrics(metrics::Registry& registry, const bus::Publisher& publisher) {

@@ -6,12 +6,17 @@
 #pragma once
 
 #include <atomic>
+#include <filesystem>
 #include <functional>
+#include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "app/config.h"
+#include "bus/follower.h"
 #include "bus/publisher.h"
+#include "bus/signing.h"
 #include "fanout/stage.h"
 #include "metrics/metrics.h"
 
@@ -19,6 +24,24 @@ namespace mb::app {
 
 // REQUIRES: servers parsed from config.runtime.bus.nats.
 bus::PublisherOptions BusOptionsFrom(const Config& config, std::vector<std::string> servers);
+
+// The bus key's file: [bus] signing_key_file, or <data_dir>/bus.key.
+std::filesystem::path SigningKeyFile(const Config& config);
+
+// The venue's bus signer. create: a missing key file is made (a primary's
+// first start); a standby is given the primary's, so its must exist.
+Result<std::shared_ptr<const bus::BusSigner>> LoadBusSigner(const Config& config, bool create);
+
+// What a follower verifies with: [bus] verify_key, else the signer's public
+// half (a standby); both given, they must be one key. Neither: an error
+// naming [bus] verify_key and --bus-verify-key.
+Result<std::shared_ptr<const bus::BusVerifier>> LoadBusVerifier(const Config& config,
+                                                                const bus::BusSigner* signer);
+
+// [bus] as a replica's or a standby's follower takes it.
+bus::FollowerOptions FollowerOptionsFrom(const Config& config, std::vector<std::string> servers,
+                                         std::shared_ptr<const bus::BusVerifier> verifier,
+                                         std::string_view log_name);
 
 // matchbook_bus_* gauges and counters.
 void AddBusMetrics(metrics::Registry& registry, const bus::Publisher& publisher);

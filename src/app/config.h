@@ -78,6 +78,7 @@
 #include <string>
 #include <string_view>
 
+#include "bus/nats_security.h"
 #include "common/status.h"
 #include "concurrency/thread.h"
 #include "engine/market.h"
@@ -124,6 +125,15 @@ struct BusConfig {
   uint32_t message_kb = 256;
   uint32_t linger_us = 2000;
   uint32_t timeout_ms = 2000;
+  // TLS and the credential of every NATS connection (docs/security.md).
+  bus::NatsSecurity security;
+  // The venue's Ed25519 bus key (PEM): signs every journal message and
+  // snapshot manifest. "": <data_dir>/bus.key, made at a primary's first
+  // start; a standby is given the primary's.
+  std::string signing_key_file;
+  // The public bus key a replica verifies with: 64 hex characters or a file
+  // (<primary data_dir>/bus.key.pub). A standby takes its signing key's.
+  std::string verify_key;
 };
 
 // [replication]: a primary and its hot standby (docs/failover.md).

@@ -48,6 +48,7 @@
 #include "app/history.h"
 #include "app/replica.h"
 #include "app/standby.h"
+#include "common/ed25519.h"
 #include "common/json_escape.h"
 #include "common/progress.h"
 #include "engine/engine.h"
@@ -348,6 +349,18 @@ int Serve(const mb::app::Config& cfg, const std::string& source, bool recover_on
   if (!nats.empty()) {
     auto servers = mb::bus::ParseServers(nats);
     if (!servers.ok()) return ServeFail(servers.status());
+    // A wrong credential or certificate stops the start; NATS down does not.
+    if (Status s = mb::bus::CheckNatsCredentials(
+            *servers, cfg.runtime.bus.security, std::chrono::milliseconds(cfg.runtime.bus.timeout_ms));
+        !s.ok()) {
+      return ServeFail(s);
+    }
+    auto signer = mb::app::LoadBusSigner(cfg, /*create=*/true);
+    if (!signer.ok()) return ServeFail(signer.status());
+    mb::log::Info("bus", fmt::format("journal messages and snapshot manifests are signed with {} "
+                                     "(public key {}: replicas' [bus] verify_key)",
+                                     mb::app::SigningKeyFile(cfg).string(),
+                                     mb::HexEncode((*signer)->public_key())));
     if (!recover_only && !lease && cfg.runtime.replication.leadership) {
       lease = std::make_unique<mb::bus::Lease>(
           mb::app::LeaseOptionsFrom(cfg, *servers, mb::app::LeaseHolderName(cfg)));
@@ -364,6 +377,7 @@ int Serve(const mb::app::Config& cfg, const std::string& source, bool recover_on
       }
     }
     mb::bus::PublisherOptions bo = mb::app::BusOptionsFrom(cfg, std::move(*servers));
+    bo.signer = std::move(*signer);
     bo.log = mb::log::Sink("bus");
     if (lease) {
       bo.may_publish = [l = lease.get(), dir = cfg.runtime.data_dir] {
@@ -925,6 +939,35 @@ int main(int argc, char** argv) {
   uint32_t log_keep = 5;
   uint32_t log_max_age_hours = 24;
   std::string nats;
+  // [bus] security, as flags: {flag, [bus] key, help}; values by index.
+  struct BusFlag {
+    const char* flag;
+    const char* env;
+    const char* help;
+  };
+  static constexpr BusFlag kBusFlags[] = {
+      {"--nats-ca", "MATCHBOOK_NATS_CA", "CA file that checks the NATS server's certificate; "
+                                         "overrides bus.tls_ca_file"},
+      {"--nats-cert", "MATCHBOOK_NATS_CERT",
+       "Client certificate (PEM) for NATS mutual TLS; overrides bus.tls_cert_file"},
+      {"--nats-key", "MATCHBOOK_NATS_KEY",
+       "The client certificate's key (PEM); overrides bus.tls_key_file"},
+      {"--nats-creds", "MATCHBOOK_NATS_CREDS", "NATS .creds file; overrides bus.creds_file"},
+      {"--nats-nkey-seed", "MATCHBOOK_NATS_NKEY_SEED",
+       "File with a NATS user nkey seed (SU...); overrides bus.nkey_seed_file"},
+      {"--nats-user", "MATCHBOOK_NATS_USER", "NATS user name (with --nats-password-file)"},
+      {"--nats-password-file", "MATCHBOOK_NATS_PASSWORD_FILE",
+       "File with the NATS user's password; overrides bus.password_file"},
+      {"--nats-token-file", "MATCHBOOK_NATS_TOKEN_FILE",
+       "File with a NATS token; overrides bus.token_file"},
+      {"--bus-signing-key", "MATCHBOOK_BUS_SIGNING_KEY",
+       "The venue's Ed25519 bus key (PEM, 0600) that signs the journal on NATS; default "
+       "<data_dir>/bus.key (made at a primary's first start; a standby needs the primary's)"},
+      {"--bus-verify-key", "MATCHBOOK_BUS_VERIFY_KEY",
+       "The primary's public bus key a replica verifies every record with: 64 hex characters "
+       "or a file (<primary data_dir>/bus.key.pub); overrides bus.verify_key"},
+  };
+  std::string bus_flags[std::size(kBusFlags)];
   auto* serve = app.add_subcommand(
       "serve",
       "Recover the exchange and serve its REST, WebSocket and operator APIs until SIGINT/SIGTERM");
@@ -1038,6 +1081,10 @@ int main(int argc, char** argv) {
                     "comma-separated list of a cluster's): serve publishes to it, replica "
                     "follows it; overrides bus.nats")
         ->envname("MATCHBOOK_NATS");
+    for (std::size_t i = 0; i < std::size(kBusFlags); ++i) {
+      sub->add_option(kBusFlags[i].flag, bus_flags[i], kBusFlags[i].help)
+          ->envname(kBusFlags[i].env);
+    }
     sub->add_option("--metrics-port", metrics_port,
                     "Also serve /metrics alone on this port (0: off); overrides metrics.port")
         ->envname("MATCHBOOK_METRICS_PORT")
@@ -1164,6 +1211,18 @@ int main(int argc, char** argv) {
       return Fail(Status(servers.status().code(), "--nats: " + servers.status().message()));
     }
     cfg->runtime.bus.nats = nats;
+  }
+  {
+    mb::app::BusConfig& b = cfg->runtime.bus;
+    std::string* targets[] = {&b.security.tls_ca_file,    &b.security.tls_cert_file,
+                              &b.security.tls_key_file,   &b.security.creds_file,
+                              &b.security.nkey_seed_file, &b.security.user,
+                              &b.security.password_file,  &b.security.token_file,
+                              &b.signing_key_file,        &b.verify_key};
+    static_assert(std::size(targets) == std::size(kBusFlags));
+    for (std::size_t i = 0; i < std::size(kBusFlags); ++i) {
+      if (!bus_flags[i].empty()) *targets[i] = bus_flags[i];
+    }
   }
   if (standby) cfg->runtime.replication.standby = true;
   if (standby || !ack.empty()) cfg->runtime.replication.leadership = true;

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <thread>
 
+#include "app/bus.h"
 #include "bus/publisher.h"
 #include "common/json_escape.h"
 #include "gateway/forwarder.h"
@@ -90,6 +91,9 @@ int RunReplica(const Config& cfg, const std::string& source, const std::string& 
       return fail(Status(p.status().code(), "--primary: " + p.status().message()));
     }
   }
+  auto verifier = LoadBusVerifier(cfg, nullptr);
+  if (!verifier.ok()) return fail(verifier.status());
+  if (Status s = bus::CheckNatsSecurity(cfg.runtime.bus.security); !s.ok()) return fail(s);
   log::Info("app", fmt::format("matchbook 0.1.0 replica: configuration {} ({} assets, {} markets)",
                                source, cfg.engine.assets.size(), cfg.engine.markets.size()));
   // The directory is the replica's alone: locked like a primary's, and never
@@ -111,13 +115,7 @@ int RunReplica(const Config& cfg, const std::string& source, const std::string& 
   if (!gw.ok()) return fail(gw.status());
 
   GatewayFeed feed(gw->get());
-  bus::FollowerOptions fo;
-  fo.servers = *servers;
-  fo.venue = cfg.runtime.venue;
-  fo.stream = cfg.runtime.bus.stream;
-  fo.subject = cfg.runtime.bus.subject;
-  fo.timeout = std::chrono::milliseconds(cfg.runtime.bus.timeout_ms);
-  fo.log = log::Sink("replica");
+  bus::FollowerOptions fo = FollowerOptionsFrom(cfg, *servers, std::move(*verifier), "replica");
   bus::Follower follower(cfg.runtime.data_dir, cfg.engine, fo, &feed);
   AddReplicaMetrics(registry, follower);
   (*gw)->AddHealthSection("replica",

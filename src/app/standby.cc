@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "app/bus.h"
 #include "app/replica.h"
 #include "bus/follower.h"
 #include "bus/publisher.h"
@@ -255,8 +256,12 @@ Status BootFromBusSnapshot(bus::Follower& probe, const Config& cfg,
   if (!first.ok()) return first.status();
   if (first->last_seq == 0 || !first->frame.empty()) return Status::Ok();  // from record 1
   const bus::FollowerStats names = probe.stats();
-  const bus::SnapshotSource source{servers, names.stream, names.subject,
-                                   std::chrono::milliseconds(cfg.runtime.bus.timeout_ms)};
+  const bus::SnapshotSource source{servers,
+                                   names.stream,
+                                   names.subject,
+                                   std::chrono::milliseconds(cfg.runtime.bus.timeout_ms),
+                                   cfg.runtime.bus.security,
+                                   probe.verifier()};
   auto newest = bus::NewestManifest(source);
   if (!newest.ok()) return newest.status();
   if (!*newest) {
@@ -386,6 +391,7 @@ bus::LeaseOptions LeaseOptionsFrom(const Config& cfg, std::vector<std::string> s
                                    std::string holder) {
   bus::LeaseOptions lo;
   lo.servers = std::move(servers);
+  lo.security = cfg.runtime.bus.security;
   lo.venue = cfg.runtime.venue;
   lo.holder = std::move(holder);
   lo.replicas = static_cast<int>(cfg.runtime.bus.replicas);
@@ -411,6 +417,13 @@ StandbyEnd RunStandby(const Config& cfg, const std::string& source,
   }
   auto servers = bus::ParseServers(nats);
   if (!servers.ok()) return fail(servers.status());
+  // The primary's bus key: verifies what the standby copies, and signs once
+  // it takes over.
+  auto signer = LoadBusSigner(cfg, /*create=*/false);
+  if (!signer.ok()) return fail(signer.status());
+  auto verifier = LoadBusVerifier(cfg, signer->get());
+  if (!verifier.ok()) return fail(verifier.status());
+  if (Status s = bus::CheckNatsSecurity(cfg.runtime.bus.security); !s.ok()) return fail(s);
   log::Info("app", fmt::format("matchbook 0.1.0 standby: configuration {} ({} assets, {} markets)",
                                source, cfg.engine.assets.size(), cfg.engine.markets.size()));
   const uint64_t config_hash = engine::HashConfig(cfg.engine);
@@ -427,13 +440,7 @@ StandbyEnd RunStandby(const Config& cfg, const std::string& source,
   if (!rep.ok()) return fail(rep.status());
   log::Info("standby", journal::Describe(*rep));
 
-  bus::FollowerOptions fo;
-  fo.servers = *servers;
-  fo.venue = cfg.runtime.venue;
-  fo.stream = cfg.runtime.bus.stream;
-  fo.subject = cfg.runtime.bus.subject;
-  fo.timeout = std::chrono::milliseconds(cfg.runtime.bus.timeout_ms);
-  fo.log = log::Sink("standby");
+  bus::FollowerOptions fo = FollowerOptionsFrom(cfg, *servers, *verifier, "standby");
   {
     // Started before the primary has published: wait for its stream.
     bus::Follower probe(cfg.runtime.data_dir, cfg.engine, fo, nullptr);
@@ -525,8 +532,12 @@ StandbyEnd RunStandby(const Config& cfg, const std::string& source,
              (*gw)->port(), (*gw)->admin_token_path().string());
   std::fflush(stdout);
 
-  const bus::SnapshotSource snapshots{*servers, follower->stats().stream, follower->stats().subject,
-                                      std::chrono::milliseconds(cfg.runtime.bus.timeout_ms)};
+  const bus::SnapshotSource snapshots{*servers,
+                                      follower->stats().stream,
+                                      follower->stats().subject,
+                                      std::chrono::milliseconds(cfg.runtime.bus.timeout_ms),
+                                      cfg.runtime.bus.security,
+                                      *verifier};
   const std::filesystem::path scratch = std::filesystem::path(cfg.runtime.data_dir) / "standby";
   uint64_t pending_seq = 0;  // a primary snapshot to check at
   uint64_t pending_hash = 0;

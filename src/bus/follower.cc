@@ -34,7 +34,22 @@ struct MessageSpan {
   uint64_t last = 0;
 };
 
-Result<MessageSpan> ReadSpan(jsCtx* js, const std::string& stream, uint64_t stream_seq) {
+// A journal message's signature, checked (no verifier: taken as it is).
+Status CheckSigned(const BusVerifier* verifier, natsMsg* m, const std::string& stream) {
+  if (verifier == nullptr) return Status::Ok();
+  const char* id = nullptr;
+  if (natsMsgHeader_Get(m, "Nats-Msg-Id", &id) != NATS_OK || id == nullptr) id = "";
+  const char* sig = nullptr;
+  if (natsMsgHeader_Get(m, kSignatureHeader, &sig) != NATS_OK) sig = nullptr;
+  return verifier->Verify(
+      SignedKind::kJournal, stream, id,
+      std::span<const std::byte>(reinterpret_cast<const std::byte*>(natsMsg_GetData(m)),
+                                 static_cast<std::size_t>(natsMsg_GetDataLength(m))),
+      sig);
+}
+
+Result<MessageSpan> ReadSpan(jsCtx* js, const std::string& stream, uint64_t stream_seq,
+                             const BusVerifier* verifier) {
   natsMsg* m = nullptr;
   jsErrCode code = static_cast<jsErrCode>(0);
   const natsStatus s = js_GetMsg(&m, js, stream.c_str(), stream_seq, nullptr, &code);
@@ -44,6 +59,11 @@ Result<MessageSpan> ReadSpan(jsCtx* js, const std::string& stream, uint64_t stre
     // Gone (expired, deleted): what it held must come from a snapshot.
     if (s == NATS_NOT_FOUND || code == JSNoMessageFoundErr) return NotFound(what);
     return Unavailable(what);
+  }
+  if (Status st = CheckSigned(verifier, m, stream); !st.ok()) {
+    natsMsg_Destroy(m);
+    return Corruption(fmt::format("message {} of stream {} is refused: {}", stream_seq, stream,
+                                  st.message()));
   }
   MessageSpan span;
   const char* id_header = nullptr;
@@ -105,6 +125,7 @@ FollowerStats Follower::stats() const {
   s.messages = messages_.load(std::memory_order_relaxed);
   s.records = records_.load(std::memory_order_relaxed);
   s.duplicates = duplicates_.load(std::memory_order_relaxed);
+  s.refused = refused_.load(std::memory_order_relaxed);
   s.resyncs = resyncs_.load(std::memory_order_relaxed);
   s.snapshot_seq = snapshot_seq_.load(std::memory_order_relaxed);
   s.boot_seconds = static_cast<double>(boot_us_.load(std::memory_order_relaxed)) / 1e6;
@@ -140,7 +161,7 @@ Status Follower::Connect() {
   if (nats_) return Status::Ok();
   auto c = ConnectNats(options_.servers,
                        options_.resume_after ? "matchbook standby" : "matchbook replica",
-                       options_.timeout, options_.retry);
+                       options_.timeout, options_.retry, options_.security);
   if (!c.ok()) return c.status();
   nats_ = std::move(*c);
   return Status::Ok();
@@ -159,10 +180,16 @@ Result<StreamPoint> Follower::Probe(uint64_t seq) {
     return Unavailable(
         NatsError(fmt::format("last message of stream {}", stream_), s, static_cast<int>(code)));
   }
+  const Status last_signed = CheckSigned(options_.verifier.get(), m, stream_);
   const char* id = nullptr;
   const bool known = natsMsgHeader_Get(m, "Nats-Msg-Id", &id) == NATS_OK && id != nullptr &&
                      ParseU64(id, &point.last_seq);
   natsMsg_Destroy(m);
+  if (!last_signed.ok()) {
+    refused_.fetch_add(1, std::memory_order_relaxed);
+    return Corruption(fmt::format("the last message of stream {} is refused: {}", stream_,
+                                  last_signed.message()));
+  }
   if (!known) {
     return Corruption(
         fmt::format("the last message of stream {} is not a journal message", stream_));
@@ -181,8 +208,12 @@ Result<StreamPoint> Follower::Probe(uint64_t seq) {
   }
   std::span<const std::byte> rest(reinterpret_cast<const std::byte*>(natsMsg_GetData(m)),
                                   static_cast<std::size_t>(natsMsg_GetDataLength(m)));
-  Status st = Status::Ok();
-  while (!rest.empty()) {
+  Status st = CheckSigned(options_.verifier.get(), m, stream_);
+  if (!st.ok()) {
+    refused_.fetch_add(1, std::memory_order_relaxed);
+    st = Corruption(fmt::format("message {} of stream {} is refused: {}", *at, stream_, st.message()));
+  }
+  while (st.ok() && !rest.empty()) {
     const journal::ParsedRecord r = journal::ParseRecord(rest);
     if (r.error != journal::RecordError::kOk) {
       st = Corruption(fmt::format("message {} of stream {}: a damaged record ({})", *at, stream_,
@@ -248,12 +279,13 @@ Status Follower::Boot(uint64_t past) {
   // The stream's first record: where following from sequence 0 would start.
   uint64_t stream_first = 0;
   if (msgs > 0) {
-    auto span = ReadSpan(nats_->js, stream_, first_msg);
+    auto span = ReadSpan(nats_->js, stream_, first_msg, options_.verifier.get());
     if (!span.ok()) return span.status();
     stream_first = span->first;
   }
   if (past > 0) {
-    auto manifest = ReadManifest(*nats_, SnapshotNamesFor(stream_, subject_));
+    auto manifest =
+        ReadManifest(*nats_, SnapshotNamesFor(stream_, subject_), options_.verifier.get());
     if (!manifest.ok()) return manifest.status();
     const uint64_t newest = *manifest ? (*manifest)->seq : 0;
     if (newest <= past) {
@@ -263,7 +295,8 @@ Status Follower::Boot(uint64_t past) {
           past + 1, stream_, newest));
     }
   }
-  SnapshotSource source{options_.servers, stream_, subject_, options_.timeout};
+  SnapshotSource source{options_.servers, stream_, subject_, options_.timeout,
+                        options_.security, options_.verifier};
   auto fetched = FetchNewestSnapshot(source, data_dir_);
   engine::EngineImage image;
   uint64_t snapshot = 0;
@@ -333,13 +366,13 @@ Result<uint64_t> Follower::Locate(uint64_t seq) {
   const uint64_t msgs = si->State.Msgs;
   jsStreamInfo_Destroy(si);
   if (msgs == 0) return hi + 1;
-  auto last = ReadSpan(nats_->js, stream_, hi);
+  auto last = ReadSpan(nats_->js, stream_, hi, options_.verifier.get());
   if (!last.ok()) return last.status();
   if (last->last < seq) return hi + 1;  // not published yet
   // The first message whose last record is at or after seq.
   while (lo < hi) {
     const uint64_t mid = lo + (hi - lo) / 2;
-    auto span = ReadSpan(nats_->js, stream_, mid);
+    auto span = ReadSpan(nats_->js, stream_, mid, options_.verifier.get());
     if (!span.ok()) return span.status();
     if (span->last < seq) {
       lo = mid + 1;
@@ -347,7 +380,7 @@ Result<uint64_t> Follower::Locate(uint64_t seq) {
       hi = mid;
     }
   }
-  auto found = ReadSpan(nats_->js, stream_, lo);
+  auto found = ReadSpan(nats_->js, stream_, lo, options_.verifier.get());
   if (!found.ok()) return found.status();
   if (found->first > seq) {
     return NotFound(fmt::format("stream {} no longer holds record {} (its oldest is {})", stream_,
@@ -449,11 +482,19 @@ void Follower::CheckStream() {
     return;
   }
   connected_.store(true, std::memory_order_relaxed);
+  const Status last_signed = CheckSigned(options_.verifier.get(), m, stream_);
   const char* id = nullptr;
   uint64_t last = 0;
   const bool known =
       natsMsgHeader_Get(m, "Nats-Msg-Id", &id) == NATS_OK && id != nullptr && ParseU64(id, &last);
   natsMsg_Destroy(m);
+  if (!last_signed.ok()) {
+    // What the stream ends with is not the venue's: not caught up with it.
+    caught_up_.store(false, std::memory_order_relaxed);
+    Fail(Corruption(fmt::format("the last message of stream {} is refused: {}", stream_,
+                                last_signed.message())));
+    return;
+  }
   if (!known) return;  // not a Matchbook message: reading it will say so
   stream_seq_.store(last, std::memory_order_relaxed);
   if (last <= applied_.load(std::memory_order_acquire)) {
@@ -538,6 +579,19 @@ void Follower::Run() {
       stream_seq = meta->Sequence.Stream;
       pending = meta->NumPending;
       jsMsgMetaData_Destroy(meta);
+    }
+    if (Status sig = CheckSigned(options_.verifier.get(), msg, stream_); !sig.ok()) {
+      // Never applied: the state stays at the last good record, and the
+      // follower is not caught up until a signed message applies.
+      natsMsg_Destroy(msg);
+      last_message_ns_ = SteadyNs();
+      refused_.fetch_add(1, std::memory_order_relaxed);
+      caught_up_.store(false, std::memory_order_relaxed);
+      Fail(Corruption(fmt::format("message {} of stream {} is refused and not applied (the state "
+                                  "stays at record {}): {}",
+                                  stream_seq, stream_, applied_.load(std::memory_order_relaxed),
+                                  sig.message())));
+      continue;
     }
     const auto* data = reinterpret_cast<const std::byte*>(natsMsg_GetData(msg));
     const Status st =

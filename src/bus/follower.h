@@ -43,6 +43,8 @@
 #include <thread>
 #include <vector>
 
+#include "bus/nats_security.h"
+#include "bus/signing.h"
 #include "common/status.h"
 #include "common/thread_annotations.h"
 #include "engine/engine.h"
@@ -77,6 +79,12 @@ class FollowerSink {
 
 struct FollowerOptions {
   std::vector<std::string> servers;  // nats://host:port, one or a cluster's
+  NatsSecurity security;             // TLS and credential
+  // Null: messages are taken unsigned. Otherwise a journal message or
+  // snapshot manifest that the bus key did not sign is never applied
+  // (stats().refused, last_error; the follower keeps its state and is not
+  // caught up until a signed message applies).
+  std::shared_ptr<const BusVerifier> verifier;
   std::string venue = "matchbook";
   std::string stream;                       // "" = DefaultStream(venue)
   std::string subject;                      // "" = DefaultSubject(venue)
@@ -104,6 +112,7 @@ struct FollowerStats {
   uint64_t messages = 0;
   uint64_t records = 0;
   uint64_t duplicates = 0;    // records skipped: already applied
+  uint64_t refused = 0;       // messages whose signature did not verify: never applied
   uint64_t resyncs = 0;       // boots after the first
   uint64_t snapshot_seq = 0;  // the snapshot the last boot started from (0: none)
   double boot_seconds = 0;    // the last boot: connect, snapshot, bootstrap
@@ -136,6 +145,7 @@ class Follower {
   Result<StreamPoint> Probe(uint64_t seq);
 
   FollowerStats stats() const;
+  const std::shared_ptr<const BusVerifier>& verifier() const noexcept { return options_.verifier; }
 
  private:
   struct Subscription;
@@ -172,6 +182,7 @@ class Follower {
   std::atomic<uint64_t> messages_{0};
   std::atomic<uint64_t> records_{0};
   std::atomic<uint64_t> duplicates_{0};
+  std::atomic<uint64_t> refused_{0};
   std::atomic<uint64_t> resyncs_{0};
   std::atomic<uint64_t> snapshot_seq_{0};
   std::atomic<int64_t> boot_us_{0};

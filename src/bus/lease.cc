@@ -109,7 +109,8 @@ Status Lease::Connect() {
   if (options_.replicas < 1) return InvalidArgument("lease replicas must be at least 1");
 
   auto conn = ConnectNats(options_.servers, fmt::format("matchbook lease ({})", options_.holder),
-                          options_.timeout, std::chrono::milliseconds(retry_ns_ / kNsPerMs));
+                          options_.timeout, std::chrono::milliseconds(retry_ns_ / kNsPerMs),
+                          options_.security);
   if (!conn.ok()) return conn.status();
   auto b = std::make_unique<Bucket>();
   b->conn = std::move(conn).value();

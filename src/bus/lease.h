@@ -64,6 +64,7 @@
 #include <thread>
 #include <vector>
 
+#include "bus/nats_security.h"
 #include "common/status.h"
 #include "common/thread_annotations.h"
 
@@ -74,6 +75,7 @@ std::string DefaultLeaseBucket(std::string_view venue);
 
 struct LeaseOptions {
   std::vector<std::string> servers;  // nats://host:port, one or a cluster's
+  NatsSecurity security;             // TLS and credential
   std::string venue = "matchbook";
   std::string bucket;  // "" = DefaultLeaseBucket(venue)
   std::string key = "primary";

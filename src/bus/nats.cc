@@ -2,7 +2,15 @@
 
 #include <fmt/format.h>
 
+#include <unistd.h>
+
 #include <charconv>
+#include <filesystem>
+#include <optional>
+
+#include "common/base64.h"
+#include "common/ed25519.h"
+#include "common/file.h"
 
 namespace mb::bus {
 
@@ -59,12 +67,226 @@ Published PublishMessage(jsCtx* js, const std::string& subject, std::span<const 
   return out;
 }
 
+namespace {
+
+// A secret file's first line (a password or a token), without its newline.
+Result<std::string> ReadSecretLine(const std::string& file, std::string_view key) {
+  auto bytes = ReadFile(file);
+  if (!bytes.ok()) {
+    return InvalidArgument(fmt::format("[bus] {}: {}", key, bytes.status().message()));
+  }
+  std::string text(reinterpret_cast<const char*>(bytes->data()), bytes->size());
+  text = text.substr(0, text.find('\n'));
+  if (!text.empty() && text.back() == '\r') text.pop_back();
+  if (text.empty()) return InvalidArgument(fmt::format("[bus] {}: {} is empty", key, file));
+  return text;
+}
+
+bool Readable(const std::string& file) {
+  std::error_code ec;
+  return std::filesystem::is_regular_file(file, ec) && ::access(file.c_str(), R_OK) == 0;
+}
+
+// RFC 4648 base32 without padding, as nkeys use it.
+constexpr std::string_view kBase32 = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
+
+std::optional<std::string> Base32Decode(std::string_view text) {
+  std::string out;
+  uint32_t acc = 0;
+  int bits = 0;
+  for (const char c : text) {
+    const std::size_t v = kBase32.find(c);
+    if (v == std::string_view::npos) return std::nullopt;
+    acc = (acc << 5) | static_cast<uint32_t>(v);
+    bits += 5;
+    if (bits >= 8) {
+      bits -= 8;
+      out.push_back(static_cast<char>((acc >> bits) & 0xff));
+    }
+  }
+  return out;
+}
+
+std::string Base32Encode(std::string_view bytes) {
+  std::string out;
+  uint32_t acc = 0;
+  int bits = 0;
+  for (const char c : bytes) {
+    acc = (acc << 8) | static_cast<unsigned char>(c);
+    bits += 8;
+    while (bits >= 5) {
+      bits -= 5;
+      out.push_back(kBase32[(acc >> bits) & 31]);
+    }
+  }
+  if (bits > 0) out.push_back(kBase32[(acc << (5 - bits)) & 31]);
+  return out;
+}
+
+// CRC-16/XMODEM, the nkey checksum.
+uint16_t Crc16(std::string_view bytes) {
+  uint16_t crc = 0;
+  for (const char c : bytes) {
+    crc ^= static_cast<uint16_t>(static_cast<unsigned char>(c) << 8);
+    for (int i = 0; i < 8; ++i) {
+      crc = (crc & 0x8000) != 0 ? static_cast<uint16_t>((crc << 1) ^ 0x1021)
+                                : static_cast<uint16_t>(crc << 1);
+    }
+  }
+  return crc;
+}
+
+constexpr unsigned char kPrefixSeed = 18 << 3;  // 'S'
+constexpr unsigned char kPrefixUser = 20 << 3;  // 'U'
+
+// Sets TLS and the credential on `opts`; an error names the [bus] key.
+Status ApplySecurity(natsOptions* opts, const std::vector<std::string>& servers,
+                     const NatsSecurity& sec) {
+  MB_RETURN_IF_ERROR(CheckNatsSecurity(sec));
+  bool tls = sec.tls();
+  for (const std::string& s : servers) tls = tls || s.starts_with("tls://");
+  auto fail = [](std::string_view key, natsStatus s) {
+    return InvalidArgument(NatsError(fmt::format("[bus] {}", key), s, 0));
+  };
+  if (tls) {
+    if (natsStatus s = natsOptions_SetSecure(opts, true); s != NATS_OK) {
+      return fail("tls (this libnats has no TLS)", s);
+    }
+  }
+  if (!sec.tls_ca_file.empty()) {
+    if (natsStatus s = natsOptions_LoadCATrustedCertificates(opts, sec.tls_ca_file.c_str());
+        s != NATS_OK) {
+      return fail(fmt::format("tls_ca_file {}", sec.tls_ca_file), s);
+    }
+  }
+  if (!sec.tls_cert_file.empty()) {
+    if (natsStatus s = natsOptions_LoadCertificatesChain(opts, sec.tls_cert_file.c_str(),
+                                                         sec.tls_key_file.c_str());
+        s != NATS_OK) {
+      return fail(fmt::format("tls_cert_file {} / tls_key_file {}", sec.tls_cert_file,
+                              sec.tls_key_file),
+                  s);
+    }
+  }
+  if (!sec.creds_file.empty()) {
+    if (natsStatus s = natsOptions_SetUserCredentialsFromFiles(opts, sec.creds_file.c_str(),
+                                                               nullptr);
+        s != NATS_OK) {
+      return fail(fmt::format("creds_file {}", sec.creds_file), s);
+    }
+  }
+  if (!sec.nkey_seed_file.empty()) {
+    auto seed = ReadSecretLine(sec.nkey_seed_file, "nkey_seed_file");
+    if (!seed.ok()) return seed.status();
+    auto pub = NkeyPublicFromSeed(*seed);
+    if (!pub.ok()) {
+      return InvalidArgument(fmt::format("[bus] nkey_seed_file {}: {}", sec.nkey_seed_file,
+                                         pub.status().message()));
+    }
+    if (natsStatus s = natsOptions_SetNKeyFromSeed(opts, pub->c_str(), sec.nkey_seed_file.c_str());
+        s != NATS_OK) {
+      return fail(fmt::format("nkey_seed_file {}", sec.nkey_seed_file), s);
+    }
+  }
+  if (!sec.user.empty()) {
+    auto password = ReadSecretLine(sec.password_file, "password_file");
+    if (!password.ok()) return password.status();
+    if (natsStatus s = natsOptions_SetUserInfo(opts, sec.user.c_str(), password->c_str());
+        s != NATS_OK) {
+      return fail("user", s);
+    }
+  }
+  if (!sec.token_file.empty()) {
+    auto token = ReadSecretLine(sec.token_file, "token_file");
+    if (!token.ok()) return token.status();
+    if (natsStatus s = natsOptions_SetToken(opts, token->c_str()); s != NATS_OK) {
+      return fail("token_file", s);
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status CheckNatsSecurity(const NatsSecurity& sec) {
+  const std::pair<std::string_view, const std::string*> files[] = {
+      {"tls_ca_file", &sec.tls_ca_file},       {"tls_cert_file", &sec.tls_cert_file},
+      {"tls_key_file", &sec.tls_key_file},     {"creds_file", &sec.creds_file},
+      {"nkey_seed_file", &sec.nkey_seed_file}, {"password_file", &sec.password_file},
+      {"token_file", &sec.token_file}};
+  for (const auto& [key, file] : files) {
+    if (!file->empty() && !Readable(*file)) {
+      return InvalidArgument(
+          fmt::format("[bus] {}: {} is not a readable file", key, *file));
+    }
+  }
+  if (sec.tls_cert_file.empty() != sec.tls_key_file.empty()) {
+    return InvalidArgument(
+        "[bus] tls_cert_file and tls_key_file go together (a client certificate and its key)");
+  }
+  if (sec.user.empty() != sec.password_file.empty()) {
+    return InvalidArgument("[bus] user and password_file go together");
+  }
+  const int credentials = static_cast<int>(!sec.creds_file.empty()) +
+                          static_cast<int>(!sec.nkey_seed_file.empty()) +
+                          static_cast<int>(!sec.user.empty()) +
+                          static_cast<int>(!sec.token_file.empty());
+  if (credentials > 1) {
+    return InvalidArgument(
+        "[bus] takes one credential: creds_file, nkey_seed_file, user + password_file or "
+        "token_file");
+  }
+  return Status::Ok();
+}
+
+Result<std::string> NkeyPublicFromSeed(std::string_view seed) {
+  const std::optional<std::string> raw = Base32Decode(seed);
+  if (!raw || raw->size() != 2 + kEd25519KeyBytes + 2) {
+    return InvalidArgument("not an nkey seed (\"SU...\", 58 characters of base32)");
+  }
+  const std::string_view body(raw->data(), raw->size() - 2);
+  const uint16_t crc = static_cast<uint16_t>(static_cast<unsigned char>((*raw)[raw->size() - 2]) |
+                                             (static_cast<unsigned char>((*raw)[raw->size() - 1]) << 8));
+  if (Crc16(body) != crc) return InvalidArgument("the nkey seed's checksum does not match");
+  const auto b0 = static_cast<unsigned char>((*raw)[0]);
+  const auto b1 = static_cast<unsigned char>((*raw)[1]);
+  const unsigned char kind = static_cast<unsigned char>(((b0 & 7) << 5) | ((b1 & 0xf8) >> 3));
+  if ((b0 & 0xf8) != kPrefixSeed || kind != kPrefixUser) {
+    return InvalidArgument("not a user nkey seed (it must start with \"SU\")");
+  }
+  // The seed's 32 bytes are an Ed25519 private key; its public half is the nkey.
+  std::string der = HexDecode("302e020100300506032b657004220420").value_or("") +
+                    std::string(raw->substr(2, kEd25519KeyBytes));
+  auto key = Ed25519Key::FromPem("-----BEGIN PRIVATE KEY-----\n" + Base64Encode(der) +
+                                 "\n-----END PRIVATE KEY-----\n");
+  if (!key.ok()) return key.status();
+  std::string pub;
+  pub.push_back(static_cast<char>(kPrefixUser));
+  pub += key->public_key();
+  const uint16_t pcrc = Crc16(pub);
+  pub.push_back(static_cast<char>(pcrc & 0xff));
+  pub.push_back(static_cast<char>(pcrc >> 8));
+  return Base32Encode(pub);
+}
+
+Status CheckNatsCredentials(const std::vector<std::string>& servers, const NatsSecurity& security,
+                            std::chrono::milliseconds timeout) {
+  auto c = ConnectNats(servers, "matchbook credential check", timeout, timeout, security);
+  if (!c.ok() && c.status().code() == StatusCode::kInvalidArgument) return c.status();
+  return Status::Ok();
+}
+
 Result<std::unique_ptr<NatsConnection>> ConnectNats(const std::vector<std::string>& servers,
                                                     const std::string& name,
                                                     std::chrono::milliseconds timeout,
-                                                    std::chrono::milliseconds retry) {
+                                                    std::chrono::milliseconds retry,
+                                                    const NatsSecurity& security) {
   natsOptions* opts = nullptr;
   if (natsOptions_Create(&opts) != NATS_OK) return Unavailable("cannot create NATS options");
+  if (Status st = ApplySecurity(opts, servers, security); !st.ok()) {
+    natsOptions_Destroy(opts);
+    return st;
+  }
   std::vector<const char*> urls;
   for (const std::string& s : servers) urls.push_back(s.c_str());
   natsStatus s = natsOptions_SetServers(opts, urls.data(), static_cast<int>(urls.size()));
@@ -79,7 +301,19 @@ Result<std::unique_ptr<NatsConnection>> ConnectNats(const std::vector<std::strin
   if (s != NATS_OK) {
     std::string list;
     for (const std::string& u : servers) list += (list.empty() ? "" : ",") + u;
-    return Unavailable(NatsError(fmt::format("cannot connect to NATS at {}", list), s, 0));
+    std::string hint;
+    if (s == NATS_CONNECTION_AUTH_FAILED || s == NATS_NOT_PERMITTED) {
+      hint = " — the server refused the credential: check [bus] creds_file, nkey_seed_file, "
+             "user + password_file or token_file";
+    } else if (s == NATS_SSL_ERROR || s == NATS_SECURE_CONNECTION_REQUIRED ||
+               s == NATS_SECURE_CONNECTION_WANTED) {
+      hint = " — TLS failed: check the tls:// URL and [bus] tls_ca_file (the server's CA), "
+             "tls_cert_file and tls_key_file";
+    }
+    const Status err =
+        Unavailable(NatsError(fmt::format("cannot connect to NATS at {}", list), s, 0) + hint);
+    if (!hint.empty()) return InvalidArgument(err.message());
+    return err;
   }
   jsOptions jo;
   jsOptions_Init(&jo);

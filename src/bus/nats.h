@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "bus/nats_security.h"
 #include "common/status.h"
 
 namespace mb::bus {
@@ -31,11 +32,17 @@ struct NatsConnection {
 
 // Connects to the first server of the list that answers (the client
 // reconnects on its own afterwards, every `retry`); `timeout` bounds the
-// connect and every JetStream call.
+// connect and every JetStream call. `security`: TLS and the credential
+// (nats_security.h); a refusal by the server names the [bus] keys to check.
 Result<std::unique_ptr<NatsConnection>> ConnectNats(const std::vector<std::string>& servers,
                                                     const std::string& name,
                                                     std::chrono::milliseconds timeout,
-                                                    std::chrono::milliseconds retry);
+                                                    std::chrono::milliseconds retry,
+                                                    const NatsSecurity& security);
+
+// The public nkey ("U...") of a user nkey seed ("SU..."); an error says
+// why the seed is not one.
+Result<std::string> NkeyPublicFromSeed(std::string_view seed);
 
 // "<what>: <status text> (<library detail>) [JetStream error <code>]".
 std::string NatsError(std::string_view what, natsStatus s, int code);

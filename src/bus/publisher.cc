@@ -212,7 +212,7 @@ void Publisher::Fail(const Status& st) {
 
 Status Publisher::Connect() {
   auto nats = ConnectNats(options_.servers, fmt::format("matchbook {} publisher", options_.venue),
-                          options_.timeout, options_.retry);
+                          options_.timeout, options_.retry, options_.security);
   if (!nats.ok()) return nats.status();
   nats_ = std::move(*nats);
   // No message passes the server's max_payload (headers need room too).
@@ -445,7 +445,11 @@ Result<std::size_t> Publisher::PublishBatch() {
     po.ExpectNoMessage = true;
   }
   po.MaxWait = options_.timeout.count();
-  const Published p = PublishMessage(nats_->js, subject_, buf_, po);
+  const std::string sig =
+      options_.signer ? options_.signer->Sign(SignedKind::kJournal, stream_, id, buf_) : "";
+  const Published p = PublishMessage(nats_->js, subject_, buf_, po,
+                                     sig.empty() ? nullptr : kSignatureHeader,
+                                     sig.empty() ? nullptr : sig.c_str());
   if (p.status != NATS_OK) {
     if (p.code == JSStreamWrongLastSequenceErr) {
       return Unavailable(fmt::format(
@@ -501,7 +505,20 @@ bool Publisher::StepSnapshot() {
         auto state = EnsureStream(nats_->js, spec);
         if (!state.ok()) return state.status();
         if (!state->change.empty()) Log(state->change);
-        auto manifest = ReadManifest(*nats_, snapshot_names_);
+        // Signing: a manifest this key did not sign (an earlier version's,
+        // unsigned) counts as none, so the newest snapshot goes out signed.
+        std::optional<BusVerifier> own;
+        if (options_.signer) {
+          auto pub = Ed25519PublicKey::FromRaw(options_.signer->public_key());
+          if (!pub.ok()) return pub.status();
+          own.emplace(std::move(*pub));
+        }
+        auto manifest = ReadManifest(*nats_, snapshot_names_, own ? &*own : nullptr);
+        if (!manifest.ok() && manifest.status().code() == StatusCode::kCorruption && own) {
+          Log(fmt::format("{}: the newest snapshot is published again, signed",
+                          manifest.status().message()));
+          manifest = std::optional<SnapshotManifest>();
+        }
         if (!manifest.ok()) return manifest.status();
         snapshot_seq_.store(*manifest ? (*manifest)->seq : 0, std::memory_order_relaxed);
         snapshot_chunks_ = *manifest ? (*manifest)->chunks : 0;
@@ -514,7 +531,8 @@ bool Publisher::StepSnapshot() {
       }
       const auto& [seq, path] = **newest;
       auto upload =
-          SnapshotUpload::Open(snapshot_names_, seq, path, max_message_, ++snapshot_attempts_);
+          SnapshotUpload::Open(snapshot_names_, seq, path, max_message_, ++snapshot_attempts_,
+                               options_.signer.get());
       if (!upload.ok()) {
         if (upload.status().code() != StatusCode::kNotFound) return upload.status();
         snapshot_check_at_ns_ = 0;  // rotated away meanwhile: the newer one is there

@@ -44,6 +44,8 @@
 #include <string_view>
 #include <vector>
 
+#include "bus/nats_security.h"
+#include "bus/signing.h"
 #include "bus/snapshots.h"
 #include "common/file_system.h"
 #include "common/status.h"
@@ -76,6 +78,10 @@ std::string StreamDescription(std::string_view venue, uint64_t config_hash);
 
 struct PublisherOptions {
   std::vector<std::string> servers;  // nats://host:port, one or a cluster's
+  NatsSecurity security;             // TLS and credential
+  // Signs every journal message and snapshot manifest (bus/signing.h);
+  // null: unsigned.
+  std::shared_ptr<const BusSigner> signer;
   std::string venue = "matchbook";
   std::string stream;                                        // "" = DefaultStream(venue)
   std::string subject;                                       // "" = DefaultSubject(venue)

@@ -19,6 +19,7 @@
 #include "bus/follower.h"
 #include "bus/nats.h"
 #include "bus/nats_test_support.h"
+#include "bus/signing.h"
 #include "bus/snapshots.h"
 #include "codec/codec.h"
 #include "journal/journal_test_support.h"
@@ -493,7 +494,7 @@ TEST_F(PublisherTest, SnapshotsReachTheBusAndAReplicaFetchesTheNewest) {
   ASSERT_TRUE(p.WaitPublished(200, 20s)) << p.stats().last_error;
   ASSERT_TRUE(SnapshotOnBus(p, 120)) << LogText();
 
-  const SnapshotSource source{{nats_->url()}, p.stream(), p.subject(), 2000ms};
+  const SnapshotSource source{{nats_->url()}, p.stream(), p.subject(), 2000ms, {}, nullptr};
   const auto replica = tmp_ / "replica";
   auto got = FetchNewestSnapshot(source, replica);
   ASSERT_TRUE(got.ok()) << got.status().message();
@@ -541,7 +542,7 @@ TEST_F(PublisherTest, SnapshotsReachTheBusAndAReplicaFetchesTheNewest) {
 }
 
 TEST_F(PublisherTest, FetchingASnapshotSaysWhatIsMissingOrWrong) {
-  const SnapshotSource source{{nats_->url()}, "MATCHBOOK_test", "mb.test.journal", 2000ms};
+  const SnapshotSource source{{nats_->url()}, "MATCHBOOK_test", "mb.test.journal", 2000ms, {}, nullptr};
   auto none = FetchNewestSnapshot(source, tmp_ / "r1");
   ASSERT_FALSE(none.ok());
   EXPECT_EQ(none.status().code(), StatusCode::kNotFound);
@@ -663,12 +664,13 @@ class FollowerTest : public PublisherTest {
   }
   // A message into the journal stream as no Matchbook publisher would send
   // it: id `id`, the given bytes.
-  void Inject(const std::string& id, std::span<const std::byte> data) {
+  void Inject(const std::string& id, std::span<const std::byte> data, const char* sig = nullptr) {
     StreamReader r(nats_->url());
     jsPubOptions po;
     jsPubOptions_Init(&po);
     po.MsgId = id.c_str();
-    const bus::Published p = PublishMessage(r.js(), "mb.test.journal", data, po);
+    const bus::Published p = PublishMessage(r.js(), "mb.test.journal", data, po,
+                                            sig != nullptr ? kSignatureHeader : nullptr, sig);
     ASSERT_EQ(p.status, NATS_OK);
   }
   // Records first..last of the history, framed as the journal frames them.
@@ -760,6 +762,69 @@ TEST_F(FollowerTest, DuplicatesAreSkippedAndADamagedMessageIsNeverApplied) {
   EXPECT_EQ(st.applied_seq, 101u);
   EXPECT_FALSE(st.caught_up);
   EXPECT_EQ(sink.events_of(102), 0u) << "nothing of the damaged message";
+}
+
+// The venue's bus key signs every message and manifest; a replica verifies
+// each: a record published without the key's signature — framed and
+// checksummed as the journal would — is never applied.
+TEST_F(FollowerTest, OnlyWhatTheBusKeySignedIsApplied) {
+  auto key = Ed25519Key::Generate();
+  ASSERT_TRUE(key.ok());
+  auto pub = Ed25519PublicKey::FromRaw(key->public_key());
+  ASSERT_TRUE(pub.ok());
+  const auto verifier = std::make_shared<const BusVerifier>(*pub);
+  const auto dir = tmp_ / "data";
+  std::vector<uint64_t> sums;
+  Append(dir, history_, 1, 100, &sums);
+  ASSERT_TRUE(journal::Snapshot(dir, history_, 60, sums[59]).ok());
+  {
+    PublisherOptions o = Options();
+    o.signer = std::make_shared<const BusSigner>(*key);
+    Publisher p(dir, history_.config_hash, o);
+    p.Start(100);
+    ASSERT_TRUE(p.WaitPublished(100, 20s)) << p.stats().last_error;
+    ASSERT_TRUE(SnapshotOnBus(p, 60)) << LogText();
+    p.Stop();
+  }
+  RecordingSink sink;
+  FollowerOptions fo = Follow();
+  fo.verifier = verifier;
+  Follower f(tmp_ / "replica", history_.config, fo, &sink);
+  ASSERT_TRUE(f.Start().ok()) << LogText();
+  ASSERT_TRUE(WaitFor([&] { return f.stats().applied_seq == 100 && f.stats().caught_up; }))
+      << LogText();
+  EXPECT_EQ(sink.boots(), std::vector<uint64_t>{60}) << "the signed snapshot";
+
+  // Record 101 as an attacker with publish rights would append it: no
+  // signature, then a signature by another key.
+  Inject("101", Framed(101, 101));
+  ASSERT_TRUE(WaitFor([&] { return f.stats().refused >= 1; })) << LogText();
+  auto other = Ed25519Key::Generate();
+  ASSERT_TRUE(other.ok());
+  const std::vector<std::byte> forged = Framed(101, 101);
+  const std::string sig =
+      BusSigner(*other).Sign(SignedKind::kJournal, "MATCHBOOK_test", "101", forged);
+  Inject("101x", forged, sig.c_str());
+  ASSERT_TRUE(WaitFor([&] { return f.stats().refused >= 2; })) << LogText();
+  const FollowerStats st = f.stats();
+  f.Stop();
+  EXPECT_EQ(st.applied_seq, 100u) << "the state stays at the last signed record";
+  EXPECT_EQ(sink.events_of(101), 0u);
+  EXPECT_FALSE(st.caught_up) << "not ready while the stream ends with what it refused";
+  EXPECT_NE(st.last_error.find("refused"), std::string::npos) << st.last_error;
+  EXPECT_NE(LogText().find("no Mb-Sig header"), std::string::npos) << LogText();
+  EXPECT_NE(LogText().find("does not verify with the bus key"), std::string::npos) << LogText();
+
+  // A replica given another key refuses the bus's snapshot and says why.
+  const auto wrong = std::make_shared<const BusVerifier>(*Ed25519PublicKey::FromRaw(other->public_key()));
+  FollowerOptions wo = Follow();
+  wo.verifier = wrong;
+  RecordingSink none;
+  Follower w(tmp_ / "replica2", history_.config, wo, &none);
+  const Status started = w.Start();
+  EXPECT_FALSE(started.ok());
+  EXPECT_NE(started.message().find("refused"), std::string::npos) << started.message();
+  EXPECT_TRUE(none.boots().empty());
 }
 
 TEST_F(FollowerTest, AGapIsNeverAppliedAcrossAndAnotherConfigurationIsRefused) {

@@ -16,13 +16,15 @@
 namespace mb::bus {
 namespace {
 
+// header: "Mb-Chunk" or the manifest's signature header; value "": none.
 Status Publish(jsCtx* js, const std::string& subject, std::span<const std::byte> data,
-               const std::string& id, const std::string& chunk, uint64_t* stored) {
+               const std::string& id, const char* header, const std::string& value,
+               uint64_t* stored) {
   jsPubOptions po;
   jsPubOptions_Init(&po);
   po.MsgId = id.c_str();
-  const Published p = PublishMessage(js, subject, data, po, chunk.empty() ? nullptr : "Mb-Chunk",
-                                     chunk.empty() ? nullptr : chunk.c_str());
+  const Published p = PublishMessage(js, subject, data, po, value.empty() ? nullptr : header,
+                                     value.empty() ? nullptr : value.c_str());
   *stored = p.stored;
   if (p.status != NATS_OK) {
     return Unavailable(
@@ -44,7 +46,10 @@ SnapshotNames SnapshotNamesFor(std::string_view journal_stream, std::string_view
 }
 
 std::string FormatManifest(const SnapshotManifest& m) {
-  return fmt::format("seq={} bytes={} chunks={} first={}", m.seq, m.bytes, m.chunks, m.first);
+  std::string text =
+      fmt::format("seq={} bytes={} chunks={} first={}", m.seq, m.bytes, m.chunks, m.first);
+  if (!m.sha256.empty()) text += " sha256=" + m.sha256;
+  return text;
 }
 
 Result<SnapshotManifest> ParseManifest(std::string_view text) {
@@ -60,6 +65,14 @@ Result<SnapshotManifest> ParseManifest(std::string_view text) {
                                     "seq=S bytes=B chunks=N first=F"));
     }
     rest = end < rest.size() ? rest.substr(end + 1) : std::string_view();
+  }
+  if (rest.starts_with("sha256=")) {
+    m.sha256 = std::string(rest.substr(7));
+    rest = {};
+    const bool hex = m.sha256.size() == 64 && std::all_of(m.sha256.begin(), m.sha256.end(), [](char c) {
+                       return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+                     });
+    if (!hex) return Corruption(fmt::format("snapshot manifest \"{}\": sha256 is not hex", text));
   }
   if (!rest.empty() || m.seq == 0 || m.chunks == 0 || m.first == 0) {
     return Corruption(fmt::format("snapshot manifest \"{}\" is not a snapshot's", text));
@@ -86,7 +99,8 @@ Result<std::optional<std::pair<uint64_t, std::filesystem::path>>> NewestSnapshot
 }
 
 Result<std::optional<SnapshotManifest>> ReadManifest(NatsConnection& nats,
-                                                     const SnapshotNames& names) {
+                                                     const SnapshotNames& names,
+                                                     const BusVerifier* verifier) {
   natsMsg* m = nullptr;
   jsErrCode code = static_cast<jsErrCode>(0);
   const natsStatus s =
@@ -98,10 +112,24 @@ Result<std::optional<SnapshotManifest>> ReadManifest(NatsConnection& nats,
     return Unavailable(
         NatsError(fmt::format("snapshot manifest in {}", names.stream), s, static_cast<int>(code)));
   }
-  auto parsed = ParseManifest(
-      std::string_view(natsMsg_GetData(m), static_cast<std::size_t>(natsMsg_GetDataLength(m))));
+  const std::string text(natsMsg_GetData(m), static_cast<std::size_t>(natsMsg_GetDataLength(m)));
+  Status signed_ok = Status::Ok();
+  if (verifier != nullptr) {
+    const char* sig = nullptr;
+    if (natsMsgHeader_Get(m, kSignatureHeader, &sig) != NATS_OK) sig = nullptr;
+    signed_ok = verifier->Verify(SignedKind::kManifest, names.stream, kManifestId,
+                                 std::as_bytes(std::span(text.data(), text.size())), sig);
+  }
   natsMsg_Destroy(m);
+  if (!signed_ok.ok()) {
+    return Corruption(fmt::format("the snapshot manifest in {} is refused: {}", names.stream,
+                                  signed_ok.message()));
+  }
+  auto parsed = ParseManifest(text);
   if (!parsed.ok()) return parsed.status();
+  if (verifier != nullptr && parsed->sha256.empty()) {
+    return Corruption(fmt::format("the snapshot manifest in {} names no sha256", names.stream));
+  }
   return std::optional<SnapshotManifest>(*parsed);
 }
 
@@ -109,7 +137,8 @@ Result<std::unique_ptr<SnapshotUpload>> SnapshotUpload::Open(const SnapshotNames
                                                              uint64_t seq,
                                                              const std::filesystem::path& file,
                                                              std::size_t chunk_bytes,
-                                                             uint64_t attempt) {
+                                                             uint64_t attempt,
+                                                             const BusSigner* signer) {
   const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     const int err = errno;
@@ -126,12 +155,18 @@ Result<std::unique_ptr<SnapshotUpload>> SnapshotUpload::Open(const SnapshotNames
   m.seq = seq;
   m.bytes = static_cast<uint64_t>(st.st_size);
   m.chunks = std::max<uint64_t>(1, (m.bytes + chunk_bytes - 1) / chunk_bytes);
-  return std::unique_ptr<SnapshotUpload>(new SnapshotUpload(names, fd, m, chunk_bytes, attempt));
+  return std::unique_ptr<SnapshotUpload>(
+      new SnapshotUpload(names, fd, m, chunk_bytes, attempt, signer));
 }
 
 SnapshotUpload::SnapshotUpload(const SnapshotNames& names, int fd, SnapshotManifest m,
-                               std::size_t chunk_bytes, uint64_t attempt)
-    : names_(names), fd_(fd), m_(m), chunk_bytes_(chunk_bytes), attempt_(attempt) {}
+                               std::size_t chunk_bytes, uint64_t attempt, const BusSigner* signer)
+    : names_(names),
+      fd_(fd),
+      m_(m),
+      chunk_bytes_(chunk_bytes),
+      attempt_(attempt),
+      signer_(signer) {}
 
 SnapshotUpload::~SnapshotUpload() { ::close(fd_); }
 
@@ -154,7 +189,8 @@ Result<bool> SnapshotUpload::Step(NatsConnection& nats, uint64_t previous_chunks
     uint64_t stored = 0;
     MB_RETURN_IF_ERROR(Publish(nats.js, fmt::format("{}.{}", names_.chunks, m_.seq), buf_,
                                fmt::format("snapshot-{}-{}-{}", m_.seq, attempt_, next_),
-                               fmt::format("{}/{}", next_, m_.chunks), &stored));
+                               "Mb-Chunk", fmt::format("{}/{}", next_, m_.chunks), &stored));
+    if (signer_ != nullptr) sha_.Update(buf_);
     // Chunk i is at stream sequence first + i: nothing else is published
     // to this stream meanwhile (one publisher per venue).
     if (next_ == 0) {
@@ -167,11 +203,15 @@ Result<bool> SnapshotUpload::Step(NatsConnection& nats, uint64_t previous_chunks
     ++next_;
     return false;
   }
+  std::string sig;
+  if (signer_ != nullptr && m_.sha256.empty()) m_.sha256 = HexEncode(sha_.Finish());
   const std::string text = FormatManifest(m_);
+  const auto body = std::as_bytes(std::span(text.data(), text.size()));
+  if (signer_ != nullptr) sig = signer_->Sign(SignedKind::kManifest, names_.stream, kManifestId, body);
   uint64_t stored = 0;
-  MB_RETURN_IF_ERROR(
-      Publish(nats.js, names_.manifest, std::as_bytes(std::span(text.data(), text.size())),
-              fmt::format("snapshot-{}-{}-manifest", m_.seq, attempt_), "", &stored));
+  MB_RETURN_IF_ERROR(Publish(nats.js, names_.manifest, body,
+                             fmt::format("snapshot-{}-{}-manifest", m_.seq, attempt_),
+                             kSignatureHeader, sig, &stored));
   auto purge = [&](const std::string& filter, uint64_t keep) -> Status {
     jsOptions o;
     jsOptions_Init(&o);
@@ -193,18 +233,19 @@ Result<bool> SnapshotUpload::Step(NatsConnection& nats, uint64_t previous_chunks
 
 Result<std::optional<SnapshotManifest>> NewestManifest(const SnapshotSource& source) {
   auto nats = ConnectNats(source.servers, "matchbook snapshot manifest", source.timeout,
-                          std::chrono::milliseconds(500));
+                          std::chrono::milliseconds(500), source.security);
   if (!nats.ok()) return nats.status();
-  return ReadManifest(**nats, SnapshotNamesFor(source.stream, source.subject));
+  return ReadManifest(**nats, SnapshotNamesFor(source.stream, source.subject),
+                      source.verifier.get());
 }
 
 Result<journal::SnapshotMeta> FetchNewestSnapshot(const SnapshotSource& source,
                                                   const std::filesystem::path& data_dir) {
   auto nats = ConnectNats(source.servers, "matchbook snapshot fetch", source.timeout,
-                          std::chrono::milliseconds(500));
+                          std::chrono::milliseconds(500), source.security);
   if (!nats.ok()) return nats.status();
   const SnapshotNames names = SnapshotNamesFor(source.stream, source.subject);
-  auto manifest = ReadManifest(**nats, names);
+  auto manifest = ReadManifest(**nats, names, source.verifier.get());
   if (!manifest.ok()) return manifest.status();
   if (!*manifest) {
     return NotFound(fmt::format("no snapshot on the bus yet (stream {}, subject {})", names.stream,
@@ -247,6 +288,12 @@ Result<journal::SnapshotMeta> FetchNewestSnapshot(const SnapshotSource& source,
   if (bytes.size() != m.bytes) {
     return Corruption(fmt::format("snapshot {} on the bus has {} bytes, its manifest says {}",
                                   m.seq, bytes.size(), m.bytes));
+  }
+  if (source.verifier != nullptr && Sha256::Hex(bytes) != m.sha256) {
+    return Corruption(fmt::format(
+        "snapshot {} on the bus is refused: its chunks' SHA-256 is not the one its signed "
+        "manifest names",
+        m.seq));
   }
   std::error_code ec;
   const std::filesystem::path dir = data_dir / "snapshots";

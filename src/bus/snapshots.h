@@ -29,6 +29,8 @@
 #include <string_view>
 #include <vector>
 
+#include "bus/nats_security.h"
+#include "bus/signing.h"
 #include "common/status.h"
 #include "journal/snapshot.h"
 
@@ -49,17 +51,22 @@ struct SnapshotManifest {
   uint64_t bytes = 0;
   uint64_t chunks = 0;
   uint64_t first = 0;  // stream sequence of chunk 0
+  std::string sha256;  // of the snapshot file, lower-case hex ("": an unsigned manifest's)
 };
-std::string FormatManifest(const SnapshotManifest& m);  // "seq=S bytes=B chunks=N first=F"
+// "seq=S bytes=B chunks=N first=F[ sha256=H]"
+std::string FormatManifest(const SnapshotManifest& m);
 Result<SnapshotManifest> ParseManifest(std::string_view text);
 
 // The newest snapshot file in <data_dir>/snapshots (nullopt: none).
 Result<std::optional<std::pair<uint64_t, std::filesystem::path>>> NewestSnapshotFile(
     const std::filesystem::path& data_dir);
 
-// The newest manifest in the stream (nullopt: none yet).
+// The newest manifest in the stream (nullopt: none yet). With a verifier, a
+// manifest that does not carry the bus key's signature, or names no SHA-256,
+// is refused (kCorruption).
 Result<std::optional<SnapshotManifest>> ReadManifest(NatsConnection& nats,
-                                                     const SnapshotNames& names);
+                                                     const SnapshotNames& names,
+                                                     const BusVerifier* verifier = nullptr);
 
 // One snapshot file on its way to the bus, a chunk per Step(), so the
 // publisher's thread interleaves it with journal messages and can stop
@@ -69,10 +76,12 @@ class SnapshotUpload {
  public:
   // kNotFound: the file is gone already (rotated away: list again).
   // `attempt` makes the message ids of a new try differ from an earlier
-  // one's, so no chunk of this upload is taken for a duplicate.
+  // one's, so no chunk of this upload is taken for a duplicate. signer
+  // (null: unsigned): the manifest names the file's SHA-256 and is signed.
   static Result<std::unique_ptr<SnapshotUpload>> Open(const SnapshotNames& names, uint64_t seq,
                                                       const std::filesystem::path& file,
-                                                      std::size_t chunk_bytes, uint64_t attempt);
+                                                      std::size_t chunk_bytes, uint64_t attempt,
+                                                      const BusSigner* signer = nullptr);
   ~SnapshotUpload();
   SnapshotUpload(const SnapshotUpload&) = delete;
   SnapshotUpload& operator=(const SnapshotUpload&) = delete;
@@ -87,13 +96,15 @@ class SnapshotUpload {
 
  private:
   SnapshotUpload(const SnapshotNames& names, int fd, SnapshotManifest m, std::size_t chunk_bytes,
-                 uint64_t attempt);
+                 uint64_t attempt, const BusSigner* signer);
 
   const SnapshotNames names_;
   const int fd_;
   SnapshotManifest m_;  // first: set by chunk 0's acknowledgement
   const std::size_t chunk_bytes_;
   const uint64_t attempt_;
+  const BusSigner* const signer_;
+  Sha256 sha_;         // of the chunks published so far
   uint64_t next_ = 0;  // the next chunk
   std::vector<std::byte> buf_;
 };
@@ -103,6 +114,10 @@ struct SnapshotSource {
   std::string stream;   // the journal stream's name
   std::string subject;  // the journal subject
   std::chrono::milliseconds timeout{2000};
+  NatsSecurity security;  // TLS and credential
+  // Null: manifests are taken unsigned. Otherwise only a manifest signed
+  // with the bus key is read, and the fetched file must have its SHA-256.
+  std::shared_ptr<const BusVerifier> verifier;
 };
 
 // The newest snapshot's manifest on the bus (nullopt: none yet); connects

@@ -1,12 +1,8 @@
 #include "gateway/auth.h"
 
 #include <fcntl.h>
-#include <openssl/bio.h>
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/pem.h>
 #include <openssl/rand.h>
-#include <openssl/x509.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -48,32 +44,6 @@ constexpr std::size_t kMaxNameLength = 64;
 constexpr int64_t kFileVersion = 1;
 constexpr int64_t kMaxRecvWindowMs = 60'000;
 constexpr int64_t kMaxAheadMs = 1'000;
-constexpr std::size_t kEd25519KeyBytes = 32;
-constexpr std::size_t kEd25519SignatureBytes = 64;
-
-// OpenSSL objects freed at scope exit.
-struct PkeyFree {
-  void operator()(EVP_PKEY* p) const { EVP_PKEY_free(p); }
-};
-struct MdCtxFree {
-  void operator()(EVP_MD_CTX* p) const { EVP_MD_CTX_free(p); }
-};
-struct BioFree {
-  void operator()(BIO* p) const { BIO_free(p); }
-};
-using PkeyPtr = std::unique_ptr<EVP_PKEY, PkeyFree>;
-
-// The raw public key of an Ed25519 EVP_PKEY, or nullopt for another type.
-std::optional<std::string> RawEd25519(EVP_PKEY* key) {
-  if (key == nullptr || EVP_PKEY_get_id(key) != EVP_PKEY_ED25519) return std::nullopt;
-  std::string raw(kEd25519KeyBytes, '\0');
-  std::size_t len = raw.size();
-  if (EVP_PKEY_get_raw_public_key(key, reinterpret_cast<unsigned char*>(raw.data()), &len) != 1 ||
-      len != kEd25519KeyBytes) {
-    return std::nullopt;
-  }
-  return raw;
-}
 
 bool IsAlnum(char c) {
   return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
@@ -272,48 +242,6 @@ bool SignatureEquals(std::string_view expected_hex, std::string_view given_hex) 
     return out;
   };
   return ConstantTimeEquals(lower(expected_hex), lower(given_hex));
-}
-
-std::optional<std::string> ParseEd25519PublicKey(std::string_view text) {
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front()))) {
-    text.remove_prefix(1);
-  }
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) {
-    text.remove_suffix(1);
-  }
-  if (text.starts_with("-----BEGIN PUBLIC KEY-----")) {
-    std::unique_ptr<BIO, BioFree> bio(BIO_new_mem_buf(text.data(), static_cast<int>(text.size())));
-    if (!bio) return std::nullopt;
-    PkeyPtr key(PEM_read_bio_PUBKEY(bio.get(), nullptr, nullptr, nullptr));
-    return RawEd25519(key.get());
-  }
-  const std::optional<std::string> bytes = Base64Decode(text);
-  if (!bytes) return std::nullopt;
-  if (bytes->size() == kEd25519KeyBytes) return bytes;
-  const auto* p = reinterpret_cast<const unsigned char*>(bytes->data());
-  PkeyPtr key(d2i_PUBKEY(nullptr, &p, static_cast<long>(bytes->size())));
-  if (!key || p != reinterpret_cast<const unsigned char*>(bytes->data()) + bytes->size()) {
-    return std::nullopt;
-  }
-  return RawEd25519(key.get());
-}
-
-bool Ed25519Verify(std::string_view public_key, std::string_view message,
-                   std::string_view signature) {
-  if (public_key.size() != kEd25519KeyBytes || signature.size() != kEd25519SignatureBytes) {
-    return false;
-  }
-  PkeyPtr key(EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, nullptr,
-                                          reinterpret_cast<const unsigned char*>(public_key.data()),
-                                          public_key.size()));
-  if (!key) return false;
-  std::unique_ptr<EVP_MD_CTX, MdCtxFree> ctx(EVP_MD_CTX_new());
-  if (!ctx || EVP_DigestVerifyInit(ctx.get(), nullptr, nullptr, nullptr, key.get()) != 1) {
-    return false;
-  }
-  return EVP_DigestVerify(ctx.get(), reinterpret_cast<const unsigned char*>(signature.data()),
-                          signature.size(), reinterpret_cast<const unsigned char*>(message.data()),
-                          message.size()) == 1;
 }
 
 bool VerifySignature(const ApiKey& key, std::string_view payload, std::string_view signature) {

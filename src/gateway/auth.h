@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "common/base64.h"  // Ed25519 keys and signatures are base64
+#include "common/ed25519.h"
 #include "common/status.h"
 #include "common/strong.h"
 #include "common/thread_annotations.h"
@@ -56,15 +57,6 @@ std::optional<ApiError> ParseRecvWindow(std::optional<std::string_view> text, in
 // Random printable token of `length` [A-Za-z0-9] characters (OpenSSL RAND_bytes).
 std::string RandomToken(std::size_t length);
 
-// An Ed25519 public key as an operator registers it: PEM ("-----BEGIN PUBLIC
-// KEY-----", as Binance asks for it), base64 of that DER SubjectPublicKeyInfo,
-// or base64 of the raw 32 bytes. The raw 32 bytes, or nullopt when it is none
-// of these or not an Ed25519 key.
-std::optional<std::string> ParseEd25519PublicKey(std::string_view text);
-// RFC 8032 Ed25519 verification (OpenSSL's EVP_DigestVerify): a raw 32-byte
-// public key, a 64-byte signature. False on any other size.
-bool Ed25519Verify(std::string_view public_key, std::string_view message,
-                   std::string_view signature);
 
 // What a key may do, as Binance's keys (enableReading, enableSpotAndMarginTrading,
 // enableWithdrawals): a bit set. A new key reads and trades; withdrawing is
