@@ -66,8 +66,10 @@ start() {
     have=$(grep -cx "$line" "$dir/$name.out" 2>/dev/null || true)
     echo "${have:-0}" >"$dir/$name.seen.$line"
   done
+  # One bus key for the venue: the first primary makes it, every standby is
+  # given it (it signs once it takes over).
   MATCHBOOK_TEST_FAULT=${fault:-} "$mb" serve --data-dir "$dir/$name" --port 0 --nats "$urls" \
-    --ack "${ack:-replicated}" "$@" \
+    --ack "${ack:-replicated}" --bus-signing-key "$dir/bus.key" "$@" \
     >>"$dir/$name.out" 2>>"$dir/$name.err" &
   pids[$name]=$!
 }
@@ -96,10 +98,16 @@ ready_code() {
     "$(base_of "$1")/admin/v1/ready"
 }
 
+# A standby without the venue's bus key is refused and says where to get it.
+"$mb" serve --data-dir "$dir/nokey" --port 0 --nats "$urls" --standby >/dev/null 2>"$dir/nokey.err" &&
+  fail "a standby without the bus key started"
+grep -q "needs the primary's bus key" "$dir/nokey.err" || fail "unclear refusal: $(tail -2 "$dir/nokey.err")"
+
 start a
 wait_line a ready
 use a
 [ "$(role_of a)" = primary ] || fail "a is not the primary"
+[ "$(stat -c %a "$dir/bus.key")" = 600 ] || fail "the bus key is not 0600"
 read -r acc1 key1 sec1 <<<"$(new_trader alice USDT 1000000)"
 read -r acc2 key2 sec2 <<<"$(new_trader bob BTC 1000)"
 # A key revoked before any failover must stay revoked: a request it signs

@@ -27,6 +27,7 @@
 // (config/matchbook.toml at build time). DIR defaults to the configuration's
 // server.data_dir ("data").
 #include <fmt/format.h>
+#include <openssl/crypto.h>
 #include <signal.h>
 
 #include <CLI/CLI.hpp>
@@ -912,6 +913,10 @@ int Verify(const mb::app::Config& cfg, const std::string& dir_path, uint64_t che
 }  // namespace
 
 int main(int argc, char** argv) {
+  // libnats frees part of OpenSSL's state in its own exit handler once it
+  // has used TLS; OpenSSL's exit handler would free it again. OpenSSL's is
+  // not registered (the process's memory goes with it anyway).
+  OPENSSL_init_crypto(OPENSSL_INIT_NO_ATEXIT, nullptr);
   CLI::App app{"Matchbook — a spot exchange core: matching engine, wallets, fees and ledger"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("matchbook 0.1.0"));

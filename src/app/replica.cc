@@ -63,15 +63,20 @@ void AddReplicaMetrics(metrics::Registry& registry, const bus::Follower& followe
   registry.AddCounterFn("matchbook_replica_resyncs_total",
                         "Boots from a snapshot after the first (a gap or a damaged record)", {},
                         [f, d] { return d(f->stats().resyncs); });
+  registry.AddCounterFn("matchbook_replica_refused_messages_total",
+                        "Bus messages refused and never applied: not signed with the venue's bus "
+                        "key ([bus] verify_key)",
+                        {}, [f, d] { return d(f->stats().refused); });
 }
 
 std::string ReplicaHealthJson(const bus::FollowerStats& s, const std::string& servers) {
   return fmt::format(
       R"({{"appliedSequence":{},"lagEvents":{},"streamSequence":{},"caughtUp":{},)"
       R"("connected":{},"lastError":{},"messages":{},"records":{},"duplicates":{},"resyncs":{},)"
+      R"("refused":{},)"
       R"("snapshotSequence":{},"bootSeconds":{:.3f},"stream":{},"subject":{},"servers":{}}})",
       s.applied_seq, s.lag_events, s.stream_seq, s.caught_up, s.connected, JsonString(s.last_error),
-      s.messages, s.records, s.duplicates, s.resyncs, s.snapshot_seq, s.boot_seconds,
+      s.messages, s.records, s.duplicates, s.resyncs, s.refused, s.snapshot_seq, s.boot_seconds,
       JsonString(s.stream), JsonString(s.subject), JsonString(servers));
 }
 

@@ -54,7 +54,9 @@ Result<std::vector<std::string>> ParseServers(std::string_view list) {
     while (!url.empty() && url.front() == ' ') url.remove_prefix(1);
     while (!url.empty() && url.back() == ' ') url.remove_suffix(1);
     std::string_view rest = url;
-    if (rest.starts_with("nats://")) rest.remove_prefix(7);
+    std::string_view scheme = "nats://";
+    if (rest.starts_with("tls://")) scheme = "tls://";
+    if (rest.starts_with(scheme)) rest.remove_prefix(scheme.size());
     const std::size_t colon = rest.rfind(':');
     uint64_t port = 0;
     const bool ok = !rest.empty() && colon != std::string_view::npos && colon > 0 &&
@@ -62,10 +64,11 @@ Result<std::vector<std::string>> ParseServers(std::string_view list) {
                     ParseU64(rest.substr(colon + 1), &port) && port > 0 && port <= 65535;
     if (!ok) {
       return InvalidArgument(fmt::format(
-          "NATS server \"{}\" is not nats://host:port (a list separates servers with commas)",
+          "NATS server \"{}\" is not nats://host:port or tls://host:port (a list separates "
+          "servers with commas)",
           url));
     }
-    out.push_back(fmt::format("nats://{}", rest));
+    out.push_back(fmt::format("{}{}", scheme, rest));
     start = end + 1;
   }
   return out;

@@ -69,7 +69,7 @@ runMain('listing', async () => {
   try {
     let primary = await startServer({ bin, name: 'primary', extraArgs: ['--nats', nats.url, '--trusted-replicas', '127.0.0.1', ...limits] });
     servers.push(primary);
-    const replica = await startServer({ bin, name: 'replica', command: 'replica', extraArgs: ['--nats', nats.url, '--primary', primary.base] });
+    const replica = await startServer({ bin, name: 'replica', command: 'replica', extraArgs: ['--nats', nats.url, '--primary', primary.base, '--bus-verify-key', path.join(primary.dataDir, 'bus.key.pub')] });
     servers.push(replica);
     let admin = new Admin(primary);
 

@@ -178,10 +178,15 @@ runMain('replica', async () => {
   try {
     await step('bad input is refused before anything is served', async () => {
       const dead = await freePort();
-      const r = await runToExit(['replica', '--nats', `nats://127.0.0.1:${dead}`, '--data-dir', path.join(tmp, 'dead'), '--port', '0']);
+      const someKey = ['--bus-verify-key', 'ab'.repeat(32)];
+      const r = await runToExit(['replica', '--nats', `nats://127.0.0.1:${dead}`, ...someKey, '--data-dir', path.join(tmp, 'dead'), '--port', '0']);
       check(r.code === 1, `a replica of an unreachable NATS exited ${r.code} (1 expected)`);
       check(r.stderr.includes(`127.0.0.1:${dead}`), `unclear refusal of an unreachable NATS: ${r.stderr.slice(-400)}`);
-      const p = await runToExit(['replica', '--nats', nats.url, '--primary', 'https://example.org:443', '--data-dir', path.join(tmp, 'p'), '--port', '0']);
+      const p = await runToExit(['replica', '--nats', nats.url, ...someKey, '--primary', 'https://example.org:443', '--data-dir', path.join(tmp, 'p'), '--port', '0']);
+      const k = await runToExit(['replica', '--nats', nats.url, '--data-dir', path.join(tmp, 'k'), '--port', '0']);
+      check(k.code === 1 && k.stderr.includes('--bus-verify-key'), `a replica without the bus key: exit ${k.code}, ${k.stderr.slice(-300)}`);
+      const b = await runToExit(['replica', '--nats', nats.url, '--bus-verify-key', 'abcd', '--data-dir', path.join(tmp, 'b'), '--port', '0']);
+      check(b.code === 1 && b.stderr.includes('verify_key'), `a replica with a malformed bus key: exit ${b.code}, ${b.stderr.slice(-300)}`);
       check(p.code === 1 && p.stderr.includes('--primary: primary "https://example.org:443" is not http://HOST:PORT'),
         `--primary https://...: exit ${p.code}, ${p.stderr.slice(-300)}`);
       const n = await runToExit(['replica', '--data-dir', path.join(tmp, 'n'), '--port', '0']);
@@ -190,7 +195,7 @@ runMain('replica', async () => {
 
     const primary = await startServer({ bin, name: 'primary', extraArgs: ['--nats', nats.url, '--trusted-replicas', '127.0.0.1', '--weight-per-minute', '0', '--ip-weight-per-minute', '0'] });
     servers.push(primary);
-    const replicaArgs = ['--nats', nats.url, '--primary', primary.base];
+    const replicaArgs = ['--nats', nats.url, '--primary', primary.base, '--bus-verify-key', path.join(primary.dataDir, 'bus.key.pub')];
     let replicaA = await startServer({ bin, name: 'replica-a', command: 'replica', extraArgs: replicaArgs });
     servers.push(replicaA);
 
@@ -198,11 +203,11 @@ runMain('replica', async () => {
       const other = path.join(tmp, 'other.toml');
       const text = fs.readFileSync(new URL('../../config/matchbook.toml', import.meta.url), 'utf8');
       fs.writeFileSync(other, text.replace('maker_fee_bps = 10', 'maker_fee_bps = 11'));
-      const r = await runToExit(['replica', '--config', other, '--nats', nats.url, '--data-dir', path.join(tmp, 'other'), '--port', '0']);
+      const r = await runToExit(['replica', '--config', other, '--nats', nats.url, ...replicaArgs.slice(-2), '--data-dir', path.join(tmp, 'other'), '--port', '0']);
       check(r.code === 1, `a replica of another configuration exited ${r.code} (1 expected)`);
       check(r.stderr.includes('--config'), `unclear refusal of another configuration: ${r.stderr.slice(-400)}`);
       // The primary's own data directory (locked, and a primary's).
-      const same = await runToExit(['replica', '--nats', nats.url, '--data-dir', primary.dataDir, '--port', '0']);
+      const same = await runToExit(['replica', '--nats', nats.url, ...replicaArgs.slice(-2), '--data-dir', primary.dataDir, '--port', '0']);
       check(same.code === 1, `a replica in the primary's data directory exited ${same.code} (1 expected)`);
       check(/in use|holds a journal|locked/.test(same.stderr), `unclear refusal of the primary's data directory: ${same.stderr.slice(-400)}`);
       check(fs.readdirSync(path.join(primary.dataDir, 'journal')).length > 0, 'the primary\'s journal is intact');
