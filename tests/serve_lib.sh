@@ -38,12 +38,12 @@ start_serve() {  # start_serve BIN DATA_DIR OUT [ARGS...]
   for _ in $(seq 1 300); do
     kill -0 "$serve_pid" 2>/dev/null || fail "matchbook serve exited before it was ready ($out.err)"
     if grep -qx "ready" "$out.out"; then
-      base=$(sed -n 's|^api: \(http://127\.0\.0\.1:[0-9]*\)/api/v3$|\1|p' "$out.out")
+      base=$(sed -n 's|^api: \(https\{0,1\}://127\.0\.0\.1:[0-9]*\)/api/v3$|\1|p' "$out.out")
       break
     fi
     sleep 0.1
   done
-  [[ -n "$base" ]] || fail "no 'api: http://127.0.0.1:PORT/api/v3' and 'ready' within 30 s"
+  [[ -n "$base" ]] || fail "no 'api: http(s)://127.0.0.1:PORT/api/v3' and 'ready' within 30 s"
   token=$(cat "$dir/admin.token")
 }
 

@@ -35,7 +35,8 @@ using engine::MarketStatus;
 
 constexpr std::string_view kTopKeys[] = {
     "engine", "assets",     "markets", "server", "journal", "snapshots", "threads",    "gateway",
-    "venue",  "projection", "metrics", "bus",    "venues",  "transfers", "replication"};
+    "venue",  "projection", "metrics", "bus",    "venues",  "transfers", "replication", "tls"};
+constexpr std::string_view kTlsKeys[] = {"cert_file", "key_file"};
 constexpr std::string_view kReplicationKeys[] = {"ack", "standby", "lease_ttl_ms"};
 constexpr std::string_view kBusKeys[] = {
     "nats",           "stream",        "subject",          "replicas",      "max_mb",
@@ -467,6 +468,7 @@ class Loader {
     MB_RETURN_IF_ERROR(ReadStage(t, "engine", &r->engine_stage));
     MB_RETURN_IF_ERROR(ReadStage(t, "journal", &r->journal_stage));
     MB_RETURN_IF_ERROR(ReadGateway(root, &r->gateway));
+    MB_RETURN_IF_ERROR(ReadTls(root, &r->gateway.server));
     MB_RETURN_IF_ERROR(ReadMarketRules(root, &r->gateway.market_rules));
     MB_RETURN_IF_ERROR(ReadMetrics(root, &r->metrics));
     MB_RETURN_IF_ERROR(ReadBus(root, r));
@@ -732,6 +734,19 @@ class Loader {
     uint64_t cache_mb = p->store.cache_bytes >> 20;
     MB_RETURN_IF_ERROR(OptionalInt(t, "projection", "cache_mb", 1, 1'000'000, &cache_mb));
     p->store.cache_bytes = cache_mb << 20;
+    return Status::Ok();
+  }
+
+  // [tls]: the API port's certificate and key (both or neither).
+  Status ReadTls(const toml::table& root, gateway::ServerOptions* s) const {
+    const toml::table* t = nullptr;
+    const toml::node* where = nullptr;
+    MB_RETURN_IF_ERROR(OptionalTable(root, "", "tls", kTlsKeys, &t));
+    MB_RETURN_IF_ERROR(OptionalString(t, "tls", "cert_file", &s->tls_cert_file, &where));
+    MB_RETURN_IF_ERROR(OptionalString(t, "tls", "key_file", &s->tls_key_file, &where));
+    if (t != nullptr && s->tls_cert_file.empty() != s->tls_key_file.empty()) {
+      return At(*t, "tls", "cert_file and key_file go together");
+    }
     return Status::Ok();
   }
 
@@ -1008,6 +1023,25 @@ class Loader {
 };
 
 }  // namespace
+
+std::string ApiBase(const gateway::ServerOptions& server, uint16_t port, bool ws) {
+  const bool tls = !server.tls_cert_file.empty();
+  const std::string host =
+      server.host.find(':') != std::string::npos ? "[" + server.host + "]" : server.host;
+  const char* scheme = ws ? (tls ? "wss" : "ws") : (tls ? "https" : "http");
+  return fmt::format("{}://{}:{}", scheme, host, port);
+}
+
+std::string PlaintextWarning(const gateway::ServerOptions& server) {
+  if (!server.tls_cert_file.empty()) return "";
+  boost::system::error_code ec;
+  const auto addr = boost::asio::ip::make_address(server.host, ec);
+  if (server.host == "localhost" || (!ec && addr.is_loopback())) return "";
+  return fmt::format(
+      "the API listens on {} without TLS: API keys' requests, listen keys and the admin token "
+      "cross the network readable; give it a certificate (--tls-cert/--tls-key, [tls])",
+      server.host);
+}
 
 Result<std::vector<std::string>> ParseAddressList(std::string_view list) {
   std::vector<std::string> out;

@@ -199,6 +199,13 @@ Result<Config> LoadFullConfig(const std::string& path);
 // addresses, each as the server prints a peer's; an item that is not an IP
 // address is an error naming it.
 Result<std::vector<std::string>> ParseAddressList(std::string_view list);
+
+// The API's address as the start-up lines print it: "http://127.0.0.1:8080",
+// "https://..." with TLS; ws: the WebSocket scheme (ws, wss) instead.
+std::string ApiBase(const gateway::ServerOptions& server, uint16_t port, bool ws = false);
+
+// A warning when the API listens beyond loopback without TLS ("" otherwise).
+std::string PlaintextWarning(const gateway::ServerOptions& server);
 // The pipeline's options for `config` (log: stderr).
 exchange::ExchangeOptions ExchangeOptionsFrom(const Config& config);
 Result<Config> ParseFullConfig(std::string_view toml_text, std::string_view source_name);

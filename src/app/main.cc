@@ -89,15 +89,19 @@ int Fail(const Status& s) {
 
 std::atomic<int> g_signal{0};
 std::atomic<bool> g_snapshot{false};
+std::atomic<bool> g_reload_tls{false};
 extern "C" void OnSignal(int sig) {
   if (sig == SIGUSR1) {
     g_snapshot.store(true);
+  } else if (sig == SIGHUP) {
+    g_reload_tls.store(true);
   } else {
     g_signal.store(sig);
   }
 }
 
-// SIGINT/SIGTERM stop, SIGUSR1 asks for a snapshot; a closed socket is an error, not a signal.
+// SIGINT/SIGTERM stop, SIGUSR1 asks for a snapshot, SIGHUP reloads the TLS
+// certificate; a closed socket is an error, not a signal.
 void InstallSignals() {
   struct sigaction sa {};
   sa.sa_handler = OnSignal;
@@ -105,6 +109,7 @@ void InstallSignals() {
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGUSR1, &sa, nullptr);
+  sigaction(SIGHUP, &sa, nullptr);
   signal(SIGPIPE, SIG_IGN);
 }
 
@@ -553,9 +558,9 @@ int Serve(const mb::app::Config& cfg, const std::string& source, bool recover_on
     mb::log::Info("app", "threads: " + names);
   }
   mb::log::Info("gateway",
-                fmt::format("operator API at http://{}:{}/admin/v1/ (loopback only{}); send the "
+                fmt::format("operator API at {}/admin/v1/ (loopback only{}); send the "
                             "token from {} as the X-MB-ADMIN-TOKEN header",
-                            host, port, cfg.runtime.gateway.admin_remote ? ", remote allowed" : "",
+                            mb::app::ApiBase(so, port), cfg.runtime.gateway.admin_remote ? ", remote allowed" : "",
                             (*gw)->admin_token_path().string()));
   const auto limit = [](uint32_t weight) {
     return weight == 0 ? std::string("unlimited") : fmt::format("{} weight/min", weight);
@@ -565,18 +570,21 @@ int Serve(const mb::app::Config& cfg, const std::string& source, bool recover_on
                                        limit(go.ip_limit.weight_per_minute)));
   mb::log::Info(
       "app", fmt::format(
-                 "metrics at http://{}:{}/metrics ({}){}; flight recorder: {}, window {} ms, "
+                 "metrics at {}/metrics ({}){}; flight recorder: {}, window {} ms, "
                  "{} traces, dumps in {}",
-                 host, port, mc.remote ? "remote allowed" : "loopback only",
+                 mb::app::ApiBase(so, port), mc.remote ? "remote allowed" : "loopback only",
                  (*gw)->metrics_port() != 0
-                     ? fmt::format(" and http://{}:{}/metrics", host, (*gw)->metrics_port())
+                     ? fmt::format(" and {}/metrics", mb::app::ApiBase(so, (*gw)->metrics_port()))
                      : std::string(),
                  mc.flight_threshold_ms == 0
                      ? std::string("no dumps (threshold 0)")
                      : fmt::format("dumps when a command takes over {} ms", mc.flight_threshold_ms),
                  mc.flight_window_ms, mc.flight_capacity, fo.dir.string()));
-  fmt::print("api: http://{}:{}/api/v3\nws: ws://{}:{}/ws\nadmin token: {}\nready\n", host, port,
-             host, port, (*gw)->admin_token_path().string());
+  if (const std::string w = mb::app::PlaintextWarning(so); !w.empty()) {
+    mb::log::Warn("gateway", w);
+  }
+  fmt::print("api: {}/api/v3\nws: {}/ws\nadmin token: {}\nready\n", mb::app::ApiBase(so, port),
+             mb::app::ApiBase(so, port, /*ws=*/true), (*gw)->admin_token_path().string());
   std::fflush(stdout);
   // [journal] retention: every 2 s, what no consumer needs any more.
   auto retention_dir =
@@ -609,6 +617,7 @@ int Serve(const mb::app::Config& cfg, const std::string& source, bool recover_on
   };
   for (uint64_t tick = 0; g_signal.load() == 0 && !demote.load(std::memory_order_acquire); ++tick) {
     if (g_snapshot.exchange(false)) (*ex)->RequestSnapshot();
+    if (g_reload_tls.exchange(false)) mb::app::ReloadTls(**gw);
     if (tick % 200 == 0) retain();
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
@@ -973,6 +982,8 @@ int main(int argc, char** argv) {
        "or a file (<primary data_dir>/bus.key.pub); overrides bus.verify_key"},
   };
   std::string bus_flags[std::size(kBusFlags)];
+  std::string tls_cert;
+  std::string tls_key;
   auto* serve = app.add_subcommand(
       "serve",
       "Recover the exchange and serve its REST, WebSocket and operator APIs until SIGINT/SIGTERM");
@@ -1090,6 +1101,13 @@ int main(int argc, char** argv) {
       sub->add_option(kBusFlags[i].flag, bus_flags[i], kBusFlags[i].help)
           ->envname(kBusFlags[i].env);
     }
+    sub->add_option("--tls-cert", tls_cert,
+                    "PEM certificate (its chain may follow) for HTTPS and WSS on the API port "
+                    "(with --tls-key; SIGHUP reloads both); overrides tls.cert_file")
+        ->envname("MATCHBOOK_TLS_CERT");
+    sub->add_option("--tls-key", tls_key,
+                    "The certificate's PEM private key; overrides tls.key_file")
+        ->envname("MATCHBOOK_TLS_KEY");
     sub->add_option("--metrics-port", metrics_port,
                     "Also serve /metrics alone on this port (0: off); overrides metrics.port")
         ->envname("MATCHBOOK_METRICS_PORT")
@@ -1205,6 +1223,12 @@ int main(int argc, char** argv) {
   if (ws_write_interval_us) so.ws_write_interval_us = *ws_write_interval_us;
   if (ws_queue_bytes > 0) so.ws_send_queue_bytes = ws_queue_bytes;
   if (ws_slow_grace_ms > 0) so.ws_slow_close_grace_ms = ws_slow_grace_ms;
+  if (!tls_cert.empty()) so.tls_cert_file = tls_cert;
+  if (!tls_key.empty()) so.tls_key_file = tls_key;
+  if (so.tls_cert_file.empty() != so.tls_key_file.empty()) {
+    return Fail(mb::InvalidArgument("--tls-cert and --tls-key go together (tls.cert_file and "
+                                    "tls.key_file)"));
+  }
   mb::gateway::GatewayOptions& go = cfg->runtime.gateway;
   if (key_weight >= 0)
     go.key_limit.weight_per_minute = go.key_limit.burst = static_cast<uint32_t>(key_weight);
@@ -1311,7 +1335,9 @@ int main(int argc, char** argv) {
   int rc = 0;
   if (replica->parsed()) {
     InstallSignals();
-    rc = mb::app::RunReplica(*cfg, source, primary, [] { return g_signal.load() != 0; });
+    rc = mb::app::RunReplica(
+        *cfg, source, primary, [] { return g_signal.load() != 0; },
+        [] { return g_reload_tls.exchange(false); });
   } else {
     // A primary, or a standby until it takes over; a primary that is the
     // primary no more goes on as a standby (docs/failover.md).

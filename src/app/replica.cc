@@ -80,8 +80,21 @@ std::string ReplicaHealthJson(const bus::FollowerStats& s, const std::string& se
       JsonString(s.stream), JsonString(s.subject), JsonString(servers));
 }
 
+void ReloadTls(gateway::Gateway& gw) {
+  if (!gw.tls()) {
+    log::Warn("gateway", "SIGHUP: no TLS certificate to reload (--tls-cert, [tls])");
+    return;
+  }
+  if (Status s = gw.ReloadTls(); !s.ok()) {
+    log::Error("gateway", "SIGHUP: the TLS certificate was not reloaded, the one in use stays: " +
+                              s.message());
+    return;
+  }
+  log::Info("gateway", "SIGHUP: TLS certificate and key reloaded; new connections use them");
+}
+
 int RunReplica(const Config& cfg, const std::string& source, const std::string& primary,
-               const std::function<bool()>& stopping) {
+               const std::function<bool()>& stopping, const std::function<bool()>& reload_tls) {
   auto fail = [](const Status& s) {
     log::Error("app", s.message());
     return 1;
@@ -152,11 +165,12 @@ int RunReplica(const Config& cfg, const std::string& source, const std::string& 
     return fail(s);
   }
   const gateway::ServerOptions& so = cfg.runtime.gateway.server;
-  const std::string host = so.host.find(':') != std::string::npos ? "[" + so.host + "]" : so.host;
+  const std::string api = ApiBase(so, (*gw)->port());
+  if (const std::string w = PlaintextWarning(so); !w.empty()) log::Warn("gateway", w);
   log::Info("gateway",
-            fmt::format("replica at http://{}:{}/api/v3 (public market data and streams); "
+            fmt::format("replica at {}/api/v3 (public market data and streams); "
                         "private calls {}",
-                        host, (*gw)->port(),
+                        api,
                         primary.empty() ? std::string("refused (no --primary)")
                                         : "forwarded to " + primary));
   // `ready` once everything the stream held at the start is applied.
@@ -167,11 +181,14 @@ int RunReplica(const Config& cfg, const std::string& source, const std::string& 
     const bus::FollowerStats st = follower.stats();
     log::Info("replica", fmt::format("caught up at record {} ({:.3f} s boot)", st.applied_seq,
                                      st.boot_seconds));
-    fmt::print("api: http://{}:{}/api/v3\nws: ws://{}:{}/ws\nadmin token: {}\nready\n", host,
-               (*gw)->port(), host, (*gw)->port(), (*gw)->admin_token_path().string());
+    fmt::print("api: {}/api/v3\nws: {}/ws\nadmin token: {}\nready\n", api,
+               ApiBase(so, (*gw)->port(), /*ws=*/true), (*gw)->admin_token_path().string());
     std::fflush(stdout);
   }
-  while (!stopping()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  while (!stopping()) {
+    if (reload_tls()) ReloadTls(**gw);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
   (*gw)->StopServer();
   follower.Stop();
   (*gw)->Stop();

@@ -524,12 +524,12 @@ StandbyEnd RunStandby(const Config& cfg, const std::string& source,
     return fail(s);
   }
   const gateway::ServerOptions& so = cfg.runtime.gateway.server;
-  const std::string host = so.host.find(':') != std::string::npos ? "[" + so.host + "]" : so.host;
-  log::Info("standby", fmt::format("standby at http://{}:{} (read-only), following NATS {} from "
+  const std::string api = ApiBase(so, (*gw)->port());
+  log::Info("standby", fmt::format("standby at {} (read-only), following NATS {} from "
                                    "record {}; takes over when the primary's lease expires",
-                                   host, (*gw)->port(), nats, start_seq + 1));
-  fmt::print("api: http://{}:{}/api/v3\nrole: standby\nadmin token: {}\nstandby\n", host,
-             (*gw)->port(), (*gw)->admin_token_path().string());
+                                   api, nats, start_seq + 1));
+  fmt::print("api: {}/api/v3\nrole: standby\nadmin token: {}\nstandby\n", api,
+             (*gw)->admin_token_path().string());
   std::fflush(stdout);
 
   const bus::SnapshotSource snapshots{*servers,

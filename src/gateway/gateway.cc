@@ -209,6 +209,13 @@ void Gateway::Impl::Stop() {
 
 uint16_t Gateway::Impl::port() const noexcept { return server_ ? server_->port() : 0; }
 
+Status Gateway::Impl::ReloadTls() {
+  if (!server_) return Unavailable("the API server is not running");
+  MB_RETURN_IF_ERROR(server_->ReloadTls());
+  if (metrics_server_ && metrics_server_->tls()) return metrics_server_->ReloadTls();
+  return Status::Ok();
+}
+
 uint16_t Gateway::Impl::metrics_port() const noexcept {
   return metrics_server_ ? metrics_server_->port() : 0;
 }
@@ -781,6 +788,8 @@ uint64_t Gateway::replica_applied_seq() const noexcept { return impl_->replica_a
 void Gateway::StopServer() { impl_->StopServer(); }
 void Gateway::Stop() { impl_->Stop(); }
 uint16_t Gateway::port() const noexcept { return impl_->port(); }
+bool Gateway::tls() const noexcept { return impl_->tls(); }
+Status Gateway::ReloadTls() { return impl_->ReloadTls(); }
 uint16_t Gateway::metrics_port() const noexcept { return impl_->metrics_port(); }
 std::filesystem::path Gateway::admin_token_path() const { return impl_->admin_token_path(); }
 

@@ -191,6 +191,11 @@ class Gateway {
   void Stop();
 
   uint16_t port() const noexcept;
+  // The API port speaks TLS (server.tls_cert_file).
+  bool tls() const noexcept;
+  // Reads the TLS certificate and key again (SIGHUP) for the API port and
+  // the metrics port; on an error both keep the pair they have.
+  Status ReloadTls();
   // The metrics-only port (after Start() with metrics_port; 0: none).
   uint16_t metrics_port() const noexcept;
   std::filesystem::path admin_token_path() const;

@@ -376,6 +376,8 @@ class Gateway::Impl final : public HttpHandler, public WsApiBackend, public fano
   void Stop();
 
   uint16_t port() const noexcept;
+  bool tls() const noexcept { return !options_.server.tls_cert_file.empty(); }
+  Status ReloadTls();
   uint16_t metrics_port() const noexcept;
   std::filesystem::path admin_token_path() const;
 

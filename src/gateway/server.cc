@@ -36,12 +36,15 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
 #include <boost/beast/websocket.hpp>
+#include <boost/beast/websocket/ssl.hpp>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -70,8 +73,10 @@ namespace {
 namespace net = boost::asio;
 namespace beast = boost::beast;
 namespace websocket = beast::websocket;
+namespace ssl = net::ssl;
 using tcp = net::ip::tcp;
 using error_code = boost::system::error_code;
+using TlsStream = beast::ssl_stream<beast::tcp_stream>;
 using Millis = std::chrono::milliseconds;
 
 // Deadlines the options do not expose.
@@ -94,6 +99,90 @@ constexpr std::string_view kServerName = "matchbook";
 constexpr std::string_view kSlowConsumerReason = "slow consumer: send queue full";
 constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
 constexpr std::size_t kMaxCloseReasonBytes = 123;  // RFC 6455 5.5.1: 125-byte payload
+
+// TLS 1.2's suites: forward secrecy and AEAD only (TLS 1.3's are all such).
+constexpr const char* kTls12Ciphers =
+    "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:"
+    "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"
+    "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305";
+
+// The server's TLS context from a PEM certificate (chain) and key; an error
+// names the file and OpenSSL's reason.
+Result<std::shared_ptr<ssl::context>> MakeTlsContext(const std::string& cert,
+                                                     const std::string& key) {
+  auto ctx = std::make_shared<ssl::context>(ssl::context::tls_server);
+  SSL_CTX* native = ctx->native_handle();
+  SSL_CTX_set_min_proto_version(native, TLS1_2_VERSION);
+  SSL_CTX_set_options(native, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION |
+                                  SSL_OP_CIPHER_SERVER_PREFERENCE | SSL_OP_NO_TICKET);
+  if (SSL_CTX_set_cipher_list(native, kTls12Ciphers) != 1) {
+    return Status(StatusCode::kInternal, "TLS: the cipher list is refused by OpenSSL");
+  }
+  error_code ec;
+  ctx->use_certificate_chain_file(cert, ec);
+  if (ec) {
+    return InvalidArgument(fmt::format("TLS certificate {}: {}", cert, ec.message()));
+  }
+  ctx->use_private_key_file(key, ssl::context::pem, ec);
+  if (ec) return InvalidArgument(fmt::format("TLS key {}: {}", key, ec.message()));
+  if (SSL_CTX_check_private_key(native) != 1) {
+    return InvalidArgument(
+        fmt::format("TLS key {} is not the key of certificate {}", key, cert));
+  }
+  return ctx;
+}
+
+// A connection's bytes: plain TCP, or TLS over it. Either way the TCP
+// stream's deadlines bound every read and write (TLS's included).
+//
+// Strand only (its session's).
+class ConnStream {
+ public:
+  using executor_type = beast::tcp_stream::executor_type;
+
+  explicit ConnStream(tcp::socket socket) : plain_(std::in_place, std::move(socket)) {}
+  ConnStream(tcp::socket socket, std::shared_ptr<ssl::context> tls)
+      : tls_ctx_(std::move(tls)),
+        tls_(std::make_unique<TlsStream>(beast::tcp_stream(std::move(socket)), *tls_ctx_)) {}
+  ConnStream(ConnStream&&) = default;
+
+  executor_type get_executor() noexcept { return tcp_layer().get_executor(); }
+  beast::tcp_stream& tcp_layer() noexcept { return tls_ ? tls_->next_layer() : *plain_; }
+  tcp::socket& socket() noexcept { return tcp_layer().socket(); }
+  bool tls() const noexcept { return tls_ != nullptr; }
+  TlsStream& tls_stream() noexcept { return *tls_; }
+  template <class Duration>
+  void expires_after(Duration d) {
+    tcp_layer().expires_after(d);
+  }
+  void expires_never() { tcp_layer().expires_never(); }
+  void close() { tcp_layer().close(); }
+
+  template <class MutableBufferSequence, class ReadHandler>
+  void async_read_some(const MutableBufferSequence& buffers, ReadHandler&& handler) {
+    if (tls_) {
+      tls_->async_read_some(buffers, std::forward<ReadHandler>(handler));
+    } else {
+      plain_->async_read_some(buffers, std::forward<ReadHandler>(handler));
+    }
+  }
+  template <class ConstBufferSequence, class WriteHandler>
+  void async_write_some(const ConstBufferSequence& buffers, WriteHandler&& handler) {
+    if (tls_) {
+      tls_->async_write_some(buffers, std::forward<WriteHandler>(handler));
+    } else {
+      plain_->async_write_some(buffers, std::forward<WriteHandler>(handler));
+    }
+  }
+
+ private:
+  std::shared_ptr<ssl::context> tls_ctx_;  // the pair this connection was accepted with
+  std::optional<beast::tcp_stream> plain_;
+  std::unique_ptr<TlsStream> tls_;
+};
+
+// What Beast calls to close the lowest layer (a WebSocket's teardown).
+void beast_close_socket(ConnStream& s) { s.close(); }
 
 // Binance codes on the server's own answers: -1000 UNKNOWN, -1008 SERVER_BUSY.
 constexpr int kCodeUnknown = -1000;
@@ -389,20 +478,20 @@ PeerAddress ClientOf(const Request& req, const PeerAddress& peer,
 // one of its writes is outstanding.
 class GatheringStream {
  public:
-  using executor_type = beast::tcp_stream::executor_type;
-  using next_layer_type = beast::tcp_stream;
+  using executor_type = ConnStream::executor_type;
+  using next_layer_type = ConnStream;
   // What the session appends before each send; while a send is in flight,
   // Beast's frames beyond it wait.
   static constexpr std::size_t kSendBytes = 4 * 1024;
   static constexpr std::size_t kKeptBytes = 64 * 1024;
 
-  GatheringStream(beast::tcp_stream stream, ServerStats* stats)
+  GatheringStream(ConnStream stream, ServerStats* stats)
       : stream_(std::move(stream)), stats_(stats) {}
   GatheringStream(GatheringStream&&) = default;
 
   executor_type get_executor() noexcept { return stream_.get_executor(); }
-  beast::tcp_stream& next_layer() noexcept { return stream_; }
-  const beast::tcp_stream& next_layer() const noexcept { return stream_; }
+  ConnStream& next_layer() noexcept { return stream_; }
+  const ConnStream& next_layer() const noexcept { return stream_; }
 
   // Once, before the handshake: the session (kept alive by a pending send),
   // what to call when a send the socket could not take at once has ended,
@@ -410,6 +499,7 @@ class GatheringStream {
   void Open(std::weak_ptr<void> owner, std::function<void()> on_sent) {
     owner_ = std::move(owner);
     on_sent_ = std::move(on_sent);
+    if (stream_.tls()) return;  // TLS records go out through the TLS stream only
     error_code ec;
     stream_.socket().non_blocking(true, ec);
     if (ec) error_ = ec;
@@ -434,7 +524,10 @@ class GatheringStream {
     if (sending_ || gathered_.empty() || error_) return;
     stats_->ws_socket_writes.fetch_add(1, std::memory_order_relaxed);
     error_code ec;
-    const std::size_t sent = stream_.socket().write_some(net::buffer(gathered_), ec);
+    // Plain TCP: first what the socket takes at once. TLS: all of it
+    // through the TLS stream, asynchronously.
+    const std::size_t sent =
+        stream_.tls() ? 0 : stream_.socket().write_some(net::buffer(gathered_), ec);
     if (ec == net::error::would_block || ec == net::error::try_again) ec = {};
     if (ec) return Fail(ec);
     if (sent == gathered_.size()) {
@@ -552,7 +645,7 @@ class GatheringStream {
     RunFlushed();
   }
 
-  beast::tcp_stream stream_;
+  ConnStream stream_;
   ServerStats* stats_;
   std::weak_ptr<void> owner_;
   std::function<void()> on_sent_;
@@ -570,13 +663,17 @@ template <class TeardownHandler>
 void async_teardown(beast::role_type role, GatheringStream& s, TeardownHandler&& handler) {
   s.AsyncFlush([role, &s, h = std::forward<TeardownHandler>(handler)]() mutable {
     using beast::websocket::async_teardown;
-    async_teardown(role, s.next_layer(), std::move(h));
+    if (s.next_layer().tls()) {
+      async_teardown(role, s.next_layer().tls_stream(), std::move(h));
+    } else {
+      async_teardown(role, s.next_layer().tcp_layer(), std::move(h));
+    }
   });
 }
 
 class WsSession final : public WsConnection, public Connection {
  public:
-  WsSession(std::shared_ptr<Core> core, beast::tcp_stream stream, OpenSlot slot, std::string remote,
+  WsSession(std::shared_ptr<Core> core, ConnStream stream, OpenSlot slot, std::string remote,
             std::string target)
       : core_(std::move(core)),
         executor_(stream.get_executor()),
@@ -913,10 +1010,12 @@ class WsSession final : public WsConnection, public Connection {
 class HttpSession final : public Connection, public std::enable_shared_from_this<HttpSession> {
  public:
   // admitted: within max_connections (else the session answers 503 and closes).
-  HttpSession(std::shared_ptr<Core> core, tcp::socket socket, bool admitted, PeerAddress peer)
+  // tls: the context of a TLS port (null: plain).
+  HttpSession(std::shared_ptr<Core> core, tcp::socket socket, bool admitted, PeerAddress peer,
+              std::shared_ptr<ssl::context> tls)
       : core_(std::move(core)),
         executor_(socket.get_executor()),
-        stream_(std::move(socket)),
+        stream_(tls ? ConnStream(std::move(socket), std::move(tls)) : ConnStream(std::move(socket))),
         slot_(admitted ? OpenSlot(&core_->stats) : OpenSlot()),
         admitted_(admitted),
         remote_(std::move(peer.text)),
@@ -934,6 +1033,8 @@ class HttpSession final : public Connection, public std::enable_shared_from_this
     net::post(executor_, [self = shared_from_this(), registered] {
       if (!registered) {
         self->CloseNow();
+      } else if (self->stream_.tls()) {
+        self->Handshake();
       } else if (!self->admitted_) {
         // Over max_connections: answer without reading the request.
         self->WriteError(http::status::service_unavailable, kCodeServerBusy,
@@ -950,6 +1051,29 @@ class HttpSession final : public Connection, public std::enable_shared_from_this
   }
 
  private:
+  // A TLS port: the handshake, within read_timeout_ms, before anything else.
+  void Handshake() {
+    stream_.expires_after(Millis(core_->options.read_timeout_ms));
+    stream_.tls_stream().async_handshake(
+        ssl::stream_base::server, [self = shared_from_this()](error_code ec) {
+          ServerStats& stats = self->core_->stats;
+          if (ec) {
+            stats.tls_handshake_failures.fetch_add(1);
+            if (ec == beast::error::timeout) stats.timeouts.fetch_add(1);
+            self->CloseNow();
+            return;
+          }
+          stats.tls_handshakes.fetch_add(1);
+          if (!self->admitted_) {
+            self->WriteError(http::status::service_unavailable, kCodeServerBusy,
+                             "Server is currently overloaded with other requests. Please try "
+                             "again in a few minutes.");
+          } else {
+            self->ReadFirstByte();
+          }
+        });
+  }
+
   // Waits up to idle_timeout_ms for the first byte of the next request.
   void ReadFirstByte() {
     if (core_->stopping.load()) {
@@ -1166,8 +1290,9 @@ class HttpSession final : public Connection, public std::enable_shared_from_this
     Drain();
   }
 
+  // Raw bytes, TLS or not: they are thrown away.
   void Drain() {
-    stream_.async_read_some(buffer_.prepare(kFirstReadBytes),
+    stream_.tcp_layer().async_read_some(buffer_.prepare(kFirstReadBytes),
                             [self = shared_from_this()](error_code ec, std::size_t) {
                               if (ec) {
                                 self->CloseNow();
@@ -1186,7 +1311,7 @@ class HttpSession final : public Connection, public std::enable_shared_from_this
 
   const std::shared_ptr<Core> core_;     // first: destroyed last (owns the io_context)
   const net::any_io_executor executor_;  // the strand; read from any thread by Respond
-  beast::tcp_stream stream_;
+  ConnStream stream_;
   OpenSlot slot_;
   const bool admitted_;
   const std::string remote_;
@@ -1222,6 +1347,15 @@ class Server::Impl {
   Status Start() {
     const ServerOptions& o = core_->options;
     if (started_) return InvalidArgument("gateway server: Start() called twice");
+    if (o.tls_cert_file.empty() != o.tls_key_file.empty()) {
+      return InvalidArgument("gateway server: TLS needs both a certificate and its key");
+    }
+    if (!o.tls_cert_file.empty()) {
+      auto ctx = MakeTlsContext(o.tls_cert_file, o.tls_key_file);
+      if (!ctx.ok()) return ctx.status();
+      MutexLock lock(tls_mu_);
+      tls_ = std::move(*ctx);
+    }
     if (o.io_threads < 1 || o.io_threads > kMaxIoThreads) {
       return InvalidArgument("gateway server: io_threads must be 1.." +
                              std::to_string(kMaxIoThreads) + ", got " +
@@ -1315,8 +1449,27 @@ class Server::Impl {
 
   uint16_t port() const noexcept { return port_; }
   const ServerStats& stats() const noexcept { return core_->stats; }
+  bool tls() const noexcept { return !core_->options.tls_cert_file.empty(); }
+
+  Status ReloadTls() {
+    const ServerOptions& o = core_->options;
+    if (o.tls_cert_file.empty()) return InvalidArgument("the server has no TLS certificate");
+    auto ctx = MakeTlsContext(o.tls_cert_file, o.tls_key_file);
+    if (!ctx.ok()) return ctx.status();
+    {
+      MutexLock lock(tls_mu_);
+      tls_ = std::move(*ctx);
+    }
+    core_->stats.tls_reloads.fetch_add(1);
+    return Status::Ok();
+  }
 
  private:
+  std::shared_ptr<ssl::context> CurrentTls() {
+    MutexLock lock(tls_mu_);
+    return tls_;
+  }
+
   void Accept() {
     acceptor_.async_accept(
         net::make_strand(core_->NextContext()),
@@ -1351,8 +1504,8 @@ class Server::Impl {
       // exists, its slot gives the connection back when it is destroyed.
       std::shared_ptr<HttpSession> session;
       try {
-        session =
-            std::make_shared<HttpSession>(core_, std::move(socket), admitted, DescribePeer(peer));
+        session = std::make_shared<HttpSession>(core_, std::move(socket), admitted,
+                                                DescribePeer(peer), CurrentTls());
       } catch (const std::exception& e) {
         if (admitted) stats.connections_open.fetch_sub(1);
         log::Error("gateway", fmt::format("server: cannot start a session: {}", e.what()));
@@ -1395,6 +1548,8 @@ class Server::Impl {
   Mutex exit_mu_;
   std::condition_variable exit_cv_;
   int running_ MB_GUARDED_BY(exit_mu_) = 0;  // io threads not yet out of run()
+  Mutex tls_mu_;
+  std::shared_ptr<ssl::context> tls_ MB_GUARDED_BY(tls_mu_);  // null: plain
 };
 
 Server::Server(ServerOptions options, HttpHandler* http, WsHandler* ws)
@@ -1405,6 +1560,8 @@ Server::~Server() { impl_->Stop(); }
 Status Server::Start() { return impl_->Start(); }
 void Server::Stop() { impl_->Stop(); }
 uint16_t Server::port() const noexcept { return impl_->port(); }
+bool Server::tls() const noexcept { return impl_->tls(); }
+Status Server::ReloadTls() { return impl_->ReloadTls(); }
 const ServerStats& Server::stats() const noexcept { return impl_->stats(); }
 
 }  // namespace mb::gateway

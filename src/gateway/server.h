@@ -23,7 +23,14 @@
 // "now - origin" into ServerOptions::ws_freshness when its frame is in the
 // send buffer: the age of the news as it leaves for the socket.
 //
-// Thread safety: Start/Stop from one thread. HttpHandler::Handle and
+// TLS: with a certificate (ServerOptions::tls_cert_file / tls_key_file) the
+// port speaks HTTPS and WSS only — TLS 1.2 and 1.3, forward-secret AEAD
+// ciphers, no renegotiation, no compression. The handshake must finish within
+// read_timeout_ms. ReloadTls() reads the files again: connections accepted
+// afterwards use the new pair, those open keep theirs; files that do not
+// load leave the old pair in use.
+//
+// Thread safety: Start/Stop from one thread; ReloadTls from any. HttpHandler::Handle and
 // WsHandler callbacks run on the io threads. Respond (once per request) and
 // WsConnection::Send/Close may be called from any thread.
 #pragma once
@@ -82,6 +89,10 @@ struct ServerOptions {
   // handlers then see that address as the request's or connection's remote,
   // never as loopback. From any other peer the header is ignored.
   std::vector<std::string> trusted_proxies;
+  // PEM certificate (the chain may follow it) and its private key: TLS only
+  // on the port. Both empty: plain HTTP and WebSocket.
+  std::string tls_cert_file;
+  std::string tls_key_file;
 };
 
 struct ServerStats {
@@ -102,6 +113,9 @@ struct ServerStats {
   // and those still waiting behind the in-flight one.
   std::atomic<uint64_t> ws_dropped_messages{0};
   std::atomic<uint64_t> ws_slow_disconnects{0};
+  std::atomic<uint64_t> tls_handshakes{0};          // completed
+  std::atomic<uint64_t> tls_handshake_failures{0};  // refused, failed or timed out
+  std::atomic<uint64_t> tls_reloads{0};             // certificate pairs taken by ReloadTls
 };
 
 // Delivers the answer to one request; call exactly once, from any thread.
@@ -159,6 +173,10 @@ class Server {
   // Stops accepting, closes every connection, joins the io threads. Idempotent.
   void Stop();
   uint16_t port() const noexcept;  // the bound port, after Start()
+  bool tls() const noexcept;       // the port speaks TLS
+  // Reads the certificate and key files again (SIGHUP). An error names the
+  // file and why; the pair in use then stays.
+  Status ReloadTls();
   const ServerStats& stats() const noexcept;
 
  private:

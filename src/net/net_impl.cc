@@ -2,4 +2,5 @@
 // non-template code (BOOST_ASIO_SEPARATE_COMPILATION,
 // BOOST_BEAST_SEPARATE_COMPILATION: src/net/CMakeLists.txt).
 #include <boost/asio/impl/src.hpp>
+#include <boost/asio/ssl/impl/src.hpp>
 #include <boost/beast/src.hpp>

@@ -8,7 +8,7 @@
 //
 // Runs on Node 18 and 20: global fetch, AbortSignal.timeout, node:crypto.
 
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
@@ -244,6 +244,54 @@ function tail(lines, n = 60) {
   return lines.slice(-n).join('\n');
 }
 
+// ---------------------------------------------------------------------------
+// TLS.
+
+// A server certificate for 127.0.0.1 and localhost, signed by the test CA in
+// dir (ca.pem, ca.key), written to dir/server.pem and dir/server.key; serial:
+// its serial number (hex), so a reload can be told apart.
+export function makeServerCert(dir, serial) {
+  const run = (args) => {
+    const r = spawnSync('openssl', args, { cwd: dir, encoding: 'utf8' });
+    if (r.status !== 0) throw new Error(`openssl ${args.join(' ')}: ${r.stderr}`);
+  };
+  fs.writeFileSync(path.join(dir, 'server.ext'), 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n');
+  run(['req', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-subj', '/CN=matchbook test server',
+    '-keyout', 'next.key', '-out', 'server.csr']);
+  run(['x509', '-req', '-in', 'server.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key', '-set_serial', `0x${serial}`,
+    '-days', '2', '-extfile', 'server.ext', '-out', 'next.pem']);
+  // Both files replaced whole (rename), the key first: a reload reads a
+  // complete pair or fails on a mismatch.
+  fs.renameSync(path.join(dir, 'next.key'), path.join(dir, 'server.key'));
+  fs.renameSync(path.join(dir, 'next.pem'), path.join(dir, 'server.pem'));
+}
+
+// `--tls` on a test's command line: a test CA and a server certificate are
+// made with openssl in a temporary directory, and the test runs again with
+// NODE_EXTRA_CA_CERTS naming the CA, so every client in it (fetch, ws, ccxt)
+// trusts the server; startServer then gives serve its certificate. Null
+// without --tls.
+export const TLS = setUpTls();
+
+function setUpTls() {
+  if (!process.argv.includes('--tls')) return null;
+  const given = process.env.MB_E2E_TLS_DIR;
+  if (given) {
+    return { dir: given, ca: path.join(given, 'ca.pem'), cert: path.join(given, 'server.pem'), key: path.join(given, 'server.key') };
+  }
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'matchbook-tls-'));
+  const r = spawnSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes',
+    '-days', '2', '-subj', '/CN=matchbook test CA', '-keyout', 'ca.key', '-out', 'ca.pem'], { cwd: dir, encoding: 'utf8' });
+  if (r.status !== 0) throw new Error(`openssl: cannot make the test CA: ${r.stderr}`);
+  makeServerCert(dir, '01');
+  const child = spawnSync(process.execPath, process.argv.slice(1), {
+    stdio: 'inherit',
+    env: { ...process.env, NODE_EXTRA_CA_CERTS: path.join(dir, 'ca.pem'), MB_E2E_TLS_DIR: dir },
+  });
+  fs.rmSync(dir, { recursive: true, force: true });
+  process.exit(child.status ?? 1);
+}
+
 export function binaryFromArgs() {
   const bin = process.argv[2] || process.env.MATCHBOOK_BIN;
   if (!bin) {
@@ -265,7 +313,8 @@ export function binaryFromArgs() {
 // apiUrl, wsUrl, adminToken, dataDir, proc, output, stop() }.
 export async function startServer({ bin, extraArgs = [], startTimeoutMs = 30000, name = 'server', command = 'serve', dataDir: given, port = 0, wrap = [], fsync = 'none' } = {}) {
   const dataDir = given ?? fs.mkdtempSync(path.join(os.tmpdir(), 'matchbook-e2e-'));
-  const args = [command, '--data-dir', dataDir, '--port', String(port), ...(command === 'serve' ? ['--fsync', fsync] : []), ...extraArgs];
+  const tls = TLS ? ['--tls-cert', TLS.cert, '--tls-key', TLS.key] : [];
+  const args = [command, '--data-dir', dataDir, '--port', String(port), ...(command === 'serve' ? ['--fsync', fsync] : []), ...tls, ...extraArgs];
   const proc = wrap.length
     ? spawn(wrap[0], [...wrap.slice(1), bin, ...args], { stdio: ['ignore', 'pipe', 'pipe'] })
     : spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'] });

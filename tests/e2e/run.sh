@@ -28,7 +28,8 @@ start=$(date +%s)
 failed=()
 # Each entry: the test's file and its arguments after the binary.
 tests=(
-  "ccxt_e2e" "ccxt_ws_api" "stop_orders" "order_lists" "order_lists_ws" "depth_sync"
+  "ccxt_e2e" "ccxt_ws_api" "ccxt_e2e --tls" "ccxt_ws_api --tls" "tls --tls"
+  "stop_orders" "order_lists" "order_lists_ws" "depth_sync"
   "slow_subscriber" "replica" "listing" "transfers"
   "transfer_load soak --transfers 300 --kills 3"
 )
