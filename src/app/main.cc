@@ -994,10 +994,17 @@ int main(int argc, char** argv) {
   std::string primary;
   replica
       ->add_option("--primary", primary,
-                   "The primary's API (http://HOST:PORT, or several separated by commas: a primary "
+                   "The primary's API (http://HOST:PORT or https://HOST:PORT, or several separated "
+                   "by commas: a primary "
                    "and its standbys, of which the one whose ping says X-MB-Role: primary is "
                    "used): signed and API-key calls go there")
       ->envname("MATCHBOOK_PRIMARY");
+  std::string primary_ca;
+  replica
+      ->add_option("--primary-ca", primary_ca,
+                   "CA file (PEM) that checks an https:// primary's certificate (default: the "
+                   "system's CAs)")
+      ->envname("MATCHBOOK_PRIMARY_CA");
   bool standby = false;
   serve->add_flag("--standby", standby,
                   "Follow the primary's journal on NATS (--nats) as a hot standby and take over "
@@ -1336,7 +1343,7 @@ int main(int argc, char** argv) {
   if (replica->parsed()) {
     InstallSignals();
     rc = mb::app::RunReplica(
-        *cfg, source, primary, [] { return g_signal.load() != 0; },
+        *cfg, source, primary, primary_ca, [] { return g_signal.load() != 0; },
         [] { return g_reload_tls.exchange(false); });
   } else {
     // A primary, or a standby until it takes over; a primary that is the

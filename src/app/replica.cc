@@ -94,7 +94,8 @@ void ReloadTls(gateway::Gateway& gw) {
 }
 
 int RunReplica(const Config& cfg, const std::string& source, const std::string& primary,
-               const std::function<bool()>& stopping, const std::function<bool()>& reload_tls) {
+               const std::string& primary_ca, const std::function<bool()>& stopping,
+               const std::function<bool()>& reload_tls) {
   auto fail = [](const Status& s) {
     log::Error("app", s.message());
     return 1;
@@ -156,6 +157,7 @@ int RunReplica(const Config& cfg, const std::string& source, const std::string& 
   if (!started.ok()) return fail(started);
   gateway::ReplicaOptions ro;
   ro.primary = primary;
+  ro.primary_ca = primary_ca;
   ro.ready = [&follower] {
     const bus::FollowerStats st = follower.stats();
     return st.caught_up && st.connected;

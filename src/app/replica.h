@@ -33,9 +33,11 @@ void AddReplicaMetrics(metrics::Registry& registry, const bus::Follower& followe
 
 // Serves until stopping() is true (checked every 50 ms); 0, or 1 after
 // logging why it could not start.
-// reload_tls: true once per SIGHUP (the certificate is read again).
+// primary_ca: the CA that checks an https:// primary's certificate ("": the
+// system's). reload_tls: true once per SIGHUP (the certificate is read again).
 int RunReplica(const Config& config, const std::string& source, const std::string& primary,
-               const std::function<bool()>& stopping, const std::function<bool()>& reload_tls);
+               const std::string& primary_ca, const std::function<bool()>& stopping,
+               const std::function<bool()>& reload_tls);
 
 // SIGHUP: the API's certificate and key read again, the outcome logged.
 void ReloadTls(gateway::Gateway& gw);

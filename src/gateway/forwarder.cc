@@ -17,6 +17,7 @@
 
 #include "gateway/api_error.h"
 #include "log/log.h"
+#include "net/stream.h"
 #include "transfer/protocol.h"
 
 namespace mb::gateway {
@@ -33,11 +34,12 @@ namespace {
 // run there, so its state needs no lock).
 class Tunnel final : public WsTunnel, public std::enable_shared_from_this<Tunnel> {
  public:
-  Tunnel(asio::io_context& io, std::atomic<uint64_t>* open,
+  // tls: the primary's TLS context (null: plain).
+  Tunnel(asio::io_context& io, std::shared_ptr<wire::TlsContext> tls, std::atomic<uint64_t>* open,
          std::function<void(std::string)> on_message,
          std::function<void(uint16_t, std::string)> on_close)
       : io_(io),
-        ws_(io),
+        ws_(wire::Stream(tcp::socket(io), std::move(tls))),
         resolver_(io),
         open_count_(open),
         on_message_(std::move(on_message)),
@@ -51,41 +53,53 @@ class Tunnel final : public WsTunnel, public std::enable_shared_from_this<Tunnel
         [self, host, port, target = std::move(target), client = std::move(client), connect_timeout](
             beast::error_code ec, tcp::resolver::results_type results) mutable {
           if (ec) return self->End(1011, "the primary cannot be resolved: " + ec.message());
-          beast::get_lowest_layer(self->ws_).expires_after(connect_timeout);
-          beast::get_lowest_layer(self->ws_).async_connect(
+          wire::Stream& conn = self->ws_.next_layer();
+          conn.expires_after(connect_timeout);
+          conn.tcp_layer().async_connect(
               results, [self, host, port, target = std::move(target), client = std::move(client),
-                        connect_timeout](beast::error_code ec2, const tcp::endpoint&) {
+                        connect_timeout](beast::error_code ec2, const tcp::endpoint&) mutable {
                 if (ec2) return self->End(1011, "the primary cannot be reached: " + ec2.message());
-                beast::get_lowest_layer(self->ws_).expires_never();
-                // Handshakes (the opening one and a closing one) bounded by
-                // the connect timeout; an open tunnel may stay silent.
-                websocket::stream_base::timeout t{};
-                t.handshake_timeout = connect_timeout;
-                t.idle_timeout = websocket::stream_base::none();
-                t.keep_alive_pings = false;
-                self->ws_.set_option(t);
-                self->ws_.set_option(
-                    websocket::stream_base::decorator([client](websocket::request_type& req) {
-                      req.set(kClientAddressHeader, client);
-                    }));
-                self->ws_.async_handshake(
-                    self->response_, host + ":" + port, target, [self](beast::error_code ec3) {
-                      if (ec3) {
-                        const unsigned status = self->response_.result_int();
-                        return self->End(
-                            1008, status != 0 ? fmt::format("the primary refused "
-                                                            "the connection: HTTP {}",
-                                                            status)
-                                              : "the primary's handshake failed: " + ec3.message());
+                self->ws_.next_layer().async_client_handshake(
+                    host, [self, host, port, target = std::move(target),
+                           client = std::move(client), connect_timeout](beast::error_code ec4) {
+                      if (ec4) {
+                        return self->End(1011,
+                                         "the primary's TLS handshake failed: " + ec4.message());
                       }
-                      self->open_ = true;
-                      self->open_count_->fetch_add(1, std::memory_order_relaxed);
-                      if (self->closing_) return self->DoClose();
-                      self->Read();
-                      self->Write();
+                      self->Handshake(host, port, target, client, connect_timeout);
                     });
               });
         });
+  }
+
+  // Connected (TLS set up where the primary speaks it): the WebSocket
+  // handshake, bounded by the connect timeout; an open tunnel may stay silent.
+  void Handshake(const std::string& host, const std::string& port, const std::string& target,
+                 const std::string& client, std::chrono::milliseconds connect_timeout) {
+    auto self = shared_from_this();
+    ws_.next_layer().expires_never();
+    websocket::stream_base::timeout t{};
+    t.handshake_timeout = connect_timeout;
+    t.idle_timeout = websocket::stream_base::none();
+    t.keep_alive_pings = false;
+    ws_.set_option(t);
+    ws_.set_option(websocket::stream_base::decorator([client](websocket::request_type& req) {
+      req.set(kClientAddressHeader, client);
+    }));
+    ws_.async_handshake(response_, host + ":" + port, target, [self](beast::error_code ec3) {
+      if (ec3) {
+        const unsigned status = self->response_.result_int();
+        return self->End(1008, status != 0
+                                   ? fmt::format("the primary refused the connection: HTTP {}",
+                                                 status)
+                                   : "the primary's handshake failed: " + ec3.message());
+      }
+      self->open_ = true;
+      self->open_count_->fetch_add(1, std::memory_order_relaxed);
+      if (self->closing_) return self->DoClose();
+      self->Read();
+      self->Write();
+    });
   }
 
   void Send(std::string text) override {
@@ -167,7 +181,7 @@ class Tunnel final : public WsTunnel, public std::enable_shared_from_this<Tunnel
 
   static constexpr std::size_t kMaxQueued = 4096;  // messages to the primary
   asio::io_context& io_;
-  websocket::stream<beast::tcp_stream> ws_;
+  websocket::stream<wire::Stream> ws_;
   tcp::resolver resolver_;
   std::atomic<uint64_t>* const open_count_;
   const std::function<void(std::string)> on_message_;
@@ -188,11 +202,15 @@ class Forwarder::Impl : public std::enable_shared_from_this<Forwarder::Impl> {
   struct Endpoint {
     std::string host, port;
     std::string name;  // "host:port"
+    bool tls = false;  // https://
   };
 
-  Impl(std::vector<Endpoint> endpoints, ForwarderOptions options)
+  // tls: the context for the endpoints that speak TLS (null when none does).
+  Impl(std::vector<Endpoint> endpoints, ForwarderOptions options,
+       std::shared_ptr<wire::TlsContext> tls)
       : endpoints_(std::move(endpoints)),
         options_(options),
+        tls_(std::move(tls)),
         work_(asio::make_work_guard(io_)),
         timer_(io_) {}
 
@@ -278,8 +296,8 @@ class Forwarder::Impl : public std::enable_shared_from_this<Forwarder::Impl> {
   std::shared_ptr<WsTunnel> Tunnel(std::string target, std::string client,
                                    std::function<void(std::string)> on_message,
                                    std::function<void(uint16_t, std::string)> on_close) {
-    auto t = std::make_shared<mb::gateway::Tunnel>(io_, &tunnels_, std::move(on_message),
-                                                   std::move(on_close));
+    auto t = std::make_shared<mb::gateway::Tunnel>(io_, TlsOf(current()), &tunnels_,
+                                                   std::move(on_message), std::move(on_close));
     asio::post(io_, [self = shared_from_this(), t, target = std::move(target),
                      client = std::move(client)]() mutable {
       const Endpoint& e = self->current();
@@ -319,8 +337,9 @@ class Forwarder::Impl : public std::enable_shared_from_this<Forwarder::Impl> {
     bool probed = false;  // could not connect once; sent again after a probe round
   };
   struct Conn {
-    explicit Conn(asio::io_context& io) : stream(io) {}
-    beast::tcp_stream stream;
+    Conn(asio::io_context& io, std::shared_ptr<wire::TlsContext> tls)
+        : stream(tcp::socket(io), std::move(tls)) {}
+    wire::Stream stream;
     beast::flat_buffer buffer;
     std::optional<http::response_parser<http::string_body>> parser;
     SteadyClock::time_point idle_since{};
@@ -329,9 +348,10 @@ class Forwarder::Impl : public std::enable_shared_from_this<Forwarder::Impl> {
   };
   // One URL's role probe: GET kPingTarget on a connection of its own.
   struct ProbeConn {
-    explicit ProbeConn(asio::io_context& io) : resolver(io), stream(io) {}
+    ProbeConn(asio::io_context& io, std::shared_ptr<wire::TlsContext> tls)
+        : resolver(io), stream(tcp::socket(io), std::move(tls)) {}
     tcp::resolver resolver;
-    beast::tcp_stream stream;
+    wire::Stream stream;
     beast::flat_buffer buffer;
     http::request<http::empty_body> request;
     http::response<http::string_body> response;
@@ -349,6 +369,10 @@ class Forwarder::Impl : public std::enable_shared_from_this<Forwarder::Impl> {
   // A 503-triggered round no sooner than this after the previous one: a
   // busy primary answering 503 to many requests is probed once.
   static constexpr std::chrono::milliseconds kMinProbeGap{1000};
+
+  std::shared_ptr<wire::TlsContext> TlsOf(const Endpoint& e) const {
+    return e.tls ? tls_ : nullptr;
+  }
 
   const Endpoint& current() const noexcept {
     // Pairs with the store in Probed(): endpoints_ is immutable, so only the
@@ -379,9 +403,9 @@ class Forwarder::Impl : public std::enable_shared_from_this<Forwarder::Impl> {
   }
 
   void ProbeOne(const std::shared_ptr<ProbeRound>& round, std::size_t i) {
-    auto p = std::make_shared<ProbeConn>(io_);
-    probe_list_.push_back(p);
     const Endpoint& e = endpoints_[i];
+    auto p = std::make_shared<ProbeConn>(io_, TlsOf(e));
+    probe_list_.push_back(p);
     p->request = http::request<http::empty_body>(http::verb::get, transfer::kPingTarget, 11);
     p->request.set(http::field::host, e.name);
     p->request.keep_alive(false);
@@ -392,20 +416,27 @@ class Forwarder::Impl : public std::enable_shared_from_this<Forwarder::Impl> {
       self->Probed(*round, i, primary);
     };
     p->resolver.async_resolve(
-        e.host, e.port, [self, p, end](beast::error_code ec, tcp::resolver::results_type results) {
+        e.host, e.port,
+        [self, p, end, host = e.host](beast::error_code ec, tcp::resolver::results_type results) {
           if (ec || self->stopped_.load(std::memory_order_acquire)) return end(false);
           // One deadline for the whole probe: connect, ask, read.
           p->stream.expires_after(self->options_.connect_timeout);
-          p->stream.async_connect(results, [p, end](beast::error_code ec2, const tcp::endpoint&) {
-            if (ec2) return end(false);
-            http::async_write(p->stream, p->request, [p, end](beast::error_code ec3, std::size_t) {
-              if (ec3) return end(false);
-              http::async_read(
-                  p->stream, p->buffer, p->response, [p, end](beast::error_code ec4, std::size_t) {
-                    end(!ec4 && p->response[transfer::kRoleHeader] == transfer::kRolePrimary);
-                  });
-            });
-          });
+          p->stream.tcp_layer().async_connect(
+              results, [p, end, host](beast::error_code ec2, const tcp::endpoint&) {
+                if (ec2) return end(false);
+                p->stream.async_client_handshake(host, [p, end](beast::error_code ec5) {
+                  if (ec5) return end(false);
+                  http::async_write(
+                      p->stream, p->request, [p, end](beast::error_code ec3, std::size_t) {
+                        if (ec3) return end(false);
+                        http::async_read(p->stream, p->buffer, p->response,
+                                         [p, end](beast::error_code ec4, std::size_t) {
+                                           end(!ec4 && p->response[transfer::kRoleHeader] ==
+                                                           transfer::kRolePrimary);
+                                         });
+                      });
+                });
+              });
         });
   }
 
@@ -493,8 +524,9 @@ class Forwarder::Impl : public std::enable_shared_from_this<Forwarder::Impl> {
 
   void Open(Job job) {
     open_.fetch_add(1, std::memory_order_relaxed);
-    auto conn = std::make_shared<Conn>(io_);
-    conn->endpoint = current_.load(std::memory_order_relaxed);
+    const std::size_t at = current_.load(std::memory_order_relaxed);
+    auto conn = std::make_shared<Conn>(io_, TlsOf(endpoints_[at]));
+    conn->endpoint = at;
     std::erase_if(active_, [](const auto& w) { return w.expired(); });
     active_.push_back(conn);
     auto resolver = std::make_shared<tcp::resolver>(io_);
@@ -510,7 +542,7 @@ class Forwarder::Impl : public std::enable_shared_from_this<Forwarder::Impl> {
                               ec ? ec : asio::error::operation_aborted);
           }
           conn->stream.expires_after(self->options_.connect_timeout);
-          conn->stream.async_connect(
+          conn->stream.tcp_layer().async_connect(
               results, [self, conn, j](beast::error_code ec2, const tcp::endpoint&) {
                 if (ec2) {
                   if (self->Reprobe(conn, *j)) return;
@@ -518,7 +550,15 @@ class Forwarder::Impl : public std::enable_shared_from_this<Forwarder::Impl> {
                 }
                 beast::error_code nd;
                 conn->stream.socket().set_option(tcp::no_delay(true), nd);
-                self->Send(conn, std::move(*j));
+                conn->stream.async_client_handshake(
+                    self->endpoints_[conn->endpoint].host, [self, conn, j](beast::error_code ec3) {
+                      if (ec3) {
+                        // Nothing of the request left: a wrong certificate is not retried.
+                        return self->Fail(conn, std::move(*j), 502,
+                                          "The TLS handshake with the primary failed", ec3);
+                      }
+                      self->Send(conn, std::move(*j));
+                    });
               });
         });
   }
@@ -630,6 +670,7 @@ class Forwarder::Impl : public std::enable_shared_from_this<Forwarder::Impl> {
 
   const std::vector<Endpoint> endpoints_;  // the URLs given, in order
   const ForwarderOptions options_;
+  const std::shared_ptr<wire::TlsContext> tls_;  // https:// endpoints (null: none)
   asio::io_context io_;
   asio::executor_work_guard<asio::io_context::executor_type> work_;
   std::thread thread_;
@@ -656,20 +697,35 @@ class Forwarder::Impl : public std::enable_shared_from_this<Forwarder::Impl> {
   std::vector<std::weak_ptr<mb::gateway::Tunnel>> tunnel_list_;
 };
 
-Result<std::vector<std::pair<std::string, std::string>>> ParsePrimary(std::string_view primary) {
-  return transfer::ParseHttpUrls(primary, "primary", "the primary's API address");
+Result<std::vector<std::pair<std::string, std::string>>> ParsePrimary(std::string_view primary,
+                                                                      std::vector<bool>* tls) {
+  std::vector<bool> ignored;
+  return transfer::ParseHttpUrls(primary, "primary", "the primary's API address",
+                                 tls != nullptr ? tls : &ignored);
 }
 
 Result<std::unique_ptr<Forwarder>> Forwarder::Create(std::string_view primary,
                                                      ForwarderOptions options) {
-  auto parsed = ParsePrimary(primary);
+  std::vector<bool> tls;
+  auto parsed = ParsePrimary(primary, &tls);
   if (!parsed.ok()) return parsed.status();
   std::vector<Impl::Endpoint> endpoints;
-  for (auto& [host, port] : *parsed) {
+  bool any_tls = false;
+  for (std::size_t i = 0; i < parsed->size(); ++i) {
+    auto& [host, port] = (*parsed)[i];
     std::string name = host + ":" + port;
-    endpoints.push_back(Impl::Endpoint{std::move(host), std::move(port), std::move(name)});
+    endpoints.push_back(Impl::Endpoint{std::move(host), std::move(port), std::move(name), tls[i]});
+    any_tls = any_tls || tls[i];
   }
-  auto impl = std::make_shared<Impl>(std::move(endpoints), options);
+  std::shared_ptr<wire::TlsContext> context;
+  if (any_tls) {
+    auto made = wire::MakeClientTlsContext(options.ca_file);
+    if (!made.ok()) {
+      return Status(made.status().code(), "--primary-ca: " + made.status().message());
+    }
+    context = std::move(*made);
+  }
+  auto impl = std::make_shared<Impl>(std::move(endpoints), options, std::move(context));
   impl->Start();
   return std::unique_ptr<Forwarder>(new Forwarder(std::move(impl)));
 }

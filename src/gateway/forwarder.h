@@ -60,6 +60,9 @@ struct ForwarderOptions {
   uint32_t max_body_bytes = 64u << 20;  // of an answer
   // Several URLs: how often each one's role is read in the background.
   std::chrono::milliseconds probe_interval{3000};
+  // https:// URLs: the CA that checks the primary's certificate ("": the
+  // system's CAs); the certificate must name the URL's host.
+  std::string ca_file;
 };
 
 struct ForwarderStats {
@@ -82,10 +85,12 @@ class WsTunnel {
   virtual void Close() = 0;
 };
 
-// "http://host:port" (the scheme optional), or several separated by commas
-// → each host and port, in order; an element that is not that shape is an
-// error naming it and saying what is expected.
-Result<std::vector<std::pair<std::string, std::string>>> ParsePrimary(std::string_view primary);
+// "http://host:port" (the scheme optional) or "https://host:port", or
+// several separated by commas → each host and port, in order (tls: whether
+// each is https://); an element that is not that shape is an error naming it
+// and saying what is expected.
+Result<std::vector<std::pair<std::string, std::string>>> ParsePrimary(
+    std::string_view primary, std::vector<bool>* tls = nullptr);
 
 class Forwarder {
  public:

@@ -452,7 +452,18 @@ TEST(ForwarderCreateTest, ListsAreCheckedElementByElement) {
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("\"http://h:8x\""), std::string::npos)
       << bad.status().message();
-  EXPECT_NE(bad.status().message().find("http://HOST:PORT"), std::string::npos);
+  EXPECT_NE(bad.status().message().find("http(s)://HOST:PORT"), std::string::npos);
+  std::vector<bool> tls;
+  auto mixed = ParsePrimary("https://a.example:8443,http://10.0.0.2:8081", &tls);
+  ASSERT_TRUE(mixed.ok()) << mixed.status().message();
+  EXPECT_EQ(tls, (std::vector<bool>{true, false}));
+  EXPECT_EQ((*mixed)[0], (std::pair<std::string, std::string>{"a.example", "8443"}));
+  ForwarderOptions bad_ca;
+  bad_ca.ca_file = "/nonexistent/ca.pem";
+  auto no_ca = Forwarder::Create("https://a.example:8443", bad_ca);
+  ASSERT_FALSE(no_ca.ok());
+  EXPECT_NE(no_ca.status().message().find("--primary-ca"), std::string::npos)
+      << no_ca.status().message();
   for (const char* wrong : {"http://a:1,,http://b:2", "http://a:1,", "http://a:1,http://a:1/"}) {
     EXPECT_FALSE(ParsePrimary(wrong).ok()) << wrong;
     EXPECT_FALSE(Forwarder::Create(wrong).ok()) << wrong;
@@ -461,13 +472,14 @@ TEST(ForwarderCreateTest, ListsAreCheckedElementByElement) {
 
 TEST(ForwarderCreateTest, RefusesWhatIsNotHttpHostPort) {
   for (const char* bad :
-       {"https://127.0.0.1:8080", "127.0.0.1", "http://127.0.0.1:0", "http://127.0.0.1:99999",
-        "http://:8080", "http://h:80/api", "http://h:8x"}) {
+       {"ftp://127.0.0.1:8080", "127.0.0.1", "http://127.0.0.1:0", "http://127.0.0.1:99999",
+        "http://:8080", "http://h:80/api", "https://h:80/api", "http://h:8x"}) {
     auto f = Forwarder::Create(bad);
     ASSERT_FALSE(f.ok()) << bad;
-    EXPECT_NE(f.status().message().find("http://HOST:PORT"), std::string::npos);
+    EXPECT_NE(f.status().message().find("http(s)://HOST:PORT"), std::string::npos);
   }
-  for (const char* good : {"http://127.0.0.1:8080", "127.0.0.1:8080", "http://[::1]:8080/"}) {
+  for (const char* good : {"http://127.0.0.1:8080", "127.0.0.1:8080", "http://[::1]:8080/",
+                           "https://127.0.0.1:8443"}) {
     auto f = Forwarder::Create(good);
     EXPECT_TRUE(f.ok()) << good << ": " << f.status().message();
   }

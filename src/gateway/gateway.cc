@@ -141,7 +141,9 @@ Status Gateway::Impl::StartReplica(ReplicaOptions options) {
   replica_ = true;
   replica_options_ = std::move(options);
   if (!replica_options_.primary.empty()) {
-    auto f = Forwarder::Create(replica_options_.primary);
+    ForwarderOptions fo;
+    fo.ca_file = replica_options_.primary_ca;
+    auto f = Forwarder::Create(replica_options_.primary, fo);
     if (!f.ok()) return f.status();
     forwarder_ = std::move(*f);
   }

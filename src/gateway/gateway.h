@@ -119,9 +119,13 @@ struct GatewayOptions {
 
 // A replica's gateway (`matchbook replica`): no exchange behind it.
 struct ReplicaOptions {
-  // The primary's API, "http://host:port": signed and API-key calls are
-  // forwarded there (gateway/forwarder.h). "": they are answered 503.
+  // The primary's API, "http://host:port" or "https://host:port": signed and
+  // API-key calls are forwarded there (gateway/forwarder.h). "": they are
+  // answered 503.
   std::string primary;
+  // https://: the CA file that checks the primary's certificate ("": the
+  // system's CAs).
+  std::string primary_ca;
   // GET /admin/v1/ready: true once the replica has caught up with the
   // stream. Called on io threads.
   std::function<bool()> ready;

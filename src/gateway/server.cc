@@ -66,6 +66,7 @@
 #include "common/ws_frame.h"
 #include "log/log.h"
 #include "metrics/metrics.h"
+#include "net/stream.h"
 
 namespace mb::gateway {
 namespace {
@@ -76,7 +77,6 @@ namespace websocket = beast::websocket;
 namespace ssl = net::ssl;
 using tcp = net::ip::tcp;
 using error_code = boost::system::error_code;
-using TlsStream = beast::ssl_stream<beast::tcp_stream>;
 using Millis = std::chrono::milliseconds;
 
 // Deadlines the options do not expose.
@@ -100,89 +100,7 @@ constexpr std::string_view kSlowConsumerReason = "slow consumer: send queue full
 constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
 constexpr std::size_t kMaxCloseReasonBytes = 123;  // RFC 6455 5.5.1: 125-byte payload
 
-// TLS 1.2's suites: forward secrecy and AEAD only (TLS 1.3's are all such).
-constexpr const char* kTls12Ciphers =
-    "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:"
-    "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"
-    "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305";
-
-// The server's TLS context from a PEM certificate (chain) and key; an error
-// names the file and OpenSSL's reason.
-Result<std::shared_ptr<ssl::context>> MakeTlsContext(const std::string& cert,
-                                                     const std::string& key) {
-  auto ctx = std::make_shared<ssl::context>(ssl::context::tls_server);
-  SSL_CTX* native = ctx->native_handle();
-  SSL_CTX_set_min_proto_version(native, TLS1_2_VERSION);
-  SSL_CTX_set_options(native, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION |
-                                  SSL_OP_CIPHER_SERVER_PREFERENCE | SSL_OP_NO_TICKET);
-  if (SSL_CTX_set_cipher_list(native, kTls12Ciphers) != 1) {
-    return Status(StatusCode::kInternal, "TLS: the cipher list is refused by OpenSSL");
-  }
-  error_code ec;
-  ctx->use_certificate_chain_file(cert, ec);
-  if (ec) {
-    return InvalidArgument(fmt::format("TLS certificate {}: {}", cert, ec.message()));
-  }
-  ctx->use_private_key_file(key, ssl::context::pem, ec);
-  if (ec) return InvalidArgument(fmt::format("TLS key {}: {}", key, ec.message()));
-  if (SSL_CTX_check_private_key(native) != 1) {
-    return InvalidArgument(
-        fmt::format("TLS key {} is not the key of certificate {}", key, cert));
-  }
-  return ctx;
-}
-
-// A connection's bytes: plain TCP, or TLS over it. Either way the TCP
-// stream's deadlines bound every read and write (TLS's included).
-//
-// Strand only (its session's).
-class ConnStream {
- public:
-  using executor_type = beast::tcp_stream::executor_type;
-
-  explicit ConnStream(tcp::socket socket) : plain_(std::in_place, std::move(socket)) {}
-  ConnStream(tcp::socket socket, std::shared_ptr<ssl::context> tls)
-      : tls_ctx_(std::move(tls)),
-        tls_(std::make_unique<TlsStream>(beast::tcp_stream(std::move(socket)), *tls_ctx_)) {}
-  ConnStream(ConnStream&&) = default;
-
-  executor_type get_executor() noexcept { return tcp_layer().get_executor(); }
-  beast::tcp_stream& tcp_layer() noexcept { return tls_ ? tls_->next_layer() : *plain_; }
-  tcp::socket& socket() noexcept { return tcp_layer().socket(); }
-  bool tls() const noexcept { return tls_ != nullptr; }
-  TlsStream& tls_stream() noexcept { return *tls_; }
-  template <class Duration>
-  void expires_after(Duration d) {
-    tcp_layer().expires_after(d);
-  }
-  void expires_never() { tcp_layer().expires_never(); }
-  void close() { tcp_layer().close(); }
-
-  template <class MutableBufferSequence, class ReadHandler>
-  void async_read_some(const MutableBufferSequence& buffers, ReadHandler&& handler) {
-    if (tls_) {
-      tls_->async_read_some(buffers, std::forward<ReadHandler>(handler));
-    } else {
-      plain_->async_read_some(buffers, std::forward<ReadHandler>(handler));
-    }
-  }
-  template <class ConstBufferSequence, class WriteHandler>
-  void async_write_some(const ConstBufferSequence& buffers, WriteHandler&& handler) {
-    if (tls_) {
-      tls_->async_write_some(buffers, std::forward<WriteHandler>(handler));
-    } else {
-      plain_->async_write_some(buffers, std::forward<WriteHandler>(handler));
-    }
-  }
-
- private:
-  std::shared_ptr<ssl::context> tls_ctx_;  // the pair this connection was accepted with
-  std::optional<beast::tcp_stream> plain_;
-  std::unique_ptr<TlsStream> tls_;
-};
-
-// What Beast calls to close the lowest layer (a WebSocket's teardown).
-void beast_close_socket(ConnStream& s) { s.close(); }
+using ConnStream = wire::Stream;
 
 // Binance codes on the server's own answers: -1000 UNKNOWN, -1008 SERVER_BUSY.
 constexpr int kCodeUnknown = -1000;
@@ -662,12 +580,7 @@ class GatheringStream {
 template <class TeardownHandler>
 void async_teardown(beast::role_type role, GatheringStream& s, TeardownHandler&& handler) {
   s.AsyncFlush([role, &s, h = std::forward<TeardownHandler>(handler)]() mutable {
-    using beast::websocket::async_teardown;
-    if (s.next_layer().tls()) {
-      async_teardown(role, s.next_layer().tls_stream(), std::move(h));
-    } else {
-      async_teardown(role, s.next_layer().tcp_layer(), std::move(h));
-    }
+    wire::async_teardown(role, s.next_layer(), std::move(h));
   });
 }
 
@@ -1015,7 +928,7 @@ class HttpSession final : public Connection, public std::enable_shared_from_this
               std::shared_ptr<ssl::context> tls)
       : core_(std::move(core)),
         executor_(socket.get_executor()),
-        stream_(tls ? ConnStream(std::move(socket), std::move(tls)) : ConnStream(std::move(socket))),
+        stream_(std::move(socket), std::move(tls)),
         slot_(admitted ? OpenSlot(&core_->stats) : OpenSlot()),
         admitted_(admitted),
         remote_(std::move(peer.text)),
@@ -1351,7 +1264,7 @@ class Server::Impl {
       return InvalidArgument("gateway server: TLS needs both a certificate and its key");
     }
     if (!o.tls_cert_file.empty()) {
-      auto ctx = MakeTlsContext(o.tls_cert_file, o.tls_key_file);
+      auto ctx = wire::MakeServerTlsContext(o.tls_cert_file, o.tls_key_file);
       if (!ctx.ok()) return ctx.status();
       MutexLock lock(tls_mu_);
       tls_ = std::move(*ctx);
@@ -1454,7 +1367,7 @@ class Server::Impl {
   Status ReloadTls() {
     const ServerOptions& o = core_->options;
     if (o.tls_cert_file.empty()) return InvalidArgument("the server has no TLS certificate");
-    auto ctx = MakeTlsContext(o.tls_cert_file, o.tls_key_file);
+    auto ctx = wire::MakeServerTlsContext(o.tls_cert_file, o.tls_key_file);
     if (!ctx.ok()) return ctx.status();
     {
       MutexLock lock(tls_mu_);

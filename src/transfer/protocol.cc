@@ -153,10 +153,10 @@ Result<std::vector<DeliveryResult>> DecodeResults(std::string_view body) {
   return out;
 }
 
-Result<std::vector<std::pair<std::string, std::string>>> ParseHttpUrls(std::string_view urls,
-                                                                       std::string_view what,
-                                                                       std::string_view role) {
+Result<std::vector<std::pair<std::string, std::string>>> ParseHttpUrls(
+    std::string_view urls, std::string_view what, std::string_view role, std::vector<bool>* tls) {
   std::vector<std::pair<std::string, std::string>> out;
+  if (tls != nullptr) tls->clear();
   std::string_view rest = urls;
   for (;;) {
     const std::size_t comma = rest.find(',');
@@ -167,8 +167,10 @@ Result<std::vector<std::pair<std::string, std::string>>> ParseHttpUrls(std::stri
       return InvalidArgument(std::string(what) + " \"" + std::string(urls) +
                              "\": an empty address (http://HOST:PORT[,http://HOST:PORT...])");
     }
-    auto parsed = ParseHttpUrl(one, what, role);
+    bool https = false;
+    auto parsed = ParseHttpUrl(one, what, role, tls != nullptr ? &https : nullptr);
     if (!parsed.ok()) return parsed.status();
+    if (tls != nullptr) tls->push_back(https);
     for (const auto& [host, port] : out) {
       if (host == parsed->first && port == parsed->second) {
         return InvalidArgument(std::string(what) + " \"" + std::string(one) + "\" is listed twice");

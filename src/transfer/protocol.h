@@ -55,9 +55,10 @@ inline constexpr std::string_view kRoleReplica = "replica";  // a read replica
 // port), in order. Spaces around an element are ignored. Error (`what`
 // names the list, `role` what it addresses): an empty element, an element
 // that is not http://HOST:PORT (named), the same address twice.
-Result<std::vector<std::pair<std::string, std::string>>> ParseHttpUrls(std::string_view urls,
-                                                                       std::string_view what,
-                                                                       std::string_view role);
+// tls: null refuses https://; otherwise one flag per URL, in order.
+Result<std::vector<std::pair<std::string, std::string>>> ParseHttpUrls(
+    std::string_view urls, std::string_view what, std::string_view role,
+    std::vector<bool>* tls = nullptr);
 
 // The most transfers one call carries.
 inline constexpr std::size_t kMaxBatch = 1000;

@@ -313,7 +313,8 @@ export function binaryFromArgs() {
 // apiUrl, wsUrl, adminToken, dataDir, proc, output, stop() }.
 export async function startServer({ bin, extraArgs = [], startTimeoutMs = 30000, name = 'server', command = 'serve', dataDir: given, port = 0, wrap = [], fsync = 'none' } = {}) {
   const dataDir = given ?? fs.mkdtempSync(path.join(os.tmpdir(), 'matchbook-e2e-'));
-  const tls = TLS ? ['--tls-cert', TLS.cert, '--tls-key', TLS.key] : [];
+  // A replica's primary speaks TLS too: the test CA checks it.
+  const tls = TLS ? ['--tls-cert', TLS.cert, '--tls-key', TLS.key, ...(command === 'replica' ? ['--primary-ca', TLS.ca] : [])] : [];
   const args = [command, '--data-dir', dataDir, '--port', String(port), ...(command === 'serve' ? ['--fsync', fsync] : []), ...tls, ...extraArgs];
   const proc = wrap.length
     ? spawn(wrap[0], [...wrap.slice(1), bin, ...args], { stdio: ['ignore', 'pipe', 'pipe'] })

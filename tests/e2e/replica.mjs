@@ -182,12 +182,12 @@ runMain('replica', async () => {
       const r = await runToExit(['replica', '--nats', `nats://127.0.0.1:${dead}`, ...someKey, '--data-dir', path.join(tmp, 'dead'), '--port', '0']);
       check(r.code === 1, `a replica of an unreachable NATS exited ${r.code} (1 expected)`);
       check(r.stderr.includes(`127.0.0.1:${dead}`), `unclear refusal of an unreachable NATS: ${r.stderr.slice(-400)}`);
-      const p = await runToExit(['replica', '--nats', nats.url, ...someKey, '--primary', 'https://example.org:443', '--data-dir', path.join(tmp, 'p'), '--port', '0']);
+      const p = await runToExit(['replica', '--nats', nats.url, ...someKey, '--primary', 'https://example.org:443/api', '--data-dir', path.join(tmp, 'p'), '--port', '0']);
       const k = await runToExit(['replica', '--nats', nats.url, '--data-dir', path.join(tmp, 'k'), '--port', '0']);
       check(k.code === 1 && k.stderr.includes('--bus-verify-key'), `a replica without the bus key: exit ${k.code}, ${k.stderr.slice(-300)}`);
       const b = await runToExit(['replica', '--nats', nats.url, '--bus-verify-key', 'abcd', '--data-dir', path.join(tmp, 'b'), '--port', '0']);
       check(b.code === 1 && b.stderr.includes('verify_key'), `a replica with a malformed bus key: exit ${b.code}, ${b.stderr.slice(-300)}`);
-      check(p.code === 1 && p.stderr.includes('--primary: primary "https://example.org:443" is not http://HOST:PORT'),
+      check(p.code === 1 && p.stderr.includes('--primary: primary "https://example.org:443/api" is not http(s)://HOST:PORT'),
         `--primary https://...: exit ${p.code}, ${p.stderr.slice(-300)}`);
       const n = await runToExit(['replica', '--data-dir', path.join(tmp, 'n'), '--port', '0']);
       check(n.code === 1 && n.stderr.includes('--nats'), `a replica without --nats: exit ${n.code}, ${n.stderr.slice(-300)}`);
