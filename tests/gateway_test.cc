@@ -856,7 +856,7 @@ TEST_F(GatewayTest, AdminTokenAccountsKeysAndIdempotentTransfers) {
 TEST_F(GatewayTest, AVenueCallCreditsOnceAndRefusesWhatItCannotCredit) {
   gateway::GatewayOptions go;
   go.venue = "beta";
-  go.venues = {transfer::VenueLink{"alpha", "http://127.0.0.1:1", "shared-secret-0123456789"}};
+  go.venues = {transfer::VenueLink{"alpha", "http://127.0.0.1:1", "shared-secret-0123456789", ""}};
   Node n(dir_, go);
   auto bob = n.NewAccount("bob");
   const std::string bob_btc = transfer::MakeAddress("beta", AccountId{bob.account}, "BTC");

@@ -83,7 +83,7 @@ constexpr std::string_view kEngineKeys[] = {"max_accounts", "fee_account", "expe
                                             "client_id_memory", "client_order_id"};
 constexpr std::string_view kAssetKeys[] = {"symbol",       "scale",           "withdraw_fee",
                                            "withdraw_min", "deposit_enabled", "withdraw_enabled"};
-constexpr std::string_view kVenueKeys[] = {"name", "url", "secret"};
+constexpr std::string_view kVenueKeys[] = {"name", "url", "secret", "ca_file"};
 constexpr std::string_view kTransferKeys[] = {"dispatch",     "window",     "batch",
                                               "retry_max_ms", "timeout_ms", "max_clock_skew_ms"};
 constexpr std::string_view kMarketKeys[] = {"symbol",
@@ -580,9 +580,12 @@ class Loader {
           }
         }
         MB_RETURN_IF_ERROR(GetString(t, path, "url", &v.url, &where));
-        if (auto u = transfer::ParseHttpUrls(v.url, "url", "the other venue's API"); !u.ok()) {
+        std::vector<bool> tls;
+        if (auto u = transfer::ParseHttpUrls(v.url, "url", "the other venue's API", &tls);
+            !u.ok()) {
           return At(*where, Dot(path, "url"), u.status().message());
         }
+        MB_RETURN_IF_ERROR(OptionalString(&t, path, "ca_file", &v.ca_file, &where));
         MB_RETURN_IF_ERROR(GetString(t, path, "secret", &v.secret, &where));
         if (v.secret.size() < 16) {
           return At(*where, Dot(path, "secret"),

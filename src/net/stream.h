@@ -61,6 +61,10 @@ class Stream {
     tcp_layer().expires_after(d);
   }
   void expires_never() { tcp_layer().expires_never(); }
+  template <class TimePoint>
+  void expires_at(TimePoint t) {
+    tcp_layer().expires_at(t);
+  }
   void close() { tcp_layer().close(); }
 
   template <class MutableBufferSequence, class ReadHandler>

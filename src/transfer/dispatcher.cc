@@ -14,6 +14,7 @@
 #include "common/decimal.h"
 #include "log/log.h"
 #include "metrics/metrics.h"
+#include "net/stream.h"
 #include "transfer/address.h"
 
 namespace mb::transfer {
@@ -51,7 +52,9 @@ struct Dispatcher::Item {
 struct Dispatcher::Link {
   struct Endpoint {
     std::string host, port;
-    std::string url;  // "http://host:port", for messages
+    std::string url;  // "http(s)://host:port", for messages
+    std::string authority;  // "host:port", the Host header
+    std::shared_ptr<wire::TlsContext> tls;  // https:// (null: plain)
   };
   VenueLink venue;
   std::vector<Endpoint> endpoints;  // venue.url's, in order (immutable)
@@ -75,7 +78,7 @@ struct Dispatcher::Link {
 struct Dispatcher::Conn {
   asio::io_context io;
   tcp::resolver resolver{io};
-  beast::tcp_stream stream{io};
+  std::optional<wire::Stream> stream;  // made anew for each connection
   beast::flat_buffer buffer;
   bool open = false;
   std::size_t endpoint = 0;  // the link's endpoint it is open to
@@ -97,8 +100,17 @@ Result<std::unique_ptr<Dispatcher>> Dispatcher::Create(const engine::EngineConfi
       return InvalidArgument(
           fmt::format("venues.{}.secret: at least 16 characters (it signs every call)", v.name));
     }
-    auto urls = ParseHttpUrls(v.url, fmt::format("venues.{}.url", v.name), "the venue's API");
+    std::vector<bool> tls;
+    auto urls =
+        ParseHttpUrls(v.url, fmt::format("venues.{}.url", v.name), "the venue's API", &tls);
     if (!urls.ok()) return urls.status();
+    if (std::find(tls.begin(), tls.end(), true) != tls.end()) {
+      auto ctx = wire::MakeClientTlsContext(v.ca_file);
+      if (!ctx.ok()) {
+        return Status(ctx.status().code(),
+                      fmt::format("venues.{}.ca_file: {}", v.name, ctx.status().message()));
+      }
+    }
   }
   options.batch = std::clamp<uint32_t>(options.batch, 1, static_cast<uint32_t>(kMaxBatch));
   options.window = std::max(options.window, options.batch);
@@ -110,12 +122,21 @@ Dispatcher::Dispatcher(const engine::EngineConfig& config, DispatchOptions optio
   for (const VenueLink& v : options_.venues) {
     auto link = std::make_unique<Link>();
     link->venue = v;
-    auto urls = ParseHttpUrls(v.url, "url", "");
-    for (auto& [host, port] : *urls) {
-      std::string url = host.find(':') == std::string::npos
-                            ? fmt::format("http://{}:{}", host, port)
-                            : fmt::format("http://[{}]:{}", host, port);
-      link->endpoints.push_back(Link::Endpoint{std::move(host), std::move(port), std::move(url)});
+    std::vector<bool> tls;
+    auto urls = ParseHttpUrls(v.url, "url", "", &tls);
+    std::shared_ptr<wire::TlsContext> context;
+    if (std::find(tls.begin(), tls.end(), true) != tls.end()) {
+      context = std::move(*wire::MakeClientTlsContext(v.ca_file));  // checked by Create
+    }
+    for (std::size_t i = 0; i < urls->size(); ++i) {
+      auto& [host, port] = (*urls)[i];
+      std::string authority = host.find(':') == std::string::npos
+                                  ? fmt::format("{}:{}", host, port)
+                                  : fmt::format("[{}]:{}", host, port);
+      std::string url = fmt::format("{}://{}", tls[i] ? "https" : "http", authority);
+      link->endpoints.push_back(Link::Endpoint{std::move(host), std::move(port), std::move(url),
+                                               std::move(authority),
+                                               tls[i] ? context : nullptr});
     }
     link->probe_due = link->endpoints.size() > 1;
     links_.push_back(std::move(link));
@@ -190,7 +211,7 @@ void Dispatcher::Stop() {
     for (Conn* c : conns_) {
       asio::post(c->io, [c] {
         c->resolver.cancel();
-        c->stream.close();
+        if (c->stream) c->stream->close();
       });
     }
   }
@@ -434,7 +455,7 @@ Status Exchange(const Endpoint& to, uint32_t timeout_ms, Conn* conn,
     conn->io.run_until(deadline);
     if (!done) {  // past the deadline (or stopped): cancel, collect the handler
       conn->resolver.cancel();
-      conn->stream.close();
+      if (conn->stream) conn->stream->close();
       conn->io.restart();
       conn->io.run();
       if (!ec) ec = asio::error::timed_out;
@@ -442,7 +463,7 @@ Status Exchange(const Endpoint& to, uint32_t timeout_ms, Conn* conn,
     done = false;
   };
   auto fail = [&](std::string_view what) {
-    conn->stream.close();
+    if (conn->stream) conn->stream->close();
     conn->open = false;
     conn->buffer.clear();
     return Unavailable(fmt::format("{} {}: {}", what, to.url, ec.message()));
@@ -457,19 +478,27 @@ Status Exchange(const Endpoint& to, uint32_t timeout_ms, Conn* conn,
                                  });
     run();
     if (ec) return fail("resolve");
-    conn->stream.expires_at(deadline);
-    conn->stream.async_connect(endpoints, [&](beast::error_code e, const tcp::endpoint&) {
+    conn->stream.emplace(tcp::socket(conn->io), to.tls);
+    conn->stream->expires_at(deadline);
+    conn->stream->tcp_layer().async_connect(endpoints,
+                                           [&](beast::error_code e, const tcp::endpoint&) {
+                                             ec = e;
+                                             done = true;
+                                           });
+    run();
+    if (ec) return fail("connect");
+    conn->stream->socket().set_option(tcp::no_delay(true));
+    conn->stream->async_client_handshake(to.host, [&](beast::error_code e) {
       ec = e;
       done = true;
     });
     run();
-    if (ec) return fail("connect");
-    conn->stream.socket().set_option(tcp::no_delay(true));
+    if (ec) return fail("TLS handshake with");
     conn->open = true;
   }
   *connected = true;
-  conn->stream.expires_at(deadline);
-  http::async_write(conn->stream, req, [&](beast::error_code e, std::size_t) {
+  conn->stream->expires_at(deadline);
+  http::async_write(*conn->stream, req, [&](beast::error_code e, std::size_t) {
     ec = e;
     done = true;
   });
@@ -477,7 +506,7 @@ Status Exchange(const Endpoint& to, uint32_t timeout_ms, Conn* conn,
   if (ec) return fail("send to");
   http::response_parser<http::string_body> parser;
   parser.body_limit(64u << 20);
-  http::async_read(conn->stream, conn->buffer, parser, [&](beast::error_code e, std::size_t n) {
+  http::async_read(*conn->stream, conn->buffer, parser, [&](beast::error_code e, std::size_t n) {
     ec = e;
     done = true;
     *answered = n > 0 || parser.got_some();
@@ -486,7 +515,7 @@ Status Exchange(const Endpoint& to, uint32_t timeout_ms, Conn* conn,
   if (ec) return fail("answer from");
   *res = parser.release();
   if (!res->keep_alive()) {
-    conn->stream.close();
+    if (conn->stream) conn->stream->close();
     conn->open = false;
   }
   return Status::Ok();
@@ -497,7 +526,7 @@ namespace {
 // A connection no longer wanted (it is to another endpoint, or a probe's).
 template <class Conn>
 void CloseConn(Conn* conn) {
-  conn->stream.close();
+  if (conn->stream) conn->stream->close();
   conn->open = false;
   conn->buffer.clear();
 }
@@ -514,7 +543,7 @@ std::size_t Dispatcher::Probe(Link* link, Conn* conn) {
     }
     const Link::Endpoint& e = link->endpoints[i];
     http::request<http::string_body> req{http::verb::get, std::string(kPingTarget), 11};
-    req.set(http::field::host, e.url.substr(7));  // after "http://"
+    req.set(http::field::host, e.authority);
     req.keep_alive(false);
     http::response<http::string_body> res;
     bool answered = false, connected = false;
@@ -559,7 +588,7 @@ Result<std::vector<DeliveryResult>> Dispatcher::Call(Link* link, Conn* conn,
   if (conn->open && conn->endpoint != cur) CloseConn(conn);
   const std::string body = EncodeDeliveries(deliveries);
   http::request<http::string_body> req{http::verb::post, std::string(kDeliverTarget), 11};
-  req.set(http::field::host, link->endpoints[cur].url.substr(7));  // after "http://"
+  req.set(http::field::host, link->endpoints[cur].authority);
   req.set(http::field::content_type, "application/json");
   req.set(kVenueHeader, options_.venue);
   req.keep_alive(true);
@@ -593,7 +622,7 @@ Result<std::vector<DeliveryResult>> Dispatcher::Call(Link* link, Conn* conn,
       if (now != cur) {
         cur = now;
         CloseConn(conn);
-        req.set(http::field::host, link->endpoints[cur].url.substr(7));
+        req.set(http::field::host, link->endpoints[cur].authority);
         continue;
       }
     }

@@ -58,11 +58,14 @@ namespace mb::transfer {
 // One other venue ([[venues]] in the configuration).
 struct VenueLink {
   std::string name;  // that venue's `venue`
-  // Its API: http://HOST:PORT, or several separated by commas (the venue's
+  // Its API: http://HOST:PORT or https://HOST:PORT, or several separated by commas (the venue's
   // primary and its standbys): calls go to the first whose GET /api/v3/ping
   // says "X-MB-Role: primary" (transfer/protocol.h).
   std::string url;
   std::string secret;  // shared by the pair; signs every call, never sent
+  // https:// URLs: the CA that checks the venue's certificate ("": the
+  // system's CAs); the certificate must name the URL's host.
+  std::string ca_file;
 };
 
 enum class DispatchMode : uint8_t {

@@ -127,6 +127,12 @@ TEST(ProtocolTest, ParsesListsOfUrlsElementByElement) {
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().message(),
             "url \"https://10.0.0.3:8080\" is not http://HOST:PORT (the venue's API)");
+  std::vector<bool> tls;
+  auto secure = ParseHttpUrls("http://10.0.0.2:8080,https://10.0.0.3:8443", "url", "", &tls);
+  ASSERT_TRUE(secure.ok()) << secure.status().message();
+  EXPECT_EQ(tls, (std::vector<bool>{false, true}));
+  EXPECT_EQ((*secure)[1].second, "8443");
+  EXPECT_FALSE(ParseHttpUrls("https://10.0.0.3:8443/api", "url", "", &tls).ok());
   EXPECT_FALSE(ParseHttpUrls("http://a:1,,http://b:1", "url", "").ok());
   EXPECT_FALSE(ParseHttpUrls("", "url", "").ok());
   auto twice = ParseHttpUrls("http://a:1,a:1", "url", "");
@@ -254,7 +260,7 @@ class VenueFailoverTest : public ::testing::Test {
     config_.assets.push_back(btc);
     DispatchOptions o;
     o.venue = "alpha";
-    o.venues = {VenueLink{"beta", std::move(urls), "shared-secret-0123456789"}};
+    o.venues = {VenueLink{"beta", std::move(urls), "shared-secret-0123456789", ""}};
     o.mode = DispatchMode::kSequential;
     o.retry_max_ms = 200;
     o.timeout_ms = 2000;
@@ -320,7 +326,7 @@ TEST(DispatcherCreateTest, RefusesAListWithABadURL) {
   DispatchOptions o;
   o.venue = "alpha";
   o.venues = {
-      VenueLink{"beta", "http://127.0.0.1:1,http://127.0.0.1:x", "shared-secret-0123456789"}};
+      VenueLink{"beta", "http://127.0.0.1:1,http://127.0.0.1:x", "shared-secret-0123456789", ""}};
   auto d = Dispatcher::Create(config, std::move(o));
   ASSERT_FALSE(d.ok());
   EXPECT_NE(d.status().message().find("venues.beta.url \"http://127.0.0.1:x\""), std::string::npos)

@@ -247,15 +247,17 @@ function tail(lines, n = 60) {
 // ---------------------------------------------------------------------------
 // TLS.
 
-// A server certificate for 127.0.0.1 and localhost, signed by the test CA in
-// dir (ca.pem, ca.key), written to dir/server.pem and dir/server.key; serial:
-// its serial number (hex), so a reload can be told apart.
-export function makeServerCert(dir, serial) {
+// A server certificate for 127.0.0.1, localhost and the addresses in `ips`,
+// signed by the test CA in dir (ca.pem, ca.key), written to dir/server.pem
+// and dir/server.key; serial: its serial number (hex), so a reload can be
+// told apart.
+export function makeServerCert(dir, serial, ips = []) {
   const run = (args) => {
     const r = spawnSync('openssl', args, { cwd: dir, encoding: 'utf8' });
     if (r.status !== 0) throw new Error(`openssl ${args.join(' ')}: ${r.stderr}`);
   };
-  fs.writeFileSync(path.join(dir, 'server.ext'), 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n');
+  const names = ['IP:127.0.0.1', 'DNS:localhost', ...ips.map((ip) => `IP:${ip}`)].join(',');
+  fs.writeFileSync(path.join(dir, 'server.ext'), `subjectAltName=${names}\nextendedKeyUsage=serverAuth\n`);
   run(['req', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-subj', '/CN=matchbook test server',
     '-keyout', 'next.key', '-out', 'server.csr']);
   run(['x509', '-req', '-in', 'server.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key', '-set_serial', `0x${serial}`,

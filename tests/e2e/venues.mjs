@@ -10,7 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-import { Admin, RestClient, eq, json, log, startServer } from './lib.mjs';
+import { Admin, RestClient, TLS, eq, json, log, makeServerCert, startServer } from './lib.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const demo = fs.readFileSync(path.join(here, '../../config/matchbook.toml'), 'utf8');
@@ -58,9 +58,12 @@ function makeNamespace() {
 
 // The demo configuration as venue `name`, linked to `other` at otherUrl. The
 // operator API is opened: the tests reach each venue on its veth address.
+// Under --tls (lib.mjs) the venues call each other over https://, checked
+// with the test CA.
 function configText(name, other, otherUrl, { transfers = '', edit = (t) => t } = {}) {
   const body = edit(demo.replace(/^admin_remote = false$/m, 'admin_remote = true'));
-  return `venue = "${name}"\n${body}\n${transfers}\n[[venues]]\nname = "${other}"\nurl = "${otherUrl}"\nsecret = "${SECRET}"\n`;
+  const ca = TLS ? `ca_file = "${TLS.ca}"\n` : '';
+  return `venue = "${name}"\n${body}\n${transfers}\n[[venues]]\nname = "${other}"\nurl = "${otherUrl}"\nsecret = "${SECRET}"\n${ca}`;
 }
 
 // Starts both venues. options.alpha / options.beta: { transfers: TOML text of
@@ -77,8 +80,10 @@ export async function startVenues(bin, options = {}) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'matchbook-xfer-'));
   const cfgA = path.join(dir, 'alpha.toml');
   const cfgB = path.join(dir, 'beta.toml');
-  fs.writeFileSync(cfgA, configText('alpha', 'beta', `http://${hostB}:${portB}`, options.alpha));
-  fs.writeFileSync(cfgB, configText('beta', 'alpha', `http://${hostA}:${portA}`, options.beta));
+  const scheme = TLS ? 'https' : 'http';
+  if (TLS) makeServerCert(TLS.dir, '03', [hostA, hostB]);  // the certificate names both addresses
+  fs.writeFileSync(cfgA, configText('alpha', 'beta', `${scheme}://${hostB}:${portB}`, options.alpha));
+  fs.writeFileSync(cfgB, configText('beta', 'alpha', `${scheme}://${hostA}:${portA}`, options.beta));
   const dataA = fs.mkdtempSync(path.join(os.tmpdir(), 'matchbook-alpha-'));
   const dataB = fs.mkdtempSync(path.join(os.tmpdir(), 'matchbook-beta-'));
   const fsync = options.fsync ?? 'fsync';
