@@ -1,5 +1,6 @@
 // matchbook-bench: the engine's single-book benchmarks, and the entry point of
-// the pipeline, queue, projection and snapshot benchmarks (their own files).
+// the pipeline, queue, projection, snapshot and signing benchmarks (their own
+// files).
 //
 //   matchbook-bench engine [--workload exchange-core|conditional|liquibook]
 //                          [--commands N] [--seed S] [--json] [--clock tsc|steady]
@@ -55,6 +56,7 @@
 #include "pipeline_bench.h"
 #include "projection_bench.h"
 #include "queue_study.h"
+#include "signing_bench.h"
 #include "snapshot_bench.h"
 #include "stats.h"
 #include "workload/engine_workload.h"
@@ -964,6 +966,7 @@ int Main(int argc, char** argv) {
   runners["pipeline"] = AddPipelineBench(&app);
   runners["projection"] = AddProjectionBench(&app);
   runners["snapshot"] = AddSnapshotBench(&app);
+  runners["signing"] = AddSigningBench(&app);
   runners["fill"] = AddFillCommand(&app);
   if (argc >= 2 && std::string_view(argv[1]) == "help") {
     std::fputs(app.help().c_str(), stdout);
@@ -975,7 +978,7 @@ int Main(int argc, char** argv) {
     if (argc >= 2 && runners.count(argv[1]) == 0 && argv[1][0] != '-') {
       std::fprintf(stderr,
                    "unknown subcommand '%s' (engine, gbench, queues, pipeline, projection, "
-                   "snapshot, fill)\n",
+                   "snapshot, signing, fill)\n",
                    argv[1]);
       return 2;
     }
