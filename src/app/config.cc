@@ -53,6 +53,7 @@ constexpr std::string_view kGatewayKeys[] = {"host",
                                              "port",
                                              "io_threads",
                                              "max_connections",
+                                             "max_connections_per_ip",
                                              "max_header_bytes",
                                              "max_body_bytes",
                                              "read_timeout_ms",
@@ -764,6 +765,8 @@ class Loader {
     MB_RETURN_IF_ERROR(OptionalInt(t, "gateway", "io_threads", 1, 256, &s.io_threads));
     MB_RETURN_IF_ERROR(
         OptionalInt(t, "gateway", "max_connections", 1, 10'000'000, &s.max_connections));
+    MB_RETURN_IF_ERROR(OptionalInt(t, "gateway", "max_connections_per_ip", 0, 10'000'000,
+                                   &s.max_connections_per_ip));
     MB_RETURN_IF_ERROR(
         OptionalInt(t, "gateway", "max_header_bytes", 1024, 1 << 20, &s.max_header_bytes));
     MB_RETURN_IF_ERROR(

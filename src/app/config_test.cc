@@ -168,7 +168,7 @@ TEST(ParseConfig, RefusesEachKindOfErrorNamingFileLineAndField) {
        "withdraw_enabled)"},
       {"unknown table", Edit({}, "[network]\nport = 1\n"), "test.toml:28: network: ",
        "unknown key (expected engine, assets, markets, server, journal, snapshots, threads, "
-       "gateway, venue, projection, metrics, bus, venues, transfers, replication)"},
+       "gateway, venue, projection, metrics, bus, venues, transfers, replication, tls)"},
       {"misspelt metrics key", Edit({}, "[metrics]\nremote_ok = true\n"),
        "test.toml:29: metrics.remote_ok: ",
        "unknown key (expected remote, port, flight_threshold_ms, flight_window_ms, "
@@ -668,8 +668,12 @@ TEST(ParseConfig, VenuesTransfersAndAssetWithdrawalRulesAreParsed) {
   EXPECT_EQ(mb::engine::HashConfig(c->engine), mb::engine::HashConfig(base->engine))
       << "withdrawal rules are not part of the engine's state";
   const std::pair<std::string, std::string> bad[] = {
-      {"[[venues]]\nname = \"beta\"\nurl = \"https://x:1\"\nsecret = \"0123456789abcdef\"\n",
+      {"[[venues]]\nname = \"beta\"\nurl = \"https://x:1/api\"\nsecret = \"0123456789abcdef\"\n",
        "venues[0].url"},
+      {"[[venues]]\nname = \"beta\"\nurl = \"https://x:1\"\nsecret = \"0123456789abcdef\"\n"
+       "ca_file = 1\n",
+       "venues[0].ca_file"},
+      {"[tls]\ncert_file = \"a.pem\"\n", "tls: cert_file and key_file go together"},
       {"[[venues]]\nname = \"beta\"\nurl = \"http://x:1\"\nsecret = \"short\"\n",
        "venues[0].secret: at least 16"},
       {"[[venues]]\nname = \"alpha\"\nurl = \"http://x:1\"\nsecret = \"0123456789abcdef\"\n",

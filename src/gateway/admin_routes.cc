@@ -309,6 +309,25 @@ void Gateway::Impl::RegisterMetrics(metrics::Registry& r) {
   r.AddCounterFn(
       "matchbook_closed_orders_total", "Orders filled, canceled or expired since the start", {},
       read([](const Impl& g) { return static_cast<double>(g.read_side_.closed_orders()); }));
+  r.AddGauge("matchbook_http_connections", "Open connections on the API port (HTTP and WebSocket)",
+             {}, read([](const Impl& g) { return g.WsStat(&ServerStats::connections_open); }));
+  constexpr std::string_view kRefusedHelp =
+      "Connections refused: over gateway.max_connections (reason=\"server\") or over "
+      "gateway.max_connections_per_ip (reason=\"address\")";
+  r.AddCounterFn("matchbook_http_connections_refused_total", kRefusedHelp, {{"reason", "server"}},
+                 read([](const Impl& g) { return g.WsStat(&ServerStats::connections_refused); }));
+  r.AddCounterFn(
+      "matchbook_http_connections_refused_total", kRefusedHelp, {{"reason", "address"}},
+      read([](const Impl& g) { return g.WsStat(&ServerStats::connections_refused_per_ip); }));
+  r.AddCounterFn("matchbook_http_timeouts_total",
+                 "Connections cut off by a deadline: a request not read whole within "
+                 "read_timeout_ms (slow clients), an idle keep-alive, a slow reader",
+                 {}, read([](const Impl& g) { return g.WsStat(&ServerStats::timeouts); }));
+  r.AddCounterFn("matchbook_tls_handshakes_total", "TLS handshakes completed on the API port", {},
+                 read([](const Impl& g) { return g.WsStat(&ServerStats::tls_handshakes); }));
+  r.AddCounterFn("matchbook_tls_handshake_failures_total",
+                 "TLS handshakes refused, failed or timed out on the API port", {},
+                 read([](const Impl& g) { return g.WsStat(&ServerStats::tls_handshake_failures); }));
   r.AddGauge("matchbook_ws_connections", "Open WebSocket connections", {},
              read([](const Impl& g) { return g.WsStat(&ServerStats::ws_open); }));
   r.AddCounterFn("matchbook_ws_connections_total", "WebSocket handshakes completed", {},

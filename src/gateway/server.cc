@@ -105,6 +105,8 @@ using ConnStream = wire::Stream;
 // Binance codes on the server's own answers: -1000 UNKNOWN, -1008 SERVER_BUSY.
 constexpr int kCodeUnknown = -1000;
 constexpr int kCodeServerBusy = -1008;
+// -1003 TOO_MANY_REQUESTS: Binance's code for an address over its limits.
+constexpr int kCodeTooManyConnections = -1003;
 
 // The server's own answers: {"code":...,"msg":...}, JSON, connection closed.
 Response ErrorResponse(http::status status, int code, std::string_view msg, unsigned version) {
@@ -161,6 +163,33 @@ struct WriteRounds {
   // zero is arbitrary, e.g. the boot).
   int64_t last_round_ns = std::numeric_limits<int64_t>::min() / 2;
   std::vector<std::shared_ptr<Connection>> taking;  // keeps its capacity
+};
+
+// Open connections per peer address (ServerOptions::max_connections_per_ip).
+//
+// Thread safety: any thread.
+class PeerCounts {
+ public:
+  // Counts one more from `ip` unless it has `limit` open already.
+  bool TryAdd(const std::string& ip, uint32_t limit) {
+    MutexLock lock(mu_);
+    uint32_t& n = open_[ip];
+    if (n >= limit) {
+      if (n == 0) open_.erase(ip);
+      return false;
+    }
+    ++n;
+    return true;
+  }
+  void Remove(const std::string& ip) {
+    MutexLock lock(mu_);
+    auto it = open_.find(ip);
+    if (it != open_.end() && --it->second == 0) open_.erase(it);
+  }
+
+ private:
+  Mutex mu_;
+  std::unordered_map<std::string, uint32_t> open_ MB_GUARDED_BY(mu_);
 };
 
 // Shared by the Server and every session (see the file comment on lifetimes).
@@ -309,6 +338,7 @@ struct Core {
   HttpHandler* const http;
   WsHandler* const ws;
   ServerStats stats;
+  PeerCounts peers;  // open connections per address
   std::atomic<uint64_t> next_id{1};
   std::atomic<bool> stopping{false};
   std::atomic<uint32_t> posting{0};
@@ -316,17 +346,25 @@ struct Core {
   std::unordered_map<uint64_t, std::weak_ptr<Connection>> live MB_GUARDED_BY(mu);
 };
 
-// One admitted connection in stats.connections_open; moves from the HTTP
-// session to the WebSocket session on upgrade.
+// One admitted connection in stats.connections_open (and in its address's
+// count when that is limited); moves from the HTTP session to the WebSocket
+// session on upgrade.
 class OpenSlot {
  public:
   OpenSlot() = default;
-  explicit OpenSlot(ServerStats* stats) : stats_(stats) {}
-  OpenSlot(OpenSlot&& other) noexcept : stats_(std::exchange(other.stats_, nullptr)) {}
+  // peers null: the address is not counted.
+  OpenSlot(ServerStats* stats, PeerCounts* peers, std::string ip)
+      : stats_(stats), peers_(peers), ip_(std::move(ip)) {}
+  OpenSlot(OpenSlot&& other) noexcept
+      : stats_(std::exchange(other.stats_, nullptr)),
+        peers_(std::exchange(other.peers_, nullptr)),
+        ip_(std::move(other.ip_)) {}
   OpenSlot& operator=(OpenSlot&& other) noexcept {
     if (this != &other) {
       Release();
       stats_ = std::exchange(other.stats_, nullptr);
+      peers_ = std::exchange(other.peers_, nullptr);
+      ip_ = std::move(other.ip_);
     }
     return *this;
   }
@@ -335,11 +373,17 @@ class OpenSlot {
   ~OpenSlot() { Release(); }
   void Release() {
     if (stats_ != nullptr) std::exchange(stats_, nullptr)->connections_open.fetch_sub(1);
+    if (peers_ != nullptr) std::exchange(peers_, nullptr)->Remove(ip_);
   }
 
  private:
   ServerStats* stats_ = nullptr;
+  PeerCounts* peers_ = nullptr;
+  std::string ip_;
 };
+
+// Why a connection is not served (it is answered once and closed).
+enum class Refusal : uint8_t { kNone, kServerFull, kAddressFull };
 
 struct PeerAddress {
   std::string text;
@@ -922,15 +966,16 @@ class WsSession final : public WsConnection, public Connection {
 
 class HttpSession final : public Connection, public std::enable_shared_from_this<HttpSession> {
  public:
-  // admitted: within max_connections (else the session answers 503 and closes).
-  // tls: the context of a TLS port (null: plain).
-  HttpSession(std::shared_ptr<Core> core, tcp::socket socket, bool admitted, PeerAddress peer,
-              std::shared_ptr<ssl::context> tls)
+  // slot: its place in the open connections, when it is admitted (refusal
+  // kNone; else the session answers 503 or 429 and closes). tls: the context
+  // of a TLS port (null: plain).
+  HttpSession(std::shared_ptr<Core> core, tcp::socket socket, OpenSlot slot, Refusal refusal,
+              PeerAddress peer, std::shared_ptr<ssl::context> tls)
       : core_(std::move(core)),
         executor_(socket.get_executor()),
         stream_(std::move(socket), std::move(tls)),
-        slot_(admitted ? OpenSlot(&core_->stats) : OpenSlot()),
-        admitted_(admitted),
+        slot_(std::move(slot)),
+        refusal_(refusal),
         remote_(std::move(peer.text)),
         loopback_(peer.loopback),
         id_(core_->next_id.fetch_add(1)) {}
@@ -948,11 +993,8 @@ class HttpSession final : public Connection, public std::enable_shared_from_this
         self->CloseNow();
       } else if (self->stream_.tls()) {
         self->Handshake();
-      } else if (!self->admitted_) {
-        // Over max_connections: answer without reading the request.
-        self->WriteError(http::status::service_unavailable, kCodeServerBusy,
-                         "Server is currently overloaded with other requests. Please try again "
-                         "in a few minutes.");
+      } else if (self->refusal_ != Refusal::kNone) {
+        self->WriteRefusal();  // without reading the request
       } else {
         self->ReadFirstByte();
       }
@@ -977,10 +1019,8 @@ class HttpSession final : public Connection, public std::enable_shared_from_this
             return;
           }
           stats.tls_handshakes.fetch_add(1);
-          if (!self->admitted_) {
-            self->WriteError(http::status::service_unavailable, kCodeServerBusy,
-                             "Server is currently overloaded with other requests. Please try "
-                             "again in a few minutes.");
+          if (self->refusal_ != Refusal::kNone) {
+            self->WriteRefusal();
           } else {
             self->ReadFirstByte();
           }
@@ -1163,6 +1203,18 @@ class HttpSession final : public Connection, public std::enable_shared_from_this
     Write(std::move(res), keep);
   }
 
+  // Over max_connections (503) or max_connections_per_ip (429).
+  void WriteRefusal() {
+    if (refusal_ == Refusal::kAddressFull) {
+      WriteError(http::status::too_many_requests, kCodeTooManyConnections,
+                 "Too many connections from this address.");
+    } else {
+      WriteError(http::status::service_unavailable, kCodeServerBusy,
+                 "Server is currently overloaded with other requests. Please try again in a few "
+                 "minutes.");
+    }
+  }
+
   void WriteError(http::status status, int code, std::string_view msg) {
     Write(ErrorResponse(status, code, msg, version_), false);
   }
@@ -1226,7 +1278,7 @@ class HttpSession final : public Connection, public std::enable_shared_from_this
   const net::any_io_executor executor_;  // the strand; read from any thread by Respond
   ConnStream stream_;
   OpenSlot slot_;
-  const bool admitted_;
+  const Refusal refusal_;
   const std::string remote_;
   const bool loopback_;
   const uint64_t id_;
@@ -1406,21 +1458,34 @@ class Server::Impl {
       error_code ignored;
       socket.set_option(tcp::no_delay(true), ignored);
       ServerStats& stats = core_->stats;
-      const bool admitted = stats.connections_open.load() < core_->options.max_connections;
-      if (admitted) {
+      const ServerOptions& o = core_->options;
+      PeerAddress address = DescribePeer(peer);
+      // Replicas forward many clients over few connections: not limited.
+      const bool limited =
+          o.max_connections_per_ip != 0 &&
+          std::find(o.trusted_proxies.begin(), o.trusted_proxies.end(), address.text) ==
+              o.trusted_proxies.end();
+      Refusal refusal = Refusal::kNone;
+      if (stats.connections_open.load() >= o.max_connections) {
+        refusal = Refusal::kServerFull;
+        stats.connections_refused.fetch_add(1);
+      } else if (limited && !core_->peers.TryAdd(address.text, o.max_connections_per_ip)) {
+        refusal = Refusal::kAddressFull;
+        stats.connections_refused_per_ip.fetch_add(1);
+      } else {
         stats.connections_open.fetch_add(1);
         stats.connections_total.fetch_add(1);
-      } else {
-        stats.connections_refused.fetch_add(1);
       }
-      // Out of memory: drop this connection, keep accepting. Once the session
-      // exists, its slot gives the connection back when it is destroyed.
+      // The slot gives the connection back when it is destroyed (out of
+      // memory below included: the connection is dropped, accepting goes on).
+      OpenSlot slot = refusal == Refusal::kNone
+                          ? OpenSlot(&stats, limited ? &core_->peers : nullptr, address.text)
+                          : OpenSlot();
       std::shared_ptr<HttpSession> session;
       try {
-        session = std::make_shared<HttpSession>(core_, std::move(socket), admitted,
-                                                DescribePeer(peer), CurrentTls());
+        session = std::make_shared<HttpSession>(core_, std::move(socket), std::move(slot), refusal,
+                                                std::move(address), CurrentTls());
       } catch (const std::exception& e) {
-        if (admitted) stats.connections_open.fetch_sub(1);
         log::Error("gateway", fmt::format("server: cannot start a session: {}", e.what()));
       }
       try {

@@ -7,7 +7,8 @@
 // is written). Limits, all configurable: total connections (over the limit a
 // new connection gets 503 and is closed), request header bytes and count, body
 // bytes (413), a read deadline for a whole request from its first byte (a
-// slow-loris client is cut off), an idle deadline between requests.
+// slow-loris client is cut off), an idle deadline between requests, open
+// connections per peer address (over it: 429 and closed).
 //
 // WebSocket: every connection has a bounded send queue (messages and bytes);
 // Send() on a full queue closes the connection with code 1008 and the reason
@@ -64,6 +65,9 @@ struct ServerOptions {
   uint16_t port = 8080;  // 0: an ephemeral port (see Server::port())
   int io_threads = 2;
   uint32_t max_connections = 10'000;
+  // Open connections from one peer address; over it a new connection gets
+  // 429 and is closed. trusted_proxies are not limited. 0: no limit.
+  uint32_t max_connections_per_ip = 2'000;
   uint32_t max_header_bytes = 16 * 1024;
   uint32_t max_header_count = 100;
   uint32_t max_body_bytes = 1 << 20;
@@ -99,6 +103,7 @@ struct ServerStats {
   std::atomic<uint64_t> connections_open{0};
   std::atomic<uint64_t> connections_total{0};
   std::atomic<uint64_t> connections_refused{0};  // over max_connections
+  std::atomic<uint64_t> connections_refused_per_ip{0};  // over max_connections_per_ip
   std::atomic<uint64_t> requests{0};
   std::atomic<uint64_t> timeouts{0};
   std::atomic<uint64_t> bad_requests{0};  // unparsable, too large, too many headers

@@ -857,6 +857,54 @@ TEST(ServerTest, ConnectionsOverTheLimitGet503) {
   EXPECT_EQ(ok.body(), "/d");
 }
 
+TEST(ServerTest, ConnectionsFromOneAddressOverItsLimitGet429) {
+  FuncHttp http;
+  ServerOptions o = TestOptions();
+  o.max_connections_per_ip = 2;
+  Server server(o, &http, nullptr);
+  ASSERT_TRUE(server.Start().ok());
+  auto first = std::make_unique<Client>(server.port());
+  Client second(server.port());
+  ClientResponse res;
+  ASSERT_FALSE(first->Get("/a", res));
+  ASSERT_FALSE(second.Get("/b", res));
+
+  Client third(server.port());
+  ASSERT_FALSE(third.Write(RequestText("/c")));
+  ClientResponse refused;
+  ASSERT_FALSE(third.Read(refused));
+  EXPECT_EQ(refused.result(), http::status::too_many_requests);
+  EXPECT_TRUE(refused.body().starts_with(R"({"code":-1003,"msg":")")) << refused.body();
+  EXPECT_TRUE(third.WaitClosed());
+  EXPECT_EQ(server.stats().connections_refused_per_ip.load(), 1u);
+  EXPECT_EQ(server.stats().connections_open.load(), 2u);
+  EXPECT_EQ(http.targets(), (std::vector<std::string>{"/a", "/b"}));
+
+  first.reset();  // the address has room again
+  ASSERT_TRUE(Eventually([&] { return server.stats().connections_open.load() == 1; }));
+  Client fourth(server.port());
+  ClientResponse ok;
+  ASSERT_FALSE(fourth.Get("/d", ok));
+  EXPECT_EQ(ok.body(), "/d");
+}
+
+TEST(ServerTest, TrustedProxiesAreNotLimitedPerAddress) {
+  FuncHttp http;
+  ServerOptions o = TestOptions();
+  o.max_connections_per_ip = 1;
+  o.trusted_proxies = {"127.0.0.1"};
+  Server server(o, &http, nullptr);
+  ASSERT_TRUE(server.Start().ok());
+  std::vector<std::unique_ptr<Client>> clients;
+  for (int i = 0; i < 4; ++i) {
+    clients.push_back(std::make_unique<Client>(server.port()));
+    ClientResponse res;
+    ASSERT_FALSE(clients.back()->Get("/r", res));
+    EXPECT_EQ(res.result(), http::status::ok);
+  }
+  EXPECT_EQ(server.stats().connections_refused_per_ip.load(), 0u);
+}
+
 TEST(ServerTest, RespondAfterTheClientLeftIsDropped) {
   std::mutex mu;
   std::optional<Respond> held;
