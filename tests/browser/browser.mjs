@@ -8,7 +8,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
-import { fail, log } from '../e2e/lib.mjs';
+import { TLS, fail, log } from '../e2e/lib.mjs';
 
 export const CHROMIUM = process.env.MB_CHROMIUM || '/usr/bin/chromium';
 
@@ -42,7 +42,9 @@ export async function screenshot(page, name) {
 // causes on purpose (e.g. the 400 of an order the server refuses: the
 // browser logs every 4xx answer as a console error).
 export async function watch(browser, name, { colorScheme = 'light', allow = () => false } = {}) {
-  const context = await browser.newContext({ viewport: { width: 1400, height: 900 }, colorScheme });
+  // --tls: the server's certificate is the test CA's, which the browser's own
+  // store does not hold; the page is still an https origin (WebCrypto, wss).
+  const context = await browser.newContext({ viewport: { width: 1400, height: 900 }, colorScheme, ignoreHTTPSErrors: TLS !== null });
   const page = await context.newPage();
   page.problems = [];
   page.allow = allow;

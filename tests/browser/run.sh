@@ -41,10 +41,14 @@ done
 cd "$here"
 start=$(date +%s)
 failed=()
-for test in trading admin depth; do
-  echo "=== browser $test"
-  if ! node "$test.mjs" "$bin"; then
-    failed+=("$test")
+# Each page once more over https/wss (--tls: a test CA made with openssl,
+# tests/e2e/lib.mjs), as a user of a remote server meets it.
+for entry in trading admin depth "trading --tls" "admin --tls"; do
+  read -r test args <<< "$entry"
+  echo "=== browser $entry"
+  # shellcheck disable=SC2086 # the arguments are words
+  if ! node "$test.mjs" "$bin" $args; then
+    failed+=("$entry")
   fi
 done
 if [ ${#failed[@]} -ne 0 ]; then
