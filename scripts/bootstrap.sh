@@ -4,7 +4,8 @@
 # ext4 file systems on loop devices; nats-server: the bus tests start their
 # own, on loopback ports; lintian and systemd: the Debian package's test checks
 # the package and its unit; zlib1g-dev: the web assets' test inflates their
-# gzip copies; chromium: the browser tests of the web pages, tests/browser).
+# gzip copies; chromium: the browser tests of the web pages, tests/browser;
+# tcpdump: the capture test, tests/cli_capture.sh, reads the loopback).
 # Idempotent: packages already present are skipped, so a second run is quick.
 set -euo pipefail
 
@@ -18,7 +19,7 @@ packages=(
   libnats-dev nats-server
   libspdlog-dev prometheus curl python3 openssl
   lintian systemd adduser init-system-helpers
-  e2fsprogs mount util-linux iproute2
+  e2fsprogs mount util-linux iproute2 tcpdump
   zlib1g-dev chromium
 )
 # The end-to-end tests drive the server with the real ccxt client (npm). A
