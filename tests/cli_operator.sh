@@ -113,4 +113,11 @@ for f in "$tmp"/data/journal/*.mbj "$tmp"/data/snapshots/*.mbs; do
 done
 grep -q "journaling" "$tmp/serve3.err" && fail "the import ran twice"
 signed GET /api/v3/account "$lkey" "$lsecret" >/dev/null || fail "the imported key after a restart"
+# Neither the admin token nor an API secret is ever logged: not in the
+# server's logs of the three runs, not in the audit log.
+for s in "$token" "$secret" "$lsecret"; do
+  if grep -qF -- "$s" "$tmp"/serve*.err "$tmp"/serve*.out "$tmp/data/audit.log"; then
+    fail "a secret is in $(grep -lF -- "$s" "$tmp"/serve*.err "$tmp"/serve*.out "$tmp/data/audit.log")"
+  fi
+done
 echo "cli operator checks: ok"
