@@ -15,7 +15,7 @@ trap 'stop_server; rm -rf "$OUT"' EXIT
 run() {  # run NAME SUBSCRIBERS ARGS...
   local name=$1 subs=$2
   shift 2
-  "$LOAD" --target "http://127.0.0.1:$PORT" --admin-token "$TOKEN" --json --accounts 8 \
+  "$LOAD" --target "${SCHEME:-http}://127.0.0.1:$PORT" --admin-token "$TOKEN" --json --accounts 8 \
     --connections 16 --out-dir "$OUT" "$@" >"$OUT/$name.out" 2>"$OUT/$name.err"
   local rc=$?
   [ $rc -eq 0 ] || { cat "$OUT/$name.err" "$OUT/$name.out" >&2; fail "$name exited $rc"; }
@@ -98,4 +98,25 @@ done
 grep -q 'order response' "$OUT/human.out" || fail "no summary table"
 grep -q '^server CPU (its process_cpu_seconds_total) .* us/order' "$OUT/human.out" ||
   fail "no server CPU line in the summary"
+
+# Over TLS: a server with a certificate from a test CA made here; orders and
+# the server's CPU figures over https://.
+stop_server
+TLS_DIR=$(mktemp -d)
+trap 'stop_server; rm -rf "$OUT" "$TLS_DIR"' EXIT
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj "/CN=test CA" \
+  -keyout "$TLS_DIR/ca.key" -out "$TLS_DIR/ca.pem" 2>/dev/null || fail "openssl: CA"
+openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=server" \
+  -keyout "$TLS_DIR/server.key" -out "$TLS_DIR/server.csr" 2>/dev/null || fail "openssl: key"
+printf 'subjectAltName=IP:127.0.0.1\n' >"$TLS_DIR/ext"
+openssl x509 -req -in "$TLS_DIR/server.csr" -CA "$TLS_DIR/ca.pem" -CAkey "$TLS_DIR/ca.key" \
+  -CAcreateserial -days 2 -extfile "$TLS_DIR/ext" -out "$TLS_DIR/server.pem" 2>/dev/null ||
+  fail "openssl: certificate"
+start_server "$MATCHBOOK" --tls-cert "$TLS_DIR/server.pem" --tls-key "$TLS_DIR/server.key"
+TOKEN=$(cat "$DATA_DIR/admin.token")
+SCHEME=https run tls 0 --preset snaptrade --duration 2 --rate 200 --subscribers 0 --ca "$TLS_DIR/ca.pem"
+# Without the CA the certificate is refused, and the run says so.
+"$LOAD" --target "https://127.0.0.1:$PORT" --admin-token "$TOKEN" --preset snaptrade --duration 1 \
+  --subscribers 0 >"$OUT/noca.out" 2>&1 && fail "a run trusted an unknown CA"
+grep -q "certificate verify failed" "$OUT/noca.out" || fail "no clear error without --ca: $(cat "$OUT/noca.out")"
 echo "load_smoke: ok"

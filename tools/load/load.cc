@@ -33,6 +33,7 @@
 #include "load/histogram.h"
 #include "load/prometheus.h"
 #include "load/ws_frames.h"
+#include "net/stream.h"
 
 namespace mb::load {
 
@@ -171,7 +172,9 @@ std::string SignEd25519(const std::string& priv, std::string_view message) {
 // runs each exchange to completion).
 class SetupClient {
  public:
-  SetupClient(const Options& o) : o_(o) {}
+  // tls: the context for an https:// target (null: plain).
+  SetupClient(const Options& o, std::shared_ptr<wire::TlsContext> tls)
+      : o_(o), tls_(std::move(tls)) {}
 
   Status Resolve() {
     beast::error_code ec;
@@ -237,27 +240,35 @@ class SetupClient {
     const char* stage = "connect";
     auto exchange = [&] {
       stage = "write";
-      stream_.expires_after(kRequestTimeout);
-      http::async_write(stream_, req, [&](beast::error_code ec, std::size_t) {
+      stream_->expires_after(kRequestTimeout);
+      http::async_write(*stream_, req, [&](beast::error_code ec, std::size_t) {
         if (ec) {
           result = ec;
           return;
         }
         stage = "read";
-        http::async_read(stream_, buffer_, res,
+        http::async_read(*stream_, buffer_, res,
                          [&](beast::error_code ec2, std::size_t) { result = ec2; });
       });
     };
     ioc_.restart();
     if (!connected_) {
-      stream_.expires_after(kConnectTimeout);
-      stream_.async_connect(endpoint_, [&](beast::error_code ec) {
+      stream_.emplace(tcp::socket(ioc_), tls_);
+      stream_->expires_after(kConnectTimeout);
+      stream_->tcp_layer().async_connect(endpoint_, [&](beast::error_code ec) {
         if (ec) {
           result = ec;
           return;
         }
-        connected_ = true;
-        exchange();
+        stage = "TLS handshake";
+        stream_->async_client_handshake(o_.host, [&](beast::error_code ec2) {
+          if (ec2) {
+            result = ec2;
+            return;
+          }
+          connected_ = true;
+          exchange();
+        });
       });
     } else {
       exchange();
@@ -265,25 +276,26 @@ class SetupClient {
     ioc_.run();
     if (result) {
       beast::error_code ignored;
-      stream_.socket().close(ignored);
+      stream_->socket().close(ignored);
       connected_ = false;
       buffer_.clear();
-      return Unavailable(fmt::format("{} http://{}:{}{}: {} failed: {}",
-                                     std::string(http::to_string(verb)), o_.host, o_.port,
-                                     target.substr(0, target.find('?')), stage, result.message()));
+      return Unavailable(fmt::format("{} {}{}: {} failed: {}", std::string(http::to_string(verb)),
+                                     o_.target, target.substr(0, target.find('?')), stage,
+                                     result.message()));
     }
     if (!res.keep_alive()) {
       beast::error_code ignored;
-      stream_.socket().close(ignored);
+      stream_->socket().close(ignored);
       connected_ = false;
     }
     return Answer{res.result_int(), std::move(res.body())};
   }
 
   const Options& o_;
+  const std::shared_ptr<wire::TlsContext> tls_;
   asio::io_context ioc_;
   tcp::endpoint endpoint_;
-  beast::tcp_stream stream_{ioc_};
+  std::optional<wire::Stream> stream_;  // made anew for each connection
   beast::flat_buffer buffer_;
   bool connected_ = false;
 };
@@ -670,19 +682,18 @@ class OrderConn {
 class HttpConn final : public OrderConn {
  public:
   HttpConn(Runner& runner, asio::io_context& ioc)
-      : runner_(runner), stream_(asio::make_strand(ioc)), retry_(stream_.get_executor()) {}
+      : runner_(runner), strand_(asio::make_strand(ioc)), retry_(strand_) {}
   void Connect() override {
-    asio::post(stream_.get_executor(), [this] { DoConnect(); });
+    asio::post(strand_, [this] { DoConnect(); });
   }
   void Send(Iteration it) override {
-    asio::post(stream_.get_executor(),
-               [this, it = std::move(it)]() mutable { DoSend(std::move(it)); });
+    asio::post(strand_, [this, it = std::move(it)]() mutable { DoSend(std::move(it)); });
   }
   void Close() override {
-    asio::post(stream_.get_executor(), [this] {
+    asio::post(strand_, [this] {
       retry_.cancel();
       beast::error_code ignored;
-      stream_.socket().close(ignored);
+      if (stream_) stream_->socket().close(ignored);
     });
   }
 
@@ -693,7 +704,8 @@ class HttpConn final : public OrderConn {
   void Fail(const char* stage, beast::error_code ec);
 
   Runner& runner_;
-  beast::tcp_stream stream_;
+  asio::strand<asio::io_context::executor_type> strand_;
+  std::optional<wire::Stream> stream_;  // made anew for each connection (TLS or plain)
   asio::steady_timer retry_;
   beast::flat_buffer buffer_;
   http::request<http::empty_body> req_;
@@ -825,8 +837,9 @@ class HistoryReader {
 class Runner {
  public:
   Runner(const Options& o, const Market& m, const tcp::endpoint& ep, const tcp::endpoint& sub_ep,
-         OrderFlow& flow)
+         OrderFlow& flow, std::shared_ptr<wire::TlsContext> tls)
       : o_(o),
+        tls_(std::move(tls)),
         m_(m),
         endpoint_(ep),
         sub_endpoint_(sub_ep),
@@ -1077,6 +1090,8 @@ class Runner {
   const std::string& api_key(uint32_t account) const { return flow_.api_key(account); }
   const AccountKeys& keys(uint32_t account) const { return flow_.keys(account); }
   const std::string& host_header() const { return host_header_; }
+  const std::string& host() const { return o_.host; }
+  const std::shared_ptr<wire::TlsContext>& tls() const { return tls_; }
 
  private:
   std::size_t IdleCount() {
@@ -1157,6 +1172,7 @@ class Runner {
   }
 
   const Options& o_;
+  const std::shared_ptr<wire::TlsContext> tls_;  // https:// targets (null: plain)
   const Market& m_;
   const tcp::endpoint endpoint_;
   const tcp::endpoint sub_endpoint_;  // the subscribers'
@@ -1197,20 +1213,24 @@ class Runner {
 
 void HttpConn::DoConnect() {
   if (runner_.stopping()) return;
-  stream_.expires_after(kConnectTimeout);
-  stream_.async_connect(runner_.endpoint(), [this](beast::error_code ec) {
-    if (ec) {
-      runner_.ConnectFailed("connect", ec);
-      if (runner_.stopping()) return;
-      retry_.expires_after(kReconnectDelay);
-      retry_.async_wait([this](beast::error_code ec2) {
-        if (!ec2) DoConnect();
-      });
-      return;
-    }
-    stream_.socket().set_option(tcp::no_delay(true));
-    buffer_.clear();
-    runner_.Idle(this);  // last: the sender may use this connection at once
+  stream_.emplace(tcp::socket(strand_), runner_.tls());
+  stream_->expires_after(kConnectTimeout);
+  auto failed = [this](const char* stage, beast::error_code ec) {
+    runner_.ConnectFailed(stage, ec);
+    if (runner_.stopping()) return;
+    retry_.expires_after(kReconnectDelay);
+    retry_.async_wait([this](beast::error_code ec2) {
+      if (!ec2) DoConnect();
+    });
+  };
+  stream_->tcp_layer().async_connect(runner_.endpoint(), [this, failed](beast::error_code ec) {
+    if (ec) return failed("connect", ec);
+    stream_->socket().set_option(tcp::no_delay(true));
+    stream_->async_client_handshake(runner_.host(), [this, failed](beast::error_code ec3) {
+      if (ec3) return failed("TLS handshake", ec3);
+      buffer_.clear();
+      runner_.Idle(this);  // last: the sender may use this connection at once
+    });
   });
 }
 
@@ -1225,10 +1245,10 @@ void HttpConn::DoSend(Iteration it) {
   req_.keep_alive(true);
   req_.prepare_payload();
   res_ = {};
-  stream_.expires_after(kRequestTimeout);
-  http::async_write(stream_, req_, [this](beast::error_code ec, std::size_t) {
+  stream_->expires_after(kRequestTimeout);
+  http::async_write(*stream_, req_, [this](beast::error_code ec, std::size_t) {
     if (ec) return Fail("write", ec);
-    http::async_read(stream_, buffer_, res_,
+    http::async_read(*stream_, buffer_, res_,
                      [this](beast::error_code ec2, std::size_t) { OnRead(ec2); });
   });
 }
@@ -1238,7 +1258,7 @@ void HttpConn::OnRead(beast::error_code ec) {
   runner_.Answered(it_, res_.result_int(), res_.body());
   if (!res_.keep_alive()) {
     beast::error_code ignored;
-    stream_.socket().close(ignored);
+    stream_->socket().close(ignored);
     return DoConnect();
   }
   runner_.Idle(this);  // last
@@ -1248,7 +1268,7 @@ void HttpConn::Fail(const char* stage, beast::error_code ec) {
   if (runner_.stopping()) return;
   runner_.RequestFailed(stage, ec);
   beast::error_code ignored;
-  stream_.socket().close(ignored);
+  stream_->socket().close(ignored);
   retry_.expires_after(kReconnectDelay);
   retry_.async_wait([this](beast::error_code ec2) {
     if (!ec2) DoConnect();
@@ -1585,7 +1605,13 @@ Result<Report> RunLoad(const Options& o) {
   rep.connections = o.connections;
   rep.accounts = o.accounts;
 
-  SetupClient setup(o);
+  std::shared_ptr<wire::TlsContext> tls;
+  if (o.tls) {
+    auto ctx = wire::MakeClientTlsContext(o.ca_file);
+    if (!ctx.ok()) return Status(ctx.status().code(), "--ca: " + ctx.status().message());
+    tls = std::move(*ctx);
+  }
+  SetupClient setup(o, tls);
   MB_RETURN_IF_ERROR(setup.Resolve());
   auto ping = setup.Call(http::verb::get, "/api/v3/ping", {});
   if (!ping.ok()) return Unavailable("target unreachable: " + ping.status().message());
@@ -1613,7 +1639,7 @@ Result<Report> RunLoad(const Options& o) {
     }
     sub_ep = results.begin()->endpoint();
   }
-  Runner runner(o, m, setup.endpoint(), sub_ep, flow);
+  Runner runner(o, m, setup.endpoint(), sub_ep, flow, tls);
   MB_RETURN_IF_ERROR(runner.Start());
 
   // The server's CPU is read right before the first order and right after

@@ -29,13 +29,16 @@ constexpr double kMaxRate = 1'000'000;
 constexpr double kMaxDuration = 86'400;
 constexpr int kMaxSubscribers = 20'000;
 
+// tls: null refuses https://; else set to whether the target is https://.
 Status ParseTarget(const std::string& target, std::string_view flag, std::string* out_host,
-                   uint16_t* out_port) {
-  constexpr std::string_view kScheme = "http://";
+                   uint16_t* out_port, bool* tls = nullptr) {
+  std::string_view scheme = "http://";
   std::string_view t = target;
-  if (t.substr(0, kScheme.size()) != kScheme)
+  if (tls != nullptr && t.starts_with("https://")) scheme = "https://";
+  if (tls != nullptr) *tls = scheme == "https://";
+  if (t.substr(0, scheme.size()) != scheme)
     return InvalidArgument(std::string(flag) + ": '" + target + "' is not http://host:port");
-  t.remove_prefix(kScheme.size());
+  t.remove_prefix(scheme.size());
   while (!t.empty() && t.back() == '/') t.remove_suffix(1);
   const std::size_t colon = t.rfind(':');
   if (colon == std::string_view::npos || colon == 0 || colon + 1 == t.size())
@@ -91,7 +94,11 @@ Result<Options> ParseOptions(int argc, char** argv) {
   std::string ws_auth = "hmac";
   double duration = 0, rate = 0;
   int subscribers = 0;
-  app.add_option("--target", o.target, "the server, http://host:port")->required();
+  app.add_option("--target", o.target, "the server, http://host:port or https://host:port")
+      ->required();
+  app.add_option("--ca", o.ca_file,
+                 "CA file (PEM) that checks an https:// target's certificate (default: the "
+                 "system's CAs)");
   app.add_option("--admin-token", o.admin_token, "operator API token (<data_dir>/admin.token)");
   app.add_option("--preset", o.preset, "coinflow | snaptrade | lighter | max")->required();
   auto* duration_opt = app.add_option("--duration", duration, "seconds (overrides the preset)");
@@ -135,7 +142,13 @@ Result<Options> ParseOptions(int argc, char** argv) {
   if (preset == std::end(kPresets))
     return InvalidArgument("--preset: unknown preset '" + o.preset +
                            "' (coinflow, snaptrade, lighter, max)");
-  MB_RETURN_IF_ERROR(ParseTarget(o.target, "--target", &o.host, &o.port));
+  MB_RETURN_IF_ERROR(ParseTarget(o.target, "--target", &o.host, &o.port, &o.tls));
+  if (o.tls && (transport != "http" || o.history_readers > 0 ||
+                (subs_opt->count() ? subscribers : preset->subscribers) > 0)) {
+    return InvalidArgument(
+        "--target https://: orders over REST only for now (--subscribers 0, --history-readers "
+        "0, --transport http)");
+  }
   o.sub_host = o.host;
   o.sub_port = o.port;
   if (!o.subscribe_to.empty()) {

@@ -22,9 +22,11 @@ enum class Transport : uint8_t { kHttp, kWsApi };
 enum class WsAuth : uint8_t { kHmac, kSession };
 
 struct Options {
-  std::string target;  // http://host:port as given
+  std::string target;  // http://host:port or https://host:port as given
   std::string host;
   uint16_t port = 0;
+  bool tls = false;     // https://: orders and the set-up over TLS
+  std::string ca_file;  // checks an https:// target's certificate ("": the system's CAs)
   std::string admin_token;
   // Where the WebSocket subscribers connect (a replica); empty: the target.
   std::string subscribe_to;
