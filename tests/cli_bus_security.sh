@@ -33,23 +33,13 @@ nats_bin=$(command -v nats-server || echo /usr/sbin/nats-server)
 
 # A test CA, the server's certificate for 127.0.0.1, a client certificate,
 # and a second CA that signed none of them.
-pki() {
-  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
-    -subj "/CN=$1" -keyout "$dir/$1.key" -out "$dir/$1.pem" 2>/dev/null
-}
-pki ca
-pki otherca
-leaf() {  # leaf NAME EXT
-  openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=$1" \
-    -keyout "$dir/$1.key" -out "$dir/$1.csr" 2>/dev/null
-  printf '%s\n' "$2" >"$dir/$1.ext"
-  openssl x509 -req -in "$dir/$1.csr" -CA "$dir/ca.pem" -CAkey "$dir/ca.key" -CAcreateserial \
-    -days 2 -extfile "$dir/$1.ext" -out "$dir/$1.pem" 2>/dev/null
-}
-leaf server "subjectAltName=IP:127.0.0.1
-extendedKeyUsage=serverAuth"
-leaf client "extendedKeyUsage=clientAuth"
-chmod 600 "$dir"/*.key
+# shellcheck source=tests/test_ca.sh
+source "$here/test_ca.sh"
+make_test_server "$dir"
+make_test_cert "$dir" client "extendedKeyUsage=clientAuth"
+mkdir "$dir/other"
+make_test_ca "$dir/other"
+cp "$dir/other/ca.pem" "$dir/otherca.pem"
 printf 'primary-password-1\n' >"$dir/primary.pw"
 printf 'replica-password-2\n' >"$dir/replica.pw"
 printf 'not-the-password\n' >"$dir/wrong.pw"

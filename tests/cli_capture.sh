@@ -26,13 +26,9 @@ fail() {
 source "$here/serve_lib.sh"
 command -v tcpdump >/dev/null || fail "tcpdump is not installed (scripts/bootstrap.sh installs it)"
 
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj "/CN=test CA" \
-  -keyout "$dir/ca.key" -out "$dir/ca.pem" 2>/dev/null
-openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=server" \
-  -keyout "$dir/server.key" -out "$dir/server.csr" 2>/dev/null
-printf 'subjectAltName=IP:127.0.0.1\n' >"$dir/ext"
-openssl x509 -req -in "$dir/server.csr" -CA "$dir/ca.pem" -CAkey "$dir/ca.key" -CAcreateserial \
-  -days 2 -extfile "$dir/ext" -out "$dir/server.pem" 2>/dev/null
+# shellcheck source=tests/test_ca.sh
+source "$here/test_ca.sh"
+make_test_server "$dir"
 export CURL_CA_BUNDLE="$dir/ca.pem"
 
 # run NAME [serve flags...]: the flow against a new server, captured; leaves

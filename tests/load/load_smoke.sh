@@ -104,14 +104,9 @@ grep -q '^server CPU (its process_cpu_seconds_total) .* us/order' "$OUT/human.ou
 stop_server
 TLS_DIR=$(mktemp -d)
 trap 'stop_server; rm -rf "$OUT" "$TLS_DIR"' EXIT
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj "/CN=test CA" \
-  -keyout "$TLS_DIR/ca.key" -out "$TLS_DIR/ca.pem" 2>/dev/null || fail "openssl: CA"
-openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=server" \
-  -keyout "$TLS_DIR/server.key" -out "$TLS_DIR/server.csr" 2>/dev/null || fail "openssl: key"
-printf 'subjectAltName=IP:127.0.0.1\n' >"$TLS_DIR/ext"
-openssl x509 -req -in "$TLS_DIR/server.csr" -CA "$TLS_DIR/ca.pem" -CAkey "$TLS_DIR/ca.key" \
-  -CAcreateserial -days 2 -extfile "$TLS_DIR/ext" -out "$TLS_DIR/server.pem" 2>/dev/null ||
-  fail "openssl: certificate"
+# shellcheck source=tests/test_ca.sh
+source "$(dirname "$0")/../test_ca.sh"
+make_test_server "$TLS_DIR"
 start_server "$MATCHBOOK" --tls-cert "$TLS_DIR/server.pem" --tls-key "$TLS_DIR/server.key"
 TOKEN=$(cat "$DATA_DIR/admin.token")
 SCHEME=https run tls 0 --preset snaptrade --duration 2 --rate 200 --subscribers 0 --ca "$TLS_DIR/ca.pem"
