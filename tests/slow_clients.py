@@ -3,9 +3,10 @@
 
   slow_clients.py PORT N SECONDS INTERVAL
       opens N connections, sends "G" on each, then one more byte of a
-      request header every INTERVAL seconds, for SECONDS; prints how many
-      connections were open at the start ("opened N") and how many the
-      server had closed by the end ("closed_by_server M").
+      request header every INTERVAL seconds until the server has closed them
+      all or SECONDS have passed; prints how many connections were open at
+      the start ("opened N") and how many the server closed
+      ("closed_by_server M").
 """
 import socket
 import sys
@@ -25,7 +26,7 @@ def main():
     closed = set()
     sent = 0
     end = time.monotonic() + seconds
-    while time.monotonic() < end:
+    while time.monotonic() < end and len(closed) < len(socks):
         time.sleep(interval)
         byte = header[sent:sent + 1] or b"a"
         sent += 1
