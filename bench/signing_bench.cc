@@ -35,8 +35,8 @@ double CpuSeconds() {
 
 struct Phase {
   Percentiles ns;
-  double per_s = 0;            // messages per second of wall time
-  double cpu_us_per_rec = 0;   // process CPU per record
+  double per_s = 0;           // messages per second of wall time
+  double cpu_us_per_rec = 0;  // process CPU per record
 };
 
 template <class F>
@@ -48,7 +48,8 @@ Phase Time(uint64_t repeat, uint64_t records, F&& f) {
   for (uint64_t i = 0; i < repeat; ++i) {
     const auto a = SteadyClock::now();
     f(i);
-    ns.push_back(std::chrono::duration_cast<std::chrono::nanoseconds>(SteadyClock::now() - a).count());
+    ns.push_back(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(SteadyClock::now() - a).count());
   }
   const double wall = std::chrono::duration<double>(SteadyClock::now() - t0).count();
   const double cpu = CpuSeconds() - cpu0;
@@ -69,9 +70,10 @@ int Run(const SigningOptions& o) {
   const bus::BusSigner signer(*key);
   const bus::BusVerifier verifier(*pub);
   std::string json = "{\"benchmark\":\"signing\",\"cases\":[";
-  fmt::print("{:>8} {:>9} | {:>7} {:>7} {:>7} {:>7} {:>9} {:>8} | {:>7} {:>7} {:>7} {:>7} {:>9} {:>8}\n",
-             "records", "bytes", "sign50", "sign99", "s99.9", "smax", "msg/s", "cpu/rec", "ver50",
-             "ver99", "v99.9", "vmax", "msg/s", "cpu/rec");
+  fmt::print(
+      "{:>8} {:>9} | {:>7} {:>7} {:>7} {:>7} {:>9} {:>8} | {:>7} {:>7} {:>7} {:>7} {:>9} {:>8}\n",
+      "records", "bytes", "sign50", "sign99", "s99.9", "smax", "msg/s", "cpu/rec", "ver50", "ver99",
+      "v99.9", "vmax", "msg/s", "cpu/rec");
   for (std::size_t c = 0; c < o.records.size(); ++c) {
     const uint64_t n = o.records[c];
     std::vector<std::byte> body(n * o.record_bytes);
@@ -84,23 +86,25 @@ int Run(const SigningOptions& o) {
     uint64_t bad = 0;
     const Phase verify = Time(o.repeat, n, [&](uint64_t i) {
       body[0] = static_cast<std::byte>(i);
-      if (!verifier.Verify(bus::SignedKind::kJournal, "MATCHBOOK_bench", std::to_string(i), body,
-                           sigs[i].c_str())
+      if (!verifier
+               .Verify(bus::SignedKind::kJournal, "MATCHBOOK_bench", std::to_string(i), body,
+                       sigs[i].c_str())
                .ok()) {
         ++bad;
       }
     });
     if (bad != 0) {
-      std::fprintf(stderr, "%llu signatures did not verify\n", static_cast<unsigned long long>(bad));
+      std::fprintf(stderr, "%llu signatures did not verify\n",
+                   static_cast<unsigned long long>(bad));
       return 1;
     }
     const auto us = [](int64_t ns) { return static_cast<double>(ns) / 1e3; };
-    fmt::print("{:>8} {:>9} | {:>7.1f} {:>7.1f} {:>7.1f} {:>7.1f} {:>9.0f} {:>8.3f} | {:>7.1f} {:>7.1f} "
-               "{:>7.1f} {:>7.1f} {:>9.0f} {:>8.3f}\n",
-               n, body.size(), us(sign.ns.p50), us(sign.ns.p99), us(sign.ns.p999),
-               us(sign.ns.max), sign.per_s, sign.cpu_us_per_rec, us(verify.ns.p50),
-               us(verify.ns.p99), us(verify.ns.p999), us(verify.ns.max), verify.per_s,
-               verify.cpu_us_per_rec);
+    fmt::print(
+        "{:>8} {:>9} | {:>7.1f} {:>7.1f} {:>7.1f} {:>7.1f} {:>9.0f} {:>8.3f} | {:>7.1f} {:>7.1f} "
+        "{:>7.1f} {:>7.1f} {:>9.0f} {:>8.3f}\n",
+        n, body.size(), us(sign.ns.p50), us(sign.ns.p99), us(sign.ns.p999), us(sign.ns.max),
+        sign.per_s, sign.cpu_us_per_rec, us(verify.ns.p50), us(verify.ns.p99), us(verify.ns.p999),
+        us(verify.ns.max), verify.per_s, verify.cpu_us_per_rec);
     json += fmt::format(
         R"({}{{"records":{},"bytes":{},"sign_p50_ns":{},"sign_p99_ns":{},"sign_p999_ns":{},)"
         R"("sign_max_ns":{},"sign_per_s":{:.0f},"sign_cpu_us_per_record":{:.4f},)"

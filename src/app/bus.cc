@@ -60,8 +60,8 @@ Result<std::shared_ptr<const bus::BusVerifier>> LoadBusVerifier(const Config& co
     raw = std::move(*parsed);
     if (signer != nullptr && raw != signer->public_key()) {
       return InvalidArgument(fmt::format(
-          "[bus] verify_key {} is not the public half of the signing key {} ({})",
-          HexEncode(raw), SigningKeyFile(config).string(), HexEncode(signer->public_key())));
+          "[bus] verify_key {} is not the public half of the signing key {} ({})", HexEncode(raw),
+          SigningKeyFile(config).string(), HexEncode(signer->public_key())));
     }
   } else if (signer != nullptr) {
     raw = signer->public_key();

@@ -34,15 +34,15 @@ using engine::MarketSpec;
 using engine::MarketStatus;
 
 constexpr std::string_view kTopKeys[] = {
-    "engine", "assets",     "markets", "server", "journal", "snapshots", "threads",    "gateway",
+    "engine", "assets",     "markets", "server", "journal", "snapshots", "threads",     "gateway",
     "venue",  "projection", "metrics", "bus",    "venues",  "transfers", "replication", "tls"};
 constexpr std::string_view kTlsKeys[] = {"cert_file", "key_file"};
 constexpr std::string_view kReplicationKeys[] = {"ack", "standby", "lease_ttl_ms"};
 constexpr std::string_view kBusKeys[] = {
-    "nats",           "stream",        "subject",          "replicas",      "max_mb",
-    "max_age_hours",  "message_kb",    "linger_us",        "timeout_ms",    "tls_ca_file",
-    "tls_cert_file",  "tls_key_file",  "creds_file",       "nkey_seed_file", "user",
-    "password_file",  "token_file",    "signing_key_file", "verify_key"};
+    "nats",          "stream",       "subject",          "replicas",       "max_mb",
+    "max_age_hours", "message_kb",   "linger_us",        "timeout_ms",     "tls_ca_file",
+    "tls_cert_file", "tls_key_file", "creds_file",       "nkey_seed_file", "user",
+    "password_file", "token_file",   "signing_key_file", "verify_key"};
 constexpr std::string_view kMetricsKeys[] = {
     "remote",          "port",        "flight_threshold_ms", "flight_window_ms",
     "flight_capacity", "flight_keep", "flight_max_age_hours"};
@@ -659,16 +659,11 @@ class Loader {
     MB_RETURN_IF_ERROR(OptionalInt(t, "bus", "timeout_ms", 100, 60'000, &b->timeout_ms));
     bus::NatsSecurity& sec = b->security;
     const std::pair<std::string_view, std::string*> strings[] = {
-        {"tls_ca_file", &sec.tls_ca_file},
-        {"tls_cert_file", &sec.tls_cert_file},
-        {"tls_key_file", &sec.tls_key_file},
-        {"creds_file", &sec.creds_file},
-        {"nkey_seed_file", &sec.nkey_seed_file},
-        {"user", &sec.user},
-        {"password_file", &sec.password_file},
-        {"token_file", &sec.token_file},
-        {"signing_key_file", &b->signing_key_file},
-        {"verify_key", &b->verify_key}};
+        {"tls_ca_file", &sec.tls_ca_file},          {"tls_cert_file", &sec.tls_cert_file},
+        {"tls_key_file", &sec.tls_key_file},        {"creds_file", &sec.creds_file},
+        {"nkey_seed_file", &sec.nkey_seed_file},    {"user", &sec.user},
+        {"password_file", &sec.password_file},      {"token_file", &sec.token_file},
+        {"signing_key_file", &b->signing_key_file}, {"verify_key", &b->verify_key}};
     for (const auto& [key, value] : strings) {
       MB_RETURN_IF_ERROR(OptionalString(t, "bus", key, value, &where));
     }

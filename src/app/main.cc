@@ -356,8 +356,9 @@ int Serve(const mb::app::Config& cfg, const std::string& source, bool recover_on
     auto servers = mb::bus::ParseServers(nats);
     if (!servers.ok()) return ServeFail(servers.status());
     // A wrong credential or certificate stops the start; NATS down does not.
-    if (Status s = mb::bus::CheckNatsCredentials(
-            *servers, cfg.runtime.bus.security, std::chrono::milliseconds(cfg.runtime.bus.timeout_ms));
+    if (Status s =
+            mb::bus::CheckNatsCredentials(*servers, cfg.runtime.bus.security,
+                                          std::chrono::milliseconds(cfg.runtime.bus.timeout_ms));
         !s.ok()) {
       return ServeFail(s);
     }
@@ -557,11 +558,11 @@ int Serve(const mb::app::Config& cfg, const std::string& source, bool recover_on
     }
     mb::log::Info("app", "threads: " + names);
   }
-  mb::log::Info("gateway",
-                fmt::format("operator API at {}/admin/v1/ (loopback only{}); send the "
-                            "token from {} as the X-MB-ADMIN-TOKEN header",
-                            mb::app::ApiBase(so, port), cfg.runtime.gateway.admin_remote ? ", remote allowed" : "",
-                            (*gw)->admin_token_path().string()));
+  mb::log::Info("gateway", fmt::format("operator API at {}/admin/v1/ (loopback only{}); send the "
+                                       "token from {} as the X-MB-ADMIN-TOKEN header",
+                                       mb::app::ApiBase(so, port),
+                                       cfg.runtime.gateway.admin_remote ? ", remote allowed" : "",
+                                       (*gw)->admin_token_path().string()));
   const auto limit = [](uint32_t weight) {
     return weight == 0 ? std::string("unlimited") : fmt::format("{} weight/min", weight);
   };
@@ -960,8 +961,9 @@ int main(int argc, char** argv) {
     const char* help;
   };
   static constexpr BusFlag kBusFlags[] = {
-      {"--nats-ca", "MATCHBOOK_NATS_CA", "CA file that checks the NATS server's certificate; "
-                                         "overrides bus.tls_ca_file"},
+      {"--nats-ca", "MATCHBOOK_NATS_CA",
+       "CA file that checks the NATS server's certificate; "
+       "overrides bus.tls_ca_file"},
       {"--nats-cert", "MATCHBOOK_NATS_CERT",
        "Client certificate (PEM) for NATS mutual TLS; overrides bus.tls_cert_file"},
       {"--nats-key", "MATCHBOOK_NATS_KEY",
@@ -1233,8 +1235,9 @@ int main(int argc, char** argv) {
   if (!tls_cert.empty()) so.tls_cert_file = tls_cert;
   if (!tls_key.empty()) so.tls_key_file = tls_key;
   if (so.tls_cert_file.empty() != so.tls_key_file.empty()) {
-    return Fail(mb::InvalidArgument("--tls-cert and --tls-key go together (tls.cert_file and "
-                                    "tls.key_file)"));
+    return Fail(
+        mb::InvalidArgument("--tls-cert and --tls-key go together (tls.cert_file and "
+                            "tls.key_file)"));
   }
   mb::gateway::GatewayOptions& go = cfg->runtime.gateway;
   if (key_weight >= 0)

@@ -169,12 +169,11 @@ int RunReplica(const Config& cfg, const std::string& source, const std::string& 
   const gateway::ServerOptions& so = cfg.runtime.gateway.server;
   const std::string api = ApiBase(so, (*gw)->port());
   if (const std::string w = PlaintextWarning(so); !w.empty()) log::Warn("gateway", w);
-  log::Info("gateway",
-            fmt::format("replica at {}/api/v3 (public market data and streams); "
-                        "private calls {}",
-                        api,
-                        primary.empty() ? std::string("refused (no --primary)")
-                                        : "forwarded to " + primary));
+  log::Info("gateway", fmt::format("replica at {}/api/v3 (public market data and streams); "
+                                   "private calls {}",
+                                   api,
+                                   primary.empty() ? std::string("refused (no --primary)")
+                                                   : "forwarded to " + primary));
   // `ready` once everything the stream held at the start is applied.
   while (!stopping() && !follower.stats().caught_up) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));

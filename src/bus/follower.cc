@@ -62,8 +62,8 @@ Result<MessageSpan> ReadSpan(jsCtx* js, const std::string& stream, uint64_t stre
   }
   if (Status st = CheckSigned(verifier, m, stream); !st.ok()) {
     natsMsg_Destroy(m);
-    return Corruption(fmt::format("message {} of stream {} is refused: {}", stream_seq, stream,
-                                  st.message()));
+    return Corruption(
+        fmt::format("message {} of stream {} is refused: {}", stream_seq, stream, st.message()));
   }
   MessageSpan span;
   const char* id_header = nullptr;
@@ -211,7 +211,8 @@ Result<StreamPoint> Follower::Probe(uint64_t seq) {
   Status st = CheckSigned(options_.verifier.get(), m, stream_);
   if (!st.ok()) {
     refused_.fetch_add(1, std::memory_order_relaxed);
-    st = Corruption(fmt::format("message {} of stream {} is refused: {}", *at, stream_, st.message()));
+    st = Corruption(
+        fmt::format("message {} of stream {} is refused: {}", *at, stream_, st.message()));
   }
   while (st.ok() && !rest.empty()) {
     const journal::ParsedRecord r = journal::ParseRecord(rest);
@@ -295,8 +296,8 @@ Status Follower::Boot(uint64_t past) {
           past + 1, stream_, newest));
     }
   }
-  SnapshotSource source{options_.servers, stream_, subject_, options_.timeout,
-                        options_.security, options_.verifier};
+  SnapshotSource source{options_.servers, stream_,           subject_,
+                        options_.timeout, options_.security, options_.verifier};
   auto fetched = FetchNewestSnapshot(source, data_dir_);
   engine::EngineImage image;
   uint64_t snapshot = 0;
@@ -587,10 +588,10 @@ void Follower::Run() {
       last_message_ns_ = SteadyNs();
       refused_.fetch_add(1, std::memory_order_relaxed);
       caught_up_.store(false, std::memory_order_relaxed);
-      Fail(Corruption(fmt::format("message {} of stream {} is refused and not applied (the state "
-                                  "stays at record {}): {}",
-                                  stream_seq, stream_, applied_.load(std::memory_order_relaxed),
-                                  sig.message())));
+      Fail(Corruption(fmt::format(
+          "message {} of stream {} is refused and not applied (the state "
+          "stays at record {}): {}",
+          stream_seq, stream_, applied_.load(std::memory_order_relaxed), sig.message())));
       continue;
     }
     const auto* data = reinterpret_cast<const std::byte*>(natsMsg_GetData(msg));

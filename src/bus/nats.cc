@@ -1,7 +1,6 @@
 #include "bus/nats.h"
 
 #include <fmt/format.h>
-
 #include <unistd.h>
 
 #include <charconv>
@@ -163,14 +162,14 @@ Status ApplySecurity(natsOptions* opts, const std::vector<std::string>& servers,
     if (natsStatus s = natsOptions_LoadCertificatesChain(opts, sec.tls_cert_file.c_str(),
                                                          sec.tls_key_file.c_str());
         s != NATS_OK) {
-      return fail(fmt::format("tls_cert_file {} / tls_key_file {}", sec.tls_cert_file,
-                              sec.tls_key_file),
-                  s);
+      return fail(
+          fmt::format("tls_cert_file {} / tls_key_file {}", sec.tls_cert_file, sec.tls_key_file),
+          s);
     }
   }
   if (!sec.creds_file.empty()) {
-    if (natsStatus s = natsOptions_SetUserCredentialsFromFiles(opts, sec.creds_file.c_str(),
-                                                               nullptr);
+    if (natsStatus s =
+            natsOptions_SetUserCredentialsFromFiles(opts, sec.creds_file.c_str(), nullptr);
         s != NATS_OK) {
       return fail(fmt::format("creds_file {}", sec.creds_file), s);
     }
@@ -180,8 +179,8 @@ Status ApplySecurity(natsOptions* opts, const std::vector<std::string>& servers,
     if (!seed.ok()) return seed.status();
     auto pub = NkeyPublicFromSeed(*seed);
     if (!pub.ok()) {
-      return InvalidArgument(fmt::format("[bus] nkey_seed_file {}: {}", sec.nkey_seed_file,
-                                         pub.status().message()));
+      return InvalidArgument(
+          fmt::format("[bus] nkey_seed_file {}: {}", sec.nkey_seed_file, pub.status().message()));
     }
     if (natsStatus s = natsOptions_SetNKeyFromSeed(opts, pub->c_str(), sec.nkey_seed_file.c_str());
         s != NATS_OK) {
@@ -216,8 +215,7 @@ Status CheckNatsSecurity(const NatsSecurity& sec) {
       {"token_file", &sec.token_file}};
   for (const auto& [key, file] : files) {
     if (!file->empty() && !Readable(*file)) {
-      return InvalidArgument(
-          fmt::format("[bus] {}: {} is not a readable file", key, *file));
+      return InvalidArgument(fmt::format("[bus] {}: {} is not a readable file", key, *file));
     }
   }
   if (sec.tls_cert_file.empty() != sec.tls_key_file.empty()) {
@@ -227,10 +225,9 @@ Status CheckNatsSecurity(const NatsSecurity& sec) {
   if (sec.user.empty() != sec.password_file.empty()) {
     return InvalidArgument("[bus] user and password_file go together");
   }
-  const int credentials = static_cast<int>(!sec.creds_file.empty()) +
-                          static_cast<int>(!sec.nkey_seed_file.empty()) +
-                          static_cast<int>(!sec.user.empty()) +
-                          static_cast<int>(!sec.token_file.empty());
+  const int credentials =
+      static_cast<int>(!sec.creds_file.empty()) + static_cast<int>(!sec.nkey_seed_file.empty()) +
+      static_cast<int>(!sec.user.empty()) + static_cast<int>(!sec.token_file.empty());
   if (credentials > 1) {
     return InvalidArgument(
         "[bus] takes one credential: creds_file, nkey_seed_file, user + password_file or "
@@ -245,8 +242,9 @@ Result<std::string> NkeyPublicFromSeed(std::string_view seed) {
     return InvalidArgument("not an nkey seed (\"SU...\", 58 characters of base32)");
   }
   const std::string_view body(raw->data(), raw->size() - 2);
-  const uint16_t crc = static_cast<uint16_t>(static_cast<unsigned char>((*raw)[raw->size() - 2]) |
-                                             (static_cast<unsigned char>((*raw)[raw->size() - 1]) << 8));
+  const uint16_t crc =
+      static_cast<uint16_t>(static_cast<unsigned char>((*raw)[raw->size() - 2]) |
+                            (static_cast<unsigned char>((*raw)[raw->size() - 1]) << 8));
   if (Crc16(body) != crc) return InvalidArgument("the nkey seed's checksum does not match");
   const auto b0 = static_cast<unsigned char>((*raw)[0]);
   const auto b1 = static_cast<unsigned char>((*raw)[1]);
@@ -303,12 +301,14 @@ Result<std::unique_ptr<NatsConnection>> ConnectNats(const std::vector<std::strin
     for (const std::string& u : servers) list += (list.empty() ? "" : ",") + u;
     std::string hint;
     if (s == NATS_CONNECTION_AUTH_FAILED || s == NATS_NOT_PERMITTED) {
-      hint = " — the server refused the credential: check [bus] creds_file, nkey_seed_file, "
-             "user + password_file or token_file";
+      hint =
+          " — the server refused the credential: check [bus] creds_file, nkey_seed_file, "
+          "user + password_file or token_file";
     } else if (s == NATS_SSL_ERROR || s == NATS_SECURE_CONNECTION_REQUIRED ||
                s == NATS_SECURE_CONNECTION_WANTED) {
-      hint = " — TLS failed: check the tls:// URL and [bus] tls_ca_file (the server's CA), "
-             "tls_cert_file and tls_key_file";
+      hint =
+          " — TLS failed: check the tls:// URL and [bus] tls_ca_file (the server's CA), "
+          "tls_cert_file and tls_key_file";
     }
     const Status err =
         Unavailable(NatsError(fmt::format("cannot connect to NATS at {}", list), s, 0) + hint);

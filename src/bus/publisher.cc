@@ -450,9 +450,9 @@ Result<std::size_t> Publisher::PublishBatch() {
   po.MaxWait = options_.timeout.count();
   const std::string sig =
       options_.signer ? options_.signer->Sign(SignedKind::kJournal, stream_, id, buf_) : "";
-  const Published p = PublishMessage(nats_->js, subject_, buf_, po,
-                                     sig.empty() ? nullptr : kSignatureHeader,
-                                     sig.empty() ? nullptr : sig.c_str());
+  const Published p =
+      PublishMessage(nats_->js, subject_, buf_, po, sig.empty() ? nullptr : kSignatureHeader,
+                     sig.empty() ? nullptr : sig.c_str());
   if (p.status != NATS_OK) {
     if (p.code == JSStreamWrongLastSequenceErr) {
       return Unavailable(fmt::format(
@@ -533,9 +533,8 @@ bool Publisher::StepSnapshot() {
         return false;
       }
       const auto& [seq, path] = **newest;
-      auto upload =
-          SnapshotUpload::Open(snapshot_names_, seq, path, max_message_, ++snapshot_attempts_,
-                               options_.signer.get());
+      auto upload = SnapshotUpload::Open(snapshot_names_, seq, path, max_message_,
+                                         ++snapshot_attempts_, options_.signer.get());
       if (!upload.ok()) {
         if (upload.status().code() != StatusCode::kNotFound) return upload.status();
         snapshot_check_at_ns_ = 0;  // rotated away meanwhile: the newer one is there

@@ -542,7 +542,8 @@ TEST_F(PublisherTest, SnapshotsReachTheBusAndAReplicaFetchesTheNewest) {
 }
 
 TEST_F(PublisherTest, FetchingASnapshotSaysWhatIsMissingOrWrong) {
-  const SnapshotSource source{{nats_->url()}, "MATCHBOOK_test", "mb.test.journal", 2000ms, {}, nullptr};
+  const SnapshotSource source{{nats_->url()}, "MATCHBOOK_test", "mb.test.journal", 2000ms, {},
+                              nullptr};
   auto none = FetchNewestSnapshot(source, tmp_ / "r1");
   ASSERT_FALSE(none.ok());
   EXPECT_EQ(none.status().code(), StatusCode::kNotFound);
@@ -816,7 +817,8 @@ TEST_F(FollowerTest, OnlyWhatTheBusKeySignedIsApplied) {
   EXPECT_NE(LogText().find("does not verify with the bus key"), std::string::npos) << LogText();
 
   // A replica given another key refuses the bus's snapshot and says why.
-  const auto wrong = std::make_shared<const BusVerifier>(*Ed25519PublicKey::FromRaw(other->public_key()));
+  const auto wrong =
+      std::make_shared<const BusVerifier>(*Ed25519PublicKey::FromRaw(other->public_key()));
   FollowerOptions wo = Follow();
   wo.verifier = wrong;
   RecordingSink none;

@@ -78,8 +78,8 @@ Status BusVerifier::Verify(SignedKind kind, std::string_view stream, std::string
   }
   const std::optional<std::string> sig = Base64Decode(header);
   if (!sig || sig->size() != kEd25519SignatureBytes) {
-    return Corruption(fmt::format("its {} header is not a base64 Ed25519 signature",
-                                  kSignatureHeader));
+    return Corruption(
+        fmt::format("its {} header is not a base64 Ed25519 signature", kSignatureHeader));
   }
   if (!key_.Verify(Digest(kind, stream, id, body), *sig)) {
     return Corruption(fmt::format(
@@ -108,9 +108,9 @@ Result<Ed25519Key> LoadSigningKey(const std::filesystem::path& file, bool create
   struct stat st {};
   if (::stat(file.c_str(), &st) != 0) return ErrnoStatus(file, "stat", errno);
   if ((st.st_mode & 077) != 0) {
-    return InvalidArgument(fmt::format(
-        "[bus] signing_key_file: {} may be read by others (mode {:o}); chmod 600 it", file.string(),
-        st.st_mode & 0777));
+    return InvalidArgument(
+        fmt::format("[bus] signing_key_file: {} may be read by others (mode {:o}); chmod 600 it",
+                    file.string(), st.st_mode & 0777));
   }
   auto bytes = ReadFile(file);
   if (!bytes.ok()) return bytes.status();

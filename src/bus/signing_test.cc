@@ -147,7 +147,8 @@ TEST(NkeyTest, ThePublicKeyOfAUserSeed) {
   ASSERT_TRUE(pub.ok()) << pub.status().message();
   EXPECT_EQ(*pub, "UDXU4RCSJNZOIQHZNWXHXORDPRTGNJAHAHFRGZNEEJCPQTT2M7NLCNF4");
   // One character changed: the checksum says so.
-  EXPECT_FALSE(NkeyPublicFromSeed("SUACSSL3UAHUDXLFSNVUZRF5UHPMWZ6BFDTJ7M6USDXIEDNPPQYYYCU3VY").ok());
+  EXPECT_FALSE(
+      NkeyPublicFromSeed("SUACSSL3UAHUDXLFSNVUZRF5UHPMWZ6BFDTJ7M6USDXIEDNPPQYYYCU3VY").ok());
   EXPECT_FALSE(NkeyPublicFromSeed("not a seed").ok());
 }
 

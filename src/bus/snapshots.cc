@@ -69,9 +69,10 @@ Result<SnapshotManifest> ParseManifest(std::string_view text) {
   if (rest.starts_with("sha256=")) {
     m.sha256 = std::string(rest.substr(7));
     rest = {};
-    const bool hex = m.sha256.size() == 64 && std::all_of(m.sha256.begin(), m.sha256.end(), [](char c) {
-                       return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
-                     });
+    const bool hex =
+        m.sha256.size() == 64 && std::all_of(m.sha256.begin(), m.sha256.end(), [](char c) {
+          return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+        });
     if (!hex) return Corruption(fmt::format("snapshot manifest \"{}\": sha256 is not hex", text));
   }
   if (!rest.empty() || m.seq == 0 || m.chunks == 0 || m.first == 0) {
@@ -133,12 +134,9 @@ Result<std::optional<SnapshotManifest>> ReadManifest(NatsConnection& nats,
   return std::optional<SnapshotManifest>(*parsed);
 }
 
-Result<std::unique_ptr<SnapshotUpload>> SnapshotUpload::Open(const SnapshotNames& names,
-                                                             uint64_t seq,
-                                                             const std::filesystem::path& file,
-                                                             std::size_t chunk_bytes,
-                                                             uint64_t attempt,
-                                                             const BusSigner* signer) {
+Result<std::unique_ptr<SnapshotUpload>> SnapshotUpload::Open(
+    const SnapshotNames& names, uint64_t seq, const std::filesystem::path& file,
+    std::size_t chunk_bytes, uint64_t attempt, const BusSigner* signer) {
   const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     const int err = errno;
@@ -207,7 +205,8 @@ Result<bool> SnapshotUpload::Step(NatsConnection& nats, uint64_t previous_chunks
   if (signer_ != nullptr && m_.sha256.empty()) m_.sha256 = HexEncode(sha_.Finish());
   const std::string text = FormatManifest(m_);
   const auto body = std::as_bytes(std::span(text.data(), text.size()));
-  if (signer_ != nullptr) sig = signer_->Sign(SignedKind::kManifest, names_.stream, kManifestId, body);
+  if (signer_ != nullptr)
+    sig = signer_->Sign(SignedKind::kManifest, names_.stream, kManifestId, body);
   uint64_t stored = 0;
   MB_RETURN_IF_ERROR(Publish(nats.js, names_.manifest, body,
                              fmt::format("snapshot-{}-{}-manifest", m_.seq, attempt_),

@@ -153,9 +153,8 @@ Result<Ed25519Key> Ed25519Key::FromPem(std::string_view pem) {
 
 std::string Ed25519Key::ToPem() const {
   std::unique_ptr<BIO, BioFree> bio(BIO_new(BIO_s_mem()));
-  if (!bio ||
-      PEM_write_bio_PrivateKey(bio.get(), key_->key.get(), nullptr, nullptr, 0, nullptr, nullptr) !=
-          1) {
+  if (!bio || PEM_write_bio_PrivateKey(bio.get(), key_->key.get(), nullptr, nullptr, 0, nullptr,
+                                       nullptr) != 1) {
     return "";
   }
   char* data = nullptr;

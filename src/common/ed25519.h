@@ -56,7 +56,7 @@ class Ed25519Key {
   static Result<Ed25519Key> FromPem(std::string_view pem);
   std::string ToPem() const;
   const std::string& public_key() const noexcept { return public_raw_; }  // raw 32 bytes
-  std::string Sign(std::string_view message) const;                      // 64 bytes
+  std::string Sign(std::string_view message) const;                       // 64 bytes
 
  private:
   struct Pkey;

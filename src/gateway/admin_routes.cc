@@ -325,9 +325,10 @@ void Gateway::Impl::RegisterMetrics(metrics::Registry& r) {
                  {}, read([](const Impl& g) { return g.WsStat(&ServerStats::timeouts); }));
   r.AddCounterFn("matchbook_tls_handshakes_total", "TLS handshakes completed on the API port", {},
                  read([](const Impl& g) { return g.WsStat(&ServerStats::tls_handshakes); }));
-  r.AddCounterFn("matchbook_tls_handshake_failures_total",
-                 "TLS handshakes refused, failed or timed out on the API port", {},
-                 read([](const Impl& g) { return g.WsStat(&ServerStats::tls_handshake_failures); }));
+  r.AddCounterFn(
+      "matchbook_tls_handshake_failures_total",
+      "TLS handshakes refused, failed or timed out on the API port", {},
+      read([](const Impl& g) { return g.WsStat(&ServerStats::tls_handshake_failures); }));
   r.AddGauge("matchbook_ws_connections", "Open WebSocket connections", {},
              read([](const Impl& g) { return g.WsStat(&ServerStats::ws_open); }));
   r.AddCounterFn("matchbook_ws_connections_total", "WebSocket handshakes completed", {},

@@ -57,7 +57,6 @@ std::optional<ApiError> ParseRecvWindow(std::optional<std::string_view> text, in
 // Random printable token of `length` [A-Za-z0-9] characters (OpenSSL RAND_bytes).
 std::string RandomToken(std::size_t length);
 
-
 // What a key may do, as Binance's keys (enableReading, enableSpotAndMarginTrading,
 // enableWithdrawals): a bit set. A new key reads and trades; withdrawing is
 // granted by the operator only.

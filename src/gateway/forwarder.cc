@@ -60,8 +60,8 @@ class Tunnel final : public WsTunnel, public std::enable_shared_from_this<Tunnel
                         connect_timeout](beast::error_code ec2, const tcp::endpoint&) mutable {
                 if (ec2) return self->End(1011, "the primary cannot be reached: " + ec2.message());
                 self->ws_.next_layer().async_client_handshake(
-                    host, [self, host, port, target = std::move(target),
-                           client = std::move(client), connect_timeout](beast::error_code ec4) {
+                    host, [self, host, port, target = std::move(target), client = std::move(client),
+                           connect_timeout](beast::error_code ec4) {
                       if (ec4) {
                         return self->End(1011,
                                          "the primary's TLS handshake failed: " + ec4.message());
@@ -83,16 +83,14 @@ class Tunnel final : public WsTunnel, public std::enable_shared_from_this<Tunnel
     t.idle_timeout = websocket::stream_base::none();
     t.keep_alive_pings = false;
     ws_.set_option(t);
-    ws_.set_option(websocket::stream_base::decorator([client](websocket::request_type& req) {
-      req.set(kClientAddressHeader, client);
-    }));
+    ws_.set_option(websocket::stream_base::decorator(
+        [client](websocket::request_type& req) { req.set(kClientAddressHeader, client); }));
     ws_.async_handshake(response_, host + ":" + port, target, [self](beast::error_code ec3) {
       if (ec3) {
         const unsigned status = self->response_.result_int();
-        return self->End(1008, status != 0
-                                   ? fmt::format("the primary refused the connection: HTTP {}",
-                                                 status)
-                                   : "the primary's handshake failed: " + ec3.message());
+        return self->End(
+            1008, status != 0 ? fmt::format("the primary refused the connection: HTTP {}", status)
+                              : "the primary's handshake failed: " + ec3.message());
       }
       self->open_ = true;
       self->open_count_->fetch_add(1, std::memory_order_relaxed);

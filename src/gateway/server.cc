@@ -1009,22 +1009,23 @@ class HttpSession final : public Connection, public std::enable_shared_from_this
   // A TLS port: the handshake, within read_timeout_ms, before anything else.
   void Handshake() {
     stream_.expires_after(Millis(core_->options.read_timeout_ms));
-    stream_.tls_stream().async_handshake(
-        ssl::stream_base::server, [self = shared_from_this()](error_code ec) {
-          ServerStats& stats = self->core_->stats;
-          if (ec) {
-            stats.tls_handshake_failures.fetch_add(1);
-            if (ec == beast::error::timeout) stats.timeouts.fetch_add(1);
-            self->CloseNow();
-            return;
-          }
-          stats.tls_handshakes.fetch_add(1);
-          if (self->refusal_ != Refusal::kNone) {
-            self->WriteRefusal();
-          } else {
-            self->ReadFirstByte();
-          }
-        });
+    stream_.tls_stream().async_handshake(ssl::stream_base::server,
+                                         [self = shared_from_this()](error_code ec) {
+                                           ServerStats& stats = self->core_->stats;
+                                           if (ec) {
+                                             stats.tls_handshake_failures.fetch_add(1);
+                                             if (ec == beast::error::timeout)
+                                               stats.timeouts.fetch_add(1);
+                                             self->CloseNow();
+                                             return;
+                                           }
+                                           stats.tls_handshakes.fetch_add(1);
+                                           if (self->refusal_ != Refusal::kNone) {
+                                             self->WriteRefusal();
+                                           } else {
+                                             self->ReadFirstByte();
+                                           }
+                                         });
   }
 
   // Waits up to idle_timeout_ms for the first byte of the next request.
@@ -1258,13 +1259,13 @@ class HttpSession final : public Connection, public std::enable_shared_from_this
   // Raw bytes, TLS or not: they are thrown away.
   void Drain() {
     stream_.tcp_layer().async_read_some(buffer_.prepare(kFirstReadBytes),
-                            [self = shared_from_this()](error_code ec, std::size_t) {
-                              if (ec) {
-                                self->CloseNow();
-                              } else {
-                                self->Drain();
-                              }
-                            });
+                                        [self = shared_from_this()](error_code ec, std::size_t) {
+                                          if (ec) {
+                                            self->CloseNow();
+                                          } else {
+                                            self->Drain();
+                                          }
+                                        });
   }
 
   void CloseNow() {
@@ -1461,10 +1462,9 @@ class Server::Impl {
       const ServerOptions& o = core_->options;
       PeerAddress address = DescribePeer(peer);
       // Replicas forward many clients over few connections: not limited.
-      const bool limited =
-          o.max_connections_per_ip != 0 &&
-          std::find(o.trusted_proxies.begin(), o.trusted_proxies.end(), address.text) ==
-              o.trusted_proxies.end();
+      const bool limited = o.max_connections_per_ip != 0 &&
+                           std::find(o.trusted_proxies.begin(), o.trusted_proxies.end(),
+                                     address.text) == o.trusted_proxies.end();
       Refusal refusal = Refusal::kNone;
       if (stats.connections_open.load() >= o.max_connections) {
         refusal = Refusal::kServerFull;

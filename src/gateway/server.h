@@ -102,7 +102,7 @@ struct ServerOptions {
 struct ServerStats {
   std::atomic<uint64_t> connections_open{0};
   std::atomic<uint64_t> connections_total{0};
-  std::atomic<uint64_t> connections_refused{0};  // over max_connections
+  std::atomic<uint64_t> connections_refused{0};         // over max_connections
   std::atomic<uint64_t> connections_refused_per_ip{0};  // over max_connections_per_ip
   std::atomic<uint64_t> requests{0};
   std::atomic<uint64_t> timeouts{0};

@@ -52,8 +52,8 @@ struct Dispatcher::Item {
 struct Dispatcher::Link {
   struct Endpoint {
     std::string host, port;
-    std::string url;  // "http(s)://host:port", for messages
-    std::string authority;  // "host:port", the Host header
+    std::string url;                        // "http(s)://host:port", for messages
+    std::string authority;                  // "host:port", the Host header
     std::shared_ptr<wire::TlsContext> tls;  // https:// (null: plain)
   };
   VenueLink venue;
@@ -101,8 +101,7 @@ Result<std::unique_ptr<Dispatcher>> Dispatcher::Create(const engine::EngineConfi
           fmt::format("venues.{}.secret: at least 16 characters (it signs every call)", v.name));
     }
     std::vector<bool> tls;
-    auto urls =
-        ParseHttpUrls(v.url, fmt::format("venues.{}.url", v.name), "the venue's API", &tls);
+    auto urls = ParseHttpUrls(v.url, fmt::format("venues.{}.url", v.name), "the venue's API", &tls);
     if (!urls.ok()) return urls.status();
     if (std::find(tls.begin(), tls.end(), true) != tls.end()) {
       auto ctx = wire::MakeClientTlsContext(v.ca_file);
@@ -135,8 +134,7 @@ Dispatcher::Dispatcher(const engine::EngineConfig& config, DispatchOptions optio
                                   : fmt::format("[{}]:{}", host, port);
       std::string url = fmt::format("{}://{}", tls[i] ? "https" : "http", authority);
       link->endpoints.push_back(Link::Endpoint{std::move(host), std::move(port), std::move(url),
-                                               std::move(authority),
-                                               tls[i] ? context : nullptr});
+                                               std::move(authority), tls[i] ? context : nullptr});
     }
     link->probe_due = link->endpoints.size() > 1;
     links_.push_back(std::move(link));
@@ -481,10 +479,10 @@ Status Exchange(const Endpoint& to, uint32_t timeout_ms, Conn* conn,
     conn->stream.emplace(tcp::socket(conn->io), to.tls);
     conn->stream->expires_at(deadline);
     conn->stream->tcp_layer().async_connect(endpoints,
-                                           [&](beast::error_code e, const tcp::endpoint&) {
-                                             ec = e;
-                                             done = true;
-                                           });
+                                            [&](beast::error_code e, const tcp::endpoint&) {
+                                              ec = e;
+                                              done = true;
+                                            });
     run();
     if (ec) return fail("connect");
     conn->stream->socket().set_option(tcp::no_delay(true));

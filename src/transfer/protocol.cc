@@ -153,8 +153,10 @@ Result<std::vector<DeliveryResult>> DecodeResults(std::string_view body) {
   return out;
 }
 
-Result<std::vector<std::pair<std::string, std::string>>> ParseHttpUrls(
-    std::string_view urls, std::string_view what, std::string_view role, std::vector<bool>* tls) {
+Result<std::vector<std::pair<std::string, std::string>>> ParseHttpUrls(std::string_view urls,
+                                                                       std::string_view what,
+                                                                       std::string_view role,
+                                                                       std::vector<bool>* tls) {
   std::vector<std::pair<std::string, std::string>> out;
   if (tls != nullptr) tls->clear();
   std::string_view rest = urls;
