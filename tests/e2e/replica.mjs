@@ -373,6 +373,14 @@ runMain('replica', async () => {
       await sameRest(primary, replicaA, 'replica A after the outage', { booksOnly: true });
       await sameRest(primary, replicaB, 'replica B after the outage', { booksOnly: true });
     }, 90000);
+  } catch (e) {
+    // What each server said last, for a failure's diagnosis (a process that
+    // ended on its own shows its exit here).
+    for (const s of servers) {
+      const how = s.exited ? `exited (code ${s.exited.code}, signal ${s.exited.signal})` : 'running';
+      log(`--- ${s.args[0]} ${s.base ?? ''} ${how}; its last lines:\n${s.outputTail(25)}`);
+    }
+    throw e;
   } finally {
     for (const s of servers.reverse()) {
       if (!s.exited) {
