@@ -30,7 +30,7 @@ failed=()
 tests=(
   "ccxt_e2e" "ccxt_ws_api" "ccxt_e2e --tls" "ccxt_ws_api --tls" "tls --tls"
   "stop_orders" "order_lists" "order_lists_ws" "depth_sync"
-  "slow_subscriber" "replica" "replica --tls" "listing" "transfers" "transfers --tls"
+  "slow_subscriber" "replica" "listing" "transfers" "transfers --tls"
   "transfer_load soak --transfers 300 --kills 3"
 )
 for entry in "${tests[@]}"; do

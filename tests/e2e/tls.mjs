@@ -2,14 +2,20 @@
 // at test time, NODE_EXTRA_CA_CERTS): plain HTTP on the TLS port gets no
 // answer; the certificate reloaded with SIGHUP while clients trade and
 // subscribe drops no connection and no request, new connections get the new
-// certificate, and a bad file on reload is refused with the old pair kept.
+// certificate, and a bad file on reload is refused with the old pair kept;
+// a replica over TLS forwards signed calls and tunnels the WebSocket API to
+// an https:// primary, whose certificate it checks with --primary-ca.
 //
 // Usage: node tls.mjs <matchbook binary> --tls
 
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import tls from 'node:tls';
 import {
-  Admin, TLS, WsClient, binaryFromArgs, check, eq, fail, httpRequest, json, makeServerCert,
-  makeTrader, runMain, sleep, step, waitFor, withServer,
+  Admin, RestClient, TLS, WsClient, binaryFromArgs, check, eq, fail, freePort, hmacHex,
+  httpRequest, json, makeServerCert, makeTrader, runMain, startNats, startServer, step, waitFor,
+  withServer,
 } from './lib.mjs';
 
 const bin = binaryFromArgs();
@@ -103,4 +109,46 @@ async function main(srv) {
   });
 }
 
-runMain('tls', () => withServer({ bin, extraArgs: ['--weight-per-minute', '0', '--ip-weight-per-minute', '0'] }, main), { timeoutMs: 110000 });
+// A primary on NATS and a replica, both over TLS (startServer gives the
+// replica --primary-ca with the test CA).
+async function replicaOverTls() {
+  makeServerCert(TLS.dir, '04');  // a good pair again after the refused reload
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'matchbook-tls-replica-'));
+  const nats = await startNats(await freePort(), path.join(tmp, 'nats'));
+  const servers = [];
+  try {
+    const primary = await startServer({ bin, name: 'primary', extraArgs: ['--nats', nats.url, '--trusted-replicas', '127.0.0.1'] });
+    servers.push(primary);
+    const replica = await startServer({
+      bin, name: 'replica', command: 'replica',
+      extraArgs: ['--nats', nats.url, '--primary', primary.base, '--bus-verify-key', path.join(primary.dataDir, 'bus.key.pub')],
+    });
+    servers.push(replica);
+    await step('a replica forwards to an https:// primary and tunnels its WebSocket API', async () => {
+      check(primary.base.startsWith('https://') && replica.base.startsWith('https://'), `${primary.base} ${replica.base}`);
+      const t = await makeTrader(new Admin(primary), primary, 'carol', { USDT: '10000' });
+      const via = new RestClient(replica.base, { apiKey: t.apiKey, secret: t.secret });
+      const placed = await via.signed('POST', '/api/v3/order', { symbol: 'BTCUSDT', side: 'BUY', type: 'LIMIT', timeInForce: 'GTC', price: '20000', quantity: '0.001' });
+      eq(placed.status, 200, `an order through the replica: ${placed.text}`);
+      const open = await t.rest.signed('GET', '/api/v3/openOrders', { symbol: 'BTCUSDT' });
+      eq(open.json.length, 1, 'the order is on the primary');
+      const api = await WsClient.connect(`${replica.wsBase}/ws-api/v3`);
+      const params = { apiKey: t.apiKey, timestamp: Date.now() };
+      const text = Object.keys(params).sort().map((k) => `${k}=${params[k]}`).join('&');
+      const acct = await api.request('account.status', { ...params, signature: hmacHex(t.secret, text) });
+      eq(acct.status, 200, `account.status through the replica's tunnel: ${json(acct)}`);
+      api.close();
+    });
+  } finally {
+    for (const s of servers.reverse()) {
+      try { await s.stop(); } catch { s.kill(); }
+    }
+    nats.kill();
+    fs.rmSync(tmp, { recursive: true, force: true });
+  }
+}
+
+runMain('tls', async () => {
+  await withServer({ bin, extraArgs: ['--weight-per-minute', '0', '--ip-weight-per-minute', '0'] }, main);
+  await replicaOverTls();
+}, { timeoutMs: 110000 });
