@@ -197,8 +197,11 @@ class SetupClient {
     for (int attempt = 0;; ++attempt) {
       const bool was_connected = connected_;
       auto r = CallOnce(verb, target, body, api_key);
-      // A kept-alive connection the server closed meanwhile: once more, fresh.
+      // A kept-alive connection the server closed meanwhile: once more,
+      // fresh. Not a request the server may have taken (a POST that timed
+      // out waiting for its answer): sent twice, it would be done twice.
       if (r.ok() || !was_connected || attempt > 0) return r;
+      if (verb != http::verb::get && !unsent_) return r;
     }
   }
 
@@ -238,6 +241,7 @@ class SetupClient {
     http::response<http::string_body> res;
     beast::error_code result;
     const char* stage = "connect";
+    std::size_t answer_bytes = 0;
     auto exchange = [&] {
       stage = "write";
       stream_->expires_after(kRequestTimeout);
@@ -247,8 +251,10 @@ class SetupClient {
           return;
         }
         stage = "read";
-        http::async_read(*stream_, buffer_, res,
-                         [&](beast::error_code ec2, std::size_t) { result = ec2; });
+        http::async_read(*stream_, buffer_, res, [&](beast::error_code ec2, std::size_t n) {
+          result = ec2;
+          answer_bytes = n;
+        });
       });
     };
     ioc_.restart();
@@ -274,6 +280,11 @@ class SetupClient {
       exchange();
     }
     ioc_.run();
+    // The server closed the connection before taking the request: nothing of
+    // an answer, and not a deadline (a slow server may be working on it).
+    unsent_ = result && answer_bytes == 0 && result != beast::error::timeout &&
+              (stage[0] != 'r' || result == http::error::end_of_stream ||
+               result == asio::error::connection_reset || result == asio::error::eof);
     if (result) {
       beast::error_code ignored;
       stream_->socket().close(ignored);
@@ -298,6 +309,7 @@ class SetupClient {
   std::optional<wire::Stream> stream_;  // made anew for each connection
   beast::flat_buffer buffer_;
   bool connected_ = false;
+  bool unsent_ = false;  // the last call failed before the server could have taken it
 };
 
 std::string JStr(const json::value& v, std::string_view key) {
