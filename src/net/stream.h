@@ -49,7 +49,6 @@ class Stream {
   Stream(const executor_type& executor, std::shared_ptr<TlsContext> tls)
       : Stream(boost::asio::ip::tcp::socket(executor), std::move(tls)) {}
   Stream(Stream&&) = default;
-  Stream& operator=(Stream&&) = default;
 
   executor_type get_executor() noexcept { return tcp_layer().get_executor(); }
   boost::beast::tcp_stream& tcp_layer() noexcept { return tls_ ? tls_->next_layer() : *plain_; }
