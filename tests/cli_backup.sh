@@ -67,7 +67,7 @@ after=$(balances)
 [[ "$after" != "$before" ]] || fail "the later order changed no balance"
 
 # --- restore into a new directory, serve on it ---
-"$mb" restore --from "$tmp/bk" --data-dir "$tmp/b" >"$tmp/restore.out" 2>"$tmp/restore.err" ||
+"$mb" restore --from "$tmp/bk" --data-dir "$tmp/b" --master-key "$tmp/a/master.key" >"$tmp/restore.out" 2>"$tmp/restore.err" ||
   fail "restore failed: $(cat "$tmp/restore.err")"
 grep -q "^restored .*: sequence $seq state hash $hash " "$tmp/restore.out" ||
   fail "restore says: $(cat "$tmp/restore.out")"
@@ -96,7 +96,7 @@ kill -TERM "$a_pid" && wait "$a_pid" || fail "the source did not stop cleanly"
 seq2=$(sed -n 's/^backup .*: sequence \([0-9]*\) .*/\1/p' "$tmp/backup2.out")
 [[ "$seq2" -gt "$seq" && "$(json_get live <"$tmp/bk2/manifest.json")" == "False" ]] ||
   fail "offline backup: $(cat "$tmp/backup2.out")"
-"$mb" restore --from "$tmp/bk2" --data-dir "$tmp/c" >/dev/null 2>&1 || fail "restore of the offline backup"
+"$mb" restore --from "$tmp/bk2" --data-dir "$tmp/c" --master-key "$tmp/a/master.key" >/dev/null 2>&1 || fail "restore of the offline backup"
 
 # --- bad inputs: refused, named, nothing changed ---
 refused() {  # refused WHAT EXPECTED_MESSAGE_REGEX CMD...

@@ -66,10 +66,11 @@ start() {
     have=$(grep -cx "$line" "$dir/$name.out" 2>/dev/null || true)
     echo "${have:-0}" >"$dir/$name.seen.$line"
   done
-  # One bus key for the venue: the first primary makes it, every standby is
-  # given it (it signs once it takes over).
+  # One bus key and one master key for the venue: the first primary makes
+  # them, every standby is given them (it signs the journal and serves the
+  # API keys once it takes over).
   MATCHBOOK_TEST_FAULT=${fault:-} "$mb" serve --data-dir "$dir/$name" --port 0 --nats "$urls" \
-    --ack "${ack:-replicated}" --bus-signing-key "$dir/bus.key" "$@" \
+    --ack "${ack:-replicated}" --bus-signing-key "$dir/bus.key" --master-key "$dir/master.key" "$@" \
     >>"$dir/$name.out" 2>>"$dir/$name.err" &
   pids[$name]=$!
 }
@@ -108,6 +109,13 @@ wait_line a ready
 use a
 [ "$(role_of a)" = primary ] || fail "a is not the primary"
 [ "$(stat -c %a "$dir/bus.key")" = 600 ] || fail "the bus key is not 0600"
+[ "$(stat -c %a "$dir/master.key")" = 600 ] || fail "the master key is not 0600"
+# A standby without the venue's master key is refused the same way.
+"$mb" serve --data-dir "$dir/nomaster" --port 0 --nats "$urls" --standby \
+  --bus-signing-key "$dir/bus.key" >/dev/null 2>"$dir/nomaster.err" &&
+  fail "a standby without the master key started"
+grep -q "needs the primary's master key" "$dir/nomaster.err" ||
+  fail "unclear refusal: $(tail -2 "$dir/nomaster.err")"
 read -r acc1 key1 sec1 <<<"$(new_trader alice USDT 1000000)"
 read -r acc2 key2 sec2 <<<"$(new_trader bob BTC 1000)"
 # A key revoked before any failover must stay revoked: a request it signs

@@ -191,7 +191,9 @@ class Node {
     stage_ = std::make_unique<fanout::Stage>(fanout::StageOptions{.timing = true});
     gw_->Wire(&o, stage_.get());
     if (options_.twin) {
-      auto twin = gateway::Gateway::Create(config_, dir_ / "twin", go);
+      gateway::GatewayOptions twin_go = go;
+      twin_go.master_key_file = dir_ / "master.key";  // one venue, one master key
+      auto twin = gateway::Gateway::Create(config_, dir_ / "twin", twin_go);
       ASSERT_TRUE(twin.ok()) << twin.status().message();
       twin_ = std::move(twin).value();
       auto recovered = o.on_recovered;

@@ -14,6 +14,7 @@
 
 #include "common/file.h"
 #include "engine/engine.h"
+#include "gateway/sealed_secret.h"
 #include "journal/data_dir.h"
 #include "journal/format.h"
 #include "journal/reader.h"
@@ -150,14 +151,37 @@ Result<uint64_t> JournalEnd(const journal::DataDir& dir, uint64_t config_hash) {
 
 // Replays the directory (snapshot + journal, read-only): its last sequence
 // and state hash.
+// and state hash (and the state, when `image` is given).
 Result<journal::RecoveryReport> RecoverReadOnly(const fs::path& root,
-                                                const engine::EngineConfig& config) {
+                                                const engine::EngineConfig& config,
+                                                engine::EngineImage* image = nullptr) {
   auto dir = journal::DataDir::Open(root, journal::OpenMode::kReadOnly);
   if (!dir.ok()) return dir.status();
   engine::Engine engine(config);
   journal::RecoveryOptions ro;
   ro.progress = false;
-  return journal::Recover(*dir, &engine, ro);
+  auto rec = journal::Recover(*dir, &engine, ro);
+  if (rec.ok() && image != nullptr) *image = engine.ExportImage();
+  return rec;
+}
+
+// The restored directory's master key: `file` must open every sealed secret
+// of `image`, and is copied to <data_dir>/master.key. None given: refused
+// when a secret is sealed.
+Status InstallMasterKey(const fs::path& file, const engine::EngineImage& image,
+                        const fs::path& data_dir) {
+  const gateway::SecretCensus census = gateway::CountSecrets(image);
+  if (file.empty()) {
+    if (census.sealed == 0) return Status::Ok();
+    return InvalidArgument(fmt::format(
+        "the backup's {} API key secrets are sealed with the venue's master key, which a backup "
+        "never holds: give it with --master-key FILE",
+        census.sealed));
+  }
+  auto key = gateway::LoadMasterKey(file);
+  if (!key.ok()) return key.status();
+  MB_RETURN_IF_ERROR(gateway::CheckMasterKey(*key, image, file));
+  return WriteFileAtomically(data_dir / "master.key", key->ToHex() + "\n", 0600);
 }
 
 Status EmptyOrAbsent(const fs::path& dir, std::string_view what) {
@@ -358,7 +382,7 @@ Result<BackupManifest> Backup(const BackupOptions& options, const engine::Engine
 }
 
 Result<BackupManifest> Restore(const fs::path& from, const fs::path& data_dir,
-                               const engine::EngineConfig& config) {
+                               const engine::EngineConfig& config, const fs::path& master_key) {
   auto manifest = ReadManifest(from);
   if (!manifest.ok()) return manifest.status();
   const BackupManifest& m = *manifest;
@@ -406,7 +430,8 @@ Result<BackupManifest> Restore(const fs::path& from, const fs::path& data_dir,
   for (const char* d : {"journal", "snapshots", ""}) {
     if (Status st = SyncDir(data_dir / d); !st.ok()) return undo(st);
   }
-  auto rec = RecoverReadOnly(data_dir, config);
+  engine::EngineImage image;
+  auto rec = RecoverReadOnly(data_dir, config, &image);
   if (!rec.ok()) return undo(rec.status());
   if (rec->recovered_seq != m.seq || rec->state_hash != m.state_hash) {
     return undo(Corruption(fmt::format(
@@ -414,6 +439,7 @@ Result<BackupManifest> Restore(const fs::path& from, const fs::path& data_dir,
         "says sequence {}, {:016x}",
         rec->recovered_seq, rec->state_hash, m.seq, m.state_hash)));
   }
+  if (Status st = InstallMasterKey(master_key, image, data_dir); !st.ok()) return undo(st);
   return m;
 }
 

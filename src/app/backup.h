@@ -16,7 +16,10 @@
 //                   short or changed one is refused, named), copied into the
 //                   new directory NEW (which must not exist or be empty),
 //                   synced, and recovered once (read-only) to prove the
-//                   sequence and state hash are the manifest's.
+//                   sequence and state hash are the manifest's. A backup
+//                   never holds the master key (gateway/sealed_secret.h):
+//                   restore is given it, checks that it opens the secrets,
+//                   and puts it in NEW.
 //
 // The history projection is not copied: `serve` on the restored directory
 // projects the journal again. The configuration file is not either: restore
@@ -64,9 +67,13 @@ struct BackupOptions {
 // REQUIRES: config is the configuration the data directory was written with.
 Result<BackupManifest> Backup(const BackupOptions& options, const engine::EngineConfig& config);
 
+// master_key: the venue's master key file, which must open the backup's
+// sealed secrets and is copied to <data_dir>/master.key (empty: none; then
+// a backup with a sealed secret is refused).
 Result<BackupManifest> Restore(const std::filesystem::path& from,
                                const std::filesystem::path& data_dir,
-                               const engine::EngineConfig& config);
+                               const engine::EngineConfig& config,
+                               const std::filesystem::path& master_key = {});
 
 // Reads and checks <dir>/manifest.json (not the files it lists).
 Result<BackupManifest> ReadManifest(const std::filesystem::path& dir);

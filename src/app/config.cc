@@ -34,8 +34,10 @@ using engine::MarketSpec;
 using engine::MarketStatus;
 
 constexpr std::string_view kTopKeys[] = {
-    "engine", "assets",     "markets", "server", "journal", "snapshots", "threads",     "gateway",
-    "venue",  "projection", "metrics", "bus",    "venues",  "transfers", "replication", "tls"};
+    "engine",  "assets",    "markets",     "server",     "journal", "snapshots",
+    "threads", "gateway",   "venue",       "projection", "metrics", "bus",
+    "venues",  "transfers", "replication", "tls",        "security"};
+constexpr std::string_view kSecurityKeys[] = {"master_key_file"};
 constexpr std::string_view kTlsKeys[] = {"cert_file", "key_file"};
 constexpr std::string_view kReplicationKeys[] = {"ack", "standby", "lease_ttl_ms"};
 constexpr std::string_view kBusKeys[] = {
@@ -475,6 +477,13 @@ class Loader {
     MB_RETURN_IF_ERROR(ReadBus(root, r));
     MB_RETURN_IF_ERROR(ReadReplication(root, &r->replication));
     MB_RETURN_IF_ERROR(ReadTransfers(root, r));
+    {
+      const toml::table* sec = nullptr;
+      const toml::node* at = nullptr;
+      MB_RETURN_IF_ERROR(OptionalTable(root, "", "security", kSecurityKeys, &sec));
+      MB_RETURN_IF_ERROR(
+          OptionalString(sec, "security", "master_key_file", &r->master_key_file, &at));
+    }
     return ReadProjection(root, &r->projection);
   }
 
@@ -1031,6 +1040,12 @@ std::string ApiBase(const gateway::ServerOptions& server, uint16_t port, bool ws
       server.host.find(':') != std::string::npos ? "[" + server.host + "]" : server.host;
   const char* scheme = ws ? (tls ? "wss" : "ws") : (tls ? "https" : "http");
   return fmt::format("{}://{}:{}", scheme, host, port);
+}
+
+std::filesystem::path MasterKeyFile(const Config& config) {
+  const std::string& file = config.runtime.master_key_file;
+  return file.empty() ? std::filesystem::path(config.runtime.data_dir) / "master.key"
+                      : std::filesystem::path(file);
 }
 
 std::string PlaintextWarning(const gateway::ServerOptions& server) {

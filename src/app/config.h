@@ -186,6 +186,9 @@ struct RuntimeConfig {
   BusConfig bus;
   ReplicationConfig replication;
   TransferConfig transfers;
+  // [security] master_key_file: the key that seals API keys' secrets
+  // (gateway/sealed_secret.h); empty: <data_dir>/master.key.
+  std::string master_key_file;
 };
 
 struct Config {
@@ -206,6 +209,9 @@ std::string ApiBase(const gateway::ServerOptions& server, uint16_t port, bool ws
 
 // A warning when the API listens beyond loopback without TLS ("" otherwise).
 std::string PlaintextWarning(const gateway::ServerOptions& server);
+// The master key's file: [security] master_key_file, or <data_dir>/master.key.
+std::filesystem::path MasterKeyFile(const Config& config);
+
 // The pipeline's options for `config` (log: stderr).
 exchange::ExchangeOptions ExchangeOptionsFrom(const Config& config);
 Result<Config> ParseFullConfig(std::string_view toml_text, std::string_view source_name);

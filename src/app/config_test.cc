@@ -168,7 +168,8 @@ TEST(ParseConfig, RefusesEachKindOfErrorNamingFileLineAndField) {
        "withdraw_enabled)"},
       {"unknown table", Edit({}, "[network]\nport = 1\n"), "test.toml:28: network: ",
        "unknown key (expected engine, assets, markets, server, journal, snapshots, threads, "
-       "gateway, venue, projection, metrics, bus, venues, transfers, replication, tls)"},
+       "gateway, venue, projection, metrics, bus, venues, transfers, replication, tls, "
+       "security)"},
       {"misspelt metrics key", Edit({}, "[metrics]\nremote_ok = true\n"),
        "test.toml:29: metrics.remote_ok: ",
        "unknown key (expected remote, port, flight_threshold_ms, flight_window_ms, "

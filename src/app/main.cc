@@ -48,6 +48,7 @@
 #include "app/format.h"
 #include "app/history.h"
 #include "app/replica.h"
+#include "app/secrets.h"
 #include "app/standby.h"
 #include "common/ed25519.h"
 #include "common/json_escape.h"
@@ -261,6 +262,7 @@ int Serve(const mb::app::Config& cfg, const std::string& source, bool recover_on
   go.venue = cfg.runtime.venue;
   go.venues = tc.venues;
   go.venue_max_skew_ms = tc.max_clock_skew_ms;
+  go.master_key_file = mb::app::MasterKeyFile(cfg);
   auto gw = mb::gateway::Gateway::Create(cfg.engine, cfg.runtime.data_dir, go);
   if (!gw.ok()) return ServeFail(gw.status());
   // Transfers to other venues: the journal's outbox, delivered by the
@@ -984,6 +986,7 @@ int main(int argc, char** argv) {
        "or a file (<primary data_dir>/bus.key.pub); overrides bus.verify_key"},
   };
   std::string bus_flags[std::size(kBusFlags)];
+  std::string master_key;
   std::string tls_cert;
   std::string tls_key;
   auto* serve = app.add_subcommand(
@@ -1011,6 +1014,12 @@ int main(int argc, char** argv) {
   serve->add_flag("--standby", standby,
                   "Follow the primary's journal on NATS (--nats) as a hot standby and take over "
                   "when its lease expires; sets replication.standby");
+  serve
+      ->add_option("--master-key", master_key,
+                   "The venue's master key (64 hex, 0600) that seals API keys' secrets; default "
+                   "<data_dir>/master.key (made at the first start; a standby needs the "
+                   "primary's); overrides security.master_key_file")
+      ->envname("MATCHBOOK_MASTER_KEY");
   std::string ack;
   serve
       ->add_option("--ack", ack,
@@ -1158,6 +1167,21 @@ int main(int argc, char** argv) {
   dump->add_option("--from", from, "First sequence to print");
   dump->add_option("--to", to, "Last sequence to print");
 
+  auto* secrets = app.add_subcommand("secrets", "API key secrets at rest");
+  secrets->require_subcommand(1);
+  auto* scrub = secrets->add_subcommand(
+      "scrub",
+      "With the server stopped: blank the plain-text secrets of revoked API keys that an earlier "
+      "version journaled, in the journal, the archive and the snapshots, and purge the bus's "
+      "streams (docs/security.md)");
+  scrub->add_option("dir", data_dir, "Data directory (default: the configuration's)");
+  scrub->add_option("--data-dir", data_dir, "Data directory");
+  scrub->add_option("-c,--config", config_path, "Configuration the journal was written with")
+      ->envname("MATCHBOOK_CONFIG")
+      ->check(CLI::ExistingFile);
+  scrub->add_option("--nats", nats, "The bus's NATS server(s); overrides bus.nats")
+      ->envname("MATCHBOOK_NATS");
+
   uint64_t check_every = 10'000;
   auto* verify = app.add_subcommand(
       "verify", "Replay the journal from scratch; check invariants and every snapshot");
@@ -1202,6 +1226,11 @@ int main(int argc, char** argv) {
       "restore", "Check a backup against its manifest and restore it into a new data directory");
   restore->add_option("--from", restore_from, "Backup directory")->required();
   restore->add_option("--data-dir", data_dir, "New data directory (absent, or empty)")->required();
+  restore
+      ->add_option("--master-key", master_key,
+                   "The venue's master key file (a backup holds none): it must open the backup's "
+                   "API key secrets, and is copied into the new directory")
+      ->envname("MATCHBOOK_MASTER_KEY");
   restore->add_option("-c,--config", config_path, "Configuration the source ran")
       ->envname("MATCHBOOK_CONFIG")
       ->check(CLI::ExistingFile);
@@ -1219,6 +1248,7 @@ int main(int argc, char** argv) {
   auto cfg = Load(config_path);
   if (!cfg.ok()) return Fail(cfg.status());
   if (!data_dir.empty()) cfg->runtime.data_dir = data_dir;
+  if (!master_key.empty()) cfg->runtime.master_key_file = master_key;
   if (!fsync.empty()) {
     if (Status s = mb::journal::ParseFsyncPolicy(fsync, &cfg->runtime.journal); !s.ok()) {
       return Fail(s);
@@ -1312,14 +1342,27 @@ int main(int argc, char** argv) {
   if (jverify->parsed()) return JournalVerify(*cfg, cfg->runtime.data_dir);
   if (jlist->parsed()) return JournalList(*cfg, cfg->runtime.data_dir);
   if (jarchive->parsed()) return JournalArchive(*cfg);
+  if (scrub->parsed()) {
+    if (Status s = LinkArchive(*cfg); !s.ok()) return Fail(s);
+    auto r = mb::app::ScrubSecrets(*cfg, ArchivePath(cfg->runtime.data_dir));
+    if (!r.ok()) return Fail(r.status());
+    fmt::print(
+        "scrubbed {} plain secret(s) of revoked keys: {} records in {} live and {} archived "
+        "segments, {} snapshots rewritten{}{}\n",
+        r->secrets, r->records, r->segments, r->archived_segments, r->snapshots,
+        r->removed_files > 0 ? "; auth.json.imported removed" : "",
+        r->stream_purged ? "; the bus's journal and snapshot streams purged" : "");
+    return 0;
+  }
   if (verify->parsed() && verify_projection) return VerifyProjection(*cfg);
   if (verify->parsed()) return Verify(*cfg, cfg->runtime.data_dir, check_every);
   if (project->parsed()) return Project(*cfg, rebuild);
   if (backup->parsed() || restore->parsed()) {
-    auto m = backup->parsed() ? mb::app::Backup({cfg->runtime.data_dir, backup_to,
-                                                 std::chrono::seconds(snapshot_wait_s)},
-                                                cfg->engine)
-                              : mb::app::Restore(restore_from, cfg->runtime.data_dir, cfg->engine);
+    auto m = backup->parsed()
+                 ? mb::app::Backup(
+                       {cfg->runtime.data_dir, backup_to, std::chrono::seconds(snapshot_wait_s)},
+                       cfg->engine)
+                 : mb::app::Restore(restore_from, cfg->runtime.data_dir, cfg->engine, master_key);
     if (!m.ok()) return Fail(m.status());
     uint64_t bytes = 0;
     for (const auto& f : m->files) bytes += f.bytes;

@@ -22,6 +22,7 @@
 #include "exchange/snapshot_follower.h"
 #include "gateway/auth.h"
 #include "gateway/gateway.h"
+#include "gateway/sealed_secret.h"
 #include "journal/data_dir.h"
 #include "journal/format.h"
 #include "journal/reader.h"
@@ -424,6 +425,17 @@ StandbyEnd RunStandby(const Config& cfg, const std::string& source,
   auto verifier = LoadBusVerifier(cfg, signer->get());
   if (!verifier.ok()) return fail(verifier.status());
   if (Status s = bus::CheckNatsSecurity(cfg.runtime.bus.security); !s.ok()) return fail(s);
+  // The primary's master key: the standby serves API keys once it takes over.
+  const std::filesystem::path master_file = MasterKeyFile(cfg);
+  auto master = gateway::LoadMasterKey(master_file);
+  if (!master.ok()) {
+    if (master.status().code() != StatusCode::kNotFound) return fail(master.status());
+    return fail(NotFound(fmt::format(
+        "{}: a standby serves the API keys once it takes over, so it needs the primary's master "
+        "key: copy <primary data_dir>/master.key to {} (mode 0600) or name it with --master-key "
+        "/ [security] master_key_file",
+        master.status().message(), master_file.string())));
+  }
   log::Info("app", fmt::format("matchbook 0.1.0 standby: configuration {} ({} assets, {} markets)",
                                source, cfg.engine.assets.size(), cfg.engine.markets.size()));
   const uint64_t config_hash = engine::HashConfig(cfg.engine);
@@ -438,6 +450,9 @@ StandbyEnd RunStandby(const Config& cfg, const std::string& source,
   auto engine = std::make_unique<engine::Engine>(cfg.engine);
   auto rep = journal::Recover(*dir, engine.get(), ro);
   if (!rep.ok()) return fail(rep.status());
+  if (Status s = gateway::CheckMasterKey(*master, engine->ExportImage(), master_file); !s.ok()) {
+    return fail(s);
+  }
   log::Info("standby", journal::Describe(*rep));
 
   bus::FollowerOptions fo = FollowerOptionsFrom(cfg, *servers, *verifier, "standby");

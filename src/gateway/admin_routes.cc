@@ -294,6 +294,21 @@ void Gateway::Impl::RegisterMetrics(metrics::Registry& r) {
                  read([](const Impl& g) {
                    return g.stage_ != nullptr ? static_cast<double>(g.stage_->full_waits()) : 0.0;
                  }));
+  // How the journal holds the HMAC keys' secrets: "plain" (an earlier
+  // version's, live or revoked) falls to 0 once they are rotated and scrubbed.
+  using CensusField = double (*)(const Impl&);
+  const std::pair<const char*, CensusField> kForms[] = {
+      {"sealed", [](const Impl& g) { return double(g.keys_->secret_census().sealed); }},
+      {"plain", [](const Impl& g) { return double(g.keys_->secret_census().plain_live); }},
+      {"plain_revoked",
+       [](const Impl& g) { return double(g.keys_->secret_census().plain_revoked); }},
+      {"scrubbed", [](const Impl& g) { return double(g.keys_->secret_census().scrubbed); }}};
+  for (const auto& [form, field] : kForms) {
+    r.AddGauge("matchbook_api_key_secrets",
+               "HMAC keys by how the journal holds their secret: sealed with the master key, "
+               "plain (an earlier version's; live or revoked) or scrubbed",
+               {{"form", form}}, read(field));
+  }
   r.AddGauge("matchbook_history_queue_depth", "History requests waiting for the history thread", {},
              read([](const Impl& g) { return static_cast<double>(g.history_depth_.load()); }));
   r.AddGauge("matchbook_responses_waiting",
@@ -621,21 +636,24 @@ void Gateway::Impl::AdminCreateKey(Ctx& c, std::string_view id_text, const json:
     return Reply(c,
                  ApiError{missing ? 404 : 400, missing ? -1000 : -1130, change.status().message()});
   }
-  SubmitAuthChange(c, "create_key", *change, [id = *id](Pending& p, const engine::AuthChanged& a) {
-    json::object o;
-    o["accountId"] = static_cast<uint32_t>(id);
-    o["apiKey"] = a.subject.view();
-    json::array perms;
-    for (const std::string& name : PermissionNames(a.permissions)) perms.emplace_back(name);
-    o["permissions"] = std::move(perms);
-    if (a.ed25519) {
-      o["keyType"] = "ED25519";
-    } else {
-      o["keyType"] = "HMAC_SHA256";
-      o["secretKey"] = a.secret.view();
-    }
-    p.Reply(200, json::serialize(o));
-  });
+  SubmitAuthChange(c, "create_key", *change,
+                   [this, id = *id](Pending& p, const engine::AuthChanged& a) {
+                     json::object o;
+                     o["accountId"] = static_cast<uint32_t>(id);
+                     o["apiKey"] = a.subject.view();
+                     json::array perms;
+                     for (const std::string& name : PermissionNames(a.permissions))
+                       perms.emplace_back(name);
+                     o["permissions"] = std::move(perms);
+                     if (a.ed25519) {
+                       o["keyType"] = "ED25519";
+                     } else {
+                       o["keyType"] = "HMAC_SHA256";
+                       // Shown this once; the journal holds it sealed.
+                       o["secretKey"] = keys_->OpenedSecret(a.subject.view(), a.secret.view());
+                     }
+                     p.Reply(200, json::serialize(o));
+                   });
 }
 
 // GET accounts/{id}/ledger?fromSeq&limit: the account's ledger lines from

@@ -633,7 +633,10 @@ class KeyStoreTest : public ::testing::Test {
   std::unique_ptr<KeyStore> OpenStore(uint32_t max_accounts = 100) {
     Result<std::unique_ptr<KeyStore>> r = KeyStore::Open(dir_, max_accounts);
     EXPECT_TRUE(r.ok()) << r.status().message();
-    return r.ok() ? std::move(r.value()) : nullptr;
+    if (!r.ok()) return nullptr;
+    const Status master = (*r)->EnsureMasterKey();  // made: nothing is sealed yet
+    EXPECT_TRUE(master.ok()) << master.message();
+    return std::move(r.value());
   }
 
   static std::string ReadText(const fs::path& p) {
@@ -766,13 +769,20 @@ TEST_F(KeyStoreTest, AccountsAndKeysComeFromTheEngine) {
   Result<engine::AuthChange> c1 = store->NewKey(AccountId{1}, 3000, kDefaultPermissions);
   ASSERT_TRUE(c1.ok());
   const std::string k1(c1->subject.view());
-  const std::string s1(c1->secret.view());
+  // The command (and so the journal) holds the secret sealed; the store
+  // serves it opened: 64 hex characters.
+  const std::string sealed(c1->secret.view());
+  EXPECT_EQ(FormOf(sealed), SecretForm::kSealed);
+  EXPECT_EQ(sealed.size(), 63U);
   EXPECT_EQ(k1.size(), 64U);
-  EXPECT_EQ(s1.size(), 64U);
   EXPECT_TRUE(AllAlnum(k1));
-  EXPECT_TRUE(AllAlnum(s1));
-  EXPECT_NE(k1, s1);
   RunOk(e, *store, c1);
+  ASSERT_TRUE(store->FindKey(k1).has_value());
+  const std::string s1 = store->FindKey(k1)->secret;
+  EXPECT_EQ(s1.size(), 64U);
+  EXPECT_EQ(s1.find_first_not_of("0123456789abcdef"), std::string::npos) << s1;
+  EXPECT_EQ(sealed.find(s1), std::string::npos);
+  EXPECT_NE(k1, s1);
   const std::string public_key(32, '\x07');
   Result<engine::AuthChange> c2 = store->NewKey(AccountId{1}, 2500, kAllPermissions, public_key);
   ASSERT_TRUE(c2.ok());
@@ -812,6 +822,76 @@ TEST_F(KeyStoreTest, AccountsAndKeysComeFromTheEngine) {
   // The next account continues after the recorded ones.
   RunOk(e, *again, again->NewAccount("carol", 4000));
   EXPECT_EQ(again->FindAccount(AccountId{3})->name, "carol");
+}
+
+// The master key: a store that holds sealed secrets refuses to serve
+// without it or with another one (the error names the file and a key), and
+// never makes a new one over them; an altered sealed secret does not open.
+TEST_F(KeyStoreTest, SecretsAreSealedWithTheMasterKey) {
+  engine::Engine e(Config());
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  const fs::path key_file = dir_ / "master.key";
+  ASSERT_TRUE(fs::exists(key_file));
+  EXPECT_EQ(fs::status(key_file).permissions() & fs::perms::all,
+            fs::perms::owner_read | fs::perms::owner_write);
+  RunOk(e, *store, store->NewAccount("alice", 1));
+  Result<engine::AuthChange> k = store->NewKey(AccountId{1}, 2, kDefaultPermissions);
+  RunOk(e, *store, k);
+  const std::string key(k->subject.view());
+  EXPECT_EQ(store->secret_census().sealed, 1U);
+  const engine::EngineImage image = e.ExportImage();
+
+  // The same key file: served again.
+  auto same = OpenStore();
+  ASSERT_NE(same, nullptr);
+  same->Bootstrap(image);
+  EXPECT_TRUE(same->EnsureMasterKey().ok());
+  EXPECT_EQ(same->FindKey(key)->secret, store->FindKey(key)->secret);
+
+  // Another key: refused, naming the file and the key.
+  const std::string good = ReadText(key_file);
+  WriteText(key_file, MasterKey::Generate().ToHex() + "\n");
+  fs::permissions(key_file, fs::perms::owner_read | fs::perms::owner_write);
+  Result<std::unique_ptr<KeyStore>> other = KeyStore::Open(dir_, 100);
+  ASSERT_TRUE(other.ok());
+  (*other)->Bootstrap(image);
+  EXPECT_TRUE((*other)->FindKey(key)->secret.empty());
+  const Status wrong = (*other)->EnsureMasterKey();
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_NE(wrong.message().find(key_file.string() + " does not open the secret of API key " +
+                                 key.substr(0, 8)),
+            std::string::npos)
+      << wrong.message();
+
+  // No key file: refused, and none is made.
+  fs::remove(key_file);
+  Result<std::unique_ptr<KeyStore>> none = KeyStore::Open(dir_, 100);
+  ASSERT_TRUE(none.ok());
+  (*none)->Bootstrap(image);
+  const Status missing = (*none)->EnsureMasterKey();
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.code(), StatusCode::kNotFound);
+  EXPECT_NE(missing.message().find("1 API key secrets in this data directory are sealed"),
+            std::string::npos)
+      << missing.message();
+  EXPECT_FALSE(fs::exists(key_file));
+  EXPECT_FALSE((*none)->NewKey(AccountId{1}, 3, kDefaultPermissions).ok());
+
+  // A sealed secret opens only with its key, for its API key, unaltered.
+  auto master = MasterKey::FromHex(good);
+  ASSERT_TRUE(master.ok());
+  const std::string raw(kSecretBytes, '\x5a');
+  const std::string sealed = master->Seal(key, raw);
+  EXPECT_EQ(master->Open(key, sealed).value(), raw);
+  EXPECT_FALSE(master->Open(std::string(64, 'k'), sealed).ok());
+  EXPECT_FALSE(MasterKey::Generate().Open(key, sealed).ok());
+  std::string altered = sealed;
+  altered[10] = altered[10] == 'A' ? 'B' : 'A';
+  EXPECT_FALSE(master->Open(key, altered).ok());
+  EXPECT_FALSE(master->Open(key, "plain text").ok());
+  EXPECT_EQ(FormOf(std::string(64, '*')), SecretForm::kScrubbed);
+  EXPECT_EQ(FormOf(std::string(64, 'S')), SecretForm::kPlain);
 }
 
 TEST_F(KeyStoreTest, AccountNameRules) {
@@ -970,7 +1050,7 @@ TEST_F(KeyStoreTest, LegacyKeysAreCheckedAgainstTheJournal) {
   Result<engine::AuthChange> k = store->NewKey(AccountId{1}, 2, kDefaultPermissions);
   RunOk(e, *store, k);
   const std::string key(k->subject.view());
-  const std::string secret(k->secret.view());
+  const std::string secret = store->FindKey(key)->secret;  // as its owner has it
   const std::string raw_public(32, 'q');
   RunOk(e, *store, store->NewKey(AccountId{1}, 3, kDefaultPermissions, raw_public));
   const auto file = [&](const std::string& key_secret, bool revoked, const std::string& extra) {

@@ -1,6 +1,7 @@
 #include "gateway/auth.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <openssl/crypto.h>
 #include <openssl/rand.h>
 #include <sys/stat.h>
@@ -69,6 +70,8 @@ Status CheckAccountName(std::string_view name) {
 }
 
 // Secrets (API secrets, the admin token) are written 0600 from the first byte.
+constexpr std::string_view kMasterKeyFile = "master.key";
+
 Status WriteSecretFileAtomically(const fs::path& path, std::string_view bytes) {
   return WriteFileAtomically(path, bytes, 0600);
 }
@@ -337,6 +340,8 @@ AccountInfo InfoOf(const engine::ImageAccount& a) {
   return AccountInfo{a.id, std::string(a.name.view()), a.created_ms};
 }
 
+// The key as the journal holds it: `secret` is the stored form (HMAC keys;
+// KeyStore::OpenSecret makes it the served one).
 ApiKey KeyOf(AccountId account, int64_t created_ms, uint8_t permissions, bool ed25519, bool revoked,
              std::string_view key, std::string_view secret) {
   ApiKey k;
@@ -350,6 +355,7 @@ ApiKey KeyOf(AccountId account, int64_t created_ms, uint8_t permissions, bool ed
     k.ed25519_public_key = Base64Decode(secret).value_or(std::string());
   } else {
     k.secret = std::string(secret);
+    k.stored_form = FormOf(secret);
   }
   return k;
 }
@@ -375,7 +381,8 @@ engine::AuthChange KeyChange(const ApiKey& k) {
 
 }  // namespace
 
-Result<std::unique_ptr<KeyStore>> KeyStore::Open(const fs::path& data_dir, uint32_t max_accounts) {
+Result<std::unique_ptr<KeyStore>> KeyStore::Open(const fs::path& data_dir, uint32_t max_accounts,
+                                                 const fs::path& master_key_file) {
   std::error_code ec;
   fs::create_directories(data_dir, ec);
   if (ec) return IoError(data_dir.string() + ": create directory: " + ec.message());
@@ -383,6 +390,13 @@ Result<std::unique_ptr<KeyStore>> KeyStore::Open(const fs::path& data_dir, uint3
   std::unique_ptr<KeyStore> store(new KeyStore());
   store->dir_ = data_dir;
   store->max_accounts_ = max_accounts;
+  store->master_key_file_ = master_key_file.empty() ? data_dir / kMasterKeyFile : master_key_file;
+  std::optional<MasterKey> master;
+  if (auto key = LoadMasterKey(store->master_key_file_); key.ok()) {
+    master = *key;
+  } else if (key.status().code() != StatusCode::kNotFound) {
+    return key.status();
+  }
   const fs::path auth_path = data_dir / kAuthFile;
   const fs::path token_path = store->admin_token_path();
 
@@ -411,6 +425,7 @@ Result<std::unique_ptr<KeyStore>> KeyStore::Open(const fs::path& data_dir, uint3
   }
   WriterLock lock(store->mu_);  // uncontended: no other thread has the store yet
   store->admin_token_ = std::move(token);
+  store->master_ = master;
   return Result<std::unique_ptr<KeyStore>>(std::move(store));
 }
 
@@ -434,15 +449,44 @@ Result<std::string> KeyStore::RotateAdminToken() {
   return token;
 }
 
+std::string KeyStore::OpenSecret(std::string_view key, std::string_view stored) {
+  switch (FormOf(stored)) {
+    case SecretForm::kPlain:
+      return std::string(stored);  // an earlier version's: it works until rotated
+    case SecretForm::kScrubbed:
+      return {};
+    case SecretForm::kSealed:
+      break;
+  }
+  if (!master_) return {};
+  auto raw = master_->Open(key, stored);
+  if (!raw.ok()) {
+    if (unopened_++ == 0) first_unopened_ = std::string(key.substr(0, 8));
+    return {};
+  }
+  return HexEncode(*raw);
+}
+
+std::string KeyStore::OpenedSecret(std::string_view key, std::string_view stored) const {
+  ReaderLock lock(mu_);
+  if (FormOf(stored) != SecretForm::kSealed || !master_) return {};
+  auto raw = master_->Open(key, stored);
+  return raw.ok() ? HexEncode(*raw) : std::string();
+}
+
 void KeyStore::Bootstrap(const engine::EngineImage& image) {
   std::map<uint32_t, AccountInfo> accounts;
   std::map<std::string, ApiKey, std::less<>> keys;
   for (const engine::ImageAccount& a : image.accounts) accounts.emplace(Raw(a.id), InfoOf(a));
-  for (const engine::ImageApiKey& k : image.api_keys) {
-    keys.emplace(std::string(k.key.view()), KeyOf(k.account, k.created_ms, k.permissions, k.ed25519,
-                                                  k.revoked, k.key.view(), k.secret.view()));
-  }
   WriterLock lock(mu_);
+  unopened_ = 0;
+  first_unopened_.clear();
+  for (const engine::ImageApiKey& k : image.api_keys) {
+    ApiKey key = KeyOf(k.account, k.created_ms, k.permissions, k.ed25519, k.revoked, k.key.view(),
+                       k.secret.view());
+    if (!key.is_ed25519()) key.secret = OpenSecret(key.key, key.secret);
+    keys.emplace(key.key, std::move(key));
+  }
   accounts_ = std::move(accounts);
   keys_ = std::move(keys);
 }
@@ -457,16 +501,75 @@ void KeyStore::Apply(std::span<const engine::Event> events) {
         accounts_[Raw(a->account)] =
             AccountInfo{a->account, std::string(a->subject.view()), a->created_ms};
         break;
-      case engine::AuthChangeKind::kCreateKey:
-        keys_[std::string(a->subject.view())] =
-            KeyOf(a->account, a->created_ms, a->permissions, a->ed25519, false, a->subject.view(),
-                  a->secret.view());
+      case engine::AuthChangeKind::kCreateKey: {
+        ApiKey key = KeyOf(a->account, a->created_ms, a->permissions, a->ed25519, false,
+                           a->subject.view(), a->secret.view());
+        if (!key.is_ed25519()) key.secret = OpenSecret(key.key, key.secret);
+        keys_[key.key] = std::move(key);
         break;
+      }
       case engine::AuthChangeKind::kRevokeKey:
         if (auto it = keys_.find(a->subject.view()); it != keys_.end()) it->second.revoked = true;
         break;
     }
   }
+}
+
+Status KeyStore::EnsureMasterKey() {
+  WriterLock lock(mu_);
+  const SecretCensus census = CensusLocked();
+  if (master_) {
+    if (unopened_ > 0) {
+      return InvalidArgument(fmt::format(
+          "[security] master_key_file: {} does not open the secret of API key {}... ({} in all) "
+          "in this data directory: it is not the master key its secrets were sealed with",
+          master_key_file_.string(), first_unopened_, unopened_));
+    }
+    return Status::Ok();
+  }
+  // Made since Open (by another gateway of the same venue): used when no
+  // sealed secret waited for it.
+  if (auto late = LoadMasterKey(master_key_file_); late.ok() && census.sealed == 0) {
+    master_ = *late;
+    return Status::Ok();
+  } else if (!late.ok() && late.status().code() != StatusCode::kNotFound) {
+    return late.status();
+  }
+  if (census.sealed > 0) {
+    return NotFound(fmt::format(
+        "[security] master_key_file: {} does not exist, and {} API key secrets in this data "
+        "directory are sealed with a master key: copy the venue's master.key there (mode 0600) "
+        "or name it with --master-key / [security] master_key_file",
+        master_key_file_.string(), census.sealed));
+  }
+  auto key = CreateMasterKey(master_key_file_);
+  if (!key.ok()) return key.status();
+  master_ = *key;
+  return Status::Ok();
+}
+
+SecretCensus KeyStore::CensusLocked() const {
+  SecretCensus c;
+  for (const auto& [name, k] : keys_) {
+    if (k.is_ed25519()) continue;
+    switch (k.stored_form) {
+      case SecretForm::kSealed:
+        ++c.sealed;
+        break;
+      case SecretForm::kScrubbed:
+        ++c.scrubbed;
+        break;
+      case SecretForm::kPlain:
+        ++(k.revoked ? c.plain_revoked : c.plain_live);
+        break;
+    }
+  }
+  return c;
+}
+
+SecretCensus KeyStore::secret_census() const {
+  ReaderLock lock(mu_);
+  return CensusLocked();
 }
 
 std::optional<AccountInfo> KeyStore::FindAccount(AccountId id) const {
@@ -520,12 +623,18 @@ Result<engine::AuthChange> KeyStore::NewKey(AccountId account, int64_t now_ms, u
         return InvalidArgument("this public key is already registered");
       }
     }
-  } else {
-    k.secret = RandomToken(kKeyLength);
+  } else if (!master_) {
+    return InvalidArgument(
+        "no master key to seal the secret with (a replica makes no keys; a server loads or "
+        "makes [security] master_key_file at start)");
   }
   do {
     k.key = RandomToken(kKeyLength);
   } while (keys_.count(k.key) != 0);  // 62^64 keys: a repeat is a formality
+  if (!k.is_ed25519()) {
+    // 32 random bytes, given as 64 hex characters; the journal holds them sealed.
+    k.secret = master_->Seal(k.key, NewRawSecret());
+  }
   return KeyChange(k);
 }
 

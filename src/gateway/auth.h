@@ -30,6 +30,7 @@
 #include "engine/event.h"
 #include "engine/image.h"
 #include "gateway/api_error.h"
+#include "gateway/sealed_secret.h"
 
 namespace mb::gateway {
 
@@ -69,13 +70,17 @@ std::optional<uint8_t> ParsePermissions(const boost::json::value& names);
 std::vector<std::string> PermissionNames(uint8_t permissions);
 
 struct ApiKey {
-  std::string key;     // 64 characters, public
-  std::string secret;  // HMAC keys: 64 characters, shown once at creation; Ed25519 keys: empty
+  std::string key;  // 64 characters, public
+  // HMAC keys: 64 characters, shown once at creation (empty when the store
+  // cannot open it: a replica has no master key; a scrubbed key); Ed25519
+  // keys: empty.
+  std::string secret;
   AccountId account{};
   int64_t created_ms = 0;
   bool revoked = false;
   std::string ed25519_public_key;  // Ed25519 keys: the raw 32 bytes; HMAC keys: empty
   uint8_t permissions = kDefaultPermissions;
+  SecretForm stored_form = SecretForm::kSealed;  // HMAC keys: how the journal holds the secret
 
   bool is_ed25519() const noexcept { return !ed25519_public_key.empty(); }
 };
@@ -102,12 +107,33 @@ struct AccountInfo {
 //
 // <data_dir>/auth.json, where versions before that kept accounts and keys,
 // is read at Open; LegacyChanges() gives what of it the journal still lacks.
+//
+// HMAC secrets are sealed with the venue's master key (gateway/sealed_secret.h)
+// in every command and event: the store seals a new key's secret and opens
+// each one it learns. Without a master key (a replica, which forwards
+// signed calls, and never calls EnsureMasterKey) secrets stay sealed and
+// unused.
 class KeyStore {
  public:
-  // Loads or creates admin.token, reads a legacy auth.json. Error:
-  // unreadable/invalid files (named), a directory that cannot be written.
+  // Loads or creates admin.token, reads a legacy auth.json, and the master
+  // key from `master_key_file` (empty: <data_dir>/master.key) when it
+  // exists.
+  // Error: unreadable/invalid files (named), a directory that cannot be
+  // written.
   static Result<std::unique_ptr<KeyStore>> Open(const std::filesystem::path& data_dir,
-                                                uint32_t max_accounts);
+                                                uint32_t max_accounts,
+                                                const std::filesystem::path& master_key_file = {});
+
+  // Once the recovered state is in (Bootstrap), before serving: the master
+  // key must open every sealed secret (else the error names the file and a
+  // key); a missing key file is made (0600) when no secret is sealed yet,
+  // and is an error when one is. Plain secrets an earlier version wrote are
+  // counted (secret_census) and keep working until rotated.
+  Status EnsureMasterKey();
+  SecretCensus secret_census() const;
+  // The secret to give the key's owner for a stored form (a new key's
+  // AuthChanged event): a sealed one opened, else empty.
+  std::string OpenedSecret(std::string_view key, std::string_view stored) const;
 
   std::string admin_token() const;
   std::filesystem::path admin_token_path() const;
@@ -154,9 +180,19 @@ class KeyStore {
  private:
   KeyStore() = default;
 
+  // The secret the store serves for `stored` (empty: none it can open); an
+  // unopened sealed one is counted.
+  std::string OpenSecret(std::string_view key, std::string_view stored) MB_REQUIRES(mu_);
+  SecretCensus CensusLocked() const MB_REQUIRES_SHARED(mu_);
+
   std::filesystem::path dir_;
   uint32_t max_accounts_ = 0;
+  std::filesystem::path master_key_file_;
   mutable SharedMutex mu_;
+  std::optional<MasterKey> master_ MB_GUARDED_BY(mu_);
+  SecretCensus census_ MB_GUARDED_BY(mu_);
+  uint64_t unopened_ MB_GUARDED_BY(mu_) = 0;  // sealed secrets the master key did not open
+  std::string first_unopened_ MB_GUARDED_BY(mu_);
   std::string admin_token_ MB_GUARDED_BY(mu_);
   std::map<uint32_t, AccountInfo> accounts_ MB_GUARDED_BY(mu_);
   std::map<std::string, ApiKey, std::less<>> keys_ MB_GUARDED_BY(mu_);

@@ -26,7 +26,17 @@ void Gateway::Impl::SetDispatcher(transfer::Dispatcher* dispatcher) { dispatcher
 
 Status Gateway::Impl::Start(exchange::Exchange* exchange) {
   exchange_ = exchange;
+  MB_RETURN_IF_ERROR(keys_->EnsureMasterKey());
   MB_RETURN_IF_ERROR(ImportLegacyKeys());
+  const SecretCensus sc = keys_->secret_census();
+  if (sc.plain_live + sc.plain_revoked > 0) {
+    log::Warn("gateway",
+              fmt::format("{} API keys ({} of them not revoked) hold secrets an earlier version "
+                          "journaled in plain text: give their owners new keys, revoke these, "
+                          "then run `matchbook secrets scrub` with the server stopped "
+                          "(docs/security.md, \"Secrets from an earlier version\")",
+                          sc.plain_live + sc.plain_revoked, sc.plain_live));
+  }
   if (history_ != nullptr) log::Info("gateway", "thread " + history_runner_.Start());
   return StartServers();
 }
@@ -761,7 +771,7 @@ Result<std::unique_ptr<Gateway>> Gateway::Create(const engine::EngineConfig& con
                                                  GatewayOptions options) {
   std::error_code ec;
   std::filesystem::create_directories(data_dir, ec);
-  auto keys = KeyStore::Open(data_dir, config.max_accounts);
+  auto keys = KeyStore::Open(data_dir, config.max_accounts, options.master_key_file);
   if (!keys.ok()) return keys.status();
   return std::unique_ptr<Gateway>(new Gateway(
       std::make_unique<Impl>(config, data_dir, std::move(options), std::move(keys).value())));

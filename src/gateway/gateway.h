@@ -81,7 +81,11 @@ struct GatewayOptions {
   std::vector<MarketRules> market_rules;
   StreamOptions streams;
   marketdata::ReadSideOptions read_side;
-  bool admin_remote = false;   // the operator API answers non-loopback peers
+  bool admin_remote = false;  // the operator API answers non-loopback peers
+  // The venue's master key, which seals API keys' secrets (gateway/auth.h);
+  // made at the first start when missing and no secret is sealed yet.
+  // Empty: <data_dir>/master.key.
+  std::filesystem::path master_key_file;
   uint32_t retry_after_s = 1;  // Retry-After on 503 (ring full, journal refusing)
   // Where the gateway registers its metrics and which GET /metrics exposes;
   // null: no metrics and no /metrics. Outlives the gateway.

@@ -204,6 +204,7 @@ class StreamsTest : public ::testing::Test {
     auto keys = KeyStore::Open(dir_, config_.max_accounts);
     ASSERT_TRUE(keys.ok()) << keys.status().message();
     keys_ = std::move(keys).value();
+    ASSERT_TRUE(keys_->EnsureMasterKey().ok());
     auto alice = testing::CreateAccount(*keys_, "alice", kT0);
     auto bob = testing::CreateAccount(*keys_, "bob", kT0);
     ASSERT_TRUE(alice.ok() && bob.ok());

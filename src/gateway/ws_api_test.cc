@@ -141,6 +141,7 @@ class WsApiTest : public ::testing::Test {
     auto store = KeyStore::Open(dir_, 100);
     ASSERT_TRUE(store.ok()) << store.status().message();
     keys_ = std::move(store).value();
+    ASSERT_TRUE(keys_->EnsureMasterKey().ok());
     auto account = testing::CreateAccount(*keys_, "alice", kNowMs);
     ASSERT_TRUE(account.ok());
     account_ = account->id;

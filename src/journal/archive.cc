@@ -84,6 +84,32 @@ Result<std::vector<std::byte>> ReadArchivedSegment(const fs::path& path) {
   return out;
 }
 
+Result<uint64_t> WriteArchivedSegment(const fs::path& path, std::span<const std::byte> raw,
+                                      int zstd_level) {
+  std::unique_ptr<ZSTD_CCtx, decltype(&ZSTD_freeCCtx)> cctx(ZSTD_createCCtx(), &ZSTD_freeCCtx);
+  std::vector<std::byte> packed(ZSTD_compressBound(raw.size()));
+  ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_compressionLevel, zstd_level);
+  ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_checksumFlag, 1);
+  ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_contentSizeFlag, 1);
+  const std::size_t n =
+      ZSTD_compress2(cctx.get(), packed.data(), packed.size(), raw.data(), raw.size());
+  if (ZSTD_isError(n)) {
+    return IoError(fmt::format("{}: zstd: {}", path.string(), ZSTD_getErrorName(n)));
+  }
+  packed.resize(n);
+  MB_RETURN_IF_ERROR(WriteFileAtomically(path, packed, 0600));  // secrets, as the segment
+  // Read back what is on disk before the only other copy goes.
+  auto back = ReadArchivedSegment(path);
+  if (!back.ok() || back->size() != raw.size() ||
+      std::memcmp(back->data(), raw.data(), raw.size()) != 0) {
+    std::error_code ec;
+    fs::remove(path, ec);
+    return Corruption(fmt::format("{}: the archived copy does not read back equal{}", path.string(),
+                                  back.ok() ? "" : ": " + back.status().message()));
+  }
+  return uint64_t{n};
+}
+
 Result<RetentionReport> Retain(const DataDir& dir, uint64_t floor, Retention policy,
                                const fs::path& archive_dir, int zstd_level) {
   RetentionReport report;
@@ -100,7 +126,6 @@ Result<RetentionReport> Retain(const DataDir& dir, uint64_t floor, Retention pol
     fs::create_directories(archive_dir, ec);
     if (ec) return ErrnoStatus(archive_dir, "create", ec.value());
   }
-  std::unique_ptr<ZSTD_CCtx, decltype(&ZSTD_freeCCtx)> cctx(ZSTD_createCCtx(), &ZSTD_freeCCtx);
   for (std::size_t i = 0; i < removable; ++i) {
     const FileEntry& s = (*segments)[i];
     std::error_code ec;
@@ -109,31 +134,11 @@ Result<RetentionReport> Retain(const DataDir& dir, uint64_t floor, Retention pol
     if (policy == Retention::kArchive) {
       MappedFile map;
       MB_RETURN_IF_ERROR(map.Open(s.path));
-      const std::span<const std::byte> raw = map.bytes();
-      std::vector<std::byte> packed(ZSTD_compressBound(raw.size()));
-      ZSTD_CCtx_reset(cctx.get(), ZSTD_reset_session_and_parameters);
-      ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_compressionLevel, zstd_level);
-      ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_checksumFlag, 1);
-      ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_contentSizeFlag, 1);
-      const std::size_t n =
-          ZSTD_compress2(cctx.get(), packed.data(), packed.size(), raw.data(), raw.size());
-      if (ZSTD_isError(n)) {
-        return IoError(fmt::format("{}: zstd: {}", s.path.string(), ZSTD_getErrorName(n)));
-      }
-      packed.resize(n);
       const fs::path final_path =
           archive_dir / (s.path.filename().string() + std::string(kArchiveSuffix));
-      MB_RETURN_IF_ERROR(WriteFileAtomically(final_path, packed, 0600));  // secrets, as the segment
-      // Read back what is on disk before the only other copy goes.
-      auto back = ReadArchivedSegment(final_path);
-      if (!back.ok() || back->size() != raw.size() ||
-          std::memcmp(back->data(), raw.data(), raw.size()) != 0) {
-        fs::remove(final_path, ec);
-        return Corruption(fmt::format("{}: the archived copy does not read back equal{}",
-                                      s.path.string(),
-                                      back.ok() ? "" : ": " + back.status().message()));
-      }
-      report.bytes_written += n;
+      auto n = WriteArchivedSegment(final_path, map.bytes(), zstd_level);
+      if (!n.ok()) return n.status();
+      report.bytes_written += *n;
     }
     if (dir.file_system().Unlink(s.path.c_str()) != 0) {
       return ErrnoStatus(s.path, "remove", errno);

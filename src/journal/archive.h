@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -49,6 +50,13 @@ Result<std::vector<ArchivedSegment>> ListArchive(const std::filesystem::path& ar
 // The bytes of an archived segment. kCorruption: not a whole zstd frame, a
 // checksum mismatch, or not the size the frame says.
 Result<std::vector<std::byte>> ReadArchivedSegment(const std::filesystem::path& path);
+
+// Writes `raw` (a segment's bytes) to `path` as an archived segment (one
+// zstd frame with checksum and size, 0600, atomically and durably) and reads
+// it back; the compressed size. Error: a write, or a copy that does not
+// read back equal (removed then).
+Result<uint64_t> WriteArchivedSegment(const std::filesystem::path& path,
+                                      std::span<const std::byte> raw, int zstd_level = 3);
 
 struct RetentionReport {
   uint64_t floor = 0;
