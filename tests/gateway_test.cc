@@ -2794,6 +2794,35 @@ TEST_F(GatewayTest, ForwardedClientAddressIsBelievedOnlyFromTrustedReplicas) {
   }
 }
 
+// gateway.admin_remote opens the operator API and page to remote clients
+// over TLS only; without TLS only gateway.admin_remote_plaintext does. (A
+// trusted replica's forwarded address makes the client remote here.)
+TEST_F(GatewayTest, RemoteOperatorCallsNeedTlsOrAnExplicitPlainTextOptIn) {
+  const std::map<std::string, std::string> far = {{"X-MB-Client-Address", "203.0.113.7"}};
+  for (const bool plaintext : {false, true}) {
+    SCOPED_TRACE(plaintext);
+    gateway::GatewayOptions go;
+    go.trusted_replicas = {"127.0.0.1"};
+    go.admin_remote = true;
+    go.admin_remote_plaintext = plaintext;
+    Node n(dir_ / (plaintext ? "plaintext" : "tls-only"), go);
+    std::map<std::string, std::string> admin = far;
+    admin["X-MB-ADMIN-TOKEN"] = n.token();
+    const Reply h = n.Request(http::verb::get, "/admin/v1/accounts", {}, admin);
+    const Reply page = n.Request(http::verb::get, "/admin/", {}, far);
+    if (plaintext) {
+      EXPECT_EQ(h.status, 200) << h.body;
+      EXPECT_EQ(page.status, 200);
+    } else {
+      EXPECT_EQ(h.status, 403) << h.body;
+      EXPECT_NE(h.body.find("remote clients over TLS only"), std::string::npos) << h.body;
+      EXPECT_EQ(page.status, 403) << page.body;
+    }
+    // Loopback clients are served either way.
+    EXPECT_EQ(n.Admin(http::verb::get, "accounts").status, 200);
+  }
+}
+
 TEST_F(GatewayTest, NoMetricsWithoutARegistry) {
   Node n(dir_);
   EXPECT_EQ(n.Request(http::verb::get, "/metrics").status, 404);

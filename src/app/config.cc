@@ -70,6 +70,7 @@ constexpr std::string_view kGatewayKeys[] = {"host",
                                              "orders_per_10s",
                                              "orders_per_day",
                                              "admin_remote",
+                                             "admin_remote_plaintext",
                                              "trusted_replicas",
                                              "recent_trades",
                                              "history_orders",
@@ -800,6 +801,8 @@ class Loader {
     MB_RETURN_IF_ERROR(
         OptionalInt(t, "gateway", "orders_per_day", 0, kU32Max, &g->order_limit.per_day));
     MB_RETURN_IF_ERROR(OptionalBool(t, "gateway", "admin_remote", &g->admin_remote));
+    MB_RETURN_IF_ERROR(
+        OptionalBool(t, "gateway", "admin_remote_plaintext", &g->admin_remote_plaintext));
     std::string replicas;
     MB_RETURN_IF_ERROR(OptionalString(t, "gateway", "trusted_replicas", &replicas, &where));
     if (where != nullptr) {

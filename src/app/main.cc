@@ -560,11 +560,20 @@ int Serve(const mb::app::Config& cfg, const std::string& source, bool recover_on
     }
     mb::log::Info("app", "threads: " + names);
   }
-  mb::log::Info("gateway", fmt::format("operator API at {}/admin/v1/ (loopback only{}); send the "
-                                       "token from {} as the X-MB-ADMIN-TOKEN header",
-                                       mb::app::ApiBase(so, port),
-                                       cfg.runtime.gateway.admin_remote ? ", remote allowed" : "",
-                                       (*gw)->admin_token_path().string()));
+  const mb::gateway::GatewayOptions& ga = cfg.runtime.gateway;
+  const char* reach = !ga.admin_remote            ? "loopback only"
+                      : (*gw)->tls()              ? "loopback, and remote clients over TLS"
+                      : ga.admin_remote_plaintext ? "loopback, and remote clients in plain text"
+                                                  : "loopback only: remote clients need TLS";
+  mb::log::Info("gateway",
+                fmt::format("operator API at {}/admin/v1/ ({}); send the token from {} "
+                            "as the X-MB-ADMIN-TOKEN header",
+                            mb::app::ApiBase(so, port), reach, (*gw)->admin_token_path().string()));
+  if (ga.admin_remote && ga.admin_remote_plaintext && !(*gw)->tls()) {
+    mb::log::Warn("gateway",
+                  "gateway.admin_remote_plaintext: the operator API answers remote clients "
+                  "without TLS, so the admin token crosses the network readable");
+  }
   const auto limit = [](uint32_t weight) {
     return weight == 0 ? std::string("unlimited") : fmt::format("{} weight/min", weight);
   };

@@ -72,6 +72,12 @@ void Gateway::Impl::HandleAdmin(Ctx& c) {
   if (!c.loopback && !options_.admin_remote) {
     return Reply(c, ApiError{403, -1002, "The operator API answers loopback clients only."});
   }
+  if (!c.loopback && !RemoteOperatorWireOk()) {
+    return Reply(c, ApiError{403, -1002,
+                             "The operator API answers remote clients over TLS only "
+                             "(--tls-cert and --tls-key): the admin token would cross the "
+                             "network readable."});
+  }
   if (!token_ok) {
     return Reply(c, ApiError{401, -1002, "Missing or wrong admin token (X-MB-ADMIN-TOKEN)."});
   }

@@ -276,6 +276,11 @@ void Gateway::Impl::Handle(Request req, std::string_view remote, bool loopback, 
       if (IsOperatorPage(c.path) && !c.loopback && !options_.admin_remote) {
         return Reply(c, ApiError{403, -1002, "The operator page answers loopback clients only."});
       }
+      if (IsOperatorPage(c.path) && !c.loopback && !RemoteOperatorWireOk()) {
+        return Reply(c, ApiError{403, -1002,
+                                 "The operator page answers remote clients over TLS only "
+                                 "(--tls-cert and --tls-key)."});
+      }
       Response res = PageResponse(c.req, *page);
       CountStatus(static_cast<int>(res.result_int()));
       return c.respond(std::move(res));

@@ -29,7 +29,8 @@
 // registry, GET /metrics (Prometheus text; loopback only unless allowed; also
 // on its own port with metrics_port). docs/api.md lists them. GET/HEAD of
 // the web pages' paths (web_pages.h: "/", "/admin/" and their assets,
-// embedded by src/web; the operator page loopback only unless admin_remote)
+// embedded by src/web; the operator page loopback only unless admin_remote,
+// and then remote clients over TLS)
 // are answered before any route; docs/web.md.
 //
 // Metrics (docs/metrics.md): with GatewayOptions::metrics the gateway records
@@ -81,7 +82,11 @@ struct GatewayOptions {
   std::vector<MarketRules> market_rules;
   StreamOptions streams;
   marketdata::ReadSideOptions read_side;
-  bool admin_remote = false;  // the operator API answers non-loopback peers
+  // The operator API and page answer non-loopback peers — over TLS only,
+  // unless admin_remote_plaintext (a trusted network; the admin token then
+  // crosses it readable, and the start-up log says so).
+  bool admin_remote = false;
+  bool admin_remote_plaintext = false;
   // The venue's master key, which seals API keys' secrets (gateway/auth.h);
   // made at the first start when missing and no secret is sealed yet.
   // Empty: <data_dir>/master.key.

@@ -57,11 +57,15 @@ function makeNamespace() {
 }
 
 // The demo configuration as venue `name`, linked to `other` at otherUrl. The
-// operator API is opened: the tests reach each venue on its veth address.
+// operator API is opened: the tests reach each venue on its veth address
+// (in plain text only with admin_remote_plaintext).
 // Under --tls (lib.mjs) the venues call each other over https://, checked
 // with the test CA.
 function configText(name, other, otherUrl, { transfers = '', edit = (t) => t } = {}) {
-  const body = edit(demo.replace(/^admin_remote = false$/m, 'admin_remote = true'));
+  // Without TLS the operator API answers remote clients only when plain
+  // text is allowed explicitly.
+  const open = TLS ? 'admin_remote = true' : 'admin_remote = true\nadmin_remote_plaintext = true';
+  const body = edit(demo.replace(/^admin_remote = false$/m, open));
   const ca = TLS ? `ca_file = "${TLS.ca}"\n` : '';
   return `venue = "${name}"\n${body}\n${transfers}\n[[venues]]\nname = "${other}"\nurl = "${otherUrl}"\nsecret = "${SECRET}"\n${ca}`;
 }

@@ -16,8 +16,10 @@ if [ -z "$ADDR" ]; then
   exit 0
 fi
 CONF=$(mktemp)
-# The operator API must answer remote peers for the set-up; /metrics does not.
-sed -e 's/^admin_remote = false/admin_remote = true/' "$SRC/config/matchbook.toml" >"$CONF"
+# The operator API must answer remote peers for the set-up (in plain text:
+# this server has no certificate); /metrics does not.
+sed -e 's/^admin_remote = false/admin_remote = true\nadmin_remote_plaintext = true/' \
+  "$SRC/config/matchbook.toml" >"$CONF"
 grep -q '^admin_remote = true' "$CONF" || fail "config: no admin_remote line to turn on"
 grep -q '^remote = false' "$CONF" || fail "config: [metrics] remote is not false"
 start_server "$MATCHBOOK" --config "$CONF" --host 0.0.0.0
