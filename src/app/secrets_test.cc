@@ -1,0 +1,188 @@
+// `matchbook secrets scrub` over a journal with archived segments and a
+// snapshot: a revoked key's plain secret leaves every live and archived
+// segment and every snapshot, the journal still replays from record 1 (the
+// archive first) to each snapshot's state hash, a sealed key is untouched,
+// and a live plain key refuses the scrub.
+#include "app/secrets.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "gateway/sealed_secret.h"
+#include "journal/archive.h"
+#include "journal/journal_test_support.h"
+
+namespace mb::app {
+namespace {
+
+using journal::Bytes;
+namespace fs = std::filesystem;
+
+bool Holds(std::span<const std::byte> bytes, std::string_view text) {
+  const std::string_view all(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  return all.find(text) != std::string_view::npos;
+}
+
+class ScrubTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    config_.engine = journal::TestConfig();
+    config_.runtime.data_dir = tmp_.path().string();
+  }
+
+  // Runs `c` as the next command; its events become the next record.
+  void Run(const engine::CommandBody& body) {
+    engine::EventBuffer out;
+    engine_.Process(engine::Command{ts_ += 1'000, body}, &out);
+    for (const engine::Event& e : out) {
+      ASSERT_NE(e.type(), engine::EventType::kRejected) << "command " << records_.size() + 1;
+    }
+    records_.push_back(std::move(out));
+  }
+  engine::AuthChange Auth(engine::AuthChangeKind kind, uint32_t account, std::string_view subject,
+                          std::string_view secret = {}) {
+    engine::AuthChange c;
+    c.kind = kind;
+    c.account = AccountId{account};
+    c.permissions = 3;
+    c.created_ms = 1;
+    EXPECT_TRUE(c.subject.Assign(subject));
+    EXPECT_TRUE(c.secret.Assign(secret));
+    return c;
+  }
+  // Every record in its own segment (a tiny segment size), a snapshot at
+  // `snapshot_at`, then the segments before it archived (as retention does:
+  // the oldest snapshot is its floor).
+  void WriteJournal(uint64_t snapshot_at) {
+    journal::History h;
+    h.config = config_.engine;
+    h.config_hash = engine_.ConfigHash();
+    h.records = records_;
+    ASSERT_TRUE(
+        journal::WriteHistory(tmp_.path(), h, records_.size(), journal::Options(64), 1).ok());
+    auto dir = journal::DataDir::Open(tmp_.path(), journal::OpenMode::kReadWrite);
+    ASSERT_TRUE(dir.ok());
+    engine::Engine at = journal::EngineAt(h, snapshot_at);
+    auto scanned = journal::ReadAll(tmp_.path());
+    ASSERT_TRUE(scanned.ok());
+    journal::SnapshotMeta meta;
+    meta.record_checksum = (*scanned)[snapshot_at - 1].checksum;
+    ASSERT_TRUE(journal::WriteSnapshot(*dir, at.ExportImage(), &meta, 1, 10).ok());
+    auto retained = journal::Retain(*dir, snapshot_at, journal::Retention::kArchive, archive());
+    ASSERT_TRUE(retained.ok()) << retained.status().message();
+    ASSERT_EQ(retained->segments, snapshot_at - 1);
+  }
+  fs::path archive() const { return tmp_.path() / "archive"; }
+  // Whether any live segment, archived segment (decompressed) or snapshot
+  // image holds `secret`.
+  bool Anywhere(std::string_view secret) {
+    for (const fs::path& s : journal::Segments(tmp_.path())) {
+      if (Holds(journal::Load(s), secret)) return true;
+    }
+    auto archived = journal::ListArchive(archive());
+    EXPECT_TRUE(archived.ok());
+    for (const journal::ArchivedSegment& a : *archived) {
+      auto bytes = journal::ReadArchivedSegment(a.path);
+      EXPECT_TRUE(bytes.ok());
+      if (Holds(*bytes, secret)) return true;
+    }
+    for (const auto& e : fs::directory_iterator(tmp_.path() / "snapshots")) {
+      auto loaded = journal::ReadSnapshot(e.path());
+      EXPECT_TRUE(loaded.ok()) << loaded.status().message();
+      for (const engine::ImageApiKey& k : loaded->image.api_keys) {
+        if (k.secret.view() == secret) return true;
+      }
+    }
+    return false;
+  }
+
+  journal::TempDir tmp_;
+  Config config_;
+  engine::Engine engine_{journal::TestConfig()};
+  int64_t ts_ = 1'700'000'000'000'000'000;
+  std::vector<engine::EventBuffer> records_;
+};
+
+TEST_F(ScrubTest, RevokedPlainSecretsLeaveTheArchiveTheJournalAndTheSnapshots) {
+  const std::string plain(64, 'P');
+  const std::string key(64, 'k');
+  const gateway::MasterKey master = gateway::MasterKey::Generate();
+  const std::string sealed_key(64, 's');
+  const std::string sealed = master.Seal(sealed_key, gateway::NewRawSecret());
+  using K = engine::AuthChangeKind;
+  Run(Auth(K::kCreateAccount, 0, "alice"));
+  Run(Auth(K::kCreateKey, 1, key, plain));
+  Run(Auth(K::kCreateKey, 1, sealed_key, sealed));
+  Run(Auth(K::kRevokeKey, 1, key));
+  Run(Auth(K::kCreateAccount, 0, "bob"));
+  WriteJournal(/*snapshot_at=*/4);
+  ASSERT_TRUE(Anywhere(plain)) << "the test would see nothing";
+
+  auto report = ScrubSecrets(config_, archive());
+  ASSERT_TRUE(report.ok()) << report.status().message();
+  EXPECT_EQ(report->secrets, 1U);
+  EXPECT_EQ(report->records, 1U);
+  EXPECT_EQ(report->archived_segments, 1U);
+  EXPECT_EQ(report->snapshots, 1U);
+  EXPECT_FALSE(report->stream_purged);
+  EXPECT_FALSE(Anywhere(plain));
+  EXPECT_TRUE(Anywhere(sealed)) << "a sealed secret is not scrubbed";
+
+  // The journal, archive first, replays to the rewritten snapshot's hash.
+  auto dir = journal::DataDir::Open(tmp_.path(), journal::OpenMode::kReadOnly);
+  ASSERT_TRUE(dir.ok());
+  engine::Engine replay(config_.engine);
+  journal::ScanOptions so;
+  so.archive_dir = archive();
+  uint64_t last = 0;
+  auto scanned = journal::ScanJournal(*dir, so, [&](const journal::JournalRecord& r) {
+    engine::EventBuffer events;
+    MB_RETURN_IF_ERROR(journal::DecodeOutcome(r, &events));
+    for (const engine::Event& e : events) replay.Apply(e);
+    last = r.seq;
+    if (r.seq == 4) {
+      auto snap = journal::ReadSnapshot(dir->snapshot_dir() / journal::SnapshotFileName(4));
+      EXPECT_TRUE(snap.ok());
+      EXPECT_EQ(snap->meta.state_hash, replay.StateHash());
+      EXPECT_EQ(snap->meta.record_checksum, r.checksum);
+    }
+    return Status::Ok();
+  });
+  ASSERT_TRUE(scanned.ok()) << scanned.status().message();
+  EXPECT_EQ(last, 5U);
+  const engine::EngineImage image = replay.ExportImage();
+  ASSERT_EQ(image.api_keys.size(), 2U);
+  EXPECT_EQ(gateway::FormOf(image.api_keys[0].secret.view()), gateway::SecretForm::kScrubbed);
+  EXPECT_TRUE(image.api_keys[0].revoked);
+  EXPECT_EQ(image.api_keys[1].secret.view(), sealed);
+
+  // Again: nothing left to do.
+  auto again = ScrubSecrets(config_, archive());
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->secrets, 0U);
+  EXPECT_EQ(again->records + again->snapshots, 0U);
+}
+
+TEST_F(ScrubTest, ALivePlainKeyRefusesTheScrubAndNothingChanges) {
+  const std::string plain(64, 'Q');
+  using K = engine::AuthChangeKind;
+  Run(Auth(K::kCreateAccount, 0, "alice"));
+  Run(Auth(K::kCreateKey, 1, std::string(64, 'k'), plain));
+  Run(Auth(K::kCreateAccount, 0, "bob"));
+  Run(Auth(K::kCreateAccount, 0, "carol"));
+  WriteJournal(/*snapshot_at=*/3);
+  const auto before = journal::Tree(tmp_.path());
+  auto report = ScrubSecrets(config_, archive());
+  ASSERT_FALSE(report.ok());
+  EXPECT_NE(report.status().message().find("kkkkkkkk... (account 1)"), std::string::npos)
+      << report.status().message();
+  auto after = journal::Tree(tmp_.path());
+  after.erase("LOCK");
+  auto expected = before;
+  expected.erase("LOCK");
+  EXPECT_EQ(after, expected);
+}
+
+}  // namespace
+}  // namespace mb::app
