@@ -551,18 +551,7 @@ Status KeyStore::EnsureMasterKey() {
 SecretCensus KeyStore::CensusLocked() const {
   SecretCensus c;
   for (const auto& [name, k] : keys_) {
-    if (k.is_ed25519()) continue;
-    switch (k.stored_form) {
-      case SecretForm::kSealed:
-        ++c.sealed;
-        break;
-      case SecretForm::kScrubbed:
-        ++c.scrubbed;
-        break;
-      case SecretForm::kPlain:
-        ++(k.revoked ? c.plain_revoked : c.plain_live);
-        break;
-    }
+    if (!k.is_ed25519()) c.Add(k.stored_form, k.revoked);
   }
   return c;
 }

@@ -176,21 +176,24 @@ Result<MasterKey> CreateMasterKey(const std::filesystem::path& file) {
   return key;
 }
 
+void SecretCensus::Add(SecretForm form, bool revoked) noexcept {
+  switch (form) {
+    case SecretForm::kSealed:
+      ++sealed;
+      return;
+    case SecretForm::kScrubbed:
+      ++scrubbed;
+      return;
+    case SecretForm::kPlain:
+      ++(revoked ? plain_revoked : plain_live);
+      return;
+  }
+}
+
 SecretCensus CountSecrets(const engine::EngineImage& image) {
   SecretCensus c;
   for (const engine::ImageApiKey& k : image.api_keys) {
-    if (k.ed25519) continue;
-    switch (FormOf(k.secret.view())) {
-      case SecretForm::kSealed:
-        ++c.sealed;
-        break;
-      case SecretForm::kScrubbed:
-        ++c.scrubbed;
-        break;
-      case SecretForm::kPlain:
-        ++(k.revoked ? c.plain_revoked : c.plain_live);
-        break;
-    }
+    if (!k.ed25519) c.Add(FormOf(k.secret.view()), k.revoked);
   }
   return c;
 }

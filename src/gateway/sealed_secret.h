@@ -80,6 +80,8 @@ struct SecretCensus {
   uint64_t plain_live = 0;
   uint64_t plain_revoked = 0;
   uint64_t scrubbed = 0;
+
+  void Add(SecretForm form, bool revoked) noexcept;
 };
 SecretCensus CountSecrets(const engine::EngineImage& image);
 
