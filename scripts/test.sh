@@ -78,6 +78,8 @@ end() {
 report() {
   local status=$1
   if [ -n "$current" ]; then
+    # A phase cut short (a signal) never reads as a pass.
+    [ "$status" -eq 0 ] && status=1
     phase_names+=("$current (failed)")
     phase_secs+=($(( $(date +%s) - phase_start )))
   fi
