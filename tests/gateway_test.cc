@@ -2823,6 +2823,20 @@ TEST_F(GatewayTest, RemoteOperatorCallsNeedTlsOrAnExplicitPlainTextOptIn) {
   }
 }
 
+// JSON nested deeper than 32 levels (Boost.JSON's parse limit) is refused
+// like any other bad body, and changes nothing.
+TEST_F(GatewayTest, DeeplyNestedJsonIsRefused) {
+  Node n(dir_);
+  std::string deep;
+  for (int i = 0; i < 40; ++i) deep += "{\"name\":";
+  deep += "\"x\"";
+  for (int i = 0; i < 40; ++i) deep += "}";
+  const Reply r = n.Admin(http::verb::post, "accounts", deep);
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(r.Json().at("code").as_int64(), -1130);
+  EXPECT_EQ(n.Admin(http::verb::get, "accounts").body, "[]");
+}
+
 TEST_F(GatewayTest, NoMetricsWithoutARegistry) {
   Node n(dir_);
   EXPECT_EQ(n.Request(http::verb::get, "/metrics").status, 404);
