@@ -166,6 +166,27 @@ code=$(curl -s -o /dev/null -w '%{http_code}' -H "X-MB-ADMIN-TOKEN: $rtoken" "$r
 curl -sS "$rbase/metrics" | grep -q '^matchbook_replica_refused_messages_total [1-9]' ||
   fail "no refused-messages metric"
 echo "a publish by the replica's user refused by NATS; an unsigned record refused by the replica"
+
+# Something with the primary's NATS rights but neither its key nor its
+# records: the primary erases it at its next publish and goes on (it does
+# not take it for another primary), and the replica applies the next record.
+r=$(python3 "$here/nats_raw.py" publish "$url" "$dir/ca.pem" "$dir/client.pem" "$dir/client.key" \
+  primary primary-password-1 mb.matchbook.journal 00)
+[[ "$r" == ok* ]] || fail "the forged message was not sent: $r"
+order "$k1" "$s1" BUY 99 1 >/dev/null || fail "the primary refused an order after the forgery"
+next=$((durable + 1))
+for _ in $(seq 100); do
+  [ "$(rhealth | json_get replica appliedSequence)" = "$next" ] && break
+  sleep 0.1
+done
+[ "$(rhealth | json_get replica appliedSequence)" = "$next" ] ||
+  fail "the replica did not apply record $next after the forgery: $(rhealth)"
+[ "$(admin GET health | json_get bus forgedErased)" -ge 1 ] ||
+  fail "the primary did not erase the forged message: $(admin GET health)"
+[ "$(admin GET health | json_get role)" = primary ] || fail "the primary stepped down"
+grep -q "is not signed with this venue's bus key and is not this journal's: erased" \
+  "$dir/primary.err" || fail "the erasure is not logged"
+echo "a forged message at the stream's end: erased by the primary, which goes on"
 # A clean stop after TLS connections (libnats and OpenSSL both clean up at exit).
 kill -TERM "$serve_pid"
 rc=0

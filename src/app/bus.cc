@@ -115,16 +115,21 @@ void AddBusMetrics(metrics::Registry& registry, const bus::Publisher& publisher)
   registry.AddCounterFn("matchbook_bus_errors_total",
                         "Failed calls to NATS (connect, stream, publish) and refusals", {},
                         [p, d] { return d(p->stats().errors); });
+  registry.AddCounterFn("matchbook_bus_forged_erased_total",
+                        "Messages at the stream's end neither signed with the bus key nor this "
+                        "journal's, erased by the publisher",
+                        {}, [p, d] { return d(p->stats().forged_erased); });
 }
 
 std::string BusHealthJson(const bus::PublisherStats& s, const std::string& servers) {
   return fmt::format(
       R"({{"stream":{},"subject":{},"servers":{},"publishedSequence":{},"durableSequence":{},)"
       R"("lagEvents":{},"connected":{},"healthy":{},"lastError":{},"messages":{},"records":{},)"
-      R"("bytes":{},"errors":{},"snapshotSequence":{}}})",
+      R"("bytes":{},"errors":{},"forgedErased":{},"snapshotSequence":{}}})",
       JsonString(s.stream), JsonString(s.subject), JsonString(servers), s.published_seq,
       s.durable_seq, s.lag_events, s.connected, s.connected && s.last_error.empty(),
-      JsonString(s.last_error), s.messages, s.records, s.bytes, s.errors, s.snapshot_seq);
+      JsonString(s.last_error), s.messages, s.records, s.bytes, s.errors, s.forged_erased,
+      s.snapshot_seq);
 }
 
 void ReplicationGate::OnBatch(const fanout::Batch& batch, bool /*end_of_batch*/) {

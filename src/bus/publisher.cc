@@ -26,6 +26,12 @@ constexpr int64_t kMaxRefusedRetryNs = int64_t{30'000} * kNsPerMs;
 // and records a stream lost (purged, or gone with a NATS node) can be
 // published again under their ids two seconds later.
 constexpr int64_t kDuplicateWindowNs = int64_t{2'000} * kNsPerMs;
+// Forged messages erased from the stream's end at one resume before giving
+// up (and retrying later): a writer faster than this is an incident.
+constexpr uint64_t kMaxErasedInARow = 1000;
+// Stream sequences with no message (erased, expired) skipped below an erased
+// message before the stream counts as holding none.
+constexpr int kMaxGoneProbes = 1000;
 
 }  // namespace
 
@@ -134,6 +140,7 @@ PublisherStats Publisher::stats() const {
   s.records = records_.load(std::memory_order_relaxed);
   s.bytes = bytes_.load(std::memory_order_relaxed);
   s.errors = errors_.load(std::memory_order_relaxed);
+  s.forged_erased = forged_erased_.load(std::memory_order_relaxed);
   s.connected = connected_.load(std::memory_order_relaxed);
   s.stream = stream_;
   s.subject = subject_;
@@ -244,19 +251,70 @@ Status Publisher::Resume() {
   }
   if (!state->change.empty()) Log(state->change);
 
+  const uint64_t durable = durable_.load(std::memory_order_acquire);
+  // This journal's checksum of record `seq` (nullopt: not in it).
+  auto checksum_at = [&](uint64_t seq) -> Result<std::optional<uint64_t>> {
+    journal::JournalTail t(data_dir_, config_hash_, seq, options_.file_system);
+    uint64_t mine = 0;
+    auto got = t.Read(durable, 1, [&](const journal::JournalRecord& r) {
+      mine = r.checksum;
+      return Status::Ok();
+    });
+    if (!got.ok()) return got.status();
+    return *got == 0 ? std::optional<uint64_t>() : std::optional<uint64_t>(mine);
+  };
+  std::optional<BusVerifier> own;
+  if (options_.signer) {
+    auto pub = Ed25519PublicKey::FromRaw(options_.signer->public_key());
+    if (!pub.ok()) return pub.status();
+    own.emplace(std::move(*pub));
+  }
+
   // Which record the stream ends with, and that message's stream sequence
-  // (what the next publish expects to follow).
+  // (what the next publish expects to follow). With a bus key, a last
+  // message that is neither signed with it nor this journal's (an earlier
+  // version published unsigned) was written by a NATS user with publish
+  // rights: it is erased, so that it can neither stop publishing nor pass
+  // for another primary's, and the one before it is looked at.
   uint64_t last = 0;
   uint64_t last_checksum = 0;
   uint64_t last_message = 0;
-  natsMsg* m = nullptr;
-  jsErrCode code = static_cast<jsErrCode>(0);
-  natsStatus s = js_GetLastMsg(&m, js, stream_.c_str(), subject_.c_str(), nullptr, &code);
-  if (s == NATS_OK) {
+  uint64_t erased_top = 0;  // the highest stream sequence erased (0: none)
+  uint64_t erased = 0;
+  // After an erasure the server's last message of the subject is not looked
+  // up again: the messages before it are read by their stream sequence,
+  // skipping those gone (erased, expired) — a bounded number.
+  uint64_t probe = 0;
+  int gone_in_a_row = 0;
+  for (;;) {
+    last = last_checksum = last_message = 0;
+    natsMsg* m = nullptr;
+    jsErrCode code = static_cast<jsErrCode>(0);
+    natsStatus s = probe == 0
+                       ? js_GetLastMsg(&m, js, stream_.c_str(), subject_.c_str(), nullptr, &code)
+                       : js_GetMsg(&m, js, stream_.c_str(), probe, nullptr, &code);
+    if (s != NATS_OK) {
+      if (s != NATS_NOT_FOUND && code != JSNoMessageFoundErr) {
+        return Unavailable(NatsError(fmt::format("last message of stream {}", stream_), s,
+                                     static_cast<int>(code)));
+      }
+      if (probe > 1 && ++gone_in_a_row < kMaxGoneProbes) {
+        --probe;
+        continue;
+      }
+      break;
+    }
+    gone_in_a_row = 0;
     const char* id = nullptr;
     const bool has_id = natsMsgHeader_Get(m, "Nats-Msg-Id", &id) == NATS_OK && id != nullptr;
+    const std::string id_text = has_id ? id : "";
+    const char* sig = nullptr;
+    if (natsMsgHeader_Get(m, kSignatureHeader, &sig) != NATS_OK) sig = nullptr;
     const auto* data = reinterpret_cast<const std::byte*>(natsMsg_GetData(m));
-    std::span<const std::byte> rest(data, static_cast<std::size_t>(natsMsg_GetDataLength(m)));
+    const std::span<const std::byte> body(data, static_cast<std::size_t>(natsMsg_GetDataLength(m)));
+    const bool signed_by_us =
+        own && own->Verify(SignedKind::kJournal, stream_, id_text, body, sig).ok();
+    std::span<const std::byte> rest = body;
     std::string damage;
     while (!rest.empty()) {
       const journal::ParsedRecord r = journal::ParseRecord(rest);
@@ -273,19 +331,50 @@ Status Publisher::Resume() {
     uint64_t id_seq = 0;
     if (damage.empty() && (!has_id || !ParseU64(id, &id_seq) || id_seq != last || last == 0)) {
       damage = fmt::format("its Nats-Msg-Id \"{}\" is not the sequence of its last record ({})",
-                           has_id ? id : "", last);
+                           id_text, last);
     }
     natsMsg_Destroy(m);
-    if (!damage.empty()) {
-      return InvalidArgument(fmt::format(
-          "the last message of stream {} is not a Matchbook journal message: {}", stream_, damage));
+    bool ours = false;
+    if (own && !signed_by_us && damage.empty() && last <= durable) {
+      auto mine = checksum_at(last);
+      if (!mine.ok()) return mine.status();
+      ours = *mine && **mine == last_checksum;
     }
-  } else if (s != NATS_NOT_FOUND && code != JSNoMessageFoundErr) {
-    return Unavailable(
-        NatsError(fmt::format("last message of stream {}", stream_), s, static_cast<int>(code)));
+    if (!own || signed_by_us || ours) {
+      if (!damage.empty()) {
+        return InvalidArgument(
+            fmt::format("the last message of stream {} is not a Matchbook journal message: {}",
+                        stream_, damage));
+      }
+      break;
+    }
+    if (erased >= kMaxErasedInARow) {
+      return InvalidArgument(fmt::format(
+          "stream {}: {} messages in a row not signed with this venue's bus key were erased and "
+          "there are more: check who may publish to {}",
+          stream_, erased, subject_));
+    }
+    code = static_cast<jsErrCode>(0);
+    s = js_EraseMsg(js, stream_.c_str(), last_message, nullptr, &code);
+    if (s != NATS_OK) {
+      return Unavailable(
+          NatsError(fmt::format("erasing message {} of stream {}", last_message, stream_), s,
+                    static_cast<int>(code)));
+    }
+    ++erased;
+    erased_top = std::max(erased_top, last_message);
+    if (last_message <= 1) {
+      last = last_checksum = last_message = 0;
+      break;
+    }
+    probe = last_message - 1;
+    forged_erased_.fetch_add(1, std::memory_order_relaxed);
+    Log(fmt::format(
+        "stream {}: message {} (id \"{}\") is not signed with this venue's bus key and is not "
+        "this journal's: erased. A NATS user with publish rights on {} wrote it",
+        stream_, last_message, id_text, subject_));
   }
 
-  const uint64_t durable = durable_.load(std::memory_order_acquire);
   if (last > durable) {
     return InvalidArgument(fmt::format(
         "stream {} holds records up to {}, but this journal is durable only to {}: another "
@@ -293,7 +382,11 @@ Status Publisher::Resume() {
         stream_, last, durable));
   }
   uint64_t from = last + 1;
-  if (last == 0 && state->last_seq > 0) {
+  // Every message the stream ever stored was erased as forged: nothing of
+  // this journal was published yet.
+  const bool only_forged =
+      erased > 0 && last == 0 && erased == state->messages && state->messages == state->last_seq;
+  if (last == 0 && state->last_seq > 0 && !only_forged) {
     // Messages were stored and are gone (expired by max_age, purged): the
     // stream cannot say where this journal stands in it. Publishing goes on
     // after what this publisher knows it published, else after the journal's
@@ -331,7 +424,7 @@ Status Publisher::Resume() {
   carry_.clear();
   carry_seq_ = 0;
   next_ = from;
-  expect_message_ = last > 0 ? last_message : state->last_seq;
+  expect_message_ = std::max(last > 0 ? last_message : state->last_seq, erased_top);
   // What the stream holds, as it says (a stream that lost its tail holds
   // less than was acknowledged before: the lag shows it again).
   const bool idle = from > durable;

@@ -23,7 +23,10 @@
 // refused); its last message says which record the stream ends with; that
 // record must be this journal's (same checksum), and publishing goes on from
 // the next one. A stream that lost its tail (a NATS restart before its files
-// were flushed) is refilled from the journal the same way.
+// were flushed) is refilled from the journal the same way. With a bus key,
+// a last message neither signed with it nor this journal's (an earlier
+// version's unsigned messages are) is erased first, so that a NATS user
+// with publish rights can neither stop publishing nor fence the primary.
 //
 // Never on the order path: the fan-out thread only stores a sequence and
 // wakes this thread. NATS slow or down shows as lag (stats(), the metrics,
@@ -128,6 +131,9 @@ struct PublisherStats {
   uint64_t records = 0;
   uint64_t bytes = 0;
   uint64_t errors = 0;
+  // Messages at the stream's end neither signed with the bus key nor this
+  // journal's, erased (a NATS user with publish rights wrote them).
+  uint64_t forged_erased = 0;
   bool connected = false;  // the last call to NATS succeeded
   std::string last_error;  // "" once a publish succeeds again
   std::string stream;
@@ -189,6 +195,7 @@ class Publisher final : private concurrency::Agent {
   std::atomic<uint64_t> records_{0};
   std::atomic<uint64_t> bytes_{0};
   std::atomic<uint64_t> errors_{0};
+  std::atomic<uint64_t> forged_erased_{0};
   std::atomic<uint64_t> snapshot_seq_{0};
 
   mutable Mutex mu_;

@@ -676,10 +676,13 @@ class FollowerTest : public PublisherTest {
   }
   // Records first..last of the history, framed as the journal frames them.
   std::vector<std::byte> Framed(uint64_t first, uint64_t last) {
+    return FramedFrom(history_, first, last);
+  }
+  static std::vector<std::byte> FramedFrom(const History& h, uint64_t first, uint64_t last) {
     std::vector<std::byte> out;
     for (uint64_t s = first; s <= last; ++s) {
       std::vector<std::byte> payload;
-      for (const engine::Event& e : history_.records[s - 1]) {
+      for (const engine::Event& e : h.records[s - 1]) {
         const std::vector<std::byte> one = codec::EncodeToVector(e);
         payload.insert(payload.end(), one.begin(), one.end());
       }
@@ -827,6 +830,53 @@ TEST_F(FollowerTest, OnlyWhatTheBusKeySignedIsApplied) {
   EXPECT_FALSE(started.ok());
   EXPECT_NE(started.message().find("refused"), std::string::npos) << started.message();
   EXPECT_TRUE(none.boots().empty());
+}
+
+// A message at the stream's end that the bus key did not sign and that is
+// not this journal's (a NATS user with publish rights wrote it) is erased by
+// the publisher, which goes on: it neither stops publishing nor reads as
+// another primary. An earlier version's unsigned messages of this journal
+// are kept.
+TEST_F(FollowerTest, APublisherErasesForgedMessagesAtTheStreamsEnd) {
+  auto key = Ed25519Key::Generate();
+  ASSERT_TRUE(key.ok());
+  const auto dir = tmp_ / "data";
+  std::vector<uint64_t> sums;
+  Append(dir, history_, 1, 60, &sums);
+  {  // An earlier version: unsigned.
+    Publisher p(dir, history_.config_hash, Options());
+    p.Start(60);
+    ASSERT_TRUE(p.WaitPublished(60, 20s)) << p.stats().last_error;
+    p.Stop();
+  }
+  PublisherOptions o = Options();
+  o.signer = std::make_shared<const BusSigner>(*key);
+  bool fenced = false;
+  o.on_fenced = [&](std::string_view) { fenced = true; };
+  Publisher p(dir, history_.config_hash, o);
+  Append(dir, history_, 61, 100, &sums);
+  p.Start(100);
+  ASSERT_TRUE(p.WaitPublished(100, 20s)) << p.stats().last_error;
+  EXPECT_EQ(p.stats().forged_erased, 0u) << "its own unsigned messages stay";
+
+  // Two forged records 101 and 102 of another history, unsigned, then the
+  // journal's own 101..120.
+  const History other = journal::MakeHistory(8, 400);
+  Inject("101", FramedFrom(other, 101, 101));
+  Inject("102", FramedFrom(other, 102, 102));
+  Append(dir, history_, 101, 120, &sums);
+  p.NotifyDurable(120);
+  ASSERT_TRUE(p.WaitPublished(120, 20s)) << p.stats().last_error << LogText();
+  const PublisherStats st = p.stats();
+  p.Stop();
+  EXPECT_EQ(st.forged_erased, 2u) << LogText();
+  EXPECT_FALSE(fenced);
+  EXPECT_NE(LogText().find("is not signed with this venue's bus key and is not this journal's: "
+                           "erased"),
+            std::string::npos)
+      << LogText();
+  StreamReader r(nats_->url());
+  EXPECT_TRUE(HoldsExactly(r.Records(p.stream()), sums, 120));
 }
 
 TEST_F(FollowerTest, AGapIsNeverAppliedAcrossAndAnotherConfigurationIsRefused) {
