@@ -18,7 +18,7 @@ expect() {  # expect RC PATTERN ARGS...
 }
 
 expect 2 "unknown preset 'nope'" --target $T --admin-token x --preset nope
-expect 2 "orders over REST only for now" --target https://127.0.0.1:1 --admin-token x --preset coinflow
+expect 2 "--subscribe-to: 'wss://127.0.0.1:1' is not http://host:port" --target $T --admin-token x --preset coinflow --subscribe-to wss://127.0.0.1:1
 expect 2 "--preset" --target $T --admin-token x
 expect 2 "--rate: must be > 0" --target $T --admin-token x --preset coinflow --rate 0
 expect 2 "--rate: must be > 0" --target $T --admin-token x --preset coinflow --rate -5

@@ -99,8 +99,9 @@ grep -q 'order response' "$OUT/human.out" || fail "no summary table"
 grep -q '^server CPU (its process_cpu_seconds_total) .* us/order' "$OUT/human.out" ||
   fail "no server CPU line in the summary"
 
-# Over TLS: a server with a certificate from a test CA made here; orders and
-# the server's CPU figures over https://.
+# Over TLS: a server with a certificate from a test CA made here; orders,
+# subscribers (wss), history readers and the server's CPU figures over
+# https://, then the WebSocket API's orders over wss.
 stop_server
 TLS_DIR=$(mktemp -d)
 trap 'stop_server; rm -rf "$OUT" "$TLS_DIR"' EXIT
@@ -109,7 +110,10 @@ source "$(dirname "$0")/../test_ca.sh"
 make_test_server "$TLS_DIR"
 start_server "$MATCHBOOK" --tls-cert "$TLS_DIR/server.pem" --tls-key "$TLS_DIR/server.key"
 TOKEN=$(cat "$DATA_DIR/admin.token")
-SCHEME=https run tls 0 --preset snaptrade --duration 2 --rate 200 --subscribers 0 --ca "$TLS_DIR/ca.pem"
+SCHEME=https run tls 2 --preset snaptrade --duration 2 --rate 200 --subscribers 2 \
+  --history-readers 1 --ca "$TLS_DIR/ca.pem"
+SCHEME=https run tls_ws_api 0 --preset snaptrade --duration 1 --rate 100 --subscribers 0 \
+  --transport ws-api --ca "$TLS_DIR/ca.pem"
 # Without the CA the certificate is refused, and the run says so.
 "$LOAD" --target "https://127.0.0.1:$PORT" --admin-token "$TOKEN" --preset snaptrade --duration 1 \
   --subscribers 0 >"$OUT/noca.out" 2>&1 && fail "a run trusted an unknown CA"

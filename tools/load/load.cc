@@ -743,12 +743,13 @@ class WsApiConn final : public OrderConn {
     asio::post(strand_, [this] {
       retry_.cancel();
       beast::error_code ignored;
-      if (ws_) beast::get_lowest_layer(*ws_).socket().close(ignored);
+      if (ws_) ws_->next_layer().socket().close(ignored);
     });
   }
 
  private:
   void DoConnect();
+  void Upgrade();  // the WebSocket handshake, once connected (and TLS's done)
   void Logon();
   void DoSend(Iteration it);
   void OnRead(beast::error_code ec);
@@ -757,7 +758,7 @@ class WsApiConn final : public OrderConn {
   Runner& runner_;
   asio::strand<asio::io_context::executor_type> strand_;
   // A new stream for each connection: a failed WebSocket stream is not reused.
-  std::unique_ptr<websocket::stream<beast::tcp_stream>> ws_;
+  std::unique_ptr<websocket::stream<wire::Stream>> ws_;
   asio::steady_timer retry_;
   beast::flat_buffer buffer_;
   Iteration it_;
@@ -775,34 +776,38 @@ class WsApiConn final : public OrderConn {
 class Subscriber {
  public:
   Subscriber(Runner& runner, asio::io_context& ioc)
-      : runner_(runner), strand_(asio::make_strand(ioc)), socket_(strand_), timer_(strand_) {}
+      : runner_(runner), strand_(asio::make_strand(ioc)), timer_(strand_) {}
   void Start() {
     asio::post(strand_, [this] { DoConnect(); });
   }
   void Close() {
     asio::post(strand_, [this] {
-      beast::error_code ignored;
       timer_.cancel();
-      socket_.close(ignored);
+      CloseSocket();
     });
   }
 
  private:
   void Deadline();
   void DoConnect();
+  void Upgrade();  // the WebSocket upgrade request, once connected (and TLS's done)
   void OnHandshake(beast::error_code ec, std::size_t n);
   void Read();
   void OnRead(beast::error_code ec, std::size_t n);
   void Pong(std::string_view payload);
   void Closed(bool was_ready, beast::error_code ec);
+  void CloseSocket() {
+    beast::error_code ignored;
+    if (stream_) stream_->socket().close(ignored);
+  }
 
   static constexpr std::size_t kReadBytes = 64 * 1024;
 
   Runner& runner_;
   asio::strand<asio::io_context::executor_type> strand_;
-  tcp::socket socket_;
-  asio::steady_timer timer_;  // the handshake's deadline
-  std::string request_;       // the upgrade request, then the handshake's answer
+  std::optional<wire::Stream> stream_;  // TLS or plain, made at the connect
+  asio::steady_timer timer_;            // the handshake's deadline
+  std::string request_;                 // the upgrade request, then the handshake's answer
   WsFrameReader reader_;
   std::string pong_;  // the pong being written
   bool pong_pending_ = false;
@@ -816,18 +821,15 @@ class Subscriber {
 class HistoryReader {
  public:
   HistoryReader(Runner& runner, asio::io_context& ioc, uint64_t first)
-      : runner_(runner),
-        stream_(asio::make_strand(ioc)),
-        retry_(stream_.get_executor()),
-        n_(first) {}
+      : runner_(runner), strand_(asio::make_strand(ioc)), retry_(strand_), n_(first) {}
   void Start() {
-    asio::post(stream_.get_executor(), [this] { DoConnect(); });
+    asio::post(strand_, [this] { DoConnect(); });
   }
   void Close() {
-    asio::post(stream_.get_executor(), [this] {
+    asio::post(strand_, [this] {
       retry_.cancel();
       beast::error_code ignored;
-      stream_.socket().close(ignored);
+      if (stream_) stream_->socket().close(ignored);
     });
   }
 
@@ -837,7 +839,8 @@ class HistoryReader {
   void Retry();
 
   Runner& runner_;
-  beast::tcp_stream stream_;
+  asio::strand<asio::io_context::executor_type> strand_;
+  std::optional<wire::Stream> stream_;  // TLS or plain, made at each connect
   asio::steady_timer retry_;
   beast::flat_buffer buffer_;
   http::request<http::empty_body> req_;
@@ -849,9 +852,11 @@ class HistoryReader {
 class Runner {
  public:
   Runner(const Options& o, const Market& m, const tcp::endpoint& ep, const tcp::endpoint& sub_ep,
-         OrderFlow& flow, std::shared_ptr<wire::TlsContext> tls)
+         OrderFlow& flow, std::shared_ptr<wire::TlsContext> tls,
+         std::shared_ptr<wire::TlsContext> sub_tls)
       : o_(o),
         tls_(std::move(tls)),
+        sub_tls_(std::move(sub_tls)),
         m_(m),
         endpoint_(ep),
         sub_endpoint_(sub_ep),
@@ -1104,6 +1109,8 @@ class Runner {
   const std::string& host_header() const { return host_header_; }
   const std::string& host() const { return o_.host; }
   const std::shared_ptr<wire::TlsContext>& tls() const { return tls_; }
+  const std::shared_ptr<wire::TlsContext>& sub_tls() const { return sub_tls_; }
+  const std::string& sub_host() const { return o_.sub_host; }
 
  private:
   std::size_t IdleCount() {
@@ -1184,7 +1191,8 @@ class Runner {
   }
 
   const Options& o_;
-  const std::shared_ptr<wire::TlsContext> tls_;  // https:// targets (null: plain)
+  const std::shared_ptr<wire::TlsContext> tls_;      // https:// targets (null: plain)
+  const std::shared_ptr<wire::TlsContext> sub_tls_;  // the subscribers' (null: plain)
   const Market& m_;
   const tcp::endpoint endpoint_;
   const tcp::endpoint sub_endpoint_;  // the subscribers'
@@ -1289,13 +1297,22 @@ void HttpConn::Fail(const char* stage, beast::error_code ec) {
 
 void WsApiConn::DoConnect() {
   if (runner_.stopping()) return;
-  ws_ = std::make_unique<websocket::stream<beast::tcp_stream>>(strand_);
-  auto& tcp_layer = beast::get_lowest_layer(*ws_);
-  tcp_layer.expires_after(kConnectTimeout);
-  tcp_layer.async_connect(runner_.endpoint(), [this](beast::error_code ec) {
+  ws_ = std::make_unique<websocket::stream<wire::Stream>>(strand_, runner_.tls());
+  wire::Stream& wire = ws_->next_layer();
+  wire.expires_after(kConnectTimeout);
+  wire.tcp_layer().async_connect(runner_.endpoint(), [this](beast::error_code ec) {
     if (ec) return Fail("ws-api connect", ec);
-    beast::get_lowest_layer(*ws_).socket().set_option(tcp::no_delay(true));
-    beast::get_lowest_layer(*ws_).expires_never();
+    ws_->next_layer().socket().set_option(tcp::no_delay(true));
+    ws_->next_layer().async_client_handshake(runner_.host(), [this](beast::error_code ec1) {
+      if (ec1) return Fail("ws-api TLS handshake", ec1);
+      Upgrade();
+    });
+  });
+}
+
+void WsApiConn::Upgrade() {
+  {
+    ws_->next_layer().expires_never();
     websocket::stream_base::timeout t{};
     t.handshake_timeout = kConnectTimeout;
     t.idle_timeout = websocket::stream_base::none();
@@ -1310,7 +1327,7 @@ void WsApiConn::DoConnect() {
                            if (account_ >= 0) return Logon();
                            runner_.Idle(this);  // last: the sender may use it at once
                          });
-  });
+  }
 }
 
 void WsApiConn::Logon() {
@@ -1382,28 +1399,37 @@ void Subscriber::Deadline() {
   timer_.expires_after(kConnectTimeout);
   timer_.async_wait([this](beast::error_code ec) {
     if (ec || ready_) return;
-    beast::error_code ignored;
-    socket_.close(ignored);  // the connect or the handshake fails with operation_aborted
+    CloseSocket();  // the connect or the handshake fails with operation_aborted
   });
 }
 
 void Subscriber::DoConnect() {
   Deadline();
-  socket_.async_connect(runner_.sub_endpoint(), [this](beast::error_code ec) {
+  stream_.emplace(tcp::socket(strand_), runner_.sub_tls());
+  stream_->socket().async_connect(runner_.sub_endpoint(), [this](beast::error_code ec) {
     if (ec) return Closed(false, ec);
     Deadline();
+    stream_->async_client_handshake(runner_.sub_host(), [this](beast::error_code ec1) {
+      if (ec1) return Closed(false, ec1);
+      Upgrade();
+    });
+  });
+}
+
+void Subscriber::Upgrade() {
+  {
     const auto& ep = runner_.sub_endpoint();
     request_ = fmt::format(
         "GET {} HTTP/1.1\r\nHost: {}:{}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
         "Sec-WebSocket-Key: bWF0Y2hib29rLWxvYWQtMQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
         runner_.ws_target(), ep.address().to_string(), ep.port());
-    asio::async_write(socket_, asio::buffer(request_), [this](beast::error_code ec2, std::size_t) {
+    asio::async_write(*stream_, asio::buffer(request_), [this](beast::error_code ec2, std::size_t) {
       if (ec2) return Closed(false, ec2);
       request_.clear();
-      asio::async_read_until(socket_, asio::dynamic_buffer(request_), "\r\n\r\n",
+      asio::async_read_until(*stream_, asio::dynamic_buffer(request_), "\r\n\r\n",
                              [this](beast::error_code e, std::size_t n) { OnHandshake(e, n); });
     });
-  });
+  }
 }
 
 void Subscriber::OnHandshake(beast::error_code ec, std::size_t n) {
@@ -1423,8 +1449,8 @@ void Subscriber::OnHandshake(beast::error_code ec, std::size_t n) {
 
 void Subscriber::Read() {
   char* p = reader_.Prepare(kReadBytes);
-  socket_.async_read_some(asio::buffer(p, reader_.prepared()),
-                          [this](beast::error_code ec, std::size_t n) { OnRead(ec, n); });
+  stream_->async_read_some(asio::buffer(p, reader_.prepared()),
+                           [this](beast::error_code ec, std::size_t n) { OnRead(ec, n); });
 }
 
 void Subscriber::OnRead(beast::error_code ec, std::size_t n) {
@@ -1459,25 +1485,31 @@ void Subscriber::Pong(std::string_view payload) {
   if (pong_pending_) return;
   pong_pending_ = true;
   pong_ = WsClientFrame(0xA, payload);
-  asio::async_write(socket_, asio::buffer(pong_),
+  asio::async_write(*stream_, asio::buffer(pong_),
                     [this](beast::error_code, std::size_t) { pong_pending_ = false; });
 }
 
 void Subscriber::Closed(bool was_ready, beast::error_code ec) {
-  beast::error_code ignored;
   timer_.cancel();
-  socket_.close(ignored);
+  CloseSocket();
   runner_.SubscriberClosed(was_ready, ec, close_reason_);
 }
 
 void HistoryReader::DoConnect() {
   if (runner_.stopping()) return;
-  stream_.expires_after(kConnectTimeout);
-  stream_.async_connect(runner_.endpoint(), [this](beast::error_code ec) {
+  stream_.emplace(tcp::socket(strand_), runner_.tls());
+  stream_->expires_after(kConnectTimeout);
+  stream_->tcp_layer().async_connect(runner_.endpoint(), [this](beast::error_code ec) {
     if (ec) return Retry();
-    stream_.socket().set_option(tcp::no_delay(true));
-    buffer_.clear();
-    Next();
+    stream_->socket().set_option(tcp::no_delay(true));
+    stream_->async_client_handshake(runner_.host(), [this](beast::error_code ec1) {
+      if (ec1) {
+        runner_.HistoryFailed("history TLS handshake", ec1);
+        return Retry();
+      }
+      buffer_.clear();
+      Next();
+    });
   });
 }
 
@@ -1494,13 +1526,13 @@ void HistoryReader::Next() {
   req_.keep_alive(true);
   res_ = {};
   sent_ = Clock::now();
-  stream_.expires_after(kRequestTimeout);
-  http::async_write(stream_, req_, [this](beast::error_code ec, std::size_t) {
+  stream_->expires_after(kRequestTimeout);
+  http::async_write(*stream_, req_, [this](beast::error_code ec, std::size_t) {
     if (ec) {
       runner_.HistoryFailed("history write", ec);
       return Retry();
     }
-    http::async_read(stream_, buffer_, res_, [this](beast::error_code ec2, std::size_t) {
+    http::async_read(*stream_, buffer_, res_, [this](beast::error_code ec2, std::size_t) {
       if (ec2) {
         runner_.HistoryFailed("history read", ec2);
         return Retry();
@@ -1515,7 +1547,7 @@ void HistoryReader::Next() {
 void HistoryReader::Retry() {
   if (runner_.stopping()) return;
   beast::error_code ignored;
-  stream_.socket().close(ignored);
+  if (stream_) stream_->socket().close(ignored);
   retry_.expires_after(kReconnectDelay);
   retry_.async_wait([this](beast::error_code ec) {
     if (!ec) DoConnect();
@@ -1618,10 +1650,12 @@ Result<Report> RunLoad(const Options& o) {
   rep.accounts = o.accounts;
 
   std::shared_ptr<wire::TlsContext> tls;
-  if (o.tls) {
+  std::shared_ptr<wire::TlsContext> sub_tls;
+  if (o.tls || o.sub_tls) {
     auto ctx = wire::MakeClientTlsContext(o.ca_file);
     if (!ctx.ok()) return Status(ctx.status().code(), "--ca: " + ctx.status().message());
-    tls = std::move(*ctx);
+    if (o.tls) tls = *ctx;
+    if (o.sub_tls) sub_tls = *ctx;
   }
   SetupClient setup(o, tls);
   MB_RETURN_IF_ERROR(setup.Resolve());
@@ -1651,7 +1685,7 @@ Result<Report> RunLoad(const Options& o) {
     }
     sub_ep = results.begin()->endpoint();
   }
-  Runner runner(o, m, setup.endpoint(), sub_ep, flow, tls);
+  Runner runner(o, m, setup.endpoint(), sub_ep, flow, tls, sub_tls);
   MB_RETURN_IF_ERROR(runner.Start());
 
   // The server's CPU is read right before the first order and right after

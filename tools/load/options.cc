@@ -105,7 +105,8 @@ Result<Options> ParseOptions(int argc, char** argv) {
   auto* rate_opt = app.add_option("--rate", rate, "orders/s (max: the first step's rate)");
   auto* subs_opt = app.add_option("--subscribers", subscribers, "WebSocket subscribers");
   app.add_option("--subscribe-to", o.subscribe_to,
-                 "where the subscribers connect, http://host:port (a replica; default: --target)");
+                 "where the subscribers connect, http://host:port or https://host:port (a "
+                 "replica; default: --target)");
   app.add_option("--history-readers", o.history_readers,
                  "connections asking allOrders/myTrades in a loop (default 0)");
   app.add_option("--accounts", o.accounts, "synthetic accounts (default 64)");
@@ -143,16 +144,12 @@ Result<Options> ParseOptions(int argc, char** argv) {
     return InvalidArgument("--preset: unknown preset '" + o.preset +
                            "' (coinflow, snaptrade, lighter, max)");
   MB_RETURN_IF_ERROR(ParseTarget(o.target, "--target", &o.host, &o.port, &o.tls));
-  if (o.tls && (transport != "http" || o.history_readers > 0 ||
-                (subs_opt->count() ? subscribers : preset->subscribers) > 0)) {
-    return InvalidArgument(
-        "--target https://: orders over REST only for now (--subscribers 0, --history-readers "
-        "0, --transport http)");
-  }
   o.sub_host = o.host;
   o.sub_port = o.port;
+  o.sub_tls = o.tls;
   if (!o.subscribe_to.empty()) {
-    MB_RETURN_IF_ERROR(ParseTarget(o.subscribe_to, "--subscribe-to", &o.sub_host, &o.sub_port));
+    MB_RETURN_IF_ERROR(
+        ParseTarget(o.subscribe_to, "--subscribe-to", &o.sub_host, &o.sub_port, &o.sub_tls));
   }
   if (o.admin_token.empty())
     return InvalidArgument("--admin-token: missing (the operator API token)");

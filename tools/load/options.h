@@ -25,13 +25,14 @@ struct Options {
   std::string target;  // http://host:port or https://host:port as given
   std::string host;
   uint16_t port = 0;
-  bool tls = false;     // https://: orders and the set-up over TLS
+  bool tls = false;     // https://: every connection to the target over TLS
   std::string ca_file;  // checks an https:// target's certificate ("": the system's CAs)
   std::string admin_token;
   // Where the WebSocket subscribers connect (a replica); empty: the target.
   std::string subscribe_to;
   std::string sub_host;
   uint16_t sub_port = 0;
+  bool sub_tls = false;  // the subscribers' target is https:// (wss)
   std::string preset;
   double duration_s = 0;
   double rate = 0;  // orders/s; for `max`, the first step's rate
