@@ -32,6 +32,9 @@ s.close()'
 start_serve() {  # start_serve BIN DATA_DIR OUT [ARGS...]
   local bin=$1 dir=$2 out=$3
   shift 3
+  # An earlier run's output must not be read as this one's "ready": the
+  # shell truncates the file in the child, after this loop may have looked.
+  rm -f "$out.out" "$out.err"
   "$bin" serve --data-dir "$dir" --port 0 "$@" >"$out.out" 2>"$out.err" &
   serve_pid=$!
   base=""
