@@ -11,7 +11,9 @@
 #     import) keep working and are counted; `secrets scrub` refuses while one
 #     is live, and once they are rotated and revoked leaves none of their
 #     bytes in the journal, the snapshots, the data directory or the stream,
-#     while `matchbook verify` still replays the journal to every snapshot.
+#     while `matchbook verify` still replays the journal to every snapshot;
+#   - `secrets rotate-master-key` seals every secret again with a new key:
+#     the keys work, the old master key is refused.
 # Usage: tests/cli_secrets.sh <path to matchbook>
 set -euo pipefail
 mb=$(realpath "$1")
@@ -189,4 +191,20 @@ grep -q "earlier version journaled in plain text" "$tmp/serve4.err" && fail "sti
 stop_serve
 holds "$lsecret" "$tmp/nats" && fail "the republished stream holds the plain secret"
 holds "$nsecret" "$data" "$tmp/nats" && fail "the rotated key's secret is stored"
+
+# A new master key: every secret sealed again, the old key opens nothing.
+openssl rand -hex 32 >"$tmp/next.key" && chmod 600 "$tmp/next.key"
+"$mb" secrets rotate-master-key --data-dir "$data" --new-master-key "$tmp/next.key" \
+  --nats "$nats_url" >"$tmp/rotate.out" 2>"$tmp/rotate.err" || fail "rotate: $(cat "$tmp/rotate.err")"
+grep -q "sealed 2 secret(s) again" "$tmp/rotate.out" || fail "rotate: $(cat "$tmp/rotate.out")"
+cmp -s <(tr -d '\n' <"$data/master.key") <(tr -d '\n' <"$tmp/next.key") ||
+  fail "the new master key was not installed"
+refused "$tmp/oldkey" "does not open the secret of API key" --data-dir "$data" \
+  --master-key "$tmp/good.key"
+"$mb" verify --data-dir "$data" >"$tmp/verify2.out" 2>&1 ||
+  fail "verify after the rotation: $(tail -5 "$tmp/verify2.out")"
+start_serve "$mb" "$data" "$tmp/serve5" --nats "$nats_url"
+signed GET /api/v3/account "$key" "$secret" >/dev/null || fail "a key after the master key's rotation"
+signed GET /api/v3/account "$nkey" "$nsecret" >/dev/null || fail "the rotated key after the rotation"
+stop_serve
 echo "cli secrets checks: ok"

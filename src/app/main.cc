@@ -1190,6 +1190,26 @@ int main(int argc, char** argv) {
       ->check(CLI::ExistingFile);
   scrub->add_option("--nats", nats, "The bus's NATS server(s); overrides bus.nats")
       ->envname("MATCHBOOK_NATS");
+  std::string new_master_key;
+  auto* rotate = secrets->add_subcommand(
+      "rotate-master-key",
+      "With the server stopped: seal every API key secret again with a new master key, in the "
+      "journal, the archive and the snapshots, install the key and purge the bus's streams "
+      "(docs/security.md)");
+  rotate->add_option("dir", data_dir, "Data directory (default: the configuration's)");
+  rotate->add_option("--data-dir", data_dir, "Data directory");
+  rotate->add_option("-c,--config", config_path, "Configuration the journal was written with")
+      ->envname("MATCHBOOK_CONFIG")
+      ->check(CLI::ExistingFile);
+  rotate->add_option("--master-key", master_key,
+                     "The master key in use; overrides "
+                     "security.master_key_file");
+  rotate
+      ->add_option("--new-master-key", new_master_key,
+                   "The new key (64 hex characters, 0600; e.g. openssl rand -hex 32)")
+      ->required();
+  rotate->add_option("--nats", nats, "The bus's NATS server(s); overrides bus.nats")
+      ->envname("MATCHBOOK_NATS");
 
   uint64_t check_every = 10'000;
   auto* verify = app.add_subcommand(
@@ -1360,6 +1380,18 @@ int main(int argc, char** argv) {
         "segments, {} snapshots rewritten{}{}\n",
         r->secrets, r->records, r->segments, r->archived_segments, r->snapshots,
         r->removed_files > 0 ? "; auth.json.imported removed" : "",
+        r->stream_purged ? "; the bus's journal and snapshot streams purged" : "");
+    return 0;
+  }
+  if (rotate->parsed()) {
+    if (Status s = LinkArchive(*cfg); !s.ok()) return Fail(s);
+    auto r = mb::app::RotateMasterKey(*cfg, ArchivePath(cfg->runtime.data_dir), new_master_key);
+    if (!r.ok()) return Fail(r.status());
+    fmt::print(
+        "sealed {} secret(s) again with {}: {} records in {} live and {} archived segments, {} "
+        "snapshots rewritten; {} now holds the new key{}\n",
+        r->secrets, new_master_key, r->records, r->segments, r->archived_segments, r->snapshots,
+        mb::app::MasterKeyFile(*cfg).string(),
         r->stream_purged ? "; the bus's journal and snapshot streams purged" : "");
     return 0;
   }

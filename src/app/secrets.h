@@ -1,3 +1,5 @@
+// The API secrets at rest, offline tools (docs/security.md).
+//
 // `matchbook secrets scrub`: the last step of retiring API secrets that an
 // earlier version journaled in plain text (docs/security.md, "Secrets from
 // an earlier version"). With the server stopped, once every such key is
@@ -22,6 +24,14 @@
 // (the same bytes come out) and replicas start again from the new snapshot.
 // Running it again finds nothing to do.
 //
+// `matchbook secrets rotate-master-key --new-master-key FILE`: with the
+// server stopped, every sealed secret is sealed again with the new master
+// key, in the same places and the same way (same lengths, checksums and
+// hashes recomputed), then the new key replaces the old one in
+// [security] master_key_file, and the bus's streams are purged (they carry
+// the old key's ciphertexts). Cut short, it is run again: what the new key
+// opens already is left as it is.
+//
 // Thread safety: a plain function; it holds the data directory's lock.
 #pragma once
 
@@ -34,7 +44,7 @@
 namespace mb::app {
 
 struct ScrubReport {
-  uint64_t secrets = 0;            // revoked keys' plain secrets blanked
+  uint64_t secrets = 0;            // secrets rewritten (scrubbed, or sealed again)
   uint64_t records = 0;            // journal records rewritten
   uint64_t segments = 0;           // live segments rewritten
   uint64_t archived_segments = 0;  // archived segments rewritten
@@ -44,5 +54,7 @@ struct ScrubReport {
 };
 
 Result<ScrubReport> ScrubSecrets(const Config& config, const std::filesystem::path& archive_dir);
+Result<ScrubReport> RotateMasterKey(const Config& config, const std::filesystem::path& archive_dir,
+                                    const std::filesystem::path& new_key_file);
 
 }  // namespace mb::app

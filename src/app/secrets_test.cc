@@ -164,6 +164,83 @@ TEST_F(ScrubTest, RevokedPlainSecretsLeaveTheArchiveTheJournalAndTheSnapshots) {
   EXPECT_EQ(again->records + again->snapshots, 0U);
 }
 
+// Every sealed secret, live and archived records and snapshots alike, is
+// sealed again with the new master key, which then replaces the old one; the
+// journal still replays to each snapshot; a run cut short runs again.
+TEST_F(ScrubTest, RotatingTheMasterKeySealsEverySecretAgain) {
+  const gateway::MasterKey old_key = gateway::MasterKey::Generate();
+  const gateway::MasterKey new_key = gateway::MasterKey::Generate();
+  const fs::path key_file = tmp_.path() / "master.key";
+  const fs::path new_file = tmp_.path() / "new.key";
+  ASSERT_TRUE(WriteFileAtomically(key_file, old_key.ToHex() + "\n", 0600).ok());
+  ASSERT_TRUE(WriteFileAtomically(new_file, new_key.ToHex() + "\n", 0600).ok());
+  const std::string k1(64, 'a'), k2(64, 'b');
+  const std::string raw1 = gateway::NewRawSecret(), raw2 = gateway::NewRawSecret();
+  const std::string s1 = old_key.Seal(k1, raw1), s2 = old_key.Seal(k2, raw2);
+  using K = engine::AuthChangeKind;
+  Run(Auth(K::kCreateAccount, 0, "alice"));
+  Run(Auth(K::kCreateKey, 1, k1, s1));
+  Run(Auth(K::kCreateAccount, 0, "bob"));
+  Run(Auth(K::kCreateKey, 2, k2, s2));
+  Run(Auth(K::kRevokeKey, 1, k1));
+  WriteJournal(/*snapshot_at=*/4);
+  ASSERT_TRUE(Anywhere(s1) && Anywhere(s2));
+
+  // The same key twice, and a key in use that opens nothing, are refused.
+  EXPECT_FALSE(RotateMasterKey(config_, archive(), key_file).ok());
+  ASSERT_TRUE(
+      WriteFileAtomically(key_file, gateway::MasterKey::Generate().ToHex() + "\n", 0600).ok());
+  auto wrong = RotateMasterKey(config_, archive(), new_file);
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_NE(wrong.status().message().find("opens with neither"), std::string::npos)
+      << wrong.status().message();
+  ASSERT_TRUE(WriteFileAtomically(key_file, old_key.ToHex() + "\n", 0600).ok());
+
+  auto r = RotateMasterKey(config_, archive(), new_file);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->secrets, 2U);
+  EXPECT_EQ(r->archived_segments, 1U);  // k1's record; k2's (record 4) is live
+  EXPECT_EQ(r->segments, 1U);
+  EXPECT_EQ(r->snapshots, 1U);
+  EXPECT_FALSE(Anywhere(s1));
+  EXPECT_FALSE(Anywhere(s2));
+  EXPECT_TRUE(Anywhere(new_key.Seal(k1, raw1)));
+  EXPECT_TRUE(Anywhere(new_key.Seal(k2, raw2)));
+  auto installed = gateway::LoadMasterKey(key_file);
+  ASSERT_TRUE(installed.ok());
+  EXPECT_EQ(installed->ToHex(), new_key.ToHex());
+
+  // The journal, archive first, replays to the rewritten snapshot's hash.
+  auto dir = journal::DataDir::Open(tmp_.path(), journal::OpenMode::kReadOnly);
+  ASSERT_TRUE(dir.ok());
+  engine::Engine replay(config_.engine);
+  journal::ScanOptions so;
+  so.archive_dir = archive();
+  auto scanned = journal::ScanJournal(*dir, so, [&](const journal::JournalRecord& rec) {
+    engine::EventBuffer events;
+    MB_RETURN_IF_ERROR(journal::DecodeOutcome(rec, &events));
+    for (const engine::Event& e : events) replay.Apply(e);
+    if (rec.seq == 4) {
+      auto snap = journal::ReadSnapshot(dir->snapshot_dir() / journal::SnapshotFileName(4));
+      EXPECT_TRUE(snap.ok());
+      EXPECT_EQ(snap->meta.state_hash, replay.StateHash());
+      EXPECT_EQ(snap->meta.record_checksum, rec.checksum);
+    }
+    return Status::Ok();
+  });
+  ASSERT_TRUE(scanned.ok()) << scanned.status().message();
+  EXPECT_TRUE(gateway::CheckMasterKey(new_key, replay.ExportImage(), key_file).ok());
+
+  // Again, as after a run cut short before the key was installed: the
+  // secrets the new key opens stay, and the key goes in.
+  ASSERT_TRUE(WriteFileAtomically(key_file, old_key.ToHex() + "\n", 0600).ok());
+  auto again = RotateMasterKey(config_, archive(), new_file);
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_EQ(again->secrets, 0U);
+  EXPECT_EQ(again->records + again->snapshots, 0U);
+  EXPECT_EQ(gateway::LoadMasterKey(key_file)->ToHex(), new_key.ToHex());
+}
+
 TEST_F(ScrubTest, ALivePlainKeyRefusesTheScrubAndNothingChanges) {
   const std::string plain(64, 'Q');
   using K = engine::AuthChangeKind;
