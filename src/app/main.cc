@@ -1183,33 +1183,27 @@ int main(int argc, char** argv) {
       "With the server stopped: blank the plain-text secrets of revoked API keys that an earlier "
       "version journaled, in the journal, the archive and the snapshots, and purge the bus's "
       "streams (docs/security.md)");
-  scrub->add_option("dir", data_dir, "Data directory (default: the configuration's)");
-  scrub->add_option("--data-dir", data_dir, "Data directory");
-  scrub->add_option("-c,--config", config_path, "Configuration the journal was written with")
-      ->envname("MATCHBOOK_CONFIG")
-      ->check(CLI::ExistingFile);
-  scrub->add_option("--nats", nats, "The bus's NATS server(s); overrides bus.nats")
-      ->envname("MATCHBOOK_NATS");
   std::string new_master_key;
   auto* rotate = secrets->add_subcommand(
       "rotate-master-key",
       "With the server stopped: seal every API key secret again with a new master key, in the "
       "journal, the archive and the snapshots, install the key and purge the bus's streams "
       "(docs/security.md)");
-  rotate->add_option("dir", data_dir, "Data directory (default: the configuration's)");
-  rotate->add_option("--data-dir", data_dir, "Data directory");
-  rotate->add_option("-c,--config", config_path, "Configuration the journal was written with")
-      ->envname("MATCHBOOK_CONFIG")
-      ->check(CLI::ExistingFile);
+  for (CLI::App* sub : {scrub, rotate}) {
+    sub->add_option("dir", data_dir, "Data directory (default: the configuration's)");
+    sub->add_option("--data-dir", data_dir, "Data directory");
+    sub->add_option("-c,--config", config_path, "Configuration the journal was written with")
+        ->envname("MATCHBOOK_CONFIG")
+        ->check(CLI::ExistingFile);
+    sub->add_option("--nats", nats, "The bus's NATS server(s); overrides bus.nats")
+        ->envname("MATCHBOOK_NATS");
+  }
   rotate->add_option("--master-key", master_key,
-                     "The master key in use; overrides "
-                     "security.master_key_file");
+                     "The master key in use; overrides security.master_key_file");
   rotate
       ->add_option("--new-master-key", new_master_key,
                    "The new key (64 hex characters, 0600; e.g. openssl rand -hex 32)")
       ->required();
-  rotate->add_option("--nats", nats, "The bus's NATS server(s); overrides bus.nats")
-      ->envname("MATCHBOOK_NATS");
 
   uint64_t check_every = 10'000;
   auto* verify = app.add_subcommand(

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <string>
 
 #include "gateway/sealed_secret.h"
@@ -97,6 +98,35 @@ class ScrubTest : public ::testing::Test {
     return false;
   }
 
+  // The journal replayed from record 1, the archive first, checking that the
+  // snapshot at `snapshot_at` holds the replay's state hash and the checksum
+  // of its record; the final state (nullopt on a scan error, reported).
+  std::optional<engine::EngineImage> Replay(uint64_t snapshot_at, uint64_t* last = nullptr) {
+    auto dir = journal::DataDir::Open(tmp_.path(), journal::OpenMode::kReadOnly);
+    EXPECT_TRUE(dir.ok());
+    if (!dir.ok()) return std::nullopt;
+    engine::Engine replay(config_.engine);
+    journal::ScanOptions so;
+    so.archive_dir = archive();
+    auto scanned = journal::ScanJournal(*dir, so, [&](const journal::JournalRecord& r) {
+      engine::EventBuffer events;
+      MB_RETURN_IF_ERROR(journal::DecodeOutcome(r, &events));
+      for (const engine::Event& e : events) replay.Apply(e);
+      if (last != nullptr) *last = r.seq;
+      if (r.seq == snapshot_at) {
+        auto snap =
+            journal::ReadSnapshot(dir->snapshot_dir() / journal::SnapshotFileName(snapshot_at));
+        EXPECT_TRUE(snap.ok());
+        EXPECT_EQ(snap->meta.state_hash, replay.StateHash());
+        EXPECT_EQ(snap->meta.record_checksum, r.checksum);
+      }
+      return Status::Ok();
+    });
+    EXPECT_TRUE(scanned.ok()) << scanned.status().message();
+    if (!scanned.ok()) return std::nullopt;
+    return replay.ExportImage();
+  }
+
   journal::TempDir tmp_;
   Config config_;
   engine::Engine engine_{journal::TestConfig()};
@@ -130,28 +160,11 @@ TEST_F(ScrubTest, RevokedPlainSecretsLeaveTheArchiveTheJournalAndTheSnapshots) {
   EXPECT_TRUE(Anywhere(sealed)) << "a sealed secret is not scrubbed";
 
   // The journal, archive first, replays to the rewritten snapshot's hash.
-  auto dir = journal::DataDir::Open(tmp_.path(), journal::OpenMode::kReadOnly);
-  ASSERT_TRUE(dir.ok());
-  engine::Engine replay(config_.engine);
-  journal::ScanOptions so;
-  so.archive_dir = archive();
   uint64_t last = 0;
-  auto scanned = journal::ScanJournal(*dir, so, [&](const journal::JournalRecord& r) {
-    engine::EventBuffer events;
-    MB_RETURN_IF_ERROR(journal::DecodeOutcome(r, &events));
-    for (const engine::Event& e : events) replay.Apply(e);
-    last = r.seq;
-    if (r.seq == 4) {
-      auto snap = journal::ReadSnapshot(dir->snapshot_dir() / journal::SnapshotFileName(4));
-      EXPECT_TRUE(snap.ok());
-      EXPECT_EQ(snap->meta.state_hash, replay.StateHash());
-      EXPECT_EQ(snap->meta.record_checksum, r.checksum);
-    }
-    return Status::Ok();
-  });
-  ASSERT_TRUE(scanned.ok()) << scanned.status().message();
+  const std::optional<engine::EngineImage> replayed = Replay(4, &last);
+  ASSERT_TRUE(replayed.has_value());
   EXPECT_EQ(last, 5U);
-  const engine::EngineImage image = replay.ExportImage();
+  const engine::EngineImage& image = *replayed;
   ASSERT_EQ(image.api_keys.size(), 2U);
   EXPECT_EQ(gateway::FormOf(image.api_keys[0].secret.view()), gateway::SecretForm::kScrubbed);
   EXPECT_TRUE(image.api_keys[0].revoked);
@@ -211,25 +224,9 @@ TEST_F(ScrubTest, RotatingTheMasterKeySealsEverySecretAgain) {
   EXPECT_EQ(installed->ToHex(), new_key.ToHex());
 
   // The journal, archive first, replays to the rewritten snapshot's hash.
-  auto dir = journal::DataDir::Open(tmp_.path(), journal::OpenMode::kReadOnly);
-  ASSERT_TRUE(dir.ok());
-  engine::Engine replay(config_.engine);
-  journal::ScanOptions so;
-  so.archive_dir = archive();
-  auto scanned = journal::ScanJournal(*dir, so, [&](const journal::JournalRecord& rec) {
-    engine::EventBuffer events;
-    MB_RETURN_IF_ERROR(journal::DecodeOutcome(rec, &events));
-    for (const engine::Event& e : events) replay.Apply(e);
-    if (rec.seq == 4) {
-      auto snap = journal::ReadSnapshot(dir->snapshot_dir() / journal::SnapshotFileName(4));
-      EXPECT_TRUE(snap.ok());
-      EXPECT_EQ(snap->meta.state_hash, replay.StateHash());
-      EXPECT_EQ(snap->meta.record_checksum, rec.checksum);
-    }
-    return Status::Ok();
-  });
-  ASSERT_TRUE(scanned.ok()) << scanned.status().message();
-  EXPECT_TRUE(gateway::CheckMasterKey(new_key, replay.ExportImage(), key_file).ok());
+  const std::optional<engine::EngineImage> replayed = Replay(4);
+  ASSERT_TRUE(replayed.has_value());
+  EXPECT_TRUE(gateway::CheckMasterKey(new_key, *replayed, key_file).ok());
 
   // Again, as after a run cut short before the key was installed: the
   // secrets the new key opens stay, and the key goes in.
