@@ -63,6 +63,17 @@ counted() {  # counted FORM N: matchbook_api_key_secrets{form=FORM} is N
   grep -qx "matchbook_api_key_secrets{form=\"$1\"} $2" <<<"$m" ||
     fail "secrets of form $1: $(grep api_key_secrets <<<"$m")"
 }
+# The history projection follows the rewritten journal: caught up and healthy.
+projection_follows() {
+  local h=""
+  for _ in $(seq 100); do
+    h=$(admin GET health)
+    [[ "$(json_get projection healthy <<<"$h")" == True && "$(json_get projection lagEvents <<<"$h")" == 0 ]] &&
+      return 0
+    sleep 0.1
+  done
+  fail "the projection does not follow the rewritten journal: $(json_get projection <<<"$h")"
+}
 refused() {  # refused OUT EXPECTED_TEXT ARGS...: serve must exit non-zero, saying EXPECTED_TEXT
   local out=$1 want=$2
   shift 2
@@ -187,7 +198,13 @@ if signed GET /api/v3/account "$lkey" "$lsecret" >/dev/null 2>&1; then
   fail "the scrubbed key still works"
 fi
 counted scrubbed 1
+projection_follows
 grep -q "earlier version journaled in plain text" "$tmp/serve4.err" && fail "still warned"
+# The last record before the rotation makes a key: the projection applied
+# exactly the record the rotation rewrites.
+last=$(admin POST "accounts/$id/apiKeys" '{}')
+lastkey=$(json_get apiKey <<<"$last")
+lastsecret=$(json_get secretKey <<<"$last")
 stop_serve
 holds "$lsecret" "$tmp/nats" && fail "the republished stream holds the plain secret"
 holds "$nsecret" "$data" "$tmp/nats" && fail "the rotated key's secret is stored"
@@ -196,7 +213,7 @@ holds "$nsecret" "$data" "$tmp/nats" && fail "the rotated key's secret is stored
 openssl rand -hex 32 >"$tmp/next.key" && chmod 600 "$tmp/next.key"
 "$mb" secrets rotate-master-key --data-dir "$data" --new-master-key "$tmp/next.key" \
   --nats "$nats_url" >"$tmp/rotate.out" 2>"$tmp/rotate.err" || fail "rotate: $(cat "$tmp/rotate.err")"
-grep -q "sealed 2 secret(s) again" "$tmp/rotate.out" || fail "rotate: $(cat "$tmp/rotate.out")"
+grep -q "sealed 3 secret(s) again" "$tmp/rotate.out" || fail "rotate: $(cat "$tmp/rotate.out")"
 cmp -s <(tr -d '\n' <"$data/master.key") <(tr -d '\n' <"$tmp/next.key") ||
   fail "the new master key was not installed"
 refused "$tmp/oldkey" "does not open the secret of API key" --data-dir "$data" \
@@ -206,5 +223,7 @@ refused "$tmp/oldkey" "does not open the secret of API key" --data-dir "$data" \
 start_serve "$mb" "$data" "$tmp/serve5" --nats "$nats_url"
 signed GET /api/v3/account "$key" "$secret" >/dev/null || fail "a key after the master key's rotation"
 signed GET /api/v3/account "$nkey" "$nsecret" >/dev/null || fail "the rotated key after the rotation"
+signed GET /api/v3/account "$lastkey" "$lastsecret" >/dev/null || fail "the last key after the rotation"
+projection_follows
 stop_serve
 echo "cli secrets checks: ok"

@@ -1367,7 +1367,7 @@ int main(int argc, char** argv) {
   if (jarchive->parsed()) return JournalArchive(*cfg);
   if (scrub->parsed()) {
     if (Status s = LinkArchive(*cfg); !s.ok()) return Fail(s);
-    auto r = mb::app::ScrubSecrets(*cfg, ArchivePath(cfg->runtime.data_dir));
+    auto r = mb::app::ScrubSecrets(*cfg, ArchivePath(cfg->runtime.data_dir), StoreOptionsFor(*cfg));
     if (!r.ok()) return Fail(r.status());
     fmt::print(
         "scrubbed {} plain secret(s) of revoked keys: {} records in {} live and {} archived "
@@ -1379,7 +1379,8 @@ int main(int argc, char** argv) {
   }
   if (rotate->parsed()) {
     if (Status s = LinkArchive(*cfg); !s.ok()) return Fail(s);
-    auto r = mb::app::RotateMasterKey(*cfg, ArchivePath(cfg->runtime.data_dir), new_master_key);
+    auto r = mb::app::RotateMasterKey(*cfg, ArchivePath(cfg->runtime.data_dir),
+                                      StoreOptionsFor(*cfg), new_master_key);
     if (!r.ok()) return Fail(r.status());
     fmt::print(
         "sealed {} secret(s) again with {}: {} records in {} live and {} archived segments, {} "

@@ -40,6 +40,7 @@
 
 #include "app/config.h"
 #include "common/status.h"
+#include "projection/store.h"
 
 namespace mb::app {
 
@@ -53,8 +54,12 @@ struct ScrubReport {
   bool stream_purged = false;      // the bus's journal and snapshot streams
 };
 
-Result<ScrubReport> ScrubSecrets(const Config& config, const std::filesystem::path& archive_dir);
+// store: the history projection's (it is told the checksum of the record
+// it last applied when that record is rewritten).
+Result<ScrubReport> ScrubSecrets(const Config& config, const std::filesystem::path& archive_dir,
+                                 const projection::StoreOptions& store);
 Result<ScrubReport> RotateMasterKey(const Config& config, const std::filesystem::path& archive_dir,
+                                    const projection::StoreOptions& store,
                                     const std::filesystem::path& new_key_file);
 
 }  // namespace mb::app

@@ -75,6 +75,12 @@ class ScrubTest : public ::testing::Test {
     ASSERT_EQ(retained->segments, snapshot_at - 1);
   }
   fs::path archive() const { return tmp_.path() / "archive"; }
+  projection::StoreOptions Store() const {
+    projection::StoreOptions o;
+    o.backend = "sqlite";
+    o.path = (tmp_.path() / "projection.sqlite").string();
+    return o;
+  }
   // Whether any live segment, archived segment (decompressed) or snapshot
   // image holds `secret`.
   bool Anywhere(std::string_view secret) {
@@ -149,7 +155,7 @@ TEST_F(ScrubTest, RevokedPlainSecretsLeaveTheArchiveTheJournalAndTheSnapshots) {
   WriteJournal(/*snapshot_at=*/4);
   ASSERT_TRUE(Anywhere(plain)) << "the test would see nothing";
 
-  auto report = ScrubSecrets(config_, archive());
+  auto report = ScrubSecrets(config_, archive(), Store());
   ASSERT_TRUE(report.ok()) << report.status().message();
   EXPECT_EQ(report->secrets, 1U);
   EXPECT_EQ(report->records, 1U);
@@ -171,7 +177,7 @@ TEST_F(ScrubTest, RevokedPlainSecretsLeaveTheArchiveTheJournalAndTheSnapshots) {
   EXPECT_EQ(image.api_keys[1].secret.view(), sealed);
 
   // Again: nothing left to do.
-  auto again = ScrubSecrets(config_, archive());
+  auto again = ScrubSecrets(config_, archive(), Store());
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(again->secrets, 0U);
   EXPECT_EQ(again->records + again->snapshots, 0U);
@@ -198,18 +204,20 @@ TEST_F(ScrubTest, RotatingTheMasterKeySealsEverySecretAgain) {
   Run(Auth(K::kRevokeKey, 1, k1));
   WriteJournal(/*snapshot_at=*/4);
   ASSERT_TRUE(Anywhere(s1) && Anywhere(s2));
+  const fs::path snapshot = tmp_.path() / "snapshots" / journal::SnapshotFileName(4);
+  const journal::Bytes old_snapshot = journal::Load(snapshot);
 
   // The same key twice, and a key in use that opens nothing, are refused.
-  EXPECT_FALSE(RotateMasterKey(config_, archive(), key_file).ok());
+  EXPECT_FALSE(RotateMasterKey(config_, archive(), Store(), key_file).ok());
   ASSERT_TRUE(
       WriteFileAtomically(key_file, gateway::MasterKey::Generate().ToHex() + "\n", 0600).ok());
-  auto wrong = RotateMasterKey(config_, archive(), new_file);
+  auto wrong = RotateMasterKey(config_, archive(), Store(), new_file);
   ASSERT_FALSE(wrong.ok());
   EXPECT_NE(wrong.status().message().find("opens with neither"), std::string::npos)
       << wrong.status().message();
   ASSERT_TRUE(WriteFileAtomically(key_file, old_key.ToHex() + "\n", 0600).ok());
 
-  auto r = RotateMasterKey(config_, archive(), new_file);
+  auto r = RotateMasterKey(config_, archive(), Store(), new_file);
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_EQ(r->secrets, 2U);
   EXPECT_EQ(r->archived_segments, 1U);  // k1's record; k2's (record 4) is live
@@ -231,11 +239,24 @@ TEST_F(ScrubTest, RotatingTheMasterKeySealsEverySecretAgain) {
   // Again, as after a run cut short before the key was installed: the
   // secrets the new key opens stay, and the key goes in.
   ASSERT_TRUE(WriteFileAtomically(key_file, old_key.ToHex() + "\n", 0600).ok());
-  auto again = RotateMasterKey(config_, archive(), new_file);
+  auto again = RotateMasterKey(config_, archive(), Store(), new_file);
   ASSERT_TRUE(again.ok()) << again.status().message();
   EXPECT_EQ(again->secrets, 0U);
   EXPECT_EQ(again->records + again->snapshots, 0U);
   EXPECT_EQ(gateway::LoadMasterKey(key_file)->ToHex(), new_key.ToHex());
+
+  // Cut short after the journal and before the snapshot: the snapshot holds
+  // the old ciphertexts and the record checksum from before (recovery
+  // refuses it). Run again, the snapshot is made the journal's.
+  journal::Store(snapshot, old_snapshot);
+  ASSERT_TRUE(WriteFileAtomically(key_file, old_key.ToHex() + "\n", 0600).ok());
+  auto resumed = RotateMasterKey(config_, archive(), Store(), new_file);
+  ASSERT_TRUE(resumed.ok()) << resumed.status().message();
+  EXPECT_EQ(resumed->snapshots, 1U);
+  EXPECT_EQ(resumed->records, 0U);
+  EXPECT_FALSE(Anywhere(s1));
+  EXPECT_FALSE(Anywhere(s2));
+  EXPECT_TRUE(Replay(4).has_value());
 }
 
 TEST_F(ScrubTest, ALivePlainKeyRefusesTheScrubAndNothingChanges) {
@@ -247,7 +268,7 @@ TEST_F(ScrubTest, ALivePlainKeyRefusesTheScrubAndNothingChanges) {
   Run(Auth(K::kCreateAccount, 0, "carol"));
   WriteJournal(/*snapshot_at=*/3);
   const auto before = journal::Tree(tmp_.path());
-  auto report = ScrubSecrets(config_, archive());
+  auto report = ScrubSecrets(config_, archive(), Store());
   ASSERT_FALSE(report.ok());
   EXPECT_NE(report.status().message().find("kkkkkkkk... (account 1)"), std::string::npos)
       << report.status().message();

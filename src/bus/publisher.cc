@@ -281,9 +281,10 @@ Status Publisher::Resume() {
   uint64_t last_message = 0;
   uint64_t erased_top = 0;  // the highest stream sequence erased (0: none)
   uint64_t erased = 0;
-  // After an erasure the server's last message of the subject is not looked
-  // up again: the messages before it are read by their stream sequence,
-  // skipping those gone (erased, expired) — a bounded number.
+  // Once the stream's last message is removed (erased here or before), the
+  // server finds no last message of the subject: the messages before it are
+  // read by their stream sequence, skipping those gone (erased, expired) — a
+  // bounded number.
   uint64_t probe = 0;
   int gone_in_a_row = 0;
   for (;;) {
@@ -297,6 +298,12 @@ Status Publisher::Resume() {
       if (s != NATS_NOT_FOUND && code != JSNoMessageFoundErr) {
         return Unavailable(NatsError(fmt::format("last message of stream {}", stream_), s,
                                      static_cast<int>(code)));
+      }
+      if (probe == 0 && state->messages > 0 && state->last_seq > 0) {
+        // The stream holds messages, but its last one was removed: the
+        // server then finds no last message of the subject either.
+        probe = state->last_seq;
+        continue;
       }
       if (probe > 1 && ++gone_in_a_row < kMaxGoneProbes) {
         --probe;
@@ -334,13 +341,21 @@ Status Publisher::Resume() {
                            id_text, last);
     }
     natsMsg_Destroy(m);
-    bool ours = false;
-    if (own && !signed_by_us && damage.empty() && last <= durable) {
-      auto mine = checksum_at(last);
-      if (!mine.ok()) return mine.status();
-      ours = *mine && **mine == last_checksum;
+    // Kept: signed with the key; or unsigned and this journal's records (an
+    // earlier version's); or unsigned and beyond this journal's end, which
+    // only an earlier version's primary could have written after this data
+    // directory (an older backup): that is refused below, as before.
+    bool keep = !own || signed_by_us;
+    if (!keep && sig == nullptr && damage.empty()) {
+      if (last > durable) {
+        keep = true;
+      } else {
+        auto mine = checksum_at(last);
+        if (!mine.ok()) return mine.status();
+        keep = *mine && **mine == last_checksum;
+      }
     }
-    if (!own || signed_by_us || ours) {
+    if (keep) {
       if (!damage.empty()) {
         return InvalidArgument(
             fmt::format("the last message of stream {} is not a Matchbook journal message: {}",
@@ -362,17 +377,18 @@ Status Publisher::Resume() {
                     static_cast<int>(code)));
     }
     ++erased;
+    ++erased_total_;
     erased_top = std::max(erased_top, last_message);
-    if (last_message <= 1) {
-      last = last_checksum = last_message = 0;
-      break;
-    }
-    probe = last_message - 1;
     forged_erased_.fetch_add(1, std::memory_order_relaxed);
     Log(fmt::format(
         "stream {}: message {} (id \"{}\") is not signed with this venue's bus key and is not "
         "this journal's: erased. A NATS user with publish rights on {} wrote it",
         stream_, last_message, id_text, subject_));
+    if (last_message <= 1) {
+      last = last_checksum = last_message = 0;
+      break;
+    }
+    probe = last_message - 1;
   }
 
   if (last > durable) {
@@ -382,10 +398,10 @@ Status Publisher::Resume() {
         stream_, last, durable));
   }
   uint64_t from = last + 1;
-  // Every message the stream ever stored was erased as forged: nothing of
-  // this journal was published yet.
-  const bool only_forged =
-      erased > 0 && last == 0 && erased == state->messages && state->messages == state->last_seq;
+  // Every message the stream ever stored was erased as forged (by this
+  // publisher, over any number of resumes): nothing of this journal was
+  // published yet.
+  const bool only_forged = last == 0 && erased_total_ > 0 && erased_total_ >= state->last_seq;
   if (last == 0 && state->last_seq > 0 && !only_forged) {
     // Messages were stored and are gone (expired by max_age, purged): the
     // stream cannot say where this journal stands in it. Publishing goes on
@@ -424,7 +440,10 @@ Status Publisher::Resume() {
   carry_.clear();
   carry_seq_ = 0;
   next_ = from;
-  expect_message_ = std::max(last > 0 ? last_message : state->last_seq, erased_top);
+  // The stream's last sequence stays that of a message since removed (an
+  // erased forgery, now or at an earlier resume): the next publish expects it.
+  expect_message_ =
+      std::max({last > 0 ? last_message : state->last_seq, state->last_seq, erased_top});
   // What the stream holds, as it says (a stream that lost its tail holds
   // less than was acknowledged before: the lag shows it again).
   const bool idle = from > durable;

@@ -196,6 +196,7 @@ class Publisher final : private concurrency::Agent {
   std::atomic<uint64_t> bytes_{0};
   std::atomic<uint64_t> errors_{0};
   std::atomic<uint64_t> forged_erased_{0};
+  uint64_t erased_total_ = 0;  // mb-publisher: forged messages erased since Start
   std::atomic<uint64_t> snapshot_seq_{0};
 
   mutable Mutex mu_;

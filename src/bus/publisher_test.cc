@@ -877,6 +877,25 @@ TEST_F(FollowerTest, APublisherErasesForgedMessagesAtTheStreamsEnd) {
       << LogText();
   StreamReader r(nats_->url());
   EXPECT_TRUE(HoldsExactly(r.Records(p.stream()), sums, 120));
+
+  // A forgery erased by an earlier publisher: the stream's last sequence is
+  // still the erased one's, and the next publisher expects it. (An unsigned
+  // well-framed message beyond this journal's end would be refused instead,
+  // as an earlier version's primary's that this data directory is behind.)
+  const std::vector<std::byte> garbage(7, std::byte{0x5a});
+  Inject("not-a-record", garbage);
+  {
+    Publisher eraser(dir, history_.config_hash, o);
+    eraser.Start(120);
+    ASSERT_TRUE(WaitFor([&] { return eraser.stats().forged_erased == 1; })) << LogText();
+    eraser.Stop();
+  }
+  Append(dir, history_, 121, 130, &sums);
+  Publisher next(dir, history_.config_hash, o);
+  next.Start(130);
+  ASSERT_TRUE(next.WaitPublished(130, 20s)) << next.stats().last_error << LogText();
+  next.Stop();
+  EXPECT_TRUE(HoldsExactly(r.Records(next.stream()), sums, 130)) << LogText();
 }
 
 TEST_F(FollowerTest, AGapIsNeverAppliedAcrossAndAnotherConfigurationIsRefused) {

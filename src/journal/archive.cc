@@ -48,7 +48,8 @@ Result<std::vector<ArchivedSegment>> ListArchive(const fs::path& archive_dir) {
   if (!fs::exists(archive_dir, ec)) return out;
   for (const auto& e : fs::directory_iterator(archive_dir, ec)) {
     const std::string name = e.path().filename().string();
-    if (name.ends_with(".tmp")) continue;  // an archiving that did not finish
+    // An archiving or a rewrite that did not finish.
+    if (name.ends_with(".tmp") || name.ends_with(".new")) continue;
     uint64_t seq = 0;
     if (!name.ends_with(kArchiveSuffix) ||
         !ParseSegmentFileName(std::string_view(name).substr(0, name.size() - kArchiveSuffix.size()),
@@ -97,16 +98,25 @@ Result<uint64_t> WriteArchivedSegment(const fs::path& path, std::span<const std:
     return IoError(fmt::format("{}: zstd: {}", path.string(), ZSTD_getErrorName(n)));
   }
   packed.resize(n);
-  MB_RETURN_IF_ERROR(WriteFileAtomically(path, packed, 0600));  // secrets, as the segment
-  // Read back what is on disk before the only other copy goes.
-  auto back = ReadArchivedSegment(path);
+  // Written beside, read back, and only then put in place: `path` may hold
+  // the only copy of these records (a rewrite of an archived segment).
+  fs::path fresh = path;
+  fresh += ".new";
+  MB_RETURN_IF_ERROR(WriteFileAtomically(fresh, packed, 0600));  // secrets, as the segment
+  auto back = ReadArchivedSegment(fresh);
+  std::error_code ec;
   if (!back.ok() || back->size() != raw.size() ||
       std::memcmp(back->data(), raw.data(), raw.size()) != 0) {
-    std::error_code ec;
-    fs::remove(path, ec);
+    fs::remove(fresh, ec);
     return Corruption(fmt::format("{}: the archived copy does not read back equal{}", path.string(),
                                   back.ok() ? "" : ": " + back.status().message()));
   }
+  fs::rename(fresh, path, ec);
+  if (ec) {
+    fs::remove(fresh, ec);
+    return ErrnoStatus(path, "rename", ec.value());
+  }
+  MB_RETURN_IF_ERROR(SyncDir(path.parent_path()));
   return uint64_t{n};
 }
 
