@@ -2,13 +2,12 @@
 
 #include <fmt/format.h>
 #include <openssl/evp.h>
-#include <sys/stat.h>
 
-#include <cctype>
 #include <system_error>
 
 #include "common/base64.h"
 #include "common/file.h"
+#include "common/text.h"
 
 namespace mb::bus {
 
@@ -25,12 +24,6 @@ std::string Digest(SignedKind kind, std::string_view stream, std::string_view id
   h.Update(fmt::format("matchbook {} v1\n{}\n{}\n", KindName(kind), stream, id));
   h.Update(body);
   return h.Finish();
-}
-
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return s;
 }
 
 std::string AsText(const std::vector<std::byte>& bytes) {
@@ -105,16 +98,9 @@ Result<Ed25519Key> LoadSigningKey(const std::filesystem::path& file, bool create
     MB_RETURN_IF_ERROR(WriteFileAtomically(pub, HexEncode(key->public_key()) + "\n", 0644));
     return key;
   }
-  struct stat st {};
-  if (::stat(file.c_str(), &st) != 0) return ErrnoStatus(file, "stat", errno);
-  if ((st.st_mode & 077) != 0) {
-    return InvalidArgument(
-        fmt::format("[bus] signing_key_file: {} may be read by others (mode {:o}); chmod 600 it",
-                    file.string(), st.st_mode & 0777));
-  }
-  auto bytes = ReadFile(file);
-  if (!bytes.ok()) return bytes.status();
-  auto key = Ed25519Key::FromPem(AsText(*bytes));
+  auto text = ReadOwnerOnlyFile(file, "[bus] signing_key_file");
+  if (!text.ok()) return text.status();
+  auto key = Ed25519Key::FromPem(*text);
   if (!key.ok()) {
     return InvalidArgument(
         fmt::format("[bus] signing_key_file: {}: {}", file.string(), key.status().message()));
@@ -126,7 +112,7 @@ Result<Ed25519Key> LoadSigningKey(const std::filesystem::path& file, bool create
 }
 
 Result<std::string> ParseVerifyKey(std::string_view text) {
-  text = Trim(text);
+  text = TrimSpace(text);
   auto from_hex = [](std::string_view t) -> std::optional<std::string> {
     if (t.size() != 2 * kEd25519KeyBytes) return std::nullopt;
     return HexDecode(t);
@@ -142,7 +128,7 @@ Result<std::string> ParseVerifyKey(std::string_view text) {
   auto bytes = ReadFile(std::filesystem::path(text));
   if (!bytes.ok()) return bytes.status();
   const std::string content = AsText(*bytes);
-  const std::string_view body = Trim(content);
+  const std::string_view body = TrimSpace(content);
   if (auto raw = from_hex(body)) return *raw;
   if (body.starts_with("-----BEGIN PRIVATE KEY-----")) {
     auto key = Ed25519Key::FromPem(body);

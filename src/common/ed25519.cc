@@ -6,9 +6,8 @@
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 
-#include <cctype>
-
 #include "common/base64.h"
+#include "common/text.h"
 
 namespace mb {
 
@@ -40,16 +39,6 @@ std::optional<std::string> RawPublic(EVP_PKEY* key) {
   return raw;
 }
 
-std::string_view Trim(std::string_view text) {
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front()))) {
-    text.remove_prefix(1);
-  }
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) {
-    text.remove_suffix(1);
-  }
-  return text;
-}
-
 bool VerifyWith(EVP_PKEY* key, std::string_view message, std::string_view signature) {
   if (signature.size() != kEd25519SignatureBytes) return false;
   std::unique_ptr<EVP_MD_CTX, MdCtxFree> ctx(EVP_MD_CTX_new());
@@ -78,7 +67,7 @@ struct Ed25519Key::Pkey {
 };
 
 std::optional<std::string> ParseEd25519PublicKey(std::string_view text) {
-  text = Trim(text);
+  text = TrimSpace(text);
   if (text.starts_with("-----BEGIN PUBLIC KEY-----")) {
     std::unique_ptr<BIO, BioFree> bio(BIO_new_mem_buf(text.data(), static_cast<int>(text.size())));
     if (!bio) return std::nullopt;
@@ -137,7 +126,7 @@ Result<Ed25519Key> Ed25519Key::Generate() {
 }
 
 Result<Ed25519Key> Ed25519Key::FromPem(std::string_view pem) {
-  pem = Trim(pem);
+  pem = TrimSpace(pem);
   std::unique_ptr<BIO, BioFree> bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
   if (!bio) return Status(StatusCode::kInternal, "out of memory");
   auto pkey = std::make_shared<Pkey>();

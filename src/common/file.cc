@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <string>
 
@@ -52,6 +53,44 @@ Result<std::vector<std::byte>> ReadFile(const fs::path& path) {
   MappedFile file;
   MB_RETURN_IF_ERROR(file.Open(path));
   return std::vector<std::byte>(file.bytes().begin(), file.bytes().end());
+}
+
+Result<std::string> ReadOwnerOnlyFile(const fs::path& path, std::string_view option) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) {
+      return NotFound(std::string(option) + ": " + path.string() + " does not exist");
+    }
+    return ErrnoStatus(path, "open", errno);
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return ErrnoStatus(path, "stat", err);
+  }
+  if ((st.st_mode & 077) != 0) {
+    ::close(fd);
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%o", static_cast<unsigned>(st.st_mode & 0777));
+    return InvalidArgument(std::string(option) + ": " + path.string() +
+                           " may be read by others (mode " + mode + "); chmod 600 it");
+  }
+  std::string out;
+  char buf[4096];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      ::close(fd);
+      return ErrnoStatus(path, "read", err);
+    }
+    if (n == 0) break;
+    out.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+  return out;
 }
 
 Status WriteAll(int fd, std::span<const std::byte> bytes, const fs::path& path, FileSystem& fsys) {

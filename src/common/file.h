@@ -41,6 +41,10 @@ class MappedFile {
 
 // Reads a whole file.
 Result<std::vector<std::byte>> ReadFile(const std::filesystem::path& path);
+// Reads a key file that only its owner may read (checked on the open file).
+// Errors name `option` and the path: kNotFound when it does not exist,
+// kInvalidArgument when its mode lets others read it.
+Result<std::string> ReadOwnerOnlyFile(const std::filesystem::path& path, std::string_view option);
 // write() until done; EINTR retried. `path` names the file in errors.
 Status WriteAll(int fd, std::span<const std::byte> bytes, const std::filesystem::path& path,
                 FileSystem& fsys = RealFileSystem());

@@ -4,11 +4,8 @@
 #include <openssl/evp.h>
 #include <openssl/rand.h>
 #include <openssl/sha.h>
-#include <sys/stat.h>
 
 #include <algorithm>
-#include <cctype>
-#include <cerrno>
 #include <memory>
 #include <optional>
 #include <system_error>
@@ -16,6 +13,7 @@
 #include "common/base64.h"
 #include "common/ed25519.h"
 #include "common/file.h"
+#include "common/text.h"
 
 namespace mb::gateway {
 
@@ -85,12 +83,7 @@ MasterKey MasterKey::Generate() {
 }
 
 Result<MasterKey> MasterKey::FromHex(std::string_view text) {
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front()))) {
-    text.remove_prefix(1);
-  }
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) {
-    text.remove_suffix(1);
-  }
+  text = TrimSpace(text);
   const std::optional<std::string> raw =
       text.size() == 2 * kMasterKeyBytes ? HexDecode(text) : std::nullopt;
   if (!raw) return InvalidArgument("a master key is 64 hex characters");
@@ -144,21 +137,9 @@ SecretForm FormOf(std::string_view stored) noexcept {
 std::string Scrubbed(std::string_view stored) { return std::string(stored.size(), kScrubbedChar); }
 
 Result<MasterKey> LoadMasterKey(const std::filesystem::path& file) {
-  struct stat st {};
-  if (::stat(file.c_str(), &st) != 0) {
-    if (errno == ENOENT) {
-      return NotFound(fmt::format("{}: {} does not exist", kOption, file.string()));
-    }
-    return ErrnoStatus(file, "stat", errno);
-  }
-  if ((st.st_mode & 077) != 0) {
-    return InvalidArgument(fmt::format("{}: {} may be read by others (mode {:o}); chmod 600 it",
-                                       kOption, file.string(), st.st_mode & 0777));
-  }
-  auto bytes = ReadFile(file);
-  if (!bytes.ok()) return bytes.status();
-  auto key = MasterKey::FromHex(
-      std::string_view(reinterpret_cast<const char*>(bytes->data()), bytes->size()));
+  auto text = ReadOwnerOnlyFile(file, kOption);
+  if (!text.ok()) return text.status();
+  auto key = MasterKey::FromHex(*text);
   if (!key.ok()) {
     return InvalidArgument(
         fmt::format("{}: {}: {}", kOption, file.string(), key.status().message()));
