@@ -481,10 +481,14 @@ void KeyStore::Bootstrap(const engine::EngineImage& image) {
   WriterLock lock(mu_);
   unopened_ = 0;
   first_unopened_.clear();
+  census_ = {};
   for (const engine::ImageApiKey& k : image.api_keys) {
     ApiKey key = KeyOf(k.account, k.created_ms, k.permissions, k.ed25519, k.revoked, k.key.view(),
                        k.secret.view());
-    if (!key.is_ed25519()) key.secret = OpenSecret(key.key, key.secret);
+    if (!key.is_ed25519()) {
+      key.secret = OpenSecret(key.key, key.secret);
+      census_.Add(key.stored_form, key.revoked);
+    }
     keys.emplace(key.key, std::move(key));
   }
   accounts_ = std::move(accounts);
@@ -504,12 +508,22 @@ void KeyStore::Apply(std::span<const engine::Event> events) {
       case engine::AuthChangeKind::kCreateKey: {
         ApiKey key = KeyOf(a->account, a->created_ms, a->permissions, a->ed25519, false,
                            a->subject.view(), a->secret.view());
-        if (!key.is_ed25519()) key.secret = OpenSecret(key.key, key.secret);
+        if (!key.is_ed25519()) {
+          key.secret = OpenSecret(key.key, key.secret);
+          census_.Add(key.stored_form, false);
+        }
         keys_[key.key] = std::move(key);
         break;
       }
       case engine::AuthChangeKind::kRevokeKey:
-        if (auto it = keys_.find(a->subject.view()); it != keys_.end()) it->second.revoked = true;
+        if (auto it = keys_.find(a->subject.view()); it != keys_.end()) {
+          ApiKey& k = it->second;
+          if (!k.revoked && !k.is_ed25519() && k.stored_form == SecretForm::kPlain) {
+            --census_.plain_live;
+            ++census_.plain_revoked;
+          }
+          k.revoked = true;
+        }
         break;
     }
   }
@@ -517,7 +531,7 @@ void KeyStore::Apply(std::span<const engine::Event> events) {
 
 Status KeyStore::EnsureMasterKey() {
   WriterLock lock(mu_);
-  const SecretCensus census = CensusLocked();
+  const SecretCensus census = census_;
   if (master_) {
     if (unopened_ > 0) {
       return InvalidArgument(fmt::format(
@@ -548,17 +562,9 @@ Status KeyStore::EnsureMasterKey() {
   return Status::Ok();
 }
 
-SecretCensus KeyStore::CensusLocked() const {
-  SecretCensus c;
-  for (const auto& [name, k] : keys_) {
-    if (!k.is_ed25519()) c.Add(k.stored_form, k.revoked);
-  }
-  return c;
-}
-
 SecretCensus KeyStore::secret_census() const {
   ReaderLock lock(mu_);
-  return CensusLocked();
+  return census_;
 }
 
 std::optional<AccountInfo> KeyStore::FindAccount(AccountId id) const {

@@ -183,14 +183,13 @@ class KeyStore {
   // The secret the store serves for `stored` (empty: none it can open); an
   // unopened sealed one is counted.
   std::string OpenSecret(std::string_view key, std::string_view stored) MB_REQUIRES(mu_);
-  SecretCensus CensusLocked() const MB_REQUIRES_SHARED(mu_);
 
   std::filesystem::path dir_;
   uint32_t max_accounts_ = 0;
   std::filesystem::path master_key_file_;
   mutable SharedMutex mu_;
   std::optional<MasterKey> master_ MB_GUARDED_BY(mu_);
-  SecretCensus census_ MB_GUARDED_BY(mu_);
+  SecretCensus census_ MB_GUARDED_BY(mu_);    // of keys_, kept with it
   uint64_t unopened_ MB_GUARDED_BY(mu_) = 0;  // sealed secrets the master key did not open
   std::string first_unopened_ MB_GUARDED_BY(mu_);
   std::string admin_token_ MB_GUARDED_BY(mu_);
