@@ -36,6 +36,21 @@ std::string AuditLine(int64_t time_ms, std::string_view remote, std::string_view
 
 }  // namespace
 
+std::optional<ApiError> Gateway::Impl::OperatorReach(bool loopback, std::string_view what) const {
+  if (loopback) return std::nullopt;
+  if (!options_.admin_remote) {
+    return ApiError{403, -1002,
+                    fmt::format("The operator {} answers loopback clients only.", what)};
+  }
+  if (!tls() && !options_.admin_remote_plaintext) {
+    return ApiError{403, -1002,
+                    fmt::format("The operator {} answers remote clients over TLS only (--tls-cert "
+                                "and --tls-key): the admin token would cross the network readable.",
+                                what)};
+  }
+  return std::nullopt;
+}
+
 void Gateway::Impl::HandleAdmin(Ctx& c) {
   std::string token;
   if (auto h = c.req.find("X-MB-ADMIN-TOKEN"); h != c.req.end()) {
@@ -69,14 +84,8 @@ void Gateway::Impl::HandleAdmin(Ctx& c) {
       inner(std::move(res));
     };
   }
-  if (!c.loopback && !options_.admin_remote) {
-    return Reply(c, ApiError{403, -1002, "The operator API answers loopback clients only."});
-  }
-  if (!c.loopback && !RemoteOperatorWireOk()) {
-    return Reply(c, ApiError{403, -1002,
-                             "The operator API answers remote clients over TLS only "
-                             "(--tls-cert and --tls-key): the admin token would cross the "
-                             "network readable."});
+  if (std::optional<ApiError> refused = OperatorReach(c.loopback, "API")) {
+    return Reply(c, *refused);
   }
   if (!token_ok) {
     return Reply(c, ApiError{401, -1002, "Missing or wrong admin token (X-MB-ADMIN-TOKEN)."});

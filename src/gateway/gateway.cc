@@ -273,13 +273,10 @@ void Gateway::Impl::Handle(Request req, std::string_view remote, bool loopback, 
   if (c.req.method() == http::verb::get || c.req.method() == http::verb::head) {
     // The trading and operator pages (gateway/web_pages.h): static, no weight.
     if (const web::Asset* page = FindPage(c.path)) {
-      if (IsOperatorPage(c.path) && !c.loopback && !options_.admin_remote) {
-        return Reply(c, ApiError{403, -1002, "The operator page answers loopback clients only."});
-      }
-      if (IsOperatorPage(c.path) && !c.loopback && !RemoteOperatorWireOk()) {
-        return Reply(c, ApiError{403, -1002,
-                                 "The operator page answers remote clients over TLS only "
-                                 "(--tls-cert and --tls-key)."});
+      if (IsOperatorPage(c.path)) {
+        if (std::optional<ApiError> refused = OperatorReach(c.loopback, "page")) {
+          return Reply(c, *refused);
+        }
       }
       Response res = PageResponse(c.req, *page);
       CountStatus(static_cast<int>(res.result_int()));

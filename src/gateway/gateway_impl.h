@@ -377,9 +377,10 @@ class Gateway::Impl final : public HttpHandler, public WsApiBackend, public fano
 
   uint16_t port() const noexcept;
   bool tls() const noexcept { return !options_.server.tls_cert_file.empty(); }
-  // Whether a remote client may reach the operator API and page on this
-  // port: over TLS, or when plain text is allowed explicitly.
-  bool RemoteOperatorWireOk() const noexcept { return tls() || options_.admin_remote_plaintext; }
+  // Why a client may not reach the operator `what` ("API", "page"): not
+  // loopback without admin_remote, or remote on a port without TLS unless
+  // admin_remote_plaintext. nullopt: it may.
+  std::optional<ApiError> OperatorReach(bool loopback, std::string_view what) const;
   Status ReloadTls();
   uint16_t metrics_port() const noexcept;
   std::filesystem::path admin_token_path() const;
