@@ -15,7 +15,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libtomlplusplus-dev libxxhash-dev libcli11-dev libfmt-dev
   libzstd-dev libconcurrentqueue-dev libboost1.81-dev libssl-dev
-  libsqlite3-dev libpq-dev postgresql-15
+  libsqlite3-dev libpq-dev postgresql-15 librocksdb-dev
   libnats-dev nats-server
   libspdlog-dev prometheus curl python3 openssl
   lintian systemd adduser init-system-helpers

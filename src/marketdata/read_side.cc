@@ -329,6 +329,39 @@ std::shared_ptr<const KlineHistory> KlineHistory::Append(const KlineHistory* his
   return out;
 }
 
+std::optional<Kline> AddToCandle(KlineInterval interval, const TradeRow& row, bool taker_buys,
+                                 std::optional<Kline>* current) {
+  const int64_t open = KlineOpenMs(interval, NsToMs(row.time_ns));
+  std::optional<Kline> closed;
+  // A trade stamped before the open candle (a clock stepping back at
+  // intake) counts in the open candle: candles never reopen.
+  if (*current && open > (*current)->open_time_ms) {
+    closed = std::move(*current);
+    current->reset();
+  }
+  if (!*current) {
+    Kline k;
+    k.open_time_ms = open;
+    k.open = k.high = k.low = row.price;
+    k.first_trade = row.id;
+    *current = k;
+  }
+  Kline& k = **current;
+  k.high = std::max(k.high, row.price);
+  k.low = std::min(k.low, row.price);
+  k.close = row.price;
+  k.volume += row.qty;
+  k.base_volume += row.base_qty;
+  k.quote_volume += row.notional;
+  if (taker_buys) {
+    k.taker_buy_base += row.base_qty;
+    k.taker_buy_quote += row.notional;
+  }
+  ++k.trades;
+  k.last_trade = row.id;
+  return closed;
+}
+
 std::vector<AggTrade> Aggregate(std::span<const TradeRow> rows) {
   std::vector<AggTrade> out;
   TradeId open_id{};  // the aggregate id of out.back()
@@ -747,6 +780,47 @@ class ReadSide::Impl {
     open_count_.store(open_orders_, std::memory_order_relaxed);
     closed_count_.store(closed_orders_, std::memory_order_relaxed);
     applied_seq_.store(last, std::memory_order_release);
+  }
+
+  void SeedHistory(std::span<const MarketHistory> markets,
+                   std::span<const OrderRecord> open_orders) {
+    {
+      // The image keeps only a hash of an open order's client order id.
+      WriterLock lock(mu_);
+      for (const OrderRecord& o : open_orders) {
+        auto acc = accounts_.find(Raw(o.terms.account));
+        if (acc == accounts_.end()) continue;
+        auto it = acc->second.open.find(Raw(o.id));
+        if (it == acc->second.open.end() || !it->second.client_order_id.view().empty()) continue;
+        it->second.client_order_id = o.client_order_id;
+        acc->second.client_ids.try_emplace(ClientKey(o.terms.market, o.client_order_id.view()),
+                                           Raw(o.id));
+      }
+    }
+    for (const MarketHistory& h : markets) {
+      if (Raw(h.market) >= markets_.size()) continue;
+      MarketState& m = markets_[Raw(h.market)];
+      if (!h.trades.empty() && opts_.recent_trades > 0) {
+        auto chunk = std::make_shared<TradeChunk>();
+        const std::size_t keep = std::min(h.trades.size(), opts_.recent_trades);
+        chunk->rows.assign(h.trades.end() - static_cast<std::ptrdiff_t>(keep), h.trades.end());
+        chunk->total = chunk->rows.size();
+        m.trades = std::move(chunk);
+      }
+      for (std::size_t i = 0; i < kKlineIntervals; ++i) {
+        const std::vector<Kline>& c = h.candles[i];
+        KlineSeries& s = m.klines[i];
+        s = KlineSeries{};
+        if (c.empty()) continue;
+        const std::size_t bound = ClosedBound(i);
+        const std::size_t closed = c.size() - 1;
+        for (std::size_t k = closed - std::min(closed, bound); k < closed && bound > 0; ++k) {
+          s.closed = KlineHistory::Append(s.closed.get(), c[k], bound);
+        }
+        s.current = c.back();
+      }
+      Publish(h.market);
+    }
   }
 
   void Apply(std::span<const Event> events, BatchOutput* out) {
@@ -1689,41 +1763,17 @@ class ReadSide::Impl {
   }
 
   void AddToKlines(MarketState& m, const TradeRow& row, Side taker_side) {
-    const int64_t ms = NsToMs(row.time_ns);
     for (std::size_t i = 0; i < kKlineIntervals; ++i) {
       KlineSeries& s = m.klines[i];
-      const int64_t open = KlineOpenMs(static_cast<KlineInterval>(i), ms);
-      // A trade stamped before the open candle (a clock stepping back at
-      // intake) counts in the open candle: candles never reopen.
-      if (s.current && open > s.current->open_time_ms) {
-        const std::size_t bound = ClosedBound(i);
-        if (bound > 0) {
-          s.closed = KlineHistory::Append(s.closed.get(), *s.current, bound);
-        } else {
-          s.closed.reset();
-        }
-        s.current.reset();
+      const std::optional<Kline> closed =
+          AddToCandle(static_cast<KlineInterval>(i), row, taker_side == Side::kBuy, &s.current);
+      if (!closed) continue;
+      const std::size_t bound = ClosedBound(i);
+      if (bound > 0) {
+        s.closed = KlineHistory::Append(s.closed.get(), *closed, bound);
+      } else {
+        s.closed.reset();
       }
-      if (!s.current) {
-        Kline k;
-        k.open_time_ms = open;
-        k.open = k.high = k.low = row.price;
-        k.first_trade = row.id;
-        s.current = k;
-      }
-      Kline& k = *s.current;
-      k.high = std::max(k.high, row.price);
-      k.low = std::min(k.low, row.price);
-      k.close = row.price;
-      k.volume += row.qty;
-      k.base_volume += row.base_qty;
-      k.quote_volume += row.notional;
-      if (taker_side == Side::kBuy) {
-        k.taker_buy_base += row.base_qty;
-        k.taker_buy_quote += row.notional;
-      }
-      ++k.trades;
-      k.last_trade = row.id;
     }
   }
 
@@ -1863,6 +1913,10 @@ ReadSide::ReadSide(const engine::EngineConfig& config, ReadSideOptions options)
 ReadSide::~ReadSide() = default;
 
 void ReadSide::Bootstrap(const engine::EngineImage& image) { impl_->Bootstrap(image); }
+void ReadSide::SeedHistory(std::span<const MarketHistory> markets,
+                           std::span<const OrderRecord> open_orders) {
+  impl_->SeedHistory(markets, open_orders);
+}
 
 void ReadSide::Apply(std::span<const engine::Event> events, BatchOutput* out) {
   impl_->Apply(events, out);

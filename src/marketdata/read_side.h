@@ -156,6 +156,14 @@ struct Kline {
   TradeId last_trade{};
 };
 
+// Adds a trade to the candle of `interval` it falls in: *current, or a new
+// one when the trade's time opens a later candle, in which case the candle
+// it closes is returned. A trade stamped before the open candle (a clock
+// stepping back at intake) counts in it: candles never reopen. The read
+// side's series and the history store's candles are made by this one rule.
+std::optional<Kline> AddToCandle(KlineInterval interval, const TradeRow& row, bool taker_buys,
+                                 std::optional<Kline>* current);
+
 // Statistics of a window of trades: rolling (the 1m klines opened in the
 // window; 24 h for the classic ticker, 1 minute to 7 days for windowSize) or
 // a trading day in a time zone.
@@ -356,6 +364,15 @@ struct ReadSideOptions {
   std::size_t history_trades = 1000;       // fills kept per account
 };
 
+// One market's history from the history store: its newest trades (oldest
+// first, aggregate ids set) and, per interval, its newest candles (oldest
+// first; the last is the open one).
+struct MarketHistory {
+  MarketId market{};
+  std::vector<TradeRow> trades;
+  std::array<std::vector<Kline>, kKlineIntervals> candles;
+};
+
 class ReadSide {
  public:
   // REQUIRES: config validated (the exchange's configuration).
@@ -369,6 +386,13 @@ class ReadSide {
   // orders in no level), market states. History starts empty; whatever was
   // held before is forgotten.
   void Bootstrap(const engine::EngineImage& image);
+  // After Bootstrap(), before any Apply(): the markets' history as the
+  // history store holds it up to the recovered sequence (recent trades and
+  // candles), so that trades, klines and the tickers answer after a restart
+  // what they answered before it; and the open orders as it holds them,
+  // whose client order ids the image does not keep.
+  void SeedHistory(std::span<const MarketHistory> markets,
+                   std::span<const OrderRecord> open_orders);
 
   // Applies one durable batch in order and describes what changed in *out
   // (cleared first). Publishes the new snapshots of the markets touched

@@ -46,8 +46,8 @@ Status Projector::Init() {
     if (state->config_hash != config_hash_) {
       return InvalidArgument(fmt::format(
           "projection ({}): built for another configuration (config hash {:016x}, this one is "
-          "{:016x}); rebuild it with `matchbook project --rebuild`",
-          store_->backend(), state->config_hash, config_hash_));
+          "{:016x}); rebuild it with `{}`",
+          store_->backend(), state->config_hash, config_hash_, options_.rebuild_command));
     }
     // The record the projection ends with must be this journal's.
     journal::JournalTail probe(data_dir_, config_hash_, state->applied_seq);
@@ -61,9 +61,9 @@ Status Projector::Init() {
     if (*got == 0) {
       return InvalidArgument(fmt::format(
           "projection ({}): applied up to sequence {}, but the journal in {} ends before it: the "
-          "projection belongs to another data directory (rebuild it with `matchbook project "
-          "--rebuild`, or point it at its own data directory)",
-          store_->backend(), state->applied_seq, data_dir_.string()));
+          "projection belongs to another data directory (rebuild it with `{}`, or point it at its "
+          "own data directory)",
+          store_->backend(), state->applied_seq, data_dir_.string(), options_.rebuild_command));
     }
     if (checksum != state->applied_checksum) {
       return InvalidArgument(fmt::format(
@@ -77,6 +77,9 @@ Status Projector::Init() {
   auto lists = store_->OpenOrderLists();
   if (!lists.ok()) return lists.status();
   builder_.Seed(*open, *lists);
+  auto candles = store_->OpenCandles();
+  if (!candles.ok()) return candles.status();
+  builder_.SeedCandles(*candles);
   state_ = *state;
   tail_ = std::make_unique<journal::JournalTail>(data_dir_, config_hash_, state_.applied_seq + 1,
                                                  options_.file_system);

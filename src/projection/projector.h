@@ -71,6 +71,8 @@ struct ProjectorOptions {
   // never lasts longer than park_us (so it also looks without a notification).
   concurrency::StageConfig stage{"mb-projector", {concurrency::WaitKind::kBackOff, 0, 0, 200'000}};
   std::function<void(std::string_view)> log;  // default: stderr
+  // What an error that asks for a rebuild names.
+  std::string rebuild_command = "matchbook project --rebuild";
   // Under journal fsync=none the records the projector reads may still be
   // only in the page cache: with sync_journal it fdatasyncs them before each
   // commit, so after a power cut the projection is never ahead of the

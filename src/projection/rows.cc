@@ -21,6 +21,7 @@ void RowBatch::Clear() {
   withdrawals.clear();
   transfers_out.clear();
   transfers_resolved.clear();
+  candles.clear();
 }
 
 RowBuilder::RowBuilder(const engine::EngineConfig& config) : config_(config) {}
@@ -44,6 +45,35 @@ void RowBuilder::Seed(std::span<const OrderRow> open_orders, std::span<const Lis
     for (const OrderId id : row.list.orders) {
       if (Raw(id) != 0) list_of_[Raw(id)] = row.list.id;
     }
+  }
+}
+
+void RowBuilder::SeedCandles(std::span<const CandleRow> newest) {
+  candles_.clear();
+  touched_candles_.clear();
+  for (const CandleRow& c : newest) {
+    if (c.interval < marketdata::kKlineIntervals) candles_[c.market][c.interval] = c.candle;
+  }
+}
+
+void RowBuilder::Candles(const TradeRecord& t) {
+  marketdata::TradeRow row;
+  row.id = static_cast<TradeId>(t.trade_id);
+  row.price = Price{t.price};
+  row.qty = Qty{t.qty};
+  row.base_qty = Amount{t.base_qty};
+  row.notional = Amount{t.notional};
+  row.time_ns = t.time_ns;
+  auto& series = candles_[t.market];
+  for (std::size_t i = 0; i < marketdata::kKlineIntervals; ++i) {
+    const auto interval = static_cast<uint8_t>(i);
+    if (const std::optional<marketdata::Kline> closed =
+            marketdata::AddToCandle(static_cast<marketdata::KlineInterval>(i), row,
+                                    t.taker_side == engine::Side::kBuy, &series[i])) {
+      // Closed by this trade: its final state, a row of its own.
+      closed_candles_.push_back(CandleRow{t.market, interval, *closed});
+    }
+    touched_candles_.emplace_back(t.market, interval);
   }
 }
 
@@ -221,6 +251,7 @@ void RowBuilder::Event(const engine::Event& ev, RowBatch* batch) {
           t.taker_fee = x.taker_fee.value;
           t.time_ns = ts_;
           batch->trades.push_back(t);
+          Candles(t);
           Fill(x, true, batch);
           Fill(x, false, batch);
           if (!trailing_.empty()) Activate(x.market, x.price);
@@ -400,6 +431,17 @@ void RowBuilder::Close(uint64_t order_id, OrderStatus status, engine::ExpireReas
 }
 
 void RowBuilder::Finish(RowBatch* batch) {
+  // Candles: those closed in the batch, then the open ones it changed.
+  batch->candles.insert(batch->candles.end(), closed_candles_.begin(), closed_candles_.end());
+  closed_candles_.clear();
+  std::sort(touched_candles_.begin(), touched_candles_.end());
+  touched_candles_.erase(std::unique(touched_candles_.begin(), touched_candles_.end()),
+                         touched_candles_.end());
+  for (const auto& [market, interval] : touched_candles_) {
+    const std::optional<marketdata::Kline>& k = candles_[market][interval];
+    if (k) batch->candles.push_back(CandleRow{market, interval, *k});
+  }
+  touched_candles_.clear();
   for (uint64_t id : placed_pending_) {
     if (auto it = open_.find(id); it != open_.end()) {
       batch->pending_placed.push_back(

@@ -26,8 +26,10 @@
 // Thread safety: one thread owns a RowBuilder.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -36,6 +38,7 @@
 #include "engine/event.h"
 #include "engine/ledger.h"
 #include "engine/market.h"
+#include "marketdata/read_side.h"
 #include "marketdata/records.h"
 
 namespace mb::projection {
@@ -161,6 +164,15 @@ struct TransferResolvedRow {
   friend bool operator==(const TransferResolvedRow&, const TransferResolvedRow&) = default;
 };
 
+// A market's candle of one interval as it stands after a batch (upserted by
+// market, interval and open time): what klines and the tickers are built
+// from after a restart. Only the history store keeps them.
+struct CandleRow {
+  uint16_t market = 0;
+  uint8_t interval = 0;  // marketdata::KlineInterval
+  marketdata::Kline candle;
+};
+
 // What a batch of records changes. Orders and lists hold each touched
 // order's / list's state after the batch (one row each: upserted).
 struct RowBatch {
@@ -179,6 +191,7 @@ struct RowBatch {
   std::vector<TransferRow> withdrawals;
   std::vector<TransferOutRow> transfers_out;
   std::vector<TransferResolvedRow> transfers_resolved;
+  std::vector<CandleRow> candles;  // every candle a trade of the batch changed or closed
 
   void Clear();
   bool empty() const noexcept { return events == 0; }
@@ -190,7 +203,10 @@ class RowBuilder {
 
   // The open orders (pending ones included) and the open lists as the store
   // holds them (after a restart).
+  // The newest candle of each market and interval, when the store keeps
+  // candles (SeedCandles; without it a resumed builder starts new ones).
   void Seed(std::span<const OrderRow> open_orders, std::span<const ListRow> open_lists = {});
+  void SeedCandles(std::span<const CandleRow> newest);
 
   // Adds one record's events (all of one sequence) to *batch.
   void AddRecord(uint64_t seq, uint64_t checksum, std::span<const engine::Event> events,
@@ -231,7 +247,16 @@ class RowBuilder {
   void SetListClientId(uint64_t list_id, OrderId id, const ClientOrderId& cid);
   void ListDone(const engine::ListDone& x, RowBatch* batch);
 
+  // Adds a trade to its market's candles, marking those it changed.
+  void Candles(const TradeRecord& t);
+
   const engine::EngineConfig& config_;
+  // The open candle of each market and interval, and which of them this
+  // batch changed (written in Finish()).
+  std::map<uint16_t, std::array<std::optional<marketdata::Kline>, marketdata::kKlineIntervals>>
+      candles_;
+  std::vector<std::pair<uint16_t, uint8_t>> touched_candles_;
+  std::vector<CandleRow> closed_candles_;
   std::unordered_map<uint64_t, OrderRow> open_;    // orders not yet closed
   std::unordered_map<uint64_t, OrderRow> parked_;  // written in Finish(), still open
   std::vector<uint64_t> touched_;                  // in first-touch order

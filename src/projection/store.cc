@@ -190,6 +190,7 @@ Result<std::unique_ptr<Store>> OpenStore(const StoreOptions& options,
     if (options.path.empty()) return InvalidArgument("projection: sqlite needs a path");
     return OpenSqliteStore(options, config);
   }
+  if (options.backend == "rocksdb") return OpenRocksStore(options, config);
   if (options.backend == "postgres") {
     if (options.url.empty()) {
       return InvalidArgument(

@@ -142,13 +142,19 @@ class Store {
  public:
   virtual ~Store() = default;
 
-  virtual std::string_view backend() const noexcept = 0;  // "sqlite" | "postgres"
+  virtual std::string_view backend() const noexcept = 0;  // "sqlite" | "postgres" | "rocksdb"
+  // True for the history store (RocksDB), which also keeps every market's
+  // trades and candles (MarketTrades, Candles, OpenCandles).
+  virtual bool keeps_market_data() const noexcept { return false; }
 
   // ---- writer ----
   virtual Result<ProjectorState> State() = 0;
   // Status NEW, PARTIALLY_FILLED or PENDING_NEW, by order id.
   virtual Result<std::vector<OrderRow>> OpenOrders() = 0;
   virtual Result<std::vector<ListRow>> OpenOrderLists() = 0;  // executing, by list id
+  // The newest candle of each market and interval (empty where candles are
+  // not kept): what a resumed RowBuilder goes on from.
+  virtual Result<std::vector<CandleRow>> OpenCandles() { return std::vector<CandleRow>{}; }
   virtual Status Commit(const RowBatch& batch, const ProjectorState& state) = 0;
   // Drops every row (schema kept), state back to nothing applied.
   virtual Status Reset() = 0;
@@ -178,6 +184,20 @@ class Store {
   virtual Result<std::optional<WithdrawalRow>> FindWithdrawal(uint32_t account, uint64_t id,
                                                               std::string_view ref) = 0;
   virtual Result<ProjectorState> CommittedState() = 0;  // as a reader sees it
+  // A market's trades by id: from_id > 0, the first `limit` with ids >=
+  // from_id; otherwise the newest `limit`; oldest first. And the newest
+  // `newest` candles of one interval, oldest first. Stores that do not keep
+  // market data (keeps_market_data()) answer kUnimplemented.
+  virtual Result<std::vector<TradeRecord>> MarketTrades(uint16_t market, uint64_t from_id,
+                                                        std::size_t limit) {
+    (void)market, (void)from_id, (void)limit;
+    return InvalidArgument(std::string(backend()) + " keeps no market data");
+  }
+  virtual Result<std::vector<marketdata::Kline>> Candles(uint16_t market, uint8_t interval,
+                                                         std::size_t newest) {
+    (void)market, (void)interval, (void)newest;
+    return InvalidArgument(std::string(backend()) + " keeps no market data");
+  }
   // Disk use and checkpoints; nullopt for a backend that does not report them
   // (or a store not opened yet).
   virtual std::optional<StorageStats> Storage() { return std::nullopt; }
@@ -226,6 +246,10 @@ Result<std::unique_ptr<Store>> OpenSqliteStore(const StoreOptions& options,
 // The SQLite store at `path` with the default options.
 Result<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path,
                                                const engine::EngineConfig& config);
+// The history store: RocksDB in the directory options.path (made if
+// missing); options.cache_bytes bounds its block cache.
+Result<std::unique_ptr<Store>> OpenRocksStore(const StoreOptions& options,
+                                              const engine::EngineConfig& config);
 Result<std::unique_ptr<Store>> OpenPostgresStore(const std::string& url,
                                                  const engine::EngineConfig& config);
 

@@ -154,12 +154,19 @@ Result<VerifyReport> VerifyProjection(const fs::path& data_dir, const engine::En
   }
 
   // 2. A reference projection built from the journal.
+  // Of the store's kind when that is the history store, whose candles no
+  // SQL store keeps.
+  const bool rocks = store->backend() == "rocksdb";
   const fs::path scratch =
-      scratch_dir / fmt::format("matchbook-verify-{}.sqlite", static_cast<long>(::getpid()));
+      scratch_dir / fmt::format("matchbook-verify-{}.{}", static_cast<long>(::getpid()),
+                                rocks ? "history" : "sqlite");
   std::error_code ec;
-  for (const char* suffix : {"", "-wal", "-shm"}) fs::remove(scratch.string() + suffix, ec);
+  for (const char* suffix : {"", "-wal", "-shm"}) fs::remove_all(scratch.string() + suffix, ec);
   {
-    auto reference = OpenSqliteStore(scratch.string(), listed);
+    StoreOptions ro;
+    ro.backend = rocks ? "rocksdb" : "sqlite";
+    ro.path = scratch.string();
+    auto reference = OpenStore(ro, listed);
     if (!reference.ok()) return reference.status();
     Projector projector(data_dir, config, engine::HashConfig(config), reference->get());
     Status st = projector.Init();
@@ -171,7 +178,7 @@ Result<VerifyReport> VerifyProjection(const fs::path& data_dir, const engine::En
     if (!have.ok()) return have.status();
     CompareDumps(*want, *have, 10, &report.differences);
   }
-  for (const char* suffix : {"", "-wal", "-shm"}) fs::remove(scratch.string() + suffix, ec);
+  for (const char* suffix : {"", "-wal", "-shm"}) fs::remove_all(scratch.string() + suffix, ec);
   return report;
 }
 
