@@ -53,7 +53,7 @@ for round in 1 2 3; do
   # snapshot kept is the floor: wait for that, then for a pass after it.
   lag=""
   for _ in $(seq 1 150); do
-    lag=$(curl -sS "$base/metrics" | sed -n 's/^matchbook_projection_lag_events \([0-9]*\)$/\1/p')
+    lag=$(curl -sS "$base/metrics" | sed -n 's/^matchbook_history_lag_events \([0-9]*\)$/\1/p')
     [[ "$lag" == 0 ]] && break
     sleep 0.2
   done

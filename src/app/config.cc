@@ -34,9 +34,10 @@ using engine::MarketSpec;
 using engine::MarketStatus;
 
 constexpr std::string_view kTopKeys[] = {
-    "engine",  "assets",    "markets",     "server",     "journal", "snapshots",
-    "threads", "gateway",   "venue",       "projection", "metrics", "bus",
-    "venues",  "transfers", "replication", "tls",        "security"};
+    "engine",  "assets",    "markets",     "server",     "journal",  "snapshots",
+    "threads", "gateway",   "venue",       "projection", "metrics",  "bus",
+    "venues",  "transfers", "replication", "tls",        "security", "history"};
+constexpr std::string_view kHistoryKeys[] = {"cache_mb"};
 constexpr std::string_view kSecurityKeys[] = {"master_key_file"};
 constexpr std::string_view kTlsKeys[] = {"cert_file", "key_file"};
 constexpr std::string_view kReplicationKeys[] = {"ack", "standby", "lease_ttl_ms"};
@@ -485,6 +486,7 @@ class Loader {
       MB_RETURN_IF_ERROR(
           OptionalString(sec, "security", "master_key_file", &r->master_key_file, &at));
     }
+    MB_RETURN_IF_ERROR(ReadHistory(root, &r->history));
     return ReadProjection(root, &r->projection);
   }
 
@@ -719,14 +721,21 @@ class Loader {
     return Status::Ok();
   }
 
+  Status ReadHistory(const toml::table& root, HistoryConfig* h) const {
+    const toml::table* t = nullptr;
+    MB_RETURN_IF_ERROR(OptionalTable(root, "", "history", kHistoryKeys, &t));
+    return OptionalInt(t, "history", "cache_mb", 8, 1'000'000, &h->cache_mb);
+  }
+
   Status ReadProjection(const toml::table& root, ProjectionConfig* p) const {
     const toml::table* t = nullptr;
     const toml::node* where = nullptr;
     MB_RETURN_IF_ERROR(OptionalTable(root, "", "projection", kProjectionKeys, &t));
     MB_RETURN_IF_ERROR(OptionalString(t, "projection", "backend", &p->store.backend, &where));
-    if (where != nullptr && p->store.backend != "sqlite" && p->store.backend != "postgres") {
+    if (where != nullptr && p->store.backend != "sqlite" && p->store.backend != "postgres" &&
+        p->store.backend != "off") {
       return At(*where, "projection.backend",
-                fmt::format("\"{}\" is not a backend (sqlite or postgres)", p->store.backend));
+                fmt::format("\"{}\" is not a backend (off, sqlite or postgres)", p->store.backend));
     }
     MB_RETURN_IF_ERROR(OptionalString(t, "projection", "path", &p->store.path, &where));
     MB_RETURN_IF_ERROR(OptionalString(t, "projection", "url", &p->store.url, &where));

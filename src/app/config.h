@@ -27,7 +27,10 @@
 //                weight_per_minute (6000, per API key; 0 = unlimited),
 //                ip_weight_per_minute (12000), admin_remote (false), recent_trades (1000),
 //                history_orders (1000), history_trades (1000), retry_after_s (1)
-//   [projection] backend ("sqlite" | "postgres"), path (sqlite file; "" =
+//   [history]    cache_mb (64: the history store's block cache; the store is
+//                <data_dir>/history)
+//   [projection] backend ("off" | "sqlite" | "postgres": a SQL read model beside the
+//                history store; off by default), path (sqlite file; "" =
 //   <data_dir>/projection.sqlite),
 //                url (postgres connection URL; "" = $MATCHBOOK_PG_URL), batch_events (1000),
 //                batch_wait_ms (50), catchup_batch_events (20000), wal_max_mb (64: the
@@ -94,10 +97,18 @@ namespace mb::app {
 // How the exchange runs (not part of the engine's state; may change between runs).
 // [projection]: where the history lives and how the projector batches.
 struct ProjectionConfig {
-  projection::StoreOptions store;  // backend "sqlite" by default
+  // backend "off" by default: the history API reads the history store
+  // ([history]); "sqlite" or "postgres" keep a SQL read model beside it.
+  projection::StoreOptions store{.backend = "off"};
   uint32_t batch_events = 1000;
   uint32_t batch_wait_ms = 50;
   uint32_t catchup_batch_events = 20000;  // a batch when the projector is behind
+};
+
+// [history]: the history store (RocksDB in <data_dir>/history) that the
+// history API and the markets' trades and candles are served from.
+struct HistoryConfig {
+  uint32_t cache_mb = 64;  // its block cache
 };
 
 // [metrics]: the /metrics endpoint and the flight recorder (docs/metrics.md).
@@ -182,6 +193,7 @@ struct RuntimeConfig {
   concurrency::StageConfig journal_stage{"mb-journal", {}, -1, false, 10};
   gateway::GatewayOptions gateway;  // [gateway]: listen address, limits, history sizes
   ProjectionConfig projection;
+  HistoryConfig history;
   MetricsConfig metrics;
   BusConfig bus;
   ReplicationConfig replication;

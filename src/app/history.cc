@@ -203,4 +203,60 @@ gateway::HistoryHealth ProjectionHistory::Health() const {
   return h;
 }
 
+Result<std::vector<marketdata::MarketHistory>> LoadMarketHistory(
+    projection::Store* store, const engine::EngineConfig& config,
+    const marketdata::ReadSideOptions& options) {
+  std::vector<marketdata::MarketHistory> out;
+  if (!store->keeps_market_data()) return out;
+  for (std::size_t m = 0; m < config.markets.size(); ++m) {
+    const auto market = static_cast<uint16_t>(m);
+    // Twice as many trades as are kept: the oldest kept one's aggregate may
+    // begin before it.
+    auto trades = store->MarketTrades(market, 0, 2 * options.recent_trades);
+    if (!trades.ok()) return trades.status();
+    if (trades->empty()) continue;
+    marketdata::MarketHistory h;
+    h.market = static_cast<MarketId>(market);
+    for (const projection::TradeRecord& t : *trades) {
+      marketdata::TradeRow row;
+      row.id = static_cast<TradeId>(t.trade_id);
+      row.market = h.market;
+      row.price = Price{t.price};
+      row.qty = Qty{t.qty};
+      row.base_qty = Amount{t.base_qty};
+      row.notional = Amount{t.notional};
+      row.time_ns = t.time_ns;
+      const bool taker_buys = t.taker_side == engine::Side::kBuy;
+      row.buyer_is_maker = !taker_buys;
+      row.buy_order = static_cast<OrderId>(taker_buys ? t.taker_order_id : t.maker_order_id);
+      row.sell_order = static_cast<OrderId>(taker_buys ? t.maker_order_id : t.taker_order_id);
+      row.seq = static_cast<Sequence>(t.seq);
+      // One taker's consecutive fills at one price in one command are one
+      // aggregate trade, as the read side groups them.
+      row.agg_id = row.id;
+      if (!h.trades.empty()) {
+        const marketdata::TradeRow& prev = h.trades.back();
+        const OrderId prev_taker = prev.buyer_is_maker ? prev.sell_order : prev.buy_order;
+        const OrderId taker = taker_buys ? row.buy_order : row.sell_order;
+        if (prev_taker == taker && prev.price == row.price && prev.seq == row.seq) {
+          row.agg_id = prev.agg_id;
+        }
+      }
+      h.trades.push_back(row);
+    }
+    for (std::size_t i = 0; i < marketdata::kKlineIntervals; ++i) {
+      const bool minutes = i == static_cast<std::size_t>(marketdata::KlineInterval::k1m);
+      const std::size_t keep = minutes
+                                   ? std::max<std::size_t>(options.klines_per_interval,
+                                                           marketdata::kRollingWindowMaxMs / 60'000)
+                                   : options.klines_per_interval;
+      auto candles = store->Candles(market, static_cast<uint8_t>(i), keep + 1);
+      if (!candles.ok()) return candles.status();
+      h.candles[i] = std::move(*candles);
+    }
+    out.push_back(std::move(h));
+  }
+  return out;
+}
+
 }  // namespace mb::app

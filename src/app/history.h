@@ -18,6 +18,14 @@
 
 namespace mb::app {
 
+// Every market's history as the history store holds it, shaped for the
+// read side (marketdata::ReadSide::SeedHistory): the newest trades
+// (options.recent_trades) and as many candles per interval as the read side
+// keeps. Markets the store has no trade of are left out.
+Result<std::vector<marketdata::MarketHistory>> LoadMarketHistory(
+    projection::Store* store, const engine::EngineConfig& config,
+    const marketdata::ReadSideOptions& options);
+
 class ProjectionHistory final : public gateway::History {
  public:
   // REQUIRES: store is the projector's store; both outlive this object.

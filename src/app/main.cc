@@ -18,7 +18,9 @@
 //                                      every snapshot against the replay (read-only)
 //   matchbook verify --projection [DIR]   compare the history projection with a replay of the
 //                                      journal (counts, balances, every row)
-//   matchbook project [--rebuild] [DIR]   bring the history projection up to the journal
+//   matchbook verify --history [DIR]   compare the history store with a replay of the journal
+//   matchbook history rebuild [DIR]    empty the history store and build it from the journal
+//   matchbook project [--rebuild] [DIR]   bring the SQL projection up to the journal
 //                                      (--rebuild: empty it first and project everything again)
 //   matchbook backup --data-dir D --to DIR     a consistent copy, while serve runs or not
 //   matchbook restore --from DIR --data-dir NEW   check a backup and restore it (app/backup.h)
@@ -116,8 +118,12 @@ void InstallSignals() {
 
 // The projection's store options with the defaults filled in: the SQLite file
 // in the data directory, the PostgreSQL URL from MATCHBOOK_PG_URL.
+// With [projection] backend = "off" (the default), the commands that build
+// and check the SQL read model on demand (project, verify --projection)
+// use SQLite.
 mb::projection::StoreOptions StoreOptionsFor(const mb::app::Config& cfg) {
   mb::projection::StoreOptions so = cfg.runtime.projection.store;
+  if (so.backend == "off") so.backend = "sqlite";
   if (so.backend == "sqlite" && so.path.empty()) {
     so.path = (std::filesystem::path(cfg.runtime.data_dir) / "projection.sqlite").string();
   }
@@ -138,7 +144,60 @@ mb::projection::ProjectorOptions ProjectorOptionsFor(const mb::app::Config& cfg)
 }
 
 std::string Describe(const mb::projection::StoreOptions& so) {
-  return so.backend == "sqlite" ? "sqlite " + so.path : std::string("postgres");
+  if (so.backend == "postgres") return "postgres";
+  return so.backend + " " + so.path;
+}
+
+// True when serve keeps a SQL read model beside the history store.
+bool SqlProjectionOn(const mb::app::Config& cfg) {
+  return cfg.runtime.projection.store.backend != "off";
+}
+
+// The history store: RocksDB in <data_dir>/history (docs/history.md).
+mb::projection::StoreOptions HistoryStoreOptions(const mb::app::Config& cfg) {
+  mb::projection::StoreOptions so;
+  so.backend = "rocksdb";
+  so.path = (std::filesystem::path(cfg.runtime.data_dir) / "history").string();
+  so.cache_bytes = uint64_t{cfg.runtime.history.cache_mb} << 20;
+  return so;
+}
+
+mb::projection::ProjectorOptions HistoryProjectorOptions(const mb::app::Config& cfg) {
+  mb::projection::ProjectorOptions po = ProjectorOptionsFor(cfg);
+  po.log = mb::log::Sink("history");
+  po.rebuild_command = "matchbook history rebuild";
+  po.stage.name = "mb-history";
+  return po;
+}
+
+// Every store derived from the journal: the history store, and the SQL
+// projection when serve keeps one or its SQLite file exists.
+std::vector<mb::projection::StoreOptions> DerivedStores(const mb::app::Config& cfg) {
+  std::vector<mb::projection::StoreOptions> out{HistoryStoreOptions(cfg)};
+  const mb::projection::StoreOptions sql = StoreOptionsFor(cfg);
+  std::error_code ec;
+  if (SqlProjectionOn(cfg) || std::filesystem::exists(sql.path, ec)) out.push_back(sql);
+  return out;
+}
+
+// A projector's figures as gauges: prefix_applied_sequence, _lag_events,
+// _lag_seconds, _healthy.
+void AddProjectorMetrics(mb::metrics::Registry& registry, const std::string& prefix,
+                         std::string_view what, const mb::projection::Projector& p) {
+  registry.AddGauge(prefix + "_applied_sequence",
+                    fmt::format("The last journal sequence {} has committed", what), {},
+                    [&p] { return static_cast<double>(p.stats().applied_seq); });
+  registry.AddGauge(prefix + "_lag_events",
+                    fmt::format("Journal records durable but not yet in {}", what), {},
+                    [&p] { return static_cast<double>(p.stats().lag_events); });
+  registry.AddGauge(prefix + "_lag_seconds",
+                    fmt::format("How long the oldest record not yet in {} has been durable", what),
+                    {}, [&p] { return p.stats().lag_seconds; });
+  registry.AddGauge(
+      prefix + "_healthy",
+      fmt::format("1 when the last commit of {} succeeded (and its log is within its ceiling)",
+                  what),
+      {}, [&p] { return p.stats().healthy ? 1.0 : 0.0; });
 }
 
 // Serve's errors, once the logger runs: logged, then the log is drained.
@@ -289,30 +348,35 @@ int Serve(const mb::app::Config& cfg, const std::string& source, bool recover_on
   std::error_code ec;
   std::filesystem::create_directories(cfg.runtime.data_dir, ec);
   if (Status s = LinkArchive(cfg); !s.ok()) return ServeFail(s);
+  // The history store (RocksDB): what the history API and the markets'
+  // trades and candles after a restart come from. A damaged store stops the
+  // start with the way out (`matchbook history rebuild`).
+  const mb::projection::StoreOptions history_options = HistoryStoreOptions(cfg);
+  auto history_store = mb::projection::OpenStore(history_options, listed);
+  if (!history_store.ok()) return ServeFail(history_store.status());
+  mb::projection::Projector history_projector(cfg.runtime.data_dir, cfg.engine,
+                                              mb::engine::HashConfig(cfg.engine),
+                                              history_store->get(), HistoryProjectorOptions(cfg));
+  // The SQL read model ([projection] backend), when on: a database that
+  // cannot be reached is retried and never stops trading.
   const mb::projection::StoreOptions store_options = StoreOptionsFor(cfg);
-  auto store =
-      mb::projection::OpenStoreWhenReachable(store_options, listed, std::chrono::seconds(1));
-  mb::projection::Projector projector(cfg.runtime.data_dir, cfg.engine,
-                                      mb::engine::HashConfig(cfg.engine), store.get(),
-                                      ProjectorOptionsFor(cfg));
+  std::unique_ptr<mb::projection::Store> store;
+  std::unique_ptr<mb::projection::Projector> projector;
+  if (SqlProjectionOn(cfg)) {
+    store = mb::projection::OpenStoreWhenReachable(store_options, listed, std::chrono::seconds(1));
+    projector = std::make_unique<mb::projection::Projector>(cfg.runtime.data_dir, cfg.engine,
+                                                            mb::engine::HashConfig(cfg.engine),
+                                                            store.get(), ProjectorOptionsFor(cfg));
+  }
   registry.AddCounterFn("matchbook_log_dropped_lines_total",
                         "Log lines overwritten because the log queue was full", {},
                         [] { return static_cast<double>(mb::log::dropped()); });
-  registry.AddGauge("matchbook_projection_applied_sequence",
-                    "The last journal sequence the history projection has committed", {},
-                    [&projector] { return static_cast<double>(projector.stats().applied_seq); });
-  registry.AddGauge("matchbook_projection_lag_events",
-                    "Journal records durable but not yet in the history projection", {},
-                    [&projector] { return static_cast<double>(projector.stats().lag_events); });
-  registry.AddGauge("matchbook_projection_lag_seconds",
-                    "How long the oldest record not yet projected has been durable", {},
-                    [&projector] { return projector.stats().lag_seconds; });
-  registry.AddGauge("matchbook_projection_healthy",
-                    "1 when the projection's last commit succeeded and its log is within its "
-                    "ceiling, else 0",
-                    {}, [&projector] { return projector.stats().healthy ? 1.0 : 0.0; });
+  AddProjectorMetrics(registry, "matchbook_history", "the history store", history_projector);
+  if (projector)
+    AddProjectorMetrics(registry, "matchbook_projection", "the SQL projection", *projector);
   registry.AddCollector([&projector](mb::metrics::SampleWriter& w) {
-    const std::optional<mb::projection::StorageStats> s = projector.stats().storage;
+    if (!projector) return;
+    const std::optional<mb::projection::StorageStats> s = projector->stats().storage;
     if (!s) return;  // a backend that manages its own log
     const auto one = [&w](std::string_view name, std::string_view help, std::string_view type,
                           double v) { mb::metrics::WriteSingle(w, name, help, type, v); };
@@ -345,8 +409,10 @@ int Serve(const mb::app::Config& cfg, const std::string& source, bool recover_on
   // Durable batches go through the fan-out stage to its handlers: the
   // gateway (read side, streams, then the answers) and the projector's
   // wake-up. Declared after what its handlers use, so it stops first.
-  mb::fanout::SequenceHandler projector_feed(
-      [&projector](uint64_t seq) { projector.NotifyDurable(seq); });
+  mb::fanout::SequenceHandler projector_feed([&projector, &history_projector](uint64_t seq) {
+    history_projector.NotifyDurable(seq);
+    if (projector) projector->NotifyDurable(seq);
+  });
   // The journal on the bus ([bus] nats, --nats): its own thread, told the
   // durable sequence by the fan-out stage; without a NATS URL, nothing.
   std::unique_ptr<mb::bus::Publisher> publisher;
@@ -482,6 +548,37 @@ int Serve(const mb::app::Config& cfg, const std::string& source, bool recover_on
   // Under ack = replicated nothing downstream sees a record before the stream holds it.
   if (gate) fanout.Add(gate.get());
   (*gw)->Wire(&o, &fanout);
+  // Once the state is recovered, before any command: the history store
+  // catches up with the journal, then the read side takes the markets'
+  // trades and candles from it.
+  o.on_recovered = [bootstrap = std::move(o.on_recovered), &history_projector, &history_store,
+                    &gw](const mb::engine::Engine& engine) {
+    bootstrap(engine);
+    history_projector.Adopt(engine.config());
+    Status st = history_projector.Init();
+    if (st.ok()) st = history_projector.CatchUp(Raw(engine.last_sequence()));
+    if (!st.ok()) {
+      mb::log::Error("history", "catching up at start: " + st.message());
+      return;
+    }
+    auto markets = mb::app::LoadMarketHistory(history_store->get(), engine.config(),
+                                              (*gw)->read_side_options());
+    if (!markets.ok()) {
+      mb::log::Error("history", "the markets' history: " + markets.status().message());
+      return;
+    }
+    auto open = history_store->get()->OpenOrders();
+    if (!open.ok()) {
+      mb::log::Error("history", "the open orders: " + open.status().message());
+      return;
+    }
+    std::vector<mb::marketdata::OrderRecord> orders;
+    orders.reserve(open->size());
+    for (const mb::projection::OrderRow& r : *open) orders.push_back(r.order);
+    (*gw)->SeedMarketHistory(*markets, orders);
+    mb::log::Info("history", fmt::format("at sequence {}: {} markets' trades and candles",
+                                         history_projector.applied_seq(), markets->size()));
+  };
   (*dispatcher)->Wire(&o, &fanout);
   fanout.Add(&projector_feed);
   if (publisher_feed) fanout.Add(publisher_feed.get());
@@ -503,23 +600,32 @@ int Serve(const mb::app::Config& cfg, const std::string& source, bool recover_on
     (void)(*ex)->Close();
     return ServeFail(s);
   }
-  mb::log::Info("projection",
-                fmt::format("history projection: {} (batches of up to {} events)",
-                            Describe(store_options), cfg.runtime.projection.batch_events));
-  projector.Adopt(listed);  // what the recovered journal added
-  mb::log::Info("projection", "thread " + projector.Start((*ex)->durable_seq()));
+  mb::log::Info("history", fmt::format("history store: {}", Describe(history_options)));
+  history_projector.Adopt(listed);  // what the recovered journal added
+  mb::log::Info("history", "thread " + history_projector.Start((*ex)->durable_seq()));
+  if (projector) {
+    mb::log::Info("projection",
+                  fmt::format("history projection: {} (batches of up to {} events)",
+                              Describe(store_options), cfg.runtime.projection.batch_events));
+    projector->Adopt(listed);
+    mb::log::Info("projection", "thread " + projector->Start((*ex)->durable_seq()));
+  }
   if (publisher) {
     mb::log::Info("bus", fmt::format("publishing the journal to NATS {}: stream {}, subject {}",
                                      nats, publisher->stream(), publisher->subject()));
     mb::log::Info("bus", "thread " + publisher->Start((*ex)->durable_seq()));
   }
-  mb::app::ProjectionHistory history(store.get(), &projector);
+  mb::app::ProjectionHistory history(history_store->get(), &history_projector);
   (*gw)->SetHistory(&history);
-  // Stopping: the projector applies what the journal made durable, briefly;
+  // Stopping: the projectors apply what the journal made durable, briefly;
   // the publisher sends it while NATS answers.
   auto stop_projector = [&] {
-    projector.WaitApplied((*ex)->durable_seq(), std::chrono::seconds(5));
-    projector.Stop();
+    history_projector.WaitApplied((*ex)->durable_seq(), std::chrono::seconds(5));
+    history_projector.Stop();
+    if (projector) {
+      projector->WaitApplied((*ex)->durable_seq(), std::chrono::seconds(5));
+      projector->Stop();
+    }
     if (publisher) {
       if (publisher->stats().connected && !demote.load(std::memory_order_acquire)) {
         publisher->WaitPublished((*ex)->durable_seq(), std::chrono::seconds(5));
@@ -604,7 +710,10 @@ int Serve(const mb::app::Config& cfg, const std::string& source, bool recover_on
   std::string retention_error;
   auto retain = [&] {
     if (cfg.runtime.retention == mb::journal::Retention::kKeep || !retention_dir.ok()) return;
-    const uint64_t floor = RetentionFloor(*retention_dir, projector.applied_seq(), publisher.get());
+    const uint64_t applied =
+        projector ? std::min(projector->applied_seq(), history_projector.applied_seq())
+                  : history_projector.applied_seq();
+    const uint64_t floor = RetentionFloor(*retention_dir, applied, publisher.get());
     auto r = mb::journal::Retain(*retention_dir, floor, cfg.runtime.retention,
                                  ArchivePath(cfg.runtime.data_dir));
     if (!r.ok()) {
@@ -681,11 +790,13 @@ mb::engine::EngineConfig ListedConfig(const mb::app::Config& cfg, const mb::jour
 
 // matchbook project [--rebuild]: the projection brought up to the journal,
 // offline (the data directory's lock keeps a running server out meanwhile).
-int Project(const mb::app::Config& cfg, bool rebuild) {
+// matchbook history rebuild: the same for the history store (so, po: which
+// store, and its projector's options).
+int Project(const mb::app::Config& cfg, bool rebuild, const mb::projection::StoreOptions& so,
+            const mb::projection::ProjectorOptions& po) {
   auto dir = mb::journal::DataDir::Open(cfg.runtime.data_dir, mb::journal::OpenMode::kReadWrite);
   if (!dir.ok()) return Fail(dir.status());
   const mb::engine::EngineConfig listed = ListedConfig(cfg, *dir, cfg.runtime.data_dir);
-  const mb::projection::StoreOptions so = StoreOptionsFor(cfg);
   auto store = mb::projection::OpenStore(so, listed);
   if (!store.ok()) return Fail(store.status());
   const auto started = std::chrono::steady_clock::now();
@@ -693,8 +804,7 @@ int Project(const mb::app::Config& cfg, bool rebuild) {
     if (Status s = (*store)->Reset(); !s.ok()) return Fail(s);
   }
   mb::projection::Projector projector(cfg.runtime.data_dir, cfg.engine,
-                                      mb::engine::HashConfig(cfg.engine), store->get(),
-                                      ProjectorOptionsFor(cfg));
+                                      mb::engine::HashConfig(cfg.engine), store->get(), po);
   projector.Adopt(listed);
   if (Status s = projector.Init(); !s.ok()) return Fail(s);
   if (Status s = projector.CatchUp(); !s.ok()) return Fail(s);
@@ -714,11 +824,20 @@ int Project(const mb::app::Config& cfg, bool rebuild) {
   return 0;
 }
 
-int VerifyProjection(const mb::app::Config& cfg) {
+// verify --projection and verify --history: the store `so` against a
+// replay of the journal; `label` begins the verdict line.
+int VerifyProjection(const mb::app::Config& cfg, const mb::projection::StoreOptions& so,
+                     std::string_view label) {
   auto dir = mb::journal::DataDir::Open(cfg.runtime.data_dir, mb::journal::OpenMode::kReadOnly);
   if (!dir.ok()) return Fail(dir.status());
   const mb::engine::EngineConfig listed = ListedConfig(cfg, *dir, cfg.runtime.data_dir);
-  const mb::projection::StoreOptions so = StoreOptionsFor(cfg);
+  if (so.backend == "rocksdb" &&
+      !std::filesystem::exists(std::filesystem::path(so.path) / "CURRENT")) {
+    return Fail(mb::NotFound(fmt::format(
+        "{}: there is no history store here (serve makes it; `matchbook history rebuild` builds "
+        "it from the journal)",
+        so.path)));
+  }
   auto store = mb::projection::OpenStore(so, listed);
   if (!store.ok()) return Fail(store.status());
   std::error_code ec;
@@ -734,9 +853,9 @@ int VerifyProjection(const mb::app::Config& cfg) {
       t.ledger_entries, t.deposits, t.withdrawals, t.transfers_out, t.transfers_resolved,
       t.order_lists);
   for (const std::string& d : report->differences) fmt::print("DIFFERENCE: {}\n", d);
-  fmt::print("projection: {}\n", report->ok()
-                                     ? "ok (equals the journal)"
-                                     : fmt::format("{} difference(s)", report->differences.size()));
+  fmt::print("{}: {}\n", label,
+             report->ok() ? "ok (equals the journal)"
+                          : fmt::format("{} difference(s)", report->differences.size()));
   return report->ok() ? 0 : 1;
 }
 
@@ -800,11 +919,16 @@ int JournalArchive(const mb::app::Config& cfg) {
   if (Status s = LinkArchive(cfg); !s.ok()) return Fail(s);
   auto dir = mb::journal::DataDir::Open(cfg.runtime.data_dir, mb::journal::OpenMode::kReadWrite);
   if (!dir.ok()) return Fail(dir.status());
-  auto store = mb::projection::OpenStore(StoreOptionsFor(cfg), cfg.engine);
-  if (!store.ok()) return Fail(store.status());
-  auto state = (*store)->State();
-  if (!state.ok()) return Fail(state.status());
-  const uint64_t floor = RetentionFloor(*dir, state->applied_seq, nullptr);
+  // Below what every store derived from the journal has applied.
+  uint64_t applied = UINT64_MAX;
+  for (const mb::projection::StoreOptions& so : DerivedStores(cfg)) {
+    auto store = mb::projection::OpenStore(so, cfg.engine);
+    if (!store.ok()) return Fail(store.status());
+    auto state = (*store)->State();
+    if (!state.ok()) return Fail(state.status());
+    applied = std::min(applied, state->applied_seq);
+  }
+  const uint64_t floor = RetentionFloor(*dir, applied, nullptr);
   auto r =
       mb::journal::Retain(*dir, floor, cfg.runtime.retention, ArchivePath(cfg.runtime.data_dir));
   if (!r.ok()) return Fail(r.status());
@@ -1220,6 +1344,23 @@ int main(int argc, char** argv) {
                    "Compare the history projection (configuration's [projection]) with a replay "
                    "of the journal instead");
 
+  bool verify_history = false;
+  verify->add_flag("--history", verify_history,
+                   "Compare the history store (<data_dir>/history) with a replay of the journal "
+                   "instead: every key");
+  auto* history_cmd = app.add_subcommand("history", "The history store (<data_dir>/history)");
+  history_cmd->require_subcommand(1);
+  auto* history_rebuild = history_cmd->add_subcommand(
+      "rebuild",
+      "Empty the history store and build it again from the journal and the archive (offline; "
+      "the server stopped)");
+  history_rebuild->add_option("dir", data_dir, "Data directory (default: the configuration's)");
+  history_rebuild->add_option("--data-dir", data_dir, "Data directory");
+  history_rebuild
+      ->add_option("-c,--config", config_path, "Configuration the journal was written with")
+      ->envname("MATCHBOOK_CONFIG")
+      ->check(CLI::ExistingFile);
+
   bool rebuild = false;
   auto* project = app.add_subcommand(
       "project", "Bring the history projection up to the journal (offline; the server stopped)");
@@ -1367,7 +1508,7 @@ int main(int argc, char** argv) {
   if (jarchive->parsed()) return JournalArchive(*cfg);
   if (scrub->parsed()) {
     if (Status s = LinkArchive(*cfg); !s.ok()) return Fail(s);
-    auto r = mb::app::ScrubSecrets(*cfg, ArchivePath(cfg->runtime.data_dir), StoreOptionsFor(*cfg));
+    auto r = mb::app::ScrubSecrets(*cfg, ArchivePath(cfg->runtime.data_dir), DerivedStores(*cfg));
     if (!r.ok()) return Fail(r.status());
     fmt::print(
         "scrubbed {} plain secret(s) of revoked keys: {} records in {} live and {} archived "
@@ -1379,8 +1520,8 @@ int main(int argc, char** argv) {
   }
   if (rotate->parsed()) {
     if (Status s = LinkArchive(*cfg); !s.ok()) return Fail(s);
-    auto r = mb::app::RotateMasterKey(*cfg, ArchivePath(cfg->runtime.data_dir),
-                                      StoreOptionsFor(*cfg), new_master_key);
+    auto r = mb::app::RotateMasterKey(*cfg, ArchivePath(cfg->runtime.data_dir), DerivedStores(*cfg),
+                                      new_master_key);
     if (!r.ok()) return Fail(r.status());
     fmt::print(
         "sealed {} secret(s) again with {}: {} records in {} live and {} archived segments, {} "
@@ -1390,9 +1531,22 @@ int main(int argc, char** argv) {
         r->stream_purged ? "; the bus's journal and snapshot streams purged" : "");
     return 0;
   }
-  if (verify->parsed() && verify_projection) return VerifyProjection(*cfg);
+  if (verify->parsed() && verify_projection) {
+    return VerifyProjection(*cfg, StoreOptionsFor(*cfg), "projection");
+  }
+  if (verify->parsed() && verify_history) {
+    return VerifyProjection(*cfg, HistoryStoreOptions(*cfg), "history");
+  }
+  if (history_rebuild->parsed()) {
+    // Whatever is there goes, damaged or not: the journal rebuilds it.
+    std::error_code ec;
+    std::filesystem::remove_all(HistoryStoreOptions(*cfg).path, ec);
+    if (ec) return Fail(mb::IoError(HistoryStoreOptions(*cfg).path + ": remove: " + ec.message()));
+    return Project(*cfg, true, HistoryStoreOptions(*cfg), HistoryProjectorOptions(*cfg));
+  }
   if (verify->parsed()) return Verify(*cfg, cfg->runtime.data_dir, check_every);
-  if (project->parsed()) return Project(*cfg, rebuild);
+  if (project->parsed())
+    return Project(*cfg, rebuild, StoreOptionsFor(*cfg), ProjectorOptionsFor(*cfg));
   if (backup->parsed() || restore->parsed()) {
     auto m = backup->parsed()
                  ? mb::app::Backup(

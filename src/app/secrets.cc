@@ -148,23 +148,32 @@ Result<StoredKeys> ReadStoredKeys(const journal::DataDir& dir, const fs::path& a
 // the journal's), with `with` applied; then the history projection told the
 // checksum of the record it last applied, if that record changed.
 Status RewriteEverywhere(const journal::DataDir& dir, const Config& config,
-                         const fs::path& archive_dir, const projection::StoreOptions& store_options,
+                         const fs::path& archive_dir,
+                         std::span<const projection::StoreOptions> store_options,
                          const Replacements& with, ScrubReport* report) {
-  // The projection first: a database that cannot be reached changes nothing.
-  auto store = projection::OpenStore(store_options, config.engine);
-  if (!store.ok()) {
-    return Status(store.status().code(),
-                  "the history projection must learn the rewritten records' checksums and cannot "
-                  "be opened: " +
-                      store.status().message());
+  // The stores first: a database that cannot be reached changes nothing.
+  std::vector<std::unique_ptr<projection::Store>> stores;
+  std::vector<projection::ProjectorState> projected;
+  for (const projection::StoreOptions& so : store_options) {
+    auto store = projection::OpenStore(so, config.engine);
+    if (!store.ok()) {
+      return Status(store.status().code(),
+                    "the history store and projection must learn the rewritten records' "
+                    "checksums, and one cannot be opened: " +
+                        store.status().message());
+    }
+    auto state = (*store)->State();
+    if (!state.ok()) return state.status();
+    stores.push_back(std::move(*store));
+    projected.push_back(*state);
   }
-  auto projected = (*store)->State();
-  if (!projected.ok()) return projected.status();
   auto snapshots = dir.ListSnapshots();
   if (!snapshots.ok()) return snapshots.status();
   std::set<uint64_t> wanted;
   for (const journal::FileEntry& s : *snapshots) wanted.insert(s.seq);
-  if (projected->applied_seq > 0) wanted.insert(projected->applied_seq);
+  for (const projection::ProjectorState& p : projected) {
+    if (p.applied_seq > 0) wanted.insert(p.applied_seq);
+  }
 
   Checksums checksums;
   auto segments = dir.ListSegments();
@@ -216,12 +225,13 @@ Status RewriteEverywhere(const journal::DataDir& dir, const Config& config,
     ++report->snapshots;
   }
 
-  if (const auto record = checksums.find(projected->applied_seq);
-      record != checksums.end() && record->second != projected->applied_checksum) {
-    projection::ProjectorState state = *projected;
+  for (std::size_t i = 0; i < stores.size(); ++i) {
+    const auto record = checksums.find(projected[i].applied_seq);
+    if (record == checksums.end() || record->second == projected[i].applied_checksum) continue;
+    projection::ProjectorState state = projected[i];
     state.applied_checksum = record->second;
     projection::RowBatch none;
-    MB_RETURN_IF_ERROR((*store)->Commit(none, state));
+    MB_RETURN_IF_ERROR(stores[i]->Commit(none, state));
   }
   return Status::Ok();
 }
@@ -252,7 +262,7 @@ Status PurgeBus(const Config& config) {
 }  // namespace
 
 Result<ScrubReport> ScrubSecrets(const Config& config, const fs::path& archive_dir,
-                                 const projection::StoreOptions& store_options) {
+                                 std::span<const projection::StoreOptions> store_options) {
   auto dir = journal::DataDir::Open(config.runtime.data_dir, journal::OpenMode::kReadWrite);
   if (!dir.ok()) return dir.status();
 
@@ -308,7 +318,7 @@ Result<ScrubReport> ScrubSecrets(const Config& config, const fs::path& archive_d
 }
 
 Result<ScrubReport> RotateMasterKey(const Config& config, const fs::path& archive_dir,
-                                    const projection::StoreOptions& store_options,
+                                    std::span<const projection::StoreOptions> store_options,
                                     const fs::path& new_key_file) {
   const fs::path key_file = MasterKeyFile(config);
   auto old_key = gateway::LoadMasterKey(key_file);

@@ -37,6 +37,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <span>
 
 #include "app/config.h"
 #include "common/status.h"
@@ -54,12 +55,12 @@ struct ScrubReport {
   bool stream_purged = false;      // the bus's journal and snapshot streams
 };
 
-// store: the history projection's (it is told the checksum of the record
-// it last applied when that record is rewritten).
+// stores: the history store's and the SQL projection's (each is told the
+// checksum of the record it last applied when that record is rewritten).
 Result<ScrubReport> ScrubSecrets(const Config& config, const std::filesystem::path& archive_dir,
-                                 const projection::StoreOptions& store);
+                                 std::span<const projection::StoreOptions> stores);
 Result<ScrubReport> RotateMasterKey(const Config& config, const std::filesystem::path& archive_dir,
-                                    const projection::StoreOptions& store,
+                                    std::span<const projection::StoreOptions> stores,
                                     const std::filesystem::path& new_key_file);
 
 }  // namespace mb::app

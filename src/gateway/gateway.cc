@@ -796,6 +796,13 @@ Status Gateway::StartReplica(ReplicaOptions options) {
   return impl_->StartReplica(std::move(options));
 }
 void Gateway::ReplicaBootstrap(const engine::EngineImage& image) { impl_->ReplicaBootstrap(image); }
+void Gateway::SeedMarketHistory(std::span<const marketdata::MarketHistory> markets,
+                                std::span<const marketdata::OrderRecord> open_orders) {
+  impl_->SeedMarketHistory(markets, open_orders);
+}
+const marketdata::ReadSideOptions& Gateway::read_side_options() const {
+  return impl_->read_side_options();
+}
 void Gateway::ReplicaApply(std::span<const engine::Event> events) { impl_->ReplicaApply(events); }
 void Gateway::ReplicaTick() { impl_->ReplicaTick(); }
 uint64_t Gateway::replica_applied_seq() const noexcept { return impl_->replica_applied_seq(); }

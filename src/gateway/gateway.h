@@ -194,6 +194,12 @@ class Gateway {
   // later record's events in order, in batches of any size; Tick at least
   // every 10 ms (the throttled streams' clock).
   void ReplicaBootstrap(const engine::EngineImage& image);
+  // Once the state is recovered (ExchangeOptions::on_recovered, after the
+  // gateway's own), before any batch: the markets' history from the history
+  // store, and its open orders (marketdata::ReadSide::SeedHistory).
+  void SeedMarketHistory(std::span<const marketdata::MarketHistory> markets,
+                         std::span<const marketdata::OrderRecord> open_orders);
+  const marketdata::ReadSideOptions& read_side_options() const;
   void ReplicaApply(std::span<const engine::Event> events);
   void ReplicaTick();
   uint64_t replica_applied_seq() const noexcept;

@@ -367,6 +367,11 @@ class Gateway::Impl final : public HttpHandler, public WsApiBackend, public fano
   Status ImportLegacyKeys();
   Status StartReplica(ReplicaOptions options);
   void ReplicaBootstrap(const engine::EngineImage& image);
+  void SeedMarketHistory(std::span<const marketdata::MarketHistory> markets,
+                         std::span<const marketdata::OrderRecord> open_orders) {
+    read_side_.SeedHistory(markets, open_orders);
+  }
+  const marketdata::ReadSideOptions& read_side_options() const { return options_.read_side; }
   void ReplicaApply(std::span<const Event> events);
   void ReplicaTick() { OnRound(); }
   uint64_t replica_applied_seq() const noexcept { return read_side_.applied_seq(); }
