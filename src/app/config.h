@@ -99,7 +99,11 @@ namespace mb::app {
 struct ProjectionConfig {
   // backend "off" by default: the history API reads the history store
   // ([history]); "sqlite" or "postgres" keep a SQL read model beside it.
-  projection::StoreOptions store{.backend = "off"};
+  projection::StoreOptions store = [] {
+    projection::StoreOptions o;
+    o.backend = "off";
+    return o;
+  }();
   uint32_t batch_events = 1000;
   uint32_t batch_wait_ms = 50;
   uint32_t catchup_batch_events = 20000;  // a batch when the projector is behind

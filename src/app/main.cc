@@ -600,7 +600,8 @@ int Serve(const mb::app::Config& cfg, const std::string& source, bool recover_on
     (void)(*ex)->Close();
     return ServeFail(s);
   }
-  mb::log::Info("history", fmt::format("history store: {}", Describe(history_options)));
+  mb::log::Info("history", fmt::format("history projection: {} (the history store)",
+                                       Describe(history_options)));
   history_projector.Adopt(listed);  // what the recovered journal added
   mb::log::Info("history", "thread " + history_projector.Start((*ex)->durable_seq()));
   if (projector) {

@@ -9,6 +9,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "gateway/sealed_secret.h"
 #include "journal/archive.h"
@@ -75,11 +76,15 @@ class ScrubTest : public ::testing::Test {
     ASSERT_EQ(retained->segments, snapshot_at - 1);
   }
   fs::path archive() const { return tmp_.path() / "archive"; }
-  projection::StoreOptions Store() const {
-    projection::StoreOptions o;
-    o.backend = "sqlite";
-    o.path = (tmp_.path() / "projection.sqlite").string();
-    return o;
+  // The stores derived from the journal: a SQL projection and the history store.
+  std::vector<projection::StoreOptions> Stores() const {
+    projection::StoreOptions sql;
+    sql.backend = "sqlite";
+    sql.path = (tmp_.path() / "projection.sqlite").string();
+    projection::StoreOptions history;
+    history.backend = "rocksdb";
+    history.path = (tmp_.path() / "history").string();
+    return {sql, history};
   }
   // Whether any live segment, archived segment (decompressed) or snapshot
   // image holds `secret`.
@@ -155,7 +160,7 @@ TEST_F(ScrubTest, RevokedPlainSecretsLeaveTheArchiveTheJournalAndTheSnapshots) {
   WriteJournal(/*snapshot_at=*/4);
   ASSERT_TRUE(Anywhere(plain)) << "the test would see nothing";
 
-  auto report = ScrubSecrets(config_, archive(), Store());
+  auto report = ScrubSecrets(config_, archive(), Stores());
   ASSERT_TRUE(report.ok()) << report.status().message();
   EXPECT_EQ(report->secrets, 1U);
   EXPECT_EQ(report->records, 1U);
@@ -177,7 +182,7 @@ TEST_F(ScrubTest, RevokedPlainSecretsLeaveTheArchiveTheJournalAndTheSnapshots) {
   EXPECT_EQ(image.api_keys[1].secret.view(), sealed);
 
   // Again: nothing left to do.
-  auto again = ScrubSecrets(config_, archive(), Store());
+  auto again = ScrubSecrets(config_, archive(), Stores());
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(again->secrets, 0U);
   EXPECT_EQ(again->records + again->snapshots, 0U);
@@ -208,16 +213,16 @@ TEST_F(ScrubTest, RotatingTheMasterKeySealsEverySecretAgain) {
   const journal::Bytes old_snapshot = journal::Load(snapshot);
 
   // The same key twice, and a key in use that opens nothing, are refused.
-  EXPECT_FALSE(RotateMasterKey(config_, archive(), Store(), key_file).ok());
+  EXPECT_FALSE(RotateMasterKey(config_, archive(), Stores(), key_file).ok());
   ASSERT_TRUE(
       WriteFileAtomically(key_file, gateway::MasterKey::Generate().ToHex() + "\n", 0600).ok());
-  auto wrong = RotateMasterKey(config_, archive(), Store(), new_file);
+  auto wrong = RotateMasterKey(config_, archive(), Stores(), new_file);
   ASSERT_FALSE(wrong.ok());
   EXPECT_NE(wrong.status().message().find("opens with neither"), std::string::npos)
       << wrong.status().message();
   ASSERT_TRUE(WriteFileAtomically(key_file, old_key.ToHex() + "\n", 0600).ok());
 
-  auto r = RotateMasterKey(config_, archive(), Store(), new_file);
+  auto r = RotateMasterKey(config_, archive(), Stores(), new_file);
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_EQ(r->secrets, 2U);
   EXPECT_EQ(r->archived_segments, 1U);  // k1's record; k2's (record 4) is live
@@ -239,7 +244,7 @@ TEST_F(ScrubTest, RotatingTheMasterKeySealsEverySecretAgain) {
   // Again, as after a run cut short before the key was installed: the
   // secrets the new key opens stay, and the key goes in.
   ASSERT_TRUE(WriteFileAtomically(key_file, old_key.ToHex() + "\n", 0600).ok());
-  auto again = RotateMasterKey(config_, archive(), Store(), new_file);
+  auto again = RotateMasterKey(config_, archive(), Stores(), new_file);
   ASSERT_TRUE(again.ok()) << again.status().message();
   EXPECT_EQ(again->secrets, 0U);
   EXPECT_EQ(again->records + again->snapshots, 0U);
@@ -250,7 +255,7 @@ TEST_F(ScrubTest, RotatingTheMasterKeySealsEverySecretAgain) {
   // refuses it). Run again, the snapshot is made the journal's.
   journal::Store(snapshot, old_snapshot);
   ASSERT_TRUE(WriteFileAtomically(key_file, old_key.ToHex() + "\n", 0600).ok());
-  auto resumed = RotateMasterKey(config_, archive(), Store(), new_file);
+  auto resumed = RotateMasterKey(config_, archive(), Stores(), new_file);
   ASSERT_TRUE(resumed.ok()) << resumed.status().message();
   EXPECT_EQ(resumed->snapshots, 1U);
   EXPECT_EQ(resumed->records, 0U);
@@ -268,7 +273,7 @@ TEST_F(ScrubTest, ALivePlainKeyRefusesTheScrubAndNothingChanges) {
   Run(Auth(K::kCreateAccount, 0, "carol"));
   WriteJournal(/*snapshot_at=*/3);
   const auto before = journal::Tree(tmp_.path());
-  auto report = ScrubSecrets(config_, archive(), Store());
+  auto report = ScrubSecrets(config_, archive(), Stores());
   ASSERT_FALSE(report.ok());
   EXPECT_NE(report.status().message().find("kkkkkkkk... (account 1)"), std::string::npos)
       << report.status().message();

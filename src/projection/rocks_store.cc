@@ -389,11 +389,17 @@ class RocksStore final : public Store {
     rocksdb::DB* db = nullptr;
     rocksdb::Status s = rocksdb::DB::Open(o, options_.path, &db);
     if (!s.ok()) {
+      if (s.IsIOError() && s.ToString().find("lock") != std::string::npos) {
+        return Unavailable(fmt::format(
+            "history store {}: in use by another process (another server on this data "
+            "directory?): {}",
+            options_.path, s.ToString()));
+      }
       Status st = FromRocks(s, "cannot open " + options_.path);
-      if (st.code() == StatusCode::kCorruption || s.IsIOError()) {
+      if (st.code() == StatusCode::kCorruption || s.IsIOError() || s.IsNotFound()) {
         return Corruption(st.message() +
-                          " (the store is damaged: stop the server, move the directory aside "
-                          "and run `matchbook history rebuild`)");
+                          " (the store is damaged: stop the server and run `matchbook history "
+                          "rebuild`, which builds it again from the journal)");
       }
       return st;
     }
@@ -769,15 +775,6 @@ class RocksStore final : public Store {
     if (!st.ok()) return st;
     std::reverse(out.begin(), out.end());
     return out;
-  }
-
-  std::optional<StorageStats> Storage() override {
-    StorageStats s;
-    uint64_t v = 0;
-    if (db_->GetIntProperty(rocksdb::DB::Properties::kTotalSstFilesSize, &v)) s.db_bytes = v;
-    if (db_->GetIntProperty(rocksdb::DB::Properties::kCurSizeAllMemTables, &v)) s.wal_bytes = v;
-    s.last_commit_bytes = 0;
-    return s;
   }
 
   // ---- checks ----

@@ -163,10 +163,10 @@ Result<VerifyReport> VerifyProjection(const fs::path& data_dir, const engine::En
   std::error_code ec;
   for (const char* suffix : {"", "-wal", "-shm"}) fs::remove_all(scratch.string() + suffix, ec);
   {
-    StoreOptions ro;
-    ro.backend = rocks ? "rocksdb" : "sqlite";
-    ro.path = scratch.string();
-    auto reference = OpenStore(ro, listed);
+    StoreOptions reference_options;
+    reference_options.backend = rocks ? "rocksdb" : "sqlite";
+    reference_options.path = scratch.string();
+    auto reference = OpenStore(reference_options, listed);
     if (!reference.ok()) return reference.status();
     Projector projector(data_dir, config, engine::HashConfig(config), reference->get());
     Status st = projector.Init();
