@@ -965,6 +965,7 @@ int Main(int argc, char** argv) {
   runners["queues"] = AddQueueStudy(&app);
   runners["pipeline"] = AddPipelineBench(&app);
   runners["projection"] = AddProjectionBench(&app);
+  runners["history"] = AddHistoryBench(&app);
   runners["snapshot"] = AddSnapshotBench(&app);
   runners["signing"] = AddSigningBench(&app);
   runners["fill"] = AddFillCommand(&app);
@@ -976,10 +977,11 @@ int Main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (argc >= 2 && runners.count(argv[1]) == 0 && argv[1][0] != '-') {
-      std::fprintf(stderr,
-                   "unknown subcommand '%s' (engine, gbench, queues, pipeline, projection, "
-                   "snapshot, signing, fill)\n",
-                   argv[1]);
+      std::fprintf(
+          stderr,
+          "unknown subcommand '%s' (engine, gbench, queues, pipeline, projection, history, "
+          "snapshot, signing, fill)\n",
+          argv[1]);
       return 2;
     }
     return app.exit(e) == 0 ? 0 : 2;

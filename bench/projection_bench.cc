@@ -177,6 +177,35 @@ double ThisThreadCpuSeconds() {
          static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
 }
 
+// The CPU seconds of the store's own background threads: SQLite's
+// checkpointer, RocksDB's flush and compaction pools.
+double BackgroundCpu(const std::map<std::string, double>& cpu) {
+  return CpuOf(cpu, "mb-checkpoint") + CpuOf(cpu, "rocksdb:low") + CpuOf(cpu, "rocksdb:high");
+}
+
+// Bytes this process has caused to be written to storage (/proc/self/io).
+uint64_t ProcWriteBytes() {
+  std::FILE* f = std::fopen("/proc/self/io", "r");
+  if (f == nullptr) return 0;
+  char line[128];
+  uint64_t v = 0;
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    unsigned long long n = 0;
+    if (std::sscanf(line, "write_bytes: %llu", &n) == 1) v = n;
+  }
+  std::fclose(f);
+  return v;
+}
+
+uint64_t DirBytes(const fs::path& dir) {
+  uint64_t total = 0;
+  std::error_code ec;
+  for (const auto& e : fs::recursive_directory_iterator(dir, ec)) {
+    if (e.is_regular_file(ec)) total += e.file_size(ec);
+  }
+  return total;
+}
+
 // What a phase left on disk and how its WAL went, per event (or order).
 struct DiskFigures {
   double wal_bytes_per_event = 0;  // appended to the WAL
@@ -260,7 +289,8 @@ int RunProjection(const Options& o) {
     std::fprintf(stderr, "journal: %s\n", written.status().message().c_str());
     return 1;
   }
-  const fs::path db_file = scratch / "projection.sqlite";
+  const bool rocks = o.backend == "rocksdb";
+  const fs::path db_file = scratch / (rocks ? "history" : "projection.sqlite");
   auto store = OpenFresh(o, url, db_file, w.config);
   if (!store.ok()) {
     std::fprintf(stderr, "store: %s\n", store.status().message().c_str());
@@ -269,6 +299,7 @@ int RunProjection(const Options& o) {
   LargestSize catchup_wal(fs::path(db_file.string() + "-wal"));
   const double cpu0 = ThisThreadCpuSeconds();
   const std::map<std::string, double> threads0 = ThreadCpuSeconds();
+  const uint64_t write0 = ProcWriteBytes();
   projection::ProjectorOptions po;
   po.batch_events = o.batch_events;
   po.catchup_batch_events = o.catchup_batch_events;
@@ -297,8 +328,10 @@ int RunProjection(const Options& o) {
     projected = p.stats().events;
   }
   const double writer_cpu = ThisThreadCpuSeconds() - cpu0;
-  const double checkpoint_cpu =
-      CpuOf(ThreadCpuSeconds(), "mb-checkpoint") - CpuOf(threads0, "mb-checkpoint");
+  const std::map<std::string, double> threads1 = ThreadCpuSeconds();
+  // SQLite's checkpointer, or RocksDB's flush and compaction threads.
+  const double checkpoint_cpu = BackgroundCpu(threads1) - BackgroundCpu(threads0);
+  const uint64_t written_bytes = ProcWriteBytes() - write0;
   const double eps = static_cast<double>(projected) / secs;
   uint64_t rows = 0;
   if (auto t = (*store)->Totals(); t.ok()) {
@@ -316,12 +349,26 @@ int RunProjection(const Options& o) {
       o.backend, projected, store->get() != nullptr ? (*store)->State()->applied_seq : 0, secs, eps,
       o.catchup_batch_events, Ms(bp.p50), Ms(bp.p99), Ms(bp.p999), Ms(bp.max), commit_ns.size());
   const double per_event_us = 1e6 / static_cast<double>(std::max<uint64_t>(projected, 1));
-  fmt::print("cpu: projector {:.2f} us per event, checkpointer {:.2f} us per event\n",
-             writer_cpu * per_event_us, checkpoint_cpu * per_event_us);
-  std::string disk_json =
-      fmt::format(",\"cpu_us_per_event\":{:.3f},\"checkpoint_cpu_us_per_event\":{:.3f}",
-                  writer_cpu * per_event_us, checkpoint_cpu * per_event_us);
-  if (auto d = CloseAndMeasure(&*store, db_file, &catchup_wal, projected)) {
+  fmt::print(
+      "cpu: projector {:.2f} us per event, {} {:.2f} us per event; disk: {:.0f} bytes written "
+      "per event (/proc/self/io)\n",
+      writer_cpu * per_event_us, rocks ? "flush and compaction" : "checkpointer",
+      checkpoint_cpu * per_event_us,
+      static_cast<double>(written_bytes) / static_cast<double>(std::max<uint64_t>(projected, 1)));
+  std::string disk_json = fmt::format(
+      ",\"cpu_us_per_event\":{:.3f},\"checkpoint_cpu_us_per_event\":{:.3f},\"written_bytes_per_"
+      "event\":{:.1f}",
+      writer_cpu * per_event_us, checkpoint_cpu * per_event_us,
+      static_cast<double>(written_bytes) / static_cast<double>(std::max<uint64_t>(projected, 1)));
+  if (rocks) {
+    store->reset();
+    const double on_disk = static_cast<double>(DirBytes(db_file));
+    fmt::print("storage: the store holds {:.0f} bytes per event on disk\n",
+               on_disk / static_cast<double>(std::max<uint64_t>(projected, 1)));
+    disk_json += fmt::format(",\"db_bytes_per_event\":{:.1f}",
+                             on_disk / static_cast<double>(std::max<uint64_t>(projected, 1)));
+  }
+  if (auto d = rocks ? std::nullopt : CloseAndMeasure(&*store, db_file, &catchup_wal, projected)) {
     fmt::print("storage: {}\n", d->Text());
     disk_json += d->Json("");
   }
@@ -329,7 +376,7 @@ int RunProjection(const Options& o) {
   // ---- lag at a rate ----
   std::string lag_json;
   if (o.rate > 0) {
-    const fs::path live_file = scratch / "live.sqlite";
+    const fs::path live_file = scratch / (rocks ? "live-history" : "live.sqlite");
     auto live_store = OpenFresh(o, url, live_file, w.config);
     if (!live_store.ok()) {
       std::fprintf(stderr, "store: %s\n", live_store.status().message().c_str());
@@ -392,14 +439,14 @@ int RunProjection(const Options& o) {
     const double orders = static_cast<double>(std::max<uint64_t>(sent - w.setup.size(), 1));
     const double projector_us =
         (CpuOf(live1, "mb-projector") - CpuOf(live0, "mb-projector")) * 1e6 / orders;
-    const double checkpoint_us =
-        (CpuOf(live1, "mb-checkpoint") - CpuOf(live0, "mb-checkpoint")) * 1e6 / orders;
-    fmt::print("live cpu: projector {:.2f} us per order, checkpointer {:.2f} us per order\n",
-               projector_us, checkpoint_us);
+    const double checkpoint_us = (BackgroundCpu(live1) - BackgroundCpu(live0)) * 1e6 / orders;
+    fmt::print("live cpu: projector {:.2f} us per order, {} {:.2f} us per order\n", projector_us,
+               rocks ? "flush and compaction" : "checkpointer", checkpoint_us);
     std::string live_disk = fmt::format(
         ",\"live_projector_cpu_us_per_order\":{:.3f},\"live_checkpoint_cpu_us_per_order\":{:.3f}",
         projector_us, checkpoint_us);
-    if (auto d = CloseAndMeasure(&*live_store, live_file, &live_wal, st.events - events0)) {
+    if (auto d = rocks ? std::nullopt
+                       : CloseAndMeasure(&*live_store, live_file, &live_wal, st.events - events0)) {
       fmt::print("live storage (per event): {}\n", d->Text());
       live_disk += d->Json("live_");
     }
@@ -428,18 +475,7 @@ int RunProjection(const Options& o) {
   return 0;
 }
 
-}  // namespace
-
-std::function<int()> AddProjectionBench(CLI::App* app) {
-  auto o = std::make_shared<Options>();
-  CLI::App* sub = app->add_subcommand(
-      "projection",
-      "Projecting a pre-built journal of --events events into a fresh history store "
-      "(events/s, per-batch commit percentiles) and, with --rate, the projection's lag behind "
-      "a live exchange taking that many orders/s for --duration-ms (bench/projection_bench.h). "
-      "PostgreSQL: $MATCHBOOK_PG_URL, or a throw-away cluster (scripts/pg_cluster.sh).");
-  sub->add_option("--backend", o->backend, "the history store (default sqlite)")
-      ->check(CLI::IsMember({"sqlite", "postgres"}));
+void AddProjectionOptions(CLI::App* sub, Options* o) {
   AddCount(sub, "--events", &o->events, 1, UINT64_MAX,
            "events in the pre-built journal (default 1000000)");
   AddCount(sub, "--batch-events", &o->batch_events, 1, UINT64_MAX,
@@ -452,6 +488,34 @@ std::function<int()> AddProjectionBench(CLI::App* app) {
   AddCount(sub, "--duration-ms", &o->duration_ms, 1, UINT64_MAX,
            "length of the lag phase (default 10000)");
   sub->add_flag("--json", o->json, "print one JSON object as the last line");
+}
+
+}  // namespace
+
+std::function<int()> AddProjectionBench(CLI::App* app) {
+  auto o = std::make_shared<Options>();
+  CLI::App* sub = app->add_subcommand(
+      "projection",
+      "Projecting a pre-built journal of --events events into a fresh store (events/s, "
+      "per-batch commit percentiles, CPU and bytes written per event) and, with --rate, the "
+      "projection's lag behind a live exchange taking that many orders/s for --duration-ms "
+      "(bench/projection_bench.h). PostgreSQL: $MATCHBOOK_PG_URL, or a throw-away cluster "
+      "(scripts/pg_cluster.sh).");
+  sub->add_option("--backend", o->backend,
+                  "sqlite (default), postgres or rocksdb (the history store)")
+      ->check(CLI::IsMember({"sqlite", "postgres", "rocksdb"}));
+  AddProjectionOptions(sub, o.get());
+  return [o]() -> int { return RunProjection(*o); };
+}
+
+std::function<int()> AddHistoryBench(CLI::App* app) {
+  auto o = std::make_shared<Options>();
+  o->backend = "rocksdb";
+  CLI::App* sub = app->add_subcommand(
+      "history",
+      "The history store (RocksDB): `projection --backend rocksdb` — catch-up from a pre-built "
+      "journal and, with --rate, its lag and CPU behind a live exchange");
+  AddProjectionOptions(sub, o.get());
   return [o]() -> int { return RunProjection(*o); };
 }
 

@@ -30,5 +30,7 @@ namespace mb::bench {
 // benchmark with the options parsed; call it after app->parse(), when
 // `projection` was given. It returns the exit code.
 std::function<int()> AddProjectionBench(CLI::App* app);
+// `history`: the same with the history store (RocksDB).
+std::function<int()> AddHistoryBench(CLI::App* app);
 
 }  // namespace mb::bench

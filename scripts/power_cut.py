@@ -47,7 +47,7 @@ One run:
      (the recovery time is the time to `ready`), every acknowledged account,
      API key, order, cancel and deposit present with the same ids (through
      the API), the projection caught up, a clean SIGTERM, then `matchbook
-     verify` and `matchbook verify --projection`. For every fifth cut, the
+     verify`, `matchbook verify --projection` and `verify --history`. For every fifth cut, the
      recovering `serve` is itself cut in its first 0.2 s (`recovering`) and
      that copy checked the same way.
 
@@ -455,7 +455,9 @@ def write_config(repo, path, fsync):
     text = re.sub(r"(?m)^every_seconds = \d+$", "every_seconds = 1", text)
     if re.search(r"(?m)^\[projection\]", text):
         raise SystemExit("power_cut: the default configuration gained [projection]; update the harness")
-    text += "\n[projection]\nwal_max_mb = 4\n"
+    # The SQL projection on (it is off by default) beside the history store:
+    # both are cut and both checked.
+    text += "\n[projection]\nbackend = \"sqlite\"\nwal_max_mb = 4\n"
     with open(path, "w") as f:
         f.write(text)
 
@@ -662,6 +664,9 @@ def check_cut(binary, cut_dir, moment, keep_images, nested_cut=False, rnd=None,
         if verify_projection and run_tool([binary, "verify", "--projection", data, "--config",
                                            config], tools_log, timeout=3600) != 0:
             res.problems.append("matchbook verify --projection failed (check.log)")
+        if verify_projection and run_tool([binary, "verify", "--history", data, "--config",
+                                           config], tools_log, timeout=3600) != 0:
+            res.problems.append("matchbook verify --history failed (check.log)")
         checked = True
     finally:
         DISKS.release(dev, mnt)

@@ -1679,6 +1679,250 @@ TEST(OutageTest, PostgresStopsWhileTradingGoesOnThenTheProjectionCatchesUp) {
 INSTANTIATE_TEST_SUITE_P(Backends, StoreTest, ::testing::Values("sqlite", "rocksdb", "postgres"),
                          [](const auto& param_info) { return param_info.param; });
 
+// ---- the history store against an independent answer --------------------------
+
+// Every query shape with random parameters, on a random journal (every order
+// type, lists, deposits, withdrawals, amends, cancels): the history store
+// (RocksDB: key scans) answers what the SQLite store (SQL over the same rows)
+// answers, and each market's trades and candles are what the read side —
+// fed the same journal — holds.
+TEST(HistoryStoreTest, EveryQueryWithRandomParametersAgreesWithSqlAndTheReadSide) {
+  const fs::path root = TestDir("data");
+  JournalBuilder j(root, 31);
+  j.Run(5000);
+  StoreOptions so;
+  so.backend = "sqlite";
+  so.path = (root / "reference.sqlite").string();
+  auto sql = OpenStore(so, j.config);
+  ASSERT_TRUE(sql.ok()) << sql.status().message();
+  StoreOptions ho;
+  ho.backend = "rocksdb";
+  ho.path = (root / "history").string();
+  auto rocks = OpenStore(ho, j.config);
+  ASSERT_TRUE(rocks.ok()) << rocks.status().message();
+  ASSERT_TRUE(Rebuild(root, j.config, sql->get()).ok());
+  ASSERT_TRUE(Rebuild(root, j.config, rocks->get()).ok());
+  Store& want = **sql;
+  Store& have = **rocks;
+
+  // What the journal holds, for picking parameters near real values.
+  auto rows = want.AllOrderRows();
+  ASSERT_TRUE(rows.ok());
+  ASSERT_GT(rows->size(), 1000u);
+  const int64_t t0 = j.records.front().front().timestamp_ns / 1'000'000;
+  const int64_t t1 = j.records.back().front().timestamp_ns / 1'000'000;
+  const uint64_t last_seq = j.last_seq();
+  bench::Rng rng(77);
+  auto pick_time = [&]() -> int64_t {
+    switch (rng.Below(4)) {
+      case 0:
+        return 0;
+      case 1:
+        return rng.Between(t0 - 10, t1 + 10);
+      case 2:
+        return (*rows)[rng.Below(rows->size())].order.time_ns / 1'000'000;
+      default:
+        return t1 + 1'000;
+    }
+  };
+  auto pick_limit = [&]() -> std::size_t {
+    const std::size_t limits[] = {1, 2, 5, 17, 500, 1000, std::size_t{1} << 20};
+    return limits[rng.Below(std::size(limits))];
+  };
+  auto pick_id = [&]() -> uint64_t {
+    switch (rng.Below(3)) {
+      case 0:
+        return 0;
+      case 1:
+        return 1 + rng.Below(last_seq + 10);
+      default:
+        return Raw((*rows)[rng.Below(rows->size())].order.id);
+    }
+  };
+  auto order_text = [](const OrderRecord& o) {
+    return std::to_string(Raw(o.id)) + "|" + std::string(o.client_order_id.view()) + "|" +
+           std::to_string(Raw(o.status)) + "|" + std::to_string(o.executed.value) + "|" +
+           std::to_string(o.cumulative_quote.value) + "|" + std::to_string(o.time_ns) + "|" +
+           std::to_string(o.update_ns) + "|" + std::to_string(o.terms.price.value) + "|" +
+           std::to_string(o.list_id) + "|" + std::to_string(o.trigger_ns);
+  };
+  auto fill_text = [](const marketdata::Fill& f) {
+    return std::to_string(Raw(f.trade_id)) + "|" + std::to_string(Raw(f.order_id)) + "|" +
+           std::to_string(f.is_maker) + "|" + std::to_string(f.qty.value) + "|" +
+           std::to_string(f.commission.value) + "|" + std::to_string(Raw(f.commission_asset)) +
+           "|" + std::to_string(f.time_ns);
+  };
+  auto texts = [](const auto& v, auto text) {
+    std::vector<std::string> out;
+    for (const auto& x : v) out.push_back(text(x));
+    return out;
+  };
+  std::size_t nonempty = 0;
+  for (int round = 0; round < 3000; ++round) {
+    const auto account = static_cast<uint32_t>(rng.Below(workload::mixed::kTraders + 2));
+    const auto market = static_cast<uint16_t>(rng.Below(j.config.markets.size()));
+    HistoryQuery q{account, market, 0, pick_id(), pick_time(), pick_time(), pick_limit()};
+    if (rng.Below(4) == 0) q.order_id = pick_id();
+    const std::string what = "round " + std::to_string(round) + " account " +
+                             std::to_string(account) + " market " + std::to_string(market) +
+                             " from " + std::to_string(q.from_id) + " start " +
+                             std::to_string(q.start_ms) + " end " + std::to_string(q.end_ms) +
+                             " limit " + std::to_string(q.limit);
+    switch (round % 8) {
+      case 0: {
+        auto a = want.AllOrders(q), b = have.AllOrders(q);
+        ASSERT_TRUE(a.ok() && b.ok());
+        ASSERT_EQ(texts(*b, order_text), texts(*a, order_text)) << "allOrders " << what;
+        nonempty += !a->empty();
+        break;
+      }
+      case 1: {
+        auto a = want.MyTrades(q), b = have.MyTrades(q);
+        ASSERT_TRUE(a.ok() && b.ok());
+        ASSERT_EQ(texts(*b, fill_text), texts(*a, fill_text))
+            << "myTrades order " << q.order_id << " " << what;
+        nonempty += !a->empty();
+        break;
+      }
+      case 2: {
+        auto a = want.AllOrderLists(q), b = have.AllOrderLists(q);
+        ASSERT_TRUE(a.ok() && b.ok());
+        ASSERT_EQ(texts(*b, ListText), texts(*a, ListText)) << "allOrderList " << what;
+        nonempty += !a->empty();
+        break;
+      }
+      case 3: {
+        const OrderRecord& o = (*rows)[rng.Below(rows->size())].order;
+        const uint32_t acc = rng.Below(5) == 0 ? account : Raw(o.terms.account);
+        auto a = want.FindOrder(acc, Raw(o.terms.market), Raw(o.id));
+        auto b = have.FindOrder(acc, Raw(o.terms.market), Raw(o.id));
+        ASSERT_TRUE(a.ok() && b.ok());
+        ASSERT_EQ(b->has_value(), a->has_value()) << what;
+        if (*a) {
+          ASSERT_EQ(order_text(**b), order_text(**a));
+        }
+        auto c = want.FindOrderByClientId(acc, Raw(o.terms.market), o.client_order_id.view());
+        auto d = have.FindOrderByClientId(acc, Raw(o.terms.market), o.client_order_id.view());
+        ASSERT_TRUE(c.ok() && d.ok());
+        ASSERT_EQ(d->has_value(), c->has_value()) << what;
+        if (*c) {
+          ASSERT_EQ(order_text(**d), order_text(**c));
+        }
+        break;
+      }
+      case 4: {
+        LedgerQuery lq{account, rng.Below(2) == 0 ? 0 : pick_id(), pick_limit()};
+        auto a = want.Ledger(lq), b = have.Ledger(lq);
+        ASSERT_TRUE(a.ok() && b.ok());
+        ASSERT_EQ(*b, *a) << "ledger " << what;
+        nonempty += !a->empty();
+        break;
+      }
+      case 5: {
+        TransferQuery tq;
+        if (rng.Below(3) != 0) tq.account = account;
+        if (rng.Below(2) == 0) tq.asset = static_cast<uint16_t>(rng.Below(j.config.assets.size()));
+        tq.start_ms = pick_time();
+        tq.end_ms = pick_time();
+        tq.offset = rng.Below(3) == 0 ? rng.Below(5) : 0;
+        tq.limit = pick_limit();
+        auto a = want.Deposits(tq), b = have.Deposits(tq);
+        ASSERT_TRUE(a.ok() && b.ok());
+        ASSERT_EQ(*b, *a) << "deposits " << what;
+        nonempty += !a->empty();
+        auto c = want.Withdrawals(tq), d = have.Withdrawals(tq);
+        ASSERT_TRUE(c.ok() && d.ok());
+        ASSERT_EQ(*d, *c) << "withdrawals " << what;
+        break;
+      }
+      case 6: {
+        for (const uint64_t list_id : {pick_id(), Raw((*rows)[rng.Below(rows->size())].order.id)}) {
+          auto a = want.FindOrderList(account, list_id), b = have.FindOrderList(account, list_id);
+          ASSERT_TRUE(a.ok() && b.ok());
+          ASSERT_EQ(b->has_value(), a->has_value()) << "list " << list_id << " " << what;
+          if (*a) {
+            ASSERT_EQ(ListText(**b), ListText(**a));
+          }
+        }
+        auto lists = want.AllOrderLists(HistoryQuery{account, 0, 0, 0, 0, 0, 1 << 20});
+        ASSERT_TRUE(lists.ok());
+        if (!lists->empty()) {
+          const ListRecord& l = (*lists)[rng.Below(lists->size())];
+          auto a = want.FindOrderListByClientId(account, l.list_client_order_id.view());
+          auto b = have.FindOrderListByClientId(account, l.list_client_order_id.view());
+          ASSERT_TRUE(a.ok() && b.ok() && a->has_value() && b->has_value());
+          ASSERT_EQ(ListText(**b), ListText(**a));
+        }
+        break;
+      }
+      default: {
+        const uint64_t id = pick_id();
+        auto a = want.FindWithdrawal(account, id, ""), b = have.FindWithdrawal(account, id, "");
+        ASSERT_TRUE(a.ok() && b.ok());
+        ASSERT_EQ(*b, *a) << "withdrawal " << id << " " << what;
+        break;
+      }
+    }
+  }
+  EXPECT_GT(nonempty, 500u);
+
+  // Each market's trades and candles, against the read side fed the same
+  // journal (with room for every trade and candle).
+  marketdata::ReadSideOptions ro;
+  ro.recent_trades = 1 << 20;
+  ro.klines_per_interval = 1 << 20;
+  marketdata::ReadSide rs(j.config, ro);
+  {
+    engine::Engine fresh(j.config);
+    rs.Bootstrap(fresh.ExportImage());
+  }
+  marketdata::BatchOutput out;
+  for (const EventBuffer& ev : j.records) rs.Apply(ev, &out);
+  std::size_t trades = 0;
+  for (uint16_t m = 0; m < j.config.markets.size(); ++m) {
+    const auto snap = rs.Snapshot(MarketId{m});
+    const auto want_trades = snap->RecentTrades(1 << 20);
+    for (const std::size_t limit : {std::size_t{1}, std::size_t{10}, std::size_t{1} << 20}) {
+      auto got = have.MarketTrades(m, 0, limit);
+      ASSERT_TRUE(got.ok());
+      ASSERT_EQ(got->size(), std::min(limit, want_trades.size()));
+      for (std::size_t i = 0; i < got->size(); ++i) {
+        const marketdata::TradeRow& w = want_trades[want_trades.size() - got->size() + i];
+        EXPECT_EQ((*got)[i].trade_id, Raw(w.id));
+        EXPECT_EQ((*got)[i].price, w.price.value);
+        EXPECT_EQ((*got)[i].time_ns, w.time_ns);
+      }
+    }
+    if (!want_trades.empty()) {
+      const uint64_t from = Raw(want_trades[want_trades.size() / 2].id);
+      auto got = have.MarketTrades(m, from, 3);
+      ASSERT_TRUE(got.ok());
+      ASSERT_FALSE(got->empty());
+      EXPECT_EQ(got->front().trade_id, from);
+    }
+    trades += want_trades.size();
+    for (std::size_t i = 0; i < marketdata::kKlineIntervals; ++i) {
+      const auto interval = static_cast<marketdata::KlineInterval>(i);
+      const auto want_k = snap->Klines(interval, 0, 0, 1 << 20);
+      auto got = have.Candles(m, static_cast<uint8_t>(i), 1 << 20);
+      ASSERT_TRUE(got.ok());
+      ASSERT_EQ(got->size(), want_k.size()) << "market " << m << " interval " << i;
+      for (std::size_t k = 0; k < want_k.size(); ++k) {
+        const marketdata::Kline& a = want_k[k];
+        const marketdata::Kline& b = (*got)[k];
+        EXPECT_TRUE(a.open_time_ms == b.open_time_ms && a.open == b.open && a.high == b.high &&
+                    a.low == b.low && a.close == b.close && a.volume == b.volume &&
+                    a.quote_volume == b.quote_volume && a.taker_buy_base == b.taker_buy_base &&
+                    a.trades == b.trades && a.first_trade == b.first_trade &&
+                    a.last_trade == b.last_trade)
+            << "market " << m << " interval " << i << " candle " << k;
+      }
+    }
+  }
+  EXPECT_GT(trades, 300u);
+  fs::remove_all(root);
+}
+
 // ---- lag, on the clock the projector is given ---------------------------------
 
 // lag_seconds counts from when the oldest unapplied record became durable, and
