@@ -7,6 +7,8 @@
 #     are the same after a stop and start, and after a SIGKILL;
 #   - `matchbook verify --history` says the store equals the journal, and
 #     `matchbook history rebuild` builds an equal one;
+#   - a data directory from before the store (no history/) gets its whole
+#     history at start;
 #   - bad inputs: a store with a file deleted is refused at start with the
 #     reason and the way out, and after `history rebuild` serve answers as
 #     before; verify --history of a directory without a store fails, naming it.
@@ -121,6 +123,19 @@ echo "== alice's filled order" >>"$tmp/after"
 signed GET /api/v3/order "$a_key" "$a_secret" "symbol=BTCUSDT&orderId=$filled" >>"$tmp/after"
 diff "$tmp/before" "$tmp/after" >"$tmp/diff" || fail "after a rebuild: $(head -20 "$tmp/diff")"
 echo "a damaged store is refused; rebuilt, it answers as before: ok"
+
+# A data directory from before the history store (no history/): serve
+# builds it from the journal at start, with the whole history.
+kill -TERM "$serve_pid"
+wait "$serve_pid" 2>/dev/null || true
+serve_pid=""
+rm -rf "$d/history"
+start_serve "$mb" "$d" "$tmp/serve"
+snapshot "$tmp/after"
+echo "== alice's filled order" >>"$tmp/after"
+signed GET /api/v3/order "$a_key" "$a_secret" "symbol=BTCUSDT&orderId=$filled" >>"$tmp/after"
+diff "$tmp/before" "$tmp/after" >"$tmp/diff" || fail "a directory without a store: $(head -20 "$tmp/diff")"
+echo "a data directory without a history store gets its whole history at start: ok"
 
 if "$mb" verify --history "$tmp/nowhere" >"$tmp/vn.out" 2>&1; then
   fail "verify --history of a directory without a store passed"
