@@ -166,7 +166,7 @@ mb::projection::ProjectorOptions HistoryProjectorOptions(const mb::app::Config& 
   mb::projection::ProjectorOptions po = ProjectorOptionsFor(cfg);
   po.log = mb::log::Sink("history");
   po.rebuild_command = "matchbook history rebuild";
-  po.stage.name = "mb-history";
+  po.stage.name = "mb-hist-writer";
   return po;
 }
 

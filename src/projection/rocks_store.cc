@@ -23,6 +23,7 @@
 #include <rocksdb/db.h>
 #include <rocksdb/filter_policy.h>
 #include <rocksdb/options.h>
+#include <rocksdb/perf_level.h>
 #include <rocksdb/slice_transform.h>
 #include <rocksdb/table.h>
 #include <rocksdb/write_batch.h>
@@ -513,6 +514,9 @@ class RocksStore final : public Store {
   }
 
   Status Commit(const RowBatch& b, const ProjectorState& state) override {
+    // RocksDB counts every key comparison in a thread-local by default (a
+    // __tls_get_addr each, from a shared library): nobody reads the counts.
+    rocksdb::SetPerfLevel(rocksdb::PerfLevel::kDisable);
     if (failed_) {
       // A background error (a full disk) left the database read-only: try
       // to leave that state before writing again.
@@ -917,7 +921,9 @@ class RocksStore final : public Store {
   // A consistent view for the reads of one question.
   class Snap {
    public:
-    explicit Snap(rocksdb::DB* db) : db_(db), snap_(db->GetSnapshot()) {}
+    explicit Snap(rocksdb::DB* db) : db_(db), snap_(db->GetSnapshot()) {
+      rocksdb::SetPerfLevel(rocksdb::PerfLevel::kDisable);  // as in Commit()
+    }
     ~Snap() { db_->ReleaseSnapshot(snap_); }
     Snap(const Snap&) = delete;
     Snap& operator=(const Snap&) = delete;
