@@ -84,6 +84,14 @@ echo "== alice's filled order" >>"$tmp/before"
 signed GET /api/v3/order "$a_key" "$a_secret" "symbol=BTCUSDT&orderId=$filled" >>"$tmp/before"
 grep -q '"count": 12' "$tmp/before" || fail "12 trades expected: $(grep -A1 ticker/24hr "$tmp/before")"
 
+# What serve answers now against what it answered before; LABEL names the case.
+same_as_before() {  # same_as_before LABEL
+  snapshot "$tmp/after"
+  echo "== alice's filled order" >>"$tmp/after"
+  signed GET /api/v3/order "$a_key" "$a_secret" "symbol=BTCUSDT&orderId=$filled" >>"$tmp/after"
+  diff "$tmp/before" "$tmp/after" >"$tmp/diff" || fail "$1: $(head -20 "$tmp/diff")"
+}
+
 restart() {  # restart TERM|KILL
   kill -"$1" "$serve_pid"
   wait "$serve_pid" 2>/dev/null || true
@@ -92,10 +100,7 @@ restart() {  # restart TERM|KILL
 }
 for how in TERM KILL; do
   restart "$how"
-  snapshot "$tmp/after"
-  echo "== alice's filled order" >>"$tmp/after"
-  signed GET /api/v3/order "$a_key" "$a_secret" "symbol=BTCUSDT&orderId=$filled" >>"$tmp/after"
-  diff "$tmp/before" "$tmp/after" >"$tmp/diff" || fail "after a $how and a start: $(head -20 "$tmp/diff")"
+  same_as_before "after a $how and a start"
   echo "market data and account history the same after SIG$how: ok"
 done
 
@@ -118,10 +123,7 @@ fi
 grep -q "history rebuild" "$tmp/bad.err" || fail "the refusal does not name the way out: $(tail -3 "$tmp/bad.err")"
 "$mb" history rebuild "$d" >"$tmp/rb.out" 2>&1 || fail "history rebuild of a damaged store: $(cat "$tmp/rb.out")"
 start_serve "$mb" "$d" "$tmp/serve"
-snapshot "$tmp/after"
-echo "== alice's filled order" >>"$tmp/after"
-signed GET /api/v3/order "$a_key" "$a_secret" "symbol=BTCUSDT&orderId=$filled" >>"$tmp/after"
-diff "$tmp/before" "$tmp/after" >"$tmp/diff" || fail "after a rebuild: $(head -20 "$tmp/diff")"
+same_as_before "after a rebuild"
 echo "a damaged store is refused; rebuilt, it answers as before: ok"
 
 # A data directory from before the history store (no history/): serve
@@ -131,10 +133,7 @@ wait "$serve_pid" 2>/dev/null || true
 serve_pid=""
 rm -rf "$d/history"
 start_serve "$mb" "$d" "$tmp/serve"
-snapshot "$tmp/after"
-echo "== alice's filled order" >>"$tmp/after"
-signed GET /api/v3/order "$a_key" "$a_secret" "symbol=BTCUSDT&orderId=$filled" >>"$tmp/after"
-diff "$tmp/before" "$tmp/after" >"$tmp/diff" || fail "a directory without a store: $(head -20 "$tmp/diff")"
+same_as_before "a directory without a store"
 echo "a data directory without a history store gets its whole history at start: ok"
 
 if "$mb" verify --history "$tmp/nowhere" >"$tmp/vn.out" 2>&1; then

@@ -179,6 +179,14 @@ std::size_t Rows(const std::vector<TableDump>& d, std::string_view table) {
   return 0;
 }
 
+// A read side started empty and given every record of the journal, one
+// batch each, as the gateway is given them while they become durable.
+void Feed(const JournalBuilder& j, marketdata::ReadSide* rs, marketdata::BatchOutput* out) {
+  engine::Engine fresh(j.config);
+  rs->Bootstrap(fresh.ExportImage());
+  for (const EventBuffer& ev : j.records) rs->Apply(ev, out);
+}
+
 // ListRecord has no operator==: lists compare by their text.
 std::string ListText(const ListRecord& l) {
   std::string s = std::to_string(l.id) + "|" + std::to_string(Raw(l.account)) + "|" +
@@ -366,12 +374,8 @@ TEST_P(StoreTest, HistoryAgreesWithTheReadSide) {
   ro.history_orders = 1 << 20;
   ro.history_trades = 1 << 20;
   marketdata::ReadSide rs(j.config, ro);
-  {
-    engine::Engine fresh(j.config);
-    rs.Bootstrap(fresh.ExportImage());
-  }
   marketdata::BatchOutput out;
-  for (const EventBuffer& ev : j.records) rs.Apply(ev, &out);
+  Feed(j, &rs, &out);
   const std::size_t before = j.records.size();
   j.Run(4000);
   for (std::size_t i = before; i < j.records.size(); ++i) rs.Apply(j.records[i], &out);
@@ -1872,12 +1876,8 @@ TEST(HistoryStoreTest, EveryQueryWithRandomParametersAgreesWithSqlAndTheReadSide
   ro.recent_trades = 1 << 20;
   ro.klines_per_interval = 1 << 20;
   marketdata::ReadSide rs(j.config, ro);
-  {
-    engine::Engine fresh(j.config);
-    rs.Bootstrap(fresh.ExportImage());
-  }
   marketdata::BatchOutput out;
-  for (const EventBuffer& ev : j.records) rs.Apply(ev, &out);
+  Feed(j, &rs, &out);
   std::size_t trades = 0;
   for (uint16_t m = 0; m < j.config.markets.size(); ++m) {
     const auto snap = rs.Snapshot(MarketId{m});
