@@ -167,6 +167,7 @@ mb::projection::ProjectorOptions HistoryProjectorOptions(const mb::app::Config& 
   po.log = mb::log::Sink("history");
   po.rebuild_command = "matchbook history rebuild";
   po.stage.name = "mb-hist-writer";
+  po.rebuild_when_diverged = true;
   return po;
 }
 

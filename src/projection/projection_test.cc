@@ -711,6 +711,55 @@ TEST_P(StoreTest, RefusesAProjectionOfAnotherJournal) {
   fs::remove_all(other);
 }
 
+// A store inside the data directory (rebuild_when_diverged, the history
+// store's setting) that no longer matches its journal — the journal's
+// unacknowledged suffix discarded and other records written after the
+// divergence point, or the configuration changed — is built again from the
+// journal, and ends equal to a rebuild; the refusal stays for the others.
+TEST_P(StoreTest, AStoreOfADivergedJournalIsBuiltAgainWhenAsked) {
+  const fs::path fork = TestDir("fork");
+  JournalBuilder j(root_, 26);
+  j.Run(900);
+  const StoreOptions o = NewStoreOptions("d");
+  auto s = Open(o, j.config);
+  ASSERT_TRUE(Rebuild(root_, j.config, s.get()).ok());
+  // The same commands up to record 600, then others: a journal whose last
+  // records were discarded and other ones written after the divergence point.
+  JournalBuilder k(fork, 26);
+  k.Run(600);
+  workload::MixedCommands other(99, &k.engine, workload::MixedOptions{.order_lists = true});
+  for (int i = 0; i < 500; ++i) k.Process(other.Next());
+  k.Flush();
+  ProjectorOptions refuse;
+  Projector p(fork, k.config, k.hash, s.get(), refuse);
+  Status st = p.Init();
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("another data directory"), std::string::npos) << st.message();
+
+  ProjectorOptions rebuild;
+  rebuild.rebuild_when_diverged = true;
+  Projector q(fork, k.config, k.hash, s.get(), rebuild);
+  ASSERT_TRUE(q.Init().ok());
+  const Status caught = q.CatchUp();
+  ASSERT_TRUE(caught.ok()) << caught.message();
+  EXPECT_EQ(q.applied_seq(), k.last_seq());
+  auto report = VerifyProjection(fork, k.config, s.get(), fork);
+  ASSERT_TRUE(report.ok()) << report.status().message();
+  EXPECT_TRUE(report->ok()) << report->differences.front();
+
+  // Another configuration: built again for it too.
+  EngineConfig changed = k.config;
+  changed.markets[0].maker_fee_bps += 1;
+  ASSERT_TRUE(changed.Validate().ok());
+  Projector r(fork, changed, engine::HashConfig(changed), s.get(), rebuild);
+  st = r.Init();
+  EXPECT_TRUE(st.ok()) << st.message();
+  auto state = s->State();
+  ASSERT_TRUE(state.ok());
+  EXPECT_EQ(state->applied_seq, 0u) << "emptied, to be built for the new configuration";
+  fs::remove_all(fork);
+}
+
 // Kills the projector (a child process) at random points; each restart
 // resumes from the committed sequence. The result equals a rebuild.
 TEST_P(StoreTest, ExactlyOnceWhenTheProjectorIsKilledAtRandomPoints) {

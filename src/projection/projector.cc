@@ -39,7 +39,9 @@ void Projector::Log(std::string_view line) const {
   }
 }
 
-Status Projector::Init() {
+// The store's state against this journal and configuration: kInvalidArgument
+// (with the reason) when the store is of another journal or configuration.
+Status Projector::CheckJournal() {
   auto state = store_->State();
   if (!state.ok()) return state.status();
   if (state->applied_seq > 0) {
@@ -72,6 +74,20 @@ Status Projector::Init() {
           store_->backend(), state->applied_seq, checksum, state->applied_checksum));
     }
   }
+  return Status::Ok();
+}
+
+Status Projector::Init() {
+  Status matched = CheckJournal();
+  if (!matched.ok() && options_.rebuild_when_diverged &&
+      matched.code() == StatusCode::kInvalidArgument) {
+    Log(fmt::format("{}; building it again from the journal", matched.message()));
+    MB_RETURN_IF_ERROR(store_->Reset());
+    matched = CheckJournal();
+  }
+  MB_RETURN_IF_ERROR(matched);
+  auto state = store_->State();
+  if (!state.ok()) return state.status();
   auto open = store_->OpenOrders();
   if (!open.ok()) return open.status();
   auto lists = store_->OpenOrderLists();

@@ -73,6 +73,12 @@ struct ProjectorOptions {
   std::function<void(std::string_view)> log;  // default: stderr
   // What an error that asks for a rebuild names.
   std::string rebuild_command = "matchbook project --rebuild";
+  // A store that lives inside the data directory (the history store) is
+  // this journal's by construction: when it does not match the journal (the
+  // journal's unacknowledged suffix was discarded, or the configuration
+  // changed) Init() empties it and the projector builds it again from the
+  // journal, instead of refusing it.
+  bool rebuild_when_diverged = false;
   // Under journal fsync=none the records the projector reads may still be
   // only in the page cache: with sync_journal it fdatasyncs them before each
   // commit, so after a power cut the projection is never ahead of the
@@ -146,6 +152,7 @@ class Projector final : private concurrency::Agent {
   int DoWork() override;
   bool HasWork() const override;
   Result<std::size_t> RunBatch(uint64_t limit_seq, bool wait);
+  Status CheckJournal();
   void Log(std::string_view line) const;
   void Fail(const Status& st);
 
