@@ -175,11 +175,19 @@ def run():
     wait_for("the projection to fail for lack of space",
              lambda: metric("matchbook_projection_healthy") == 0, seconds=30,
              tick=lambda: t.one() == 200 or die(f"B full stopped trading: {t.refused[-1:]}"))
+    # The history store writes when a memtable fills (64 KiB here): orders
+    # until its flush fails.
+    wait_for("the history store to fail for lack of space",
+             lambda: metric("matchbook_history_healthy") == 0, seconds=60,
+             tick=lambda: t.one() == 200 or die(f"B full stopped trading: {t.refused[-1:]}"))
     if t.unexpected or t.refused:
         die(f"answers while B was full: {t.refused[:3]} {t.unexpected[:3]}")
     os.unlink(os.path.join(WORK, "b/filler"))
     wait_for("the projection to catch up", lambda: metric("matchbook_projection_healthy") == 1 and
              metric("matchbook_projection_applied_sequence") ==
+             metric("matchbook_journal_durable_sequence"), seconds=30)
+    wait_for("the history store to catch up", lambda: metric("matchbook_history_healthy") == 1 and
+             metric("matchbook_history_applied_sequence") ==
              metric("matchbook_journal_durable_sequence"), seconds=30)
     written = metric("matchbook_snapshots_total")
     admin("POST", "snapshot")

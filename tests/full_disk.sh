@@ -3,8 +3,9 @@
 # loop devices (made with -m 0: root, which this needs, ignores reserved
 # blocks, so "full" is the last block):
 #   A  the data directory: journal segments;
-#   B  the snapshots (data_dir/snapshots is a link to it) and the SQLite
-#      projection;
+#   B  the snapshots (data_dir/snapshots is a link to it), the history store
+#      (data_dir/history, a link too; small memtables, so that it flushes
+#      within the test) and the SQLite projection;
 #   C  the log file (--log-file) and the flight recorder's dumps
 #      (data_dir/flight is a link to it; a command over 1 ms dumps).
 # Orders flow from two signed clients that trade with each other while a
@@ -12,8 +13,8 @@
 #   - B full: trading goes on (every order answered 200); a requested snapshot
 #     fails (a log line, matchbook_snapshot_failures_total), the previous
 #     snapshot stays byte for byte and no temporary file is left; the
-#     projection reports itself unhealthy; once the filler is deleted the
-#     projection catches up and the next snapshot is written;
+#     projection and the history store report themselves unhealthy; once the
+#     filler is deleted both catch up and the next snapshot is written;
 #   - C full: trading goes on (every order answered 200) while flight-recorder
 #     dumps fail (dumpErrors), and the log goes on once the filler is deleted;
 #   - A full: new orders are refused with HTTP 503 (-1008) naming the disk
@@ -80,16 +81,17 @@ mkfs_mount() {
 mkfs_mount a 48 "$work/a"
 mkfs_mount b 24 "$work/b"
 mkfs_mount c 8 "$work/c"
-mkdir -p "$work/a/d" "$work/b/snapshots" "$work/c/flight"
+mkdir -p "$work/a/d" "$work/b/snapshots" "$work/b/history" "$work/c/flight"
 ln -s "$work/b/snapshots" "$work/a/d/snapshots"
+ln -s "$work/b/history" "$work/a/d/history"
 ln -s "$work/c/flight" "$work/a/d/flight"
 
 sed -e 's/^segment_mb = .*/segment_mb = 1/' -e 's/^every_seconds = .*/every_seconds = 0/' \
   -e 's/^every_events = .*/every_events = 0/' -e 's/^on_shutdown = .*/on_shutdown = true/' \
   -e 's/^flight_window_ms = .*/flight_window_ms = 1000/' \
   "$src/config/matchbook.toml" >"$work/matchbook.toml"
-printf '\n[projection]\nbackend = "sqlite"\npath = "%s"\n' "$work/b/projection.sqlite" \
-  >>"$work/matchbook.toml"
+printf '\n[projection]\nbackend = "sqlite"\npath = "%s"\n[history]\nwrite_buffer_kb = 64\n' \
+  "$work/b/projection.sqlite" >>"$work/matchbook.toml"
 
 start() {
   rm -f "$work/serve.out"

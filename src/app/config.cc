@@ -37,7 +37,7 @@ constexpr std::string_view kTopKeys[] = {
     "engine",  "assets",    "markets",     "server",     "journal",  "snapshots",
     "threads", "gateway",   "venue",       "projection", "metrics",  "bus",
     "venues",  "transfers", "replication", "tls",        "security", "history"};
-constexpr std::string_view kHistoryKeys[] = {"cache_mb"};
+constexpr std::string_view kHistoryKeys[] = {"cache_mb", "write_buffer_kb"};
 constexpr std::string_view kSecurityKeys[] = {"master_key_file"};
 constexpr std::string_view kTlsKeys[] = {"cert_file", "key_file"};
 constexpr std::string_view kReplicationKeys[] = {"ack", "standby", "lease_ttl_ms"};
@@ -724,7 +724,8 @@ class Loader {
   Status ReadHistory(const toml::table& root, HistoryConfig* h) const {
     const toml::table* t = nullptr;
     MB_RETURN_IF_ERROR(OptionalTable(root, "", "history", kHistoryKeys, &t));
-    return OptionalInt(t, "history", "cache_mb", 8, 1'000'000, &h->cache_mb);
+    MB_RETURN_IF_ERROR(OptionalInt(t, "history", "cache_mb", 8, 1'000'000, &h->cache_mb));
+    return OptionalInt(t, "history", "write_buffer_kb", 64, 1 << 20, &h->write_buffer_kb);
   }
 
   Status ReadProjection(const toml::table& root, ProjectionConfig* p) const {

@@ -28,7 +28,7 @@
 //                ip_weight_per_minute (12000), admin_remote (false), recent_trades (1000),
 //                history_orders (1000), history_trades (1000), retry_after_s (1)
 //   [history]    cache_mb (64: the history store's block cache; the store is
-//                <data_dir>/history)
+//                <data_dir>/history), write_buffer_kb (16384: one memtable, at least 64)
 //   [projection] backend ("off" | "sqlite" | "postgres": a SQL read model beside the
 //                history store; off by default), path (sqlite file; "" =
 //   <data_dir>/projection.sqlite),
@@ -112,7 +112,8 @@ struct ProjectionConfig {
 // [history]: the history store (RocksDB in <data_dir>/history) that the
 // history API and the markets' trades and candles are served from.
 struct HistoryConfig {
-  uint32_t cache_mb = 64;  // its block cache
+  uint32_t cache_mb = 64;            // its block cache
+  uint32_t write_buffer_kb = 16384;  // one memtable (what a flush writes at once)
 };
 
 // [metrics]: the /metrics endpoint and the flight recorder (docs/metrics.md).

@@ -159,6 +159,8 @@ mb::projection::StoreOptions HistoryStoreOptions(const mb::app::Config& cfg) {
   so.backend = "rocksdb";
   so.path = (std::filesystem::path(cfg.runtime.data_dir) / "history").string();
   so.cache_bytes = uint64_t{cfg.runtime.history.cache_mb} << 20;
+  so.write_buffer_bytes = uint64_t{cfg.runtime.history.write_buffer_kb} << 10;
+  so.log = mb::log::Sink("history", mb::log::Level::kWarn);
   return so;
 }
 

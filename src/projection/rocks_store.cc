@@ -30,6 +30,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdarg>
+#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -354,6 +356,33 @@ Status FromRocks(const rocksdb::Status& s, std::string_view what) {
   return Status(StatusCode::kInternal, msg);
 }
 
+// RocksDB's warnings and errors, into the server's log. RocksDB's own log
+// file (LOG in the store's directory) is not used: after a failed write to
+// it (a full disk) its writer refuses every later line, and this build of
+// RocksDB asserts on that.
+class StoreLogger final : public rocksdb::Logger {
+ public:
+  explicit StoreLogger(std::function<void(std::string_view)> sink)
+      : rocksdb::Logger(rocksdb::InfoLogLevel::WARN_LEVEL), sink_(std::move(sink)) {}
+  using rocksdb::Logger::Logv;
+  void Logv(const char* format, va_list ap) override {
+    char line[1024];
+    const int n = std::vsnprintf(line, sizeof line, format, ap);
+    if (n <= 0) return;
+    const std::string_view text(
+        line, std::min<std::size_t>(static_cast<std::size_t>(n), sizeof line - 1));
+    if (sink_) {
+      sink_("rocksdb: " + std::string(text));
+    } else {
+      std::fprintf(stderr, "history store: rocksdb: %.*s\n", static_cast<int>(text.size()),
+                   text.data());
+    }
+  }
+
+ private:
+  const std::function<void(std::string_view)> sink_;
+};
+
 class RocksStore final : public Store {
  public:
   RocksStore(StoreOptions options, const engine::EngineConfig& config)
@@ -379,11 +408,12 @@ class RocksStore final : public Store {
     }
     rocksdb::Options o;
     o.create_if_missing = true;
+    o.info_log = std::make_shared<StoreLogger>(options_.log);
     o.paranoid_checks = true;
     // Two background jobs (flush and compaction) on a machine of two cores.
     o.max_background_jobs = 2;
     o.max_subcompactions = 1;
-    o.write_buffer_size = 16 << 20;
+    o.write_buffer_size = std::max<uint64_t>(options_.write_buffer_bytes, 64 << 10);
     o.max_write_buffer_number = 3;
     o.target_file_size_base = 32 << 20;
     o.max_bytes_for_level_base = 128 << 20;
@@ -395,8 +425,6 @@ class RocksStore final : public Store {
     o.level0_stop_writes_trigger = 36;
     o.compression = rocksdb::kLZ4Compression;
     o.bottommost_compression = rocksdb::kZSTD;
-    o.keep_log_file_num = 3;
-    o.max_log_file_size = 4 << 20;
     o.max_manifest_file_size = 16 << 20;
     o.avoid_flush_during_shutdown = false;
     // Keys begin with a table tag and 6 bytes of account and market (or of

@@ -24,6 +24,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -223,8 +224,15 @@ struct StoreOptions {
   // that checkpoint from completing, commits continue up to the ceiling and
   // then wait for it.
   uint64_t wal_max_bytes = uint64_t{64} << 20;  // at least kMinWalMaxBytes
-  // SQLite: the writer's page cache (memory the process keeps for it).
+  // SQLite: the writer's page cache (memory the process keeps for it);
+  // RocksDB: its block cache.
   uint64_t cache_bytes = uint64_t{64} << 20;
+  // RocksDB: one memtable's size (at most three are kept): what is written
+  // to disk at once by a flush.
+  uint64_t write_buffer_bytes = uint64_t{16} << 20;
+  // RocksDB: where its warnings and errors go (null: stderr). It writes no
+  // log file of its own: one that fails on a full disk is not written again.
+  std::function<void(std::string_view)> log;
 };
 
 // Opens a store and migrates its schema. The engine configuration converts
