@@ -169,7 +169,7 @@ TEST(ParseConfig, RefusesEachKindOfErrorNamingFileLineAndField) {
       {"unknown table", Edit({}, "[network]\nport = 1\n"), "test.toml:28: network: ",
        "unknown key (expected engine, assets, markets, server, journal, snapshots, threads, "
        "gateway, venue, projection, metrics, bus, venues, transfers, replication, tls, "
-       "security)"},
+       "security, history)"},
       {"misspelt metrics key", Edit({}, "[metrics]\nremote_ok = true\n"),
        "test.toml:29: metrics.remote_ok: ",
        "unknown key (expected remote, port, flight_threshold_ms, flight_window_ms, "
@@ -185,7 +185,12 @@ TEST(ParseConfig, RefusesEachKindOfErrorNamingFileLineAndField) {
       {"flight window of 0", Edit({}, "[metrics]\nflight_window_ms = 0\n"),
        "test.toml:29: metrics.flight_window_ms: ", "0 is outside"},
       {"unknown projection backend", Edit({}, "[projection]\nbackend = \"mysql\"\n"),
-       "test.toml:29: projection.backend: ", "\"mysql\" is not a backend (sqlite or postgres)"},
+       "test.toml:29: projection.backend: ",
+       "\"mysql\" is not a backend (off, sqlite or postgres)"},
+      {"misspelt history key", Edit({}, "[history]\ncache = 5\n"),
+       "test.toml:29: history.cache: ", "unknown key (expected cache_mb, write_buffer_kb)"},
+      {"history memtable too small", Edit({}, "[history]\nwrite_buffer_kb = 63\n"),
+       "test.toml:29: history.write_buffer_kb: ", "63 is outside"},
       {"misspelt projection key", Edit({}, "[projection]\nbatch = 5\n"),
        "test.toml:29: projection.batch: ", "unknown key"},
       {"projection batch of 0", Edit({}, "[projection]\nbatch_events = 0\n"),
@@ -491,7 +496,10 @@ TEST(ParseConfig, RuntimeTablesAreOptionalAndParsed) {
   EXPECT_EQ(p.batch_wait_ms, 50u) << "unset keys keep their defaults";
   EXPECT_EQ(p.store.wal_max_bytes, uint64_t{16} << 20);
   EXPECT_EQ(p.store.cache_bytes, uint64_t{8} << 20);
-  EXPECT_EQ(base->runtime.projection.store.backend, "sqlite");
+  EXPECT_EQ(base->runtime.projection.store.backend, "off")
+      << "the SQL projection is off by default";
+  EXPECT_EQ(base->runtime.history.cache_mb, 64u);
+  EXPECT_EQ(base->runtime.history.write_buffer_kb, 16384u);
   EXPECT_EQ(base->runtime.projection.store.wal_max_bytes, uint64_t{64} << 20);
 
   // A ceiling below what the store works with, or not a number: refused with the field.
