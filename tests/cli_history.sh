@@ -9,6 +9,8 @@
 #     `matchbook history rebuild` builds an equal one;
 #   - a data directory from before the store (no history/) gets its whole
 #     history at start;
+#   - trades and historicalTrades with fromId reach trades older than the
+#     read side keeps;
 #   - bad inputs: a store with a file deleted is refused at start with the
 #     reason and the way out, and after `history rebuild` serve answers as
 #     before; verify --history of a directory without a store fails, naming it.
@@ -135,6 +137,24 @@ rm -rf "$d/history"
 start_serve "$mb" "$d" "$tmp/serve"
 same_as_before "a directory without a store"
 echo "a data directory without a history store gets its whole history at start: ok"
+
+# Older trades than the read side keeps (recent_trades = 4 here): trades and
+# historicalTrades with fromId reach them in the history store.
+kill -TERM "$serve_pid"
+wait "$serve_pid" 2>/dev/null || true
+serve_pid=""
+sed -e 's/^recent_trades = .*/recent_trades = 4/' "$(dirname "$0")/../config/matchbook.toml" \
+  >"$tmp/small.toml"
+grep -q '^recent_trades = 4' "$tmp/small.toml" || fail "could not write the configuration"
+start_serve "$mb" "$d" "$tmp/serve" --config "$tmp/small.toml"
+recent=$(curl -sS --fail-with-body "$base/api/v3/trades?symbol=BTCUSDT" | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')
+[[ "$recent" == 4 ]] || fail "trades without fromId: $recent trades, the read side keeps 4"
+for p in historicalTrades trades; do
+  n=$(curl -sS --fail-with-body "$base/api/v3/$p?symbol=BTCUSDT&fromId=1&limit=1000" |
+    python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')
+  [[ "$n" == 12 ]] || fail "$p?fromId=1: $n trades, the store holds 12"
+done
+echo "trades older than the read side keeps come from the store: ok"
 
 if "$mb" verify --history "$tmp/nowhere" >"$tmp/vn.out" 2>&1; then
   fail "verify --history of a directory without a store passed"

@@ -203,6 +203,52 @@ gateway::HistoryHealth ProjectionHistory::Health() const {
   return h;
 }
 
+namespace {
+
+// The history store's trades as the read side holds them: one taker's
+// consecutive fills at one price in one command are one aggregate trade.
+std::vector<marketdata::TradeRow> TradeRows(const std::vector<projection::TradeRecord>& trades) {
+  std::vector<marketdata::TradeRow> out;
+  out.reserve(trades.size());
+  for (const projection::TradeRecord& t : trades) {
+    marketdata::TradeRow row;
+    row.id = static_cast<TradeId>(t.trade_id);
+    row.market = static_cast<MarketId>(t.market);
+    row.price = Price{t.price};
+    row.qty = Qty{t.qty};
+    row.base_qty = Amount{t.base_qty};
+    row.notional = Amount{t.notional};
+    row.time_ns = t.time_ns;
+    const bool taker_buys = t.taker_side == engine::Side::kBuy;
+    row.buyer_is_maker = !taker_buys;
+    row.buy_order = static_cast<OrderId>(taker_buys ? t.taker_order_id : t.maker_order_id);
+    row.sell_order = static_cast<OrderId>(taker_buys ? t.maker_order_id : t.taker_order_id);
+    row.seq = static_cast<Sequence>(t.seq);
+    row.agg_id = row.id;
+    if (!out.empty()) {
+      const marketdata::TradeRow& prev = out.back();
+      const OrderId prev_taker = prev.buyer_is_maker ? prev.sell_order : prev.buy_order;
+      const OrderId taker = taker_buys ? row.buy_order : row.sell_order;
+      if (prev_taker == taker && prev.price == row.price && prev.seq == row.seq) {
+        row.agg_id = prev.agg_id;
+      }
+    }
+    out.push_back(row);
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<std::vector<marketdata::TradeRow>> ProjectionHistory::MarketTrades(MarketId market,
+                                                                          uint64_t from_id,
+                                                                          std::size_t limit) {
+  if (!store_->keeps_market_data()) return NotFound("this history keeps no market trades");
+  auto trades = store_->MarketTrades(Raw(market), from_id, limit);
+  if (!trades.ok()) return trades.status();
+  return TradeRows(*trades);
+}
+
 Result<std::vector<marketdata::MarketHistory>> LoadMarketHistory(
     projection::Store* store, const engine::EngineConfig& config,
     const marketdata::ReadSideOptions& options) {
@@ -217,33 +263,7 @@ Result<std::vector<marketdata::MarketHistory>> LoadMarketHistory(
     if (trades->empty()) continue;
     marketdata::MarketHistory h;
     h.market = static_cast<MarketId>(market);
-    for (const projection::TradeRecord& t : *trades) {
-      marketdata::TradeRow row;
-      row.id = static_cast<TradeId>(t.trade_id);
-      row.market = h.market;
-      row.price = Price{t.price};
-      row.qty = Qty{t.qty};
-      row.base_qty = Amount{t.base_qty};
-      row.notional = Amount{t.notional};
-      row.time_ns = t.time_ns;
-      const bool taker_buys = t.taker_side == engine::Side::kBuy;
-      row.buyer_is_maker = !taker_buys;
-      row.buy_order = static_cast<OrderId>(taker_buys ? t.taker_order_id : t.maker_order_id);
-      row.sell_order = static_cast<OrderId>(taker_buys ? t.maker_order_id : t.taker_order_id);
-      row.seq = static_cast<Sequence>(t.seq);
-      // One taker's consecutive fills at one price in one command are one
-      // aggregate trade, as the read side groups them.
-      row.agg_id = row.id;
-      if (!h.trades.empty()) {
-        const marketdata::TradeRow& prev = h.trades.back();
-        const OrderId prev_taker = prev.buyer_is_maker ? prev.sell_order : prev.buy_order;
-        const OrderId taker = taker_buys ? row.buy_order : row.sell_order;
-        if (prev_taker == taker && prev.price == row.price && prev.seq == row.seq) {
-          row.agg_id = prev.agg_id;
-        }
-      }
-      h.trades.push_back(row);
-    }
+    h.trades = TradeRows(*trades);
     for (std::size_t i = 0; i < marketdata::kKlineIntervals; ++i) {
       const bool minutes = i == static_cast<std::size_t>(marketdata::KlineInterval::k1m);
       const std::size_t keep = minutes

@@ -51,6 +51,9 @@ class ProjectionHistory final : public gateway::History {
   Result<std::optional<gateway::WithdrawalRecord>> FindWithdrawal(AccountId account, uint64_t id,
                                                                   std::string_view ref) override;
 
+  Result<std::vector<marketdata::TradeRow>> MarketTrades(MarketId market, uint64_t from_id,
+                                                         std::size_t limit) override;
+
   uint64_t applied_seq() const noexcept override { return projector_->applied_seq(); }
   bool WaitApplied(uint64_t seq, std::chrono::milliseconds timeout) override {
     return projector_->WaitApplied(seq, timeout);

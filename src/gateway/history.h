@@ -29,6 +29,7 @@
 #include "common/status.h"
 #include "common/strong.h"
 #include "engine/ledger.h"
+#include "marketdata/read_side.h"
 #include "marketdata/records.h"
 
 namespace mb::gateway {
@@ -160,6 +161,15 @@ class History {
   // One transfer to another venue by id, or by the account's ref (id 0).
   virtual Result<std::optional<WithdrawalRecord>> FindWithdrawal(AccountId account, uint64_t id,
                                                                  std::string_view ref) = 0;
+
+  // A market's trades with ids >= from_id, oldest first, at most `limit`
+  // (historicalTrades and trades?fromId= reaching past the read side's
+  // recent trades). kNotFound: this history keeps no market trades.
+  virtual Result<std::vector<marketdata::TradeRow>> MarketTrades(MarketId market, uint64_t from_id,
+                                                                 std::size_t limit) {
+    (void)market, (void)from_id, (void)limit;
+    return NotFound("this history keeps no market trades");
+  }
 
   // The last journal sequence the answers include.
   virtual uint64_t applied_seq() const noexcept = 0;

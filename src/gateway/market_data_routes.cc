@@ -115,7 +115,19 @@ void Gateway::Impl::Trades(Ctx& c) {
   if (auto e = SymbolParam(c, &m)) return Reply(c, *e);
   if (auto e = LimitParam(c, 500, 1000, &limit)) return Reply(c, *e);
   if (auto e = c.params.GetUint("fromId", &from)) return Reply(c, *e);
-  const auto rows = Snap(m)->RecentTrades(limit, from.value_or(0));
+  auto rows = Snap(m)->RecentTrades(limit, from.value_or(0));
+  // Older than the read side's recent trades: from the history store, which
+  // keeps every trade of the market.
+  if (from && *from > 0 && history_ != nullptr && (rows.empty() || Raw(rows.front().id) > *from)) {
+    return Defer(c, [this, m, from = *from, limit, held = std::move(rows)](HistoryJob& j) {
+      auto older = history_->MarketTrades(m, from, limit);
+      if (older.status().code() == StatusCode::kNotFound) {
+        return JobReply(j, 200, TradesJson(config_, held));
+      }
+      if (!older.ok()) return HistoryUnavailable(j, older.status());
+      JobReply(j, 200, TradesJson(config_, *older));
+    });
+  }
   Ok(c, TradesJson(config_, rows));
 }
 
