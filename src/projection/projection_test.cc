@@ -535,13 +535,19 @@ TEST_P(StoreTest, BudgetSpentIsFilledAndAnAmendedIdIsTheOrders) {
   j.Process(workload::Place(t, AccountId{1}, btc, Side::kSell, OrderType::kLimit, TimeInForce::kGtc,
                             3000, 5, "old"));
   const uint64_t s_id = j.last_seq();
+  j.Flush();
+  // The order is stored by one batch, renamed by an amend in the next.
+  auto s = Open(NewStoreOptions("f"), j.config);
+  ASSERT_TRUE(Rebuild(root_, j.config, s.get()).ok());
   Command am = workload::Amend(t, AccountId{1}, btc, OrderId{s_id}, 0, 3);
   std::get<engine::AmendOrder>(am.body).new_client_order_id = ClientOrderId::From("new");
   j.Process(am);
   j.Flush();
-
-  auto s = Open(NewStoreOptions("f"), j.config);
-  ASSERT_TRUE(Rebuild(root_, j.config, s.get()).ok());
+  {
+    Projector p(root_, j.config, j.hash, s.get());
+    ASSERT_TRUE(p.Init().ok());
+    ASSERT_TRUE(p.CatchUp().ok());
+  }
   auto o = s->FindOrder(2, Raw(btc), q);
   ASSERT_TRUE(o.ok() && o->has_value());
   EXPECT_EQ((*o)->status, marketdata::OrderStatus::kFilled);

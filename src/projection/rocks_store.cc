@@ -15,9 +15,8 @@
 // text with its length, so the SQL stores' row readers read them back and a
 // dump is the same text as a SQL dump of the same journal.
 //
-// Upserts keep what the SQL stores keep: an order or list that was stored
-// before the batch keeps its fixed columns (the store reads it back and sets
-// only what an order's or list's life changes).
+// Orders and lists are written whole, as the row builder holds them after
+// each batch: no read before a write.
 #include <fmt/format.h>
 #include <rocksdb/cache.h>
 #include <rocksdb/db.h>
@@ -339,12 +338,6 @@ marketdata::Fill FillOf(const TradeRecord& t, bool maker, const engine::EngineCo
   return ReadFill(c, config);
 }
 
-// The columns an order's or a list's upsert sets on a row stored before
-// (UpsertOrderSql / UpsertListSql): by column index in Values() order.
-constexpr int kOrderMutable[] = {7, 8, 10, 11, 12, 13, 14, 15, 18, 20, 21, 22, 23, 24};
-constexpr int kListMutable[] = {8, 9, 10, 11, 13, 15};
-constexpr int kOrderTimeCol = 17, kOrderCreatedCol = 19;
-
 bool IsOpen(OrderStatus s) { return Raw(s) < 2 || s == OrderStatus::kPendingNew; }
 
 Status FromRocks(const rocksdb::Status& s, std::string_view what) {
@@ -381,6 +374,37 @@ class StoreLogger final : public rocksdb::Logger {
 
  private:
   const std::function<void(std::string_view)> sink_;
+};
+
+// A commit's writes, given to RocksDB in key order: the memtable's skip list
+// keeps where its last insert went, so each key of a sorted batch is found
+// from its predecessor's place instead of from the top of the list.
+class SortedBatch {
+ public:
+  void Put(const rocksdb::Slice& key, const rocksdb::Slice& value) {
+    ops_.push_back(Op{key.ToString(), value.ToString(), false});
+  }
+  void Delete(const rocksdb::Slice& key) { ops_.push_back(Op{key.ToString(), {}, true}); }
+  // Later writes of one key stay after earlier ones (and win).
+  void AppendTo(rocksdb::WriteBatch* wb) {
+    std::stable_sort(ops_.begin(), ops_.end(),
+                     [](const Op& a, const Op& b) { return a.key < b.key; });
+    for (const Op& op : ops_) {
+      if (op.erase) {
+        wb->Delete(op.key);
+      } else {
+        wb->Put(op.key, op.value);
+      }
+    }
+  }
+
+ private:
+  struct Op {
+    std::string key;
+    std::string value;
+    bool erase = false;
+  };
+  std::vector<Op> ops_;
 };
 
 class RocksStore final : public Store {
@@ -440,12 +464,9 @@ class RocksStore final : public Store {
     t.format_version = 5;
     o.table_factory.reset(rocksdb::NewBlockBasedTableFactory(t));
     o.memtable_prefix_bloom_size_ratio = 0.05;
-    // One writer, whose keys of one prefix (a table and an account, or a
-    // table and the high bytes of a sequence) mostly arrive in order: the
-    // memtable keeps an insert hint per prefix, so an insert starts where
-    // the last one of its prefix ended instead of searching the whole list.
+    // One writer: its batches come sorted (SortedBatch), so the skip list's
+    // own cached splice serves each insert.
     o.allow_concurrent_memtable_write = false;
-    o.memtable_insert_with_hint_prefix_extractor.reset(rocksdb::NewFixedPrefixTransform(5));
 
     rocksdb::DB* db = nullptr;
     rocksdb::Status s = rocksdb::DB::Open(o, options_.path, &db);
@@ -552,8 +573,10 @@ class RocksStore final : public Store {
       if (!r.ok()) return FromRocks(r, "resuming after a write error");
       failed_ = false;
     }
+    SortedBatch sorted;
+    Status st = Write(b, state, &sorted);
     rocksdb::WriteBatch wb;
-    Status st = Write(b, state, &wb);
+    sorted.AppendTo(&wb);
     if (!st.ok()) return st;
     rocksdb::WriteOptions wo;
     wo.disableWAL = true;  // the journal is the log
@@ -618,7 +641,11 @@ class RocksStore final : public Store {
     Status st = Scan(snap, prefix, true, [&](std::string_view k, std::string_view) {
       auto row = GetOrder(snap, account, market, ReadBig(k, k.size() - 8, 8));
       if (!row.ok()) return row.status();
-      if (row->has_value() && (!best || (*row)->created_seq > best->created_seq)) best = **row;
+      // An entry of an id the order had before an amend renamed it is passed over.
+      if (row->has_value() && (*row)->order.client_order_id.view() == client_id &&
+          (!best || (*row)->created_seq > best->created_seq)) {
+        best = **row;
+      }
       return Status::Ok();
     });
     if (!st.ok()) return st;
@@ -1100,7 +1127,7 @@ class RocksStore final : public Store {
 
   // The batch's rows as one write batch. Orders and lists stored before the
   // batch keep their fixed columns (read back here).
-  Status Write(const RowBatch& b, const ProjectorState& state, rocksdb::WriteBatch* wb) {
+  Status Write(const RowBatch& b, const ProjectorState& state, SortedBatch* wb) {
     // Order events (executionReports as the streams sent them) are not
     // kept: no history question asks for them (the SQL projection keeps them).
     for (const TradeRecord& r : b.trades) {
@@ -1140,117 +1167,75 @@ class RocksStore final : public Store {
     }
 
     Snap snap(db_.get());
-    // Orders: the stored row's fixed columns, this batch's mutable ones. An
-    // order placed by a record of this batch (and not a list's pending order
-    // placed now) cannot be stored yet: batches are stored whole or not at
-    // all. It is written as it is, without a read.
-    std::unordered_map<uint64_t, std::pair<OrderRow, Cells>> orders;
-    std::vector<uint64_t> placed;
-    placed.reserve(b.pending_placed.size());
-    for (const PendingPlacedRow& p : b.pending_placed) placed.push_back(p.order_id);
+    // Orders and lists: the row builder holds each one whole as it stands
+    // after the batch, so they are written as they are, without a read. An
+    // order gets a client-id entry when it is placed and when an amend
+    // renames it (the query checks the order still has that id); it is in the
+    // open set while NEW, PARTIALLY_FILLED or PENDING_NEW.
+    std::vector<uint64_t> renamed;
+    for (const OrderEventRow& e : b.order_events) {
+      if (e.exec_type == ExecType::kAmended) renamed.push_back(e.order_id);
+    }
+    std::vector<uint64_t> written;
+    written.reserve(b.orders.size());
     for (const OrderRow& r : b.orders) {
       const OrderRecord& o = r.order;
       const uint32_t account = Raw(o.terms.account);
       const uint16_t market = Raw(o.terms.market);
-      if (r.created_seq >= b.first_seq &&
-          std::find(placed.begin(), placed.end(), Raw(o.id)) == placed.end()) {
-        wb->Put(Key(kOrder).U32(account).U16(market).U64(Raw(o.id)).slice(), Encode(Values(r)));
+      const uint64_t id = Raw(o.id);
+      const bool placed_now = r.created_seq >= b.first_seq;
+      wb->Put(Key(kOrder).U32(account).U16(market).U64(id).slice(), Encode(Values(r)));
+      if (placed_now || std::find(renamed.begin(), renamed.end(), id) != renamed.end()) {
         wb->Put(Key(kOrderClient)
                     .U32(account)
                     .U16(market)
                     .Text(o.client_order_id.view())
-                    .U64(Raw(o.id))
+                    .U64(id)
                     .slice(),
                 "");
-        if (IsOpen(o.status)) {
-          wb->Put(Key(kOpenOrder).U64(Raw(o.id)).slice(),
-                  Key(kOpenOrder).U32(account).U16(market).str().substr(1));
-        }
-        continue;
       }
-      auto cells = Decode<OrderTuple>(Encode(Values(r)), "order");
-      if (!cells.ok()) return cells.status();
-      std::string stored;
-      Status st = Get(
-          snap, Key(kOrder).U32(Raw(o.terms.account)).U16(Raw(o.terms.market)).U64(Raw(o.id)).str(),
-          &stored);
-      if (st.ok()) {
-        auto old = Decode<OrderTuple>(stored, "order");
-        if (!old.ok()) return old.status();
-        for (int c : kOrderMutable) old->SetInt(c, cells->Int(c));
-        cells = std::move(old);
-      } else if (st.code() == StatusCode::kNotFound) {
-        wb->Put(Key(kOrderClient)
-                    .U32(Raw(o.terms.account))
-                    .U16(Raw(o.terms.market))
-                    .Text(o.client_order_id.view())
-                    .U64(Raw(o.id))
-                    .slice(),
-                "");
-      } else {
-        return st;
-      }
-      orders.insert_or_assign(Raw(o.id), std::make_pair(r, std::move(*cells)));
-    }
-    for (const PendingPlacedRow& p : b.pending_placed) {
-      auto it = orders.find(p.order_id);
-      if (it == orders.end()) {
-        // Placed in this batch and not touched otherwise: the stored row.
-        std::string where;
-        Status st = Get(snap, Key(kOpenOrder).U64(p.order_id).str(), &where);
-        if (!st.ok()) {
-          return Corruption(fmt::format("history store: pending order {} is not open", p.order_id));
-        }
-        auto row = GetOrder(snap, static_cast<uint32_t>(ReadBig(where, 0, 4)),
-                            static_cast<uint16_t>(ReadBig(where, 4, 2)), p.order_id);
-        if (!row.ok()) return row.status();
-        if (!row->has_value()) {
-          return Corruption(fmt::format("history store: pending order {} has no row", p.order_id));
-        }
-        auto cells = Decode<OrderTuple>(Encode(Values(**row)), "order");
-        if (!cells.ok()) return cells.status();
-        it = orders.emplace(p.order_id, std::make_pair(**row, std::move(*cells))).first;
-      }
-      it->second.second.SetInt(kOrderTimeCol, p.time_ns);
-      it->second.second.SetInt(kOrderCreatedCol, Signed(p.created_seq));
-    }
-    for (auto& [id, entry] : orders) {
-      const OrderRecord& o = entry.first.order;
-      const uint32_t account = Raw(o.terms.account);
-      const uint16_t market = Raw(o.terms.market);
-      wb->Put(Key(kOrder).U32(account).U16(market).U64(id).slice(), entry.second.Encoded());
       if (IsOpen(o.status)) {
         wb->Put(Key(kOpenOrder).U64(id).slice(),
                 Key(kOpenOrder).U32(account).U16(market).str().substr(1));
-      } else {
+      } else if (!placed_now) {
         wb->Delete(Key(kOpenOrder).U64(id).slice());
       }
+      written.push_back(id);
+    }
+    // A list's pending order placed in this batch is among the rows above
+    // (the builder touches it when it places it); one that is not is read
+    // back and given its placing time and command.
+    for (const PendingPlacedRow& p : b.pending_placed) {
+      if (std::find(written.begin(), written.end(), p.order_id) != written.end()) continue;
+      std::string where;
+      Status st = Get(snap, Key(kOpenOrder).U64(p.order_id).str(), &where);
+      if (!st.ok()) {
+        return Corruption(fmt::format("history store: pending order {} is not open", p.order_id));
+      }
+      auto row = GetOrder(snap, static_cast<uint32_t>(ReadBig(where, 0, 4)),
+                          static_cast<uint16_t>(ReadBig(where, 4, 2)), p.order_id);
+      if (!row.ok()) return row.status();
+      if (!row->has_value()) {
+        return Corruption(fmt::format("history store: pending order {} has no row", p.order_id));
+      }
+      OrderRow placed = **row;
+      placed.order.time_ns = p.time_ns;
+      placed.created_seq = p.created_seq;
+      wb->Put(Key(kOrder)
+                  .U32(Raw(placed.order.terms.account))
+                  .U16(Raw(placed.order.terms.market))
+                  .U64(p.order_id)
+                  .slice(),
+              Encode(Values(placed)));
     }
     for (const ListRow& r : b.lists) {
       const ListRecord& l = r.list;
       const uint32_t account = Raw(l.account);
-      auto cells = Decode<ListTuple>(Encode(Values(r)), "order list");
-      if (!cells.ok()) return cells.status();
-      std::string stored;
-      Status st = Get(snap, Key(kList).U32(account).U64(l.id).str(), &stored);
-      if (st.ok()) {
-        auto old = Decode<ListTuple>(stored, "order list");
-        if (!old.ok()) return old.status();
-        for (int c : kListMutable) {
-          if (old->is_text[static_cast<std::size_t>(c)]) {
-            old->SetText(c, cells->Text(c));
-          } else {
-            old->SetInt(c, cells->Int(c));
-          }
-        }
-        cells = std::move(old);
-      } else if (st.code() == StatusCode::kNotFound) {
+      wb->Put(Key(kList).U32(account).U64(l.id).slice(), Encode(Values(r)));
+      if (r.created_seq >= b.first_seq) {
         wb->Put(Key(kListClient).U32(account).Text(l.list_client_order_id.view()).U64(l.id).slice(),
                 "");
-      } else {
-        return st;
       }
-      wb->Put(Key(kList).U32(account).U64(l.id).slice(), cells->Encoded());
       if (l.status == ListStatus::kExecuting) {
         wb->Put(Key(kOpenList).U64(l.id).slice(), Key(kOpenList).U32(account).str().substr(1));
       } else {
