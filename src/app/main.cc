@@ -570,14 +570,10 @@ int Serve(const mb::app::Config& cfg, const std::string& source, bool recover_on
       mb::log::Error("history", "the markets' history: " + markets.status().message());
       return;
     }
-    auto open = history_store->get()->OpenOrders();
-    if (!open.ok()) {
-      mb::log::Error("history", "the open orders: " + open.status().message());
-      return;
-    }
     std::vector<mb::marketdata::OrderRecord> orders;
-    orders.reserve(open->size());
-    for (const mb::projection::OrderRow& r : *open) orders.push_back(r.order);
+    for (const mb::projection::OrderRow& r : history_projector.OpenOrders()) {
+      orders.push_back(r.order);
+    }
     (*gw)->SeedMarketHistory(*markets, orders);
     mb::log::Info("history", fmt::format("at sequence {}: {} markets' trades and candles",
                                          history_projector.applied_seq(), markets->size()));

@@ -100,8 +100,11 @@ Status Projector::Init() {
   tail_ = std::make_unique<journal::JournalTail>(data_dir_, config_hash_, state_.applied_seq + 1,
                                                  options_.file_system);
   applied_.store(state_.applied_seq, std::memory_order_release);
+  initialized_ = true;
   return Status::Ok();
 }
+
+std::vector<OrderRow> Projector::OpenOrders() const { return builder_.OpenOrders(); }
 
 Result<std::size_t> Projector::RunOnce(uint64_t limit_seq) { return RunBatch(limit_seq, false); }
 
@@ -216,7 +219,9 @@ std::string Projector::Start(uint64_t durable_seq) {
     stop_ = false;
     if (durable_seq > applied_seq()) notes_.emplace_back(durable_seq, clock_.steady_ns());
   }
-  ready_ = false;
+  // Init() already run by the caller (and nothing applied since) stands: the
+  // thread goes on from it instead of reading the store's open orders again.
+  ready_ = initialized_;
   retry_at_ns_ = 0;
   return runner_.Start();
 }

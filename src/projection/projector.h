@@ -121,8 +121,12 @@ class Projector final : private concurrency::Agent {
   // those after it are learned from the records). Before Init() or Start().
   void Adopt(const engine::EngineConfig& grown);
   // Loads the store's state, checks it against the journal, seeds the open
-  // orders. Called by Start(); offline callers call it first.
+  // orders. Called by Start() unless the caller did first; offline callers
+  // call it first.
   Status Init();
+  // The open orders as Init() seeded them (and batches since kept them):
+  // before Start() only.
+  std::vector<OrderRow> OpenOrders() const;
   // Applies one batch of the records in (applied, limit_seq]; returns how many
   // records it applied (0: nothing to do).
   Result<std::size_t> RunOnce(uint64_t limit_seq = journal::JournalTail::kEverything);
@@ -195,7 +199,10 @@ class Projector final : private concurrency::Agent {
   // ceiling. Projector thread only.
   std::size_t catchup_cap_ = 0;
   // The live thread's own state.
-  bool ready_ = false;       // Init() succeeded since the last store error
+  bool ready_ = false;  // Init() succeeded since the last store error
+  // Init() ran before Start() (offline callers, or a caller that caught up
+  // first): the live thread starts from that state.
+  bool initialized_ = false;
   int64_t retry_at_ns_ = 0;  // steady time before which a failed store is not tried again
   concurrency::AgentRunner runner_{this, options_.stage};  // Wake() before Start() is harmless
 };

@@ -77,6 +77,15 @@ void RowBuilder::Candles(const TradeRecord& t) {
   }
 }
 
+std::vector<OrderRow> RowBuilder::OpenOrders() const {
+  std::vector<OrderRow> out;
+  out.reserve(open_.size());
+  for (const auto& [id, row] : open_) out.push_back(row);
+  std::sort(out.begin(), out.end(),
+            [](const OrderRow& a, const OrderRow& b) { return Raw(a.order.id) < Raw(b.order.id); });
+  return out;
+}
+
 uint64_t RowBuilder::ListOf(OrderId id) const {
   auto it = list_of_.find(Raw(id));
   return it == list_of_.end() ? 0 : it->second;

@@ -216,6 +216,8 @@ class RowBuilder {
   void Finish(RowBatch* batch);
 
   std::size_t open_orders() const noexcept { return open_.size(); }
+  // The open orders (pending ones included), by id.
+  std::vector<OrderRow> OpenOrders() const;
   std::size_t open_lists() const noexcept { return lists_.size(); }
 
  private:
