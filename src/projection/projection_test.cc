@@ -41,6 +41,14 @@
 #include "workload/engine_workload.h"
 #include "workload/random_commands.h"
 
+// The kill test forks a child that projects while the parent is killed at
+// random points. RocksDB's background thread pool lives for the process, so
+// once a history-store case has run the parent has threads when it forks;
+// ThreadSanitizer's default is to stop a child that starts threads after
+// such a fork. The child here only projects and exits; it shares nothing
+// with the parent's threads.
+extern "C" const char* __tsan_default_options() { return "die_after_fork=0"; }
+
 namespace mb::projection {
 namespace {
 
@@ -769,6 +777,12 @@ TEST_P(StoreTest, AStoreOfADivergedJournalIsBuiltAgainWhenAsked) {
 // Kills the projector (a child process) at random points; each restart
 // resumes from the committed sequence. The result equals a rebuild.
 TEST_P(StoreTest, ExactlyOnceWhenTheProjectorIsKilledAtRandomPoints) {
+#if defined(__SANITIZE_THREAD__)
+  if (GetParam() == "rocksdb") {
+    GTEST_SKIP() << "the child forked here starts RocksDB's threads while the parent's exist; "
+                    "ThreadSanitizer cannot follow that (the ASan and release runs test it)";
+  }
+#endif
   JournalBuilder j(root_, 26);
   j.Run(6000);
   const StoreOptions o = NewStoreOptions("kill");
@@ -1975,6 +1989,8 @@ TEST(HistoryStoreTest, EveryQueryWithRandomParametersAgreesWithSqlAndTheReadSide
     }
   }
   EXPECT_GT(trades, 300u);
+  sql->reset();
+  rocks->reset();  // closed (its memtable flushed) before its directory goes
   fs::remove_all(root);
 }
 

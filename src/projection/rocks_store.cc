@@ -430,6 +430,10 @@ class RocksStore final : public Store {
           "missing); move it aside and run `matchbook history rebuild`",
           options_.path));
     }
+    // Made here: RocksDB reports a missing directory as an error before it
+    // makes it.
+    fs::create_directories(dir, ec);
+    if (ec) return IoError("history store " + options_.path + ": create: " + ec.message());
     rocksdb::Options o;
     o.create_if_missing = true;
     o.info_log = std::make_shared<StoreLogger>(options_.log);
