@@ -94,6 +94,12 @@ same_as_before() {  # same_as_before LABEL
   diff "$tmp/before" "$tmp/after" >"$tmp/diff" || fail "$1: $(head -20 "$tmp/diff")"
 }
 
+stop_serve() {
+  kill -TERM "$serve_pid"
+  wait "$serve_pid" 2>/dev/null || true
+  serve_pid=""
+}
+
 restart() {  # restart TERM|KILL
   kill -"$1" "$serve_pid"
   wait "$serve_pid" 2>/dev/null || true
@@ -106,9 +112,7 @@ for how in TERM KILL; do
   echo "market data and account history the same after SIG$how: ok"
 done
 
-kill -TERM "$serve_pid"
-wait "$serve_pid" 2>/dev/null || true
-serve_pid=""
+stop_serve
 "$mb" verify --history "$d" >"$tmp/vh.out" 2>&1 || fail "verify --history: $(cat "$tmp/vh.out")"
 grep -q "^history: ok" "$tmp/vh.out" || fail "verify --history: $(cat "$tmp/vh.out")"
 "$mb" history rebuild "$d" >"$tmp/rb.out" 2>&1 || fail "history rebuild: $(cat "$tmp/rb.out")"
@@ -130,9 +134,7 @@ echo "a damaged store is refused; rebuilt, it answers as before: ok"
 
 # A data directory from before the history store (no history/): serve
 # builds it from the journal at start, with the whole history.
-kill -TERM "$serve_pid"
-wait "$serve_pid" 2>/dev/null || true
-serve_pid=""
+stop_serve
 rm -rf "$d/history"
 start_serve "$mb" "$d" "$tmp/serve"
 same_as_before "a directory without a store"
@@ -140,9 +142,7 @@ echo "a data directory without a history store gets its whole history at start: 
 
 # Older trades than the read side keeps (recent_trades = 4 here): trades and
 # historicalTrades with fromId reach them in the history store.
-kill -TERM "$serve_pid"
-wait "$serve_pid" 2>/dev/null || true
-serve_pid=""
+stop_serve
 sed -e 's/^recent_trades = .*/recent_trades = 4/' "$(dirname "$0")/../config/matchbook.toml" \
   >"$tmp/small.toml"
 grep -q '^recent_trades = 4' "$tmp/small.toml" || fail "could not write the configuration"

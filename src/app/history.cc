@@ -211,24 +211,11 @@ std::vector<marketdata::TradeRow> TradeRows(const std::vector<projection::TradeR
   std::vector<marketdata::TradeRow> out;
   out.reserve(trades.size());
   for (const projection::TradeRecord& t : trades) {
-    marketdata::TradeRow row;
-    row.id = static_cast<TradeId>(t.trade_id);
-    row.market = static_cast<MarketId>(t.market);
-    row.price = Price{t.price};
-    row.qty = Qty{t.qty};
-    row.base_qty = Amount{t.base_qty};
-    row.notional = Amount{t.notional};
-    row.time_ns = t.time_ns;
-    const bool taker_buys = t.taker_side == engine::Side::kBuy;
-    row.buyer_is_maker = !taker_buys;
-    row.buy_order = static_cast<OrderId>(taker_buys ? t.taker_order_id : t.maker_order_id);
-    row.sell_order = static_cast<OrderId>(taker_buys ? t.maker_order_id : t.taker_order_id);
-    row.seq = static_cast<Sequence>(t.seq);
-    row.agg_id = row.id;
+    marketdata::TradeRow row = projection::ToTradeRow(t);
     if (!out.empty()) {
       const marketdata::TradeRow& prev = out.back();
       const OrderId prev_taker = prev.buyer_is_maker ? prev.sell_order : prev.buy_order;
-      const OrderId taker = taker_buys ? row.buy_order : row.sell_order;
+      const OrderId taker = row.buyer_is_maker ? row.sell_order : row.buy_order;
       if (prev_taker == taker && prev.price == row.price && prev.seq == row.seq) {
         row.agg_id = prev.agg_id;
       }

@@ -56,14 +56,26 @@ void RowBuilder::SeedCandles(std::span<const CandleRow> newest) {
   }
 }
 
-void RowBuilder::Candles(const TradeRecord& t) {
+marketdata::TradeRow ToTradeRow(const TradeRecord& t) {
   marketdata::TradeRow row;
   row.id = static_cast<TradeId>(t.trade_id);
+  row.market = static_cast<MarketId>(t.market);
   row.price = Price{t.price};
   row.qty = Qty{t.qty};
   row.base_qty = Amount{t.base_qty};
   row.notional = Amount{t.notional};
   row.time_ns = t.time_ns;
+  const bool taker_buys = t.taker_side == engine::Side::kBuy;
+  row.buyer_is_maker = !taker_buys;
+  row.buy_order = static_cast<OrderId>(taker_buys ? t.taker_order_id : t.maker_order_id);
+  row.sell_order = static_cast<OrderId>(taker_buys ? t.maker_order_id : t.taker_order_id);
+  row.seq = static_cast<Sequence>(t.seq);
+  row.agg_id = row.id;
+  return row;
+}
+
+void RowBuilder::Candles(const TradeRecord& t) {
+  const marketdata::TradeRow row = ToTradeRow(t);
   auto& series = candles_[t.market];
   for (std::size_t i = 0; i < marketdata::kKlineIntervals; ++i) {
     const auto interval = static_cast<uint8_t>(i);

@@ -164,6 +164,10 @@ struct TransferResolvedRow {
   friend bool operator==(const TransferResolvedRow&, const TransferResolvedRow&) = default;
 };
 
+// A trade row as the read side holds it (agg_id left to the caller: it
+// depends on the trades before it).
+marketdata::TradeRow ToTradeRow(const TradeRecord& t);
+
 // A market's candle of one interval as it stands after a batch (upserted by
 // market, interval and open time): what klines and the tickers are built
 // from after a restart. Only the history store keeps them.
