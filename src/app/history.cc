@@ -212,14 +212,7 @@ std::vector<marketdata::TradeRow> TradeRows(const std::vector<projection::TradeR
   out.reserve(trades.size());
   for (const projection::TradeRecord& t : trades) {
     marketdata::TradeRow row = projection::ToTradeRow(t);
-    if (!out.empty()) {
-      const marketdata::TradeRow& prev = out.back();
-      const OrderId prev_taker = prev.buyer_is_maker ? prev.sell_order : prev.buy_order;
-      const OrderId taker = row.buyer_is_maker ? row.sell_order : row.buy_order;
-      if (prev_taker == taker && prev.price == row.price && prev.seq == row.seq) {
-        row.agg_id = prev.agg_id;
-      }
-    }
+    if (!out.empty() && marketdata::SameAggregate(out.back(), row)) row.agg_id = out.back().agg_id;
     out.push_back(row);
   }
   return out;
@@ -252,11 +245,8 @@ Result<std::vector<marketdata::MarketHistory>> LoadMarketHistory(
     h.market = static_cast<MarketId>(market);
     h.trades = TradeRows(*trades);
     for (std::size_t i = 0; i < marketdata::kKlineIntervals; ++i) {
-      const bool minutes = i == static_cast<std::size_t>(marketdata::KlineInterval::k1m);
-      const std::size_t keep = minutes
-                                   ? std::max<std::size_t>(options.klines_per_interval,
-                                                           marketdata::kRollingWindowMaxMs / 60'000)
-                                   : options.klines_per_interval;
+      const std::size_t keep =
+          marketdata::ClosedCandlesKept(options, static_cast<marketdata::KlineInterval>(i));
       auto candles = store->Candles(market, static_cast<uint8_t>(i), keep + 1);
       if (!candles.ok()) return candles.status();
       h.candles[i] = std::move(*candles);

@@ -329,6 +329,17 @@ std::shared_ptr<const KlineHistory> KlineHistory::Append(const KlineHistory* his
   return out;
 }
 
+std::size_t ClosedCandlesKept(const ReadSideOptions& options, KlineInterval interval) noexcept {
+  return interval == KlineInterval::k1m ? std::max(options.klines_per_interval, kRollingMinutes)
+                                        : options.klines_per_interval;
+}
+
+bool SameAggregate(const TradeRow& prev, const TradeRow& row) noexcept {
+  const OrderId prev_taker = prev.buyer_is_maker ? prev.sell_order : prev.buy_order;
+  const OrderId taker = row.buyer_is_maker ? row.sell_order : row.buy_order;
+  return prev_taker == taker && prev.price == row.price && prev.seq == row.seq;
+}
+
 std::optional<Kline> AddToCandle(KlineInterval interval, const TradeRow& row, bool taker_buys,
                                  std::optional<Kline>* current) {
   const int64_t open = KlineOpenMs(interval, NsToMs(row.time_ns));
@@ -1359,12 +1370,8 @@ class ReadSide::Impl {
     // One taker's consecutive fills at one price are one aggregate trade. A
     // taker's fills are the events of one command, so of one batch.
     row.agg_id = row.id;
-    if (!m.batch_trades.empty()) {
-      const TradeRow& prev = m.batch_trades.back();
-      const OrderId prev_taker = prev.buyer_is_maker ? prev.sell_order : prev.buy_order;
-      if (prev_taker == t.taker_order_id && prev.price == t.price && prev.seq == seq_) {
-        row.agg_id = prev.agg_id;
-      }
+    if (!m.batch_trades.empty() && SameAggregate(m.batch_trades.back(), row)) {
+      row.agg_id = m.batch_trades.back().agg_id;
     }
     m.batch_trades.push_back(row);
     out_->trades.push_back(row);
@@ -1757,9 +1764,7 @@ class ReadSide::Impl {
   // ---- klines and trades -----------------------------------------------------
 
   std::size_t ClosedBound(std::size_t interval) const {
-    return interval == static_cast<std::size_t>(KlineInterval::k1m)
-               ? std::max(opts_.klines_per_interval, kRollingMinutes)
-               : opts_.klines_per_interval;
+    return ClosedCandlesKept(opts_, static_cast<KlineInterval>(interval));
   }
 
   void AddToKlines(MarketState& m, const TradeRow& row, Side taker_side) {

@@ -373,6 +373,14 @@ struct MarketHistory {
   std::array<std::vector<Kline>, kKlineIntervals> candles;
 };
 
+// How many closed candles of `interval` the read side keeps per market: 1m
+// keeps at least the rolling windows' 7 days.
+std::size_t ClosedCandlesKept(const ReadSideOptions& options, KlineInterval interval) noexcept;
+
+// Whether `row` continues `prev`'s aggregate trade: the same taker order's
+// next fill at the same price, in the same command.
+bool SameAggregate(const TradeRow& prev, const TradeRow& row) noexcept;
+
 class ReadSide {
  public:
   // REQUIRES: config validated (the exchange's configuration).

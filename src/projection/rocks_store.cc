@@ -171,8 +171,6 @@ struct Cells {
     is_text.push_back(true);
     texts.emplace_back(t);
   }
-  void SetInt(int c, int64_t v) { ints[at[static_cast<std::size_t>(c)]] = v; }
-  void SetText(int c, std::string_view t) { texts[at[static_cast<std::size_t>(c)]] = t; }
   std::size_t size() const { return at.size(); }
   // As a SQL dump shows the row: the columns joined by '|'.
   std::string Line() const {
@@ -186,17 +184,6 @@ struct Cells {
       }
     }
     return s;
-  }
-  std::string Encoded() const {
-    std::string out;
-    for (std::size_t c = 0; c < size(); ++c) {
-      if (is_text[c]) {
-        PutCell(&out, std::string_view(texts[at[c]]));
-      } else {
-        PutCell(&out, ints[at[c]]);
-      }
-    }
-    return out;
   }
 };
 
@@ -381,10 +368,10 @@ class StoreLogger final : public rocksdb::Logger {
 // from its predecessor's place instead of from the top of the list.
 class SortedBatch {
  public:
-  void Put(const rocksdb::Slice& key, const rocksdb::Slice& value) {
-    ops_.push_back(Op{key.ToString(), value.ToString(), false});
+  void Put(std::string key, std::string value) {
+    ops_.push_back(Op{std::move(key), std::move(value), false});
   }
-  void Delete(const rocksdb::Slice& key) { ops_.push_back(Op{key.ToString(), {}, true}); }
+  void Delete(std::string key) { ops_.push_back(Op{std::move(key), {}, true}); }
   // Later writes of one key stay after earlier ones (and win).
   void AppendTo(rocksdb::WriteBatch* wb) {
     std::stable_sort(ops_.begin(), ops_.end(),
@@ -589,8 +576,6 @@ class RocksStore final : public Store {
       failed_ = true;
       return FromRocks(s, "commit");
     }
-    commits_.fetch_add(1, std::memory_order_relaxed);
-    bytes_.fetch_add(wb.GetDataSize(), std::memory_order_relaxed);
     return Status::Ok();
   }
 
@@ -615,14 +600,14 @@ class RocksStore final : public Store {
     const std::string prefix = Key(kOrder).U32(q.account).U16(q.market).str();
     const std::string from = Key(kOrder).U32(q.account).U16(q.market).U64(q.from_id).str();
     const bool asc = Ascending(q);
-    Status st = ScanRange(snap, asc ? from : prefix, PrefixEnd(prefix), asc, asc ? "" : from,
-                          [&](std::string_view, std::string_view v) {
-                            auto cells = Decode<OrderTuple>(v, "order");
-                            if (!cells.ok()) return cells.status();
-                            OrderRecord o = ReadOrderRow(*cells, 0).order;
-                            if (o.time_ns >= lo && o.time_ns <= hi) out.push_back(o);
-                            return out.size() < q.limit ? Status::Ok() : Stop();
-                          });
+    Status st =
+        ScanRange(snap, from, PrefixEnd(prefix), asc, [&](std::string_view, std::string_view v) {
+          auto cells = Decode<OrderTuple>(v, "order");
+          if (!cells.ok()) return cells.status();
+          OrderRecord o = ReadOrderRow(*cells, 0).order;
+          if (o.time_ns >= lo && o.time_ns <= hi) out.push_back(o);
+          return out.size() < q.limit ? Status::Ok() : Stop();
+        });
     if (!st.ok()) return st;
     if (!asc) std::reverse(out.begin(), out.end());
     return out;
@@ -664,9 +649,8 @@ class RocksStore final : public Store {
     const std::string prefix = Key(kFill).U32(q.account).U16(q.market).str();
     const std::string from = Key(kFill).U32(q.account).U16(q.market).U64(q.from_id).str();
     std::vector<marketdata::Fill> out;
-    Status st = ScanRange(
-        snap, asc ? from : prefix, PrefixEnd(prefix), asc, asc ? "" : from,
-        [&](std::string_view k, std::string_view) {
+    Status st =
+        ScanRange(snap, from, PrefixEnd(prefix), asc, [&](std::string_view k, std::string_view) {
           const uint64_t trade_id = ReadBig(k, 7, 8);
           const bool maker = k[15] == 0;
           auto trade = GetTrade(snap, q.market, trade_id);
@@ -691,14 +675,14 @@ class RocksStore final : public Store {
     const std::string prefix = Key(kList).U32(q.account).str();
     const std::string from = Key(kList).U32(q.account).U64(q.from_id).str();
     std::vector<ListRecord> out;
-    Status st = ScanRange(snap, asc ? from : prefix, PrefixEnd(prefix), asc, asc ? "" : from,
-                          [&](std::string_view, std::string_view v) {
-                            auto cells = Decode<ListTuple>(v, "order list");
-                            if (!cells.ok()) return cells.status();
-                            ListRecord l = ReadListRow(*cells).list;
-                            if (l.time_ns >= lo && l.time_ns <= hi) out.push_back(l);
-                            return out.size() < q.limit ? Status::Ok() : Stop();
-                          });
+    Status st =
+        ScanRange(snap, from, PrefixEnd(prefix), asc, [&](std::string_view, std::string_view v) {
+          auto cells = Decode<ListTuple>(v, "order list");
+          if (!cells.ok()) return cells.status();
+          ListRecord l = ReadListRow(*cells).list;
+          if (l.time_ns >= lo && l.time_ns <= hi) out.push_back(l);
+          return out.size() < q.limit ? Status::Ok() : Stop();
+        });
     if (!st.ok()) return st;
     if (!asc) std::reverse(out.begin(), out.end());
     return out;
@@ -734,7 +718,7 @@ class RocksStore final : public Store {
     std::vector<LedgerRow> out;
     if (q.limit == 0) return out;
     Status st = ScanRange(snap, Key(kLedger).U32(q.account).U64(q.from_seq).str(),
-                          PrefixEnd(prefix), true, "", [&](std::string_view, std::string_view v) {
+                          PrefixEnd(prefix), true, [&](std::string_view, std::string_view v) {
                             auto lines = DecodeAll<LedgerTuple>(v, "ledger");
                             if (!lines.ok()) return lines.status();
                             for (const Cells& c : *lines) {
@@ -847,7 +831,7 @@ class RocksStore final : public Store {
     const std::string prefix = Key(kTrade).U16(market).str();
     const bool asc = from_id > 0;
     Status st = ScanRange(snap, asc ? Key(kTrade).U16(market).U64(from_id).str() : prefix,
-                          PrefixEnd(prefix), asc, "", [&](std::string_view, std::string_view v) {
+                          PrefixEnd(prefix), asc, [&](std::string_view, std::string_view v) {
                             auto cells = Decode<TradeTuple>(v, "trade");
                             if (!cells.ok()) return cells.status();
                             out.push_back(ReadTrade(*cells));
@@ -1001,14 +985,14 @@ class RocksStore final : public Store {
   // The status a scan's visitor returns to end the scan early.
   static Status Stop() { return Status(StatusCode::kOutOfRange, "stop"); }
 
-  // Visits the keys in [begin, end) ascending, or descending from below
-  // `end` down to `begin` (and, descending, only keys >= floor when given).
+  // Visits the keys in [begin, end), ascending or descending. (Keys are
+  // fixed-width after their prefix, so prefix + id 0 bounds the same keys as
+  // the prefix alone.)
   template <class F>
   Status ScanRange(const Snap& snap, const std::string& begin, const std::string& end, bool asc,
-                   const std::string& floor, F&& visit) {
+                   F&& visit) {
     rocksdb::ReadOptions ro = snap.Options();
-    const std::string lower = floor.empty() ? begin : std::max(begin, floor);
-    rocksdb::Slice lo(lower), hi(end);
+    rocksdb::Slice lo(begin), hi(end);
     ro.iterate_lower_bound = &lo;
     ro.iterate_upper_bound = &hi;
     ro.auto_prefix_mode = true;
@@ -1016,7 +1000,7 @@ class RocksStore final : public Store {
     if (asc) {
       it->Seek(lo);
     } else {
-      it->SeekForPrev(PrefixBefore(end));
+      it->SeekToLast();  // the last key below the upper bound
     }
     for (; it->Valid(); asc ? it->Next() : it->Prev()) {
       Status st = visit(std::string_view(it->key().data(), it->key().size()),
@@ -1030,12 +1014,8 @@ class RocksStore final : public Store {
   // Every key that begins with `prefix`, ascending or descending.
   template <class F>
   Status Scan(const Snap& snap, const std::string& prefix, bool asc, F&& visit) {
-    return ScanRange(snap, prefix, PrefixEnd(prefix), asc, "", std::forward<F>(visit));
+    return ScanRange(snap, prefix, PrefixEnd(prefix), asc, std::forward<F>(visit));
   }
-
-  // The greatest key below `end` SeekForPrev lands on (end itself excluded
-  // by the upper bound).
-  static std::string PrefixBefore(const std::string& end) { return end; }
 
   Status Get(const Snap& snap, const std::string& key, std::string* value) {
     rocksdb::Status s = db_->Get(snap.Options(), key, value);
@@ -1135,9 +1115,9 @@ class RocksStore final : public Store {
     // Order events (executionReports as the streams sent them) are not
     // kept: no history question asks for them (the SQL projection keeps them).
     for (const TradeRecord& r : b.trades) {
-      wb->Put(Key(kTrade).U16(r.market).U64(r.trade_id).slice(), Encode(Values(r)));
-      wb->Put(Key(kFill).U32(r.maker_account).U16(r.market).U64(r.trade_id).U8(0).slice(), "");
-      wb->Put(Key(kFill).U32(r.taker_account).U16(r.market).U64(r.trade_id).U8(1).slice(), "");
+      wb->Put(Key(kTrade).U16(r.market).U64(r.trade_id).str(), Encode(Values(r)));
+      wb->Put(Key(kFill).U32(r.maker_account).U16(r.market).U64(r.trade_id).U8(0).str(), "");
+      wb->Put(Key(kFill).U32(r.taker_account).U16(r.market).U64(r.trade_id).U8(1).str(), "");
     }
     // One value per account and record: its lines, in line order.
     {
@@ -1147,30 +1127,29 @@ class RocksStore final : public Store {
         std::apply([&](const auto&... c) { (PutCell(&v, c), ...); }, Values(r));
       }
       for (const auto& [key, v] : lines) {
-        wb->Put(Key(kLedger).U32(key.first).U64(key.second).slice(), v);
+        wb->Put(Key(kLedger).U32(key.first).U64(key.second).str(), v);
       }
     }
     for (const TransferRow& r : b.deposits) {
-      wb->Put(Key(kDeposit).U64(r.transfer_id).slice(), Encode(Values(r)));
-      wb->Put(Key(kDepositBy).U32(r.account).U64(r.transfer_id).slice(), "");
+      wb->Put(Key(kDeposit).U64(r.transfer_id).str(), Encode(Values(r)));
+      wb->Put(Key(kDepositBy).U32(r.account).U64(r.transfer_id).str(), "");
     }
     for (const TransferRow& r : b.withdrawals) {
-      wb->Put(Key(kWithdrawal).U64(r.transfer_id).slice(), Encode(Values(r)));
+      wb->Put(Key(kWithdrawal).U64(r.transfer_id).str(), Encode(Values(r)));
     }
     for (const TransferOutRow& r : b.transfers_out) {
-      wb->Put(Key(kTransferOut).U64(r.transfer_id).slice(), Encode(Values(r)));
-      wb->Put(Key(kTransferOutBy).U32(r.account).U64(r.transfer_id).slice(), "");
-      wb->Put(Key(kTransferRef).U32(r.account).Text(r.ref).U64(r.transfer_id).slice(), "");
+      wb->Put(Key(kTransferOut).U64(r.transfer_id).str(), Encode(Values(r)));
+      wb->Put(Key(kTransferOutBy).U32(r.account).U64(r.transfer_id).str(), "");
+      wb->Put(Key(kTransferRef).U32(r.account).Text(r.ref).U64(r.transfer_id).str(), "");
     }
     for (const TransferResolvedRow& r : b.transfers_resolved) {
-      wb->Put(Key(kResolved).U64(r.transfer_id).slice(), Encode(Values(r)));
+      wb->Put(Key(kResolved).U64(r.transfer_id).str(), Encode(Values(r)));
     }
     for (const CandleRow& r : b.candles) {
-      wb->Put(Key(kCandle).U16(r.market).U8(r.interval).I64(r.candle.open_time_ms).slice(),
+      wb->Put(Key(kCandle).U16(r.market).U8(r.interval).I64(r.candle.open_time_ms).str(),
               Encode(Values(r)));
     }
 
-    Snap snap(db_.get());
     // Orders and lists: the row builder holds each one whole as it stands
     // after the batch, so they are written as they are, without a read. An
     // order gets a client-id entry when it is placed and when an amend
@@ -1188,21 +1167,17 @@ class RocksStore final : public Store {
       const uint16_t market = Raw(o.terms.market);
       const uint64_t id = Raw(o.id);
       const bool placed_now = r.created_seq >= b.first_seq;
-      wb->Put(Key(kOrder).U32(account).U16(market).U64(id).slice(), Encode(Values(r)));
+      wb->Put(Key(kOrder).U32(account).U16(market).U64(id).str(), Encode(Values(r)));
       if (placed_now || std::find(renamed.begin(), renamed.end(), id) != renamed.end()) {
-        wb->Put(Key(kOrderClient)
-                    .U32(account)
-                    .U16(market)
-                    .Text(o.client_order_id.view())
-                    .U64(id)
-                    .slice(),
-                "");
+        wb->Put(
+            Key(kOrderClient).U32(account).U16(market).Text(o.client_order_id.view()).U64(id).str(),
+            "");
       }
       if (IsOpen(o.status)) {
-        wb->Put(Key(kOpenOrder).U64(id).slice(),
+        wb->Put(Key(kOpenOrder).U64(id).str(),
                 Key(kOpenOrder).U32(account).U16(market).str().substr(1));
       } else if (!placed_now) {
-        wb->Delete(Key(kOpenOrder).U64(id).slice());
+        wb->Delete(Key(kOpenOrder).U64(id).str());
       }
       written.push_back(id);
     }
@@ -1211,6 +1186,7 @@ class RocksStore final : public Store {
     // back and given its placing time and command.
     for (const PendingPlacedRow& p : b.pending_placed) {
       if (std::find(written.begin(), written.end(), p.order_id) != written.end()) continue;
+      Snap snap(db_.get());
       std::string where;
       Status st = Get(snap, Key(kOpenOrder).U64(p.order_id).str(), &where);
       if (!st.ok()) {
@@ -1229,24 +1205,24 @@ class RocksStore final : public Store {
                   .U32(Raw(placed.order.terms.account))
                   .U16(Raw(placed.order.terms.market))
                   .U64(p.order_id)
-                  .slice(),
+                  .str(),
               Encode(Values(placed)));
     }
     for (const ListRow& r : b.lists) {
       const ListRecord& l = r.list;
       const uint32_t account = Raw(l.account);
-      wb->Put(Key(kList).U32(account).U64(l.id).slice(), Encode(Values(r)));
+      wb->Put(Key(kList).U32(account).U64(l.id).str(), Encode(Values(r)));
       if (r.created_seq >= b.first_seq) {
-        wb->Put(Key(kListClient).U32(account).Text(l.list_client_order_id.view()).U64(l.id).slice(),
+        wb->Put(Key(kListClient).U32(account).Text(l.list_client_order_id.view()).U64(l.id).str(),
                 "");
       }
       if (l.status == ListStatus::kExecuting) {
-        wb->Put(Key(kOpenList).U64(l.id).slice(), Key(kOpenList).U32(account).str().substr(1));
+        wb->Put(Key(kOpenList).U64(l.id).str(), Key(kOpenList).U32(account).str().substr(1));
       } else {
-        wb->Delete(Key(kOpenList).U64(l.id).slice());
+        wb->Delete(Key(kOpenList).U64(l.id).str());
       }
     }
-    wb->Put(Key(kState).slice(), Encode(Values(state)));
+    wb->Put(Key(kState).str(), Encode(Values(state)));
     return Status::Ok();
   }
 
@@ -1257,7 +1233,6 @@ class RocksStore final : public Store {
   };
   std::unique_ptr<rocksdb::DB, DbCloser> db_;
   bool failed_ = false;  // writer thread: the last commit failed
-  std::atomic<uint64_t> commits_{0}, bytes_{0};
 };
 
 }  // namespace

@@ -85,8 +85,8 @@ void RowBuilder::Candles(const TradeRecord& t) {
       // Closed by this trade: its final state, a row of its own.
       closed_candles_.push_back(CandleRow{t.market, interval, *closed});
     }
-    touched_candles_.emplace_back(t.market, interval);
   }
+  touched_candles_.push_back(t.market);
 }
 
 std::vector<OrderRow> RowBuilder::OpenOrders() const {
@@ -458,9 +458,12 @@ void RowBuilder::Finish(RowBatch* batch) {
   std::sort(touched_candles_.begin(), touched_candles_.end());
   touched_candles_.erase(std::unique(touched_candles_.begin(), touched_candles_.end()),
                          touched_candles_.end());
-  for (const auto& [market, interval] : touched_candles_) {
-    const std::optional<marketdata::Kline>& k = candles_[market][interval];
-    if (k) batch->candles.push_back(CandleRow{market, interval, *k});
+  for (const uint16_t market : touched_candles_) {
+    const auto& series = candles_[market];
+    for (std::size_t i = 0; i < series.size(); ++i) {
+      if (series[i])
+        batch->candles.push_back(CandleRow{market, static_cast<uint8_t>(i), *series[i]});
+    }
   }
   touched_candles_.clear();
   for (uint64_t id : placed_pending_) {

@@ -261,7 +261,7 @@ class RowBuilder {
   // batch changed (written in Finish()).
   std::map<uint16_t, std::array<std::optional<marketdata::Kline>, marketdata::kKlineIntervals>>
       candles_;
-  std::vector<std::pair<uint16_t, uint8_t>> touched_candles_;
+  std::vector<uint16_t> touched_candles_;  // markets a trade of the batch changed
   std::vector<CandleRow> closed_candles_;
   std::unordered_map<uint64_t, OrderRow> open_;    // orders not yet closed
   std::unordered_map<uint64_t, OrderRow> parked_;  // written in Finish(), still open

@@ -13,9 +13,9 @@ std::string UpsertOrderSql() {
   // fixed columns (account, market, placing time) stay untouched. The client
   // order id changes when an amend gives the order a new one.
   constexpr std::string_view kMutable[] = {
-      "price",       "qty",         "executed_qty",  "cumulative_quote",
-      "remaining",   "status",      "expire_reason", "working",
-      "update_ns",   "updated_seq", "stop_price",    "trailing_delta",
+      "price",       "qty",         "executed_qty",   "cumulative_quote",
+      "remaining",   "status",      "expire_reason",  "working",
+      "update_ns",   "updated_seq", "stop_price",     "trailing_delta",
       "trailing_ns", "trigger_ns",  "client_order_id"};
   std::string sql = "INSERT INTO orders (" + std::string(kOrderColumns) + ") VALUES (?";
   for (std::size_t i = 1; i < kOrderColumnCount; ++i) sql += ", ?";
