@@ -170,6 +170,10 @@ mb::projection::ProjectorOptions HistoryProjectorOptions(const mb::app::Config& 
   po.rebuild_command = "matchbook history rebuild";
   po.stage.name = "mb-hist-writer";
   po.rebuild_when_diverged = true;
+  // A commit to the store is a memtable insert (no log, no sync), so a
+  // history reader waiting for it gets the batch at once instead of after
+  // the SQL projection's grace for more rows.
+  po.reader_batch_wait = std::chrono::milliseconds(0);
   return po;
 }
 
