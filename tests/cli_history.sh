@@ -140,19 +140,57 @@ start_serve "$mb" "$d" "$tmp/serve"
 same_as_before "a directory without a store"
 echo "a data directory without a history store gets its whole history at start: ok"
 
-# Older trades than the read side keeps (recent_trades = 4 here): trades and
-# historicalTrades with fromId reach them in the history store.
+# Older trades and candles than the read side keeps (recent_trades = 4 and
+# klines_per_interval = 1 here): trades and historicalTrades with fromId, and
+# klines reaching past the held candles, come from the history store. Three
+# more fills a second apart make three 1s candles.
+for i in 1 2 3; do
+  sleep 1.1
+  order "$b_key" "$b_secret" SELL "$((30200 + i))" 0.01 >/dev/null
+  order "$a_key" "$a_secret" BUY "$((30200 + i))" 0.01 >/dev/null
+done
+candles() {  # candles QUERY: the open times and trade counts of klines?QUERY
+  curl -sS --fail-with-body "$base/api/v3/klines?symbol=BTCUSDT&$1" |
+    python3 -c 'import json,sys; print(" ".join(f"{k[0]}:{k[8]}" for k in json.load(sys.stdin)))'
+}
+all_1s=$(candles "interval=1s&limit=1000")
+first_1s=${all_1s%%:*}
+[[ $(wc -w <<<"$all_1s") -ge 3 ]] || fail "expected at least three 1s candles: $all_1s"
+from_1s=$(candles "interval=1s&startTime=$first_1s&limit=2")
+aggs() {  # aggs QUERY: aggTrades?QUERY as "a:f-l:q" words
+  curl -sS --fail-with-body "$base/api/v3/aggTrades?symbol=BTCUSDT&$1" |
+    python3 -c 'import json,sys; print(" ".join("%s:%s-%s:%s" % (x["a"], x["f"], x["l"], x["q"]) for x in json.load(sys.stdin)))'
+}
+first_ms=$(curl -sS --fail-with-body "$base/api/v3/trades?symbol=BTCUSDT&fromId=1&limit=1" |
+  python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["time"])')
+agg_queries=("fromId=1&limit=1000" "fromId=4&limit=3" "startTime=$first_ms&limit=4"
+  "startTime=$first_ms&endTime=$((first_ms + 1))")
+agg_before=()
+for q in "${agg_queries[@]}"; do agg_before+=("$(aggs "$q")"); done
+[[ $(wc -w <<<"${agg_before[0]}") -ge 12 ]] || fail "aggTrades?fromId=1: ${agg_before[0]}"
 stop_serve
-sed -e 's/^recent_trades = .*/recent_trades = 4/' "$(dirname "$0")/../config/matchbook.toml" \
-  >"$tmp/small.toml"
-grep -q '^recent_trades = 4' "$tmp/small.toml" || fail "could not write the configuration"
+sed -e 's/^recent_trades = .*/recent_trades = 4/' \
+  -e 's/^klines_per_interval = .*/klines_per_interval = 1/' \
+  "$(dirname "$0")/../config/matchbook.toml" >"$tmp/small.toml"
+grep -q '^klines_per_interval = 1$' "$tmp/small.toml" || fail "could not write the configuration"
 start_serve "$mb" "$d" "$tmp/serve" --config "$tmp/small.toml"
+[[ "$(candles "interval=1s&limit=1000")" == "$all_1s" ]] ||
+  fail "klines 1s after a restart keeping one candle: $(candles "interval=1s&limit=1000"), before: $all_1s"
+[[ "$(candles "interval=1s&startTime=$first_1s&limit=2")" == "$from_1s" ]] ||
+  fail "klines 1s from the first candle: $(candles "interval=1s&startTime=$first_1s&limit=2"), before: $from_1s"
+echo "klines older than the read side keeps come from the store: ok"
+for i in "${!agg_queries[@]}"; do
+  got=$(aggs "${agg_queries[$i]}")
+  [[ "$got" == "${agg_before[$i]}" ]] ||
+    fail "aggTrades?${agg_queries[$i]} keeping 4 trades: $got, before: ${agg_before[$i]}"
+done
+echo "aggTrades older than the read side keeps come from the store: ok"
 recent=$(curl -sS --fail-with-body "$base/api/v3/trades?symbol=BTCUSDT" | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')
 [[ "$recent" == 4 ]] || fail "trades without fromId: $recent trades, the read side keeps 4"
 for p in historicalTrades trades; do
   n=$(curl -sS --fail-with-body "$base/api/v3/$p?symbol=BTCUSDT&fromId=1&limit=1000" |
     python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')
-  [[ "$n" == 12 ]] || fail "$p?fromId=1: $n trades, the store holds 12"
+  [[ "$n" == 15 ]] || fail "$p?fromId=1: $n trades, the store holds 15"
 done
 echo "trades older than the read side keeps come from the store: ok"
 

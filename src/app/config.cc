@@ -74,6 +74,7 @@ constexpr std::string_view kGatewayKeys[] = {"host",
                                              "admin_remote_plaintext",
                                              "trusted_replicas",
                                              "recent_trades",
+                                             "klines_per_interval",
                                              "history_orders",
                                              "history_trades",
                                              "retry_after_s"};
@@ -822,6 +823,8 @@ class Loader {
     }
     MB_RETURN_IF_ERROR(
         OptionalInt(t, "gateway", "recent_trades", 1, 1'000'000, &g->read_side.recent_trades));
+    MB_RETURN_IF_ERROR(OptionalInt(t, "gateway", "klines_per_interval", 1, 1'000'000,
+                                   &g->read_side.klines_per_interval));
     MB_RETURN_IF_ERROR(
         OptionalInt(t, "gateway", "history_orders", 1, 1'000'000, &g->read_side.history_orders));
     MB_RETURN_IF_ERROR(

@@ -229,6 +229,59 @@ Result<std::vector<marketdata::TradeRow>> ProjectionHistory::MarketTrades(Market
   return TradeRows(*trades);
 }
 
+Result<std::vector<marketdata::AggTrade>> ProjectionHistory::AggTrades(
+    MarketId market, uint64_t from_id, int64_t start_ms, int64_t end_ms, std::size_t limit) {
+  if (!store_->keeps_market_data()) return NotFound("this history keeps no market trades");
+  std::vector<marketdata::AggTrade> out;
+  if (limit == 0) return out;
+  uint64_t first = from_id;
+  if (first == 0) {
+    auto at = store_->FirstTradeFrom(Raw(market), start_ms * 1'000'000);
+    if (!at.ok()) return at.status();
+    if (*at == 0) return out;
+    first = *at;
+  }
+  // From the trade before: an aggregate that began before `first` is then
+  // seen whole, and left out.
+  constexpr std::size_t kPage = 1000;
+  std::vector<projection::TradeRecord> trades;
+  uint64_t next = first > 1 ? first - 1 : first;
+  bool newest = false;  // read up to the market's newest trade
+  while (!newest) {
+    auto page = store_->MarketTrades(Raw(market), next, kPage);
+    if (!page.ok()) return page.status();
+    trades.insert(trades.end(), page->begin(), page->end());
+    newest = page->size() < kPage;
+    if (newest) break;
+    next = page->back().trade_id + 1;
+    // Enough once past end_ms, or once `limit` whole aggregates follow the
+    // one `first` may continue: the last one read may go on in the next
+    // page, and is left out below (a command's fills share one time, so
+    // past end_ms it is out anyway).
+    if (end_ms != 0 && page->back().time_ns / 1'000'000 > end_ms) break;
+    if (marketdata::Aggregate(TradeRows(trades)).size() > limit + 1) break;
+  }
+  std::vector<marketdata::AggTrade> all = marketdata::Aggregate(TradeRows(trades));
+  if (!newest && !all.empty()) all.pop_back();
+  for (const marketdata::AggTrade& a : all) {
+    const int64_t ms = a.time_ns / 1'000'000;
+    if (Raw(a.id) < first || (start_ms != 0 && ms < start_ms) || (end_ms != 0 && ms > end_ms)) {
+      continue;
+    }
+    out.push_back(a);
+    if (out.size() == limit) break;
+  }
+  return out;
+}
+
+Result<std::vector<marketdata::Kline>> ProjectionHistory::Klines(MarketId market,
+                                                                 marketdata::KlineInterval interval,
+                                                                 int64_t start_ms, int64_t end_ms,
+                                                                 std::size_t limit) {
+  if (!store_->keeps_market_data()) return NotFound("this history keeps no candles");
+  return store_->Candles(Raw(market), static_cast<uint8_t>(interval), start_ms, end_ms, limit);
+}
+
 Result<std::vector<marketdata::MarketHistory>> LoadMarketHistory(
     projection::Store* store, const engine::EngineConfig& config,
     const marketdata::ReadSideOptions& options) {
@@ -247,7 +300,9 @@ Result<std::vector<marketdata::MarketHistory>> LoadMarketHistory(
     for (std::size_t i = 0; i < marketdata::kKlineIntervals; ++i) {
       const std::size_t keep =
           marketdata::ClosedCandlesKept(options, static_cast<marketdata::KlineInterval>(i));
-      auto candles = store->Candles(market, static_cast<uint8_t>(i), keep + 1);
+      // The open candle, the kept closed ones, and one older when there is
+      // one: the read side then knows older candles are in the store.
+      auto candles = store->Candles(market, static_cast<uint8_t>(i), 0, 0, keep + 2);
       if (!candles.ok()) return candles.status();
       h.candles[i] = std::move(*candles);
     }

@@ -53,6 +53,12 @@ class ProjectionHistory final : public gateway::History {
 
   Result<std::vector<marketdata::TradeRow>> MarketTrades(MarketId market, uint64_t from_id,
                                                          std::size_t limit) override;
+  Result<std::vector<marketdata::AggTrade>> AggTrades(MarketId market, uint64_t from_id,
+                                                      int64_t start_ms, int64_t end_ms,
+                                                      std::size_t limit) override;
+  Result<std::vector<marketdata::Kline>> Klines(MarketId market, marketdata::KlineInterval interval,
+                                                int64_t start_ms, int64_t end_ms,
+                                                std::size_t limit) override;
 
   uint64_t applied_seq() const noexcept override { return projector_->applied_seq(); }
   bool WaitApplied(uint64_t seq, std::chrono::milliseconds timeout) override {

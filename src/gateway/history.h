@@ -171,6 +171,29 @@ class History {
     return NotFound("this history keeps no market trades");
   }
 
+  // A market's aggregate trades with ids >= from_id and first-trade times in
+  // [start_ms, end_ms] (0: unbounded), the oldest `limit`, as
+  // MarketSnapshot::AggTrades builds them (aggTrades reaching past the read
+  // side's recent trades; from_id or start_ms is set). kNotFound: this
+  // history keeps no market trades.
+  virtual Result<std::vector<marketdata::AggTrade>> AggTrades(MarketId market, uint64_t from_id,
+                                                              int64_t start_ms, int64_t end_ms,
+                                                              std::size_t limit) {
+    (void)market, (void)from_id, (void)start_ms, (void)end_ms, (void)limit;
+    return NotFound("this history keeps no market trades");
+  }
+
+  // A market's candles of one interval (UTC) opening in [start_ms, end_ms]
+  // (0: unbounded), as MarketSnapshot::Klines selects them (klines reaching
+  // past the read side's candles). kNotFound: this history keeps no candles.
+  virtual Result<std::vector<marketdata::Kline>> Klines(MarketId market,
+                                                        marketdata::KlineInterval interval,
+                                                        int64_t start_ms, int64_t end_ms,
+                                                        std::size_t limit) {
+    (void)market, (void)interval, (void)start_ms, (void)end_ms, (void)limit;
+    return NotFound("this history keeps no candles");
+  }
+
   // The last journal sequence the answers include.
   virtual uint64_t applied_seq() const noexcept = 0;
   // Waits until applied_seq() >= seq; false on timeout.

@@ -143,8 +143,21 @@ std::optional<ApiError> Gateway::Impl::ParseHistory(const Ctx& c, std::string_vi
 void Gateway::Impl::AggTrades(Ctx& c) {
   HistoryQuery q;
   if (auto e = ParseHistory(c, "fromId", &q)) return Reply(c, *e);
-  const auto rows = Snap(q.market)->AggTrades(q.limit, q.from.value_or(0), q.start.value_or(0),
-                                              q.end.value_or(0));
+  const auto snap = Snap(q.market);
+  auto rows = snap->AggTrades(q.limit, q.from.value_or(0), q.start.value_or(0), q.end.value_or(0));
+  // From an id or a time at or before the oldest trade held: from the
+  // history store, which keeps every trade of the market.
+  if (history_ != nullptr && snap->TradesBeyondHeld(q.from.value_or(0), q.start.value_or(0))) {
+    return Defer(c, [this, q, held = std::move(rows)](HistoryJob& j) {
+      auto older = history_->AggTrades(q.market, q.from.value_or(0), q.start.value_or(0),
+                                       q.end.value_or(0), q.limit);
+      if (older.status().code() == StatusCode::kNotFound) {
+        return JobReply(j, 200, AggTradesJson(config_, held));
+      }
+      if (!older.ok()) return HistoryUnavailable(j, older.status());
+      JobReply(j, 200, AggTradesJson(config_, *older));
+    });
+  }
   Ok(c, AggTradesJson(config_, rows));
 }
 
@@ -162,7 +175,22 @@ void Gateway::Impl::Klines(Ctx& c) {
   if (auto e = c.params.GetInt("endTime", &end)) return Reply(c, *e);
   int32_t zone = 0;
   if (auto e = TimeZoneParam(c, &zone)) return Reply(c, *e);
-  const auto rows = Snap(m)->Klines(*interval, start.value_or(0), end.value_or(0), limit, zone);
+  const auto snap = Snap(m);
+  auto rows = snap->Klines(*interval, start.value_or(0), end.value_or(0), limit, zone);
+  // Older than the read side's candles: from the history store, which keeps
+  // every candle of the market.
+  if (history_ != nullptr &&
+      snap->KlinesBeyondHeld(*interval, start.value_or(0), end.value_or(0), limit, zone)) {
+    return Defer(c, [this, m, iv = *interval, start = start.value_or(0), end = end.value_or(0),
+                     limit, zone, held = std::move(rows)](HistoryJob& j) {
+      auto older = history_->Klines(m, iv, start, end, limit);
+      if (older.status().code() == StatusCode::kNotFound) {
+        return JobReply(j, 200, KlinesJson(config_, m, iv, held, zone));
+      }
+      if (!older.ok()) return HistoryUnavailable(j, older.status());
+      JobReply(j, 200, KlinesJson(config_, m, iv, *older, zone));
+    });
+  }
   Ok(c, KlinesJson(config_, m, *interval, rows, zone));
 }
 

@@ -320,6 +320,7 @@ std::shared_ptr<const KlineHistory> KlineHistory::Append(const KlineHistory* his
   }
   ++out->size_;
   while (out->size_ > std::max<std::size_t>(bound, 1)) {
+    out->truncated_ = true;
     --out->size_;
     if (++out->skip_ == kChunk) {
       out->chunks_.erase(out->chunks_.begin());
@@ -432,6 +433,15 @@ std::vector<TradeRow> MarketSnapshot::RecentTrades(std::size_t limit, uint64_t f
   return out;
 }
 
+bool MarketSnapshot::TradesBeyondHeld(uint64_t from_id, int64_t start_ms) const {
+  if (from_id == 0 && start_ms == 0) return false;
+  const TradeChunk* c = trades.get();
+  while (c != nullptr && c->older != nullptr) c = c->older.get();
+  if (c == nullptr || c->rows.empty()) return true;  // nothing held: all of it elsewhere
+  const TradeRow& oldest = c->rows.front();
+  return from_id != 0 ? from_id <= Raw(oldest.id) : start_ms <= NsToMs(oldest.time_ns);
+}
+
 std::vector<AggTrade> MarketSnapshot::AggTrades(std::size_t limit, uint64_t from_id,
                                                 int64_t start_ms, int64_t end_ms) const {
   if (limit == 0) return {};
@@ -494,6 +504,21 @@ std::vector<Kline> MarketSnapshot::Klines(KlineInterval interval, int64_t start_
   if (series.current && in(*series.current)) out.push_back(*series.current);
   Limit(&out, start_ms != 0, limit);
   return out;
+}
+
+bool MarketSnapshot::KlinesBeyondHeld(KlineInterval interval, int64_t start_ms, int64_t end_ms,
+                                      std::size_t limit, int32_t zone_min) const {
+  const auto k = static_cast<std::size_t>(interval);
+  if (k >= kKlineIntervals || limit == 0 || !ZoneAligned(interval, zone_min)) return false;
+  const KlineSeries& series = klines[k];
+  if (!series.closed || !series.closed->truncated() || series.closed->empty()) return false;
+  const KlineHistory& closed = *series.closed;
+  if (start_ms != 0) return start_ms < closed[0].open_time_ms;
+  // The newest `limit` up to end_ms: held ones are fewer than that.
+  const std::size_t held =
+      (end_ms == 0 ? closed.size() : closed.UpperBound(end_ms)) +
+      (series.current && (end_ms == 0 || series.current->open_time_ms <= end_ms) ? 1 : 0);
+  return held < limit;
 }
 
 std::optional<Kline> MarketSnapshot::Candle(KlineInterval interval, int64_t open_ms,
@@ -825,7 +850,9 @@ class ReadSide::Impl {
         if (c.empty()) continue;
         const std::size_t bound = ClosedBound(i);
         const std::size_t closed = c.size() - 1;
-        for (std::size_t k = closed - std::min(closed, bound); k < closed && bound > 0; ++k) {
+        // One more than the bound when the store had more: the series then
+        // knows it lacks older candles (KlineHistory::truncated).
+        for (std::size_t k = closed - std::min(closed, bound + 1); k < closed && bound > 0; ++k) {
           s.closed = KlineHistory::Append(s.closed.get(), c[k], bound);
         }
         s.current = c.back();

@@ -206,6 +206,8 @@ class KlineHistory {
   std::size_t LowerBound(int64_t open_ms) const noexcept;
   // Index of the first candle opening after open_ms (size() if none).
   std::size_t UpperBound(int64_t open_ms) const noexcept;
+  // Whether older candles of this series were dropped to the bound.
+  bool truncated() const noexcept { return truncated_; }
 
   // `history` (null: empty) with k appended, keeping the newest `bound` (> 0).
   static std::shared_ptr<const KlineHistory> Append(const KlineHistory* history, const Kline& k,
@@ -217,6 +219,7 @@ class KlineHistory {
   std::vector<std::shared_ptr<const std::vector<Kline>>> chunks_;
   std::size_t skip_ = 0;
   std::size_t size_ = 0;
+  bool truncated_ = false;
 };
 
 struct KlineSeries {
@@ -246,6 +249,10 @@ struct MarketSnapshot {
   // start_ms), otherwise the newest.
   std::vector<AggTrade> AggTrades(std::size_t limit, uint64_t from_id, int64_t start_ms,
                                   int64_t end_ms) const;
+  // Whether trades from from_id (or, without it, from start_ms) reach back
+  // to the oldest trade held or before it: older ones may be in a history
+  // store only (from_id and start_ms 0: the newest, always held).
+  bool TradesBeyondHeld(uint64_t from_id, int64_t start_ms) const;
   // Klines with open time in [start_ms, end_ms] (0 = unbounded), the open one
   // included, at most `limit`, oldest first (the newest `limit` when no start).
   // In a zone whose candles are not the UTC ones (ZoneAligned), they are
@@ -253,6 +260,10 @@ struct MarketSnapshot {
   // as far back as that series reaches.
   std::vector<Kline> Klines(KlineInterval interval, int64_t start_ms, int64_t end_ms,
                             std::size_t limit, int32_t zone_min = 0) const;
+  // Whether Klines() with these arguments would miss candles older than the
+  // held ones that the series no longer holds (UTC-aligned candles only).
+  bool KlinesBeyondHeld(KlineInterval interval, int64_t start_ms, int64_t end_ms, std::size_t limit,
+                        int32_t zone_min = 0) const;
   // The candle of `interval` in the zone opening at open_ms, if it traded
   // and is still held.
   std::optional<Kline> Candle(KlineInterval interval, int64_t open_ms, int32_t zone_min = 0) const;

@@ -1762,6 +1762,15 @@ TEST(ReadSideOptionsTest, ClosedKlinesAreBounded) {
   ASSERT_EQ(got.size(), 4u);
   EXPECT_EQ(got[0].open_time_ms, kDay0Ms + 2 * 3'600'000);
   EXPECT_EQ(got[3].open_time_ms, kDay0Ms + 5 * 3'600'000);
+  // What reaches past the kept candles is asked of the history store.
+  EXPECT_TRUE(snap->KlinesBeyondHeld(KlineInterval::k1h, kDay0Ms, 0, 100));
+  EXPECT_FALSE(snap->KlinesBeyondHeld(KlineInterval::k1h, kDay0Ms + 2 * 3'600'000, 0, 100));
+  EXPECT_TRUE(snap->KlinesBeyondHeld(KlineInterval::k1h, 0, 0, 5)) << "5 asked, 4 held";
+  EXPECT_FALSE(snap->KlinesBeyondHeld(KlineInterval::k1h, 0, 0, 4));
+  EXPECT_TRUE(snap->KlinesBeyondHeld(KlineInterval::k1h, 0, kDay0Ms + 3 * 3'600'000, 3));
+  EXPECT_FALSE(snap->KlinesBeyondHeld(KlineInterval::k1h, 0, kDay0Ms + 3 * 3'600'000, 2));
+  EXPECT_FALSE(snap->KlinesBeyondHeld(KlineInterval::k1d, kDay0Ms - 1, 0, 100))
+      << "one 1d candle: nothing was dropped";
   // 1m keeps a day of candles whatever the option says: the ticker needs them.
   EXPECT_EQ(snap->Klines(KlineInterval::k1m, 0, 0, 100).size(), 6u);
   EXPECT_EQ(snap->Ticker(kDay0Ms + 6 * 3'600'000).trades, 6u);

@@ -1968,12 +1968,25 @@ TEST(HistoryStoreTest, EveryQueryWithRandomParametersAgreesWithSqlAndTheReadSide
       ASSERT_TRUE(got.ok());
       ASSERT_FALSE(got->empty());
       EXPECT_EQ(got->front().trade_id, from);
+      // A time maps to the first trade at or after it.
+      for (std::size_t k = 0; k < want_trades.size(); k += 1 + want_trades.size() / 7) {
+        for (const int64_t t : {want_trades[k].time_ns - 1, want_trades[k].time_ns}) {
+          const auto first = std::find_if(want_trades.begin(), want_trades.end(),
+                                          [&](const auto& w) { return w.time_ns >= t; });
+          auto id = have.FirstTradeFrom(m, t);
+          ASSERT_TRUE(id.ok()) << id.status().message();
+          EXPECT_EQ(*id, Raw(first->id)) << "market " << m << " time " << t;
+        }
+      }
+      auto none = have.FirstTradeFrom(m, want_trades.back().time_ns + 1);
+      ASSERT_TRUE(none.ok());
+      EXPECT_EQ(*none, 0u);
     }
     trades += want_trades.size();
     for (std::size_t i = 0; i < marketdata::kKlineIntervals; ++i) {
       const auto interval = static_cast<marketdata::KlineInterval>(i);
       const auto want_k = snap->Klines(interval, 0, 0, 1 << 20);
-      auto got = have.Candles(m, static_cast<uint8_t>(i), 1 << 20);
+      auto got = have.Candles(m, static_cast<uint8_t>(i), 0, 0, 1 << 20);
       ASSERT_TRUE(got.ok());
       ASSERT_EQ(got->size(), want_k.size()) << "market " << m << " interval " << i;
       for (std::size_t k = 0; k < want_k.size(); ++k) {
@@ -1985,6 +1998,21 @@ TEST(HistoryStoreTest, EveryQueryWithRandomParametersAgreesWithSqlAndTheReadSide
                     a.trades == b.trades && a.first_trade == b.first_trade &&
                     a.last_trade == b.last_trade)
             << "market " << m << " interval " << i << " candle " << k;
+      }
+      // Ranges, as klines asks for them: the same candles as the read side's.
+      for (int r = 0; r < 20 && !want_k.empty(); ++r) {
+        const int64_t lo = want_k.front().open_time_ms - 1, hi = want_k.back().open_time_ms + 1;
+        const int64_t start = r % 3 == 0 ? 0 : lo + static_cast<int64_t>(r * (hi - lo) / 20);
+        const int64_t end = r % 4 == 0 ? 0 : start + static_cast<int64_t>((r + 1) * (hi - lo) / 30);
+        const std::size_t limit = std::size_t{1} + static_cast<std::size_t>(r * 7 % 23);
+        const auto want_r = snap->Klines(interval, start, end, limit);
+        auto got_r = have.Candles(m, static_cast<uint8_t>(i), start, end, limit);
+        ASSERT_TRUE(got_r.ok());
+        std::vector<int64_t> a, b;
+        for (const marketdata::Kline& k : want_r) a.push_back(k.open_time_ms);
+        for (const marketdata::Kline& k : *got_r) b.push_back(k.open_time_ms);
+        EXPECT_EQ(a, b) << "market " << m << " interval " << i << " start " << start << " end "
+                        << end << " limit " << limit;
       }
     }
   }

@@ -851,20 +851,66 @@ class RocksStore final : public Store {
     return out;
   }
 
+  Result<uint64_t> FirstTradeFrom(uint16_t market, int64_t time_ns) override {
+    Snap snap(db_.get());
+    const std::string prefix = Key(kTrade).U16(market).str();
+    // The first trade with an id >= id: its id and time (0, 0 when none).
+    auto first_from = [&](uint64_t id) -> Result<std::pair<uint64_t, int64_t>> {
+      std::pair<uint64_t, int64_t> got{0, 0};
+      Status st = ScanIds(snap, prefix, id, true, [&](std::string_view k, std::string_view v) {
+        auto trade = DecodeTrade(v);
+        if (!trade.ok()) return trade.status();
+        got = {ReadBig(k, prefix.size(), 8), trade->time_ns};
+        return Stop();
+      });
+      if (!st.ok()) return st;
+      return got;
+    };
+    // Trade times never go back as ids grow: the smallest id whose first
+    // trade is at or after time_ns, by halving [lo, hi].
+    uint64_t newest = 0;
+    MB_RETURN_IF_ERROR(ScanIds(snap, prefix, 0, false, [&](std::string_view k, std::string_view) {
+      newest = ReadBig(k, prefix.size(), 8);
+      return Stop();
+    }));
+    uint64_t lo = 0, hi = newest + 1;  // the answer's id is in [lo, hi]; hi: none
+    while (lo < hi) {
+      const uint64_t mid = lo + (hi - lo) / 2;
+      auto at = first_from(mid);
+      if (!at.ok()) return at.status();
+      if (at->first != 0 && at->second >= time_ns) {
+        hi = mid;
+      } else {
+        lo = mid + 1;
+      }
+    }
+    if (lo > newest) return uint64_t{0};
+    auto at = first_from(lo);
+    if (!at.ok()) return at.status();
+    return at->first;
+  }
+
   Result<std::vector<marketdata::Kline>> Candles(uint16_t market, uint8_t interval,
-                                                 std::size_t newest) override {
+                                                 int64_t start_ms, int64_t end_ms,
+                                                 std::size_t limit) override {
     Snap snap(db_.get());
     std::vector<marketdata::Kline> out;
-    if (newest == 0) return out;
-    Status st = Scan(snap, Key(kCandle).U16(market).U8(interval).str(), false,
-                     [&](std::string_view, std::string_view v) {
-                       auto cells = Decode<CandleTuple>(v, "candle");
-                       if (!cells.ok()) return cells.status();
-                       out.push_back(ReadCandle(*cells).candle);
-                       return out.size() < newest ? Status::Ok() : Stop();
-                     });
+    if (limit == 0) return out;
+    const std::string prefix = Key(kCandle).U16(market).U8(interval).str();
+    const std::string begin =
+        start_ms == 0 ? prefix : Key(kCandle).U16(market).U8(interval).I64(start_ms).str();
+    const std::string end = end_ms == 0
+                                ? PrefixEnd(prefix)
+                                : Key(kCandle).U16(market).U8(interval).I64(end_ms + 1).str();
+    const bool asc = start_ms != 0;
+    Status st = ScanRange(snap, begin, end, asc, [&](std::string_view, std::string_view v) {
+      auto cells = Decode<CandleTuple>(v, "candle");
+      if (!cells.ok()) return cells.status();
+      out.push_back(ReadCandle(*cells).candle);
+      return out.size() < limit ? Status::Ok() : Stop();
+    });
     if (!st.ok()) return st;
-    std::reverse(out.begin(), out.end());
+    if (!asc) std::reverse(out.begin(), out.end());
     return out;
   }
 

@@ -186,17 +186,25 @@ class Store {
                                                               std::string_view ref) = 0;
   virtual Result<ProjectorState> CommittedState() = 0;  // as a reader sees it
   // A market's trades by id: from_id > 0, the first `limit` with ids >=
-  // from_id; otherwise the newest `limit`; oldest first. And the newest
-  // `newest` candles of one interval, oldest first. Stores that do not keep
-  // market data (keeps_market_data()) answer kUnimplemented.
+  // from_id; otherwise the newest `limit`; oldest first. And the candles of
+  // one interval opening in [start_ms, end_ms] (0: unbounded): the first
+  // `limit` with a start, otherwise the newest `limit`; oldest first (the
+  // last may be the open one). Stores that do not keep market data
+  // (keeps_market_data()) answer kInvalidArgument.
   virtual Result<std::vector<TradeRecord>> MarketTrades(uint16_t market, uint64_t from_id,
                                                         std::size_t limit) {
     (void)market, (void)from_id, (void)limit;
     return InvalidArgument(std::string(backend()) + " keeps no market data");
   }
+  // The id of the market's first trade at or after time_ns; 0 when none.
+  virtual Result<uint64_t> FirstTradeFrom(uint16_t market, int64_t time_ns) {
+    (void)market, (void)time_ns;
+    return InvalidArgument(std::string(backend()) + " keeps no market data");
+  }
   virtual Result<std::vector<marketdata::Kline>> Candles(uint16_t market, uint8_t interval,
-                                                         std::size_t newest) {
-    (void)market, (void)interval, (void)newest;
+                                                         int64_t start_ms, int64_t end_ms,
+                                                         std::size_t limit) {
+    (void)market, (void)interval, (void)start_ms, (void)end_ms, (void)limit;
     return InvalidArgument(std::string(backend()) + " keeps no market data");
   }
   // Disk use and checkpoints; nullopt for a backend that does not report them
