@@ -9,7 +9,9 @@
 #     RESULT by the dead primary is on the new one with the same id and
 #     fills, the API keys work there at once, and a key revoked before the
 #     kill stays revoked; a market added at run time is served with its
-#     book; the time from kill to the first order accepted is printed
+#     book; the market's trades, aggregate trades and candles and an
+#     account's orders and fills are what the dead primary answered; the
+#     time from kill to the first order accepted is printed
 #   - the old primary restarted with --standby rejoins and follows; a
 #     standby paused while orders flow catches up
 #   - split brain: the primary frozen (SIGSTOP) past its lease, the standby
@@ -211,11 +213,28 @@ check_acked_on() {  # every acknowledged order on NAME, FILLED
   [[ "$r" == *'["120.50000000","2.000000000"]'* ]] || fail "the SOLUSDT book on $1: $r"
 }
 
+# What a failover must keep: the market's public history and an account's.
+histories() {  # histories NAME
+  use "$1"
+  local p
+  for p in "trades?symbol=BTCUSDT&limit=1000" "aggTrades?symbol=BTCUSDT&fromId=1&limit=1000" \
+    "klines?symbol=BTCUSDT&interval=1m" "klines?symbol=BTCUSDT&interval=1d"; do
+    echo "== $p"
+    curl -sS --fail-with-body "$base/api/v3/$p" || fail "$p on $1"
+    echo
+  done
+  echo "== allOrders"
+  signed GET /api/v3/allOrders "$key1" "$sec1" "symbol=BTCUSDT&limit=1000" || fail "allOrders on $1"
+  echo "== myTrades"
+  signed GET /api/v3/myTrades "$key1" "$sec1" "symbol=BTCUSDT&limit=1000" || fail "myTrades on $1"
+}
+
 primary=a
 standby=b
 promotions=()
 for k in $(seq "$kills"); do
   trade_on "$primary" 5
+  histories "$primary" >"$dir/before.$k"
   t0=$(now_ms)
   kill -9 "${pids[$primary]}"
   wait "${pids[$primary]}" 2>/dev/null || true
@@ -232,6 +251,9 @@ for k in $(seq "$kills"); do
   echo "kill $k: $primary killed, $standby accepted an order $((t1 - t0)) ms later"
   [ "$(role_of "$standby")" = primary ] || fail "$standby does not say primary after taking over"
   check_acked_on "$standby"
+  histories "$standby" >"$dir/after.$k"
+  diff "$dir/before.$k" "$dir/after.$k" >"$dir/histories.diff" ||
+    fail "market and account history differ after the failover: $(head -c 600 "$dir/histories.diff")"
   # The old primary rejoins as a standby.
   start "$primary" --standby
   wait_line "$primary" standby
