@@ -402,6 +402,12 @@ void Gateway::Impl::Dispatch(Ctx& c, const Route& r, const std::optional<ApiErro
       c.params.Set(name, std::to_string(TimestampToMillis(*t)));
     }
   }
+  // A server that may not take orders (its lease lapsed by its own clock,
+  // fenced, handing over) says so before anything else: the answer must not
+  // depend on whether its lease thread has noticed yet.
+  if (route->counts_order && exchange_ != nullptr && !exchange_->IntakeRefusal().empty()) {
+    return Busy(c.respond, c.version, c.keep_alive, c.meta, exchange::SubmitResult::kRefusing);
+  }
   if (route->security != Security::kNone) {
     if (!authenticated) {
       if (auto e =
