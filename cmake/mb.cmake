@@ -1,4 +1,4 @@
-# Module helpers: one directory, one library, one job (see STYLE.md).
+# Module helpers: one directory, one library, one job (docs/style.md).
 
 add_library(mb_warnings INTERFACE)
 target_compile_options(mb_warnings INTERFACE

@@ -1,7 +1,7 @@
-// Crash recovery under load (DESIGN.md §3). tests/crash_child.cc runs the
-// pipeline on a data directory under continuous load and is killed with
-// SIGKILL at a random moment, then restarted on the same directory, again and
-// again. After every kill this test checks the directory (read-only):
+// Crash recovery under load (docs/architecture.md, "Events, journal, recovery").
+// tests/crash_child.cc runs the pipeline on a data directory under continuous load and is killed
+// with SIGKILL at a random moment, then restarted on the same directory, again and again. After
+// every kill this test checks the directory (read-only):
 //
 //  1. every command a child reported durable ("D seq hash", from OnDone) is in
 //     the journal with the same outcome (the xxh3 of its encoded events),

@@ -1,9 +1,9 @@
 // Property test: the real engine (engine::Engine) and the reference engine
 // (tests/reference_engine.*) run the same seeded random command stream and must
 // emit identical events, command by command, while every invariant of
-// DESIGN.md §2 holds after each command; a journal replay, a snapshot restore
-// and a second run all reproduce the live engine; the ledger view of the
-// events reproduces every balance.
+// docs/architecture.md ("The domain's invariants") holds after each command; a journal replay, a
+// snapshot restore and a second run all reproduce the live engine; the ledger view of the events
+// reproduces every balance.
 //
 //   MB_SEED=<n>                 seed of the command stream (default kDefaultSeed)
 //   MB_PROPERTY_COMMANDS=<n>    stream length (default 100000)
@@ -1677,7 +1677,7 @@ bool SameOrder(const engine::OrderView& a, const engine::OrderView& b) {
          std::tie(b.id, b.terms, b.remaining, b.locked, b.created_ns);
 }
 
-// The invariants of DESIGN.md §2 on the real engine, re-checked from its
+// The invariants of docs/architecture.md on the real engine, re-checked from its
 // queries, and its state against the reference's. `deep` adds the books order
 // by order. Returns "" when all hold.
 std::string CheckState(const Engine& real, const ReferenceEngine& ref, bool deep) {

@@ -12,8 +12,8 @@
 //
 // This is a part of Engine (engine/engine.h): decide checks balances and ids
 // here, evolve moves the funds. Nothing here checks a balance's sign; evolve
-// checks what DESIGN.md §2 requires after each move (MB_CHECK) and
-// CheckInvariants() checks the totals.
+// checks what docs/architecture.md ("The domain's invariants") requires after each move (MB_CHECK)
+// and CheckInvariants() checks the totals.
 //
 // Thread safety: none; owned by the engine thread, like the Engine holding it.
 #pragma once

@@ -109,7 +109,7 @@ class Engine {
   // a market is added (AddAsset, AddMarket): the image carries those.
   uint64_t ConfigHash() const;
 
-  // Checks DESIGN.md §2 invariants: conservation per asset, no negative
+  // Checks the invariants of docs/architecture.md: conservation per asset, no negative
   // balance, locked == what open orders can spend, no over-fill, books not
   // crossed, level totals consistent. Returns the first violation.
   Status CheckInvariants() const;

@@ -1,4 +1,5 @@
-// The engine's invariants (DESIGN.md §2), checked from the live structures.
+// The engine's invariants (docs/architecture.md, "The domain's invariants"), checked from the live
+// structures.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>

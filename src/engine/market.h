@@ -53,7 +53,8 @@ inline AssetId SpendAsset(const MarketSpec& m, Side side) noexcept {
   return side == Side::kBuy ? m.quote : m.base;
 }
 
-// What a client order id already in use means to a new order (DESIGN.md §2).
+// What a client order id already in use means to a new order
+// (docs/architecture.md, "The domain").
 enum class ClientOrderIds : uint8_t {
   // Binance's rule: unique among the account's open orders. A new order with
   // the id of an open one is refused (kDuplicateClientOrderId); the id of a

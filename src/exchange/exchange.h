@@ -76,7 +76,7 @@ struct StageTimes {
 
 // What happened to one submitted command.
 struct Outcome {
-  // kOk: sequenced and durable. Otherwise refused before the engine saw it
+  // kDurable: sequenced and durable. Otherwise refused before the engine saw it
   // (kRefusing: the journal is failing; kClosed: shut down); seq is 0 then.
   enum class State : uint8_t { kDurable, kRefusing, kClosed, kNotDurable } state = State::kDurable;
   Sequence seq{};

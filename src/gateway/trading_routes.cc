@@ -101,7 +101,7 @@ bool Gateway::Impl::idempotent() const {
 // A rejected order's answer: -2010 with the reason (a client order id of an
 // open order: "Duplicate order sent.", as on Binance). Under the idempotent
 // rule a re-submitted client order id is answered with the first order's
-// current state instead (DESIGN.md §2).
+// current state instead (docs/architecture.md, "The domain").
 void Gateway::Impl::AnswerReject(Pending& p, const engine::PlaceOrder& place,
                                  const engine::Rejected& r, RespType resp,
                                  const std::function<void(Pending&, std::string)>& done,
