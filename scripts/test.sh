@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds and runs every test, then prints how long each phase took.
 #
+#   format   clang-format --dry-run -Werror over every tracked C++ file
 #   asan     the suite in a Debug build (assertions on, -Werror) under
 #            AddressSanitizer + UBSan: the warnings check, the memory check
 #            and the unit tests in one build (the tests' own sources
@@ -124,7 +125,7 @@ if [ "$quick" = 1 ]; then
   exit 0
 fi
 
-phases=${MB_TEST_PHASES:-asan tsa e2e release tsan fuzz}
+phases=${MB_TEST_PHASES:-format asan tsa e2e release tsan fuzz}
 want() { [[ " $phases " == *" $1 "* ]]; }
 
 # The release phase's tests are chosen from ctest's own list (before the
@@ -232,6 +233,14 @@ wait_background_build() {
   phase_names+=("$p build (background)")
   phase_secs+=("$(cat "build/$p/background-build.done")")
 }
+
+# Every tracked C++ file as .clang-format lays it out (seconds; first, so a
+# badly formatted change fails before anything is built).
+if want format; then
+  begin "format" "clang-format --dry-run -Werror on every C++ file"
+  git ls-files -z '*.cc' '*.h' | xargs -0 clang-format --dry-run -Werror
+  end
+fi
 
 if want asan; then
   begin "asan build" "configure and build"

@@ -9,8 +9,8 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <iostream>
 #include <filesystem>
+#include <iostream>
 #include <thread>
 
 #include "engine/engine.h"
@@ -30,8 +30,8 @@ uint64_t FileBytes(const fs::path& p) {
 
 fs::path TestDir() {
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  fs::path p = fs::temp_directory_path() / ("mb_sqlite_wal_" + std::string(info->name()) + "_" +
-                                            std::to_string(getpid()));
+  fs::path p = fs::temp_directory_path() /
+               ("mb_sqlite_wal_" + std::string(info->name()) + "_" + std::to_string(getpid()));
   fs::remove_all(p);
   fs::create_directories(p);
   return p;
