@@ -1,5 +1,7 @@
 #include "app/history.h"
 
+#include <algorithm>
+#include <limits>
 #include <string>
 #include <utility>
 
@@ -236,7 +238,10 @@ Result<std::vector<marketdata::AggTrade>> ProjectionHistory::AggTrades(
   if (limit == 0) return out;
   uint64_t first = from_id;
   if (first == 0) {
-    auto at = store_->FirstTradeFrom(Raw(market), start_ms * 1'000'000);
+    // In ns, within int64 (a startTime before 1970 is the first trade's).
+    constexpr int64_t kMaxMs = std::numeric_limits<int64_t>::max() / 1'000'000;
+    const int64_t start_ns = std::clamp<int64_t>(start_ms, 0, kMaxMs) * 1'000'000;
+    auto at = store_->FirstTradeFrom(Raw(market), start_ns);
     if (!at.ok()) return at.status();
     if (*at == 0) return out;
     first = *at;
