@@ -2,7 +2,7 @@
 # Power cuts of `matchbook serve`: its data directory on ext4 on a loop device,
 # the device's backing file copied while serve is stopped and no write is in
 # flight, each copy recovered and checked against every acknowledged answer
-# (scripts/power_cut.py says how; README and docs/pipeline.md what it shows).
+# (scripts/power_cut.py says how; docs/testing.md and docs/pipeline.md what it shows).
 #
 #   scripts/power_cut.sh N [--out DIR] [--seed S] [--keep-images] [--fsync POLICY]
 #                        [--image-mb MB] [--prefill-events N [--prefill-via fill|load]

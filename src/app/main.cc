@@ -6,6 +6,14 @@
 //       recover the exchange from its data directory, then serve the Binance-compatible
 //       REST + WebSocket API and the operator API on one port until SIGINT / SIGTERM
 //       (then: stop intake, drain, snapshot)
+//   matchbook serve --nats URL[,URL...] --standby [--ack local|replicated]
+//       a hot standby: copy the primary's journal from the bus, take over when
+//       its lease expires (app/standby.h, docs/failover.md)
+//   matchbook replica --nats URL --bus-verify-key KEY [--primary URL]
+//       a read replica: boot from a snapshot on the bus, follow the stream, serve
+//       public market data, forward private calls (app/replica.h)
+//   matchbook secrets scrub | rotate-master-key ...   rewrite sealed secrets offline
+//       (app/secrets.h, docs/security.md)
 //   matchbook demo   [--config FILE] [--data-dir DIR]
 //       run a scripted trading session and print every event; with --data-dir also
 //       through the pipeline into a new data directory
@@ -16,7 +24,7 @@
 //   matchbook journal archive [DIR]    apply [journal] retention now (offline)
 //   matchbook verify [DIR]             replay the journal from scratch, check invariants and
 //                                      every snapshot against the replay (read-only)
-//   matchbook verify --projection [DIR]   compare the history projection with a replay of the
+//   matchbook verify --projection [DIR]   compare the SQL projection with a replay of the
 //                                      journal (counts, balances, every row)
 //   matchbook verify --history [DIR]   compare the history store with a replay of the journal
 //   matchbook history rebuild [DIR]    empty the history store and build it from the journal
@@ -25,6 +33,7 @@
 //   matchbook backup --data-dir D --to DIR     a consistent copy, while serve runs or not
 //   matchbook restore --from DIR --data-dir NEW   check a backup and restore it (app/backup.h)
 //
+// Every command and flag: docs/cli.md.
 // Without --config the demo configuration compiled into the binary is used
 // (config/matchbook.toml at build time). DIR defaults to the configuration's
 // server.data_dir ("data").
