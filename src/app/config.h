@@ -1,65 +1,7 @@
 // Loads the engine configuration (assets, markets, sizing) from a TOML file.
-// The format is documented at the top of config/matchbook.toml; in short:
-//
-//   [engine]     max_accounts, fee_account, expected_open_orders, client_id_memory,
-//                client_order_id (optional: "binance" (default) | "idempotent")
-//   [[assets]]   symbol, scale                       (AssetId = position)
-//   [[markets]]  symbol, base, quote, tick_size, step_size, min_qty, max_qty,
-//                max_price, min_notional, maker_fee_bps, taker_fee_bps,
-//                status (optional, default "TRADING")  (MarketId = position)
-//
-// and the optional runtime tables (every key optional, defaults below):
-//
-//   [server]     data_dir ("data")
-//   [journal]    fsync ("fsync" | "interval:<ms>" | "none"), segment_mb (128)
-//   [snapshots]  every_events (10000000; 0 = never), every_seconds (3600; 0 = never),
-//                keep (3), zstd_level (1), on_shutdown (true)
-//   [threads]    inbound_capacity (65536, a power of two), max_batch (4096)
-//   [threads.engine], [threads.journal]
-//                wait ("back-off" | "yield" | "busy-spin"), spins (200), yields (20),
-//                park_us (1000), cpu (-1: unpinned), realtime (false), rt_priority (10)
-//   [gateway]    host ("127.0.0.1"), port (8080), io_threads (2), max_connections (10000),
-//                max_header_bytes (16384), max_body_bytes (1048576), read_timeout_ms (10000),
-//                idle_timeout_ms (120000), ws_max_message_bytes (65536),
-//                ws_send_queue_messages (4096), ws_send_queue_bytes (8388608),
-//                ws_write_interval_us (0; WebSocket write rounds per io thread at least
-//                this far apart),
-//                weight_per_minute (6000, per API key; 0 = unlimited),
-//                ip_weight_per_minute (12000), admin_remote (false), recent_trades (1000),
-//                history_orders (1000), history_trades (1000), retry_after_s (1)
-//   [history]    cache_mb (64: the history store's block cache; the store is
-//                <data_dir>/history), write_buffer_kb (16384: one memtable, at least 64)
-//   [projection] backend ("off" | "sqlite" | "postgres": a SQL read model beside the
-//                history store; off by default), path (sqlite file; "" =
-//   <data_dir>/projection.sqlite),
-//                url (postgres connection URL; "" = $MATCHBOOK_PG_URL), batch_events (1000),
-//                batch_wait_ms (50), catchup_batch_events (20000), wal_max_mb (64: the
-//                SQLite write-ahead log's ceiling, at least 4), cache_mb (64: SQLite's
-//                page cache)
-//   venue        (top-level key) the instance's name ("matchbook"): 1-32 of [A-Za-z0-9_-]
-//   [bus]        nats ("": no bus; a URL or a comma-separated list of a cluster's),
-//                stream ("MATCHBOOK_<venue>"), subject ("mb.<venue>.journal"),
-//                replicas (1; 3 for a cluster), max_mb (32768) and max_age_hours (168):
-//                the stream's limits, message_kb (256), linger_us (2000: a message not
-//                full waits this long for more records), timeout_ms (2000)
-//   [[venues]]   name, url ("http://HOST:PORT"), secret (>= 16 characters): the other
-//                venues this one sends transfers to and takes them from
-//   [transfers]  dispatch ("pipelined" | "sequential"), window (1024: transfers in
-//                flight per venue), batch (128: per call), retry_max_ms (5000),
-//                timeout_ms (5000), max_clock_skew_ms (10000: a venue call's timestamp)
-//   [[assets]]   also, optional: withdraw_fee ("0"), withdraw_min ("0"),
-//                deposit_enabled (true), withdraw_enabled (true)
-//   [[markets]]  also, optional: order_types (every type: ["LIMIT",
-//                "LIMIT_MAKER", "MARKET", "STOP_LOSS", "STOP_LOSS_LIMIT",
-//                "TAKE_PROFIT", "TAKE_PROFIT_LIMIT"]), trailing_delta (an inline
-//                table {min_above, max_above, min_below, max_below}: basis points
-//                1..9999, default 10..2000 both ways), max_num_algo_orders (5):
-//                the gateway's MarketRules (runtime.gateway.market_rules, by
-//                MarketId), not part of the engine's configuration or its hash
-//   [metrics]    remote (false: /metrics answers loopback peers only), port (0: no
-//                separate metrics port), flight_threshold_ms (50; 0 = no dumps),
-//                flight_window_ms (5000), flight_capacity (65536, a power of two),
-//                flight_keep (20), flight_max_age_hours (0 = no age limit)
+// The format — every table and key, with its default — is documented once,
+// at the top of config/matchbook.toml (tests/config_keys.py fails when a key
+// accepted here is missing there; docs/configuration.md explains the tables).
 //
 // Decimals are TOML strings parsed exactly (common/decimal.h); TOML floats are
 // refused. Every key is required except markets.status and
