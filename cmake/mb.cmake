@@ -31,6 +31,8 @@ function(mb_test)
     return()
   endif()
   add_executable(${T_NAME}_test ${T_SRCS})
+  # Test-only helpers live in tests/support/ ("support/engine_test_support.h").
+  target_include_directories(${T_NAME}_test PRIVATE ${PROJECT_SOURCE_DIR}/tests)
   target_link_libraries(${T_NAME}_test PRIVATE ${T_DEPS} GTest::gtest GTest::gtest_main mb_warnings)
   target_compile_definitions(${T_NAME}_test PRIVATE
     MB_SOURCE_DIR="${PROJECT_SOURCE_DIR}")

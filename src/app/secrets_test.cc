@@ -13,7 +13,7 @@
 
 #include "gateway/sealed_secret.h"
 #include "journal/archive.h"
-#include "journal/journal_test_support.h"
+#include "support/journal_test_support.h"
 
 namespace mb::app {
 namespace {

@@ -16,9 +16,9 @@
 #include <thread>
 #include <vector>
 
-#include "bus/nats_test_support.h"
 #include "bus/publisher.h"
-#include "journal/journal_test_support.h"
+#include "support/journal_test_support.h"
+#include "support/nats_test_support.h"
 
 namespace mb::bus {
 namespace {

@@ -18,11 +18,11 @@
 
 #include "bus/follower.h"
 #include "bus/nats.h"
-#include "bus/nats_test_support.h"
 #include "bus/signing.h"
 #include "bus/snapshots.h"
 #include "codec/codec.h"
-#include "journal/journal_test_support.h"
+#include "support/journal_test_support.h"
+#include "support/nats_test_support.h"
 
 namespace mb::bus {
 namespace {

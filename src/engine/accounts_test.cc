@@ -11,10 +11,10 @@
 
 #include "common/strong.h"
 #include "engine/engine.h"
-#include "engine/engine_test_support.h"
 #include "engine/event.h"
 #include "engine/image.h"
 #include "engine/types.h"
+#include "support/engine_test_support.h"
 
 namespace mb::engine {
 namespace {

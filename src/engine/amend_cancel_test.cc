@@ -9,9 +9,9 @@
 #include "common/strong.h"
 #include "engine/command.h"
 #include "engine/engine.h"
-#include "engine/engine_test_support.h"
 #include "engine/event.h"
 #include "engine/types.h"
+#include "support/engine_test_support.h"
 
 namespace mb::engine {
 namespace {

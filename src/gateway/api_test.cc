@@ -18,11 +18,11 @@
 
 #include "common/hmac.h"
 #include "engine/engine.h"
-#include "engine/engine_test_support.h"
 #include "gateway/api_error.h"
 #include "gateway/auth.h"
 #include "gateway/params.h"
 #include "gateway/rate_limit.h"
+#include "support/engine_test_support.h"
 
 namespace mb::gateway {
 namespace {

@@ -18,7 +18,7 @@
 #include "common/hmac.h"
 #include "engine/engine.h"
 #include "gateway/binance_json.h"
-#include "gateway/key_store_test_support.h"
+#include "support/key_store_test_support.h"
 
 namespace mb::gateway {
 namespace {

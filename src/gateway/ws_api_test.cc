@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "common/hmac.h"
-#include "gateway/key_store_test_support.h"
+#include "support/key_store_test_support.h"
 
 namespace mb::gateway {
 namespace {

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "journal/journal_test_support.h"
+#include "support/journal_test_support.h"
 
 namespace mb::journal {
 namespace {

@@ -2,7 +2,7 @@
 // and directories the process cannot write.
 #include <gtest/gtest.h>
 
-#include "journal/journal_test_support.h"
+#include "support/journal_test_support.h"
 
 namespace mb::journal {
 namespace {

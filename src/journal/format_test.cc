@@ -8,7 +8,7 @@
 #include <cstring>
 #include <string>
 
-#include "journal/journal_test_support.h"
+#include "support/journal_test_support.h"
 
 namespace mb::journal {
 namespace {

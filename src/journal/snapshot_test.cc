@@ -4,7 +4,7 @@
 
 #include <cstring>
 
-#include "journal/journal_test_support.h"
+#include "support/journal_test_support.h"
 
 namespace mb::journal {
 namespace {

@@ -16,7 +16,7 @@
 
 #include "common/fault_file_system.h"
 #include "journal/archive.h"
-#include "journal/journal_test_support.h"
+#include "support/journal_test_support.h"
 
 namespace mb::journal {
 namespace {

@@ -5,7 +5,7 @@
 
 #include <chrono>
 
-#include "journal/journal_test_support.h"
+#include "support/journal_test_support.h"
 
 namespace mb::journal {
 namespace {
