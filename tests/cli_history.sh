@@ -163,8 +163,11 @@ aggs() {  # aggs QUERY: aggTrades?QUERY as "a:f-l:q" words
 }
 first_ms=$(curl -sS --fail-with-body "$base/api/v3/trades?symbol=BTCUSDT&fromId=1&limit=1" |
   python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["time"])')
+late_ms=$(curl -sS --fail-with-body "$base/api/v3/trades?symbol=BTCUSDT&fromId=1&limit=1000" |
+  python3 -c 'import json,sys; print(json.load(sys.stdin)[-2]["time"])')
 agg_queries=("fromId=1&limit=1000" "fromId=4&limit=3" "startTime=$first_ms&limit=4"
-  "startTime=$first_ms&endTime=$((first_ms + 1))")
+  "startTime=$first_ms&endTime=$((first_ms + 1))" "fromId=1&startTime=$late_ms&limit=2"
+  "fromId=1&endTime=$late_ms&limit=1000")
 agg_before=()
 for q in "${agg_queries[@]}"; do agg_before+=("$(aggs "$q")"); done
 [[ $(wc -w <<<"${agg_before[0]}") -ge 12 ]] || fail "aggTrades?fromId=1: ${agg_before[0]}"

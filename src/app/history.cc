@@ -237,42 +237,53 @@ Result<std::vector<marketdata::AggTrade>> ProjectionHistory::AggTrades(
   std::vector<marketdata::AggTrade> out;
   if (limit == 0) return out;
   uint64_t first = from_id;
-  if (first == 0) {
+  if (start_ms != 0) {
     // In ns, within int64 (a startTime before 1970 is the first trade's).
     constexpr int64_t kMaxMs = std::numeric_limits<int64_t>::max() / 1'000'000;
     const int64_t start_ns = std::clamp<int64_t>(start_ms, 0, kMaxMs) * 1'000'000;
     auto at = store_->FirstTradeFrom(Raw(market), start_ns);
     if (!at.ok()) return at.status();
     if (*at == 0) return out;
-    first = *at;
+    first = std::max(first, *at);
   }
-  // From the trade before: an aggregate that began before `first` is then
-  // seen whole, and left out.
+  // An aggregate's id is its first trade's; its fills share one time.
+  const auto wanted = [&](uint64_t agg_id, int64_t time_ns) {
+    const int64_t ms = time_ns / 1'000'000;
+    return agg_id >= first && (start_ms == 0 || ms >= start_ms) && (end_ms == 0 || ms <= end_ms);
+  };
+  // Read forward from the trade before `first`, so an aggregate that began
+  // before it is seen whole and left out. The rows get their aggregate ids
+  // as they come; an aggregate is whole once a row of another one follows
+  // it (or the market's newest trade was read).
   constexpr std::size_t kPage = 1000;
-  std::vector<projection::TradeRecord> trades;
+  std::vector<marketdata::TradeRow> rows;
   uint64_t next = first > 1 ? first - 1 : first;
-  bool newest = false;  // read up to the market's newest trade
-  while (!newest) {
+  bool newest = false;
+  std::size_t whole = 0;  // wanted aggregates known whole
+  while (!newest && whole < limit) {
     auto page = store_->MarketTrades(Raw(market), next, kPage);
     if (!page.ok()) return page.status();
-    trades.insert(trades.end(), page->begin(), page->end());
     newest = page->size() < kPage;
-    if (newest) break;
-    next = page->back().trade_id + 1;
-    // Enough once past end_ms, or once `limit` whole aggregates follow the
-    // one `first` may continue: the last one read may go on in the next
-    // page, and is left out below (a command's fills share one time, so
-    // past end_ms it is out anyway).
-    if (end_ms != 0 && page->back().time_ns / 1'000'000 > end_ms) break;
-    if (marketdata::Aggregate(TradeRows(trades)).size() > limit + 1) break;
+    for (const projection::TradeRecord& t : *page) {
+      marketdata::TradeRow row = projection::ToTradeRow(t);
+      if (!rows.empty() && marketdata::SameAggregate(rows.back(), row)) {
+        row.agg_id = rows.back().agg_id;
+      } else if (!rows.empty()) {
+        // rows.back() ends its aggregate: counted when it is wanted.
+        const marketdata::TradeRow& end = rows.back();
+        if (wanted(Raw(end.agg_id) != 0 ? Raw(end.agg_id) : Raw(end.id), end.time_ns)) ++whole;
+      }
+      rows.push_back(row);
+    }
+    if (!page->empty()) next = page->back().trade_id + 1;
+    // Past end_ms nothing more is wanted (a command's fills share one time).
+    if (end_ms != 0 && !page->empty() && page->back().time_ns / 1'000'000 > end_ms) break;
   }
-  std::vector<marketdata::AggTrade> all = marketdata::Aggregate(TradeRows(trades));
+  std::vector<marketdata::AggTrade> all = marketdata::Aggregate(rows);
+  // The last aggregate may go on past the last page read.
   if (!newest && !all.empty()) all.pop_back();
   for (const marketdata::AggTrade& a : all) {
-    const int64_t ms = a.time_ns / 1'000'000;
-    if (Raw(a.id) < first || (start_ms != 0 && ms < start_ms) || (end_ms != 0 && ms > end_ms)) {
-      continue;
-    }
+    if (!wanted(Raw(a.id), a.time_ns)) continue;
     out.push_back(a);
     if (out.size() == limit) break;
   }

@@ -899,7 +899,7 @@ class RocksStore final : public Store {
     const std::string prefix = Key(kCandle).U16(market).U8(interval).str();
     const std::string begin =
         start_ms == 0 ? prefix : Key(kCandle).U16(market).U8(interval).I64(start_ms).str();
-    const std::string end = end_ms == 0
+    const std::string end = end_ms == 0 || end_ms == std::numeric_limits<int64_t>::max()
                                 ? PrefixEnd(prefix)
                                 : Key(kCandle).U16(market).U8(interval).I64(end_ms + 1).str();
     const bool asc = start_ms != 0;
@@ -1079,24 +1079,40 @@ class RocksStore final : public Store {
     if (asc) return ScanRange(snap, at(from_id), end, true, std::forward<F>(visit));
     uint64_t hi = 0;  // one past the newest id
     MB_RETURN_IF_ERROR(ScanRange(snap, at(from_id), end, false, [&](std::string_view k, auto) {
-      hi = ReadBig(k, prefix.size(), 8) + 1;
+      hi = std::min<uint64_t>(ReadBig(k, prefix.size(), 8), UINT64_MAX - 1) + 1;
       return Stop();
     }));
+    // A window holds at most max_rows rows: one that would hold more is
+    // halved and read again (an id has at most two keys, maker and taker),
+    // so a scan that skips most rows (an old orderId, an old endTime) never
+    // holds the whole prefix in memory.
+    const std::size_t max_rows = std::max<std::size_t>(options_.scan_window_rows, 4);
     std::vector<std::pair<std::string, std::string>> rows;
-    for (uint64_t window = 64; hi > from_id; window = std::min(window * 2, uint64_t{1} << 62)) {
+    uint64_t window = 64;
+    while (hi > from_id) {
       const uint64_t lo = hi - from_id > window ? hi - window : from_id;
       rows.clear();
+      bool full = false;
       MB_RETURN_IF_ERROR(
           ScanRange(snap, at(lo), at(hi), true, [&](std::string_view k, std::string_view v) {
+            if (rows.size() == max_rows && window > 1) {
+              full = true;
+              return Stop();
+            }
             rows.emplace_back(k, v);
             return Status::Ok();
           }));
+      if (full) {
+        window /= 2;
+        continue;
+      }
       for (auto r = rows.rbegin(); r != rows.rend(); ++r) {
         Status st = visit(std::string_view(r->first), std::string_view(r->second));
         if (st.code() == StatusCode::kOutOfRange) return Status::Ok();
         if (!st.ok()) return st;
       }
       hi = lo;
+      if (rows.size() < max_rows / 4) window = std::min(window * 2, uint64_t{1} << 62);
     }
     return Status::Ok();
   }

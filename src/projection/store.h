@@ -238,6 +238,9 @@ struct StoreOptions {
   // RocksDB: one memtable's size (at most three are kept): what is written
   // to disk at once by a flush.
   uint64_t write_buffer_bytes = uint64_t{16} << 20;
+  // rocksdb: the most rows a newest-first scan holds at once (tests set it
+  // small to exercise the window's halving).
+  std::size_t scan_window_rows = 4096;
   // RocksDB: where its warnings and errors go (null: stderr). It writes no
   // log file of its own: one that fails on a full disk is not written again.
   std::function<void(std::string_view)> log;
