@@ -11,7 +11,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config git ccache
-  clang-14 libclang-rt-14-dev clang-format
+  clang-14 libclang-rt-14-dev clang-format clang-tidy-14
   libgtest-dev libgmock-dev libbenchmark-dev
   libtomlplusplus-dev libxxhash-dev libcli11-dev libfmt-dev
   libzstd-dev libconcurrentqueue-dev libboost1.81-dev libssl-dev

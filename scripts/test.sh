@@ -2,6 +2,8 @@
 # Builds and runs every test, then prints how long each phase took.
 #
 #   format   clang-format --dry-run -Werror over every tracked C++ file
+#   tidy     clang-tidy (.clang-tidy's checks) over the core modules' sources
+#            (engine, concurrency, codec, common, journal, fanout, exchange)
 #   asan     the suite in a Debug build (assertions on, -Werror) under
 #            AddressSanitizer + UBSan: the warnings check, the memory check
 #            and the unit tests in one build (the tests' own sources
@@ -125,7 +127,7 @@ if [ "$quick" = 1 ]; then
   exit 0
 fi
 
-phases=${MB_TEST_PHASES:-format asan tsa e2e release tsan fuzz}
+phases=${MB_TEST_PHASES:-format asan tidy tsa e2e release tsan fuzz}
 want() { [[ " $phases " == *" $1 "* ]]; }
 
 # The release phase's tests are chosen from ctest's own list (before the
@@ -250,6 +252,21 @@ if want asan; then
 fi
 
 if want release || want tsan || want fuzz || want tsa; then start_background_builds; fi
+
+# clang-tidy's checks (.clang-tidy) over the core modules' sources, with the
+# asan build's compile commands; any warning fails the phase.
+tidy_modules='engine concurrency codec common journal fanout exchange'
+if want tidy; then
+  begin "tidy" "clang-tidy (.clang-tidy) over src/{${tidy_modules// /,}}"
+  [ -f build/asan/compile_commands.json ] || cmake --preset asan >/dev/null
+  tidy_files=()
+  for m in $tidy_modules; do
+    while IFS= read -r f; do tidy_files+=("$f"); done < <(git ls-files "src/$m/*.cc" | grep -v -e '_test\.cc$' -e '_fuzz\.cc$')
+  done
+  run-clang-tidy-14 -p build/asan -j "$jobs" -quiet "${tidy_files[@]}" >build/asan/tidy.log 2>&1 ||
+    { sed 's/\x1b\[[0-9;]*m//g' build/asan/tidy.log | grep -E -A3 '(warning|error):' | head -60; exit 1; }
+  end
+fi
 
 if want asan; then
   begin "asan tests" "ctest"

@@ -276,8 +276,8 @@ constexpr void VisitFields(V& v, T& x) {
   } else if constexpr (kIs<T, ImageIceberg>) {
     auto& [id, slice, hidden] = x;
     v(id, slice, hidden);
-  } else if constexpr (kIs<T, Price>) {
-    v(x);  // last_prices entries are bare prices
+  } else if constexpr (kIs<T, Price> || kIs<T, MarketStatus>) {
+    v(x);  // last_prices entries are bare prices, market_status entries bare enums
   } else if constexpr (kIs<T, ImageBalance>) {
     auto& [account, asset, available, locked] = x;
     v(account, asset, available, locked);
@@ -299,8 +299,6 @@ constexpr void VisitFields(V& v, T& x) {
   } else if constexpr (kIs<T, ImageAssetTotals>) {
     auto& [supply] = x;
     v(supply);
-  } else if constexpr (kIs<T, MarketStatus>) {
-    v(x);  // market_status entries are bare enums
   } else {
     static_assert(AlwaysFalse<T>::value, "no field list for this type");
   }

@@ -75,7 +75,7 @@ std::optional<std::string> ParseEd25519PublicKey(std::string_view text) {
     ERR_clear_error();
     return RawPublic(key.get());
   }
-  const std::optional<std::string> bytes = Base64Decode(text);
+  std::optional<std::string> bytes = Base64Decode(text);
   if (!bytes) return std::nullopt;
   if (bytes->size() == kEd25519KeyBytes) return bytes;
   const auto* p = reinterpret_cast<const unsigned char*>(bytes->data());

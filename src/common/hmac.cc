@@ -12,7 +12,7 @@ namespace mb {
 
 std::string HmacSha256Hex(std::string_view key, std::string_view data) {
   // OpenSSL reads a null key as "reuse the previous key": never pass one.
-  static const unsigned char kEmpty = 0;
+  static constexpr unsigned char kEmpty = 0;
   MB_CHECK(key.size() <= static_cast<std::size_t>(INT_MAX));
   const void* key_ptr = key.empty() ? static_cast<const void*>(&kEmpty) : key.data();
   const unsigned char* data_ptr =
@@ -24,7 +24,7 @@ std::string HmacSha256Hex(std::string_view key, std::string_view data) {
   MB_CHECK(r != nullptr && mac_len == 32);
   static constexpr char kHex[] = "0123456789abcdef";
   std::string hex;
-  hex.reserve(2 * mac_len);
+  hex.reserve(std::size_t{2} * mac_len);
   for (unsigned int i = 0; i < mac_len; ++i) {
     hex.push_back(kHex[mac[i] >> 4U]);
     hex.push_back(kHex[mac[i] & 0x0FU]);

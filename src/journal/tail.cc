@@ -16,7 +16,7 @@ namespace mb::journal {
 
 namespace fs = std::filesystem;
 
-JournalTail::JournalTail(fs::path data_dir, uint64_t config_hash, uint64_t from_seq,
+JournalTail::JournalTail(const fs::path& data_dir, uint64_t config_hash, uint64_t from_seq,
                          FileSystem* file_system, fs::path archive_dir)
     : journal_dir_(data_dir / "journal"),
       archive_dir_(archive_dir.empty() ? data_dir / "archive" : std::move(archive_dir)),

@@ -32,7 +32,7 @@ class JournalTail {
   // calls); reads are always direct.
   // Records before the first live segment are read from the archive
   // (journal/archive.h): archive_dir, or <data_dir>/archive when empty.
-  JournalTail(std::filesystem::path data_dir, uint64_t config_hash, uint64_t from_seq,
+  JournalTail(const std::filesystem::path& data_dir, uint64_t config_hash, uint64_t from_seq,
               FileSystem* file_system = nullptr, std::filesystem::path archive_dir = {});
   ~JournalTail();
   JournalTail(const JournalTail&) = delete;
