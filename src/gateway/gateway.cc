@@ -405,8 +405,10 @@ void Gateway::Impl::Dispatch(Ctx& c, const Route& r, const std::optional<ApiErro
   // A server that may not take orders (its lease lapsed by its own clock,
   // fenced, handing over) says so before anything else: the answer must not
   // depend on whether its lease thread has noticed yet.
-  if (route->counts_order && exchange_ != nullptr && !exchange_->IntakeRefusal().empty()) {
-    return Busy(c.respond, c.version, c.keep_alive, c.meta, exchange::SubmitResult::kRefusing);
+  if (route->counts_order && exchange_ != nullptr) {
+    if (const std::string why = exchange_->IntakeRefusal(); !why.empty()) {
+      return Busy(c.respond, c.version, c.keep_alive, c.meta, why);
+    }
   }
   if (route->security != Security::kNone) {
     if (!authenticated) {
@@ -605,6 +607,11 @@ void Gateway::Impl::Busy(const Respond& respond, unsigned version, bool keep_ali
       msg = "The exchange is shutting down.";
       break;
   }
+  Busy(respond, version, keep_alive, meta, msg);
+}
+
+void Gateway::Impl::Busy(const Respond& respond, unsigned version, bool keep_alive,
+                         const ReplyMeta& meta, const std::string& msg) {
   Response res = MakeResponse(version, keep_alive, 503, ApiError::ServerBusy(msg).Json(), meta);
   res.set(http::field::retry_after, std::to_string(options_.retry_after_s));
   if (rejected_503_ != nullptr) rejected_503_->Inc();

@@ -465,6 +465,9 @@ class Gateway::Impl final : public HttpHandler, public WsApiBackend, public fano
   void TooManyOrders(Ctx& c, const OrderCountDecision& d);
   void Busy(const Respond& respond, unsigned version, bool keep_alive, const ReplyMeta& meta,
             exchange::SubmitResult r);
+  // 503 with Retry-After and `msg` (the refusal's reason).
+  void Busy(const Respond& respond, unsigned version, bool keep_alive, const ReplyMeta& meta,
+            const std::string& msg);
 
   // Submits a command whose answer `finish` gives once durable and applied.
   // kind: a string literal naming it in the flight recorder.
