@@ -2756,8 +2756,12 @@ TEST(CodecImage, BadFieldInsideARecordIsNamed) {
   for (const ImageFault& f : faults) {
     SCOPED_TRACE(f.what);
     auto b = EncodeImage(MakeImage());
-    if (f.expect >= 0) ASSERT_EQ(b[f.at], static_cast<std::byte>(f.expect));
-    if (f.also_at != 0) ASSERT_EQ(b[f.also_at], static_cast<std::byte>(f.also_expect));
+    if (f.expect >= 0) {
+      ASSERT_EQ(b[f.at], static_cast<std::byte>(f.expect));
+    }
+    if (f.also_at != 0) {
+      ASSERT_EQ(b[f.also_at], static_cast<std::byte>(f.also_expect));
+    }
     b[f.at] = static_cast<std::byte>(f.set);
     Reseal(&b);
     auto r = DecodeImage(b);
