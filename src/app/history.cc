@@ -207,16 +207,21 @@ gateway::HistoryHealth ProjectionHistory::Health() const {
 
 namespace {
 
-// The history store's trades as the read side holds them: one taker's
-// consecutive fills at one price in one command are one aggregate trade.
+// Appends a history store's trade as the read side holds it: one taker's
+// consecutive fills at one price in one command are one aggregate trade,
+// with its first trade's id. True when it begins a new aggregate.
+bool AppendTradeRow(const projection::TradeRecord& t, std::vector<marketdata::TradeRow>* rows) {
+  marketdata::TradeRow row = projection::ToTradeRow(t);
+  const bool continues = !rows->empty() && marketdata::SameAggregate(rows->back(), row);
+  if (continues) row.agg_id = rows->back().agg_id;
+  rows->push_back(row);
+  return !continues;
+}
+
 std::vector<marketdata::TradeRow> TradeRows(const std::vector<projection::TradeRecord>& trades) {
   std::vector<marketdata::TradeRow> out;
   out.reserve(trades.size());
-  for (const projection::TradeRecord& t : trades) {
-    marketdata::TradeRow row = projection::ToTradeRow(t);
-    if (!out.empty() && marketdata::SameAggregate(out.back(), row)) row.agg_id = out.back().agg_id;
-    out.push_back(row);
-  }
+  for (const projection::TradeRecord& t : trades) AppendTradeRow(t, &out);
   return out;
 }
 
@@ -265,15 +270,11 @@ Result<std::vector<marketdata::AggTrade>> ProjectionHistory::AggTrades(
     if (!page.ok()) return page.status();
     newest = page->size() < kPage;
     for (const projection::TradeRecord& t : *page) {
-      marketdata::TradeRow row = projection::ToTradeRow(t);
-      if (!rows.empty() && marketdata::SameAggregate(rows.back(), row)) {
-        row.agg_id = rows.back().agg_id;
-      } else if (!rows.empty()) {
-        // rows.back() ends its aggregate: counted when it is wanted.
-        const marketdata::TradeRow& end = rows.back();
+      if (AppendTradeRow(t, &rows) && rows.size() > 1) {
+        // The row before ends its aggregate: counted when it is wanted.
+        const marketdata::TradeRow& end = rows[rows.size() - 2];
         if (wanted(Raw(end.agg_id) != 0 ? Raw(end.agg_id) : Raw(end.id), end.time_ns)) ++whole;
       }
-      rows.push_back(row);
     }
     if (!page->empty()) next = page->back().trade_id + 1;
     // Past end_ms nothing more is wanted (a command's fills share one time).

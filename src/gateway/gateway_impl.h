@@ -772,6 +772,12 @@ class Gateway::Impl final : public HttpHandler, public WsApiBackend, public fano
   // The history is behind or its database fails: Binance's answer to a
   // backend that did not answer in time.
   void HistoryUnavailable(HistoryJob& j, const Status& why);
+  // Market data older than the read side holds, on the history thread:
+  // `fetch()` gives the history store's rows and `json(rows)` the answer; a
+  // history that keeps none (kNotFound) answers with `held`, the read side's
+  // rows (market_data_routes.cc).
+  template <class Rows, class Fetch, class Json>
+  void DeferOlder(Ctx& c, Rows held, Fetch fetch, Json json);
 
   // Until the history has applied j.wait_seq (true), the deadline, or Stop().
   bool WaitApplied(const HistoryJob& j);

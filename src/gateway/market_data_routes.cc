@@ -108,6 +108,17 @@ void Gateway::Impl::Depth(Ctx& c) {
   Ok(c, DepthJson(config_, *Snap(m), limit));
 }
 
+template <class Rows, class Fetch, class Json>
+void Gateway::Impl::DeferOlder(Ctx& c, Rows held, Fetch fetch, Json json) {
+  Defer(c, [this, held = std::move(held), fetch = std::move(fetch),
+            json = std::move(json)](HistoryJob& j) {
+    auto older = fetch();
+    if (older.status().code() == StatusCode::kNotFound) return JobReply(j, 200, json(held));
+    if (!older.ok()) return HistoryUnavailable(j, older.status());
+    JobReply(j, 200, json(*older));
+  });
+}
+
 void Gateway::Impl::Trades(Ctx& c) {
   MarketId m{};
   std::size_t limit = 0;
@@ -119,14 +130,10 @@ void Gateway::Impl::Trades(Ctx& c) {
   // Older than the read side's recent trades: from the history store, which
   // keeps every trade of the market.
   if (from && *from > 0 && history_ != nullptr && (rows.empty() || Raw(rows.front().id) > *from)) {
-    return Defer(c, [this, m, from = *from, limit, held = std::move(rows)](HistoryJob& j) {
-      auto older = history_->MarketTrades(m, from, limit);
-      if (older.status().code() == StatusCode::kNotFound) {
-        return JobReply(j, 200, TradesJson(config_, held));
-      }
-      if (!older.ok()) return HistoryUnavailable(j, older.status());
-      JobReply(j, 200, TradesJson(config_, *older));
-    });
+    return DeferOlder(
+        c, std::move(rows),
+        [this, m, from = *from, limit] { return history_->MarketTrades(m, from, limit); },
+        [this](const auto& r) { return TradesJson(config_, r); });
   }
   Ok(c, TradesJson(config_, rows));
 }
@@ -148,15 +155,13 @@ void Gateway::Impl::AggTrades(Ctx& c) {
   // From an id or a time at or before the oldest trade held: from the
   // history store, which keeps every trade of the market.
   if (history_ != nullptr && snap->TradesBeyondHeld(q.from.value_or(0), q.start.value_or(0))) {
-    return Defer(c, [this, q, held = std::move(rows)](HistoryJob& j) {
-      auto older = history_->AggTrades(q.market, q.from.value_or(0), q.start.value_or(0),
-                                       q.end.value_or(0), q.limit);
-      if (older.status().code() == StatusCode::kNotFound) {
-        return JobReply(j, 200, AggTradesJson(config_, held));
-      }
-      if (!older.ok()) return HistoryUnavailable(j, older.status());
-      JobReply(j, 200, AggTradesJson(config_, *older));
-    });
+    return DeferOlder(
+        c, std::move(rows),
+        [this, q] {
+          return history_->AggTrades(q.market, q.from.value_or(0), q.start.value_or(0),
+                                     q.end.value_or(0), q.limit);
+        },
+        [this](const auto& r) { return AggTradesJson(config_, r); });
   }
   Ok(c, AggTradesJson(config_, rows));
 }
@@ -181,15 +186,14 @@ void Gateway::Impl::Klines(Ctx& c) {
   // every candle of the market.
   if (history_ != nullptr &&
       snap->KlinesBeyondHeld(*interval, start.value_or(0), end.value_or(0), limit, zone)) {
-    return Defer(c, [this, m, iv = *interval, start = start.value_or(0), end = end.value_or(0),
-                     limit, zone, held = std::move(rows)](HistoryJob& j) {
-      auto older = history_->Klines(m, iv, start, end, limit);
-      if (older.status().code() == StatusCode::kNotFound) {
-        return JobReply(j, 200, KlinesJson(config_, m, iv, held, zone));
-      }
-      if (!older.ok()) return HistoryUnavailable(j, older.status());
-      JobReply(j, 200, KlinesJson(config_, m, iv, *older, zone));
-    });
+    return DeferOlder(
+        c, std::move(rows),
+        [this, m, iv = *interval, start = start.value_or(0), end = end.value_or(0), limit] {
+          return history_->Klines(m, iv, start, end, limit);
+        },
+        [this, m, iv = *interval, zone](const auto& r) {
+          return KlinesJson(config_, m, iv, r, zone);
+        });
   }
   Ok(c, KlinesJson(config_, m, *interval, rows, zone));
 }

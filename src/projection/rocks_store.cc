@@ -96,15 +96,17 @@ class Key {
   rocksdb::Slice slice() const { return s_; }
   // An id as keys hold it: 8 bytes, big-endian.
   static std::string Big(uint64_t v) {
-    std::string s(8, '\0');
-    for (int i = 7; i >= 0; --i, v >>= 8)
-      s[static_cast<std::size_t>(i)] = static_cast<char>(v & 0xff);
+    std::string s;
+    PutBig(&s, v, 8);
     return s;
   }
 
  private:
+  static void PutBig(std::string* s, uint64_t v, int bytes) {
+    for (int i = bytes - 1; i >= 0; --i) s->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+  }
   Key& Put(uint64_t v, int bytes) {
-    for (int i = bytes - 1; i >= 0; --i) s_.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+    PutBig(&s_, v, bytes);
     return *this;
   }
   std::string s_;
